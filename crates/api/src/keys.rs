@@ -1,0 +1,113 @@
+//! The well-known keys of the contract on Node and Pod objects (DESIGN.md §3).
+//!
+//! All upgrade state lives in the cluster under these keys, so the controller stays stateless: after a crash it
+//! re-derives everything from them. They are public API: renaming one strands every cluster that already carries it.
+
+/// API group of the `ExecutorUpgradePolicy` CRD and prefix of every k8sm key.
+pub const GROUP: &str = "k8s.mesosphere.io";
+
+/// API version of the `ExecutorUpgradePolicy` CRD.
+pub const VERSION: &str = "v1alpha1";
+
+/// Node annotation written by the executor (or agent): the ID of the executor that runs on the node now.
+pub const EXECUTOR_ID_ANNOTATION: &str = "k8s.mesosphere.io/executor-id";
+
+/// Node annotation written by the marker: RFC 3339 time at which the node was marked incompatible.
+pub const INCOMPATIBLE_EXECUTOR_ANNOTATION: &str = "k8s.mesosphere.io/incompatible-executor";
+
+/// Node label written by the marker, next to the annotation of the same key, so that watches can select marked nodes
+/// server-side (annotations cannot be selected).
+pub const INCOMPATIBLE_EXECUTOR_LABEL: &str = "k8s.mesosphere.io/incompatible-executor";
+
+/// The only value of [`INCOMPATIBLE_EXECUTOR_LABEL`].
+pub const INCOMPATIBLE_EXECUTOR_LABEL_VALUE: &str = "true";
+
+/// Node annotation written by the controller: RFC 3339 time at which the executor was told to terminate now.
+pub const KAMIKAZE_ANNOTATION: &str = "k8s.mesosphere.io/kamikaze";
+
+/// Node annotation written by the controller when it cordoned the node, so that it uncordons only nodes it cordoned
+/// itself (never one an operator cordoned by hand).
+pub const CORDONED_BY_ANNOTATION: &str = "k8s.mesosphere.io/cordoned-by";
+
+/// The value of [`CORDONED_BY_ANNOTATION`] that means "cordoned by k8sm".
+pub const CORDONED_BY_VALUE: &str = "k8sm";
+
+/// Node or Pod label set by an operator: k8sm never drains this node / never deletes or evicts this pod.
+pub const UPGRADE_OPT_OUT_LABEL: &str = "k8s.mesosphere.io/upgrade-opt-out";
+
+/// The value of [`UPGRADE_OPT_OUT_LABEL`] that opts out. Any other value does not.
+pub const UPGRADE_OPT_OUT_VALUE: &str = "true";
+
+/// Key of the taint that the marker puts on incompatible nodes, so that replacement pods prefer upgraded nodes and a
+/// pod is disrupted once rather than once per old node.
+pub const INCOMPATIBLE_EXECUTOR_TAINT_KEY: &str = "k8s.mesosphere.io/incompatible-executor";
+
+/// Effect of the incompatible-executor taint: a preference, never a hard constraint, so scheduling never stalls.
+pub const INCOMPATIBLE_EXECUTOR_TAINT_EFFECT: &str = "PreferNoSchedule";
+
+/// Pod annotation of Karpenter: a pod with value [`KARPENTER_DO_NOT_DISRUPT_VALUE`] counts as opted out.
+pub const KARPENTER_DO_NOT_DISRUPT_ANNOTATION: &str = "karpenter.sh/do-not-disrupt";
+
+/// The value of [`KARPENTER_DO_NOT_DISRUPT_ANNOTATION`] that opts a pod out.
+pub const KARPENTER_DO_NOT_DISRUPT_VALUE: &str = "true";
+
+/// Pod annotation of the cluster autoscaler: a pod with value [`CLUSTER_AUTOSCALER_SAFE_TO_EVICT_VALUE`] counts as
+/// opted out.
+pub const CLUSTER_AUTOSCALER_SAFE_TO_EVICT_ANNOTATION: &str =
+    "cluster-autoscaler.kubernetes.io/safe-to-evict";
+
+/// The value of [`CLUSTER_AUTOSCALER_SAFE_TO_EVICT_ANNOTATION`] that opts a pod out.
+pub const CLUSTER_AUTOSCALER_SAFE_TO_EVICT_VALUE: &str = "false";
+
+/// Keys (and the value that means "opted out") by which neighbouring tools opt a pod out of disruption. k8sm honours
+/// them as if they were [`UPGRADE_OPT_OUT_LABEL`].
+// Both tools define these keys as pod annotations.
+pub const NEIGHBOUR_OPT_OUT_KEYS: [(&str, &str); 2] = [
+    (
+        KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
+        KARPENTER_DO_NOT_DISRUPT_VALUE,
+    ),
+    (
+        CLUSTER_AUTOSCALER_SAFE_TO_EVICT_ANNOTATION,
+        CLUSTER_AUTOSCALER_SAFE_TO_EVICT_VALUE,
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn k8sm_keys_live_in_the_group() {
+        for key in [
+            EXECUTOR_ID_ANNOTATION,
+            INCOMPATIBLE_EXECUTOR_ANNOTATION,
+            INCOMPATIBLE_EXECUTOR_LABEL,
+            KAMIKAZE_ANNOTATION,
+            CORDONED_BY_ANNOTATION,
+            UPGRADE_OPT_OUT_LABEL,
+            INCOMPATIBLE_EXECUTOR_TAINT_KEY,
+        ] {
+            let (prefix, name) = key.split_once('/').expect("qualified key");
+            assert_eq!(prefix, GROUP, "{key}");
+            // A label/annotation name is at most 63 characters of [A-Za-z0-9._-].
+            assert!(name.len() <= 63, "{key}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
+                "{key}"
+            );
+        }
+    }
+
+    #[test]
+    fn neighbour_opt_out_keys_are_the_documented_ones() {
+        assert_eq!(
+            NEIGHBOUR_OPT_OUT_KEYS,
+            [
+                ("karpenter.sh/do-not-disrupt", "true"),
+                ("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")
+            ]
+        );
+    }
+}

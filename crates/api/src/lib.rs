@@ -1,0 +1,31 @@
+//! k8sm-api: the `ExecutorUpgradePolicy` CRD types, the well-known Node/Pod keys and the executor ID. No I/O.
+#![forbid(unsafe_code)]
+
+mod crd;
+mod duration;
+mod executor_id;
+pub mod keys;
+mod max_concurrent;
+mod policy;
+mod status;
+
+pub use crd::{crd, crd_yaml};
+pub use duration::{DURATION_MAX_LENGTH, DURATION_PATTERN, DurationString, InvalidDuration};
+pub use executor_id::{
+    EXECUTOR_ID_PREFIX, ExecutorId, ExecutorIdError, ExecutorIdentity, InvalidExecutorId,
+    binary_sha256_of,
+};
+pub use max_concurrent::{
+    InvalidMaxConcurrentNodes, MAX_CONCURRENT_NODES_MESSAGE, MAX_CONCURRENT_NODES_RULE,
+    MaxConcurrentNodes,
+};
+pub use policy::{
+    DEFAULT_OWNER_HEALTH_THRESHOLD, DEFAULT_RESTART_TIMEOUT, ExecutorUpgradePolicy,
+    ExecutorUpgradePolicySpec, Kamikaze, KamikazeMechanism, TARGET_EXECUTOR_ID_MAX_LENGTH,
+    TARGET_EXECUTOR_ID_PATTERN, URL_PLACEHOLDER_NODE_IP, URL_PLACEHOLDER_NODE_NAME,
+    URL_TEMPLATE_MAX_LENGTH, UnmanagedPodPolicy, UnmanagedPods,
+};
+pub use status::{
+    BlockedPod, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS, NodeCounts, NodePhase, NodeStatus,
+    condition_types,
+};

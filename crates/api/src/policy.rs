@@ -1,0 +1,252 @@
+//! The `ExecutorUpgradePolicy` custom resource: what an operator asks k8sm to do (DESIGN.md §5.1).
+//!
+//! The `///` comments on spec fields are operator documentation: they become the CRD's descriptions and so
+//! `kubectl explain executorupgradepolicy.spec`. Every default is both an OpenAPI `default` in the CRD (so the
+//! apiserver stores it) and a serde default (so a spec read from a file means the same thing). Every constraint is
+//! enforced by the apiserver (schema keywords and CEL rules), with a message that names the field.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{DurationString, ExecutorUpgradePolicyStatus, MaxConcurrentNodes};
+
+/// RE2 pattern of `spec.targetExecutorId`: printable ASCII without whitespace. k8sm's own IDs are
+/// `sha256:<64 hex digits>`; IDs of external executors may look different, so anything a Node annotation can carry
+/// safely is accepted.
+pub const TARGET_EXECUTOR_ID_PATTERN: &str = "^[!-~]+$";
+
+/// Longest accepted `spec.targetExecutorId`.
+pub const TARGET_EXECUTOR_ID_MAX_LENGTH: u32 = 256;
+
+/// Longest accepted `spec.kamikaze.urlTemplate`.
+pub const URL_TEMPLATE_MAX_LENGTH: u32 = 2048;
+
+/// Placeholder in `spec.kamikaze.urlTemplate` replaced by the Node's name.
+pub const URL_PLACEHOLDER_NODE_NAME: &str = "{nodeName}";
+
+/// Placeholder in `spec.kamikaze.urlTemplate` replaced by the Node's InternalIP address.
+pub const URL_PLACEHOLDER_NODE_IP: &str = "{nodeIP}";
+
+/// Rolls a new executor through the selected nodes without breaking any application's SLA: incompatible nodes are
+/// drained a few at a time, pod by pod, while every replicated workload stays above its health threshold; an empty
+/// node is then told to restart its executor in the new version.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+// Several printer columns share `type_ = "string"`, which clippy mistakes for a repeated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[kube(
+    group = "k8s.mesosphere.io",
+    version = "v1alpha1",
+    kind = "ExecutorUpgradePolicy",
+    shortname = "eup",
+    category = "k8sm",
+    status = "ExecutorUpgradePolicyStatus",
+    derive = "PartialEq",
+    doc = "ExecutorUpgradePolicy rolls a new node executor through the selected nodes without breaking any \
+           application's SLA. See `kubectl explain executorupgradepolicy.spec`.",
+    printcolumn(
+        name = "Target",
+        type_ = "string",
+        json_path = ".spec.targetExecutorId",
+        description = "Executor ID that selected nodes are upgraded to"
+    ),
+    printcolumn(
+        name = "Upgraded",
+        type_ = "string",
+        json_path = ".status.upgraded",
+        description = "Selected nodes that run the target executor, of all selected nodes"
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "boolean",
+        json_path = ".spec.paused",
+        description = "Whether evictions, deletions and kamikaze are paused"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutorUpgradePolicySpec {
+    /// Executor ID that the control plane now launches, such as "sha256:<64 hex digits>" (print it with
+    /// `kubectl k8sm executor-id`). Every selected node whose executor-id annotation differs is marked incompatible
+    /// and upgraded. Leave it unset to upgrade only nodes that another component marked with the
+    /// "k8s.mesosphere.io/incompatible-executor" annotation. Printable characters only, no whitespace, at most 256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = TARGET_EXECUTOR_ID_MAX_LENGTH), regex(pattern = TARGET_EXECUTOR_ID_PATTERN))]
+    pub target_executor_id: Option<String>,
+
+    /// Which nodes this policy upgrades, by label. An empty selector (the default) selects all nodes. Nodes labelled
+    /// "k8s.mesosphere.io/upgrade-opt-out=true" are never drained, whatever the selector says. A node selected by two
+    /// policies is left alone by both, and reported in both policies' conditions.
+    #[serde(default)]
+    pub node_selector: LabelSelector,
+
+    /// How many selected nodes may drain at the same time: an integer of at least 1 (such as 3), or a percentage of
+    /// the selected nodes from "1%" to "100%" (such as "20%"), rounded up and at least one node. Default: 1. A node
+    /// that waits on something only an operator can resolve gives up its slot.
+    #[serde(default)]
+    pub max_concurrent_nodes: MaxConcurrentNodes,
+
+    /// The SLA guard, in percent from 1 to 100 (default 90): a pod that belongs to a controller (Deployment,
+    /// ReplicaSet, StatefulSet, ReplicationController) is evicted only while the controller keeps at least this
+    /// percentage of its desired replicas ready after the eviction, or is fully ready before it (so small
+    /// controllers move one pod at a time and never stall). Higher is safer and slower.
+    #[serde(default = "default_owner_health_threshold")]
+    #[schemars(range(min = 1, max = 100))]
+    pub owner_health_threshold: u8,
+
+    /// What to do with unmanaged pods (pods that no controller recreates elsewhere) on a draining node. Default:
+    /// never delete them; the node waits until an operator does.
+    #[serde(default)]
+    pub unmanaged_pods: UnmanagedPods,
+
+    /// Evict pods through the Eviction API so that PodDisruptionBudgets are honoured on top of
+    /// ownerHealthThreshold (default true). An eviction refused by a budget is retried and reported as blocked. Set
+    /// false only when budgets are known to be stricter than what the upgrade can ever satisfy.
+    #[serde(default = "default_true")]
+    pub respect_pod_disruption_budgets: bool,
+
+    /// Cordon a node (mark it unschedulable) when it starts draining, so that evicted pods do not come back to it
+    /// (default true). k8sm uncordons only nodes it cordoned itself, once they run the target executor.
+    #[serde(default = "default_true")]
+    pub cordon: bool,
+
+    /// How to tell the executor of a drained node to terminate, so that it restarts in the new version.
+    #[serde(default)]
+    pub kamikaze: Kamikaze,
+
+    /// How long a node may take, after kamikaze, to come back with the target executor ID before it is reported
+    /// with a RestartOverdue event. A duration such as "90s", "10m" or "1h30m" (units ms, s, m, h). Default: "10m".
+    #[serde(default = "default_restart_timeout")]
+    pub restart_timeout: DurationString,
+
+    /// Stop all evictions, pod deletions and kamikaze messages (default false). Nodes are still marked and the
+    /// status is still updated; set it back to false to resume where the upgrade stopped.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// What k8sm does with unmanaged pods: pods without a controlling owner, which nothing recreates once deleted.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.policy) || self.policy != 'DeleteAfterTimeout' || has(self.timeout)")
+    .message("spec.unmanagedPods.timeout is required when spec.unmanagedPods.policy is DeleteAfterTimeout: set it to a duration such as \"10m\"")
+    .field_path(".timeout")
+    .reason(Reason::FieldValueRequired))]
+pub struct UnmanagedPods {
+    /// "Never" (default): never delete an unmanaged pod; the node stays blocked until an operator deletes the pod
+    /// (by hand or with `kubectl k8sm force <node>`). "Delete": delete unmanaged pods as soon as no owned pod on the
+    /// node waits for an unhealthy controller. "DeleteAfterTimeout": the same, but only once the node has been
+    /// incompatible for at least `timeout`, giving their owners time to move them.
+    #[serde(default)]
+    pub policy: UnmanagedPodPolicy,
+
+    /// With policy DeleteAfterTimeout (and required there): how long after a node is marked incompatible its
+    /// unmanaged pods, and Job pods that have not finished, may be deleted. A duration such as "90s", "10m" or
+    /// "1h30m" (units ms, s, m, h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<DurationString>,
+}
+
+/// Policy for unmanaged pods.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum UnmanagedPodPolicy {
+    /// Delete unmanaged pods once no owned pod on the node waits for an unhealthy owner.
+    Delete,
+    /// Delete unmanaged pods once the node has been incompatible for at least `unmanagedPods.timeout`.
+    DeleteAfterTimeout,
+    /// Never delete unmanaged pods; an operator must.
+    #[default]
+    Never,
+}
+
+/// How k8sm tells a drained node's executor to terminate, so that it comes back in the new version.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.mechanism) || self.mechanism != 'Http' || has(self.urlTemplate)")
+    .message("spec.kamikaze.urlTemplate is required when spec.kamikaze.mechanism is Http: set it to a URL such as \"http://{nodeIP}:10260/kamikaze\"")
+    .field_path(".urlTemplate")
+    .reason(Reason::FieldValueRequired))]
+pub struct Kamikaze {
+    /// "Annotation" (default): set the "k8s.mesosphere.io/kamikaze" annotation on the Node; the executor watches its
+    /// own Node and exits. "Http": send an HTTP POST to urlTemplate. "DeleteNode": delete the Node object.
+    #[serde(default)]
+    pub mechanism: KamikazeMechanism,
+
+    /// With mechanism Http (and required there): the URL to POST to, an http:// or https:// URL containing
+    /// "{nodeName}" or "{nodeIP}" (or both), which are replaced by the node's name and InternalIP address, such as
+    /// "http://{nodeIP}:10260/kamikaze". At most 2048 characters, no whitespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = URL_TEMPLATE_MAX_LENGTH))]
+    #[x_kube(validation = Rule::new(
+        "self.matches('^https?://[!-~]+$') && (self.contains('{nodeName}') || self.contains('{nodeIP}'))"
+    ).message("spec.kamikaze.urlTemplate must be an http:// or https:// URL without whitespace that contains {nodeName} or {nodeIP}, such as \"http://{nodeIP}:10260/kamikaze\""))]
+    pub url_template: Option<String>,
+}
+
+/// Kamikaze mechanism.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum KamikazeMechanism {
+    /// Set the kamikaze annotation on the Node.
+    #[default]
+    Annotation,
+    /// POST to `urlTemplate`.
+    Http,
+    /// Delete the Node object.
+    DeleteNode,
+}
+
+impl Default for ExecutorUpgradePolicySpec {
+    /// The spec of `spec: {}`: every documented default.
+    fn default() -> Self {
+        Self {
+            target_executor_id: None,
+            node_selector: LabelSelector::default(),
+            max_concurrent_nodes: MaxConcurrentNodes::default(),
+            owner_health_threshold: default_owner_health_threshold(),
+            unmanaged_pods: UnmanagedPods::default(),
+            respect_pod_disruption_budgets: true,
+            cordon: true,
+            kamikaze: Kamikaze::default(),
+            restart_timeout: default_restart_timeout(),
+            paused: false,
+        }
+    }
+}
+
+impl Kamikaze {
+    /// The kamikaze URL for one node: `urlTemplate` with its placeholders replaced. `None` without a template.
+    pub fn url_for(&self, node_name: &str, node_ip: &str) -> Option<String> {
+        let template = self.url_template.as_deref()?;
+        Some(
+            template
+                .replace(URL_PLACEHOLDER_NODE_NAME, node_name)
+                .replace(URL_PLACEHOLDER_NODE_IP, node_ip),
+        )
+    }
+}
+
+/// Default of `spec.ownerHealthThreshold`.
+pub const DEFAULT_OWNER_HEALTH_THRESHOLD: u8 = 90;
+
+/// Default of `spec.restartTimeout`.
+pub const DEFAULT_RESTART_TIMEOUT: &str = "10m";
+
+fn default_owner_health_threshold() -> u8 {
+    DEFAULT_OWNER_HEALTH_THRESHOLD
+}
+
+fn default_restart_timeout() -> DurationString {
+    DurationString::from_literal(DEFAULT_RESTART_TIMEOUT)
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,280 @@
+//! The status of an `ExecutorUpgradePolicy`: what the controller observed and why nodes wait (DESIGN.md §5.1, §5.2).
+//!
+//! Written only by the controller. Everything here can be re-derived from the cluster, so the status is a report, not
+//! state: losing it loses nothing.
+
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Most entries in `status.blockedPods`; the controller keeps the oldest ones and counts the rest in
+/// `status.blockedPodsTotal`. Bounded so that the status of a large cluster stays well below the object size limit.
+pub const MAX_BLOCKED_PODS: usize = 100;
+
+/// Condition types that the controller sets on a policy.
+pub mod condition_types {
+    /// True while selected nodes are incompatible and the upgrade moves forward (or waits on a blocked node).
+    pub const PROGRESSING: &str = "Progressing";
+    /// True when every selected node runs the target executor.
+    pub const UPGRADED: &str = "Upgraded";
+    /// True when another policy selects some of the same nodes; neither policy acts on those nodes.
+    pub const CONFLICT: &str = "Conflict";
+    /// True while `spec.paused` stops evictions, deletions and kamikaze.
+    pub const PAUSED: &str = "Paused";
+}
+
+/// Observed state of an ExecutorUpgradePolicy.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutorUpgradePolicyStatus {
+    /// Latest observations of the upgrade, one per type: Progressing, Upgraded, Conflict, Paused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+
+    /// The metadata.generation of the spec that this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// Selected nodes that run the target executor, of all selected nodes, such as "12/20".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgraded: Option<String>,
+
+    /// Number of selected nodes in each phase.
+    #[serde(default)]
+    pub counts: NodeCounts,
+
+    /// Every selected node that is not Compatible, with its phase and what it waits for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub nodes: Vec<NodeStatus>,
+
+    /// Pods that keep a draining node from finishing and that need an operator or time, oldest first. At most 100;
+    /// blockedPodsTotal counts them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_BLOCKED_PODS))]
+    pub blocked_pods: Vec<BlockedPod>,
+
+    /// Number of blocked pods, including those left out of blockedPods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_pods_total: Option<u32>,
+
+    /// Estimated time at which every selected node runs the target executor, from the pace so far. Absent while
+    /// there is too little to go on, or while blocked nodes wait for an operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta: Option<Time>,
+}
+
+/// Number of selected nodes in each phase.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCounts {
+    /// All nodes that the policy selects.
+    #[serde(default)]
+    pub total: u32,
+    /// Nodes that run the target executor.
+    #[serde(default)]
+    pub compatible: u32,
+    /// Nodes marked incompatible that wait for a drain slot.
+    #[serde(default)]
+    pub incompatible: u32,
+    /// Nodes being drained.
+    #[serde(default)]
+    pub draining: u32,
+    /// Nodes with no pods left that matter, about to be sent kamikaze.
+    #[serde(default)]
+    pub drained: u32,
+    /// Nodes told to terminate their executor, waiting for it to come back in the target version.
+    #[serde(default)]
+    pub kamikaze_sent: u32,
+    /// Draining nodes whose remaining pods all wait for an operator.
+    #[serde(default)]
+    pub blocked: u32,
+}
+
+impl NodeCounts {
+    /// Counts `phase` once more, and the total too.
+    pub fn add(&mut self, phase: NodePhase) {
+        self.total += 1;
+        *self.slot(phase) += 1;
+    }
+
+    /// The count of one phase.
+    pub fn get(&self, phase: NodePhase) -> u32 {
+        match phase {
+            NodePhase::Compatible => self.compatible,
+            NodePhase::Incompatible => self.incompatible,
+            NodePhase::Draining => self.draining,
+            NodePhase::Drained => self.drained,
+            NodePhase::KamikazeSent => self.kamikaze_sent,
+            NodePhase::Blocked => self.blocked,
+        }
+    }
+
+    fn slot(&mut self, phase: NodePhase) -> &mut u32 {
+        match phase {
+            NodePhase::Compatible => &mut self.compatible,
+            NodePhase::Incompatible => &mut self.incompatible,
+            NodePhase::Draining => &mut self.draining,
+            NodePhase::Drained => &mut self.drained,
+            NodePhase::KamikazeSent => &mut self.kamikaze_sent,
+            NodePhase::Blocked => &mut self.blocked,
+        }
+    }
+
+    /// The text of `status.upgraded` and of the Upgraded printer column: compatible nodes of all, such as "12/20".
+    pub fn upgraded(&self) -> String {
+        format!("{}/{}", self.compatible, self.total)
+    }
+}
+
+/// Where a selected node is in its upgrade.
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+pub enum NodePhase {
+    /// Runs the target executor (or no target is set and nothing marked it).
+    Compatible,
+    /// Marked incompatible; waits for a drain slot.
+    Incompatible,
+    /// Admitted into a drain slot and cordoned; its pods are being evicted.
+    Draining,
+    /// Only DaemonSet, mirror and finished pods left.
+    Drained,
+    /// Told to terminate its executor; waits for it to come back with the target executor ID.
+    KamikazeSent,
+    /// Draining, but every remaining pod waits for something only an operator can resolve; it gave up its slot.
+    Blocked,
+}
+
+impl NodePhase {
+    /// Every phase, in upgrade order.
+    pub const ALL: [Self; 6] = [
+        Self::Compatible,
+        Self::Incompatible,
+        Self::Draining,
+        Self::Drained,
+        Self::KamikazeSent,
+        Self::Blocked,
+    ];
+
+    /// The name used in the API, in Events and as a metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Compatible => "Compatible",
+            Self::Incompatible => "Incompatible",
+            Self::Draining => "Draining",
+            Self::Drained => "Drained",
+            Self::KamikazeSent => "KamikazeSent",
+            Self::Blocked => "Blocked",
+        }
+    }
+}
+
+impl fmt::Display for NodePhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One selected node that is not Compatible.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    /// Node name.
+    pub name: String,
+    /// Phase: Incompatible, Draining, Drained, KamikazeSent or Blocked.
+    pub phase: NodePhase,
+    /// When the node entered this phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    /// Pods still to be moved or deleted before the node is drained.
+    #[serde(default)]
+    pub pods_left: u32,
+    /// What the node waits for, one short line each, such as "PodDisruptionBudget shop/web-pdb".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blockers: Vec<String>,
+    /// Executor ID that the node reports now (its "k8s.mesosphere.io/executor-id" annotation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_id: Option<String>,
+}
+
+/// A pod that keeps a draining node from finishing.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedPod {
+    /// Node the pod runs on.
+    pub node: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+    /// Controller of the pod as "Kind/name", such as "ReplicaSet/web-6d4f"; absent for an unmanaged pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Why it blocks, in one word, such as WaitingForOwner, BlockedByPDB, BlockedUnmanagedPod or BlockedOptOut.
+    pub reason: String,
+    /// What it waits for and how to resolve it.
+    #[serde(default)]
+    pub message: String,
+    /// Since when it has blocked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phase_names_are_the_api_names() {
+        for phase in NodePhase::ALL {
+            let json = serde_json::to_string(&phase).unwrap();
+            assert_eq!(json, format!("\"{phase}\""));
+            assert_eq!(serde_json::from_str::<NodePhase>(&json).unwrap(), phase);
+        }
+        assert_eq!(NodePhase::KamikazeSent.to_string(), "KamikazeSent");
+    }
+
+    #[test]
+    fn counts_add_up() {
+        let mut counts = NodeCounts::default();
+        for phase in [
+            NodePhase::Compatible,
+            NodePhase::Compatible,
+            NodePhase::Draining,
+            NodePhase::Blocked,
+        ] {
+            counts.add(phase);
+        }
+        assert_eq!(counts.total, 4);
+        assert_eq!(counts.get(NodePhase::Compatible), 2);
+        assert_eq!(counts.get(NodePhase::Draining), 1);
+        assert_eq!(counts.get(NodePhase::Blocked), 1);
+        assert_eq!(counts.get(NodePhase::KamikazeSent), 0);
+        assert_eq!(counts.upgraded(), "2/4");
+    }
+
+    #[test]
+    fn status_round_trips_in_camel_case() {
+        let json = serde_json::json!({
+            "observedGeneration": 3,
+            "upgraded": "1/2",
+            "counts": {"total": 2, "compatible": 1, "kamikazeSent": 1},
+            "nodes": [{"name": "n1", "phase": "KamikazeSent", "podsLeft": 0, "since": "2026-01-02T03:04:05Z"}],
+            "blockedPods": [{"node": "n2", "namespace": "ns", "name": "p", "reason": "BlockedOptOut", "message": "m"}],
+            "eta": "2026-01-02T04:00:00Z",
+        });
+        let status: ExecutorUpgradePolicyStatus = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(status.counts.kamikaze_sent, 1);
+        assert_eq!(status.nodes[0].phase, NodePhase::KamikazeSent);
+        let back = serde_json::to_value(&status).unwrap();
+        assert_eq!(back["counts"]["kamikazeSent"], 1);
+        assert_eq!(back["nodes"][0]["since"], "2026-01-02T03:04:05Z");
+        assert_eq!(back["blockedPods"][0]["reason"], "BlockedOptOut");
+        assert_eq!(back["eta"], json["eta"]);
+    }
+}

@@ -1,0 +1,382 @@
+//! [`TestCluster`]: starts the components in order, waits until each is usable, and stops them all on drop.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+use crate::components::{self, Layout};
+use crate::kwok::{self, fake_node};
+use crate::pki::Pki;
+use crate::ports::free_port;
+use crate::process::ManagedProcess;
+use crate::{Binaries, Error};
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Number of KWOK nodes created and awaited Ready by [`TestCluster::start`].
+    pub nodes: usize,
+    /// Pod capacity of each node.
+    pub max_pods_per_node: u32,
+    /// How long after scheduling a pod becomes Ready (KWOK stage delay).
+    pub pod_ready_delay: Duration,
+    /// Extra labels on every node.
+    pub node_labels: BTreeMap<String, String>,
+    /// Run kube-controller-manager (Deployments, ReplicaSets, garbage collection, …).
+    pub controller_manager: bool,
+    /// Run kube-scheduler.
+    pub scheduler: bool,
+    /// Keep the cluster's files here instead of in a temporary directory removed on drop.
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self {
+            nodes: 3,
+            max_pods_per_node: 110,
+            pod_ready_delay: Duration::ZERO,
+            node_labels: BTreeMap::new(),
+            controller_manager: true,
+            scheduler: true,
+            dir: None,
+        }
+    }
+}
+
+impl ClusterOptions {
+    pub fn with_nodes(mut self, nodes: usize) -> Self {
+        self.nodes = nodes;
+        self
+    }
+}
+
+/// A running cluster. Dropping it stops every process it started (also when a test panics).
+pub struct TestCluster {
+    // Field order matters: processes stop (in reverse start order, see Drop) before the temp dir is removed.
+    processes: Vec<ManagedProcess>,
+    client: Client,
+    kubeconfig: PathBuf,
+    server: String,
+    binaries: Binaries,
+    dir: PathBuf,
+    options: ClusterOptions,
+    _temp_dir: Option<tempfile::TempDir>,
+}
+
+impl std::fmt::Debug for TestCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestCluster")
+            .field("server", &self.server)
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestCluster {
+    /// Builds the binaries if needed, starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK on
+    /// free loopback ports, creates `options.nodes` nodes and waits until they are Ready.
+    pub async fn start(options: ClusterOptions) -> Result<Self, Error> {
+        let binaries = tokio::task::spawn_blocking(Binaries::ensure)
+            .await
+            .map_err(|e| Error::Setup(format!("building binaries panicked: {e}")))??;
+
+        let (dir, temp_dir) = match &options.dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+                    context: format!("creating {}", dir.display()),
+                    source,
+                })?;
+                (dir.clone(), None)
+            }
+            None => {
+                let temp = tempfile::Builder::new()
+                    .prefix("k8sm-cluster-")
+                    .tempdir()
+                    .map_err(|source| Error::Io {
+                        context: "creating a temporary cluster directory".into(),
+                        source,
+                    })?;
+                (temp.path().to_owned(), Some(temp))
+            }
+        };
+        let pki = Pki::write(&dir)?;
+        let kubeconfig = dir.join("kubeconfig");
+        let layout = Layout {
+            dir: &dir,
+            pki: &pki,
+            kubeconfig: &kubeconfig,
+            etcd_client_port: free_port()?,
+            etcd_peer_port: free_port()?,
+            apiserver_port: free_port()?,
+        };
+        let server = format!("https://127.0.0.1:{}", layout.apiserver_port);
+        crate::kubeconfig::write_admin(&kubeconfig, &server, &pki)?;
+
+        let mut processes = Vec::new();
+        let spawn = |name: &str, program: &Path, args: Vec<String>| {
+            ManagedProcess::spawn(name, program, &args, &dir.join(format!("{name}.log")))
+        };
+        processes.push(spawn("etcd", &binaries.etcd, components::etcd(&layout))?);
+        processes.push(spawn(
+            "kube-apiserver",
+            &binaries.kube_apiserver,
+            components::kube_apiserver(&layout),
+        )?);
+
+        let client = client_for(&kubeconfig).await?;
+        let mut cluster = Self {
+            processes,
+            client,
+            kubeconfig: kubeconfig.clone(),
+            server,
+            binaries: binaries.clone(),
+            dir: dir.clone(),
+            options: options.clone(),
+            _temp_dir: temp_dir,
+        };
+        cluster
+            .wait_apiserver_ready(Duration::from_secs(90))
+            .await?;
+
+        if options.controller_manager {
+            let args = components::kube_controller_manager(&layout, free_port()?);
+            let process = spawn(
+                "kube-controller-manager",
+                &binaries.kube_controller_manager,
+                args,
+            )?;
+            cluster.processes.push(process);
+        }
+        if options.scheduler {
+            let args = components::kube_scheduler(&layout, free_port()?);
+            cluster
+                .processes
+                .push(spawn("kube-scheduler", &binaries.kube_scheduler, args)?);
+        }
+        let stage_config = dir.join("kwok-stages.yaml");
+        kwok::write_stage_config(
+            &binaries.kwok_stages,
+            options.pod_ready_delay,
+            &stage_config,
+        )?;
+        let kwok_args = components::kwok(&layout, &stage_config, free_port()?);
+        cluster
+            .processes
+            .push(spawn("kwok", &binaries.kwok, kwok_args)?);
+
+        cluster.add_nodes(0..options.nodes).await?;
+        if options.controller_manager {
+            cluster.wait_default_service_account("default").await?;
+        }
+        Ok(cluster)
+    }
+
+    /// A client with cluster-admin rights.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// Absolute path of an admin kubeconfig for this cluster.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The apiserver's URL, `https://127.0.0.1:<port>`.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The directory holding the cluster's certificates, data and component logs.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn binaries(&self) -> &Binaries {
+        &self.binaries
+    }
+
+    pub fn options(&self) -> &ClusterOptions {
+        &self.options
+    }
+
+    /// The harness's kubectl, pointed at this cluster.
+    pub fn kubectl(&self) -> Command {
+        let mut cmd = Command::new(&self.binaries.kubectl);
+        cmd.env("KUBECONFIG", &self.kubeconfig);
+        cmd
+    }
+
+    /// The version the apiserver reports, e.g. `v1.36.3`.
+    pub async fn server_version(&self) -> Result<String, Error> {
+        Ok(self.client.apiserver_version().await?.git_version)
+    }
+
+    /// Name and pid of every process this cluster started and that has not been stopped.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.processes
+            .iter()
+            .filter_map(|p| Some((p.name().to_owned(), p.pid()?)))
+            .collect()
+    }
+
+    /// The processes of this cluster, for tests that inject faults.
+    pub fn process_mut(&mut self, name: &str) -> Option<&mut ManagedProcess> {
+        self.processes.iter_mut().find(|p| p.name() == name)
+    }
+
+    /// Fails with the log of the first component that has exited.
+    pub fn check_running(&mut self) -> Result<(), Error> {
+        self.processes
+            .iter_mut()
+            .try_for_each(ManagedProcess::check_running)
+    }
+
+    /// Creates the KWOK nodes with these indices (see [`crate::node_name`]) and waits until all are Ready.
+    pub async fn add_nodes(&mut self, indices: std::ops::Range<usize>) -> Result<(), Error> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let names: Vec<String> = indices.map(kwok::node_name).collect();
+        futures::stream::iter(names.iter())
+            .map(|name| {
+                let node = fake_node(
+                    name,
+                    &self.options.node_labels,
+                    self.options.max_pods_per_node,
+                );
+                let nodes = nodes.clone();
+                async move { nodes.create(&PostParams::default(), &node).await }
+            })
+            .buffer_unordered(32)
+            .try_collect::<Vec<_>>()
+            .await?;
+        let timeout = Duration::from_secs(60) + Duration::from_millis(100) * names.len() as u32;
+        self.wait_nodes_ready(&names, timeout).await
+    }
+
+    /// Creates a namespace and waits for its `default` ServiceAccount, without which pods are rejected.
+    pub async fn create_namespace(&mut self, name: &str) -> Result<(), Error> {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        namespaces.create(&PostParams::default(), &ns).await?;
+        self.wait_default_service_account(name).await
+    }
+
+    async fn wait_default_service_account(&mut self, namespace: &str) -> Result<(), Error> {
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
+        let what = format!("the default ServiceAccount in namespace {namespace}");
+        self.poll(&what, Duration::from_secs(60), || async {
+            Ok(accounts.get_opt("default").await?.is_some())
+        })
+        .await
+    }
+
+    async fn wait_apiserver_ready(&mut self, timeout: Duration) -> Result<(), Error> {
+        let client = self.client.clone();
+        self.poll("kube-apiserver /readyz", timeout, || async {
+            let request = http::Request::get("/readyz")
+                .body(Vec::new())
+                .map_err(|e| Error::Setup(e.to_string()))?;
+            Ok(client
+                .request_text(request)
+                .await
+                .is_ok_and(|body| body.trim() == "ok"))
+        })
+        .await
+    }
+
+    async fn wait_nodes_ready(&mut self, names: &[String], timeout: Duration) -> Result<(), Error> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let wanted: std::collections::BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        let what = format!("{} KWOK nodes to become Ready", names.len());
+        self.poll(&what, timeout, || async {
+            let list = nodes.list(&ListParams::default()).await?;
+            let ready = list
+                .items
+                .iter()
+                .filter(|n| {
+                    n.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|name| wanted.contains(name))
+                })
+                .filter(|n| is_ready(n))
+                .count();
+            Ok(ready == wanted.len())
+        })
+        .await
+    }
+
+    /// Polls `check` until it is true, failing early with a component's log if one exits meanwhile.
+    async fn poll<F, Fut>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut check: F,
+    ) -> Result<(), Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<bool, Error>>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.check_running()?;
+            // Errors while polling are expected (the apiserver is still starting); only the deadline fails.
+            if let Ok(true) = check().await {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    what: what.to_owned(),
+                    seconds: timeout.as_secs(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        // Reverse start order: KWOK and the controllers go before the apiserver, etcd last.
+        while let Some(mut process) = self.processes.pop() {
+            process.stop();
+        }
+    }
+}
+
+async fn client_for(kubeconfig: &Path) -> Result<Client, Error> {
+    let config = Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(kubeconfig)?,
+        &KubeConfigOptions::default(),
+    )
+    .await?;
+    Ok(Client::try_from(config)?)
+}
+
+fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}

@@ -1,0 +1,19 @@
+//! A real local Kubernetes for tests, demos and benchmarks: etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler and KWOK, built from the Go module proxy and started on free loopback ports (envtest for Rust).
+#![forbid(unsafe_code)]
+
+mod binaries;
+mod cluster;
+mod components;
+mod error;
+mod kubeconfig;
+mod kwok;
+mod pki;
+mod ports;
+mod process;
+
+pub use binaries::{Binaries, cache_root, go_modules_dir};
+pub use cluster::{ClusterOptions, TestCluster};
+pub use error::Error;
+pub use kwok::node_name;
+pub use process::ManagedProcess;

@@ -1,0 +1,50 @@
+//! `cargo xtask`: the project's automation — tests, CRD generation, the local cluster and the demo.
+#![forbid(unsafe_code)]
+
+mod cluster;
+mod crdgen;
+mod demo;
+mod test;
+mod workspace;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "k8sm project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Everything CI checks: fmt, clippy, CRD drift, unit and end-to-end tests on the real local cluster.
+    Test(test::TestArgs),
+    /// Write crds/executorupgradepolicy.yaml from the Rust types (or, with --check, fail when it differs).
+    Crdgen(crdgen::CrdgenArgs),
+    /// Manage the long-lived local cluster (up, down, status).
+    Cluster(cluster::ClusterArgs),
+    /// Run the harness's kubectl against the local cluster: `cargo xtask kubectl get nodes`.
+    Kubectl {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Bring up the local cluster, install the CRD and the example policies, and show them.
+    Demo(demo::DemoArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Test(args) => test::run(args),
+        Command::Crdgen(args) => crdgen::run(args),
+        Command::Cluster(args) => cluster::run(args),
+        Command::Kubectl { args } => cluster::kubectl(&args),
+        Command::Demo(args) => demo::run(args),
+    }
+}

@@ -1,0 +1,53 @@
+//! `cargo xtask test`: the whole gate CI runs — formatting, lints, CRD drift, unit and end-to-end tests.
+
+use std::process::Command;
+
+use anyhow::Context;
+use k8sm_testcluster::Binaries;
+
+use crate::{crdgen, workspace};
+
+#[derive(clap::Args)]
+pub struct TestArgs {
+    /// Extra arguments for `cargo test` (e.g. a test name filter).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    cargo_test_args: Vec<String>,
+}
+
+pub fn run(args: TestArgs) -> anyhow::Result<()> {
+    workspace::run(
+        "cargo fmt --check",
+        workspace::cargo().args(["fmt", "--all", "--", "--check"]),
+    )?;
+    workspace::run(
+        "cargo clippy -D warnings",
+        workspace::cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    crdgen::run_check()?;
+
+    eprintln!("==> cluster binaries (built from the Go module proxy on first use)");
+    let binaries = Binaries::ensure().context("building the test cluster's binaries")?;
+    let version = Command::new(&binaries.kube_apiserver)
+        .arg("--version")
+        .output()
+        .context("running kube-apiserver --version")?;
+    eprintln!(
+        "==> end-to-end tests run against kube-apiserver {} ({})",
+        String::from_utf8_lossy(&version.stdout).trim(),
+        binaries.dir.display()
+    );
+
+    workspace::run(
+        "cargo test --workspace",
+        workspace::cargo()
+            .args(["test", "--workspace", "--"])
+            .args(&args.cargo_test_args),
+    )
+}

@@ -1,0 +1,183 @@
+//! The harness itself: real components, the pinned version, KWOK nodes running real workloads, RBAC, and no process
+//! left behind.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodTemplateSpec, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+
+use k8sm_e2e::{kubectl, kubectl_ok};
+use k8sm_testcluster::{ClusterOptions, TestCluster};
+
+/// Whether a process with this pid exists and is not a zombie, read from /proc.
+fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name in parentheses; `Z` is exited but not yet reaped.
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_cluster_runs_workloads_on_kwok_nodes_and_stops_cleanly() {
+    let started = Instant::now();
+    let mut cluster = TestCluster::start(ClusterOptions::default().with_nodes(5))
+        .await
+        .expect("cluster starts");
+    println!(
+        "5-node cluster started in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // The apiserver and kubectl report the pinned version, not `v0.0.0-master`.
+    let version = cluster.server_version().await.unwrap();
+    println!("tested against kube-apiserver {version}");
+    assert_eq!(version, cluster.binaries().kubernetes_version);
+    let kubectl_version: serde_json::Value =
+        serde_json::from_str(&kubectl_ok(&cluster, &["version", "-o", "json"])).unwrap();
+    assert_eq!(
+        kubectl_version["clientVersion"]["gitVersion"],
+        version.as_str()
+    );
+    assert_eq!(
+        kubectl_version["serverVersion"]["gitVersion"],
+        version.as_str()
+    );
+
+    let client = cluster.client();
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(nodes.items.len(), 5);
+
+    // A Deployment goes through the real scheduler and ReplicaSet controller, and KWOK makes its pods Ready.
+    cluster.create_namespace("harness").await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "harness");
+    deployments
+        .create(&PostParams::default(), &deployment("web", 6))
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "harness");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let list = pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .unwrap();
+        let ready = list.items.iter().filter(|p| pod_ready(p)).count();
+        let on_nodes = list
+            .items
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+            .count();
+        if ready == 6 && on_nodes == 6 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "6 web pods never became Ready (ready {ready}, scheduled {on_nodes})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // RBAC is on: a fresh ServiceAccount may not list nodes.
+    Api::<ServiceAccount>::namespaced(client.clone(), "harness")
+        .create(
+            &PostParams::default(),
+            &ServiceAccount {
+                metadata: ObjectMeta {
+                    name: Some("nobody".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let answer = kubectl(
+        &cluster,
+        &[
+            "auth",
+            "can-i",
+            "list",
+            "nodes",
+            "--as=system:serviceaccount:harness:nobody",
+        ],
+    );
+    assert_eq!(
+        answer.stdout.trim(),
+        "no",
+        "RBAC must deny an unbound ServiceAccount: {answer:?}"
+    );
+
+    // Dropping the cluster stops every process it started.
+    let pids = cluster.pids();
+    assert_eq!(
+        pids.iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kwok"
+        ]
+    );
+    cluster.check_running().unwrap();
+    drop(cluster);
+    for (name, pid) in pids {
+        assert!(
+            !pid_alive(pid),
+            "{name} (pid {pid}) still runs after the cluster was dropped"
+        );
+    }
+}
+
+fn deployment(name: &str, replicas: i32) -> Deployment {
+    let labels = BTreeMap::from([("app".to_owned(), name.to_owned())]);
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "app".into(),
+                        image: Some("registry.invalid/app:1".into()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
