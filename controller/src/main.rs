@@ -1,6 +1,16 @@
 //! k8sm-controller: watches nodes, pods and policies, asks the planner what to do, and does it.
 #![forbid(unsafe_code)]
 
-fn main() {
-    println!("k8sm-controller {}", env!("CARGO_PKG_VERSION"));
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = k8sm_controller::Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn".into()),
+        )
+        .init();
+    k8sm_controller::run(args).await
 }

@@ -2,6 +2,37 @@
 //! executors of KWOK nodes.
 #![forbid(unsafe_code)]
 
-fn main() {
-    println!("k8sm-agent {}", env!("CARGO_PKG_VERSION"));
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use k8sm_agent::cli::{Cli, Command};
+use k8sm_agent::{Shutdown, run, simulate};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        // Colour codes would garble journald and log files.
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let shutdown = Shutdown::on_signals()?;
+    match cli.command {
+        Command::Simulate(args) => simulate::run(args, shutdown).await?,
+        Command::Run(args) => {
+            // A failed command exits non-zero so that a service manager that restarts on failure tries again.
+            if let run::Outcome::Kamikaze {
+                command_succeeded: false,
+            } = run::run(args, shutdown).await?
+            {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -25,6 +25,16 @@ pub const INCOMPATIBLE_EXECUTOR_LABEL_VALUE: &str = "true";
 /// Node annotation written by the controller: RFC 3339 time at which the executor was told to terminate now.
 pub const KAMIKAZE_ANNOTATION: &str = "k8s.mesosphere.io/kamikaze";
 
+/// Node annotation, written by the controller: RFC 3339 time at which the node was admitted into one of the policy's
+/// `maxConcurrentNodes` drain slots. It is the admission record that survives a controller restart, whether or not
+/// the node is cordoned.
+pub const DRAINING_ANNOTATION: &str = "k8s.mesosphere.io/draining";
+
+/// Node annotation, written by the controller with the kamikaze: the executor ID the node reported when it was told
+/// to terminate (empty when none). A restart is recognised by a changed executor ID even after the executor clears
+/// the kamikaze annotation.
+pub const KAMIKAZE_EXECUTOR_ID_ANNOTATION: &str = "k8s.mesosphere.io/kamikaze-executor-id";
+
 /// Node annotation written by the controller when it cordoned the node, so that it uncordons only nodes it cordoned
 /// itself (never one an operator cordoned by hand).
 pub const CORDONED_BY_ANNOTATION: &str = "k8s.mesosphere.io/cordoned-by";

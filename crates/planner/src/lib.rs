@@ -1,2 +1,41 @@
-//! k8sm-planner: the pure decision engine — (cluster view, policy, now) → plan. No kube client, no I/O.
+//! k8sm-planner: the pure decision engine — (cluster view, now) → plan. No kube client, no I/O, no clock.
+//!
+//! The controller builds a [`ClusterView`] from its reflectors, calls [`plan`], executes [`Plan::actions`] in order,
+//! emits an Event per action (reason [`Action::reason`], message [`Action::message`]) and writes the policies' status
+//! from [`Plan::policies`] and [`Plan::nodes`]. The kubectl plugin's `plan` and `blocked` commands render the same
+//! plan, so what the plugin predicts is what the controller does.
+//!
+//! All state lives in the cluster (DESIGN.md §3): planning again after the actions were applied never repeats one,
+//! and a restarted controller re-derives everything from the nodes' annotations.
 #![forbid(unsafe_code)]
+
+mod admission;
+mod classify;
+mod conditions;
+mod drain;
+mod health;
+mod index;
+mod nodes;
+mod output;
+mod plan;
+mod reason;
+mod selector;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+mod view;
+
+#[cfg(test)]
+mod tests;
+
+pub use health::{OwnerHealth, Verdict, judge, needed, sla_floor};
+pub use output::{
+    Action, ActionKind, Blocker, Decision, EtaInputs, Eviction, NodePlan, OwnerRef, Plan, PodClass,
+    PodPlan, PodRef, PolicyCondition, PolicyPlan,
+};
+pub use plan::plan;
+pub use reason::Reason;
+pub use selector::{Selector, SelectorError};
+pub use view::{
+    ClusterView, ControllerRef, InFlightEviction, NodeView, OwnerKind, OwnerView, PdbView,
+    PodPhase, PodView, PolicyView,
+};

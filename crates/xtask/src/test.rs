@@ -44,6 +44,12 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         binaries.dir.display()
     );
 
+    // End-to-end tests run k8sm's binaries as child processes: build them first (a nested cargo inside `cargo test`
+    // would wait on the build lock the outer one holds).
+    workspace::run(
+        "cargo build --workspace --bins",
+        workspace::cargo().args(["build", "--workspace", "--bins"]),
+    )?;
     workspace::run(
         "cargo test --workspace",
         workspace::cargo()

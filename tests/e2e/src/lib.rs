@@ -1,5 +1,11 @@
-//! Helpers shared by the end-to-end tests: workspace paths and running the harness's kubectl.
+//! Helpers shared by the end-to-end tests: workspace paths, the harness's kubectl, k8sm's own binaries as child
+//! processes, workloads, and the SLA watcher.
 #![forbid(unsafe_code)]
+
+pub mod binaries;
+pub mod scenario;
+pub mod sla;
+pub mod workloads;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -1,0 +1,48 @@
+//! Command-line flags of `k8sm-controller`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// SLA-safe rolling upgrades of node executors: marks, drains and restarts nodes as ExecutorUpgradePolicies say.
+#[derive(clap::Parser, Debug, Clone)]
+#[command(name = "k8sm-controller", version)]
+pub struct Args {
+    /// Kubeconfig file; without it the in-cluster configuration (or $KUBECONFIG) is used.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Elect a leader on a Lease so that only one of several replicas acts.
+    #[arg(long)]
+    pub leader_elect: bool,
+
+    /// Namespace of the leader-election Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
+    pub leader_elect_namespace: String,
+
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "k8sm-controller")]
+    pub leader_elect_lease: String,
+
+    /// How long a leader's claim lasts without renewal; another replica takes over after it.
+    #[arg(long, default_value = "15s", value_parser = humantime_duration)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// This replica's identity in the Lease and in Events (default: the pod name or hostname, plus the pid).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+
+    /// Address of the /metrics, /healthz and /readyz endpoints.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+
+    /// Re-plan at least this often even when nothing changes (a safety net; changes trigger a plan at once).
+    #[arg(long, default_value = "30s", value_parser = humantime_duration)]
+    pub resync: Duration,
+}
+
+fn humantime_duration(s: &str) -> Result<Duration, String> {
+    s.parse::<k8sm_api::DurationString>()
+        .map(|d| d.as_duration())
+        .map_err(|e| e.to_string())
+}

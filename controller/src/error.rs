@@ -1,0 +1,36 @@
+//! Errors of the controller's shell. Decisions never fail (the planner is total); I/O does.
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(#[from] kube::config::KubeconfigError),
+    #[error("{action} {object}: {source}")]
+    Action {
+        action: &'static str,
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("kamikaze POST to {url}: {message}")]
+    Http { url: String, message: String },
+    #[error("serialising a patch: {0}")]
+    Serialize(#[from] serde_json::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Error {
+    /// The API's HTTP status code, if the error came from the apiserver.
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            Self::Kube(kube::Error::Api(status))
+            | Self::Action {
+                source: kube::Error::Api(status),
+                ..
+            } => Some(status.code),
+            _ => None,
+        }
+    }
+}

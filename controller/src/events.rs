@@ -1,0 +1,189 @@
+//! Kubernetes Events, the operator's main interface: one per executed action, and one each time a node, pod or
+//! policy starts waiting on something (not on every pass, so a long wait is one Event, not thousands).
+
+use std::collections::HashSet;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use tokio::sync::Mutex;
+
+use k8sm_api::ExecutorUpgradePolicy;
+use k8sm_planner::{Action, ActionKind, Plan, PodRef, Reason};
+
+/// The reporting controller's name in every Event.
+pub const CONTROLLER_NAME: &str = "k8sm-controller";
+
+pub struct EventSink {
+    recorder: Recorder,
+    /// Waits already reported: (object, reason). A wait that ends and comes back is reported again.
+    reported_waits: Mutex<HashSet<(String, Reason)>>,
+}
+
+impl EventSink {
+    pub fn new(client: Client, instance: String) -> Self {
+        let reporter = Reporter {
+            controller: CONTROLLER_NAME.into(),
+            instance: Some(instance),
+        };
+        Self {
+            recorder: Recorder::new(client, reporter),
+            reported_waits: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Reports an executed action on the object it changed.
+    pub async fn action(&self, action: &Action, node_uid: Option<String>) {
+        let reference = match &action.kind {
+            ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod } => pod_ref(pod),
+            kind => node_ref(kind.node().unwrap_or_default(), node_uid),
+        };
+        self.publish(
+            EventType::Normal,
+            action.reason,
+            &action.message,
+            &reference,
+        )
+        .await;
+    }
+
+    /// Reports a refusal or failure of an action as a Warning on its object.
+    pub async fn action_failed(
+        &self,
+        action: &Action,
+        reason: Reason,
+        message: &str,
+        node_uid: Option<String>,
+    ) {
+        let reference = match &action.kind {
+            ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod } => pod_ref(pod),
+            kind => node_ref(kind.node().unwrap_or_default(), node_uid),
+        };
+        self.publish(EventType::Warning, reason, message, &reference)
+            .await;
+    }
+
+    /// Reports every wait and blocker that is new since the last pass; forgets those that ended.
+    pub async fn waits(&self, plan: &Plan, node_uid: impl Fn(&str) -> Option<String>) {
+        let mut current: Vec<((String, Reason), ObjectReference, String)> = Vec::new();
+        for node in &plan.nodes {
+            for blocker in &node.blockers {
+                if !reportable(blocker.reason) {
+                    continue;
+                }
+                let (key, reference) = match &blocker.pod {
+                    Some(pod) => (format!("pod/{}", pod.uid), pod_ref(pod)),
+                    None => (
+                        format!("node/{}", node.node),
+                        node_ref(&node.node, node_uid(&node.node)),
+                    ),
+                };
+                current.push(((key, blocker.reason), reference, blocker.message.clone()));
+            }
+        }
+        for policy in &plan.policies {
+            for condition in &policy.conditions {
+                let reference = policy_ref(&policy.policy);
+                current.push((
+                    (format!("policy/{}", policy.policy), condition.reason),
+                    reference,
+                    condition.message.clone(),
+                ));
+            }
+        }
+        let fresh: Vec<_> = {
+            let mut reported = self.reported_waits.lock().await;
+            let keys: HashSet<(String, Reason)> =
+                current.iter().map(|(key, _, _)| key.clone()).collect();
+            reported.retain(|key| keys.contains(key));
+            current
+                .into_iter()
+                .filter(|(key, _, _)| reported.insert(key.clone()))
+                .collect()
+        };
+        for ((_, reason), reference, message) in fresh {
+            let type_ = if matches!(reason, Reason::Paused | Reason::WaitingForOwner) {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            };
+            self.publish(type_, reason, &message, &reference).await;
+        }
+    }
+
+    async fn publish(
+        &self,
+        type_: EventType,
+        reason: Reason,
+        message: &str,
+        reference: &ObjectReference,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.as_str().to_owned(),
+            // The Events API caps notes at 1 kB.
+            note: Some(truncate(message, 1000)),
+            action: reason.as_str().to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, reference).await {
+            tracing::warn!(%error, reason = reason.as_str(), "could not record an Event");
+        }
+    }
+}
+
+/// Waits and blockers worth an Event (the rest are visible in status and the plugin).
+fn reportable(reason: Reason) -> bool {
+    matches!(
+        reason,
+        Reason::WaitingForOwner
+            | Reason::BlockedByPDB
+            | Reason::BlockedUnmanagedPod
+            | Reason::BlockedOptOut
+            | Reason::RestartOverdue
+            | Reason::MalformedAnnotation
+            | Reason::NodeAddressMissing
+    )
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+pub fn pod_ref(pod: &PodRef) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(pod.namespace.clone()),
+        name: Some(pod.name.clone()),
+        uid: Some(pod.uid.clone()),
+        ..ObjectReference::default()
+    }
+}
+
+pub fn node_ref(name: &str, uid: Option<String>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(name.to_owned()),
+        uid,
+        ..ObjectReference::default()
+    }
+}
+
+pub fn policy_ref(name: &str) -> ObjectReference {
+    use kube::Resource;
+    ObjectReference {
+        api_version: Some(ExecutorUpgradePolicy::api_version(&()).into_owned()),
+        kind: Some(ExecutorUpgradePolicy::kind(&()).into_owned()),
+        name: Some(name.to_owned()),
+        ..ObjectReference::default()
+    }
+}

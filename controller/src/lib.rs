@@ -1,0 +1,24 @@
+//! k8sm-controller as a library: the imperative shell around the planner (observe → plan → execute → report).
+//!
+//! Only the ends do I/O: [`stores`] observes the cluster, [`view`] turns it into the planner's input, the planner
+//! decides, [`execute`] applies the actions, and [`events`] and [`status`] report. The kubectl plugin reuses
+//! [`stores`] and [`view`] so that it plans over exactly what the controller sees.
+#![forbid(unsafe_code)]
+
+mod args;
+mod error;
+pub mod events;
+pub mod execute;
+mod in_flight;
+pub mod leader;
+mod metrics;
+mod reconcile;
+mod server;
+pub mod status;
+pub mod stores;
+pub mod time;
+pub mod view;
+
+pub use args::Args;
+pub use error::Error;
+pub use reconcile::run;

@@ -1,0 +1,133 @@
+//! Observation: one reflector per kind the planner needs, with stored objects trimmed to what it reads, and one
+//! merged stream that fires whenever any of them changes (the controller is event-driven, not a polling loop).
+
+use std::pin::Pin;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{
+    Node, NodeStatus, Pod, PodSpec, PodStatus, ReplicationController,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+
+use k8sm_api::ExecutorUpgradePolicy;
+
+/// Read-only caches of everything the planner looks at.
+#[derive(Clone)]
+pub struct Stores {
+    pub nodes: Store<Node>,
+    pub pods: Store<Pod>,
+    pub replica_sets: Store<ReplicaSet>,
+    pub replication_controllers: Store<ReplicationController>,
+    pub stateful_sets: Store<StatefulSet>,
+    pub jobs: Store<Job>,
+    pub pdbs: Store<PodDisruptionBudget>,
+    pub policies: Store<ExecutorUpgradePolicy>,
+}
+
+/// A stream that yields `()` each time any watched object changes. It must be polled for the stores to fill.
+pub type Changes = Pin<Box<dyn Stream<Item = ()> + Send>>;
+
+impl Stores {
+    /// Starts the reflectors. The stores fill as `changes` is polled; see [`Stores::wait_until_ready`].
+    pub fn start(client: &Client) -> (Self, Changes) {
+        let mut changes: Vec<Changes> = Vec::new();
+        let stores = Self {
+            nodes: reflect(Api::all(client.clone()), trim_node, &mut changes),
+            pods: reflect(Api::all(client.clone()), trim_pod, &mut changes),
+            replica_sets: reflect(Api::all(client.clone()), trim_meta, &mut changes),
+            replication_controllers: reflect(Api::all(client.clone()), trim_meta, &mut changes),
+            stateful_sets: reflect(Api::all(client.clone()), trim_meta, &mut changes),
+            jobs: reflect(Api::all(client.clone()), trim_meta, &mut changes),
+            pdbs: reflect(Api::all(client.clone()), trim_meta, &mut changes),
+            policies: reflect(Api::all(client.clone()), trim_meta, &mut changes),
+        };
+        (stores, Box::pin(futures::stream::select_all(changes)))
+    }
+
+    /// Waits until every store holds a complete initial list (while something polls the change stream).
+    pub async fn wait_until_ready(&self) {
+        // A store's writer lives inside the change stream, which outlives this call: these never fail.
+        let _ = self.nodes.wait_until_ready().await;
+        let _ = self.pods.wait_until_ready().await;
+        let _ = self.replica_sets.wait_until_ready().await;
+        let _ = self.replication_controllers.wait_until_ready().await;
+        let _ = self.stateful_sets.wait_until_ready().await;
+        let _ = self.jobs.wait_until_ready().await;
+        let _ = self.pdbs.wait_until_ready().await;
+        let _ = self.policies.wait_until_ready().await;
+    }
+}
+
+fn reflect<K>(api: Api<K>, trim: fn(&mut K), changes: &mut Vec<Changes>) -> Store<K>
+where
+    K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let kind = K::kind(&Default::default()).into_owned();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(trim),
+    )
+    .filter_map(move |event| {
+        let kind = kind.clone();
+        async move {
+            match event {
+                Ok(_) => Some(()),
+                Err(error) => {
+                    // The watcher retries with backoff; the store keeps its last good state meanwhile.
+                    tracing::warn!(%kind, %error, "watch failed; retrying");
+                    None
+                }
+            }
+        }
+    });
+    changes.push(Box::pin(stream));
+    reader
+}
+
+/// Managed fields and the last-applied annotation are the bulk of most objects and never read.
+fn trim_meta<K: Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// Pods are the most numerous objects: keep only the node, the phase and the conditions.
+fn trim_pod(pod: &mut Pod) {
+    trim_meta(pod);
+    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    pod.spec = Some(PodSpec {
+        node_name,
+        ..PodSpec::default()
+    });
+    if let Some(status) = pod.status.take() {
+        pod.status = Some(PodStatus {
+            phase: status.phase,
+            conditions: status.conditions,
+            ..PodStatus::default()
+        });
+    }
+}
+
+/// Nodes: keep addresses and conditions; drop images, volumes and daemon endpoints.
+fn trim_node(node: &mut Node) {
+    trim_meta(node);
+    if let Some(status) = node.status.take() {
+        node.status = Some(NodeStatus {
+            addresses: status.addresses,
+            conditions: status.conditions,
+            ..NodeStatus::default()
+        });
+    }
+}

@@ -1,0 +1,161 @@
+//! The command line: `k8sm-agent run` on real nodes, `k8sm-agent simulate` for KWOK nodes.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::validate;
+
+/// The node side of k8sm: publishes the executor ID on the Node and obeys kamikaze.
+#[derive(Debug, Parser)]
+#[command(name = "k8sm-agent", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run on a real node: publish this executor's ID and, on kamikaze, run a command that restarts the executor,
+    /// then exit.
+    Run(RunArgs),
+    /// Play the executors of KWOK nodes: publish their IDs and "restart" them with a new ID on kamikaze.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Name of this node's Node object (in a DaemonSet: from the downward API, `spec.nodeName`).
+    #[arg(long, env = "NODE_NAME", value_parser = validate::node_name)]
+    pub node: String,
+
+    /// ID of the executor running on this node now (`kubectl k8sm executor-id` computes it).
+    #[arg(long, value_parser = validate::executor_id)]
+    pub executor_id: String,
+
+    /// Shell command (`sh -c`) that restarts the executor in its new version, e.g. `systemctl restart k8sm-executor`.
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub on_kamikaze: String,
+
+    /// Kubeconfig file; without it: `KUBECONFIG`, `~/.kube/config`, or the in-cluster service account.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Also accept the `Http` kamikaze on this address: `POST /kamikaze` or `POST /kamikaze/{nodeName}`, and serve
+    /// `GET /healthz`.
+    #[arg(long)]
+    pub http_addr: Option<SocketAddr>,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Kubeconfig file; without it: `KUBECONFIG`, `~/.kube/config`, or the in-cluster service account.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// ID that executors report after a restart.
+    #[arg(long, value_parser = validate::executor_id)]
+    pub new_executor_id: String,
+
+    /// How long a restart takes, from kamikaze to the new ID (or to the deleted node's return).
+    #[arg(long, default_value = "2s")]
+    pub restart_delay: humantime::Duration,
+
+    /// Label selector of the nodes to play (e.g. `type=kwok`); default: all nodes.
+    #[arg(long, short = 'l')]
+    pub selector: Option<String>,
+
+    /// ID that selected nodes without one report, as executors publish their ID when they start.
+    #[arg(long, value_parser = validate::executor_id)]
+    pub initial_executor_id: Option<String>,
+
+    /// Accept the `Http` kamikaze on this address: `POST /kamikaze/{nodeName}` (policy urlTemplate
+    /// `http://ADDR/kamikaze/{nodeName}`), and serve `GET /healthz`.
+    #[arg(long)]
+    pub http_addr: Option<SocketAddr>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn simulate_defaults_to_a_two_second_restart_on_all_nodes() {
+        let cli =
+            Cli::try_parse_from(["k8sm-agent", "simulate", "--new-executor-id", "new"]).unwrap();
+        let Command::Simulate(args) = cli.command else {
+            panic!("not simulate");
+        };
+        assert_eq!(*args.restart_delay, std::time::Duration::from_secs(2));
+        assert_eq!(args.selector, None);
+        assert_eq!(args.initial_executor_id, None);
+        assert_eq!(args.http_addr, None);
+    }
+
+    #[test]
+    fn simulate_takes_every_option() {
+        let cli = Cli::try_parse_from([
+            "k8sm-agent",
+            "simulate",
+            "--kubeconfig=/k",
+            "--new-executor-id=new",
+            "--restart-delay=500ms",
+            "--selector=type=kwok",
+            "--initial-executor-id=old",
+            "--http-addr=127.0.0.1:8080",
+        ])
+        .unwrap();
+        let Command::Simulate(args) = cli.command else {
+            panic!("not simulate");
+        };
+        assert_eq!(*args.restart_delay, std::time::Duration::from_millis(500));
+        assert_eq!(args.selector.as_deref(), Some("type=kwok"));
+        assert_eq!(args.initial_executor_id.as_deref(), Some("old"));
+        assert_eq!(args.http_addr, Some("127.0.0.1:8080".parse().unwrap()));
+    }
+
+    #[test]
+    fn run_requires_its_node_id_and_command() {
+        let cli = Cli::try_parse_from([
+            "k8sm-agent",
+            "run",
+            "--node=node-0000",
+            "--executor-id=old",
+            "--on-kamikaze=systemctl restart k8sm-executor",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        assert_eq!(args.node, "node-0000");
+        assert_eq!(args.on_kamikaze, "systemctl restart k8sm-executor");
+        assert!(
+            Cli::try_parse_from([
+                "k8sm-agent",
+                "run",
+                "--node=n",
+                "--executor-id=a b",
+                "--on-kamikaze=x"
+            ])
+            .is_err()
+        );
+        assert!(
+            Cli::try_parse_from([
+                "k8sm-agent",
+                "run",
+                "--node=n",
+                "--executor-id=a",
+                "--on-kamikaze="
+            ])
+            .is_err()
+        );
+    }
+}

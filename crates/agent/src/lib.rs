@@ -1,0 +1,18 @@
+//! k8sm-agent: the node side of the k8sm contract (DESIGN.md §3, §5.4). `run` publishes a real executor's ID and
+//! obeys kamikaze; `simulate` plays the executors of KWOK nodes for tests, demos and benchmarks (§7).
+#![forbid(unsafe_code)]
+
+pub mod cli;
+mod client;
+mod contract;
+mod error;
+mod http;
+mod retry;
+pub mod run;
+mod shutdown;
+pub mod simulate;
+mod template;
+mod validate;
+
+pub use error::Error;
+pub use shutdown::Shutdown;

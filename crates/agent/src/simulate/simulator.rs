@@ -1,0 +1,239 @@
+//! Carries out the simulation's commands against the apiserver, each in its own task so that many nodes restart at
+//! once and the watch loop never waits for a restart delay.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8sm_api::keys::KAMIKAZE_ANNOTATION;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+use super::state::{Command, HttpKamikaze, Simulation};
+use crate::client::{is_conflict, is_not_found};
+use crate::contract::{annotation, executor_id, publish_patch, restart_patch};
+use crate::http::{Answer, KamikazeTarget};
+use crate::retry::with_retries;
+
+/// Shared by the watch loop, the HTTP endpoint and the tasks it spawns.
+#[derive(Clone)]
+pub struct Simulator {
+    nodes: Api<Node>,
+    state: Arc<Mutex<Simulation>>,
+    new_executor_id: Arc<str>,
+    restart_delay: Duration,
+}
+
+/// Immediate re-reads after a conflicting restart patch, before the retry's backoff.
+const MAX_CONFLICTS: u32 = 5;
+
+/// How a restart ended.
+enum Restart {
+    /// Patched: the executor reported `from` before and the patch removed kamikaze `obeyed`.
+    Done {
+        from: Option<String>,
+        obeyed: Option<String>,
+    },
+    /// The node is gone; nothing to restart.
+    Gone,
+}
+
+impl Simulator {
+    pub fn new(
+        nodes: Api<Node>,
+        simulation: Simulation,
+        new_executor_id: &str,
+        restart_delay: Duration,
+    ) -> Self {
+        Self {
+            nodes,
+            state: Arc::new(Mutex::new(simulation)),
+            new_executor_id: new_executor_id.into(),
+            restart_delay,
+        }
+    }
+
+    /// The simulation's state. Never held across an await, so a plain mutex suffices.
+    pub fn state(&self) -> MutexGuard<'_, Simulation> {
+        // A panic elsewhere while holding the lock leaves the bookkeeping usable: every update is a single step.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts every command in its own task.
+    pub fn spawn(&self, commands: Vec<Command>) {
+        for command in commands {
+            let this = self.clone();
+            tokio::spawn(async move { this.execute(command).await });
+        }
+    }
+
+    async fn execute(self, command: Command) {
+        match command {
+            Command::PublishInitial {
+                node,
+                executor_id,
+                resource_version,
+            } => {
+                self.publish_initial(&node, &executor_id, resource_version.as_deref())
+                    .await;
+                self.state().publish_done(&node);
+            }
+            Command::Restart { node } => {
+                tracing::info!(node, delay = ?self.restart_delay, "kamikaze: restarting executor after the delay");
+                tokio::time::sleep(self.restart_delay).await;
+                let obeyed = self.restart(&node).await;
+                self.state().restart_done(&node, obeyed);
+            }
+            Command::Recreate(node) => {
+                let name = node.name_any();
+                tracing::info!(node = %name, delay = ?self.restart_delay, "node in an upgrade deleted: re-creating it after the delay");
+                tokio::time::sleep(self.restart_delay).await;
+                self.recreate(*node).await;
+                self.state().recreate_done(&name);
+            }
+        }
+    }
+
+    async fn publish_initial(&self, name: &str, executor_id: &str, resource_version: Option<&str>) {
+        let patch = publish_patch(executor_id, resource_version);
+        let result = with_retries("publishing the initial executor ID", || async {
+            match self
+                .nodes
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => Ok(true),
+                // Changed or gone since: the watch delivers the new state, and the simulation decides again.
+                Err(error) if is_conflict(&error) || is_not_found(&error) => Ok(false),
+                Err(error) => Err(error),
+            }
+        })
+        .await;
+        match result {
+            Ok(true) => tracing::info!(
+                node = name,
+                executor_id,
+                "published the initial executor ID"
+            ),
+            Ok(false) => tracing::debug!(
+                node = name,
+                "node changed before its initial ID was published"
+            ),
+            Err(error) => {
+                tracing::error!(node = name, %error, "could not publish the initial executor ID")
+            }
+        }
+    }
+
+    /// Restarts the node's executor: reads the node, then patches the new ID and removes the kamikaze, on condition
+    /// that the node did not change in between, so the kamikaze recorded as obeyed is exactly the one removed.
+    async fn restart(&self, name: &str) -> Option<String> {
+        let new_id = &*self.new_executor_id;
+        let result = with_retries("restarting a node", || async {
+            // A conflict means the node changed after it was read (a status update, the controller): read again at
+            // once. Only a node that keeps changing falls back to the backoff between attempts.
+            let mut conflicts = 0;
+            loop {
+                let Some(node) = self.nodes.get_opt(name).await? else {
+                    return Ok(Restart::Gone);
+                };
+                let patch = restart_patch(new_id, node.metadata.resource_version.as_deref());
+                match self
+                    .nodes
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => {
+                        return Ok(Restart::Done {
+                            from: executor_id(&node).map(str::to_owned),
+                            obeyed: annotation(&node, KAMIKAZE_ANNOTATION).map(str::to_owned),
+                        });
+                    }
+                    Err(error) if is_conflict(&error) && conflicts < MAX_CONFLICTS => {
+                        conflicts += 1
+                    }
+                    Err(error) if is_not_found(&error) => return Ok(Restart::Gone),
+                    Err(error) => return Err(error),
+                }
+            }
+        })
+        .await;
+        match result {
+            Ok(Restart::Done { from, obeyed }) => {
+                tracing::info!(
+                    node = name,
+                    from = from.as_deref().unwrap_or("<none>"),
+                    to = new_id,
+                    kamikaze = obeyed.as_deref().unwrap_or("<none: HTTP>"),
+                    "restarted executor"
+                );
+                obeyed
+            }
+            Ok(Restart::Gone) => {
+                tracing::info!(node = name, "node gone before its executor restarted");
+                None
+            }
+            Err(error) => {
+                // The kamikaze stays on the node; the next change of the node schedules the restart again.
+                tracing::error!(node = name, %error, "could not restart executor");
+                None
+            }
+        }
+    }
+
+    /// Re-creates a node deleted by the `DeleteNode` kamikaze, as it re-registers after its executor's restart.
+    async fn recreate(&self, node: Node) {
+        let name = node.name_any();
+        let result = with_retries("re-creating a node", || async {
+            match self.nodes.create(&PostParams::default(), &node).await {
+                Ok(_) => Ok(true),
+                Err(error) if is_conflict(&error) => {
+                    // Still there while finalizers run: wait for it to go. Otherwise someone re-created it.
+                    match self.nodes.get_opt(&name).await? {
+                        Some(existing) if existing.metadata.deletion_timestamp.is_some() => {
+                            Err(error)
+                        }
+                        _ => Ok(false),
+                    }
+                }
+                Err(error) => Err(error),
+            }
+        })
+        .await;
+        match result {
+            Ok(true) => tracing::info!(
+                node = %name,
+                to = &*self.new_executor_id,
+                "re-created deleted node with restarted executor"
+            ),
+            Ok(false) => {
+                tracing::warn!(node = %name, "deleted node exists again; not re-creating it")
+            }
+            Err(error) => tracing::error!(node = %name, %error, "could not re-create deleted node"),
+        }
+    }
+}
+
+impl KamikazeTarget for Simulator {
+    fn kamikaze(&self, node: Option<&str>) -> Answer {
+        // `simulate` plays many nodes: a request must name one.
+        let Some(node) = node else {
+            return Answer::UnknownNode;
+        };
+        let decision = self.state().http_kamikaze(node);
+        match decision {
+            HttpKamikaze::UnknownNode => Answer::UnknownNode,
+            HttpKamikaze::AlreadyRestarting => {
+                tracing::info!(node, "kamikaze over HTTP: already restarting");
+                Answer::Accepted
+            }
+            HttpKamikaze::Restart(command) => {
+                tracing::info!(node, "kamikaze over HTTP");
+                self.spawn(vec![command]);
+                Answer::Accepted
+            }
+        }
+    }
+}

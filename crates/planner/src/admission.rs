@@ -1,0 +1,134 @@
+//! Drain slots: who holds one, who acts, and who is admitted next (DESIGN.md §5.2).
+//!
+//! A slot is held by every admitted node that is Draining, Drained or KamikazeSent. A KamikazeSent node keeps its
+//! slot until its executor comes back, even past `restartTimeout` (it is then reported `RestartOverdue`): an executor
+//! version that never comes back stalls at most `maxConcurrentNodes` nodes instead of taking down the fleet. A Blocked
+//! node gives its slot up, and is revisited every pass.
+//!
+//! Slots are enforced strictly: when more nodes hold one than there are slots (after `maxConcurrentNodes` was lowered,
+//! or when a Blocked node's operator problem went away while its slot was reused), the first ones in holder order act
+//! and the rest wait (`WaitingForSlot`) without evicting anything, still admitted.
+
+use chrono::{DateTime, Utc};
+
+/// What kind of slot holder a node is. Holders that cannot stop come first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Holding {
+    /// Told to terminate: nothing can be undone.
+    KamikazeSent,
+    /// Empty: one step from done.
+    Drained,
+    /// Pods still moving.
+    Draining,
+}
+
+/// Order of slot holders: by kind, then admission time (unknown last), then name.
+pub(crate) fn holder_key(
+    holding: Holding,
+    since: Option<DateTime<Utc>>,
+    name: &str,
+) -> (Holding, bool, Option<DateTime<Utc>>, &str) {
+    (holding, since.is_none(), since, name)
+}
+
+/// Admission order, easiest first: nodes without operator-only pods, then fewest pods to move, then marked earliest
+/// (unknown last), then name.
+pub(crate) fn candidate_key(
+    need_operator: u32,
+    pods_left: u32,
+    incompatible_since: Option<DateTime<Utc>>,
+    name: &str,
+) -> (bool, u32, bool, Option<DateTime<Utc>>, &str) {
+    (
+        need_operator > 0,
+        pods_left,
+        incompatible_since.is_none(),
+        incompatible_since,
+        name,
+    )
+}
+
+/// Splits sorted holders into those that act (the first `slots`) and those that wait for a slot.
+pub(crate) fn split<T>(mut holders: Vec<T>, slots: usize) -> (Vec<T>, Vec<T>) {
+    let waiting = holders.split_off(slots.min(holders.len()));
+    (holders, waiting)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t(minute: u32) -> Option<DateTime<Utc>> {
+        Some(Utc.with_ymd_and_hms(2026, 1, 1, 0, minute, 0).unwrap())
+    }
+
+    #[test]
+    fn candidates_easiest_first() {
+        let mut nodes = [
+            ("blocked-empty", candidate_key(1, 1, t(0), "blocked-empty")),
+            ("big-early", candidate_key(0, 9, t(0), "big-early")),
+            ("small-late", candidate_key(0, 2, t(9), "small-late")),
+            ("small-early", candidate_key(0, 2, t(1), "small-early")),
+            ("small-unknown", candidate_key(0, 2, None, "small-unknown")),
+            ("small-early-b", candidate_key(0, 2, t(1), "small-early-b")),
+            ("empty", candidate_key(0, 0, t(5), "empty")),
+        ];
+        nodes.sort_by(|a, b| a.1.cmp(&b.1));
+        let order: Vec<_> = nodes.iter().map(|n| n.0).collect();
+        assert_eq!(
+            order,
+            [
+                "empty",
+                "small-early",
+                "small-early-b",
+                "small-late",
+                "small-unknown",
+                "big-early",
+                "blocked-empty"
+            ]
+        );
+    }
+
+    #[test]
+    fn holders_that_cannot_stop_come_first() {
+        let mut nodes = [
+            (
+                "draining-early",
+                holder_key(Holding::Draining, t(0), "draining-early"),
+            ),
+            ("drained", holder_key(Holding::Drained, t(5), "drained")),
+            (
+                "kamikaze",
+                holder_key(Holding::KamikazeSent, t(9), "kamikaze"),
+            ),
+            (
+                "draining-unknown",
+                holder_key(Holding::Draining, None, "draining-unknown"),
+            ),
+            (
+                "draining-late",
+                holder_key(Holding::Draining, t(3), "draining-late"),
+            ),
+        ];
+        nodes.sort_by(|a, b| a.1.cmp(&b.1));
+        let order: Vec<_> = nodes.iter().map(|n| n.0).collect();
+        assert_eq!(
+            order,
+            [
+                "kamikaze",
+                "drained",
+                "draining-early",
+                "draining-late",
+                "draining-unknown"
+            ]
+        );
+    }
+
+    #[test]
+    fn split_respects_slots() {
+        assert_eq!(split(vec![1, 2, 3], 2), (vec![1, 2], vec![3]));
+        assert_eq!(split(vec![1], 2), (vec![1], vec![]));
+        assert_eq!(split::<u8>(vec![], 1), (vec![], vec![]));
+    }
+}

@@ -1,0 +1,104 @@
+//! The conditions a policy reports: conflicts, an empty selection, an unusable spec, node problems, the pause.
+
+use std::collections::BTreeMap;
+
+use k8sm_api::{ExecutorUpgradePolicySpec, KamikazeMechanism, UnmanagedPodPolicy};
+
+use crate::{
+    NodeView, Reason,
+    output::{NodePlan, PolicyCondition},
+};
+
+pub(crate) fn condition(reason: Reason, message: String, nodes: Vec<String>) -> PolicyCondition {
+    PolicyCondition {
+        reason,
+        message,
+        nodes,
+    }
+}
+
+/// Problems of the spec that the apiserver should have rejected; the planner stays robust to them and says so.
+pub(crate) fn spec_conditions(spec: &ExecutorUpgradePolicySpec) -> Vec<PolicyCondition> {
+    let mut out = Vec::new();
+    if !(1..=100).contains(&spec.owner_health_threshold) {
+        let message = format!(
+            "ownerHealthThreshold {} is outside 1..100; using {}",
+            spec.owner_health_threshold,
+            spec.owner_health_threshold.clamp(1, 100)
+        );
+        out.push(condition(Reason::InvalidPolicy, message, vec![]));
+    }
+    if spec.unmanaged_pods.policy == UnmanagedPodPolicy::DeleteAfterTimeout
+        && spec.unmanaged_pods.timeout.is_none()
+    {
+        let message =
+            "unmanagedPods.policy DeleteAfterTimeout without a timeout: unmanaged pods are kept";
+        out.push(condition(Reason::InvalidPolicy, message.into(), vec![]));
+    }
+    if spec.kamikaze.mechanism == KamikazeMechanism::Http && spec.kamikaze.url_template.is_none() {
+        let message = "kamikaze.mechanism Http without a urlTemplate: no kamikaze can be sent";
+        out.push(condition(Reason::InvalidPolicy, message.into(), vec![]));
+    }
+    out
+}
+
+/// One condition per set of other policies that claim some of `policy`'s nodes.
+pub(crate) fn conflicts(
+    policy: &str,
+    shared: &[&NodeView],
+    claims: &BTreeMap<&str, Vec<&str>>,
+) -> Vec<PolicyCondition> {
+    let mut by_others: BTreeMap<Vec<&str>, Vec<String>> = BTreeMap::new();
+    for node in shared {
+        let others = claims
+            .get(node.name.as_str())
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|p| *p != policy);
+        by_others
+            .entry(others.collect())
+            .or_default()
+            .push(node.name.clone());
+    }
+    by_others
+        .into_iter()
+        .map(|(others, nodes)| {
+            let message = format!(
+                "{} node(s) also selected by policy {}: neither policy acts on them; make the nodeSelectors disjoint",
+                nodes.len(),
+                others.join(", ")
+            );
+            condition(Reason::PolicyConflict, message, nodes)
+        })
+        .collect()
+}
+
+/// Node problems that the policy reports as conditions too, with the nodes concerned.
+pub(crate) fn node_conditions(nodes: &[NodePlan]) -> Vec<PolicyCondition> {
+    [
+        (
+            Reason::MalformedAnnotation,
+            "node(s) carry unreadable k8sm annotations",
+        ),
+        (
+            Reason::RestartOverdue,
+            "node(s) did not come back after kamikaze within restartTimeout",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(reason, what)| {
+        let mut names: Vec<String> = nodes
+            .iter()
+            .filter(|n| {
+                n.blockers
+                    .iter()
+                    .any(|b| b.reason == reason && b.pod.is_none())
+            })
+            .map(|n| n.node.clone())
+            .collect();
+        names.sort();
+        (!names.is_empty()).then(|| condition(reason, format!("{} {what}", names.len()), names))
+    })
+    .collect()
+}

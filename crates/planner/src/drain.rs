@@ -1,0 +1,456 @@
+//! The per-pod decisions of DESIGN.md §5.3 on one node: what moves now, what waits, and what needs an operator.
+
+use chrono::{DateTime, Utc};
+use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy};
+
+use crate::{
+    NodeView, PodView, Reason,
+    classify::{Class, Unmanaged, classify, ignored_message, unmanaged_message},
+    health::{self, Ledger, Verdict},
+    index::Index,
+    output::{ActionKind, Decision, Eviction, OwnerRef, PodPlan, PodRef},
+};
+
+/// What a pod decision needs to know about its node and policy.
+pub(crate) struct NodeContext<'a> {
+    pub(crate) node: &'a NodeView,
+    pub(crate) spec: &'a ExecutorUpgradePolicySpec,
+    /// The policy's threshold, clamped to 1..=100.
+    pub(crate) threshold: u8,
+    /// When the node was marked, if known: the start of the unmanaged-pod and Job timeouts.
+    pub(crate) incompatible_since: Option<DateTime<Utc>>,
+    pub(crate) paused: bool,
+    pub(crate) now: DateTime<Utc>,
+}
+
+impl NodeContext<'_> {
+    /// When the unmanaged-pod timeout of this node expires: `None` without a timeout or a known mark time.
+    fn timeout_deadline(&self) -> Option<DateTime<Utc>> {
+        let timeout =
+            chrono::Duration::from_std(self.spec.unmanaged_pods.timeout.as_ref()?.as_duration())
+                .ok()?;
+        self.incompatible_since?.checked_add_signed(timeout)
+    }
+}
+
+/// A node's pods, classified, without deciding anything yet: enough to order admission and to tell a Blocked node.
+pub(crate) struct Survey<'a> {
+    pub(crate) pods: Vec<(&'a PodView, Class<'a>)>,
+    /// Pods that keep the node from being drained.
+    pub(crate) left: u32,
+    /// Of those, pods that wait for an operator whatever the rest of the cluster does.
+    pub(crate) need_operator: u32,
+}
+
+impl Survey<'_> {
+    /// Only DaemonSet, mirror and finished pods are left.
+    pub(crate) fn drained(&self) -> bool {
+        self.left == 0
+    }
+
+    /// Pods are left, and every one of them waits for an operator.
+    pub(crate) fn blocked(&self) -> bool {
+        self.left > 0 && self.need_operator == self.left
+    }
+}
+
+pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
+    let pods: Vec<_> = index
+        .pods_on(&ctx.node.name)
+        .iter()
+        .map(|&p| (p, classify(p, index)))
+        .collect();
+    let left = pods.iter().filter(|(_, c)| c.holds_node()).count();
+    let need_operator = pods
+        .iter()
+        .filter(|(p, c)| needs_operator(p, *c, ctx, index).is_some())
+        .count();
+    Survey {
+        pods,
+        left: u32::try_from(left).unwrap_or(u32::MAX),
+        need_operator: u32::try_from(need_operator).unwrap_or(u32::MAX),
+    }
+}
+
+/// The operator-only obstacle of a pod, if it has one: decided by the pod, its node and policy, never by other
+/// nodes' decisions, so that Blocked is known before any slot is handed out.
+fn needs_operator(
+    pod: &PodView,
+    class: Class,
+    ctx: &NodeContext,
+    index: &Index,
+) -> Option<(Reason, String)> {
+    match class {
+        Class::OptedOut(key) => Some((
+            Reason::BlockedOptOut,
+            format!(
+                "opted out by {key}: remove it, or `kubectl k8sm force {} --include-opted-out`",
+                ctx.node.name
+            ),
+        )),
+        Class::Unmanaged(why) => unmanaged_needs_operator(&unmanaged_message(why), ctx),
+        Class::Job(owner) if job_expired(ctx) => unmanaged_needs_operator(
+            &format!("Job {} pod past the unmanaged-pod timeout", owner.name),
+            ctx,
+        ),
+        Class::Owned(_) if ctx.spec.respect_pod_disruption_budgets => {
+            let names: Vec<String> = index
+                .pdbs_for(pod)
+                .map(|p| format!("{}/{}", p.view.namespace, p.view.name))
+                .collect();
+            (names.len() > 1).then(|| {
+                (
+                    Reason::BlockedByPDB,
+                    format!(
+                        "covered by {} PodDisruptionBudgets ({}): the Eviction API refuses such pods; fix the budgets",
+                        names.len(),
+                        names.join(", ")
+                    ),
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+fn unmanaged_needs_operator(what: &str, ctx: &NodeContext) -> Option<(Reason, String)> {
+    match ctx.spec.unmanaged_pods.policy {
+        UnmanagedPodPolicy::Never => Some((
+            Reason::BlockedUnmanagedPod,
+            format!(
+                "{what}: policy Never; delete it, or `kubectl k8sm force {}`",
+                ctx.node.name
+            ),
+        )),
+        UnmanagedPodPolicy::DeleteAfterTimeout if ctx.spec.unmanaged_pods.timeout.is_none() => {
+            Some((
+                Reason::InvalidPolicy,
+                format!("{what}: policy DeleteAfterTimeout without unmanagedPods.timeout; set one"),
+            ))
+        }
+        UnmanagedPodPolicy::DeleteAfterTimeout if ctx.incompatible_since.is_none() => Some((
+            Reason::MalformedAnnotation,
+            format!(
+                "{what}: the node's incompatible-executor time is unreadable, so the timeout never starts"
+            ),
+        )),
+        UnmanagedPodPolicy::Delete | UnmanagedPodPolicy::DeleteAfterTimeout => None,
+    }
+}
+
+/// A Job pod is handled like an unmanaged pod once the unmanaged-pod timeout has passed since the node was marked.
+fn job_expired(ctx: &NodeContext) -> bool {
+    ctx.timeout_deadline()
+        .is_some_and(|deadline| ctx.now >= deadline)
+}
+
+/// The decisions for one node's pods, and the actions they imply.
+pub(crate) struct Drain {
+    pub(crate) pods: Vec<PodPlan>,
+    pub(crate) actions: Vec<(ActionKind, Reason, String)>,
+    /// Earliest time at which a wait of this node ends by itself.
+    pub(crate) wake: Option<DateTime<Utc>>,
+}
+
+/// Decides every pod of a surveyed node, recording evictions in `ledger`. Owned pods are judged first (in pod
+/// order); unmanaged pods only once no owned pod waits for its owner or a budget.
+pub(crate) fn decide(
+    survey: &Survey,
+    ctx: &NodeContext,
+    index: &Index,
+    ledger: &mut Ledger,
+) -> Drain {
+    let mut drain = Drain {
+        pods: Vec::with_capacity(survey.pods.len()),
+        actions: Vec::new(),
+        wake: None,
+    };
+    let mut owned_waiting = false;
+    // Owned pods first: whether any waits decides whether unmanaged pods may go.
+    for &(pod, class) in survey
+        .pods
+        .iter()
+        .filter(|(_, c)| matches!(c, Class::Owned(_)))
+    {
+        let plan = decide_owned(pod, class, ctx, index, ledger, &mut drain);
+        owned_waiting |= matches!(plan.decision, Decision::Wait | Decision::Block)
+            && matches!(
+                plan.reason,
+                Some(Reason::WaitingForOwner | Reason::BlockedByPDB)
+            );
+        drain.pods.push(plan);
+    }
+    for &(pod, class) in survey
+        .pods
+        .iter()
+        .filter(|(_, c)| !matches!(c, Class::Owned(_)))
+    {
+        let plan = decide_other(pod, class, ctx, index, owned_waiting, &mut drain);
+        drain.pods.push(plan);
+    }
+    drain.pods.sort_by(|a, b| a.pod.cmp(&b.pod));
+    drain
+}
+
+fn pod_plan(
+    pod: &PodView,
+    class: Class,
+    decision: Decision,
+    reason: Option<Reason>,
+    message: String,
+) -> PodPlan {
+    let owner = match class {
+        Class::Owned(o) | Class::Job(o) | Class::Unmanaged(Unmanaged::UnjudgedKind(o)) => {
+            Some(OwnerRef::of(o))
+        }
+        _ => None,
+    };
+    PodPlan {
+        pod: PodRef::of(pod),
+        owner,
+        class: class.public(),
+        decision,
+        reason,
+        message,
+        until: None,
+    }
+}
+
+/// Turns an action decision into a wait while the policy is paused.
+fn act(
+    pod: &PodView,
+    class: Class,
+    ctx: &NodeContext,
+    drain: &mut Drain,
+    action: ActionKind,
+    reason: Reason,
+    message: String,
+) -> PodPlan {
+    let decision = match action {
+        ActionKind::Evict { .. } => Decision::Evict,
+        _ => Decision::Delete,
+    };
+    if ctx.paused {
+        return pod_plan(
+            pod,
+            class,
+            Decision::Wait,
+            Some(Reason::Paused),
+            format!("paused; would {message}"),
+        );
+    }
+    drain.actions.push((
+        action,
+        reason,
+        format!("{} on {}: {message}", PodRef::of(pod), ctx.node.name),
+    ));
+    pod_plan(pod, class, decision, Some(reason), message)
+}
+
+fn decide_owned(
+    pod: &PodView,
+    class: Class,
+    ctx: &NodeContext,
+    index: &Index,
+    ledger: &mut Ledger,
+    drain: &mut Drain,
+) -> PodPlan {
+    let Class::Owned(owner) = class else {
+        unreachable!("decide_owned is called for owned pods only")
+    };
+    if let Some((reason, message)) = needs_operator(pod, class, ctx, index) {
+        return pod_plan(pod, class, Decision::Block, Some(reason), message);
+    }
+    let health = ledger.health(owner);
+    let t = ctx.threshold;
+    let needed = health::needed(t, health.desired);
+    let who = format!("owner {} {}", owner.kind, owner.name);
+    let ready_after = match health::judge(health, t, pod.ready) {
+        Verdict::ScaledToZero => {
+            let message = format!("wait: {who} is scaled to 0; its controller removes the pod");
+            return pod_plan(
+                pod,
+                class,
+                Decision::Wait,
+                Some(Reason::WaitingForOwner),
+                message,
+            );
+        }
+        Verdict::Unhealthy => {
+            let going = match health.going {
+                0 => String::new(),
+                n => format!(", {n} terminating"),
+            };
+            let message = format!(
+                "wait: {who} {}/{} ready{going}, needs {needed} (threshold {t}%)",
+                health.ready, health.desired
+            );
+            return pod_plan(
+                pod,
+                class,
+                Decision::Wait,
+                Some(Reason::WaitingForOwner),
+                message,
+            );
+        }
+        Verdict::Evict { ready_after, .. } => ready_after,
+    };
+    let pdbs: Vec<(String, String)> = if ctx.spec.respect_pod_disruption_budgets {
+        index.pdbs_for(pod).map(|p| p.key()).collect()
+    } else {
+        Vec::new()
+    };
+    if let Some((ns, name)) = pdbs.iter().find(|key| ledger.pdb_allowance(key) <= 0) {
+        let message = format!("wait: PodDisruptionBudget {ns}/{name} allows no disruption now");
+        return pod_plan(
+            pod,
+            class,
+            Decision::Wait,
+            Some(Reason::BlockedByPDB),
+            message,
+        );
+    }
+    ledger.record_eviction(owner, pod.ready, &pdbs);
+    let eviction = Eviction {
+        owner: OwnerRef::of(owner),
+        ready_before: health.ready,
+        ready_after,
+        desired: health.desired,
+        needed,
+        threshold: t,
+        use_eviction_api: ctx.spec.respect_pod_disruption_budgets,
+    };
+    let message = format!(
+        "evict: {who} ready {}/{} → {ready_after} (threshold {t}% needs {needed})",
+        health.ready, health.desired
+    );
+    let action = ActionKind::Evict {
+        pod: PodRef::of(pod),
+        eviction,
+    };
+    act(pod, class, ctx, drain, action, Reason::Evicted, message)
+}
+
+fn decide_other(
+    pod: &PodView,
+    class: Class,
+    ctx: &NodeContext,
+    index: &Index,
+    owned_waiting: bool,
+    drain: &mut Drain,
+) -> PodPlan {
+    if let Some((reason, message)) = needs_operator(pod, class, ctx, index) {
+        return pod_plan(pod, class, Decision::Block, Some(reason), message);
+    }
+    let unmanaged = match class {
+        Class::Ignored(why) => {
+            let (decision, reason) = if class.holds_node() {
+                (Decision::Wait, Some(Reason::WaitingForTermination))
+            } else {
+                (Decision::Ignore, None)
+            };
+            return pod_plan(
+                pod,
+                class,
+                decision,
+                reason,
+                ignored_message(why).to_owned(),
+            );
+        }
+        Class::Finished => {
+            let message = format!("delete finished pod ({:?})", pod.phase);
+            return act(
+                pod,
+                class,
+                ctx,
+                drain,
+                delete(pod),
+                Reason::DeletedFinishedPod,
+                message,
+            );
+        }
+        Class::Job(owner) if !job_expired(ctx) => {
+            let deadline = ctx.timeout_deadline();
+            let message = match deadline {
+                Some(d) => format!(
+                    "wait: Job {} to complete, or until {}",
+                    owner.name,
+                    d.to_rfc3339()
+                ),
+                None => format!("wait: Job {} to complete", owner.name),
+            };
+            let mut plan = pod_plan(
+                pod,
+                class,
+                Decision::Wait,
+                Some(Reason::WaitingForJob),
+                message,
+            );
+            plan.until = deadline;
+            drain.wake = earliest(drain.wake, deadline);
+            return plan;
+        }
+        Class::Job(owner) => format!("Job {} pod past the unmanaged-pod timeout", owner.name),
+        Class::Unmanaged(why) => unmanaged_message(why),
+        Class::OptedOut(_) | Class::Owned(_) => {
+            unreachable!("opted-out pods need an operator; owned pods are decided by decide_owned")
+        }
+    };
+    // Policy Never (and unusable DeleteAfterTimeout settings) answered above, in needs_operator.
+    if let (UnmanagedPodPolicy::DeleteAfterTimeout, Some(deadline)) =
+        (ctx.spec.unmanaged_pods.policy, ctx.timeout_deadline())
+        && ctx.now < deadline
+    {
+        let message = format!(
+            "wait: {unmanaged}; deletable from {}",
+            deadline.to_rfc3339()
+        );
+        let mut plan = pod_plan(
+            pod,
+            class,
+            Decision::Wait,
+            Some(Reason::WaitingForTimeout),
+            message,
+        );
+        plan.until = Some(deadline);
+        drain.wake = earliest(drain.wake, Some(deadline));
+        return plan;
+    }
+    if owned_waiting {
+        let message =
+            format!("wait: {unmanaged}; deleted once the owned pods of the node can move");
+        return pod_plan(
+            pod,
+            class,
+            Decision::Wait,
+            Some(Reason::WaitingForOwner),
+            message,
+        );
+    }
+    let message = format!("delete {unmanaged}");
+    act(
+        pod,
+        class,
+        ctx,
+        drain,
+        delete(pod),
+        Reason::DeletedUnmanagedPod,
+        message,
+    )
+}
+
+fn delete(pod: &PodView) -> ActionKind {
+    ActionKind::DeletePod {
+        pod: PodRef::of(pod),
+    }
+}
+
+pub(crate) fn earliest(
+    a: Option<DateTime<Utc>>,
+    b: Option<DateTime<Utc>>,
+) -> Option<DateTime<Utc>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

@@ -1,0 +1,171 @@
+//! Lookups over the view, built once per plan, and the parsing of the time annotations.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+
+use crate::{
+    ClusterView, NodeView, OwnerView, PdbView, PodView,
+    selector::{Selector, SelectorError},
+};
+
+/// A time annotation as read from a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stamp {
+    /// Absent.
+    Absent,
+    /// Present and RFC 3339.
+    At(DateTime<Utc>),
+    /// Present but unreadable.
+    Malformed,
+}
+
+impl Stamp {
+    pub(crate) fn parse(raw: Option<&str>) -> Self {
+        match raw {
+            None => Self::Absent,
+            Some(text) => DateTime::parse_from_rfc3339(text.trim())
+                .map(|t| Self::At(t.with_timezone(&Utc)))
+                .unwrap_or(Self::Malformed),
+        }
+    }
+
+    pub(crate) fn time(self) -> Option<DateTime<Utc>> {
+        match self {
+            Self::At(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn is_present(self) -> bool {
+        self != Self::Absent
+    }
+}
+
+/// A budget with its parsed selector.
+pub(crate) struct Pdb<'a> {
+    pub(crate) view: &'a PdbView,
+    /// `None`: a null selector (selects nothing) or an invalid one.
+    pub(crate) selector: Option<Result<Selector, SelectorError>>,
+}
+
+impl Pdb<'_> {
+    pub(crate) fn covers(&self, pod: &PodView) -> bool {
+        pod.namespace == self.view.namespace
+            && matches!(&self.selector, Some(Ok(selector)) if selector.matches(&pod.labels))
+    }
+
+    pub(crate) fn key(&self) -> (String, String) {
+        (self.view.namespace.clone(), self.view.name.clone())
+    }
+}
+
+/// The view, indexed. Every collection iterates in a fixed order, whatever the order of the view's vectors.
+pub(crate) struct Index<'a> {
+    /// Nodes by name.
+    pub(crate) nodes: BTreeMap<&'a str, &'a NodeView>,
+    /// Pods by node name, each list sorted by namespace and name.
+    pub(crate) pods_by_node: BTreeMap<&'a str, Vec<&'a PodView>>,
+    /// Pods by controller UID, sorted.
+    pub(crate) pods_by_owner: BTreeMap<&'a str, Vec<&'a PodView>>,
+    /// Owners by UID, only those that exist.
+    pub(crate) owners: BTreeMap<&'a str, &'a OwnerView>,
+    /// Budgets, sorted by namespace and name.
+    pub(crate) pdbs: Vec<Pdb<'a>>,
+    /// UIDs of pods with an eviction in flight.
+    pub(crate) in_flight_pods: BTreeSet<&'a str>,
+    /// UIDs of owners with an eviction in flight.
+    pub(crate) in_flight_owners: BTreeSet<&'a str>,
+}
+
+impl<'a> Index<'a> {
+    pub(crate) fn new(view: &'a ClusterView) -> Self {
+        let nodes = view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+        let mut pods: Vec<&PodView> = view.pods.iter().collect();
+        pods.sort_by(|a, b| (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid)));
+        let mut pods_by_node: BTreeMap<&str, Vec<&PodView>> = BTreeMap::new();
+        let mut pods_by_owner: BTreeMap<&str, Vec<&PodView>> = BTreeMap::new();
+        for pod in pods {
+            if let Some(node) = &pod.node_name {
+                pods_by_node.entry(node).or_default().push(pod);
+            }
+            if let Some(controller) = &pod.controller {
+                pods_by_owner.entry(&controller.uid).or_default().push(pod);
+            }
+        }
+        let owners = view
+            .owners
+            .iter()
+            .filter(|o| o.exists)
+            .map(|o| (o.uid.as_str(), o))
+            .collect();
+        let mut pdbs: Vec<Pdb> = view
+            .pdbs
+            .iter()
+            .map(|view| Pdb {
+                view,
+                selector: view.selector.as_ref().map(Selector::new),
+            })
+            .collect();
+        pdbs.sort_by(|a, b| {
+            (&a.view.namespace, &a.view.name).cmp(&(&b.view.namespace, &b.view.name))
+        });
+        Self {
+            nodes,
+            pods_by_node,
+            pods_by_owner,
+            owners,
+            pdbs,
+            in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
+            in_flight_owners: view
+                .in_flight
+                .iter()
+                .filter_map(|e| e.owner_uid.as_deref())
+                .collect(),
+        }
+    }
+
+    /// Pods bound to `node`.
+    pub(crate) fn pods_on(&self, node: &str) -> &[&'a PodView] {
+        self.pods_by_node.get(node).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether `pod` is being evicted or deleted (by anyone): it is on its way out.
+    pub(crate) fn is_going(&self, pod: &PodView) -> bool {
+        pod.terminating || self.in_flight_pods.contains(pod.uid.as_str())
+    }
+
+    /// Budgets that cover `pod`.
+    pub(crate) fn pdbs_for<'s>(
+        &'s self,
+        pod: &'s PodView,
+    ) -> impl Iterator<Item = &'s Pdb<'a>> + 's {
+        self.pdbs.iter().filter(move |p| p.covers(pod))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps() {
+        assert_eq!(Stamp::parse(None), Stamp::Absent);
+        let t = Stamp::parse(Some("2026-01-02T03:04:05Z")).time().unwrap();
+        assert_eq!(t.to_rfc3339(), "2026-01-02T03:04:05+00:00");
+        // Offsets are normalised to UTC.
+        assert_eq!(
+            Stamp::parse(Some("2026-01-02T04:04:05+01:00")).time(),
+            Some(t)
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "2026-01-02",
+            "1767323045",
+            "2026-13-02T03:04:05Z",
+        ] {
+            assert_eq!(Stamp::parse(Some(bad)), Stamp::Malformed, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Where a selected node stands, read from its contract keys alone: marking, completion, and the stage that
+//! admission and the drain work from.
+//!
+//! Re-derivable after any restart: *marked* is the incompatible-executor annotation or label; *admitted* is the
+//! draining annotation or `cordoned-by: k8sm`; *kamikaze sent* is the kamikaze annotation or the recorded
+//! kamikaze-executor-id; *upgraded* is "reports the target executor ID", or, without a target, "reports an executor
+//! ID other than the one recorded at kamikaze".
+
+use chrono::{DateTime, Utc};
+use k8sm_api::{ExecutorUpgradePolicySpec, NodePhase, keys};
+
+use crate::{
+    NodeView, Reason,
+    index::Stamp,
+    output::{ActionKind, Blocker},
+};
+
+/// What the rest of the pass does with a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Nothing to drain: reported with this phase (Compatible, or Incompatible until a re-mark next pass).
+    Settled(NodePhase),
+    /// Opted out: reported with this phase, never touched.
+    OptedOut(NodePhase),
+    /// Marked, waiting for a drain slot.
+    Candidate,
+    /// Admitted: Draining, Drained or Blocked, depending on its pods.
+    Admitted,
+    /// Told to terminate; waits for its executor to come back.
+    KamikazeSent,
+}
+
+/// A node action with its Event reason and message.
+pub(crate) type NodeAction = (ActionKind, Reason, String);
+
+/// The assessment of one node under one policy.
+#[derive(Clone, Debug)]
+pub(crate) struct Assessment {
+    pub(crate) stage: Stage,
+    /// When the node was marked, as far as known (a mark planned in this pass counts as `now`).
+    pub(crate) incompatible_since: Option<DateTime<Utc>>,
+    /// When the node was admitted, as far as known.
+    pub(crate) draining_since: Option<DateTime<Utc>>,
+    /// When kamikaze was sent, as far as known.
+    pub(crate) kamikaze_at: Option<DateTime<Utc>>,
+    /// The time at which the restart becomes overdue, while it is not yet.
+    pub(crate) overdue_at: Option<DateTime<Utc>>,
+    pub(crate) actions: Vec<NodeAction>,
+    /// Node-level problems and waits.
+    pub(crate) blockers: Vec<Blocker>,
+}
+
+impl Assessment {
+    fn new(stage: Stage) -> Self {
+        Self {
+            stage,
+            incompatible_since: None,
+            draining_since: None,
+            kamikaze_at: None,
+            overdue_at: None,
+            actions: Vec::new(),
+            blockers: Vec::new(),
+        }
+    }
+
+    fn block(&mut self, reason: Reason, message: String) {
+        self.blockers.push(Blocker {
+            reason,
+            message,
+            pod: None,
+        });
+    }
+}
+
+/// Whether the node carries the opt-out label.
+pub(crate) fn node_opted_out(node: &NodeView) -> bool {
+    node.labels
+        .get(keys::UPGRADE_OPT_OUT_LABEL)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(keys::UPGRADE_OPT_OUT_VALUE))
+}
+
+/// Assesses `node` under `spec` at `now`.
+pub(crate) fn assess(
+    node: &NodeView,
+    spec: &ExecutorUpgradePolicySpec,
+    now: DateTime<Utc>,
+) -> Assessment {
+    let target = spec.target_executor_id.as_deref();
+    let incompatible = Stamp::parse(node.incompatible_since.as_deref());
+    let draining = Stamp::parse(node.draining_since.as_deref());
+    let kamikaze = Stamp::parse(node.kamikaze.as_deref());
+    let recorded = node.kamikaze_executor_id.as_deref();
+
+    let marked = incompatible.is_present() || node.incompatible_label;
+    let admitted = draining.is_present() || node.cordoned_by_k8sm;
+    let kamikaze_sent = kamikaze.is_present() || recorded.is_some();
+    let current = node.executor_id.as_deref().filter(|id| !id.is_empty());
+    let at_target = target.is_some() && current == target;
+    // A restart is a new executor ID after kamikaze; with no ID recorded, any ID is new.
+    let restarted = recorded.is_some_and(|rec| current.is_some_and(|id| id != rec));
+    let has_state = marked || node.has_k8sm_taint || admitted || kamikaze_sent;
+
+    if node_opted_out(node) {
+        let phase = if at_target || (target.is_none() && !marked && !kamikaze_sent) {
+            NodePhase::Compatible
+        } else if kamikaze_sent {
+            NodePhase::KamikazeSent
+        } else if admitted {
+            NodePhase::Blocked
+        } else {
+            NodePhase::Incompatible
+        };
+        let mut a = Assessment::new(Stage::OptedOut(phase));
+        a.incompatible_since = incompatible.time();
+        if phase != NodePhase::Compatible {
+            a.block(
+                Reason::BlockedOptOut,
+                format!(
+                    "node opted out ({}={}): k8sm never drains it; remove the label to upgrade it",
+                    keys::UPGRADE_OPT_OUT_LABEL,
+                    keys::UPGRADE_OPT_OUT_VALUE
+                ),
+            );
+        }
+        return a;
+    }
+
+    if at_target || restarted {
+        let upgraded = at_target || target.is_none();
+        let mut a = Assessment::new(Stage::Settled(if upgraded {
+            NodePhase::Compatible
+        } else {
+            NodePhase::Incompatible
+        }));
+        if has_state {
+            let id = current.unwrap_or("none");
+            let message = match (kamikaze_sent, upgraded) {
+                (_, false) => format!(
+                    "executor restarted as {id}, not the target {}: upgrade state removed, it will be marked again",
+                    target.unwrap_or_default()
+                ),
+                (true, true) => format!("executor came back as {id}: upgrade state removed"),
+                (false, true) => {
+                    format!("already runs the target executor {id}: obsolete mark removed")
+                }
+            };
+            a.actions.push((complete(node), Reason::Upgraded, message));
+        }
+        return a;
+    }
+
+    let mut a = Assessment::new(Stage::Candidate);
+    let mut planned_mark = false;
+    if !marked {
+        match target {
+            Some(target) => {
+                let id = current.unwrap_or("none");
+                a.actions.push((
+                    mark(node, Some(now)),
+                    Reason::Marked,
+                    format!("marked incompatible: executor {id}, target {target}"),
+                ));
+                planned_mark = true;
+            }
+            None if has_state => {
+                a.stage = Stage::Settled(NodePhase::Compatible);
+                a.actions.push((
+                    complete(node),
+                    Reason::Released,
+                    "incompatible mark removed by someone else: upgrade stopped, k8sm state removed".to_owned(),
+                ));
+                return a;
+            }
+            None => {
+                a.stage = Stage::Settled(NodePhase::Compatible);
+                return a;
+            }
+        }
+    }
+
+    a.incompatible_since = match incompatible {
+        _ if planned_mark => Some(now),
+        Stamp::At(t) => Some(t),
+        Stamp::Absent => {
+            a.actions.push((
+                mark(node, Some(now)),
+                Reason::Marked,
+                "incompatible label without the annotation: recording now as the time of marking"
+                    .to_owned(),
+            ));
+            Some(now)
+        }
+        Stamp::Malformed => {
+            a.block(
+                Reason::MalformedAnnotation,
+                malformed(
+                    keys::INCOMPATIBLE_EXECUTOR_ANNOTATION,
+                    node.incompatible_since.as_deref(),
+                ),
+            );
+            None
+        }
+    };
+    if !planned_mark
+        && incompatible.is_present()
+        && (!node.incompatible_label || !node.has_k8sm_taint)
+    {
+        let missing = match (node.incompatible_label, node.has_k8sm_taint) {
+            (false, false) => "label and taint",
+            (false, true) => "label",
+            _ => "taint",
+        };
+        a.actions.push((
+            mark(node, None),
+            Reason::Marked,
+            format!("completing the incompatible mark: adding the {missing}"),
+        ));
+    }
+
+    a.draining_since = draining.time();
+    if draining == Stamp::Malformed {
+        a.block(
+            Reason::MalformedAnnotation,
+            malformed(keys::DRAINING_ANNOTATION, node.draining_since.as_deref()),
+        );
+    }
+
+    if kamikaze_sent {
+        a.stage = Stage::KamikazeSent;
+        kamikaze_progress(&mut a, node, kamikaze, current, spec, now);
+    } else if admitted {
+        a.stage = Stage::Admitted;
+    }
+    a
+}
+
+/// Reports an overdue or unreadable kamikaze.
+fn kamikaze_progress(
+    a: &mut Assessment,
+    node: &NodeView,
+    kamikaze: Stamp,
+    current: Option<&str>,
+    spec: &ExecutorUpgradePolicySpec,
+    now: DateTime<Utc>,
+) {
+    let timeout = spec.restart_timeout.as_duration();
+    match kamikaze {
+        Stamp::At(at) => {
+            a.kamikaze_at = Some(at);
+            let deadline = chrono::Duration::from_std(timeout).ok().and_then(|d| at.checked_add_signed(d));
+            match deadline {
+                Some(deadline) if now <= deadline => a.overdue_at = Some(deadline),
+                _ => a.block(
+                    Reason::RestartOverdue,
+                    format!(
+                        "kamikaze sent at {} and the executor is not back after restartTimeout {}: check the node",
+                        at.to_rfc3339(),
+                        spec.restart_timeout
+                    ),
+                ),
+            }
+        }
+        Stamp::Malformed => a.block(
+            Reason::MalformedAnnotation,
+            malformed(keys::KAMIKAZE_ANNOTATION, node.kamikaze.as_deref()),
+        ),
+        // Only the recorded ID is left: the executor cleared the kamikaze annotation without a new ID.
+        Stamp::Absent => a.block(
+            Reason::RestartOverdue,
+            format!(
+                "the executor cleared the kamikaze annotation but still reports executor {}: check the node",
+                current.unwrap_or("none")
+            ),
+        ),
+    }
+}
+
+fn malformed(key: &str, raw: Option<&str>) -> String {
+    format!(
+        "annotation {key} is {:?}, not an RFC 3339 time: fix or remove it",
+        raw.unwrap_or_default()
+    )
+}
+
+fn mark(node: &NodeView, incompatible_since: Option<DateTime<Utc>>) -> ActionKind {
+    ActionKind::Mark {
+        node: node.name.clone(),
+        incompatible_since,
+    }
+}
+
+fn complete(node: &NodeView) -> ActionKind {
+    ActionKind::Complete {
+        node: node.name.clone(),
+        uncordon: node.cordoned_by_k8sm && node.unschedulable,
+    }
+}

@@ -1,0 +1,391 @@
+//! The planner's output: the actions to execute now and the report of where every node stands and why.
+
+use chrono::{DateTime, Utc};
+use k8sm_api::{KamikazeMechanism, NodeCounts, NodePhase};
+use serde::{Deserialize, Serialize};
+
+use crate::{OwnerKind, PodView, Reason, view::OwnerView};
+
+/// Everything the controller does in one pass, and what status, Events and the plugin report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Mutations to execute now, in order: completions, marks, admissions and cordons, evictions, deletions,
+    /// kamikaze. Executing them and planning again never repeats one.
+    pub actions: Vec<Action>,
+    /// One entry per node selected by exactly one policy, sorted by policy then node name.
+    pub nodes: Vec<NodePlan>,
+    /// One entry per policy, sorted by name.
+    pub policies: Vec<PolicyPlan>,
+    /// The earliest future time at which a time-based decision changes (an unmanaged-pod or Job timeout expires, a
+    /// restart becomes overdue): plan again then, even if nothing in the cluster changed.
+    pub next_wake: Option<DateTime<Utc>>,
+}
+
+impl Plan {
+    /// The plan of `node`, if a single policy selects it.
+    pub fn node(&self, name: &str) -> Option<&NodePlan> {
+        self.nodes.iter().find(|n| n.node == name)
+    }
+
+    /// The plan of the policy `name`.
+    pub fn policy(&self, name: &str) -> Option<&PolicyPlan> {
+        self.policies.iter().find(|p| p.policy == name)
+    }
+
+    /// The planned evictions, in order.
+    pub fn evictions(&self) -> impl Iterator<Item = (&PodRef, &Eviction)> {
+        self.actions.iter().filter_map(|a| match &a.kind {
+            ActionKind::Evict { pod, eviction } => Some((pod, eviction)),
+            _ => None,
+        })
+    }
+
+    /// The pods planned for deletion, in order.
+    pub fn deletions(&self) -> impl Iterator<Item = &PodRef> {
+        self.actions.iter().filter_map(|a| match &a.kind {
+            ActionKind::DeletePod { pod } => Some(pod),
+            _ => None,
+        })
+    }
+}
+
+/// One mutation, with the reason and message of the Event that reports it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Action {
+    /// The policy on whose behalf it is done.
+    pub policy: String,
+    /// The Event reason.
+    pub reason: Reason,
+    /// The Event message: what and why, with the numbers that justify it.
+    pub message: String,
+    /// What to do.
+    #[serde(flatten)]
+    pub kind: ActionKind,
+}
+
+/// A mutation of the cluster. Node mutations are idempotent patches of the contract keys of DESIGN.md §3.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "action",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum ActionKind {
+    /// Mark (or complete the mark of) a node: ensure the incompatible-executor label and the PreferNoSchedule taint,
+    /// and set the incompatible-executor annotation to `incompatible_since` when given (`None`: keep the
+    /// annotation as it is).
+    Mark {
+        /// Node name.
+        node: String,
+        /// Value for the annotation, when it must be written.
+        incompatible_since: Option<DateTime<Utc>>,
+    },
+    /// Admit a node into a drain slot: set [`k8sm_api::keys::DRAINING_ANNOTATION`] to `at`, and
+    /// with `cordon` also set `spec.unschedulable` and the `cordoned-by: k8sm` annotation, in one patch.
+    Admit {
+        /// Node name.
+        node: String,
+        /// Admission time.
+        at: DateTime<Utc>,
+        /// Cordon it too.
+        cordon: bool,
+    },
+    /// Cordon an admitted node that is not cordoned yet (the policy's `cordon` was turned on mid-drain): set
+    /// `spec.unschedulable` and the `cordoned-by: k8sm` annotation.
+    Cordon {
+        /// Node name.
+        node: String,
+    },
+    /// Evict a pod.
+    Evict {
+        /// The pod.
+        pod: PodRef,
+        /// The owner's health before and after, and how the eviction must be executed.
+        #[serde(flatten)]
+        eviction: Eviction,
+    },
+    /// Delete a pod (a finished pod, an unmanaged pod, or a Job pod past its timeout).
+    DeletePod {
+        /// The pod.
+        pod: PodRef,
+    },
+    /// Tell a drained node's executor to terminate. With `Annotation` (and, as the record, with `Http` after the
+    /// POST) set [`k8sm_api::keys::KAMIKAZE_ANNOTATION`] to `at` and
+    /// [`k8sm_api::keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION`] to `executor_id` (empty for none), in one patch, so the
+    /// state survives a controller restart; with `DeleteNode`, delete the Node object.
+    Kamikaze {
+        /// Node name.
+        node: String,
+        /// How.
+        mechanism: KamikazeMechanism,
+        /// The URL to POST to, for `Http`.
+        url: Option<String>,
+        /// The executor ID the node reports now, to record.
+        executor_id: Option<String>,
+        /// The kamikaze time, to record.
+        at: DateTime<Utc>,
+    },
+    /// Remove all of k8sm's upgrade state from a node: the incompatible-executor annotation and label, the taint,
+    /// the kamikaze, kamikaze-executor-id, draining and cordoned-by annotations; and uncordon it when `uncordon`
+    /// (k8sm cordoned it and it is still cordoned).
+    Complete {
+        /// Node name.
+        node: String,
+        /// Also set `spec.unschedulable` to false.
+        uncordon: bool,
+    },
+}
+
+impl ActionKind {
+    /// The node the action applies to (for pods: the node they run on is in the message, not here).
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Self::Mark { node, .. }
+            | Self::Admit { node, .. }
+            | Self::Cordon { node }
+            | Self::Kamikaze { node, .. }
+            | Self::Complete { node, .. } => Some(node),
+            Self::Evict { .. } | Self::DeletePod { .. } => None,
+        }
+    }
+
+    /// The pod the action applies to.
+    pub fn pod(&self) -> Option<&PodRef> {
+        match self {
+            Self::Evict { pod, .. } | Self::DeletePod { pod } => Some(pod),
+            _ => None,
+        }
+    }
+
+    /// Execution order: nodes are cleaned up and marked before they are admitted, admitted (cordoned) before their
+    /// pods move, and told to terminate last.
+    pub(crate) fn rank(&self) -> u8 {
+        match self {
+            Self::Complete { .. } => 0,
+            Self::Mark { .. } => 1,
+            Self::Admit { .. } => 2,
+            Self::Cordon { .. } => 3,
+            Self::Evict { .. } => 4,
+            Self::DeletePod { .. } => 5,
+            Self::Kamikaze { .. } => 6,
+        }
+    }
+}
+
+/// The SLA evidence of one eviction (DESIGN.md §5.3).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Eviction {
+    /// The pod's controller.
+    pub owner: OwnerRef,
+    /// Ready, not terminating pods of the owner before this eviction (counting the evictions planned before it).
+    pub ready_before: u32,
+    /// The same after it.
+    pub ready_after: u32,
+    /// `spec.replicas` of the owner.
+    pub desired: u32,
+    /// `ceil(threshold * desired / 100)`.
+    pub needed: u32,
+    /// The policy's `ownerHealthThreshold`, in percent.
+    pub threshold: u8,
+    /// Evict through the Eviction API (PodDisruptionBudgets apply; a 429 means wait). `false`: delete the pod.
+    pub use_eviction_api: bool,
+}
+
+/// A pod, by name and UID (execute with a UID precondition, so a recreated pod of the same name is never hit).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRef {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+}
+
+impl PodRef {
+    pub(crate) fn of(pod: &PodView) -> Self {
+        Self {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for PodRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A pod's controller.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerRef {
+    /// Kind, such as `ReplicaSet`.
+    pub kind: OwnerKind,
+    /// Name (in the pod's namespace).
+    pub name: String,
+    /// UID.
+    pub uid: String,
+}
+
+impl OwnerRef {
+    pub(crate) fn of(owner: &OwnerView) -> Self {
+        Self {
+            kind: owner.kind.clone(),
+            name: owner.name.clone(),
+            uid: owner.uid.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for OwnerRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind, self.name)
+    }
+}
+
+/// Where one node stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePlan {
+    /// Node name.
+    pub node: String,
+    /// The policy that selects it.
+    pub policy: String,
+    /// Its phase after this plan's actions.
+    pub phase: NodePhase,
+    /// When it entered the phase, as far as the cluster records it: the mark for Incompatible, the admission for
+    /// Draining, Drained and Blocked, the kamikaze for KamikazeSent.
+    pub since: Option<DateTime<Utc>>,
+    /// Pods still to move or delete before the node is drained.
+    pub pods_left: u32,
+    /// The executor ID the node reports.
+    pub executor_id: Option<String>,
+    /// The node's Ready condition.
+    pub ready: bool,
+    /// What the node waits for, node-level first, then per pod.
+    pub blockers: Vec<Blocker>,
+    /// The decision for each pod of a draining node (empty for other phases).
+    pub pods: Vec<PodPlan>,
+}
+
+/// Something a node waits for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Blocker {
+    /// Why, bounded.
+    pub reason: Reason,
+    /// What, for a human.
+    pub message: String,
+    /// The pod concerned, if any.
+    pub pod: Option<PodRef>,
+}
+
+/// The decision for one pod of a draining node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodPlan {
+    /// The pod.
+    pub pod: PodRef,
+    /// Its controller, if it has one that exists.
+    pub owner: Option<OwnerRef>,
+    /// How it was classified.
+    pub class: PodClass,
+    /// What happens to it.
+    pub decision: Decision,
+    /// Why (absent for pods the drain ignores).
+    pub reason: Option<Reason>,
+    /// Details, such as "wait: owner ReplicaSet web-abc 8/10 ready, needs 9".
+    pub message: String,
+    /// For time-based waits: when the decision changes.
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// The classes of DESIGN.md §5.3.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PodClass {
+    /// Never deleted, never blocking: DaemonSet and mirror pods, pods already terminating or being evicted, and
+    /// finished pods that opted out.
+    Ignored,
+    /// Succeeded or Failed: deleted freely.
+    Finished,
+    /// Opted out by a label or annotation: blocks its node until an operator resolves it.
+    OptedOut,
+    /// Owned by a ReplicaSet, ReplicationController or StatefulSet: evicted under the owner health rule.
+    Owned,
+    /// Owned by a Job: waits for completion, then the unmanaged-pod timeout.
+    Job,
+    /// No controller (or one that is gone, or of a kind k8sm cannot judge): the unmanaged-pod policy applies.
+    Unmanaged,
+}
+
+/// What happens to a pod in this pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Decision {
+    /// Left alone and not in the way.
+    Ignore,
+    /// Evicted now.
+    Evict,
+    /// Deleted now.
+    Delete,
+    /// Waits for something that resolves by itself (owner health, a budget, a timeout, termination, the pause).
+    Wait,
+    /// Waits for an operator.
+    Block,
+}
+
+/// Where one policy stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyPlan {
+    /// Policy name.
+    pub policy: String,
+    /// The generation this plan was made from, for `status.observedGeneration`.
+    pub generation: Option<i64>,
+    /// Nodes by phase (nodes it shares with another policy are not counted).
+    pub counts: NodeCounts,
+    /// Drain slots: `maxConcurrentNodes` resolved against the selected nodes.
+    pub slots: u32,
+    /// Slots held after this plan (by Draining, Drained and KamikazeSent nodes).
+    pub slots_in_use: u32,
+    /// `spec.paused`.
+    pub paused: bool,
+    /// Conditions to report on the policy, sorted by reason.
+    pub conditions: Vec<PolicyCondition>,
+    /// What an ETA can be computed from.
+    pub eta: EtaInputs,
+}
+
+/// A condition to report on a policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyCondition {
+    /// Why, bounded: `PolicyConflict`, `NoNodesSelected`, `InvalidPolicy`, `MalformedAnnotation`, `Paused`,
+    /// `RestartOverdue`.
+    pub reason: Reason,
+    /// For a human.
+    pub message: String,
+    /// The nodes concerned, sorted.
+    pub nodes: Vec<String>,
+}
+
+/// Inputs of an ETA: the controller combines them with the pace it measures (time per upgraded node).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EtaInputs {
+    /// Selected nodes not yet compatible.
+    pub nodes_remaining: u32,
+    /// Of those, nodes waiting for an operator (while any, there is no honest ETA).
+    pub nodes_blocked: u32,
+    /// Drain slots.
+    pub slots: u32,
+    /// Pods still to move on admitted nodes.
+    pub pods_left: u32,
+}

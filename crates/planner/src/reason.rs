@@ -1,0 +1,175 @@
+//! `Reason`: the bounded, machine-readable why of every decision. Events, status and the plugin all reuse it.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Why the planner decided something. One-to-one with the Event reasons of DESIGN.md §5.5, plus a few that the
+/// design leaves implicit. The names are public API (Event reasons, condition reasons, metric labels): never build
+/// one from an object name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Reason {
+    /// A node was marked incompatible (or its mark was completed: annotation, label, taint).
+    Marked,
+    /// A node was admitted into a drain slot and cordoned.
+    Cordoned,
+    /// A node was admitted into a drain slot without cordoning (policy `cordon: false`, or already unschedulable).
+    Admitted,
+    /// A pod was evicted; the message carries the owner's ready count before and after, and the threshold.
+    Evicted,
+    /// A pod waits until its owner is healthy enough to lose it.
+    WaitingForOwner,
+    /// A Job pod waits for its Job to complete (or for the unmanaged-pod timeout).
+    WaitingForJob,
+    /// An unmanaged pod waits for the `DeleteAfterTimeout` timeout, or for owned pods of its node to move first.
+    WaitingForTimeout,
+    /// A terminating pod has not gone yet; the node is not drained before it has.
+    WaitingForTermination,
+    /// A draining node waits for a free drain slot (after `maxConcurrentNodes` was lowered, or after it was blocked).
+    WaitingForSlot,
+    /// A PodDisruptionBudget allows no disruption now (or the Eviction API refused with 429).
+    BlockedByPDB,
+    /// An unmanaged pod blocks its node until an operator deletes it.
+    BlockedUnmanagedPod,
+    /// An opted-out pod, or an opted-out node.
+    BlockedOptOut,
+    /// An unmanaged pod was deleted.
+    DeletedUnmanagedPod,
+    /// A finished (Succeeded or Failed) pod was deleted.
+    DeletedFinishedPod,
+    /// The executor of a drained node was told to terminate.
+    KamikazeSent,
+    /// A node came back with the target executor: its upgrade state was removed.
+    Upgraded,
+    /// A node's mark was removed by someone else mid-upgrade: k8sm removed its own state and uncordoned it.
+    Released,
+    /// A node did not come back with a new executor within `restartTimeout`.
+    RestartOverdue,
+    /// The policy is paused: no eviction, deletion, cordon or kamikaze.
+    Paused,
+    /// An operator forced a pod deletion with the plugin (emitted by the plugin, never by the planner).
+    Forced,
+    /// Another policy selects the same node; neither acts on it.
+    PolicyConflict,
+    /// The policy selects no node.
+    NoNodesSelected,
+    /// The policy cannot be applied as written (a bad selector, a missing timeout or URL template).
+    InvalidPolicy,
+    /// A k8sm annotation on a node cannot be read.
+    MalformedAnnotation,
+    /// The kamikaze URL needs the node's InternalIP address and the node has none.
+    NodeAddressMissing,
+}
+
+impl Reason {
+    /// Every reason.
+    pub const ALL: [Self; 25] = [
+        Self::Marked,
+        Self::Cordoned,
+        Self::Admitted,
+        Self::Evicted,
+        Self::WaitingForOwner,
+        Self::WaitingForJob,
+        Self::WaitingForTimeout,
+        Self::WaitingForTermination,
+        Self::WaitingForSlot,
+        Self::BlockedByPDB,
+        Self::BlockedUnmanagedPod,
+        Self::BlockedOptOut,
+        Self::DeletedUnmanagedPod,
+        Self::DeletedFinishedPod,
+        Self::KamikazeSent,
+        Self::Upgraded,
+        Self::Released,
+        Self::RestartOverdue,
+        Self::Paused,
+        Self::Forced,
+        Self::PolicyConflict,
+        Self::NoNodesSelected,
+        Self::InvalidPolicy,
+        Self::MalformedAnnotation,
+        Self::NodeAddressMissing,
+    ];
+
+    /// The name used in Events, conditions and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Marked => "Marked",
+            Self::Cordoned => "Cordoned",
+            Self::Admitted => "Admitted",
+            Self::Evicted => "Evicted",
+            Self::WaitingForOwner => "WaitingForOwner",
+            Self::WaitingForJob => "WaitingForJob",
+            Self::WaitingForTimeout => "WaitingForTimeout",
+            Self::WaitingForTermination => "WaitingForTermination",
+            Self::WaitingForSlot => "WaitingForSlot",
+            Self::BlockedByPDB => "BlockedByPDB",
+            Self::BlockedUnmanagedPod => "BlockedUnmanagedPod",
+            Self::BlockedOptOut => "BlockedOptOut",
+            Self::DeletedUnmanagedPod => "DeletedUnmanagedPod",
+            Self::DeletedFinishedPod => "DeletedFinishedPod",
+            Self::KamikazeSent => "KamikazeSent",
+            Self::Upgraded => "Upgraded",
+            Self::Released => "Released",
+            Self::RestartOverdue => "RestartOverdue",
+            Self::Paused => "Paused",
+            Self::Forced => "Forced",
+            Self::PolicyConflict => "PolicyConflict",
+            Self::NoNodesSelected => "NoNodesSelected",
+            Self::InvalidPolicy => "InvalidPolicy",
+            Self::MalformedAnnotation => "MalformedAnnotation",
+            Self::NodeAddressMissing => "NodeAddressMissing",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_serde_names_and_unique() {
+        let mut seen = std::collections::BTreeSet::new();
+        for reason in Reason::ALL {
+            assert_eq!(
+                serde_json::to_string(&reason).unwrap(),
+                format!("\"{reason}\"")
+            );
+            assert!(seen.insert(reason.as_str()), "{reason} twice");
+            // Kubernetes requires CamelCase reasons of at most 128 characters.
+            assert!(reason.as_str().chars().all(|c| c.is_ascii_alphanumeric()));
+            assert!(
+                reason
+                    .as_str()
+                    .starts_with(|c: char| c.is_ascii_uppercase())
+            );
+        }
+    }
+
+    #[test]
+    fn the_design_event_reasons_are_all_there() {
+        for name in [
+            "Marked",
+            "Cordoned",
+            "Evicted",
+            "WaitingForOwner",
+            "BlockedByPDB",
+            "BlockedUnmanagedPod",
+            "BlockedOptOut",
+            "DeletedUnmanagedPod",
+            "KamikazeSent",
+            "Upgraded",
+            "RestartOverdue",
+            "Paused",
+            "Forced",
+        ] {
+            assert!(Reason::ALL.iter().any(|r| r.as_str() == name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! View builders and a model of the controller's execution, for the tests of the planner, the controller and the
+//! plugin (feature `testing`).
+//!
+//! Builders start from a plain healthy object and are refined with chained methods:
+//! `node("n1").marked(at(0)).admitted(at(1))`, `replica_set("shop", "web", 3).pod("web-1", "n1").not_ready()`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8sm_api::{ExecutorUpgradePolicySpec, KamikazeMechanism};
+
+use crate::{
+    ActionKind, ClusterView, ControllerRef, InFlightEviction, NodeView, OwnerKind, OwnerView,
+    PdbView, Plan, PodPhase, PodView, PolicyView,
+};
+
+/// The executor ID that nodes run before the upgrade.
+pub const OLD: &str = "sha256:old";
+/// The target executor ID of [`policy`].
+pub const NEW: &str = "sha256:new";
+
+/// The fixed origin of test time: 2026-01-01T00:00:00Z.
+pub fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+        .single()
+        .expect("a valid date")
+}
+
+/// `minutes` after [`t0`].
+pub fn at(minutes: i64) -> DateTime<Utc> {
+    t0() + Duration::minutes(minutes)
+}
+
+/// A ready node running [`OLD`], with an InternalIP, nothing marked.
+pub fn node(name: &str) -> NodeView {
+    NodeView {
+        name: name.to_owned(),
+        executor_id: Some(OLD.to_owned()),
+        internal_ip: Some("10.0.0.1".to_owned()),
+        ready: true,
+        ..NodeView::default()
+    }
+}
+
+impl NodeView {
+    /// Runs executor `id`.
+    pub fn executor(mut self, id: &str) -> Self {
+        self.executor_id = Some(id.to_owned());
+        self
+    }
+
+    /// Sets a label.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// Carries the opt-out label.
+    pub fn opted_out(self) -> Self {
+        self.label(
+            k8sm_api::keys::UPGRADE_OPT_OUT_LABEL,
+            k8sm_api::keys::UPGRADE_OPT_OUT_VALUE,
+        )
+    }
+
+    /// Fully marked at `when`: annotation, label and taint.
+    pub fn marked(mut self, when: DateTime<Utc>) -> Self {
+        self.incompatible_since = Some(when.to_rfc3339());
+        self.incompatible_label = true;
+        self.has_k8sm_taint = true;
+        self
+    }
+
+    /// Admitted at `when` and cordoned by k8sm.
+    pub fn admitted(mut self, when: DateTime<Utc>) -> Self {
+        self.draining_since = Some(when.to_rfc3339());
+        self.cordoned_by_k8sm = true;
+        self.unschedulable = true;
+        self
+    }
+
+    /// Told to terminate at `when`, recording the executor it runs now.
+    pub fn kamikazed(mut self, when: DateTime<Utc>) -> Self {
+        self.kamikaze = Some(when.to_rfc3339());
+        self.kamikaze_executor_id = Some(self.executor_id.clone().unwrap_or_default());
+        self
+    }
+}
+
+/// An owner of `kind`; UID `Kind/namespace/name`.
+pub fn owner(kind: OwnerKind, namespace: &str, name: &str, desired: Option<u32>) -> OwnerView {
+    OwnerView {
+        uid: format!("{kind}/{namespace}/{name}"),
+        kind,
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        desired,
+        exists: true,
+    }
+}
+
+/// A ReplicaSet of `desired` replicas.
+pub fn replica_set(namespace: &str, name: &str, desired: u32) -> OwnerView {
+    owner(OwnerKind::ReplicaSet, namespace, name, Some(desired))
+}
+
+/// A StatefulSet of `desired` replicas.
+pub fn stateful_set(namespace: &str, name: &str, desired: u32) -> OwnerView {
+    owner(OwnerKind::StatefulSet, namespace, name, Some(desired))
+}
+
+/// A Job.
+pub fn job(namespace: &str, name: &str) -> OwnerView {
+    owner(OwnerKind::Job, namespace, name, None)
+}
+
+/// A DaemonSet.
+pub fn daemon_set(namespace: &str, name: &str) -> OwnerView {
+    owner(OwnerKind::DaemonSet, namespace, name, None)
+}
+
+impl OwnerView {
+    /// A ready, running pod of this owner on `node`; UID `namespace/name`.
+    pub fn pod(&self, name: &str, node: &str) -> PodView {
+        PodView {
+            controller: Some(ControllerRef {
+                kind: self.kind.to_string(),
+                name: self.name.clone(),
+                uid: self.uid.clone(),
+            }),
+            ..unmanaged_pod(&self.namespace, name, node)
+        }
+    }
+}
+
+/// A ready, running pod without a controller on `node`; UID `namespace/name`.
+pub fn unmanaged_pod(namespace: &str, name: &str, node: &str) -> PodView {
+    PodView {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        uid: format!("{namespace}/{name}"),
+        node_name: Some(node.to_owned()),
+        phase: PodPhase::Running,
+        ready: true,
+        created: Some(t0()),
+        ..PodView::default()
+    }
+}
+
+impl PodView {
+    /// Not ready.
+    pub fn not_ready(mut self) -> Self {
+        self.ready = false;
+        self
+    }
+
+    /// Terminating (deletionTimestamp set).
+    pub fn terminating(mut self) -> Self {
+        self.terminating = true;
+        self
+    }
+
+    /// In phase `phase` (finished phases are not ready).
+    pub fn phase(mut self, phase: PodPhase) -> Self {
+        self.phase = phase;
+        self.ready &= phase == PodPhase::Running;
+        self
+    }
+
+    /// Sets a label.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// Sets an annotation.
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.annotations.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// A mirror pod.
+    pub fn mirror(mut self) -> Self {
+        self.mirror = true;
+        self
+    }
+}
+
+/// A policy with target [`NEW`] and every other field at its default.
+pub fn policy(name: &str) -> PolicyView {
+    PolicyView {
+        name: name.to_owned(),
+        generation: Some(1),
+        spec: ExecutorUpgradePolicySpec {
+            target_executor_id: Some(NEW.to_owned()),
+            ..ExecutorUpgradePolicySpec::default()
+        },
+    }
+}
+
+impl PolicyView {
+    /// Edits the spec.
+    pub fn with(mut self, edit: impl FnOnce(&mut ExecutorUpgradePolicySpec)) -> Self {
+        edit(&mut self.spec);
+        self
+    }
+
+    /// Selects nodes labelled `key=value`.
+    pub fn selecting(self, key: &str, value: &str) -> Self {
+        self.with(|s| s.node_selector = labels_selector(&[(key, value)]))
+    }
+}
+
+/// A selector of `matchLabels` only.
+pub fn labels_selector(pairs: &[(&str, &str)]) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        match_expressions: None,
+    }
+}
+
+/// A PodDisruptionBudget over pods labelled with `pairs`, allowing `allowed` disruptions.
+pub fn pdb(namespace: &str, name: &str, pairs: &[(&str, &str)], allowed: i32) -> PdbView {
+    PdbView {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        selector: Some(labels_selector(pairs)),
+        disruptions_allowed: allowed,
+    }
+}
+
+/// Applies a plan's actions to a view the way the controller executes them against the cluster, with caches that
+/// are up to date at once: evicted and deleted pods become terminating, nodes get the contract keys.
+pub fn apply(view: &mut ClusterView, plan: &Plan) {
+    let mut nodes: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, node) in view.nodes.iter().enumerate() {
+        nodes.insert(node.name.clone(), i);
+    }
+    let mut deleted_nodes = Vec::new();
+    for action in &plan.actions {
+        let node = action.kind.node().and_then(|n| nodes.get(n)).copied();
+        match (&action.kind, node) {
+            (
+                ActionKind::Mark {
+                    incompatible_since, ..
+                },
+                Some(i),
+            ) => {
+                let n = &mut view.nodes[i];
+                if let Some(t) = incompatible_since {
+                    n.incompatible_since = Some(t.to_rfc3339());
+                }
+                n.incompatible_label = true;
+                n.has_k8sm_taint = true;
+            }
+            (ActionKind::Admit { at, cordon, .. }, Some(i)) => {
+                let n = &mut view.nodes[i];
+                n.draining_since = Some(at.to_rfc3339());
+                if *cordon {
+                    n.unschedulable = true;
+                    n.cordoned_by_k8sm = true;
+                }
+            }
+            (ActionKind::Cordon { .. }, Some(i)) => {
+                view.nodes[i].unschedulable = true;
+                view.nodes[i].cordoned_by_k8sm = true;
+            }
+            (ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod }, _) => {
+                if let Some(p) = view.pods.iter_mut().find(|p| p.uid == pod.uid) {
+                    p.terminating = true;
+                }
+            }
+            (
+                ActionKind::Kamikaze {
+                    mechanism,
+                    executor_id,
+                    at,
+                    ..
+                },
+                Some(i),
+            ) => {
+                if *mechanism == KamikazeMechanism::DeleteNode {
+                    deleted_nodes.push(i);
+                } else {
+                    let n = &mut view.nodes[i];
+                    n.kamikaze = Some(at.to_rfc3339());
+                    n.kamikaze_executor_id = Some(executor_id.clone().unwrap_or_default());
+                }
+            }
+            (ActionKind::Complete { uncordon, .. }, Some(i)) => {
+                let n = &mut view.nodes[i];
+                n.incompatible_since = None;
+                n.incompatible_label = false;
+                n.has_k8sm_taint = false;
+                n.kamikaze = None;
+                n.kamikaze_executor_id = None;
+                n.draining_since = None;
+                n.cordoned_by_k8sm = false;
+                if *uncordon {
+                    n.unschedulable = false;
+                }
+            }
+            (_, None) => {}
+        }
+    }
+    deleted_nodes.sort_unstable();
+    for i in deleted_nodes.into_iter().rev() {
+        view.nodes.remove(i);
+    }
+}
+
+/// Records every eviction and deletion of `plan` as in flight (as the controller does before its cache catches up),
+/// without changing the pods.
+pub fn record_in_flight(view: &mut ClusterView, plan: &Plan, when: DateTime<Utc>) {
+    for action in &plan.actions {
+        if let ActionKind::Evict { pod, eviction } = &action.kind {
+            view.in_flight.push(InFlightEviction {
+                pod_uid: pod.uid.clone(),
+                owner_uid: Some(eviction.owner.uid.clone()),
+                at: when,
+            });
+        } else if let ActionKind::DeletePod { pod } = &action.kind {
+            view.in_flight.push(InFlightEviction {
+                pod_uid: pod.uid.clone(),
+                owner_uid: None,
+                at: when,
+            });
+        }
+    }
+}

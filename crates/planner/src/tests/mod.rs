@@ -1,0 +1,106 @@
+//! Tests of the whole planner: one named test per rule (grouped by concern), and property tests.
+
+mod admission;
+mod lifecycle;
+mod marking;
+mod pods;
+mod props;
+mod sim;
+mod unmanaged;
+
+use chrono::{DateTime, Utc};
+use k8sm_api::NodePhase;
+
+use crate::{
+    ActionKind, ClusterView, NodePlan, NodeView, OwnerView, Plan, PodView, PolicyView, Reason,
+    plan, testing::at,
+};
+
+/// The time at which most tests plan: an hour after [`crate::testing::t0`].
+fn now() -> DateTime<Utc> {
+    at(60)
+}
+
+/// A cluster of these objects.
+fn cluster(
+    nodes: Vec<NodeView>,
+    owners: Vec<OwnerView>,
+    pods: Vec<PodView>,
+    policies: Vec<PolicyView>,
+) -> ClusterView {
+    ClusterView {
+        nodes,
+        pods,
+        owners,
+        policies,
+        ..ClusterView::default()
+    }
+}
+
+/// The actions of a plan, one short line each, in order.
+fn summary(plan: &Plan) -> Vec<String> {
+    plan.actions
+        .iter()
+        .map(|a| match &a.kind {
+            ActionKind::Mark {
+                node,
+                incompatible_since,
+            } => format!(
+                "Mark {node}{}",
+                if incompatible_since.is_some() {
+                    " @"
+                } else {
+                    ""
+                }
+            ),
+            ActionKind::Admit { node, cordon, .. } => {
+                format!("Admit {node}{}", if *cordon { " +cordon" } else { "" })
+            }
+            ActionKind::Cordon { node } => format!("Cordon {node}"),
+            ActionKind::Evict { pod, .. } => format!("Evict {pod}"),
+            ActionKind::DeletePod { pod } => format!("Delete {pod}"),
+            ActionKind::Kamikaze { node, .. } => format!("Kamikaze {node}"),
+            ActionKind::Complete { node, uncordon } => {
+                format!(
+                    "Complete {node}{}",
+                    if *uncordon { " +uncordon" } else { "" }
+                )
+            }
+        })
+        .collect()
+}
+
+/// The plan of a node, which must exist.
+fn node_plan<'p>(plan: &'p Plan, name: &str) -> &'p NodePlan {
+    plan.node(name)
+        .unwrap_or_else(|| panic!("no plan for node {name}: {plan:#?}"))
+}
+
+/// The phase of a node.
+fn phase(plan: &Plan, name: &str) -> NodePhase {
+    node_plan(plan, name).phase
+}
+
+/// The reasons of a node's blockers.
+fn blocker_reasons(plan: &Plan, name: &str) -> Vec<Reason> {
+    node_plan(plan, name)
+        .blockers
+        .iter()
+        .map(|b| b.reason)
+        .collect()
+}
+
+/// The decision reason and message of one pod (by name) on a node.
+fn pod_decision(plan: &Plan, node: &str, pod: &str) -> (crate::Decision, Option<Reason>, String) {
+    let p = node_plan(plan, node)
+        .pods
+        .iter()
+        .find(|p| p.pod.name == pod)
+        .unwrap_or_else(|| panic!("no decision for pod {pod} on {node}: {plan:#?}"));
+    (p.decision, p.reason, p.message.clone())
+}
+
+/// Plans at [`now`].
+fn plan_now(view: &ClusterView) -> Plan {
+    plan(view, now())
+}

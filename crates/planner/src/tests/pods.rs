@@ -1,0 +1,399 @@
+//! Per-pod decisions on a draining node (DESIGN.md §5.3): the health rule, budgets, Jobs, unmanaged pods.
+
+use k8sm_api::{NodePhase, UnmanagedPodPolicy, keys};
+
+use super::*;
+use crate::{
+    Decision, InFlightEviction, OwnerKind,
+    testing::{daemon_set, node, owner, pdb, policy, replica_set, stateful_set, unmanaged_pod},
+};
+
+/// One draining node `n1` (marked at 0, admitted at 1) plus an upgraded node `up` where other pods run.
+pub(super) fn draining(owners: Vec<OwnerView>, pods: Vec<PodView>, p: PolicyView) -> ClusterView {
+    let nodes = vec![
+        node("n1").marked(at(0)).admitted(at(1)),
+        node("up").executor(crate::testing::NEW),
+    ];
+    cluster(nodes, owners, pods, vec![p])
+}
+
+pub(super) fn unmanaged(policy_: UnmanagedPodPolicy, timeout: Option<&str>) -> PolicyView {
+    policy("p").with(|s| {
+        s.unmanaged_pods.policy = policy_;
+        s.unmanaged_pods.timeout = timeout.map(|t| t.parse().unwrap());
+    })
+}
+
+/// `ready` ready pods of `rs` on `up`, named `up-<i>`.
+pub(super) fn elsewhere(rs: &OwnerView, ready: usize) -> Vec<PodView> {
+    (0..ready)
+        .map(|i| rs.pod(&format!("{}-up-{i}", rs.name), "up"))
+        .collect()
+}
+
+#[test]
+fn evicts_a_pod_of_a_healthy_owner_with_the_sla_evidence() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 9);
+    pods.push(rs.pod("web-1", "n1"));
+    let plan = plan_now(&draining(vec![rs], pods, policy("p")));
+    assert_eq!(summary(&plan), ["Evict shop/web-1"]);
+    let (_, eviction) = plan.evictions().next().unwrap();
+    assert_eq!(
+        (
+            eviction.ready_before,
+            eviction.ready_after,
+            eviction.desired,
+            eviction.needed,
+            eviction.threshold
+        ),
+        (10, 9, 10, 9, 90)
+    );
+    assert!(eviction.use_eviction_api);
+    assert_eq!(plan.actions[0].reason, Reason::Evicted);
+    assert_eq!(
+        plan.actions[0].message,
+        "shop/web-1 on n1: evict: owner ReplicaSet web ready 10/10 → 9 (threshold 90% needs 9)"
+    );
+}
+
+#[test]
+fn waits_while_the_owner_is_too_unhealthy_to_lose_a_pod() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 8);
+    pods.push(rs.pod("web-down", "up").not_ready());
+    pods.push(rs.pod("web-1", "n1"));
+    let plan = plan_now(&draining(vec![rs], pods, policy("p")));
+    assert!(plan.actions.is_empty());
+    let (decision, reason, message) = pod_decision(&plan, "n1", "web-1");
+    assert_eq!(
+        (decision, reason),
+        (Decision::Wait, Some(Reason::WaitingForOwner))
+    );
+    assert_eq!(
+        message,
+        "wait: owner ReplicaSet web 9/10 ready, needs 9 (threshold 90%)"
+    );
+    assert_eq!(
+        phase(&plan, "n1"),
+        NodePhase::Draining,
+        "an owner recovers by itself: not Blocked"
+    );
+}
+
+#[test]
+fn a_small_owner_moves_one_pod_at_a_time() {
+    let sts = stateful_set("db", "pg", 3);
+    let pods = (0..3).map(|i| sts.pod(&format!("pg-{i}"), "n1")).collect();
+    let plan = plan_now(&draining(vec![sts], pods, policy("p")));
+    assert_eq!(summary(&plan), ["Evict db/pg-0"]);
+    let (_, eviction) = plan.evictions().next().unwrap();
+    assert_eq!(
+        (eviction.ready_before, eviction.ready_after, eviction.needed),
+        (3, 2, 3)
+    );
+    let (_, _, message) = pod_decision(&plan, "n1", "pg-1");
+    assert_eq!(
+        message,
+        "wait: owner StatefulSet pg 2/3 ready, 1 terminating, needs 3 (threshold 90%)"
+    );
+}
+
+#[test]
+fn evictions_planned_in_the_same_pass_count_across_nodes() {
+    // 20 replicas, threshold 90%: 18 must stay ready, so one pass evicts exactly two, wherever they run.
+    let rs = replica_set("shop", "web", 20);
+    let nodes = (1..=4)
+        .map(|i| node(&format!("n{i}")).marked(at(0)).admitted(at(i)))
+        .collect();
+    let pods = (0..20)
+        .map(|i| rs.pod(&format!("w{i:02}"), &format!("n{}", i % 4 + 1)))
+        .collect();
+    let p = policy("p")
+        .with(|s| s.max_concurrent_nodes = k8sm_api::MaxConcurrentNodes::count(4).unwrap());
+    let plan = plan_now(&cluster(nodes, vec![rs], pods, vec![p]));
+    let evictions: Vec<_> = plan
+        .evictions()
+        .map(|(_, e)| (e.ready_before, e.ready_after))
+        .collect();
+    assert_eq!(evictions, [(20, 19), (19, 18)]);
+}
+
+#[test]
+fn terminating_pods_of_the_owner_count_as_gone() {
+    let rs = replica_set("shop", "web", 3);
+    let pods = vec![
+        rs.pod("old", "up").terminating(),
+        rs.pod("a", "up"),
+        rs.pod("b", "up"),
+        rs.pod("c", "n1"),
+    ];
+    let plan = plan_now(&draining(vec![rs], pods, policy("p")));
+    assert!(
+        plan.actions.is_empty(),
+        "3/3 ready but one terminating: not fully ready"
+    );
+}
+
+#[test]
+fn an_eviction_in_flight_counts_even_when_its_pod_left_the_cache() {
+    let rs = replica_set("shop", "web", 3);
+    let mut view = draining(
+        vec![rs.clone()],
+        vec![rs.pod("a", "up"), rs.pod("b", "up"), rs.pod("c", "n1")],
+        policy("p"),
+    );
+    let fully_ready = plan_now(&view);
+    assert_eq!(summary(&fully_ready), ["Evict shop/c"]);
+    view.in_flight.push(InFlightEviction {
+        pod_uid: "shop/evicted-earlier".into(),
+        owner_uid: Some(rs.uid.clone()),
+        at: at(59),
+    });
+    assert!(plan_now(&view).actions.is_empty());
+}
+
+#[test]
+fn a_pod_already_terminating_or_in_flight_is_never_evicted_again() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 10);
+    pods.push(rs.pod("going", "n1").terminating());
+    pods.push(rs.pod("sent", "n1"));
+    let mut view = draining(vec![rs], pods, policy("p"));
+    view.in_flight.push(InFlightEviction {
+        pod_uid: "shop/sent".into(),
+        owner_uid: None,
+        at: at(59),
+    });
+    let plan = plan_now(&view);
+    assert!(plan.actions.is_empty(), "{:?}", summary(&plan));
+    for pod in ["going", "sent"] {
+        assert_eq!(
+            pod_decision(&plan, "n1", pod).1,
+            Some(Reason::WaitingForTermination)
+        );
+    }
+    assert_eq!(
+        phase(&plan, "n1"),
+        NodePhase::Draining,
+        "no kamikaze before they are gone"
+    );
+}
+
+#[test]
+fn a_pod_of_an_owner_scaled_to_zero_waits_for_its_controller() {
+    let rs = replica_set("shop", "old-rs", 0);
+    let plan = plan_now(&draining(
+        vec![rs.clone()],
+        vec![rs.pod("leftover", "n1")],
+        policy("p"),
+    ));
+    assert!(plan.actions.is_empty());
+    let (_, reason, message) = pod_decision(&plan, "n1", "leftover");
+    assert_eq!(reason, Some(Reason::WaitingForOwner));
+    assert!(message.contains("scaled to 0"), "{message}");
+}
+
+#[test]
+fn a_pod_whose_owner_is_gone_is_unmanaged_and_says_so() {
+    let mut rs = replica_set("shop", "web", 3);
+    let orphan = rs.pod("orphan", "n1");
+    rs.exists = false;
+    let plan = plan_now(&draining(
+        vec![rs],
+        vec![orphan],
+        unmanaged(UnmanagedPodPolicy::Delete, None),
+    ));
+    assert_eq!(summary(&plan), ["Delete shop/orphan"]);
+    assert_eq!(plan.actions[0].reason, Reason::DeletedUnmanagedPod);
+    assert!(
+        plan.actions[0]
+            .message
+            .contains("ReplicaSet/web no longer exists"),
+        "{}",
+        plan.actions[0].message
+    );
+}
+
+#[test]
+fn a_pod_of_a_controller_kind_k8sm_cannot_judge_is_unmanaged() {
+    let custom = owner(
+        OwnerKind::Other("VirtualMachineInstance".into()),
+        "vm",
+        "box",
+        None,
+    );
+    let plan = plan_now(&draining(
+        vec![custom.clone()],
+        vec![custom.pod("virt", "n1")],
+        policy("p"),
+    ));
+    let (decision, reason, message) = pod_decision(&plan, "n1", "virt");
+    assert_eq!(
+        (decision, reason),
+        (Decision::Block, Some(Reason::BlockedUnmanagedPod))
+    );
+    assert!(message.contains("cannot judge"), "{message}");
+}
+
+#[test]
+fn a_budget_that_allows_no_disruption_blocks_with_its_name() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 9);
+    pods.push(rs.pod("web-1", "n1").label("app", "web"));
+    let mut view = draining(vec![rs], pods, policy("p"));
+    view.pdbs.push(pdb("shop", "web-pdb", &[("app", "web")], 0));
+    let plan = plan_now(&view);
+    assert!(plan.actions.is_empty());
+    let (decision, reason, message) = pod_decision(&plan, "n1", "web-1");
+    assert_eq!(
+        (decision, reason),
+        (Decision::Wait, Some(Reason::BlockedByPDB))
+    );
+    assert_eq!(
+        message,
+        "wait: PodDisruptionBudget shop/web-pdb allows no disruption now"
+    );
+    assert_eq!(
+        phase(&plan, "n1"),
+        NodePhase::Draining,
+        "budgets recover by themselves"
+    );
+}
+
+#[test]
+fn evictions_planned_in_a_pass_are_counted_against_the_budget() {
+    let rs = replica_set("shop", "web", 20);
+    let mut pods = elsewhere(&rs, 17);
+    pods.extend((1..=3).map(|i| rs.pod(&format!("web-{i}"), "n1").label("app", "web")));
+    let mut view = draining(vec![rs], pods, policy("p"));
+    view.pdbs.push(pdb("shop", "web-pdb", &[("app", "web")], 1));
+    view.pdbs
+        .push(pdb("other-ns", "web-pdb", &[("app", "web")], 0)); // another namespace: irrelevant
+    let plan = plan_now(&view);
+    assert_eq!(summary(&plan), ["Evict shop/web-1"]);
+    assert_eq!(
+        pod_decision(&plan, "n1", "web-2").1,
+        Some(Reason::BlockedByPDB)
+    );
+}
+
+#[test]
+fn budgets_are_ignored_when_the_policy_says_so() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 9);
+    pods.push(rs.pod("web-1", "n1").label("app", "web"));
+    let mut view = draining(
+        vec![rs],
+        pods,
+        policy("p").with(|s| s.respect_pod_disruption_budgets = false),
+    );
+    view.pdbs.push(pdb("shop", "web-pdb", &[("app", "web")], 0));
+    let plan = plan_now(&view);
+    assert_eq!(summary(&plan), ["Evict shop/web-1"]);
+    assert!(
+        !plan.evictions().next().unwrap().1.use_eviction_api,
+        "deleted, not evicted"
+    );
+}
+
+#[test]
+fn a_pod_covered_by_two_budgets_needs_an_operator() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 9);
+    pods.push(rs.pod("web-1", "n1").label("app", "web"));
+    let mut view = draining(vec![rs], pods, policy("p"));
+    view.pdbs.push(pdb("shop", "a", &[("app", "web")], 5));
+    view.pdbs.push(pdb("shop", "b", &[], 5)); // empty selector: the whole namespace
+    let plan = plan_now(&view);
+    let (decision, reason, message) = pod_decision(&plan, "n1", "web-1");
+    assert_eq!(
+        (decision, reason),
+        (Decision::Block, Some(Reason::BlockedByPDB))
+    );
+    assert!(message.contains("shop/a, shop/b"), "{message}");
+    assert_eq!(phase(&plan, "n1"), NodePhase::Blocked);
+}
+
+#[test]
+fn a_budget_with_a_null_selector_covers_nothing() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 9);
+    pods.push(rs.pod("web-1", "n1"));
+    let mut view = draining(vec![rs], pods, policy("p"));
+    view.pdbs.push(crate::PdbView {
+        namespace: "shop".into(),
+        name: "null".into(),
+        selector: None,
+        disruptions_allowed: 0,
+    });
+    assert_eq!(summary(&plan_now(&view)), ["Evict shop/web-1"]);
+}
+
+#[test]
+fn an_opted_out_pod_blocks_its_node() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 9);
+    pods.push(
+        rs.pod("precious", "n1")
+            .annotation(keys::KARPENTER_DO_NOT_DISRUPT_ANNOTATION, "true"),
+    );
+    let plan = plan_now(&draining(vec![rs], pods, policy("p")));
+    assert!(plan.actions.is_empty());
+    assert_eq!(phase(&plan, "n1"), NodePhase::Blocked);
+    let (decision, reason, message) = pod_decision(&plan, "n1", "precious");
+    assert_eq!(
+        (decision, reason),
+        (Decision::Block, Some(Reason::BlockedOptOut))
+    );
+    assert!(
+        message.contains("force n1 --include-opted-out"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_node_with_opted_out_and_movable_pods_drains_what_it_can_first() {
+    let rs = replica_set("shop", "web", 1);
+    let pods = vec![
+        rs.pod("movable", "n1"),
+        unmanaged_pod("ops", "precious", "n1").label(keys::UPGRADE_OPT_OUT_LABEL, "true"),
+    ];
+    let plan = plan_now(&draining(vec![rs], pods, policy("p")));
+    assert_eq!(summary(&plan), ["Evict shop/movable"]);
+    assert_eq!(phase(&plan, "n1"), NodePhase::Draining);
+}
+
+#[test]
+fn daemon_set_and_mirror_pods_are_ignored() {
+    let ds = daemon_set("kube-system", "agent");
+    let pods = vec![
+        ds.pod("agent-1", "n1"),
+        unmanaged_pod("kube-system", "etcd-n1", "n1").mirror(),
+    ];
+    let plan = plan_now(&draining(vec![ds], pods, policy("p")));
+    assert_eq!(summary(&plan), ["Kamikaze n1"]);
+    assert_eq!(node_plan(&plan, "n1").pods_left, 0);
+    assert!(
+        node_plan(&plan, "n1")
+            .pods
+            .iter()
+            .all(|p| p.decision == Decision::Ignore)
+    );
+}
+
+#[test]
+fn the_threshold_of_the_pods_node_policy_applies() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 8);
+    pods.push(rs.pod("web-1", "n1"));
+    // 9/10 ready: 90% needs 9 after the eviction (wait), 80% needs 8 (evict).
+    let strict = plan_now(&draining(vec![rs.clone()], pods.clone(), policy("p")));
+    assert!(strict.actions.is_empty());
+    let lax = plan_now(&draining(
+        vec![rs],
+        pods,
+        policy("p").with(|s| s.owner_health_threshold = 80),
+    ));
+    assert_eq!(summary(&lax), ["Evict shop/web-1"]);
+}

@@ -1,0 +1,247 @@
+//! Finished, Job and unmanaged pods on a draining node (DESIGN.md §5.3).
+
+use k8sm_api::{NodePhase, UnmanagedPodPolicy};
+
+use super::{
+    pods::{draining, elsewhere, unmanaged},
+    *,
+};
+use crate::{
+    Decision, PodPhase,
+    testing::{job, pdb, policy, replica_set, unmanaged_pod},
+};
+
+#[test]
+fn finished_pods_are_deleted_and_do_not_hold_the_node() {
+    let jb = job("batch", "report");
+    let pods = vec![
+        jb.pod("done", "n1").phase(PodPhase::Succeeded),
+        unmanaged_pod("ops", "crashed", "n1").phase(PodPhase::Failed),
+    ];
+    let plan = plan_now(&draining(vec![jb], pods, policy("p")));
+    assert_eq!(
+        summary(&plan),
+        ["Delete batch/done", "Delete ops/crashed", "Kamikaze n1"]
+    );
+    assert!(
+        plan.actions[..2]
+            .iter()
+            .all(|a| a.reason == Reason::DeletedFinishedPod)
+    );
+}
+
+#[test]
+fn a_job_pod_waits_for_completion() {
+    let jb = job("batch", "report");
+    let plan = plan_now(&draining(
+        vec![jb.clone()],
+        vec![jb.pod("r", "n1")],
+        policy("p"),
+    ));
+    assert!(plan.actions.is_empty());
+    let (decision, reason, _) = pod_decision(&plan, "n1", "r");
+    assert_eq!(
+        (decision, reason),
+        (Decision::Wait, Some(Reason::WaitingForJob))
+    );
+    assert_eq!(plan.next_wake, None, "no timeout: completion is an event");
+}
+
+#[test]
+fn a_job_pod_past_the_unmanaged_timeout_is_handled_like_an_unmanaged_pod() {
+    let jb = job("batch", "report");
+    let pods = vec![jb.pod("r", "n1")];
+    // Marked at 0, now is 60: a 30m timeout has expired, a 90m one has not.
+    let expired = plan_now(&draining(
+        vec![jb.clone()],
+        pods.clone(),
+        unmanaged(UnmanagedPodPolicy::DeleteAfterTimeout, Some("30m")),
+    ));
+    assert_eq!(summary(&expired), ["Delete batch/r"]);
+    let pending = plan_now(&draining(
+        vec![jb.clone()],
+        pods.clone(),
+        unmanaged(UnmanagedPodPolicy::DeleteAfterTimeout, Some("90m")),
+    ));
+    assert!(pending.actions.is_empty());
+    assert_eq!(pending.next_wake, Some(at(90)));
+    let (_, _, message) = pod_decision(&pending, "n1", "r");
+    assert!(message.contains("to complete, or until"), "{message}");
+    let never = plan_now(&draining(
+        vec![jb],
+        pods,
+        unmanaged(UnmanagedPodPolicy::Never, Some("30m")),
+    ));
+    assert_eq!(
+        pod_decision(&never, "n1", "r").1,
+        Some(Reason::BlockedUnmanagedPod)
+    );
+    assert_eq!(phase(&never, "n1"), NodePhase::Blocked);
+}
+
+#[test]
+fn unmanaged_pods_are_deleted_at_once_under_delete() {
+    let plan = plan_now(&draining(
+        vec![],
+        vec![unmanaged_pod("ops", "tool", "n1")],
+        unmanaged(UnmanagedPodPolicy::Delete, None),
+    ));
+    assert_eq!(summary(&plan), ["Delete ops/tool"]);
+    assert_eq!(
+        plan.actions[0].message,
+        "ops/tool on n1: delete unmanaged pod (no controller)"
+    );
+}
+
+#[test]
+fn unmanaged_pods_wait_while_an_owned_pod_of_the_node_waits_for_its_owner() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 8);
+    pods.push(rs.pod("web-1", "n1"));
+    pods.push(unmanaged_pod("ops", "tool", "n1"));
+    let plan = plan_now(&draining(
+        vec![rs],
+        pods,
+        unmanaged(UnmanagedPodPolicy::Delete, None),
+    ));
+    assert!(plan.actions.is_empty(), "{:?}", summary(&plan));
+    let (decision, reason, message) = pod_decision(&plan, "n1", "tool");
+    assert_eq!(
+        (decision, reason),
+        (Decision::Wait, Some(Reason::WaitingForOwner))
+    );
+    assert!(
+        message.contains("once the owned pods of the node can move"),
+        "{message}"
+    );
+}
+
+#[test]
+fn unmanaged_pods_wait_while_an_owned_pod_of_the_node_waits_for_a_budget() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 9);
+    pods.push(rs.pod("web-1", "n1").label("app", "web"));
+    pods.push(unmanaged_pod("ops", "tool", "n1"));
+    let mut view = draining(vec![rs], pods, unmanaged(UnmanagedPodPolicy::Delete, None));
+    view.pdbs.push(pdb("shop", "web-pdb", &[("app", "web")], 0));
+    assert!(plan_now(&view).actions.is_empty());
+}
+
+#[test]
+fn unmanaged_pods_go_in_the_same_pass_as_the_last_owned_pods() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 9);
+    pods.push(rs.pod("web-1", "n1"));
+    pods.push(unmanaged_pod("ops", "tool", "n1"));
+    let plan = plan_now(&draining(
+        vec![rs],
+        pods,
+        unmanaged(UnmanagedPodPolicy::Delete, None),
+    ));
+    assert_eq!(summary(&plan), ["Evict shop/web-1", "Delete ops/tool"]);
+}
+
+#[test]
+fn unmanaged_pods_wait_for_the_timeout_under_delete_after_timeout() {
+    let pods = vec![unmanaged_pod("ops", "tool", "n1")];
+    let early = plan_now(&draining(
+        vec![],
+        pods.clone(),
+        unmanaged(UnmanagedPodPolicy::DeleteAfterTimeout, Some("1h30m")),
+    ));
+    assert!(early.actions.is_empty());
+    let tool = node_plan(&early, "n1")
+        .pods
+        .iter()
+        .find(|p| p.pod.name == "tool")
+        .unwrap();
+    assert_eq!(
+        (tool.decision, tool.reason, tool.until),
+        (
+            Decision::Wait,
+            Some(Reason::WaitingForTimeout),
+            Some(at(90))
+        )
+    );
+    assert_eq!(
+        early.next_wake,
+        Some(at(90)),
+        "requeue exactly when it becomes deletable"
+    );
+    assert_eq!(
+        phase(&early, "n1"),
+        NodePhase::Draining,
+        "time resolves it: not Blocked"
+    );
+    // At exactly marked + timeout it may go.
+    let view = draining(
+        vec![],
+        pods,
+        unmanaged(UnmanagedPodPolicy::DeleteAfterTimeout, Some("1h")),
+    );
+    assert_eq!(summary(&crate::plan(&view, at(60))), ["Delete ops/tool"]);
+    assert!(
+        crate::plan(&view, at(60) - chrono::Duration::seconds(1))
+            .actions
+            .is_empty()
+    );
+}
+
+#[test]
+fn delete_after_timeout_without_a_readable_mark_time_needs_an_operator() {
+    let mut view = draining(
+        vec![],
+        vec![unmanaged_pod("ops", "tool", "n1")],
+        unmanaged(UnmanagedPodPolicy::DeleteAfterTimeout, Some("1m")),
+    );
+    view.nodes[0].incompatible_since = Some("garbage".into());
+    let plan = plan_now(&view);
+    assert!(plan.actions.is_empty());
+    assert_eq!(
+        pod_decision(&plan, "n1", "tool").1,
+        Some(Reason::MalformedAnnotation)
+    );
+    assert_eq!(phase(&plan, "n1"), NodePhase::Blocked);
+}
+
+#[test]
+fn delete_after_timeout_without_a_timeout_keeps_the_pods_and_reports_the_policy() {
+    let plan = plan_now(&draining(
+        vec![],
+        vec![unmanaged_pod("ops", "tool", "n1")],
+        unmanaged(UnmanagedPodPolicy::DeleteAfterTimeout, None),
+    ));
+    assert!(plan.actions.is_empty());
+    assert_eq!(
+        pod_decision(&plan, "n1", "tool").1,
+        Some(Reason::InvalidPolicy)
+    );
+    let conditions = &plan.policy("p").unwrap().conditions;
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.reason == Reason::InvalidPolicy && c.message.contains("timeout"))
+    );
+}
+
+#[test]
+fn unmanaged_pods_block_the_node_under_never() {
+    let plan = plan_now(&draining(
+        vec![],
+        vec![unmanaged_pod("ops", "tool", "n1")],
+        policy("p"),
+    ));
+    assert!(plan.actions.is_empty());
+    let (decision, reason, message) = pod_decision(&plan, "n1", "tool");
+    assert_eq!(
+        (decision, reason),
+        (Decision::Block, Some(Reason::BlockedUnmanagedPod))
+    );
+    assert_eq!(
+        message,
+        "unmanaged pod (no controller): policy Never; delete it, or `kubectl k8sm force n1`"
+    );
+    assert_eq!(phase(&plan, "n1"), NodePhase::Blocked);
+    let eta = plan.policy("p").unwrap().eta;
+    assert_eq!((eta.nodes_blocked, eta.pods_left), (1, 1));
+}

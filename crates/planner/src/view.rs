@@ -1,0 +1,264 @@
+//! The planner's input: a plain, owned snapshot of the cluster that the controller builds from its reflectors.
+//!
+//! Every field is raw observed data. Annotations are kept as the text found on the object (they may be malformed; the
+//! planner parses them and reports what it cannot read), and nothing here is derived by the caller except what the
+//! field documentation says. Names are unique per kind (and per namespace for namespaced objects).
+
+use std::{collections::BTreeMap, fmt};
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8sm_api::ExecutorUpgradePolicySpec;
+use serde::{Deserialize, Serialize};
+
+/// Everything the planner looks at. The order of the vectors does not matter: the plan is the same for any order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    /// All nodes (not only the selected ones: two policies may select the same node).
+    pub nodes: Vec<NodeView>,
+    /// All pods bound to a node, or at least all pods of the selected nodes and all pods of their owners (the owner
+    /// health rule counts an owner's ready pods wherever they run).
+    pub pods: Vec<PodView>,
+    /// The controllers of those pods: ReplicaSets, ReplicationControllers, StatefulSets, Jobs (DaemonSets optional).
+    pub owners: Vec<OwnerView>,
+    /// PodDisruptionBudgets.
+    pub pdbs: Vec<PdbView>,
+    /// Every `ExecutorUpgradePolicy`.
+    pub policies: Vec<PolicyView>,
+    /// Evictions and deletions that the controller executed and that its caches may not show yet.
+    pub in_flight: Vec<InFlightEviction>,
+}
+
+/// One Node, reduced to what the upgrade needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.labels` (node selection and the opt-out label).
+    pub labels: BTreeMap<String, String>,
+    /// The `k8s.mesosphere.io/executor-id` annotation: the executor that runs on the node now.
+    pub executor_id: Option<String>,
+    /// The `k8s.mesosphere.io/incompatible-executor` annotation as found: RFC 3339 time of marking (maybe malformed).
+    pub incompatible_since: Option<String>,
+    /// Whether the `k8s.mesosphere.io/incompatible-executor` label is present (any value).
+    pub incompatible_label: bool,
+    /// Whether the node carries the `k8s.mesosphere.io/incompatible-executor:PreferNoSchedule` taint.
+    pub has_k8sm_taint: bool,
+    /// The admission marker annotation ([`k8sm_api::keys::DRAINING_ANNOTATION`]) as found: RFC 3339 time at which
+    /// the node was admitted into a drain slot.
+    pub draining_since: Option<String>,
+    /// The `k8s.mesosphere.io/kamikaze` annotation as found: RFC 3339 time at which kamikaze was sent.
+    pub kamikaze: Option<String>,
+    /// The [`k8sm_api::keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION`] as found: the executor ID the node reported when
+    /// kamikaze was sent (empty when it reported none). It survives the executor clearing the kamikaze annotation on
+    /// restart, so a restart is recognised by a changed executor ID.
+    pub kamikaze_executor_id: Option<String>,
+    /// Whether the `k8s.mesosphere.io/cordoned-by: k8sm` annotation is present.
+    pub cordoned_by_k8sm: bool,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+    /// The node's `InternalIP` address, for kamikaze URL templates.
+    pub internal_ip: Option<String>,
+    /// The `Ready` condition is `True`. Reported, not used in decisions.
+    pub ready: bool,
+}
+
+/// The phase of a pod (`status.phase`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum PodPhase {
+    /// Accepted, not all containers started.
+    Pending,
+    /// Bound and running.
+    #[default]
+    Running,
+    /// All containers terminated with success.
+    Succeeded,
+    /// All containers terminated, at least one in failure.
+    Failed,
+    /// State unknown (node unreachable).
+    Unknown,
+}
+
+impl PodPhase {
+    /// Succeeded or Failed: the pod runs nothing any more.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed)
+    }
+}
+
+/// The controller owner reference of a pod (`metadata.ownerReferences[?controller]`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerRef {
+    /// `kind`, such as `ReplicaSet`.
+    pub kind: String,
+    /// `name`.
+    pub name: String,
+    /// `uid`: owners are matched by UID, so a pod of a deleted-and-recreated owner counts as orphaned.
+    pub uid: String,
+}
+
+/// One Pod, reduced to what the drain needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodView {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `spec.nodeName`; `None` while pending unscheduled.
+    pub node_name: Option<String>,
+    /// `metadata.labels` (opt-out and PodDisruptionBudget selectors).
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`, or at least the opt-out and mirror ones.
+    pub annotations: BTreeMap<String, String>,
+    /// The controller owner reference, if any.
+    pub controller: Option<ControllerRef>,
+    /// `status.phase`.
+    pub phase: PodPhase,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// `metadata.deletionTimestamp` is set.
+    pub terminating: bool,
+    /// A mirror pod of a static pod (`kubernetes.io/config.mirror` annotation); also recognised from `annotations`.
+    pub mirror: bool,
+    /// `metadata.creationTimestamp`; lets reports list blocked pods oldest first.
+    pub created: Option<DateTime<Utc>>,
+}
+
+/// The kinds of pod controllers that the planner tells apart.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum OwnerKind {
+    /// `apps/v1 ReplicaSet` (and so Deployments).
+    ReplicaSet,
+    /// `v1 ReplicationController`.
+    ReplicationController,
+    /// `apps/v1 StatefulSet`.
+    StatefulSet,
+    /// `batch/v1 Job`.
+    Job,
+    /// `apps/v1 DaemonSet`.
+    DaemonSet,
+    /// Any other controller kind; the planner cannot judge its health, so its pods count as unmanaged.
+    Other(String),
+}
+
+impl OwnerKind {
+    /// The kind as written in an owner reference.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::ReplicaSet => "ReplicaSet",
+            Self::ReplicationController => "ReplicationController",
+            Self::StatefulSet => "StatefulSet",
+            Self::Job => "Job",
+            Self::DaemonSet => "DaemonSet",
+            Self::Other(kind) => kind,
+        }
+    }
+
+    /// A kind whose `replicas` the health rule of DESIGN.md §5.3 applies to.
+    pub fn is_replicated(&self) -> bool {
+        matches!(
+            self,
+            Self::ReplicaSet | Self::ReplicationController | Self::StatefulSet
+        )
+    }
+}
+
+impl From<&str> for OwnerKind {
+    fn from(kind: &str) -> Self {
+        match kind {
+            "ReplicaSet" => Self::ReplicaSet,
+            "ReplicationController" => Self::ReplicationController,
+            "StatefulSet" => Self::StatefulSet,
+            "Job" => Self::Job,
+            "DaemonSet" => Self::DaemonSet,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl From<String> for OwnerKind {
+    fn from(kind: String) -> Self {
+        Self::from(kind.as_str())
+    }
+}
+
+impl From<OwnerKind> for String {
+    fn from(kind: OwnerKind) -> Self {
+        kind.as_str().to_owned()
+    }
+}
+
+impl fmt::Display for OwnerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A pod controller.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerView {
+    /// Its kind.
+    pub kind: OwnerKind,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`, matched against the pods' controller references.
+    pub uid: String,
+    /// `spec.replicas` for ReplicaSets, ReplicationControllers and StatefulSets (`None` there means the apiserver
+    /// default, 1); `None` for Jobs and DaemonSets.
+    pub desired: Option<u32>,
+    /// `false` when the controller knows the owner is gone (deleted, or being deleted); such an owner counts as
+    /// missing, exactly like an owner absent from the view.
+    pub exists: bool,
+}
+
+/// A PodDisruptionBudget.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PdbView {
+    /// `metadata.namespace`: a budget covers pods of its own namespace only.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.selector`. `None` (null) selects no pod; an empty selector selects every pod of the namespace.
+    pub selector: Option<LabelSelector>,
+    /// `status.disruptionsAllowed`, as the apiserver reports it.
+    pub disruptions_allowed: i32,
+}
+
+/// An `ExecutorUpgradePolicy`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyView {
+    /// `metadata.name` (the policy is cluster-scoped).
+    pub name: String,
+    /// `metadata.generation`, echoed into the plan for `status.observedGeneration`.
+    pub generation: Option<i64>,
+    /// `spec`.
+    pub spec: ExecutorUpgradePolicySpec,
+}
+
+/// An eviction (or deletion) the controller executed that its pod cache may not show yet. The pod counts as
+/// terminating, and its owner as having a pod terminating, until the controller drops the entry (once its cache
+/// shows the pod terminating or gone).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InFlightEviction {
+    /// UID of the evicted pod.
+    pub pod_uid: String,
+    /// UID of its controller, if any.
+    pub owner_uid: Option<String>,
+    /// When the eviction was executed.
+    pub at: DateTime<Utc>,
+}

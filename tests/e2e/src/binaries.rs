@@ -1,0 +1,123 @@
+//! k8sm's own binaries (controller, agent, plugin) run as real child processes, stopped when their guard drops.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+static BUILD: Mutex<()> = Mutex::new(());
+
+/// Path of a workspace binary, built with `cargo build` first if the test run did not build it.
+///
+/// `cargo xtask test` builds every binary before the tests; running one test file alone still works.
+pub fn binary(name: &str) -> PathBuf {
+    // target/debug/deps/<test-binary> → target/debug/<name>
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/");
+    let path = dir.join(name);
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    if !path.exists() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(crate::workspace_root())
+            .args(["build", "--bin", name])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "cargo build --bin {name} failed");
+    }
+    path
+}
+
+/// A child process of a test, killed (and reaped) when dropped, also when the test panics.
+#[derive(Debug)]
+pub struct ChildGuard {
+    pub name: String,
+    child: Mutex<Option<Child>>,
+    pub log: PathBuf,
+}
+
+impl ChildGuard {
+    /// Starts `program args…` with output appended to `log`, under `setpriv --pdeathsig KILL` so that it cannot
+    /// outlive the test process.
+    pub fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> Self {
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("log file");
+        let err = out.try_clone().expect("log handle");
+        let child = Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--"])
+            .arg(program)
+            .args(args)
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info,kube=warn".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        Self {
+            name: name.to_owned(),
+            child: Mutex::new(Some(child)),
+            log: log.to_owned(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.lock().as_ref().map(Child::id).unwrap_or_default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Child>> {
+        self.child.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends a signal (SIGKILL for crash tests) and reaps the process.
+    pub fn kill_with(&self, signal: Signal) {
+        let taken = self.lock().take();
+        if let Some(mut child) = taken {
+            let _ = kill(Pid::from_raw(child.id() as i32), signal);
+            if signal != Signal::SIGKILL {
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                let _ = child.kill();
+            }
+            let _ = child.wait();
+        }
+    }
+
+    /// Panics with the end of the log if the process has exited.
+    pub fn assert_running(&self) {
+        let status = self
+            .lock()
+            .as_mut()
+            .and_then(|child| child.try_wait().ok().flatten());
+        if let Some(status) = status {
+            panic!(
+                "{} exited ({status}); log {}:\n{}",
+                self.name,
+                self.log.display(),
+                self.log_tail(60)
+            );
+        }
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.kill_with(Signal::SIGTERM);
+    }
+}

@@ -1,0 +1,527 @@
+//! `k8sm-agent`, the real binary, against the real local cluster: `simulate` publishes executor IDs and restarts KWOK
+//! nodes on each kamikaze mechanism (annotation, DeleteNode, HTTP) as a controller would see it; `run` publishes its
+//! executor's ID and runs its restart command on kamikaze, once per executor.
+
+use std::future::Future;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use k8sm_api::keys::{
+    EXECUTOR_ID_ANNOTATION, INCOMPATIBLE_EXECUTOR_ANNOTATION, INCOMPATIBLE_EXECUTOR_LABEL,
+    INCOMPATIBLE_EXECUTOR_LABEL_VALUE, INCOMPATIBLE_EXECUTOR_TAINT_EFFECT,
+    INCOMPATIBLE_EXECUTOR_TAINT_KEY, KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+};
+use k8sm_testcluster::{ClusterOptions, TestCluster, node_name};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const OLD: &str = "sha256:e2e-old-executor";
+const NEW: &str = "sha256:e2e-new-executor";
+/// KWOK manages the nodes that carry this annotation (see crates/testcluster), so a re-created node must keep it.
+const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+const WAIT: Duration = Duration::from_secs(90);
+
+/// The `k8sm-agent` binary next to this test's executable (`target/<profile>/deps/agent-…` →
+/// `target/<profile>/k8sm-agent`), built once per test run so that it is never stale.
+fn agent_binary() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable path");
+            let profile_dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("target/<profile>/deps/<test>");
+            let binary = profile_dir.join("k8sm-agent");
+            let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut build = Command::new(cargo);
+            build.current_dir(&workspace).args([
+                "build",
+                "-p",
+                "k8sm-agent",
+                "--bin",
+                "k8sm-agent",
+            ]);
+            // Cargo gave this test the variables of *its* package (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …). Build
+            // scripts (ring's) rerun when those change, so passing them on would rebuild half the tree each time.
+            for (name, _) in std::env::vars_os() {
+                let name = name.to_string_lossy();
+                if name.starts_with("CARGO_PKG_")
+                    || name.starts_with("CARGO_MANIFEST_")
+                    || name.starts_with("CARGO_BIN_")
+                    || [
+                        "CARGO_CRATE_NAME",
+                        "CARGO_PRIMARY_PACKAGE",
+                        "CARGO_TARGET_TMPDIR",
+                        "OUT_DIR",
+                    ]
+                    .contains(&&*name)
+                {
+                    build.env_remove(&*name);
+                }
+            }
+            if profile_dir
+                .file_name()
+                .is_some_and(|name| name == "release")
+            {
+                build.arg("--release");
+            }
+            let status = build.status().expect("cargo runs");
+            assert!(status.success(), "building k8sm-agent failed: {status}");
+            assert!(
+                binary.is_file(),
+                "{} missing after the build",
+                binary.display()
+            );
+            binary
+        })
+        .clone()
+}
+
+/// A running `k8sm-agent`, killed on drop (also when the test panics).
+struct Agent {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Agent {
+    fn spawn(args: &[&str], log: PathBuf) -> Self {
+        let log_file = std::fs::File::create(&log).expect("agent log file");
+        let child = Command::new(agent_binary())
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("agent log file"))
+            .stderr(log_file)
+            .spawn()
+            .expect("k8sm-agent starts");
+        Self { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Panics with the agent's log if it has exited.
+    fn check_running(&mut self) {
+        if let Some(status) = self.child.try_wait().expect("agent status") {
+            panic!("k8sm-agent exited ({status}):\n{}", self.log());
+        }
+    }
+
+    /// Sends SIGTERM and waits for the agent to exit.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        self.wait_exit("exit on SIGTERM")
+    }
+
+    /// Waits for the agent to exit by itself.
+    fn wait_exit(&mut self, what: &str) -> std::process::ExitStatus {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("agent status") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "k8sm-agent did not {what}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        // Already exited after `terminate`: both calls are harmless then.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// Sends one HTTP/1.1 request without a body and returns the status code.
+async fn http(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<u16> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no status line in {response:?}")))
+}
+
+/// Polls `check` until it holds, failing with `what` and the agent's log at the deadline or if the agent exits.
+async fn wait_until<F, Fut>(agent: &mut Agent, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        agent.check_running();
+        if check().await {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting until {what}; k8sm-agent log:\n{}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn executor_id_of(nodes: &Api<Node>, name: &str) -> Option<String> {
+    let node = nodes.get_opt(name).await.ok()??;
+    annotation(&node, EXECUTOR_ID_ANNOTATION).map(str::to_owned)
+}
+
+async fn merge_patch(nodes: &Api<Node>, name: &str, patch: serde_json::Value) {
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("patching {name}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism() {
+    let cluster = TestCluster::start(ClusterOptions::default().with_nodes(3))
+        .await
+        .expect("cluster starts");
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let kubeconfig = cluster
+        .kubeconfig()
+        .to_str()
+        .expect("UTF-8 path")
+        .to_owned();
+    let mut agent = Agent::spawn(
+        &[
+            "simulate",
+            "--kubeconfig",
+            &kubeconfig,
+            "--new-executor-id",
+            NEW,
+            "--initial-executor-id",
+            OLD,
+            "--restart-delay",
+            "1s",
+            "--selector",
+            "type=kwok",
+            "--http-addr",
+            &addr.to_string(),
+        ],
+        cluster.dir().join("k8sm-agent.log"),
+    );
+    let [n0, n1, n2] = [0, 1, 2].map(node_name);
+
+    // Executors publish their ID when they start.
+    wait_until(
+        &mut agent,
+        "all nodes report the old executor ID",
+        || async {
+            let mut all = true;
+            for name in [&n0, &n1, &n2] {
+                all &= executor_id_of(&nodes, name).await.as_deref() == Some(OLD);
+            }
+            all
+        },
+    )
+    .await;
+    wait_until(&mut agent, "the HTTP endpoint answers", || async {
+        http(addr, "GET", "/healthz").await.ok() == Some(200)
+    })
+    .await;
+
+    // Annotation mechanism: node-0001 restarts with the new ID and the kamikaze is gone; the others are untouched.
+    merge_patch(
+        &nodes,
+        &n1,
+        json!({ "metadata": { "annotations": { KAMIKAZE_ANNOTATION: "2025-01-01T00:00:00Z" } } }),
+    )
+    .await;
+    wait_until(&mut agent, "node-0001 restarted by annotation", || async {
+        let Ok(node) = nodes.get(&n1).await else {
+            return false;
+        };
+        annotation(&node, EXECUTOR_ID_ANNOTATION) == Some(NEW)
+            && annotation(&node, KAMIKAZE_ANNOTATION).is_none()
+    })
+    .await;
+    for name in [&n0, &n2] {
+        let node = nodes.get(name).await.unwrap();
+        assert_eq!(
+            annotation(&node, EXECUTOR_ID_ANNOTATION),
+            Some(OLD),
+            "{name}"
+        );
+        assert_eq!(annotation(&node, KAMIKAZE_ANNOTATION), None, "{name}");
+    }
+
+    // DeleteNode mechanism: node-0002, marked, tainted and cordoned as the marker and controller leave it, is
+    // deleted and comes back as an upgraded node that KWOK makes Ready.
+    merge_patch(
+        &nodes,
+        &n2,
+        json!({
+            "metadata": {
+                "labels": { INCOMPATIBLE_EXECUTOR_LABEL: INCOMPATIBLE_EXECUTOR_LABEL_VALUE },
+                "annotations": { INCOMPATIBLE_EXECUTOR_ANNOTATION: "2025-01-01T00:00:00Z" },
+            },
+            "spec": {
+                "unschedulable": true,
+                "taints": [{ "key": INCOMPATIBLE_EXECUTOR_TAINT_KEY, "effect": INCOMPATIBLE_EXECUTOR_TAINT_EFFECT }],
+            },
+        }),
+    )
+    .await;
+    let old_uid = nodes.get(&n2).await.unwrap().metadata.uid;
+    nodes
+        .delete(&n2, &DeleteParams::default())
+        .await
+        .expect("node-0002 deleted");
+    wait_until(
+        &mut agent,
+        "node-0002 re-created, Ready, with the new ID",
+        || async {
+            let Ok(Some(node)) = nodes.get_opt(&n2).await else {
+                return false;
+            };
+            node.metadata.uid != old_uid
+                && is_ready(&node)
+                && annotation(&node, EXECUTOR_ID_ANNOTATION) == Some(NEW)
+        },
+    )
+    .await;
+    let recreated = nodes.get(&n2).await.unwrap();
+    assert_eq!(
+        annotation(&recreated, KWOK_NODE_ANNOTATION),
+        Some("fake"),
+        "KWOK's annotation kept"
+    );
+    assert_eq!(label(&recreated, "type"), Some("kwok"), "labels kept");
+    assert_eq!(
+        label(&recreated, INCOMPATIBLE_EXECUTOR_LABEL),
+        None,
+        "mark label gone"
+    );
+    assert_eq!(
+        annotation(&recreated, INCOMPATIBLE_EXECUTOR_ANNOTATION),
+        None,
+        "mark annotation gone"
+    );
+    let spec = recreated.spec.clone().unwrap_or_default();
+    assert_ne!(spec.unschedulable, Some(true), "schedulable again");
+    assert!(
+        !spec
+            .taints
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == INCOMPATIBLE_EXECUTOR_TAINT_KEY),
+        "k8sm's taint gone"
+    );
+    let capacity = recreated
+        .status
+        .and_then(|s| s.capacity)
+        .unwrap_or_default();
+    assert!(capacity.contains_key("pods"), "capacity kept: {capacity:?}");
+
+    // Http mechanism: a POST restarts node-0000; an unknown node is refused.
+    assert_eq!(
+        http(addr, "POST", "/kamikaze/node-9999").await.unwrap(),
+        404
+    );
+    assert_eq!(
+        http(addr, "POST", &format!("/kamikaze/{n0}"))
+            .await
+            .unwrap(),
+        202
+    );
+    wait_until(&mut agent, "node-0000 restarted over HTTP", || async {
+        executor_id_of(&nodes, &n0).await.as_deref() == Some(NEW)
+    })
+    .await;
+
+    // Every restart was logged, and SIGTERM stops the agent cleanly.
+    let log = agent.log();
+    println!("k8sm-agent log:\n{log}");
+    for name in [&n1, &n0] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("restarted executor") && l.contains(name.as_str())),
+            "no restart of {name} logged:\n{log}"
+        );
+    }
+    assert!(
+        log.contains("re-created deleted node"),
+        "re-creation not logged:\n{log}"
+    );
+    let status = agent.terminate();
+    assert!(
+        status.success(),
+        "k8sm-agent exited with {status} on SIGTERM:\n{}",
+        agent.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_publishes_its_id_and_runs_the_restart_command_once_per_kamikaze() {
+    let cluster = TestCluster::start(ClusterOptions::default().with_nodes(1))
+        .await
+        .expect("cluster starts");
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let kubeconfig = cluster
+        .kubeconfig()
+        .to_str()
+        .expect("UTF-8 path")
+        .to_owned();
+    let node = node_name(0);
+    // Each agent's "restart command" leaves a file behind, so the test sees whether and which one ran it.
+    let ran = |id: &str| {
+        cluster
+            .dir()
+            .join(format!("kamikaze-ran-{}", id.replace(':', "-")))
+    };
+    let start = |id: &str, addr: SocketAddr| {
+        let command = format!("echo {id} > '{}'", ran(id).display());
+        Agent::spawn(
+            &[
+                "run",
+                "--kubeconfig",
+                &kubeconfig,
+                "--node",
+                &node,
+                "--executor-id",
+                id,
+                "--on-kamikaze",
+                &command,
+                "--http-addr",
+                &addr.to_string(),
+            ],
+            cluster
+                .dir()
+                .join(format!("k8sm-agent-run-{}.log", id.replace(':', "-"))),
+        )
+    };
+
+    // The old agent publishes its ID, and publishes it again when someone removes it.
+    let old_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut old = start(OLD, old_addr);
+    wait_until(&mut old, "the node reports the old ID", || async {
+        executor_id_of(&nodes, &node).await.as_deref() == Some(OLD)
+    })
+    .await;
+    merge_patch(
+        &nodes,
+        &node,
+        json!({ "metadata": { "annotations": { EXECUTOR_ID_ANNOTATION: null } } }),
+    )
+    .await;
+    wait_until(&mut old, "the old ID is published again", || async {
+        executor_id_of(&nodes, &node).await.as_deref() == Some(OLD)
+    })
+    .await;
+
+    // A kamikaze set by hand (no recorded executor): the agent records itself, runs the command and exits 0.
+    merge_patch(
+        &nodes,
+        &node,
+        json!({ "metadata": { "annotations": { KAMIKAZE_ANNOTATION: "2025-01-01T00:00:00Z" } } }),
+    )
+    .await;
+    let status = old.wait_exit("exit after the kamikaze");
+    assert!(status.success(), "exit status {status}:\n{}", old.log());
+    assert!(
+        ran(OLD).is_file(),
+        "the old agent did not run its command:\n{}",
+        old.log()
+    );
+    let told = nodes.get(&node).await.unwrap();
+    assert_eq!(
+        annotation(&told, KAMIKAZE_EXECUTOR_ID_ANNOTATION),
+        Some(OLD)
+    );
+
+    // The service manager starts the new version: it publishes the new ID and does not obey the kamikaze that its
+    // predecessor obeyed (the decision is made on the same state that makes it publish).
+    let new_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut new = start(NEW, new_addr);
+    wait_until(&mut new, "the node reports the new ID", || async {
+        executor_id_of(&nodes, &node).await.as_deref() == Some(NEW)
+    })
+    .await;
+    new.check_running();
+    assert!(
+        !ran(NEW).exists(),
+        "the new agent obeyed a stale kamikaze:\n{}",
+        new.log()
+    );
+
+    // Http mechanism: only its own node, then it runs the command and exits.
+    wait_until(&mut new, "the HTTP endpoint answers", || async {
+        http(new_addr, "GET", "/healthz").await.ok() == Some(200)
+    })
+    .await;
+    assert_eq!(
+        http(new_addr, "POST", "/kamikaze/node-9999").await.unwrap(),
+        404
+    );
+    new.check_running();
+    assert_eq!(
+        http(new_addr, "POST", &format!("/kamikaze/{node}"))
+            .await
+            .unwrap(),
+        202
+    );
+    let status = new.wait_exit("exit after the HTTP kamikaze");
+    assert!(status.success(), "exit status {status}:\n{}", new.log());
+    assert!(
+        ran(NEW).is_file(),
+        "the new agent did not run its command:\n{}",
+        new.log()
+    );
+}

@@ -1,0 +1,170 @@
+//! The whole rolling upgrade on a real cluster: 20 nodes, Deployments of 1, 3, 10 and 25 replicas, a StatefulSet,
+//! a Job, unmanaged pods and a DaemonSet. Setting the target upgrades every node while every owner stays at or
+//! above its SLA bound, watched at every pod change.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use k8sm_api::{ExecutorUpgradePolicySpec, MaxConcurrentNodes, UnmanagedPodPolicy, UnmanagedPods};
+use k8sm_e2e::scenario::Scenario;
+use k8sm_e2e::sla::SlaWatcher;
+use k8sm_e2e::workloads::{create, daemon_set, deployment, job, stateful_set, unmanaged_pod};
+use k8sm_testcluster::node_name;
+
+const NS: &str = "shop";
+const THRESHOLD: u8 = 90;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn target_upgrades_every_node_without_breaking_any_sla() {
+    let mut scenario = Scenario::start(20, NS, "1s").await;
+    let client = scenario.client.clone();
+    for (name, replicas) in [("solo", 1), ("trio", 3), ("web", 10), ("api", 25)] {
+        create(&client, &deployment(NS, name, replicas)).await;
+    }
+    create(&client, &stateful_set(NS, "db", 3)).await;
+    create(&client, &job(NS, "report", 1)).await;
+    create(&client, &daemon_set(NS, "logs")).await;
+    for i in 0..4 {
+        create(
+            &client,
+            &unmanaged_pod(NS, &format!("debug-{i}"), &node_name(i * 5), &[]),
+        )
+        .await;
+    }
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    scenario
+        .wait_until(
+            "all workloads are ready",
+            Duration::from_secs(120),
+            || async {
+                let running = scenario
+                    .pods()
+                    .await
+                    .iter()
+                    .filter(|p| pod_ready(p))
+                    .count();
+                // 42 replicas + 4 unmanaged + 20 DaemonSet pods (the Job's pod completes at once).
+                (running >= 66).then_some(())
+            },
+        )
+        .await;
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    let started = Instant::now();
+    scenario
+        .create_policy(
+            "fleet",
+            ExecutorUpgradePolicySpec {
+                target_executor_id: Some(scenario.new_id.clone()),
+                max_concurrent_nodes: MaxConcurrentNodes::Percent(20),
+                owner_health_threshold: THRESHOLD,
+                unmanaged_pods: UnmanagedPods {
+                    policy: UnmanagedPodPolicy::Delete,
+                    timeout: None,
+                },
+                ..ExecutorUpgradePolicySpec::default()
+            },
+        )
+        .await;
+    scenario
+        .wait_until(
+            "every node runs the new executor",
+            Duration::from_secs(600),
+            || async {
+                scenario.controllers[0].assert_running();
+                (scenario.upgraded_nodes().await == 20).then_some(())
+            },
+        )
+        .await;
+    let took = started.elapsed();
+
+    // What an operator sees: the policy's status, and Events that explain every step.
+    let policy = scenario
+        .wait_until(
+            "the status reports 20/20",
+            Duration::from_secs(30),
+            || async {
+                let policy = scenario.policy("fleet").await;
+                (policy.status.as_ref().and_then(|s| s.upgraded.as_deref()) == Some("20/20"))
+                    .then_some(policy)
+            },
+        )
+        .await;
+    let status = policy.status.expect("status");
+    assert_eq!(status.counts.compatible, 20);
+    assert!(
+        status.nodes.is_empty(),
+        "no node left in an upgrade phase: {:?}",
+        status.nodes
+    );
+    let evicted = scenario.events("Evicted").await;
+    assert!(!evicted.is_empty(), "Evicted events");
+    for event in &evicted {
+        let note = event.note.as_deref().unwrap_or_default();
+        assert!(
+            note.contains("ready"),
+            "an Evicted event carries the SLA evidence: {note}"
+        );
+    }
+    assert_eq!(
+        scenario.events("Marked").await.len(),
+        20,
+        "one Marked event per node"
+    );
+    assert_eq!(
+        scenario.events("KamikazeSent").await.len(),
+        20,
+        "one KamikazeSent event per node"
+    );
+    assert_eq!(
+        scenario.events("Upgraded").await.len(),
+        20,
+        "one Upgraded event per node"
+    );
+    assert_eq!(
+        scenario.events("DeletedUnmanagedPod").await.len(),
+        4,
+        "the 4 unmanaged pods were deleted"
+    );
+
+    // The SLA invariant held at every pod change.
+    let violations = sla.violations();
+    assert!(
+        violations.is_empty(),
+        "SLA violations:\n{}",
+        violations.join("\n")
+    );
+    // Every eviction names a distinct pod: no decision was executed twice.
+    let mut evictions_per_pod: HashMap<String, u32> = HashMap::new();
+    for event in &evicted {
+        let pod = event
+            .regarding
+            .as_ref()
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default();
+        *evictions_per_pod.entry(pod).or_default() += 1;
+    }
+    assert!(
+        evictions_per_pod.values().all(|n| *n == 1),
+        "a pod was evicted twice: {evictions_per_pod:?}"
+    );
+    println!(
+        "20-node upgrade took {:.1}s; {} evictions",
+        took.as_secs_f64(),
+        evicted.len()
+    );
+    for record in sla.records() {
+        println!(
+            "{} {}: desired {}, min ready {} (bound {})",
+            record.kind, record.name, record.desired, record.min_ready, record.bound
+        );
+    }
+}
+
+fn pod_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
