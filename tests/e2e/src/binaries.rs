@@ -8,28 +8,50 @@ use std::sync::Mutex;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-static BUILD: Mutex<()> = Mutex::new(());
+/// Binaries already (re)built by this test process.
+static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// Path of a workspace binary, built with `cargo build` first if the test run did not build it.
-///
-/// `cargo xtask test` builds every binary before the tests; running one test file alone still works.
+/// Path of a workspace binary, brought up to date with `cargo build` once per test process, so that running one
+/// test file alone never uses a stale binary (under `cargo xtask test` the build is a no-op).
 pub fn binary(name: &str) -> PathBuf {
-    // target/debug/deps/<test-binary> → target/debug/<name>
+    // target/<profile>/deps/<test-binary> → target/<profile>/<name>
     let exe = std::env::current_exe().expect("the test executable's path");
-    let dir = exe
+    let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>/");
-    let path = dir.join(name);
-    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    if !path.exists() {
+    let path = profile_dir.join(name);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == name) {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
+        let mut build = Command::new(cargo);
+        build
             .current_dir(crate::workspace_root())
-            .args(["build", "--bin", name])
-            .status()
-            .expect("cargo runs");
+            .args(["build", "--bin", name]);
+        if profile_dir.file_name().is_some_and(|p| p == "release") {
+            build.arg("--release");
+        }
+        // Cargo gave this test its own package's variables (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …); build scripts
+        // rerun when those change, so passing them on would rebuild half the dependency tree every time.
+        for (var, _) in std::env::vars_os() {
+            let var = var.to_string_lossy();
+            let package_specific = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_"]
+                .iter()
+                .any(|p| var.starts_with(p))
+                || [
+                    "CARGO_CRATE_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                    "OUT_DIR",
+                ]
+                .contains(&&*var);
+            if package_specific {
+                build.env_remove(&*var);
+            }
+        }
+        let status = build.status().expect("cargo runs");
         assert!(status.success(), "cargo build --bin {name} failed");
+        built.push(name.to_owned());
     }
     path
 }

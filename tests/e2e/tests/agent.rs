@@ -4,9 +4,8 @@
 
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
@@ -27,64 +26,6 @@ const NEW: &str = "sha256:e2e-new-executor";
 const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 const WAIT: Duration = Duration::from_secs(90);
 
-/// The `k8sm-agent` binary next to this test's executable (`target/<profile>/deps/agent-…` →
-/// `target/<profile>/k8sm-agent`), built once per test run so that it is never stale.
-fn agent_binary() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable path");
-            let profile_dir = exe
-                .parent()
-                .and_then(Path::parent)
-                .expect("target/<profile>/deps/<test>");
-            let binary = profile_dir.join("k8sm-agent");
-            let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut build = Command::new(cargo);
-            build.current_dir(&workspace).args([
-                "build",
-                "-p",
-                "k8sm-agent",
-                "--bin",
-                "k8sm-agent",
-            ]);
-            // Cargo gave this test the variables of *its* package (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …). Build
-            // scripts (ring's) rerun when those change, so passing them on would rebuild half the tree each time.
-            for (name, _) in std::env::vars_os() {
-                let name = name.to_string_lossy();
-                if name.starts_with("CARGO_PKG_")
-                    || name.starts_with("CARGO_MANIFEST_")
-                    || name.starts_with("CARGO_BIN_")
-                    || [
-                        "CARGO_CRATE_NAME",
-                        "CARGO_PRIMARY_PACKAGE",
-                        "CARGO_TARGET_TMPDIR",
-                        "OUT_DIR",
-                    ]
-                    .contains(&&*name)
-                {
-                    build.env_remove(&*name);
-                }
-            }
-            if profile_dir
-                .file_name()
-                .is_some_and(|name| name == "release")
-            {
-                build.arg("--release");
-            }
-            let status = build.status().expect("cargo runs");
-            assert!(status.success(), "building k8sm-agent failed: {status}");
-            assert!(
-                binary.is_file(),
-                "{} missing after the build",
-                binary.display()
-            );
-            binary
-        })
-        .clone()
-}
-
 /// A running `k8sm-agent`, killed on drop (also when the test panics).
 struct Agent {
     child: Child,
@@ -94,7 +35,7 @@ struct Agent {
 impl Agent {
     fn spawn(args: &[&str], log: PathBuf) -> Self {
         let log_file = std::fs::File::create(&log).expect("agent log file");
-        let child = Command::new(agent_binary())
+        let child = Command::new(k8sm_e2e::binaries::binary("k8sm-agent"))
             .args(args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinError, JoinHandle};
 
 use crate::cli::RunArgs;
 use crate::client::{REQUEST_TIMEOUT, is_not_found};
@@ -65,49 +65,18 @@ pub async fn run(args: RunArgs, mut shutdown: Shutdown) -> Result<Outcome, Error
     // Only this node's object, filtered by the apiserver.
     let config = watcher::Config::default().fields(&format!("metadata.name={}", args.node));
     let mut events = std::pin::pin!(watcher(nodes.clone(), config).default_backoff());
-    let mut published = false;
-    let mut publishing: Option<JoinHandle<Result<bool, String>>> = None;
-    let mut foreign: Option<String> = None;
+    let mut watch = Watch::new(nodes.clone(), &args);
     let kamikaze = loop {
         tokio::select! {
             () = shutdown.wait() => break None,
             Some(()) = kamikaze_requests.recv() => break Some(Kamikaze::Http),
-            result = async { publishing.as_mut().expect("guarded by the condition").await }, if publishing.is_some() => {
-                publishing = None;
-                match result {
-                    Ok(Ok(true)) => {
-                        published = true;
-                        tracing::info!(executor_id = %args.executor_id, "published executor ID");
-                    }
-                    // The Node is not registered yet: its creation arrives through the watch and decides again.
-                    Ok(Ok(false)) => tracing::info!("Node not found; publishing once it registers"),
-                    Ok(Err(error)) => tracing::error!(%error, "could not publish executor ID; retrying on the next change"),
-                    Err(error) => tracing::error!(%error, "publishing task failed"),
-                }
-            }
+            result = watch.published(), if watch.publishing.is_some() => watch.on_published(result),
             event = events.next() => match event {
-                Some(Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node))) => {
-                    match decide(&node, &args.executor_id, published) {
-                        Decision::Obey { kamikaze, record } => break Some(Kamikaze::Annotation {
-                            value: kamikaze,
-                            record,
-                            resource_version: node.metadata.resource_version.clone(),
-                        }),
-                        Decision::Publish if publishing.is_none() => {
-                            publishing = Some(tokio::spawn(publish(nodes.clone(), args.node.clone(), args.executor_id.clone())));
-                        }
-                        Decision::Publish => {}
-                        Decision::Foreign { reported } => {
-                            if foreign.as_ref() != Some(&reported) {
-                                tracing::warn!(%reported, own = %args.executor_id, "the Node reports another executor ID: something else writes the key");
-                                foreign = Some(reported);
-                            }
-                        }
-                        Decision::Nothing => published = true,
+                Some(Ok(event)) => {
+                    if let Some(kamikaze) = watch.on_event(event) {
+                        break Some(kamikaze);
                     }
                 }
-                Some(Ok(watcher::Event::Delete(_))) => tracing::warn!("Node deleted; publishing again once it re-registers"),
-                Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
                 // The watcher re-lists and re-watches by itself, with backoff.
                 Some(Err(error)) => tracing::warn!(%error, "watching the Node"),
                 None => break None,
@@ -126,6 +95,89 @@ pub async fn run(args: RunArgs, mut shutdown: Shutdown) -> Result<Outcome, Error
         tracing::warn!("HTTP endpoint still busy; exiting anyway");
     }
     Ok(outcome)
+}
+
+/// What the watch loop remembers between events of the Node.
+struct Watch<'a> {
+    nodes: Api<Node>,
+    args: &'a RunArgs,
+    /// This agent has published its ID (or found it published).
+    published: bool,
+    /// The publication in flight: it retries with backoff, which must not hold up the watch.
+    publishing: Option<JoinHandle<Result<bool, String>>>,
+    /// The other ID last warned about, so the warning is not repeated on every status update.
+    foreign: Option<String>,
+}
+
+impl<'a> Watch<'a> {
+    fn new(nodes: Api<Node>, args: &'a RunArgs) -> Self {
+        Self {
+            nodes,
+            args,
+            published: false,
+            publishing: None,
+            foreign: None,
+        }
+    }
+
+    /// Acts on one watch event; returns the kamikaze to obey, if any.
+    fn on_event(&mut self, event: watcher::Event<Node>) -> Option<Kamikaze> {
+        let node = match event {
+            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => node,
+            watcher::Event::Delete(_) => {
+                tracing::warn!("Node deleted; publishing again once it re-registers");
+                return None;
+            }
+            watcher::Event::Init | watcher::Event::InitDone => return None,
+        };
+        let own_id = &self.args.executor_id;
+        match decide(&node, own_id, self.published) {
+            Decision::Obey { kamikaze, record } => {
+                return Some(Kamikaze::Annotation {
+                    value: kamikaze,
+                    record,
+                    resource_version: node.metadata.resource_version.clone(),
+                });
+            }
+            Decision::Publish if self.publishing.is_none() => {
+                let task = publish(self.nodes.clone(), self.args.node.clone(), own_id.clone());
+                self.publishing = Some(tokio::spawn(task));
+            }
+            Decision::Publish => {}
+            Decision::Foreign { reported } => {
+                if self.foreign.as_ref() != Some(&reported) {
+                    tracing::warn!(%reported, own = %own_id, "the Node reports another executor ID: something else writes the key");
+                    self.foreign = Some(reported);
+                }
+            }
+            Decision::Nothing => self.published = true,
+        }
+        None
+    }
+
+    /// Waits for the publication in flight; only polled while there is one.
+    async fn published(&mut self) -> Result<Result<bool, String>, JoinError> {
+        match self.publishing.as_mut() {
+            Some(task) => task.await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn on_published(&mut self, result: Result<Result<bool, String>, JoinError>) {
+        self.publishing = None;
+        match result {
+            Ok(Ok(true)) => {
+                self.published = true;
+                tracing::info!(executor_id = %self.args.executor_id, "published executor ID");
+            }
+            // The Node is not registered yet: its creation arrives through the watch and decides again.
+            Ok(Ok(false)) => tracing::info!("Node not found; publishing once it registers"),
+            Ok(Err(error)) => {
+                tracing::error!(%error, "could not publish executor ID; retrying on the next change");
+            }
+            Err(error) => tracing::error!(%error, "publishing task failed"),
+        }
+    }
 }
 
 /// Publishes the executor ID, unconditionally: this agent runs the executor, so its word is the truth. `Ok(false)`
