@@ -134,16 +134,11 @@ impl EventSink {
 
 /// Waits and blockers worth an Event (the rest are visible in status and the plugin).
 fn reportable(reason: Reason) -> bool {
-    matches!(
-        reason,
-        Reason::WaitingForOwner
-            | Reason::BlockedByPDB
-            | Reason::BlockedUnmanagedPod
-            | Reason::BlockedOptOut
-            | Reason::RestartOverdue
-            | Reason::MalformedAnnotation
-            | Reason::NodeAddressMissing
-    )
+    crate::status::is_blocking(reason)
+        || matches!(
+            reason,
+            Reason::RestartOverdue | Reason::MalformedAnnotation | Reason::NodeAddressMissing
+        )
 }
 
 fn truncate(text: &str, max: usize) -> String {

@@ -204,7 +204,8 @@ fn with_explicit_nulls(status: &ExecutorUpgradePolicyStatus) -> Result<serde_jso
     Ok(value)
 }
 
-fn is_blocking(reason: Reason) -> bool {
+/// Reasons for which a pod is listed in `status.blockedPods` (and reported by an Event when it starts waiting).
+pub(crate) fn is_blocking(reason: Reason) -> bool {
     matches!(
         reason,
         Reason::WaitingForOwner

@@ -1,9 +1,11 @@
 //! Observed objects → the planner's [`ClusterView`]: plain field reads, no decisions.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
@@ -17,48 +19,73 @@ use k8sm_planner::{
 use crate::stores::Stores;
 use crate::time::from_timestamp;
 
+/// Everything the planner reads, as lists of objects: from the controller's stores, or from one-shot `list` calls
+/// (the kubectl plugin), so that both plan over the same conversion.
+#[derive(Default)]
+pub struct Objects<'a> {
+    pub nodes: &'a [Arc<Node>],
+    pub pods: &'a [Arc<Pod>],
+    pub replica_sets: &'a [Arc<ReplicaSet>],
+    pub replication_controllers: &'a [Arc<ReplicationController>],
+    pub stateful_sets: &'a [Arc<StatefulSet>],
+    pub jobs: &'a [Arc<Job>],
+    pub pdbs: &'a [Arc<PodDisruptionBudget>],
+    pub policies: &'a [Arc<ExecutorUpgradePolicy>],
+}
+
 /// Builds the planner's input from the stores' current contents.
 pub fn build(stores: &Stores, in_flight: Vec<InFlightEviction>) -> ClusterView {
+    from_objects(
+        &Objects {
+            nodes: &stores.nodes.state(),
+            pods: &stores.pods.state(),
+            replica_sets: &stores.replica_sets.state(),
+            replication_controllers: &stores.replication_controllers.state(),
+            stateful_sets: &stores.stateful_sets.state(),
+            jobs: &stores.jobs.state(),
+            pdbs: &stores.pdbs.state(),
+            policies: &stores.policies.state(),
+        },
+        in_flight,
+    )
+}
+
+/// Builds the planner's input from lists of objects.
+pub fn from_objects(objects: &Objects<'_>, in_flight: Vec<InFlightEviction>) -> ClusterView {
     let mut owners: Vec<OwnerView> = Vec::new();
-    owners.extend(stores.replica_sets.state().iter().map(|rs| {
+    owners.extend(objects.replica_sets.iter().map(|rs| {
         owner(
             OwnerKind::ReplicaSet,
             &rs.metadata,
             rs.spec.as_ref().and_then(|s| s.replicas),
         )
     }));
-    owners.extend(stores.replication_controllers.state().iter().map(|rc| {
+    owners.extend(objects.replication_controllers.iter().map(|rc| {
         owner(
             OwnerKind::ReplicationController,
             &rc.metadata,
             rc.spec.as_ref().and_then(|s| s.replicas),
         )
     }));
-    owners.extend(stores.stateful_sets.state().iter().map(|sts| {
+    owners.extend(objects.stateful_sets.iter().map(|sts| {
         owner(
             OwnerKind::StatefulSet,
             &sts.metadata,
             sts.spec.as_ref().and_then(|s| s.replicas),
         )
     }));
-    owners.extend(stores.jobs.state().iter().map(|job| job_owner(job)));
+    owners.extend(objects.jobs.iter().map(|job| job_owner(job)));
     ClusterView {
-        nodes: stores.nodes.state().iter().map(|n| node_view(n)).collect(),
-        pods: stores
+        nodes: objects.nodes.iter().map(|n| node_view(n)).collect(),
+        pods: objects
             .pods
-            .state()
             .iter()
             .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
             .map(|p| pod_view(p))
             .collect(),
         owners,
-        pdbs: stores.pdbs.state().iter().map(|p| pdb_view(p)).collect(),
-        policies: stores
-            .policies
-            .state()
-            .iter()
-            .map(|p| policy_view(p))
-            .collect(),
+        pdbs: objects.pdbs.iter().map(|p| pdb_view(p)).collect(),
+        policies: objects.policies.iter().map(|p| policy_view(p)).collect(),
         in_flight,
     }
 }

@@ -180,6 +180,21 @@ impl Scenario {
             .collect()
     }
 
+    /// How many Evicted events name each pod (by UID): more than one means a decision was executed twice.
+    pub async fn evictions_per_pod(&self) -> std::collections::HashMap<String, u32> {
+        let mut per_pod = std::collections::HashMap::new();
+        for event in self.events("Evicted").await {
+            let pod = event.regarding.and_then(|r| r.uid).unwrap_or_default();
+            *per_pod.entry(pod).or_default() += 1;
+        }
+        per_pod
+    }
+
+    /// Ready pods of the scenario's namespace.
+    pub async fn ready_pods(&self) -> usize {
+        self.pods().await.iter().filter(|p| is_ready(p)).count()
+    }
+
     /// Polls `check` until it yields a value; panics after `timeout` with the controllers' logs.
     pub async fn wait_until<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
     where
@@ -224,4 +239,12 @@ pub fn is_upgraded(node: &Node, new_id: &str) -> bool {
             .as_ref()
             .and_then(|s| s.unschedulable)
             .unwrap_or(false)
+}
+
+/// The pod's Ready condition is True.
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }

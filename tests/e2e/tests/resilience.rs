@@ -1,7 +1,7 @@
 //! The controller is stateless: SIGKILLed mid-upgrade and restarted, it finishes the job without repeating a
 //! decision or breaking the SLA; with two replicas under leader election, only the leader ever evicts.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -40,7 +40,7 @@ async fn workloads(scenario: &Scenario, ns: &str, expected_ready: usize) -> SlaW
             "the workloads are ready",
             Duration::from_secs(120),
             || async {
-                let ready = scenario.pods().await.iter().filter(|p| is_ready(p)).count();
+                let ready = scenario.ready_pods().await;
                 (ready >= expected_ready).then_some(())
             },
         )
@@ -92,11 +92,7 @@ async fn sigkilled_controller_restarts_and_finishes_without_repeating_itself() {
         "SLA violations:\n{}",
         violations.join("\n")
     );
-    let mut per_pod: HashMap<String, u32> = HashMap::new();
-    for event in scenario.events("Evicted").await {
-        let pod = event.regarding.and_then(|r| r.uid).unwrap_or_default();
-        *per_pod.entry(pod).or_default() += 1;
-    }
+    let per_pod = scenario.evictions_per_pod().await;
     assert!(
         per_pod.values().all(|n| *n == 1),
         "an eviction was repeated after the restart: {per_pod:?}"
@@ -175,11 +171,4 @@ async fn with_two_replicas_only_the_leader_evicts() {
         "SLA violations:\n{}",
         violations.join("\n")
     );
-}
-
-fn is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }

@@ -2,7 +2,6 @@
 //! a Job, unmanaged pods and a DaemonSet. Setting the target upgrades every node while every owner stays at or
 //! above its SLA bound, watched at every pod change.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use k8sm_api::{ExecutorUpgradePolicySpec, MaxConcurrentNodes, UnmanagedPodPolicy, UnmanagedPods};
@@ -37,12 +36,7 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
             "all workloads are ready",
             Duration::from_secs(120),
             || async {
-                let running = scenario
-                    .pods()
-                    .await
-                    .iter()
-                    .filter(|p| pod_ready(p))
-                    .count();
+                let running = scenario.ready_pods().await;
                 // 42 replicas + 4 unmanaged + 20 DaemonSet pods (the Job's pod completes at once).
                 (running >= 66).then_some(())
             },
@@ -136,15 +130,7 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
         violations.join("\n")
     );
     // Every eviction names a distinct pod: no decision was executed twice.
-    let mut evictions_per_pod: HashMap<String, u32> = HashMap::new();
-    for event in &evicted {
-        let pod = event
-            .regarding
-            .as_ref()
-            .and_then(|r| r.name.clone())
-            .unwrap_or_default();
-        *evictions_per_pod.entry(pod).or_default() += 1;
-    }
+    let evictions_per_pod = scenario.evictions_per_pod().await;
     assert!(
         evictions_per_pod.values().all(|n| *n == 1),
         "a pod was evicted twice: {evictions_per_pod:?}"
@@ -160,11 +146,4 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
             record.kind, record.name, record.desired, record.min_ready, record.bound
         );
     }
-}
-
-fn pod_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
