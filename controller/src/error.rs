@@ -17,6 +17,11 @@ pub enum Error {
     Http { url: String, message: String },
     #[error("serialising a patch: {0}")]
     Serialize(#[from] serde_json::Error),
+    #[error(
+        "this identity lacks permissions the controller needs: {}. Apply deploy/rbac.yaml (or grant them) and restart.",
+        .0.join(", ")
+    )]
+    MissingPermissions(Vec<String>),
     #[error("{0}")]
     Other(String),
 }

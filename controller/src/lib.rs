@@ -12,6 +12,7 @@ pub mod execute;
 mod in_flight;
 pub mod leader;
 mod metrics;
+pub mod permissions;
 mod reconcile;
 mod server;
 pub mod status;

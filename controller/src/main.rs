@@ -4,7 +4,7 @@
 use clap::Parser;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     let args = k8sm_controller::Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -12,5 +12,13 @@ async fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info,kube=warn".into()),
         )
         .init();
-    k8sm_controller::run(args).await
+    match k8sm_controller::run(args).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // One line with the whole cause chain: what an operator reads in `kubectl logs`.
+            tracing::error!("{error:#}");
+            eprintln!("k8sm-controller: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

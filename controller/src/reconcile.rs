@@ -38,6 +38,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // kube and the kamikaze HTTP client share rustls; pick its crypto provider once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = client(&args).await?;
+    let lease_namespace = args
+        .leader_elect
+        .then_some(args.leader_elect_namespace.as_str());
+    crate::permissions::check(&client, lease_namespace).await?;
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));

@@ -131,6 +131,24 @@ impl ChildGuard {
         }
     }
 
+    /// Waits up to `timeout` for the process to exit by itself; its exit status, if it did.
+    pub fn wait_exit(&self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self
+                .lock()
+                .as_mut()
+                .and_then(|child| child.try_wait().ok().flatten())
+            {
+                return Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();

@@ -94,9 +94,15 @@ impl Scenario {
 
     /// Starts a `k8sm-controller` with `extra` flags; its log is `controller-<index>.log` in the cluster dir.
     pub fn start_controller(&mut self, extra: &[&str]) -> usize {
+        let kubeconfig = self.cluster.kubeconfig().to_owned();
+        self.start_controller_as(&kubeconfig, extra)
+    }
+
+    /// Like [`Scenario::start_controller`], authenticated by another kubeconfig (e.g. a ServiceAccount token).
+    pub fn start_controller_as(&mut self, kubeconfig: &std::path::Path, extra: &[&str]) -> usize {
         let index = self.controllers.len();
         let mut args = vec![
-            format!("--kubeconfig={}", self.cluster.kubeconfig().display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
             "--metrics-addr=127.0.0.1:0".to_owned(),
             format!("--identity=controller-{index}"),
         ];
@@ -109,6 +115,20 @@ impl Scenario {
             &log,
         ));
         index
+    }
+
+    /// Writes a kubeconfig for this cluster that authenticates with `token`.
+    pub fn token_kubeconfig(&self, name: &str, token: &str) -> std::path::PathBuf {
+        let path = self.cluster.dir().join(format!("{name}.kubeconfig"));
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\n\
+             users:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n\
+             current-context: x\n",
+            self.cluster.server(),
+            self.cluster.dir().join("ca.crt").display(),
+        );
+        std::fs::write(&path, text).expect("kubeconfig written");
+        path
     }
 
     /// Creates a policy named `name`.

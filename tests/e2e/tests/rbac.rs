@@ -1,0 +1,126 @@
+//! Least privilege: the controller completes an upgrade with a ServiceAccount token bound to exactly
+//! deploy/rbac.yaml, and with one verb taken away it refuses to start, naming the missing permission.
+
+use std::time::Duration;
+
+use k8sm_api::ExecutorUpgradePolicySpec;
+use k8sm_e2e::kubectl_ok;
+use k8sm_e2e::scenario::Scenario;
+use k8sm_e2e::workloads::{create, deployment};
+
+const NS: &str = "rbac";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_needs_exactly_the_deployed_role() {
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    kubectl_ok(
+        &scenario.cluster,
+        &[
+            "apply",
+            "-f",
+            "deploy/namespace.yaml",
+            "-f",
+            "deploy/rbac.yaml",
+        ],
+    );
+    let token = kubectl_ok(
+        &scenario.cluster,
+        &[
+            "create",
+            "token",
+            "k8sm-controller",
+            "-n",
+            "k8sm-system",
+            "--duration=2h",
+        ],
+    );
+    let kubeconfig = scenario.token_kubeconfig("k8sm-controller", token.trim());
+    let election = ["--leader-elect", "--leader-elect-namespace=k8sm-system"];
+
+    create(&scenario.client, &deployment(NS, "web", 3)).await;
+    scenario
+        .wait_until("web is ready", Duration::from_secs(60), || async {
+            (scenario.ready_pods().await >= 3).then_some(())
+        })
+        .await;
+    scenario.start_controller_as(&kubeconfig, &election);
+    scenario
+        .create_policy(
+            "fleet",
+            ExecutorUpgradePolicySpec {
+                target_executor_id: Some(scenario.new_id.clone()),
+                owner_health_threshold: 60,
+                ..ExecutorUpgradePolicySpec::default()
+            },
+        )
+        .await;
+    scenario
+        .wait_until(
+            "every node runs the new executor",
+            Duration::from_secs(300),
+            || async {
+                scenario.controllers[0].assert_running();
+                (scenario.upgraded_nodes().await == 3).then_some(())
+            },
+        )
+        .await;
+    let status = scenario
+        .policy("fleet")
+        .await
+        .status
+        .expect("the least-privileged controller writes status");
+    assert_eq!(status.upgraded.as_deref(), Some("3/3"));
+    assert!(
+        !scenario.events("Evicted").await.is_empty(),
+        "it evicted through the Eviction API"
+    );
+
+    // Take one verb away: a new controller refuses to start and says which permission is missing.
+    scenario.controllers[0].kill_with(nix::sys::signal::Signal::SIGTERM);
+    kubectl_ok(
+        &scenario.cluster,
+        &[
+            "patch",
+            "clusterrole",
+            "k8sm-controller",
+            "--type=json",
+            "-p",
+            &remove_rule(&scenario, "pods/eviction"),
+        ],
+    );
+    let index = scenario.start_controller_as(&kubeconfig, &election);
+    let controller = &scenario.controllers[index];
+    let status = controller
+        .wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| {
+            panic!(
+                "the controller kept running without pods/eviction:\n{}",
+                controller.log_tail(20)
+            )
+        });
+    assert!(!status.success());
+    let log = controller.log_tail(20);
+    assert!(
+        log.contains("create pods/eviction"),
+        "the error names the missing permission:\n{log}"
+    );
+}
+
+/// A JSON patch removing the ClusterRole rule that grants `resource`.
+fn remove_rule(scenario: &Scenario, resource: &str) -> String {
+    let rules = kubectl_ok(
+        &scenario.cluster,
+        &[
+            "get",
+            "clusterrole",
+            "k8sm-controller",
+            "-o",
+            "jsonpath={.rules[*].resources}",
+        ],
+    );
+    let index = rules
+        .split("] [")
+        .position(|r| r.contains(&format!("\"{resource}\"")))
+        .unwrap_or_else(|| panic!("no rule grants {resource}: {rules}"));
+    format!(r#"[{{"op":"remove","path":"/rules/{index}"}}]"#)
+}
