@@ -1,0 +1,1027 @@
+//! The policy knobs of DESIGN.md §5 on a real cluster, each as an operator sees it (nodes, pods, Events by reason,
+//! the policy's status): unmanaged pods under `Delete`, `DeleteAfterTimeout` and `Never`, opt-out nodes and pods,
+//! `paused`, a PodDisruptionBudget stricter than the threshold, and a node marked by hand under a policy without a
+//! target. Each test runs its own small cluster.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use k8sm_api::{
+    DurationString, ExecutorUpgradePolicySpec, MaxConcurrentNodes, NodePhase, NodeStatus,
+    UnmanagedPodPolicy, UnmanagedPods, condition_types, keys,
+};
+use k8sm_e2e::scenario::{Scenario, is_upgraded};
+use k8sm_e2e::sla::SlaWatcher;
+use k8sm_e2e::workloads::{create, deployment, pdb_min_available, unmanaged_pod};
+use k8sm_testcluster::node_name;
+
+const POLICY: &str = "fleet";
+/// Generous deadlines: the clusters of this file run two at a time on small machines.
+const SETUP: Duration = Duration::from_secs(120);
+const PROGRESS: Duration = Duration::from_secs(180);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Unmanaged pods
+// ---------------------------------------------------------------------------------------------------------------
+
+/// `Delete`: the unmanaged pod of a node goes only once no owned pod of that node waits for its owner — after every
+/// owned pod of the node was evicted — and the upgrade completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmanaged_delete_goes_once_owned_pods_are_gone() {
+    const NS: &str = "unmanaged-delete";
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    let node = node_name(0);
+    // Three replicas on one node, with a 90% threshold: they can only move one at a time, so the unmanaged pod has
+    // to wait for owned pods of its node at least once.
+    pin_to(&scenario, &node, 3, || async {
+        create(&scenario.client, &deployment(NS, "web", 3)).await;
+    })
+    .await;
+    create(&scenario.client, &unmanaged_pod(NS, "debug", &node, &[])).await;
+    wait_ready(&scenario, 4).await;
+    let owned_on_node: Vec<String> = pods_on(&scenario, &node)
+        .await
+        .iter()
+        .filter(|p| p.name_any() != "debug")
+        .map(ResourceExt::name_any)
+        .collect();
+    assert_eq!(owned_on_node.len(), 3, "the Deployment's pods on {node}");
+    let debug_uid = pod(&scenario, "debug").await.and_then(|p| p.uid());
+
+    scenario.start_controller(&[]);
+    scenario
+        .create_policy(
+            POLICY,
+            spec(&scenario, 1, 90, UnmanagedPodPolicy::Delete, None),
+        )
+        .await;
+    wait_all_upgraded(&scenario, 3).await;
+
+    assert!(pod(&scenario, "debug").await.is_none(), "debug is deleted");
+    let deleted = events_about(&scenario, "DeletedUnmanagedPod", "debug").await;
+    assert_eq!(deleted.len(), 1, "one DeletedUnmanagedPod event on debug");
+    assert_eq!(
+        deleted[0].regarding.as_ref().and_then(|r| r.uid.clone()),
+        debug_uid,
+        "the event names the pod that was there"
+    );
+    let deleted_at = event_time(&deleted[0]);
+    for name in &owned_on_node {
+        let evicted = events_about(&scenario, "Evicted", name).await;
+        assert_eq!(evicted.len(), 1, "{name} evicted once");
+        let evicted_at = event_time(&evicted[0]);
+        assert!(
+            evicted_at < deleted_at,
+            "{name} evicted at {evicted_at}, after the unmanaged pod was deleted at {deleted_at}"
+        );
+    }
+    // The rule was exercised, not only satisfied by chance: while the second replica waited for its owner, the
+    // unmanaged pod was reported waiting too.
+    assert!(
+        !events_about(&scenario, "WaitingForOwner", "debug")
+            .await
+            .is_empty(),
+        "a WaitingForOwner event on debug while owned pods of {node} waited"
+    );
+}
+
+/// `DeleteAfterTimeout` 20s: the unmanaged pod is not deleted before 20 s after its node's incompatible-executor
+/// annotation time, and is deleted soon after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
+    const NS: &str = "unmanaged-timeout";
+    let timeout = chrono::Duration::seconds(20);
+    let soon = chrono::Duration::seconds(20);
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    let node = node_name(0);
+    create(&scenario.client, &deployment(NS, "web", 2)).await;
+    create(&scenario.client, &unmanaged_pod(NS, "scratch", &node, &[])).await;
+    wait_ready(&scenario, 3).await;
+
+    scenario.start_controller(&[]);
+    scenario
+        .create_policy(
+            POLICY,
+            spec(
+                &scenario,
+                3,
+                50,
+                UnmanagedPodPolicy::DeleteAfterTimeout,
+                Some("20s"),
+            ),
+        )
+        .await;
+    let marked_at = scenario
+        .wait_until(&format!("{node} is marked"), PROGRESS, || async {
+            let node = get_node(&scenario, &node).await;
+            node.annotations()
+                .get(keys::INCOMPATIBLE_EXECUTOR_ANNOTATION)
+                .map(|t| parse_time(t))
+        })
+        .await;
+    let deadline = marked_at + timeout;
+
+    // Admitted at once (all nodes may drain): only the timeout holds it, and it keeps its slot meanwhile.
+    scenario
+        .wait_until(
+            &format!("{node} is Draining with the unmanaged pod left"),
+            PROGRESS,
+            || async {
+                let status = node_status(&scenario, &node).await?;
+                (status.phase == NodePhase::Draining && status.pods_left >= 1).then_some(())
+            },
+        )
+        .await;
+
+    // Watch the pod until it is deleted (gone or terminating).
+    let seen_deleted_at = scenario
+        .wait_until(
+            "the unmanaged pod is deleted",
+            Duration::from_secs(120),
+            || async {
+                let gone = pod(&scenario, "scratch")
+                    .await
+                    .is_none_or(|p| p.metadata.deletion_timestamp.is_some());
+                gone.then(Utc::now)
+            },
+        )
+        .await;
+    let deleted = events_about(&scenario, "DeletedUnmanagedPod", "scratch").await;
+    assert_eq!(deleted.len(), 1, "one DeletedUnmanagedPod event on scratch");
+    let event_at = event_time(&deleted[0]);
+    for (what, at) in [
+        ("seen deleted", seen_deleted_at),
+        ("DeletedUnmanagedPod event", event_at),
+    ] {
+        assert!(
+            at >= deadline,
+            "{what} at {at}, before the timeout: marked at {marked_at}, deletable from {deadline}"
+        );
+        assert!(
+            at <= deadline + soon,
+            "{what} at {at}, long after the timeout expired at {deadline}"
+        );
+    }
+    println!(
+        "marked at {marked_at}, deletable from {deadline}; seen deleted at {seen_deleted_at}, \
+         DeletedUnmanagedPod at {event_at}"
+    );
+    wait_all_upgraded(&scenario, 3).await;
+}
+
+/// `Never`: the node with an unmanaged pod ends Blocked (status and `BlockedUnmanagedPod` Event) while the other
+/// nodes are upgraded; once an operator deletes the pod by hand, the node finishes too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmanaged_never_blocks_its_node_until_an_operator_deletes_it() {
+    const NS: &str = "unmanaged-never";
+    let mut scenario = Scenario::start(4, NS, "1s").await;
+    let node = node_name(0);
+    create(&scenario.client, &deployment(NS, "web", 4)).await;
+    create(&scenario.client, &unmanaged_pod(NS, "pet", &node, &[])).await;
+    wait_ready(&scenario, 5).await;
+    let pet_uid = pod(&scenario, "pet").await.and_then(|p| p.uid());
+
+    scenario.start_controller(&[]);
+    scenario
+        .create_policy(
+            POLICY,
+            spec(&scenario, 1, 50, UnmanagedPodPolicy::Never, None),
+        )
+        .await;
+    scenario
+        .wait_until(
+            &format!("{node} is Blocked and the 3 other nodes are upgraded"),
+            PROGRESS,
+            || async {
+                let blocked = node_status(&scenario, &node)
+                    .await
+                    .is_some_and(|s| s.phase == NodePhase::Blocked);
+                let reported = !events_about(&scenario, "BlockedUnmanagedPod", "pet")
+                    .await
+                    .is_empty();
+                let others = scenario.upgraded_nodes().await == 3;
+                (blocked && reported && others).then_some(())
+            },
+        )
+        .await;
+    let status = scenario.policy(POLICY).await.status.expect("status");
+    assert_eq!(status.counts.compatible, 3);
+    assert_eq!(status.counts.blocked, 1);
+    assert!(
+        status
+            .blocked_pods
+            .iter()
+            .any(|p| p.name == "pet" && p.node == node && p.reason == "BlockedUnmanagedPod"),
+        "status.blockedPods reports pet: {:?}",
+        status.blocked_pods
+    );
+    let blocked_node = get_node(&scenario, &node).await;
+    assert_eq!(
+        executor_of(&blocked_node),
+        Some(scenario.old_id.as_str()),
+        "the blocked node keeps its old executor"
+    );
+    assert!(
+        !blocked_node
+            .annotations()
+            .contains_key(keys::KAMIKAZE_ANNOTATION),
+        "no kamikaze for a node with a pod left"
+    );
+    let pet = pod(&scenario, "pet").await.expect("pet is never deleted");
+    assert_eq!(pet.uid(), pet_uid);
+    assert!(pet.metadata.deletion_timestamp.is_none());
+    assert!(scenario.events("DeletedUnmanagedPod").await.is_empty());
+
+    // The operator deletes it by hand: the controller simply carries on.
+    Api::<Pod>::namespaced(scenario.client.clone(), NS)
+        .delete("pet", &DeleteParams::default())
+        .await
+        .expect("pet deleted by hand");
+    wait_all_upgraded(&scenario, 4).await;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Opt-out
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A node labelled `upgrade-opt-out=true` is never cordoned, drained or told to terminate: its pods stay (even an
+/// unmanaged one under `Delete`) and it keeps its old executor, while the other nodes are upgraded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opt_out_node_is_never_drained() {
+    const NS: &str = "opt-out-node";
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    let node = node_name(0);
+    patch_node(
+        &scenario,
+        &node,
+        json!({ "metadata": { "labels": { keys::UPGRADE_OPT_OUT_LABEL: keys::UPGRADE_OPT_OUT_VALUE } } }),
+    )
+    .await;
+    create(&scenario.client, &deployment(NS, "web", 3)).await;
+    create(&scenario.client, &unmanaged_pod(NS, "debug", &node, &[])).await;
+    wait_ready(&scenario, 4).await;
+    let untouched = Untouched::record(&scenario, std::slice::from_ref(&node)).await;
+    assert!(
+        untouched.pods.contains_key("debug"),
+        "the unmanaged pod runs on {node}"
+    );
+
+    scenario.start_controller(&[]);
+    scenario
+        .create_policy(
+            POLICY,
+            spec(&scenario, 1, 50, UnmanagedPodPolicy::Delete, None),
+        )
+        .await;
+    scenario
+        .wait_until("the 2 other nodes are upgraded", PROGRESS, || async {
+            untouched.check(&scenario).await;
+            (scenario.upgraded_nodes().await == 2).then_some(())
+        })
+        .await;
+    // It stays so: nothing is pending for it.
+    observe_for(Duration::from_secs(4), || untouched.check(&scenario)).await;
+
+    let status = scenario.policy(POLICY).await.status.expect("status");
+    assert_eq!(status.upgraded.as_deref(), Some("2/3"));
+    let reported = status
+        .nodes
+        .iter()
+        .find(|n| n.name == node)
+        .expect("the opted-out node is reported");
+    assert!(
+        !matches!(
+            reported.phase,
+            NodePhase::Draining | NodePhase::Drained | NodePhase::KamikazeSent
+        ),
+        "the opted-out node is never drained: {reported:?}"
+    );
+    assert!(
+        !events_about(&scenario, "BlockedOptOut", &node)
+            .await
+            .is_empty(),
+        "a BlockedOptOut event on {node}"
+    );
+    for reason in ["Cordoned", "KamikazeSent", "Upgraded"] {
+        assert!(
+            events_about(&scenario, reason, &node).await.is_empty(),
+            "no {reason} event on {node}"
+        );
+    }
+}
+
+/// A pod labelled `upgrade-opt-out=true` is never deleted (not even an unmanaged one under `Delete`): its node ends
+/// Blocked with a `BlockedOptOut` Event while the other nodes are upgraded. Once the operator removes the label,
+/// the node finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opt_out_pod_blocks_its_node() {
+    const NS: &str = "opt-out-pod";
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    let node = node_name(0);
+    create(&scenario.client, &deployment(NS, "web", 3)).await;
+    create(
+        &scenario.client,
+        &unmanaged_pod(
+            NS,
+            "keeper",
+            &node,
+            &[(keys::UPGRADE_OPT_OUT_LABEL, keys::UPGRADE_OPT_OUT_VALUE)],
+        ),
+    )
+    .await;
+    wait_ready(&scenario, 4).await;
+    let keeper_uid = pod(&scenario, "keeper").await.and_then(|p| p.uid());
+    scenario.start_controller(&[]);
+    let keeper_stays = || async {
+        let keeper = pod(&scenario, "keeper").await;
+        assert!(
+            keeper
+                .as_ref()
+                .is_some_and(|p| p.uid() == keeper_uid && p.metadata.deletion_timestamp.is_none()),
+            "the opted-out pod is never deleted: {:?}",
+            keeper.map(|p| p.metadata)
+        );
+    };
+
+    scenario
+        .create_policy(
+            POLICY,
+            spec(&scenario, 1, 50, UnmanagedPodPolicy::Delete, None),
+        )
+        .await;
+    scenario
+        .wait_until(
+            &format!("{node} is Blocked and the 2 other nodes are upgraded"),
+            PROGRESS,
+            || async {
+                keeper_stays().await;
+                let blocked = node_status(&scenario, &node)
+                    .await
+                    .is_some_and(|s| s.phase == NodePhase::Blocked);
+                let reported = !events_about(&scenario, "BlockedOptOut", "keeper")
+                    .await
+                    .is_empty();
+                let others = scenario.upgraded_nodes().await == 2;
+                (blocked && reported && others).then_some(())
+            },
+        )
+        .await;
+    observe_for(Duration::from_secs(3), keeper_stays).await;
+    let status = scenario.policy(POLICY).await.status.expect("status");
+    assert!(
+        status
+            .blocked_pods
+            .iter()
+            .any(|p| p.name == "keeper" && p.node == node && p.reason == "BlockedOptOut"),
+        "status.blockedPods reports keeper: {:?}",
+        status.blocked_pods
+    );
+    assert!(
+        events_about(&scenario, "DeletedUnmanagedPod", "keeper")
+            .await
+            .is_empty()
+    );
+    assert!(!is_upgraded(
+        &get_node(&scenario, &node).await,
+        &scenario.new_id
+    ));
+
+    // The operator lifts the opt-out: the pod is now an ordinary unmanaged pod under Delete.
+    Api::<Pod>::namespaced(scenario.client.clone(), NS)
+        .patch(
+            "keeper",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({ "metadata": { "labels": { keys::UPGRADE_OPT_OUT_LABEL: null } } }),
+            ),
+        )
+        .await
+        .expect("label removed");
+    wait_all_upgraded(&scenario, 3).await;
+    assert_eq!(
+        events_about(&scenario, "DeletedUnmanagedPod", "keeper")
+            .await
+            .len(),
+        1
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pause
+// ---------------------------------------------------------------------------------------------------------------
+
+/// `paused: true`: nodes are marked, but nothing is cordoned, evicted or deleted; `paused: false` resumes and the
+/// upgrade completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_stops_evictions_and_resume_continues() {
+    const NS: &str = "paused";
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    create(&scenario.client, &deployment(NS, "web", 3)).await;
+    create(
+        &scenario.client,
+        &unmanaged_pod(NS, "debug", &node_name(1), &[]),
+    )
+    .await;
+    wait_ready(&scenario, 4).await;
+    let pods_before = pod_uids(&scenario).await;
+
+    scenario.start_controller(&[]);
+    let mut paused = spec(&scenario, 3, 50, UnmanagedPodPolicy::Delete, None);
+    paused.paused = true;
+    scenario.create_policy(POLICY, paused).await;
+
+    // Marking continues while paused.
+    scenario
+        .wait_until(
+            "every node is marked and the policy reports Paused",
+            PROGRESS,
+            || async {
+                let marked = scenario.nodes().await.iter().all(is_marked);
+                let paused = scenario
+                    .policy(POLICY)
+                    .await
+                    .status
+                    .is_some_and(|s| condition_is_true(&s.conditions, condition_types::PAUSED));
+                (marked && paused).then_some(())
+            },
+        )
+        .await;
+    let nothing_moves = || async {
+        for node in scenario.nodes().await {
+            let name = node.name_any();
+            assert!(!cordoned(&node), "{name} cordoned while paused");
+            for key in [keys::DRAINING_ANNOTATION, keys::KAMIKAZE_ANNOTATION] {
+                assert!(
+                    !node.annotations().contains_key(key),
+                    "{name} has {key} while paused"
+                );
+            }
+        }
+        for reason in ["Evicted", "DeletedUnmanagedPod", "KamikazeSent"] {
+            assert!(
+                scenario.events(reason).await.is_empty(),
+                "{reason} event while paused"
+            );
+        }
+        assert_eq!(
+            pod_uids(&scenario).await,
+            pods_before,
+            "no pod evicted or deleted while paused"
+        );
+    };
+    observe_for(Duration::from_secs(5), nothing_moves).await;
+    assert!(
+        !scenario.events("Paused").await.is_empty(),
+        "a Paused event tells the operator why nothing moves"
+    );
+
+    scenario
+        .patch_policy(POLICY, json!({ "paused": false }))
+        .await;
+    wait_all_upgraded(&scenario, 3).await;
+    assert!(!scenario.events("Evicted").await.is_empty());
+    assert!(pod(&scenario, "debug").await.is_none());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// PodDisruptionBudgets
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A PodDisruptionBudget stricter than the threshold (minAvailable 4 of 4, threshold 50%) is respected: none of its
+/// pods is evicted while it allows no disruption, and the waiting node reports `BlockedByPDB`. Relaxed to 3, the
+/// upgrade completes, never below the budget, and the SLA invariant holds throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pdb_stricter_than_threshold_is_respected_and_reported() {
+    const NS: &str = "pdb";
+    const THRESHOLD: u8 = 50;
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    create(&scenario.client, &deployment(NS, "web", 4)).await;
+    create(
+        &scenario.client,
+        &pdb_min_available(NS, "web", "web", IntOrString::Int(4)),
+    )
+    .await;
+    let sla = SlaWatcher::start(scenario.client.clone(), NS, u32::from(THRESHOLD));
+    wait_ready(&scenario, 4).await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(scenario.client.clone(), NS);
+    scenario
+        .wait_until("the budget allows no disruption", SETUP, || async {
+            let pdb = pdbs.get("web").await.ok()?;
+            let generation = pdb.metadata.generation;
+            let status = pdb.status?;
+            (status.observed_generation == generation
+                && status.current_healthy == Some(4)
+                && status.disruptions_allowed == Some(0))
+            .then_some(())
+        })
+        .await;
+    sla.arm();
+    let web_before = pod_uids(&scenario).await;
+
+    scenario.start_controller(&[]);
+    scenario
+        .create_policy(
+            POLICY,
+            spec(&scenario, 1, THRESHOLD, UnmanagedPodPolicy::Delete, None),
+        )
+        .await;
+    let (blocked_node, blocked_pod) = scenario
+        .wait_until("a node reports a pod BlockedByPDB", PROGRESS, || async {
+            let status = scenario.policy(POLICY).await.status?;
+            let entry = status
+                .blocked_pods
+                .iter()
+                .find(|p| p.reason == "BlockedByPDB")?;
+            let evented = !events_about(&scenario, "BlockedByPDB", &entry.name)
+                .await
+                .is_empty();
+            evented.then(|| (entry.node.clone(), entry.name.clone()))
+        })
+        .await;
+    assert!(web_before.contains_key(&blocked_pod));
+    let holds_its_pods = || async {
+        assert!(
+            scenario.events("Evicted").await.is_empty(),
+            "no eviction while the budget allows no disruption"
+        );
+        assert_eq!(pod_uids(&scenario).await, web_before, "every web pod stays");
+        let phase = node_status(&scenario, &blocked_node).await.map(|s| s.phase);
+        assert!(
+            matches!(phase, Some(NodePhase::Draining | NodePhase::Blocked)),
+            "{blocked_node} keeps waiting for the budget, not drained: {phase:?}"
+        );
+    };
+    observe_for(Duration::from_secs(4), holds_its_pods).await;
+
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "minAvailable": 3 } })),
+    )
+    .await
+    .expect("budget relaxed");
+    wait_all_upgraded(&scenario, 3).await;
+
+    assert!(
+        !scenario.events("Evicted").await.is_empty(),
+        "the web pods were evicted once the budget allowed it"
+    );
+    let violations = sla.violations();
+    assert!(
+        violations.is_empty(),
+        "SLA violations:\n{}",
+        violations.join("\n")
+    );
+    for record in sla.records() {
+        assert!(
+            record.min_ready >= 3,
+            "{} {} fell to {} ready: below the budget's minAvailable 3",
+            record.kind,
+            record.name,
+            record.min_ready
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Nodes marked by someone else
+// ---------------------------------------------------------------------------------------------------------------
+
+/// Under a policy without `targetExecutorId`, a node marked by hand (label and annotation) is drained, told to
+/// terminate, comes back with the new executor and ends with k8sm's keys removed; unmarked nodes are never touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_marked_node_is_drained_without_a_target() {
+    const NS: &str = "hand-marked";
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    let marked = node_name(1);
+    let others = [node_name(0), node_name(2)];
+    pin_to(&scenario, &marked, 3, || async {
+        create(&scenario.client, &deployment(NS, "web", 3)).await;
+    })
+    .await;
+    for other in &others {
+        create(
+            &scenario.client,
+            &unmanaged_pod(NS, &format!("bystander-{other}"), other, &[]),
+        )
+        .await;
+    }
+    wait_ready(&scenario, 5).await;
+    let on_marked: Vec<String> = pods_on(&scenario, &marked)
+        .await
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert_eq!(on_marked.len(), 3, "the web pods run on {marked}");
+    let untouched = Untouched::record(&scenario, &others).await;
+
+    scenario.start_controller(&[]);
+    let mut no_target = spec(&scenario, 1, 50, UnmanagedPodPolicy::Delete, None);
+    no_target.target_executor_id = None;
+    scenario.create_policy(POLICY, no_target).await;
+    scenario
+        .wait_until("the policy sees 3/3 compatible nodes", PROGRESS, || async {
+            untouched.check(&scenario).await;
+            let status = scenario.policy(POLICY).await.status?;
+            (status.upgraded.as_deref() == Some("3/3")).then_some(())
+        })
+        .await;
+    observe_for(Duration::from_secs(2), || async {
+        untouched.check(&scenario).await;
+        assert!(
+            scenario.events("Marked").await.is_empty(),
+            "nothing is marked without a target"
+        );
+    })
+    .await;
+
+    // Marked by hand, as an external component would: the label and the RFC 3339 annotation.
+    let now = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    patch_node(
+        &scenario,
+        &marked,
+        json!({ "metadata": {
+            "labels": { keys::INCOMPATIBLE_EXECUTOR_LABEL: keys::INCOMPATIBLE_EXECUTOR_LABEL_VALUE },
+            "annotations": { keys::INCOMPATIBLE_EXECUTOR_ANNOTATION: now },
+        } }),
+    )
+    .await;
+    scenario
+        .wait_until(
+            &format!("{marked} is drained, restarted and cleaned up"),
+            PROGRESS,
+            || async {
+                untouched.check(&scenario).await;
+                let node = get_node(&scenario, &marked).await;
+                (is_upgraded(&node, &scenario.new_id) && !has_k8sm_state(&node)).then_some(())
+            },
+        )
+        .await;
+    observe_for(Duration::from_secs(2), || untouched.check(&scenario)).await;
+
+    for name in &on_marked {
+        assert_eq!(
+            events_about(&scenario, "Evicted", name).await.len(),
+            1,
+            "{name} was evicted from {marked}"
+        );
+    }
+    let left: Vec<String> = pods_on(&scenario, &marked)
+        .await
+        .iter()
+        .map(ResourceExt::name_any)
+        .filter(|name| on_marked.contains(name))
+        .collect();
+    assert!(left.is_empty(), "pods left on {marked}: {left:?}");
+    for reason in ["Cordoned", "KamikazeSent", "Upgraded"] {
+        assert_eq!(
+            events_about(&scenario, reason, &marked).await.len(),
+            1,
+            "one {reason} event on {marked}"
+        );
+    }
+    for other in &others {
+        assert!(
+            events_about(&scenario, "Cordoned", other).await.is_empty(),
+            "{other} never cordoned"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A policy with a target, `slots` drain slots, a threshold and an unmanaged-pod policy.
+fn spec(
+    scenario: &Scenario,
+    slots: u32,
+    threshold: u8,
+    unmanaged: UnmanagedPodPolicy,
+    timeout: Option<&str>,
+) -> ExecutorUpgradePolicySpec {
+    ExecutorUpgradePolicySpec {
+        target_executor_id: Some(scenario.new_id.clone()),
+        max_concurrent_nodes: MaxConcurrentNodes::count(slots).expect("at least one slot"),
+        owner_health_threshold: threshold,
+        unmanaged_pods: UnmanagedPods {
+            policy: unmanaged,
+            timeout: timeout.map(|t| t.parse::<DurationString>().expect("a duration")),
+        },
+        ..ExecutorUpgradePolicySpec::default()
+    }
+}
+
+/// Runs `create` while only `node` is schedulable, waits until `ready` pods of the namespace are ready, and makes
+/// every node schedulable again.
+async fn pin_to<F, Fut>(scenario: &Scenario, node: &str, ready: usize, create: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let others: Vec<String> = scenario
+        .nodes()
+        .await
+        .iter()
+        .map(ResourceExt::name_any)
+        .filter(|n| n != node)
+        .collect();
+    for other in &others {
+        patch_node(
+            scenario,
+            other,
+            json!({ "spec": { "unschedulable": true } }),
+        )
+        .await;
+    }
+    create().await;
+    wait_ready(scenario, ready).await;
+    for other in &others {
+        patch_node(
+            scenario,
+            other,
+            json!({ "spec": { "unschedulable": null } }),
+        )
+        .await;
+    }
+}
+
+async fn wait_ready(scenario: &Scenario, count: usize) {
+    scenario
+        .wait_until(&format!("{count} pods are ready"), SETUP, || async {
+            let ready = scenario
+                .pods()
+                .await
+                .iter()
+                .filter(|p| pod_ready(p))
+                .count();
+            (ready >= count).then_some(())
+        })
+        .await;
+}
+
+/// Waits until every one of the `total` nodes runs the new executor without upgrade state, and the status says so.
+async fn wait_all_upgraded(scenario: &Scenario, total: usize) {
+    scenario
+        .wait_until(
+            &format!("all {total} nodes are upgraded"),
+            PROGRESS,
+            || async {
+                scenario.controllers[0].assert_running();
+                (scenario.upgraded_nodes().await == total).then_some(())
+            },
+        )
+        .await;
+    let expected = format!("{total}/{total}");
+    scenario
+        .wait_until(
+            &format!("the status reports {expected}"),
+            Duration::from_secs(30),
+            || async {
+                let status = scenario.policy(POLICY).await.status?;
+                (status.upgraded.as_deref() == Some(expected.as_str()) && status.nodes.is_empty())
+                    .then_some(())
+            },
+        )
+        .await;
+}
+
+/// Calls `check` (which panics on a violation) every 250 ms for `duration`.
+async fn observe_for<F, Fut>(duration: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let end = Instant::now() + duration;
+    while Instant::now() < end {
+        check().await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    check().await;
+}
+
+/// Nodes that k8sm must never touch, and the pods that ran on them.
+struct Untouched {
+    nodes: Vec<String>,
+    old_id: String,
+    /// pod name → uid
+    pods: BTreeMap<String, String>,
+}
+
+impl Untouched {
+    async fn record(scenario: &Scenario, nodes: &[String]) -> Self {
+        let mut pods = BTreeMap::new();
+        for node in nodes {
+            for pod in pods_on(scenario, node).await {
+                pods.insert(pod.name_any(), pod.uid().unwrap_or_default());
+            }
+        }
+        Self {
+            nodes: nodes.to_vec(),
+            old_id: scenario.old_id.clone(),
+            pods,
+        }
+    }
+
+    /// Panics if any of the nodes was cordoned, admitted, told to terminate or restarted, or any of their pods was
+    /// evicted or deleted.
+    async fn check(&self, scenario: &Scenario) {
+        for name in &self.nodes {
+            let node = get_node(scenario, name).await;
+            assert!(!cordoned(&node), "{name} was cordoned");
+            for key in [
+                keys::DRAINING_ANNOTATION,
+                keys::KAMIKAZE_ANNOTATION,
+                keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+                keys::CORDONED_BY_ANNOTATION,
+            ] {
+                assert!(!node.annotations().contains_key(key), "{name} has {key}");
+            }
+            assert_eq!(
+                executor_of(&node),
+                Some(self.old_id.as_str()),
+                "{name} keeps its old executor"
+            );
+        }
+        let now = pod_uids(scenario).await;
+        for (pod, uid) in &self.pods {
+            assert_eq!(
+                now.get(pod),
+                Some(uid),
+                "pod {pod} of an untouchable node was evicted or deleted"
+            );
+        }
+    }
+}
+
+/// Whether `node` carries any of k8sm's keys (label, annotations, taint) or is cordoned.
+fn has_k8sm_state(node: &Node) -> bool {
+    let annotations = node.annotations();
+    let taint = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| {
+            t.iter()
+                .any(|t| t.key == keys::INCOMPATIBLE_EXECUTOR_TAINT_KEY)
+        });
+    [
+        keys::INCOMPATIBLE_EXECUTOR_ANNOTATION,
+        keys::KAMIKAZE_ANNOTATION,
+        keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+        keys::DRAINING_ANNOTATION,
+        keys::CORDONED_BY_ANNOTATION,
+    ]
+    .iter()
+    .any(|key| annotations.contains_key(*key))
+        || node
+            .labels()
+            .contains_key(keys::INCOMPATIBLE_EXECUTOR_LABEL)
+        || taint
+        || cordoned(node)
+}
+
+/// Marked incompatible: label, annotation and taint.
+fn is_marked(node: &Node) -> bool {
+    node.labels()
+        .get(keys::INCOMPATIBLE_EXECUTOR_LABEL)
+        .is_some_and(|v| v == keys::INCOMPATIBLE_EXECUTOR_LABEL_VALUE)
+        && node
+            .annotations()
+            .contains_key(keys::INCOMPATIBLE_EXECUTOR_ANNOTATION)
+        && node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| {
+                t.iter().any(|t| {
+                    t.key == keys::INCOMPATIBLE_EXECUTOR_TAINT_KEY
+                        && t.effect == keys::INCOMPATIBLE_EXECUTOR_TAINT_EFFECT
+                })
+            })
+}
+
+fn cordoned(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+fn executor_of(node: &Node) -> Option<&str> {
+    node.annotations()
+        .get(keys::EXECUTOR_ID_ANNOTATION)
+        .map(String::as_str)
+}
+
+async fn get_node(scenario: &Scenario, name: &str) -> Node {
+    Api::<Node>::all(scenario.client.clone())
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("node {name}: {e}"))
+}
+
+async fn patch_node(scenario: &Scenario, name: &str, patch: serde_json::Value) {
+    Api::<Node>::all(scenario.client.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("patching node {name}: {e}"));
+}
+
+async fn pod(scenario: &Scenario, name: &str) -> Option<Pod> {
+    Api::<Pod>::namespaced(scenario.client.clone(), &scenario.namespace)
+        .get_opt(name)
+        .await
+        .expect("pods can be read")
+}
+
+async fn pods_on(scenario: &Scenario, node: &str) -> Vec<Pod> {
+    scenario
+        .pods()
+        .await
+        .into_iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .collect()
+}
+
+/// The namespace's live (not terminating) pods: name → uid.
+async fn pod_uids(scenario: &Scenario) -> BTreeMap<String, String> {
+    scenario
+        .pods()
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+        .collect()
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The status entry of `node` in the policy's status, if it is not Compatible.
+async fn node_status(scenario: &Scenario, node: &str) -> Option<NodeStatus> {
+    scenario
+        .policy(POLICY)
+        .await
+        .status?
+        .nodes
+        .into_iter()
+        .find(|n| n.name == node)
+}
+
+fn condition_is_true(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// Events with `reason` about the object named `name` (a pod of the scenario's namespace, a node or a policy).
+async fn events_about(scenario: &Scenario, reason: &str, name: &str) -> Vec<Event> {
+    scenario
+        .events(reason)
+        .await
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.name.as_deref() == Some(name)
+                    && (r.kind.as_deref() != Some("Pod")
+                        || r.namespace.as_deref() == Some(scenario.namespace.as_str()))
+            })
+        })
+        .collect()
+}
+
+/// When an Event happened: its eventTime (microseconds), else its creation time.
+fn event_time(event: &Event) -> DateTime<Utc> {
+    let ts = event
+        .event_time
+        .as_ref()
+        .map(|t| t.0)
+        .or_else(|| event.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .expect("an Event has a time");
+    DateTime::from_timestamp(ts.as_second(), ts.subsec_nanosecond().max(0) as u32)
+        .expect("a representable time")
+}
+
+fn parse_time(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text)
+        .unwrap_or_else(|e| panic!("{text:?} is not RFC 3339: {e}"))
+        .with_timezone(&Utc)
+}
