@@ -151,3 +151,26 @@ impl Default for Metrics {
         Self::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_every_phase_and_bounded_labels() {
+        let metrics = Metrics::new();
+        metrics.observe_plan(&Plan::default());
+        metrics.failed(Reason::BlockedByPDB);
+        let text = metrics.encode();
+        for phase in NodePhase::ALL {
+            assert!(
+                text.contains(&format!("k8sm_nodes{{phase=\"{}\"}} 0", phase.as_str())),
+                "{text}"
+            );
+        }
+        assert!(
+            text.contains("k8sm_actions_failed_total{reason=\"BlockedByPDB\"} 1"),
+            "{text}"
+        );
+    }
+}

@@ -184,6 +184,7 @@ impl Controller {
         let planning = Instant::now();
         let plan = k8sm_planner::plan(&view, now);
         self.metrics.plan_took(planning.elapsed().as_secs_f64());
+        self.metrics.observe_plan(&plan);
         tracing::debug!(
             actions = plan.actions.len(),
             in_flight = self.in_flight.len(),

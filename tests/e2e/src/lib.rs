@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod binaries;
+pub mod http;
 pub mod scenario;
 pub mod sla;
 pub mod workloads;

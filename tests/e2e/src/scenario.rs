@@ -103,9 +103,11 @@ impl Scenario {
         let index = self.controllers.len();
         let mut args = vec![
             format!("--kubeconfig={}", kubeconfig.display()),
-            "--metrics-addr=127.0.0.1:0".to_owned(),
             format!("--identity=controller-{index}"),
         ];
+        if !extra.iter().any(|a| a.starts_with("--metrics-addr")) {
+            args.push("--metrics-addr=127.0.0.1:0".to_owned());
+        }
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         let log = self.cluster.dir().join(format!("controller-{index}.log"));
         self.controllers.push(ChildGuard::spawn(
@@ -267,4 +269,21 @@ pub fn is_ready(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The cluster's kubectl with this workspace's `kubectl-k8sm` first on `PATH`, so that `kubectl k8sm …` runs the
+/// plugin as an operator would (kubectl finds plugins on `PATH`). Standard input is closed, as in a script.
+pub fn kubectl_with_plugin(cluster: &TestCluster) -> std::process::Command {
+    let plugin = binary("kubectl-k8sm");
+    let plugin_dir = plugin.parent().expect("the plugin's directory").to_owned();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path =
+        std::env::join_paths(std::iter::once(plugin_dir).chain(std::env::split_paths(&path)))
+            .expect("a valid PATH");
+    let mut kubectl = cluster.kubectl();
+    kubectl
+        .env("PATH", path)
+        .current_dir(crate::workspace_root())
+        .stdin(std::process::Stdio::null());
+    kubectl
 }

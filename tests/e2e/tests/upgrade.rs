@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use k8sm_api::{ExecutorUpgradePolicySpec, MaxConcurrentNodes, UnmanagedPodPolicy, UnmanagedPods};
+use k8sm_e2e::http::{free_port, get};
 use k8sm_e2e::scenario::Scenario;
 use k8sm_e2e::sla::SlaWatcher;
 use k8sm_e2e::workloads::{create, daemon_set, deployment, job, stateful_set, unmanaged_pod};
@@ -44,7 +45,8 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
         .await;
     sla.arm();
 
-    scenario.start_controller(&[]);
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    scenario.start_controller(&[&format!("--metrics-addr={metrics_addr}")]);
     let started = Instant::now();
     scenario
         .create_policy(
@@ -61,6 +63,44 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
             },
         )
         .await;
+    // Mid-upgrade, the metrics show nodes draining and pods evicted, with bounded labels only.
+    let metrics = scenario
+        .wait_until(
+            "the metrics show evictions",
+            Duration::from_secs(120),
+            || async {
+                let (code, body) = get(&metrics_addr, "/metrics").ok()?;
+                let evicted = body.contains("k8sm_evictions_total{reason=\"Evicted\"}");
+                (code == 200 && evicted && body.contains("k8sm_nodes{")).then_some(body)
+            },
+        )
+        .await;
+    for series in [
+        "k8sm_nodes{phase=\"Incompatible\"}",
+        "k8sm_nodes{phase=\"Compatible\"}",
+        "k8sm_blocked_pods",
+        "k8sm_is_leader 1",
+        "k8sm_reconcile_duration_seconds_count",
+        "k8sm_planner_duration_seconds_bucket",
+    ] {
+        assert!(
+            metrics.contains(series),
+            "/metrics lacks {series}:\n{metrics}"
+        );
+    }
+    assert!(
+        !metrics.contains("node-0"),
+        "no metric label names an object:\n{metrics}"
+    );
+    assert_eq!(
+        get(&metrics_addr, "/healthz").unwrap(),
+        (200, "ok".to_owned())
+    );
+    assert_eq!(
+        get(&metrics_addr, "/readyz").unwrap(),
+        (200, "ok".to_owned())
+    );
+
     scenario
         .wait_until(
             "every node runs the new executor",
