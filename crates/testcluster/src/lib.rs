@@ -12,6 +12,8 @@ mod pki;
 mod ports;
 mod process;
 
+pub mod sla;
+
 pub use binaries::{Binaries, cache_root, go_modules_dir};
 pub use cluster::{ClusterOptions, TestCluster};
 pub use error::Error;

@@ -5,7 +5,7 @@
 pub mod binaries;
 pub mod http;
 pub mod scenario;
-pub mod sla;
+pub use k8sm_testcluster::sla;
 pub mod workloads;
 
 use std::path::{Path, PathBuf};

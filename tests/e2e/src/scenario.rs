@@ -42,6 +42,16 @@ impl Scenario {
     /// A cluster of `nodes` KWOK nodes whose executors report `old_id`, with the CRD installed and the
     /// simulated executors restarting in `new_id` `restart_delay` after a kamikaze.
     pub async fn start(nodes: usize, namespace: &str, restart_delay: &str) -> Self {
+        Self::start_with_agent_args(nodes, namespace, restart_delay, &[]).await
+    }
+
+    /// Like [`Scenario::start`], with extra `k8sm-agent simulate` flags (e.g. `--http-addr`).
+    pub async fn start_with_agent_args(
+        nodes: usize,
+        namespace: &str,
+        restart_delay: &str,
+        agent_args: &[String],
+    ) -> Self {
         let options = ClusterOptions::default().with_nodes(nodes);
         let mut cluster = TestCluster::start(options).await.expect("cluster starts");
         install_crd(&cluster);
@@ -62,7 +72,10 @@ impl Scenario {
                 format!("--initial-executor-id={old_id}"),
                 format!("--restart-delay={restart_delay}"),
                 "--selector=type=kwok".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(agent_args.iter().cloned())
+            .collect::<Vec<String>>(),
             &cluster.dir().join("agent.log"),
         );
         let scenario = Self {
