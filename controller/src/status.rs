@@ -28,11 +28,16 @@ impl Pace {
     fn eta(&mut self, policy: &PolicyPlan, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let remaining = policy.eta.nodes_remaining;
         let compatible = policy.counts.compatible;
+        if remaining == 0 {
+            // Nothing to do: the next upgrade's pace is measured from when it starts.
+            self.first_seen.remove(&policy.policy);
+            return None;
+        }
         let (start, start_compatible) = *self
             .first_seen
             .entry(policy.policy.clone())
             .or_insert((now, compatible));
-        if remaining == 0 || policy.eta.nodes_blocked > 0 || policy.paused {
+        if policy.eta.nodes_blocked > 0 || policy.paused {
             return None;
         }
         let done = compatible.saturating_sub(start_compatible);
@@ -136,7 +141,7 @@ pub fn build(
         .map(|c| format!("{}: {}", c.reason.as_str(), c.message))
         .collect();
     conditions.push(condition(
-        "Degraded",
+        condition_types::DEGRADED,
         !problems.is_empty(),
         policy
             .conditions

@@ -24,6 +24,9 @@ pub mod condition_types {
     pub const CONFLICT: &str = "Conflict";
     /// True while `spec.paused` stops evictions, deletions and kamikaze.
     pub const PAUSED: &str = "Paused";
+    /// True when something needs attention: a malformed annotation, a node without the address its kamikaze URL
+    /// needs, an overdue restart, a policy that selects no node.
+    pub const DEGRADED: &str = "Degraded";
 }
 
 /// Observed state of an ExecutorUpgradePolicy.

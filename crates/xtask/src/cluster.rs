@@ -188,8 +188,51 @@ fn serve(args: UpArgs) -> anyhow::Result<()> {
     })
 }
 
+/// Remembers a process started for the running cluster (the demo's controller and agent) so `down` stops it too.
+pub fn record_background_pid(name: &str, pid: u32) -> anyhow::Result<()> {
+    let path = State::new().dir.join(format!("{name}.bg-pid"));
+    std::fs::write(&path, pid.to_string()).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Stops the processes recorded by [`record_background_pid`].
+fn stop_background(state: &State) {
+    let Ok(entries) = std::fs::read_dir(&state.dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.extension().is_none_or(|ext| ext != "bg-pid") {
+            continue;
+        }
+        let Some(pid) = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // Only signal the process we started: its pid may have been reused since (comm is cut to 15 bytes).
+        let name = path
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let ours = !comm.is_empty() && name.starts_with(comm.trim());
+        let pid = Pid::from_raw(pid);
+        if ours && kill(pid, Signal::SIGTERM).is_ok() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while kill(pid, None).is_ok() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = kill(pid, Signal::SIGKILL);
+        }
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 fn down() -> anyhow::Result<()> {
     let state = State::new();
+    stop_background(&state);
     let Some(pid) = state.running_pid() else {
         eprintln!("the local cluster is not running");
         let _ = std::fs::remove_dir_all(&state.dir);

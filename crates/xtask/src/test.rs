@@ -47,8 +47,8 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     // End-to-end tests run k8sm's binaries as child processes: build them first (a nested cargo inside `cargo test`
     // would wait on the build lock the outer one holds).
     workspace::run(
-        "cargo build --workspace --bins",
-        workspace::cargo().args(["build", "--workspace", "--bins"]),
+        "cargo build --workspace --bins (but xtask, which runs)",
+        workspace::cargo().args(["build", "--workspace", "--exclude", "xtask", "--bins"]),
     )?;
     workspace::run(
         "cargo test --workspace",

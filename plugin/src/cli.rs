@@ -1,0 +1,278 @@
+//! The command line, with kubectl's conventions: `--kubeconfig`, `--context`, `-n`/`-A`, `-o`, `-h`, and usage
+//! printed as `kubectl k8sm …`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::connect::ConnectOptions;
+
+/// Steer SLA-safe rolling upgrades of node executors: see how far an upgrade got, what blocks it, what happens next,
+/// and unblock, pause or resume it.
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubectl-k8sm",
+    bin_name = "kubectl k8sm",
+    version,
+    propagate_version = true,
+    after_help = "Examples:\n  kubectl k8sm upgrade start --to sha256:…\n  kubectl k8sm upgrade status --watch\n  kubectl k8sm blocked -A\n  kubectl k8sm plan\n  kubectl k8sm force node-17"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ConnectArgs {
+    /// Path to the kubeconfig file to use (default: $KUBECONFIG, then ~/.kube/config).
+    // Listed after each command's own flags.
+    #[arg(long, global = true, value_name = "PATH", display_order = 100)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use.
+    #[arg(long, global = true, value_name = "NAME", display_order = 101)]
+    pub context: Option<String>,
+}
+
+impl From<&ConnectArgs> for ConnectOptions {
+    fn from(args: &ConnectArgs) -> Self {
+        Self {
+            kubeconfig: args.kubeconfig.clone(),
+            context: args.context.clone(),
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Start an upgrade, or follow one.
+    #[command(subcommand)]
+    Upgrade(Upgrade),
+    /// List every pod that keeps a draining node from finishing, and why.
+    Blocked(BlockedArgs),
+    /// Dry run: what the controller does next, node by node and pod by pod, and why.
+    Plan(PlanArgs),
+    /// Delete a node's pods that only an operator can move (unmanaged pods under policy Never; opted-out pods only
+    /// with --include-opted-out), recording a Forced event on each.
+    Force(ForceArgs),
+    /// Stop all evictions, deletions and kamikaze of a policy (nodes are still marked, status still updated).
+    Pause(PolicyArg),
+    /// Resume a paused policy where it stopped.
+    Resume(PolicyArg),
+    /// Print the executor ID of an executor build and configuration.
+    #[command(disable_version_flag = true)]
+    ExecutorId(ExecutorIdArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Upgrade {
+    /// Set the target executor ID: every selected node running another executor is upgraded to it.
+    Start(StartArgs),
+    /// Progress, ETA, counts by phase, and where every node in an upgrade phase stands.
+    Status(StatusArgs),
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct PolicyArg {
+    /// The ExecutorUpgradePolicy to use; may be left out when only one exists.
+    #[arg(long, value_name = "NAME")]
+    pub policy: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct StartArgs {
+    /// The executor ID the control plane now launches, such as sha256:<64 hex digits> (see `kubectl k8sm executor-id`).
+    #[arg(long, value_name = "ID")]
+    pub to: String,
+
+    #[command(flatten)]
+    pub policy: PolicyArg,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub policy: PolicyArg,
+
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+
+    /// Re-render on every change, until every node is upgraded or Ctrl-C.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BlockedArgs {
+    /// Only pods of this namespace (default: every namespace, since a blocked pod holds a node whatever its
+    /// namespace).
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "NAMESPACE",
+        conflicts_with = "all_namespaces"
+    )]
+    pub namespace: Option<String>,
+
+    /// Pods of every namespace (the default).
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub policy: PolicyArg,
+
+    /// Plan as if `upgrade start --to ID` had set this target (the policy is not changed).
+    #[arg(long, value_name = "ID")]
+    pub to: Option<String>,
+
+    /// Output format (wide also lists pods that restart with their node).
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+#[derive(Args, Debug)]
+pub struct ForceArgs {
+    /// The node to unblock.
+    pub node: String,
+
+    /// Also delete pods that opted out of the upgrade (k8s.mesosphere.io/upgrade-opt-out and the like).
+    #[arg(long)]
+    pub include_opted_out: bool,
+
+    /// Only print what would be deleted.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Delete without asking for confirmation (required when standard input is not a terminal).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExecutorIdArgs {
+    /// Version string of the executor, such as v1.36.3.
+    #[arg(long = "version", value_name = "VERSION")]
+    pub executor_version: String,
+
+    /// The executor binary, hashed with SHA-256.
+    #[arg(
+        long,
+        value_name = "PATH",
+        required_unless_present = "binary_sha256",
+        conflicts_with = "binary_sha256"
+    )]
+    pub binary: Option<PathBuf>,
+
+    /// The executor binary's SHA-256 in hex, when the binary itself is not at hand.
+    #[arg(long, value_name = "HEX")]
+    pub binary_sha256: Option<String>,
+
+    /// A flag or configuration setting of the executor, as NAME=VALUE; repeat for each (order does not matter).
+    #[arg(long = "flag", value_name = "NAME=VALUE", allow_hyphen_values = true)]
+    pub flags: Vec<String>,
+
+    /// Directory of the executor's static pod manifests (YAML or JSON; hidden files are skipped).
+    #[arg(long, value_name = "DIR")]
+    pub static_pods: Option<PathBuf>,
+
+    /// Output format: table and wide print the ID alone.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+/// `-o`: human tables, or data for scripts.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Output {
+    #[default]
+    Table,
+    Wide,
+    Json,
+    Yaml,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn usage_reads_kubectl_k8sm() {
+        let help = Cli::command().render_usage().to_string();
+        assert!(help.contains("kubectl k8sm"), "{help}");
+        for args in [&["upgrade", "-h"][..], &["upgrade", "status", "--help"]] {
+            let error =
+                Cli::try_parse_from(std::iter::once("kubectl-k8sm").chain(args.iter().copied()))
+                    .unwrap_err();
+            assert_eq!(error.kind(), clap::error::ErrorKind::DisplayHelp);
+            let text = error.to_string();
+            assert!(text.contains("Usage: kubectl k8sm upgrade"), "{text}");
+        }
+    }
+
+    #[test]
+    fn kubectl_flags_parse_anywhere() {
+        let cli = Cli::try_parse_from([
+            "kubectl-k8sm",
+            "blocked",
+            "-n",
+            "shop",
+            "-o",
+            "wide",
+            "--context",
+            "prod",
+            "--kubeconfig",
+            "/tmp/kc",
+        ])
+        .unwrap();
+        assert_eq!(cli.connect.context.as_deref(), Some("prod"));
+        let Command::Blocked(args) = cli.command else {
+            panic!("blocked")
+        };
+        assert_eq!(args.namespace.as_deref(), Some("shop"));
+        assert_eq!(args.output, Output::Wide);
+        assert!(
+            Cli::try_parse_from(["kubectl-k8sm", "blocked", "-n", "a", "-A"]).is_err(),
+            "-n and -A exclude each other"
+        );
+    }
+
+    #[test]
+    fn executor_id_flags_may_start_with_dashes() {
+        let cli = Cli::try_parse_from([
+            "kubectl-k8sm",
+            "executor-id",
+            "--version",
+            "1.0",
+            "--binary-sha256",
+            "ab",
+            "--flag",
+            "--cluster=test",
+            "--flag=--v=2",
+        ])
+        .unwrap();
+        let Command::ExecutorId(args) = cli.command else {
+            panic!("executor-id")
+        };
+        assert_eq!(args.flags, ["--cluster=test", "--v=2"]);
+        assert!(
+            Cli::try_parse_from(["kubectl-k8sm", "executor-id", "--version", "1"]).is_err(),
+            "a binary or its hash is required"
+        );
+    }
+}

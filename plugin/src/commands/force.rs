@@ -1,0 +1,151 @@
+//! `force NODE`: deletes the node's pods that only an operator can move, after confirmation, each with a UID
+//! precondition (a new pod of the same name is never hit), and records a `Forced` Event naming the user on each.
+
+use std::io::{BufRead, Write};
+
+use chrono::Utc;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client};
+
+use k8sm_controller::events::pod_ref;
+use k8sm_planner::{PodRef, Reason};
+
+use crate::cli::ForceArgs;
+use crate::connect::Connection;
+use crate::error::Error;
+use crate::fetch;
+use crate::output::{Terminal, print};
+use crate::views::force::{ForceSelection, ForcedPod, Outcome, event_note};
+
+/// The reporting controller of the plugin's Events.
+pub const REPORTER: &str = "kubectl-k8sm";
+
+/// The Events API caps notes at 1 kB.
+const NOTE_MAX: usize = 1000;
+
+pub async fn run(
+    connection: &Connection,
+    args: &ForceArgs,
+    terminal: Terminal,
+) -> Result<(), Error> {
+    let client = &connection.client;
+    if !fetch::node_exists(client, &args.node).await? {
+        return Err(Error::NodeNotFound(args.node.clone()));
+    }
+    let view = fetch::cluster_view(client).await?;
+    let plan = k8sm_planner::plan(&view, Utc::now());
+    let node = plan
+        .node(&args.node)
+        .ok_or_else(|| Error::NodeNotManaged(args.node.clone()))?;
+    let selection = ForceSelection::new(node, args.include_opted_out);
+    print(&selection.render(terminal.palette))?;
+    if selection.delete.is_empty() {
+        return Ok(());
+    }
+    if args.dry_run {
+        let lines: Vec<String> = selection
+            .delete
+            .iter()
+            .map(|p| Outcome::WouldDelete { pod: name(p) }.line())
+            .collect();
+        return print(&format!("{}\n", lines.join("\n")));
+    }
+    if !args.yes {
+        confirm(&selection, terminal)?;
+    }
+    let user = connection.user().await?;
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: REPORTER.into(),
+            instance: None,
+        },
+    );
+    for pod in &selection.delete {
+        let outcome = delete(client, pod, &recorder, &user, &args.node).await?;
+        print(&format!("{}\n", outcome.line()))?;
+    }
+    Ok(())
+}
+
+/// Asks on the terminal; without one, refuses (a script must say `--yes`).
+fn confirm(selection: &ForceSelection, terminal: Terminal) -> Result<(), Error> {
+    if !terminal.stdin_is_terminal {
+        return Err(Error::NeedsConfirmation);
+    }
+    let mut stderr = std::io::stderr().lock();
+    write!(stderr, "{}", selection.question())?;
+    stderr.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Ok(()),
+        _ => Err(Error::Aborted),
+    }
+}
+
+async fn delete(
+    client: &Client,
+    pod: &ForcedPod,
+    recorder: &Recorder,
+    user: &str,
+    node: &str,
+) -> Result<Outcome, Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(pod.uid.clone()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let pod_name = name(pod);
+    match api.delete(&pod.name, &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            return Ok(Outcome::Gone { pod: pod_name });
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            return Ok(Outcome::Replaced { pod: pod_name });
+        }
+        Err(e) => return Err(Error::kube(format!("deleting pod {pod_name}"), e)),
+    }
+    let event = Event {
+        type_: EventType::Warning,
+        reason: Reason::Forced.as_str().to_owned(),
+        note: Some(truncate(&event_note(user, node, pod), NOTE_MAX)),
+        action: Reason::Forced.as_str().to_owned(),
+        secondary: None,
+    };
+    let reference = pod_ref(&PodRef {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+    });
+    // The pod is gone either way; a missing audit Event is reported, not fatal.
+    let recorded = recorder.publish(&event, &reference).await;
+    if let Err(e) = &recorded {
+        eprintln!("warning: recording the Forced event of pod {pod_name}: {e}");
+    }
+    Ok(Outcome::Deleted {
+        pod: pod_name,
+        event: recorded.is_ok(),
+    })
+}
+
+fn name(pod: &ForcedPod) -> String {
+    format!("{}/{}", pod.namespace, pod.name)
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}

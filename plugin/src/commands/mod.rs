@@ -1,0 +1,10 @@
+//! The imperative shell of each subcommand: fetch, build the pure view, render, and (for the few that change
+//! anything) act.
+
+pub mod blocked;
+pub mod executor_id;
+pub mod force;
+pub mod plan;
+pub mod policy;
+pub mod status;
+pub mod watch;

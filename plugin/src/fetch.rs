@@ -1,0 +1,146 @@
+//! Reads from the cluster: policies (choosing one like every subcommand does) and one-shot snapshots of everything
+//! the planner reads, converted exactly as the controller converts its caches (`k8sm_controller::view`).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::ListParams;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use k8sm_api::ExecutorUpgradePolicy;
+use k8sm_controller::view::{Objects, from_objects};
+use k8sm_planner::ClusterView;
+
+use crate::error::{Error, KubeContext};
+
+/// Every policy, sorted by name. A 404 on the list means the CRD is not installed.
+pub async fn policies(client: &Client) -> Result<Vec<ExecutorUpgradePolicy>, Error> {
+    let api: Api<ExecutorUpgradePolicy> = Api::all(client.clone());
+    match api.list(&ListParams::default()).await {
+        Ok(list) => {
+            let mut items = list.items;
+            items.sort_by_key(|p| p.name_any());
+            Ok(items)
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Err(Error::CrdMissing),
+        Err(e) => Err(Error::kube("listing ExecutorUpgradePolicies", e)),
+    }
+}
+
+/// The policy a command acts on: `--policy NAME`, or the only one there is.
+pub async fn policy(client: &Client, wanted: Option<&str>) -> Result<ExecutorUpgradePolicy, Error> {
+    let all = policies(client).await?;
+    let names: Vec<String> = all.iter().map(ResourceExt::name_any).collect();
+    let name = choose(&names, wanted)?;
+    Ok(all
+        .into_iter()
+        .find(|p| p.name_any() == name)
+        .expect("choose returns one of the names"))
+}
+
+/// Picks the policy named `wanted`, or, without a name, the only policy. Pure, for the tests.
+pub fn choose(names: &[String], wanted: Option<&str>) -> Result<String, Error> {
+    match (wanted, names) {
+        (Some(name), _) if names.iter().any(|n| n == name) => Ok(name.to_owned()),
+        (Some(name), _) => Err(Error::PolicyNotFound {
+            name: name.to_owned(),
+            existing: names.to_vec(),
+        }),
+        (None, []) => Err(Error::NoPolicy),
+        (None, [only]) => Ok(only.clone()),
+        (None, several) => Err(Error::AmbiguousPolicy {
+            names: several.to_vec(),
+        }),
+    }
+}
+
+/// A one-shot view of everything the planner reads (nothing in flight: the plugin evicts nothing itself).
+pub async fn cluster_view(client: &Client) -> Result<ClusterView, Error> {
+    let policies: Vec<Arc<ExecutorUpgradePolicy>> =
+        policies(client).await?.into_iter().map(Arc::new).collect();
+    let (nodes, pods, replica_sets, replication_controllers, stateful_sets, jobs, pdbs) = futures::try_join!(
+        list::<Node>(client, "nodes"),
+        list::<Pod>(client, "pods"),
+        list::<ReplicaSet>(client, "replicasets"),
+        list::<ReplicationController>(client, "replicationcontrollers"),
+        list::<StatefulSet>(client, "statefulsets"),
+        list::<Job>(client, "jobs"),
+        list::<PodDisruptionBudget>(client, "poddisruptionbudgets"),
+    )?;
+    let objects = Objects {
+        nodes: &nodes,
+        pods: &pods,
+        replica_sets: &replica_sets,
+        replication_controllers: &replication_controllers,
+        stateful_sets: &stateful_sets,
+        jobs: &jobs,
+        pdbs: &pdbs,
+        policies: &policies,
+    };
+    Ok(from_objects(&objects, Vec::new()))
+}
+
+/// Whether node `name` exists.
+pub async fn node_exists(client: &Client, name: &str) -> Result<bool, Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    Ok(api
+        .get_opt(name)
+        .await
+        .kube_context(format!("reading node {name}"))?
+        .is_some())
+}
+
+async fn list<K>(client: &Client, plural: &str) -> Result<Vec<Arc<K>>, Error>
+where
+    K: Resource + Clone + std::fmt::Debug + DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .kube_context(format!("listing {plural}"))?;
+    Ok(list.items.into_iter().map(Arc::new).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_only_policy_is_chosen() {
+        assert_eq!(choose(&names(&["fleet"]), None).unwrap(), "fleet");
+    }
+
+    #[test]
+    fn a_named_policy_must_exist() {
+        assert_eq!(choose(&names(&["a", "b"]), Some("b")).unwrap(), "b");
+        let error = choose(&names(&["a", "b"]), Some("c")).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "ExecutorUpgradePolicy \"c\" does not exist: existing policies: a, b"
+        );
+    }
+
+    #[test]
+    fn several_policies_need_a_name() {
+        let error = choose(&names(&["a", "b", "c"]), None).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "3 ExecutorUpgradePolicies exist (a, b, c): choose one with --policy NAME"
+        );
+    }
+
+    #[test]
+    fn no_policy_says_how_to_create_one() {
+        assert!(matches!(choose(&[], None), Err(Error::NoPolicy)));
+    }
+}

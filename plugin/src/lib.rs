@@ -1,0 +1,42 @@
+//! kubectl-k8sm as a library: the operator's console for k8sm upgrades, used as `kubectl k8sm …`.
+//!
+//! Every command is fetch → pure view model ([`views`]) → render into a `String` ([`render`]) → print. `plan`,
+//! `blocked` and `force` run the controller's own planner over the controller's own conversion of live objects, so
+//! what the plugin predicts is what the controller does.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod commands;
+pub mod connect;
+pub mod error;
+pub mod fetch;
+pub mod output;
+pub mod render;
+pub mod views;
+
+use cli::{Cli, Command, Upgrade};
+use commands::{blocked, executor_id, force, plan, policy, status};
+use connect::Connection;
+pub use error::Error;
+use output::Terminal;
+
+/// Runs one command line.
+pub async fn run(cli: Cli) -> Result<(), Error> {
+    let terminal = Terminal::detect();
+    if let Command::ExecutorId(args) = &cli.command {
+        // Pure computation: no cluster needed.
+        return executor_id::run(args);
+    }
+    let connection = Connection::open(&(&cli.connect).into()).await?;
+    let client = &connection.client;
+    match &cli.command {
+        Command::Upgrade(Upgrade::Start(args)) => policy::start(client, args, terminal).await,
+        Command::Upgrade(Upgrade::Status(args)) => status::run(client, args, terminal).await,
+        Command::Blocked(args) => blocked::run(client, args, terminal).await,
+        Command::Plan(args) => plan::run(client, args, terminal).await,
+        Command::Force(args) => force::run(&connection, args, terminal).await,
+        Command::Pause(args) => policy::set_paused(client, args, true, terminal).await,
+        Command::Resume(args) => policy::set_paused(client, args, false, terminal).await,
+        Command::ExecutorId(_) => unreachable!("handled above"),
+    }
+}

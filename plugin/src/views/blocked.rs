@@ -1,0 +1,187 @@
+//! `blocked`: every pod that keeps a draining node from finishing, from a live plan: why, and since when.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use k8sm_planner::{ClusterView, Decision, Plan, Reason};
+
+use crate::render::{Palette, age, table};
+
+/// Why a pod can block a node: it waits for an operator, an owner, a budget, a Job or a timeout. Waits that end by
+/// themselves within moments (a pod terminating, the pause) are not blocks.
+pub fn blocks(decision: Decision, reason: Option<Reason>) -> bool {
+    match decision {
+        Decision::Block => true,
+        Decision::Wait => matches!(
+            reason,
+            Some(
+                Reason::WaitingForOwner
+                    | Reason::BlockedByPDB
+                    | Reason::WaitingForJob
+                    | Reason::WaitingForTimeout
+            )
+        ),
+        Decision::Ignore | Decision::Evict | Decision::Delete => false,
+    }
+}
+
+/// Which namespaces to show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Namespaces {
+    All,
+    One(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedPodRow {
+    pub policy: String,
+    pub node: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// "Kind/name", or none for an unmanaged pod.
+    pub owner: Option<String>,
+    pub reason: Reason,
+    pub message: String,
+    /// Since the node started draining, or since the pod arrived if it came later.
+    pub since: Option<DateTime<Utc>>,
+    /// For waits that end by themselves at a known time.
+    pub until: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedView {
+    /// `None`: every namespace.
+    pub namespace: Option<String>,
+    pub pods: Vec<BlockedPodRow>,
+}
+
+impl BlockedView {
+    pub fn from_plan(plan: &Plan, view: &ClusterView, namespaces: &Namespaces) -> Self {
+        let created: HashMap<&str, DateTime<Utc>> = view
+            .pods
+            .iter()
+            .filter_map(|p| Some((p.uid.as_str(), p.created?)))
+            .collect();
+        // The planner names owners only of pods it judges by their owner; an opted-out pod has one all the same.
+        let controllers: HashMap<&str, String> = view
+            .pods
+            .iter()
+            .filter_map(|p| {
+                let c = p.controller.as_ref()?;
+                Some((p.uid.as_str(), format!("{}/{}", c.kind, c.name)))
+            })
+            .collect();
+        let mut pods: Vec<BlockedPodRow> = plan
+            .nodes
+            .iter()
+            .flat_map(|node| node.pods.iter().map(move |pod| (node, pod)))
+            .filter(|(_, pod)| blocks(pod.decision, pod.reason))
+            .filter(|(_, pod)| match namespaces {
+                Namespaces::All => true,
+                Namespaces::One(ns) => pod.pod.namespace == *ns,
+            })
+            .filter_map(|(node, pod)| Some((node, pod, pod.reason?)))
+            .map(|(node, pod, reason)| {
+                let arrived = created.get(pod.pod.uid.as_str()).copied();
+                BlockedPodRow {
+                    policy: node.policy.clone(),
+                    node: node.node.clone(),
+                    namespace: pod.pod.namespace.clone(),
+                    name: pod.pod.name.clone(),
+                    uid: pod.pod.uid.clone(),
+                    owner: pod
+                        .owner
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .or_else(|| controllers.get(pod.pod.uid.as_str()).cloned()),
+                    reason,
+                    message: pod.message.clone(),
+                    since: node.since.max(arrived),
+                    until: pod.until,
+                }
+            })
+            .collect();
+        // Oldest first, like the policy's status: the longest wait is the most urgent.
+        pods.sort_by(|a, b| {
+            (a.since.is_none(), a.since, &a.node, &a.namespace, &a.name).cmp(&(
+                b.since.is_none(),
+                b.since,
+                &b.node,
+                &b.namespace,
+                &b.name,
+            ))
+        });
+        Self {
+            namespace: match namespaces {
+                Namespaces::All => None,
+                Namespaces::One(ns) => Some(ns.clone()),
+            },
+            pods,
+        }
+    }
+
+    pub fn render(&self, wide: bool, now: DateTime<Utc>, palette: Palette) -> String {
+        if self.pods.is_empty() {
+            return match &self.namespace {
+                Some(ns) => format!("No blocked pods in namespace {ns}.\n"),
+                None => "No blocked pods.\n".to_owned(),
+            };
+        }
+        let mut headers = vec!["NODE"];
+        if self.namespace.is_none() {
+            headers.push("NAMESPACE");
+        }
+        headers.extend(["POD", "OWNER", "REASON", "SINCE"]);
+        if wide {
+            headers.extend(["POLICY", "UID"]);
+        }
+        headers.push("WHY");
+        let rows: Vec<Vec<String>> = self
+            .pods
+            .iter()
+            .map(|p| {
+                let mut row = vec![p.node.clone()];
+                if self.namespace.is_none() {
+                    row.push(p.namespace.clone());
+                }
+                row.extend([
+                    p.name.clone(),
+                    p.owner.clone().unwrap_or_else(|| "none".into()),
+                    reason_text(p.reason, palette),
+                    age(p.since, now),
+                ]);
+                if wide {
+                    row.extend([p.policy.clone(), p.uid.clone()]);
+                }
+                row.push(
+                    p.message
+                        .strip_prefix("wait: ")
+                        .unwrap_or(&p.message)
+                        .to_owned(),
+                );
+                row
+            })
+            .collect();
+        table(&headers, &rows)
+    }
+}
+
+/// Operator-only blocks in red, waits that resolve by themselves in yellow.
+fn reason_text(reason: Reason, palette: Palette) -> String {
+    match reason {
+        Reason::BlockedUnmanagedPod
+        | Reason::BlockedOptOut
+        | Reason::InvalidPolicy
+        | Reason::MalformedAnnotation => palette.red(reason.as_str()),
+        _ => palette.yellow(reason.as_str()),
+    }
+}
+
+#[cfg(test)]
+#[path = "blocked_tests.rs"]
+mod tests;

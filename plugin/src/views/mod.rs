@@ -1,0 +1,6 @@
+//! Pure view models and their rendering: data from the cluster (or the planner) in, a `String` out.
+
+pub mod blocked;
+pub mod force;
+pub mod plan;
+pub mod status;

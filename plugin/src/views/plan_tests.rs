@@ -1,0 +1,204 @@
+//! Rendering tests of `plan`: a cluster view in, the planner's verdict as text out.
+
+use super::*;
+use k8sm_api::UnmanagedPodPolicy;
+use k8sm_planner::testing::{NEW, at, node, policy, replica_set, unmanaged_pod};
+
+/// Four nodes before the upgrade starts. n1: two pods of `web` (2 replicas: one may go at a time) and the only pod
+/// of `api`; n2: an unmanaged pod under policy Never; n3 and n4: three pods of `fill` each.
+fn cluster() -> ClusterView {
+    let web = replica_set("shop", "web", 2);
+    let api = replica_set("shop", "api", 1);
+    let fill = replica_set("shop", "fill", 6);
+    let mut pods = vec![
+        web.pod("web-1", "n1"),
+        web.pod("web-2", "n1"),
+        api.pod("api-1", "n1"),
+        unmanaged_pod("ops", "debug", "n2"),
+    ];
+    for i in 1..=6 {
+        pods.push(fill.pod(&format!("fill-{i}"), if i <= 3 { "n3" } else { "n4" }));
+    }
+    ClusterView {
+        nodes: ["n1", "n2", "n3", "n4"].map(node).to_vec(),
+        pods,
+        owners: vec![web, api, fill],
+        policies: vec![
+            policy("fleet").with(|s| s.unmanaged_pods.policy = UnmanagedPodPolicy::Never),
+        ],
+        ..ClusterView::default()
+    }
+}
+
+fn view_of(cluster: &ClusterView, now: DateTime<Utc>) -> PlanView {
+    let plan = k8sm_planner::plan(cluster, now);
+    let need = need_operator(cluster, "fleet", now);
+    PlanView::new(&plan, "fleet", (Some(NEW.into()), true), &need, now)
+}
+
+#[test]
+fn the_first_wave_of_a_new_target() {
+    let view = view_of(&cluster(), at(0));
+    assert_eq!(view.evictions(), ["shop/api-1", "shop/web-1"]);
+    let order: Vec<(&str, Option<u32>)> = view
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.order))
+        .collect();
+    // n2 has the fewest pods but needs an operator: it goes last.
+    assert_eq!(
+        order,
+        [
+            ("n1", Some(1)),
+            ("n3", Some(2)),
+            ("n4", Some(3)),
+            ("n2", Some(4))
+        ]
+    );
+    let text = view.render(false, Palette::PLAIN);
+    let expected = "Dry run of policy fleet at 2026-01-01T00:00:00Z, target sha256:new (as if `kubectl k8sm upgrade start` set it now)
+Drain slots: 1, 1 in use after this pass
+This pass: mark 4 nodes, admit or cordon 1 node, evict 2 pods
+
+ORDER   NODE   PHASE          PODS LEFT   NEXT
+1       n1     Draining       3           admitted now; pods: 2 evict, 1 wait
+2       n3     Incompatible   3           waits for a drain slot
+3       n4     Incompatible   3           waits for a drain slot
+4       n2     Incompatible   1           waits for a drain slot
+
+n1 (Draining):
+  POD          OWNER            DECISION
+  shop/api-1   ReplicaSet/api   evict now: owner ReplicaSet api ready 1/1 → 0 (threshold 90% needs 1)
+  shop/web-1   ReplicaSet/web   evict now: owner ReplicaSet web ready 2/2 → 1 (threshold 90% needs 2)
+  shop/web-2   ReplicaSet/web   wait: owner ReplicaSet web 1/2 ready, 1 terminating, needs 2 (threshold 90%)
+";
+    assert_eq!(text, expected);
+}
+
+#[test]
+fn operator_blocks_read_never() {
+    // n2 alone is left: it is admitted and its unmanaged pod needs an operator.
+    let mut cluster = cluster();
+    cluster
+        .pods
+        .retain(|p| p.node_name.as_deref() == Some("n2"));
+    cluster.nodes.retain(|n| n.name == "n2");
+    let view = view_of(&cluster, at(0));
+    let pod = &view.nodes[0].pods[0];
+    assert_eq!(pod.decision, Decision::Block);
+    assert!(
+        pod.summary
+            .starts_with("never: unmanaged pod (no controller): policy Never"),
+        "{}",
+        pod.summary
+    );
+    let text = view.render(false, Palette::PLAIN);
+    assert!(text.contains("pods: 1 need an operator"), "{text}");
+}
+
+#[test]
+fn nothing_left_to_do() {
+    let mut cluster = cluster();
+    for n in &mut cluster.nodes {
+        *n = n.clone().executor(NEW);
+    }
+    let view = view_of(&cluster, at(0));
+    assert!(view.evictions().is_empty());
+    let text = view.render(false, Palette::PLAIN);
+    assert!(text.contains("This pass: nothing to do"), "{text}");
+    assert!(
+        text.ends_with("All 4 selected nodes run the target executor: nothing to do.\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn without_a_target_plan_suggests_one() {
+    let mut cluster = cluster();
+    cluster.policies[0].spec.target_executor_id = None;
+    let now = at(0);
+    let plan = k8sm_planner::plan(&cluster, now);
+    let view = PlanView::new(&plan, "fleet", (None, false), &HashSet::new(), now);
+    assert_eq!(
+        view.render(false, Palette::PLAIN),
+        "Dry run of policy fleet at 2026-01-01T00:00:00Z, target none
+Drain slots: 1, 0 in use after this pass
+This pass: nothing to do
+
+No target executor ID and no node marked by another component: 4 selected nodes are left alone.
+Add --to ID to see what `kubectl k8sm upgrade start --to ID` would do.
+"
+    );
+}
+
+#[test]
+fn a_paused_policy_says_what_it_would_do() {
+    let mut cluster = cluster();
+    cluster.nodes = cluster
+        .nodes
+        .into_iter()
+        .map(|n| {
+            if n.name == "n1" {
+                n.marked(at(0)).admitted(at(1))
+            } else {
+                n
+            }
+        })
+        .collect();
+    cluster.policies[0].spec.paused = true;
+    let view = view_of(&cluster, at(2));
+    assert!(view.evictions().is_empty());
+    let text = view.render(false, Palette::PLAIN);
+    assert!(text.contains("PAUSED: nothing moves"), "{text}");
+    assert!(!text.contains("Problem"), "the pause is no problem: {text}");
+    assert!(text.contains("wait: paused; would evict"), "{text}");
+}
+
+#[test]
+fn ignored_pods_only_in_wide() {
+    let mut cluster = cluster();
+    let agent = k8sm_planner::testing::daemon_set("kube-system", "agent");
+    cluster.pods.push(agent.pod("agent-n1", "n1"));
+    cluster.owners.push(agent);
+    let view = view_of(&cluster, at(0));
+    assert!(!view.render(false, Palette::PLAIN).contains("agent-n1"));
+    let wide = view.render(true, Palette::PLAIN);
+    assert!(
+        wide.contains("ignore: DaemonSet pod: restarts with the node"),
+        "{wide}"
+    );
+}
+
+#[test]
+fn summaries_lead_with_the_decision() {
+    assert_eq!(
+        summary(
+            Decision::Wait,
+            "wait: owner ReplicaSet web 8/10 ready, needs 9"
+        ),
+        "wait: owner ReplicaSet web 8/10 ready, needs 9"
+    );
+    assert_eq!(
+        summary(Decision::Delete, "delete unmanaged pod (no controller)"),
+        "delete now: unmanaged pod (no controller)"
+    );
+    assert_eq!(
+        summary(
+            Decision::Block,
+            "opted out by k8s.mesosphere.io/upgrade-opt-out"
+        ),
+        "never: opted out by k8s.mesosphere.io/upgrade-opt-out"
+    );
+    assert_eq!(summary(Decision::Evict, ""), "evict now");
+}
+
+#[test]
+fn json_carries_decisions_and_reasons() {
+    let value = serde_json::to_value(view_of(&cluster(), at(0))).unwrap();
+    assert_eq!(value["policy"], "fleet");
+    assert_eq!(value["nodes"][0]["name"], "n1");
+    assert_eq!(value["nodes"][0]["pods"][0]["decision"], "Evict");
+    assert_eq!(value["nodes"][0]["pods"][0]["reason"], "Evicted");
+    assert_eq!(value["nodes"][0]["pods"][2]["reason"], "WaitingForOwner");
+    assert_eq!(value["simulatedTarget"], true);
+}

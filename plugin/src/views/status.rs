@@ -1,0 +1,316 @@
+//! `upgrade status`: the policy's status, as the controller wrote it, turned into a progress report.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use serde::Serialize;
+
+use k8sm_api::{ExecutorUpgradePolicy, NodeCounts, NodePhase, condition_types};
+use k8sm_controller::time::from_timestamp;
+
+use crate::render::{Palette, age, count, duration, table, timestamp};
+
+/// Reasons of blocked pods whose owner is what the node waits on.
+const OWNER_WAITS: [&str; 2] = ["WaitingForOwner", "BlockedByPDB"];
+
+/// Where one policy's upgrade stands.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusView {
+    pub policy: String,
+    pub target_executor_id: Option<String>,
+    pub paused: bool,
+    /// The controller has written a status at all.
+    pub reported: bool,
+    /// The status describes an older spec than the current one.
+    pub stale: Option<Stale>,
+    pub upgraded: u32,
+    pub total: u32,
+    /// Whole percent, rounded down: 100 only when every node is upgraded.
+    pub percent: u32,
+    pub eta: Option<DateTime<Utc>>,
+    pub counts: NodeCounts,
+    /// Selected nodes that are not Compatible, most advanced first.
+    pub nodes: Vec<NodeRow>,
+    pub blocked_pods: u32,
+    /// Conflicts and problems the controller reports in the policy's conditions.
+    pub problems: Vec<String>,
+    /// Every selected node runs the target executor, and the status is current.
+    pub done: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stale {
+    pub observed_generation: Option<i64>,
+    pub generation: Option<i64>,
+}
+
+/// One node in an upgrade phase.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRow {
+    pub name: String,
+    pub phase: NodePhase,
+    pub since: Option<DateTime<Utc>>,
+    pub pods_left: u32,
+    pub blockers: Vec<String>,
+    pub executor_id: Option<String>,
+    /// Owners (and budgets' pods' owners) this node waits on, as "Kind/name".
+    pub waiting_on: Vec<String>,
+}
+
+fn time(t: &Time) -> DateTime<Utc> {
+    from_timestamp(&t.0)
+}
+
+impl StatusView {
+    pub fn from_policy(policy: &ExecutorUpgradePolicy) -> Self {
+        let generation = policy.metadata.generation;
+        let status = policy.status.clone().unwrap_or_default();
+        let reported = policy.status.is_some();
+        let stale = match (status.observed_generation, generation) {
+            (Some(seen), Some(current)) if seen >= current => None,
+            (_, None) => None,
+            (seen, current) => Some(Stale {
+                observed_generation: seen,
+                generation: current,
+            }),
+        };
+        let counts = status.counts;
+        let mut nodes: Vec<NodeRow> = status
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut waiting_on: Vec<String> = status
+                    .blocked_pods
+                    .iter()
+                    .filter(|p| p.node == n.name && OWNER_WAITS.contains(&p.reason.as_str()))
+                    .filter_map(|p| p.owner.clone())
+                    .collect();
+                waiting_on.sort();
+                waiting_on.dedup();
+                NodeRow {
+                    name: n.name.clone(),
+                    phase: n.phase,
+                    since: n.since.as_ref().map(time),
+                    pods_left: n.pods_left,
+                    blockers: n.blockers.clone(),
+                    executor_id: n.executor_id.clone(),
+                    waiting_on,
+                }
+            })
+            .collect();
+        nodes.sort_by(|a, b| (rank(a.phase), &a.name).cmp(&(rank(b.phase), &b.name)));
+        let problems = status
+            .conditions
+            .iter()
+            .filter(|c| {
+                c.status == "True"
+                    && (c.type_ == condition_types::CONFLICT
+                        || c.type_ == condition_types::DEGRADED)
+            })
+            .map(|c| c.message.clone())
+            .collect();
+        let (upgraded, total) = (counts.compatible, counts.total);
+        Self {
+            policy: policy.name_any(),
+            target_executor_id: policy.spec.target_executor_id.clone(),
+            paused: policy.spec.paused,
+            reported,
+            done: reported && stale.is_none() && upgraded == total,
+            stale,
+            upgraded,
+            total,
+            percent: (upgraded * 100).checked_div(total).unwrap_or(100),
+            eta: status.eta.as_ref().map(time),
+            counts,
+            nodes,
+            blocked_pods: status.blocked_pods_total.unwrap_or(0),
+            problems,
+        }
+    }
+
+    /// Renders the report; `wide` adds executor IDs and the owners being waited on.
+    pub fn render(&self, wide: bool, now: DateTime<Utc>, palette: Palette) -> String {
+        let mut out = String::new();
+        let mut line = |label: &str, text: &str| out.push_str(&format!("{label:<10}{text}\n"));
+        line("Policy:", &palette.bold(&self.policy));
+        line(
+            "Target:",
+            self.target_executor_id
+                .as_deref()
+                .unwrap_or("none (only nodes marked by another component are upgraded)"),
+        );
+        if !self.reported {
+            line(
+                "Status:",
+                &palette.yellow("not reported yet: is k8sm-controller running?"),
+            );
+            return out;
+        }
+        if let Some(stale) = &self.stale {
+            let seen = stale.observed_generation.map_or_else(
+                || "an unknown generation".to_owned(),
+                |g| format!("generation {g}"),
+            );
+            line(
+                "Status:",
+                &palette.yellow(&format!(
+                    "from {seen}, the spec is at generation {}: the controller has not caught up yet",
+                    stale.generation.unwrap_or_default()
+                )),
+            );
+        }
+        let progress = format!(
+            "{} {}/{} nodes upgraded ({}%), {}",
+            bar(self.upgraded, self.total),
+            self.upgraded,
+            self.total,
+            self.percent,
+            self.eta_text(now)
+        );
+        line(
+            "Progress:",
+            &if self.done {
+                palette.green(&progress)
+            } else {
+                progress
+            },
+        );
+        let phases: Vec<String> = NodePhase::ALL
+            .iter()
+            .map(|p| format!("{} {}", palette.phase(*p), self.counts.get(*p)))
+            .collect();
+        line("Phases:", &phases.join("  "));
+        if self.paused {
+            line(
+                "Paused:",
+                &palette.yellow(&format!(
+                    "PAUSED: no eviction, deletion or kamikaze until kubectl k8sm resume --policy {}",
+                    self.policy
+                )),
+            );
+        }
+        if self.blocked_pods > 0 {
+            line(
+                "Blocked:",
+                &format!(
+                    "{} for an operator, an owner or time: kubectl k8sm blocked",
+                    count(self.blocked_pods as usize, "pod waits", "pods wait")
+                ),
+            );
+        }
+        for problem in &self.problems {
+            line("Problem:", &palette.red(problem));
+        }
+        if self.nodes.is_empty() {
+            return out;
+        }
+        out.push('\n');
+        out.push_str(&self.node_table(wide, now, palette));
+        out
+    }
+
+    fn eta_text(&self, now: DateTime<Utc>) -> String {
+        if self.done {
+            return "done".to_owned();
+        }
+        if self.paused {
+            return "no ETA while paused".to_owned();
+        }
+        if self.counts.blocked > 0 {
+            return format!(
+                "no ETA while {} for an operator",
+                count(
+                    self.counts.blocked as usize,
+                    "blocked node waits",
+                    "blocked nodes wait"
+                )
+            );
+        }
+        match self.eta {
+            Some(eta) => format!(
+                "ETA {} (in {})",
+                timestamp(eta),
+                duration((eta - now).num_seconds())
+            ),
+            None => "ETA not known yet".to_owned(),
+        }
+    }
+
+    fn node_table(&self, wide: bool, now: DateTime<Utc>, palette: Palette) -> String {
+        let mut headers = vec!["NODE", "PHASE", "SINCE", "PODS LEFT"];
+        if wide {
+            headers.extend(["EXECUTOR ID", "WAITING ON"]);
+        }
+        headers.push("BLOCKED BY");
+        let rows: Vec<Vec<String>> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut row = vec![
+                    n.name.clone(),
+                    palette.phase(n.phase),
+                    age(n.since, now),
+                    n.pods_left.to_string(),
+                ];
+                if wide {
+                    row.push(n.executor_id.clone().unwrap_or_else(|| "-".into()));
+                    row.push(if n.waiting_on.is_empty() {
+                        "-".into()
+                    } else {
+                        n.waiting_on.join(", ")
+                    });
+                }
+                row.push(blocked_by(n, wide));
+                row
+            })
+            .collect();
+        table(&headers, &rows)
+    }
+}
+
+/// Most advanced first: what is about to finish is at the top, what has not started at the bottom.
+fn rank(phase: NodePhase) -> u8 {
+    match phase {
+        NodePhase::KamikazeSent => 0,
+        NodePhase::Drained => 1,
+        NodePhase::Draining => 2,
+        NodePhase::Blocked => 3,
+        NodePhase::Incompatible => 4,
+        NodePhase::Compatible => 5,
+    }
+}
+
+/// What a node waits for: each distinct blocker once; narrow output shows the first and a count of the rest.
+fn blocked_by(node: &NodeRow, wide: bool) -> String {
+    let mut distinct: Vec<&str> = Vec::new();
+    for blocker in &node.blockers {
+        if !distinct.contains(&blocker.as_str()) {
+            distinct.push(blocker);
+        }
+    }
+    match distinct.as_slice() {
+        [] if node.phase == NodePhase::Incompatible => "queued for a drain slot".to_owned(),
+        [] => "-".to_owned(),
+        all if wide => all.join("\n"),
+        [one] => (*one).to_owned(),
+        [first, rest @ ..] => format!("{first} (+{} more)", rest.len()),
+    }
+}
+
+/// A 20-character progress bar.
+fn bar(done: u32, total: u32) -> String {
+    const WIDTH: u32 = 20;
+    let filled = (done * WIDTH).checked_div(total).unwrap_or(WIDTH);
+    format!(
+        "[{}{}]",
+        "#".repeat(filled as usize),
+        "-".repeat((WIDTH - filled) as usize)
+    )
+}
+
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;

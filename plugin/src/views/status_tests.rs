@@ -1,0 +1,211 @@
+//! Rendering tests of `upgrade status`: a policy with a status in, text out.
+
+use super::*;
+use serde_json::json;
+
+fn now() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-03-01T12:10:00Z")
+        .unwrap()
+        .to_utc()
+}
+
+const TARGET: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+fn policy(spec: serde_json::Value, status: Option<serde_json::Value>) -> ExecutorUpgradePolicy {
+    let mut object = json!({
+        "apiVersion": "k8s.mesosphere.io/v1alpha1",
+        "kind": "ExecutorUpgradePolicy",
+        "metadata": {"name": "fleet", "generation": 2},
+        "spec": spec,
+    });
+    if let Some(status) = status {
+        object["status"] = status;
+    }
+    serde_json::from_value(object).unwrap()
+}
+
+fn mid_upgrade() -> ExecutorUpgradePolicy {
+    policy(
+        json!({"targetExecutorId": TARGET}),
+        Some(json!({
+            "observedGeneration": 2,
+            "upgraded": "2/6",
+            "counts": {"total": 6, "compatible": 2, "incompatible": 1, "draining": 1, "kamikazeSent": 1, "blocked": 1},
+            "eta": "2026-03-01T12:14:30Z",
+            "nodes": [
+                {"name": "node-0005", "phase": "Incompatible", "podsLeft": 0, "since": "2026-03-01T12:00:00Z", "executorId": OLD},
+                {"name": "node-0002", "phase": "Draining", "podsLeft": 3, "since": "2026-03-01T12:08:00Z", "executorId": OLD,
+                 "blockers": [
+                    "wait: owner ReplicaSet web-6d4f 8/10 ready, needs 9 (threshold 90%)",
+                    "wait: owner ReplicaSet web-6d4f 8/10 ready, needs 9 (threshold 90%)",
+                    "wait: PodDisruptionBudget shop/db-pdb allows no disruption now"]},
+                {"name": "node-0003", "phase": "Blocked", "podsLeft": 1, "since": "2026-03-01T11:00:00Z", "executorId": OLD,
+                 "blockers": ["unmanaged pod (no controller): policy Never; delete it, or `kubectl k8sm force node-0003`"]},
+                {"name": "node-0001", "phase": "KamikazeSent", "podsLeft": 0, "since": "2026-03-01T12:09:30Z", "executorId": OLD}
+            ],
+            "blockedPods": [
+                {"node": "node-0002", "namespace": "shop", "name": "web-a", "owner": "ReplicaSet/web-6d4f", "reason": "WaitingForOwner", "message": "m"},
+                {"node": "node-0002", "namespace": "shop", "name": "web-b", "owner": "ReplicaSet/web-6d4f", "reason": "WaitingForOwner", "message": "m"},
+                {"node": "node-0002", "namespace": "shop", "name": "db-0", "owner": "StatefulSet/db", "reason": "BlockedByPDB", "message": "m"},
+                {"node": "node-0003", "namespace": "shop", "name": "debug", "reason": "BlockedUnmanagedPod", "message": "m"}
+            ],
+            "blockedPodsTotal": 4
+        })),
+    )
+}
+
+#[test]
+fn a_running_upgrade_shows_progress_phases_and_nodes() {
+    let view = StatusView::from_policy(&mid_upgrade());
+    assert!(!view.done);
+    assert_eq!((view.upgraded, view.total, view.percent), (2, 6, 33));
+    let text = view.render(false, now(), Palette::PLAIN);
+    let expected = format!(
+        "Policy:   fleet
+Target:   {TARGET}
+Progress: [######--------------] 2/6 nodes upgraded (33%), no ETA while 1 blocked node waits for an operator
+Phases:   Compatible 2  Incompatible 1  Draining 1  Drained 0  KamikazeSent 1  Blocked 1
+Blocked:  4 pods wait for an operator, an owner or time: kubectl k8sm blocked
+
+NODE        PHASE          SINCE   PODS LEFT   BLOCKED BY
+node-0001   KamikazeSent   30s     0           -
+node-0002   Draining       2m0s    3           wait: owner ReplicaSet web-6d4f 8/10 ready, needs 9 (threshold 90%) (+1 more)
+node-0003   Blocked        70m     1           unmanaged pod (no controller): policy Never; delete it, or `kubectl k8sm force node-0003`
+node-0005   Incompatible   10m     0           queued for a drain slot
+"
+    );
+    assert_eq!(text, expected);
+}
+
+#[test]
+fn wide_adds_executor_ids_owners_and_every_blocker() {
+    let text = StatusView::from_policy(&mid_upgrade()).render(true, now(), Palette::PLAIN);
+    let header = text.lines().find(|l| l.starts_with("NODE")).unwrap();
+    assert!(
+        header.contains("EXECUTOR ID") && header.contains("WAITING ON"),
+        "{header}"
+    );
+    let draining = text.lines().find(|l| l.starts_with("node-0002")).unwrap();
+    assert!(draining.contains(OLD), "{draining}");
+    assert!(
+        draining.contains("ReplicaSet/web-6d4f, StatefulSet/db"),
+        "owners waited on, each once: {draining}"
+    );
+    assert!(
+        text.contains("allows no disruption now"),
+        "wide shows every distinct blocker:\n{text}"
+    );
+    assert!(!text.contains("more)"), "{text}");
+    // The unmanaged pod has no owner to wait on.
+    let blocked = text.lines().find(|l| l.starts_with("node-0003")).unwrap();
+    assert!(blocked.contains(" - "), "{blocked}");
+}
+
+#[test]
+fn an_eta_is_shown_when_nothing_waits_for_an_operator() {
+    let mut policy = mid_upgrade();
+    let status = policy.status.as_mut().unwrap();
+    status.counts.blocked = 0;
+    status.counts.incompatible += 1;
+    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    assert!(
+        text.contains("2/6 nodes upgraded (33%), ETA 2026-03-01T12:14:30Z (in 4m30s)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_finished_upgrade_is_done() {
+    let policy = policy(
+        json!({"targetExecutorId": TARGET}),
+        Some(json!({"observedGeneration": 2, "counts": {"total": 3, "compatible": 3}})),
+    );
+    let view = StatusView::from_policy(&policy);
+    assert!(view.done);
+    let text = view.render(false, now(), Palette::PLAIN);
+    assert!(
+        text.contains("[####################] 3/3 nodes upgraded (100%), done"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("NODE"),
+        "no node table when nothing is left:\n{text}"
+    );
+}
+
+#[test]
+fn a_status_of_an_older_spec_is_not_done() {
+    // Right after `upgrade start`: the controller still reports the previous target's 3/3.
+    let policy = policy(
+        json!({"targetExecutorId": TARGET}),
+        Some(json!({"observedGeneration": 1, "counts": {"total": 3, "compatible": 3}})),
+    );
+    let view = StatusView::from_policy(&policy);
+    assert!(!view.done);
+    let text = view.render(false, now(), Palette::PLAIN);
+    assert!(
+        text.contains(
+            "Status:   from generation 1, the spec is at generation 2: the controller has not caught up yet"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn no_status_points_at_the_controller() {
+    let view = StatusView::from_policy(&policy(json!({}), None));
+    assert!(!view.done);
+    let text = view.render(false, now(), Palette::PLAIN);
+    assert_eq!(
+        text,
+        "Policy:   fleet
+Target:   none (only nodes marked by another component are upgraded)
+Status:   not reported yet: is k8sm-controller running?
+"
+    );
+}
+
+#[test]
+fn paused_and_problems_are_spelled_out() {
+    let mut policy = mid_upgrade();
+    policy.spec.paused = true;
+    policy.status.as_mut().unwrap().conditions = serde_json::from_value(json!([
+        {"type": "Conflict", "status": "True", "reason": "PolicyConflict", "message": "node-0009 is also selected by other", "lastTransitionTime": "2026-03-01T12:00:00Z"},
+        {"type": "Degraded", "status": "False", "reason": "AsExpected", "message": "", "lastTransitionTime": "2026-03-01T12:00:00Z"},
+        {"type": "Paused", "status": "True", "reason": "Paused", "message": "spec.paused", "lastTransitionTime": "2026-03-01T12:00:00Z"}
+    ]))
+    .unwrap();
+    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    assert!(text.contains("no ETA while paused"), "{text}");
+    assert!(
+        text.contains(
+            "Paused:   PAUSED: no eviction, deletion or kamikaze until kubectl k8sm resume --policy fleet"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("Problem:  node-0009 is also selected by other"),
+        "{text}"
+    );
+    assert_eq!(text.matches("Problem:").count(), 1, "{text}");
+}
+
+#[test]
+fn phases_are_coloured_on_a_terminal() {
+    let text = StatusView::from_policy(&mid_upgrade()).render(false, now(), Palette::COLOR);
+    assert!(text.contains("\x1b[31mBlocked\x1b[0m"), "{text}");
+    assert!(text.contains("\x1b[1mfleet\x1b[0m"), "{text}");
+}
+
+#[test]
+fn json_names_fields_in_camel_case() {
+    let value = serde_json::to_value(StatusView::from_policy(&mid_upgrade())).unwrap();
+    assert_eq!(value["upgraded"], 2);
+    assert_eq!(value["total"], 6);
+    assert_eq!(value["counts"]["kamikazeSent"], 1);
+    assert_eq!(value["nodes"][0]["name"], "node-0001");
+    assert_eq!(value["nodes"][1]["podsLeft"], 3);
+    assert_eq!(value["eta"], "2026-03-01T12:14:30Z");
+    assert_eq!(value["done"], false);
+}

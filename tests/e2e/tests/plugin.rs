@@ -1,0 +1,765 @@
+//! The kubectl plugin as an operator uses it: the cluster's real kubectl runs `kubectl k8sm …` (the plugin found on
+//! `PATH`) during live upgrades. `plan` names the controller's first wave before the start, `upgrade status --watch`
+//! follows the upgrade to its end, `blocked` lists exactly the pods that hold nodes, `force` unblocks them, `pause`
+//! stops progress and `resume` restarts it; mistakes get one sentence that says how to fix them.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::PostParams;
+use kube::{Api, ResourceExt};
+use serde_json::Value;
+
+use k8sm_api::{
+    ExecutorIdentity, ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, UnmanagedPodPolicy,
+    UnmanagedPods, binary_sha256_of, keys,
+};
+use k8sm_e2e::scenario::{Scenario, executor_id, kubectl_with_plugin};
+use k8sm_e2e::workloads::{create, deployment, unmanaged_pod};
+use k8sm_e2e::{KubectlResult, install_crd, kubectl_ok};
+use k8sm_testcluster::{ClusterOptions, TestCluster, node_name};
+
+/// `kubectl k8sm args…`, without a terminal.
+fn k8sm(cluster: &TestCluster, args: &[&str]) -> KubectlResult {
+    kubectl_with_plugin(cluster)
+        .arg("k8sm")
+        .args(args)
+        .output()
+        .expect("kubectl runs")
+        .into()
+}
+
+/// Like [`k8sm`], but panics with the plugin's stderr when it fails.
+fn k8sm_ok(cluster: &TestCluster, args: &[&str]) -> String {
+    let result = k8sm(cluster, args);
+    assert!(
+        result.success,
+        "kubectl k8sm {} failed:\n{}{}",
+        args.join(" "),
+        result.stdout,
+        result.stderr
+    );
+    result.stdout
+}
+
+/// Like [`k8sm`], but expects a failure with exactly this error, and no panic.
+fn k8sm_fails(cluster: &TestCluster, args: &[&str], error: &str) {
+    let result = k8sm(cluster, args);
+    assert!(
+        !result.success,
+        "kubectl k8sm {} succeeded:\n{}",
+        args.join(" "),
+        result.stdout
+    );
+    assert_eq!(
+        result.stderr,
+        format!("error: {error}\n"),
+        "kubectl k8sm {}",
+        args.join(" ")
+    );
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn wait_ready(scenario: &Scenario, count: usize) {
+    scenario
+        .wait_until(
+            &format!("{count} pods are ready"),
+            Duration::from_secs(120),
+            || async {
+                (scenario
+                    .pods()
+                    .await
+                    .iter()
+                    .filter(|p| pod_ready(p))
+                    .count()
+                    == count)
+                    .then_some(())
+            },
+        )
+        .await;
+}
+
+fn cordon(scenario: &Scenario, nodes: &[usize], on: bool) {
+    for &i in nodes {
+        kubectl_ok(
+            &scenario.cluster,
+            &[if on { "cordon" } else { "uncordon" }, &node_name(i)],
+        );
+    }
+}
+
+/// Events of `reason` about pods, oldest first, as "namespace/name".
+async fn pod_events(scenario: &Scenario, reason: &str) -> Vec<(Event, String)> {
+    let mut events: Vec<(Event, String)> = scenario
+        .events(reason)
+        .await
+        .into_iter()
+        .filter_map(|e| {
+            let r = e.regarding.as_ref()?;
+            let pod = format!("{}/{}", r.namespace.as_deref()?, r.name.as_deref()?);
+            Some((e, pod))
+        })
+        .collect();
+    events.sort_by_key(|(e, _)| e.event_time.as_ref().map(|t| t.0));
+    events
+}
+
+/// The pods a plan (`-o json`) evicts now, as "namespace/name".
+fn planned_evictions(plan: &Value) -> BTreeSet<String> {
+    plan["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .flat_map(|n| n["pods"].as_array().cloned().unwrap_or_default())
+        .filter(|p| p["decision"] == "Evict")
+        .map(|p| {
+            format!(
+                "{}/{}",
+                p["namespace"].as_str().unwrap(),
+                p["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
+    const NS: &str = "shop";
+    let mut scenario = Scenario::start(4, NS, "2s").await;
+    let client = scenario.client.clone();
+    // node-0000: both pods of `web` (2 replicas, so one may go at a time) and the only pod of `api`; the other nodes
+    // three unmanaged pods each. Equal pod counts: the admission queue takes node-0000 first, by name.
+    cordon(&scenario, &[1, 2, 3], true);
+    create(&client, &deployment(NS, "web", 2)).await;
+    create(&client, &deployment(NS, "api", 1)).await;
+    wait_ready(&scenario, 3).await;
+    cordon(&scenario, &[1, 2, 3], false);
+    for node in 1..4 {
+        for i in 0..3 {
+            create(
+                &client,
+                &unmanaged_pod(NS, &format!("filler-{node}-{i}"), &node_name(node), &[]),
+            )
+            .await;
+        }
+    }
+    wait_ready(&scenario, 12).await;
+    assert!(
+        scenario
+            .pods()
+            .await
+            .iter()
+            .filter(|p| p
+                .labels()
+                .get("app")
+                .is_some_and(|a| a == "web" || a == "api"))
+            .all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("node-0000")),
+        "web and api run on node-0000"
+    );
+
+    scenario.start_controller(&[]);
+    scenario
+        .create_policy(
+            "fleet",
+            ExecutorUpgradePolicySpec {
+                unmanaged_pods: UnmanagedPods {
+                    policy: UnmanagedPodPolicy::Delete,
+                    timeout: None,
+                },
+                ..ExecutorUpgradePolicySpec::default()
+            },
+        )
+        .await;
+    // Without a target every node counts as compatible: status says so, and the plugin says it is done.
+    scenario
+        .wait_until(
+            "the controller reports on the policy",
+            Duration::from_secs(60),
+            || async {
+                let status = scenario.policy("fleet").await.status?;
+                (status.observed_generation == Some(1) && status.counts.total == 4).then_some(())
+            },
+        )
+        .await;
+    let cluster = &scenario.cluster;
+    assert!(k8sm_ok(cluster, &["upgrade", "status"]).contains("4/4 nodes upgraded (100%), done"));
+
+    // The dry run, before the start.
+    let new_id = scenario.new_id.clone();
+    let plan: Value =
+        serde_json::from_str(&k8sm_ok(cluster, &["plan", "--to", &new_id, "-o", "json"]))
+            .expect("plan JSON");
+    assert_eq!(plan["simulatedTarget"], true);
+    assert_eq!(
+        plan["nodes"][0]["name"], "node-0000",
+        "node-0000 goes first: {plan:#}"
+    );
+    let first_wave = planned_evictions(&plan);
+    assert_eq!(
+        first_wave.len(),
+        2,
+        "one pod of web and the pod of api: {plan:#}"
+    );
+    assert!(
+        first_wave.iter().any(|p| p.starts_with("shop/api-")),
+        "{first_wave:?}"
+    );
+    let waits: Vec<&Value> = plan["nodes"][0]["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["decision"] == "Wait")
+        .collect();
+    assert_eq!(waits.len(), 1, "the other pod of web waits: {plan:#}");
+    assert_eq!(waits[0]["reason"], "WaitingForOwner");
+    let human = k8sm_ok(cluster, &["plan", "--to", &new_id]);
+    for pod in &first_wave {
+        let line = human
+            .lines()
+            .find(|l| l.contains(pod.as_str()))
+            .unwrap_or_default();
+        assert!(line.contains("evict now"), "{pod} in:\n{human}");
+    }
+    assert!(human.contains("wait: owner ReplicaSet web-"), "{human}");
+    assert!(
+        human.contains("This pass: mark 4 nodes, admit or cordon 1 node, evict 2 pods"),
+        "{human}"
+    );
+    assert!(
+        scenario.events("Evicted").await.is_empty(),
+        "plan changes nothing"
+    );
+    assert_eq!(scenario.policy("fleet").await.spec.target_executor_id, None);
+
+    // The start, followed by a watch until the end.
+    let started = k8sm_ok(cluster, &["upgrade", "start", "--to", &new_id]);
+    assert!(
+        started.contains("ExecutorUpgradePolicy fleet now targets"),
+        "{started}"
+    );
+    let watch = watch_until_done(cluster, Duration::from_secs(300));
+
+    // The controller's first wave is exactly what plan said.
+    let evicted = pod_events(&scenario, "Evicted").await;
+    let first: BTreeSet<String> = evicted.iter().take(2).map(|(_, pod)| pod.clone()).collect();
+    assert_eq!(first, first_wave, "the first Evicted events: {evicted:?}");
+
+    // The watch saw progress move, node by node, and end at 4/4.
+    // Frames start with the policy's name; the first ones may still show the status of the spec before the start.
+    let frames: Vec<&str> = watch
+        .split("Policy:")
+        .filter(|f| !f.trim().is_empty())
+        .collect();
+    let current: Vec<&str> = frames
+        .iter()
+        .copied()
+        .filter(|f| !f.contains("has not caught up yet"))
+        .collect();
+    let progress: Vec<u32> = current
+        .iter()
+        .filter_map(|f| {
+            f.split_once("/4 nodes upgraded")?
+                .0
+                .rsplit(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(
+        progress.len(),
+        current.len(),
+        "every frame has a progress line:\n{watch}"
+    );
+    assert_eq!(progress.last(), Some(&4), "ends at 4/4:\n{watch}");
+    assert!(
+        progress.windows(2).all(|w| w[0] <= w[1]),
+        "never goes back: {progress:?}"
+    );
+    let distinct: BTreeSet<u32> = progress.iter().copied().collect();
+    assert!(
+        distinct.len() >= 3,
+        "progress moved through several values: {progress:?}\n{watch}"
+    );
+    assert!(
+        watch
+            .lines()
+            .any(|l| l.starts_with("node-") && l.contains("KamikazeSent")),
+        "a node table showed a node restarting:\n{watch}"
+    );
+
+    let status = k8sm_ok(cluster, &["upgrade", "status"]);
+    assert!(
+        status.contains("4/4 nodes upgraded (100%), done"),
+        "{status}"
+    );
+    let json: Value =
+        serde_json::from_str(&k8sm_ok(cluster, &["upgrade", "status", "-o", "json"])).unwrap();
+    assert_eq!(
+        (
+            json["upgraded"].as_u64(),
+            json["total"].as_u64(),
+            json["done"].as_bool()
+        ),
+        (Some(4), Some(4), Some(true))
+    );
+    assert_eq!(json["targetExecutorId"], new_id);
+}
+
+/// Runs `kubectl k8sm upgrade status --watch` until it exits by itself; panics with its output after `timeout`.
+fn watch_until_done(cluster: &TestCluster, timeout: Duration) -> String {
+    let mut child = kubectl_with_plugin(cluster)
+        .args(["k8sm", "upgrade", "status", "--watch"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let mut stdout = child.stdout.take().expect("stdout");
+    // Read while it runs, so that a full pipe never stalls it.
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the watch") {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let text = reader.join().expect("reader");
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    match status {
+        Some(status) if status.success() => text,
+        Some(status) => panic!("the watch failed ({status}):\n{text}\n{stderr}"),
+        None => panic!("the watch did not end within {timeout:?}:\n{text}\n{stderr}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
+    const NS: &str = "ops";
+    // Restarts take 6s: time enough to pause before the second node starts, however busy the machine.
+    let mut scenario = Scenario::start(4, NS, "6s").await;
+    let client = scenario.client.clone();
+    // node-0001 holds an unmanaged pod (policy Never), node-0002 an opted-out one; the 4 pods of `web` run on
+    // node-0000 and node-0003, so both of those have pods to evict.
+    cordon(&scenario, &[1, 2], true);
+    create(&client, &deployment(NS, "web", 4)).await;
+    wait_ready(&scenario, 4).await;
+    cordon(&scenario, &[1, 2], false);
+    create(&client, &unmanaged_pod(NS, "debug", &node_name(1), &[])).await;
+    create(
+        &client,
+        &unmanaged_pod(
+            NS,
+            "pinned",
+            &node_name(2),
+            &[(keys::UPGRADE_OPT_OUT_LABEL, "true")],
+        ),
+    )
+    .await;
+    wait_ready(&scenario, 6).await;
+
+    scenario.start_controller(&[]);
+    scenario
+        .create_policy(
+            "fleet",
+            ExecutorUpgradePolicySpec {
+                target_executor_id: Some(scenario.new_id.clone()),
+                ..ExecutorUpgradePolicySpec::default()
+            },
+        )
+        .await;
+
+    // Pause as soon as the first node is told to restart: the second must not start draining while paused.
+    scenario
+        .wait_until("a first KamikazeSent", Duration::from_secs(120), || async {
+            (!scenario.events("KamikazeSent").await.is_empty()).then_some(())
+        })
+        .await;
+    let cluster = &scenario.cluster;
+    let paused = k8sm_ok(cluster, &["pause"]);
+    assert!(
+        paused.contains("ExecutorUpgradePolicy fleet paused"),
+        "{paused}"
+    );
+    scenario
+        .wait_until(
+            "the controller observes the pause",
+            Duration::from_secs(30),
+            || async {
+                let policy = scenario.policy("fleet").await;
+                let status = policy.status?;
+                let paused = status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Paused" && c.status == "True");
+                (paused && status.observed_generation == policy.metadata.generation).then_some(())
+            },
+        )
+        .await;
+    let evicted = scenario.events("Evicted").await.len();
+    let kamikazes = scenario.events("KamikazeSent").await.len();
+    assert_eq!(
+        kamikazes, 1,
+        "paused before a second node was told to restart (else nothing is left to stop)"
+    );
+    // The node told to restart comes back (that needs no action), and still nothing else moves.
+    scenario
+        .wait_until(
+            "the first node is upgraded",
+            Duration::from_secs(60),
+            || async { (scenario.upgraded_nodes().await == 1).then_some(()) },
+        )
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = k8sm_ok(cluster, &["upgrade", "status"]);
+    assert!(status.contains("PAUSED"), "{status}");
+    assert!(
+        status.contains("1/4 nodes upgraded (25%), no ETA while paused"),
+        "{status}"
+    );
+    assert_eq!(
+        scenario.events("Evicted").await.len(),
+        evicted,
+        "no eviction while paused"
+    );
+    assert_eq!(
+        scenario.events("KamikazeSent").await.len(),
+        kamikazes,
+        "no kamikaze while paused"
+    );
+    assert_eq!(
+        k8sm_ok(cluster, &["pause"]),
+        "ExecutorUpgradePolicy fleet is already paused.\n"
+    );
+
+    let resumed = k8sm_ok(cluster, &["resume", "--policy", "fleet"]);
+    assert!(
+        resumed.contains("ExecutorUpgradePolicy fleet resumed"),
+        "{resumed}"
+    );
+    scenario
+        .wait_until(
+            "the second node is upgraded",
+            Duration::from_secs(120),
+            || async { (scenario.upgraded_nodes().await == 2).then_some(()) },
+        )
+        .await;
+    assert!(
+        scenario.events("Evicted").await.len() > evicted,
+        "evictions went on after resume"
+    );
+    assert!(
+        scenario.events("KamikazeSent").await.len() > kamikazes,
+        "kamikaze went on after resume"
+    );
+
+    // Both remaining nodes end up Blocked, holding nothing but the two pods only an operator can move.
+    scenario
+        .wait_until(
+            "two nodes are Blocked",
+            Duration::from_secs(120),
+            || async { (scenario.policy("fleet").await.status?.counts.blocked == 2).then_some(()) },
+        )
+        .await;
+    let blocked: Value =
+        serde_json::from_str(&k8sm_ok(cluster, &["blocked", "-o", "json"])).unwrap();
+    let rows: BTreeSet<(String, String, String, Option<String>)> = blocked["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["node"].as_str().unwrap().to_owned(),
+                format!(
+                    "{}/{}",
+                    p["namespace"].as_str().unwrap(),
+                    p["name"].as_str().unwrap()
+                ),
+                p["reason"].as_str().unwrap().to_owned(),
+                p["owner"].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        BTreeSet::from([
+            (
+                "node-0001".into(),
+                "ops/debug".into(),
+                "BlockedUnmanagedPod".into(),
+                None
+            ),
+            (
+                "node-0002".into(),
+                "ops/pinned".into(),
+                "BlockedOptOut".into(),
+                None
+            ),
+        ]),
+        "exactly the pods that block: {blocked:#}"
+    );
+    let table = k8sm_ok(cluster, &["blocked"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two pods:\n{table}");
+    assert!(
+        lines[0].starts_with("NODE") && lines[0].contains("REASON"),
+        "{table}"
+    );
+    assert!(
+        table.contains("policy Never") && table.contains("opted out"),
+        "{table}"
+    );
+    assert_eq!(k8sm_ok(cluster, &["blocked", "-n", NS]).lines().count(), 3);
+    assert_eq!(
+        k8sm_ok(cluster, &["blocked", "-n", "default"]),
+        "No blocked pods in namespace default.\n"
+    );
+    let status = k8sm_ok(cluster, &["upgrade", "status", "-o", "wide"]);
+    assert!(status.contains("kubectl k8sm force node-0001"), "{status}");
+
+    // force: refused without a terminal or --yes; a dry run deletes nothing; opted-out pods need the flag.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    k8sm_fails(
+        cluster,
+        &["force", "node-0001"],
+        "refusing to delete pods without confirmation: standard input is not a terminal; pass --yes to confirm",
+    );
+    let dry = k8sm_ok(cluster, &["force", "node-0001", "--dry-run"]);
+    assert!(
+        dry.contains("pod/ops/debug would be deleted (dry run)"),
+        "{dry}"
+    );
+    let opted_out = k8sm_ok(cluster, &["force", "node-0002", "--yes"]);
+    assert!(
+        opted_out.contains("only 1 opted-out pod (ops/pinned) blocks it; add --include-opted-out"),
+        "{opted_out}"
+    );
+    assert!(pods.get_opt("debug").await.unwrap().is_some());
+    assert!(pods.get_opt("pinned").await.unwrap().is_some());
+
+    let forced = k8sm_ok(cluster, &["force", "node-0001", "--yes"]);
+    assert!(
+        forced.contains("pod/ops/debug deleted; Forced event recorded"),
+        "{forced}"
+    );
+    let user = SelfSubjectReview::default();
+    let me = Api::<SelfSubjectReview>::all(client.clone())
+        .create(&PostParams::default(), &user)
+        .await
+        .expect("a SelfSubjectReview")
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .expect("a user name");
+    let events = pod_events(&scenario, "Forced").await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    let (event, pod) = &events[0];
+    assert_eq!(pod, "ops/debug");
+    assert_eq!(event.reporting_controller.as_deref(), Some("kubectl-k8sm"));
+    let note = event.note.as_deref().unwrap_or_default();
+    assert!(
+        note.starts_with(&format!(
+            "deleted by {me} with `kubectl k8sm force node-0001`"
+        )),
+        "the event names the user {me}: {note}"
+    );
+    scenario
+        .wait_until(
+            "node-0001 is upgraded once unblocked",
+            Duration::from_secs(120),
+            || async { (scenario.upgraded_nodes().await == 3).then_some(()) },
+        )
+        .await;
+
+    let forced = k8sm_ok(
+        cluster,
+        &["force", "node-0002", "--include-opted-out", "--yes"],
+    );
+    assert!(
+        forced.contains("pod/ops/pinned deleted; Forced event recorded"),
+        "{forced}"
+    );
+    scenario
+        .wait_until(
+            "every node is upgraded",
+            Duration::from_secs(120),
+            || async { (scenario.upgraded_nodes().await == 4).then_some(()) },
+        )
+        .await;
+    assert_eq!(k8sm_ok(cluster, &["blocked"]), "No blocked pods.\n");
+    scenario
+        .wait_until("status reports 4/4", Duration::from_secs(30), || async {
+            k8sm_ok(&scenario.cluster, &["upgrade", "status"])
+                .contains("4/4 nodes upgraded (100%), done")
+                .then_some(())
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mistakes_get_a_sentence_that_says_how_to_fix_them() {
+    let cluster = TestCluster::start(ClusterOptions::default().with_nodes(1))
+        .await
+        .expect("cluster starts");
+    let help = k8sm_ok(&cluster, &["-h"]);
+    assert!(help.contains("Usage: kubectl k8sm"), "{help}");
+
+    let no_crd = "the ExecutorUpgradePolicy CRD is not installed: kubectl apply -f crds/executorupgradepolicy.yaml";
+    for args in [
+        &["upgrade", "status"][..],
+        &["blocked"],
+        &["plan"],
+        &["pause"],
+    ] {
+        k8sm_fails(&cluster, args, no_crd);
+    }
+    install_crd(&cluster);
+    let no_policy = "no ExecutorUpgradePolicy exists: create one, for example kubectl apply -f deploy/examples/default.yaml";
+    k8sm_fails(&cluster, &["upgrade", "status"], no_policy);
+    k8sm_fails(
+        &cluster,
+        &["upgrade", "start", "--to", &executor_id("2.0.0")],
+        no_policy,
+    );
+    assert_eq!(k8sm_ok(&cluster, &["blocked"]), "No blocked pods.\n");
+
+    let policies: Api<ExecutorUpgradePolicy> = Api::all(cluster.client());
+    for name in ["a", "b"] {
+        policies
+            .create(
+                &PostParams::default(),
+                &ExecutorUpgradePolicy::new(name, ExecutorUpgradePolicySpec::default()),
+            )
+            .await
+            .expect("policy");
+    }
+    k8sm_fails(
+        &cluster,
+        &["pause"],
+        "2 ExecutorUpgradePolicies exist (a, b): choose one with --policy NAME",
+    );
+    k8sm_fails(
+        &cluster,
+        &["upgrade", "status", "--policy", "c"],
+        "ExecutorUpgradePolicy \"c\" does not exist: existing policies: a, b",
+    );
+    k8sm_ok(&cluster, &["pause", "--policy", "a"]);
+    assert!(policies.get("a").await.unwrap().spec.paused);
+    assert!(!policies.get("b").await.unwrap().spec.paused);
+    k8sm_fails(
+        &cluster,
+        &["upgrade", "start", "--policy", "a", "--to", "sha256:abc"],
+        "invalid executor ID \"sha256:abc\": a sha256: ID has 64 lowercase hexadecimal digits; print one with kubectl k8sm executor-id",
+    );
+    // Both policies select the one node, so neither drains it.
+    k8sm_fails(
+        &cluster,
+        &["force", &node_name(0), "--yes"],
+        "node \"node-0000\" is not upgraded by exactly one ExecutorUpgradePolicy, so k8sm does not drain it: nothing to force",
+    );
+    k8sm_fails(
+        &cluster,
+        &["force", "nope"],
+        "node \"nope\" does not exist: see kubectl get nodes",
+    );
+    let wrong_context = k8sm(&cluster, &["--context", "nope", "blocked"]);
+    assert!(!wrong_context.success);
+    assert!(
+        wrong_context.stderr.starts_with("error: kubeconfig: ")
+            && wrong_context.stderr.contains("nope"),
+        "{}",
+        wrong_context.stderr
+    );
+
+    // executor-id computes the library's ID, from a hash or from the binary, flags and static pods.
+    let hash = format!("{:0>64}", "200");
+    let id = k8sm_ok(
+        &cluster,
+        &[
+            "executor-id",
+            "--version",
+            "2.0.0",
+            "--binary-sha256",
+            &hash,
+            "--flag=--cluster=test",
+        ],
+    );
+    assert_eq!(id, format!("{}\n", executor_id("2.0.0")));
+    let dir = cluster.dir().join("executor");
+    std::fs::create_dir_all(dir.join("manifests")).unwrap();
+    std::fs::write(dir.join("executor"), b"binary bytes").unwrap();
+    std::fs::write(
+        dir.join("manifests/etcd.yaml"),
+        "kind: Pod\nmetadata: {name: etcd}\n",
+    )
+    .unwrap();
+    let expected = ExecutorIdentity {
+        version: "v1.36.3".into(),
+        binary_sha256: binary_sha256_of(b"binary bytes"),
+        flags: vec![
+            ("--v".into(), "2".into()),
+            ("--cluster".into(), "prod".into()),
+        ],
+        static_pods: vec![(
+            "etcd.yaml".into(),
+            "{\"metadata\":{\"name\":\"etcd\"},\"kind\":\"Pod\"}".into(),
+        )],
+    }
+    .executor_id()
+    .unwrap();
+    let binary = dir.join("executor");
+    let manifests = dir.join("manifests");
+    let json: Value = serde_json::from_str(&k8sm_ok(
+        &cluster,
+        &[
+            "executor-id",
+            "--version",
+            "v1.36.3",
+            "--binary",
+            binary.to_str().unwrap(),
+            "--flag",
+            "--cluster=prod",
+            "--flag=--v=2",
+            "--static-pods",
+            manifests.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(json["executorId"], expected.to_string());
+    k8sm_fails(
+        &cluster,
+        &[
+            "executor-id",
+            "--version",
+            "1",
+            "--binary",
+            "/nonexistent/executor",
+        ],
+        "reading /nonexistent/executor: No such file or directory (os error 2)",
+    );
+}
