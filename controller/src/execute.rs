@@ -20,8 +20,9 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 /// What came of one action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// It was carried out.
-    Done,
+    /// It was carried out. For a node write: the node's resourceVersion afterwards (equal to the one before when
+    /// the patch changed nothing), so the loop knows which version its cache must reach.
+    Done { node_version: Option<String> },
     /// Nothing to do any more (the pod is gone, the node changed under us): the next plan sees the new state.
     Stale(String),
     /// The Eviction API refused because of a PodDisruptionBudget (HTTP 429): wait and try again.
@@ -199,7 +200,9 @@ impl Executor {
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => Ok(Outcome::Done),
+            Ok(patched) => Ok(Outcome::Done {
+                node_version: patched.resource_version(),
+            }),
             Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(
                 Outcome::Stale(format!("node {name} changed: {}", status.message)),
             ),
@@ -218,7 +221,7 @@ impl Executor {
             ..EvictParams::default()
         };
         match api.evict(&pod.name, &params).await {
-            Ok(_) => Ok(Outcome::Done),
+            Ok(_) => Ok(Outcome::Done { node_version: None }),
             Err(kube::Error::Api(status)) if status.code == 429 => {
                 Ok(Outcome::DisruptionBudget(status.message.clone()))
             }
@@ -239,7 +242,7 @@ impl Executor {
     async fn delete_pod(&self, pod: &PodRef) -> Result<Outcome, Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         match api.delete(&pod.name, &uid_precondition(&pod.uid)).await {
-            Ok(_) => Ok(Outcome::Done),
+            Ok(_) => Ok(Outcome::Done { node_version: None }),
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
                 Ok(Outcome::Stale(format!(
                     "pod {pod} is gone or was replaced: {}",
@@ -259,7 +262,7 @@ impl Executor {
         let name = node.name_any();
         let params = uid_precondition(&node.uid().unwrap_or_default());
         match api.delete(&name, &params).await {
-            Ok(_) => Ok(Outcome::Done),
+            Ok(_) => Ok(Outcome::Done { node_version: None }),
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
                 Ok(Outcome::Stale(format!(
                     "node {name} is gone or was replaced: {}",

@@ -110,8 +110,9 @@ struct Controller {
 /// What one pass leaves for the next.
 #[derive(Default)]
 struct PassResult {
-    /// Node writes the caches must show before the next plan (name → resourceVersion before the write).
-    written_nodes: HashMap<String, String>,
+    /// Node writes the caches must show before the next plan: name → resourceVersion before the write and, for a
+    /// patch, after it (a patch that changed nothing leaves it equal, and there is nothing to wait for).
+    written_nodes: HashMap<String, (String, Option<String>)>,
     /// Plan again then, even without a change.
     wake_at: Option<chrono::DateTime<Utc>>,
     retry_soon: bool,
@@ -151,17 +152,23 @@ impl Controller {
 
     /// Lets every event that has already arrived reach the caches, and waits (bounded) until they show this
     /// controller's own node writes: planning on a cache that misses an admission could over-fill the drain slots.
-    async fn settle(&self, changes: &mut Changes, written: &HashMap<String, String>) {
+    async fn settle(
+        &self,
+        changes: &mut Changes,
+        written: &HashMap<String, (String, Option<String>)>,
+    ) {
         let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
         loop {
             while let Some(Some(())) = changes.next().now_or_never() {}
-            let pending = written.iter().any(|(name, old_version)| {
-                self.stores
-                    .nodes
-                    .get(&ObjectRef::<Node>::new(name))
-                    .is_some_and(|node| {
-                        node.resource_version().as_deref() == Some(old_version.as_str())
-                    })
+            let pending = written.iter().any(|(name, (old_version, new_version))| {
+                new_version.as_ref() != Some(old_version)
+                    && self
+                        .stores
+                        .nodes
+                        .get(&ObjectRef::<Node>::new(name))
+                        .is_some_and(|node| {
+                            node.resource_version().as_deref() == Some(old_version.as_str())
+                        })
             });
             if !pending {
                 return;
@@ -206,13 +213,14 @@ impl Controller {
                 .and_then(|name| self.stores.nodes.get(&ObjectRef::new(name)));
             let node_uid = node.as_ref().and_then(|n| n.uid());
             match self.executor.execute(action, node.as_deref()).await {
-                Ok(Outcome::Done) => {
+                Ok(Outcome::Done { node_version }) => {
                     tracing::info!(reason = action.reason.as_str(), "{}", action.message);
                     self.metrics.executed(&action.kind, action.reason);
                     if let (Some(node), Some(name)) = (node.as_ref(), action.kind.node()) {
+                        let before = node.resource_version().unwrap_or_default();
                         result
                             .written_nodes
-                            .insert(name.to_owned(), node.resource_version().unwrap_or_default());
+                            .insert(name.to_owned(), (before, node_version));
                     }
                     if let ActionKind::Evict { pod, eviction } = &action.kind {
                         self.in_flight.record(
