@@ -1,6 +1,7 @@
-//! `cargo xtask`: the project's automation — tests, CRD generation, the local cluster and the demo.
+//! `cargo xtask`: the project's automation — tests, CRD generation, the local cluster, the demo and the benchmarks.
 #![forbid(unsafe_code)]
 
+mod bench;
 mod cluster;
 mod crdgen;
 mod demo;
@@ -31,6 +32,9 @@ enum Command {
     },
     /// Bring up the local cluster, install the CRD and the example policies, and show them.
     Demo(demo::DemoArgs),
+    /// Benchmarks on the real local cluster, k8sm against `kubectl drain`: writes bench/results/<scenario>.md
+    /// (`cargo xtask bench --nodes 100`). Not part of `test`.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,5 +50,6 @@ fn main() -> anyhow::Result<()> {
         Command::Cluster(args) => cluster::run(args),
         Command::Kubectl { args } => cluster::kubectl(&args),
         Command::Demo(args) => demo::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }

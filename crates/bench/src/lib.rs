@@ -1,0 +1,19 @@
+//! k8sm-bench: k8sm against `kubectl drain` on the real local cluster (issue 6). `cargo xtask bench` runs it.
+//!
+//! Pure parts (workload plan, timeline, statistics, request counting, report) are unit-tested; the runs themselves
+//! produce figures for the report, never assertions.
+#![forbid(unsafe_code)]
+
+pub mod charts;
+pub mod cli;
+pub mod env;
+pub mod machine;
+pub mod process;
+pub mod recorder;
+pub mod report;
+pub mod requests;
+pub mod results;
+pub mod runs;
+pub mod stats;
+pub mod timeline;
+pub mod workload;

@@ -1,0 +1,530 @@
+//! What happened during one run, rebuilt from the pod and node watch events in the order they arrived: ready pods
+//! per owner over time, the SLA invariant checked at every change, disruptions, reaction latencies and node upgrades.
+//!
+//! Pure: the recorder feeds it observations stamped with seconds since the recorder started, so the whole logic is
+//! tested with synthetic events.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+/// One observation of a pod of the benchmark's namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodObs {
+    pub uid: String,
+    /// The `app` label: the owner's name, or the unmanaged pod's own name.
+    pub app: String,
+    pub node: Option<String>,
+    /// The Ready condition is True.
+    pub ready: bool,
+    /// `deletionTimestamp` is set.
+    pub terminating: bool,
+}
+
+/// One observation of a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeObs {
+    pub name: String,
+    /// Carries k8sm's incompatible-executor label.
+    pub marked: bool,
+    /// Cordoned or admitted into a drain slot.
+    pub draining: bool,
+    /// Runs the new executor and carries no upgrade state (see `k8sm_e2e::scenario::is_upgraded`).
+    pub upgraded: bool,
+}
+
+/// Per owner, what the run did to it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnerOutcome {
+    pub name: String,
+    pub kind: String,
+    pub desired: u32,
+    /// The invariant's bound `min(ceil(t·d), d−1)`.
+    pub floor: u32,
+    pub min_ready: u32,
+    /// Times the owner went below its floor.
+    pub violations: u32,
+    pub seconds_below: f64,
+    pub disruptions: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Owner {
+    kind: String,
+    desired: u32,
+    needed: u32,
+    floor: u32,
+    /// Ready and not terminating.
+    ready: u32,
+    /// Terminating, not yet gone.
+    going: u32,
+    min_ready: u32,
+    violations: u32,
+    below_since: Option<f64>,
+    seconds_below: f64,
+    disruptions: u32,
+    /// (seconds, ready) at every change while armed.
+    series: Vec<(f64, u32)>,
+    /// When a replacement became Ready while the owner could not lose another pod and still had pods to move.
+    waiting_since: Option<f64>,
+}
+
+#[derive(Clone, Debug)]
+struct Pod {
+    app: String,
+    node: Option<String>,
+    available: bool,
+    terminating: bool,
+    /// Existed when the timeline was armed (not a replacement).
+    initial: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Node {
+    draining: bool,
+    upgraded: bool,
+    upgraded_at: Option<f64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    threshold: u8,
+    owners: BTreeMap<String, Owner>,
+    unmanaged: BTreeSet<String>,
+    pods: HashMap<String, Pod>,
+    nodes: BTreeMap<String, Node>,
+    armed_at: Option<f64>,
+    finished: bool,
+    started_at: Option<f64>,
+    initial_pods: usize,
+    disruptions: u64,
+    latencies: Vec<f64>,
+}
+
+impl Timeline {
+    /// A timeline of the owners `(name, kind, desired)` and unmanaged pods `unmanaged` (by `app` label). Pods of
+    /// other apps (the DaemonSet) are ignored.
+    pub fn new<'a>(
+        threshold: u8,
+        owners: impl IntoIterator<Item = (&'a str, &'a str, u32)>,
+        unmanaged: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let owners = owners
+            .into_iter()
+            .map(|(name, kind, desired)| {
+                let owner = Owner {
+                    kind: kind.to_owned(),
+                    desired,
+                    needed: k8sm_planner::needed(threshold, desired),
+                    floor: k8sm_planner::sla_floor(threshold, desired),
+                    ready: 0,
+                    going: 0,
+                    min_ready: 0,
+                    violations: 0,
+                    below_since: None,
+                    seconds_below: 0.0,
+                    disruptions: 0,
+                    series: Vec::new(),
+                    waiting_since: None,
+                };
+                (name.to_owned(), owner)
+            })
+            .collect();
+        Self {
+            threshold,
+            owners,
+            unmanaged: unmanaged.into_iter().map(str::to_owned).collect(),
+            pods: HashMap::new(),
+            nodes: BTreeMap::new(),
+            armed_at: None,
+            finished: false,
+            started_at: None,
+            initial_pods: 0,
+            disruptions: 0,
+            latencies: Vec::new(),
+        }
+    }
+
+    pub fn threshold(&self) -> u8 {
+        self.threshold
+    }
+
+    fn armed(&self) -> bool {
+        self.armed_at.is_some() && !self.finished
+    }
+
+    /// From now on every change counts: the pods seen so far are the initial ones.
+    pub fn arm(&mut self, t: f64) {
+        self.armed_at = Some(t);
+        self.initial_pods = self.pods.len();
+        for pod in self.pods.values_mut() {
+            pod.initial = true;
+        }
+        for owner in self.owners.values_mut() {
+            owner.min_ready = owner.ready;
+            owner.series.push((t, owner.ready));
+            if owner.ready < owner.floor {
+                owner.violations += 1;
+                owner.below_since = Some(t);
+            }
+        }
+    }
+
+    /// The upgrade starts now (for tools that do not mark nodes; k8sm's start is its first mark).
+    pub fn start(&mut self, t: f64) {
+        self.started_at.get_or_insert(t);
+    }
+
+    /// Stops counting: open intervals below the floor are closed at `t`.
+    pub fn finish(&mut self, t: f64) {
+        for owner in self.owners.values_mut() {
+            if let Some(since) = owner.below_since.take() {
+                owner.seconds_below += t - since;
+            }
+            owner.series.push((t, owner.ready));
+        }
+        self.finished = true;
+    }
+
+    pub fn pod_applied(&mut self, t: f64, obs: PodObs) {
+        if !self.owners.contains_key(&obs.app) && !self.unmanaged.contains(&obs.app) {
+            return;
+        }
+        let available = obs.ready && !obs.terminating;
+        // Pods first seen after arming are replacements.
+        let initial = self.armed_at.is_none();
+        let before = self.pods.get(&obs.uid).cloned();
+        let was_terminating = before.as_ref().is_some_and(|p| p.terminating);
+        let was_available = before.as_ref().is_some_and(|p| p.available);
+        let became_ready =
+            available && !was_available && !before.as_ref().is_some_and(|p| p.initial);
+        if became_ready && self.armed() {
+            self.replacement_ready(t, &obs.app);
+        }
+        if obs.terminating && !was_terminating && before.is_some() {
+            self.disrupted(t, &obs.app);
+        }
+        self.pods.insert(
+            obs.uid,
+            Pod {
+                app: obs.app.clone(),
+                node: obs.node,
+                available,
+                terminating: obs.terminating,
+                initial: before.map_or(initial, |p| p.initial),
+            },
+        );
+        self.recount(t, &obs.app);
+    }
+
+    pub fn pod_deleted(&mut self, t: f64, uid: &str) {
+        let Some(pod) = self.pods.remove(uid) else {
+            return;
+        };
+        if !pod.terminating {
+            self.disrupted(t, &pod.app);
+        }
+        self.recount(t, &pod.app);
+    }
+
+    pub fn node_applied(&mut self, t: f64, obs: NodeObs) {
+        let armed = self.armed();
+        if armed && obs.marked {
+            self.started_at.get_or_insert(t);
+        }
+        let node = self.nodes.entry(obs.name).or_default();
+        if armed && obs.upgraded && !node.upgraded {
+            node.upgraded_at = Some(t);
+        }
+        node.upgraded = obs.upgraded;
+        node.draining = obs.draining;
+    }
+
+    pub fn node_deleted(&mut self, name: &str) {
+        self.nodes.remove(name);
+    }
+
+    fn replacement_ready(&mut self, t: f64, app: &str) {
+        let Some(owner) = self.owners.get(app) else {
+            return;
+        };
+        // Could the owner lose another pod just before this one became Ready (DESIGN.md §5.3)?
+        let could_evict =
+            owner.ready > owner.needed || (owner.ready >= owner.desired && owner.going == 0);
+        let waiting_pods = self.pods.values().any(|p| {
+            p.app == app
+                && !p.terminating
+                && p.node
+                    .as_ref()
+                    .and_then(|n| self.nodes.get(n))
+                    .is_some_and(|n| n.draining && !n.upgraded)
+        });
+        if !could_evict
+            && waiting_pods
+            && let Some(owner) = self.owners.get_mut(app)
+        {
+            owner.waiting_since.get_or_insert(t);
+        }
+    }
+
+    fn disrupted(&mut self, t: f64, app: &str) {
+        if !self.armed() {
+            return;
+        }
+        self.disruptions += 1;
+        if let Some(owner) = self.owners.get_mut(app) {
+            owner.disruptions += 1;
+            if let Some(since) = owner.waiting_since.take() {
+                self.latencies.push(t - since);
+            }
+        }
+    }
+
+    fn recount(&mut self, t: f64, app: &str) {
+        let armed = self.armed();
+        let Some(owner) = self.owners.get_mut(app) else {
+            return;
+        };
+        let (mut ready, mut going) = (0, 0);
+        for pod in self.pods.values().filter(|p| p.app == app) {
+            ready += u32::from(pod.available);
+            going += u32::from(pod.terminating);
+        }
+        let changed = ready != owner.ready;
+        owner.ready = ready;
+        owner.going = going;
+        if !armed || !changed {
+            return;
+        }
+        owner.series.push((t, ready));
+        owner.min_ready = owner.min_ready.min(ready);
+        match (ready < owner.floor, owner.below_since) {
+            (true, None) => {
+                owner.violations += 1;
+                owner.below_since = Some(t);
+            }
+            (false, Some(since)) => {
+                owner.seconds_below += t - since;
+                owner.below_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Pods (of owners and unmanaged) present when the timeline was armed.
+    pub fn initial_pods(&self) -> usize {
+        self.initial_pods
+    }
+
+    /// Ready pods of owners and unmanaged pods now.
+    pub fn ready_pods(&self) -> usize {
+        self.pods.values().filter(|p| p.available).count()
+    }
+
+    /// Every owner has all its replicas Ready.
+    pub fn owners_fully_ready(&self) -> bool {
+        self.owners.values().all(|o| o.ready >= o.desired)
+    }
+
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Nodes upgraded since the timeline was armed.
+    pub fn upgraded_nodes(&self) -> usize {
+        self.nodes
+            .values()
+            .filter(|n| n.upgraded && n.upgraded_at.is_some())
+            .count()
+    }
+
+    pub fn node_upgraded(&self, name: &str) -> bool {
+        self.nodes.get(name).is_some_and(|n| n.upgraded)
+    }
+
+    /// Nodes that are neither marked-in-progress nor upgraded (for checks before a run).
+    pub fn all_nodes_match(&self, upgraded: bool) -> bool {
+        !self.nodes.is_empty() && self.nodes.values().all(|n| n.upgraded == upgraded)
+    }
+
+    /// From the first mark (or [`Timeline::start`]) to the last node upgraded, once every node was upgraded.
+    pub fn makespan(&self) -> Option<(f64, f64)> {
+        let start = self.started_at?;
+        let mut end = start;
+        for node in self.nodes.values() {
+            end = end.max(node.upgraded_at.filter(|_| node.upgraded)?);
+        }
+        Some((start, end))
+    }
+
+    pub fn disruptions(&self) -> u64 {
+        self.disruptions
+    }
+
+    pub fn latencies(&self) -> &[f64] {
+        &self.latencies
+    }
+
+    pub fn outcomes(&self) -> Vec<OwnerOutcome> {
+        self.owners
+            .iter()
+            .map(|(name, o)| OwnerOutcome {
+                name: name.clone(),
+                kind: o.kind.clone(),
+                desired: o.desired,
+                floor: o.floor,
+                min_ready: o.min_ready,
+                violations: o.violations,
+                seconds_below: o.seconds_below,
+                disruptions: o.disruptions,
+            })
+            .collect()
+    }
+
+    /// Ready pods of `app` over time, from arming to finishing.
+    pub fn series(&self, app: &str) -> Vec<(f64, u32)> {
+        self.owners
+            .get(app)
+            .map(|o| o.series.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn armed_at(&self) -> Option<f64> {
+        self.armed_at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str, app: &str, node: &str, ready: bool, terminating: bool) -> PodObs {
+        PodObs {
+            uid: uid.into(),
+            app: app.into(),
+            node: Some(node.into()),
+            ready,
+            terminating,
+        }
+    }
+
+    fn node(name: &str, marked: bool, draining: bool, upgraded: bool) -> NodeObs {
+        NodeObs {
+            name: name.into(),
+            marked,
+            draining,
+            upgraded,
+        }
+    }
+
+    /// An owner `web` of 3 on n1 and n2, an unmanaged pod, all Ready; armed at t=0.
+    fn running() -> Timeline {
+        let mut timeline = Timeline::new(90, [("web", "Deployment", 3)], ["debug"]);
+        timeline.node_applied(-1.0, node("n1", false, false, false));
+        timeline.node_applied(-1.0, node("n2", false, false, false));
+        timeline.pod_applied(-1.0, pod("a", "web", "n1", true, false));
+        timeline.pod_applied(-1.0, pod("b", "web", "n1", true, false));
+        timeline.pod_applied(-1.0, pod("c", "web", "n2", true, false));
+        timeline.pod_applied(-1.0, pod("d", "debug", "n1", true, false));
+        timeline.pod_applied(-1.0, pod("x", "node-logs", "n1", true, false));
+        timeline.arm(0.0);
+        timeline
+    }
+
+    #[test]
+    fn arming_counts_the_initial_pods_of_owners_and_unmanaged_pods() {
+        let timeline = running();
+        assert_eq!(timeline.initial_pods(), 4);
+        assert_eq!(timeline.ready_pods(), 4);
+        assert!(timeline.owners_fully_ready());
+        assert_eq!(timeline.series("web"), [(0.0, 3)]);
+    }
+
+    #[test]
+    fn one_pod_at_a_time_keeps_the_floor_and_measures_the_reaction() {
+        let mut t = running();
+        t.node_applied(1.0, node("n1", true, true, false));
+        // Evict a: 2 ready of 3, floor 2.
+        t.pod_applied(2.0, pod("a", "web", "n1", true, true));
+        t.pod_deleted(2.1, "a");
+        // Its replacement on n2 becomes Ready while b still waits on the draining n1.
+        t.pod_applied(2.2, pod("a2", "web", "n2", false, false));
+        t.pod_applied(4.0, pod("a2", "web", "n2", true, false));
+        // The next eviction of web, 0.3 s later.
+        t.pod_applied(4.3, pod("b", "web", "n1", true, true));
+        t.pod_deleted(4.4, "b");
+        t.pod_deleted(4.5, "d");
+        let outcome = &t.outcomes()[0];
+        assert_eq!((outcome.floor, outcome.min_ready), (2, 2));
+        assert_eq!(outcome.violations, 0);
+        assert_eq!(outcome.disruptions, 2);
+        assert_eq!(t.disruptions(), 3, "two evictions and the unmanaged pod");
+        assert_eq!(t.latencies().len(), 1);
+        assert!((t.latencies()[0] - 0.3).abs() < 1e-9);
+        assert_eq!(t.series("web"), [(0.0, 3), (2.0, 2), (4.0, 3), (4.3, 2)]);
+    }
+
+    #[test]
+    fn two_pods_down_at_once_is_a_violation_with_its_duration() {
+        let mut t = running();
+        t.node_applied(1.0, node("n1", false, true, false));
+        t.pod_deleted(2.0, "a");
+        t.pod_deleted(2.0, "b");
+        t.pod_applied(2.5, pod("a2", "web", "n2", false, false));
+        t.pod_applied(5.0, pod("a2", "web", "n2", true, false));
+        t.finish(10.0);
+        let outcome = &t.outcomes()[0];
+        assert_eq!(outcome.min_ready, 1);
+        assert_eq!(outcome.violations, 1);
+        assert!((outcome.seconds_below - 3.0).abs() < 1e-9);
+        // Nothing was waiting for a2: the owner could already lose pods, no reaction is measured.
+        assert!(t.latencies().is_empty());
+    }
+
+    #[test]
+    fn a_ready_replacement_with_nothing_left_to_move_measures_nothing() {
+        let mut t = running();
+        // n1 is not draining: b has nowhere to go, so a2 unblocks nothing.
+        t.pod_applied(1.0, pod("a", "web", "n1", true, true));
+        t.pod_applied(1.5, pod("a2", "web", "n2", true, false));
+        t.pod_applied(9.0, pod("b", "web", "n1", true, true));
+        assert!(t.latencies().is_empty());
+    }
+
+    #[test]
+    fn the_makespan_runs_from_the_first_mark_to_the_last_upgrade() {
+        let mut t = running();
+        assert_eq!(t.makespan(), None);
+        t.node_applied(1.0, node("n2", true, false, false));
+        t.node_applied(1.5, node("n1", true, true, false));
+        t.node_applied(6.0, node("n1", false, false, true));
+        assert_eq!(t.makespan(), None, "n2 is not upgraded yet");
+        assert_eq!(t.upgraded_nodes(), 1);
+        t.node_applied(9.0, node("n2", false, false, true));
+        assert_eq!(t.makespan(), Some((1.0, 9.0)));
+        assert!(t.all_nodes_match(true));
+    }
+
+    #[test]
+    fn tools_that_do_not_mark_start_explicitly() {
+        let mut t = running();
+        t.start(0.5);
+        t.node_applied(3.0, node("n1", false, false, true));
+        t.node_applied(4.0, node("n2", false, false, true));
+        assert_eq!(t.makespan(), Some((0.5, 4.0)));
+    }
+
+    #[test]
+    fn changes_before_arming_or_after_finishing_do_not_count() {
+        let mut t = Timeline::new(90, [("web", "Deployment", 2)], []);
+        t.pod_applied(0.0, pod("a", "web", "n1", true, false));
+        t.pod_deleted(0.5, "a");
+        t.pod_applied(0.6, pod("a2", "web", "n1", true, false));
+        t.pod_applied(0.7, pod("b", "web", "n1", true, false));
+        t.arm(1.0);
+        t.finish(2.0);
+        t.pod_deleted(3.0, "a2");
+        assert_eq!(t.disruptions(), 0);
+        assert_eq!(t.outcomes()[0].min_ready, 2);
+    }
+}

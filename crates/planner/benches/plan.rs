@@ -1,0 +1,119 @@
+//! One planner pass over a synthetic fleet in the middle of an upgrade: every node marked, 20% of them draining,
+//! 30 pods per node in owners of 1 to 50 replicas, some pods already terminating. Issue 6's target: < 20 ms at
+//! 5,000 nodes.
+
+use std::hint::black_box;
+
+use chrono::{DateTime, TimeZone, Utc};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use k8sm_api::{ExecutorUpgradePolicySpec, MaxConcurrentNodes};
+use k8sm_planner::{
+    ClusterView, ControllerRef, NodeView, OwnerKind, OwnerView, PodPhase, PodView, PolicyView, plan,
+};
+
+const PODS_PER_NODE: usize = 30;
+/// Owner sizes, cycled until every pod has an owner (as in the cluster benchmark).
+const SIZES: [usize; 13] = [1, 2, 3, 5, 8, 10, 12, 15, 20, 25, 30, 40, 50];
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+        .single()
+        .expect("a valid date")
+}
+
+fn fleet(nodes: usize) -> ClusterView {
+    let marked = t0().to_rfc3339();
+    let draining = (nodes / 5).max(1);
+    let node_views = (0..nodes)
+        .map(|i| NodeView {
+            name: format!("node-{i:05}"),
+            labels: [("type".to_owned(), "kwok".to_owned())].into(),
+            executor_id: Some("sha256:old".into()),
+            incompatible_since: Some(marked.clone()),
+            incompatible_label: true,
+            has_k8sm_taint: true,
+            draining_since: (i < draining).then(|| marked.clone()),
+            cordoned_by_k8sm: i < draining,
+            unschedulable: i < draining,
+            internal_ip: Some("10.0.0.1".into()),
+            ready: true,
+            ..NodeView::default()
+        })
+        .collect();
+
+    let total = nodes * PODS_PER_NODE;
+    let mut owners = Vec::new();
+    let mut pods = Vec::with_capacity(total);
+    let mut placed = 0;
+    while placed < total {
+        let size = SIZES[owners.len() % SIZES.len()].min(total - placed);
+        let owner = OwnerView {
+            kind: OwnerKind::ReplicaSet,
+            namespace: "shop".into(),
+            name: format!("web-{}", owners.len()),
+            uid: format!("rs-{}", owners.len()),
+            desired: Some(size as u32),
+            exists: true,
+        };
+        for replica in 0..size {
+            let slot = placed + replica;
+            let node = slot % nodes;
+            // Mid-upgrade: one pod in ten on a draining node is already on its way out.
+            let terminating = node < draining && slot % 10 == 0;
+            pods.push(PodView {
+                namespace: "shop".into(),
+                name: format!("{}-{replica}", owner.name),
+                uid: format!("pod-{slot}"),
+                node_name: Some(format!("node-{node:05}")),
+                labels: [("app".to_owned(), owner.name.clone())].into(),
+                controller: Some(ControllerRef {
+                    kind: "ReplicaSet".into(),
+                    name: owner.name.clone(),
+                    uid: owner.uid.clone(),
+                }),
+                phase: PodPhase::Running,
+                ready: !terminating,
+                terminating,
+                created: Some(t0()),
+                ..PodView::default()
+            });
+        }
+        placed += size;
+        owners.push(owner);
+    }
+
+    ClusterView {
+        nodes: node_views,
+        pods,
+        owners,
+        policies: vec![PolicyView {
+            name: "fleet".into(),
+            generation: Some(1),
+            spec: ExecutorUpgradePolicySpec {
+                target_executor_id: Some("sha256:new".into()),
+                max_concurrent_nodes: MaxConcurrentNodes::Percent(20),
+                ..ExecutorUpgradePolicySpec::default()
+            },
+        }],
+        ..ClusterView::default()
+    }
+}
+
+fn one_pass(c: &mut Criterion) {
+    let mut group = c.benchmark_group("plan");
+    // 150,000 pods per pass at 5,000 nodes: fewer, longer samples.
+    group.sample_size(20);
+    let now = t0() + chrono::Duration::minutes(5);
+    for nodes in [1000, 5000] {
+        let view = fleet(nodes);
+        // The fleet is mid-upgrade: the pass has evictions to plan.
+        assert!(!plan(&view, now).actions.is_empty());
+        group.bench_with_input(BenchmarkId::new("nodes", nodes), &view, |b, view| {
+            b.iter(|| plan(black_box(view), now));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, one_pass);
+criterion_main!(benches);
