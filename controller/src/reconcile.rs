@@ -4,19 +4,20 @@
 //! event announces (a DeleteAfterTimeout or restart timeout expiring, a refused eviction to retry) plus a slow
 //! resync as a safety net. The pass never branches on why it woke.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
-use k8sm_planner::{ActionKind, Reason};
+use k8sm_planner::{Action, ActionKind, PodRef, Reason};
 
+use crate::Error;
 use crate::events::EventSink;
 use crate::execute::{Executor, Outcome};
 use crate::in_flight::InFlight;
@@ -33,11 +34,14 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How often a refused eviction of the same pod is reported again.
 const REFUSAL_REPORT_EVERY: Duration = Duration::from_secs(60);
+/// At most this many evictions or deletions of one pass are in flight at once.
+const MAX_CONCURRENT_CALLS: usize = 16;
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     // kube and the kamikaze HTTP client share rustls; pick its crypto provider once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = client(&args).await?;
+    let config = config(&args).await?;
+    let client = Client::try_from(config.clone())?;
     let lease_namespace = args
         .leader_elect
         .then_some(args.leader_elect_namespace.as_str());
@@ -83,7 +87,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Leadership::always()
     };
     let mut controller = Controller {
-        executor: Executor::new(client.clone())?,
+        executor: Executor::new(action_client(config)?)?,
         events: EventSink::new(client.clone(), identity),
         status: StatusWriter::new(client),
         in_flight: InFlight::default(),
@@ -116,13 +120,21 @@ struct PassResult {
     /// Plan again then, even without a change.
     wake_at: Option<chrono::DateTime<Utc>>,
     retry_soon: bool,
+    /// Evictions the Eviction API refused in this pass because of a PodDisruptionBudget: pod UID → why. The plan
+    /// still says "evict" (the budget's cached status allowed it), so the status reports them from here.
+    refused: HashMap<String, String>,
 }
 
 impl Controller {
     async fn run(&mut self, changes: &mut Changes, resync: Duration) -> anyhow::Result<()> {
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut last = PassResult::default();
+        // The first pass runs at once: the caches just synced, and in a quiet cluster (e.g. after a restart, when
+        // everything waits on this controller) no change may come to wake it before the resync.
+        let mut last = PassResult {
+            wake_at: Some(Utc::now()),
+            ..PassResult::default()
+        };
         loop {
             let mut sleep_for = resync;
             if let Some(wake_at) = last.wake_at {
@@ -202,63 +214,62 @@ impl Controller {
             wake_at: plan.next_wake,
             ..PassResult::default()
         };
-        for action in &plan.actions {
+        // The planner accounts for every action of a pass together (an owner's evictions in one pass never take it
+        // below its threshold), so the pod actions of a pass run concurrently; node writes keep their order, as a
+        // node is admitted before its pods move and told to terminate after they have gone.
+        //
+        // A node written once in a pass is not written again in it (the second patch would carry a stale
+        // resourceVersion), and the pods of a node whose write did not happen stay: e.g. when a node is marked and
+        // admitted in one pass, the admission waits for the next pass, and so do its pods, which must not move
+        // before their node is admitted and cordoned.
+        let mut written: HashSet<&str> = HashSet::new();
+        let mut held_back: HashSet<String> = HashSet::new();
+        let mut rest = plan.actions.as_slice();
+        while !rest.is_empty() {
             if !self.leadership.is_leader() {
                 tracing::warn!("lost leadership mid-pass: stopping before the next action");
                 break;
             }
-            let node = action
-                .kind
-                .node()
-                .and_then(|name| self.stores.nodes.get(&ObjectRef::new(name)));
-            let node_uid = node.as_ref().and_then(|n| n.uid());
-            match self.executor.execute(action, node.as_deref()).await {
-                Ok(Outcome::Done { node_version }) => {
-                    tracing::info!(reason = action.reason.as_str(), "{}", action.message);
-                    self.metrics.executed(&action.kind, action.reason);
-                    if let (Some(node), Some(name)) = (node.as_ref(), action.kind.node()) {
-                        let before = node.resource_version().unwrap_or_default();
-                        result
-                            .written_nodes
-                            .insert(name.to_owned(), (before, node_version));
-                    }
-                    if let ActionKind::Evict { pod, eviction } = &action.kind {
-                        self.in_flight.record(
-                            &pod.uid,
-                            Some(eviction.owner.uid.clone()),
-                            Utc::now(),
-                        );
-                    }
-                    if let ActionKind::DeletePod { pod } = &action.kind {
-                        self.in_flight.record(&pod.uid, None, Utc::now());
-                    }
-                    self.events.action(action, node_uid).await;
+            let batch_len = match rest.iter().position(|a| a.kind.pod().is_none()) {
+                Some(0) => 1,
+                Some(pods) => pods,
+                None => rest.len(),
+            };
+            let (batch, after) = rest.split_at(batch_len);
+            rest = after;
+            let batch: Vec<&Action> = batch
+                .iter()
+                .filter(|action| {
+                    let node = match (action.kind.node(), action.kind.pod()) {
+                        (Some(node), _) if written.contains(node) => {
+                            held_back.insert(node.to_owned());
+                            return false;
+                        }
+                        (Some(node), _) => node.to_owned(),
+                        (None, Some(pod)) => match self.node_of(pod) {
+                            Some(node) => node,
+                            None => return true,
+                        },
+                        (None, None) => return true,
+                    };
+                    !held_back.contains(&node)
+                })
+                .collect();
+            if batch.len() < batch_len {
+                result.retry_soon = true;
+            }
+            let outcomes: Vec<_> = futures::stream::iter(batch.iter().map(|a| self.carry_out(a)))
+                .buffered(MAX_CONCURRENT_CALLS)
+                .collect()
+                .await;
+            for (action, (node, outcome)) in batch.into_iter().zip(outcomes) {
+                if let Some(name) = action.kind.node() {
+                    match outcome {
+                        Ok(Outcome::Done { .. }) => written.insert(name),
+                        _ => held_back.insert(name.to_owned()),
+                    };
                 }
-                Ok(Outcome::Stale(why)) => {
-                    tracing::debug!(%why, "action overtaken by a change; planning again");
-                    result.retry_soon = true;
-                }
-                Ok(Outcome::DisruptionBudget(message)) => {
-                    result.retry_soon = true;
-                    self.metrics.failed(Reason::BlockedByPDB);
-                    let pod_uid = action.kind.pod().map(|p| p.uid.clone()).unwrap_or_default();
-                    let due = self
-                        .refusals
-                        .get(&pod_uid)
-                        .is_none_or(|at| at.elapsed() >= REFUSAL_REPORT_EVERY);
-                    if due {
-                        self.refusals.insert(pod_uid, Instant::now());
-                        let text = format!("eviction refused by a PodDisruptionBudget: {message}");
-                        self.events
-                            .action_failed(action, Reason::BlockedByPDB, &text, node_uid)
-                            .await;
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(%error, reason = action.reason.as_str(), "action failed");
-                    self.metrics.failed(action.reason);
-                    result.retry_soon = true;
-                }
+                self.follow_up(action, node, outcome, &mut result).await;
             }
         }
         let stores = &self.stores;
@@ -277,7 +288,11 @@ impl Controller {
             .iter()
             .map(|p| (p.name_any(), p.status.clone()))
             .collect();
-        if let Err(error) = self.status.write(&plan, &current, now).await {
+        if let Err(error) = self
+            .status
+            .write(&plan, &current, &result.refused, now)
+            .await
+        {
             tracing::warn!(%error, "could not write policy status");
             result.retry_soon = true;
         }
@@ -287,9 +302,95 @@ impl Controller {
         self.metrics.reconcile_took(started.elapsed().as_secs_f64());
         result
     }
+
+    /// The node a cached pod is bound to.
+    fn node_of(&self, pod: &PodRef) -> Option<String> {
+        let key = ObjectRef::<Pod>::new(&pod.name).within(&pod.namespace);
+        self.stores
+            .pods
+            .get(&key)
+            .and_then(|p| p.spec.as_ref()?.node_name.clone())
+    }
+
+    /// Executes one action and, when done, reports it (log, metrics, Event). Returns the cached node it was about.
+    async fn carry_out(&self, action: &Action) -> (Option<Arc<Node>>, Result<Outcome, Error>) {
+        let node = action
+            .kind
+            .node()
+            .and_then(|name| self.stores.nodes.get(&ObjectRef::new(name)));
+        let outcome = self.executor.execute(action, node.as_deref()).await;
+        if let Ok(Outcome::Done { .. }) = outcome {
+            tracing::info!(reason = action.reason.as_str(), "{}", action.message);
+            self.metrics.executed(&action.kind, action.reason);
+            self.events
+                .action(action, node.as_ref().and_then(|n| n.uid()))
+                .await;
+        }
+        (node, outcome)
+    }
+
+    /// Records what an action's outcome means for the next passes.
+    async fn follow_up(
+        &mut self,
+        action: &Action,
+        node: Option<Arc<Node>>,
+        outcome: Result<Outcome, Error>,
+        result: &mut PassResult,
+    ) {
+        match outcome {
+            Ok(Outcome::Done { node_version }) => {
+                if let (Some(node), Some(name)) = (node.as_ref(), action.kind.node()) {
+                    let before = node.resource_version().unwrap_or_default();
+                    result
+                        .written_nodes
+                        .insert(name.to_owned(), (before, node_version));
+                }
+                match &action.kind {
+                    ActionKind::Evict { pod, eviction } => {
+                        self.in_flight.record(
+                            &pod.uid,
+                            Some(eviction.owner.uid.clone()),
+                            Utc::now(),
+                        );
+                    }
+                    ActionKind::DeletePod { pod } => {
+                        self.in_flight.record(&pod.uid, None, Utc::now())
+                    }
+                    _ => {}
+                }
+            }
+            Ok(Outcome::Stale(why)) => {
+                tracing::debug!(%why, "action overtaken by a change; planning again");
+                result.retry_soon = true;
+            }
+            Ok(Outcome::DisruptionBudget(message)) => {
+                result.retry_soon = true;
+                self.metrics.failed(Reason::BlockedByPDB);
+                let pod_uid = action.kind.pod().map(|p| p.uid.clone()).unwrap_or_default();
+                let text = format!("eviction refused by a PodDisruptionBudget: {message}");
+                result.refused.insert(pod_uid.clone(), text.clone());
+                let due = self
+                    .refusals
+                    .get(&pod_uid)
+                    .is_none_or(|at| at.elapsed() >= REFUSAL_REPORT_EVERY);
+                if due {
+                    self.refusals.insert(pod_uid, Instant::now());
+                    let node_uid = node.as_ref().and_then(|n| n.uid());
+                    self.events
+                        .action_failed(action, Reason::BlockedByPDB, &text, node_uid)
+                        .await;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, reason = action.reason.as_str(), "action failed");
+                self.metrics.failed(action.reason);
+                result.retry_soon = true;
+            }
+        }
+    }
 }
 
-async fn client(args: &Args) -> anyhow::Result<Client> {
+async fn config(args: &Args) -> anyhow::Result<kube::Config> {
     let config = match &args.kubeconfig {
         Some(path) => {
             kube::Config::from_custom_kubeconfig(
@@ -300,6 +401,16 @@ async fn client(args: &Args) -> anyhow::Result<Client> {
         }
         None => kube::Config::infer().await?,
     };
+    Ok(config)
+}
+
+/// The client that carries out the planner's actions, without kube's hidden retries. By default kube retries 429 and
+/// 503 answers itself, honouring Retry-After; an eviction that a PodDisruptionBudget refuses answers 429 with
+/// Retry-After 10 s, so the pass would sit in that retry until the action's timeout (15 s), holding up every other
+/// node, and the refusal would never be reported as BlockedByPDB. The loop retries a failed or refused action itself,
+/// a second later, on fresh data.
+fn action_client(mut config: kube::Config) -> anyhow::Result<Client> {
+    config.default_retry = false;
     Ok(Client::try_from(config)?)
 }
 

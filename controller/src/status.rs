@@ -102,7 +102,10 @@ pub fn build(
         condition(
             condition_types::UPGRADED,
             policy.eta.nodes_remaining == 0 && policy.counts.total > 0,
-            if policy.eta.nodes_remaining == 0 {
+            // A policy without nodes has upgraded nothing: not "all compatible", which reads as done.
+            if policy.counts.total == 0 {
+                "NoNodesSelected"
+            } else if policy.eta.nodes_remaining == 0 {
                 "AllNodesCompatible"
             } else {
                 "NodesRemaining"
@@ -231,6 +234,47 @@ fn condition(type_: &str, status: bool, reason: &str, message: &str) -> Conditio
     }
 }
 
+/// Adds the pods whose eviction the Eviction API refused (HTTP 429) to the status, as blocked by a
+/// PodDisruptionBudget, with the refusal on their node's blockers. The plan cannot know them: it judged the budget
+/// from its cached status, which allowed the eviction (e.g. a budget tightened while the disruption controller was
+/// down: the apiserver refuses every eviction until that controller has processed it). Without this, such a node
+/// would read "Draining" with nothing blocking while every eviction keeps failing; the Events already say why.
+pub fn report_refusals(
+    status: &mut ExecutorUpgradePolicyStatus,
+    plan: &Plan,
+    policy: &PolicyPlan,
+    refused: &HashMap<String, String>,
+) {
+    if refused.is_empty() {
+        return;
+    }
+    for node in plan.nodes.iter().filter(|n| n.policy == policy.policy) {
+        for pod_plan in &node.pods {
+            let Some(message) = refused.get(&pod_plan.pod.uid) else {
+                continue;
+            };
+            if pod_plan.reason.is_some_and(is_blocking) {
+                continue;
+            }
+            if let Some(entry) = status.nodes.iter_mut().find(|n| n.name == node.node) {
+                entry.blockers.push(message.clone());
+            }
+            status.blocked_pods_total = Some(status.blocked_pods_total.unwrap_or(0) + 1);
+            if status.blocked_pods.len() < MAX_BLOCKED_PODS {
+                status.blocked_pods.push(BlockedPod {
+                    node: node.node.clone(),
+                    namespace: pod_plan.pod.namespace.clone(),
+                    name: pod_plan.pod.name.clone(),
+                    owner: pod_plan.owner.as_ref().map(|o| o.to_string()),
+                    reason: Reason::BlockedByPDB.as_str().to_owned(),
+                    message: message.clone(),
+                    since: node.since.map(to_time),
+                });
+            }
+        }
+    }
+}
+
 /// Writes each policy's status when it differs from what the cluster holds.
 pub struct StatusWriter {
     api: Api<ExecutorUpgradePolicy>,
@@ -245,16 +289,20 @@ impl StatusWriter {
         }
     }
 
+    /// `refused`: pods whose eviction the Eviction API refused in this pass (pod UID → why), see
+    /// [`report_refusals`].
     pub async fn write(
         &mut self,
         plan: &Plan,
         current: &HashMap<String, Option<ExecutorUpgradePolicyStatus>>,
+        refused: &HashMap<String, String>,
         now: DateTime<Utc>,
     ) -> Result<(), Error> {
         for policy in &plan.policies {
             let previous = current.get(&policy.policy).and_then(Option::as_ref);
             let eta = self.pace.eta(policy, now);
-            let status = build(plan, policy, previous, eta, now);
+            let mut status = build(plan, policy, previous, eta, now);
+            report_refusals(&mut status, plan, policy, refused);
             if previous == Some(&status) {
                 continue;
             }
@@ -281,5 +329,143 @@ impl StatusWriter {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8sm_planner::{EtaInputs, PolicyCondition};
+
+    use super::*;
+
+    fn policy_plan(total: u32, compatible: u32) -> PolicyPlan {
+        let mut counts = k8sm_api::NodeCounts::default();
+        for _ in 0..compatible {
+            counts.add(NodePhase::Compatible);
+        }
+        for _ in compatible..total {
+            counts.add(NodePhase::Incompatible);
+        }
+        PolicyPlan {
+            policy: "p".into(),
+            generation: Some(1),
+            counts,
+            slots: 1,
+            slots_in_use: 0,
+            paused: false,
+            conditions: Vec::new(),
+            eta: EtaInputs {
+                nodes_remaining: total - compatible,
+                ..EtaInputs::default()
+            },
+        }
+    }
+
+    fn upgraded(status: &ExecutorUpgradePolicyStatus) -> (&str, &str) {
+        let c = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == condition_types::UPGRADED)
+            .expect("an Upgraded condition");
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn a_policy_without_nodes_is_not_reported_as_all_compatible() {
+        let mut policy = policy_plan(0, 0);
+        policy.conditions.push(PolicyCondition {
+            reason: Reason::NoNodesSelected,
+            message: "spec.nodeSelector \"pool=none\" selects none of the cluster's 3 nodes".into(),
+            nodes: Vec::new(),
+        });
+        let status = build(&Plan::default(), &policy, None, None, Utc::now());
+        assert_eq!(upgraded(&status), ("False", "NoNodesSelected"));
+        assert_eq!(status.upgraded.as_deref(), Some("0/0"));
+        let degraded = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == condition_types::DEGRADED)
+            .expect("a Degraded condition");
+        assert_eq!(
+            (
+                degraded.status.as_str(),
+                degraded.reason.as_str(),
+                degraded.message.as_str()
+            ),
+            (
+                "True",
+                "NoNodesSelected",
+                "NoNodesSelected: spec.nodeSelector \"pool=none\" selects none of the cluster's 3 nodes"
+            )
+        );
+
+        let done = build(&Plan::default(), &policy_plan(2, 2), None, None, Utc::now());
+        assert_eq!(upgraded(&done), ("True", "AllNodesCompatible"));
+        let busy = build(&Plan::default(), &policy_plan(2, 1), None, None, Utc::now());
+        assert_eq!(upgraded(&busy), ("False", "NodesRemaining"));
+    }
+
+    #[test]
+    fn an_eviction_refused_by_a_budget_is_reported_as_blocked() {
+        use k8sm_planner::{Decision, NodePlan, OwnerKind, OwnerRef, PodClass, PodPlan, PodRef};
+        let pod = |name: &str| PodPlan {
+            pod: PodRef {
+                namespace: "shop".into(),
+                name: name.into(),
+                uid: format!("uid-{name}"),
+            },
+            owner: Some(OwnerRef {
+                kind: OwnerKind::ReplicaSet,
+                name: "vault-1".into(),
+                uid: "rs".into(),
+            }),
+            class: PodClass::Owned,
+            decision: Decision::Evict,
+            reason: Some(Reason::Evicted),
+            message: "evict: owner ReplicaSet vault-1 ready 1/1 → 0".into(),
+            until: None,
+        };
+        let mut policy = policy_plan(2, 1);
+        policy.counts = Default::default();
+        policy.counts.add(NodePhase::Compatible);
+        policy.counts.add(NodePhase::Draining);
+        let plan = Plan {
+            nodes: vec![NodePlan {
+                node: "n1".into(),
+                policy: "p".into(),
+                phase: NodePhase::Draining,
+                since: None,
+                pods_left: 2,
+                executor_id: None,
+                ready: true,
+                blockers: Vec::new(),
+                pods: vec![pod("a"), pod("b")],
+            }],
+            ..Plan::default()
+        };
+        let mut status = build(&plan, &policy, None, None, Utc::now());
+        assert!(
+            status.blocked_pods.is_empty(),
+            "the plan alone sees no blocker"
+        );
+        report_refusals(&mut status, &plan, &policy, &HashMap::new());
+        assert!(status.blocked_pods.is_empty());
+
+        let why = "eviction refused by a PodDisruptionBudget: Cannot evict pod".to_owned();
+        let refused = HashMap::from([("uid-b".to_owned(), why.clone())]);
+        report_refusals(&mut status, &plan, &policy, &refused);
+        assert_eq!(status.blocked_pods.len(), 1);
+        let blocked = &status.blocked_pods[0];
+        assert_eq!(
+            (
+                blocked.name.as_str(),
+                blocked.reason.as_str(),
+                blocked.message.as_str()
+            ),
+            ("b", "BlockedByPDB", why.as_str())
+        );
+        assert_eq!(blocked.owner.as_deref(), Some("ReplicaSet/vault-1"));
+        assert_eq!(status.blocked_pods_total, Some(1));
+        assert_eq!(status.nodes[0].blockers, [why]);
     }
 }

@@ -74,6 +74,11 @@ pub struct SimulateArgs {
     /// `http://ADDR/kamikaze/{nodeName}`), and serve `GET /healthz`.
     #[arg(long)]
     pub http_addr: Option<SocketAddr>,
+
+    /// Fault injection: the executor of this node never comes back after a kamikaze (it hangs), so the controller
+    /// reports the restart overdue. Repeat for several nodes.
+    #[arg(long = "never-restart", value_name = "NODE", value_parser = validate::node_name)]
+    pub never_restart: Vec<String>,
 }
 
 #[cfg(test)]
@@ -98,6 +103,7 @@ mod tests {
         assert_eq!(args.selector, None);
         assert_eq!(args.initial_executor_id, None);
         assert_eq!(args.http_addr, None);
+        assert!(args.never_restart.is_empty());
     }
 
     #[test]
@@ -111,11 +117,14 @@ mod tests {
             "--selector=type=kwok",
             "--initial-executor-id=old",
             "--http-addr=127.0.0.1:8080",
+            "--never-restart=node-0001",
+            "--never-restart=node-0002",
         ])
         .unwrap();
         let Command::Simulate(args) = cli.command else {
             panic!("not simulate");
         };
+        assert_eq!(args.never_restart, ["node-0001", "node-0002"]);
         assert_eq!(*args.restart_delay, std::time::Duration::from_millis(500));
         assert_eq!(args.selector.as_deref(), Some("type=kwok"));
         assert_eq!(args.initial_executor_id.as_deref(), Some("old"));

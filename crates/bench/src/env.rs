@@ -107,25 +107,43 @@ impl BenchCluster {
 
     async fn wait_nodes_old(&self, timeout: Duration) -> anyhow::Result<()> {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let deadline = Instant::now() + timeout;
+        let started = Instant::now();
+        let mut nudged = Instant::now();
         loop {
             let list = nodes.list(&ListParams::default()).await?;
-            let old = list
+            let waiting: Vec<String> = list
                 .items
                 .iter()
                 .filter(|n| {
-                    n.annotations().get(keys::EXECUTOR_ID_ANNOTATION) == Some(&self.old_id)
-                        && !n.annotations().contains_key(keys::KAMIKAZE_ANNOTATION)
+                    n.annotations().get(keys::EXECUTOR_ID_ANNOTATION) != Some(&self.old_id)
+                        || n.annotations().contains_key(keys::KAMIKAZE_ANNOTATION)
                 })
-                .count();
-            if old == list.items.len() {
+                .map(ResourceExt::name_any)
+                .collect();
+            if waiting.is_empty() {
                 return Ok(());
             }
             anyhow::ensure!(
-                Instant::now() < deadline,
-                "{old} of {} nodes report the old executor after {timeout:?}",
-                list.items.len()
+                started.elapsed() < timeout,
+                "{} of {} nodes do not report the old executor after {timeout:?}: {}",
+                waiting.len(),
+                list.items.len(),
+                waiting.join(", ")
             );
+            // The simulated executors publish their ID with a resourceVersion precondition and, after a conflict,
+            // decide again on the node's next change, which KWOK's lease-based heartbeats make rare: touch the
+            // nodes still waiting so that they are looked at again.
+            if nudged.elapsed() > Duration::from_secs(10) {
+                nudged = Instant::now();
+                let patch = json!({ "metadata": { "annotations": {
+                    "bench.k8sm.io/nudged": chrono::Utc::now().to_rfc3339(),
+                } } });
+                for name in &waiting {
+                    nodes
+                        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?;
+                }
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }

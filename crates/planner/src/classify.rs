@@ -32,10 +32,15 @@ pub(crate) enum Ignored {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unmanaged<'a> {
     NoController,
-    /// Its controller reference names an owner that is not in the cluster (any more).
+    /// Its controller reference names an owner of a kind k8sm watches that is not in the view: deleted (the garbage
+    /// collector deletes or orphans the pod soon), or created so recently that k8sm has not seen it yet. Either way
+    /// the pod waits: deleting it could take a live owner below its threshold.
     OwnerGone(&'a ControllerRef),
-    /// Its controller is of a kind whose health k8sm cannot judge.
-    UnjudgedKind(&'a OwnerView),
+    /// Its controller is being deleted: it replaces nothing any more, and the garbage collector (or an orphaning
+    /// deletion) decides what becomes of the pod.
+    OwnerDeleting(&'a ControllerRef),
+    /// Its controller is of a kind whose health k8sm cannot judge (in the view or not: k8sm does not watch it).
+    UnjudgedKind(&'a ControllerRef),
 }
 
 /// The class of one pod.
@@ -129,7 +134,23 @@ fn owner_class<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
         return Class::Unmanaged(Unmanaged::NoController);
     };
     let Some(&owner) = index.owners.get(controller.uid.as_str()) else {
-        return Class::Unmanaged(Unmanaged::OwnerGone(controller));
+        if index.deleting_owners.contains(controller.uid.as_str()) {
+            return Class::Unmanaged(Unmanaged::OwnerDeleting(controller));
+        }
+        // The view holds every owner of these kinds; owners of other kinds are not watched, so not finding one
+        // says nothing about whether it exists.
+        let watched = matches!(
+            OwnerKind::from(controller.kind.as_str()),
+            OwnerKind::ReplicaSet
+                | OwnerKind::ReplicationController
+                | OwnerKind::StatefulSet
+                | OwnerKind::Job
+        );
+        return Class::Unmanaged(if watched {
+            Unmanaged::OwnerGone(controller)
+        } else {
+            Unmanaged::UnjudgedKind(controller)
+        });
     };
     match owner.kind {
         OwnerKind::ReplicaSet | OwnerKind::ReplicationController | OwnerKind::StatefulSet => {
@@ -138,7 +159,7 @@ fn owner_class<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
         OwnerKind::Job => Class::Job(owner),
         // A DaemonSet pod was ignored above; any other kind has no health k8sm can judge.
         OwnerKind::DaemonSet | OwnerKind::Other(_) => {
-            Class::Unmanaged(Unmanaged::UnjudgedKind(owner))
+            Class::Unmanaged(Unmanaged::UnjudgedKind(controller))
         }
     }
 }
@@ -159,12 +180,16 @@ pub(crate) fn unmanaged_message(why: Unmanaged) -> String {
     match why {
         Unmanaged::NoController => "unmanaged pod (no controller)".to_owned(),
         Unmanaged::OwnerGone(c) => format!(
-            "unmanaged pod: its controller {}/{} no longer exists",
+            "its controller {}/{} is not in the cluster (deleted, or not seen yet)",
             c.kind, c.name
         ),
-        Unmanaged::UnjudgedKind(o) => format!(
+        Unmanaged::OwnerDeleting(c) => format!(
+            "unmanaged pod: its controller {}/{} is being deleted",
+            c.kind, c.name
+        ),
+        Unmanaged::UnjudgedKind(c) => format!(
             "unmanaged pod: k8sm cannot judge the health of its controller {}/{}",
-            o.kind, o.name
+            c.kind, c.name
         ),
     }
 }
@@ -213,6 +238,7 @@ mod tests {
         Job(String),
         NoController,
         OwnerGone(String),
+        OwnerDeleting(String),
         UnjudgedKind(String),
     }
 
@@ -226,7 +252,10 @@ mod tests {
                 Class::Job(o) => Self::Job(o.name.clone()),
                 Class::Unmanaged(Unmanaged::NoController) => Self::NoController,
                 Class::Unmanaged(Unmanaged::OwnerGone(c)) => Self::OwnerGone(c.name.clone()),
-                Class::Unmanaged(Unmanaged::UnjudgedKind(o)) => Self::UnjudgedKind(o.name.clone()),
+                Class::Unmanaged(Unmanaged::OwnerDeleting(c)) => {
+                    Self::OwnerDeleting(c.name.clone())
+                }
+                Class::Unmanaged(Unmanaged::UnjudgedKind(c)) => Self::UnjudgedKind(c.name.clone()),
             }
         }
     }
@@ -239,8 +268,10 @@ mod tests {
         let jb = job("ns", "batch");
         let ds = daemon_set("ns", "agent");
         let custom = owner(OwnerKind::Other("Rollout".into()), "ns", "canary", Some(2));
-        let mut gone = replica_set("ns", "old", 2);
-        gone.exists = false;
+        let mut deleting = replica_set("ns", "old", 2);
+        deleting.exists = false;
+        // Not in the view at all.
+        let gone = replica_set("ns", "deleted", 2);
         let cases: Vec<(&str, PodView, PodClassOf)> = vec![
             (
                 "owned by a ReplicaSet",
@@ -351,9 +382,24 @@ mod tests {
                 PodClassOf::NoController,
             ),
             (
+                "controller being deleted",
+                deleting.pod("t", "n1"),
+                PodClassOf::OwnerDeleting("old".into()),
+            ),
+            (
                 "controller gone",
-                gone.pod("t", "n1"),
-                PodClassOf::OwnerGone("old".into()),
+                gone.pod("t2", "n1"),
+                PodClassOf::OwnerGone("deleted".into()),
+            ),
+            (
+                "Job gone",
+                job("ns", "finished").pod("t3", "n1"),
+                PodClassOf::OwnerGone("finished".into()),
+            ),
+            (
+                "controller of a kind k8sm does not watch, not in the view",
+                owner(OwnerKind::Other("Rollout".into()), "ns", "elsewhere", None).pod("t4", "n1"),
+                PodClassOf::UnjudgedKind("elsewhere".into()),
             ),
             (
                 "controller of another kind",
@@ -368,7 +414,7 @@ mod tests {
                 PodClassOf::Ignored(Ignored::Terminating),
             ),
         ];
-        let owners = vec![rs, sts, rc, jb, ds, custom, gone];
+        let owners = vec![rs, sts, rc, jb, ds, custom, deleting];
         let (names, pods): (Vec<&str>, Vec<PodView>) =
             cases.iter().map(|(n, p, _)| (*n, p.clone())).unzip();
         let got = class_of(pods, owners, vec!["ns/inflight"]);

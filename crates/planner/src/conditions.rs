@@ -65,8 +65,9 @@ pub(crate) fn conflicts(
         .into_iter()
         .map(|(others, nodes)| {
             let message = format!(
-                "{} node(s) also selected by policy {}: neither policy acts on them; make the nodeSelectors disjoint",
+                "{} node(s) ({}) also selected by policy {}: neither policy acts on them; make the nodeSelectors disjoint",
                 nodes.len(),
+                name_list(&nodes),
                 others.join(", ")
             );
             condition(Reason::PolicyConflict, message, nodes)
@@ -98,7 +99,36 @@ pub(crate) fn node_conditions(nodes: &[NodePlan]) -> Vec<PolicyCondition> {
             .map(|n| n.node.clone())
             .collect();
         names.sort();
-        (!names.is_empty()).then(|| condition(reason, format!("{} {what}", names.len()), names))
+        (!names.is_empty()).then(|| {
+            let message = format!("{} {what}: {}", names.len(), name_list(&names));
+            condition(reason, message, names)
+        })
     })
     .collect()
+}
+
+/// At most this many names in a message; the condition's node list has them all.
+const NAMES_IN_A_MESSAGE: usize = 5;
+
+/// "a, b, c", or "a, b, c, d, e and 7 more": messages name the nodes concerned, within bounds.
+pub(crate) fn name_list(names: &[String]) -> String {
+    let shown = names[..names.len().min(NAMES_IN_A_MESSAGE)].join(", ");
+    match names.len().saturating_sub(NAMES_IN_A_MESSAGE) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_lists_are_bounded() {
+        let names = |n: usize| (0..n).map(|i| format!("n{i}")).collect::<Vec<_>>();
+        assert_eq!(name_list(&names(0)), "");
+        assert_eq!(name_list(&names(2)), "n0, n1");
+        assert_eq!(name_list(&names(5)), "n0, n1, n2, n3, n4");
+        assert_eq!(name_list(&names(8)), "n0, n1, n2, n3, n4 and 3 more");
+    }
 }

@@ -88,6 +88,8 @@ fn needs_operator(
                 ctx.node.name
             ),
         )),
+        // Waits for the garbage collector, whatever the unmanaged-pod policy.
+        Class::Unmanaged(Unmanaged::OwnerGone(_)) => None,
         Class::Unmanaged(why) => unmanaged_needs_operator(&unmanaged_message(why), ctx),
         Class::Job(owner) if job_expired(ctx) => unmanaged_needs_operator(
             &format!("Job {} pod past the unmanaged-pod timeout", owner.name),
@@ -200,9 +202,8 @@ fn pod_plan(
     message: String,
 ) -> PodPlan {
     let owner = match class {
-        Class::Owned(o) | Class::Job(o) | Class::Unmanaged(Unmanaged::UnjudgedKind(o)) => {
-            Some(OwnerRef::of(o))
-        }
+        Class::Owned(o) | Class::Job(o) => Some(OwnerRef::of(o)),
+        Class::Unmanaged(Unmanaged::UnjudgedKind(c)) => Some(OwnerRef::of_controller(c)),
         _ => None,
     };
     PodPlan {
@@ -391,6 +392,19 @@ fn decide_other(
             return plan;
         }
         Class::Job(owner) => format!("Job {} pod past the unmanaged-pod timeout", owner.name),
+        Class::Unmanaged(why @ Unmanaged::OwnerGone(_)) => {
+            let message = format!(
+                "wait: {}: the garbage collector deletes or orphans the pod; if it stays, delete it by hand",
+                unmanaged_message(why)
+            );
+            return pod_plan(
+                pod,
+                class,
+                Decision::Wait,
+                Some(Reason::WaitingForOwner),
+                message,
+            );
+        }
         Class::Unmanaged(why) => unmanaged_message(why),
         Class::OptedOut(_) | Class::Owned(_) => {
             unreachable!("opted-out pods need an operator; owned pods are decided by decide_owned")

@@ -7,11 +7,15 @@
 //! invariant): k8sm never takes an owner below `min(ceil(t * d / 100), d - 1)` ready pods.
 //!
 //! Owners scaled to zero (`d = 0`): their pods are being removed by their controller anyway, so they wait (evicting
-//! them would only race the controller). Owners that do not exist are not judged here: their pods are unmanaged.
+//! them would only race the controller). Owners that are not in the view are not judged here: their pods wait (see
+//! `classify::Unmanaged::OwnerGone`).
 
 use std::collections::BTreeMap;
 
-use crate::{OwnerView, index::Index};
+use crate::{
+    OwnerView,
+    index::{FastMap, Index},
+};
 
 /// `ceil(threshold * desired / 100)`: ready pods the owner must keep after an eviction.
 pub fn needed(threshold: u8, desired: u32) -> u32 {
@@ -79,7 +83,7 @@ pub fn judge(health: OwnerHealth, threshold: u8, pod_ready: bool) -> Verdict {
 /// Owner health and budget allowances, updated with every eviction planned in the pass.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Ledger {
-    owners: BTreeMap<String, OwnerHealth>,
+    owners: FastMap<String, OwnerHealth>,
     /// Disruptions still allowed per budget (namespace, name).
     pdbs: BTreeMap<(String, String), i64>,
 }

@@ -1,6 +1,6 @@
 //! Lookups over the view, built once per plan, and the parsing of the time annotations.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
@@ -8,6 +8,11 @@ use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
     selector::{Selector, SelectorError},
 };
+
+/// The hash maps and sets of a pass: lookups by UID or name, rebuilt every pass and never iterated where order
+/// matters, so a fast fixed-seed hasher (no DoS concern: the keys come from the apiserver, and a pass is short-lived).
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+pub(crate) type FastSet<T> = HashSet<T, foldhash::fast::FixedState>;
 
 /// A time annotation as read from a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,16 +69,18 @@ impl Pdb<'_> {
 pub(crate) struct Index<'a> {
     /// Nodes by name.
     pub(crate) nodes: BTreeMap<&'a str, &'a NodeView>,
-    /// Pods by node name, each list sorted by namespace and name.
-    pub(crate) pods_by_node: BTreeMap<&'a str, Vec<&'a PodView>>,
-    /// Pods by controller UID, sorted.
-    pub(crate) pods_by_owner: BTreeMap<&'a str, Vec<&'a PodView>>,
-    /// Owners by UID, only those that exist.
-    pub(crate) owners: BTreeMap<&'a str, &'a OwnerView>,
+    /// Pods by node name, each list sorted by namespace and name (looked up, never iterated).
+    pub(crate) pods_by_node: FastMap<&'a str, Vec<&'a PodView>>,
+    /// Pods by controller UID, in no particular order (looked up and counted).
+    pub(crate) pods_by_owner: FastMap<&'a str, Vec<&'a PodView>>,
+    /// Owners by UID, only those that exist (looked up; iterated only where order does not matter).
+    pub(crate) owners: FastMap<&'a str, &'a OwnerView>,
+    /// UIDs of owners that are still in the view but being deleted (`exists: false`).
+    pub(crate) deleting_owners: BTreeSet<&'a str>,
     /// Budgets, sorted by namespace and name.
     pub(crate) pdbs: Vec<Pdb<'a>>,
     /// UIDs of pods with an eviction in flight.
-    pub(crate) in_flight_pods: BTreeSet<&'a str>,
+    pub(crate) in_flight_pods: FastSet<&'a str>,
     /// UIDs of owners with an eviction in flight.
     pub(crate) in_flight_owners: BTreeSet<&'a str>,
 }
@@ -81,11 +88,11 @@ pub(crate) struct Index<'a> {
 impl<'a> Index<'a> {
     pub(crate) fn new(view: &'a ClusterView) -> Self {
         let nodes = view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-        let mut pods: Vec<&PodView> = view.pods.iter().collect();
-        pods.sort_by(|a, b| (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid)));
-        let mut pods_by_node: BTreeMap<&str, Vec<&PodView>> = BTreeMap::new();
-        let mut pods_by_owner: BTreeMap<&str, Vec<&PodView>> = BTreeMap::new();
-        for pod in pods {
+        // Grouped first and each node's pods sorted on their own: sorting every pod of the cluster at once costs far
+        // more string comparisons. An owner's pods are only counted, so their order does not matter.
+        let mut pods_by_node: FastMap<&str, Vec<&PodView>> = FastMap::default();
+        let mut pods_by_owner: FastMap<&str, Vec<&PodView>> = FastMap::default();
+        for pod in &view.pods {
             if let Some(node) = &pod.node_name {
                 pods_by_node.entry(node).or_default().push(pod);
             }
@@ -93,11 +100,23 @@ impl<'a> Index<'a> {
                 pods_by_owner.entry(&controller.uid).or_default().push(pod);
             }
         }
+        let by_name = |a: &&PodView, b: &&PodView| {
+            (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid))
+        };
+        for group in pods_by_node.values_mut() {
+            group.sort_unstable_by(by_name);
+        }
         let owners = view
             .owners
             .iter()
             .filter(|o| o.exists)
             .map(|o| (o.uid.as_str(), o))
+            .collect();
+        let deleting_owners = view
+            .owners
+            .iter()
+            .filter(|o| !o.exists)
+            .map(|o| o.uid.as_str())
             .collect();
         let mut pdbs: Vec<Pdb> = view
             .pdbs
@@ -115,6 +134,7 @@ impl<'a> Index<'a> {
             pods_by_node,
             pods_by_owner,
             owners,
+            deleting_owners,
             pdbs,
             in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
             in_flight_owners: view

@@ -154,11 +154,13 @@ pub(crate) fn assess(
     if !marked {
         match target {
             Some(target) => {
-                let id = current.unwrap_or("none");
                 a.actions.push((
                     mark(node, Some(now)),
                     Reason::Marked,
-                    format!("marked incompatible: executor {id}, target {target}"),
+                    format!(
+                        "marked incompatible: {}, not the target {target}",
+                        reported_executor(node.executor_id.as_deref())
+                    ),
                 ));
                 planned_mark = true;
             }
@@ -268,10 +270,23 @@ fn kamikaze_progress(
         Stamp::Absent => a.block(
             Reason::RestartOverdue,
             format!(
-                "the executor cleared the kamikaze annotation but still reports executor {}: check the node",
-                current.unwrap_or("none")
+                "the executor cleared the kamikaze annotation without reporting a new executor ({}): check the node",
+                reported_executor(current)
             ),
         ),
+    }
+}
+
+/// What the node's executor-id annotation says, quoted as found: a garbage value is shown as it is, and a missing or
+/// empty one is named as such rather than passed off as an executor called "none".
+fn reported_executor(raw: Option<&str>) -> String {
+    let key = keys::EXECUTOR_ID_ANNOTATION;
+    match raw {
+        None => format!("annotation {key} is missing (the node reports no executor)"),
+        Some(id) if id.trim().is_empty() => {
+            format!("annotation {key} is empty (the node reports no executor)")
+        }
+        Some(id) => format!("annotation {key} is {id:?}"),
     }
 }
 

@@ -4,7 +4,10 @@ use chrono::{DateTime, Utc};
 use k8sm_api::{KamikazeMechanism, NodeCounts, NodePhase};
 use serde::{Deserialize, Serialize};
 
-use crate::{OwnerKind, PodView, Reason, view::OwnerView};
+use crate::{
+    OwnerKind, PodView, Reason,
+    view::{ControllerRef, OwnerView},
+};
 
 /// Everything the controller does in one pass, and what status, Events and the plugin report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -242,6 +245,15 @@ impl OwnerRef {
             uid: owner.uid.clone(),
         }
     }
+
+    /// The owner a pod's controller reference names, whether or not it is in the view.
+    pub(crate) fn of_controller(controller: &ControllerRef) -> Self {
+        Self {
+            kind: OwnerKind::from(controller.kind.as_str()),
+            name: controller.name.clone(),
+            uid: controller.uid.clone(),
+        }
+    }
 }
 
 impl std::fmt::Display for OwnerRef {
@@ -322,7 +334,9 @@ pub enum PodClass {
     Owned,
     /// Owned by a Job: waits for completion, then the unmanaged-pod timeout.
     Job,
-    /// No controller (or one that is gone, or of a kind k8sm cannot judge): the unmanaged-pod policy applies.
+    /// No controller, one being deleted, or one of a kind k8sm cannot judge: the unmanaged-pod policy applies. (A pod
+    /// whose controller of a kind k8sm watches is absent from the cluster is unmanaged too, but waits for the garbage
+    /// collector instead.)
     Unmanaged,
 }
 

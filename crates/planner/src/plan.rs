@@ -20,9 +20,10 @@ use crate::{
     index::Index,
     nodes::{self, Assessment, Stage},
     output::{
-        Action, ActionKind, Blocker, Decision, EtaInputs, NodePlan, Plan, PodPlan, PolicyPlan,
+        Action, ActionKind, Blocker, Decision, EtaInputs, NodePlan, Plan, PodPlan, PodRef,
+        PolicyPlan,
     },
-    selector::Selector,
+    selector::{self, Selector},
 };
 
 /// Plans one pass: what to do now, and where every selected node stands. Pure: the same view and `now` always give
@@ -78,16 +79,8 @@ pub fn plan(view: &ClusterView, now: DateTime<Utc>) -> Plan {
         pass.run(&selections[i], ledger, &mut plan);
     }
 
-    plan.actions.sort_by(|a, b| {
-        let key = |a: &Action| {
-            (
-                a.kind.rank(),
-                a.kind.node().map(str::to_owned),
-                a.kind.pod().cloned(),
-            )
-        };
-        key(a).cmp(&key(b))
-    });
+    plan.actions
+        .sort_by(|a, b| action_order(a).cmp(&action_order(b)));
     plan.nodes
         .sort_by(|a, b| (&a.policy, &a.node).cmp(&(&b.policy, &b.node)));
     plan.policies.sort_by(|a, b| a.policy.cmp(&b.policy));
@@ -134,11 +127,14 @@ impl<'v> PolicyPass<'v, '_> {
             }
         };
         if selection.is_ok() && selected.is_empty() {
-            conditions.push(condition(
-                Reason::NoNodesSelected,
-                "the nodeSelector selects no node".into(),
-                vec![],
-            ));
+            let message = match self.index.nodes.len() {
+                0 => "the cluster has no nodes".to_owned(),
+                all => format!(
+                    "spec.nodeSelector \"{}\" selects none of the cluster's {all} nodes",
+                    selector::describe(&spec.node_selector)
+                ),
+            };
+            conditions.push(condition(Reason::NoNodesSelected, message, vec![]));
         }
         let (own, shared): (Vec<&NodeView>, Vec<&NodeView>) = selected.iter().partition(|n| {
             self.claims
@@ -462,6 +458,11 @@ impl<'v> PolicyPass<'v, '_> {
             pods: Vec::new(),
         }
     }
+}
+
+/// The order in which a pass's actions execute: by rank, then node, then pod.
+fn action_order(a: &Action) -> (u8, Option<&str>, Option<&PodRef>) {
+    (a.kind.rank(), a.kind.node(), a.kind.pod())
 }
 
 fn candidate_key<'a>(e: &'a Entry) -> (bool, u32, bool, Option<DateTime<Utc>>, &'a str) {

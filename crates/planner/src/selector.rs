@@ -127,6 +127,31 @@ impl Selector {
     }
 }
 
+/// A label selector in kubectl's notation (`pool=web, zone in (a, b), !spot`), for messages; `<all>` when empty.
+pub(crate) fn describe(selector: &LabelSelector) -> String {
+    let mut parts: Vec<String> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    for expr in selector.match_expressions.iter().flatten() {
+        let values = expr.values.clone().unwrap_or_default().join(", ");
+        parts.push(match expr.operator.as_str() {
+            "In" => format!("{} in ({values})", expr.key),
+            "NotIn" => format!("{} notin ({values})", expr.key),
+            "Exists" => expr.key.clone(),
+            "DoesNotExist" => format!("!{}", expr.key),
+            other => format!("{} {other} ({values})", expr.key),
+        });
+    }
+    if parts.is_empty() {
+        "<all>".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +234,24 @@ mod tests {
             let got = [sel.matches(&web_prod), sel.matches(&db), sel.matches(&none)];
             assert_eq!(got, expected, "{name}");
         }
+    }
+
+    #[test]
+    fn selectors_are_described_as_kubectl_writes_them() {
+        let sel = selector(
+            &[("pool", "web")],
+            vec![
+                expr("zone", "In", &["a", "b"]),
+                expr("tier", "NotIn", &["batch"]),
+                expr("ssd", "Exists", &[]),
+                expr("spot", "DoesNotExist", &[]),
+            ],
+        );
+        assert_eq!(
+            describe(&sel),
+            "pool=web, zone in (a, b), tier notin (batch), ssd, !spot"
+        );
+        assert_eq!(describe(&selector(&[], vec![])), "<all>");
     }
 
     #[test]

@@ -218,8 +218,9 @@ pub struct OwnerView {
     /// `spec.replicas` for ReplicaSets, ReplicationControllers and StatefulSets (`None` there means the apiserver
     /// default, 1); `None` for Jobs and DaemonSets.
     pub desired: Option<u32>,
-    /// `false` when the controller knows the owner is gone (deleted, or being deleted); such an owner counts as
-    /// missing, exactly like an owner absent from the view.
+    /// `false` when the controller knows the owner is being deleted (a deletion timestamp): it replaces nothing any
+    /// more, so its pods are unmanaged pods (the unmanaged-pod policy applies). An owner absent from the view is
+    /// different: it may be gone or not seen yet, so its pods wait for the garbage collector.
     pub exists: bool,
 }
 

@@ -32,6 +32,9 @@ pub struct ClusterOptions {
     pub node_labels: BTreeMap<String, String>,
     /// Run kube-controller-manager (Deployments, ReplicaSets, garbage collection, …).
     pub controller_manager: bool,
+    /// kube-controller-manager controllers to leave off, by name (e.g. `disruption-controller`, so that a test
+    /// writes PodDisruptionBudget statuses itself).
+    pub disabled_controllers: Vec<String>,
     /// Run kube-scheduler.
     pub scheduler: bool,
     /// Keep the cluster's files here instead of in a temporary directory removed on drop.
@@ -46,6 +49,7 @@ impl Default for ClusterOptions {
             pod_ready_delay: Duration::ZERO,
             node_labels: BTreeMap::new(),
             controller_manager: true,
+            disabled_controllers: Vec::new(),
             scheduler: true,
             dir: None,
         }
@@ -148,7 +152,15 @@ impl TestCluster {
             .await?;
 
         if options.controller_manager {
-            let args = components::kube_controller_manager(&layout, free_port()?);
+            let mut args = components::kube_controller_manager(&layout, free_port()?);
+            if !options.disabled_controllers.is_empty() {
+                let disabled: Vec<String> = options
+                    .disabled_controllers
+                    .iter()
+                    .map(|name| format!("-{name}"))
+                    .collect();
+                args.push(format!("--controllers=*,{}", disabled.join(",")));
+            }
             let process = spawn(
                 "kube-controller-manager",
                 &binaries.kube_controller_manager,
@@ -231,6 +243,45 @@ impl TestCluster {
     /// The processes of this cluster, for tests that inject faults.
     pub fn process_mut(&mut self, name: &str) -> Option<&mut ManagedProcess> {
         self.processes.iter_mut().find(|p| p.name() == name)
+    }
+
+    /// Restarts the kube-apiserver, as an operator upgrading or reconfiguring the control plane does: stops it
+    /// (SIGTERM, SIGKILL after a grace period), starts it again with the same flags on the same port, and waits until
+    /// `/readyz` answers `ok`. etcd keeps every object; clients (the components, the controller, tests) see their
+    /// connections and watches break and reconnect by themselves. Returns how long the apiserver was unavailable,
+    /// from the stop to ready.
+    pub async fn restart_apiserver(&mut self) -> Result<Duration, Error> {
+        let apiserver = self
+            .processes
+            .iter_mut()
+            .find(|p| p.name() == "kube-apiserver")
+            .ok_or_else(|| Error::Setup("the kube-apiserver was not started".into()))?;
+        let stopped_at = Instant::now();
+        let mut old = std::mem::replace(apiserver, apiserver.not_started());
+        // Stopping waits up to the grace period; keep the async runtime's worker free meanwhile. (Starting is done
+        // from this thread: `setpriv --pdeathsig` ties a process to the thread that started it, and blocking-pool
+        // threads come and go.)
+        tokio::task::spawn_blocking(move || old.stop())
+            .await
+            .map_err(|e| Error::Setup(format!("stopping the kube-apiserver panicked: {e}")))?;
+        apiserver.respawn()?;
+        self.wait_apiserver_ready(Duration::from_secs(90)).await?;
+        Ok(stopped_at.elapsed())
+    }
+
+    /// Starts again, with the same command line, every component that has exited by itself, as kubelet or systemd
+    /// restart a crashed control-plane component (e.g. kube-scheduler exits on purpose when its cache disagrees with
+    /// the apiserver after a restart of the apiserver). Returns the names of those restarted.
+    pub fn restart_exited(&mut self) -> Result<Vec<String>, Error> {
+        let mut restarted = Vec::new();
+        for process in &mut self.processes {
+            if process.has_exited() {
+                tracing::warn!(name = process.name(), "exited; restarting it");
+                process.respawn()?;
+                restarted.push(process.name().to_owned());
+            }
+        }
+        Ok(restarted)
     }
 
     /// Fails with the log of the first component that has exited.

@@ -22,6 +22,9 @@ pub struct ManagedProcess {
     name: String,
     child: Option<Child>,
     log: PathBuf,
+    /// The command line, to start the process again ([`ManagedProcess::respawn`]).
+    program: PathBuf,
+    args: Vec<String>,
 }
 
 impl ManagedProcess {
@@ -30,41 +33,43 @@ impl ManagedProcess {
     /// The process runs under `setpriv --pdeathsig KILL`, so the kernel kills it if the thread that started it dies
     /// without running destructors (a SIGKILLed test run, an abort): no orphaned etcd outlives its test.
     pub fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> Result<Self, Error> {
-        let out = File::options()
-            .create(true)
-            .append(true)
-            .open(log)
-            .map_err(|source| Error::Io {
-                context: format!("opening log {}", log.display()),
-                source,
-            })?;
-        let err = out.try_clone().map_err(|source| Error::Io {
-            context: format!("duplicating log handle {}", log.display()),
-            source,
-        })?;
-        let child = Command::new("setpriv")
-            .arg("--pdeathsig")
-            .arg("KILL")
-            .arg("--")
-            .arg(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|source| Error::Io {
-                context: format!(
-                    "starting {name} ({}) under setpriv (from util-linux)",
-                    program.display()
-                ),
-                source,
-            })?;
-        tracing::debug!(name, pid = child.id(), "started");
+        let child = launch(name, program, args, log)?;
         Ok(Self {
             name: name.to_owned(),
             child: Some(child),
             log: log.to_owned(),
+            program: program.to_owned(),
+            args: args.to_vec(),
         })
+    }
+
+    /// The same command, not started (see [`ManagedProcess::respawn`]); stands in while this one is being stopped.
+    pub(crate) fn not_started(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            child: None,
+            log: self.log.clone(),
+            program: self.program.clone(),
+            args: self.args.clone(),
+        }
+    }
+
+    /// Starts the process again with the same command line and log (appended to), as a supervisor restarts a
+    /// component that exited. An instance still running is killed first.
+    pub fn respawn(&mut self) -> Result<(), Error> {
+        if let Some(mut old) = self.child.take() {
+            let _ = old.kill();
+            let _ = old.wait();
+        }
+        self.child = Some(launch(&self.name, &self.program, &self.args, &self.log)?);
+        Ok(())
+    }
+
+    /// Whether the process was started and has exited by itself since.
+    pub fn has_exited(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(Some(_))))
     }
 
     pub fn name(&self) -> &str {
@@ -141,6 +146,41 @@ impl Drop for ManagedProcess {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Starts `program` with `args` under `setpriv --pdeathsig KILL`, stdout and stderr appended to `log`.
+fn launch(name: &str, program: &Path, args: &[String], log: &Path) -> Result<Child, Error> {
+    let out = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|source| Error::Io {
+            context: format!("opening log {}", log.display()),
+            source,
+        })?;
+    let err = out.try_clone().map_err(|source| Error::Io {
+        context: format!("duplicating log handle {}", log.display()),
+        source,
+    })?;
+    let child = Command::new("setpriv")
+        .arg("--pdeathsig")
+        .arg("KILL")
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|source| Error::Io {
+            context: format!(
+                "starting {name} ({}) under setpriv (from util-linux)",
+                program.display()
+            ),
+            source,
+        })?;
+    tracing::debug!(name, pid = child.id(), "started");
+    Ok(child)
 }
 
 /// The last `lines` lines of a log file, for error messages.

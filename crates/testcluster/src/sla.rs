@@ -1,7 +1,7 @@
 //! The SLA watcher: follows every pod of a namespace through a watch and checks, at every change, that each owner
 //! keeps at least `min(ceil(t·d), d−1)` ready pods (DESIGN.md §5.3) — the invariant k8sm promises.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -54,6 +54,9 @@ impl SlaWatcher {
             let mut events = watcher(pods, watcher::Config::default())
                 .default_backoff()
                 .boxed();
+            // Pods listed since the watch (re)started: after a re-list (an expired watch, a restarted apiserver)
+            // the listing replaces what was known, so pods deleted while the watch was down are forgotten too.
+            let mut relisted: Option<HashSet<String>> = None;
             while let Some(event) = events.next().await {
                 let Ok(event) = event else { continue };
                 let (changed, deleted): (Vec<Pod>, Vec<Pod>) = match event {
@@ -61,10 +64,24 @@ impl SlaWatcher {
                         (vec![pod], vec![])
                     }
                     watcher::Event::Delete(pod) => (vec![], vec![pod]),
-                    watcher::Event::Init | watcher::Event::InitDone => (vec![], vec![]),
+                    watcher::Event::Init => {
+                        relisted = Some(HashSet::new());
+                        (vec![], vec![])
+                    }
+                    watcher::Event::InitDone => {
+                        if let Some(listed) = relisted.take() {
+                            let mut state = shared.lock().unwrap();
+                            state.pods.retain(|uid, _| listed.contains(uid));
+                            state.check();
+                        }
+                        (vec![], vec![])
+                    }
                 };
                 for pod in &changed {
                     let Some(owner) = owner_of(pod) else { continue };
+                    if let Some(listed) = relisted.as_mut() {
+                        listed.insert(pod.uid().unwrap_or_default());
+                    }
                     let known = shared.lock().unwrap().desired.contains_key(&owner);
                     if !known {
                         let desired = match owner.0.as_str() {

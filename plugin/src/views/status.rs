@@ -162,14 +162,19 @@ impl StatusView {
                 )),
             );
         }
-        let progress = format!(
-            "{} {}/{} nodes upgraded ({}%), {}",
-            bar(self.upgraded, self.total),
-            self.upgraded,
-            self.total,
-            self.percent,
-            self.eta_text(now)
-        );
+        let progress = if self.total == 0 {
+            // Not "0/0 (100%), done": nothing was upgraded, and the Problem line below says why.
+            "no node selected: nothing to upgrade".to_owned()
+        } else {
+            format!(
+                "{} {}/{} nodes upgraded ({}%), {}",
+                bar(self.upgraded, self.total),
+                self.upgraded,
+                self.total,
+                self.percent,
+                self.eta_text(now)
+            )
+        };
         line(
             "Progress:",
             &if self.done {

@@ -192,6 +192,35 @@ fn paused_and_problems_are_spelled_out() {
 }
 
 #[test]
+fn a_policy_that_selects_no_node_says_so_instead_of_done() {
+    let policy = policy(
+        json!({"targetExecutorId": TARGET, "nodeSelector": {"matchLabels": {"pool": "none"}}}),
+        Some(json!({
+            "observedGeneration": 2,
+            "upgraded": "0/0",
+            "counts": {"total": 0},
+            "conditions": [
+                {"type": "Degraded", "status": "True", "reason": "NoNodesSelected",
+                 "message": "NoNodesSelected: spec.nodeSelector \"pool=none\" selects none of the cluster's 6 nodes",
+                 "lastTransitionTime": "2026-03-01T12:00:00Z"}
+            ]
+        })),
+    );
+    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    assert_eq!(
+        text,
+        format!(
+            "Policy:   fleet
+Target:   {TARGET}
+Progress: no node selected: nothing to upgrade
+Phases:   Compatible 0  Incompatible 0  Draining 0  Drained 0  KamikazeSent 0  Blocked 0
+Problem:  NoNodesSelected: spec.nodeSelector \"pool=none\" selects none of the cluster's 6 nodes
+"
+        )
+    );
+}
+
+#[test]
 fn phases_are_coloured_on_a_terminal() {
     let text = StatusView::from_policy(&mid_upgrade()).render(false, now(), Palette::COLOR);
     assert!(text.contains("\x1b[31mBlocked\x1b[0m"), "{text}");

@@ -53,6 +53,16 @@ impl Scenario {
         agent_args: &[String],
     ) -> Self {
         let options = ClusterOptions::default().with_nodes(nodes);
+        Self::start_with_options(options, namespace, restart_delay, agent_args).await
+    }
+
+    /// Like [`Scenario::start_with_agent_args`], on a cluster started with `options` (e.g. a KWOK pod-ready delay).
+    pub async fn start_with_options(
+        options: ClusterOptions,
+        namespace: &str,
+        restart_delay: &str,
+        agent_args: &[String],
+    ) -> Self {
         let mut cluster = TestCluster::start(options).await.expect("cluster starts");
         install_crd(&cluster);
         cluster

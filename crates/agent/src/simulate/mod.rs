@@ -33,7 +33,8 @@ pub async fn run(args: SimulateArgs, mut shutdown: Shutdown) -> Result<(), Error
     let simulation = Simulation::new(
         args.new_executor_id.clone(),
         args.initial_executor_id.clone(),
-    );
+    )
+    .never_restarting(args.never_restart.iter().cloned());
     let simulator = Simulator::new(
         nodes.clone(),
         simulation,
@@ -51,6 +52,7 @@ pub async fn run(args: SimulateArgs, mut shutdown: Shutdown) -> Result<(), Error
         new_executor_id = %args.new_executor_id,
         initial_executor_id = args.initial_executor_id.as_deref().unwrap_or("<none>"),
         restart_delay = %args.restart_delay,
+        never_restart = ?args.never_restart,
         "simulating the executors of the selected nodes"
     );
 

@@ -86,6 +86,12 @@ impl Simulator {
                 let obeyed = self.restart(&node).await;
                 self.state().restart_done(&node, obeyed);
             }
+            Command::Hang { node } => {
+                tracing::warn!(
+                    node,
+                    "kamikaze: this executor hangs and never restarts (--never-restart)"
+                );
+            }
             Command::Recreate(node) => {
                 let name = node.name_any();
                 tracing::info!(node = %name, delay = ?self.restart_delay, "node in an upgrade deleted: re-creating it after the delay");
@@ -97,17 +103,39 @@ impl Simulator {
     }
 
     async fn publish_initial(&self, name: &str, executor_id: &str, resource_version: Option<&str>) {
-        let patch = publish_patch(executor_id, resource_version);
         let result = with_retries("publishing the initial executor ID", || async {
-            match self
-                .nodes
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => Ok(true),
-                // Changed or gone since: the watch delivers the new state, and the simulation decides again.
-                Err(error) if is_conflict(&error) || is_not_found(&error) => Ok(false),
-                Err(error) => Err(error),
+            // A conflict means the node changed after the watch showed it. The watch event of that change may have
+            // arrived while this publication was in flight (and was then not acted on), and a quiet node may not
+            // change again for minutes: so read it again at once and decide on the fresh copy.
+            let mut resource_version = resource_version.map(str::to_owned);
+            let mut conflicts = 0;
+            loop {
+                let patch = publish_patch(executor_id, resource_version.as_deref());
+                match self
+                    .nodes
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => return Ok(true),
+                    Err(error) if is_not_found(&error) => return Ok(false),
+                    Err(error) if is_conflict(&error) && conflicts < MAX_CONFLICTS => {
+                        conflicts += 1;
+                        let Some(node) = self.nodes.get_opt(name).await? else {
+                            return Ok(false);
+                        };
+                        // Someone published an ID meanwhile, or a kamikaze came (its restart publishes the new ID).
+                        if crate::contract::executor_id(&node).is_some()
+                            || annotation(&node, KAMIKAZE_ANNOTATION).is_some()
+                        {
+                            return Ok(false);
+                        }
+                        resource_version = node.metadata.resource_version.clone();
+                    }
+                    // Still changing after several fresh reads: the watch delivers the new state, and the
+                    // simulation decides again.
+                    Err(error) if is_conflict(&error) => return Ok(false),
+                    Err(error) => return Err(error),
+                }
             }
         })
         .await;
@@ -227,6 +255,13 @@ impl KamikazeTarget for Simulator {
             HttpKamikaze::UnknownNode => Answer::UnknownNode,
             HttpKamikaze::AlreadyRestarting => {
                 tracing::info!(node, "kamikaze over HTTP: already restarting");
+                Answer::Accepted
+            }
+            HttpKamikaze::Hangs => {
+                tracing::warn!(
+                    node,
+                    "kamikaze over HTTP: this executor never restarts (--never-restart)"
+                );
                 Answer::Accepted
             }
             HttpKamikaze::Restart(command) => {

@@ -25,6 +25,8 @@ pub enum Command {
     Restart { node: String },
     /// After the restart delay, create this upgraded node, then report [`Simulation::recreate_done`].
     Recreate(Box<Node>),
+    /// Nothing but a log line: the node got a kamikaze and its executor hangs (`--never-restart`).
+    Hang { node: String },
 }
 
 /// The answer to `POST /kamikaze/{nodeName}`.
@@ -36,6 +38,8 @@ pub enum HttpKamikaze {
     Restart(Command),
     /// Accepted (202); the node is already restarting, and restarts once.
     AlreadyRestarting,
+    /// Accepted (202), but the node's executor hangs and never comes back (`--never-restart`).
+    Hangs,
 }
 
 /// What the simulation knows.
@@ -57,6 +61,10 @@ pub struct Simulation {
     obeyed: BTreeMap<String, String>,
     /// Names listed since the watch (re)started, when it is re-listing.
     relisted: Option<BTreeSet<String>>,
+    /// Fault injection: nodes whose executor never comes back after a kamikaze.
+    never_restart: BTreeSet<String>,
+    /// Never-restarting nodes whose pending kamikaze was already reported as a hang, so each is reported once.
+    hung: BTreeSet<String>,
 }
 
 #[derive(Debug)]
@@ -72,6 +80,12 @@ impl Simulation {
             initial_executor_id,
             ..Self::default()
         }
+    }
+
+    /// Makes these nodes' executors hang on kamikaze: they never restart (nor come back after a `DeleteNode`).
+    pub fn never_restarting(mut self, nodes: impl IntoIterator<Item = String>) -> Self {
+        self.never_restart.extend(nodes);
+        self
     }
 
     /// One event of the node watch.
@@ -107,6 +121,11 @@ impl Simulation {
         let mut commands = Vec::new();
         let reported = executor_id(node);
         match pending_kamikaze(node, reported) {
+            Some(_) if self.never_restart.contains(&name) => {
+                if self.hung.insert(name.clone()) {
+                    commands.push(Command::Hang { node: name.clone() });
+                }
+            }
             Some(kamikaze) => {
                 let stale = self.obeyed.get(&name).is_some_and(|k| k == kamikaze);
                 if !stale && self.restarting.insert(name.clone()) {
@@ -116,6 +135,7 @@ impl Simulation {
             // The kamikaze is gone, so the next one is new even if it carries the same value.
             None => {
                 self.obeyed.remove(&name);
+                self.hung.remove(&name);
             }
         }
         if let Some(initial) = &self.initial_executor_id
@@ -140,6 +160,9 @@ impl Simulation {
         let Some(seen) = self.nodes.remove(name) else {
             return Vec::new();
         };
+        if self.never_restart.contains(name) {
+            return Vec::new();
+        }
         if !seen.in_upgrade || !self.recreating.insert(name.to_owned()) {
             return Vec::new();
         }
@@ -173,6 +196,9 @@ impl Simulation {
         }
         if !self.nodes.contains_key(node) {
             return HttpKamikaze::UnknownNode;
+        }
+        if self.never_restart.contains(node) {
+            return HttpKamikaze::Hangs;
         }
         if !self.restarting.insert(node.to_owned()) {
             return HttpKamikaze::AlreadyRestarting;

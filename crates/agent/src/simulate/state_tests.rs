@@ -265,3 +265,23 @@ fn watch_events_drive_the_same_rules() {
         [Command::Recreate(Box::new(recreated("n1")))]
     );
 }
+
+#[test]
+fn a_never_restarting_node_hangs_on_every_mechanism() {
+    let mut s = sim().never_restarting(["n1".to_owned()]);
+    let hang = || Command::Hang { node: "n1".into() };
+    assert_eq!(s.applied(&old("n1")), []);
+    assert_eq!(s.applied(&kamikazed("n1", T1)), [hang()]);
+    assert_eq!(s.applied(&kamikazed("n1", T2)), [], "reported once");
+    assert_eq!(s.pending(), 0, "no restart scheduled");
+    assert_eq!(s.http_kamikaze("n1"), HttpKamikaze::Hangs);
+    assert_eq!(s.applied(&old("n1")), [], "kamikaze removed by hand");
+    assert_eq!(s.applied(&kamikazed("n1", T2)), [hang()], "a new kamikaze");
+    s.applied(&marked("n1"));
+    assert_eq!(s.deleted("n1"), [], "a deleted node never comes back");
+    assert_eq!(
+        s.applied(&kamikazed("n2", T1)),
+        [restart("n2")],
+        "other nodes restart as usual"
+    );
+}

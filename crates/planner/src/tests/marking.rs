@@ -47,11 +47,46 @@ fn marks_a_node_that_reports_no_executor_id() {
     n1.executor_id = None;
     let plan = plan_now(&cluster(vec![n1], vec![], vec![], vec![policy("p")]));
     assert_eq!(summary(&plan)[0], "Mark n1 @");
-    assert!(
-        plan.actions[0].message.contains("executor none"),
-        "{}",
-        plan.actions[0].message
+    assert_eq!(
+        plan.actions[0].message,
+        format!(
+            "marked incompatible: annotation {} is missing (the node reports no executor), not the target {NEW}",
+            keys::EXECUTOR_ID_ANNOTATION
+        )
     );
+}
+
+#[test]
+fn the_mark_quotes_a_garbage_or_empty_executor_id_as_found() {
+    let nodes = vec![
+        node("garbage").executor("sha256:garbage\n"),
+        node("empty").executor(""),
+        node("blank").executor("  "),
+    ];
+    let plan = plan_now(&cluster(nodes, vec![], vec![], vec![policy("p")]));
+    let key = keys::EXECUTOR_ID_ANNOTATION;
+    let marked = |name: &str| {
+        plan.actions
+            .iter()
+            .find(|a| a.reason == Reason::Marked && a.kind.node() == Some(name))
+            .unwrap_or_else(|| panic!("{name} is marked: {:?}", summary(&plan)))
+            .message
+            .clone()
+    };
+    assert_eq!(
+        marked("garbage"),
+        format!(
+            "marked incompatible: annotation {key} is \"sha256:garbage\\n\", not the target {NEW}"
+        )
+    );
+    for name in ["empty", "blank"] {
+        assert_eq!(
+            marked(name),
+            format!(
+                "marked incompatible: annotation {key} is empty (the node reports no executor), not the target {NEW}"
+            )
+        );
+    }
 }
 
 #[test]
@@ -123,10 +158,22 @@ fn a_malformed_mark_is_reported_and_never_panics() {
     // The node still drains what it can.
     assert_eq!(summary(&plan), ["Admit n1 +cordon", "Evict shop/web-1"]);
     let conditions = &plan.policy("p").unwrap().conditions;
-    assert!(
-        conditions
-            .iter()
-            .any(|c| c.reason == Reason::MalformedAnnotation && c.nodes == ["n1"])
+    let malformed = conditions
+        .iter()
+        .find(|c| c.reason == Reason::MalformedAnnotation)
+        .expect("a MalformedAnnotation condition");
+    assert_eq!(malformed.nodes, ["n1"]);
+    assert_eq!(
+        malformed.message, "1 node(s) carry unreadable k8sm annotations: n1",
+        "the condition names the node"
+    );
+    let blocker = &node_plan(&plan, "n1").blockers[0];
+    assert_eq!(
+        blocker.message,
+        format!(
+            "annotation {} is \"last tuesday\", not an RFC 3339 time: fix or remove it",
+            keys::INCOMPATIBLE_EXECUTOR_ANNOTATION
+        )
     );
 }
 
@@ -294,8 +341,37 @@ fn a_node_selected_by_two_policies_is_left_alone_and_reported_on_both() {
             .find(|c| c.reason == Reason::PolicyConflict);
         let conflict = conflict.unwrap_or_else(|| panic!("{name} reports the conflict"));
         assert_eq!(conflict.nodes, ["shared"]);
-        assert!(conflict.message.contains(other), "{}", conflict.message);
+        assert_eq!(
+            conflict.message,
+            format!(
+                "1 node(s) (shared) also selected by policy {other}: neither policy acts on them; make the nodeSelectors disjoint"
+            )
+        );
     }
+}
+
+#[test]
+fn a_conflict_names_at_most_five_of_the_shared_nodes() {
+    let nodes: Vec<NodeView> = (0..7).map(|i| node(&format!("n{i}"))).collect();
+    let plan = plan_now(&cluster(
+        nodes,
+        vec![],
+        vec![],
+        vec![policy("a"), policy("b")],
+    ));
+    assert!(plan.actions.is_empty(), "{:?}", summary(&plan));
+    let conflict = plan
+        .policy("a")
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.reason == Reason::PolicyConflict)
+        .expect("a conflict");
+    assert_eq!(conflict.nodes.len(), 7);
+    assert_eq!(
+        conflict.message,
+        "7 node(s) (n0, n1, n2, n3, n4 and 2 more) also selected by policy b: neither policy acts on them; make the nodeSelectors disjoint"
+    );
 }
 
 #[test]
@@ -324,10 +400,41 @@ fn an_invalid_selector_selects_nothing_and_says_why() {
 #[test]
 fn a_policy_that_selects_no_node_says_so() {
     let p = policy("p").selecting("pool", "none");
-    let plan = plan_now(&cluster(vec![node("n1")], vec![], vec![], vec![p]));
-    let conditions = &plan.policy("p").unwrap().conditions;
+    let plan = plan_now(&cluster(
+        vec![node("n1"), node("n2")],
+        vec![],
+        vec![],
+        vec![p],
+    ));
+    assert!(plan.actions.is_empty());
+    let policy_plan = plan.policy("p").unwrap();
+    assert_eq!(policy_plan.counts.total, 0);
+    let conditions: Vec<_> = policy_plan
+        .conditions
+        .iter()
+        .map(|c| (c.reason, c.message.as_str()))
+        .collect();
     assert_eq!(
-        conditions.iter().map(|c| c.reason).collect::<Vec<_>>(),
-        [Reason::NoNodesSelected]
+        conditions,
+        [(
+            Reason::NoNodesSelected,
+            "spec.nodeSelector \"pool=none\" selects none of the cluster's 2 nodes"
+        )]
+    );
+}
+
+#[test]
+fn a_policy_in_a_cluster_without_nodes_says_so() {
+    let plan = plan_now(&cluster(vec![], vec![], vec![], vec![policy("p")]));
+    let conditions: Vec<_> = plan
+        .policy("p")
+        .unwrap()
+        .conditions
+        .iter()
+        .map(|c| (c.reason, c.message.as_str()))
+        .collect();
+    assert_eq!(
+        conditions,
+        [(Reason::NoNodesSelected, "the cluster has no nodes")]
     );
 }

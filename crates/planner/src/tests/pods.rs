@@ -195,23 +195,95 @@ fn a_pod_of_an_owner_scaled_to_zero_waits_for_its_controller() {
 }
 
 #[test]
-fn a_pod_whose_owner_is_gone_is_unmanaged_and_says_so() {
-    let mut rs = replica_set("shop", "web", 3);
-    let orphan = rs.pod("orphan", "n1");
-    rs.exists = false;
+fn a_pod_whose_owner_is_not_in_the_view_waits_for_the_garbage_collector() {
+    // Its ReplicaSet is absent from the view: deleted (the garbage collector deletes or orphans the pod soon), or so
+    // new that k8sm's cache has not seen it. Whatever the unmanaged-pod policy, it is neither deleted (that could take
+    // a live owner below its threshold) nor handed to the operator: it waits.
+    let rs = replica_set("shop", "web", 3);
+    let job = crate::testing::job("shop", "batch");
+    let pods = vec![rs.pod("orphan", "n1"), job.pod("batch-1", "n1")];
+    for policy_ in [
+        UnmanagedPodPolicy::Delete,
+        UnmanagedPodPolicy::Never,
+        UnmanagedPodPolicy::DeleteAfterTimeout,
+    ] {
+        let timeout = (policy_ == UnmanagedPodPolicy::DeleteAfterTimeout).then_some("1m");
+        let plan = plan_now(&draining(vec![], pods.clone(), unmanaged(policy_, timeout)));
+        assert!(plan.actions.is_empty(), "{policy_:?}: {:?}", summary(&plan));
+        assert_eq!(phase(&plan, "n1"), NodePhase::Draining, "{policy_:?}");
+        for (pod, owner) in [("orphan", "ReplicaSet/web"), ("batch-1", "Job/batch")] {
+            let (decision, reason, message) = pod_decision(&plan, "n1", pod);
+            assert_eq!(
+                (decision, reason, message),
+                (
+                    Decision::Wait,
+                    Some(Reason::WaitingForOwner),
+                    format!(
+                        "wait: its controller {owner} is not in the cluster (deleted, or not seen yet): the garbage \
+                         collector deletes or orphans the pod; if it stays, delete it by hand"
+                    )
+                ),
+                "{policy_:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_pod_of_an_unwatched_controller_kind_is_unmanaged_not_gone() {
+    // k8sm does not watch VirtualMachineInstances: not finding one in the view does not mean it is gone.
+    let custom = owner(
+        OwnerKind::Other("VirtualMachineInstance".into()),
+        "vm",
+        "box",
+        None,
+    );
     let plan = plan_now(&draining(
-        vec![rs],
-        vec![orphan],
+        vec![],
+        vec![custom.pod("virt", "n1")],
         unmanaged(UnmanagedPodPolicy::Delete, None),
     ));
-    assert_eq!(summary(&plan), ["Delete shop/orphan"]);
-    assert_eq!(plan.actions[0].reason, Reason::DeletedUnmanagedPod);
-    assert!(
-        plan.actions[0]
-            .message
-            .contains("ReplicaSet/web no longer exists"),
-        "{}",
-        plan.actions[0].message
+    assert_eq!(summary(&plan), ["Delete vm/virt"]);
+    assert_eq!(
+        plan.actions[0].message,
+        "vm/virt on n1: delete unmanaged pod: k8sm cannot judge the health of its controller VirtualMachineInstance/box"
+    );
+    let node = node_plan(&plan, "n1");
+    let owner = node.pods[0].owner.as_ref().expect("the owner is reported");
+    assert_eq!(owner.to_string(), "VirtualMachineInstance/box");
+}
+
+#[test]
+fn a_pod_whose_owner_is_being_deleted_is_unmanaged_and_says_so() {
+    // Still in the view with a deletion timestamp (a finalizer holds it): it replaces nothing any more, so its
+    // health is not judged, whatever its replicas say.
+    let mut rs = replica_set("shop", "web", 3);
+    let pods = vec![rs.pod("web-1", "n1"), rs.pod("web-2", "n1")];
+    rs.exists = false;
+    let never = plan_now(&draining(
+        vec![rs.clone()],
+        pods.clone(),
+        unmanaged(UnmanagedPodPolicy::Never, None),
+    ));
+    assert!(never.actions.is_empty(), "{:?}", summary(&never));
+    let (decision, reason, message) = pod_decision(&never, "n1", "web-1");
+    assert_eq!(
+        (decision, reason, message.as_str()),
+        (
+            Decision::Block,
+            Some(Reason::BlockedUnmanagedPod),
+            "unmanaged pod: its controller ReplicaSet/web is being deleted: policy Never; delete it, or `kubectl k8sm force n1`"
+        )
+    );
+    let delete = plan_now(&draining(
+        vec![rs],
+        pods,
+        unmanaged(UnmanagedPodPolicy::Delete, None),
+    ));
+    assert_eq!(summary(&delete), ["Delete shop/web-1", "Delete shop/web-2"]);
+    assert_eq!(
+        delete.actions[0].message,
+        "shop/web-1 on n1: delete unmanaged pod: its controller ReplicaSet/web is being deleted"
     );
 }
 

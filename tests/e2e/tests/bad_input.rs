@@ -1,0 +1,835 @@
+//! Bad input on a real cluster: what the controller and the plugin do with it, as an operator sees it (the exact
+//! Event, status condition or one-sentence error), while the controller keeps running and upgrades everything else.
+//!
+//! - nodes: an incompatible-executor annotation that is not a time ("yesterday"), a garbage executor-id annotation,
+//!   no executor-id annotation at all (its executor only shows up later);
+//! - pods whose owner is gone: a ReplicaSet deleted with `propagationPolicy: Orphan` (the garbage collector strips
+//!   the pods' owner references, so they are unmanaged pods) and a ReplicaSet held in deletion by a finalizer (its pods
+//!   keep a controller reference to an owner that replaces nothing any more); a Deployment scaled to 0 whose pods stay
+//!   terminating; a Deployment of 0 replicas. (An owner absent from the cluster while its pods still name it is a
+//!   passing state that the garbage collector ends within moments: the planner's unit tests cover it.)
+//! - policies: one that selects no node, two that overlap;
+//! - the plugin asked about a node or a policy that does not exist.
+//!
+//! Two clusters, one per test, run side by side.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PropagationPolicy};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use k8sm_api::{
+    ExecutorUpgradePolicySpec, MaxConcurrentNodes, NodePhase, UnmanagedPodPolicy, UnmanagedPods,
+    condition_types, keys,
+};
+use k8sm_e2e::KubectlResult;
+use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded, kubectl_with_plugin};
+use k8sm_e2e::sla::SlaWatcher;
+use k8sm_e2e::workloads::{create, deployment};
+use k8sm_testcluster::node_name;
+
+/// Generous deadlines: the two clusters of this file run side by side on small machines.
+const SETUP: Duration = Duration::from_secs(90);
+const PROGRESS: Duration = Duration::from_secs(150);
+/// A finalizer nobody removes but the test: it keeps objects in deletion for as long as the test wants.
+const HOLD: &str = "k8sm.test/hold";
+const THRESHOLD: u8 = 50;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Nodes and pods
+// ---------------------------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
+    const NS: &str = "bad-nodes";
+    const OWNERS: &str = "bad-owners";
+    let mut scenario = Scenario::start(8, NS, "1s").await;
+    scenario
+        .cluster
+        .create_namespace(OWNERS)
+        .await
+        .expect("namespace");
+    let client = scenario.client.clone();
+    let malformed = node_name(0);
+    let garbage = node_name(1);
+    let no_id = node_name(2);
+    let orphans_node = node_name(3);
+    let sunset_node = node_name(4);
+
+    // node-0000: the incompatible-executor annotation is not a time.
+    patch_node(
+        &scenario,
+        &malformed,
+        json!({ "metadata": { "annotations": { keys::INCOMPATIBLE_EXECUTOR_ANNOTATION: "yesterday" } } }),
+    )
+    .await;
+    // node-0001: its executor reports garbage.
+    patch_node(
+        &scenario,
+        &garbage,
+        json!({ "metadata": { "annotations": { keys::EXECUTOR_ID_ANNOTATION: "sha256:garbage" } } }),
+    )
+    .await;
+    // node-0002: no executor reports anything. The simulated executors leave it first (they select `type=kwok`), or
+    // they would publish an ID again; they see no change of a node they no longer select.
+    patch_node(
+        &scenario,
+        &no_id,
+        json!({ "metadata": { "labels": { "type": null } } }),
+    )
+    .await;
+    patch_node(
+        &scenario,
+        &no_id,
+        json!({ "metadata": { "annotations": { keys::EXECUTOR_ID_ANNOTATION: null } } }),
+    )
+    .await;
+
+    // Ordinary workloads, under the SLA watcher: they must move as usual around the bad input.
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    create(&client, &deployment(NS, "web", 8)).await;
+    create(&client, &deployment(NS, "idle", 0)).await;
+    // Bad owners, in their own namespace (the SLA watcher would count their pods).
+    create(
+        &client,
+        &pinned_replica_set(OWNERS, "orphan", 2, &orphans_node, &[]),
+    )
+    .await;
+    create(
+        &client,
+        &pinned_replica_set(OWNERS, "ghost", 2, &orphans_node, &[HOLD]),
+    )
+    .await;
+    let mut sunset = deployment(OWNERS, "sunset", 2);
+    pin(
+        sunset.spec.as_mut().map(|s| &mut s.template),
+        &sunset_node,
+        &[HOLD],
+    );
+    create(&client, &sunset).await;
+    wait_ready(&scenario, NS, 8).await;
+    wait_ready(&scenario, OWNERS, 6).await;
+    sla.arm();
+
+    // The ReplicaSet `orphan` goes with propagationPolicy Orphan: its pods stay, and the garbage collector removes
+    // their owner reference.
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), OWNERS);
+    replica_sets
+        .delete(
+            "orphan",
+            &DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Orphan),
+                ..DeleteParams::default()
+            },
+        )
+        .await
+        .expect("orphan deleted");
+    // The ReplicaSet `ghost` is deleted, but its finalizer keeps it in deletion: its pods keep a controller reference
+    // to an owner that is going away and replaces nothing.
+    replica_sets
+        .delete("ghost", &DeleteParams::default())
+        .await
+        .expect("ghost deleted");
+    // The Deployment `sunset` is scaled to 0: its pods are deleted, and their finalizer keeps them terminating.
+    Api::<Deployment>::namespaced(client.clone(), OWNERS)
+        .patch(
+            "sunset",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "replicas": 0 } })),
+        )
+        .await
+        .expect("sunset scaled to 0");
+    let (orphans, ghosts, sunsets) = scenario
+        .wait_until(
+            "orphan's pods lost their owner, ghost is in deletion, sunset's pods terminate",
+            SETUP,
+            || async {
+                let pods = pods_in(&scenario, OWNERS).await;
+                let by_app = |app: &str| -> Vec<Pod> {
+                    pods.iter()
+                        .filter(|p| p.labels().get("app").map(String::as_str) == Some(app))
+                        .cloned()
+                        .collect()
+                };
+                let (orphans, ghosts, sunsets) =
+                    (by_app("orphan"), by_app("ghost"), by_app("sunset"));
+                let orphaned =
+                    orphans.len() == 2 && orphans.iter().all(|p| p.owner_references().is_empty());
+                let ghost_going = replica_sets
+                    .get_opt("ghost")
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|rs| rs.metadata.deletion_timestamp.is_some());
+                let dangling = ghosts.len() == 2
+                    && ghosts.iter().all(|p| {
+                        p.owner_references()
+                            .iter()
+                            .any(|r| r.name == "ghost" && r.controller == Some(true))
+                    });
+                let terminating = sunsets.len() == 2
+                    && sunsets
+                        .iter()
+                        .all(|p| p.metadata.deletion_timestamp.is_some());
+                (orphaned && ghost_going && dangling && terminating).then_some((
+                    names(&orphans),
+                    names(&ghosts),
+                    names(&sunsets),
+                ))
+            },
+        )
+        .await;
+    assert_eq!(
+        get_node(&scenario, &no_id)
+            .await
+            .annotations()
+            .get(keys::EXECUTOR_ID_ANNOTATION),
+        None,
+        "{no_id} reports no executor ID"
+    );
+
+    scenario.start_controller(&[]);
+    let mut spec = fleet_spec(&scenario, 4);
+    spec.unmanaged_pods = UnmanagedPods {
+        policy: UnmanagedPodPolicy::Delete,
+        timeout: None,
+    };
+    scenario.create_policy("fleet", spec).await;
+
+    // Everything else is upgraded; the node without an executor is told to restart (nothing obeys yet), and the node
+    // of `sunset` waits for its terminating pods, never evicting them.
+    let ordinary = [0, 1, 3, 5, 6, 7].map(node_name);
+    scenario
+        .wait_until(
+            "the other nodes are upgraded, the node without executor got kamikaze, sunset's node waits",
+            PROGRESS,
+            || async {
+                scenario.controllers[0].assert_running();
+                for pod in &sunsets {
+                    for reason in ["Evicted", "DeletedUnmanagedPod", "DeletedFinishedPod"] {
+                        assert!(
+                            events_about(&scenario, reason, pod).await.is_empty(),
+                            "terminating pod {pod}: {reason}"
+                        );
+                    }
+                }
+                let nodes = scenario.nodes().await;
+                let upgraded = ordinary.iter().all(|name| {
+                    nodes
+                        .iter()
+                        .any(|n| n.name_any() == *name && is_upgraded(n, &scenario.new_id))
+                });
+                let told = nodes.iter().any(|n| {
+                    n.name_any() == no_id && n.annotations().contains_key(keys::KAMIKAZE_ANNOTATION)
+                });
+                let status = scenario.policy("fleet").await.status?;
+                let waiting = status.nodes.iter().any(|n| {
+                    n.name == sunset_node && n.phase == NodePhase::Draining && n.pods_left == 2
+                });
+                (upgraded && told && waiting).then_some(())
+            },
+        )
+        .await;
+    dump_events(&scenario).await;
+
+    // The Events that tell the operator what happened with each bad input.
+    let note = |e: &Event| e.note.clone().unwrap_or_default();
+    let about_idle: Vec<String> = k8sm_events(&scenario)
+        .await
+        .iter()
+        .filter(|e| note(e).contains("idle"))
+        .map(note)
+        .collect();
+    assert!(
+        about_idle.is_empty(),
+        "the Deployment of 0 replicas is nothing to report: {about_idle:?}"
+    );
+    let malformed_events = events_about(&scenario, "MalformedAnnotation", &malformed).await;
+    assert_eq!(
+        malformed_events.iter().map(note).collect::<Vec<_>>(),
+        [format!(
+            "annotation {} is \"yesterday\", not an RFC 3339 time: fix or remove it",
+            keys::INCOMPATIBLE_EXECUTOR_ANNOTATION
+        )],
+        "one MalformedAnnotation Event on {malformed}"
+    );
+    assert_eq!(
+        events_about(&scenario, "MalformedAnnotation", "fleet")
+            .await
+            .iter()
+            .map(note)
+            .collect::<Vec<_>>(),
+        [format!(
+            "1 node(s) carry unreadable k8sm annotations: {malformed}"
+        )],
+        "the policy names the node too"
+    );
+    let marked = |node: &str| {
+        let node = node.to_owned();
+        let scenario = &scenario;
+        async move {
+            events_about(scenario, "Marked", &node)
+                .await
+                .iter()
+                .map(note)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        marked(&garbage).await,
+        [format!(
+            "marked incompatible: annotation {} is \"sha256:garbage\", not the target {}",
+            keys::EXECUTOR_ID_ANNOTATION,
+            scenario.new_id
+        )]
+    );
+    assert_eq!(
+        marked(&no_id).await,
+        [format!(
+            "marked incompatible: annotation {} is missing (the node reports no executor), not the target {}",
+            keys::EXECUTOR_ID_ANNOTATION,
+            scenario.new_id
+        )]
+    );
+    for pod in &orphans {
+        assert_eq!(
+            events_about(&scenario, "DeletedUnmanagedPod", pod)
+                .await
+                .iter()
+                .map(note)
+                .collect::<Vec<_>>(),
+            [format!(
+                "{OWNERS}/{pod} on {orphans_node}: delete unmanaged pod (no controller)"
+            )]
+        );
+    }
+    for pod in &ghosts {
+        assert_eq!(
+            events_about(&scenario, "DeletedUnmanagedPod", pod)
+                .await
+                .iter()
+                .map(note)
+                .collect::<Vec<_>>(),
+            [format!(
+                "{OWNERS}/{pod} on {orphans_node}: delete unmanaged pod: its controller ReplicaSet/ghost is being deleted"
+            )]
+        );
+    }
+    let status = scenario.policy("fleet").await.status.expect("status");
+    let waiting = status
+        .nodes
+        .iter()
+        .find(|n| n.name == sunset_node)
+        .expect("sunset's node is reported");
+    assert_eq!(
+        waiting.blockers,
+        [
+            "terminating: the node is drained once it is gone",
+            "terminating: the node is drained once it is gone"
+        ],
+        "{waiting:?}"
+    );
+
+    // The node without an executor ID: an agent starts on it and obeys the kamikaze that waits for it.
+    patch_node(
+        &scenario,
+        &no_id,
+        json!({ "metadata": { "labels": { "type": "kwok" } } }),
+    )
+    .await;
+    // The finalizer of sunset's pods is done: they go, and their node with them.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), OWNERS);
+    for pod in &sunsets {
+        pods.patch(
+            pod,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+        )
+        .await
+        .expect("finalizer removed");
+    }
+    wait_all_upgraded(&scenario, "fleet", 8).await;
+    let upgraded = events_about(&scenario, "Upgraded", &no_id).await;
+    assert_eq!(
+        upgraded.iter().map(note).collect::<Vec<_>>(),
+        [format!(
+            "executor came back as {}: upgrade state removed",
+            scenario.new_id
+        )]
+    );
+    let violations = sla.violations();
+    assert!(
+        violations.is_empty(),
+        "SLA violations:\n{}",
+        violations.join("\n")
+    );
+    assert!(
+        !scenario.events("Evicted").await.is_empty(),
+        "web's pods moved"
+    );
+    scenario.controllers[0].assert_running();
+    // Remove the hold on ghost so nothing lingers.
+    replica_sets
+        .patch(
+            "ghost",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+        )
+        .await
+        .expect("ghost released");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Policies and the plugin
+// ---------------------------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded() {
+    const NS: &str = "bad-policies";
+    let mut scenario = Scenario::start(6, NS, "1s").await;
+    let client = scenario.client.clone();
+    for (i, pool) in ["east", "east", "west", "west", "shared", "shared"]
+        .iter()
+        .enumerate()
+    {
+        patch_node(
+            &scenario,
+            &node_name(i),
+            json!({ "metadata": { "labels": { "pool": pool } } }),
+        )
+        .await;
+    }
+    let shared = [node_name(4), node_name(5)];
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    create(&client, &deployment(NS, "web", 6)).await;
+    wait_ready(&scenario, NS, 6).await;
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    for (name, pools) in [
+        ("east", &["east", "shared"][..]),
+        ("west", &["west", "shared"]),
+        ("nowhere", &["nowhere"]),
+    ] {
+        let mut spec = fleet_spec(&scenario, 1);
+        spec.node_selector = pool_selector(pools);
+        scenario.create_policy(name, spec).await;
+    }
+
+    // The plugin, asked about what does not exist: one sentence, a non-zero exit, while the upgrade runs.
+    let existing = "existing policies: east, nowhere, west";
+    k8sm_fails(
+        &scenario,
+        &["force", "no-such-node", "--yes"],
+        "node \"no-such-node\" does not exist: see kubectl get nodes",
+    );
+    for args in [
+        &["upgrade", "status", "--policy", "no-such"][..],
+        &["plan", "--policy", "no-such"],
+        &["pause", "--policy", "no-such"],
+    ] {
+        k8sm_fails(
+            &scenario,
+            args,
+            &format!("ExecutorUpgradePolicy \"no-such\" does not exist: {existing}"),
+        );
+    }
+    k8sm_fails(
+        &scenario,
+        &["force", &shared[0], "--yes"],
+        "node \"node-0004\" is not upgraded by exactly one ExecutorUpgradePolicy, so k8sm does not drain it: nothing to force",
+    );
+
+    scenario
+        .wait_until(
+            "east's and west's own nodes are upgraded",
+            PROGRESS,
+            || async {
+                scenario.controllers[0].assert_running();
+                for name in &shared {
+                    assert_untouched(&scenario, name).await;
+                }
+                let own = (0..4).map(node_name).collect::<Vec<_>>();
+                let nodes = scenario.nodes().await;
+                let upgraded = own.iter().all(|name| {
+                    nodes
+                        .iter()
+                        .any(|n| n.name_any() == *name && is_upgraded(n, &scenario.new_id))
+                });
+                let mut reported = true;
+                for policy in ["east", "west", "nowhere"] {
+                    let status = scenario.policy(policy).await.status;
+                    let expected = if policy == "nowhere" { "0/0" } else { "2/2" };
+                    reported &= status.is_some_and(|s| s.upgraded.as_deref() == Some(expected));
+                }
+                (upgraded && reported).then_some(())
+            },
+        )
+        .await;
+    // Neither policy ever acts on the shared nodes.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for name in &shared {
+        assert_untouched(&scenario, name).await;
+    }
+    dump_events(&scenario).await;
+
+    for (policy, other) in [("east", "west"), ("west", "east")] {
+        let message = format!(
+            "2 node(s) (node-0004, node-0005) also selected by policy {other}: neither policy acts on them; make the nodeSelectors disjoint"
+        );
+        let status = scenario.policy(policy).await.status.expect("status");
+        let conflict = condition(&status.conditions, condition_types::CONFLICT);
+        assert_eq!(
+            (
+                conflict.status.as_str(),
+                conflict.reason.as_str(),
+                conflict.message.as_str()
+            ),
+            ("True", "PolicyConflict", message.as_str()),
+            "{policy}"
+        );
+        assert_eq!(
+            events_about(&scenario, "PolicyConflict", policy)
+                .await
+                .iter()
+                .map(|e| e.note.clone().unwrap_or_default())
+                .collect::<Vec<_>>(),
+            [message],
+            "one PolicyConflict Event on {policy}"
+        );
+        assert_eq!(status.counts.total, 2, "{policy} counts only its own nodes");
+        assert!(
+            status.nodes.is_empty(),
+            "{policy}: nothing left: {:?}",
+            status.nodes
+        );
+    }
+
+    let nowhere = scenario.policy("nowhere").await.status.expect("status");
+    let message = "spec.nodeSelector \"pool in (nowhere)\" selects none of the cluster's 6 nodes";
+    let degraded = condition(&nowhere.conditions, condition_types::DEGRADED);
+    assert_eq!(
+        (
+            degraded.status.as_str(),
+            degraded.reason.as_str(),
+            degraded.message.as_str()
+        ),
+        (
+            "True",
+            "NoNodesSelected",
+            format!("NoNodesSelected: {message}").as_str()
+        )
+    );
+    let upgraded = condition(&nowhere.conditions, condition_types::UPGRADED);
+    assert_eq!(
+        (upgraded.status.as_str(), upgraded.reason.as_str()),
+        ("False", "NoNodesSelected")
+    );
+    assert_eq!(
+        events_about(&scenario, "NoNodesSelected", "nowhere")
+            .await
+            .iter()
+            .map(|e| e.note.clone().unwrap_or_default())
+            .collect::<Vec<_>>(),
+        [message]
+    );
+    let text = k8sm_ok(&scenario, &["upgrade", "status", "--policy", "nowhere"]);
+    assert!(
+        text.contains("Progress: no node selected: nothing to upgrade\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("Problem:  NoNodesSelected: {message}\n")),
+        "{text}"
+    );
+
+    let violations = sla.violations();
+    assert!(
+        violations.is_empty(),
+        "SLA violations:\n{}",
+        violations.join("\n")
+    );
+    scenario.controllers[0].assert_running();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------------------------
+
+fn fleet_spec(scenario: &Scenario, slots: u32) -> ExecutorUpgradePolicySpec {
+    ExecutorUpgradePolicySpec {
+        target_executor_id: Some(scenario.new_id.clone()),
+        max_concurrent_nodes: MaxConcurrentNodes::count(slots).expect("at least one slot"),
+        owner_health_threshold: THRESHOLD,
+        ..ExecutorUpgradePolicySpec::default()
+    }
+}
+
+fn pool_selector(pools: &[&str]) -> LabelSelector {
+    LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "pool".into(),
+            operator: "In".into(),
+            values: Some(pools.iter().map(|p| (*p).to_owned()).collect()),
+        }]),
+        ..LabelSelector::default()
+    }
+}
+
+/// Pins a pod template to `node` and gives its pods `finalizers`.
+fn pin(template: Option<&mut PodTemplateSpec>, node: &str, finalizers: &[&str]) {
+    let template = template.expect("a template");
+    if !finalizers.is_empty() {
+        template
+            .metadata
+            .get_or_insert_with(ObjectMeta::default)
+            .finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
+    }
+    template
+        .spec
+        .get_or_insert_with(PodSpec::default)
+        .node_selector = Some(BTreeMap::from([(
+        "kubernetes.io/hostname".to_owned(),
+        node.to_owned(),
+    )]));
+}
+
+/// A bare ReplicaSet (no Deployment) whose pods run on `node`, with `finalizers` on the ReplicaSet itself.
+fn pinned_replica_set(
+    namespace: &str,
+    name: &str,
+    replicas: i32,
+    node: &str,
+    finalizers: &[&str],
+) -> ReplicaSet {
+    let mut template = deployment(namespace, name, replicas)
+        .spec
+        .expect("a spec")
+        .template;
+    pin(Some(&mut template), node, &[]);
+    ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            finalizers: (!finalizers.is_empty())
+                .then(|| finalizers.iter().map(|f| (*f).to_owned()).collect()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ReplicaSetSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(BTreeMap::from([("app".to_owned(), name.to_owned())])),
+                ..LabelSelector::default()
+            },
+            template: Some(template),
+            ..ReplicaSetSpec::default()
+        }),
+        ..ReplicaSet::default()
+    }
+}
+
+async fn patch_node(scenario: &Scenario, name: &str, patch: serde_json::Value) {
+    Api::<Node>::all(scenario.client.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("patching node {name}: {e}"));
+}
+
+async fn get_node(scenario: &Scenario, name: &str) -> Node {
+    Api::<Node>::all(scenario.client.clone())
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("node {name}: {e}"))
+}
+
+async fn pods_in(scenario: &Scenario, namespace: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(scenario.client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+}
+
+fn names(pods: &[Pod]) -> Vec<String> {
+    pods.iter().map(ResourceExt::name_any).collect()
+}
+
+async fn wait_ready(scenario: &Scenario, namespace: &str, count: usize) {
+    scenario
+        .wait_until(
+            &format!("{count} pods of {namespace} are ready"),
+            SETUP,
+            || async {
+                let ready = pods_in(scenario, namespace)
+                    .await
+                    .iter()
+                    .filter(|p| is_ready(p))
+                    .count();
+                (ready >= count).then_some(())
+            },
+        )
+        .await;
+}
+
+/// Waits until every one of the `total` nodes is upgraded, and the policy's status says so.
+async fn wait_all_upgraded(scenario: &Scenario, policy: &str, total: usize) {
+    let expected = format!("{total}/{total}");
+    scenario
+        .wait_until(
+            &format!("all {total} nodes are upgraded and {policy} reports {expected}"),
+            PROGRESS,
+            || async {
+                scenario.controllers[0].assert_running();
+                if scenario.upgraded_nodes().await != total {
+                    return None;
+                }
+                let status = scenario.policy(policy).await.status?;
+                (status.upgraded.as_deref() == Some(expected.as_str()) && status.nodes.is_empty())
+                    .then_some(())
+            },
+        )
+        .await;
+}
+
+/// Panics if k8sm touched the node in any way: a key, the taint, a cordon, a new executor, an Event.
+async fn assert_untouched(scenario: &Scenario, name: &str) {
+    let node = get_node(scenario, name).await;
+    let annotations = node.annotations();
+    for key in [
+        keys::INCOMPATIBLE_EXECUTOR_ANNOTATION,
+        keys::DRAINING_ANNOTATION,
+        keys::KAMIKAZE_ANNOTATION,
+        keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+        keys::CORDONED_BY_ANNOTATION,
+    ] {
+        assert!(!annotations.contains_key(key), "{name} has {key}");
+    }
+    assert!(
+        !node
+            .labels()
+            .contains_key(keys::INCOMPATIBLE_EXECUTOR_LABEL),
+        "{name} is labelled incompatible"
+    );
+    let spec = node.spec.clone().unwrap_or_default();
+    assert!(!spec.unschedulable.unwrap_or(false), "{name} is cordoned");
+    assert!(
+        !spec
+            .taints
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == keys::INCOMPATIBLE_EXECUTOR_TAINT_KEY),
+        "{name} is tainted"
+    );
+    assert_eq!(
+        annotations.get(keys::EXECUTOR_ID_ANNOTATION),
+        Some(&scenario.old_id),
+        "{name} keeps its executor"
+    );
+    for reason in ["Marked", "Cordoned", "Admitted", "KamikazeSent"] {
+        assert!(
+            events_about(scenario, reason, name).await.is_empty(),
+            "a {reason} Event on {name}"
+        );
+    }
+}
+
+fn condition<'a>(
+    conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("no {type_} condition in {conditions:?}"))
+}
+
+/// Events with `reason` about the object named `name` (a node, a policy or a pod of any namespace).
+async fn events_about(scenario: &Scenario, reason: &str, name: &str) -> Vec<Event> {
+    scenario
+        .events(reason)
+        .await
+        .into_iter()
+        .filter(|e| {
+            e.regarding
+                .as_ref()
+                .is_some_and(|r| r.name.as_deref() == Some(name))
+        })
+        .collect()
+}
+
+/// Every Event the controller recorded, oldest first.
+async fn k8sm_events(scenario: &Scenario) -> Vec<Event> {
+    let mut events: Vec<Event> = Api::<Event>::all(scenario.client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some("k8sm-controller"))
+        .collect();
+    events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    events
+}
+
+/// Prints every Event of the controller, for the log of a run.
+async fn dump_events(scenario: &Scenario) {
+    for e in k8sm_events(scenario).await {
+        let r = e.regarding.clone().unwrap_or_default();
+        println!(
+            "{:<22} {}/{}{}: {}",
+            e.reason.unwrap_or_default(),
+            r.kind.unwrap_or_default(),
+            r.namespace.map(|n| format!("{n}/")).unwrap_or_default(),
+            r.name.unwrap_or_default(),
+            e.note.unwrap_or_default()
+        );
+    }
+}
+
+/// `kubectl k8sm args…`, without a terminal.
+fn k8sm(scenario: &Scenario, args: &[&str]) -> KubectlResult {
+    kubectl_with_plugin(&scenario.cluster)
+        .arg("k8sm")
+        .args(args)
+        .output()
+        .expect("kubectl runs")
+        .into()
+}
+
+fn k8sm_ok(scenario: &Scenario, args: &[&str]) -> String {
+    let result = k8sm(scenario, args);
+    assert!(
+        result.success,
+        "kubectl k8sm {} failed:\n{}{}",
+        args.join(" "),
+        result.stdout,
+        result.stderr
+    );
+    result.stdout
+}
+
+/// Expects a failure with exactly this one-sentence error, nothing on standard output, and no panic.
+fn k8sm_fails(scenario: &Scenario, args: &[&str], error: &str) {
+    let result = k8sm(scenario, args);
+    assert!(
+        !result.success,
+        "kubectl k8sm {} succeeded:\n{}",
+        args.join(" "),
+        result.stdout
+    );
+    assert_eq!(
+        result.stderr,
+        format!("error: {error}\n"),
+        "kubectl k8sm {}",
+        args.join(" ")
+    );
+    assert_eq!(result.stdout, "", "kubectl k8sm {}", args.join(" "));
+}
