@@ -8,14 +8,13 @@ use std::{borrow::Cow, fmt, num::NonZeroU32, str::FromStr};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
-/// CEL rule of the CRD schema: an integer of at least 1, or a string `"1%"`..`"100%"` without leading zeros.
+/// CEL rule of the CRD schema: an integer from 1 to 4294967295 (a u32, as the controller reads it), or a string `"1%"`..`"100%"` without leading zeros.
 // `string(self) == self` holds only for a string: CEL equality across types is false, not an error. It says what
 // `type(self) == string` says, in a form that client-side CEL (kube-cel, used by the tests) can evaluate too.
-pub const MAX_CONCURRENT_NODES_RULE: &str =
-    "string(self) == self ? string(self).matches('^(100|[1-9][0-9]?)%$') : int(self) >= 1";
+pub const MAX_CONCURRENT_NODES_RULE: &str = "string(self) == self ? string(self).matches('^(100|[1-9][0-9]?)%$') : int(self) >= 1 && int(self) <= 4294967295";
 
 /// Message of [`MAX_CONCURRENT_NODES_RULE`].
-pub const MAX_CONCURRENT_NODES_MESSAGE: &str = "spec.maxConcurrentNodes must be an integer of at least 1 (such as 3) or a percentage from \"1%\" to \"100%\" (such as \"20%\")";
+pub const MAX_CONCURRENT_NODES_MESSAGE: &str = "spec.maxConcurrentNodes must be an integer from 1 to 4294967295 (such as 3) or a percentage from \"1%\" to \"100%\" (such as \"20%\")";
 
 /// How many selected nodes may drain at the same time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

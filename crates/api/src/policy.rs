@@ -85,7 +85,7 @@ pub struct ExecutorUpgradePolicySpec {
     #[serde(default)]
     pub node_selector: LabelSelector,
 
-    /// How many selected nodes may drain at the same time: an integer of at least 1 (such as 3), or a percentage of
+    /// How many selected nodes may drain at the same time: an integer from 1 to 4294967295 (such as 3), or a percentage of
     /// the selected nodes from "1%" to "100%" (such as "20%"), rounded up and at least one node. Default: 1. A node
     /// that waits on something only an operator can resolve gives up its slot.
     #[serde(default)]

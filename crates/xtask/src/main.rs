@@ -5,6 +5,8 @@ mod bench;
 mod cluster;
 mod crdgen;
 mod demo;
+mod deny;
+mod fuzz;
 mod test;
 mod workspace;
 
@@ -19,7 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Everything CI checks: fmt, clippy, CRD drift, unit and end-to-end tests on the real local cluster.
+    /// Everything CI checks: fmt, clippy, CRD drift, cargo-deny (licenses, bans, sources), unit and end-to-end tests
+    /// on the real local cluster.
     Test(test::TestArgs),
     /// Write crds/executorupgradepolicy.yaml from the Rust types (or, with --check, fail when it differs).
     Crdgen(crdgen::CrdgenArgs),
@@ -35,6 +38,9 @@ enum Command {
     /// Benchmarks on the real local cluster, k8sm against `kubectl drain`: writes bench/results/<scenario>.md
     /// (`cargo xtask bench --nodes 100`). Not part of `test`.
     Bench(bench::BenchArgs),
+    /// Run the cargo-fuzz targets of fuzz/ for --seconds each (default 60; needs nightly and cargo-fuzz), failing
+    /// if any crashes. Not part of `test`.
+    Fuzz(fuzz::FuzzArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,5 +57,6 @@ fn main() -> anyhow::Result<()> {
         Command::Kubectl { args } => cluster::kubectl(&args),
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Fuzz(args) => fuzz::run(args),
     }
 }

@@ -1,11 +1,12 @@
-//! `cargo xtask test`: the whole gate CI runs — formatting, lints, CRD drift, unit and end-to-end tests.
+//! `cargo xtask test`: the whole gate CI runs — formatting, lints, CRD drift, dependency licenses, bans and sources
+//! (cargo-deny), unit and end-to-end tests.
 
 use std::process::Command;
 
 use anyhow::Context;
 use k8sm_testcluster::Binaries;
 
-use crate::{crdgen, workspace};
+use crate::{crdgen, deny, workspace};
 
 #[derive(clap::Args)]
 pub struct TestArgs {
@@ -31,6 +32,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         ]),
     )?;
     crdgen::run_check()?;
+    deny::check()?;
 
     eprintln!("==> cluster binaries (built from the Go module proxy on first use)");
     let binaries = Binaries::ensure().context("building the test cluster's binaries")?;

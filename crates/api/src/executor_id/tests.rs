@@ -124,6 +124,20 @@ fn yaml_json_comments_and_key_order_do_not_matter() {
 }
 
 #[test]
+fn a_float_reads_the_same_in_json_and_yaml() {
+    // Found by the executor_id fuzz target: without serde_json's float_roundtrip, the JSON form of this literal
+    // parsed to a neighbouring f64 (4.2728694174328995e-87), so the JSON and YAML forms of one manifest had two IDs.
+    let with = |text: &str| {
+        let mut i = identity();
+        i.static_pods = vec![("p.yaml".into(), text.into())];
+        id(&i)
+    };
+    let json = with(r#"{"x": 4.2728694174329e-87}"#);
+    assert_eq!(with("x: 4.2728694174329e-87"), json);
+    assert_eq!(with("# comment\nx: 4.2728694174329e-87\n"), json);
+}
+
+#[test]
 fn manifest_content_matters() {
     let mut changed = identity();
     changed.static_pods[0].1 = ETCD_YAML.replace("3.6.5", "3.6.6");
