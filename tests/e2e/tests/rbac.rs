@@ -74,6 +74,14 @@ async fn controller_needs_exactly_the_deployed_role() {
         !scenario.events("Evicted").await.is_empty(),
         "it evicted through the Eviction API"
     );
+    // Nothing secret is logged: the whole upgrade's log holds no part of the credential it ran with.
+    let log = scenario.controllers[0].log_tail(usize::MAX);
+    let token = token.trim();
+    assert!(token.len() > 64, "a real token: {} chars", token.len());
+    assert!(
+        !log.contains(&token[token.len() - 32..]) && !log.contains(&token[..32]),
+        "the controller's log contains its ServiceAccount token"
+    );
 
     // Take one verb away: a new controller refuses to start and says which permission is missing.
     scenario.controllers[0].kill_with(nix::sys::signal::Signal::SIGTERM);
