@@ -61,9 +61,19 @@ pub fn start(client: Client, config: LeaseConfig) -> Leadership {
         let renew_every = config.lease_duration / 3;
         let mut last_renewal: Option<Instant> = None;
         loop {
+            let mut sleep_for = renew_every
+                .min(Duration::from_secs(2))
+                .max(Duration::from_millis(200));
             match try_acquire_or_renew(&api, &config).await {
-                Ok(true) => last_renewal = Some(Instant::now()),
-                Ok(false) => last_renewal = None,
+                Ok(Round::Holding) => last_renewal = Some(Instant::now()),
+                Ok(Round::HeldByOther { expires_in }) => {
+                    last_renewal = None;
+                    // Try again right when the holder's claim lapses, so a dead leader is replaced within the
+                    // lease duration rather than up to one polling interval later.
+                    if let Some(expires_in) = expires_in {
+                        sleep_for = sleep_for.min(expires_in + Duration::from_millis(50));
+                    }
+                }
                 Err(error) => tracing::warn!(%error, "leader election: could not reach the Lease"),
             }
             // Step down a margin before the claim expires for the others.
@@ -73,12 +83,7 @@ pub fn start(client: Client, config: LeaseConfig) -> Leadership {
                 tracing::info!(identity = %config.identity, leading, "leadership changed");
                 let _ = tx.send(leading);
             }
-            tokio::time::sleep(
-                renew_every
-                    .min(Duration::from_secs(2))
-                    .max(Duration::from_millis(200)),
-            )
-            .await;
+            tokio::time::sleep(sleep_for).await;
         }
     });
     Leadership {
@@ -87,8 +92,20 @@ pub fn start(client: Client, config: LeaseConfig) -> Leadership {
     }
 }
 
-/// One round: returns whether this replica holds the Lease afterwards.
-async fn try_acquire_or_renew(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool, kube::Error> {
+/// What one round of the election found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Round {
+    /// This replica holds the Lease (acquired or renewed).
+    Holding,
+    /// Another replica holds it; its claim lapses in `expires_in` unless renewed (`None`: unknown, or a lost race).
+    HeldByOther { expires_in: Option<Duration> },
+}
+
+/// One round: acquire the Lease if it is free or expired, renew it if held.
+async fn try_acquire_or_renew(
+    api: &Api<Lease>,
+    config: &LeaseConfig,
+) -> Result<Round, kube::Error> {
     let now_utc = Utc::now();
     let now = to_micro_time(now_utc);
     let duration_seconds = config.lease_duration.as_secs().max(1) as i32;
@@ -113,14 +130,16 @@ async fn try_acquire_or_renew(api: &Api<Lease>, config: &LeaseConfig) -> Result<
     let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
     let holder = spec.holder_identity.clone().unwrap_or_default();
     if holder != config.identity {
-        let expired = match (&spec.renew_time, spec.lease_duration_seconds) {
+        let expires_at = match (&spec.renew_time, spec.lease_duration_seconds) {
             (Some(renewed), Some(seconds)) => {
-                from_timestamp(&renewed.0) + chrono::Duration::seconds(i64::from(seconds)) < now_utc
+                Some(from_timestamp(&renewed.0) + chrono::Duration::seconds(i64::from(seconds)))
             }
-            _ => true,
+            _ => None,
         };
+        let expired = expires_at.is_none_or(|at| at < now_utc);
         if !holder.is_empty() && !expired {
-            return Ok(false);
+            let expires_in = expires_at.and_then(|at| (at - now_utc).to_std().ok());
+            return Ok(Round::HeldByOther { expires_in });
         }
         spec.holder_identity = Some(config.identity.clone());
         spec.acquire_time = Some(now.clone());
@@ -135,10 +154,12 @@ async fn try_acquire_or_renew(api: &Api<Lease>, config: &LeaseConfig) -> Result<
     )
 }
 
-fn conflict_is_false(result: Result<Lease, kube::Error>) -> Result<bool, kube::Error> {
+fn conflict_is_false(result: Result<Lease, kube::Error>) -> Result<Round, kube::Error> {
     match result {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Ok(_) => Ok(Round::Holding),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            Ok(Round::HeldByOther { expires_in: None })
+        }
         Err(error) => Err(error),
     }
 }
