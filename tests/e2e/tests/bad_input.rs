@@ -30,8 +30,8 @@ use k8sm_api::{
     ExecutorUpgradePolicySpec, MaxConcurrentNodes, NodePhase, UnmanagedPodPolicy, UnmanagedPods,
     condition_types, keys,
 };
-use k8sm_e2e::KubectlResult;
-use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded, kubectl_with_plugin};
+use k8sm_e2e::plugin;
+use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
 use k8sm_e2e::sla::SlaWatcher;
 use k8sm_e2e::workloads::{create, deployment};
 use k8sm_testcluster::node_name;
@@ -541,7 +541,10 @@ async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded(
             .collect::<Vec<_>>(),
         [message]
     );
-    let text = k8sm_ok(&scenario, &["upgrade", "status", "--policy", "nowhere"]);
+    let text = plugin::k8sm_ok(
+        &scenario.cluster,
+        &["upgrade", "status", "--policy", "nowhere"],
+    );
     assert!(
         text.contains("Progress: no node selected: nothing to upgrade\n"),
         "{text}"
@@ -794,42 +797,8 @@ async fn dump_events(scenario: &Scenario) {
     }
 }
 
-/// `kubectl k8sm args…`, without a terminal.
-fn k8sm(scenario: &Scenario, args: &[&str]) -> KubectlResult {
-    kubectl_with_plugin(&scenario.cluster)
-        .arg("k8sm")
-        .args(args)
-        .output()
-        .expect("kubectl runs")
-        .into()
-}
-
-fn k8sm_ok(scenario: &Scenario, args: &[&str]) -> String {
-    let result = k8sm(scenario, args);
-    assert!(
-        result.success,
-        "kubectl k8sm {} failed:\n{}{}",
-        args.join(" "),
-        result.stdout,
-        result.stderr
-    );
-    result.stdout
-}
-
 /// Expects a failure with exactly this one-sentence error, nothing on standard output, and no panic.
 fn k8sm_fails(scenario: &Scenario, args: &[&str], error: &str) {
-    let result = k8sm(scenario, args);
-    assert!(
-        !result.success,
-        "kubectl k8sm {} succeeded:\n{}",
-        args.join(" "),
-        result.stdout
-    );
-    assert_eq!(
-        result.stderr,
-        format!("error: {error}\n"),
-        "kubectl k8sm {}",
-        args.join(" ")
-    );
+    let result = plugin::k8sm_fails(&scenario.cluster, args, error);
     assert_eq!(result.stdout, "", "kubectl k8sm {}", args.join(" "));
 }

@@ -19,50 +19,11 @@ use k8sm_api::{
     ExecutorIdentity, ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, UnmanagedPodPolicy,
     UnmanagedPods, binary_sha256_of, keys,
 };
+use k8sm_e2e::plugin::{k8sm, k8sm_fails, k8sm_ok};
 use k8sm_e2e::scenario::{Scenario, executor_id, kubectl_with_plugin};
 use k8sm_e2e::workloads::{create, deployment, unmanaged_pod};
-use k8sm_e2e::{KubectlResult, install_crd, kubectl_ok};
+use k8sm_e2e::{install_crd, kubectl_ok};
 use k8sm_testcluster::{ClusterOptions, TestCluster, node_name};
-
-/// `kubectl k8sm args…`, without a terminal.
-fn k8sm(cluster: &TestCluster, args: &[&str]) -> KubectlResult {
-    kubectl_with_plugin(cluster)
-        .arg("k8sm")
-        .args(args)
-        .output()
-        .expect("kubectl runs")
-        .into()
-}
-
-/// Like [`k8sm`], but panics with the plugin's stderr when it fails.
-fn k8sm_ok(cluster: &TestCluster, args: &[&str]) -> String {
-    let result = k8sm(cluster, args);
-    assert!(
-        result.success,
-        "kubectl k8sm {} failed:\n{}{}",
-        args.join(" "),
-        result.stdout,
-        result.stderr
-    );
-    result.stdout
-}
-
-/// Like [`k8sm`], but expects a failure with exactly this error, and no panic.
-fn k8sm_fails(cluster: &TestCluster, args: &[&str], error: &str) {
-    let result = k8sm(cluster, args);
-    assert!(
-        !result.success,
-        "kubectl k8sm {} succeeded:\n{}",
-        args.join(" "),
-        result.stdout
-    );
-    assert_eq!(
-        result.stderr,
-        format!("error: {error}\n"),
-        "kubectl k8sm {}",
-        args.join(" ")
-    );
-}
 
 fn pod_ready(pod: &Pod) -> bool {
     pod.status
