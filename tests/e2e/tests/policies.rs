@@ -156,7 +156,17 @@ async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
             },
         )
         .await;
-    let deleted = events_about(&scenario, "DeletedUnmanagedPod", "scratch").await;
+    // The Event follows the deletion call; the pod can be seen deleted a moment before it is recorded.
+    let deleted = scenario
+        .wait_until(
+            "the DeletedUnmanagedPod event of scratch",
+            Duration::from_secs(30),
+            || async {
+                let events = events_about(&scenario, "DeletedUnmanagedPod", "scratch").await;
+                (!events.is_empty()).then_some(events)
+            },
+        )
+        .await;
     assert_eq!(deleted.len(), 1, "one DeletedUnmanagedPod event on scratch");
     let event_at = event_time(&deleted[0]);
     for (what, at) in [
