@@ -64,11 +64,17 @@ async fn controller_needs_exactly_the_deployed_role() {
             },
         )
         .await;
+    // The status is written in the pass after the last node's change: wait for it rather than race it.
     let status = scenario
-        .policy("fleet")
-        .await
-        .status
-        .expect("the least-privileged controller writes status");
+        .wait_until(
+            "the policy status says 3/3",
+            Duration::from_secs(60),
+            || async {
+                let status = scenario.policy("fleet").await.status?;
+                (status.upgraded.as_deref() == Some("3/3")).then_some(status)
+            },
+        )
+        .await;
     assert_eq!(status.upgraded.as_deref(), Some("3/3"));
     assert!(
         !scenario.events("Evicted").await.is_empty(),
