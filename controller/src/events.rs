@@ -2,11 +2,15 @@
 //! policy starts waiting on something (not on every pass, so a long wait is one Event, not thousands).
 
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify, mpsc};
 
 use k8sm_api::ExecutorUpgradePolicy;
 use k8sm_planner::{Action, ActionKind, Plan, PodRef, Reason};
@@ -14,21 +18,70 @@ use k8sm_planner::{Action, ActionKind, Plan, PodRef, Reason};
 /// The reporting controller's name in every Event.
 pub const CONTROLLER_NAME: &str = "k8sm-controller";
 
+/// Events waiting to be written; when full, the pass that reports waits for room (backpressure, nothing dropped).
+const QUEUE: usize = 4096;
+/// Events written at once.
+const CONCURRENT_WRITES: usize = 8;
+
+/// Records Events in the background: a pass hands its Events over and goes on, so that writing them (one request
+/// each; a pass that admits a node reports dozens of new waits) never delays the next eviction.
 pub struct EventSink {
-    recorder: Recorder,
+    queue: mpsc::Sender<(Event, ObjectReference)>,
+    /// Events handed over and not written yet, and a signal each time one is written: for [`EventSink::flush`].
+    pending: Arc<AtomicUsize>,
+    written: Arc<Notify>,
     /// Waits already reported: (object, reason). A wait that ends and comes back is reported again.
     reported_waits: Mutex<HashSet<(String, Reason)>>,
 }
 
 impl EventSink {
+    /// Starts the writer task (so it must be called within the Tokio runtime).
     pub fn new(client: Client, instance: String) -> Self {
         let reporter = Reporter {
             controller: CONTROLLER_NAME.into(),
             instance: Some(instance),
         };
+        let recorder = Recorder::new(client, reporter);
+        let (queue, mut receiver) = mpsc::channel::<(Event, ObjectReference)>(QUEUE);
+        let pending = Arc::new(AtomicUsize::new(0));
+        let written = Arc::new(Notify::new());
+        let (left, signal) = (pending.clone(), written.clone());
+        tokio::spawn(async move {
+            futures::stream::poll_fn(|cx| receiver.poll_recv(cx))
+                .for_each_concurrent(CONCURRENT_WRITES, |(event, reference)| {
+                    let (recorder, left, signal) = (&recorder, &left, &signal);
+                    async move {
+                        if let Err(error) = recorder.publish(&event, &reference).await {
+                            tracing::warn!(%error, reason = %event.reason, "could not record an Event");
+                        }
+                        left.fetch_sub(1, Ordering::SeqCst);
+                        signal.notify_waiters();
+                    }
+                })
+                .await;
+        });
         Self {
-            recorder: Recorder::new(client, reporter),
+            queue,
+            pending,
+            written,
             reported_waits: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Waits (at most `timeout`) until every Event handed over so far is written: before the process exits.
+    pub async fn flush(&self, timeout: Duration) {
+        let drained = async {
+            loop {
+                let signal = self.written.notified();
+                if self.pending.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                signal.await;
+            }
+        };
+        if tokio::time::timeout(timeout, drained).await.is_err() {
+            let left = self.pending.load(Ordering::SeqCst);
+            tracing::warn!(left, "stopping with Events not yet written");
         }
     }
 
@@ -126,8 +179,14 @@ impl EventSink {
             action: reason.as_str().to_owned(),
             secondary: None,
         };
-        if let Err(error) = self.recorder.publish(&event, reference).await {
-            tracing::warn!(%error, reason = reason.as_str(), "could not record an Event");
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if self.queue.send((event, reference.clone())).await.is_err() {
+            // Only after the writer task ended, i.e. the runtime is shutting down.
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            tracing::warn!(
+                reason = reason.as_str(),
+                "could not record an Event: the writer stopped"
+            );
         }
     }
 }

@@ -36,6 +36,8 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 const REFUSAL_REPORT_EVERY: Duration = Duration::from_secs(60);
 /// At most this many evictions or deletions of one pass are in flight at once.
 const MAX_CONCURRENT_CALLS: usize = 16;
+/// How long a stopping controller waits for its last Events to be written.
+const EVENT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     // kube and the kamikaze HTTP client share rustls; pick its crypto provider once for the process.
@@ -149,8 +151,8 @@ impl Controller {
                 next = changes.next() => if next.is_none() { anyhow::bail!("the watches ended") },
                 _ = tokio::time::sleep(sleep_for) => {}
                 _ = leadership.changed() => {}
-                _ = terminate.recv() => { tracing::info!("SIGTERM: stopping"); return Ok(()); }
-                _ = tokio::signal::ctrl_c() => { tracing::info!("interrupted: stopping"); return Ok(()); }
+                _ = terminate.recv() => { tracing::info!("SIGTERM: stopping"); break; }
+                _ = tokio::signal::ctrl_c() => { tracing::info!("interrupted: stopping"); break; }
             }
             self.settle(changes, &last.written_nodes).await;
             self.metrics.set_leader(self.leadership.is_leader());
@@ -160,10 +162,13 @@ impl Controller {
             }
             last = self.pass().await;
         }
+        // Events are written in the background: the operator should still see those of the last actions.
+        self.events.flush(EVENT_FLUSH_TIMEOUT).await;
+        Ok(())
     }
 
-    /// Lets every event that has already arrived reach the caches, and waits (bounded) until they show this
-    /// controller's own node writes: planning on a cache that misses an admission could over-fill the drain slots.
+    /// Takes in the changes signalled so far, and waits (bounded) until the caches show this controller's own node
+    /// writes: planning on a cache that misses an admission could over-fill the drain slots.
     async fn settle(
         &self,
         changes: &mut Changes,
@@ -215,8 +220,9 @@ impl Controller {
             ..PassResult::default()
         };
         // The planner accounts for every action of a pass together (an owner's evictions in one pass never take it
-        // below its threshold), so the pod actions of a pass run concurrently; node writes keep their order, as a
-        // node is admitted before its pods move and told to terminate after they have gone.
+        // below its threshold), so the actions of one kind run concurrently: evictions, deletions, and node writes
+        // to different nodes (marking a fleet at the start of an upgrade, admissions). The kinds keep their order
+        // (see `batch_len`).
         //
         // A node written once in a pass is not written again in it (the second patch would carry a stale
         // resourceVersion), and the pods of a node whose write did not happen stay: e.g. when a node is marked and
@@ -230,11 +236,7 @@ impl Controller {
                 tracing::warn!("lost leadership mid-pass: stopping before the next action");
                 break;
             }
-            let batch_len = match rest.iter().position(|a| a.kind.pod().is_none()) {
-                Some(0) => 1,
-                Some(pods) => pods,
-                None => rest.len(),
-            };
+            let batch_len = batch_len(rest);
             let (batch, after) = rest.split_at(batch_len);
             rest = after;
             let batch: Vec<&Action> = batch
@@ -258,10 +260,19 @@ impl Controller {
             if batch.len() < batch_len {
                 result.retry_soon = true;
             }
-            let outcomes: Vec<_> = futures::stream::iter(batch.iter().map(|a| self.carry_out(a)))
-                .buffered(MAX_CONCURRENT_CALLS)
-                .collect()
-                .await;
+            // Unordered: one slow call must not keep the next ones from starting; the outcomes are put back in
+            // the plan's order below.
+            let mut outcomes: Vec<_> = futures::stream::iter(
+                batch
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| self.carry_out(a).map(move |outcome| (i, outcome))),
+            )
+            .buffer_unordered(MAX_CONCURRENT_CALLS)
+            .collect()
+            .await;
+            outcomes.sort_by_key(|(i, _)| *i);
+            let outcomes = outcomes.into_iter().map(|(_, outcome)| outcome);
             for (action, (node, outcome)) in batch.into_iter().zip(outcomes) {
                 if let Some(name) = action.kind.node() {
                     match outcome {
@@ -320,7 +331,12 @@ impl Controller {
             .and_then(|name| self.stores.nodes.get(&ObjectRef::new(name)));
         let outcome = self.executor.execute(action, node.as_deref()).await;
         if let Ok(Outcome::Done { .. }) = outcome {
-            tracing::info!(reason = action.reason.as_str(), "{}", action.message);
+            match action.kind.node() {
+                Some(node) => {
+                    tracing::info!(node, reason = action.reason.as_str(), "{}", action.message)
+                }
+                None => tracing::info!(reason = action.reason.as_str(), "{}", action.message),
+            }
             self.metrics.executed(&action.kind, action.reason);
             self.events
                 .action(action, node.as_ref().and_then(|n| n.uid()))
@@ -390,6 +406,24 @@ impl Controller {
     }
 }
 
+/// How many of the next actions run together: the next actions of one kind, each on a distinct node for node
+/// writes. Kinds keep their order: a node is admitted before its pods move, unmanaged pods are deleted after the
+/// evictions of the same pass (DESIGN.md §5.3: they go once no owned pod waits), kamikaze comes last.
+fn batch_len(actions: &[Action]) -> usize {
+    let Some(first) = actions.first() else {
+        return 0;
+    };
+    let kind = std::mem::discriminant(&first.kind);
+    let mut nodes = HashSet::new();
+    actions
+        .iter()
+        .take_while(|a| {
+            std::mem::discriminant(&a.kind) == kind
+                && (a.kind.pod().is_some() || a.kind.node().is_none_or(|node| nodes.insert(node)))
+        })
+        .count()
+}
+
 async fn config(args: &Args) -> anyhow::Result<kube::Config> {
     let config = match &args.kubeconfig {
         Some(path) => {
@@ -418,4 +452,104 @@ fn default_identity() -> String {
     let host =
         std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "k8sm".into());
     format!("{}-{}", host.trim(), std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8sm_planner::{Eviction, OwnerKind, OwnerRef};
+
+    fn action(kind: ActionKind) -> Action {
+        Action {
+            policy: "p".into(),
+            reason: Reason::Marked,
+            message: String::new(),
+            kind,
+        }
+    }
+
+    fn mark(node: &str) -> Action {
+        action(ActionKind::Mark {
+            node: node.into(),
+            incompatible_since: None,
+        })
+    }
+
+    fn admit(node: &str) -> Action {
+        action(ActionKind::Admit {
+            node: node.into(),
+            at: Utc::now(),
+            cordon: true,
+        })
+    }
+
+    fn pod_ref(name: &str) -> PodRef {
+        PodRef {
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: name.into(),
+        }
+    }
+
+    fn evict(pod: &str) -> Action {
+        action(ActionKind::Evict {
+            pod: pod_ref(pod),
+            eviction: Eviction {
+                owner: OwnerRef {
+                    kind: OwnerKind::ReplicaSet,
+                    name: "web".into(),
+                    uid: "web".into(),
+                },
+                ready_before: 10,
+                ready_after: 9,
+                desired: 10,
+                needed: 9,
+                threshold: 90,
+                use_eviction_api: true,
+            },
+        })
+    }
+
+    fn delete(pod: &str) -> Action {
+        action(ActionKind::DeletePod { pod: pod_ref(pod) })
+    }
+
+    /// Lengths of the batches `actions` is cut into.
+    fn batches(actions: &[Action]) -> Vec<usize> {
+        let mut rest = actions;
+        let mut lengths = Vec::new();
+        while !rest.is_empty() {
+            let n = batch_len(rest);
+            lengths.push(n);
+            rest = &rest[n..];
+        }
+        lengths
+    }
+
+    #[test]
+    fn node_writes_of_one_kind_to_distinct_nodes_run_together() {
+        let actions = [mark("a"), mark("b"), mark("c"), admit("a"), admit("b")];
+        assert_eq!(batches(&actions), [3, 2]);
+    }
+
+    #[test]
+    fn a_node_written_twice_splits_the_batch() {
+        let actions = [mark("a"), mark("b"), mark("a"), mark("c")];
+        assert_eq!(batches(&actions), [2, 2]);
+    }
+
+    #[test]
+    fn pod_actions_of_one_kind_run_together() {
+        let actions = [
+            admit("a"),
+            evict("p1"),
+            evict("p2"),
+            delete("p3"),
+            delete("p4"),
+            mark("b"),
+            delete("p5"),
+        ];
+        assert_eq!(batches(&actions), [1, 2, 2, 1, 1]);
+        assert_eq!(batch_len(&[]), 0);
+    }
 }

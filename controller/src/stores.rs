@@ -14,6 +14,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc::{self, error::TrySendError};
 
 use k8sm_api::ExecutorUpgradePolicy;
 
@@ -30,11 +31,12 @@ pub struct Stores {
     pub policies: Store<ExecutorUpgradePolicy>,
 }
 
-/// A stream that yields `()` each time any watched object changes. It must be polled for the stores to fill.
+/// A stream that yields `()` when any watched object changed since it was last polled (changes are coalesced), and
+/// ends when the watches end.
 pub type Changes = Pin<Box<dyn Stream<Item = ()> + Send>>;
 
 impl Stores {
-    /// Starts the reflectors. The stores fill as `changes` is polled; see [`Stores::wait_until_ready`].
+    /// Starts the reflectors in a task of their own (so it must be called within the Tokio runtime).
     pub fn start(client: &Client) -> (Self, Changes) {
         let mut changes: Vec<Changes> = Vec::new();
         let stores = Self {
@@ -47,10 +49,10 @@ impl Stores {
             pdbs: reflect(Api::all(client.clone()), trim_meta, &mut changes),
             policies: reflect(Api::all(client.clone()), trim_meta, &mut changes),
         };
-        (stores, Box::pin(futures::stream::select_all(changes)))
+        (stores, drive(futures::stream::select_all(changes)))
     }
 
-    /// Waits until every store holds a complete initial list (while something polls the change stream).
+    /// Waits until every store holds a complete initial list.
     pub async fn wait_until_ready(&self) {
         // A store's writer lives inside the change stream, which outlives this call: these never fail.
         let _ = self.nodes.wait_until_ready().await;
@@ -62,6 +64,23 @@ impl Stores {
         let _ = self.pdbs.wait_until_ready().await;
         let _ = self.policies.wait_until_ready().await;
     }
+}
+
+/// Polls the reflectors in a task of their own, so that the stores keep up with the watches while a pass awaits the
+/// API. Polled only between passes, a watch advanced by about one read per pass: on a busy cluster (hundreds of pod
+/// updates a second while nodes drain) the stores fell seconds behind, and so did every eviction that waited for a
+/// replacement to become Ready.
+fn drive(mut watches: impl Stream<Item = ()> + Send + Unpin + 'static) -> Changes {
+    let (sender, mut receiver) = mpsc::channel::<()>(1);
+    tokio::spawn(async move {
+        while watches.next().await.is_some() {
+            // Full: a change is already signalled and not yet seen; this one is seen with it.
+            if let Err(TrySendError::Closed(())) = sender.try_send(()) {
+                return;
+            }
+        }
+    });
+    Box::pin(futures::stream::poll_fn(move |cx| receiver.poll_recv(cx)))
 }
 
 fn reflect<K>(api: Api<K>, trim: fn(&mut K), changes: &mut Vec<Changes>) -> Store<K>

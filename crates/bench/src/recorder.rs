@@ -135,6 +135,17 @@ fn pod_obs(pod: &Pod) -> Option<PodObs> {
         node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
         ready: is_ready(pod),
         terminating: pod.metadata.deletion_timestamp.is_some(),
+        evicted: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|conditions| {
+                conditions.iter().any(|c| {
+                    c.type_ == "DisruptionTarget"
+                        && c.status == "True"
+                        && c.reason.as_deref() == Some("EvictionByEvictionAPI")
+                })
+            }),
     })
 }
 

@@ -97,6 +97,9 @@ pub struct Run {
     /// Pods when the run started.
     pub pods: usize,
     pub disruptions: u64,
+    /// Of the disruptions, pods that went without the Eviction API (see [`OwnerOutcome::outside_disruptions`]).
+    #[serde(default)]
+    pub outside_disruptions: u64,
     pub reaction_samples: usize,
     pub reaction_p50_s: Option<f64>,
     pub reaction_p99_s: Option<f64>,
@@ -128,6 +131,7 @@ impl Run {
             nodes_upgraded: timeline.upgraded_nodes(),
             pods: timeline.initial_pods(),
             disruptions: timeline.disruptions(),
+            outside_disruptions: timeline.outside_disruptions(),
             reaction_samples: latencies.len(),
             reaction_p50_s: percentile(latencies, 50.0),
             reaction_p99_s: percentile(latencies, 99.0),
@@ -143,6 +147,12 @@ impl Run {
 
     pub fn violations(&self) -> u32 {
         self.owners.iter().map(|o| o.violations).sum()
+    }
+
+    /// Violations that began with a pod going without the Eviction API: deleted directly (by a baseline's
+    /// `--disable-eviction`, a controller, or the simulator) or no longer Ready.
+    pub fn outside_violations(&self) -> u32 {
+        self.owners.iter().map(|o| o.outside_violations).sum()
     }
 
     pub fn owners_violated(&self) -> usize {

@@ -19,6 +19,9 @@ pub struct PodObs {
     pub ready: bool,
     /// `deletionTimestamp` is set.
     pub terminating: bool,
+    /// Carries the `DisruptionTarget` condition that the Eviction API sets before it deletes a pod: this pod is
+    /// going because someone evicted it, not because it was deleted directly or failed.
+    pub evicted: bool,
 }
 
 /// One observation of a node.
@@ -46,6 +49,12 @@ pub struct OwnerOutcome {
     pub violations: u32,
     pub seconds_below: f64,
     pub disruptions: u32,
+    /// Of the disruptions, pods that went without the Eviction API (deleted directly, or no longer Ready).
+    #[serde(default)]
+    pub outside_disruptions: u32,
+    /// Of the violations, descents that began with such a pod: caused by whoever deleted it, not by an eviction.
+    #[serde(default)]
+    pub outside_violations: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -63,6 +72,8 @@ struct Owner {
     below_since: Option<f64>,
     seconds_below: f64,
     disruptions: u32,
+    outside_disruptions: u32,
+    outside_violations: u32,
     /// (seconds, ready) at every change while armed.
     series: Vec<(f64, u32)>,
     /// When a replacement became Ready while the owner could not lose another pod and still had pods to move.
@@ -77,6 +88,7 @@ struct Pod {
     terminating: bool,
     /// Existed when the timeline was armed (not a replacement).
     initial: bool,
+    evicted: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -98,6 +110,7 @@ pub struct Timeline {
     started_at: Option<f64>,
     initial_pods: usize,
     disruptions: u64,
+    outside_disruptions: u64,
     latencies: Vec<f64>,
 }
 
@@ -124,6 +137,8 @@ impl Timeline {
                     below_since: None,
                     seconds_below: 0.0,
                     disruptions: 0,
+                    outside_disruptions: 0,
+                    outside_violations: 0,
                     series: Vec::new(),
                     waiting_since: None,
                 };
@@ -141,6 +156,7 @@ impl Timeline {
             started_at: None,
             initial_pods: 0,
             disruptions: 0,
+            outside_disruptions: 0,
             latencies: Vec::new(),
         }
     }
@@ -201,9 +217,11 @@ impl Timeline {
         if became_ready && self.armed() {
             self.replacement_ready(t, &obs.app);
         }
+        let evicted = obs.evicted || before.as_ref().is_some_and(|p| p.evicted);
         if obs.terminating && !was_terminating && before.is_some() {
-            self.disrupted(t, &obs.app);
+            self.disrupted(t, &obs.app, evicted);
         }
+        let lost_outside = was_available && !available && !evicted;
         self.pods.insert(
             obs.uid,
             Pod {
@@ -212,9 +230,10 @@ impl Timeline {
                 available,
                 terminating: obs.terminating,
                 initial: before.map_or(initial, |p| p.initial),
+                evicted,
             },
         );
-        self.recount(t, &obs.app);
+        self.recount(t, &obs.app, lost_outside);
     }
 
     pub fn pod_deleted(&mut self, t: f64, uid: &str) {
@@ -222,9 +241,9 @@ impl Timeline {
             return;
         };
         if !pod.terminating {
-            self.disrupted(t, &pod.app);
+            self.disrupted(t, &pod.app, pod.evicted);
         }
-        self.recount(t, &pod.app);
+        self.recount(t, &pod.app, pod.available && !pod.evicted);
     }
 
     pub fn node_applied(&mut self, t: f64, obs: NodeObs) {
@@ -267,20 +286,25 @@ impl Timeline {
         }
     }
 
-    fn disrupted(&mut self, t: f64, app: &str) {
+    /// A pod of `app` started going; `evicted`: through the Eviction API.
+    fn disrupted(&mut self, t: f64, app: &str, evicted: bool) {
         if !self.armed() {
             return;
         }
         self.disruptions += 1;
+        self.outside_disruptions += u64::from(!evicted);
         if let Some(owner) = self.owners.get_mut(app) {
             owner.disruptions += 1;
+            owner.outside_disruptions += u32::from(!evicted);
             if let Some(since) = owner.waiting_since.take() {
                 self.latencies.push(t - since);
             }
         }
     }
 
-    fn recount(&mut self, t: f64, app: &str) {
+    /// Counts `app`'s ready pods again after a change; `lost_outside`: the change is a pod that stopped being
+    /// available without being evicted.
+    fn recount(&mut self, t: f64, app: &str, lost_outside: bool) {
         let armed = self.armed();
         let Some(owner) = self.owners.get_mut(app) else {
             return;
@@ -301,6 +325,7 @@ impl Timeline {
         match (ready < owner.floor, owner.below_since) {
             (true, None) => {
                 owner.violations += 1;
+                owner.outside_violations += u32::from(lost_outside);
                 owner.below_since = Some(t);
             }
             (false, Some(since)) => {
@@ -361,6 +386,11 @@ impl Timeline {
         self.disruptions
     }
 
+    /// Disruptions of pods that went without the Eviction API.
+    pub fn outside_disruptions(&self) -> u64 {
+        self.outside_disruptions
+    }
+
     pub fn latencies(&self) -> &[f64] {
         &self.latencies
     }
@@ -377,6 +407,8 @@ impl Timeline {
                 violations: o.violations,
                 seconds_below: o.seconds_below,
                 disruptions: o.disruptions,
+                outside_disruptions: o.outside_disruptions,
+                outside_violations: o.outside_violations,
             })
             .collect()
     }
@@ -405,6 +437,7 @@ mod tests {
             node: Some(node.into()),
             ready,
             terminating,
+            evicted: terminating,
         }
     }
 
@@ -458,6 +491,7 @@ mod tests {
         assert_eq!((outcome.floor, outcome.min_ready), (2, 2));
         assert_eq!(outcome.violations, 0);
         assert_eq!(outcome.disruptions, 2);
+        assert_eq!(outcome.outside_disruptions, 0, "both were evicted");
         assert_eq!(t.disruptions(), 3, "two evictions and the unmanaged pod");
         assert_eq!(t.latencies().len(), 1);
         assert!((t.latencies()[0] - 0.3).abs() < 1e-9);
@@ -476,9 +510,31 @@ mod tests {
         let outcome = &t.outcomes()[0];
         assert_eq!(outcome.min_ready, 1);
         assert_eq!(outcome.violations, 1);
+        // Deleted without the Eviction API: the descent is counted, and attributed to whoever deleted them.
+        assert_eq!(outcome.outside_violations, 1);
+        assert_eq!(outcome.outside_disruptions, 2);
         assert!((outcome.seconds_below - 3.0).abs() < 1e-9);
         // Nothing was waiting for a2: the owner could already lose pods, no reaction is measured.
         assert!(t.latencies().is_empty());
+    }
+
+    #[test]
+    fn a_descent_is_attributed_to_the_pod_that_began_it() {
+        let mut t = running();
+        // Evicted: 3 → 2, at the floor.
+        t.pod_applied(1.0, pod("a", "web", "n1", true, true));
+        // Then someone deletes b outright: 2 → 1, below the floor, not by an eviction.
+        t.pod_deleted(2.0, "b");
+        t.pod_applied(3.0, pod("a2", "web", "n2", true, false));
+        t.pod_applied(3.5, pod("b2", "web", "n2", true, false));
+        // Now an eviction takes it below the floor: the evicting tool's violation.
+        t.pod_applied(4.0, pod("b2", "web", "n2", true, true));
+        t.pod_applied(4.0, pod("c", "web", "n2", true, true));
+        let outcome = &t.outcomes()[0];
+        assert_eq!(outcome.violations, 2);
+        assert_eq!(outcome.outside_violations, 1);
+        assert_eq!(outcome.outside_disruptions, 1);
+        assert_eq!(t.outside_disruptions(), 1);
     }
 
     #[test]

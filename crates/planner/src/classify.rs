@@ -105,7 +105,7 @@ fn ignored(pod: &PodView, index: &Index) -> Option<Ignored> {
     if pod
         .controller
         .as_ref()
-        .is_some_and(|c| OwnerKind::from(c.kind.as_str()) == OwnerKind::DaemonSet)
+        .is_some_and(|c| c.kind == "DaemonSet")
     {
         return Some(Ignored::DaemonSet);
     }

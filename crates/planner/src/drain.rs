@@ -35,6 +35,8 @@ impl NodeContext<'_> {
 
 /// A node's pods, classified, without deciding anything yet: enough to order admission and to tell a Blocked node.
 pub(crate) struct Survey<'a> {
+    /// Sorted by namespace, name and UID, so that decisions consume owner health in a fixed order. Empty in a
+    /// [`tally`], which only counts.
     pub(crate) pods: Vec<(&'a PodView, Class<'a>)>,
     /// Pods that keep the node from being drained.
     pub(crate) left: u32,
@@ -54,21 +56,42 @@ impl Survey<'_> {
     }
 }
 
+/// Classifies every pod of the node, in pod order: the survey of a node whose pods are decided in this pass.
 pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
-    let pods: Vec<_> = index
+    let mut pods: Vec<_> = index
         .pods_on(&ctx.node.name)
         .iter()
         .map(|&p| (p, classify(p, index)))
         .collect();
-    let left = pods.iter().filter(|(_, c)| c.holds_node()).count();
-    let need_operator = pods
-        .iter()
-        .filter(|(p, c)| needs_operator(p, *c, ctx, index).is_some())
-        .count();
+    pods.sort_unstable_by(|(a, _), (b, _)| {
+        (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid))
+    });
+    let mut survey = count(pods.iter().copied(), ctx, index);
+    survey.pods = pods;
+    survey
+}
+
+/// Only the counts of a survey: all that admission needs of the many nodes that only queue for a slot, without
+/// keeping or sorting their pods (most of a large fleet's pods are on such nodes).
+pub(crate) fn tally<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
+    let pods = index.pods_on(&ctx.node.name).iter();
+    count(pods.map(|&p| (p, classify(p, index))), ctx, index)
+}
+
+fn count<'a>(
+    pods: impl Iterator<Item = (&'a PodView, Class<'a>)>,
+    ctx: &NodeContext,
+    index: &Index,
+) -> Survey<'a> {
+    let (mut left, mut need_operator) = (0u32, 0u32);
+    for (pod, class) in pods {
+        left += u32::from(class.holds_node());
+        need_operator += u32::from(needs_operator(pod, class, ctx, index).is_some());
+    }
     Survey {
-        pods,
-        left: u32::try_from(left).unwrap_or(u32::MAX),
-        need_operator: u32::try_from(need_operator).unwrap_or(u32::MAX),
+        pods: Vec::new(),
+        left,
+        need_operator,
     }
 }
 
@@ -95,21 +118,22 @@ fn needs_operator(
             &format!("Job {} pod past the unmanaged-pod timeout", owner.name),
             ctx,
         ),
-        Class::Owned(_) if ctx.spec.respect_pod_disruption_budgets => {
+        // Counted before any name is formatted: this runs for every pod of every surveyed node.
+        Class::Owned(_)
+            if ctx.spec.respect_pod_disruption_budgets && index.pdbs_for(pod).nth(1).is_some() =>
+        {
             let names: Vec<String> = index
                 .pdbs_for(pod)
                 .map(|p| format!("{}/{}", p.view.namespace, p.view.name))
                 .collect();
-            (names.len() > 1).then(|| {
-                (
-                    Reason::BlockedByPDB,
-                    format!(
-                        "covered by {} PodDisruptionBudgets ({}): the Eviction API refuses such pods; fix the budgets",
-                        names.len(),
-                        names.join(", ")
-                    ),
-                )
-            })
+            Some((
+                Reason::BlockedByPDB,
+                format!(
+                    "covered by {} PodDisruptionBudgets ({}): the Eviction API refuses such pods; fix the budgets",
+                    names.len(),
+                    names.join(", ")
+                ),
+            ))
         }
         _ => None,
     }

@@ -69,7 +69,7 @@ impl Pdb<'_> {
 pub(crate) struct Index<'a> {
     /// Nodes by name.
     pub(crate) nodes: BTreeMap<&'a str, &'a NodeView>,
-    /// Pods by node name, each list sorted by namespace and name (looked up, never iterated).
+    /// Pods by node name, in the view's order (looked up, never iterated where order matters).
     pub(crate) pods_by_node: FastMap<&'a str, Vec<&'a PodView>>,
     /// Pods by controller UID, in no particular order (looked up and counted).
     pub(crate) pods_by_owner: FastMap<&'a str, Vec<&'a PodView>>,
@@ -88,10 +88,12 @@ pub(crate) struct Index<'a> {
 impl<'a> Index<'a> {
     pub(crate) fn new(view: &'a ClusterView) -> Self {
         let nodes = view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-        // Grouped first and each node's pods sorted on their own: sorting every pod of the cluster at once costs far
-        // more string comparisons. An owner's pods are only counted, so their order does not matter.
-        let mut pods_by_node: FastMap<&str, Vec<&PodView>> = FastMap::default();
-        let mut pods_by_owner: FastMap<&str, Vec<&PodView>> = FastMap::default();
+        // Grouped without sorting: only the nodes whose pods are decided in this pass need their pods in order, and
+        // `drain::survey` sorts those. Sized up front: growing maps of a large fleet's pods costs rehashing.
+        let mut pods_by_node: FastMap<&str, Vec<&PodView>> =
+            FastMap::with_capacity_and_hasher(view.nodes.len(), Default::default());
+        let mut pods_by_owner: FastMap<&str, Vec<&PodView>> =
+            FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
         for pod in &view.pods {
             if let Some(node) = &pod.node_name {
                 pods_by_node.entry(node).or_default().push(pod);
@@ -99,12 +101,6 @@ impl<'a> Index<'a> {
             if let Some(controller) = &pod.controller {
                 pods_by_owner.entry(&controller.uid).or_default().push(pod);
             }
-        }
-        let by_name = |a: &&PodView, b: &&PodView| {
-            (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid))
-        };
-        for group in pods_by_node.values_mut() {
-            group.sort_unstable_by(by_name);
         }
         let owners = view
             .owners

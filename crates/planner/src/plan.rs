@@ -184,7 +184,7 @@ impl<'v> PolicyPass<'v, '_> {
                     }
                 }
                 Stage::Candidate => {
-                    entry.survey = Some(drain::survey(&self.context(&entry), self.index));
+                    entry.survey = Some(drain::tally(&self.context(&entry), self.index));
                     candidates.push(entry);
                 }
             }
@@ -334,6 +334,8 @@ impl<'v> PolicyPass<'v, '_> {
         out.action(&self.policy.name, kind, reason, message);
         let mut entry = entry;
         entry.assessment.draining_since = Some(self.now);
+        // Candidates were only tallied; the node's pods are decided now.
+        entry.survey = Some(drain::survey(&self.context(&entry), self.index));
         self.drain(entry, NodePhase::Draining, ledger, out);
     }
 
