@@ -7,7 +7,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
-    Node, NodeStatus, Pod, PodSpec, PodStatus, ReplicationController,
+    Node, NodeStatus, Pod, PodCondition, PodSpec, PodStatus, ReplicationController,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, Store};
@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::{self, error::TrySendError};
 
 use k8sm_api::ExecutorUpgradePolicy;
+use k8sm_planner::POD_ANNOTATIONS_READ;
 
 /// Read-only caches of everything the planner looks at.
 #[derive(Clone)]
@@ -122,18 +123,35 @@ fn trim_meta<K: Resource>(object: &mut K) {
     }
 }
 
-/// Pods are the most numerous objects: keep only the node, the phase and the conditions.
+/// Pods are the most numerous objects: keep only what the planner reads (`view::pod_view`): the node, the phase,
+/// the Ready condition, and the annotations it looks at.
 fn trim_pod(pod: &mut Pod) {
     trim_meta(pod);
+    let meta = &mut pod.metadata;
+    meta.generate_name = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|key, _| POD_ANNOTATIONS_READ.contains(&key.as_str()));
+    }
     let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
     pod.spec = Some(PodSpec {
         node_name,
         ..PodSpec::default()
     });
     if let Some(status) = pod.status.take() {
+        let ready = status
+            .conditions
+            .into_iter()
+            .flatten()
+            .filter(|c| c.type_ == "Ready")
+            .map(|c| PodCondition {
+                type_: c.type_,
+                status: c.status,
+                ..PodCondition::default()
+            })
+            .collect();
         pod.status = Some(PodStatus {
             phase: status.phase,
-            conditions: status.conditions,
+            conditions: Some(ready),
             ..PodStatus::default()
         });
     }
@@ -148,5 +166,65 @@ fn trim_node(node: &mut Node) {
             conditions: status.conditions,
             ..NodeStatus::default()
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view;
+
+    fn pod() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web-1", "generateName": "web-", "namespace": "shop", "uid": "u1",
+                "labels": {"app": "web"},
+                "annotations": {
+                    "karpenter.sh/do-not-disrupt": "true",
+                    "sidecar.istio.io/status": "{\"a large\": \"blob\"}",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}"
+                },
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs1",
+                                     "controller": true}]
+            },
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]},
+            "status": {
+                "phase": "Running",
+                "podIP": "10.0.0.1",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                    {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:02Z"}
+                ]
+            }
+        }))
+        .expect("a pod")
+    }
+
+    #[test]
+    fn a_trimmed_pod_keeps_everything_the_planner_reads() {
+        let original = pod();
+        let mut trimmed = original.clone();
+        trim_pod(&mut trimmed);
+        let (before, after) = (view::pod_view(&original), view::pod_view(&trimmed));
+        assert_eq!(after.ready, before.ready);
+        assert_eq!(after.phase, before.phase);
+        assert_eq!(after.node_name, before.node_name);
+        assert_eq!(after.controller, before.controller);
+        assert_eq!(after.labels, before.labels);
+        assert_eq!(
+            after.annotations.keys().collect::<Vec<_>>(),
+            ["karpenter.sh/do-not-disrupt"],
+            "only the annotations the planner reads"
+        );
+        assert!(
+            trimmed
+                .spec
+                .as_ref()
+                .is_some_and(|s| s.containers.is_empty())
+        );
+        let status = trimmed.status.as_ref().expect("status");
+        assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
+        assert_eq!(status.pod_ip, None);
+        assert_eq!(trimmed.metadata.generate_name, None);
     }
 }

@@ -15,6 +15,14 @@ const OPT_OUT_KEYS: [(&str, &str); 3] = [
     keys::NEIGHBOUR_OPT_OUT_KEYS[1],
 ];
 
+/// Every pod annotation the planner reads: a cache may drop the others (real pods can carry large ones).
+pub const POD_ANNOTATIONS_READ: [&str; 4] = [
+    MIRROR_ANNOTATION,
+    OPT_OUT_KEYS[0].0,
+    OPT_OUT_KEYS[1].0,
+    OPT_OUT_KEYS[2].0,
+];
+
 /// Why a pod is ignored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ignored {

@@ -27,6 +27,7 @@ mod view;
 #[cfg(test)]
 mod tests;
 
+pub use classify::POD_ANNOTATIONS_READ;
 pub use health::{OwnerHealth, Verdict, judge, needed, sla_floor};
 pub use output::{
     Action, ActionKind, Blocker, Decision, EtaInputs, Eviction, NodePlan, OwnerRef, Plan, PodClass,
