@@ -331,12 +331,12 @@ impl Controller {
             .and_then(|name| self.stores.nodes.get(&ObjectRef::new(name)));
         let outcome = self.executor.execute(action, node.as_deref()).await;
         if let Ok(Outcome::Done { .. }) = outcome {
-            match action.kind.node() {
-                Some(node) => {
-                    tracing::info!(node, reason = action.reason.as_str(), "{}", action.message)
-                }
-                None => tracing::info!(reason = action.reason.as_str(), "{}", action.message),
-            }
+            tracing::info!(
+                node = action.kind.node(),
+                reason = action.reason.as_str(),
+                "{}",
+                action.message
+            );
             self.metrics.executed(&action.kind, action.reason);
             self.events
                 .action(action, node.as_ref().and_then(|n| n.uid()))
