@@ -1,8 +1,10 @@
 //! The cluster's binaries, built once from the Go modules under `tests/go/` and cached by the pinned versions.
 //!
-//! Nothing is downloaded but Go modules: Kubernetes, etcd and KWOK are compiled from the module proxy. The cache key
-//! is a hash of the three modules' `go.mod` and `go.sum` and of the build recipe, so changing a pin rebuilds and
-//! nothing else does. Concurrent callers (parallel tests) wait on a file lock and share one build.
+//! Nothing is downloaded but Go modules: Kubernetes, etcd and KWOK are compiled from the module proxy. There are two
+//! caches, so that KWOK (quick to build, and patched: see kwok_patch.rs) can change without rebuilding Kubernetes
+//! (many minutes): `kubernetes-<key>` keyed by the `go.mod` and `go.sum` of `tests/go/k8s` and `tests/go/etcd`, and
+//! `kwok-<key>` keyed by those of `tests/go/kwok` and the patch; each key also covers its build recipe. Concurrent
+//! callers (parallel tests) wait on a file lock and share one build.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -11,10 +13,12 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
-use crate::Error;
+use crate::{Error, kwok_patch};
 
-/// Bump when the way binaries are built changes, so existing caches are not reused.
-const RECIPE_VERSION: &str = "2";
+/// Bump when the way Kubernetes and etcd are built changes, so existing caches are not reused.
+const KUBERNETES_RECIPE: &str = "2";
+/// Bump when the way KWOK is built changes (its patch is hashed on its own).
+const KWOK_RECIPE: &str = "1";
 
 /// KWOK's own stage definitions that the harness uses, taken from the pinned KWOK module.
 const KWOK_STAGES: &[&str] = &[
@@ -35,7 +39,10 @@ const K8S_COMMANDS: &[&str] = &[
 /// Paths of the built binaries.
 #[derive(Debug, Clone)]
 pub struct Binaries {
-    pub dir: PathBuf,
+    /// Holds etcd and the Kubernetes commands.
+    pub kubernetes_dir: PathBuf,
+    /// Holds KWOK and its stages.
+    pub kwok_dir: PathBuf,
     pub etcd: PathBuf,
     pub kube_apiserver: PathBuf,
     pub kube_controller_manager: PathBuf,
@@ -49,15 +56,23 @@ pub struct Binaries {
 }
 
 impl Binaries {
-    /// Returns the cached binaries, building them first if this set of pins has never been built here.
+    /// Returns the cached binaries, building first whichever set of pins has never been built here.
     pub fn ensure() -> Result<Self, Error> {
         let modules = go_modules_dir();
         let kubernetes_version = pinned_kubernetes_version(&modules.join("k8s/go.mod"))?;
-        let key = cache_key(&modules)?;
         let root = cache_root()?.join("cluster-bin");
-        let dir = root.join(&key);
-        let binaries = Self::at(&dir, kubernetes_version);
-        if dir.join("complete").exists() {
+        let kubernetes_key = cache_key(&modules, &["k8s", "etcd"], &[KUBERNETES_RECIPE])?;
+        let kwok_key = cache_key(
+            &modules,
+            &["kwok"],
+            &[&[KWOK_RECIPE], kwok_patch::FINGERPRINT].concat(),
+        )?;
+        let binaries = Self::at(
+            &root.join(format!("kubernetes-{kubernetes_key}")),
+            &root.join(format!("kwok-{kwok_key}")),
+            kubernetes_version,
+        );
+        if binaries.complete() {
             return Ok(binaries);
         }
 
@@ -68,26 +83,52 @@ impl Binaries {
             .map_err(|e| io(format!("creating {}", lock_path.display()), e))?;
         lock.lock()
             .map_err(|e| io(format!("locking {}", lock_path.display()), e))?;
-        if dir.join("complete").exists() {
-            return Ok(binaries);
+        check_go()?;
+        if !is_complete(&binaries.kubernetes_dir) {
+            let version = &binaries.kubernetes_version;
+            eprintln!(
+                "k8sm-testcluster: building Kubernetes {version} and etcd from the Go module proxy into {} (once per \
+                 set of pins; takes 15-25 minutes on two cores with a cold Go cache)",
+                binaries.kubernetes_dir.display()
+            );
+            build_into(&binaries.kubernetes_dir, |out| {
+                build_kubernetes(&modules, out, version)
+            })?;
         }
-        build(&modules, &dir, &binaries.kubernetes_version)?;
+        if !is_complete(&binaries.kwok_dir) {
+            eprintln!(
+                "k8sm-testcluster: building KWOK, patched, from the Go module proxy into {}",
+                binaries.kwok_dir.display()
+            );
+            build_into(&binaries.kwok_dir, |out| {
+                build_kwok(&modules.join("kwok"), out)
+            })?;
+        }
         Ok(binaries)
     }
 
-    fn at(dir: &Path, kubernetes_version: String) -> Self {
+    fn at(kubernetes_dir: &Path, kwok_dir: &Path, kubernetes_version: String) -> Self {
         Self {
-            dir: dir.to_owned(),
-            etcd: dir.join("etcd"),
-            kube_apiserver: dir.join("kube-apiserver"),
-            kube_controller_manager: dir.join("kube-controller-manager"),
-            kube_scheduler: dir.join("kube-scheduler"),
-            kubectl: dir.join("kubectl"),
-            kwok: dir.join("kwok"),
-            kwok_stages: dir.join("kwok-stages"),
+            kubernetes_dir: kubernetes_dir.to_owned(),
+            kwok_dir: kwok_dir.to_owned(),
+            etcd: kubernetes_dir.join("etcd"),
+            kube_apiserver: kubernetes_dir.join("kube-apiserver"),
+            kube_controller_manager: kubernetes_dir.join("kube-controller-manager"),
+            kube_scheduler: kubernetes_dir.join("kube-scheduler"),
+            kubectl: kubernetes_dir.join("kubectl"),
+            kwok: kwok_dir.join("kwok"),
+            kwok_stages: kwok_dir.join("kwok-stages"),
             kubernetes_version,
         }
     }
+
+    fn complete(&self) -> bool {
+        is_complete(&self.kubernetes_dir) && is_complete(&self.kwok_dir)
+    }
+}
+
+fn is_complete(dir: &Path) -> bool {
+    dir.join("complete").exists()
 }
 
 /// `tests/go` of this workspace, or `$K8SM_GO_MODULES` when set.
@@ -137,10 +178,12 @@ fn pinned_kubernetes_version(go_mod: &Path) -> Result<String, Error> {
         })
 }
 
-fn cache_key(modules: &Path) -> Result<String, Error> {
+fn cache_key(modules: &Path, pins: &[&str], recipe: &[&str]) -> Result<String, Error> {
     let mut hasher = Sha256::new();
-    hasher.update(RECIPE_VERSION.as_bytes());
-    for module in ["k8s", "etcd", "kwok"] {
+    for part in recipe {
+        hasher.update(part.as_bytes());
+    }
+    for module in pins {
         for file in ["go.mod", "go.sum"] {
             let path = modules.join(module).join(file);
             hasher.update(
@@ -155,46 +198,15 @@ fn cache_key(modules: &Path) -> Result<String, Error> {
     Ok(hex::encode(hasher.finalize())[..16].to_owned())
 }
 
-fn build(modules: &Path, dir: &Path, kubernetes_version: &str) -> Result<(), Error> {
-    check_go()?;
+/// Builds into a staging directory beside `dir` and moves it into place when complete, so an interrupted build is
+/// never taken for a finished one.
+fn build_into(dir: &Path, build: impl FnOnce(&Path) -> Result<(), Error>) -> Result<(), Error> {
     let started = Instant::now();
     let staging = dir.with_extension(format!("partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(staging.join("kwok-stages"))
+    std::fs::create_dir_all(&staging)
         .map_err(|e| io(format!("creating {}", staging.display()), e))?;
-    eprintln!(
-        "k8sm-testcluster: building Kubernetes {kubernetes_version}, etcd and KWOK from the Go module proxy into {} \
-         (once per set of pins; takes several minutes on a cold Go cache)",
-        dir.display()
-    );
-
-    let ldflags = version_ldflags(kubernetes_version)?;
-    let mut k8s_args = vec!["-ldflags".to_owned(), ldflags];
-    k8s_args.extend(
-        K8S_COMMANDS
-            .iter()
-            .map(|c| format!("k8s.io/kubernetes/cmd/{c}")),
-    );
-    go_build(
-        &modules.join("k8s"),
-        &format!("{}/", staging.display()),
-        &k8s_args,
-    )?;
-    // etcd's main package is its module root, which `go build` would name `server`.
-    let etcd_out = staging.join("etcd").display().to_string();
-    go_build(
-        &modules.join("etcd"),
-        &etcd_out,
-        &["go.etcd.io/etcd/server/v3".to_owned()],
-    )?;
-    let kwok_out = staging.join("kwok").display().to_string();
-    go_build(
-        &modules.join("kwok"),
-        &kwok_out,
-        &["sigs.k8s.io/kwok/cmd/kwok".to_owned()],
-    )?;
-    copy_kwok_stages(&modules.join("kwok"), &staging.join("kwok-stages"))?;
-
+    build(&staging)?;
     std::fs::write(
         staging.join("complete"),
         format!("built in {:.0?}\n", started.elapsed()),
@@ -204,10 +216,48 @@ fn build(modules: &Path, dir: &Path, kubernetes_version: &str) -> Result<(), Err
     std::fs::rename(&staging, dir)
         .map_err(|e| io(format!("moving the build into {}", dir.display()), e))?;
     eprintln!(
-        "k8sm-testcluster: cluster binaries built in {:.0?}",
+        "k8sm-testcluster: built {} in {:.0?}",
+        dir.display(),
         started.elapsed()
     );
     Ok(())
+}
+
+fn build_kubernetes(modules: &Path, out: &Path, kubernetes_version: &str) -> Result<(), Error> {
+    let ldflags = version_ldflags(kubernetes_version)?;
+    let mut k8s_args = vec!["-ldflags".to_owned(), ldflags];
+    k8s_args.extend(
+        K8S_COMMANDS
+            .iter()
+            .map(|c| format!("k8s.io/kubernetes/cmd/{c}")),
+    );
+    go_build(
+        &modules.join("k8s"),
+        &format!("{}/", out.display()),
+        &k8s_args,
+    )?;
+    // etcd's main package is its module root, which `go build` would name `server`.
+    go_build(
+        &modules.join("etcd"),
+        &out.join("etcd").display().to_string(),
+        &["go.etcd.io/etcd/server/v3".to_owned()],
+    )
+}
+
+fn build_kwok(pin_module: &Path, out: &Path) -> Result<(), Error> {
+    let source = kwok_module_source(pin_module)?;
+    let work = out.join("work");
+    let modfile = kwok_patch::prepare(pin_module, &source, &work)?;
+    go_build(
+        pin_module,
+        &out.join("kwok").display().to_string(),
+        &[
+            format!("-modfile={}", modfile.display()),
+            "sigs.k8s.io/kwok/cmd/kwok".to_owned(),
+        ],
+    )?;
+    std::fs::remove_dir_all(&work).map_err(|e| io(format!("removing {}", work.display()), e))?;
+    copy_kwok_stages(&source, &out.join("kwok-stages"))
 }
 
 fn check_go() -> Result<(), Error> {
@@ -263,19 +313,28 @@ fn go_build(module: &Path, out: &str, args: &[String]) -> Result<(), Error> {
     Ok(())
 }
 
-fn copy_kwok_stages(kwok_module: &Path, out: &Path) -> Result<(), Error> {
+/// Downloads (if needed) the pinned KWOK module and returns its directory in the module cache.
+fn kwok_module_source(pin_module: &Path) -> Result<PathBuf, Error> {
     let output = Command::new("go")
-        .current_dir(kwok_module)
-        .args(["list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"])
+        .current_dir(pin_module)
+        .args(["mod", "download", "-json", "sigs.k8s.io/kwok"])
         .output()
-        .map_err(|e| io("locating the KWOK module".into(), e))?;
-    if !output.status.success() {
-        return Err(Error::Setup(format!(
-            "go list -m sigs.k8s.io/kwok failed: {}",
+        .map_err(|e| io("downloading the KWOK module".into(), e))?;
+    let dir = serde_json::from_slice::<serde_json::Value>(&output.stdout)
+        .ok()
+        .and_then(|info| info["Dir"].as_str().map(PathBuf::from));
+    match dir {
+        Some(dir) if output.status.success() => Ok(dir),
+        _ => Err(Error::Setup(format!(
+            "go mod download sigs.k8s.io/kwok failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
-        )));
+        ))),
     }
-    let source = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+}
+
+fn copy_kwok_stages(source: &Path, out: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(out).map_err(|e| io(format!("creating {}", out.display()), e))?;
     for stage in KWOK_STAGES {
         let from = source.join(stage);
         let name = Path::new(stage).file_name().unwrap_or_default();

@@ -8,6 +8,7 @@ mod components;
 mod error;
 mod kubeconfig;
 mod kwok;
+mod kwok_patch;
 mod pki;
 mod ports;
 mod process;

@@ -43,7 +43,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     eprintln!(
         "==> end-to-end tests run against kube-apiserver {} ({})",
         String::from_utf8_lossy(&version.stdout).trim(),
-        binaries.dir.display()
+        binaries.kubernetes_dir.display()
     );
 
     // End-to-end tests run k8sm's binaries as child processes: build them first (a nested cargo inside `cargo test`
