@@ -40,6 +40,10 @@ pub struct Args {
     /// `--disable-eviction`.
     #[arg(long, default_value = "10s")]
     pub drain_timeout: humantime::Duration,
+    /// How long k8sm may take to upgrade every node before its run is reported as incomplete (default: 10 minutes,
+    /// or 6 s per node on larger fleets). The report of an incomplete run still has the controller's cost so far.
+    #[arg(long)]
+    pub upgrade_timeout: Option<humantime::Duration>,
     /// Which tools to run, in order.
     #[arg(long, value_delimiter = ',', default_value = "k8sm,drain-pdb,drain")]
     pub tools: Vec<String>,
@@ -186,6 +190,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         threshold: args.threshold,
         max_concurrent_nodes: args.max_concurrent_nodes,
         drain_timeout: args.drain_timeout.into(),
+        upgrade_timeout: args.upgrade_timeout.map_or_else(
+            || Duration::from_secs(600.max(args.nodes as u64 * 6)),
+            Duration::from,
+        ),
         charted: charted.iter().map(|o| o.name.clone()).collect(),
     };
     let mut outputs: Vec<Run> = Vec::new();

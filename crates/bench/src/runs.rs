@@ -33,6 +33,8 @@ pub struct RunConfig<'a> {
     pub threshold: u8,
     pub max_concurrent_nodes: MaxConcurrentNodes,
     pub drain_timeout: Duration,
+    /// How long k8sm may take to upgrade every node.
+    pub upgrade_timeout: Duration,
     /// Owners whose ready pods over time are kept for the charts.
     pub charted: Vec<String>,
 }
@@ -193,11 +195,10 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
         .await
         .context("creating the policy")?;
 
-    let timeout = Duration::from_secs(600.max(cfg.nodes as u64 * 6));
     let upgraded = recorder
         .wait_for(
             "every node runs the new executor",
-            timeout,
+            cfg.upgrade_timeout,
             |t| t.makespan().is_some(),
             || {
                 controller.check_running()?;
