@@ -344,10 +344,10 @@ fn copy_kwok_stages(source: &Path, out: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-fn read(path: &Path) -> Result<String, Error> {
+pub(crate) fn read(path: &Path) -> Result<String, Error> {
     std::fs::read_to_string(path).map_err(|e| io(format!("reading {}", path.display()), e))
 }
 
-fn io(context: String, source: std::io::Error) -> Error {
+pub(crate) fn io(context: String, source: std::io::Error) -> Error {
     Error::Io { context, source }
 }

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::Error;
+use crate::binaries::{io, read};
 
 const PATCHED_FILE: &str = "pkg/kwok/controllers/pod_controller.go";
 const STALE_DELETE: &str = "Delete(ctx, pod.Name, deleteOpt)";
@@ -79,20 +80,12 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-fn read(path: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(path).map_err(|e| io(format!("reading {}", path.display()), e))
-}
-
 fn write(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(path, text).map_err(|e| io(format!("writing {}", path.display()), e))
 }
 
 fn remove(path: &Path) -> Result<(), Error> {
     std::fs::remove_file(path).map_err(|e| io(format!("removing {}", path.display()), e))
-}
-
-fn io(context: String, source: std::io::Error) -> Error {
-    Error::Io { context, source }
 }
 
 #[cfg(test)]
