@@ -35,6 +35,34 @@ pub const DRAINING_ANNOTATION: &str = "k8s.mesosphere.io/draining";
 /// the kamikaze annotation.
 pub const KAMIKAZE_EXECUTOR_ID_ANNOTATION: &str = "k8s.mesosphere.io/kamikaze-executor-id";
 
+/// Node annotation written by the executor (or agent) when it obeys a kamikaze, before it terminates: the value of
+/// the [`KAMIKAZE_ANNOTATION`] it obeyed. An executor never obeys a kamikaze whose value equals this one, so a given
+/// kamikaze is obeyed once, even by an executor that comes back with its old ID. Such an executor acknowledges its
+/// return by removing the kamikaze annotation (keeping this key and [`KAMIKAZE_EXECUTOR_ID_ANNOTATION`]); the
+/// controller then reports the node and never sends it kamikaze again until an operator acts.
+pub const KAMIKAZE_OBEYED_ANNOTATION: &str = "k8s.mesosphere.io/kamikaze-obeyed";
+
+/// Node annotation written by the controller while a node drains: `<RFC 3339 time> <pods left>`, the last time the
+/// count of pods left on the node went down, and that count. A node with no progress for the policy's
+/// `nodeProgressDeadline` gives up its drain slot.
+pub const DRAIN_PROGRESS_ANNOTATION: &str = "k8s.mesosphere.io/drain-progress";
+
+/// Node annotation written by the controller when a draining node made no progress for `nodeProgressDeadline` and
+/// gave up its drain slot: RFC 3339 time at which it did. Such a node is admitted again after the nodes that never
+/// stalled.
+pub const STALLED_ANNOTATION: &str = "k8s.mesosphere.io/stalled";
+
+/// Node annotation written by the controller when it marked the node itself (its policy names a target executor),
+/// so that handing the node back removes a mark k8sm set and never one that another component set.
+pub const MARKED_BY_ANNOTATION: &str = "k8s.mesosphere.io/marked-by";
+
+/// The value of [`MARKED_BY_ANNOTATION`] (and of [`CORDONED_BY_ANNOTATION`]) that means "done by k8sm".
+pub const MARKED_BY_VALUE: &str = "k8sm";
+
+/// Finalizer the controller puts on every `ExecutorUpgradePolicy`: deleting a policy first hands its nodes back
+/// (removes the mark, taint, cordon and unobeyed kamikaze that k8sm put there), then the controller removes it.
+pub const POLICY_FINALIZER: &str = "k8s.mesosphere.io/release-nodes";
+
 /// Node annotation written by the controller when it cordoned the node, so that it uncordons only nodes it cordoned
 /// itself (never one an operator cordoned by hand).
 pub const CORDONED_BY_ANNOTATION: &str = "k8s.mesosphere.io/cordoned-by";
@@ -94,6 +122,11 @@ mod tests {
             INCOMPATIBLE_EXECUTOR_ANNOTATION,
             INCOMPATIBLE_EXECUTOR_LABEL,
             KAMIKAZE_ANNOTATION,
+            KAMIKAZE_OBEYED_ANNOTATION,
+            DRAIN_PROGRESS_ANNOTATION,
+            STALLED_ANNOTATION,
+            MARKED_BY_ANNOTATION,
+            POLICY_FINALIZER,
             CORDONED_BY_ANNOTATION,
             UPGRADE_OPT_OUT_LABEL,
             INCOMPATIBLE_EXECUTOR_TAINT_KEY,

@@ -20,12 +20,12 @@ pub use max_concurrent::{
     MaxConcurrentNodes,
 };
 pub use policy::{
-    DEFAULT_OWNER_HEALTH_THRESHOLD, DEFAULT_RESTART_TIMEOUT, ExecutorUpgradePolicy,
-    ExecutorUpgradePolicySpec, Kamikaze, KamikazeMechanism, TARGET_EXECUTOR_ID_MAX_LENGTH,
-    TARGET_EXECUTOR_ID_PATTERN, URL_PLACEHOLDER_NODE_IP, URL_PLACEHOLDER_NODE_NAME,
-    URL_TEMPLATE_MAX_LENGTH, UnmanagedPodPolicy, UnmanagedPods,
+    DEFAULT_NODE_PROGRESS_DEADLINE, DEFAULT_OWNER_HEALTH_THRESHOLD, DEFAULT_RESTART_TIMEOUT,
+    ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, Kamikaze, KamikazeMechanism,
+    TARGET_EXECUTOR_ID_MAX_LENGTH, TARGET_EXECUTOR_ID_PATTERN, URL_PLACEHOLDER_NODE_IP,
+    URL_PLACEHOLDER_NODE_NAME, URL_TEMPLATE_MAX_LENGTH, UnmanagedPodPolicy, UnmanagedPods,
 };
 pub use status::{
-    BlockedPod, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS, NodeCounts, NodePhase, NodeStatus,
-    condition_types,
+    BlockedPod, DeletedNode, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS, NodeCounts, NodePhase,
+    NodeStatus, condition_types,
 };

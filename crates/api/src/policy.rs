@@ -124,6 +124,15 @@ pub struct ExecutorUpgradePolicySpec {
     #[serde(default = "default_restart_timeout")]
     pub restart_timeout: DurationString,
 
+    /// How long a draining node may go without any pod leaving it before it gives up its drain slot (default
+    /// "10m"), like a Deployment's progressDeadlineSeconds. Such a node waits on something that does not resolve by
+    /// itself soon (a workload below its threshold, a PodDisruptionBudget that allows nothing, a Job): it is reported
+    /// Blocked with a Stalled event naming what it waits on, uncordoned if k8sm cordoned it, and admitted again
+    /// later, after the nodes that never stalled, so that no single workload or budget holds the whole fleet. A
+    /// duration such as "90s", "10m" or "1h30m" (units ms, s, m, h).
+    #[serde(default = "default_node_progress_deadline")]
+    pub node_progress_deadline: DurationString,
+
     /// Stop all evictions, pod deletions and kamikaze messages (default false). Nodes are still marked and the
     /// status is still updated; set it back to false to resume where the upgrade stopped.
     #[serde(default)]
@@ -213,6 +222,7 @@ impl Default for ExecutorUpgradePolicySpec {
             cordon: true,
             kamikaze: Kamikaze::default(),
             restart_timeout: default_restart_timeout(),
+            node_progress_deadline: default_node_progress_deadline(),
             paused: false,
         }
     }
@@ -242,6 +252,13 @@ fn default_owner_health_threshold() -> u8 {
 
 fn default_restart_timeout() -> DurationString {
     DurationString::from_literal(DEFAULT_RESTART_TIMEOUT)
+}
+
+/// Default of `spec.nodeProgressDeadline`.
+pub const DEFAULT_NODE_PROGRESS_DEADLINE: &str = "10m";
+
+fn default_node_progress_deadline() -> DurationString {
+    DurationString::from_literal(DEFAULT_NODE_PROGRESS_DEADLINE)
 }
 
 fn default_true() -> bool {

@@ -65,6 +65,13 @@ pub struct ExecutorUpgradePolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_pods_total: Option<u32>,
 
+    /// Nodes that k8sm deleted (kamikaze mechanism DeleteNode) and that have not come back with the target executor
+    /// yet. Kept until a node of that name reports the target executor ID, so that a node that never re-registers
+    /// is still counted, reported RestartOverdue after restartTimeout, and never told to terminate twice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub deleted_nodes: Vec<DeletedNode>,
+
     /// Estimated time at which every selected node runs the target executor, from the pace so far. Absent while
     /// there is too little to go on, or while blocked nodes wait for an operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -203,6 +210,21 @@ pub struct NodeStatus {
     /// Executor ID that the node reports now (its "k8s.mesosphere.io/executor-id" annotation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor_id: Option<String>,
+}
+
+/// A node that k8sm deleted as its kamikaze (mechanism DeleteNode), remembered until it comes back upgraded.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletedNode {
+    /// Node name: the node that comes back registers under the same name.
+    pub name: String,
+    /// UID of the deleted Node object: a Node of that name with another UID is the one that came back.
+    pub uid: String,
+    /// Executor ID the node reported when it was deleted (absent when it reported none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_id: Option<String>,
+    /// When k8sm deleted it.
+    pub deleted_at: Time,
 }
 
 /// A pod that keeps a draining node from finishing.

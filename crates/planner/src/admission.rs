@@ -1,9 +1,12 @@
 //! Drain slots: who holds one, who acts, and who is admitted next (DESIGN.md §5.2).
 //!
-//! A slot is held by every admitted node that is Draining, Drained or KamikazeSent. A KamikazeSent node keeps its
-//! slot until its executor comes back, even past `restartTimeout` (it is then reported `RestartOverdue`): an executor
-//! version that never comes back stalls at most `maxConcurrentNodes` nodes instead of taking down the fleet. A Blocked
-//! node gives its slot up, and is revisited every pass.
+//! A slot is held by every admitted node that is Draining, Drained or KamikazeSent, and by a node that came back
+//! from kamikaze with the wrong executor. A KamikazeSent node keeps its slot until its executor comes back, even past
+//! `restartTimeout` (it is then reported `RestartOverdue`), and so does one that came back wrong: an executor
+//! version that never comes back, or comes back broken, stops at most `maxConcurrentNodes` nodes instead of taking
+//! down the fleet. A node whose pods all wait for an operator gives its slot up and is revisited every pass; a
+//! draining node that made no progress for `nodeProgressDeadline` gives its slot up too (it *stalled*) and queues
+//! again, behind the nodes that never stalled.
 //!
 //! Slots are enforced strictly: when more nodes hold one than there are slots (after `maxConcurrentNodes` was lowered,
 //! or when a Blocked node's operator problem went away while its slot was reused), the first ones in holder order act
@@ -31,15 +34,33 @@ pub(crate) fn holder_key(
     (holding, since.is_none(), since, name)
 }
 
-/// Admission order, easiest first: nodes without operator-only pods, then fewest pods to move, then marked earliest
-/// (unknown last), then name.
+/// The sort key of [`candidate_key`].
+pub(crate) type CandidateKey<'a> = (
+    bool,
+    bool,
+    Option<DateTime<Utc>>,
+    bool,
+    u32,
+    bool,
+    Option<DateTime<Utc>>,
+    &'a str,
+);
+
+/// Admission order: nodes that never stalled first (a stalled node waits on something that does not resolve soon;
+/// stalled nodes among themselves by when they stalled, unknown last), then easiest first: nodes without
+/// operator-only pods, then fewest pods to move, then marked earliest (unknown last), then name.
 pub(crate) fn candidate_key(
+    stalled: Option<Option<DateTime<Utc>>>,
     need_operator: u32,
     pods_left: u32,
     incompatible_since: Option<DateTime<Utc>>,
     name: &str,
-) -> (bool, u32, bool, Option<DateTime<Utc>>, &str) {
+) -> CandidateKey<'_> {
+    let stalled_at = stalled.flatten();
     (
+        stalled.is_some(),
+        stalled.is_some() && stalled_at.is_none(),
+        stalled_at,
         need_operator > 0,
         pods_left,
         incompatible_since.is_none(),
@@ -66,13 +87,37 @@ mod tests {
     #[test]
     fn candidates_easiest_first() {
         let mut nodes = [
-            ("blocked-empty", candidate_key(1, 1, t(0), "blocked-empty")),
-            ("big-early", candidate_key(0, 9, t(0), "big-early")),
-            ("small-late", candidate_key(0, 2, t(9), "small-late")),
-            ("small-early", candidate_key(0, 2, t(1), "small-early")),
-            ("small-unknown", candidate_key(0, 2, None, "small-unknown")),
-            ("small-early-b", candidate_key(0, 2, t(1), "small-early-b")),
-            ("empty", candidate_key(0, 0, t(5), "empty")),
+            (
+                "stalled-late",
+                candidate_key(Some(t(7)), 0, 0, t(0), "stalled-late"),
+            ),
+            (
+                "stalled-unknown",
+                candidate_key(Some(None), 0, 0, t(0), "stalled-unknown"),
+            ),
+            (
+                "stalled-early",
+                candidate_key(Some(t(6)), 1, 9, t(0), "stalled-early"),
+            ),
+            (
+                "blocked-empty",
+                candidate_key(None, 1, 1, t(0), "blocked-empty"),
+            ),
+            ("big-early", candidate_key(None, 0, 9, t(0), "big-early")),
+            ("small-late", candidate_key(None, 0, 2, t(9), "small-late")),
+            (
+                "small-early",
+                candidate_key(None, 0, 2, t(1), "small-early"),
+            ),
+            (
+                "small-unknown",
+                candidate_key(None, 0, 2, None, "small-unknown"),
+            ),
+            (
+                "small-early-b",
+                candidate_key(None, 0, 2, t(1), "small-early-b"),
+            ),
+            ("empty", candidate_key(None, 0, 0, t(5), "empty")),
         ];
         nodes.sort_by(|a, b| a.1.cmp(&b.1));
         let order: Vec<_> = nodes.iter().map(|n| n.0).collect();
@@ -85,7 +130,10 @@ mod tests {
                 "small-late",
                 "small-unknown",
                 "big-early",
-                "blocked-empty"
+                "blocked-empty",
+                "stalled-early",
+                "stalled-late",
+                "stalled-unknown"
             ]
         );
     }

@@ -2,7 +2,10 @@
 
 use k8sm_api::keys;
 
-use crate::{OwnerKind, OwnerView, PodView, index::Index, output::PodClass, view::ControllerRef};
+use crate::{
+    OwnerKind, OwnerView, PodView, index::Index, output::PodClass, view::ControllerRef,
+    workload::Workload,
+};
 
 /// The annotation that marks a mirror pod (the API's view of a static pod).
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -44,11 +47,9 @@ pub(crate) enum Unmanaged<'a> {
     /// collector deletes or orphans the pod soon), or created so recently that k8sm has not seen it yet. Either way
     /// the pod waits: deleting it could take a live owner below its threshold.
     OwnerGone(&'a ControllerRef),
-    /// Its controller is being deleted: it replaces nothing any more, and the garbage collector (or an orphaning
-    /// deletion) decides what becomes of the pod.
+    /// Its controller (or the Deployment of its ReplicaSet) is being deleted: it replaces nothing any more, and the
+    /// garbage collector (or an orphaning deletion) decides what becomes of the pod.
     OwnerDeleting(&'a ControllerRef),
-    /// Its controller is of a kind whose health k8sm cannot judge (in the view or not: k8sm does not watch it).
-    UnjudgedKind(&'a ControllerRef),
 }
 
 /// The class of one pod.
@@ -58,18 +59,35 @@ pub(crate) enum Class<'a> {
     Finished,
     /// With the key that opts it out.
     OptedOut(&'static str),
-    Owned(&'a OwnerView),
+    /// A pod of a workload whose desired count k8sm knows: a Deployment (through its ReplicaSet), a bare
+    /// ReplicaSet, a ReplicationController or a StatefulSet.
+    Owned(Workload<'a>),
+    /// A pod of a controller of another kind (an operator's custom resource, or the controller of its ReplicaSet):
+    /// always evicted through the Eviction API, one at a time unless the threshold allows more.
+    Other(Workload<'a>),
     Job(&'a OwnerView),
     Unmanaged(Unmanaged<'a>),
 }
 
-impl Class<'_> {
+impl<'a> Class<'a> {
     /// Whether the pod keeps its node from being drained.
     pub(crate) fn holds_node(self) -> bool {
         match self {
             Self::Ignored(why) => matches!(why, Ignored::Terminating | Ignored::EvictionInFlight),
             Self::Finished => false,
-            Self::OptedOut(_) | Self::Owned(_) | Self::Job(_) | Self::Unmanaged(_) => true,
+            Self::OptedOut(_)
+            | Self::Owned(_)
+            | Self::Other(_)
+            | Self::Job(_)
+            | Self::Unmanaged(_) => true,
+        }
+    }
+
+    /// The workload the pod is judged against, if it is a workload or other-controller pod.
+    pub(crate) fn workload(self) -> Option<Workload<'a>> {
+        match self {
+            Self::Owned(w) | Self::Other(w) => Some(w),
+            _ => None,
         }
     }
 
@@ -80,6 +98,7 @@ impl Class<'_> {
             Self::Finished => PodClass::Finished,
             Self::OptedOut(_) => PodClass::OptedOut,
             Self::Owned(_) => PodClass::Owned,
+            Self::Other(_) => PodClass::OtherController,
             Self::Job(_) => PodClass::Job,
             Self::Unmanaged(_) => PodClass::Unmanaged,
         }
@@ -143,39 +162,47 @@ pub(crate) fn opted_out(pod: &PodView) -> Option<&'static str> {
         .find_map(|(&(key, _), hit)| hit.then_some(key))
 }
 
-/// Owned, Job or unmanaged, by the pod's controller reference.
+/// Owned, other controller, Job or unmanaged, by the pod's controller reference and the workload it counts for.
 fn owner_class<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
     let Some(controller) = &pod.controller else {
         return Class::Unmanaged(Unmanaged::NoController);
     };
+    // k8sm does not watch other kinds: not finding one in the view says nothing about whether it exists.
+    if !OwnerKind::from(controller.kind.as_str()).is_watched() {
+        return Class::Other(Workload::of_other(controller));
+    }
     let Some(&owner) = index.owners.get(controller.uid.as_str()) else {
-        if index.deleting_owners.contains(controller.uid.as_str()) {
-            return Class::Unmanaged(Unmanaged::OwnerDeleting(controller));
-        }
-        // The view holds every owner of these kinds; owners of other kinds are not watched, so not finding one
-        // says nothing about whether it exists.
-        let watched = matches!(
-            OwnerKind::from(controller.kind.as_str()),
-            OwnerKind::ReplicaSet
-                | OwnerKind::ReplicationController
-                | OwnerKind::StatefulSet
-                | OwnerKind::Job
-        );
-        return Class::Unmanaged(if watched {
-            Unmanaged::OwnerGone(controller)
-        } else {
-            Unmanaged::UnjudgedKind(controller)
-        });
+        return Class::Unmanaged(missing(controller, index));
     };
-    match owner.kind {
-        OwnerKind::ReplicaSet | OwnerKind::ReplicationController | OwnerKind::StatefulSet => {
-            Class::Owned(owner)
+    match (&owner.kind, &owner.controller) {
+        (OwnerKind::Job, _) => Class::Job(owner),
+        // A ReplicaSet with a controller of its own counts for it: a Deployment (over all its ReplicaSets), or a
+        // controller of another kind that rolls ReplicaSets out (such as an Argo Rollout).
+        (OwnerKind::ReplicaSet, Some(top)) => {
+            if !OwnerKind::from(top.kind.as_str()).is_watched() {
+                return Class::Other(Workload::of_other(top));
+            }
+            match index.owners.get(top.uid.as_str()) {
+                Some(&top_owner) if top_owner.kind.is_replicated() => {
+                    Class::Owned(Workload::of_owner(top_owner))
+                }
+                // A watched kind that does not control ReplicaSets: judge the ReplicaSet itself.
+                Some(_) => Class::Owned(Workload::of_owner(owner)),
+                None => Class::Unmanaged(missing(top, index)),
+            }
         }
-        OwnerKind::Job => Class::Job(owner),
-        // A DaemonSet pod was ignored above; any other kind has no health k8sm can judge.
-        OwnerKind::DaemonSet | OwnerKind::Other(_) => {
-            Class::Unmanaged(Unmanaged::UnjudgedKind(controller))
-        }
+        (kind, _) if kind.is_replicated() => Class::Owned(Workload::of_owner(owner)),
+        // A DaemonSet pod was ignored above.
+        _ => Class::Other(Workload::of_other(controller)),
+    }
+}
+
+/// Why a controller of a watched kind is not in the view: being deleted, or gone (or not seen yet).
+fn missing<'a>(controller: &'a ControllerRef, index: &Index) -> Unmanaged<'a> {
+    if index.deleting_owners.contains(controller.uid.as_str()) {
+        Unmanaged::OwnerDeleting(controller)
+    } else {
+        Unmanaged::OwnerGone(controller)
     }
 }
 
@@ -202,10 +229,6 @@ pub(crate) fn unmanaged_message(why: Unmanaged) -> String {
             "unmanaged pod: its controller {}/{} is being deleted",
             c.kind, c.name
         ),
-        Unmanaged::UnjudgedKind(c) => format!(
-            "unmanaged pod: k8sm cannot judge the health of its controller {}/{}",
-            c.kind, c.name
-        ),
     }
 }
 
@@ -214,7 +237,7 @@ mod tests {
     use super::*;
     use crate::{
         ClusterView, PodPhase,
-        testing::{daemon_set, job, owner, replica_set, unmanaged_pod},
+        testing::{daemon_set, deployment, job, owner, replica_set, unmanaged_pod},
         view::InFlightEviction,
     };
 
@@ -289,7 +312,7 @@ mod tests {
         NoController,
         OwnerGone(String),
         OwnerDeleting(String),
-        UnjudgedKind(String),
+        Other(String),
     }
 
     impl From<Class<'_>> for PodClassOf {
@@ -298,14 +321,14 @@ mod tests {
                 Class::Ignored(why) => Self::Ignored(why),
                 Class::Finished => Self::Finished,
                 Class::OptedOut(key) => Self::OptedOut(key),
-                Class::Owned(o) => Self::Owned(o.name.clone()),
+                Class::Owned(w) => Self::Owned(format!("{} {}", w.kind, w.name)),
+                Class::Other(w) => Self::Other(format!("{} {}", w.kind, w.name)),
                 Class::Job(o) => Self::Job(o.name.clone()),
                 Class::Unmanaged(Unmanaged::NoController) => Self::NoController,
                 Class::Unmanaged(Unmanaged::OwnerGone(c)) => Self::OwnerGone(c.name.clone()),
                 Class::Unmanaged(Unmanaged::OwnerDeleting(c)) => {
                     Self::OwnerDeleting(c.name.clone())
                 }
-                Class::Unmanaged(Unmanaged::UnjudgedKind(c)) => Self::UnjudgedKind(c.name.clone()),
             }
         }
     }
@@ -322,21 +345,31 @@ mod tests {
         deleting.exists = false;
         // Not in the view at all.
         let gone = replica_set("ns", "deleted", 2);
+        let shop = deployment("ns", "shop", 4);
+        let (shop_old, shop_new) = (shop.replica_set("shop-1"), shop.replica_set("shop-2"));
+        let orphan_rs = deployment("ns", "missing", 2).replica_set("missing-1");
+        let rollout = owner(
+            OwnerKind::Other("Rollout".into()),
+            "ns",
+            "canary-rollout",
+            None,
+        );
+        let rollout_rs = replica_set("ns", "canary-rollout-1", 2).controlled_by(&rollout);
         let cases: Vec<(&str, PodView, PodClassOf)> = vec![
             (
                 "owned by a ReplicaSet",
                 rs.pod("a", "n1"),
-                PodClassOf::Owned("web".into()),
+                PodClassOf::Owned("ReplicaSet web".into()),
             ),
             (
                 "owned by a StatefulSet",
                 sts.pod("b", "n1"),
-                PodClassOf::Owned("db".into()),
+                PodClassOf::Owned("StatefulSet db".into()),
             ),
             (
                 "owned by a ReplicationController",
                 rc.pod("c", "n1"),
-                PodClassOf::Owned("legacy".into()),
+                PodClassOf::Owned("ReplicationController legacy".into()),
             ),
             (
                 "Job pod",
@@ -400,7 +433,7 @@ mod tests {
                 "opt-out false does not opt out",
                 rs.pod("n", "n1")
                     .label(keys::UPGRADE_OPT_OUT_LABEL, "false"),
-                { PodClassOf::Owned("web".into()) },
+                { PodClassOf::Owned("ReplicaSet web".into()) },
             ),
             (
                 "karpenter do-not-disrupt",
@@ -424,7 +457,7 @@ mod tests {
                 "cluster-autoscaler safe-to-evict true does not opt out",
                 rs.pod("r", "n1")
                     .annotation(keys::CLUSTER_AUTOSCALER_SAFE_TO_EVICT_ANNOTATION, "true"),
-                PodClassOf::Owned("web".into()),
+                PodClassOf::Owned("ReplicaSet web".into()),
             ),
             (
                 "no controller",
@@ -449,12 +482,32 @@ mod tests {
             (
                 "controller of a kind k8sm does not watch, not in the view",
                 owner(OwnerKind::Other("Rollout".into()), "ns", "elsewhere", None).pod("t4", "n1"),
-                PodClassOf::UnjudgedKind("elsewhere".into()),
+                PodClassOf::Other("Rollout elsewhere".into()),
             ),
             (
                 "controller of another kind",
                 custom.pod("u", "n1"),
-                PodClassOf::UnjudgedKind("canary".into()),
+                PodClassOf::Other("Rollout canary".into()),
+            ),
+            (
+                "a ReplicaSet of a Deployment counts for the Deployment",
+                shop_old.pod("w", "n1"),
+                PodClassOf::Owned("Deployment shop".into()),
+            ),
+            (
+                "its other ReplicaSet too",
+                shop_new.pod("x", "n1"),
+                PodClassOf::Owned("Deployment shop".into()),
+            ),
+            (
+                "a ReplicaSet whose Deployment is not in the view waits",
+                orphan_rs.pod("y", "n1"),
+                PodClassOf::OwnerGone("missing".into()),
+            ),
+            (
+                "a ReplicaSet of a controller of another kind counts for that controller",
+                rollout_rs.pod("z", "n1"),
+                PodClassOf::Other("Rollout canary-rollout".into()),
             ),
             (
                 "terminating beats opted out",
@@ -464,7 +517,9 @@ mod tests {
                 PodClassOf::Ignored(Ignored::Terminating),
             ),
         ];
-        let owners = vec![rs, sts, rc, jb, ds, custom, deleting];
+        let owners = vec![
+            rs, sts, rc, jb, ds, custom, deleting, shop, shop_old, shop_new, orphan_rs, rollout_rs,
+        ];
         let (names, pods): (Vec<&str>, Vec<PodView>) =
             cases.iter().map(|(n, p, _)| (*n, p.clone())).unzip();
         let got = class_of(pods, owners, vec!["ns/inflight"]);

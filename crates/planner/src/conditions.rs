@@ -86,6 +86,14 @@ pub(crate) fn node_conditions(nodes: &[NodePlan]) -> Vec<PolicyCondition> {
             Reason::RestartOverdue,
             "node(s) did not come back after kamikaze within restartTimeout",
         ),
+        (
+            Reason::UnexpectedExecutor,
+            "node(s) came back from kamikaze with an unexpected executor and wait for an operator",
+        ),
+        (
+            Reason::Stalled,
+            "node(s) made no progress for nodeProgressDeadline and gave up their drain slot",
+        ),
     ]
     .into_iter()
     .filter_map(|(reason, what)| {

@@ -9,6 +9,7 @@ use crate::{
     health::{self, Ledger, Verdict},
     index::Index,
     output::{ActionKind, Decision, Eviction, OwnerRef, PodPlan, PodRef},
+    workload::Workload,
 };
 
 /// What a pod decision needs to know about its node and policy.
@@ -19,7 +20,9 @@ pub(crate) struct NodeContext<'a> {
     pub(crate) threshold: u8,
     /// When the node was marked, if known: the start of the unmanaged-pod and Job timeouts.
     pub(crate) incompatible_since: Option<DateTime<Utc>>,
-    pub(crate) paused: bool,
+    /// Decide, but act on nothing: each action becomes a wait for this reason (the policy is paused, or the node
+    /// waits for a drain slot and is only reported).
+    pub(crate) hold: Option<Reason>,
     pub(crate) now: DateTime<Utc>,
 }
 
@@ -119,8 +122,8 @@ fn needs_operator(
             ctx,
         ),
         // Counted before any name is formatted: this runs for every pod of every surveyed node.
-        Class::Owned(_)
-            if ctx.spec.respect_pod_disruption_budgets && index.pdbs_for(pod).nth(1).is_some() =>
+        Class::Owned(_) | Class::Other(_)
+            if uses_eviction_api(class, ctx) && index.pdbs_for(pod).nth(1).is_some() =>
         {
             let names: Vec<String> = index
                 .pdbs_for(pod)
@@ -137,6 +140,12 @@ fn needs_operator(
         }
         _ => None,
     }
+}
+
+/// Whether the pod goes through the Eviction API: always for a pod of a controller of another kind (its budget is
+/// often all that guards a quorum), else as the policy says.
+fn uses_eviction_api(class: Class, ctx: &NodeContext) -> bool {
+    matches!(class, Class::Other(_)) || ctx.spec.respect_pod_disruption_budgets
 }
 
 fn unmanaged_needs_operator(what: &str, ctx: &NodeContext) -> Option<(Reason, String)> {
@@ -178,8 +187,11 @@ pub(crate) struct Drain {
     pub(crate) wake: Option<DateTime<Utc>>,
 }
 
-/// Decides every pod of a surveyed node, recording evictions in `ledger`. Owned pods are judged first (in pod
-/// order); unmanaged pods only once no owned pod waits for its owner or a budget.
+/// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of DESIGN.md §5.3: workload
+/// pods first (in pod order), then pods of other controllers once no workload pod is left on the node, then
+/// unmanaged pods (and Job pods past their timeout) once no pod of either kind is left. A pod "has left" once it is
+/// terminating or its eviction is in flight: an eviction planned in this pass may still be refused (a budget, a
+/// webhook), so what comes after it waits for a later pass.
 pub(crate) fn decide(
     survey: &Survey,
     ctx: &NodeContext,
@@ -191,27 +203,27 @@ pub(crate) fn decide(
         actions: Vec::new(),
         wake: None,
     };
-    let mut owned_waiting = false;
-    // Owned pods first: whether any waits decides whether unmanaged pods may go.
-    for &(pod, class) in survey
-        .pods
-        .iter()
-        .filter(|(_, c)| matches!(c, Class::Owned(_)))
-    {
-        let plan = decide_owned(pod, class, ctx, index, ledger, &mut drain);
-        owned_waiting |= matches!(plan.decision, Decision::Wait | Decision::Block)
-            && matches!(
-                plan.reason,
-                Some(Reason::WaitingForOwner | Reason::BlockedByPDB)
-            );
+    let of_class = |other: bool| {
+        survey.pods.iter().filter(move |(_, c)| {
+            matches!(
+                (c, other),
+                (Class::Owned(_), false) | (Class::Other(_), true)
+            )
+        })
+    };
+    let workload_pods_left = of_class(false).next().is_some();
+    for &(pod, class) in of_class(false) {
+        let plan = decide_workload(pod, class, ctx, index, ledger, None, &mut drain);
         drain.pods.push(plan);
     }
-    for &(pod, class) in survey
-        .pods
-        .iter()
-        .filter(|(_, c)| !matches!(c, Class::Owned(_)))
-    {
-        let plan = decide_other(pod, class, ctx, index, owned_waiting, &mut drain);
+    let held_back = workload_pods_left.then_some("the node's workload pods have left");
+    for &(pod, class) in of_class(true) {
+        let plan = decide_workload(pod, class, ctx, index, ledger, held_back, &mut drain);
+        drain.pods.push(plan);
+    }
+    let managed_pods_left = workload_pods_left || of_class(true).next().is_some();
+    for &(pod, class) in survey.pods.iter().filter(|(_, c)| c.workload().is_none()) {
+        let plan = decide_other(pod, class, ctx, index, managed_pods_left, &mut drain);
         drain.pods.push(plan);
     }
     drain.pods.sort_by(|a, b| a.pod.cmp(&b.pod));
@@ -226,8 +238,8 @@ fn pod_plan(
     message: String,
 ) -> PodPlan {
     let owner = match class {
-        Class::Owned(o) | Class::Job(o) => Some(OwnerRef::of(o)),
-        Class::Unmanaged(Unmanaged::UnjudgedKind(c)) => Some(OwnerRef::of_controller(c)),
+        Class::Owned(w) | Class::Other(w) => Some(OwnerRef::of(w)),
+        Class::Job(o) => Some(OwnerRef::of(Workload::of_owner(o))),
         _ => None,
     };
     PodPlan {
@@ -241,7 +253,8 @@ fn pod_plan(
     }
 }
 
-/// Turns an action decision into a wait while the policy is paused.
+/// Turns an action decision into a wait while the node's actions are held (the pause, or a report of a node that
+/// waits for a slot).
 fn act(
     pod: &PodView,
     class: Class,
@@ -255,13 +268,17 @@ fn act(
         ActionKind::Evict { .. } => Decision::Evict,
         _ => Decision::Delete,
     };
-    if ctx.paused {
+    if let Some(hold) = ctx.hold {
+        let why = match hold {
+            Reason::Paused => "paused",
+            _ => "waits for a drain slot",
+        };
         return pod_plan(
             pod,
             class,
             Decision::Wait,
-            Some(Reason::Paused),
-            format!("paused; would {message}"),
+            Some(hold),
+            format!("{why}; would {message}"),
         );
     }
     drain.actions.push((
@@ -272,55 +289,75 @@ fn act(
     pod_plan(pod, class, decision, Some(reason), message)
 }
 
-fn decide_owned(
+/// A workload pod, or (`held_back` tells what it waits for first) a pod of a controller of another kind.
+fn decide_workload(
     pod: &PodView,
     class: Class,
     ctx: &NodeContext,
     index: &Index,
     ledger: &mut Ledger,
+    held_back: Option<&str>,
     drain: &mut Drain,
 ) -> PodPlan {
-    let Class::Owned(owner) = class else {
-        unreachable!("decide_owned is called for owned pods only")
+    let Some(workload) = class.workload() else {
+        unreachable!("decide_workload is called for workload and other-controller pods only")
     };
     if let Some((reason, message)) = needs_operator(pod, class, ctx, index) {
         return pod_plan(pod, class, Decision::Block, Some(reason), message);
     }
-    let health = ledger.health(owner);
+    let wait = |message: String| {
+        pod_plan(
+            pod,
+            class,
+            Decision::Wait,
+            Some(Reason::WaitingForOwner),
+            message,
+        )
+    };
+    if let Some(first) = held_back {
+        return wait(format!("wait: goes once {first}"));
+    }
+    let health = ledger.health(workload, index);
     let t = ctx.threshold;
     let needed = health::needed(t, health.desired);
-    let who = format!("owner {} {}", owner.kind, owner.name);
-    let ready_after = match health::judge(health, t, pod.ready) {
+    let floor = health::sla_floor(t, health.desired);
+    let who = match workload.is_known() {
+        true => format!("workload {workload}"),
+        false => format!("controller {workload} ({} pods seen)", health.desired),
+    };
+    let going = match health.going {
+        0 => String::new(),
+        n => format!(", {n} terminating or not replaced"),
+    };
+    let message = match health::judge(health, t, pod.ready) {
         Verdict::ScaledToZero => {
-            let message = format!("wait: {who} is scaled to 0; its controller removes the pod");
-            return pod_plan(
-                pod,
-                class,
-                Decision::Wait,
-                Some(Reason::WaitingForOwner),
-                message,
-            );
+            return wait(format!(
+                "wait: {who} is scaled to 0; its controller removes the pod"
+            ));
         }
-        Verdict::Unhealthy => {
-            let going = match health.going {
-                0 => String::new(),
-                n => format!(", {n} terminating"),
-            };
-            let message = format!(
+        Verdict::Unhealthy if pod.ready => {
+            return wait(format!(
                 "wait: {who} {}/{} ready{going}, needs {needed} (threshold {t}%)",
                 health.ready, health.desired
-            );
-            return pod_plan(
-                pod,
-                class,
-                Decision::Wait,
-                Some(Reason::WaitingForOwner),
-                message,
-            );
+            ));
         }
-        Verdict::Evict { ready_after, .. } => ready_after,
+        Verdict::Unhealthy => {
+            return wait(format!(
+                "wait: pod not Ready, and {who} has {}/{} ready{going}, below its floor {floor} (threshold {t}%)",
+                health.ready, health.desired
+            ));
+        }
+        Verdict::Evict { ready_after, .. } => format!(
+            "evict: {who} ready {}/{} → {ready_after} (threshold {t}% needs {needed})",
+            health.ready, health.desired
+        ),
+        Verdict::EvictNotReady { ready } => format!(
+            "evict: pod not Ready, so moving it costs no readiness; {who} keeps {ready}/{} ready (floor {floor} at threshold {t}%)",
+            health.desired
+        ),
     };
-    let pdbs: Vec<(String, String)> = if ctx.spec.respect_pod_disruption_budgets {
+    let use_eviction_api = uses_eviction_api(class, ctx);
+    let pdbs: Vec<(String, String)> = if use_eviction_api {
         index.pdbs_for(pod).map(|p| p.key()).collect()
     } else {
         Vec::new()
@@ -335,20 +372,17 @@ fn decide_owned(
             message,
         );
     }
-    ledger.record_eviction(owner, pod.ready, &pdbs);
+    ledger.record_eviction(workload, index, pod.ready, &pdbs);
     let eviction = Eviction {
-        owner: OwnerRef::of(owner),
+        owner: OwnerRef::of(workload),
         ready_before: health.ready,
-        ready_after,
+        ready_after: health.ready - u32::from(pod.ready && health.ready > 0),
         desired: health.desired,
         needed,
         threshold: t,
-        use_eviction_api: ctx.spec.respect_pod_disruption_budgets,
+        use_eviction_api,
+        replaced_at: (!workload.is_known()).then(|| health.desired - health.going),
     };
-    let message = format!(
-        "evict: {who} ready {}/{} → {ready_after} (threshold {t}% needs {needed})",
-        health.ready, health.desired
-    );
     let action = ActionKind::Evict {
         pod: PodRef::of(pod),
         eviction,
@@ -356,12 +390,14 @@ fn decide_owned(
     act(pod, class, ctx, drain, action, Reason::Evicted, message)
 }
 
+/// Every pod that is not a workload or other-controller pod. Unmanaged pods (and Job pods past their timeout) go
+/// only once `managed_pods_left` is false.
 fn decide_other(
     pod: &PodView,
     class: Class,
     ctx: &NodeContext,
     index: &Index,
-    owned_waiting: bool,
+    managed_pods_left: bool,
     drain: &mut Drain,
 ) -> PodPlan {
     if let Some((reason, message)) = needs_operator(pod, class, ctx, index) {
@@ -430,8 +466,10 @@ fn decide_other(
             );
         }
         Class::Unmanaged(why) => unmanaged_message(why),
-        Class::OptedOut(_) | Class::Owned(_) => {
-            unreachable!("opted-out pods need an operator; owned pods are decided by decide_owned")
+        Class::OptedOut(_) | Class::Owned(_) | Class::Other(_) => {
+            unreachable!(
+                "opted-out pods need an operator; workload pods are decided by decide_workload"
+            )
         }
     };
     // Policy Never (and unusable DeleteAfterTimeout settings) answered above, in needs_operator.
@@ -454,9 +492,10 @@ fn decide_other(
         drain.wake = earliest(drain.wake, Some(deadline));
         return plan;
     }
-    if owned_waiting {
-        let message =
-            format!("wait: {unmanaged}; deleted once the owned pods of the node can move");
+    if managed_pods_left {
+        let message = format!(
+            "wait: {unmanaged}; deleted once the node's workload and other-controller pods have left"
+        );
         return pod_plan(
             pod,
             class,

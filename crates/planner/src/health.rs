@@ -1,69 +1,92 @@
-//! The owner health rule of DESIGN.md §5.3, and the ledger that applies it before each eviction of a pass.
+//! The health rule of DESIGN.md §5.3, and the ledger that applies it before each eviction of a pass.
 //!
-//! With `d` desired replicas, `r` pods ready and not terminating (nor being evicted), and threshold `t` percent, a
-//! pod may be evicted iff `r - 1 >= ceil(t * d / 100)`, or the owner is fully ready (`r >= d` and none of its pods
-//! terminating or being evicted). The ledger starts from the observed cluster and counts each eviction planned in the
-//! same pass, so the rule holds however many pods of one owner a single plan touches. Consequence (the SLA
-//! invariant): k8sm never takes an owner below `min(ceil(t * d / 100), d - 1)` ready pods.
+//! A pod is judged against its workload (see `workload`). With `d` desired replicas, `r` pods ready and not
+//! terminating (nor being evicted), and threshold `t` percent, a Ready pod may be evicted iff `r - 1 >= ceil(t * d /
+//! 100)`, or the workload is fully ready (`r >= d` and none of its pods terminating or being evicted). A pod that is
+//! not Ready may be evicted whenever `r >= min(ceil(t * d / 100), d - 1)`: moving it costs no readiness, and a pod
+//! that never becomes Ready must not hold its node for ever. The ledger starts from the observed cluster and counts
+//! each eviction planned in the same pass, so the rule holds however many pods of one workload a single plan
+//! touches. Consequence (the SLA invariant): k8sm never takes a workload below `min(ceil(t * d / 100), d - 1)`
+//! ready pods.
 //!
-//! Owners scaled to zero (`d = 0`): their pods are being removed by their controller anyway, so they wait (evicting
-//! them would only race the controller). Owners that are not in the view are not judged here: their pods wait (see
-//! `classify::Unmanaged::OwnerGone`).
+//! `d` is the workload's `spec.replicas` for the kinds k8sm knows. For a controller of any other kind (an
+//! operator's custom resource) k8sm cannot read a desired count, so it takes the pods it sees of that controller
+//! (not finished, bound or not) plus its evictions that are gone and not replaced yet: one such pod goes at a time
+//! unless the threshold allows more.
+//!
+//! Workloads scaled to zero (`d = 0`): their pods are being removed by their controller anyway, so they wait
+//! (evicting them would only race the controller). Owners that are not in the view are not judged here: their pods
+//! wait (see `classify::Unmanaged::OwnerGone`).
 
 use std::collections::BTreeMap;
 
 use crate::{
-    OwnerView,
     index::{FastMap, Index},
+    workload::Workload,
 };
 
-/// `ceil(threshold * desired / 100)`: ready pods the owner must keep after an eviction.
+/// `ceil(threshold * desired / 100)`: ready pods the workload must keep after an eviction.
 pub fn needed(threshold: u8, desired: u32) -> u32 {
     let needed = (u64::from(threshold) * u64::from(desired)).div_ceil(100);
     u32::try_from(needed).unwrap_or(u32::MAX)
 }
 
-/// The SLA invariant's floor: `min(ceil(threshold * desired / 100), desired - 1)`. k8sm never takes an owner's
+/// The SLA invariant's floor: `min(ceil(threshold * desired / 100), desired - 1)`. k8sm never takes a workload's
 /// ready pods below it (failures that k8sm did not cause can).
 pub fn sla_floor(threshold: u8, desired: u32) -> u32 {
     needed(threshold, desired).min(desired.saturating_sub(1))
 }
 
-/// An owner's health at one moment of a pass.
+/// A workload's health at one moment of a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OwnerHealth {
     /// Desired replicas.
     pub desired: u32,
     /// Pods ready and neither terminating nor being evicted.
     pub ready: u32,
-    /// Pods terminating or being evicted (observed, in flight, or planned in this pass). For in-flight evictions
-    /// whose pod is no longer in the view this is a lower bound: at least one.
+    /// Pods terminating or being evicted (observed, in flight, or planned in this pass), and evicted pods that are
+    /// gone but not replaced yet.
     pub going: u32,
 }
 
-/// What the rule says about one pod of an owner.
+/// What the rule says about one pod of a workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Evict; the owner keeps `ready_after` ready pods.
+    /// Evict; the workload keeps `ready_after` ready pods.
     Evict {
         /// Ready pods once the pod is gone.
         ready_after: u32,
-        /// Allowed because the owner was fully ready, not because it has room above the threshold.
+        /// Allowed because the workload was fully ready, not because it has room above the threshold.
         fully_ready: bool,
     },
-    /// The owner is scaled to zero: its controller removes the pod.
+    /// The pod is not Ready and the workload is at or above its floor: moving the pod costs no readiness.
+    EvictNotReady {
+        /// Ready pods, before and after.
+        ready: u32,
+    },
+    /// The workload is scaled to zero: its controller removes the pod.
     ScaledToZero,
     /// Too few ready pods to lose one.
     Unhealthy,
 }
 
-/// The rule, exactly: `r - 1 >= needed`, or `r >= d` with nothing terminating.
+/// The rule, exactly: for a Ready pod `r - 1 >= needed`, or `r >= d` with nothing going; for a pod that is not
+/// Ready, `r >= min(needed, d - 1)`.
 pub fn judge(health: OwnerHealth, threshold: u8, pod_ready: bool) -> Verdict {
     if health.desired == 0 {
         return Verdict::ScaledToZero;
     }
+    if !pod_ready {
+        return if health.ready >= sla_floor(threshold, health.desired) {
+            Verdict::EvictNotReady {
+                ready: health.ready,
+            }
+        } else {
+            Verdict::Unhealthy
+        };
+    }
     let needed = needed(threshold, health.desired);
-    let ready_after = health.ready - u32::from(pod_ready && health.ready > 0);
+    let ready_after = health.ready.saturating_sub(1);
     // `r - 1 >= needed`, written without the subtraction.
     if health.ready > needed {
         Verdict::Evict {
@@ -80,60 +103,36 @@ pub fn judge(health: OwnerHealth, threshold: u8, pod_ready: bool) -> Verdict {
     }
 }
 
-/// Owner health and budget allowances, updated with every eviction planned in the pass.
+/// Workload health and budget allowances, updated with every eviction planned in the pass. A workload's health is
+/// computed from the view the first time the pass asks for it: only workloads with pods on draining nodes are.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Ledger {
-    owners: FastMap<String, OwnerHealth>,
+    workloads: FastMap<String, OwnerHealth>,
     /// Disruptions still allowed per budget (namespace, name).
     pdbs: BTreeMap<(String, String), i64>,
 }
 
 impl Ledger {
     pub(crate) fn new(index: &Index) -> Self {
-        let owners = index
-            .owners
-            .values()
-            .filter(|o| o.kind.is_replicated())
-            .map(|&owner| {
-                let mut health = OwnerHealth {
-                    desired: desired(owner),
-                    ready: 0,
-                    going: 0,
-                };
-                for pod in index
-                    .pods_by_owner
-                    .get(owner.uid.as_str())
-                    .into_iter()
-                    .flatten()
-                {
-                    if index.is_going(pod) {
-                        health.going += 1;
-                    } else if pod.ready {
-                        health.ready += 1;
-                    }
-                }
-                // An eviction in flight whose pod already left the cache still means "not replaced yet".
-                if health.going == 0 && index.in_flight_owners.contains(owner.uid.as_str()) {
-                    health.going = 1;
-                }
-                (owner.uid.clone(), health)
-            })
-            .collect();
         let pdbs = index
             .pdbs
             .iter()
             .map(|p| (p.key(), i64::from(p.view.disruptions_allowed.max(0))))
             .collect();
-        Self { owners, pdbs }
+        Self {
+            workloads: FastMap::default(),
+            pdbs,
+        }
     }
 
-    /// The owner's health now, counting the evictions planned so far.
-    pub(crate) fn health(&self, owner: &OwnerView) -> OwnerHealth {
-        self.owners.get(&owner.uid).copied().unwrap_or(OwnerHealth {
-            desired: desired(owner),
-            ready: 0,
-            going: 0,
-        })
+    /// The workload's health now, counting the evictions planned so far.
+    pub(crate) fn health(&mut self, workload: Workload, index: &Index) -> OwnerHealth {
+        if let Some(health) = self.workloads.get(workload.uid) {
+            return *health;
+        }
+        let health = observe(workload, index);
+        self.workloads.insert(workload.uid.to_owned(), health);
+        health
     }
 
     /// Disruptions the budget still allows in this pass.
@@ -141,28 +140,54 @@ impl Ledger {
         self.pdbs.get(key).copied().unwrap_or(0)
     }
 
-    /// Records a planned eviction of a pod of `owner` covered by `pdbs`.
+    /// Records a planned eviction of a pod of `workload` covered by `pdbs`.
     pub(crate) fn record_eviction(
         &mut self,
-        owner: &OwnerView,
+        workload: Workload,
+        index: &Index,
         pod_ready: bool,
         pdbs: &[(String, String)],
     ) {
-        let mut health = self.health(owner);
+        let mut health = self.health(workload, index);
         if pod_ready {
             health.ready = health.ready.saturating_sub(1);
         }
         health.going += 1;
-        self.owners.insert(owner.uid.clone(), health);
+        self.workloads.insert(workload.uid.to_owned(), health);
         for key in pdbs {
             *self.pdbs.entry(key.clone()).or_default() -= 1;
         }
     }
 }
 
-/// Desired replicas of a replicated owner; an unset `replicas` is the apiserver default, 1.
-fn desired(owner: &OwnerView) -> u32 {
-    owner.desired.unwrap_or(1)
+/// A workload's health as the view shows it.
+fn observe(workload: Workload, index: &Index) -> OwnerHealth {
+    let gone = index.in_flight_gone.get(workload.uid).copied().unwrap_or(0);
+    let mut health = OwnerHealth {
+        desired: 0,
+        ready: 0,
+        // An eviction in flight whose pod already left the cache still means "not replaced yet".
+        going: gone,
+    };
+    let mut seen = gone;
+    for pod in index
+        .pods_by_workload
+        .get(workload.uid)
+        .into_iter()
+        .flatten()
+    {
+        if pod.phase.is_finished() {
+            continue;
+        }
+        seen += 1;
+        if index.is_going(pod) {
+            health.going += 1;
+        } else if pod.ready {
+            health.ready += 1;
+        }
+    }
+    health.desired = workload.desired.unwrap_or(seen);
+    health
 }
 
 #[cfg(test)]
@@ -269,11 +294,32 @@ mod tests {
                 evict(0, true),
             ),
             (
-                "single replica, not ready",
+                "single replica, not ready: moving it costs nothing",
                 90,
                 health(1, 0, 0),
                 false,
+                EvictNotReady { ready: 0 },
+            ),
+            (
+                "the only missing replica is the pod itself",
+                90,
+                health(10, 9, 0),
+                false,
+                EvictNotReady { ready: 9 },
+            ),
+            (
+                "not ready, and another replica missing too: wait",
+                90,
+                health(10, 8, 0),
+                false,
                 Unhealthy,
+            ),
+            (
+                "not ready, small workload at its floor while another pod terminates",
+                90,
+                health(3, 2, 1),
+                false,
+                EvictNotReady { ready: 2 },
             ),
             (
                 "surge above desired",
@@ -288,7 +334,7 @@ mod tests {
                 50,
                 health(4, 3, 1),
                 false,
-                evict(3, false),
+                EvictNotReady { ready: 3 },
             ),
             (
                 "threshold 100, fully ready",
@@ -318,12 +364,23 @@ mod tests {
             for d in 1..=30 {
                 for r in 0..=d + 2 {
                     for going in 0..=2 {
-                        if let Verdict::Evict { ready_after, .. } =
-                            judge(health(d, r, going), t, true)
-                        {
+                        for pod_ready in [true, false] {
+                            // The oracle: the Ready pods left once the pod is gone, counted here.
+                            let left = r - u32::from(pod_ready && r > 0);
+                            match judge(health(d, r, going), t, pod_ready) {
+                                Verdict::Evict { ready_after, .. } => {
+                                    assert!(pod_ready);
+                                    assert_eq!(ready_after, left);
+                                }
+                                Verdict::EvictNotReady { ready } => {
+                                    assert!(!pod_ready);
+                                    assert_eq!(ready, left);
+                                }
+                                Verdict::Unhealthy | Verdict::ScaledToZero => continue,
+                            }
                             assert!(
-                                ready_after >= sla_floor(t, d),
-                                "t={t} d={d} r={r} going={going}"
+                                left >= sla_floor(t, d),
+                                "t={t} d={d} r={r} going={going} ready={pod_ready}"
                             );
                         }
                     }

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
     selector::{Selector, SelectorError},
+    workload::workload_uid,
 };
 
 /// The hash maps and sets of a pass: lookups by UID or name, rebuilt every pass and never iterated where order
@@ -71,8 +72,9 @@ pub(crate) struct Index<'a> {
     pub(crate) nodes: BTreeMap<&'a str, &'a NodeView>,
     /// Pods by node name, in the view's order (looked up, never iterated where order matters).
     pub(crate) pods_by_node: FastMap<&'a str, Vec<&'a PodView>>,
-    /// Pods by controller UID, in no particular order (looked up and counted).
-    pub(crate) pods_by_owner: FastMap<&'a str, Vec<&'a PodView>>,
+    /// Pods by the UID of the workload they count for (DESIGN.md §2: a Deployment for the pods of its ReplicaSets),
+    /// bound to a node or not, in no particular order (looked up and counted).
+    pub(crate) pods_by_workload: FastMap<&'a str, Vec<&'a PodView>>,
     /// Owners by UID, only those that exist (looked up; iterated only where order does not matter).
     pub(crate) owners: FastMap<&'a str, &'a OwnerView>,
     /// UIDs of owners that are still in the view but being deleted (`exists: false`).
@@ -81,32 +83,40 @@ pub(crate) struct Index<'a> {
     pub(crate) pdbs: Vec<Pdb<'a>>,
     /// UIDs of pods with an eviction in flight.
     pub(crate) in_flight_pods: FastSet<&'a str>,
-    /// UIDs of owners with an eviction in flight.
-    pub(crate) in_flight_owners: BTreeSet<&'a str>,
+    /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not replaced yet.
+    pub(crate) in_flight_gone: FastMap<&'a str, u32>,
 }
 
 impl<'a> Index<'a> {
     pub(crate) fn new(view: &'a ClusterView) -> Self {
         let nodes = view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+        let all_owners: FastMap<&str, &OwnerView> =
+            view.owners.iter().map(|o| (o.uid.as_str(), o)).collect();
         // Grouped without sorting: only the nodes whose pods are decided in this pass need their pods in order, and
         // `drain::survey` sorts those. Sized up front: growing maps of a large fleet's pods costs rehashing.
         let mut pods_by_node: FastMap<&str, Vec<&PodView>> =
             FastMap::with_capacity_and_hasher(view.nodes.len(), Default::default());
-        let mut pods_by_owner: FastMap<&str, Vec<&PodView>> =
+        let mut pods_by_workload: FastMap<&str, Vec<&PodView>> =
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
+        let mut pod_uids: FastSet<&str> =
+            FastSet::with_capacity_and_hasher(view.pods.len(), Default::default());
         for pod in &view.pods {
+            pod_uids.insert(&pod.uid);
             if let Some(node) = &pod.node_name {
                 pods_by_node.entry(node).or_default().push(pod);
             }
             if let Some(controller) = &pod.controller {
-                pods_by_owner.entry(&controller.uid).or_default().push(pod);
+                let owner = all_owners.get(controller.uid.as_str()).copied();
+                pods_by_workload
+                    .entry(workload_uid(&controller.uid, owner))
+                    .or_default()
+                    .push(pod);
             }
         }
-        let owners = view
-            .owners
+        let owners = all_owners
             .iter()
-            .filter(|o| o.exists)
-            .map(|o| (o.uid.as_str(), o))
+            .filter(|(_, o)| o.exists)
+            .map(|(&uid, &o)| (uid, o))
             .collect();
         let deleting_owners = view
             .owners
@@ -125,19 +135,23 @@ impl<'a> Index<'a> {
         pdbs.sort_by(|a, b| {
             (&a.view.namespace, &a.view.name).cmp(&(&b.view.namespace, &b.view.name))
         });
+        let mut in_flight_gone: FastMap<&str, u32> = FastMap::default();
+        for eviction in &view.in_flight {
+            if let Some(owner) = &eviction.owner_uid
+                && !pod_uids.contains(eviction.pod_uid.as_str())
+            {
+                *in_flight_gone.entry(owner).or_default() += 1;
+            }
+        }
         Self {
             nodes,
             pods_by_node,
-            pods_by_owner,
+            pods_by_workload,
             owners,
             deleting_owners,
             pdbs,
             in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
-            in_flight_owners: view
-                .in_flight
-                .iter()
-                .filter_map(|e| e.owner_uid.as_deref())
-                .collect(),
+            in_flight_gone,
         }
     }
 

@@ -12,17 +12,20 @@
 mod admission;
 mod classify;
 mod conditions;
+mod deleted;
 mod drain;
 mod health;
 mod index;
 mod nodes;
 mod output;
 mod plan;
+mod progress;
 mod reason;
 mod selector;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod view;
+mod workload;
 
 #[cfg(test)]
 mod tests;
@@ -34,9 +37,10 @@ pub use output::{
     PodPlan, PodRef, PolicyCondition, PolicyPlan,
 };
 pub use plan::plan;
+pub use progress::format as drain_progress;
 pub use reason::Reason;
 pub use selector::{Selector, SelectorError};
 pub use view::{
-    ClusterView, ControllerRef, InFlightEviction, NodeView, OwnerKind, OwnerView, PdbView,
-    PodPhase, PodView, PolicyView,
+    ClusterView, ControllerRef, DeletedNodeRecord, InFlightEviction, NodeView, OwnerKind,
+    OwnerView, PdbView, PodPhase, PodView, PolicyView,
 };

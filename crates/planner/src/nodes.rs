@@ -2,9 +2,16 @@
 //! admission and the drain work from.
 //!
 //! Re-derivable after any restart: *marked* is the incompatible-executor annotation or label; *admitted* is the
-//! draining annotation or `cordoned-by: k8sm`; *kamikaze sent* is the kamikaze annotation or the recorded
-//! kamikaze-executor-id; *upgraded* is "reports the target executor ID", or, without a target, "reports an executor
-//! ID other than the one recorded at kamikaze".
+//! draining annotation or `cordoned-by: k8sm`; *stalled* is the stalled annotation (a marked node that gave up its
+//! slot and queues again); *kamikaze sent* is the kamikaze annotation or the recorded kamikaze-executor-id;
+//! *upgraded* is "reports the target executor ID", or, without a target, "reports an executor ID other than the one
+//! recorded at kamikaze".
+//!
+//! An executor obeys a given kamikaze once (DESIGN.md §5.2). One that comes back with its old ID acknowledges the
+//! kamikaze by removing its annotation; one that comes back with a third ID (neither its old one nor the target)
+//! reports that ID. Either way the node *came back wrong*: it is reported with an `UnexpectedExecutor` blocker and
+//! never told to terminate again until an operator acts. It keeps its drain slot, like a restart that is overdue:
+//! a broken executor build stops at `maxConcurrentNodes` nodes instead of spreading through the fleet.
 
 use chrono::{DateTime, Utc};
 use k8sm_api::{ExecutorUpgradePolicySpec, NodePhase, keys};
@@ -22,12 +29,15 @@ pub(crate) enum Stage {
     Settled(NodePhase),
     /// Opted out: reported with this phase, never touched.
     OptedOut(NodePhase),
-    /// Marked, waiting for a drain slot.
+    /// Marked, waiting for a drain slot (again, when it stalled before: see `Assessment::stalled`).
     Candidate,
     /// Admitted: Draining, Drained or Blocked, depending on its pods.
     Admitted,
     /// Told to terminate; waits for its executor to come back.
     KamikazeSent,
+    /// Came back from kamikaze with an executor that is neither the target nor new: keeps its slot, reported
+    /// Blocked, never told to terminate again until an operator acts.
+    CameBackWrong,
 }
 
 /// A node action with its Event reason and message.
@@ -45,25 +55,36 @@ pub(crate) struct Assessment {
     pub(crate) kamikaze_at: Option<DateTime<Utc>>,
     /// The time at which the restart becomes overdue, while it is not yet.
     pub(crate) overdue_at: Option<DateTime<Utc>>,
+    /// The node gave up its slot after making no progress (the stalled annotation), and when, if readable.
+    pub(crate) stalled: Option<Option<DateTime<Utc>>>,
     pub(crate) actions: Vec<NodeAction>,
     /// Node-level problems and waits.
     pub(crate) blockers: Vec<Blocker>,
 }
 
 impl Assessment {
-    fn new(stage: Stage) -> Self {
+    pub(crate) fn new(stage: Stage) -> Self {
         Self {
             stage,
             incompatible_since: None,
             draining_since: None,
             kamikaze_at: None,
             overdue_at: None,
+            stalled: None,
             actions: Vec::new(),
             blockers: Vec::new(),
         }
     }
 
-    fn block(&mut self, reason: Reason, message: String) {
+    /// Told to terminate at `at` (a deleted node's record).
+    pub(crate) fn waiting_since(stage: Stage, at: DateTime<Utc>) -> Self {
+        Self {
+            kamikaze_at: Some(at),
+            ..Self::new(stage)
+        }
+    }
+
+    pub(crate) fn block(&mut self, reason: Reason, message: String) {
         self.blockers.push(Blocker {
             reason,
             message,
@@ -91,6 +112,8 @@ pub(crate) fn assess(
     let kamikaze = Stamp::parse(node.kamikaze.as_deref());
     let recorded = node.kamikaze_executor_id.as_deref();
 
+    let stalled = Stamp::parse(node.stalled_since.as_deref());
+
     let marked = incompatible.is_present() || node.incompatible_label;
     let admitted = draining.is_present() || node.cordoned_by_k8sm;
     let kamikaze_sent = kamikaze.is_present() || recorded.is_some();
@@ -98,7 +121,11 @@ pub(crate) fn assess(
     let at_target = target.is_some() && current == target;
     // A restart is a new executor ID after kamikaze; with no ID recorded, any ID is new.
     let restarted = recorded.is_some_and(|rec| current.is_some_and(|id| id != rec));
-    let has_state = marked || node.has_k8sm_taint || admitted || kamikaze_sent;
+    // An executor that came back with its old ID acknowledged the kamikaze by removing its annotation.
+    let came_back_unchanged = recorded.is_some() && !kamikaze.is_present() && !restarted;
+    let upgraded = at_target || (target.is_none() && restarted);
+    let came_back_wrong = kamikaze_sent && !upgraded && (restarted || came_back_unchanged);
+    let has_state = marked || node.has_k8sm_taint || has_k8sm_state(node);
 
     if node_opted_out(node) {
         let phase = if at_target || (target.is_none() && !marked && !kamikaze_sent) {
@@ -125,24 +152,14 @@ pub(crate) fn assess(
         return a;
     }
 
-    if at_target || restarted {
-        let upgraded = at_target || target.is_none();
-        let mut a = Assessment::new(Stage::Settled(if upgraded {
-            NodePhase::Compatible
-        } else {
-            NodePhase::Incompatible
-        }));
+    if upgraded {
+        let mut a = Assessment::new(Stage::Settled(NodePhase::Compatible));
         if has_state {
             let id = current.unwrap_or("none");
-            let message = match (kamikaze_sent, upgraded) {
-                (_, false) => format!(
-                    "executor restarted as {id}, not the target {}: upgrade state removed, it will be marked again",
-                    target.unwrap_or_default()
-                ),
-                (true, true) => format!("executor came back as {id}: upgrade state removed"),
-                (false, true) => {
-                    format!("already runs the target executor {id}: obsolete mark removed")
-                }
+            let message = if kamikaze_sent {
+                format!("executor came back as {id}: upgrade state removed")
+            } else {
+                format!("already runs the target executor {id}: obsolete mark removed")
             };
             a.actions.push((complete(node), Reason::Upgraded, message));
         }
@@ -155,7 +172,7 @@ pub(crate) fn assess(
         match target {
             Some(target) => {
                 a.actions.push((
-                    mark(node, Some(now)),
+                    mark(node, Some(now), true),
                     Reason::Marked,
                     format!(
                         "marked incompatible: {}, not the target {target}",
@@ -185,7 +202,7 @@ pub(crate) fn assess(
         Stamp::At(t) => Some(t),
         Stamp::Absent => {
             a.actions.push((
-                mark(node, Some(now)),
+                mark(node, Some(now), false),
                 Reason::Marked,
                 "incompatible label without the annotation: recording now as the time of marking"
                     .to_owned(),
@@ -213,7 +230,7 @@ pub(crate) fn assess(
             _ => "taint",
         };
         a.actions.push((
-            mark(node, None),
+            mark(node, None, false),
             Reason::Marked,
             format!("completing the incompatible mark: adding the {missing}"),
         ));
@@ -227,13 +244,67 @@ pub(crate) fn assess(
         );
     }
 
-    if kamikaze_sent {
+    if came_back_wrong {
+        a.stage = Stage::CameBackWrong;
+        a.kamikaze_at = kamikaze.time();
+        a.block(
+            Reason::UnexpectedExecutor,
+            came_back_wrong_message(node, current, recorded, target),
+        );
+    } else if kamikaze_sent {
         a.stage = Stage::KamikazeSent;
-        kamikaze_progress(&mut a, node, kamikaze, current, spec, now);
+        kamikaze_progress(&mut a, node, kamikaze, spec, now);
     } else if admitted {
         a.stage = Stage::Admitted;
+    } else if stalled.is_present() {
+        a.stalled = Some(stalled.time());
+        if stalled == Stamp::Malformed {
+            a.block(
+                Reason::MalformedAnnotation,
+                malformed(keys::STALLED_ANNOTATION, node.stalled_since.as_deref()),
+            );
+        }
     }
     a
+}
+
+/// Any k8sm annotation besides the mark: k8sm admitted, cordoned, stalled, marked or told the node something.
+pub(crate) fn has_k8sm_state(node: &NodeView) -> bool {
+    node.draining_since.is_some()
+        || node.stalled_since.is_some()
+        || node.drain_progress.is_some()
+        || node.cordoned_by_k8sm
+        || node.marked_by_k8sm
+        || node.kamikaze.is_some()
+        || node.kamikaze_executor_id.is_some()
+        || node.kamikaze_obeyed
+}
+
+/// What an operator reads about a node that came back from kamikaze with the wrong executor, and what to do.
+fn came_back_wrong_message(
+    node: &NodeView,
+    current: Option<&str>,
+    recorded: Option<&str>,
+    target: Option<&str>,
+) -> String {
+    let old = recorded.filter(|id| !id.is_empty()).unwrap_or("none");
+    let what = match current {
+        Some(id) if Some(id) == recorded => {
+            format!(
+                "came back from kamikaze still running its old executor {id}: the new executor did not start"
+            )
+        }
+        None => "came back from kamikaze reporting no executor ID".to_owned(),
+        Some(id) => format!(
+            "came back from kamikaze as {id}, neither its old executor {old} nor the target {}",
+            target.unwrap_or("(none)")
+        ),
+    };
+    format!(
+        "{what}. k8sm will not tell it to terminate again: fix the node's executor so that it reports the target, \
+         or retry once with `kubectl k8sm force {} --retry-kamikaze`",
+        node.name
+    )
 }
 
 /// Reports an overdue or unreadable kamikaze.
@@ -241,7 +312,6 @@ fn kamikaze_progress(
     a: &mut Assessment,
     node: &NodeView,
     kamikaze: Stamp,
-    current: Option<&str>,
     spec: &ExecutorUpgradePolicySpec,
     now: DateTime<Utc>,
 ) {
@@ -249,7 +319,9 @@ fn kamikaze_progress(
     match kamikaze {
         Stamp::At(at) => {
             a.kamikaze_at = Some(at);
-            let deadline = chrono::Duration::from_std(timeout).ok().and_then(|d| at.checked_add_signed(d));
+            let deadline = chrono::Duration::from_std(timeout)
+                .ok()
+                .and_then(|d| at.checked_add_signed(d));
             match deadline {
                 Some(deadline) if now <= deadline => a.overdue_at = Some(deadline),
                 _ => a.block(
@@ -266,14 +338,8 @@ fn kamikaze_progress(
             Reason::MalformedAnnotation,
             malformed(keys::KAMIKAZE_ANNOTATION, node.kamikaze.as_deref()),
         ),
-        // Only the recorded ID is left: the executor cleared the kamikaze annotation without a new ID.
-        Stamp::Absent => a.block(
-            Reason::RestartOverdue,
-            format!(
-                "the executor cleared the kamikaze annotation without reporting a new executor ({}): check the node",
-                reported_executor(current)
-            ),
-        ),
+        // Only the recorded ID is left, and the executor did not change: the node came back wrong (see `assess`).
+        Stamp::Absent => unreachable!("a kamikaze acknowledged without a restart came back wrong"),
     }
 }
 
@@ -297,10 +363,11 @@ fn malformed(key: &str, raw: Option<&str>) -> String {
     )
 }
 
-fn mark(node: &NodeView, incompatible_since: Option<DateTime<Utc>>) -> ActionKind {
+fn mark(node: &NodeView, incompatible_since: Option<DateTime<Utc>>, claim: bool) -> ActionKind {
     ActionKind::Mark {
         node: node.name.clone(),
         incompatible_since,
+        claim,
     }
 }
 
@@ -309,4 +376,13 @@ fn complete(node: &NodeView) -> ActionKind {
         node: node.name.clone(),
         uncordon: node.cordoned_by_k8sm && node.unschedulable,
     }
+}
+
+/// Hands back a node that no policy selects any more, if k8sm put anything on it (see [`ActionKind::Release`]).
+pub(crate) fn release(node: &NodeView) -> Option<ActionKind> {
+    has_k8sm_state(node).then(|| ActionKind::Release {
+        node: node.name.clone(),
+        uncordon: node.cordoned_by_k8sm && node.unschedulable,
+        remove_mark: node.marked_by_k8sm,
+    })
 }

@@ -4,17 +4,15 @@ use chrono::{DateTime, Utc};
 use k8sm_api::{KamikazeMechanism, NodeCounts, NodePhase};
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    OwnerKind, PodView, Reason,
-    view::{ControllerRef, OwnerView},
-};
+use crate::{DeletedNodeRecord, OwnerKind, PodView, Reason, workload::Workload};
 
 /// Everything the controller does in one pass, and what status, Events and the plugin report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
-    /// Mutations to execute now, in order: completions, marks, admissions and cordons, evictions, deletions,
-    /// kamikaze. Executing them and planning again never repeats one.
+    /// Mutations to execute now, in order: finalizers, completions and releases, marks, admissions and cordons,
+    /// evictions, deletions, progress records and stalls, kamikaze. Executing them and planning again never repeats
+    /// one.
     pub actions: Vec<Action>,
     /// One entry per node selected by exactly one policy, sorted by policy then node name.
     pub nodes: Vec<NodePlan>,
@@ -76,22 +74,39 @@ pub struct Action {
     rename_all_fields = "camelCase"
 )]
 pub enum ActionKind {
+    /// Put [`k8sm_api::keys::POLICY_FINALIZER`] on a policy, so that deleting it hands its nodes back first. The
+    /// planner plans nothing else for a policy without it.
+    AddFinalizer {
+        /// Policy name.
+        policy: String,
+    },
+    /// Remove [`k8sm_api::keys::POLICY_FINALIZER`] from a policy being deleted: every node it held is handed back.
+    RemoveFinalizer {
+        /// Policy name.
+        policy: String,
+    },
     /// Mark (or complete the mark of) a node: ensure the incompatible-executor label and the PreferNoSchedule taint,
     /// and set the incompatible-executor annotation to `incompatible_since` when given (`None`: keep the
-    /// annotation as it is).
+    /// annotation as it is); with `claim` also set `marked-by: k8sm` (k8sm marks it itself, for a target).
     Mark {
         /// Node name.
         node: String,
         /// Value for the annotation, when it must be written.
         incompatible_since: Option<DateTime<Utc>>,
+        /// Record that k8sm set the mark.
+        claim: bool,
     },
-    /// Admit a node into a drain slot: set [`k8sm_api::keys::DRAINING_ANNOTATION`] to `at`, and
-    /// with `cordon` also set `spec.unschedulable` and the `cordoned-by: k8sm` annotation, in one patch.
+    /// Admit a node into a drain slot: set [`k8sm_api::keys::DRAINING_ANNOTATION`] to `at` and
+    /// [`k8sm_api::keys::DRAIN_PROGRESS_ANNOTATION`] to `at` and `pods_left`, remove
+    /// [`k8sm_api::keys::STALLED_ANNOTATION`], and with `cordon` also set `spec.unschedulable` and the
+    /// `cordoned-by: k8sm` annotation, in one patch.
     Admit {
         /// Node name.
         node: String,
         /// Admission time.
         at: DateTime<Utc>,
+        /// Pods to move, for the progress record.
+        pods_left: u32,
         /// Cordon it too.
         cordon: bool,
     },
@@ -114,10 +129,31 @@ pub enum ActionKind {
         /// The pod.
         pod: PodRef,
     },
+    /// Record drain progress: set [`k8sm_api::keys::DRAIN_PROGRESS_ANNOTATION`] to `at` and `pods_left`.
+    Progress {
+        /// Node name.
+        node: String,
+        /// When the count went down (or, while paused, when the record was refreshed).
+        at: DateTime<Utc>,
+        /// Pods left on the node.
+        pods_left: u32,
+    },
+    /// Give up the drain slot of a node that made no progress for `nodeProgressDeadline`: set
+    /// [`k8sm_api::keys::STALLED_ANNOTATION`] to `at`; remove the draining, drain-progress and cordoned-by
+    /// annotations; with `uncordon` (k8sm cordoned it) set `spec.unschedulable` to false.
+    Stall {
+        /// Node name.
+        node: String,
+        /// When it gave up its slot.
+        at: DateTime<Utc>,
+        /// Uncordon it too.
+        uncordon: bool,
+    },
     /// Tell a drained node's executor to terminate. With `Annotation` (and, as the record, with `Http` after the
     /// POST) set [`k8sm_api::keys::KAMIKAZE_ANNOTATION`] to `at` and
     /// [`k8sm_api::keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION`] to `executor_id` (empty for none), in one patch, so the
-    /// state survives a controller restart; with `DeleteNode`, delete the Node object.
+    /// state survives a controller restart; with `DeleteNode`, first record the node in the policy's
+    /// `status.deletedNodes` (unless it is there already), then delete the Node object.
     Kamikaze {
         /// Node name.
         node: String,
@@ -130,14 +166,27 @@ pub enum ActionKind {
         /// The kamikaze time, to record.
         at: DateTime<Utc>,
     },
-    /// Remove all of k8sm's upgrade state from a node: the incompatible-executor annotation and label, the taint,
-    /// the kamikaze, kamikaze-executor-id, draining and cordoned-by annotations; and uncordon it when `uncordon`
-    /// (k8sm cordoned it and it is still cordoned).
+    /// Remove all of k8sm's upgrade state from a node (it runs the target executor, or its mark was removed): the
+    /// incompatible-executor annotation and label, the taint, and every k8sm annotation (kamikaze,
+    /// kamikaze-executor-id, kamikaze-obeyed, draining, drain-progress, stalled, cordoned-by, marked-by); and
+    /// uncordon it when `uncordon` (k8sm cordoned it and it is still cordoned).
     Complete {
         /// Node name.
         node: String,
         /// Also set `spec.unschedulable` to false.
         uncordon: bool,
+    },
+    /// Hand a node back that no policy selects any more (its policy was deleted, or its labels or the policy's
+    /// nodeSelector changed): remove what k8sm put there and nothing else — the annotations of [`Self::Complete`]
+    /// except the incompatible-executor mark, which goes (with its label and the taint) only with `remove_mark`
+    /// (k8sm set it), and the cordon only with `uncordon` (k8sm cordoned it).
+    Release {
+        /// Node name.
+        node: String,
+        /// Also set `spec.unschedulable` to false.
+        uncordon: bool,
+        /// Also remove the incompatible-executor annotation, label and taint.
+        remove_mark: bool,
     },
 }
 
@@ -148,9 +197,15 @@ impl ActionKind {
             Self::Mark { node, .. }
             | Self::Admit { node, .. }
             | Self::Cordon { node }
+            | Self::Progress { node, .. }
+            | Self::Stall { node, .. }
             | Self::Kamikaze { node, .. }
-            | Self::Complete { node, .. } => Some(node),
-            Self::Evict { .. } | Self::DeletePod { .. } => None,
+            | Self::Complete { node, .. }
+            | Self::Release { node, .. } => Some(node),
+            Self::Evict { .. }
+            | Self::DeletePod { .. }
+            | Self::AddFinalizer { .. }
+            | Self::RemoveFinalizer { .. } => None,
         }
     }
 
@@ -162,17 +217,34 @@ impl ActionKind {
         }
     }
 
-    /// Execution order: nodes are cleaned up and marked before they are admitted, admitted (cordoned) before their
-    /// pods move, and told to terminate last.
+    /// Whether the action deserves an Event: bookkeeping (a progress record, a finalizer added) does not.
+    pub fn is_reported(&self) -> bool {
+        !matches!(self, Self::Progress { .. } | Self::AddFinalizer { .. })
+    }
+
+    /// The policy whose object the action changes, for the finalizer actions.
+    pub fn policy(&self) -> Option<&str> {
+        match self {
+            Self::AddFinalizer { policy } | Self::RemoveFinalizer { policy } => Some(policy),
+            _ => None,
+        }
+    }
+
+    /// Execution order: a policy gets its finalizer before anything is done on its behalf; nodes are cleaned up
+    /// and marked before they are admitted, admitted (cordoned) before their pods move, and told to terminate last;
+    /// a policy's finalizer goes once its nodes are handed back (in an earlier pass).
     pub(crate) fn rank(&self) -> u8 {
         match self {
-            Self::Complete { .. } => 0,
-            Self::Mark { .. } => 1,
-            Self::Admit { .. } => 2,
-            Self::Cordon { .. } => 3,
-            Self::Evict { .. } => 4,
-            Self::DeletePod { .. } => 5,
-            Self::Kamikaze { .. } => 6,
+            Self::AddFinalizer { .. } => 0,
+            Self::Complete { .. } | Self::Release { .. } => 1,
+            Self::Mark { .. } => 2,
+            Self::Admit { .. } => 3,
+            Self::Cordon { .. } => 4,
+            Self::Evict { .. } => 5,
+            Self::DeletePod { .. } => 6,
+            Self::Progress { .. } | Self::Stall { .. } => 7,
+            Self::Kamikaze { .. } => 8,
+            Self::RemoveFinalizer { .. } => 9,
         }
     }
 }
@@ -181,20 +253,26 @@ impl ActionKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Eviction {
-    /// The pod's controller.
+    /// The workload the pod counts for (DESIGN.md §2): a Deployment for a pod of one of its ReplicaSets.
     pub owner: OwnerRef,
-    /// Ready, not terminating pods of the owner before this eviction (counting the evictions planned before it).
+    /// Ready, not terminating pods of the workload before this eviction (counting the evictions planned before it).
     pub ready_before: u32,
     /// The same after it.
     pub ready_after: u32,
-    /// `spec.replicas` of the owner.
+    /// `spec.replicas` of the workload; for a controller of another kind, the pods k8sm counts for it.
     pub desired: u32,
     /// `ceil(threshold * desired / 100)`.
     pub needed: u32,
     /// The policy's `ownerHealthThreshold`, in percent.
     pub threshold: u8,
     /// Evict through the Eviction API (PodDisruptionBudgets apply; a 429 means wait). `false`: delete the pod.
+    /// Always true for a pod of a controller of another kind.
     pub use_eviction_api: bool,
+    /// For a controller of a kind k8sm does not know: its pods that were neither finished nor on their way out
+    /// before this eviction. The controller keeps the eviction in flight until its cache shows that many such pods
+    /// of the controller again (the evicted pod replaced), so that a plan made in between does not take a smaller
+    /// controller for a healthy one. `None` for workloads whose desired count k8sm reads.
+    pub replaced_at: Option<u32>,
 }
 
 /// A pod, by name and UID (execute with a UID precondition, so a recreated pod of the same name is never hit).
@@ -238,20 +316,11 @@ pub struct OwnerRef {
 }
 
 impl OwnerRef {
-    pub(crate) fn of(owner: &OwnerView) -> Self {
+    pub(crate) fn of(workload: Workload) -> Self {
         Self {
-            kind: owner.kind.clone(),
-            name: owner.name.clone(),
-            uid: owner.uid.clone(),
-        }
-    }
-
-    /// The owner a pod's controller reference names, whether or not it is in the view.
-    pub(crate) fn of_controller(controller: &ControllerRef) -> Self {
-        Self {
-            kind: OwnerKind::from(controller.kind.as_str()),
-            name: controller.name.clone(),
-            uid: controller.uid.clone(),
+            kind: OwnerKind::from(workload.kind),
+            name: workload.name.to_owned(),
+            uid: workload.uid.to_owned(),
         }
     }
 }
@@ -283,6 +352,11 @@ pub struct NodePlan {
     pub ready: bool,
     /// What the node waits for, node-level first, then per pod.
     pub blockers: Vec<Blocker>,
+    /// For a node that waits for a drain slot: its place in the admission queue, from 1 (admitted next).
+    pub admission_position: Option<u32>,
+    /// Pods left on the node that wait for an operator whatever the rest of the cluster does (opted out, unmanaged
+    /// under policy Never, covered by several budgets): such a node is admitted after the others.
+    pub operator_pods: u32,
     /// The decision for each pod of a draining node (empty for other phases).
     pub pods: Vec<PodPlan>,
 }
@@ -305,7 +379,7 @@ pub struct Blocker {
 pub struct PodPlan {
     /// The pod.
     pub pod: PodRef,
-    /// Its controller, if it has one that exists.
+    /// The workload it counts for (a Deployment for a pod of one of its ReplicaSets), or its Job.
     pub owner: Option<OwnerRef>,
     /// How it was classified.
     pub class: PodClass,
@@ -319,6 +393,15 @@ pub struct PodPlan {
     pub until: Option<DateTime<Utc>>,
 }
 
+impl PodPlan {
+    /// Whether the pod blocks its node (see [`Reason::blocks`]): it waits, and not for something that ends by
+    /// itself within moments.
+    pub fn is_blocked(&self) -> bool {
+        matches!(self.decision, Decision::Wait | Decision::Block)
+            && self.reason.is_some_and(Reason::blocks)
+    }
+}
+
 /// The classes of DESIGN.md §5.3.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -330,13 +413,17 @@ pub enum PodClass {
     Finished,
     /// Opted out by a label or annotation: blocks its node until an operator resolves it.
     OptedOut,
-    /// Owned by a ReplicaSet, ReplicationController or StatefulSet: evicted under the owner health rule.
+    /// A pod of a workload whose desired count k8sm reads (a Deployment through its ReplicaSet, a ReplicaSet, a
+    /// ReplicationController or a StatefulSet): evicted under the health rule.
     Owned,
+    /// A pod of a controller of another kind (an operator's custom resource): evicted through the Eviction API only,
+    /// under the health rule with that controller's own pods as the workload; never deleted directly.
+    OtherController,
     /// Owned by a Job: waits for completion, then the unmanaged-pod timeout.
     Job,
-    /// No controller, one being deleted, or one of a kind k8sm cannot judge: the unmanaged-pod policy applies. (A pod
-    /// whose controller of a kind k8sm watches is absent from the cluster is unmanaged too, but waits for the garbage
-    /// collector instead.)
+    /// No controller, or one being deleted: the unmanaged-pod policy applies, once every workload and
+    /// other-controller pod has left the node. (A pod whose controller of a kind k8sm watches is absent from the
+    /// cluster is unmanaged too, but waits for the garbage collector instead.)
     Unmanaged,
 }
 
@@ -375,6 +462,11 @@ pub struct PolicyPlan {
     pub conditions: Vec<PolicyCondition>,
     /// What an ETA can be computed from.
     pub eta: EtaInputs,
+    /// The policy is being deleted: it hands its nodes back and does nothing else.
+    pub deleting: bool,
+    /// `status.deletedNodes` after this plan: nodes deleted as their kamikaze that have not come back upgraded,
+    /// including those deleted by this plan, sorted by name.
+    pub deleted_nodes: Vec<DeletedNodeRecord>,
 }
 
 /// A condition to report on a policy.

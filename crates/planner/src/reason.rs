@@ -59,11 +59,20 @@ pub enum Reason {
     MalformedAnnotation,
     /// The kamikaze URL needs the node's InternalIP address and the node has none.
     NodeAddressMissing,
+    /// A draining node made no progress for `nodeProgressDeadline`: it gave up its drain slot.
+    Stalled,
+    /// A node came back from kamikaze with an executor ID that is neither the target nor a new one (its old ID, or
+    /// a third one): it is not told to terminate again until an operator acts.
+    UnexpectedExecutor,
+    /// A policy's finalizer was added, or removed once every node it held was handed back.
+    Finalizer,
+    /// A draining node's progress record was written (bookkeeping: no Event).
+    DrainProgress,
 }
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Self; 25] = [
+    pub const ALL: [Self; 29] = [
         Self::Marked,
         Self::Cordoned,
         Self::Admitted,
@@ -89,6 +98,10 @@ impl Reason {
         Self::InvalidPolicy,
         Self::MalformedAnnotation,
         Self::NodeAddressMissing,
+        Self::Stalled,
+        Self::UnexpectedExecutor,
+        Self::Finalizer,
+        Self::DrainProgress,
     ];
 
     /// The name used in Events, conditions and metric labels.
@@ -119,7 +132,47 @@ impl Reason {
             Self::InvalidPolicy => "InvalidPolicy",
             Self::MalformedAnnotation => "MalformedAnnotation",
             Self::NodeAddressMissing => "NodeAddressMissing",
+            Self::Stalled => "Stalled",
+            Self::UnexpectedExecutor => "UnexpectedExecutor",
+            Self::Finalizer => "Finalizer",
+            Self::DrainProgress => "DrainProgress",
         }
+    }
+
+    /// Whether a node or pod that waits for this reason is *blocked*: it keeps its node from finishing and the wait
+    /// does not end by itself within moments (unlike a pod terminating, a node waiting for a slot, or the pause).
+    /// The one meaning of "blocked": status (`blockedPods`, the Blocked count), Events, metrics and
+    /// `kubectl k8sm blocked` all ask this.
+    pub fn blocks(self) -> bool {
+        matches!(
+            self,
+            Self::WaitingForOwner
+                | Self::WaitingForJob
+                | Self::WaitingForTimeout
+                | Self::BlockedByPDB
+                | Self::BlockedUnmanagedPod
+                | Self::BlockedOptOut
+                | Self::RestartOverdue
+                | Self::Stalled
+                | Self::UnexpectedExecutor
+                | Self::InvalidPolicy
+                | Self::MalformedAnnotation
+                | Self::NodeAddressMissing
+        )
+    }
+
+    /// Whether only an operator can resolve it (shown in red by the plugin; a Warning Event).
+    pub fn needs_operator(self) -> bool {
+        matches!(
+            self,
+            Self::BlockedUnmanagedPod
+                | Self::BlockedOptOut
+                | Self::UnexpectedExecutor
+                | Self::RestartOverdue
+                | Self::InvalidPolicy
+                | Self::MalformedAnnotation
+                | Self::NodeAddressMissing
+        )
     }
 }
 
@@ -168,6 +221,8 @@ mod tests {
             "RestartOverdue",
             "Paused",
             "Forced",
+            "Stalled",
+            "UnexpectedExecutor",
         ] {
             assert!(Reason::ALL.iter().any(|r| r.as_str() == name), "{name}");
         }

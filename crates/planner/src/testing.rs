@@ -36,6 +36,7 @@ pub fn at(minutes: i64) -> DateTime<Utc> {
 pub fn node(name: &str) -> NodeView {
     NodeView {
         name: name.to_owned(),
+        uid: format!("uid-{name}"),
         executor_id: Some(OLD.to_owned()),
         internal_ip: Some("10.0.0.1".to_owned()),
         ready: true,
@@ -72,11 +73,27 @@ impl NodeView {
         self
     }
 
-    /// Admitted at `when` and cordoned by k8sm.
+    /// Admitted at `when` and cordoned by k8sm, without a progress record (the first pass writes one).
     pub fn admitted(mut self, when: DateTime<Utc>) -> Self {
         self.draining_since = Some(when.to_rfc3339());
         self.cordoned_by_k8sm = true;
         self.unschedulable = true;
+        self
+    }
+
+    /// Its progress record: `pods_left` pods left at `when`.
+    pub fn progressed(mut self, when: DateTime<Utc>, pods_left: u32) -> Self {
+        self.drain_progress = Some(crate::drain_progress(when, pods_left));
+        self
+    }
+
+    /// Gave up its drain slot at `when` (and is no longer admitted or cordoned by k8sm).
+    pub fn stalled(mut self, when: DateTime<Utc>) -> Self {
+        self.stalled_since = Some(when.to_rfc3339());
+        self.draining_since = None;
+        self.drain_progress = None;
+        self.cordoned_by_k8sm = false;
+        self.unschedulable = false;
         self
     }
 
@@ -96,6 +113,7 @@ pub fn owner(kind: OwnerKind, namespace: &str, name: &str, desired: Option<u32>)
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         desired,
+        controller: None,
         exists: true,
     }
 }
@@ -103,6 +121,21 @@ pub fn owner(kind: OwnerKind, namespace: &str, name: &str, desired: Option<u32>)
 /// A ReplicaSet of `desired` replicas.
 pub fn replica_set(namespace: &str, name: &str, desired: u32) -> OwnerView {
     owner(OwnerKind::ReplicaSet, namespace, name, Some(desired))
+}
+
+/// A Deployment of `desired` replicas (its ReplicaSets: [`OwnerView::replica_set`]).
+pub fn deployment(namespace: &str, name: &str, desired: u32) -> OwnerView {
+    owner(OwnerKind::Deployment, namespace, name, Some(desired))
+}
+
+/// A ReplicationController of `desired` replicas.
+pub fn replication_controller(namespace: &str, name: &str, desired: u32) -> OwnerView {
+    owner(
+        OwnerKind::ReplicationController,
+        namespace,
+        name,
+        Some(desired),
+    )
 }
 
 /// A StatefulSet of `desired` replicas.
@@ -121,14 +154,30 @@ pub fn daemon_set(namespace: &str, name: &str) -> OwnerView {
 }
 
 impl OwnerView {
+    /// Controlled by `controller` (a ReplicaSet of a Deployment, or of a controller of another kind).
+    pub fn controlled_by(mut self, controller: &OwnerView) -> Self {
+        self.controller = Some(controller.reference());
+        self
+    }
+
+    /// A ReplicaSet `name` of this Deployment, of zero replicas: the Deployment's `desired` is what counts.
+    pub fn replica_set(&self, name: &str) -> OwnerView {
+        replica_set(&self.namespace, name, 0).controlled_by(self)
+    }
+
+    /// Its controller reference, as a pod (or ReplicaSet) carries it.
+    pub fn reference(&self) -> ControllerRef {
+        ControllerRef {
+            kind: self.kind.to_string(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+        }
+    }
+
     /// A ready, running pod of this owner on `node`; UID `namespace/name`.
     pub fn pod(&self, name: &str, node: &str) -> PodView {
         PodView {
-            controller: Some(ControllerRef {
-                kind: self.kind.to_string(),
-                name: self.name.clone(),
-                uid: self.uid.clone(),
-            }),
+            controller: Some(self.reference()),
             ..unmanaged_pod(&self.namespace, name, node)
         }
     }
@@ -196,6 +245,9 @@ pub fn policy(name: &str) -> PolicyView {
             target_executor_id: Some(NEW.to_owned()),
             ..ExecutorUpgradePolicySpec::default()
         },
+        deleting: false,
+        has_finalizer: true,
+        deleted_nodes: Vec::new(),
     }
 }
 
@@ -248,7 +300,9 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
         match (&action.kind, node) {
             (
                 ActionKind::Mark {
-                    incompatible_since, ..
+                    incompatible_since,
+                    claim,
+                    ..
                 },
                 Some(i),
             ) => {
@@ -258,13 +312,37 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
                 }
                 n.incompatible_label = true;
                 n.has_k8sm_taint = true;
+                n.marked_by_k8sm |= *claim;
             }
-            (ActionKind::Admit { at, cordon, .. }, Some(i)) => {
+            (
+                ActionKind::Admit {
+                    at,
+                    pods_left,
+                    cordon,
+                    ..
+                },
+                Some(i),
+            ) => {
                 let n = &mut view.nodes[i];
                 n.draining_since = Some(at.to_rfc3339());
-                if *cordon {
+                n.drain_progress = Some(crate::drain_progress(*at, *pods_left));
+                n.stalled_since = None;
+                if *cordon && !n.unschedulable {
                     n.unschedulable = true;
                     n.cordoned_by_k8sm = true;
+                }
+            }
+            (ActionKind::Progress { at, pods_left, .. }, Some(i)) => {
+                view.nodes[i].drain_progress = Some(crate::drain_progress(*at, *pods_left));
+            }
+            (ActionKind::Stall { at, uncordon, .. }, Some(i)) => {
+                let n = &mut view.nodes[i];
+                n.stalled_since = Some(at.to_rfc3339());
+                n.draining_since = None;
+                n.drain_progress = None;
+                n.cordoned_by_k8sm = false;
+                if *uncordon {
+                    n.unschedulable = false;
                 }
             }
             (ActionKind::Cordon { .. }, Some(i)) => {
@@ -294,24 +372,57 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
                 }
             }
             (ActionKind::Complete { uncordon, .. }, Some(i)) => {
-                let n = &mut view.nodes[i];
-                n.incompatible_since = None;
-                n.incompatible_label = false;
-                n.has_k8sm_taint = false;
-                n.kamikaze = None;
-                n.kamikaze_executor_id = None;
-                n.draining_since = None;
-                n.cordoned_by_k8sm = false;
-                if *uncordon {
-                    n.unschedulable = false;
+                release(&mut view.nodes[i], *uncordon, true);
+            }
+            (
+                ActionKind::Release {
+                    uncordon,
+                    remove_mark,
+                    ..
+                },
+                Some(i),
+            ) => release(&mut view.nodes[i], *uncordon, *remove_mark),
+            (ActionKind::AddFinalizer { policy }, _) => {
+                if let Some(p) = view.policies.iter_mut().find(|p| &p.name == policy) {
+                    p.has_finalizer = true;
                 }
             }
+            (ActionKind::RemoveFinalizer { policy }, _) => {
+                // The last finalizer gone, the apiserver deletes the object.
+                view.policies.retain(|p| &p.name != policy);
+            }
             (_, None) => {}
+        }
+    }
+    // The status write at the end of the pass.
+    for policy in &mut view.policies {
+        if let Some(planned) = plan.policy(&policy.name) {
+            policy.deleted_nodes = planned.deleted_nodes.clone();
         }
     }
     deleted_nodes.sort_unstable();
     for i in deleted_nodes.into_iter().rev() {
         view.nodes.remove(i);
+    }
+}
+
+/// Removes k8sm's keys from a node, as `Complete` (everything) and `Release` (the mark only with `remove_mark`) do.
+fn release(n: &mut NodeView, uncordon: bool, remove_mark: bool) {
+    if remove_mark {
+        n.incompatible_since = None;
+        n.incompatible_label = false;
+        n.has_k8sm_taint = false;
+    }
+    n.kamikaze = None;
+    n.kamikaze_executor_id = None;
+    n.kamikaze_obeyed = false;
+    n.draining_since = None;
+    n.drain_progress = None;
+    n.stalled_since = None;
+    n.cordoned_by_k8sm = false;
+    n.marked_by_k8sm = false;
+    if uncordon {
+        n.unschedulable = false;
     }
 }
 

@@ -17,10 +17,12 @@ use serde::{Deserialize, Serialize};
 pub struct ClusterView {
     /// All nodes (not only the selected ones: two policies may select the same node).
     pub nodes: Vec<NodeView>,
-    /// All pods bound to a node, or at least all pods of the selected nodes and all pods of their owners (the owner
-    /// health rule counts an owner's ready pods wherever they run).
+    /// All pods, bound to a node or not, or at least all pods of the selected nodes and all pods of their workloads
+    /// (the health rule counts a workload's ready pods wherever they run, and, for a controller of a kind k8sm does
+    /// not know, infers its size from its pods, including those not scheduled yet).
     pub pods: Vec<PodView>,
-    /// The controllers of those pods: ReplicaSets, ReplicationControllers, StatefulSets, Jobs (DaemonSets optional).
+    /// The controllers of those pods and of their ReplicaSets: Deployments, ReplicaSets, ReplicationControllers,
+    /// StatefulSets, Jobs (DaemonSets optional).
     pub owners: Vec<OwnerView>,
     /// PodDisruptionBudgets.
     pub pdbs: Vec<PdbView>,
@@ -36,6 +38,8 @@ pub struct ClusterView {
 pub struct NodeView {
     /// `metadata.name`.
     pub name: String,
+    /// `metadata.uid`: tells a node that came back under the same name (kamikaze DeleteNode) from the deleted one.
+    pub uid: String,
     /// `metadata.labels` (node selection and the opt-out label).
     pub labels: BTreeMap<String, String>,
     /// The `k8s.mesosphere.io/executor-id` annotation: the executor that runs on the node now.
@@ -57,6 +61,14 @@ pub struct NodeView {
     pub kamikaze_executor_id: Option<String>,
     /// Whether the `k8s.mesosphere.io/cordoned-by: k8sm` annotation is present.
     pub cordoned_by_k8sm: bool,
+    /// Whether the `k8s.mesosphere.io/marked-by: k8sm` annotation is present: k8sm set the mark itself.
+    pub marked_by_k8sm: bool,
+    /// The [`k8sm_api::keys::DRAIN_PROGRESS_ANNOTATION`] as found: `<RFC 3339 time> <pods left>`.
+    pub drain_progress: Option<String>,
+    /// The [`k8sm_api::keys::STALLED_ANNOTATION`] as found: RFC 3339 time at which the node gave up its slot.
+    pub stalled_since: Option<String>,
+    /// Whether the [`k8sm_api::keys::KAMIKAZE_OBEYED_ANNOTATION`] is present (the executor's acknowledgement).
+    pub kamikaze_obeyed: bool,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
     /// The node's `InternalIP` address, for kamikaze URL templates.
@@ -132,11 +144,13 @@ pub struct PodView {
     pub created: Option<DateTime<Utc>>,
 }
 
-/// The kinds of pod controllers that the planner tells apart.
+/// The kinds of pod controllers (and of their own controllers) that the planner tells apart.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(into = "String", from = "String")]
 pub enum OwnerKind {
-    /// `apps/v1 ReplicaSet` (and so Deployments).
+    /// `apps/v1 Deployment`: the workload of the ReplicaSets it controls.
+    Deployment,
+    /// `apps/v1 ReplicaSet`.
     ReplicaSet,
     /// `v1 ReplicationController`.
     ReplicationController,
@@ -146,7 +160,8 @@ pub enum OwnerKind {
     Job,
     /// `apps/v1 DaemonSet`.
     DaemonSet,
-    /// Any other controller kind; the planner cannot judge its health, so its pods count as unmanaged.
+    /// Any other controller kind (an operator's custom resource): its pods are evicted one at a time through the
+    /// Eviction API, judged against the pods of that controller that k8sm sees.
     Other(String),
 }
 
@@ -154,6 +169,7 @@ impl OwnerKind {
     /// The kind as written in an owner reference.
     pub fn as_str(&self) -> &str {
         match self {
+            Self::Deployment => "Deployment",
             Self::ReplicaSet => "ReplicaSet",
             Self::ReplicationController => "ReplicationController",
             Self::StatefulSet => "StatefulSet",
@@ -163,18 +179,24 @@ impl OwnerKind {
         }
     }
 
-    /// A kind whose `replicas` the health rule of DESIGN.md §5.3 applies to.
+    /// A kind whose `spec.replicas` is a workload's desired count (DESIGN.md §2, §5.3).
     pub fn is_replicated(&self) -> bool {
         matches!(
             self,
-            Self::ReplicaSet | Self::ReplicationController | Self::StatefulSet
+            Self::Deployment | Self::ReplicaSet | Self::ReplicationController | Self::StatefulSet
         )
+    }
+
+    /// A kind that k8sm watches, so that an owner of it missing from the view is gone (or not seen yet).
+    pub fn is_watched(&self) -> bool {
+        !matches!(self, Self::DaemonSet | Self::Other(_))
     }
 }
 
 impl From<&str> for OwnerKind {
     fn from(kind: &str) -> Self {
         match kind {
+            "Deployment" => Self::Deployment,
             "ReplicaSet" => Self::ReplicaSet,
             "ReplicationController" => Self::ReplicationController,
             "StatefulSet" => Self::StatefulSet,
@@ -215,9 +237,11 @@ pub struct OwnerView {
     pub name: String,
     /// `metadata.uid`, matched against the pods' controller references.
     pub uid: String,
-    /// `spec.replicas` for ReplicaSets, ReplicationControllers and StatefulSets (`None` there means the apiserver
-    /// default, 1); `None` for Jobs and DaemonSets.
+    /// `spec.replicas` for Deployments, ReplicaSets, ReplicationControllers and StatefulSets (`None` there means the
+    /// apiserver default, 1); `None` for Jobs and DaemonSets.
     pub desired: Option<u32>,
+    /// Its own controller reference, if any: a ReplicaSet controlled by a Deployment counts for the Deployment.
+    pub controller: Option<ControllerRef>,
     /// `false` when the controller knows the owner is being deleted (a deletion timestamp): it replaces nothing any
     /// more, so its pods are unmanaged pods (the unmanaged-pod policy applies). An owner absent from the view is
     /// different: it may be gone or not seen yet, so its pods wait for the garbage collector.
@@ -248,6 +272,26 @@ pub struct PolicyView {
     pub generation: Option<i64>,
     /// `spec`.
     pub spec: ExecutorUpgradePolicySpec,
+    /// `metadata.deletionTimestamp` is set: the policy hands its nodes back and acts no more.
+    pub deleting: bool,
+    /// `metadata.finalizers` holds [`k8sm_api::keys::POLICY_FINALIZER`].
+    pub has_finalizer: bool,
+    /// `status.deletedNodes`: nodes this policy deleted as their kamikaze that have not come back upgraded yet.
+    pub deleted_nodes: Vec<DeletedNodeRecord>,
+}
+
+/// A node that a policy deleted as its kamikaze (`status.deletedNodes`), remembered until it comes back upgraded.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletedNodeRecord {
+    /// Node name.
+    pub name: String,
+    /// UID of the deleted Node object.
+    pub uid: String,
+    /// Executor ID it reported when it was deleted.
+    pub executor_id: Option<String>,
+    /// When it was deleted.
+    pub deleted_at: DateTime<Utc>,
 }
 
 /// An eviction (or deletion) the controller executed that its pod cache may not show yet. The pod counts as
@@ -258,7 +302,7 @@ pub struct PolicyView {
 pub struct InFlightEviction {
     /// UID of the evicted pod.
     pub pod_uid: String,
-    /// UID of its controller, if any.
+    /// UID of its workload (DESIGN.md §2: a Deployment for a pod of one of its ReplicaSets), if any.
     pub owner_uid: Option<String>,
     /// When the eviction was executed.
     pub at: DateTime<Utc>,

@@ -188,7 +188,7 @@ fn a_node_with_kamikaze_sent_keeps_its_slot_until_it_is_back() {
         vec![],
         vec![policy("p")],
     ));
-    assert!(plan.actions.is_empty(), "{:?}", summary(&plan));
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
     assert_eq!(phase(&plan, "gone"), NodePhase::KamikazeSent);
     // 58 minutes after kamikaze, past the default restartTimeout of 10m: overdue, reported, and still holding.
     assert_eq!(blocker_reasons(&plan, "gone"), [Reason::RestartOverdue]);

@@ -119,7 +119,7 @@ fn kamikaze_by_http_waits_for_a_node_address_it_needs() {
     let mut n1 = drained_node();
     n1.internal_ip = None;
     let plan = plan_now(&cluster(vec![n1], vec![], vec![], vec![p]));
-    assert!(plan.actions.is_empty());
+    assert!(summary(&plan).is_empty());
     assert_eq!(phase(&plan, "n1"), NodePhase::Drained);
     assert_eq!(blocker_reasons(&plan, "n1"), [Reason::NodeAddressMissing]);
 }
@@ -159,7 +159,7 @@ fn a_restart_is_overdue_after_restart_timeout_and_the_plan_wakes_up_for_it() {
     assert_eq!(blocker_reasons(&late, "n1"), [Reason::RestartOverdue]);
     assert_eq!(late.next_wake, None);
     assert!(
-        late.actions.is_empty(),
+        summary(&late).is_empty(),
         "overdue is reported, never acted on"
     );
 }
@@ -217,7 +217,7 @@ fn paused_means_no_eviction_deletion_cordon_or_kamikaze() {
     let (decision, reason, message) = pod_decision(&plan, "draining", "w");
     assert_eq!((decision, reason), (Decision::Wait, Some(Reason::Paused)));
     assert!(
-        message.starts_with("paused; would evict: owner ReplicaSet web"),
+        message.starts_with("paused; would evict: workload ReplicaSet web"),
         "{message}"
     );
     let policy_plan = plan.policy("p").unwrap();
@@ -278,10 +278,24 @@ fn actions_come_in_execution_order() {
             "Mark c-fresh @",
             "Admit c-fresh +cordon",
             "Evict shop/w",
-            "Delete ops/tool",
             "Kamikaze a-drained",
         ]
     );
+    // The unmanaged pod goes in the next pass, once the workload pod's eviction was accepted.
+    let mut view = cluster(
+        vec![node("b-draining").marked(at(0)).admitted(at(1))],
+        vec![replica_set("shop", "web", 1)],
+        vec![
+            replica_set("shop", "web", 1)
+                .pod("w", "b-draining")
+                .terminating(),
+            unmanaged_pod("ops", "tool", "b-draining"),
+        ],
+        vec![policy("p").with(|s| s.unmanaged_pods.policy = UnmanagedPodPolicy::Delete)],
+    );
+    assert_eq!(summary(&plan_now(&view)), ["Delete ops/tool"]);
+    view.pods.clear();
+    assert_eq!(summary(&plan_now(&view)), ["Kamikaze b-draining"]);
 }
 
 #[test]
@@ -307,7 +321,7 @@ fn planning_again_after_the_actions_were_applied_repeats_nothing() {
     ];
     let mut view = cluster(nodes, vec![rs], pods, vec![p]);
     let first = plan_now(&view);
-    assert!(!first.actions.is_empty());
+    assert!(!summary(&first).is_empty());
     apply(&mut view, &first);
     let second = plan(&view, now() + chrono::Duration::seconds(1));
     for action in &second.actions {

@@ -37,14 +37,23 @@ fn cluster(
     }
 }
 
-/// The actions of a plan, one short line each, in order.
+/// The actions of a plan that the operator sees (every one but the bookkeeping of progress records), one short line
+/// each, in order. `with_bookkeeping` lists them all.
 fn summary(plan: &Plan) -> Vec<String> {
+    with_bookkeeping(plan)
+        .into_iter()
+        .filter(|line| !line.starts_with("Progress "))
+        .collect()
+}
+
+fn with_bookkeeping(plan: &Plan) -> Vec<String> {
     plan.actions
         .iter()
         .map(|a| match &a.kind {
             ActionKind::Mark {
                 node,
                 incompatible_since,
+                ..
             } => format!(
                 "Mark {node}{}",
                 if incompatible_since.is_some() {
@@ -66,6 +75,23 @@ fn summary(plan: &Plan) -> Vec<String> {
                     if *uncordon { " +uncordon" } else { "" }
                 )
             }
+            ActionKind::Release {
+                node,
+                uncordon,
+                remove_mark,
+            } => format!(
+                "Release {node}{}{}",
+                if *uncordon { " +uncordon" } else { "" },
+                if *remove_mark { " +unmark" } else { "" }
+            ),
+            ActionKind::Progress {
+                node, pods_left, ..
+            } => format!("Progress {node} {pods_left}"),
+            ActionKind::Stall { node, uncordon, .. } => {
+                format!("Stall {node}{}", if *uncordon { " +uncordon" } else { "" })
+            }
+            ActionKind::AddFinalizer { policy } => format!("AddFinalizer {policy}"),
+            ActionKind::RemoveFinalizer { policy } => format!("RemoveFinalizer {policy}"),
         })
         .collect()
 }

@@ -53,7 +53,7 @@ fn evicts_a_pod_of_a_healthy_owner_with_the_sla_evidence() {
     assert_eq!(plan.actions[0].reason, Reason::Evicted);
     assert_eq!(
         plan.actions[0].message,
-        "shop/web-1 on n1: evict: owner ReplicaSet web ready 10/10 → 9 (threshold 90% needs 9)"
+        "shop/web-1 on n1: evict: workload ReplicaSet web ready 10/10 → 9 (threshold 90% needs 9)"
     );
 }
 
@@ -64,7 +64,7 @@ fn waits_while_the_owner_is_too_unhealthy_to_lose_a_pod() {
     pods.push(rs.pod("web-down", "up").not_ready());
     pods.push(rs.pod("web-1", "n1"));
     let plan = plan_now(&draining(vec![rs], pods, policy("p")));
-    assert!(plan.actions.is_empty());
+    assert!(summary(&plan).is_empty());
     let (decision, reason, message) = pod_decision(&plan, "n1", "web-1");
     assert_eq!(
         (decision, reason),
@@ -72,7 +72,7 @@ fn waits_while_the_owner_is_too_unhealthy_to_lose_a_pod() {
     );
     assert_eq!(
         message,
-        "wait: owner ReplicaSet web 9/10 ready, needs 9 (threshold 90%)"
+        "wait: workload ReplicaSet web 9/10 ready, needs 9 (threshold 90%)"
     );
     assert_eq!(
         phase(&plan, "n1"),
@@ -95,7 +95,7 @@ fn a_small_owner_moves_one_pod_at_a_time() {
     let (_, _, message) = pod_decision(&plan, "n1", "pg-1");
     assert_eq!(
         message,
-        "wait: owner StatefulSet pg 2/3 ready, 1 terminating, needs 3 (threshold 90%)"
+        "wait: workload StatefulSet pg 2/3 ready, 1 terminating or not replaced, needs 3 (threshold 90%)"
     );
 }
 
@@ -130,7 +130,7 @@ fn terminating_pods_of_the_owner_count_as_gone() {
     ];
     let plan = plan_now(&draining(vec![rs], pods, policy("p")));
     assert!(
-        plan.actions.is_empty(),
+        summary(&plan).is_empty(),
         "3/3 ready but one terminating: not fully ready"
     );
 }
@@ -150,7 +150,7 @@ fn an_eviction_in_flight_counts_even_when_its_pod_left_the_cache() {
         owner_uid: Some(rs.uid.clone()),
         at: at(59),
     });
-    assert!(plan_now(&view).actions.is_empty());
+    assert!(summary(&plan_now(&view)).is_empty());
 }
 
 #[test]
@@ -166,7 +166,7 @@ fn a_pod_already_terminating_or_in_flight_is_never_evicted_again() {
         at: at(59),
     });
     let plan = plan_now(&view);
-    assert!(plan.actions.is_empty(), "{:?}", summary(&plan));
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
     for pod in ["going", "sent"] {
         assert_eq!(
             pod_decision(&plan, "n1", pod).1,
@@ -188,7 +188,7 @@ fn a_pod_of_an_owner_scaled_to_zero_waits_for_its_controller() {
         vec![rs.pod("leftover", "n1")],
         policy("p"),
     ));
-    assert!(plan.actions.is_empty());
+    assert!(summary(&plan).is_empty());
     let (_, reason, message) = pod_decision(&plan, "n1", "leftover");
     assert_eq!(reason, Some(Reason::WaitingForOwner));
     assert!(message.contains("scaled to 0"), "{message}");
@@ -209,7 +209,11 @@ fn a_pod_whose_owner_is_not_in_the_view_waits_for_the_garbage_collector() {
     ] {
         let timeout = (policy_ == UnmanagedPodPolicy::DeleteAfterTimeout).then_some("1m");
         let plan = plan_now(&draining(vec![], pods.clone(), unmanaged(policy_, timeout)));
-        assert!(plan.actions.is_empty(), "{policy_:?}: {:?}", summary(&plan));
+        assert!(
+            summary(&plan).is_empty(),
+            "{policy_:?}: {:?}",
+            summary(&plan)
+        );
         assert_eq!(phase(&plan, "n1"), NodePhase::Draining, "{policy_:?}");
         for (pod, owner) in [("orphan", "ReplicaSet/web"), ("batch-1", "Job/batch")] {
             let (decision, reason, message) = pod_decision(&plan, "n1", pod);
@@ -230,7 +234,7 @@ fn a_pod_whose_owner_is_not_in_the_view_waits_for_the_garbage_collector() {
 }
 
 #[test]
-fn a_pod_of_an_unwatched_controller_kind_is_unmanaged_not_gone() {
+fn a_pod_of_another_controller_kind_is_evicted_never_deleted_whatever_the_policy_says() {
     // k8sm does not watch VirtualMachineInstances: not finding one in the view does not mean it is gone.
     let custom = owner(
         OwnerKind::Other("VirtualMachineInstance".into()),
@@ -238,19 +242,26 @@ fn a_pod_of_an_unwatched_controller_kind_is_unmanaged_not_gone() {
         "box",
         None,
     );
-    let plan = plan_now(&draining(
-        vec![],
-        vec![custom.pod("virt", "n1")],
-        unmanaged(UnmanagedPodPolicy::Delete, None),
-    ));
-    assert_eq!(summary(&plan), ["Delete vm/virt"]);
-    assert_eq!(
-        plan.actions[0].message,
-        "vm/virt on n1: delete unmanaged pod: k8sm cannot judge the health of its controller VirtualMachineInstance/box"
-    );
-    let node = node_plan(&plan, "n1");
-    let owner = node.pods[0].owner.as_ref().expect("the owner is reported");
-    assert_eq!(owner.to_string(), "VirtualMachineInstance/box");
+    for respect_budgets in [true, false] {
+        let p = unmanaged(UnmanagedPodPolicy::Delete, None)
+            .with(|s| s.respect_pod_disruption_budgets = respect_budgets);
+        let plan = plan_now(&draining(vec![], vec![custom.pod("virt", "n1")], p));
+        assert_eq!(summary(&plan), ["Evict vm/virt"]);
+        let (_, eviction) = plan.evictions().next().unwrap();
+        assert!(
+            eviction.use_eviction_api,
+            "budgets apply to such pods always"
+        );
+        assert_eq!(eviction.replaced_at, Some(1));
+        assert_eq!(
+            plan.actions[0].message,
+            "vm/virt on n1: evict: controller VirtualMachineInstance box (1 pods seen) ready 1/1 → 0 (threshold 90% needs 1)"
+        );
+        let node = node_plan(&plan, "n1");
+        assert_eq!(node.pods[0].class, crate::PodClass::OtherController);
+        let owner = node.pods[0].owner.as_ref().expect("the owner is reported");
+        assert_eq!(owner.to_string(), "VirtualMachineInstance/box");
+    }
 }
 
 #[test]
@@ -265,7 +276,7 @@ fn a_pod_whose_owner_is_being_deleted_is_unmanaged_and_says_so() {
         pods.clone(),
         unmanaged(UnmanagedPodPolicy::Never, None),
     ));
-    assert!(never.actions.is_empty(), "{:?}", summary(&never));
+    assert!(summary(&never).is_empty(), "{:?}", summary(&never));
     let (decision, reason, message) = pod_decision(&never, "n1", "web-1");
     assert_eq!(
         (decision, reason, message.as_str()),
@@ -288,24 +299,50 @@ fn a_pod_whose_owner_is_being_deleted_is_unmanaged_and_says_so() {
 }
 
 #[test]
-fn a_pod_of_a_controller_kind_k8sm_cannot_judge_is_unmanaged() {
-    let custom = owner(
-        OwnerKind::Other("VirtualMachineInstance".into()),
-        "vm",
-        "box",
+fn pods_of_another_controller_kind_go_one_at_a_time_until_replaced() {
+    // A Kafka-like set of three brokers: its size is taken from the pods k8sm sees.
+    let kafka = owner(
+        OwnerKind::Other("KafkaNodePool".into()),
+        "kafka",
+        "brokers",
         None,
     );
-    let plan = plan_now(&draining(
-        vec![custom.clone()],
-        vec![custom.pod("virt", "n1")],
-        policy("p"),
-    ));
-    let (decision, reason, message) = pod_decision(&plan, "n1", "virt");
+    let pods = vec![
+        kafka.pod("broker-0", "n1"),
+        kafka.pod("broker-1", "n1"),
+        kafka.pod("broker-2", "up"),
+    ];
+    let view = draining(vec![], pods, policy("p"));
+    let plan = plan_now(&view);
+    assert_eq!(summary(&plan), ["Evict kafka/broker-0"]);
+    let (decision, reason, message) = pod_decision(&plan, "n1", "broker-1");
     assert_eq!(
         (decision, reason),
-        (Decision::Block, Some(Reason::BlockedUnmanagedPod))
+        (Decision::Wait, Some(Reason::WaitingForOwner))
     );
-    assert!(message.contains("cannot judge"), "{message}");
+    assert_eq!(
+        message,
+        "wait: controller KafkaNodePool brokers (3 pods seen) 2/3 ready, 1 terminating or not replaced, needs 3 (threshold 90%)"
+    );
+    // The evicted broker is gone and not replaced yet: its eviction in flight still counts, so the controller is
+    // not taken for a healthy set of two.
+    let mut gone = view.clone();
+    gone.pods.retain(|p| p.name != "broker-0");
+    gone.in_flight.push(InFlightEviction {
+        pod_uid: "kafka/broker-0".into(),
+        owner_uid: Some(kafka.uid.clone()),
+        at: at(59),
+    });
+    assert!(
+        summary(&plan_now(&gone)).is_empty(),
+        "{:?}",
+        summary(&plan_now(&gone))
+    );
+    // Replaced (the controller dropped the entry once it saw three brokers again) and Ready: the next one goes.
+    let mut replaced = view.clone();
+    replaced.pods.retain(|p| p.name != "broker-0");
+    replaced.pods.push(kafka.pod("broker-0b", "up"));
+    assert_eq!(summary(&plan_now(&replaced)), ["Evict kafka/broker-1"]);
 }
 
 #[test]
@@ -316,7 +353,7 @@ fn a_budget_that_allows_no_disruption_blocks_with_its_name() {
     let mut view = draining(vec![rs], pods, policy("p"));
     view.pdbs.push(pdb("shop", "web-pdb", &[("app", "web")], 0));
     let plan = plan_now(&view);
-    assert!(plan.actions.is_empty());
+    assert!(summary(&plan).is_empty());
     let (decision, reason, message) = pod_decision(&plan, "n1", "web-1");
     assert_eq!(
         (decision, reason),
@@ -411,7 +448,7 @@ fn an_opted_out_pod_blocks_its_node() {
             .annotation(keys::KARPENTER_DO_NOT_DISRUPT_ANNOTATION, "true"),
     );
     let plan = plan_now(&draining(vec![rs], pods, policy("p")));
-    assert!(plan.actions.is_empty());
+    assert!(summary(&plan).is_empty());
     assert_eq!(phase(&plan, "n1"), NodePhase::Blocked);
     let (decision, reason, message) = pod_decision(&plan, "n1", "precious");
     assert_eq!(
@@ -461,7 +498,7 @@ fn the_threshold_of_the_pods_node_policy_applies() {
     pods.push(rs.pod("web-1", "n1"));
     // 9/10 ready: 90% needs 9 after the eviction (wait), 80% needs 8 (evict).
     let strict = plan_now(&draining(vec![rs.clone()], pods.clone(), policy("p")));
-    assert!(strict.actions.is_empty());
+    assert!(summary(&strict).is_empty());
     let lax = plan_now(&draining(
         vec![rs],
         pods,

@@ -338,9 +338,13 @@ fn run(s: &Scenario, steps: usize) -> Result<Option<usize>, String> {
         let now = at(i64::try_from(step).unwrap());
         let plan = crate::plan(&world.view, now);
         for (pod, e) in plan.evictions() {
-            if !(e.ready_before > e.needed || e.ready_before >= e.desired)
-                || e.ready_after < floors[&e.owner.uid]
-            {
+            let ready = world.view.pods.iter().any(|p| p.uid == pod.uid && p.ready);
+            let allowed = if ready {
+                e.ready_before > e.needed || e.ready_before >= e.desired
+            } else {
+                e.ready_before >= floors[&e.owner.uid]
+            };
+            if !allowed || e.ready_after < floors[&e.owner.uid] {
                 return Err(format!(
                     "step {step}: eviction of {pod} breaks the rule: {e:?}"
                 ));
