@@ -67,3 +67,25 @@ pub(crate) fn workload_uid<'a>(controller_uid: &'a str, owner: Option<&'a OwnerV
         _ => controller_uid,
     }
 }
+
+/// Pods neither finished nor terminating, bound to a node or not, per workload UID: what the controller compares
+/// with an eviction's [`crate::Eviction::replaced_at`] to tell that a controller of another kind replaced the pod
+/// k8sm evicted.
+pub fn live_pods_by_workload(view: &crate::ClusterView) -> std::collections::HashMap<String, u32> {
+    let owners: std::collections::HashMap<&str, &OwnerView> =
+        view.owners.iter().map(|o| (o.uid.as_str(), o)).collect();
+    let mut live = std::collections::HashMap::new();
+    for pod in &view.pods {
+        let Some(controller) = &pod.controller else {
+            continue;
+        };
+        if pod.terminating || pod.phase.is_finished() {
+            continue;
+        }
+        let owner = owners.get(controller.uid.as_str()).copied();
+        *live
+            .entry(workload_uid(&controller.uid, owner).to_owned())
+            .or_default() += 1;
+    }
+    live
+}
