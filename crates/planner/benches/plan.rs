@@ -46,14 +46,29 @@ fn fleet(nodes: usize) -> ClusterView {
     let mut pods = Vec::with_capacity(total);
     let mut placed = 0;
     while placed < total {
-        let size = SIZES[owners.len() % SIZES.len()].min(total - placed);
+        let workload = owners.len() / 2;
+        let size = SIZES[workload % SIZES.len()].min(total - placed);
+        // Each workload a Deployment with one ReplicaSet, as most are: health is judged at the Deployment.
+        let deployment = OwnerView {
+            kind: OwnerKind::Deployment,
+            namespace: "shop".into(),
+            name: format!("web-{workload}"),
+            uid: format!("deploy-{workload}"),
+            desired: Some(size as u32),
+            controller: None,
+            exists: true,
+        };
         let owner = OwnerView {
             kind: OwnerKind::ReplicaSet,
-            namespace: "shop".into(),
-            name: format!("web-{}", owners.len()),
-            uid: format!("rs-{}", owners.len()),
+            name: format!("{}-6d4f", deployment.name),
+            uid: format!("rs-{workload}"),
             desired: Some(size as u32),
-            exists: true,
+            controller: Some(ControllerRef {
+                kind: "Deployment".into(),
+                name: deployment.name.clone(),
+                uid: deployment.uid.clone(),
+            }),
+            ..deployment.clone()
         };
         for replica in 0..size {
             let slot = placed + replica;
@@ -80,6 +95,7 @@ fn fleet(nodes: usize) -> ClusterView {
         }
         placed += size;
         owners.push(owner);
+        owners.push(deployment);
     }
 
     ClusterView {
@@ -94,6 +110,9 @@ fn fleet(nodes: usize) -> ClusterView {
                 max_concurrent_nodes: MaxConcurrentNodes::Percent(20),
                 ..ExecutorUpgradePolicySpec::default()
             },
+            deleting: false,
+            has_finalizer: true,
+            deleted_nodes: Vec::new(),
         }],
         ..ClusterView::default()
     }

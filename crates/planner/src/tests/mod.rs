@@ -1,12 +1,15 @@
 //! Tests of the whole planner: one named test per rule (grouped by concern), and property tests.
 
 mod admission;
+mod handback;
 mod lifecycle;
 mod marking;
 mod pods;
 mod props;
 mod sim;
+mod stall;
 mod unmanaged;
+mod workloads;
 
 use chrono::{DateTime, Utc};
 use k8sm_api::NodePhase;

@@ -1,0 +1,142 @@
+//! Nothing holds the fleet (DESIGN.md §5.2): a draining node without progress for `nodeProgressDeadline` gives up
+//! its slot, is reported Blocked with what it waits on, and queues again behind the nodes that never stalled.
+
+use k8sm_api::{MaxConcurrentNodes, NodePhase};
+
+use super::*;
+use crate::testing::{NEW, apply, node, pdb, policy, replica_set};
+
+/// One slot; `stuck` drains a pod of a Deployment that a budget of zero protects; `next` is a fresh candidate.
+fn one_slot_one_stuck_budget() -> ClusterView {
+    let rs = replica_set("shop", "web", 3);
+    let nodes = vec![
+        node("stuck")
+            .marked(at(0))
+            .admitted(at(1))
+            .progressed(at(1), 1),
+        node("next").marked(at(0)),
+        node("up").executor(NEW),
+    ];
+    let pods = vec![
+        rs.pod("web-1", "stuck").label("app", "web"),
+        rs.pod("web-2", "up").label("app", "web"),
+        rs.pod("web-3", "up").label("app", "web"),
+    ];
+    let mut view = cluster(
+        nodes,
+        vec![rs],
+        pods,
+        vec![policy("p").with(|s| s.max_concurrent_nodes = MaxConcurrentNodes::count(1).unwrap())],
+    );
+    view.pdbs.push(pdb("shop", "web-pdb", &[("app", "web")], 0));
+    view
+}
+
+#[test]
+fn a_node_without_progress_keeps_its_slot_until_the_deadline() {
+    let view = one_slot_one_stuck_budget();
+    let plan = crate::plan(&view, at(10));
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
+    assert_eq!(phase(&plan, "stuck"), NodePhase::Draining);
+    assert_eq!(phase(&plan, "next"), NodePhase::Incompatible);
+    assert_eq!(node_plan(&plan, "next").admission_position, Some(1));
+    assert_eq!(
+        plan.next_wake,
+        Some(at(11)),
+        "plan again when it would stall"
+    );
+}
+
+#[test]
+fn at_the_deadline_it_gives_up_its_slot_and_the_next_node_goes() {
+    let mut view = one_slot_one_stuck_budget();
+    let plan = crate::plan(&view, at(11));
+    assert_eq!(summary(&plan), ["Stall stuck +uncordon"]);
+    assert_eq!(phase(&plan, "stuck"), NodePhase::Blocked);
+    let reasons = blocker_reasons(&plan, "stuck");
+    assert_eq!(reasons, [Reason::Stalled, Reason::BlockedByPDB]);
+    let stalled = &plan.actions[0];
+    assert_eq!(stalled.reason, Reason::Stalled);
+    assert!(
+        stalled
+            .message
+            .contains("no pod left the node since 2026-01-01T00:01:00+00:00")
+            && stalled.message.contains("PodDisruptionBudget shop/web-pdb"),
+        "{}",
+        stalled.message
+    );
+    assert!(
+        plan.policy("p")
+            .unwrap()
+            .conditions
+            .iter()
+            .any(|c| c.reason == Reason::Stalled && c.nodes == ["stuck"])
+    );
+    apply(&mut view, &plan);
+    // Next pass: the slot is free, the fresh node is admitted; the stalled one is reported Blocked, queued.
+    let next = plan_at(&view, 11);
+    assert_eq!(summary(&next), ["Admit next +cordon"]);
+    assert_eq!(phase(&next, "stuck"), NodePhase::Blocked);
+    let stuck = node_plan(&next, "stuck");
+    assert_eq!(stuck.admission_position, Some(1));
+    assert_eq!(stuck.blockers[0].reason, Reason::Stalled);
+    assert!(
+        stuck
+            .blockers
+            .iter()
+            .any(|b| b.reason == Reason::BlockedByPDB && b.pod.is_some()),
+        "what it waits on is still reported: {:?}",
+        stuck.blockers
+    );
+}
+
+#[test]
+fn a_stalled_node_is_admitted_again_once_fresh_nodes_are_served_and_moves_when_it_can() {
+    let mut view = one_slot_one_stuck_budget();
+    view.nodes[0] = view.nodes[0].clone().stalled(at(11));
+    // `next` is upgraded already: the stalled node is the only candidate left.
+    view.nodes[1] = node("next").executor(NEW);
+    let plan = plan_at(&view, 12);
+    assert_eq!(summary(&plan), ["Admit stuck +cordon"]);
+    assert!(plan.actions[0].message.contains("again, after it stalled"));
+    apply(&mut view, &plan);
+    // Its budget now allows one: the pod moves.
+    view.pdbs[0].disruptions_allowed = 1;
+    assert_eq!(summary(&plan_at(&view, 13)), ["Evict shop/web-1"]);
+}
+
+#[test]
+fn a_pod_moving_in_the_pass_is_progress_and_a_lower_count_is_recorded() {
+    let rs = replica_set("shop", "web", 4);
+    let nodes = vec![
+        node("n1")
+            .marked(at(0))
+            .admitted(at(1))
+            .progressed(at(1), 3),
+        node("up").executor(NEW),
+    ];
+    let pods = vec![
+        rs.pod("a", "n1"),
+        rs.pod("b", "n1").terminating(),
+        rs.pod("c", "up"),
+        rs.pod("d", "up"),
+    ];
+    let view = cluster(nodes, vec![rs], pods, vec![policy("p")]);
+    // Long past the deadline, but one pod left since the record (3 → 2): a record, no stall.
+    let plan = plan_at(&view, 30);
+    assert!(!summary(&plan).iter().any(|a| a.starts_with("Stall")));
+    assert!(with_bookkeeping(&plan).contains(&"Progress n1 2".to_owned()));
+}
+
+#[test]
+fn a_paused_policy_never_stalls_and_keeps_its_records_fresh() {
+    let mut view = one_slot_one_stuck_budget();
+    view.policies[0].spec.paused = true;
+    let plan = plan_at(&view, 30);
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
+    assert_eq!(with_bookkeeping(&plan), ["Progress stuck 1"]);
+}
+
+fn plan_at(view: &ClusterView, minute: i64) -> Plan {
+    crate::plan(view, at(minute))
+}

@@ -1,0 +1,170 @@
+//! Workloads judged at the top level (DESIGN.md §2, §5.3): Deployments over all their ReplicaSets, rollouts stuck or
+//! paused, ReplicationControllers, and pods that are not Ready.
+
+use super::*;
+use crate::{
+    Decision,
+    testing::{NEW, deployment, node, policy, replica_set, replication_controller},
+};
+
+/// `n1` draining, `up` upgraded, the rest as given.
+fn draining(owners: Vec<OwnerView>, pods: Vec<PodView>) -> ClusterView {
+    let nodes = vec![
+        node("n1").marked(at(0)).admitted(at(1)),
+        node("up").executor(NEW),
+    ];
+    cluster(nodes, owners, pods, vec![policy("p")])
+}
+
+#[test]
+fn a_deployment_stuck_mid_rollout_loses_no_pod() {
+    // Deployment of 4: the old ReplicaSet has 3 Ready, the new one 2 pods that cannot start (unscheduled). Its
+    // bound at threshold 90 is min(ceil(3.6), 3) = 3, and it has 3 Ready: nothing may go. Judged alone, the old
+    // ReplicaSet (3 of 3) looked fully ready.
+    let web = deployment("shop", "web", 4);
+    let (old, new) = (web.replica_set("web-old"), web.replica_set("web-new"));
+    let mut pending = new.pod("web-new-1", "n1").not_ready();
+    pending.node_name = None;
+    let mut pending_2 = new.pod("web-new-2", "n1").not_ready();
+    pending_2.node_name = None;
+    let pods = vec![
+        old.pod("web-old-1", "n1"),
+        old.pod("web-old-2", "up"),
+        old.pod("web-old-3", "up"),
+        pending,
+        pending_2,
+    ];
+    let plan = plan_now(&draining(vec![web, old, new], pods));
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
+    let (decision, reason, message) = pod_decision(&plan, "n1", "web-old-1");
+    assert_eq!(
+        (decision, reason),
+        (Decision::Wait, Some(Reason::WaitingForOwner))
+    );
+    assert_eq!(
+        message,
+        "wait: workload Deployment web 3/4 ready, needs 4 (threshold 90%)"
+    );
+    let owner = node_plan(&plan, "n1").pods[0].owner.clone().unwrap();
+    assert_eq!(owner.to_string(), "Deployment/web");
+}
+
+#[test]
+fn a_paused_two_plus_two_rollout_loses_one_pod_at_a_time() {
+    let web = deployment("shop", "web", 4);
+    let (old, new) = (web.replica_set("web-old"), web.replica_set("web-new"));
+    let pods = vec![
+        old.pod("web-old-1", "n1"),
+        old.pod("web-old-2", "n1"),
+        new.pod("web-new-1", "n1"),
+        new.pod("web-new-2", "n1"),
+    ];
+    let view = draining(vec![web, old, new], pods);
+    let plan = plan_now(&view);
+    assert_eq!(summary(&plan), ["Evict shop/web-new-1"]);
+    let (_, eviction) = plan.evictions().next().unwrap();
+    assert_eq!(
+        (
+            eviction.owner.to_string(),
+            eviction.ready_before,
+            eviction.ready_after,
+            eviction.desired
+        ),
+        ("Deployment/web".to_owned(), 4, 3, 4)
+    );
+}
+
+#[test]
+fn a_deployment_with_surge_room_moves_what_its_bound_allows() {
+    // 10 desired, 11 Ready across two ReplicaSets (maxSurge): two may go at threshold 90 (11 - 2 = 9).
+    let web = deployment("shop", "web", 10);
+    let (old, new) = (web.replica_set("web-old"), web.replica_set("web-new"));
+    let mut pods: Vec<PodView> = (0..6).map(|i| old.pod(&format!("o{i}"), "up")).collect();
+    pods.extend((0..3).map(|i| new.pod(&format!("n{i}"), "up")));
+    pods.push(old.pod("o-here", "n1"));
+    pods.push(new.pod("n-here", "n1"));
+    pods.push(new.pod("n-here-2", "n1"));
+    let plan = plan_now(&draining(vec![web, old, new], pods));
+    assert_eq!(summary(&plan).len(), 3, "{:?}", summary(&plan));
+    let after: Vec<u32> = plan.evictions().map(|(_, e)| e.ready_after).collect();
+    assert_eq!(after, [11, 10, 9]);
+}
+
+#[test]
+fn a_replica_set_whose_deployment_is_unseen_waits() {
+    let web = deployment("shop", "web", 2);
+    let rs = web.replica_set("web-1");
+    let plan = plan_now(&draining(vec![rs.clone()], vec![rs.pod("p", "n1")]));
+    assert!(summary(&plan).is_empty());
+    let (decision, _, message) = pod_decision(&plan, "n1", "p");
+    assert_eq!(decision, Decision::Wait);
+    assert!(
+        message.contains("Deployment/web is not in the cluster"),
+        "{message}"
+    );
+}
+
+#[test]
+fn replication_controllers_are_workloads() {
+    let rc = replication_controller("legacy", "frontend", 3);
+    let pods = vec![rc.pod("f1", "n1"), rc.pod("f2", "n1"), rc.pod("f3", "up")];
+    let plan = plan_now(&draining(vec![rc], pods));
+    assert_eq!(summary(&plan), ["Evict legacy/f1"]);
+    let (decision, reason, _) = pod_decision(&plan, "n1", "f2");
+    assert_eq!(
+        (decision, reason),
+        (Decision::Wait, Some(Reason::WaitingForOwner))
+    );
+}
+
+#[test]
+fn a_pod_that_is_not_ready_moves_when_it_is_the_only_one_missing() {
+    // 10 desired, 9 Ready elsewhere, the 10th crash-looping here: at threshold 90 a Ready pod could never go (9 - 1
+    // < 9, not fully ready), but moving this one costs nothing and keeps the node from stalling.
+    let rs = replica_set("shop", "web", 10);
+    let mut pods: Vec<PodView> = (0..9).map(|i| rs.pod(&format!("w{i}"), "up")).collect();
+    pods.push(rs.pod("crashing", "n1").not_ready());
+    let plan = plan_now(&draining(vec![rs.clone()], pods.clone()));
+    assert_eq!(summary(&plan), ["Evict shop/crashing"]);
+    let (_, eviction) = plan.evictions().next().unwrap();
+    assert_eq!((eviction.ready_before, eviction.ready_after), (9, 9));
+    assert!(
+        plan.actions[0].message.contains("pod not Ready"),
+        "{}",
+        plan.actions[0].message
+    );
+
+    // With another replica missing too, the workload is below its floor: the pod may be about to recover.
+    pods[0] = pods[0].clone().not_ready();
+    let plan = plan_now(&draining(vec![rs], pods));
+    assert!(summary(&plan).is_empty());
+    let (_, _, message) = pod_decision(&plan, "n1", "crashing");
+    assert!(message.contains("below its floor 9"), "{message}");
+}
+
+#[test]
+fn a_single_replica_whose_pod_is_not_ready_moves() {
+    let rs = replica_set("shop", "solo", 1);
+    let plan = plan_now(&draining(
+        vec![rs.clone()],
+        vec![rs.pod("solo", "n1").not_ready()],
+    ));
+    assert_eq!(summary(&plan), ["Evict shop/solo"]);
+}
+
+#[test]
+fn workloads_of_two_nodes_share_one_ledger() {
+    // Two draining nodes each hold a pod of the same Deployment (old and new ReplicaSet): only one goes.
+    let web = deployment("shop", "web", 3);
+    let (old, new) = (web.replica_set("web-old"), web.replica_set("web-new"));
+    let nodes = vec![
+        node("n1").marked(at(0)).admitted(at(1)),
+        node("n2").marked(at(0)).admitted(at(1)),
+        node("up").executor(NEW),
+    ];
+    let pods = vec![old.pod("a", "n1"), new.pod("b", "n2"), new.pod("c", "up")];
+    let p = policy("p")
+        .with(|s| s.max_concurrent_nodes = k8sm_api::MaxConcurrentNodes::count(2).unwrap());
+    let plan = plan_now(&cluster(nodes, vec![web, old, new], pods, vec![p]));
+    assert_eq!(summary(&plan), ["Evict shop/a"]);
+}
