@@ -85,19 +85,24 @@ impl EventSink {
         }
     }
 
-    /// Reports an executed action on the object it changed.
+    /// Reports an executed action on the object it changed (bookkeeping, such as a progress record, is not
+    /// reported). A node that an action puts into a wait (a stall) is not reported again as that wait.
     pub async fn action(&self, action: &Action, node_uid: Option<String>) {
-        let reference = match &action.kind {
-            ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod } => pod_ref(pod),
-            kind => node_ref(kind.node().unwrap_or_default(), node_uid),
+        if !action.kind.is_reported() {
+            return;
+        }
+        let (key, reference) = reference(&action.kind, node_uid);
+        self.reported_waits
+            .lock()
+            .await
+            .insert((key, action.reason));
+        let type_ = if action.reason.blocks() {
+            EventType::Warning
+        } else {
+            EventType::Normal
         };
-        self.publish(
-            EventType::Normal,
-            action.reason,
-            &action.message,
-            &reference,
-        )
-        .await;
+        self.publish(type_, action.reason, &action.message, &reference)
+            .await;
     }
 
     /// Reports a refusal or failure of an action as a Warning on its object.
@@ -108,10 +113,7 @@ impl EventSink {
         message: &str,
         node_uid: Option<String>,
     ) {
-        let reference = match &action.kind {
-            ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod } => pod_ref(pod),
-            kind => node_ref(kind.node().unwrap_or_default(), node_uid),
-        };
+        let (_, reference) = reference(&action.kind, node_uid);
         self.publish(EventType::Warning, reason, message, &reference)
             .await;
     }
@@ -121,7 +123,7 @@ impl EventSink {
         let mut current: Vec<((String, Reason), ObjectReference, String)> = Vec::new();
         for node in &plan.nodes {
             for blocker in &node.blockers {
-                if !reportable(blocker.reason) {
+                if !blocker.reason.blocks() {
                     continue;
                 }
                 let (key, reference) = match &blocker.pod {
@@ -155,7 +157,14 @@ impl EventSink {
                 .collect()
         };
         for ((_, reason), reference, message) in fresh {
-            let type_ = if matches!(reason, Reason::Paused | Reason::WaitingForOwner) {
+            // Waits that resolve by themselves are Normal; what needs an operator, or stalls, is a Warning.
+            let type_ = if matches!(
+                reason,
+                Reason::Paused
+                    | Reason::WaitingForOwner
+                    | Reason::WaitingForJob
+                    | Reason::WaitingForTimeout
+            ) {
                 EventType::Normal
             } else {
                 EventType::Warning
@@ -191,13 +200,18 @@ impl EventSink {
     }
 }
 
-/// Waits and blockers worth an Event (the rest are visible in status and the plugin).
-fn reportable(reason: Reason) -> bool {
-    crate::status::is_blocking(reason)
-        || matches!(
-            reason,
-            Reason::RestartOverdue | Reason::MalformedAnnotation | Reason::NodeAddressMissing
-        )
+/// The wait key and the object an action's Event is about: the pod, the policy, or the node.
+fn reference(kind: &ActionKind, node_uid: Option<String>) -> (String, ObjectReference) {
+    match (kind, kind.policy()) {
+        (ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod }, _) => {
+            (format!("pod/{}", pod.uid), pod_ref(pod))
+        }
+        (_, Some(policy)) => (format!("policy/{policy}"), policy_ref(policy)),
+        (kind, None) => {
+            let node = kind.node().unwrap_or_default();
+            (format!("node/{node}"), node_ref(node, node_uid))
+        }
+    }
 }
 
 fn truncate(text: &str, max: usize) -> String {

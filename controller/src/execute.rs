@@ -9,10 +9,11 @@ use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Map, Value, json};
 
-use k8sm_api::{KamikazeMechanism, keys};
+use k8sm_api::{DeletedNode, ExecutorUpgradePolicy, KamikazeMechanism, keys};
 use k8sm_planner::{Action, ActionKind, PodRef};
 
 use crate::Error;
+use crate::time::to_time;
 
 /// Longest any single API call or kamikaze POST may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
@@ -21,12 +22,25 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// It was carried out. For a node write: the node's resourceVersion afterwards (equal to the one before when
-    /// the patch changed nothing), so the loop knows which version its cache must reach.
-    Done { node_version: Option<String> },
+    /// the patch changed nothing), so the loop knows which version its cache must reach; likewise for a write to
+    /// the policy (a deleted node recorded in its status).
+    Done {
+        node_version: Option<String>,
+        policy_version: Option<String>,
+    },
     /// Nothing to do any more (the pod is gone, the node changed under us): the next plan sees the new state.
     Stale(String),
     /// The Eviction API refused because of a PodDisruptionBudget (HTTP 429): wait and try again.
     DisruptionBudget(String),
+}
+
+impl Outcome {
+    fn done() -> Self {
+        Self::Done {
+            node_version: None,
+            policy_version: None,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -44,9 +58,15 @@ impl Executor {
         Ok(Self { client, http })
     }
 
-    /// Executes `action`. `node` is the cached Node the action is about, for resourceVersion preconditions.
-    pub async fn execute(&self, action: &Action, node: Option<&Node>) -> Result<Outcome, Error> {
-        let call = self.dispatch(action, node);
+    /// Executes `action`. `node` and `policy` are the cached Node the action is about and the policy on whose
+    /// behalf it is done, for resourceVersion preconditions.
+    pub async fn execute(
+        &self,
+        action: &Action,
+        node: Option<&Node>,
+        policy: Option<&ExecutorUpgradePolicy>,
+    ) -> Result<Outcome, Error> {
+        let call = self.dispatch(action, node, policy);
         match tokio::time::timeout(CALL_TIMEOUT, call).await {
             Ok(result) => result,
             Err(_) => Err(Error::Other(format!(
@@ -56,10 +76,21 @@ impl Executor {
         }
     }
 
-    async fn dispatch(&self, action: &Action, node: Option<&Node>) -> Result<Outcome, Error> {
+    async fn dispatch(
+        &self,
+        action: &Action,
+        node: Option<&Node>,
+        policy: Option<&ExecutorUpgradePolicy>,
+    ) -> Result<Outcome, Error> {
         match &action.kind {
+            ActionKind::AddFinalizer { .. } | ActionKind::RemoveFinalizer { .. } => {
+                let add = matches!(action.kind, ActionKind::AddFinalizer { .. });
+                self.finalizer(require_policy(policy)?, add).await
+            }
             ActionKind::Mark {
-                incompatible_since, ..
+                incompatible_since,
+                claim,
+                ..
             } => {
                 let node = require(node)?;
                 let mut patch = node_patch(node);
@@ -68,6 +99,13 @@ impl Executor {
                     &["metadata", "labels", keys::INCOMPATIBLE_EXECUTOR_LABEL],
                     json!(keys::INCOMPATIBLE_EXECUTOR_LABEL_VALUE),
                 );
+                if *claim {
+                    annotate(
+                        &mut patch,
+                        keys::MARKED_BY_ANNOTATION,
+                        json!(keys::MARKED_BY_VALUE),
+                    );
+                }
                 if let Some(since) = incompatible_since {
                     put(
                         &mut patch,
@@ -94,16 +132,49 @@ impl Executor {
                 }
                 self.patch_node(node, patch).await
             }
-            ActionKind::Admit { at, cordon, .. } => {
+            ActionKind::Admit {
+                at,
+                pods_left,
+                cordon,
+                ..
+            } => {
                 let node = require(node)?;
                 let mut patch = node_patch(node);
-                put(
+                annotate(&mut patch, keys::DRAINING_ANNOTATION, json!(rfc3339(*at)));
+                annotate(
                     &mut patch,
-                    &["metadata", "annotations", keys::DRAINING_ANNOTATION],
-                    json!(rfc3339(*at)),
+                    keys::DRAIN_PROGRESS_ANNOTATION,
+                    json!(k8sm_planner::drain_progress(*at, *pods_left)),
                 );
+                annotate(&mut patch, keys::STALLED_ANNOTATION, Value::Null);
                 if *cordon {
                     cordon_patch(node, &mut patch);
+                }
+                self.patch_node(node, patch).await
+            }
+            ActionKind::Progress { at, pods_left, .. } => {
+                let node = require(node)?;
+                let mut patch = node_patch(node);
+                annotate(
+                    &mut patch,
+                    keys::DRAIN_PROGRESS_ANNOTATION,
+                    json!(k8sm_planner::drain_progress(*at, *pods_left)),
+                );
+                self.patch_node(node, patch).await
+            }
+            ActionKind::Stall { at, uncordon, .. } => {
+                let node = require(node)?;
+                let mut patch = node_patch(node);
+                annotate(&mut patch, keys::STALLED_ANNOTATION, json!(rfc3339(*at)));
+                for key in [
+                    keys::DRAINING_ANNOTATION,
+                    keys::DRAIN_PROGRESS_ANNOTATION,
+                    keys::CORDONED_BY_ANNOTATION,
+                ] {
+                    annotate(&mut patch, key, Value::Null);
+                }
+                if *uncordon {
+                    put(&mut patch, &["spec", "unschedulable"], json!(false));
                 }
                 self.patch_node(node, patch).await
             }
@@ -130,7 +201,23 @@ impl Executor {
             } => {
                 let node = require(node)?;
                 match mechanism {
-                    KamikazeMechanism::DeleteNode => self.delete_node(node).await,
+                    KamikazeMechanism::DeleteNode => {
+                        // Recorded first: once the Node is gone, nothing else remembers that it was told.
+                        let policy_version = match self
+                            .record_deletion(require_policy(policy)?, node, *at)
+                            .await?
+                        {
+                            Ok(version) => version,
+                            Err(stale) => return Ok(stale),
+                        };
+                        match self.delete_node(node).await? {
+                            Outcome::Done { .. } => Ok(Outcome::Done {
+                                node_version: None,
+                                policy_version,
+                            }),
+                            other => Ok(other),
+                        }
+                    }
                     KamikazeMechanism::Http | KamikazeMechanism::Annotation => {
                         if *mechanism == KamikazeMechanism::Http {
                             let url = url.as_deref().ok_or_else(|| {
@@ -160,32 +247,17 @@ impl Executor {
             }
             ActionKind::Complete { uncordon, .. } => {
                 let node = require(node)?;
-                let mut patch = node_patch(node);
-                put(
-                    &mut patch,
-                    &["metadata", "labels", keys::INCOMPATIBLE_EXECUTOR_LABEL],
-                    Value::Null,
-                );
-                for key in [
-                    keys::INCOMPATIBLE_EXECUTOR_ANNOTATION,
-                    keys::KAMIKAZE_ANNOTATION,
-                    keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
-                    keys::DRAINING_ANNOTATION,
-                    keys::CORDONED_BY_ANNOTATION,
-                ] {
-                    put(&mut patch, &["metadata", "annotations", key], Value::Null);
-                }
-                if has_our_taint(node) {
-                    let rest: Vec<Taint> = taints(node)
-                        .into_iter()
-                        .filter(|t| !is_our_taint(t))
-                        .collect();
-                    put(&mut patch, &["spec", "taints"], serde_json::to_value(rest)?);
-                }
-                if *uncordon {
-                    put(&mut patch, &["spec", "unschedulable"], json!(false));
-                }
-                self.patch_node(node, patch).await
+                self.patch_node(node, release_patch(node, *uncordon, true)?)
+                    .await
+            }
+            ActionKind::Release {
+                uncordon,
+                remove_mark,
+                ..
+            } => {
+                let node = require(node)?;
+                self.patch_node(node, release_patch(node, *uncordon, *remove_mark)?)
+                    .await
             }
         }
     }
@@ -202,6 +274,7 @@ impl Executor {
         {
             Ok(patched) => Ok(Outcome::Done {
                 node_version: patched.resource_version(),
+                policy_version: None,
             }),
             Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(
                 Outcome::Stale(format!("node {name} changed: {}", status.message)),
@@ -214,6 +287,90 @@ impl Executor {
         }
     }
 
+    /// Adds or removes the policy finalizer, conditional on the cached resourceVersion (the list is replaced whole).
+    async fn finalizer(&self, policy: &ExecutorUpgradePolicy, add: bool) -> Result<Outcome, Error> {
+        let mut finalizers: Vec<String> = policy.finalizers().to_vec();
+        finalizers.retain(|f| f != keys::POLICY_FINALIZER);
+        if add {
+            finalizers.push(keys::POLICY_FINALIZER.to_owned());
+        }
+        let patch = json!({
+            "metadata": { "resourceVersion": policy.resource_version(), "finalizers": finalizers }
+        });
+        let api: Api<ExecutorUpgradePolicy> = Api::all(self.client.clone());
+        let name = policy.name_any();
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(Outcome::done()),
+            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(
+                Outcome::Stale(format!("policy {name} changed: {}", status.message)),
+            ),
+            Err(source) => Err(Error::Action {
+                action: "patching the finalizers of policy",
+                object: name,
+                source,
+            }),
+        }
+    }
+
+    /// Records a node about to be deleted in the policy's `status.deletedNodes`, unless it is there already.
+    /// Conditional on the cached resourceVersion: the list is replaced whole, and a stale cache must not drop a
+    /// record written since. `Ok(version)`: recorded (the policy's resourceVersion afterwards; `None` when it
+    /// was there already); `Err(outcome)`: stop here (the policy changed; plan again).
+    async fn record_deletion(
+        &self,
+        policy: &ExecutorUpgradePolicy,
+        node: &Node,
+        at: DateTime<Utc>,
+    ) -> Result<Result<Option<String>, Outcome>, Error> {
+        let name = node.name_any();
+        let mut records: Vec<DeletedNode> = policy
+            .status
+            .as_ref()
+            .map(|s| s.deleted_nodes.clone())
+            .unwrap_or_default();
+        let uid = node.uid().unwrap_or_default();
+        if records.iter().any(|r| r.name == name && r.uid == uid) {
+            return Ok(Ok(None));
+        }
+        records.retain(|r| r.name != name);
+        records.push(DeletedNode {
+            name: name.clone(),
+            uid,
+            executor_id: node
+                .annotations()
+                .get(keys::EXECUTOR_ID_ANNOTATION)
+                .cloned(),
+            deleted_at: to_time(at),
+        });
+        records.sort_by(|a, b| a.name.cmp(&b.name));
+        let patch = json!({
+            "metadata": { "resourceVersion": policy.resource_version() },
+            "status": { "deletedNodes": records },
+        });
+        let api: Api<ExecutorUpgradePolicy> = Api::all(self.client.clone());
+        let policy_name = policy.name_any();
+        match api
+            .patch_status(&policy_name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(patched) => Ok(Ok(patched.metadata.resource_version)),
+            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
+                Ok(Err(Outcome::Stale(format!(
+                    "policy {policy_name} changed before node {name} was recorded: {}",
+                    status.message
+                ))))
+            }
+            Err(source) => Err(Error::Action {
+                action: "recording a deleted node in the status of policy",
+                object: policy_name,
+                source,
+            }),
+        }
+    }
+
     async fn evict(&self, pod: &PodRef) -> Result<Outcome, Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let params = EvictParams {
@@ -221,7 +378,7 @@ impl Executor {
             ..EvictParams::default()
         };
         match api.evict(&pod.name, &params).await {
-            Ok(_) => Ok(Outcome::Done { node_version: None }),
+            Ok(_) => Ok(Outcome::done()),
             Err(kube::Error::Api(status)) if status.code == 429 => {
                 Ok(Outcome::DisruptionBudget(status.message.clone()))
             }
@@ -242,7 +399,7 @@ impl Executor {
     async fn delete_pod(&self, pod: &PodRef) -> Result<Outcome, Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         match api.delete(&pod.name, &uid_precondition(&pod.uid)).await {
-            Ok(_) => Ok(Outcome::Done { node_version: None }),
+            Ok(_) => Ok(Outcome::done()),
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
                 Ok(Outcome::Stale(format!(
                     "pod {pod} is gone or was replaced: {}",
@@ -262,7 +419,7 @@ impl Executor {
         let name = node.name_any();
         let params = uid_precondition(&node.uid().unwrap_or_default());
         match api.delete(&name, &params).await {
-            Ok(_) => Ok(Outcome::Done { node_version: None }),
+            Ok(_) => Ok(Outcome::done()),
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
                 Ok(Outcome::Stale(format!(
                     "node {name} is gone or was replaced: {}",
@@ -295,6 +452,58 @@ impl Executor {
 
 fn require(node: Option<&Node>) -> Result<&Node, Error> {
     node.ok_or_else(|| Error::Other("the node is not in the cache".into()))
+}
+
+fn require_policy(policy: Option<&ExecutorUpgradePolicy>) -> Result<&ExecutorUpgradePolicy, Error> {
+    policy.ok_or_else(|| Error::Other("the policy is not in the cache".into()))
+}
+
+/// Every annotation k8sm writes on a Node besides the mark: what completing or handing a node back removes.
+const K8SM_NODE_ANNOTATIONS: [&str; 8] = [
+    keys::KAMIKAZE_ANNOTATION,
+    keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+    keys::KAMIKAZE_OBEYED_ANNOTATION,
+    keys::DRAINING_ANNOTATION,
+    keys::DRAIN_PROGRESS_ANNOTATION,
+    keys::STALLED_ANNOTATION,
+    keys::CORDONED_BY_ANNOTATION,
+    keys::MARKED_BY_ANNOTATION,
+];
+
+/// The patch of `Complete` (`remove_mark`) and `Release`: k8sm's annotations go; the mark (annotation, label and
+/// taint) only with `remove_mark`; the cordon only with `uncordon`.
+fn release_patch(node: &Node, uncordon: bool, remove_mark: bool) -> Result<Value, Error> {
+    let mut patch = node_patch(node);
+    for key in K8SM_NODE_ANNOTATIONS {
+        annotate(&mut patch, key, Value::Null);
+    }
+    if remove_mark {
+        put(
+            &mut patch,
+            &["metadata", "labels", keys::INCOMPATIBLE_EXECUTOR_LABEL],
+            Value::Null,
+        );
+        annotate(
+            &mut patch,
+            keys::INCOMPATIBLE_EXECUTOR_ANNOTATION,
+            Value::Null,
+        );
+        if has_our_taint(node) {
+            let rest: Vec<Taint> = taints(node)
+                .into_iter()
+                .filter(|t| !is_our_taint(t))
+                .collect();
+            put(&mut patch, &["spec", "taints"], serde_json::to_value(rest)?);
+        }
+    }
+    if uncordon {
+        put(&mut patch, &["spec", "unschedulable"], json!(false));
+    }
+    Ok(patch)
+}
+
+fn annotate(patch: &mut Value, key: &str, value: Value) {
+    put(patch, &["metadata", "annotations", key], value);
 }
 
 fn uid_precondition(uid: &str) -> DeleteParams {

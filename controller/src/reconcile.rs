@@ -24,7 +24,7 @@ use crate::in_flight::InFlight;
 use crate::leader::{self, Leadership, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::server::{self, Health};
-use crate::status::StatusWriter;
+use crate::status::{CachedPolicy, StatusWriter};
 use crate::stores::{Changes, Stores};
 use crate::{Args, view};
 
@@ -119,6 +119,8 @@ struct PassResult {
     /// Node writes the caches must show before the next plan: name → resourceVersion before the write and, for a
     /// patch, after it (a patch that changed nothing leaves it equal, and there is nothing to wait for).
     written_nodes: HashMap<String, (String, Option<String>)>,
+    /// Policy writes (status, deleted-node records) the caches must show before the next plan, likewise.
+    written_policies: HashMap<String, (String, Option<String>)>,
     /// Plan again then, even without a change.
     wake_at: Option<chrono::DateTime<Utc>>,
     retry_soon: bool,
@@ -154,7 +156,7 @@ impl Controller {
                 _ = terminate.recv() => { tracing::info!("SIGTERM: stopping"); break; }
                 _ = tokio::signal::ctrl_c() => { tracing::info!("interrupted: stopping"); break; }
             }
-            self.settle(changes, &last.written_nodes).await;
+            self.settle(changes, &last).await;
             self.metrics.set_leader(self.leadership.is_leader());
             if !self.leadership.is_leader() {
                 last = PassResult::default();
@@ -168,24 +170,23 @@ impl Controller {
     }
 
     /// Takes in the changes signalled so far, and waits (bounded) until the caches show this controller's own node
-    /// writes: planning on a cache that misses an admission could over-fill the drain slots.
-    async fn settle(
-        &self,
-        changes: &mut Changes,
-        written: &HashMap<String, (String, Option<String>)>,
-    ) {
+    /// and policy writes: planning on a cache that misses an admission could over-fill the drain slots, and one that
+    /// misses a deleted-node record would lose that node.
+    async fn settle(&self, changes: &mut Changes, last: &PassResult) {
         let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
         loop {
             while let Some(Some(())) = changes.next().now_or_never() {}
-            let pending = written.iter().any(|(name, (old_version, new_version))| {
-                new_version.as_ref() != Some(old_version)
-                    && self
-                        .stores
-                        .nodes
-                        .get(&ObjectRef::<Node>::new(name))
-                        .is_some_and(|node| {
-                            node.resource_version().as_deref() == Some(old_version.as_str())
-                        })
+            let stale =
+                |cached: Option<String>, (old_version, new_version): &(String, Option<String>)| {
+                    new_version.as_ref() != Some(old_version)
+                        && cached.as_deref() == Some(old_version.as_str())
+                };
+            let pending = last.written_nodes.iter().any(|(name, versions)| {
+                let cached = self.stores.nodes.get(&ObjectRef::<Node>::new(name));
+                cached.is_some() && stale(cached.and_then(|n| n.resource_version()), versions)
+            }) || last.written_policies.iter().any(|(name, versions)| {
+                let cached = self.stores.policies.get(&ObjectRef::new(name));
+                cached.is_some() && stale(cached.and_then(|p| p.resource_version()), versions)
             });
             if !pending {
                 return;
@@ -203,8 +204,9 @@ impl Controller {
     async fn pass(&mut self) -> PassResult {
         let started = Instant::now();
         let now = Utc::now();
-        self.in_flight.prune(&self.stores.pods, now);
-        let view = view::build(&self.stores, self.in_flight.snapshot());
+        let mut view = view::build(&self.stores, Vec::new());
+        self.in_flight.prune(&view, now);
+        view.in_flight = self.in_flight.snapshot();
         let planning = Instant::now();
         let plan = k8sm_planner::plan(&view, now);
         self.metrics.plan_took(planning.elapsed().as_secs_f64());
@@ -297,15 +299,31 @@ impl Controller {
             .policies
             .state()
             .iter()
-            .map(|p| (p.name_any(), p.status.clone()))
+            .map(|p| {
+                let cached = CachedPolicy {
+                    resource_version: p.resource_version(),
+                    status: p.status.clone(),
+                };
+                (p.name_any(), cached)
+            })
             .collect();
-        if let Err(error) = self
+        match self
             .status
             .write(&plan, &current, &result.refused, now)
             .await
         {
-            tracing::warn!(%error, "could not write policy status");
-            result.retry_soon = true;
+            Ok(written) => {
+                result.retry_soon |= written.conflicts > 0;
+                for (name, before, after) in written.versions {
+                    result
+                        .written_policies
+                        .insert(name, (before.unwrap_or_default(), after));
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not write policy status");
+                result.retry_soon = true;
+            }
         }
         self.metrics.observe_plan(&plan);
         self.refusals
@@ -329,7 +347,11 @@ impl Controller {
             .kind
             .node()
             .and_then(|name| self.stores.nodes.get(&ObjectRef::new(name)));
-        let outcome = self.executor.execute(action, node.as_deref()).await;
+        let policy = self.stores.policies.get(&ObjectRef::new(&action.policy));
+        let outcome = self
+            .executor
+            .execute(action, node.as_deref(), policy.as_deref())
+            .await;
         if let Ok(Outcome::Done { .. }) = outcome {
             tracing::info!(
                 node = action.kind.node(),
@@ -354,23 +376,38 @@ impl Controller {
         result: &mut PassResult,
     ) {
         match outcome {
-            Ok(Outcome::Done { node_version }) => {
+            Ok(Outcome::Done {
+                node_version,
+                policy_version,
+            }) => {
                 if let (Some(node), Some(name)) = (node.as_ref(), action.kind.node()) {
                     let before = node.resource_version().unwrap_or_default();
                     result
                         .written_nodes
                         .insert(name.to_owned(), (before, node_version));
                 }
+                if policy_version.is_some() {
+                    let before = self
+                        .stores
+                        .policies
+                        .get(&ObjectRef::new(&action.policy))
+                        .and_then(|p| p.resource_version())
+                        .unwrap_or_default();
+                    result
+                        .written_policies
+                        .insert(action.policy.clone(), (before, policy_version));
+                }
                 match &action.kind {
                     ActionKind::Evict { pod, eviction } => {
                         self.in_flight.record(
                             &pod.uid,
                             Some(eviction.owner.uid.clone()),
+                            eviction.replaced_at,
                             Utc::now(),
                         );
                     }
                     ActionKind::DeletePod { pod } => {
-                        self.in_flight.record(&pod.uid, None, Utc::now())
+                        self.in_flight.record(&pod.uid, None, None, Utc::now())
                     }
                     _ => {}
                 }
@@ -472,6 +509,7 @@ mod tests {
         action(ActionKind::Mark {
             node: node.into(),
             incompatible_since: None,
+            claim: false,
         })
     }
 
@@ -479,6 +517,7 @@ mod tests {
         action(ActionKind::Admit {
             node: node.into(),
             at: Utc::now(),
+            pods_left: 1,
             cordon: true,
         })
     }
@@ -506,6 +545,7 @@ mod tests {
                 needed: 9,
                 threshold: 90,
                 use_eviction_api: true,
+                replaced_at: None,
             },
         })
     }

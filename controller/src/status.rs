@@ -10,8 +10,8 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use k8sm_api::{
-    BlockedPod, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS, NodePhase,
-    NodeStatus, condition_types,
+    BlockedPod, DeletedNode, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,
+    NodePhase, NodeStatus, condition_types,
 };
 use k8sm_planner::{Plan, PolicyPlan, Reason};
 
@@ -65,8 +65,8 @@ pub fn build(
         .collect();
     let mut blocked: Vec<BlockedPod> = Vec::new();
     for node in &nodes {
-        for pod_plan in &node.pods {
-            let Some(reason) = pod_plan.reason.filter(|r| is_blocking(*r)) else {
+        for pod_plan in node.pods.iter().filter(|p| p.is_blocked()) {
+            let Some(reason) = pod_plan.reason else {
                 continue;
             };
             blocked.push(BlockedPod {
@@ -185,6 +185,16 @@ pub fn build(
             .collect(),
         blocked_pods: blocked,
         blocked_pods_total: Some(blocked_total),
+        deleted_nodes: policy
+            .deleted_nodes
+            .iter()
+            .map(|r| DeletedNode {
+                name: r.name.clone(),
+                uid: r.uid.clone(),
+                executor_id: r.executor_id.clone(),
+                deleted_at: to_time(r.deleted_at),
+            })
+            .collect(),
         // Re-estimate only when progress was made, so a steady state writes nothing.
         eta: match (counts_unchanged, previous) {
             (true, Some(p)) if policy.eta.nodes_remaining > 0 => p.eta.clone(),
@@ -204,23 +214,13 @@ fn with_explicit_nulls(status: &ExecutorUpgradePolicyStatus) -> Result<serde_jso
             "nodes",
             "blockedPods",
             "blockedPodsTotal",
+            "deletedNodes",
             "eta",
         ] {
             object.entry(key).or_insert(serde_json::Value::Null);
         }
     }
     Ok(value)
-}
-
-/// Reasons for which a pod is listed in `status.blockedPods` (and reported by an Event when it starts waiting).
-pub(crate) fn is_blocking(reason: Reason) -> bool {
-    matches!(
-        reason,
-        Reason::WaitingForOwner
-            | Reason::BlockedByPDB
-            | Reason::BlockedUnmanagedPod
-            | Reason::BlockedOptOut
-    )
 }
 
 fn condition(type_: &str, status: bool, reason: &str, message: &str) -> Condition {
@@ -253,7 +253,7 @@ pub fn report_refusals(
             let Some(message) = refused.get(&pod_plan.pod.uid) else {
                 continue;
             };
-            if pod_plan.reason.is_some_and(is_blocking) {
+            if pod_plan.is_blocked() {
                 continue;
             }
             if let Some(entry) = status.nodes.iter_mut().find(|n| n.name == node.node) {
@@ -289,24 +289,33 @@ impl StatusWriter {
         }
     }
 
-    /// `refused`: pods whose eviction the Eviction API refused in this pass (pod UID → why), see
-    /// [`report_refusals`].
+    /// Writes the status of every policy whose status changed, conditional on the cached resourceVersion (a status
+    /// built from a stale cache must not overwrite a newer one, such as a deleted-node record). `refused`: pods
+    /// whose eviction the Eviction API refused in this pass (pod UID → why), see [`report_refusals`].
     pub async fn write(
         &mut self,
         plan: &Plan,
-        current: &HashMap<String, Option<ExecutorUpgradePolicyStatus>>,
+        current: &HashMap<String, CachedPolicy>,
         refused: &HashMap<String, String>,
         now: DateTime<Utc>,
-    ) -> Result<(), Error> {
-        for policy in &plan.policies {
-            let previous = current.get(&policy.policy).and_then(Option::as_ref);
+    ) -> Result<Written, Error> {
+        let mut written = Written::default();
+        // A policy being deleted hands its nodes back and goes; nothing to report on it.
+        for policy in plan.policies.iter().filter(|p| !p.deleting) {
+            let Some(cached) = current.get(&policy.policy) else {
+                continue;
+            };
+            let previous = cached.status.as_ref();
             let eta = self.pace.eta(policy, now);
             let mut status = build(plan, policy, previous, eta, now);
             report_refusals(&mut status, plan, policy, refused);
             if previous == Some(&status) {
                 continue;
             }
-            let patch = json!({ "status": with_explicit_nulls(&status)? });
+            let patch = json!({
+                "metadata": { "resourceVersion": cached.resource_version },
+                "status": with_explicit_nulls(&status)?,
+            });
             match self
                 .api
                 .patch_status(
@@ -316,9 +325,15 @@ impl StatusWriter {
                 )
                 .await
             {
-                Ok(_) => {}
+                Ok(patched) => written.versions.push((
+                    policy.policy.clone(),
+                    cached.resource_version.clone(),
+                    patched.metadata.resource_version,
+                )),
                 // Deleted meanwhile: nothing to report on.
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
+                // Changed since the cache saw it: the next pass writes from the fresh object.
+                Err(kube::Error::Api(s)) if s.code == 409 => written.conflicts += 1,
                 Err(source) => {
                     return Err(Error::Action {
                         action: "writing status of",
@@ -328,8 +343,25 @@ impl StatusWriter {
                 }
             }
         }
-        Ok(())
+        Ok(written)
     }
+}
+
+/// A policy as the cache holds it: what a status write is conditional on and compared with.
+#[derive(Debug, Clone, Default)]
+pub struct CachedPolicy {
+    pub resource_version: Option<String>,
+    pub status: Option<ExecutorUpgradePolicyStatus>,
+}
+
+/// What a round of status writes did.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Policy name, resourceVersion before and after each write: the cache must show the new one before the next
+    /// plan, or that plan would miss what was just written.
+    pub versions: Vec<(String, Option<String>, Option<String>)>,
+    /// Writes refused because the policy changed since the cache saw it.
+    pub conflicts: usize,
 }
 
 #[cfg(test)]
@@ -358,6 +390,8 @@ mod tests {
                 nodes_remaining: total - compatible,
                 ..EtaInputs::default()
             },
+            deleting: false,
+            deleted_nodes: Vec::new(),
         }
     }
 
@@ -439,6 +473,8 @@ mod tests {
                 executor_id: None,
                 ready: true,
                 blockers: Vec::new(),
+                admission_position: None,
+                operator_pods: 0,
                 pods: vec![pod("a"), pod("b")],
             }],
             ..Plan::default()
