@@ -1,240 +1,115 @@
-//! The SLA watcher: follows every pod of a namespace through a watch and checks, at every change, that each owner
-//! keeps at least `min(ceil(t·d), d−1)` ready pods (DESIGN.md §5.3) — the invariant k8sm promises.
+//! The SLA watcher: follows the pods and workload controllers of a namespace through watches and checks, at every
+//! change, that no workload's Ready pods fall below `min(ceil(t·d/100), d−1)` (DESIGN.md §5.3) — the invariant k8sm
+//! promises. It judges from the cluster's own objects only, never from anything k8sm reports.
+//!
+//! - **Workloads** are those of DESIGN.md §2. A pod whose controller is a ReplicaSet controlled by a Deployment counts
+//!   for the Deployment: `d` is the Deployment's `spec.replicas` and its Ready pods are summed over all its
+//!   ReplicaSets. A bare ReplicaSet, a ReplicationController and a StatefulSet count for themselves with their own
+//!   `spec.replicas`. `d` follows the watched objects, so a `kubectl scale` or a rollout moves the bound at once.
+//!   DaemonSet and Job pods are no workload's replicas (§5.3) and are not judged; neither are unmanaged pods, nor a
+//!   workload whose controller is being deleted.
+//! - **Other controllers** (an operator's custom resource) are workloads too, but their spec can't be read
+//!   generically: [`SlaWatcher::expect`] declares their `d`; without it, `d` is the most pods of that controller that
+//!   existed at once (not terminating, not finished) since arming — the count at arming, raised when more appear. An
+//!   inferred `d` never falls: a test that scales such a controller down declares the new `d` first.
+//! - **Violations** are descents: a change where a workload's Ready count fell and ended below the bound of the `d`
+//!   in force. k8sm only takes pods away; after a scale-up the Ready count is below the new bound through no one's
+//!   fault until the new pods are Ready, so that alone is no violation, but a further loss meanwhile is.
+//! - **Scale-downs** are judged strictly by default: a descent right after the workload's own controller scaled it
+//!   down (or, in a rollout, scaled one of its ReplicaSets down) is a violation too. A ReplicaSet deletes its
+//!   not-Ready pods first, so its own scale-down rarely takes the Ready pods below the new, lower bound, while a
+//!   grace would hide any eviction of k8sm in the same moments. A test that scales or rolls out workloads while k8sm
+//!   drains (a rollout's `maxUnavailable` may allow more than the threshold does) can excuse such descents with
+//!   [`SlaWatcher::grace_after_scale_down`]; the records count them.
+//! - **Relists**: a relisted watch replaces what it knew, so objects deleted during a watch gap are forgotten. The
+//!   watcher judges only once every watch has listed once. Watches of different kinds are not ordered with each other:
+//!   a pod's deletion may be seen before the scale-down that caused it, which a grace doesn't cover.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+mod objects;
+mod state;
+mod watch;
 
-use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, ResourceExt};
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use kube::Client;
 use tokio::task::JoinHandle;
 
-/// What was observed of one owner while the watcher was armed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerRecord {
-    pub kind: String,
-    pub name: String,
-    pub desired: u32,
-    /// `min(ceil(t·d), d−1)`.
-    pub bound: u32,
-    pub min_ready: u32,
-    pub samples: u64,
-}
+use state::State;
+pub use state::WorkloadRecord;
 
-#[derive(Default)]
-struct State {
-    armed: bool,
-    threshold: u32,
-    /// pod uid → (owner key, ready and not terminating)
-    pods: HashMap<String, ((String, String), bool)>,
-    desired: HashMap<(String, String), u32>,
-    records: BTreeMap<(String, String), OwnerRecord>,
-    violations: Vec<String>,
-}
-
+/// Watches a namespace and checks the SLA invariant of its workloads once armed.
 pub struct SlaWatcher {
     state: Arc<Mutex<State>>,
-    task: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl SlaWatcher {
-    /// Starts watching the pods of `namespace`; the invariant is checked once [`SlaWatcher::arm`] is called.
+    /// Starts watching the pods, Deployments, ReplicaSets, ReplicationControllers and StatefulSets of `namespace`;
+    /// the invariant is checked once [`SlaWatcher::arm`] is called.
     pub fn start(client: Client, namespace: &str, threshold_percent: u32) -> Self {
-        let state = Arc::new(Mutex::new(State {
-            threshold: threshold_percent,
-            ..State::default()
-        }));
-        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-        let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
-        let stateful_sets: Api<StatefulSet> = Api::namespaced(client, namespace);
-        let shared = state.clone();
-        let task = tokio::spawn(async move {
-            let mut events = watcher(pods, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            // Pods listed since the watch (re)started: after a re-list (an expired watch, a restarted apiserver)
-            // the listing replaces what was known, so pods deleted while the watch was down are forgotten too.
-            let mut relisted: Option<HashSet<String>> = None;
-            while let Some(event) = events.next().await {
-                let Ok(event) = event else { continue };
-                let (changed, deleted): (Vec<Pod>, Vec<Pod>) = match event {
-                    watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
-                        (vec![pod], vec![])
-                    }
-                    watcher::Event::Delete(pod) => (vec![], vec![pod]),
-                    watcher::Event::Init => {
-                        relisted = Some(HashSet::new());
-                        (vec![], vec![])
-                    }
-                    watcher::Event::InitDone => {
-                        if let Some(listed) = relisted.take() {
-                            let mut state = shared.lock().unwrap();
-                            state.pods.retain(|uid, _| listed.contains(uid));
-                            state.check();
-                        }
-                        (vec![], vec![])
-                    }
-                };
-                for pod in &changed {
-                    let Some(owner) = owner_of(pod) else { continue };
-                    if let Some(listed) = relisted.as_mut() {
-                        listed.insert(pod.uid().unwrap_or_default());
-                    }
-                    let known = shared.lock().unwrap().desired.contains_key(&owner);
-                    if !known {
-                        let desired = match owner.0.as_str() {
-                            "ReplicaSet" => replica_sets
-                                .get_opt(&owner.1)
-                                .await
-                                .ok()
-                                .flatten()
-                                .and_then(|rs| rs.spec.and_then(|s| s.replicas)),
-                            "StatefulSet" => stateful_sets
-                                .get_opt(&owner.1)
-                                .await
-                                .ok()
-                                .flatten()
-                                .and_then(|s| s.spec.and_then(|s| s.replicas)),
-                            _ => None,
-                        };
-                        if let Some(desired) = desired {
-                            shared
-                                .lock()
-                                .unwrap()
-                                .desired
-                                .insert(owner.clone(), desired.max(0) as u32);
-                        }
-                    }
-                }
-                let mut state = shared.lock().unwrap();
-                for pod in deleted {
-                    state.pods.remove(&pod.uid().unwrap_or_default());
-                }
-                for pod in changed {
-                    if let Some(owner) = owner_of(&pod) {
-                        state
-                            .pods
-                            .insert(pod.uid().unwrap_or_default(), (owner, available(&pod)));
-                    }
-                }
-                state.check();
-            }
-        });
-        Self { state, task }
+        let state = Arc::new(Mutex::new(State::new(threshold_percent)));
+        let tasks = watch::spawn(&client, namespace, &state);
+        Self { state, tasks }
+    }
+
+    /// Declares the desired replicas `d` of a controller of another kind than Deployment, ReplicaSet,
+    /// ReplicationController and StatefulSet (say `expect("PodSet", "cache", 3)`), instead of inferring it from its
+    /// pods. Call it before arming, and again before the test scales that controller.
+    ///
+    /// # Panics
+    /// For one of those four kinds: their `d` is read from the cluster.
+    pub fn expect(&self, kind: &str, name: &str, desired: u32) {
+        self.lock().expect(kind, name, desired);
+    }
+
+    /// Excuses a descent below the bound within `grace` after a scale-down of the workload (its `d`, or the replicas
+    /// of one of its ReplicaSets). None by default.
+    pub fn grace_after_scale_down(&self, grace: Duration) {
+        self.lock().set_grace(grace);
     }
 
     /// From now on, every change is checked against the invariant.
     pub fn arm(&self) {
-        let mut state = self.state.lock().unwrap();
-        state.armed = true;
-        state.check();
+        self.lock().arm(Instant::now());
     }
 
-    /// Every violation seen so far, as human-readable lines.
+    /// Every violation seen so far, as human-readable lines naming the workload, its Ready count, `d` and bound.
     pub fn violations(&self) -> Vec<String> {
-        self.state.lock().unwrap().violations.clone()
+        self.lock().violations().to_vec()
     }
 
-    /// Per-owner minimum ready counts against their bounds.
-    pub fn records(&self) -> Vec<OwnerRecord> {
-        self.state
-            .lock()
-            .unwrap()
-            .records
-            .values()
-            .cloned()
-            .collect()
+    /// Per workload judged since arming: `d` and the bound now, the fewest Ready pods and the smallest margin seen.
+    pub fn records(&self) -> Vec<WorkloadRecord> {
+        self.lock().records()
     }
 
-    /// Ready, not terminating pods of an owner now.
+    /// Ready pods (not terminating) of the workload `kind`/`name` now, such as `("Deployment", "web")`. A
+    /// ReplicaSet that a Deployment controls is not a workload: its pods count for the Deployment.
     pub fn ready(&self, kind: &str, name: &str) -> u32 {
-        let state = self.state.lock().unwrap();
-        let key = (kind.to_owned(), name.to_owned());
-        state
-            .pods
-            .values()
-            .filter(|(owner, ready)| *owner == key && *ready)
-            .count() as u32
+        self.lock().ready(kind, name)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Drop for SlaWatcher {
     fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl State {
-    fn check(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let mut ready: HashMap<&(String, String), u32> = HashMap::new();
-        for (owner, is_ready) in self.pods.values() {
-            *ready.entry(owner).or_default() += u32::from(*is_ready);
-        }
-        for (owner, desired) in &self.desired {
-            let now = ready.get(owner).copied().unwrap_or(0);
-            let bound = bound(*desired, self.threshold);
-            let record = self
-                .records
-                .entry(owner.clone())
-                .or_insert_with(|| OwnerRecord {
-                    kind: owner.0.clone(),
-                    name: owner.1.clone(),
-                    desired: *desired,
-                    bound,
-                    min_ready: now,
-                    samples: 0,
-                });
-            record.samples += 1;
-            record.min_ready = record.min_ready.min(now);
-            if now < bound {
-                self.violations.push(format!(
-                    "{} {}: {now} ready of {desired}, below the bound {bound}",
-                    owner.0, owner.1
-                ));
-            }
+        for task in &self.tasks {
+            task.abort();
         }
     }
 }
 
-/// `min(ceil(t·d/100), d−1)`.
+/// `min(ceil(t·d/100), d−1)`, and 0 for `d` = 0.
 pub fn bound(desired: u32, threshold_percent: u32) -> u32 {
-    (desired * threshold_percent)
-        .div_ceil(100)
+    let needed = (u64::from(desired) * u64::from(threshold_percent)).div_ceil(100);
+    u32::try_from(needed)
+        .unwrap_or(u32::MAX)
         .min(desired.saturating_sub(1))
-}
-
-fn owner_of(pod: &Pod) -> Option<(String, String)> {
-    pod.owner_references()
-        .iter()
-        .find(|r| r.controller == Some(true))
-        .filter(|r| r.kind == "ReplicaSet" || r.kind == "StatefulSet")
-        .map(|r| (r.kind.clone(), r.name.clone()))
-}
-
-fn available(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::bound;
-
-    #[test]
-    fn bound_matches_the_design() {
-        assert_eq!(bound(10, 90), 9);
-        assert_eq!(bound(25, 90), 23);
-        assert_eq!(bound(3, 90), 2);
-        assert_eq!(bound(1, 90), 0);
-        assert_eq!(bound(100, 90), 90);
-    }
 }
