@@ -16,7 +16,7 @@ use k8sm_api::{
 use k8sm_planner::{Plan, PolicyPlan, Reason};
 
 use crate::Error;
-use crate::time::to_time;
+use k8sm_view::time::to_time;
 
 /// Measures each policy's pace (upgraded nodes per second since this controller first saw it) for the ETA.
 #[derive(Debug, Default)]

@@ -1,0 +1,38 @@
+//! The objects that Events are about (`regarding`), from the planner's names for them: the controller's Events and
+//! the plugin's `Forced` Events point at objects the same way.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+
+use k8sm_api::ExecutorUpgradePolicy;
+use k8sm_planner::PodRef;
+
+pub fn pod_ref(pod: &PodRef) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(pod.namespace.clone()),
+        name: Some(pod.name.clone()),
+        uid: Some(pod.uid.clone()),
+        ..ObjectReference::default()
+    }
+}
+
+pub fn node_ref(name: &str, uid: Option<String>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(name.to_owned()),
+        uid,
+        ..ObjectReference::default()
+    }
+}
+
+pub fn policy_ref(name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(ExecutorUpgradePolicy::api_version(&()).into_owned()),
+        kind: Some(ExecutorUpgradePolicy::kind(&()).into_owned()),
+        name: Some(name.to_owned()),
+        ..ObjectReference::default()
+    }
+}
