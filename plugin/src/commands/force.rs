@@ -9,8 +9,8 @@ use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 
-use k8sm_controller::events::pod_ref;
 use k8sm_planner::{PodRef, Reason};
+use k8sm_view::reference::pod_ref;
 
 use crate::cli::ForceArgs;
 use crate::connect::Connection;
