@@ -2,7 +2,7 @@
 
 use super::*;
 use k8sm_api::UnmanagedPodPolicy;
-use k8sm_planner::testing::{at, node, policy, replica_set, unmanaged_pod};
+use k8sm_planner::testing::{NEW, at, node, owner, pdb, policy, replica_set, unmanaged_pod};
 use k8sm_planner::{
     ClusterView, Decision, NodePlan, OwnerKind, OwnerRef, PodClass, PodPlan, PodRef,
 };
@@ -48,6 +48,8 @@ fn node_plan(name: &str, since_minutes: i64, pods: Vec<PodPlan>) -> NodePlan {
         executor_id: None,
         ready: true,
         blockers: vec![],
+        admission_position: None,
+        operator_pods: 0,
         pods,
     }
 }
@@ -233,4 +235,81 @@ fn the_live_planner_blocks_never_and_opted_out_pods() {
             .any(|l| l.contains("web-1") && l.contains("ReplicaSet/web")),
         "{text}"
     );
+}
+
+/// n2 holds the only drain slot; n1 stalled before and queues again, so the planner reports it Blocked with what its
+/// pods wait on. n3 runs the target already.
+fn stalled_cluster() -> ClusterView {
+    let web = replica_set("shop", "web", 2);
+    let api = replica_set("shop", "api", 3);
+    let kafka = owner(
+        OwnerKind::Other("KafkaNodePool".into()),
+        "data",
+        "kafka",
+        None,
+    );
+    ClusterView {
+        nodes: vec![
+            node("n1").marked(at(0)).stalled(at(20)),
+            node("n2")
+                .marked(at(0))
+                .admitted(at(21))
+                .progressed(at(21), 1),
+            node("n3").executor(NEW),
+        ],
+        pods: vec![
+            web.pod("web-1", "n1"),
+            web.pod("web-2", "n3").not_ready(),
+            api.pod("api-1", "n1"),
+            api.pod("api-2", "n3"),
+            api.pod("api-3", "n3"),
+            kafka.pod("kafka-0", "n2").label("app", "kafka"),
+            kafka.pod("kafka-1", "n3").label("app", "kafka"),
+        ],
+        owners: vec![web, api],
+        pdbs: vec![pdb("data", "kafka", &[("app", "kafka")], 0)],
+        policies: vec![policy("fleet")],
+        ..ClusterView::default()
+    }
+}
+
+#[test]
+fn a_stalled_node_lists_what_it_waits_on_not_its_wait_for_a_slot() {
+    let view = stalled_cluster();
+    let plan = k8sm_planner::plan(&view, at(22));
+    let n1 = plan.node("n1").unwrap();
+    assert_eq!(n1.phase, k8sm_api::NodePhase::Blocked);
+    let blocked = BlockedView::from_plan(&plan, &view, &Namespaces::All);
+    let rows: Vec<(&str, &str, Reason, bool)> = blocked
+        .pods
+        .iter()
+        .map(|p| (p.node.as_str(), p.name.as_str(), p.reason, p.needs_operator))
+        .collect();
+    // api-1 could go but waits for a slot: not a block.
+    assert_eq!(
+        rows,
+        [
+            ("n1", "web-1", Reason::WaitingForOwner, false),
+            ("n2", "kafka-0", Reason::BlockedByPDB, false),
+        ]
+    );
+    let text = blocked.render(false, at(23), Palette::PLAIN);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("kafka-0") && l.contains("KafkaNodePool/kafka (other controller)")),
+        "{text}"
+    );
+}
+
+#[test]
+fn operator_only_reasons_are_red_and_waits_yellow() {
+    let view = BlockedView::from_plan(&sample(), &ClusterView::default(), &Namespaces::All);
+    let text = view.render(false, at(10), Palette::COLOR);
+    let line = |name: &str| text.lines().find(|l| l.contains(name)).unwrap().to_owned();
+    assert!(
+        line("debug").contains("\x1b[31mBlockedUnmanagedPod"),
+        "{text}"
+    );
+    assert!(line("db-0").contains("\x1b[33mBlockedByPDB"), "{text}");
+    assert!(line("web-a").contains("\x1b[33mWaitingForOwner"), "{text}");
 }

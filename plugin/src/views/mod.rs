@@ -2,5 +2,6 @@
 
 pub mod blocked;
 pub mod force;
+pub mod owner;
 pub mod plan;
 pub mod status;
