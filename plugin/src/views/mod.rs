@@ -4,4 +4,5 @@ pub mod blocked;
 pub mod force;
 pub mod owner;
 pub mod plan;
+pub mod retry;
 pub mod status;
