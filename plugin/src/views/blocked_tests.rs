@@ -1,8 +1,9 @@
 //! Rendering tests of `blocked`: plans in, text out.
 
 use super::*;
+use crate::views::fixtures::stuck_cluster;
 use k8sm_api::UnmanagedPodPolicy;
-use k8sm_planner::testing::{NEW, at, node, owner, pdb, policy, replica_set, unmanaged_pod};
+use k8sm_planner::testing::{at, node, policy, replica_set, unmanaged_pod};
 use k8sm_planner::{
     ClusterView, Decision, NodePlan, OwnerKind, OwnerRef, PodClass, PodPlan, PodRef,
 };
@@ -237,45 +238,9 @@ fn the_live_planner_blocks_never_and_opted_out_pods() {
     );
 }
 
-/// n2 holds the only drain slot; n1 stalled before and queues again, so the planner reports it Blocked with what its
-/// pods wait on. n3 runs the target already.
-fn stalled_cluster() -> ClusterView {
-    let web = replica_set("shop", "web", 2);
-    let api = replica_set("shop", "api", 3);
-    let kafka = owner(
-        OwnerKind::Other("KafkaNodePool".into()),
-        "data",
-        "kafka",
-        None,
-    );
-    ClusterView {
-        nodes: vec![
-            node("n1").marked(at(0)).stalled(at(20)),
-            node("n2")
-                .marked(at(0))
-                .admitted(at(21))
-                .progressed(at(21), 1),
-            node("n3").executor(NEW),
-        ],
-        pods: vec![
-            web.pod("web-1", "n1"),
-            web.pod("web-2", "n3").not_ready(),
-            api.pod("api-1", "n1"),
-            api.pod("api-2", "n3"),
-            api.pod("api-3", "n3"),
-            kafka.pod("kafka-0", "n2").label("app", "kafka"),
-            kafka.pod("kafka-1", "n3").label("app", "kafka"),
-        ],
-        owners: vec![web, api],
-        pdbs: vec![pdb("data", "kafka", &[("app", "kafka")], 0)],
-        policies: vec![policy("fleet")],
-        ..ClusterView::default()
-    }
-}
-
 #[test]
 fn a_stalled_node_lists_what_it_waits_on_not_its_wait_for_a_slot() {
-    let view = stalled_cluster();
+    let view = stuck_cluster();
     let plan = k8sm_planner::plan(&view, at(22));
     let n1 = plan.node("n1").unwrap();
     assert_eq!(n1.phase, k8sm_api::NodePhase::Blocked);
@@ -290,7 +255,7 @@ fn a_stalled_node_lists_what_it_waits_on_not_its_wait_for_a_slot() {
         rows,
         [
             ("n1", "web-1", Reason::WaitingForOwner, false),
-            ("n2", "kafka-0", Reason::BlockedByPDB, false),
+            ("n3", "kafka-0", Reason::BlockedByPDB, false),
         ]
     );
     let text = blocked.render(false, at(23), Palette::PLAIN);

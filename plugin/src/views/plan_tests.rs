@@ -1,10 +1,10 @@
 //! Rendering tests of `plan`: a cluster view in, the planner's verdict as text out.
 
 use super::*;
+use crate::views::fixtures::stuck_cluster;
 use k8sm_api::UnmanagedPodPolicy;
 use k8sm_planner::ClusterView;
-use k8sm_planner::testing::{NEW, OLD, at, node, owner, pdb, policy, replica_set, unmanaged_pod};
-use k8sm_planner::{NodeView, OwnerKind};
+use k8sm_planner::testing::{NEW, OLD, at, node, policy, replica_set, unmanaged_pod};
 
 /// Four nodes before the upgrade starts. n1: two pods of `web` (2 replicas: one may go at a time) and the only pod
 /// of `api`; n2: an unmanaged pod under policy Never; n3 and n4: three pods of `fill` each.
@@ -204,47 +204,6 @@ fn json_carries_decisions_and_reasons() {
     assert_eq!(value["simulatedTarget"], true);
 }
 
-/// n1 stalled before and queues again behind n3, which holds the only slot; web's other pod is not Ready, so web-1
-/// waits for its workload. n5 came back from kamikaze still running its old executor.
-fn stuck_cluster() -> ClusterView {
-    let web = replica_set("shop", "web", 2);
-    let kafka = owner(
-        OwnerKind::Other("KafkaNodePool".into()),
-        "data",
-        "kafka",
-        None,
-    );
-    let came_back = NodeView {
-        kamikaze: None,
-        kamikaze_obeyed: true,
-        ..node("n5").marked(at(0)).admitted(at(1)).kamikazed(at(5))
-    };
-    ClusterView {
-        nodes: vec![
-            node("n1").marked(at(0)).stalled(at(20)),
-            node("n3")
-                .marked(at(0))
-                .admitted(at(21))
-                .progressed(at(21), 1),
-            node("n4").executor(NEW),
-            came_back,
-        ],
-        pods: vec![
-            web.pod("web-1", "n1"),
-            web.pod("web-2", "n4").not_ready(),
-            kafka.pod("kafka-0", "n3").label("app", "kafka"),
-            kafka.pod("kafka-1", "n4").label("app", "kafka"),
-        ],
-        owners: vec![web],
-        pdbs: vec![pdb("data", "kafka", &[("app", "kafka")], 0)],
-        policies: vec![policy("fleet").with(|s| {
-            s.max_concurrent_nodes =
-                k8sm_api::MaxConcurrentNodes::Count(std::num::NonZeroU32::MIN.saturating_add(1))
-        })],
-        ..ClusterView::default()
-    }
-}
-
 #[test]
 fn stalled_and_came_back_wrong_nodes_are_blocked_and_say_why() {
     let view = view_of(&stuck_cluster(), at(22));
@@ -267,7 +226,7 @@ fn stalled_and_came_back_wrong_nodes_are_blocked_and_say_why() {
                 "n1",
                 NodePhase::Blocked,
                 Some(1),
-                "blocked: Stalled; place 1 in the queue; pods: 1 wait"
+                "blocked: Stalled; place 1 in the queue; pods: 2 wait"
             ),
             ("n4", NodePhase::Compatible, None, "done"),
         ]
@@ -279,31 +238,21 @@ fn stalled_and_came_back_wrong_nodes_are_blocked_and_say_why() {
             .unwrap_or_else(|| panic!("{node}: {text}"));
         text[start + 1..].split("\n\n").next().unwrap().to_owned()
     };
-    let n5 = section("n5");
-    assert!(
-        n5.starts_with(&format!(
-            "n5 (Blocked):\n  came back from kamikaze still running its old executor {OLD}"
-        )),
-        "{n5}"
-    );
-    assert!(
-        n5.contains("kubectl k8sm force n5 --retry-kamikaze"),
-        "{n5}"
-    );
-    let n1 = section("n1");
-    assert!(
-        n1.starts_with("n1 (Blocked):\n  stalled at 2026-01-01T00:20:00+00:00"),
-        "{n1}"
-    );
-    assert!(
-        n1.contains("shop/web-1   ReplicaSet/web   wait: workload ReplicaSet web 1/2 ready"),
-        "{n1}"
-    );
-    let n3 = section("n3");
-    assert!(
-        n3.contains("data/kafka-0   KafkaNodePool/kafka (other controller)   wait: PodDisruptionBudget data/kafka"),
-        "{n3}"
-    );
+    let expected = [
+        ("n5", format!("n5 (Blocked):\n  came back from kamikaze still running its old executor {OLD}")),
+        ("n5", "kubectl k8sm force n5 --retry-kamikaze".to_owned()),
+        ("n1", "n1 (Blocked):\n  stalled at 2026-01-01T00:20:00+00:00".to_owned()),
+        ("n1", "shop/web-1   ReplicaSet/web   wait: workload ReplicaSet web 1/2 ready".to_owned()),
+        ("n1", "shop/api-1   ReplicaSet/api   wait: waits for a drain slot; would evict".to_owned()),
+        (
+            "n3",
+            "data/kafka-0   KafkaNodePool/kafka (other controller)   wait: PodDisruptionBudget data/kafka".to_owned(),
+        ),
+    ];
+    for (node, text) in expected {
+        let section = section(node);
+        assert!(section.contains(&text), "{node}: {text}\n{section}");
+    }
 }
 
 #[test]
