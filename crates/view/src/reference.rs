@@ -36,3 +36,35 @@ pub fn policy_ref(name: &str) -> ObjectReference {
         ..ObjectReference::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_name_the_kind_its_version_and_the_object() {
+        let pod = pod_ref(&PodRef {
+            namespace: "shop".into(),
+            name: "web-1".into(),
+            uid: "u1".into(),
+        });
+        let node = node_ref("n1", Some("un1".into()));
+        let policy = policy_ref("fleet");
+        let read = |r: &ObjectReference| {
+            [&r.api_version, &r.kind, &r.namespace, &r.name, &r.uid]
+                .map(|f| f.as_deref().unwrap_or("-").to_owned())
+        };
+        assert_eq!(read(&pod), ["v1", "Pod", "shop", "web-1", "u1"]);
+        assert_eq!(read(&node), ["v1", "Node", "-", "n1", "un1"]);
+        assert_eq!(
+            read(&policy),
+            [
+                "k8s.mesosphere.io/v1alpha1",
+                "ExecutorUpgradePolicy",
+                "-",
+                "fleet",
+                "-"
+            ]
+        );
+    }
+}
