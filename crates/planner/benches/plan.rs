@@ -53,6 +53,7 @@ fn fleet(nodes: usize) -> ClusterView {
             name: format!("web-{}", owners.len()),
             uid: format!("rs-{}", owners.len()),
             desired: Some(size as u32),
+            controller: None,
             exists: true,
         };
         for replica in 0..size {
@@ -94,6 +95,10 @@ fn fleet(nodes: usize) -> ClusterView {
                 max_concurrent_nodes: MaxConcurrentNodes::Percent(20),
                 ..ExecutorUpgradePolicySpec::default()
             },
+            // Without its finalizer a policy gets only the finalizer planned: the bench would measure nothing.
+            has_finalizer: true,
+            deleting: false,
+            deleted_nodes: Vec::new(),
         }],
         ..ClusterView::default()
     }
