@@ -312,7 +312,7 @@ struct Workload {
     sets: Vec<usize>,
     /// The Deployment object, for a Deployment.
     deployment: Option<OwnerView>,
-    /// The controller reference of a Rollout, for its ReplicaSets.
+    /// The Rollout (a kind k8sm does not watch: not in the view) that controls its ReplicaSets.
     rollout: Option<OwnerView>,
     min_available: Option<u32>,
     /// Stuck at the scenario's threshold: its pods never move.
@@ -520,8 +520,8 @@ impl World {
         }
     }
 
-    /// Adds the `i`-th set of workload `w`; `owner` is the owner object of a bare ReplicaSet, ReplicationController
-    /// or StatefulSet.
+    /// Adds the `i`-th set of workload `w`; `owner_object` is the object of a bare ReplicaSet, ReplicationController or
+    /// StatefulSet.
     fn add_set(
         &mut self,
         w: usize,
@@ -1272,7 +1272,7 @@ fn the_model_reaches_the_cases_that_matter() {
 /// bound of 3. The sim's controller model keeps a record until the count says the pod was replaced
 /// (`Scenario::age_out` false), as DESIGN.md §5.3 asks ("its unreplaced evictions").
 #[test]
-#[ignore = "known defect: controller/src/in_flight.rs ages out the record of an unknown kind's pod that is not replaced yet"]
+#[ignore = "known defect: controller/src/in_flight.rs ages out a record whose pod is not replaced yet"]
 fn the_controllers_age_out_forgets_an_unreplaced_pod() {
     let s = Scenario {
         mode: Mode::Healthy,
