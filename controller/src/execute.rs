@@ -17,6 +17,8 @@ use k8sm_view::time::to_time;
 
 /// Longest any single API call or kamikaze POST may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// Read-modify-write attempts on a policy's status before giving up for this pass.
+const RECORD_ATTEMPTS: usize = 3;
 
 /// What came of one action.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -315,60 +317,79 @@ impl Executor {
         }
     }
 
-    /// Records a node about to be deleted in the policy's `status.deletedNodes`, unless it is there already.
-    /// Conditional on the cached resourceVersion: the list is replaced whole, and a stale cache must not drop a
-    /// record written since. `Ok(version)`: recorded (the policy's resourceVersion afterwards; `None` when it
-    /// was there already); `Err(outcome)`: stop here (the policy changed; plan again).
+    /// Records a node about to be deleted in the policy's `status.deletedNodes`, unless it is there already: read
+    /// afresh and written conditional on that read (the list is replaced whole), retried on a conflict, so that two
+    /// deletions of one pass, or a status write in between, never drop a record. `Ok(version)`: recorded (the
+    /// policy's resourceVersion afterwards; `None` when it was there already); `Err(outcome)`: stop here, the node
+    /// is not deleted.
     async fn record_deletion(
         &self,
         policy: &ExecutorUpgradePolicy,
         node: &Node,
         at: DateTime<Utc>,
     ) -> Result<Result<Option<String>, Outcome>, Error> {
+        let api: Api<ExecutorUpgradePolicy> = Api::all(self.client.clone());
+        let policy_name = policy.name_any();
         let name = node.name_any();
-        let mut records: Vec<DeletedNode> = policy
-            .status
-            .as_ref()
-            .map(|s| s.deleted_nodes.clone())
-            .unwrap_or_default();
         let uid = node.uid().unwrap_or_default();
-        if records.iter().any(|r| r.name == name && r.uid == uid) {
-            return Ok(Ok(None));
-        }
-        records.retain(|r| r.name != name);
-        records.push(DeletedNode {
+        let record = DeletedNode {
             name: name.clone(),
-            uid,
+            uid: uid.clone(),
             executor_id: node
                 .annotations()
                 .get(keys::EXECUTOR_ID_ANNOTATION)
                 .cloned(),
             deleted_at: to_time(at),
-        });
-        records.sort_by(|a, b| a.name.cmp(&b.name));
-        let patch = json!({
-            "metadata": { "resourceVersion": policy.resource_version() },
-            "status": { "deletedNodes": records },
-        });
-        let api: Api<ExecutorUpgradePolicy> = Api::all(self.client.clone());
-        let policy_name = policy.name_any();
-        match api
-            .patch_status(&policy_name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(patched) => Ok(Ok(patched.metadata.resource_version)),
-            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
-                Ok(Err(Outcome::Stale(format!(
-                    "policy {policy_name} changed before node {name} was recorded: {}",
-                    status.message
-                ))))
+        };
+        for _ in 0..RECORD_ATTEMPTS {
+            let fresh = match api.get_opt(&policy_name).await {
+                Ok(Some(fresh)) if fresh.metadata.deletion_timestamp.is_none() => fresh,
+                Ok(_) => {
+                    return Ok(Err(Outcome::Stale(format!(
+                        "policy {policy_name} is gone or being deleted: node {name} is not deleted"
+                    ))));
+                }
+                Err(source) => {
+                    return Err(Error::Action {
+                        action: "reading policy",
+                        object: policy_name,
+                        source,
+                    });
+                }
+            };
+            let mut records = fresh
+                .status
+                .as_ref()
+                .map(|s| s.deleted_nodes.clone())
+                .unwrap_or_default();
+            if records.iter().any(|r| r.name == name && r.uid == uid) {
+                return Ok(Ok(None));
             }
-            Err(source) => Err(Error::Action {
-                action: "recording a deleted node in the status of policy",
-                object: policy_name,
-                source,
-            }),
+            records.retain(|r| r.name != name);
+            records.push(record.clone());
+            records.sort_by(|a, b| a.name.cmp(&b.name));
+            let patch = json!({
+                "metadata": { "resourceVersion": fresh.resource_version() },
+                "status": { "deletedNodes": records },
+            });
+            match api
+                .patch_status(&policy_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(patched) => return Ok(Ok(patched.metadata.resource_version)),
+                Err(kube::Error::Api(status)) if status.code == 409 => continue,
+                Err(source) => {
+                    return Err(Error::Action {
+                        action: "recording a deleted node in the status of policy",
+                        object: policy_name,
+                        source,
+                    });
+                }
+            }
         }
+        Ok(Err(Outcome::Stale(format!(
+            "policy {policy_name} kept changing: node {name} is not recorded, so not deleted yet"
+        ))))
     }
 
     async fn evict(&self, pod: &PodRef) -> Result<Outcome, Error> {

@@ -15,6 +15,7 @@ mod metrics;
 pub mod permissions;
 mod reconcile;
 mod server;
+mod sizes;
 pub mod status;
 pub mod stores;
 mod trim;

@@ -24,6 +24,7 @@ use crate::in_flight::InFlight;
 use crate::leader::{self, Leadership, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::server::{self, Health};
+use crate::sizes::Sizes;
 use crate::status::{CachedPolicy, StatusWriter};
 use crate::stores::{Changes, Stores};
 use crate::{Args, view};
@@ -93,6 +94,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         events: EventSink::new(client.clone(), identity),
         status: StatusWriter::new(client),
         in_flight: InFlight::default(),
+        sizes: Sizes::default(),
         refusals: HashMap::new(),
         metrics,
         stores,
@@ -106,6 +108,7 @@ struct Controller {
     events: EventSink,
     status: StatusWriter,
     in_flight: InFlight,
+    sizes: Sizes,
     /// When a refused eviction of a pod was last reported.
     refusals: HashMap<String, Instant>,
     metrics: Arc<Metrics>,
@@ -207,8 +210,19 @@ impl Controller {
         let mut view = view::build(&self.stores, Vec::new());
         self.in_flight.prune(&view, now);
         view.in_flight = self.in_flight.snapshot();
+        view.observed_sizes = self.sizes.observe(&view, Vec::new(), now);
         let planning = Instant::now();
         let plan = k8sm_planner::plan(&view, now);
+        // A controller of an unknown kind is remembered from its first eviction on. The plan counted its size from
+        // the pods it sees, as the remembered size starts: planning again would change nothing.
+        let evicting: Vec<String> = plan
+            .evictions()
+            .filter(|(_, e)| e.size_inferred)
+            .map(|(_, e)| e.owner.uid.clone())
+            .collect();
+        if !evicting.is_empty() {
+            self.sizes.observe(&view, evicting, now);
+        }
         self.metrics.plan_took(planning.elapsed().as_secs_f64());
         self.metrics.observe_plan(&plan);
         tracing::debug!(
@@ -309,7 +323,7 @@ impl Controller {
             .collect();
         match self
             .status
-            .write(&plan, &current, &result.refused, now)
+            .write(&plan, &current, &result.refused, &held_back, now)
             .await
         {
             Ok(written) => {
@@ -402,12 +416,11 @@ impl Controller {
                         self.in_flight.record(
                             &pod.uid,
                             Some(eviction.owner.uid.clone()),
-                            eviction.replaced_at,
                             Utc::now(),
                         );
                     }
                     ActionKind::DeletePod { pod } => {
-                        self.in_flight.record(&pod.uid, None, None, Utc::now())
+                        self.in_flight.record(&pod.uid, None, Utc::now())
                     }
                     _ => {}
                 }
@@ -545,7 +558,7 @@ mod tests {
                 needed: 9,
                 threshold: 90,
                 use_eviction_api: true,
-                replaced_at: None,
+                size_inferred: false,
             },
         })
     }

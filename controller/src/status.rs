@@ -1,7 +1,7 @@
 //! The policies' status: built from the plan (pure), written through the status subresource only when it changed,
 //! so that writing status never wakes the controller into an endless loop.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -10,8 +10,8 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use k8sm_api::{
-    BlockedPod, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS, NodePhase,
-    NodeStatus, condition_types,
+    BlockedPod, DeletedNode, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,
+    NodePhase, NodeStatus, condition_types,
 };
 use k8sm_planner::{Plan, PolicyPlan, Reason};
 
@@ -287,11 +287,13 @@ impl StatusWriter {
     /// Writes the status of every policy whose status changed, conditional on the cached resourceVersion (a status
     /// built from a stale cache must not overwrite a newer one, such as a deleted-node record). `refused`: pods
     /// whose eviction the Eviction API refused in this pass (pod UID → why), see [`report_refusals`].
+    /// `unfinished`: nodes whose action of this pass was not carried out (see [`executed_records`]).
     pub async fn write(
         &mut self,
         plan: &Plan,
         current: &HashMap<String, CachedPolicy>,
         refused: &HashMap<String, String>,
+        unfinished: &HashSet<String>,
         now: DateTime<Utc>,
     ) -> Result<Written, Error> {
         let mut written = Written::default();
@@ -304,6 +306,11 @@ impl StatusWriter {
             let eta = self.pace.eta(policy, now);
             let mut status = build(plan, policy, previous, eta, now);
             report_refusals(&mut status, plan, policy, refused);
+            status.deleted_nodes = executed_records(
+                &status.deleted_nodes,
+                previous.map_or(&[][..], |p| &p.deleted_nodes),
+                unfinished,
+            );
             if previous == Some(&status) {
                 continue;
             }
@@ -340,6 +347,30 @@ impl StatusWriter {
         }
         Ok(written)
     }
+}
+
+/// The deleted-node records to write: the plan's, as far as its actions were carried out. A record the plan adds
+/// for a node whose deletion did not happen is left out (the next plan decides again), and one the plan drops for a
+/// node whose completion did not happen is kept (so the next plan completes it, and reports it, again).
+pub fn executed_records(
+    planned: &[DeletedNode],
+    written: &[DeletedNode],
+    unfinished: &HashSet<String>,
+) -> Vec<DeletedNode> {
+    let in_list = |list: &[DeletedNode], name: &str| list.iter().any(|r| r.name == name);
+    let mut records: Vec<DeletedNode> = planned
+        .iter()
+        .filter(|r| in_list(written, &r.name) || !unfinished.contains(&r.name))
+        .cloned()
+        .collect();
+    records.extend(
+        written
+            .iter()
+            .filter(|r| !in_list(planned, &r.name) && unfinished.contains(&r.name))
+            .cloned(),
+    );
+    records.sort_by(|a, b| a.name.cmp(&b.name));
+    records
 }
 
 /// A policy as the cache holds it: what a status write is conditional on and compared with.
@@ -397,6 +428,31 @@ mod tests {
             .find(|c| c.type_ == condition_types::UPGRADED)
             .expect("an Upgraded condition");
         (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn deleted_node_records_follow_what_was_carried_out() {
+        let record = |name: &str| DeletedNode {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            executor_id: None,
+            deleted_at: k8sm_view::time::to_time(Utc::now()),
+        };
+        let unfinished: HashSet<String> = ["added-failed", "completed-failed"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let planned = [record("added"), record("added-failed"), record("kept")];
+        let written = [
+            record("kept"),
+            record("completed"),
+            record("completed-failed"),
+        ];
+        let names: Vec<String> = executed_records(&planned, &written, &unfinished)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(names, ["added", "completed-failed", "kept"]);
     }
 
     #[test]

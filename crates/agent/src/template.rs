@@ -7,20 +7,24 @@ use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8sm_api::keys::{
-    CORDONED_BY_ANNOTATION, DRAINING_ANNOTATION, EXECUTOR_ID_ANNOTATION,
+    CORDONED_BY_ANNOTATION, DRAIN_PROGRESS_ANNOTATION, DRAINING_ANNOTATION, EXECUTOR_ID_ANNOTATION,
     INCOMPATIBLE_EXECUTOR_ANNOTATION, INCOMPATIBLE_EXECUTOR_LABEL, INCOMPATIBLE_EXECUTOR_TAINT_KEY,
     KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION, KAMIKAZE_OBEYED_ANNOTATION,
+    MARKED_BY_ANNOTATION, STALLED_ANNOTATION,
 };
 
 /// Annotations that describe the upgrade of the *old* node (or its old executor); a re-registered node has none.
-pub const STRIPPED_ANNOTATIONS: [&str; 7] = [
+pub const STRIPPED_ANNOTATIONS: [&str; 10] = [
     EXECUTOR_ID_ANNOTATION,
     INCOMPATIBLE_EXECUTOR_ANNOTATION,
     KAMIKAZE_ANNOTATION,
     KAMIKAZE_EXECUTOR_ID_ANNOTATION,
     KAMIKAZE_OBEYED_ANNOTATION,
     DRAINING_ANNOTATION,
+    DRAIN_PROGRESS_ANNOTATION,
+    STALLED_ANNOTATION,
     CORDONED_BY_ANNOTATION,
+    MARKED_BY_ANNOTATION,
 ];
 
 /// Labels that describe the upgrade of the old node.

@@ -188,10 +188,10 @@ pub(crate) struct Drain {
 }
 
 /// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of DESIGN.md §5.3: workload
-/// pods first (in pod order), then pods of other controllers once no workload pod is left on the node, then
-/// unmanaged pods (and Job pods past their timeout) once no pod of either kind is left. A pod "has left" once it is
-/// terminating or its eviction is in flight: an eviction planned in this pass may still be refused (a budget, a
-/// webhook), so what comes after it waits for a later pass.
+/// pods first (in pod order), then pods of other controllers once no workload pod is left on the node (those that are
+/// not Ready at once), then unmanaged pods (and Job pods past their timeout) once no pod of either kind is left. A
+/// pod "has left" once it is terminating or its eviction is in flight: an eviction planned in this pass may still be
+/// refused (a budget, a webhook), so what comes after it waits for a later pass.
 pub(crate) fn decide(
     survey: &Survey,
     ctx: &NodeContext,
@@ -314,7 +314,9 @@ fn decide_workload(
             message,
         )
     };
-    if let Some(first) = held_back {
+    // A pod that is not Ready costs no readiness to move: holding it back behind the node's workload pods would only
+    // keep its controller below its floor, and the controller's pods on other nodes waiting.
+    if let Some(first) = held_back.filter(|_| pod.ready) {
         return wait(format!("wait: goes once {first}"));
     }
     let health = ledger.health(workload, index);
@@ -381,7 +383,7 @@ fn decide_workload(
         needed,
         threshold: t,
         use_eviction_api,
-        replaced_at: (!workload.is_known()).then(|| health.desired - health.going),
+        size_inferred: !workload.is_known(),
     };
     let action = ActionKind::Evict {
         pod: PodRef::of(pod),

@@ -11,8 +11,9 @@
 //!
 //! `d` is the workload's `spec.replicas` for the kinds k8sm knows. For a controller of any other kind (an
 //! operator's custom resource) k8sm cannot read a desired count, so it takes the pods it sees of that controller
-//! (not finished, bound or not) plus its evictions that are gone and not replaced yet: one such pod goes at a time
-//! unless the threshold allows more.
+//! (not finished, bound or not) plus its evictions in flight whose pod is gone, or the size the controller
+//! remembers of it since it began evicting from it, whichever is larger: one such pod goes at a time unless the
+//! threshold allows more, and a pod gone but not replaced yet is still counted.
 //!
 //! Workloads scaled to zero (`d = 0`): their pods are being removed by their controller anyway, so they wait
 //! (evicting them would only race the controller). Owners that are not in the view are not judged here: their pods
@@ -186,7 +187,8 @@ fn observe(workload: Workload, index: &Index) -> OwnerHealth {
             health.ready += 1;
         }
     }
-    health.desired = workload.desired.unwrap_or(seen);
+    let remembered = index.observed_sizes.get(workload.uid).copied().unwrap_or(0);
+    health.desired = workload.desired.unwrap_or(seen.max(remembered));
     health
 }
 

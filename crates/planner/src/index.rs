@@ -85,6 +85,8 @@ pub(crate) struct Index<'a> {
     pub(crate) in_flight_pods: FastSet<&'a str>,
     /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not replaced yet.
     pub(crate) in_flight_gone: FastMap<&'a str, u32>,
+    /// The remembered sizes of controllers of unknown kinds.
+    pub(crate) observed_sizes: &'a BTreeMap<String, u32>,
 }
 
 impl<'a> Index<'a> {
@@ -152,6 +154,7 @@ impl<'a> Index<'a> {
             pdbs,
             in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
             in_flight_gone,
+            observed_sizes: &view.observed_sizes,
         }
     }
 

@@ -44,4 +44,4 @@ pub use view::{
     ClusterView, ControllerRef, DeletedNodeRecord, InFlightEviction, NodeView, OwnerKind,
     OwnerView, PdbView, PodPhase, PodView, PolicyView,
 };
-pub use workload::live_pods_by_workload;
+pub use workload::{grow_observed_sizes, live_pods_by_workload};

@@ -268,11 +268,10 @@ pub struct Eviction {
     /// Evict through the Eviction API (PodDisruptionBudgets apply; a 429 means wait). `false`: delete the pod.
     /// Always true for a pod of a controller of another kind.
     pub use_eviction_api: bool,
-    /// For a controller of a kind k8sm does not know: its pods that were neither finished nor on their way out
-    /// before this eviction. The controller keeps the eviction in flight until its cache shows that many such pods
-    /// of the controller again (the evicted pod replaced), so that a plan made in between does not take a smaller
-    /// controller for a healthy one. `None` for workloads whose desired count k8sm reads.
-    pub replaced_at: Option<u32>,
+    /// The workload is a controller of a kind k8sm does not know, whose size k8sm infers from its pods: the
+    /// controller remembers its size from now on (see [`crate::ClusterView::observed_sizes`]), so that a plan made
+    /// after the pod is gone and before it is replaced does not take a smaller controller for a healthy one.
+    pub size_inferred: bool,
 }
 
 /// A pod, by name and UID (execute with a UID precondition, so a recreated pod of the same name is never hit).
@@ -488,7 +487,8 @@ pub struct PolicyCondition {
 pub struct EtaInputs {
     /// Selected nodes not yet compatible.
     pub nodes_remaining: u32,
-    /// Of those, nodes waiting for an operator (while any, there is no honest ETA).
+    /// Of those, nodes Blocked or waiting on something only an operator resolves, such as a restart overdue (while
+    /// any, there is no honest ETA).
     pub nodes_blocked: u32,
     /// Drain slots.
     pub slots: u32,

@@ -407,7 +407,10 @@ impl<'v> PolicyPass<'v, '_> {
             conditions,
             eta: EtaInputs {
                 nodes_remaining: counts.total - counts.compatible,
-                nodes_blocked: counts.blocked,
+                nodes_blocked: u32::try_from(
+                    out.nodes.iter().filter(|n| waits_for_operator(n)).count(),
+                )
+                .unwrap_or(u32::MAX),
                 slots,
                 pods_left,
             },
@@ -822,6 +825,16 @@ fn blocker(reason: Reason, message: String) -> Blocker {
         message,
         pod: None,
     }
+}
+
+/// Whether a node is Blocked, or waits on something only an operator resolves (a restart overdue): while any does,
+/// no ETA is honest.
+fn waits_for_operator(node: &NodePlan) -> bool {
+    node.phase == NodePhase::Blocked
+        || node
+            .blockers
+            .iter()
+            .any(|b| b.pod.is_none() && b.reason.needs_operator())
 }
 
 /// A pod that the node waits for, as a blocker.

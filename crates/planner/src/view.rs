@@ -30,6 +30,11 @@ pub struct ClusterView {
     pub policies: Vec<PolicyView>,
     /// Evictions and deletions that the controller executed and that its caches may not show yet.
     pub in_flight: Vec<InFlightEviction>,
+    /// Sizes the controller remembers of controllers of unknown kinds it evicts from, by UID: the most live pods (not
+    /// finished nor terminating) seen of each at once since its first eviction (see
+    /// [`crate::grow_observed_sizes`]). Such a controller's size is inferred from its pods; once an evicted pod is
+    /// gone and before its replacement exists, it would look one pod smaller, and healthy, without this.
+    pub observed_sizes: BTreeMap<String, u32>,
 }
 
 /// One Node, reduced to what the upgrade needs.

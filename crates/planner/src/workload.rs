@@ -5,7 +5,9 @@
 //! A Deployment mid-rollout has pods in two or more ReplicaSets; judging each ReplicaSet alone finds each "fully
 //! ready" and lets both lose a pod at once. Judged as one workload, it loses at most what its own bound allows.
 
-use crate::{OwnerKind, OwnerView, view::ControllerRef};
+use std::collections::{BTreeMap, HashMap};
+
+use crate::{ClusterView, OwnerKind, OwnerView, view::ControllerRef};
 
 /// The workload a pod counts for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,13 +70,11 @@ pub(crate) fn workload_uid<'a>(controller_uid: &'a str, owner: Option<&'a OwnerV
     }
 }
 
-/// Pods neither finished nor terminating, bound to a node or not, per workload UID: what the controller compares
-/// with an eviction's [`crate::Eviction::replaced_at`] to tell that a controller of another kind replaced the pod
-/// k8sm evicted.
-pub fn live_pods_by_workload(view: &crate::ClusterView) -> std::collections::HashMap<String, u32> {
-    let owners: std::collections::HashMap<&str, &OwnerView> =
+/// Pods neither finished nor terminating, bound to a node or not, per workload UID.
+pub fn live_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
+    let owners: HashMap<&str, &OwnerView> =
         view.owners.iter().map(|o| (o.uid.as_str(), o)).collect();
-    let mut live = std::collections::HashMap::new();
+    let mut live = HashMap::new();
     for pod in &view.pods {
         let Some(controller) = &pod.controller else {
             continue;
@@ -88,4 +88,74 @@ pub fn live_pods_by_workload(view: &crate::ClusterView) -> std::collections::Has
             .or_default() += 1;
     }
     live
+}
+
+/// Grows the remembered sizes of controllers of unknown kinds (see [`crate::ClusterView::observed_sizes`]) with
+/// what `view` shows: each becomes the most live pods seen of it at once. A controller is remembered from the first
+/// eviction k8sm makes of its pods (`start`, planned on this view); the caller forgets one some time after the
+/// last, so that a controller scaled down for good is not held to its old size for ever.
+pub fn grow_observed_sizes(
+    view: &ClusterView,
+    sizes: &mut BTreeMap<String, u32>,
+    start: impl IntoIterator<Item = String>,
+) {
+    let live = live_pods_by_workload(view);
+    for uid in start {
+        sizes.entry(uid).or_default();
+    }
+    for (uid, size) in sizes.iter_mut() {
+        *size = (*size).max(live.get(uid).copied().unwrap_or(0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{deployment, owner};
+
+    #[test]
+    fn sizes_remember_the_most_live_pods_seen_at_once() {
+        let kafka = owner(
+            OwnerKind::Other("KafkaNodePool".into()),
+            "k",
+            "brokers",
+            None,
+        );
+        let web = deployment("shop", "web", 2);
+        let rs = web.replica_set("web-1");
+        let view = |names: &[&str], terminating: &[&str]| ClusterView {
+            pods: names
+                .iter()
+                .map(|n| {
+                    let pod = kafka.pod(n, "n1");
+                    if terminating.contains(n) {
+                        pod.terminating()
+                    } else {
+                        pod
+                    }
+                })
+                .chain([rs.pod("w", "n1")])
+                .collect(),
+            owners: vec![web.clone(), rs.clone()],
+            ..ClusterView::default()
+        };
+        let mut sizes = BTreeMap::new();
+        // Nothing is remembered before k8sm evicts from a controller.
+        grow_observed_sizes(&view(&["b0", "b1", "b2"], &[]), &mut sizes, []);
+        assert!(sizes.is_empty());
+        // Evicting b0: three live pods then.
+        let evicting = [kafka.uid.clone()];
+        grow_observed_sizes(&view(&["b0", "b1", "b2"], &[]), &mut sizes, evicting);
+        assert_eq!(sizes[&kafka.uid], 3);
+        // b0 terminating, then gone, then replaced: the size stays 3, never 2.
+        grow_observed_sizes(&view(&["b0", "b1", "b2"], &["b0"]), &mut sizes, []);
+        grow_observed_sizes(&view(&["b1", "b2"], &[]), &mut sizes, []);
+        assert_eq!(sizes[&kafka.uid], 3);
+        // Scaled up: it grows.
+        grow_observed_sizes(&view(&["b1", "b2", "b3", "b4"], &[]), &mut sizes, []);
+        assert_eq!(sizes[&kafka.uid], 4);
+        // Live pods of a Deployment count for the Deployment.
+        let live = live_pods_by_workload(&view(&[], &[]));
+        assert_eq!(live[&web.uid], 1);
+    }
 }

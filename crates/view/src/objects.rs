@@ -44,6 +44,8 @@ pub fn from_objects(objects: &Objects<'_>, in_flight: Vec<InFlightEviction>) -> 
         pdbs: objects.pdbs.iter().map(|p| pdb_view(p)).collect(),
         policies: objects.policies.iter().map(|p| policy_view(p)).collect(),
         in_flight,
+        // The controller's memory, not an object: it sets them itself.
+        observed_sizes: Default::default(),
     }
 }
 

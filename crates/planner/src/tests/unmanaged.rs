@@ -274,3 +274,28 @@ fn unmanaged_pods_block_the_node_under_never() {
     let eta = plan.policy("p").unwrap().eta;
     assert_eq!((eta.nodes_blocked, eta.pods_left), (1, 1));
 }
+
+#[test]
+fn an_other_controller_pod_that_is_not_ready_is_not_held_behind_workload_pods() {
+    // The workload pod waits for its owner; the broker here is not Ready, so moving it costs nothing, and holding it
+    // would keep its controller below its floor (and its pods on other nodes waiting).
+    let rs = replica_set("shop", "web", 10);
+    let kafka = crate::testing::owner(
+        crate::OwnerKind::Other("KafkaNodePool".into()),
+        "k",
+        "b",
+        None,
+    );
+    let mut pods = elsewhere(&rs, 8);
+    pods.push(rs.pod("web-1", "n1"));
+    pods.extend(elsewhere(&kafka, 2));
+    pods.push(kafka.pod("broker-sick", "n1").not_ready());
+    pods.push(kafka.pod("broker-fine", "n1"));
+    let plan = plan_now(&draining(vec![rs], pods, policy("p")));
+    assert_eq!(summary(&plan), ["Evict k/broker-sick"]);
+    let (_, _, message) = pod_decision(&plan, "n1", "broker-fine");
+    assert_eq!(
+        message,
+        "wait: goes once the node's workload pods have left"
+    );
+}

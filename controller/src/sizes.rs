@@ -1,0 +1,77 @@
+//! The sizes of controllers of unknown kinds that k8sm evicts from (an operator's custom resource).
+//!
+//! k8sm cannot read such a controller's desired count, so the planner infers it from the pods it sees; between an
+//! evicted pod's removal and its replacement's creation the controller would look one pod smaller, and healthy. The
+//! controller remembers, from its first eviction of such a controller's pods, the most live pods seen of it at once
+//! (the rule is the planner's: `grow_observed_sizes`), and forgets it some time after its last eviction, so that a
+//! controller scaled down for good is held to its old size (k8sm more careful) for no longer than that. After a
+//! restart only the gap between a pod's removal and its replacement is forgotten.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use k8sm_planner::{ClusterView, grow_observed_sizes};
+
+/// How long after k8sm's last eviction from a controller its size is remembered: operators recreate pods within
+/// seconds to minutes.
+const REMEMBER_FOR: Duration = Duration::from_secs(1800);
+
+#[derive(Debug, Default)]
+pub struct Sizes {
+    sizes: BTreeMap<String, u32>,
+    last_eviction: HashMap<String, DateTime<Utc>>,
+}
+
+impl Sizes {
+    /// Grows the remembered sizes with what `view` shows, starting with `evicting` (UIDs of controllers whose pods
+    /// a plan made on `view` evicts), and forgets those past the bound. Returns the sizes for the planner.
+    pub fn observe(
+        &mut self,
+        view: &ClusterView,
+        evicting: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> BTreeMap<String, u32> {
+        for uid in &evicting {
+            self.last_eviction.insert(uid.clone(), now);
+        }
+        grow_observed_sizes(view, &mut self.sizes, evicting);
+        let last = &mut self.last_eviction;
+        last.retain(|_, at| (now - *at).to_std().is_ok_and(|age| age < REMEMBER_FOR));
+        self.sizes.retain(|uid, _| last.contains_key(uid));
+        self.sizes.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8sm_planner::OwnerKind;
+    use k8sm_planner::testing::{at, owner};
+
+    #[test]
+    fn a_controller_is_remembered_from_its_first_eviction_until_long_after_its_last() {
+        let kafka = owner(OwnerKind::Other("KafkaNodePool".into()), "k", "b", None);
+        let view = |n: usize| ClusterView {
+            pods: (0..n).map(|i| kafka.pod(&format!("b{i}"), "n1")).collect(),
+            ..ClusterView::default()
+        };
+        let mut sizes = Sizes::default();
+        assert!(sizes.observe(&view(3), vec![], at(0)).is_empty());
+        assert_eq!(
+            sizes.observe(&view(3), vec![kafka.uid.clone()], at(1))[&kafka.uid],
+            3
+        );
+        assert_eq!(
+            sizes.observe(&view(2), vec![], at(2))[&kafka.uid],
+            3,
+            "a pod gone"
+        );
+        assert_eq!(sizes.observe(&view(2), vec![], at(30))[&kafka.uid], 3);
+        assert!(
+            sizes.observe(&view(2), vec![], at(31)).is_empty(),
+            "forgotten"
+        );
+    }
+}
