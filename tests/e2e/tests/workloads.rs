@@ -398,9 +398,9 @@ async fn custom_resource_pods_under_a_budget_allowing_no_disruption_are_never_de
                 held.clone(),
                 member.clone(),
                 "BlockedByPDB".into(),
-                Some("PodSet/cache".into())
+                Some("PodSet/cache (other controller)".into())
             )),
-            "`kubectl k8sm blocked` lists {member} blocked by the budget: {rows:?}"
+            "`kubectl k8sm blocked` lists {member} blocked by the budget, as another controller's pod: {rows:?}"
         );
     }
     let table = k8sm_ok(&scenario.cluster, &["blocked", "-n", NS]);
