@@ -224,7 +224,7 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
         .filter(|e| {
             e.note
                 .as_deref()
-                .is_some_and(|n| n.contains("ReplicationController legacy"))
+                .is_some_and(|n| n.contains("workload ReplicationController legacy"))
         })
         .count();
     assert!(
