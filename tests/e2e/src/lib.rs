@@ -3,8 +3,10 @@
 #![forbid(unsafe_code)]
 
 pub mod binaries;
+pub mod deletions;
 pub mod http;
 pub mod plugin;
+pub mod podset;
 pub mod scenario;
 pub use k8sm_testcluster::sla;
 pub mod workloads;

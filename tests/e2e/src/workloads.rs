@@ -1,5 +1,5 @@
-//! Workloads of the end-to-end scenarios: Deployments, StatefulSets, Jobs, DaemonSets and unmanaged pods whose
-//! containers KWOK "runs" (the image is never pulled).
+//! Workloads of the end-to-end scenarios: Deployments, ReplicationControllers, StatefulSets, Jobs, DaemonSets and
+//! unmanaged pods whose containers KWOK "runs" (the image is never pulled).
 
 use std::collections::BTreeMap;
 
@@ -7,7 +7,10 @@ use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec,
 };
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec, Toleration};
+use k8s_openapi::api::core::v1::{
+    Container, Pod, PodSpec, PodTemplateSpec, ReplicationController, ReplicationControllerSpec,
+    Toleration,
+};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -67,6 +70,20 @@ pub fn deployment(namespace: &str, name: &str, replicas: i32) -> Deployment {
             ..DeploymentSpec::default()
         }),
         ..Deployment::default()
+    }
+}
+
+/// A ReplicationController: the workload kind the original design was written for, judged for itself.
+pub fn replication_controller(namespace: &str, name: &str, replicas: i32) -> ReplicationController {
+    ReplicationController {
+        metadata: meta(name, namespace),
+        spec: Some(ReplicationControllerSpec {
+            replicas: Some(replicas),
+            selector: Some(labels(name)),
+            template: Some(template(name, &BTreeMap::new())),
+            ..ReplicationControllerSpec::default()
+        }),
+        ..ReplicationController::default()
     }
 }
 

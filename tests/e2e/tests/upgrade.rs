@@ -1,6 +1,6 @@
-//! The whole rolling upgrade on a real cluster: 20 nodes, Deployments of 1, 3, 10 and 25 replicas, a StatefulSet,
-//! a Job, unmanaged pods and a DaemonSet. Setting the target upgrades every node while every owner stays at or
-//! above its SLA bound, watched at every pod change.
+//! The whole rolling upgrade on a real cluster: 20 nodes, Deployments of 1, 3, 10 and 25 replicas, a
+//! ReplicationController, a StatefulSet, a Job, unmanaged pods and a DaemonSet. Setting the target upgrades every node
+//! while every workload stays at or above its SLA bound, watched at every pod change.
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +8,10 @@ use k8sm_api::{ExecutorUpgradePolicySpec, MaxConcurrentNodes, UnmanagedPodPolicy
 use k8sm_e2e::http::{free_port, get};
 use k8sm_e2e::scenario::Scenario;
 use k8sm_e2e::sla::SlaWatcher;
-use k8sm_e2e::workloads::{create, daemon_set, deployment, job, stateful_set, unmanaged_pod};
+use k8sm_e2e::sla::bound;
+use k8sm_e2e::workloads::{
+    create, daemon_set, deployment, job, replication_controller, stateful_set, unmanaged_pod,
+};
 use k8sm_testcluster::node_name;
 
 const NS: &str = "shop";
@@ -21,6 +24,7 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
     for (name, replicas) in [("solo", 1), ("trio", 3), ("web", 10), ("api", 25)] {
         create(&client, &deployment(NS, name, replicas)).await;
     }
+    create(&client, &replication_controller(NS, "legacy", 4)).await;
     create(&client, &stateful_set(NS, "db", 3)).await;
     create(&client, &job(NS, "report", 1)).await;
     create(&client, &daemon_set(NS, "logs")).await;
@@ -38,8 +42,8 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
             Duration::from_secs(120),
             || async {
                 let running = scenario.ready_pods().await;
-                // 42 replicas + 4 unmanaged + 20 DaemonSet pods (the Job's pod completes at once).
-                (running >= 66).then_some(())
+                // 46 replicas + 4 unmanaged + 20 DaemonSet pods (the Job's pod completes at once).
+                (running >= 70).then_some(())
             },
         )
         .await;
@@ -180,10 +184,51 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
         took.as_secs_f64(),
         evicted.len()
     );
-    for record in sla.records() {
+    // Every workload was judged, the ReplicationController too, and none went below its bound at any moment.
+    let records = sla.records();
+    for record in &records {
         println!(
             "{} {}: desired {}, min ready {} (bound {})",
             record.kind, record.name, record.desired, record.min_ready, record.bound
         );
     }
+    let judged: Vec<(&str, &str, u32)> = records
+        .iter()
+        .map(|r| (r.kind.as_str(), r.name.as_str(), r.desired))
+        .collect();
+    for (kind, name, desired) in [
+        ("Deployment", "solo", 1),
+        ("Deployment", "trio", 3),
+        ("Deployment", "web", 10),
+        ("Deployment", "api", 25),
+        ("ReplicationController", "legacy", 4),
+        ("StatefulSet", "db", 3),
+    ] {
+        assert!(
+            judged.contains(&(kind, name, desired)),
+            "the SLA watcher judged {kind} {name} of {desired}: {judged:?}"
+        );
+        let record = records
+            .iter()
+            .find(|r| r.kind == kind && r.name == name)
+            .expect("judged");
+        let floor = bound(desired, u32::from(THRESHOLD));
+        assert!(
+            record.min_ready >= floor,
+            "{kind} {name} fell to {} Ready, below its bound {floor}",
+            record.min_ready
+        );
+    }
+    let legacy_evicted = evicted
+        .iter()
+        .filter(|e| {
+            e.note
+                .as_deref()
+                .is_some_and(|n| n.contains("workload ReplicationController legacy"))
+        })
+        .count();
+    assert!(
+        legacy_evicted > 0,
+        "the ReplicationController's pods were evicted as its own workload"
+    );
 }
