@@ -4,6 +4,7 @@
 
 pub mod binaries;
 pub mod http;
+pub mod lifecycle;
 pub mod plugin;
 pub mod scenario;
 pub use k8sm_testcluster::sla;
