@@ -130,10 +130,7 @@ async fn an_executor_back_with_its_old_id_is_reported_once_not_looped() {
     stays_put(&scenario, &wrong, QUIET, NodePhase::Blocked).await;
     assert_eq!(obeyed_kamikaze(&node(&client, &wrong).await), obeyed);
     assert_eq!(times(&client, "Node", &wrong, "RestartOverdue").await, 0);
-    println!(
-        "agent on {wrong}:\n{}",
-        agent_log_lines(&scenario, &wrong, "").join("\n")
-    );
+    assert_restarts(&scenario, &wrong, 1);
 
     // The operator retries with the executor still broken: told exactly once more, reported again, not looped.
     let how = retry_kamikaze(&scenario, &wrong).await;
@@ -161,6 +158,7 @@ async fn an_executor_back_with_its_old_id_is_reported_once_not_looped() {
     )
     .await;
     assert_eq!(times(&client, "Node", &wrong, "KamikazeSent").await, 2);
+    assert_restarts(&scenario, &wrong, 2);
 
     // The executor is fixed (the agents restart without the fault), and the operator retries: upgraded.
     restart_agent(&mut scenario, "1s", &[]);
@@ -168,6 +166,7 @@ async fn an_executor_back_with_its_old_id_is_reported_once_not_looped() {
     println!("retry 2: {how}");
     wait_all_upgraded(&scenario, 4).await;
     assert_eq!(times(&client, "Node", &wrong, "KamikazeSent").await, 3);
+    assert_restarts(&scenario, &wrong, 3);
     for other in &others {
         assert_eq!(
             times(&client, "Node", other, "KamikazeSent").await,
@@ -220,6 +219,7 @@ async fn a_node_back_with_a_third_executor_is_reported_and_holds_the_only_slot()
         );
     }
     assert_eq!(times(&client, "Node", &first, "KamikazeSent").await, 1);
+    assert_restarts(&scenario, &first, 1);
     let policy = scenario.policy(POLICY).await;
     let entry = status_entry(&policy, &first).expect("the node is in the status");
     let expected = format!("as {third}, neither its old executor {old} nor the target {new}");
@@ -311,6 +311,7 @@ async fn a_node_back_with_a_third_executor_is_reported_and_holds_the_only_slot()
         1,
         "never told again"
     );
+    assert_restarts(&scenario, &first, 1);
     assert_eq!(times(&client, "Node", &first, "Upgraded").await, 1);
     for name in &queued {
         assert_eq!(times(&client, "Node", name, "KamikazeSent").await, 1);
@@ -848,6 +849,17 @@ async fn stays_put(scenario: &Scenario, node: &str, duration: Duration, phase: N
         event_history(client, "Node", node).await,
         history,
         "the controller reported something new about {node}"
+    );
+}
+
+/// The simulated executor of `node` restarted `count` times in all, by the agents' log (one line per restart).
+fn assert_restarts(scenario: &Scenario, node: &str, count: usize) {
+    let restarts = agent_log_lines(scenario, node, "restarted executor");
+    assert_eq!(
+        restarts.len(),
+        count,
+        "restarts of {node}'s executor:\n{}",
+        restarts.join("\n")
     );
 }
 
