@@ -223,7 +223,7 @@ impl Executor {
                             let url = url.as_deref().ok_or_else(|| {
                                 Error::Other("Http kamikaze without a URL".into())
                             })?;
-                            self.post(url).await?;
+                            self.post(url, kamikaze_body(*at)).await?;
                         }
                         // The annotation is the record that kamikaze was sent (and, for Annotation, the message).
                         let mut patch = node_patch(node);
@@ -434,11 +434,19 @@ impl Executor {
         }
     }
 
-    async fn post(&self, url: &str) -> Result<(), Error> {
-        let response = self.http.post(url).send().await.map_err(|e| Error::Http {
-            url: url.to_owned(),
-            message: e.to_string(),
-        })?;
+    /// POSTs the kamikaze `body` (see [`kamikaze_body`]) to `url`.
+    async fn post(&self, url: &str, body: String) -> Result<(), Error> {
+        let response = self
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| Error::Http {
+                url: url.to_owned(),
+                message: e.to_string(),
+            })?;
         if response.status().is_success() {
             Ok(())
         } else {
@@ -448,6 +456,13 @@ impl Executor {
             })
         }
     }
+}
+
+/// The body of the `Http` kamikaze: `{"kamikaze": "<RFC 3339>"}`, the exact value then written as the kamikaze
+/// annotation. The agent records that value as obeyed before it restarts, so the annotation is never obeyed a
+/// second time by an executor that comes back with its old ID.
+fn kamikaze_body(at: DateTime<Utc>) -> String {
+    json!({ "kamikaze": rfc3339(at) }).to_string()
 }
 
 fn require(node: Option<&Node>) -> Result<&Node, Error> {
@@ -610,6 +625,14 @@ mod tests {
             patch["metadata"]["annotations"][keys::CORDONED_BY_ANNOTATION],
             json!("k8sm")
         );
+    }
+
+    #[test]
+    fn the_http_kamikaze_body_carries_the_annotations_value() {
+        let at = DateTime::parse_from_rfc3339("2026-11-29T17:00:00.123Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(kamikaze_body(at), r#"{"kamikaze":"2026-11-29T17:00:00Z"}"#);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::simulate::Comeback;
 use crate::validate;
 
 /// The node side of k8sm: publishes the executor ID on the Node and obeys kamikaze.
@@ -79,6 +80,26 @@ pub struct SimulateArgs {
     /// reports the restart overdue. Repeat for several nodes.
     #[arg(long = "never-restart", value_name = "NODE", value_parser = validate::node_name)]
     pub never_restart: Vec<String>,
+
+    /// Fault injection: on kamikaze, this node's executor restarts (after the delay) reporting ID instead of the new
+    /// ID: `old` for the ID it reports now (its new package was missing), or any other ID. With DeleteNode, the
+    /// re-created node reports it. Repeat for several nodes.
+    #[arg(long = "come-back-as", value_name = "NODE=ID", value_parser = come_back_as)]
+    pub come_back_as: Vec<(String, Comeback)>,
+}
+
+/// `--come-back-as NODE=ID`.
+fn come_back_as(value: &str) -> Result<(String, Comeback), String> {
+    const EXPECTED: &str = "expected NODE=ID, with ID `old` for the node's current ID";
+    let (node, id) = value.split_once('=').ok_or(EXPECTED)?;
+    let node = validate::node_name(node).map_err(|error| format!("{EXPECTED}: NODE {error}"))?;
+    let comeback = match id {
+        "old" => Comeback::OldId,
+        id => Comeback::Id(
+            validate::executor_id(id).map_err(|error| format!("{EXPECTED}: ID {error}"))?,
+        ),
+    };
+    Ok((node, comeback))
 }
 
 #[cfg(test)]
@@ -104,6 +125,7 @@ mod tests {
         assert_eq!(args.initial_executor_id, None);
         assert_eq!(args.http_addr, None);
         assert!(args.never_restart.is_empty());
+        assert!(args.come_back_as.is_empty());
     }
 
     #[test]
@@ -119,16 +141,45 @@ mod tests {
             "--http-addr=127.0.0.1:8080",
             "--never-restart=node-0001",
             "--never-restart=node-0002",
+            "--come-back-as=node-0003=old",
+            "--come-back-as",
+            "node-0004=sha256:third",
         ])
         .unwrap();
         let Command::Simulate(args) = cli.command else {
             panic!("not simulate");
         };
         assert_eq!(args.never_restart, ["node-0001", "node-0002"]);
+        assert_eq!(
+            args.come_back_as,
+            [
+                ("node-0003".to_owned(), Comeback::OldId),
+                ("node-0004".to_owned(), Comeback::Id("sha256:third".into())),
+            ]
+        );
         assert_eq!(*args.restart_delay, std::time::Duration::from_millis(500));
         assert_eq!(args.selector.as_deref(), Some("type=kwok"));
         assert_eq!(args.initial_executor_id.as_deref(), Some("old"));
         assert_eq!(args.http_addr, Some("127.0.0.1:8080".parse().unwrap()));
+    }
+
+    #[test]
+    fn come_back_as_names_a_node_and_an_id() {
+        for bad in [
+            "node-0001",
+            "node-0001=",
+            "=old",
+            "Node=old",
+            "node-0001=a b",
+        ] {
+            let error = come_back_as(bad).expect_err(bad);
+            assert!(error.starts_with("expected NODE=ID"), "{bad}: {error}");
+        }
+        assert_eq!(
+            come_back_as("n=older"),
+            Ok(("n".into(), Comeback::Id("older".into()))),
+            "only the exact literal `old` means the current ID"
+        );
     }
 
     #[test]

@@ -2,9 +2,12 @@
 //!
 //! Pure functions, shared by `run` and `simulate`, so both modes obey kamikaze by exactly the same rule.
 
+use std::time::SystemTime;
+
 use k8s_openapi::api::core::v1::Node;
 use k8sm_api::keys::{
     EXECUTOR_ID_ANNOTATION, KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+    KAMIKAZE_OBEYED_ANNOTATION,
 };
 use serde_json::{Map, Value, json};
 
@@ -22,19 +25,57 @@ pub fn executor_id(node: &Node) -> Option<&str> {
     annotation(node, EXECUTOR_ID_ANNOTATION)
 }
 
-/// The kamikaze that the executor running `running_id` on this node must obey, as the annotation's value.
+/// What the kamikaze annotation on a node means to the executor that runs `running_id` there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KamikazeFor<'a> {
+    /// The node carries no kamikaze.
+    None,
+    /// Obey this kamikaze (the annotation's value): this executor was told and nobody obeyed it yet.
+    Pending(&'a str),
+    /// This executor ID obeyed this kamikaze already and is running again: the executor came back with its old ID
+    /// (e.g. the new package was missing). It acknowledges by removing the kamikaze and must not restart again.
+    Returned(&'a str),
+    /// Meant for another executor, which has restarted since: leave it to the controller.
+    Ignored,
+}
+
+/// Reads the kamikaze on `node` for the executor running `running_id`.
 ///
-/// The controller records, next to the kamikaze, the executor ID the node reported when it was told. A kamikaze
-/// recorded for another ID was meant for an executor that has already restarted: obeying it again would restart
-/// the new executor in a loop until the controller clears the key. Without that record (an external component set
-/// the kamikaze alone), the kamikaze is obeyed.
-pub fn pending_kamikaze<'a>(node: &'a Node, running_id: Option<&str>) -> Option<&'a str> {
-    let kamikaze = annotation(node, KAMIKAZE_ANNOTATION)?;
-    match annotation(node, KAMIKAZE_EXECUTOR_ID_ANNOTATION) {
-        // The controller writes an empty value when the node reported no ID.
-        Some(meant_for) if meant_for != running_id.unwrap_or_default() => None,
-        _ => Some(kamikaze),
+/// An executor obeys a given kamikaze once: it writes the value it obeys as `kamikaze-obeyed` before it restarts,
+/// and a kamikaze with that value is never obeyed again, whatever ID the executor comes back with. Next to the
+/// kamikaze, the controller records the ID the node reported when it was told (`kamikaze-executor-id`, empty when
+/// none): a kamikaze recorded for another ID was meant for an executor that has restarted since. Without the record
+/// (someone set the kamikaze by hand) the kamikaze is meant for whoever runs now, and the executor that obeys writes
+/// the record itself.
+pub fn kamikaze_for<'a>(node: &'a Node, running_id: Option<&str>) -> KamikazeFor<'a> {
+    let Some(kamikaze) = annotation(node, KAMIKAZE_ANNOTATION) else {
+        return KamikazeFor::None;
+    };
+    let running_id = running_id.unwrap_or_default();
+    let record = annotation(node, KAMIKAZE_EXECUTOR_ID_ANNOTATION);
+    let obeyed = annotation(node, KAMIKAZE_OBEYED_ANNOTATION) == Some(kamikaze);
+    match record {
+        Some(record) if record != running_id => KamikazeFor::Ignored,
+        _ if !obeyed => KamikazeFor::Pending(kamikaze),
+        // Obeyed, and recorded for the ID running now: it came back with the executor that was told. Without a
+        // record (removed by hand since: whoever obeyed wrote one) there is no telling who obeyed it.
+        Some(_) => KamikazeFor::Returned(kamikaze),
+        None => KamikazeFor::Ignored,
     }
+}
+
+/// The kamikaze that the executor running `running_id` obeyed before it came back with the same ID, if so.
+pub fn returned_from_kamikaze<'a>(node: &'a Node, running_id: Option<&str>) -> Option<&'a str> {
+    match kamikaze_for(node, running_id) {
+        KamikazeFor::Returned(kamikaze) => Some(kamikaze),
+        _ => None,
+    }
+}
+
+/// The value recorded as obeyed for a kamikaze that came without one (an HTTP POST without a body): the current time,
+/// formatted as the controller formats the kamikaze annotation.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
 /// The merge patch that publishes `executor_id`. With a resource version, the apiserver rejects the patch (409) if
@@ -44,25 +85,48 @@ pub fn publish_patch(executor_id: &str, resource_version: Option<&str>) -> Value
     metadata_patch(annotations, resource_version)
 }
 
-/// The merge patch of a simulated restart: the executor comes back with `new_executor_id` and the kamikaze it
-/// obeyed is gone. Every other k8sm key belongs to the controller, which recognises the restart by the changed ID
-/// and clears its own keys.
-pub fn restart_patch(new_executor_id: &str, resource_version: Option<&str>) -> Value {
-    let annotations = Map::from_iter([
-        (EXECUTOR_ID_ANNOTATION.to_owned(), json!(new_executor_id)),
-        // `null` removes a key in a JSON merge patch.
-        (KAMIKAZE_ANNOTATION.to_owned(), Value::Null),
-    ]);
+/// The merge patch that an executor writes before it restarts for kamikaze `kamikaze`: it records the kamikaze as
+/// obeyed and, for a kamikaze that came without the record of the executor told (see [`kamikaze_for`]), `record`
+/// as that executor.
+pub fn obey_patch(kamikaze: &str, record: Option<&str>, resource_version: Option<&str>) -> Value {
+    let mut annotations =
+        Map::from_iter([(KAMIKAZE_OBEYED_ANNOTATION.to_owned(), json!(kamikaze))]);
+    if let Some(record) = record {
+        annotations.insert(KAMIKAZE_EXECUTOR_ID_ANNOTATION.to_owned(), json!(record));
+    }
     metadata_patch(annotations, resource_version)
 }
 
-/// The merge patch that records `executor_id` as the executor told to terminate, for a kamikaze that came without
-/// that record (see [`pending_kamikaze`]).
-pub fn record_kamikaze_patch(executor_id: &str, resource_version: Option<&str>) -> Value {
-    let annotations = Map::from_iter([(
-        KAMIKAZE_EXECUTOR_ID_ANNOTATION.to_owned(),
-        json!(executor_id),
-    )]);
+/// The merge patch by which an executor that came back with its old ID acknowledges the kamikaze it obeyed: the
+/// kamikaze goes, the record and `kamikaze-obeyed` stay, so the controller sees a node that came back with the
+/// executor it told to terminate.
+pub fn acknowledge_patch(resource_version: Option<&str>) -> Value {
+    // `null` removes a key in a JSON merge patch.
+    let annotations = Map::from_iter([(KAMIKAZE_ANNOTATION.to_owned(), Value::Null)]);
+    metadata_patch(annotations, resource_version)
+}
+
+/// The merge patch of a simulated restart that obeyed kamikaze `obeyed`: the kamikaze goes and is recorded as
+/// obeyed; the executor comes back reporting `reported`. `reported: None`: it came back with the ID it had, which
+/// stays, and the patch leaves the node exactly as a real agent leaves it then (see [`acknowledge_patch`]), with
+/// `record` written for a kamikaze that had none. Every other k8sm key belongs to the controller, which recognises
+/// the restart by the changed ID (or the comeback by the unchanged one) and clears its own keys.
+pub fn restart_patch(
+    reported: Option<&str>,
+    obeyed: &str,
+    record: Option<&str>,
+    resource_version: Option<&str>,
+) -> Value {
+    let mut annotations = Map::from_iter([
+        (KAMIKAZE_ANNOTATION.to_owned(), Value::Null),
+        (KAMIKAZE_OBEYED_ANNOTATION.to_owned(), json!(obeyed)),
+    ]);
+    if let Some(reported) = reported {
+        annotations.insert(EXECUTOR_ID_ANNOTATION.to_owned(), json!(reported));
+    }
+    if let Some(record) = record {
+        annotations.insert(KAMIKAZE_EXECUTOR_ID_ANNOTATION.to_owned(), json!(record));
+    }
     metadata_patch(annotations, resource_version)
 }
 
@@ -99,54 +163,128 @@ mod tests {
     }
 
     const AT: &str = "2025-01-01T00:00:00Z";
+    const LATER: &str = "2025-01-01T01:00:00Z";
+    const K: &str = KAMIKAZE_ANNOTATION;
+    const RECORD: &str = KAMIKAZE_EXECUTOR_ID_ANNOTATION;
+    const OBEYED: &str = KAMIKAZE_OBEYED_ANNOTATION;
+
+    type Annotations<'a> = &'a [(&'a str, &'a str)];
 
     #[test]
-    fn no_kamikaze_annotation_means_nothing_to_obey() {
-        assert_eq!(pending_kamikaze(&node(&[]), Some("old")), None);
+    fn what_a_kamikaze_means_to_the_running_executor() {
+        use KamikazeFor::{Ignored, None as NoKamikaze, Pending, Returned};
+        // (case, annotations, running ID, expected)
+        let table: &[(&str, Annotations, Option<&str>, KamikazeFor)] = &[
+            ("no kamikaze", &[], Some("old"), NoKamikaze),
+            (
+                "only an obeyed record left",
+                &[(OBEYED, AT), (RECORD, "old")],
+                Some("old"),
+                NoKamikaze,
+            ),
+            (
+                "set by hand, no record: obeyed",
+                &[(K, AT)],
+                Some("old"),
+                Pending(AT),
+            ),
+            (
+                "set by hand, node reports no ID",
+                &[(K, AT)],
+                None,
+                Pending(AT),
+            ),
+            (
+                "recorded for the running executor",
+                &[(K, AT), (RECORD, "old")],
+                Some("old"),
+                Pending(AT),
+            ),
+            (
+                "recorded for an earlier executor",
+                &[(K, AT), (RECORD, "old")],
+                Some("new"),
+                Ignored,
+            ),
+            (
+                "recorded for an earlier executor, no ID now",
+                &[(K, AT), (RECORD, "old")],
+                None,
+                Ignored,
+            ),
+            (
+                "empty record: the node reported none",
+                &[(K, AT), (RECORD, "")],
+                None,
+                Pending(AT),
+            ),
+            (
+                "empty record, an ID published since",
+                &[(K, AT), (RECORD, "")],
+                Some("new"),
+                Ignored,
+            ),
+            // Obeyed once: the same ID running again came back with the old executor.
+            (
+                "obeyed, same ID again",
+                &[(K, AT), (RECORD, "old"), (OBEYED, AT)],
+                Some("old"),
+                Returned(AT),
+            ),
+            (
+                "obeyed, no ID before or after",
+                &[(K, AT), (RECORD, ""), (OBEYED, AT)],
+                None,
+                Returned(AT),
+            ),
+            (
+                "obeyed, a new ID now",
+                &[(K, AT), (RECORD, "old"), (OBEYED, AT)],
+                Some("new"),
+                Ignored,
+            ),
+            (
+                "obeyed, record removed by hand",
+                &[(K, AT), (OBEYED, AT)],
+                Some("old"),
+                Ignored,
+            ),
+            // A new kamikaze after an obeyed one is a new message.
+            (
+                "a new value after an obeyed one",
+                &[(K, LATER), (RECORD, "old"), (OBEYED, AT)],
+                Some("old"),
+                Pending(LATER),
+            ),
+            (
+                "a new value, set by hand",
+                &[(K, LATER), (OBEYED, AT)],
+                Some("old"),
+                Pending(LATER),
+            ),
+            (
+                "a new value for an earlier executor",
+                &[(K, LATER), (RECORD, "old"), (OBEYED, AT)],
+                Some("new"),
+                Ignored,
+            ),
+        ];
+        for (case, annotations, running, expected) in table {
+            let n = node(annotations);
+            assert_eq!(kamikaze_for(&n, *running), *expected, "{case}");
+            let returned = matches!(expected, Returned(_))
+                .then_some(annotation(&n, K))
+                .flatten();
+            assert_eq!(
+                returned_from_kamikaze(&n, *running),
+                returned,
+                "{case}: returned"
+            );
+        }
         assert_eq!(
-            pending_kamikaze(&Node::default(), None),
-            None,
+            kamikaze_for(&Node::default(), None),
+            NoKamikaze,
             "no annotations at all"
-        );
-    }
-
-    #[test]
-    fn a_kamikaze_without_a_recorded_id_is_obeyed() {
-        let n = node(&[(KAMIKAZE_ANNOTATION, AT)]);
-        assert_eq!(pending_kamikaze(&n, Some("old")), Some(AT));
-        assert_eq!(pending_kamikaze(&n, None), Some(AT));
-    }
-
-    #[test]
-    fn a_kamikaze_recorded_for_the_running_executor_is_obeyed() {
-        let n = node(&[
-            (KAMIKAZE_ANNOTATION, AT),
-            (KAMIKAZE_EXECUTOR_ID_ANNOTATION, "old"),
-        ]);
-        assert_eq!(pending_kamikaze(&n, Some("old")), Some(AT));
-    }
-
-    #[test]
-    fn a_kamikaze_recorded_for_an_earlier_executor_is_not_obeyed_again() {
-        let n = node(&[
-            (KAMIKAZE_ANNOTATION, AT),
-            (KAMIKAZE_EXECUTOR_ID_ANNOTATION, "old"),
-        ]);
-        assert_eq!(pending_kamikaze(&n, Some("new")), None);
-        assert_eq!(pending_kamikaze(&n, None), None);
-    }
-
-    #[test]
-    fn an_empty_recorded_id_means_the_node_reported_none() {
-        let n = node(&[
-            (KAMIKAZE_ANNOTATION, AT),
-            (KAMIKAZE_EXECUTOR_ID_ANNOTATION, ""),
-        ]);
-        assert_eq!(pending_kamikaze(&n, None), Some(AT));
-        assert_eq!(
-            pending_kamikaze(&n, Some("new")),
-            None,
-            "an ID published since the kamikaze means the executor already restarted"
         );
     }
 
@@ -160,33 +298,81 @@ mod tests {
     }
 
     #[test]
-    fn restart_patch_sets_the_new_id_removes_the_kamikaze_and_nothing_else() {
-        let patch = restart_patch("new", Some("42"));
+    fn obey_patch_records_the_obeyed_kamikaze_and_the_record_only_when_asked() {
         assert_eq!(
-            patch,
+            obey_patch(AT, None, Some("8")),
             json!({
                 "metadata": {
-                    "resourceVersion": "42",
-                    "annotations": {
-                        EXECUTOR_ID_ANNOTATION: "new",
-                        KAMIKAZE_ANNOTATION: null,
-                    }
+                    "resourceVersion": "8",
+                    "annotations": { OBEYED: AT }
+                }
+            })
+        );
+        assert_eq!(
+            obey_patch(AT, Some("old"), Some("8")),
+            json!({
+                "metadata": {
+                    "resourceVersion": "8",
+                    "annotations": { OBEYED: AT, RECORD: "old" }
                 }
             })
         );
     }
 
     #[test]
-    fn record_kamikaze_patch_writes_only_the_record() {
+    fn obeying_makes_the_kamikaze_one_this_id_returned_from() {
+        // The state machine of one kamikaze, through the patches: told, obeyed, back with the same ID, acknowledged.
+        let mut n = node(&[(EXECUTOR_ID_ANNOTATION, "old"), (K, AT)]);
+        assert_eq!(kamikaze_for(&n, Some("old")), KamikazeFor::Pending(AT));
+        apply(&mut n, &obey_patch(AT, Some("old"), None));
+        assert_eq!(returned_from_kamikaze(&n, Some("old")), Some(AT));
+        assert_eq!(kamikaze_for(&n, Some("new")), KamikazeFor::Ignored);
+        apply(&mut n, &acknowledge_patch(None));
+        assert_eq!(kamikaze_for(&n, Some("old")), KamikazeFor::None);
+        assert_eq!(annotation(&n, RECORD), Some("old"), "record kept");
+        assert_eq!(annotation(&n, OBEYED), Some(AT), "obeyed kept");
+    }
+
+    #[test]
+    fn acknowledge_patch_removes_only_the_kamikaze() {
         assert_eq!(
-            record_kamikaze_patch("old", Some("8")),
+            acknowledge_patch(Some("9")),
+            json!({ "metadata": { "resourceVersion": "9", "annotations": { K: null } } })
+        );
+    }
+
+    #[test]
+    fn restart_patch_reports_the_id_removes_the_kamikaze_and_records_it_obeyed() {
+        assert_eq!(
+            restart_patch(Some("new"), AT, None, Some("42")),
             json!({
                 "metadata": {
-                    "resourceVersion": "8",
-                    "annotations": { KAMIKAZE_EXECUTOR_ID_ANNOTATION: "old" }
+                    "resourceVersion": "42",
+                    "annotations": {
+                        EXECUTOR_ID_ANNOTATION: "new",
+                        K: null,
+                        OBEYED: AT,
+                    }
                 }
             })
         );
+        assert_eq!(
+            restart_patch(None, AT, Some("old"), Some("42")),
+            json!({
+                "metadata": {
+                    "resourceVersion": "42",
+                    "annotations": { K: null, OBEYED: AT, RECORD: "old" }
+                }
+            }),
+            "back with the old ID: the ID stays"
+        );
+    }
+
+    #[test]
+    fn now_is_formatted_like_the_controllers_kamikaze() {
+        let now = now_rfc3339();
+        assert_eq!(now.len(), AT.len(), "{now}");
+        assert!(now.ends_with('Z') && now.as_bytes()[10] == b'T', "{now}");
     }
 
     #[test]
@@ -199,5 +385,16 @@ mod tests {
             publish_patch("old", Some("7"))["metadata"]["resourceVersion"],
             "7"
         );
+    }
+
+    /// Applies a merge patch's annotations to `node`, as the apiserver would.
+    fn apply(node: &mut Node, patch: &Value) {
+        let annotations = node.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        for (key, value) in patch["metadata"]["annotations"].as_object().unwrap() {
+            match value.as_str() {
+                Some(value) => annotations.insert(key.clone(), value.to_owned()),
+                None => annotations.remove(key),
+            };
+        }
     }
 }

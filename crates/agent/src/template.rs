@@ -9,15 +9,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8sm_api::keys::{
     CORDONED_BY_ANNOTATION, DRAINING_ANNOTATION, EXECUTOR_ID_ANNOTATION,
     INCOMPATIBLE_EXECUTOR_ANNOTATION, INCOMPATIBLE_EXECUTOR_LABEL, INCOMPATIBLE_EXECUTOR_TAINT_KEY,
-    KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+    KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION, KAMIKAZE_OBEYED_ANNOTATION,
 };
 
 /// Annotations that describe the upgrade of the *old* node (or its old executor); a re-registered node has none.
-pub const STRIPPED_ANNOTATIONS: [&str; 6] = [
+pub const STRIPPED_ANNOTATIONS: [&str; 7] = [
     EXECUTOR_ID_ANNOTATION,
     INCOMPATIBLE_EXECUTOR_ANNOTATION,
     KAMIKAZE_ANNOTATION,
     KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+    KAMIKAZE_OBEYED_ANNOTATION,
     DRAINING_ANNOTATION,
     CORDONED_BY_ANNOTATION,
 ];
@@ -71,11 +72,14 @@ impl NodeTemplate {
         })
     }
 
-    /// The node as it re-registers after its executor restarted with `executor_id`: schedulable, reporting the new
-    /// ID. Other annotations are kept, KWOK's among them, so KWOK manages the new node and makes it Ready.
-    pub fn upgraded(&self, executor_id: &str) -> Node {
+    /// The node as it re-registers after its executor restarted with `executor_id` (normally the new ID; none: it
+    /// reports none): schedulable, reporting that ID. Other annotations are kept, KWOK's among them, so KWOK manages
+    /// the new node and makes it Ready.
+    pub fn upgraded(&self, executor_id: Option<&str>) -> Node {
         let mut annotations = self.annotations.clone();
-        annotations.insert(EXECUTOR_ID_ANNOTATION.to_owned(), executor_id.to_owned());
+        if let Some(executor_id) = executor_id {
+            annotations.insert(EXECUTOR_ID_ANNOTATION.to_owned(), executor_id.to_owned());
+        }
         Node {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
@@ -162,6 +166,7 @@ mod tests {
                     (CORDONED_BY_ANNOTATION, CORDONED_BY_VALUE),
                     (KAMIKAZE_ANNOTATION, "2025-01-01T00:00:02Z"),
                     (KAMIKAZE_EXECUTOR_ID_ANNOTATION, "old"),
+                    (KAMIKAZE_OBEYED_ANNOTATION, "2025-01-01T00:00:00Z"),
                 ])),
                 ..ObjectMeta::default()
             },
@@ -201,7 +206,9 @@ mod tests {
 
     #[test]
     fn the_upgraded_node_reports_the_new_id_and_is_schedulable() {
-        let node = NodeTemplate::of(&draining_node()).unwrap().upgraded("new");
+        let node = NodeTemplate::of(&draining_node())
+            .unwrap()
+            .upgraded(Some("new"));
         let meta = &node.metadata;
         assert_eq!(meta.name.as_deref(), Some("node-0002"));
         assert_eq!(meta.uid, None, "a new object");
@@ -220,10 +227,16 @@ mod tests {
     }
 
     #[test]
+    fn a_node_can_come_back_without_an_id() {
+        let node = NodeTemplate::of(&draining_node()).unwrap().upgraded(None);
+        assert_eq!(node.metadata.annotations, Some(strings(&[(KWOK, "fake")])));
+    }
+
+    #[test]
     fn a_node_without_taints_is_recreated_without_a_taint_list() {
         let mut node = draining_node();
         node.spec = None;
-        let upgraded = NodeTemplate::of(&node).unwrap().upgraded("new");
+        let upgraded = NodeTemplate::of(&node).unwrap().upgraded(Some("new"));
         assert_eq!(upgraded.spec.unwrap().taints, None);
     }
 

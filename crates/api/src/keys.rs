@@ -35,11 +35,15 @@ pub const DRAINING_ANNOTATION: &str = "k8s.mesosphere.io/draining";
 /// the kamikaze annotation.
 pub const KAMIKAZE_EXECUTOR_ID_ANNOTATION: &str = "k8s.mesosphere.io/kamikaze-executor-id";
 
-/// Node annotation written by the executor (or agent) when it obeys a kamikaze, before it terminates: the value of
-/// the [`KAMIKAZE_ANNOTATION`] it obeyed. An executor never obeys a kamikaze whose value equals this one, so a given
-/// kamikaze is obeyed once, even by an executor that comes back with its old ID. Such an executor acknowledges its
-/// return by removing the kamikaze annotation (keeping this key and [`KAMIKAZE_EXECUTOR_ID_ANNOTATION`]); the
-/// controller then reports the node and never sends it kamikaze again until an operator acts.
+/// Node annotation written by the executor (or agent) when it obeys a kamikaze, before it restarts: the value of the
+/// [`KAMIKAZE_ANNOTATION`] it obeyed (for the `Http` mechanism, the value the controller POSTed, which it then writes as
+/// the kamikaze annotation). Written with a merge patch conditional on the resourceVersion the executor read.
+///
+/// An executor obeys a given kamikaze once: a kamikaze whose value equals this one is never obeyed again. An executor
+/// that starts and finds the kamikaze it obeyed, recorded (in [`KAMIKAZE_EXECUTOR_ID_ANNOTATION`]) for its own ID, came
+/// back with its old executor: it removes the kamikaze annotation to say so and leaves this key and the record in
+/// place. The controller reads "kamikaze gone, record present, node still reports the recorded ID" as a node that
+/// came back with its old executor.
 pub const KAMIKAZE_OBEYED_ANNOTATION: &str = "k8s.mesosphere.io/kamikaze-obeyed";
 
 /// Node annotation written by the controller while a node drains: `<RFC 3339 time> <pods left>`, the last time the
@@ -122,6 +126,8 @@ mod tests {
             INCOMPATIBLE_EXECUTOR_ANNOTATION,
             INCOMPATIBLE_EXECUTOR_LABEL,
             KAMIKAZE_ANNOTATION,
+            DRAINING_ANNOTATION,
+            KAMIKAZE_EXECUTOR_ID_ANNOTATION,
             KAMIKAZE_OBEYED_ANNOTATION,
             DRAIN_PROGRESS_ANNOTATION,
             STALLED_ANNOTATION,
@@ -141,6 +147,20 @@ mod tests {
                 "{key}"
             );
         }
+    }
+
+    #[test]
+    fn the_kamikaze_keys_are_the_documented_ones() {
+        // Public API: the controller, the agent and executors of other vendors all read and write these names.
+        assert_eq!(KAMIKAZE_ANNOTATION, "k8s.mesosphere.io/kamikaze");
+        assert_eq!(
+            KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+            "k8s.mesosphere.io/kamikaze-executor-id"
+        );
+        assert_eq!(
+            KAMIKAZE_OBEYED_ANNOTATION,
+            "k8s.mesosphere.io/kamikaze-obeyed"
+        );
     }
 
     #[test]

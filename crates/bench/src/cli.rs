@@ -247,7 +247,7 @@ fn charted_owners(workload: &Workload, summary: &Summary) -> Vec<(crate::workloa
         .map(|o| {
             (
                 o.clone(),
-                k8sm_planner::sla_floor(s.threshold_percent, o.replicas),
+                k8sm_testcluster::sla::bound(o.replicas, u32::from(s.threshold_percent)),
             )
         })
         .collect()

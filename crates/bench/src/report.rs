@@ -471,7 +471,7 @@ mod tests {
             name: name.into(),
             kind: "Deployment".into(),
             desired,
-            floor: k8sm_planner::sla_floor(90, desired),
+            floor: k8sm_testcluster::sla::bound(desired, 90),
             min_ready,
             violations,
             seconds_below: f64::from(violations) * 2.0,

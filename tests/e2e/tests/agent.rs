@@ -1,6 +1,7 @@
 //! `k8sm-agent`, the real binary, against the real local cluster: `simulate` publishes executor IDs and restarts KWOK
-//! nodes on each kamikaze mechanism (annotation, DeleteNode, HTTP) as a controller would see it; `run` publishes its
-//! executor's ID and runs its restart command on kamikaze, once per executor.
+//! nodes on each kamikaze mechanism (annotation, DeleteNode, HTTP) as a controller would see it, also with an
+//! executor that comes back with its old ID; `run` publishes its executor's ID and runs its restart command once per
+//! kamikaze, and an agent that comes back with the same ID acknowledges the kamikaze instead of obeying it again.
 
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
@@ -13,6 +14,7 @@ use k8sm_api::keys::{
     EXECUTOR_ID_ANNOTATION, INCOMPATIBLE_EXECUTOR_ANNOTATION, INCOMPATIBLE_EXECUTOR_LABEL,
     INCOMPATIBLE_EXECUTOR_LABEL_VALUE, INCOMPATIBLE_EXECUTOR_TAINT_EFFECT,
     INCOMPATIBLE_EXECUTOR_TAINT_KEY, KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+    KAMIKAZE_OBEYED_ANNOTATION,
 };
 use k8sm_testcluster::{ClusterOptions, TestCluster, node_name};
 use kube::Api;
@@ -102,9 +104,21 @@ fn free_port() -> u16 {
 
 /// Sends one HTTP/1.1 request without a body and returns the status code.
 async fn http(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<u16> {
+    http_with_body(addr, method, path, "").await
+}
+
+/// Sends one HTTP/1.1 request with a JSON `body` and returns the status code.
+async fn http_with_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> std::io::Result<u16> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     );
     stream.write_all(head.as_bytes()).await?;
     let mut response = String::new();
@@ -170,11 +184,14 @@ async fn merge_patch(nodes: &Api<Node>, name: &str, patch: serde_json::Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism() {
-    let cluster = TestCluster::start(ClusterOptions::default().with_nodes(3))
+    let cluster = TestCluster::start(ClusterOptions::default().with_nodes(4))
         .await
         .expect("cluster starts");
     let nodes: Api<Node> = Api::all(cluster.client());
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let [n0, n1, n2, n3] = [0, 1, 2, 3].map(node_name);
+    // Fault injection: node-0003's new package is missing, so its executor comes back with its old ID.
+    let come_back_old = format!("{n3}=old");
     let kubeconfig = cluster
         .kubeconfig()
         .to_str()
@@ -195,10 +212,11 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
             "type=kwok",
             "--http-addr",
             &addr.to_string(),
+            "--come-back-as",
+            &come_back_old,
         ],
         cluster.dir().join("k8sm-agent.log"),
     );
-    let [n0, n1, n2] = [0, 1, 2].map(node_name);
 
     // Executors publish their ID when they start.
     wait_until(
@@ -206,7 +224,7 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
         "all nodes report the old executor ID",
         || async {
             let mut all = true;
-            for name in [&n0, &n1, &n2] {
+            for name in [&n0, &n1, &n2, &n3] {
                 all &= executor_id_of(&nodes, name).await.as_deref() == Some(OLD);
             }
             all
@@ -218,7 +236,8 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
     })
     .await;
 
-    // Annotation mechanism: node-0001 restarts with the new ID and the kamikaze is gone; the others are untouched.
+    // Annotation mechanism: node-0001 restarts with the new ID, the kamikaze is gone and recorded as obeyed; the
+    // others are untouched.
     merge_patch(
         &nodes,
         &n1,
@@ -233,7 +252,13 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
             && annotation(&node, KAMIKAZE_ANNOTATION).is_none()
     })
     .await;
-    for name in [&n0, &n2] {
+    let restarted = nodes.get(&n1).await.unwrap();
+    assert_eq!(
+        annotation(&restarted, KAMIKAZE_OBEYED_ANNOTATION),
+        Some("2025-01-01T00:00:00Z"),
+        "the restart records the kamikaze as obeyed"
+    );
+    for name in [&n0, &n2, &n3] {
         let node = nodes.get(name).await.unwrap();
         assert_eq!(
             annotation(&node, EXECUTOR_ID_ANNOTATION),
@@ -242,6 +267,39 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
         );
         assert_eq!(annotation(&node, KAMIKAZE_ANNOTATION), None, "{name}");
     }
+
+    // An executor that comes back with its old ID: node-0003, told as the controller tells it, ends as a real agent
+    // leaves it: kamikaze gone, record and kamikaze-obeyed kept, the old ID.
+    merge_patch(
+        &nodes,
+        &n3,
+        json!({ "metadata": { "annotations": {
+            KAMIKAZE_ANNOTATION: "2025-01-01T00:00:03Z",
+            KAMIKAZE_EXECUTOR_ID_ANNOTATION: OLD,
+        } } }),
+    )
+    .await;
+    wait_until(
+        &mut agent,
+        "node-0003 came back with its old ID",
+        || async {
+            let Ok(node) = nodes.get(&n3).await else {
+                return false;
+            };
+            annotation(&node, KAMIKAZE_ANNOTATION).is_none()
+        },
+    )
+    .await;
+    let back = nodes.get(&n3).await.unwrap();
+    assert_eq!(annotation(&back, EXECUTOR_ID_ANNOTATION), Some(OLD));
+    assert_eq!(
+        annotation(&back, KAMIKAZE_EXECUTOR_ID_ANNOTATION),
+        Some(OLD)
+    );
+    assert_eq!(
+        annotation(&back, KAMIKAZE_OBEYED_ANNOTATION),
+        Some("2025-01-01T00:00:03Z")
+    );
 
     // DeleteNode mechanism: node-0002, marked, tainted and cordoned as the marker and controller leave it, is
     // deleted and comes back as an upgraded node that KWOK makes Ready.
@@ -311,13 +369,23 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
         .unwrap_or_default();
     assert!(capacity.contains_key("pods"), "capacity kept: {capacity:?}");
 
-    // Http mechanism: a POST restarts node-0000; an unknown node is refused.
+    // Http mechanism: a POST with the controller's body restarts node-0000 and records its kamikaze as obeyed; an
+    // unknown node and a malformed body are refused.
+    let told = r#"{"kamikaze": "2025-01-01T00:00:04Z"}"#;
     assert_eq!(
-        http(addr, "POST", "/kamikaze/node-9999").await.unwrap(),
+        http_with_body(addr, "POST", "/kamikaze/node-9999", told)
+            .await
+            .unwrap(),
         404
     );
     assert_eq!(
-        http(addr, "POST", &format!("/kamikaze/{n0}"))
+        http_with_body(addr, "POST", &format!("/kamikaze/{n0}"), "{}")
+            .await
+            .unwrap(),
+        400
+    );
+    assert_eq!(
+        http_with_body(addr, "POST", &format!("/kamikaze/{n0}"), told)
             .await
             .unwrap(),
         202
@@ -326,17 +394,28 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
         executor_id_of(&nodes, &n0).await.as_deref() == Some(NEW)
     })
     .await;
+    let restarted = nodes.get(&n0).await.unwrap();
+    assert_eq!(
+        annotation(&restarted, KAMIKAZE_OBEYED_ANNOTATION),
+        Some("2025-01-01T00:00:04Z")
+    );
 
-    // Every restart was logged, and SIGTERM stops the agent cleanly.
+    // Every restart was logged, node-0003's once, and SIGTERM stops the agent cleanly.
     let log = agent.log();
     println!("k8sm-agent log:\n{log}");
-    for name in [&n1, &n0] {
-        assert!(
-            log.lines()
-                .any(|l| l.contains("restarted executor") && l.contains(name.as_str())),
-            "no restart of {name} logged:\n{log}"
-        );
+    let restarts = |name: &str| {
+        log.lines()
+            .filter(|l| l.contains("restarted executor") && l.contains(name))
+            .count()
+    };
+    for name in [&n1, &n0, &n3] {
+        assert_eq!(restarts(name), 1, "restarts of {name} logged:\n{log}");
     }
+    assert!(
+        log.lines()
+            .any(|l| l.contains(n3.as_str()) && l.contains("came back with its old ID")),
+        "node-0003's comeback not logged:\n{log}"
+    );
     assert!(
         log.contains("re-created deleted node"),
         "re-creation not logged:\n{log}"
@@ -349,33 +428,46 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_publishes_its_id_and_runs_the_restart_command_once_per_kamikaze() {
-    let cluster = TestCluster::start(ClusterOptions::default().with_nodes(1))
-        .await
-        .expect("cluster starts");
-    let nodes: Api<Node> = Api::all(cluster.client());
-    let kubeconfig = cluster
-        .kubeconfig()
-        .to_str()
-        .expect("UTF-8 path")
-        .to_owned();
-    let node = node_name(0);
-    // Each agent's "restart command" leaves a file behind, so the test sees whether and which one ran it.
-    let ran = |id: &str| {
-        cluster
-            .dir()
-            .join(format!("kamikaze-ran-{}", id.replace(':', "-")))
-    };
-    let start = |id: &str, addr: SocketAddr| {
-        let command = format!("echo {id} > '{}'", ran(id).display());
-        Agent::spawn(
+/// `k8sm-agent run` agents of one node, each started as a service manager starts the agent of the executor it runs.
+/// Every run of an agent's restart command appends the agent's executor ID to one file, so the test counts the runs.
+struct RunAgents<'a> {
+    cluster: &'a TestCluster,
+    kubeconfig: String,
+    node: String,
+    started: usize,
+}
+
+impl<'a> RunAgents<'a> {
+    fn new(cluster: &'a TestCluster, node: String) -> Self {
+        let kubeconfig = cluster
+            .kubeconfig()
+            .to_str()
+            .expect("UTF-8 path")
+            .to_owned();
+        Self {
+            cluster,
+            kubeconfig,
+            node,
+            started: 0,
+        }
+    }
+
+    fn runs_file(&self) -> PathBuf {
+        self.cluster.dir().join("kamikaze-runs")
+    }
+
+    /// Starts an agent of executor `id`, serving HTTP on a free port.
+    fn start(&mut self, id: &str) -> (Agent, SocketAddr) {
+        self.started += 1;
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let command = format!("echo {id} >> '{}'", self.runs_file().display());
+        let agent = Agent::spawn(
             &[
                 "run",
                 "--kubeconfig",
-                &kubeconfig,
+                &self.kubeconfig,
                 "--node",
-                &node,
+                &self.node,
                 "--executor-id",
                 id,
                 "--on-kamikaze",
@@ -383,15 +475,41 @@ async fn run_publishes_its_id_and_runs_the_restart_command_once_per_kamikaze() {
                 "--http-addr",
                 &addr.to_string(),
             ],
-            cluster
+            self.cluster
                 .dir()
-                .join(format!("k8sm-agent-run-{}.log", id.replace(':', "-"))),
-        )
-    };
+                .join(format!("k8sm-agent-run-{}.log", self.started)),
+        );
+        (agent, addr)
+    }
+
+    /// The executor IDs of the agents that ran their restart command, in order.
+    fn runs(&self) -> Vec<String> {
+        std::fs::read_to_string(self.runs_file())
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+async fn wait_for_http(agent: &mut Agent, addr: SocketAddr) {
+    wait_until(agent, "the HTTP endpoint answers", || async {
+        http(addr, "GET", "/healthz").await.ok() == Some(200)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_publishes_its_id_and_runs_the_restart_command_once_per_kamikaze() {
+    let cluster = TestCluster::start(ClusterOptions::default().with_nodes(1))
+        .await
+        .expect("cluster starts");
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let node = node_name(0);
+    let mut agents = RunAgents::new(&cluster, node.clone());
 
     // The old agent publishes its ID, and publishes it again when someone removes it.
-    let old_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut old = start(OLD, old_addr);
+    let (mut old, _) = agents.start(OLD);
     wait_until(&mut old, "the node reports the old ID", || async {
         executor_id_of(&nodes, &node).await.as_deref() == Some(OLD)
     })
@@ -407,7 +525,8 @@ async fn run_publishes_its_id_and_runs_the_restart_command_once_per_kamikaze() {
     })
     .await;
 
-    // A kamikaze set by hand (no recorded executor): the agent records itself, runs the command and exits 0.
+    // A kamikaze set by hand (no recorded executor): the agent records itself and the kamikaze as obeyed, runs the
+    // command and exits 0.
     merge_patch(
         &nodes,
         &node,
@@ -416,40 +535,49 @@ async fn run_publishes_its_id_and_runs_the_restart_command_once_per_kamikaze() {
     .await;
     let status = old.wait_exit("exit after the kamikaze");
     assert!(status.success(), "exit status {status}:\n{}", old.log());
-    assert!(
-        ran(OLD).is_file(),
-        "the old agent did not run its command:\n{}",
-        old.log()
-    );
+    assert_eq!(agents.runs(), [OLD], "{}", old.log());
     let told = nodes.get(&node).await.unwrap();
     assert_eq!(
         annotation(&told, KAMIKAZE_EXECUTOR_ID_ANNOTATION),
         Some(OLD)
     );
+    assert_eq!(
+        annotation(&told, KAMIKAZE_OBEYED_ANNOTATION),
+        Some("2025-01-01T00:00:00Z")
+    );
 
     // The service manager starts the new version: it publishes the new ID and does not obey the kamikaze that its
     // predecessor obeyed (the decision is made on the same state that makes it publish).
-    let new_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut new = start(NEW, new_addr);
+    let (mut new, new_addr) = agents.start(NEW);
     wait_until(&mut new, "the node reports the new ID", || async {
         executor_id_of(&nodes, &node).await.as_deref() == Some(NEW)
     })
     .await;
     new.check_running();
-    assert!(
-        !ran(NEW).exists(),
+    assert_eq!(
+        agents.runs(),
+        [OLD],
         "the new agent obeyed a stale kamikaze:\n{}",
         new.log()
     );
 
-    // Http mechanism: only its own node, then it runs the command and exits.
-    wait_until(&mut new, "the HTTP endpoint answers", || async {
-        http(new_addr, "GET", "/healthz").await.ok() == Some(200)
-    })
-    .await;
+    // Http mechanism: only its own node and a well-formed body; a POST without a body (by hand) is obeyed at once
+    // and records its time as obeyed.
+    wait_for_http(&mut new, new_addr).await;
     assert_eq!(
         http(new_addr, "POST", "/kamikaze/node-9999").await.unwrap(),
         404
+    );
+    assert_eq!(
+        http_with_body(
+            new_addr,
+            "POST",
+            &format!("/kamikaze/{node}"),
+            r#"{"kamikaze": "yesterday"}"#
+        )
+        .await
+        .unwrap(),
+        400
     );
     new.check_running();
     assert_eq!(
@@ -460,9 +588,124 @@ async fn run_publishes_its_id_and_runs_the_restart_command_once_per_kamikaze() {
     );
     let status = new.wait_exit("exit after the HTTP kamikaze");
     assert!(status.success(), "exit status {status}:\n{}", new.log());
+    assert_eq!(agents.runs(), [OLD, NEW], "{}", new.log());
+    let obeyed = nodes.get(&node).await.unwrap();
+    let obeyed = annotation(&obeyed, KAMIKAZE_OBEYED_ANNOTATION).unwrap_or_default();
     assert!(
-        ran(NEW).is_file(),
-        "the new agent did not run its command:\n{}",
-        new.log()
+        obeyed != "2025-01-01T00:00:00Z" && chrono::DateTime::parse_from_rfc3339(obeyed).is_ok(),
+        "the time of the POST recorded as obeyed: {obeyed:?}"
     );
+}
+
+/// Waits until the agent that came back with `id` acknowledged the kamikaze it obeyed before, and checks the node
+/// is left as the controller expects: kamikaze gone, record and kamikaze-obeyed kept, the same ID.
+async fn wait_acknowledged(
+    agent: &mut Agent,
+    nodes: &Api<Node>,
+    node: &str,
+    id: &str,
+    kamikaze: &str,
+) {
+    wait_until(agent, "the returned agent removed the kamikaze", || async {
+        let Ok(current) = nodes.get(node).await else {
+            return false;
+        };
+        annotation(&current, KAMIKAZE_ANNOTATION).is_none()
+    })
+    .await;
+    let left = nodes.get(node).await.unwrap();
+    assert_eq!(annotation(&left, EXECUTOR_ID_ANNOTATION), Some(id));
+    assert_eq!(annotation(&left, KAMIKAZE_EXECUTOR_ID_ANNOTATION), Some(id));
+    assert_eq!(
+        annotation(&left, KAMIKAZE_OBEYED_ANNOTATION),
+        Some(kamikaze)
+    );
+    agent.check_running();
+    assert!(
+        agent
+            .log()
+            .contains("came back with the old executor ID after obeying this kamikaze"),
+        "no warning about the comeback:\n{}",
+        agent.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_obeys_a_kamikaze_once_and_an_agent_back_with_the_same_id_acknowledges_it() {
+    let cluster = TestCluster::start(ClusterOptions::default().with_nodes(1))
+        .await
+        .expect("cluster starts");
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let node = node_name(0);
+    let mut agents = RunAgents::new(&cluster, node.clone());
+
+    // Annotation mechanism, as the controller sends it: the kamikaze with the record of the executor told.
+    let (mut first, _) = agents.start(OLD);
+    wait_until(&mut first, "the node reports the old ID", || async {
+        executor_id_of(&nodes, &node).await.as_deref() == Some(OLD)
+    })
+    .await;
+    merge_patch(
+        &nodes,
+        &node,
+        json!({ "metadata": { "annotations": {
+            KAMIKAZE_ANNOTATION: "2025-01-01T00:00:01Z",
+            KAMIKAZE_EXECUTOR_ID_ANNOTATION: OLD,
+        } } }),
+    )
+    .await;
+    let status = first.wait_exit("exit after the kamikaze");
+    assert!(status.success(), "exit status {status}:\n{}", first.log());
+    assert_eq!(agents.runs(), [OLD]);
+
+    // The executor comes back with its old ID (the new package was missing): its agent finds the kamikaze it obeyed,
+    // acknowledges it and does not restart again.
+    let (mut second, second_addr) = agents.start(OLD);
+    wait_acknowledged(&mut second, &nodes, &node, OLD, "2025-01-01T00:00:01Z").await;
+    assert_eq!(
+        agents.runs(),
+        [OLD],
+        "the command ran again:\n{}",
+        second.log()
+    );
+
+    // Http mechanism, as the controller sends it: a POST with the kamikaze's value, then the annotation of that
+    // value with the record. A new kamikaze after an obeyed one is obeyed, once.
+    wait_for_http(&mut second, second_addr).await;
+    let at = "2025-01-01T00:00:02Z";
+    assert_eq!(
+        http_with_body(
+            second_addr,
+            "POST",
+            &format!("/kamikaze/{node}"),
+            &format!(r#"{{"kamikaze": "{at}"}}"#)
+        )
+        .await
+        .unwrap(),
+        202
+    );
+    merge_patch(
+        &nodes,
+        &node,
+        json!({ "metadata": { "annotations": {
+            KAMIKAZE_ANNOTATION: at,
+            KAMIKAZE_EXECUTOR_ID_ANNOTATION: OLD,
+        } } }),
+    )
+    .await;
+    let status = second.wait_exit("exit after the HTTP kamikaze");
+    assert!(status.success(), "exit status {status}:\n{}", second.log());
+    assert_eq!(agents.runs(), [OLD, OLD], "{}", second.log());
+
+    // Back with its old ID once more: the annotation that followed the POST is acknowledged, never obeyed.
+    let (mut third, _) = agents.start(OLD);
+    wait_acknowledged(&mut third, &nodes, &node, OLD, at).await;
+    assert_eq!(
+        agents.runs(),
+        [OLD, OLD],
+        "the command ran again:\n{}",
+        third.log()
+    );
+    let status = third.terminate();
+    assert!(status.success(), "exit status {status}:\n{}", third.log());
 }

@@ -13,6 +13,7 @@ use crate::cli::SimulateArgs;
 use crate::shutdown::Shutdown;
 use crate::{Error, client, http};
 use simulator::Simulator;
+pub use state::Comeback;
 use state::Simulation;
 
 /// Runs until `shutdown`.
@@ -34,7 +35,8 @@ pub async fn run(args: SimulateArgs, mut shutdown: Shutdown) -> Result<(), Error
         args.new_executor_id.clone(),
         args.initial_executor_id.clone(),
     )
-    .never_restarting(args.never_restart.iter().cloned());
+    .never_restarting(args.never_restart.iter().cloned())
+    .coming_back_as(args.come_back_as.iter().cloned());
     let simulator = Simulator::new(
         nodes.clone(),
         simulation,
@@ -53,6 +55,7 @@ pub async fn run(args: SimulateArgs, mut shutdown: Shutdown) -> Result<(), Error
         initial_executor_id = args.initial_executor_id.as_deref().unwrap_or("<none>"),
         restart_delay = %args.restart_delay,
         never_restart = ?args.never_restart,
+        come_back_as = ?args.come_back_as,
         "simulating the executors of the selected nodes"
     );
 

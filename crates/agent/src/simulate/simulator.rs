@@ -5,13 +5,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use k8sm_api::keys::KAMIKAZE_ANNOTATION;
+use k8sm_api::keys::{KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
-use super::state::{Command, HttpKamikaze, Simulation};
+use super::state::{Comeback, Command, HttpKamikaze, Simulation};
 use crate::client::{is_conflict, is_not_found};
-use crate::contract::{annotation, executor_id, publish_patch, restart_patch};
+use crate::contract::{
+    acknowledge_patch, annotation, executor_id, now_rfc3339, publish_patch, restart_patch,
+    returned_from_kamikaze,
+};
 use crate::http::{Answer, KamikazeTarget};
 use crate::retry::with_retries;
 
@@ -29,10 +32,13 @@ const MAX_CONFLICTS: u32 = 5;
 
 /// How a restart ended.
 enum Restart {
-    /// Patched: the executor reported `from` before and the patch removed kamikaze `obeyed`.
+    /// Patched: the executor reported `from` before and `to` now (`None`: it came back with `from`), the patch
+    /// removed kamikaze annotation `removed` and recorded `obeyed` as obeyed.
     Done {
         from: Option<String>,
-        obeyed: Option<String>,
+        to: Option<String>,
+        removed: Option<String>,
+        obeyed: String,
     },
     /// The node is gone; nothing to restart.
     Gone,
@@ -80,11 +86,19 @@ impl Simulator {
                     .await;
                 self.state().publish_done(&node);
             }
-            Command::Restart { node } => {
+            Command::Restart {
+                node,
+                told,
+                comeback,
+            } => {
                 tracing::info!(node, delay = ?self.restart_delay, "kamikaze: restarting executor after the delay");
                 tokio::time::sleep(self.restart_delay).await;
-                let obeyed = self.restart(&node).await;
-                self.state().restart_done(&node, obeyed);
+                let removed = self.restart(&node, told.as_deref(), &comeback).await;
+                self.state().restart_done(&node, removed);
+            }
+            Command::Acknowledge { node } => {
+                self.acknowledge(&node).await;
+                self.state().acknowledge_done(&node);
             }
             Command::Hang { node } => {
                 tracing::warn!(
@@ -155,10 +169,13 @@ impl Simulator {
         }
     }
 
-    /// Restarts the node's executor: reads the node, then patches the new ID and removes the kamikaze, on condition
-    /// that the node did not change in between, so the kamikaze recorded as obeyed is exactly the one removed.
-    async fn restart(&self, name: &str) -> Option<String> {
-        let new_id = &*self.new_executor_id;
+    /// Restarts the node's executor, which comes back as `comeback`: reads the node, then patches the ID it comes back
+    /// with, removes the kamikaze and records it as obeyed (`told`, the HTTP kamikaze, or else the kamikaze
+    /// annotation), on condition that the node did not change in between, so the kamikaze recorded as obeyed is
+    /// exactly the one removed. Returns the kamikaze annotation that the patch removed.
+    async fn restart(&self, name: &str, told: Option<&str>, comeback: &Comeback) -> Option<String> {
+        // An HTTP kamikaze without a value, and no annotation: its time is the kamikaze.
+        let now = now_rfc3339();
         let result = with_retries("restarting a node", || async {
             // A conflict means the node changed after it was read (a status update, the controller): read again at
             // once. Only a node that keeps changing falls back to the backoff between attempts.
@@ -167,7 +184,25 @@ impl Simulator {
                 let Some(node) = self.nodes.get_opt(name).await? else {
                     return Ok(Restart::Gone);
                 };
-                let patch = restart_patch(new_id, node.metadata.resource_version.as_deref());
+                let from = executor_id(&node);
+                let kamikaze = annotation(&node, KAMIKAZE_ANNOTATION);
+                let obeyed = told.or(kamikaze).unwrap_or(&now);
+                let to = match comeback {
+                    Comeback::Id(id) if Some(id.as_str()) != from => Some(id.as_str()),
+                    Comeback::Id(_) | Comeback::OldId => None,
+                };
+                // Back with the ID it had, the node is left as a real agent leaves it: that agent recorded itself
+                // as the executor told when the kamikaze came without the record.
+                let record = (to.is_none()
+                    && kamikaze.is_some()
+                    && annotation(&node, KAMIKAZE_EXECUTOR_ID_ANNOTATION).is_none())
+                .then(|| from.unwrap_or_default());
+                let patch = restart_patch(
+                    to,
+                    obeyed,
+                    record,
+                    node.metadata.resource_version.as_deref(),
+                );
                 match self
                     .nodes
                     .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -175,8 +210,10 @@ impl Simulator {
                 {
                     Ok(_) => {
                         return Ok(Restart::Done {
-                            from: executor_id(&node).map(str::to_owned),
-                            obeyed: annotation(&node, KAMIKAZE_ANNOTATION).map(str::to_owned),
+                            from: from.map(str::to_owned),
+                            to: to.map(str::to_owned),
+                            removed: kamikaze.map(str::to_owned),
+                            obeyed: obeyed.to_owned(),
                         });
                     }
                     Err(error) if is_conflict(&error) && conflicts < MAX_CONFLICTS => {
@@ -189,15 +226,46 @@ impl Simulator {
         })
         .await;
         match result {
-            Ok(Restart::Done { from, obeyed }) => {
-                tracing::info!(
-                    node = name,
-                    from = from.as_deref().unwrap_or("<none>"),
-                    to = new_id,
-                    kamikaze = obeyed.as_deref().unwrap_or("<none: HTTP>"),
-                    "restarted executor"
-                );
-                obeyed
+            Ok(Restart::Done {
+                from,
+                to,
+                removed,
+                obeyed,
+            }) => {
+                let from = from.as_deref().unwrap_or("<none>");
+                let how = if removed.is_some() {
+                    "annotation"
+                } else {
+                    "HTTP"
+                };
+                match (&to, comeback) {
+                    (Some(to), Comeback::Id(new)) if **new == *self.new_executor_id => {
+                        tracing::info!(
+                            node = name,
+                            from,
+                            to,
+                            kamikaze = obeyed,
+                            how,
+                            "restarted executor"
+                        )
+                    }
+                    (Some(to), _) => tracing::warn!(
+                        node = name,
+                        from,
+                        to,
+                        kamikaze = obeyed,
+                        how,
+                        "restarted executor came back with another ID than the new one (--come-back-as)"
+                    ),
+                    (None, _) => tracing::warn!(
+                        node = name,
+                        from,
+                        kamikaze = obeyed,
+                        how,
+                        "restarted executor came back with its old ID (--come-back-as): kamikaze recorded as obeyed, annotation removed"
+                    ),
+                }
+                removed
             }
             Ok(Restart::Gone) => {
                 tracing::info!(node = name, "node gone before its executor restarted");
@@ -207,6 +275,47 @@ impl Simulator {
                 // The kamikaze stays on the node; the next change of the node schedules the restart again.
                 tracing::error!(node = name, %error, "could not restart executor");
                 None
+            }
+        }
+    }
+
+    /// Acknowledges, as a real agent that came back with its old ID does, the kamikaze that the node's executor
+    /// obeyed: removes it, on condition that the node did not change since it was read.
+    async fn acknowledge(&self, name: &str) {
+        let result = with_retries("acknowledging a kamikaze", || async {
+            let mut conflicts = 0;
+            loop {
+                let Some(node) = self.nodes.get_opt(name).await? else {
+                    return Ok(None);
+                };
+                let Some(kamikaze) = returned_from_kamikaze(&node, executor_id(&node)) else {
+                    return Ok(None);
+                };
+                let patch = acknowledge_patch(node.metadata.resource_version.as_deref());
+                match self
+                    .nodes
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => return Ok(Some(kamikaze.to_owned())),
+                    Err(error) if is_conflict(&error) && conflicts < MAX_CONFLICTS => {
+                        conflicts += 1
+                    }
+                    Err(error) if is_not_found(&error) => return Ok(None),
+                    Err(error) => return Err(error),
+                }
+            }
+        })
+        .await;
+        match result {
+            Ok(Some(kamikaze)) => tracing::warn!(
+                node = name,
+                kamikaze,
+                "executor back with its old ID acknowledged the kamikaze it obeyed (removed the annotation)"
+            ),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::error!(node = name, %error, "could not acknowledge the kamikaze")
             }
         }
     }
@@ -230,11 +339,17 @@ impl Simulator {
             }
         })
         .await;
+        let to = executor_id(&node).unwrap_or("<none>");
         match result {
-            Ok(true) => tracing::info!(
+            Ok(true) if to == &*self.new_executor_id => tracing::info!(
                 node = %name,
-                to = &*self.new_executor_id,
+                to,
                 "re-created deleted node with restarted executor"
+            ),
+            Ok(true) => tracing::warn!(
+                node = %name,
+                to,
+                "re-created deleted node with restarted executor, back with another ID than the new one (--come-back-as)"
             ),
             Ok(false) => {
                 tracing::warn!(node = %name, "deleted node exists again; not re-creating it")
@@ -245,16 +360,24 @@ impl Simulator {
 }
 
 impl KamikazeTarget for Simulator {
-    fn kamikaze(&self, node: Option<&str>) -> Answer {
+    fn kamikaze(&self, node: Option<&str>, kamikaze: Option<&str>) -> Answer {
         // `simulate` plays many nodes: a request must name one.
         let Some(node) = node else {
             return Answer::UnknownNode;
         };
-        let decision = self.state().http_kamikaze(node);
+        let decision = self.state().http_kamikaze(node, kamikaze);
         match decision {
             HttpKamikaze::UnknownNode => Answer::UnknownNode,
             HttpKamikaze::AlreadyRestarting => {
                 tracing::info!(node, "kamikaze over HTTP: already restarting");
+                Answer::Accepted
+            }
+            HttpKamikaze::AlreadyObeyed => {
+                tracing::warn!(
+                    node,
+                    kamikaze,
+                    "kamikaze over HTTP: already obeyed (kamikaze-obeyed); not restarting again"
+                );
                 Answer::Accepted
             }
             HttpKamikaze::Hangs => {
@@ -265,7 +388,7 @@ impl KamikazeTarget for Simulator {
                 Answer::Accepted
             }
             HttpKamikaze::Restart(command) => {
-                tracing::info!(node, "kamikaze over HTTP");
+                tracing::info!(node, kamikaze, "kamikaze over HTTP");
                 self.spawn(vec![command]);
                 Answer::Accepted
             }

@@ -8,8 +8,19 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::watcher;
 
-use crate::contract::{executor_id, pending_kamikaze};
+use k8sm_api::keys::KAMIKAZE_OBEYED_ANNOTATION;
+
+use crate::contract::{KamikazeFor, annotation, executor_id, kamikaze_for};
 use crate::template::{NodeTemplate, in_upgrade};
+
+/// The executor ID that a node's executor reports after a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Comeback {
+    /// The ID it reported before: its new package was missing (`--come-back-as NODE=old`).
+    OldId,
+    /// This ID: the new one, or for fault injection any other (`--come-back-as NODE=ID`).
+    Id(String),
+}
 
 /// Work for the shell.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,9 +31,17 @@ pub enum Command {
         executor_id: String,
         resource_version: Option<String>,
     },
-    /// After the restart delay, restart the node's executor (see [`crate::contract::restart_patch`]), then report
-    /// [`Simulation::restart_done`].
-    Restart { node: String },
+    /// After the restart delay, restart the node's executor (see [`crate::contract::restart_patch`]) so that it comes
+    /// back as `comeback`, then report [`Simulation::restart_done`]. `told`: the kamikaze of an HTTP POST's body.
+    Restart {
+        node: String,
+        told: Option<String>,
+        comeback: Comeback,
+    },
+    /// The node's executor came back with the ID it obeyed a kamikaze with, which is still there: remove the
+    /// kamikaze, as a real agent acknowledges it (see [`crate::contract::acknowledge_patch`]), then report
+    /// [`Simulation::acknowledge_done`].
+    Acknowledge { node: String },
     /// After the restart delay, create this upgraded node, then report [`Simulation::recreate_done`].
     Recreate(Box<Node>),
     /// Nothing but a log line: the node got a kamikaze and its executor hangs (`--never-restart`).
@@ -38,6 +57,8 @@ pub enum HttpKamikaze {
     Restart(Command),
     /// Accepted (202); the node is already restarting, and restarts once.
     AlreadyRestarting,
+    /// Accepted (202); the node's executor obeyed this kamikaze already (`kamikaze-obeyed`) and obeys it once.
+    AlreadyObeyed,
     /// Accepted (202), but the node's executor hangs and never comes back (`--never-restart`).
     Hangs,
 }
@@ -56,6 +77,8 @@ pub struct Simulation {
     recreating: BTreeSet<String>,
     /// Nodes whose initial ID is being published.
     publishing: BTreeSet<String>,
+    /// Nodes whose returned executor's acknowledgement is being written.
+    acknowledging: BTreeSet<String>,
     /// The kamikaze value that each node's last restart removed. A watch may still deliver the node as it was before
     /// that restart; this tells such a stale kamikaze from a new one.
     obeyed: BTreeMap<String, String>,
@@ -65,12 +88,17 @@ pub struct Simulation {
     never_restart: BTreeSet<String>,
     /// Never-restarting nodes whose pending kamikaze was already reported as a hang, so each is reported once.
     hung: BTreeSet<String>,
+    /// Fault injection: the ID that a node's executor reports after a restart, instead of the new one.
+    come_back_as: BTreeMap<String, Comeback>,
 }
 
 #[derive(Debug)]
 struct Seen {
     template: NodeTemplate,
     in_upgrade: bool,
+    executor_id: Option<String>,
+    /// The node's `kamikaze-obeyed`.
+    obeyed: Option<String>,
 }
 
 impl Simulation {
@@ -86,6 +114,20 @@ impl Simulation {
     pub fn never_restarting(mut self, nodes: impl IntoIterator<Item = String>) -> Self {
         self.never_restart.extend(nodes);
         self
+    }
+
+    /// Makes these nodes' executors come back with the given ID after a kamikaze instead of the new one.
+    pub fn coming_back_as(mut self, nodes: impl IntoIterator<Item = (String, Comeback)>) -> Self {
+        self.come_back_as.extend(nodes);
+        self
+    }
+
+    /// What the node's executor comes back as after a restart.
+    fn comeback(&self, node: &str) -> Comeback {
+        self.come_back_as
+            .get(node)
+            .cloned()
+            .unwrap_or_else(|| Comeback::Id(self.new_executor_id.clone()))
     }
 
     /// One event of the node watch.
@@ -110,30 +152,46 @@ impl Simulation {
         if let Some(relisted) = &mut self.relisted {
             relisted.insert(name.clone());
         }
+        let reported = executor_id(node);
         self.nodes.insert(
             name.clone(),
             Seen {
                 template,
                 in_upgrade: in_upgrade(node),
+                executor_id: reported.map(str::to_owned),
+                obeyed: annotation(node, KAMIKAZE_OBEYED_ANNOTATION).map(str::to_owned),
             },
         );
 
         let mut commands = Vec::new();
-        let reported = executor_id(node);
-        match pending_kamikaze(node, reported) {
-            Some(_) if self.never_restart.contains(&name) => {
+        match kamikaze_for(node, reported) {
+            KamikazeFor::Pending(_) if self.never_restart.contains(&name) => {
                 if self.hung.insert(name.clone()) {
                     commands.push(Command::Hang { node: name.clone() });
                 }
             }
-            Some(kamikaze) => {
+            KamikazeFor::Pending(kamikaze) => {
                 let stale = self.obeyed.get(&name).is_some_and(|k| k == kamikaze);
                 if !stale && self.restarting.insert(name.clone()) {
-                    commands.push(Command::Restart { node: name.clone() });
+                    commands.push(Command::Restart {
+                        node: name.clone(),
+                        told: None,
+                        comeback: self.comeback(&name),
+                    });
+                }
+            }
+            // Came back with the ID that obeyed this kamikaze (an HTTP kamikaze whose annotation the controller
+            // wrote after the restart): acknowledged as a real agent does. A hung executor is not running to do so.
+            KamikazeFor::Returned(_) => {
+                if !self.never_restart.contains(&name)
+                    && !self.restarting.contains(&name)
+                    && self.acknowledging.insert(name.clone())
+                {
+                    commands.push(Command::Acknowledge { node: name.clone() });
                 }
             }
             // The kamikaze is gone, so the next one is new even if it carries the same value.
-            None => {
+            KamikazeFor::Ignored | KamikazeFor::None => {
                 self.obeyed.remove(&name);
                 self.hung.remove(&name);
             }
@@ -166,7 +224,11 @@ impl Simulation {
         if !seen.in_upgrade || !self.recreating.insert(name.to_owned()) {
             return Vec::new();
         }
-        let node = seen.template.upgraded(&self.new_executor_id);
+        let reports = match self.comeback(name) {
+            Comeback::OldId => seen.executor_id,
+            Comeback::Id(id) => Some(id),
+        };
+        let node = seen.template.upgraded(reports.as_deref());
         vec![Command::Recreate(Box::new(node))]
     }
 
@@ -189,22 +251,27 @@ impl Simulation {
         gone.iter().flat_map(|name| self.deleted(name)).collect()
     }
 
-    /// `POST /kamikaze/{node}`.
-    pub fn http_kamikaze(&mut self, node: &str) -> HttpKamikaze {
+    /// `POST /kamikaze/{node}`; `told`: the kamikaze of its body, if it had one.
+    pub fn http_kamikaze(&mut self, node: &str, told: Option<&str>) -> HttpKamikaze {
         if self.recreating.contains(node) {
             return HttpKamikaze::AlreadyRestarting;
         }
-        if !self.nodes.contains_key(node) {
+        let Some(seen) = self.nodes.get(node) else {
             return HttpKamikaze::UnknownNode;
-        }
+        };
         if self.never_restart.contains(node) {
             return HttpKamikaze::Hangs;
+        }
+        if told.is_some() && seen.obeyed.as_deref() == told {
+            return HttpKamikaze::AlreadyObeyed;
         }
         if !self.restarting.insert(node.to_owned()) {
             return HttpKamikaze::AlreadyRestarting;
         }
         HttpKamikaze::Restart(Command::Restart {
             node: node.to_owned(),
+            told: told.map(str::to_owned),
+            comeback: self.comeback(node),
         })
     }
 
@@ -224,6 +291,11 @@ impl Simulation {
     /// A re-creation finished (or gave up).
     pub fn recreate_done(&mut self, node: &str) {
         self.recreating.remove(node);
+    }
+
+    /// An acknowledgement finished (or gave up: the next change of the node decides again).
+    pub fn acknowledge_done(&mut self, node: &str) {
+        self.acknowledging.remove(node);
     }
 
     /// Publishing an initial ID finished (or gave up: the next change of the node decides again).
