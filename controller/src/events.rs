@@ -12,8 +12,8 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::{Mutex, Notify, mpsc};
 
-use k8sm_api::ExecutorUpgradePolicy;
-use k8sm_planner::{Action, ActionKind, Plan, PodRef, Reason};
+use k8sm_planner::{Action, ActionKind, Plan, Reason};
+use k8sm_view::reference::{node_ref, pod_ref, policy_ref};
 
 /// The reporting controller's name in every Event.
 pub const CONTROLLER_NAME: &str = "k8sm-controller";
@@ -223,35 +223,4 @@ fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
-}
-
-pub fn pod_ref(pod: &PodRef) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        namespace: Some(pod.namespace.clone()),
-        name: Some(pod.name.clone()),
-        uid: Some(pod.uid.clone()),
-        ..ObjectReference::default()
-    }
-}
-
-pub fn node_ref(name: &str, uid: Option<String>) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Node".into()),
-        name: Some(name.to_owned()),
-        uid,
-        ..ObjectReference::default()
-    }
-}
-
-pub fn policy_ref(name: &str) -> ObjectReference {
-    use kube::Resource;
-    ObjectReference {
-        api_version: Some(ExecutorUpgradePolicy::api_version(&()).into_owned()),
-        kind: Some(ExecutorUpgradePolicy::kind(&()).into_owned()),
-        name: Some(name.to_owned()),
-        ..ObjectReference::default()
-    }
 }

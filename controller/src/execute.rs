@@ -13,7 +13,7 @@ use k8sm_api::{DeletedNode, ExecutorUpgradePolicy, KamikazeMechanism, keys};
 use k8sm_planner::{Action, ActionKind, PodRef};
 
 use crate::Error;
-use crate::time::to_time;
+use k8sm_view::time::to_time;
 
 /// Longest any single API call or kamikaze POST may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);

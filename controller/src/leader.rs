@@ -13,7 +13,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use crate::time::{from_timestamp, to_micro_time};
+use k8sm_view::time::{from_timestamp, to_micro_time};
 
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {

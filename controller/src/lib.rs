@@ -1,8 +1,8 @@
 //! k8sm-controller as a library: the imperative shell around the planner (observe → plan → execute → report).
 //!
-//! Only the ends do I/O: [`stores`] observes the cluster, [`view`] turns it into the planner's input, the planner
-//! decides, [`execute`] applies the actions, and [`events`] and [`status`] report. The kubectl plugin reuses
-//! [`stores`] and [`view`] so that it plans over exactly what the controller sees.
+//! Only the ends do I/O: [`stores`] observes the cluster, [`view`] turns it into the planner's input (through
+//! [`k8sm_view`], the conversion the kubectl plugin shares), the planner decides, [`execute`] applies the actions,
+//! and [`events`] and [`status`] report.
 #![forbid(unsafe_code)]
 
 mod args;
@@ -17,7 +17,7 @@ mod reconcile;
 mod server;
 pub mod status;
 pub mod stores;
-pub mod time;
+mod trim;
 pub mod view;
 
 pub use args::Args;

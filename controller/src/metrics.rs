@@ -50,7 +50,7 @@ impl Metrics {
         let blocked_pods = Gauge::default();
         registry.register(
             "blocked_pods",
-            "Pods that keep a draining node from finishing",
+            "Pods that keep a draining node from finishing (PodPlan::is_blocked)",
             blocked_pods.clone(),
         );
         let is_leader = Gauge::default();
@@ -93,11 +93,12 @@ impl Metrics {
                 })
                 .set(i64::from(count));
         }
+        // The planner's one meaning of blocked: a pod terminating, or waiting for a slot or the pause, is not.
         let blocked = plan
             .nodes
             .iter()
-            .flat_map(|n| &n.blockers)
-            .filter(|b| b.pod.is_some())
+            .flat_map(|n| &n.pods)
+            .filter(|p| p.is_blocked())
             .count();
         self.blocked_pods.set(blocked as i64);
     }
@@ -172,5 +173,30 @@ mod tests {
             text.contains("k8sm_actions_failed_total{reason=\"BlockedByPDB\"} 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn blocked_pods_are_the_planner_s_blocked_pods() {
+        use k8sm_planner::ClusterView;
+        use k8sm_planner::testing::{at, node, policy, replica_set, unmanaged_pod};
+        // n1 drains: web-1 waits for its workload (web-2 is not Ready), debug blocks under policy Never, and
+        // going is terminating already (a wait that ends by itself).
+        let web = replica_set("shop", "web", 2);
+        let view = ClusterView {
+            nodes: vec![node("n1").marked(at(0)).admitted(at(1)), node("n2")],
+            pods: vec![
+                web.pod("web-1", "n1"),
+                web.pod("web-2", "n2").not_ready(),
+                unmanaged_pod("ops", "debug", "n1"),
+                unmanaged_pod("ops", "going", "n1").terminating(),
+            ],
+            owners: vec![web],
+            policies: vec![policy("fleet")],
+            ..ClusterView::default()
+        };
+        let metrics = Metrics::new();
+        metrics.observe_plan(&k8sm_planner::plan(&view, at(2)));
+        let text = metrics.encode();
+        assert!(text.contains("k8sm_blocked_pods 2"), "{text}");
     }
 }

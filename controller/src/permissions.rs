@@ -42,6 +42,8 @@ pub const REQUIRED: &[Permission] = &[
     cluster("", "nodes", "", "watch"),
     cluster("", "pods", "", "list"),
     cluster("", "pods", "", "watch"),
+    cluster("apps", "deployments", "", "list"),
+    cluster("apps", "deployments", "", "watch"),
     cluster("apps", "replicasets", "", "list"),
     cluster("apps", "replicasets", "", "watch"),
     cluster("", "replicationcontrollers", "", "list"),
@@ -59,6 +61,8 @@ pub const REQUIRED: &[Permission] = &[
     cluster("", "nodes", "", "delete"),
     cluster("", "pods", "eviction", "create"),
     cluster("", "pods", "", "delete"),
+    // The policy finalizer (added, and removed once every node is handed back), a patch of metadata.finalizers.
+    cluster("k8s.mesosphere.io", "executorupgradepolicies", "", "patch"),
     cluster(
         "k8s.mesosphere.io",
         "executorupgradepolicies",

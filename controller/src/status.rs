@@ -10,13 +10,13 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use k8sm_api::{
-    BlockedPod, DeletedNode, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,
-    NodePhase, NodeStatus, condition_types,
+    BlockedPod, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS, NodePhase,
+    NodeStatus, condition_types,
 };
 use k8sm_planner::{Plan, PolicyPlan, Reason};
 
 use crate::Error;
-use crate::time::to_time;
+use k8sm_view::time::to_time;
 
 /// Measures each policy's pace (upgraded nodes per second since this controller first saw it) for the ETA.
 #[derive(Debug, Default)]
@@ -188,12 +188,7 @@ pub fn build(
         deleted_nodes: policy
             .deleted_nodes
             .iter()
-            .map(|r| DeletedNode {
-                name: r.name.clone(),
-                uid: r.uid.clone(),
-                executor_id: r.executor_id.clone(),
-                deleted_at: to_time(r.deleted_at),
-            })
+            .map(k8sm_view::deleted_node_status)
             .collect(),
         // Re-estimate only when progress was made, so a steady state writes nothing.
         eta: match (counts_unchanged, previous) {

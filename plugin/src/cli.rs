@@ -56,7 +56,12 @@ pub enum Command {
     /// Dry run: what the controller does next, node by node and pod by pod, and why.
     Plan(PlanArgs),
     /// Delete a node's pods that only an operator can move (unmanaged pods under policy Never; opted-out pods only
-    /// with --include-opted-out), recording a Forced event on each.
+    /// with --include-opted-out), recording a Forced event on each; or, with --retry-kamikaze, tell a node that came
+    /// back from kamikaze with the wrong executor to terminate once more.
+    #[command(
+        after_help = "Examples:\n  kubectl k8sm force node-17\n  kubectl k8sm force node-17 --include-opted-out --yes\n  \
+                      kubectl k8sm force node-17 --retry-kamikaze --dry-run\n  kubectl k8sm force node-17 --retry-kamikaze"
+    )]
     Force(ForceArgs),
     /// Stop all evictions, deletions and kamikaze of a policy (nodes are still marked, status still updated).
     Pause(PolicyArg),
@@ -150,11 +155,18 @@ pub struct ForceArgs {
     #[arg(long)]
     pub include_opted_out: bool,
 
-    /// Only print what would be deleted.
+    /// For a node that came back from kamikaze with the wrong executor (its old one, or neither its old one nor the
+    /// target), which k8sm never tells to terminate twice: remove the record of that kamikaze (the node's kamikaze
+    /// annotations, or its entry in the policy's status.deletedNodes with kamikaze DeleteNode), so that k8sm drains
+    /// the node and tells it to terminate once more. Fix the node's executor first. Deletes no pod.
+    #[arg(long, conflicts_with = "include_opted_out")]
+    pub retry_kamikaze: bool,
+
+    /// Only print what would be deleted or removed.
     #[arg(long)]
     pub dry_run: bool,
 
-    /// Delete without asking for confirmation (required when standard input is not a terminal).
+    /// Act without asking for confirmation (required when standard input is not a terminal).
     #[arg(short = 'y', long)]
     pub yes: bool,
 }
@@ -250,6 +262,35 @@ mod tests {
             Cli::try_parse_from(["kubectl-k8sm", "blocked", "-n", "a", "-A"]).is_err(),
             "-n and -A exclude each other"
         );
+    }
+
+    #[test]
+    fn force_retries_a_kamikaze_with_an_example_in_its_help() {
+        let cli =
+            Cli::try_parse_from(["kubectl-k8sm", "force", "node-17", "--retry-kamikaze"]).unwrap();
+        let Command::Force(args) = cli.command else {
+            panic!("force")
+        };
+        assert!(args.retry_kamikaze && !args.include_opted_out && !args.yes);
+        assert!(
+            Cli::try_parse_from([
+                "kubectl-k8sm",
+                "force",
+                "n",
+                "--retry-kamikaze",
+                "--include-opted-out"
+            ])
+            .is_err(),
+            "a retry deletes no pod"
+        );
+        let help = Cli::try_parse_from(["kubectl-k8sm", "force", "--help"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            help.contains("kubectl k8sm force node-17 --retry-kamikaze\n"),
+            "{help}"
+        );
+        assert!(help.contains("--retry-kamikaze"), "{help}");
     }
 
     #[test]

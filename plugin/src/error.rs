@@ -37,13 +37,18 @@ pub enum Error {
     )]
     NodeNotManaged(String),
 
-    #[error(
-        "refusing to delete pods without confirmation: standard input is not a terminal; pass --yes to confirm"
-    )]
-    NeedsConfirmation,
+    #[error("node {node:?} cannot retry its kamikaze: {why}")]
+    CannotRetryKamikaze { node: String, why: String },
 
-    #[error("aborted: nothing was deleted")]
-    Aborted,
+    /// What the command would do, such as "delete pods".
+    #[error(
+        "refusing to {0} without confirmation: standard input is not a terminal; pass --yes to confirm"
+    )]
+    NeedsConfirmation(&'static str),
+
+    /// What nothing was, such as "deleted".
+    #[error("aborted: nothing was {0}")]
+    Aborted(&'static str),
 
     #[error("invalid executor ID {id:?}: {why}")]
     InvalidExecutorId { id: String, why: &'static str },
@@ -162,6 +167,18 @@ mod tests {
             }
             .to_string()
             .ends_with("kubectl apply -f deploy/examples/default.yaml")
+        );
+    }
+
+    #[test]
+    fn refusals_name_what_was_not_done() {
+        assert_eq!(
+            Error::NeedsConfirmation("delete pods").to_string(),
+            "refusing to delete pods without confirmation: standard input is not a terminal; pass --yes to confirm"
+        );
+        assert_eq!(
+            Error::Aborted("removed").to_string(),
+            "aborted: nothing was removed"
         );
     }
 

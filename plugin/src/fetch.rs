@@ -1,9 +1,9 @@
 //! Reads from the cluster: policies (choosing one like every subcommand does) and one-shot snapshots of everything
-//! the planner reads, converted exactly as the controller converts its caches (`k8sm_controller::view`).
+//! the planner reads, converted exactly as the controller converts its caches (`k8sm_view`).
 
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -12,8 +12,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use k8sm_api::ExecutorUpgradePolicy;
-use k8sm_controller::view::{Objects, from_objects};
 use k8sm_planner::ClusterView;
+use k8sm_view::{Objects, from_objects};
 
 use crate::error::{Error, KubeContext};
 
@@ -62,9 +62,19 @@ pub fn choose(names: &[String], wanted: Option<&str>) -> Result<String, Error> {
 pub async fn cluster_view(client: &Client) -> Result<ClusterView, Error> {
     let policies: Vec<Arc<ExecutorUpgradePolicy>> =
         policies(client).await?.into_iter().map(Arc::new).collect();
-    let (nodes, pods, replica_sets, replication_controllers, stateful_sets, jobs, pdbs) = futures::try_join!(
+    let (
+        nodes,
+        pods,
+        deployments,
+        replica_sets,
+        replication_controllers,
+        stateful_sets,
+        jobs,
+        pdbs,
+    ) = futures::try_join!(
         list::<Node>(client, "nodes"),
         list::<Pod>(client, "pods"),
+        list::<Deployment>(client, "deployments"),
         list::<ReplicaSet>(client, "replicasets"),
         list::<ReplicationController>(client, "replicationcontrollers"),
         list::<StatefulSet>(client, "statefulsets"),
@@ -74,6 +84,7 @@ pub async fn cluster_view(client: &Client) -> Result<ClusterView, Error> {
     let objects = Objects {
         nodes: &nodes,
         pods: &pods,
+        deployments: &deployments,
         replica_sets: &replica_sets,
         replication_controllers: &replication_controllers,
         stateful_sets: &stateful_sets,

@@ -110,8 +110,9 @@ fn fleet(nodes: usize) -> ClusterView {
                 max_concurrent_nodes: MaxConcurrentNodes::Percent(20),
                 ..ExecutorUpgradePolicySpec::default()
             },
-            deleting: false,
+            // Without its finalizer a policy gets only the finalizer planned: the bench would measure nothing.
             has_finalizer: true,
+            deleting: false,
             deleted_nodes: Vec::new(),
         }],
         ..ClusterView::default()

@@ -1,16 +1,17 @@
 //! `force NODE`: deletes the node's pods that only an operator can move, after confirmation, each with a UID
 //! precondition (a new pod of the same name is never hit), and records a `Forced` Event naming the user on each.
+//! With `--retry-kamikaze`, retries the kamikaze of a node that came back wrong instead (see [`super::retry`]).
 
 use std::io::{BufRead, Write};
 
 use chrono::Utc;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 
-use k8sm_controller::events::pod_ref;
 use k8sm_planner::{PodRef, Reason};
+use k8sm_view::reference::pod_ref;
 
 use crate::cli::ForceArgs;
 use crate::connect::Connection;
@@ -39,6 +40,9 @@ pub async fn run(
     let node = plan
         .node(&args.node)
         .ok_or_else(|| Error::NodeNotManaged(args.node.clone()))?;
+    if args.retry_kamikaze {
+        return super::retry::run(connection, node, args, terminal).await;
+    }
     let selection = ForceSelection::new(node, args.include_opted_out);
     print(&selection.render(terminal.palette))?;
     if selection.delete.is_empty() {
@@ -53,16 +57,10 @@ pub async fn run(
         return print(&format!("{}\n", lines.join("\n")));
     }
     if !args.yes {
-        confirm(&selection, terminal)?;
+        confirm(&selection.question(), ("delete pods", "deleted"), terminal)?;
     }
     let user = connection.user().await?;
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: REPORTER.into(),
-            instance: None,
-        },
-    );
+    let recorder = recorder(client);
     for pod in &selection.delete {
         let outcome = delete(client, pod, &recorder, &user, &args.node).await?;
         print(&format!("{}\n", outcome.line()))?;
@@ -70,20 +68,58 @@ pub async fn run(
     Ok(())
 }
 
-/// Asks on the terminal; without one, refuses (a script must say `--yes`).
-fn confirm(selection: &ForceSelection, terminal: Terminal) -> Result<(), Error> {
+/// Asks `question` on the terminal; without one, refuses (a script must say `--yes`). `(act, done)` word the
+/// refusals: ("delete pods", "deleted").
+pub(super) fn confirm(
+    question: &str,
+    (act, done): (&'static str, &'static str),
+    terminal: Terminal,
+) -> Result<(), Error> {
     if !terminal.stdin_is_terminal {
-        return Err(Error::NeedsConfirmation);
+        return Err(Error::NeedsConfirmation(act));
     }
     let mut stderr = std::io::stderr().lock();
-    write!(stderr, "{}", selection.question())?;
+    write!(stderr, "{question}")?;
     stderr.flush()?;
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     match answer.trim().to_ascii_lowercase().as_str() {
         "y" | "yes" => Ok(()),
-        _ => Err(Error::Aborted),
+        _ => Err(Error::Aborted(done)),
     }
+}
+
+/// The recorder of the plugin's Events.
+pub(super) fn recorder(client: &Client) -> Recorder {
+    Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: REPORTER.into(),
+            instance: None,
+        },
+    )
+}
+
+/// Records a `Forced` Warning about `reference` with `note`; whether it was recorded. The change it reports is
+/// done either way: a missing audit Event is reported, not fatal.
+pub(super) async fn record_forced(
+    recorder: &Recorder,
+    note: &str,
+    reference: &ObjectReference,
+    what: &str,
+) -> bool {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: Reason::Forced.as_str().to_owned(),
+        note: Some(truncate(note, NOTE_MAX)),
+        action: Reason::Forced.as_str().to_owned(),
+        secondary: None,
+    };
+    let recorded = recorder.publish(&event, reference).await;
+    if let Err(e) = &recorded {
+        eprintln!("warning: recording the Forced event of {what}: {e}");
+    }
+    recorded.is_ok()
 }
 
 async fn delete(
@@ -112,26 +148,16 @@ async fn delete(
         }
         Err(e) => return Err(Error::kube(format!("deleting pod {pod_name}"), e)),
     }
-    let event = Event {
-        type_: EventType::Warning,
-        reason: Reason::Forced.as_str().to_owned(),
-        note: Some(truncate(&event_note(user, node, pod), NOTE_MAX)),
-        action: Reason::Forced.as_str().to_owned(),
-        secondary: None,
-    };
     let reference = pod_ref(&PodRef {
         namespace: pod.namespace.clone(),
         name: pod.name.clone(),
         uid: pod.uid.clone(),
     });
-    // The pod is gone either way; a missing audit Event is reported, not fatal.
-    let recorded = recorder.publish(&event, &reference).await;
-    if let Err(e) = &recorded {
-        eprintln!("warning: recording the Forced event of pod {pod_name}: {e}");
-    }
+    let note = event_note(user, node, pod);
+    let event = record_forced(recorder, &note, &reference, &format!("pod {pod_name}")).await;
     Ok(Outcome::Deleted {
         pod: pod_name,
-        event: recorded.is_ok(),
+        event,
     })
 }
 

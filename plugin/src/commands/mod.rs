@@ -6,5 +6,6 @@ pub mod executor_id;
 pub mod force;
 pub mod plan;
 pub mod policy;
+pub mod retry;
 pub mod status;
 pub mod watch;

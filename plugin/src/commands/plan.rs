@@ -7,7 +7,7 @@ use crate::cli::PlanArgs;
 use crate::error::Error;
 use crate::fetch;
 use crate::output::{Terminal, print, render};
-use crate::views::plan::{PlanView, need_operator};
+use crate::views::plan::PlanView;
 
 pub async fn run(client: &Client, args: &PlanArgs, terminal: Terminal) -> Result<(), Error> {
     let mut view = fetch::cluster_view(client).await?;
@@ -26,8 +26,7 @@ pub async fn run(client: &Client, args: &PlanArgs, terminal: Terminal) -> Result
     let target = policy.spec.target_executor_id.clone();
     let now = Utc::now();
     let plan = k8sm_planner::plan(&view, now);
-    let need = need_operator(&view, &name, now);
-    let planned = PlanView::new(&plan, &name, (target, simulated), &need, now);
+    let planned = PlanView::new(&plan, &name, (target, simulated), now);
     print(&render(&planned, args.output, |wide| {
         planned.render(wide, terminal.palette)
     })?)

@@ -5,27 +5,10 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use k8sm_planner::{ClusterView, Decision, Plan, Reason};
+use k8sm_planner::{ClusterView, Decision, Plan, PodPlan, Reason};
 
 use crate::render::{Palette, age, table};
-
-/// Why a pod can block a node: it waits for an operator, an owner, a budget, a Job or a timeout. Waits that end by
-/// themselves within moments (a pod terminating, the pause) are not blocks.
-pub fn blocks(decision: Decision, reason: Option<Reason>) -> bool {
-    match decision {
-        Decision::Block => true,
-        Decision::Wait => matches!(
-            reason,
-            Some(
-                Reason::WaitingForOwner
-                    | Reason::BlockedByPDB
-                    | Reason::WaitingForJob
-                    | Reason::WaitingForTimeout
-            )
-        ),
-        Decision::Ignore | Decision::Evict | Decision::Delete => false,
-    }
-}
+use crate::views::owner::owner_text;
 
 /// Which namespaces to show.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +28,8 @@ pub struct BlockedPodRow {
     /// "Kind/name", or none for an unmanaged pod.
     pub owner: Option<String>,
     pub reason: Reason,
+    /// Only an operator moves it (the planner's [`Decision::Block`]); the other waits end by themselves.
+    pub needs_operator: bool,
     pub message: String,
     /// Since the node started draining, or since the pod arrived if it came later.
     pub since: Option<DateTime<Utc>>,
@@ -80,7 +65,7 @@ impl BlockedView {
             .nodes
             .iter()
             .flat_map(|node| node.pods.iter().map(move |pod| (node, pod)))
-            .filter(|(_, pod)| blocks(pod.decision, pod.reason))
+            .filter(|(_, pod)| pod.is_blocked())
             .filter(|(_, pod)| match namespaces {
                 Namespaces::All => true,
                 Namespaces::One(ns) => pod.pod.namespace == *ns,
@@ -94,12 +79,10 @@ impl BlockedView {
                     namespace: pod.pod.namespace.clone(),
                     name: pod.pod.name.clone(),
                     uid: pod.pod.uid.clone(),
-                    owner: pod
-                        .owner
-                        .as_ref()
-                        .map(ToString::to_string)
+                    owner: owner_text(pod)
                         .or_else(|| controllers.get(pod.pod.uid.as_str()).cloned()),
                     reason,
+                    needs_operator: needs_operator(pod, reason),
                     message: pod.message.clone(),
                     since: node.since.max(arrived),
                     until: pod.until,
@@ -152,7 +135,7 @@ impl BlockedView {
                 row.extend([
                     p.name.clone(),
                     p.owner.clone().unwrap_or_else(|| "none".into()),
-                    reason_text(p.reason, palette),
+                    reason_text(p, palette),
                     age(p.since, now),
                 ]);
                 if wide {
@@ -171,14 +154,18 @@ impl BlockedView {
     }
 }
 
+/// Whether only an operator moves the pod: the planner blocks it (an unmanaged pod under policy Never, an opted-out
+/// pod, a pod covered by several budgets), or its reason is one only an operator resolves.
+fn needs_operator(pod: &PodPlan, reason: Reason) -> bool {
+    pod.decision == Decision::Block || reason.needs_operator()
+}
+
 /// Operator-only blocks in red, waits that resolve by themselves in yellow.
-fn reason_text(reason: Reason, palette: Palette) -> String {
-    match reason {
-        Reason::BlockedUnmanagedPod
-        | Reason::BlockedOptOut
-        | Reason::InvalidPolicy
-        | Reason::MalformedAnnotation => palette.red(reason.as_str()),
-        _ => palette.yellow(reason.as_str()),
+fn reason_text(pod: &BlockedPodRow, palette: Palette) -> String {
+    if pod.needs_operator {
+        palette.red(pod.reason.as_str())
+    } else {
+        palette.yellow(pod.reason.as_str())
     }
 }
 

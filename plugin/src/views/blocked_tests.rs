@@ -1,6 +1,7 @@
 //! Rendering tests of `blocked`: plans in, text out.
 
 use super::*;
+use crate::views::fixtures::stuck_cluster;
 use k8sm_api::UnmanagedPodPolicy;
 use k8sm_planner::testing::{at, node, policy, replica_set, unmanaged_pod};
 use k8sm_planner::{
@@ -48,6 +49,8 @@ fn node_plan(name: &str, since_minutes: i64, pods: Vec<PodPlan>) -> NodePlan {
         executor_id: None,
         ready: true,
         blockers: vec![],
+        admission_position: None,
+        operator_pods: 0,
         pods,
     }
 }
@@ -233,4 +236,45 @@ fn the_live_planner_blocks_never_and_opted_out_pods() {
             .any(|l| l.contains("web-1") && l.contains("ReplicaSet/web")),
         "{text}"
     );
+}
+
+#[test]
+fn a_stalled_node_lists_what_it_waits_on_not_its_wait_for_a_slot() {
+    let view = stuck_cluster();
+    let plan = k8sm_planner::plan(&view, at(22));
+    let n1 = plan.node("n1").unwrap();
+    assert_eq!(n1.phase, k8sm_api::NodePhase::Blocked);
+    let blocked = BlockedView::from_plan(&plan, &view, &Namespaces::All);
+    let rows: Vec<(&str, &str, Reason, bool)> = blocked
+        .pods
+        .iter()
+        .map(|p| (p.node.as_str(), p.name.as_str(), p.reason, p.needs_operator))
+        .collect();
+    // api-1 could go but waits for a slot: not a block.
+    assert_eq!(
+        rows,
+        [
+            ("n1", "web-1", Reason::WaitingForOwner, false),
+            ("n3", "kafka-0", Reason::BlockedByPDB, false),
+        ]
+    );
+    let text = blocked.render(false, at(23), Palette::PLAIN);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("kafka-0") && l.contains("KafkaNodePool/kafka (other controller)")),
+        "{text}"
+    );
+}
+
+#[test]
+fn operator_only_reasons_are_red_and_waits_yellow() {
+    let view = BlockedView::from_plan(&sample(), &ClusterView::default(), &Namespaces::All);
+    let text = view.render(false, at(10), Palette::COLOR);
+    let line = |name: &str| text.lines().find(|l| l.contains(name)).unwrap().to_owned();
+    assert!(
+        line("debug").contains("\x1b[31mBlockedUnmanagedPod"),
+        "{text}"
+    );
+    assert!(line("db-0").contains("\x1b[33mBlockedByPDB"), "{text}");
+    assert!(line("web-a").contains("\x1b[33mWaitingForOwner"), "{text}");
 }

@@ -1,6 +1,10 @@
 //! Pure view models and their rendering: data from the cluster (or the planner) in, a `String` out.
 
 pub mod blocked;
+#[cfg(test)]
+mod fixtures;
 pub mod force;
+pub mod owner;
 pub mod plan;
+pub mod retry;
 pub mod status;

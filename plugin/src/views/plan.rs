@@ -2,15 +2,16 @@
 //! node what happens to it now and why. The same function the controller runs, so the prediction is exact for the
 //! state it was made from.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use k8sm_api::{MaxConcurrentNodes, NodePhase};
-use k8sm_planner::{ActionKind, ClusterView, Decision, NodePlan, Plan, PodPlan, Reason};
+use k8sm_api::NodePhase;
+use k8sm_planner::{ActionKind, Blocker, Decision, NodePlan, Plan, PodPlan, Reason};
 
 use crate::render::{Palette, count, table, timestamp};
+use crate::views::owner::owner_text;
 
 /// The planner's verdict on one pod, for a human.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -35,10 +36,23 @@ pub struct PlannedNode {
     /// The phase once this pass's actions are done.
     pub phase: NodePhase,
     pub pods_left: u32,
+    /// For a node that waits for a drain slot: its place in the admission queue, from 1 (admitted next).
+    pub queue_position: Option<u32>,
+    /// Pods on the node that only an operator can move; the queue puts such nodes after the others.
+    pub operator_pods: u32,
     /// What happens to the node in this pass.
     pub next: String,
-    pub blockers: Vec<String>,
+    /// What the node itself waits for (its pods' waits are in `pods`).
+    pub blockers: Vec<PlannedBlocker>,
     pub pods: Vec<PlannedPod>,
+}
+
+/// Something a node itself waits for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedBlocker {
+    pub reason: Reason,
+    pub message: String,
 }
 
 /// An action of this pass: the Event the controller would record.
@@ -66,29 +80,12 @@ pub struct PlanView {
     pub problems: Vec<String>,
 }
 
-/// Nodes of `policy` that hold pods only an operator can move. The admission queue puts them last; the planner only
-/// surveys pods of admitted nodes, so this asks it what it would decide with every node admitted.
-pub fn need_operator(view: &ClusterView, policy: &str, now: DateTime<Utc>) -> HashSet<String> {
-    let mut all_in = view.clone();
-    for p in all_in.policies.iter_mut().filter(|p| p.name == policy) {
-        p.spec.max_concurrent_nodes = MaxConcurrentNodes::Percent(100);
-        p.spec.paused = false;
-    }
-    k8sm_planner::plan(&all_in, now)
-        .nodes
-        .into_iter()
-        .filter(|n| n.policy == policy && n.pods.iter().any(|p| p.decision == Decision::Block))
-        .map(|n| n.node)
-        .collect()
-}
-
 impl PlanView {
-    /// The view of `policy`'s part of `plan`. `need_operator` comes from [`need_operator`].
+    /// The view of `policy`'s part of `plan`.
     pub fn new(
         plan: &Plan,
         policy: &str,
         target: (Option<String>, bool),
-        need_operator: &HashSet<String>,
         now: DateTime<Utc>,
     ) -> Self {
         let summary = plan.policy(policy);
@@ -100,7 +97,7 @@ impl PlanView {
             }
         }
         let mut nodes: Vec<&NodePlan> = plan.nodes.iter().filter(|n| n.policy == policy).collect();
-        nodes.sort_by_cached_key(|n| order_key(n, need_operator));
+        nodes.sort_by_key(|n| table_key(n));
         let mut order = 0;
         let nodes = nodes
             .into_iter()
@@ -112,12 +109,14 @@ impl PlanView {
                     name: n.node.clone(),
                     phase: n.phase,
                     pods_left: n.pods_left,
+                    queue_position: n.admission_position,
+                    operator_pods: n.operator_pods,
                     next: next(n, node_actions.get(n.node.as_str()).map_or(&[][..], |a| a)),
-                    blockers: n
-                        .blockers
-                        .iter()
-                        .filter(|b| b.pod.is_none())
-                        .map(|b| b.message.clone())
+                    blockers: node_blockers(n)
+                        .map(|b| PlannedBlocker {
+                            reason: b.reason,
+                            message: b.message.clone(),
+                        })
                         .collect(),
                     pods: n.pods.iter().map(planned_pod).collect(),
                 }
@@ -226,14 +225,17 @@ impl PlanView {
                 count(done, "more node runs", "more nodes run")
             ));
         }
-        for node in upgrading.iter().filter(|n| !n.pods.is_empty()) {
+        for node in upgrading.iter().filter(|n| n.has_details()) {
             out.push_str(&format!(
                 "\n{} ({}):\n",
                 palette.bold(&node.name),
                 node.phase
             ));
-            for blocker in &node.blockers {
-                out.push_str(&format!("  {}\n", palette.red(blocker)));
+            for blocker in node.blockers.iter().filter(|b| b.reason.blocks()) {
+                out.push_str(&format!("  {}\n", blocker_colour(blocker, palette)));
+            }
+            if node.pods.is_empty() {
+                continue;
             }
             let rows: Vec<Vec<String>> = node
                 .pods
@@ -300,68 +302,45 @@ impl PlanView {
     }
 }
 
-/// Node order: slot holders in the planner's holder order, then Blocked nodes, then the admission queue (easiest
-/// first: no operator-only pods, fewest pods, marked earliest, name), then nodes that are done.
-fn order_key(
-    n: &NodePlan,
-    need_operator: &HashSet<String>,
-) -> (u8, bool, u32, bool, Option<DateTime<Utc>>, String) {
-    let group = match n.phase {
-        NodePhase::KamikazeSent => 0,
-        NodePhase::Drained => 1,
-        NodePhase::Draining => 2,
-        NodePhase::Blocked => 3,
-        NodePhase::Incompatible => 4,
-        NodePhase::Compatible => 5,
-    };
-    let queued = n.phase == NodePhase::Incompatible;
-    (
-        group,
-        queued && need_operator.contains(&n.node),
-        if queued { n.pods_left } else { 0 },
-        n.since.is_none(),
-        n.since,
-        n.node.clone(),
-    )
+impl PlannedNode {
+    /// Whether the node gets a section of its own: it has pods to show, or waits on something that blocks it.
+    fn has_details(&self) -> bool {
+        !self.pods.is_empty() || self.blockers.iter().any(|b| b.reason.blocks())
+    }
 }
 
-/// What happens to a node in this pass.
+/// Table order: slot holders, most advanced first; then Blocked nodes without a place in the queue; then the
+/// admission queue, in the planner's order; then nodes that are never admitted (opted out); then those done.
+fn table_key(n: &NodePlan) -> (u8, Option<u32>, Option<DateTime<Utc>>, &str) {
+    let group = match (n.phase, n.admission_position) {
+        (_, Some(_)) => 4,
+        (NodePhase::KamikazeSent, None) => 0,
+        (NodePhase::Drained, None) => 1,
+        (NodePhase::Draining, None) => 2,
+        (NodePhase::Blocked, None) => 3,
+        (NodePhase::Incompatible, None) => 5,
+        (NodePhase::Compatible, None) => 6,
+    };
+    (group, n.admission_position, n.since, &n.node)
+}
+
+/// What the node itself waits for, as opposed to its pods.
+fn node_blockers(n: &NodePlan) -> impl Iterator<Item = &Blocker> {
+    n.blockers.iter().filter(|b| b.pod.is_none())
+}
+
+/// What happens to a node in this pass: what is done to it, where it stands, and what its pods do.
 fn next(n: &NodePlan, actions: &[&ActionKind]) -> String {
     let admitted_now = actions
         .iter()
         .any(|a| matches!(a, ActionKind::Admit { .. }));
-    let kamikaze_now = actions
-        .iter()
-        .any(|a| matches!(a, ActionKind::Kamikaze { .. }));
-    let count = |d: Decision| n.pods.iter().filter(|p| p.decision == d).count();
-    let moves: Vec<String> = [
-        (count(Decision::Evict), "evict"),
-        (count(Decision::Delete), "delete"),
-        (count(Decision::Wait), "wait"),
-        (count(Decision::Block), "need an operator"),
-    ]
-    .into_iter()
-    .filter(|(n, _)| *n > 0)
-    .map(|(n, what)| format!("{n} {what}"))
-    .collect();
     let mut parts = Vec::new();
     if admitted_now {
         parts.push("admitted now".to_owned());
     }
-    match n.phase {
-        NodePhase::KamikazeSent if kamikaze_now => parts.push("kamikaze now".into()),
-        NodePhase::KamikazeSent => parts.push("waits for its executor to restart".into()),
-        NodePhase::Incompatible => parts.push(n.blockers.first().map_or_else(
-            || "waits for a drain slot".to_owned(),
-            |b| b.message.clone(),
-        )),
-        NodePhase::Compatible => parts.push("done".into()),
-        NodePhase::Drained => parts.push("drained; kamikaze next".into()),
-        NodePhase::Draining | NodePhase::Blocked => {}
-    }
-    if !moves.is_empty() {
-        parts.push(format!("pods: {}", moves.join(", ")));
-    }
+    parts.extend(standing(n, actions));
+    parts.extend(queue(n));
+    parts.extend(pod_moves(n));
     if parts.is_empty() {
         "-".to_owned()
     } else {
@@ -369,12 +348,65 @@ fn next(n: &NodePlan, actions: &[&ActionKind]) -> String {
     }
 }
 
+/// Where the node stands in its phase.
+fn standing(n: &NodePlan, actions: &[&ActionKind]) -> Option<String> {
+    let kamikaze_now = actions
+        .iter()
+        .any(|a| matches!(a, ActionKind::Kamikaze { .. }));
+    let blocked_by = node_blockers(n).find(|b| b.reason.blocks());
+    Some(match n.phase {
+        NodePhase::KamikazeSent if kamikaze_now => "kamikaze now".into(),
+        NodePhase::KamikazeSent => "waits for its executor to restart".into(),
+        NodePhase::Incompatible => blocked_by.map_or_else(
+            || "waits for a drain slot".to_owned(),
+            |b| b.message.clone(),
+        ),
+        NodePhase::Blocked => blocked_by.map_or_else(
+            || "blocked".to_owned(),
+            |b| format!("blocked: {}", b.reason),
+        ),
+        NodePhase::Compatible => "done".into(),
+        NodePhase::Drained => "drained; kamikaze next".into(),
+        NodePhase::Draining => return None,
+    })
+}
+
+/// A queued node's place, and the pods that will need an operator once it is admitted.
+fn queue(n: &NodePlan) -> Vec<String> {
+    let mut parts = Vec::new();
+    if let Some(position) = n.admission_position {
+        parts.push(format!("place {position} in the queue"));
+    }
+    // The pods of an admitted node say so themselves; a queued node's pods are not decided yet.
+    if n.operator_pods > 0 && n.pods.is_empty() {
+        let pods = count(n.operator_pods as usize, "pod needs", "pods need");
+        parts.push(format!("{pods} an operator"));
+    }
+    parts
+}
+
+/// "pods: 2 evict, 1 wait": the decisions of this pass on the node's pods.
+fn pod_moves(n: &NodePlan) -> Option<String> {
+    let decided = |d: Decision| n.pods.iter().filter(|p| p.decision == d).count();
+    let moves: Vec<String> = [
+        (decided(Decision::Evict), "evict"),
+        (decided(Decision::Delete), "delete"),
+        (decided(Decision::Wait), "wait"),
+        (decided(Decision::Block), "need an operator"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    (!moves.is_empty()).then(|| format!("pods: {}", moves.join(", ")))
+}
+
 fn planned_pod(p: &PodPlan) -> PlannedPod {
     PlannedPod {
         namespace: p.pod.namespace.clone(),
         name: p.pod.name.clone(),
         uid: p.pod.uid.clone(),
-        owner: p.owner.as_ref().map(ToString::to_string),
+        owner: owner_text(p),
         decision: p.decision,
         reason: p.reason,
         summary: summary(p.decision, &p.message),
@@ -398,6 +430,15 @@ pub fn summary(decision: Decision, message: &str) -> String {
         verb.to_owned()
     } else {
         format!("{verb}: {detail}")
+    }
+}
+
+/// Red for what only an operator resolves, yellow for waits that end by themselves.
+fn blocker_colour(blocker: &PlannedBlocker, palette: Palette) -> String {
+    if blocker.reason.needs_operator() {
+        palette.red(&blocker.message)
+    } else {
+        palette.yellow(&blocker.message)
     }
 }
 

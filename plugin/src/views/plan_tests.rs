@@ -1,8 +1,10 @@
 //! Rendering tests of `plan`: a cluster view in, the planner's verdict as text out.
 
 use super::*;
+use crate::views::fixtures::stuck_cluster;
 use k8sm_api::UnmanagedPodPolicy;
-use k8sm_planner::testing::{NEW, at, node, policy, replica_set, unmanaged_pod};
+use k8sm_planner::ClusterView;
+use k8sm_planner::testing::{NEW, OLD, at, node, policy, replica_set, unmanaged_pod};
 
 /// Four nodes before the upgrade starts. n1: two pods of `web` (2 replicas: one may go at a time) and the only pod
 /// of `api`; n2: an unmanaged pod under policy Never; n3 and n4: three pods of `fill` each.
@@ -32,27 +34,26 @@ fn cluster() -> ClusterView {
 
 fn view_of(cluster: &ClusterView, now: DateTime<Utc>) -> PlanView {
     let plan = k8sm_planner::plan(cluster, now);
-    let need = need_operator(cluster, "fleet", now);
-    PlanView::new(&plan, "fleet", (Some(NEW.into()), true), &need, now)
+    PlanView::new(&plan, "fleet", (Some(NEW.into()), true), now)
 }
 
 #[test]
 fn the_first_wave_of_a_new_target() {
     let view = view_of(&cluster(), at(0));
     assert_eq!(view.evictions(), ["shop/api-1", "shop/web-1"]);
-    let order: Vec<(&str, Option<u32>)> = view
+    let order: Vec<(&str, Option<u32>, Option<u32>, u32)> = view
         .nodes
         .iter()
-        .map(|n| (n.name.as_str(), n.order))
+        .map(|n| (n.name.as_str(), n.order, n.queue_position, n.operator_pods))
         .collect();
-    // n2 has the fewest pods but needs an operator: it goes last.
+    // n2 has the fewest pods but needs an operator: the planner queues it last.
     assert_eq!(
         order,
         [
-            ("n1", Some(1)),
-            ("n3", Some(2)),
-            ("n4", Some(3)),
-            ("n2", Some(4))
+            ("n1", Some(1), None, 0),
+            ("n3", Some(2), Some(1), 0),
+            ("n4", Some(3), Some(2), 0),
+            ("n2", Some(4), Some(3), 1)
         ]
     );
     let text = view.render(false, Palette::PLAIN);
@@ -62,15 +63,15 @@ This pass: mark 4 nodes, admit or cordon 1 node, evict 2 pods
 
 ORDER   NODE   PHASE          PODS LEFT   NEXT
 1       n1     Draining       3           admitted now; pods: 2 evict, 1 wait
-2       n3     Incompatible   3           waits for a drain slot
-3       n4     Incompatible   3           waits for a drain slot
-4       n2     Incompatible   1           waits for a drain slot
+2       n3     Incompatible   3           waits for a drain slot; place 1 in the queue
+3       n4     Incompatible   3           waits for a drain slot; place 2 in the queue
+4       n2     Incompatible   1           waits for a drain slot; place 3 in the queue; 1 pod needs an operator
 
 n1 (Draining):
   POD          OWNER            DECISION
-  shop/api-1   ReplicaSet/api   evict now: owner ReplicaSet api ready 1/1 → 0 (threshold 90% needs 1)
-  shop/web-1   ReplicaSet/web   evict now: owner ReplicaSet web ready 2/2 → 1 (threshold 90% needs 2)
-  shop/web-2   ReplicaSet/web   wait: owner ReplicaSet web 1/2 ready, 1 terminating, needs 2 (threshold 90%)
+  shop/api-1   ReplicaSet/api   evict now: workload ReplicaSet api ready 1/1 → 0 (threshold 90% needs 1)
+  shop/web-1   ReplicaSet/web   evict now: workload ReplicaSet web ready 2/2 → 1 (threshold 90% needs 2)
+  shop/web-2   ReplicaSet/web   wait: workload ReplicaSet web 1/2 ready, 1 terminating or not replaced, needs 2 (threshold 90%)
 ";
     assert_eq!(text, expected);
 }
@@ -118,7 +119,7 @@ fn without_a_target_plan_suggests_one() {
     cluster.policies[0].spec.target_executor_id = None;
     let now = at(0);
     let plan = k8sm_planner::plan(&cluster, now);
-    let view = PlanView::new(&plan, "fleet", (None, false), &HashSet::new(), now);
+    let view = PlanView::new(&plan, "fleet", (None, false), now);
     assert_eq!(
         view.render(false, Palette::PLAIN),
         "Dry run of policy fleet at 2026-01-01T00:00:00Z, target none
@@ -201,4 +202,63 @@ fn json_carries_decisions_and_reasons() {
     assert_eq!(value["nodes"][0]["pods"][0]["reason"], "Evicted");
     assert_eq!(value["nodes"][0]["pods"][2]["reason"], "WaitingForOwner");
     assert_eq!(value["simulatedTarget"], true);
+}
+
+#[test]
+fn stalled_and_came_back_wrong_nodes_are_blocked_and_say_why() {
+    let view = view_of(&stuck_cluster(), at(22));
+    let rows: Vec<(&str, NodePhase, Option<u32>, &str)> = view
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.phase, n.queue_position, n.next.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("n3", NodePhase::Draining, None, "pods: 1 wait"),
+            (
+                "n5",
+                NodePhase::Blocked,
+                None,
+                "blocked: UnexpectedExecutor"
+            ),
+            (
+                "n1",
+                NodePhase::Blocked,
+                Some(1),
+                "blocked: Stalled; place 1 in the queue; pods: 2 wait"
+            ),
+            ("n4", NodePhase::Compatible, None, "done"),
+        ]
+    );
+    let text = view.render(false, Palette::PLAIN);
+    let section = |node: &str| {
+        let start = text
+            .find(&format!("\n{node} ("))
+            .unwrap_or_else(|| panic!("{node}: {text}"));
+        text[start + 1..].split("\n\n").next().unwrap().to_owned()
+    };
+    let expected = [
+        ("n5", format!("n5 (Blocked):\n  came back from kamikaze still running its old executor {OLD}")),
+        ("n5", "kubectl k8sm force n5 --retry-kamikaze".to_owned()),
+        ("n1", "n1 (Blocked):\n  stalled at 2026-01-01T00:20:00+00:00".to_owned()),
+        ("n1", "shop/web-1   ReplicaSet/web   wait: workload ReplicaSet web 1/2 ready".to_owned()),
+        ("n1", "shop/api-1   ReplicaSet/api   wait: waits for a drain slot; would evict".to_owned()),
+        (
+            "n3",
+            "data/kafka-0   KafkaNodePool/kafka (other controller)   wait: PodDisruptionBudget data/kafka".to_owned(),
+        ),
+    ];
+    for (node, text) in expected {
+        let section = section(node);
+        assert!(section.contains(&text), "{node}: {text}\n{section}");
+    }
+}
+
+#[test]
+fn operator_only_node_blockers_are_red_and_waits_yellow() {
+    let view = view_of(&stuck_cluster(), at(22));
+    let text = view.render(false, Palette::COLOR);
+    assert!(text.contains("  \x1b[31mcame back from kamikaze"), "{text}");
+    assert!(text.contains("  \x1b[33mstalled at"), "{text}");
 }

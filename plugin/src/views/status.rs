@@ -1,17 +1,14 @@
 //! `upgrade status`: the policy's status, as the controller wrote it, turned into a progress report.
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use serde::Serialize;
 
 use k8sm_api::{ExecutorUpgradePolicy, NodeCounts, NodePhase, condition_types};
-use k8sm_controller::time::from_timestamp;
+use k8sm_planner::Reason;
+use k8sm_view::time::from_time;
 
 use crate::render::{Palette, age, count, duration, table, timestamp};
-
-/// Reasons of blocked pods whose owner is what the node waits on.
-const OWNER_WAITS: [&str; 2] = ["WaitingForOwner", "BlockedByPDB"];
 
 /// Where one policy's upgrade stands.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -60,10 +57,6 @@ pub struct NodeRow {
     pub waiting_on: Vec<String>,
 }
 
-fn time(t: &Time) -> DateTime<Utc> {
-    from_timestamp(&t.0)
-}
-
 impl StatusView {
     pub fn from_policy(policy: &ExecutorUpgradePolicy) -> Self {
         let generation = policy.metadata.generation;
@@ -85,7 +78,7 @@ impl StatusView {
                 let mut waiting_on: Vec<String> = status
                     .blocked_pods
                     .iter()
-                    .filter(|p| p.node == n.name && OWNER_WAITS.contains(&p.reason.as_str()))
+                    .filter(|p| p.node == n.name && waits_on_owner(&p.reason))
                     .filter_map(|p| p.owner.clone())
                     .collect();
                 waiting_on.sort();
@@ -93,7 +86,7 @@ impl StatusView {
                 NodeRow {
                     name: n.name.clone(),
                     phase: n.phase,
-                    since: n.since.as_ref().map(time),
+                    since: n.since.as_ref().map(from_time),
                     pods_left: n.pods_left,
                     blockers: n.blockers.clone(),
                     executor_id: n.executor_id.clone(),
@@ -123,7 +116,7 @@ impl StatusView {
             upgraded,
             total,
             percent: (upgraded * 100).checked_div(total).unwrap_or(100),
-            eta: status.eta.as_ref().map(time),
+            eta: status.eta.as_ref().map(from_time),
             counts,
             nodes,
             blocked_pods: status.blocked_pods_total.unwrap_or(0),
@@ -225,13 +218,10 @@ impl StatusView {
             return "no ETA while paused".to_owned();
         }
         if self.counts.blocked > 0 {
+            // Blocked: waiting for an operator, or stalled on a workload or budget: no pace to go by either way.
             return format!(
-                "no ETA while {} for an operator",
-                count(
-                    self.counts.blocked as usize,
-                    "blocked node waits",
-                    "blocked nodes wait"
-                )
+                "no ETA while {} blocked",
+                count(self.counts.blocked as usize, "node is", "nodes are")
             );
         }
         match self.eta {
@@ -274,6 +264,15 @@ impl StatusView {
             .collect();
         table(&headers, &rows)
     }
+}
+
+/// Whether a pod of `status.blockedPods` waits on its owner (a workload below its bound, a budget over it, its Job):
+/// a block that ends by itself, as the planner defines it. A pod that only an operator moves waits on itself.
+fn waits_on_owner(reason: &str) -> bool {
+    Reason::ALL
+        .into_iter()
+        .find(|r| r.as_str() == reason)
+        .is_some_and(|r| r.blocks() && !r.needs_operator())
 }
 
 /// Most advanced first: what is about to finish is at the top, what has not started at the bottom.

@@ -64,7 +64,7 @@ fn a_running_upgrade_shows_progress_phases_and_nodes() {
     let expected = format!(
         "Policy:   fleet
 Target:   {TARGET}
-Progress: [######--------------] 2/6 nodes upgraded (33%), no ETA while 1 blocked node waits for an operator
+Progress: [######--------------] 2/6 nodes upgraded (33%), no ETA while 1 node is blocked
 Phases:   Compatible 2  Incompatible 1  Draining 1  Drained 0  KamikazeSent 1  Blocked 1
 Blocked:  4 pods wait for an operator, an owner or time: kubectl k8sm blocked
 
@@ -237,4 +237,55 @@ fn json_names_fields_in_camel_case() {
     assert_eq!(value["nodes"][1]["podsLeft"], 3);
     assert_eq!(value["eta"], "2026-03-01T12:14:30Z");
     assert_eq!(value["done"], false);
+}
+
+#[test]
+fn waiting_on_names_owners_of_waits_that_end_by_themselves() {
+    let policy = policy(
+        json!({"targetExecutorId": TARGET, "nodeProgressDeadline": "5m"}),
+        Some(json!({
+            "observedGeneration": 2,
+            "counts": {"total": 2, "compatible": 0, "draining": 1, "blocked": 1},
+            "nodes": [
+                {"name": "node-0001", "phase": "Draining", "podsLeft": 3, "since": "2026-03-01T12:05:00Z"},
+                {"name": "node-0002", "phase": "Blocked", "podsLeft": 1, "since": "2026-03-01T11:00:00Z",
+                 "blockers": ["stalled at 2026-03-01T11:50:00+00:00: no pod left it for nodeProgressDeadline 5m"]}
+            ],
+            "blockedPods": [
+                {"node": "node-0001", "namespace": "ops", "name": "report-x", "owner": "Job/report", "reason": "WaitingForJob", "message": "m"},
+                {"node": "node-0001", "namespace": "data", "name": "kafka-0", "owner": "KafkaNodePool/kafka", "reason": "BlockedByPDB", "message": "m"},
+                {"node": "node-0001", "namespace": "shop", "name": "pinned", "owner": "Deployment/web", "reason": "BlockedOptOut", "message": "m"},
+                {"node": "node-0002", "namespace": "shop", "name": "web-1", "owner": "Deployment/web", "reason": "WaitingForOwner", "message": "m"},
+                {"node": "node-0002", "namespace": "shop", "name": "odd", "owner": "Deployment/odd", "reason": "SomeFutureReason", "message": "m"}
+            ],
+            "blockedPodsTotal": 5,
+            "deletedNodes": [{"name": "node-0009", "uid": "u9", "deletedAt": "2026-03-01T12:00:00Z"}]
+        })),
+    );
+    let view = StatusView::from_policy(&policy);
+    let waiting: Vec<(&str, &[String])> = view
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.waiting_on.as_slice()))
+        .collect();
+    assert_eq!(
+        waiting,
+        [
+            (
+                "node-0001",
+                &["Job/report".to_owned(), "KafkaNodePool/kafka".to_owned()][..]
+            ),
+            ("node-0002", &["Deployment/web".to_owned()][..]),
+        ],
+        "an opted-out pod waits on itself, not on its Deployment; an unknown reason on nothing"
+    );
+    let text = view.render(false, now(), Palette::PLAIN);
+    assert!(
+        text.contains("0/2 nodes upgraded (0%), no ETA while 1 node is blocked"),
+        "{text}"
+    );
+    assert!(
+        text.contains("no pod left it for nodeProgressDeadline 5m"),
+        "{text}"
+    );
 }

@@ -192,7 +192,7 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
             .unwrap_or_default();
         assert!(line.contains("evict now"), "{pod} in:\n{human}");
     }
-    assert!(human.contains("wait: owner ReplicaSet web-"), "{human}");
+    assert!(human.contains("wait: workload Deployment web "), "{human}");
     assert!(
         human.contains("This pass: mark 4 nodes, admit or cordon 1 node, evict 2 pods"),
         "{human}"

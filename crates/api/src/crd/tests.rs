@@ -79,6 +79,7 @@ fn spec_fields_are_the_public_api_with_their_defaults() {
             "cordon",
             "kamikaze",
             "maxConcurrentNodes",
+            "nodeProgressDeadline",
             "nodeSelector",
             "ownerHealthThreshold",
             "paused",
@@ -97,6 +98,7 @@ fn spec_fields_are_the_public_api_with_their_defaults() {
         ("cordon", json!(true)),
         ("kamikaze", json!({"mechanism": "Annotation"})),
         ("restartTimeout", json!("10m")),
+        ("nodeProgressDeadline", json!("10m")),
         ("paused", json!(false)),
     ];
     for (field, default) in defaults {

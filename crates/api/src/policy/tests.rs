@@ -73,6 +73,7 @@ fn default_spec_serialises_every_defaulted_field() {
             "cordon": true,
             "kamikaze": {"mechanism": "Annotation"},
             "restartTimeout": "10m",
+            "nodeProgressDeadline": "10m",
             "paused": false,
         })
     );

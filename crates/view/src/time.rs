@@ -19,6 +19,10 @@ pub fn to_time(time: DateTime<Utc>) -> Time {
     Time(to_timestamp(time))
 }
 
+pub fn from_time(time: &Time) -> DateTime<Utc> {
+    from_timestamp(&time.0)
+}
+
 pub fn to_micro_time(time: DateTime<Utc>) -> MicroTime {
     MicroTime(to_timestamp(time))
 }
@@ -33,5 +37,7 @@ mod tests {
             .unwrap()
             .with_timezone(&Utc);
         assert_eq!(from_timestamp(&to_timestamp(t)), t);
+        assert_eq!(from_time(&to_time(t)), t);
+        assert_eq!(from_timestamp(&to_micro_time(t).0), t);
     }
 }

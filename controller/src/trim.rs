@@ -1,0 +1,120 @@
+//! What the stores keep of each object: only what `k8sm_view` reads, so that memory stays small at thousands of
+//! nodes and tens of thousands of pods (DESIGN.md §8). Every trim keeps the object's view unchanged (see the tests).
+
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec, StatefulSet, StatefulSetSpec,
+};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{
+    Node, NodeStatus, Pod, PodCondition, PodSpec, PodStatus, ReplicationController,
+    ReplicationControllerSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+
+use k8sm_planner::POD_ANNOTATIONS_READ;
+
+/// Managed fields and the last-applied annotation are the bulk of most objects and never read.
+pub(crate) fn trim_meta<K: Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// Pods are the most numerous objects: keep only what the planner reads (`k8sm_view::pod_view`): the node, the
+/// phase, the Ready condition, and the annotations it looks at.
+pub(crate) fn trim_pod(pod: &mut Pod) {
+    trim_meta(pod);
+    let meta = &mut pod.metadata;
+    meta.generate_name = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|key, _| POD_ANNOTATIONS_READ.contains(&key.as_str()));
+    }
+    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    pod.spec = Some(PodSpec {
+        node_name,
+        ..PodSpec::default()
+    });
+    if let Some(status) = pod.status.take() {
+        let ready = status
+            .conditions
+            .into_iter()
+            .flatten()
+            .filter(|c| c.type_ == "Ready")
+            .map(|c| PodCondition {
+                type_: c.type_,
+                status: c.status,
+                ..PodCondition::default()
+            })
+            .collect();
+        pod.status = Some(PodStatus {
+            phase: status.phase,
+            conditions: Some(ready),
+            ..PodStatus::default()
+        });
+    }
+}
+
+/// Nodes: keep addresses and conditions; drop images, volumes and daemon endpoints.
+pub(crate) fn trim_node(node: &mut Node) {
+    trim_meta(node);
+    if let Some(status) = node.status.take() {
+        node.status = Some(NodeStatus {
+            addresses: status.addresses,
+            conditions: status.conditions,
+            ..NodeStatus::default()
+        });
+    }
+}
+
+/// Pod controllers: the planner reads their identity, controller reference, deletion and desired replicas. The pod
+/// template (often most of the object), labels, annotations and status go.
+fn trim_owner_meta(meta: &mut ObjectMeta) {
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        uid: meta.uid.take(),
+        resource_version: meta.resource_version.take(),
+        owner_references: meta.owner_references.take(),
+        deletion_timestamp: meta.deletion_timestamp.take(),
+        ..ObjectMeta::default()
+    };
+}
+
+/// A controller whose `spec.replicas` is its desired count: keep that and the identity, nothing else.
+macro_rules! trim_replicated {
+    ($name:ident, $kind:ty, $spec:ident) => {
+        pub(crate) fn $name(object: &mut $kind) {
+            trim_owner_meta(&mut object.metadata);
+            let replicas = object.spec.as_ref().and_then(|s| s.replicas);
+            object.spec = Some($spec {
+                replicas,
+                ..$spec::default()
+            });
+            object.status = None;
+        }
+    };
+}
+
+trim_replicated!(trim_deployment, Deployment, DeploymentSpec);
+trim_replicated!(trim_replica_set, ReplicaSet, ReplicaSetSpec);
+trim_replicated!(
+    trim_replication_controller,
+    ReplicationController,
+    ReplicationControllerSpec
+);
+trim_replicated!(trim_stateful_set, StatefulSet, StatefulSetSpec);
+
+/// Jobs: a Job's pods wait for completion, which the planner reads from the pods; nothing of the Job but its
+/// identity is read.
+pub(crate) fn trim_job(job: &mut Job) {
+    trim_owner_meta(&mut job.metadata);
+    job.spec = None;
+    job.status = None;
+}
+
+#[cfg(test)]
+#[path = "trim_tests.rs"]
+mod tests;

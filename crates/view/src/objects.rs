@@ -1,0 +1,65 @@
+//! Lists of observed objects → the planner's [`ClusterView`]: plain field reads, no decisions.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use k8sm_api::ExecutorUpgradePolicy;
+use k8sm_planner::{ClusterView, InFlightEviction, OwnerView};
+
+use crate::node::node_view;
+use crate::owner::{
+    deployment_view, job_view, replica_set_view, replication_controller_view, stateful_set_view,
+};
+use crate::pdb::pdb_view;
+use crate::pod::pod_view;
+use crate::policy::policy_view;
+
+/// Everything the planner reads, as lists of objects: from the controller's reflector stores, or from one-shot
+/// `list` calls (the kubectl plugin), so that both plan over the same conversion.
+#[derive(Default)]
+pub struct Objects<'a> {
+    pub nodes: &'a [Arc<Node>],
+    /// Every pod, bound to a node or not: the planner infers the size of a controller of a kind it does not know
+    /// from its pods, including replacements not scheduled yet.
+    pub pods: &'a [Arc<Pod>],
+    pub deployments: &'a [Arc<Deployment>],
+    pub replica_sets: &'a [Arc<ReplicaSet>],
+    pub replication_controllers: &'a [Arc<ReplicationController>],
+    pub stateful_sets: &'a [Arc<StatefulSet>],
+    pub jobs: &'a [Arc<Job>],
+    pub pdbs: &'a [Arc<PodDisruptionBudget>],
+    pub policies: &'a [Arc<ExecutorUpgradePolicy>],
+}
+
+/// Builds the planner's input from lists of objects and the controller's evictions not yet visible in them.
+pub fn from_objects(objects: &Objects<'_>, in_flight: Vec<InFlightEviction>) -> ClusterView {
+    ClusterView {
+        nodes: objects.nodes.iter().map(|n| node_view(n)).collect(),
+        pods: objects.pods.iter().map(|p| pod_view(p)).collect(),
+        owners: owners(objects),
+        pdbs: objects.pdbs.iter().map(|p| pdb_view(p)).collect(),
+        policies: objects.policies.iter().map(|p| policy_view(p)).collect(),
+        in_flight,
+    }
+}
+
+fn owners(objects: &Objects<'_>) -> Vec<OwnerView> {
+    let deployments = objects.deployments.iter().map(|d| deployment_view(d));
+    let replica_sets = objects.replica_sets.iter().map(|r| replica_set_view(r));
+    let rcs = objects.replication_controllers.iter();
+    let stateful_sets = objects.stateful_sets.iter().map(|s| stateful_set_view(s));
+    deployments
+        .chain(replica_sets)
+        .chain(rcs.map(|r| replication_controller_view(r)))
+        .chain(stateful_sets)
+        .chain(objects.jobs.iter().map(|j| job_view(j)))
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "objects_tests.rs"]
+mod tests;

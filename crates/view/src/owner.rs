@@ -1,0 +1,63 @@
+//! Pod controllers → [`OwnerView`]: kind, identity, desired replicas and their own controller, so that the planner
+//! can judge a ReplicaSet's pods as its Deployment's (DESIGN.md §2).
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ReplicationController;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use k8sm_planner::{OwnerKind, OwnerView};
+
+use crate::meta::controller_ref;
+
+pub fn deployment_view(deployment: &Deployment) -> OwnerView {
+    let replicas = deployment.spec.as_ref().and_then(|s| s.replicas);
+    replicated(OwnerKind::Deployment, &deployment.metadata, replicas)
+}
+
+pub fn replica_set_view(replica_set: &ReplicaSet) -> OwnerView {
+    let replicas = replica_set.spec.as_ref().and_then(|s| s.replicas);
+    replicated(OwnerKind::ReplicaSet, &replica_set.metadata, replicas)
+}
+
+pub fn replication_controller_view(controller: &ReplicationController) -> OwnerView {
+    let replicas = controller.spec.as_ref().and_then(|s| s.replicas);
+    replicated(
+        OwnerKind::ReplicationController,
+        &controller.metadata,
+        replicas,
+    )
+}
+
+pub fn stateful_set_view(stateful_set: &StatefulSet) -> OwnerView {
+    let replicas = stateful_set.spec.as_ref().and_then(|s| s.replicas);
+    replicated(OwnerKind::StatefulSet, &stateful_set.metadata, replicas)
+}
+
+/// A Job: its pods wait for completion, so it has no desired count.
+pub fn job_view(job: &Job) -> OwnerView {
+    owner(OwnerKind::Job, &job.metadata, None)
+}
+
+/// A kind whose `spec.replicas` is the desired count.
+fn replicated(kind: OwnerKind, meta: &ObjectMeta, replicas: Option<i32>) -> OwnerView {
+    // The apiserver defaults replicas to 1; a negative count cannot be stored.
+    let desired = u32::try_from(replicas.unwrap_or(1)).unwrap_or(0);
+    owner(kind, meta, Some(desired))
+}
+
+fn owner(kind: OwnerKind, meta: &ObjectMeta, desired: Option<u32>) -> OwnerView {
+    OwnerView {
+        kind,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        desired,
+        controller: controller_ref(meta),
+        exists: meta.deletion_timestamp.is_none(),
+    }
+}
+
+#[cfg(test)]
+#[path = "owner_tests.rs"]
+mod tests;

@@ -1,0 +1,108 @@
+//! Table tests of the owner views, from hand-written controller objects.
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::*;
+use k8sm_planner::ControllerRef;
+
+/// An object of `kind` named web in namespace shop, with `metadata` merged over the defaults and `spec`.
+fn object<K: DeserializeOwned>(api_version: &str, kind: &str, metadata: Value, spec: Value) -> K {
+    let mut meta = json!({"name": "web", "namespace": "shop", "uid": format!("uid-{kind}")});
+    for (key, value) in metadata.as_object().expect("an object") {
+        meta[key] = value.clone();
+    }
+    serde_json::from_value(
+        json!({"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec}),
+    )
+    .expect("a valid object")
+}
+
+/// Each kind's view of an object with `metadata` and `spec`.
+fn views(metadata: Value, spec: Value) -> Vec<OwnerView> {
+    let (m, s) = (metadata, spec);
+    vec![
+        deployment_view(&object("apps/v1", "Deployment", m.clone(), s.clone())),
+        replica_set_view(&object("apps/v1", "ReplicaSet", m.clone(), s.clone())),
+        replication_controller_view(&object("v1", "ReplicationController", m.clone(), s.clone())),
+        stateful_set_view(&object("apps/v1", "StatefulSet", m.clone(), s.clone())),
+        job_view(&object("batch/v1", "Job", m, s)),
+    ]
+}
+
+#[test]
+fn kinds_and_identity() {
+    let kinds: Vec<(OwnerKind, String, String, String)> = views(json!({}), json!({}))
+        .into_iter()
+        .map(|o| (o.kind, o.namespace, o.name, o.uid))
+        .collect();
+    let expected =
+        |kind: OwnerKind, uid: &str| (kind, "shop".to_owned(), "web".to_owned(), uid.to_owned());
+    assert_eq!(
+        kinds,
+        [
+            expected(OwnerKind::Deployment, "uid-Deployment"),
+            expected(OwnerKind::ReplicaSet, "uid-ReplicaSet"),
+            expected(
+                OwnerKind::ReplicationController,
+                "uid-ReplicationController"
+            ),
+            expected(OwnerKind::StatefulSet, "uid-StatefulSet"),
+            expected(OwnerKind::Job, "uid-Job"),
+        ]
+    );
+}
+
+#[test]
+fn desired_is_spec_replicas_defaulting_to_one_and_none_for_jobs() {
+    for (spec, replicated) in [
+        (json!({"replicas": 4}), Some(4)),
+        (json!({"replicas": 0}), Some(0)),
+        (json!({}), Some(1)),
+        (json!({"replicas": -3}), Some(0)),
+    ] {
+        let desired: Vec<Option<u32>> = views(json!({}), spec.clone())
+            .iter()
+            .map(|o| o.desired)
+            .collect();
+        assert_eq!(
+            desired,
+            [replicated, replicated, replicated, replicated, None],
+            "{spec}"
+        );
+    }
+}
+
+#[test]
+fn a_deletion_timestamp_means_the_owner_replaces_nothing() {
+    for (metadata, exists) in [
+        (json!({}), true),
+        (json!({"deletionTimestamp": "2026-01-01T00:00:00Z"}), false),
+    ] {
+        for view in views(metadata.clone(), json!({})) {
+            assert_eq!(view.exists, exists, "{} {metadata}", view.kind);
+        }
+    }
+}
+
+#[test]
+fn the_controller_is_the_controlling_owner_reference() {
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d1", "controller": true});
+    let rollout = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "web", "uid": "r1", "controller": true});
+    let plain = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "cm1"});
+    let reference = |kind: &str, uid: &str| ControllerRef {
+        kind: kind.into(),
+        name: "web".into(),
+        uid: uid.into(),
+    };
+    for (references, expected) in [
+        (json!([deployment]), Some(reference("Deployment", "d1"))),
+        (json!([plain, rollout]), Some(reference("Rollout", "r1"))),
+        (json!([plain]), None),
+        (Value::Null, None),
+    ] {
+        for view in views(json!({"ownerReferences": references}), json!({})) {
+            assert_eq!(view.controller, expected, "{} {references}", view.kind);
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Table tests of `pod_view`, from hand-written Pod objects.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use super::*;
+use k8sm_planner::ControllerRef;
+
+/// A pod `web-1` in namespace shop, with `metadata` merged over the defaults, and `spec` and `status` as given.
+fn pod(metadata: Value, spec: Value, status: Value) -> Pod {
+    let mut meta =
+        json!({"name": "web-1", "namespace": "shop", "uid": "u-web-1", "labels": {"app": "web"}});
+    for (key, value) in metadata.as_object().expect("an object") {
+        meta[key] = value.clone();
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status
+    }))
+    .expect("a Pod")
+}
+
+fn rfc3339(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text).unwrap().to_utc()
+}
+
+#[test]
+fn identity_labels_and_creation() {
+    let view = pod_view(&pod(
+        json!({"creationTimestamp": "2026-01-01T00:00:05Z"}),
+        json!({"nodeName": "n1", "containers": []}),
+        json!({}),
+    ));
+    assert_eq!(
+        (
+            view.namespace.as_str(),
+            view.name.as_str(),
+            view.uid.as_str()
+        ),
+        ("shop", "web-1", "u-web-1")
+    );
+    assert_eq!(view.labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(view.node_name.as_deref(), Some("n1"));
+    assert_eq!(view.created, Some(rfc3339("2026-01-01T00:00:05Z")));
+    assert!(!view.terminating);
+}
+
+#[test]
+fn an_unscheduled_pod_has_no_node() {
+    let view = pod_view(&pod(
+        json!({}),
+        json!({"containers": []}),
+        json!({"phase": "Pending"}),
+    ));
+    assert_eq!(view.node_name, None);
+    assert_eq!(view.phase, PodPhase::Pending);
+}
+
+#[test]
+fn phases() {
+    for (phase, expected) in [
+        (json!("Pending"), PodPhase::Pending),
+        (json!("Running"), PodPhase::Running),
+        (json!("Succeeded"), PodPhase::Succeeded),
+        (json!("Failed"), PodPhase::Failed),
+        (json!("Unknown"), PodPhase::Unknown),
+        (Value::Null, PodPhase::Running),
+    ] {
+        let view = pod_view(&pod(json!({}), json!({}), json!({"phase": phase})));
+        assert_eq!(view.phase, expected, "{phase}");
+    }
+}
+
+#[test]
+fn ready_is_the_ready_condition_true() {
+    for (conditions, expected) in [
+        (json!([{"type": "Ready", "status": "True"}]), true),
+        (
+            json!([{"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "True"}]),
+            false,
+        ),
+        (json!([{"type": "PodScheduled", "status": "True"}]), false),
+        (json!([]), false),
+    ] {
+        let view = pod_view(&pod(
+            json!({}),
+            json!({}),
+            json!({"conditions": conditions}),
+        ));
+        assert_eq!(view.ready, expected, "{conditions}");
+    }
+}
+
+#[test]
+fn the_controller_is_the_owner_reference_marked_controller() {
+    let replica_set = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-6d4f", "uid": "rs1", "controller": true});
+    let keeper = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "cm1"});
+    let not_controller = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "old", "uid": "rs0", "controller": false});
+    let web = Some(ControllerRef {
+        kind: "ReplicaSet".into(),
+        name: "web-6d4f".into(),
+        uid: "rs1".into(),
+    });
+    for (references, expected) in [
+        (json!([keeper, replica_set]), web),
+        (json!([keeper, not_controller]), None),
+        (json!([]), None),
+    ] {
+        let view = pod_view(&pod(
+            json!({"ownerReferences": references}),
+            json!({}),
+            json!({}),
+        ));
+        assert_eq!(view.controller, expected, "{references}");
+    }
+}
+
+#[test]
+fn mirror_pods_and_annotations() {
+    let view = pod_view(&pod(
+        json!({"annotations": {"kubernetes.io/config.mirror": "abc", "karpenter.sh/do-not-disrupt": "true"}}),
+        json!({}),
+        json!({}),
+    ));
+    assert!(view.mirror);
+    assert_eq!(
+        view.annotations
+            .get("karpenter.sh/do-not-disrupt")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert!(!pod_view(&pod(json!({}), json!({}), json!({}))).mirror);
+}
+
+#[test]
+fn a_deletion_timestamp_means_terminating() {
+    let view = pod_view(&pod(
+        json!({"deletionTimestamp": "2026-01-01T00:01:00Z"}),
+        json!({}),
+        json!({}),
+    ));
+    assert!(view.terminating);
+}

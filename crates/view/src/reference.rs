@@ -1,0 +1,70 @@
+//! The objects that Events are about (`regarding`), from the planner's names for them: the controller's Events and
+//! the plugin's `Forced` Events point at objects the same way.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+
+use k8sm_api::ExecutorUpgradePolicy;
+use k8sm_planner::PodRef;
+
+pub fn pod_ref(pod: &PodRef) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(pod.namespace.clone()),
+        name: Some(pod.name.clone()),
+        uid: Some(pod.uid.clone()),
+        ..ObjectReference::default()
+    }
+}
+
+pub fn node_ref(name: &str, uid: Option<String>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(name.to_owned()),
+        uid,
+        ..ObjectReference::default()
+    }
+}
+
+pub fn policy_ref(name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(ExecutorUpgradePolicy::api_version(&()).into_owned()),
+        kind: Some(ExecutorUpgradePolicy::kind(&()).into_owned()),
+        name: Some(name.to_owned()),
+        ..ObjectReference::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_name_the_kind_its_version_and_the_object() {
+        let pod = pod_ref(&PodRef {
+            namespace: "shop".into(),
+            name: "web-1".into(),
+            uid: "u1".into(),
+        });
+        let node = node_ref("n1", Some("un1".into()));
+        let policy = policy_ref("fleet");
+        let read = |r: &ObjectReference| {
+            [&r.api_version, &r.kind, &r.namespace, &r.name, &r.uid]
+                .map(|f| f.as_deref().unwrap_or("-").to_owned())
+        };
+        assert_eq!(read(&pod), ["v1", "Pod", "shop", "web-1", "u1"]);
+        assert_eq!(read(&node), ["v1", "Node", "-", "n1", "un1"]);
+        assert_eq!(
+            read(&policy),
+            [
+                "k8s.mesosphere.io/v1alpha1",
+                "ExecutorUpgradePolicy",
+                "-",
+                "fleet",
+                "-"
+            ]
+        );
+    }
+}
