@@ -476,9 +476,20 @@ async fn a_deleted_node_that_never_returns_is_remembered_and_reported_overdue() 
     // new Node is overtaken by KWOK's own status update (409), because the same pass's status write drops the
     // record all the same, and without the record the clean node needs no action. Reported on issue 13; make this
     // an assertion once fixed.
-    let back = events_about(&client, "Node", &missing, Some("Upgraded")).await;
-    if !back.iter().any(|e| note(e).contains(&new)) {
-        println!("DEFECT: no Upgraded Event for {missing}, which came back after k8sm deleted it");
+    // Events are written in the background: give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let back = events_about(&client, "Node", &missing, Some("Upgraded")).await;
+        if back.iter().any(|e| note(e).contains(&new)) {
+            break;
+        }
+        if Instant::now() > deadline {
+            println!(
+                "DEFECT: no Upgraded Event for {missing}, which came back after k8sm deleted it"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
