@@ -20,7 +20,8 @@ use serde_json::json;
 
 use k8sm_api::{
     ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, Kamikaze, KamikazeMechanism,
-    MaxConcurrentNodes, NodePhase, NodeStatus, condition_types, keys,
+    MaxConcurrentNodes, NodePhase, NodeStatus, UnmanagedPodPolicy, UnmanagedPods, condition_types,
+    keys,
 };
 use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::lifecycle::{
@@ -31,7 +32,7 @@ use k8sm_e2e::lifecycle::{
 };
 use k8sm_e2e::plugin::k8sm_ok;
 use k8sm_e2e::scenario::{Scenario, executor_id, is_upgraded};
-use k8sm_e2e::workloads::{create, deployment};
+use k8sm_e2e::workloads::{create, deployment, unmanaged_pod};
 use k8sm_testcluster::{ClusterOptions, node_name};
 
 const POLICY: &str = "fleet";
@@ -497,10 +498,11 @@ async fn a_deleted_node_that_never_returns_is_remembered_and_reported_overdue() 
 // Handing nodes back
 // ---------------------------------------------------------------------------------------------------------------
 
-/// `kubectl delete eup` while nodes are marked, draining and told kamikaze returns once the controller has handed
-/// every node back: all schedulable (except the one the operator cordoned), without k8sm's taint, with no
-/// `k8s.mesosphere.io/*` key but the executor ID — except the mark another component set — and with the labels and
-/// taints of others intact. No pod is evicted after the deletion.
+/// `kubectl delete eup` while nodes are marked and queued, draining (one of them cordoned by the operator, not by
+/// k8sm) and told kamikaze returns once the controller has handed every node back: all schedulable except the one
+/// the operator cordoned, without k8sm's taint, with no `k8s.mesosphere.io/*` key but the executor ID — except the
+/// mark another component set — and with the labels and taints of others intact. No pod is evicted or deleted after
+/// the deletion, and nothing changes on the nodes afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
     const NS: &str = "hand-back";
@@ -510,23 +512,27 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
         pod_ready_delay: Duration::from_secs(3),
         ..ClusterOptions::default().with_nodes(5)
     };
-    // The empty node is drained first and told kamikaze, and its executor never comes back: it is mid-kamikaze
-    // when the policy goes.
+    // The empty node is admitted first, drained at once and told kamikaze, and its executor never comes back: it
+    // is mid-kamikaze when the policy goes. The node the operator cordoned holds only an unmanaged pod that may go
+    // after an hour: admitted next, it drains (k8sm's admission, the operator's cordon) until the policy goes.
     let mut scenario =
         Scenario::start_with_options(options, NS, "1s", &[format!("--never-restart={hung}")]).await;
     let client = scenario.client.clone();
-    patch_node(&client, &hung, json!({ "spec": { "unschedulable": true } })).await;
+    for name in [&hung, &cordoned_by_operator] {
+        patch_node(&client, name, json!({ "spec": { "unschedulable": true } })).await;
+    }
     create(&client, &deployment(NS, "web", 8)).await;
-    wait_ready(&scenario, 8).await;
-    patch_node(&client, &hung, json!({ "spec": { "unschedulable": null } })).await;
-
-    // What others put on nodes: the operator's cordon, a storage team's label and taint, another marker's mark.
-    patch_node(
+    let pet = create(
         &client,
-        &cordoned_by_operator,
-        json!({ "spec": { "unschedulable": true } }),
+        &unmanaged_pod(NS, "pet", &cordoned_by_operator, &[]),
     )
     .await;
+    wait_ready(&scenario, 9).await;
+    // The operator's cordon stays.
+    patch_node(&client, &hung, json!({ "spec": { "unschedulable": null } })).await;
+
+    // What others put on nodes: the operator's cordon (above), a storage team's label and taint, another marker's
+    // mark.
     patch_node(
         &client,
         &foreign,
@@ -555,16 +561,22 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
     .await;
 
     scenario.start_controller(&[]);
-    let mut slow = spec(&scenario, 2);
+    // Three slots: the hung node, the operator's node, and one whose Deployment pods move one at a time.
+    let mut slow = spec(&scenario, 3);
     slow.owner_health_threshold = 90;
     slow.restart_timeout = "10m".parse().expect("a duration");
+    slow.unmanaged_pods = UnmanagedPods {
+        policy: UnmanagedPodPolicy::DeleteAfterTimeout,
+        timeout: Some("1h".parse().expect("a duration")),
+    };
     scenario.create_policy(POLICY, slow).await;
 
-    // Mid-upgrade: one node told kamikaze, one draining with pods left, one marked and queued.
+    // Mid-upgrade: one node told kamikaze, the operator's node admitted, one node draining with Deployment pods
+    // left, and one marked and queued.
     let names: Vec<String> = (0..5).map(node_name).collect();
     let before = scenario
         .wait_until(
-            "one node is told kamikaze, one drains with pods left and one is queued",
+            "one node is told kamikaze, two drain (one the operator cordoned) and one is queued",
             PROGRESS,
             || async {
                 scenario.controllers[0].assert_running();
@@ -581,8 +593,16 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
                 let told = nodes.iter().any(|n| {
                     n.name_any() == hung && annotation(n, keys::KAMIKAZE_ANNOTATION).is_some()
                 });
+                let operators = nodes.iter().any(|n| {
+                    n.name_any() == cordoned_by_operator
+                        && annotation(n, keys::DRAINING_ANNOTATION).is_some()
+                        && annotation(n, keys::CORDONED_BY_ANNOTATION).is_none()
+                        && is_cordoned(n)
+                });
                 let draining = nodes.iter().any(|n| {
                     annotation(n, keys::DRAINING_ANNOTATION).is_some()
+                        && annotation(n, keys::CORDONED_BY_ANNOTATION)
+                            == Some(keys::CORDONED_BY_VALUE)
                         && annotation(n, keys::KAMIKAZE_ANNOTATION).is_none()
                         && is_cordoned(n)
                         && live_on(&n.name_any()) > 0
@@ -591,7 +611,7 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
                     label(n, keys::INCOMPATIBLE_EXECUTOR_LABEL).is_some()
                         && annotation(n, keys::DRAINING_ANNOTATION).is_none()
                 });
-                (told && draining && queued).then_some(nodes)
+                (told && operators && draining && queued).then_some(nodes)
             },
         )
         .await;
@@ -674,6 +694,11 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
         "the other marker's mark is left as it was"
     );
     assert!(has_k8sm_taint(&ext), "the other marker's taint stays");
+    assert_eq!(
+        live_pods(&scenario).await.get("pet"),
+        pet.uid().as_ref(),
+        "the unmanaged pod of the operator's node is still there"
+    );
     let fgn = node(&client, &foreign).await;
     assert_eq!(label(&fgn, "storage.example.com/pool"), Some("fast"));
     assert!(
