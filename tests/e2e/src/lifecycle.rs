@@ -329,30 +329,15 @@ pub fn restart_agent(scenario: &mut Scenario, restart_delay: &str, extra: &[Stri
     scenario.agent = ChildGuard::spawn("k8sm-agent", &binary("k8sm-agent"), &args, &log);
 }
 
-/// How the operator retries a node's kamikaze: `kubectl k8sm force NODE --retry-kamikaze --yes` when the plugin
-/// has it; otherwise by hand, as the planner's message describes the retry: removing the kamikaze record
-/// (`kamikaze`, `kamikaze-executor-id`, `kamikaze-obeyed`). Returns which of the two it did.
-pub async fn retry_kamikaze(scenario: &Scenario, node_name: &str) -> &'static str {
-    let help = crate::plugin::k8sm(&scenario.cluster, &["force", "--help"]);
-    if help.stdout.contains("--retry-kamikaze") {
-        crate::plugin::k8sm_ok(
-            &scenario.cluster,
-            &["force", node_name, "--retry-kamikaze", "--yes"],
-        );
-        "kubectl k8sm force --retry-kamikaze"
-    } else {
-        patch_node(
-            &scenario.client,
-            node_name,
-            serde_json::json!({ "metadata": { "annotations": {
-                keys::KAMIKAZE_ANNOTATION: null,
-                keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION: null,
-                keys::KAMIKAZE_OBEYED_ANNOTATION: null,
-            } } }),
-        )
-        .await;
-        "the kamikaze annotations removed by hand (the plugin has no --retry-kamikaze)"
-    }
+/// The operator retries a node's kamikaze: `kubectl k8sm force NODE --retry-kamikaze --yes`, which removes k8sm's
+/// record of it, so that k8sm tells the node once more. Returns what the plugin printed.
+pub fn retry_kamikaze(scenario: &Scenario, node_name: &str) -> String {
+    let out = crate::plugin::k8sm_ok(
+        &scenario.cluster,
+        &["force", node_name, "--retry-kamikaze", "--yes"],
+    );
+    assert!(out.contains("kamikaze record removed"), "{out}");
+    out
 }
 
 /// Lines of the agent's log that mention `node` and contain `word`.

@@ -134,8 +134,8 @@ async fn an_executor_back_with_its_old_id_is_reported_once_not_looped() {
     assert_restarts(&scenario, &wrong, 1);
 
     // The operator retries with the executor still broken: told exactly once more, reported again, not looped.
-    let how = retry_kamikaze(&scenario, &wrong).await;
-    println!("retry 1: {how}");
+    let retried = retry_kamikaze(&scenario, &wrong);
+    println!("kubectl k8sm force {wrong} --retry-kamikaze --yes:\n{retried}");
     scenario
         .wait_until(
             &format!("{wrong} is told once more and back with its old ID again"),
@@ -163,8 +163,8 @@ async fn an_executor_back_with_its_old_id_is_reported_once_not_looped() {
 
     // The executor is fixed (the agents restart without the fault), and the operator retries: upgraded.
     restart_agent(&mut scenario, "1s", &[]);
-    let how = retry_kamikaze(&scenario, &wrong).await;
-    println!("retry 2: {how}");
+    let retried = retry_kamikaze(&scenario, &wrong);
+    println!("kubectl k8sm force {wrong} --retry-kamikaze --yes:\n{retried}");
     wait_all_upgraded(&scenario, 4).await;
     assert_eq!(times(&client, "Node", &wrong, "KamikazeSent").await, 3);
     assert_restarts(&scenario, &wrong, 3);
