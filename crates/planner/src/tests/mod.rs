@@ -4,6 +4,7 @@ mod admission;
 mod handback;
 mod lifecycle;
 mod marking;
+mod oracle;
 mod pods;
 mod props;
 mod sim;
