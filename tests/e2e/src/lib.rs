@@ -5,6 +5,7 @@
 pub mod binaries;
 pub mod deletions;
 pub mod http;
+pub mod lifecycle;
 pub mod plugin;
 pub mod podset;
 pub mod scenario;
