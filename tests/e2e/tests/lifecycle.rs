@@ -473,23 +473,19 @@ async fn a_deleted_node_that_never_returns_is_remembered_and_reported_overdue() 
         since >= registered - chrono::Duration::seconds(1),
         "Upgraded became True at {since}, before {missing} registered again at {registered}"
     );
-    // The Event that says the node came back. Not asserted: the controller loses it when its first write to the
-    // new Node is overtaken by KWOK's own status update (409), because the same pass's status write drops the
-    // record all the same, and without the record the clean node needs no action. Reported on issue 13; make this
-    // an assertion once fixed.
-    // Events are written in the background: give it a moment.
+    // The Event that says the node came back, also when the controller's first write to the new Node is overtaken
+    // by KWOK's own status update (409): the record stays until the completion is carried out. Events are written in
+    // the background: give it a moment.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let back = events_about(&client, "Node", &missing, Some("Upgraded")).await;
         if back.iter().any(|e| note(e).contains(&new)) {
             break;
         }
-        if Instant::now() > deadline {
-            println!(
-                "DEFECT: no Upgraded Event for {missing}, which came back after k8sm deleted it"
-            );
-            break;
-        }
+        assert!(
+            Instant::now() < deadline,
+            "no Upgraded Event for {missing}, which came back after k8sm deleted it"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
