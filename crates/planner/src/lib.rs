@@ -18,6 +18,7 @@ mod health;
 mod index;
 mod nodes;
 mod output;
+mod pass;
 mod plan;
 mod progress;
 mod reason;

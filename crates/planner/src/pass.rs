@@ -1,0 +1,374 @@
+//! One policy's part of a pass: its selected nodes assessed, the drain slots allocated (holders that act, candidates
+//! admitted, the rest queued), and the policy's report. What happens to each node is in `steps`.
+
+mod steps;
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use k8sm_api::{ExecutorUpgradePolicySpec, NodeCounts, NodePhase};
+
+use crate::{
+    DeletedNodeRecord, NodeView, PolicyView, Reason,
+    admission::{self, Holding},
+    conditions::{self, condition},
+    deleted,
+    drain::{self, NodeContext, Survey, earliest},
+    health::Ledger,
+    index::Index,
+    nodes::{self, Assessment, Stage},
+    output::{Action, ActionKind, Blocker, Decision, EtaInputs, NodePlan, PodPlan, PolicyPlan},
+    selector,
+};
+
+/// One policy's part of the pass.
+pub(crate) struct PolicyPass<'v, 'i> {
+    pub(crate) policy: &'v PolicyView,
+    pub(crate) index: &'i Index<'v>,
+    pub(crate) claims: &'i BTreeMap<&'v str, Vec<&'v str>>,
+    pub(crate) now: DateTime<Utc>,
+}
+
+/// A selected node on its way through the pass.
+struct Entry<'v> {
+    node: &'v NodeView,
+    assessment: Assessment,
+    survey: Option<Survey<'v>>,
+}
+
+impl<'v> PolicyPass<'v, '_> {
+    fn spec(&self) -> &'v ExecutorUpgradePolicySpec {
+        &self.policy.spec
+    }
+
+    pub(crate) fn run(
+        &self,
+        selection: &Result<Vec<&'v NodeView>, String>,
+        ledger: &mut Ledger,
+    ) -> (Output, PolicyPlan) {
+        let spec = self.spec();
+        let mut conditions = conditions::spec_conditions(spec);
+        let selected: &[&NodeView] = match selection {
+            Ok(nodes) => nodes,
+            Err(e) => {
+                conditions.push(condition(
+                    Reason::InvalidPolicy,
+                    format!("spec.nodeSelector: {e}"),
+                    vec![],
+                ));
+                &[]
+            }
+        };
+        if selection.is_ok() && selected.is_empty() {
+            let message = match self.index.nodes.len() {
+                0 => "the cluster has no nodes".to_owned(),
+                all => format!(
+                    "spec.nodeSelector \"{}\" selects none of the cluster's {all} nodes",
+                    selector::describe(&spec.node_selector)
+                ),
+            };
+            conditions.push(condition(Reason::NoNodesSelected, message, vec![]));
+        }
+        let (own, shared): (Vec<&NodeView>, Vec<&NodeView>) = selected.iter().partition(|n| {
+            self.claims
+                .get(n.name.as_str())
+                .is_some_and(|c| c.len() == 1)
+        });
+        conditions.extend(conditions::conflicts(
+            &self.policy.name,
+            &shared,
+            self.claims,
+        ));
+
+        let mut out = Output::default();
+        // Nodes this policy deleted as their kamikaze: those that have not registered again still hold a slot.
+        let records: BTreeMap<&str, &DeletedNodeRecord> = self
+            .policy
+            .deleted_nodes
+            .iter()
+            .map(|r| (r.name.as_str(), r))
+            .collect();
+        let missing: Vec<&DeletedNodeRecord> = records
+            .values()
+            .copied()
+            .filter(|r| !self.index.nodes.contains_key(r.name.as_str()))
+            .collect();
+        out.records.extend(missing.iter().map(|&r| r.clone()));
+        let slots = spec.max_concurrent_nodes.resolve(own.len() + missing.len());
+        for record in &missing {
+            self.report_missing(record, &mut out);
+        }
+
+        let mut holders: Vec<(Holding, Entry)> = Vec::new();
+        let mut blocked: Vec<Entry> = Vec::new();
+        let mut candidates: Vec<Entry> = Vec::new();
+        for node in own {
+            let assessment = match records.get(node.name.as_str()) {
+                Some(record) => {
+                    let (assessment, keep) = deleted::assess(node, record, spec, self.now);
+                    if keep {
+                        out.records.push((*record).clone());
+                    }
+                    assessment
+                }
+                None => nodes::assess(node, spec, self.now),
+            };
+            for (kind, reason, message) in &assessment.actions {
+                out.action(&self.policy.name, kind.clone(), *reason, message.clone());
+            }
+            out.wake = earliest(out.wake, assessment.overdue_at);
+            let mut entry = Entry {
+                node,
+                assessment,
+                survey: None,
+            };
+            match entry.assessment.stage {
+                Stage::Settled(phase) | Stage::OptedOut(phase) => {
+                    out.report(self.node_plan(&entry, phase))
+                }
+                Stage::KamikazeSent | Stage::CameBackWrong => {
+                    holders.push((Holding::KamikazeSent, entry))
+                }
+                Stage::Admitted => {
+                    let survey = drain::survey(&self.context(&entry, None), self.index);
+                    let holding = if survey.drained() {
+                        Holding::Drained
+                    } else {
+                        Holding::Draining
+                    };
+                    let is_blocked = survey.blocked();
+                    entry.survey = Some(survey);
+                    if is_blocked {
+                        blocked.push(entry);
+                    } else {
+                        holders.push((holding, entry));
+                    }
+                }
+                Stage::Candidate => {
+                    entry.survey = Some(drain::tally(&self.context(&entry, None), self.index));
+                    candidates.push(entry);
+                }
+            }
+        }
+
+        holders.sort_by(|(ha, a), (hb, b)| {
+            let since = |e: &Entry| {
+                e.assessment
+                    .draining_since
+                    .or(e.assessment.incompatible_since)
+            };
+            admission::holder_key(*ha, since(a), &a.node.name).cmp(&admission::holder_key(
+                *hb,
+                since(b),
+                &b.node.name,
+            ))
+        });
+        let for_holders = slots.saturating_sub(missing.len());
+        let (acting, waiting) = admission::split(holders, for_holders);
+        candidates.sort_by(|a, b| candidate_key(a).cmp(&candidate_key(b)));
+        let free = if spec.paused {
+            0
+        } else {
+            for_holders - acting.len()
+        };
+        let (admitted, queued) = admission::split(candidates, free);
+        let in_use = missing.len() + acting.len() + admitted.len();
+
+        for (holding, entry) in acting {
+            self.act(holding, entry, ledger, &mut out);
+        }
+        for entry in admitted {
+            self.admit(entry, slots, ledger, &mut out);
+        }
+        for (_, entry) in waiting {
+            let mut node_plan = self.node_plan(&entry, self.holding_phase(&entry));
+            node_plan.blockers.push(blocker(
+                Reason::WaitingForSlot,
+                format!(
+                    "waits for one of {slots} drain slots (maxConcurrentNodes {})",
+                    spec.max_concurrent_nodes
+                ),
+            ));
+            out.report(node_plan);
+        }
+        for entry in blocked {
+            self.drain(entry, NodePhase::Blocked, ledger, &mut out);
+        }
+        for (position, entry) in queued.into_iter().enumerate() {
+            let position = u32::try_from(position + 1).unwrap_or(u32::MAX);
+            self.report_queued(entry, position, ledger, &mut out);
+        }
+
+        conditions.extend(conditions::node_conditions(&out.nodes));
+        if spec.paused {
+            conditions.push(condition(
+                Reason::Paused,
+                "paused: no eviction, deletion, cordon or kamikaze".into(),
+                vec![],
+            ));
+        }
+        conditions.sort_by(|a, b| (a.reason, &a.message).cmp(&(b.reason, &b.message)));
+        let mut counts = NodeCounts::default();
+        for node in &out.nodes {
+            counts.add(node.phase);
+        }
+        let pods_left = out
+            .nodes
+            .iter()
+            .filter(|n| {
+                matches!(
+                    n.phase,
+                    NodePhase::Draining | NodePhase::Drained | NodePhase::Blocked
+                )
+            })
+            .map(|n| n.pods_left)
+            .sum();
+        let slots = u32::try_from(slots).unwrap_or(u32::MAX);
+        let mut deleted_nodes = std::mem::take(&mut out.records);
+        deleted_nodes.sort();
+        deleted_nodes.dedup_by(|a, b| a.name == b.name);
+        let policy_plan = PolicyPlan {
+            policy: self.policy.name.clone(),
+            generation: self.policy.generation,
+            counts,
+            slots,
+            slots_in_use: u32::try_from(in_use).unwrap_or(u32::MAX),
+            paused: spec.paused,
+            conditions,
+            eta: EtaInputs {
+                nodes_remaining: counts.total - counts.compatible,
+                nodes_blocked: u32::try_from(
+                    out.nodes.iter().filter(|n| waits_for_operator(n)).count(),
+                )
+                .unwrap_or(u32::MAX),
+                slots,
+                pods_left,
+            },
+            deleting: false,
+            deleted_nodes,
+        };
+        (out, policy_plan)
+    }
+
+    fn context(&self, entry: &Entry<'v>, hold: Option<Reason>) -> NodeContext<'v> {
+        let spec = self.spec();
+        NodeContext {
+            node: entry.node,
+            spec,
+            threshold: spec.owner_health_threshold.clamp(1, 100),
+            incompatible_since: entry.assessment.incompatible_since,
+            hold,
+            now: self.now,
+        }
+    }
+
+    fn holding_phase(&self, entry: &Entry) -> NodePhase {
+        match (&entry.assessment.stage, &entry.survey) {
+            (Stage::KamikazeSent, _) => NodePhase::KamikazeSent,
+            (Stage::CameBackWrong, _) => NodePhase::Blocked,
+            (_, Some(s)) if s.drained() => NodePhase::Drained,
+            _ => NodePhase::Draining,
+        }
+    }
+
+    /// The report of a node, without pod decisions.
+    fn node_plan(&self, entry: &Entry, phase: NodePhase) -> NodePlan {
+        let a = &entry.assessment;
+        let since = match phase {
+            NodePhase::Compatible => None,
+            NodePhase::Incompatible => a.incompatible_since,
+            NodePhase::Draining | NodePhase::Drained | NodePhase::Blocked => {
+                a.draining_since.or(a.incompatible_since)
+            }
+            NodePhase::KamikazeSent => a.kamikaze_at,
+        };
+        NodePlan {
+            node: entry.node.name.clone(),
+            policy: self.policy.name.clone(),
+            phase,
+            since,
+            pods_left: entry.survey.as_ref().map_or(0, |s| s.left),
+            executor_id: entry.node.executor_id.clone(),
+            ready: entry.node.ready,
+            blockers: a.blockers.clone(),
+            admission_position: None,
+            operator_pods: entry.survey.as_ref().map_or(0, |s| s.need_operator),
+            pods: Vec::new(),
+        }
+    }
+}
+
+fn candidate_key<'a>(e: &'a Entry) -> admission::CandidateKey<'a> {
+    let (need_operator, left) = e
+        .survey
+        .as_ref()
+        .map_or((0, 0), |s| (s.need_operator, s.left));
+    admission::candidate_key(
+        e.assessment.stalled,
+        need_operator,
+        left,
+        e.assessment.incompatible_since,
+        &e.node.name,
+    )
+}
+
+/// What one policy's pass produces.
+#[derive(Default)]
+pub(crate) struct Output {
+    pub(crate) actions: Vec<Action>,
+    pub(crate) nodes: Vec<NodePlan>,
+    pub(crate) wake: Option<DateTime<Utc>>,
+    /// Deleted-node records the policy keeps, and those added by this pass's DeleteNode kamikaze.
+    records: Vec<DeletedNodeRecord>,
+}
+
+impl Output {
+    pub(crate) fn action(
+        &mut self,
+        policy: &str,
+        kind: ActionKind,
+        reason: Reason,
+        message: String,
+    ) {
+        self.actions.push(Action {
+            policy: policy.to_owned(),
+            reason,
+            message,
+            kind,
+        });
+    }
+
+    fn report(&mut self, node: NodePlan) {
+        self.nodes.push(node);
+    }
+}
+
+fn blocker(reason: Reason, message: String) -> Blocker {
+    Blocker {
+        reason,
+        message,
+        pod: None,
+    }
+}
+
+/// Whether a node is Blocked, or waits on something only an operator resolves (a restart overdue): while any does,
+/// no ETA is honest.
+fn waits_for_operator(node: &NodePlan) -> bool {
+    node.phase == NodePhase::Blocked
+        || node
+            .blockers
+            .iter()
+            .any(|b| b.pod.is_none() && b.reason.needs_operator())
+}
+
+/// A pod that the node waits for, as a blocker.
+fn pod_blocker(pod: &PodPlan) -> Option<Blocker> {
+    match (pod.decision, pod.reason) {
+        (Decision::Wait | Decision::Block, Some(reason)) => Some(Blocker {
+            reason,
+            message: pod.message.clone(),
+            pod: Some(pod.pod.clone()),
+        }),
+        _ => None,
+    }
+}

@@ -1,0 +1,345 @@
+//! What happens to one node in a policy's pass: a slot holder acts (waits for its executor, gets kamikaze, or
+//! drains), a candidate is admitted, a draining node records its progress or gives up its slot, and the nodes that
+//! wait are reported.
+
+use chrono::{DateTime, Utc};
+use k8sm_api::{KamikazeMechanism, NodePhase, URL_PLACEHOLDER_NODE_IP};
+
+use super::{Entry, Output, PolicyPass, blocker, pod_blocker};
+use crate::{
+    DeletedNodeRecord, NodeView, Reason,
+    admission::Holding,
+    deleted,
+    drain::{self, earliest},
+    health::Ledger,
+    nodes::Stage,
+    output::{ActionKind, Blocker, NodePlan},
+    progress,
+};
+
+impl PolicyPass<'_, '_> {
+    /// A slot holder that acts: KamikazeSent waits for the executor; Drained gets kamikaze; Draining drains.
+    pub(super) fn act(
+        &self,
+        holding: Holding,
+        entry: Entry,
+        ledger: &mut Ledger,
+        out: &mut Output,
+    ) {
+        match holding {
+            Holding::KamikazeSent => {
+                let phase = match entry.assessment.stage {
+                    Stage::CameBackWrong => NodePhase::Blocked,
+                    _ => NodePhase::KamikazeSent,
+                };
+                out.report(self.node_plan(&entry, phase))
+            }
+            Holding::Drained | Holding::Draining => {
+                let spec = self.spec();
+                if spec.cordon
+                    && !spec.paused
+                    && !entry.node.unschedulable
+                    && !entry.node.cordoned_by_k8sm
+                {
+                    let node = entry.node.name.clone();
+                    let message = "cordoned: the policy cordons draining nodes".to_owned();
+                    out.action(
+                        &self.policy.name,
+                        ActionKind::Cordon { node },
+                        Reason::Cordoned,
+                        message,
+                    );
+                }
+                let phase = if holding == Holding::Drained {
+                    NodePhase::Drained
+                } else {
+                    NodePhase::Draining
+                };
+                self.drain(entry, phase, ledger, out);
+            }
+        }
+    }
+
+    /// Admits a candidate into a free slot, then drains it in the same pass (the admission executes first).
+    pub(super) fn admit(&self, entry: Entry, slots: usize, ledger: &mut Ledger, out: &mut Output) {
+        let spec = self.spec();
+        let cordon = spec.cordon && !entry.node.unschedulable;
+        let left = entry.survey.as_ref().map_or(0, |s| s.left);
+        let (reason, how) = if cordon {
+            (Reason::Cordoned, "cordoned")
+        } else {
+            (Reason::Admitted, "not cordoned")
+        };
+        let kind = ActionKind::Admit {
+            node: entry.node.name.clone(),
+            at: self.now,
+            pods_left: left,
+            cordon,
+        };
+        let again = match entry.assessment.stalled {
+            Some(_) => " again, after it stalled",
+            None => "",
+        };
+        let message =
+            format!("admitted{again} into one of {slots} drain slots, {left} pods to move; {how}");
+        out.action(&self.policy.name, kind, reason, message);
+        let mut entry = entry;
+        entry.assessment.draining_since = Some(self.now);
+        entry.assessment.stalled = None;
+        // Candidates were only tallied; the node's pods are decided now.
+        entry.survey = Some(drain::survey(&self.context(&entry, None), self.index));
+        // Just recorded by the admission: its progress deadline starts now.
+        self.drain_recorded(entry, NodePhase::Draining, ledger, out);
+    }
+
+    /// Decides the pods of an admitted node and reports it; a Drained node that acts gets kamikaze, and a Draining
+    /// one records its progress or, without any for `nodeProgressDeadline`, gives up its slot.
+    pub(super) fn drain(
+        &self,
+        entry: Entry,
+        phase: NodePhase,
+        ledger: &mut Ledger,
+        out: &mut Output,
+    ) {
+        self.drain_with(entry, phase, ledger, out, true);
+    }
+
+    /// [`Self::drain`] for a node whose progress record was written in this pass.
+    fn drain_recorded(
+        &self,
+        entry: Entry,
+        phase: NodePhase,
+        ledger: &mut Ledger,
+        out: &mut Output,
+    ) {
+        self.drain_with(entry, phase, ledger, out, false);
+    }
+
+    fn drain_with(
+        &self,
+        entry: Entry,
+        phase: NodePhase,
+        ledger: &mut Ledger,
+        out: &mut Output,
+        check_progress: bool,
+    ) {
+        let spec = self.spec();
+        let hold = spec.paused.then_some(Reason::Paused);
+        let ctx = self.context(&entry, hold);
+        let Some(survey) = &entry.survey else {
+            unreachable!("admitted nodes are surveyed")
+        };
+        let decided = drain::decide(survey, &ctx, self.index, ledger);
+        let moving = !decided.actions.is_empty();
+        for (kind, reason, message) in decided.actions {
+            out.action(&self.policy.name, kind, reason, message);
+        }
+        out.wake = earliest(out.wake, decided.wake);
+        let mut node_plan = self.node_plan(&entry, phase);
+        if spec.paused {
+            node_plan
+                .blockers
+                .push(blocker(Reason::Paused, "paused: nothing moves".into()));
+        }
+        if phase == NodePhase::Drained {
+            node_plan.phase = self.kamikaze(entry.node, &mut node_plan.blockers, out);
+            if node_plan.phase == NodePhase::KamikazeSent {
+                node_plan.since = Some(self.now);
+            }
+        }
+        let pod_blockers: Vec<Blocker> = decided.pods.iter().filter_map(pod_blocker).collect();
+        if phase == NodePhase::Draining && check_progress {
+            let record = progress::Record::parse(entry.node.drain_progress.as_deref());
+            let deadline = spec.node_progress_deadline.as_duration();
+            match progress::judge(record, survey.left, deadline, spec.paused, self.now) {
+                progress::Verdict::Record => out.action(
+                    &self.policy.name,
+                    ActionKind::Progress {
+                        node: entry.node.name.clone(),
+                        at: self.now,
+                        pods_left: survey.left,
+                    },
+                    Reason::DrainProgress,
+                    format!("{} pods left", survey.left),
+                ),
+                progress::Verdict::Wait { wake } => out.wake = earliest(out.wake, Some(wake)),
+                // A pod that moves in this pass is progress: the next pass records it.
+                progress::Verdict::Stall { .. } if moving => {}
+                progress::Verdict::Stall { since } => {
+                    node_plan.phase = NodePhase::Blocked;
+                    self.stall(entry.node, since, &pod_blockers, &mut node_plan, out);
+                }
+            }
+        }
+        node_plan.blockers.extend(pod_blockers);
+        node_plan.pods = decided.pods;
+        out.report(node_plan);
+    }
+
+    /// Gives up the slot of a draining node that made no progress since `since`.
+    fn stall(
+        &self,
+        node: &NodeView,
+        since: DateTime<Utc>,
+        waits: &[Blocker],
+        node_plan: &mut NodePlan,
+        out: &mut Output,
+    ) {
+        let spec = self.spec();
+        let uncordon = node.cordoned_by_k8sm && node.unschedulable;
+        let on = match waits.first() {
+            Some(first) => {
+                let more = match waits.len() - 1 {
+                    0 => String::new(),
+                    n => format!(" (and {n} more)"),
+                };
+                format!("; it waits on {}{more}", first.message)
+            }
+            None => String::new(),
+        };
+        let message = format!(
+            "no pod left the node since {} (nodeProgressDeadline {}): it gave up its drain slot{}, and is admitted \
+             again after the nodes that never stalled{on}",
+            since.to_rfc3339(),
+            spec.node_progress_deadline,
+            if uncordon { " and was uncordoned" } else { "" },
+        );
+        node_plan
+            .blockers
+            .insert(0, blocker(Reason::Stalled, message.clone()));
+        out.action(
+            &self.policy.name,
+            ActionKind::Stall {
+                node: node.name.clone(),
+                at: self.now,
+                uncordon,
+            },
+            Reason::Stalled,
+            message,
+        );
+    }
+
+    /// Reports a candidate that waits for a slot. One that stalled before is Blocked, with what its pods wait on
+    /// (decided on a copy of the ledger, acting on nothing).
+    pub(super) fn report_queued(
+        &self,
+        entry: Entry,
+        position: u32,
+        ledger: &Ledger,
+        out: &mut Output,
+    ) {
+        let spec = self.spec();
+        let Some(stalled) = entry.assessment.stalled else {
+            let mut node_plan = self.node_plan(&entry, NodePhase::Incompatible);
+            node_plan.admission_position = Some(position);
+            if spec.paused {
+                node_plan.blockers.push(blocker(
+                    Reason::Paused,
+                    "paused: no node is admitted".into(),
+                ));
+            }
+            out.report(node_plan);
+            return;
+        };
+        let ctx = self.context(&entry, Some(Reason::WaitingForSlot));
+        let survey = drain::survey(&ctx, self.index);
+        let decided = drain::decide(&survey, &ctx, self.index, &mut ledger.clone());
+        let mut node_plan = self.node_plan(&entry, NodePhase::Blocked);
+        node_plan.since = stalled.or(node_plan.since);
+        node_plan.pods_left = survey.left;
+        node_plan.operator_pods = survey.need_operator;
+        node_plan.admission_position = Some(position);
+        let when = stalled.map_or_else(
+            || "earlier".to_owned(),
+            |t| format!("at {}", t.to_rfc3339()),
+        );
+        node_plan.blockers.push(blocker(
+            Reason::Stalled,
+            format!(
+                "stalled {when}: no pod left it for nodeProgressDeadline {}; admitted again when a slot is free \
+                 (place {position} in the queue)",
+                spec.node_progress_deadline
+            ),
+        ));
+        node_plan
+            .blockers
+            .extend(decided.pods.iter().filter_map(pod_blocker));
+        node_plan.pods = decided.pods;
+        out.report(node_plan);
+    }
+
+    /// Reports a node this policy deleted that has not registered again: it holds a slot.
+    pub(super) fn report_missing(&self, record: &DeletedNodeRecord, out: &mut Output) {
+        let (blockers, overdue_at) = deleted::missing(record, self.spec(), self.now);
+        out.wake = earliest(out.wake, overdue_at);
+        out.report(NodePlan {
+            node: record.name.clone(),
+            policy: self.policy.name.clone(),
+            phase: NodePhase::KamikazeSent,
+            since: Some(record.deleted_at),
+            pods_left: 0,
+            executor_id: record.executor_id.clone(),
+            ready: false,
+            blockers,
+            admission_position: None,
+            operator_pods: 0,
+            pods: Vec::new(),
+        });
+    }
+
+    /// Sends kamikaze to a drained node if nothing stands in the way; returns the node's phase afterwards.
+    fn kamikaze(
+        &self,
+        node: &NodeView,
+        blockers: &mut Vec<Blocker>,
+        out: &mut Output,
+    ) -> NodePhase {
+        let spec = self.spec();
+        let mechanism = spec.kamikaze.mechanism;
+        let url = match (mechanism, spec.kamikaze.url_template.as_deref()) {
+            (KamikazeMechanism::Http, None) => {
+                let message =
+                    "kamikaze mechanism Http without kamikaze.urlTemplate: set one".to_owned();
+                blockers.push(blocker(Reason::InvalidPolicy, message));
+                return NodePhase::Drained;
+            }
+            (KamikazeMechanism::Http, Some(template))
+                if template.contains(URL_PLACEHOLDER_NODE_IP) && node.internal_ip.is_none() =>
+            {
+                let message = "the kamikaze URL needs the node's InternalIP address, and the node reports none";
+                blockers.push(blocker(Reason::NodeAddressMissing, message.into()));
+                return NodePhase::Drained;
+            }
+            (KamikazeMechanism::Http, Some(_)) => spec
+                .kamikaze
+                .url_for(&node.name, node.internal_ip.as_deref().unwrap_or_default()),
+            (KamikazeMechanism::Annotation | KamikazeMechanism::DeleteNode, _) => None,
+        };
+        if spec.paused {
+            return NodePhase::Drained;
+        }
+        let how = match (&url, mechanism) {
+            (Some(url), _) => format!("POST {url}"),
+            (None, KamikazeMechanism::DeleteNode) => "deleting the Node".to_owned(),
+            (None, _) => "kamikaze annotation".to_owned(),
+        };
+        let kind = ActionKind::Kamikaze {
+            node: node.name.clone(),
+            mechanism,
+            url,
+            executor_id: node.executor_id.clone(),
+            at: self.now,
+        };
+        if mechanism == KamikazeMechanism::DeleteNode {
+            out.records.push(DeletedNodeRecord {
+                name: node.name.clone(),
+                uid: node.uid.clone(),
+                executor_id: node.executor_id.clone(),
+                deleted_at: self.now,
+            });
+        }
+        let message = format!("drained: executor told to terminate ({how})");
+        out.action(&self.policy.name, kind, Reason::KamikazeSent, message);
+        NodePhase::KamikazeSent
+    }
+}
