@@ -13,7 +13,7 @@ use k8sm_api::{
     BlockedPod, DeletedNode, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,
     NodePhase, NodeStatus, condition_types,
 };
-use k8sm_planner::{Plan, PolicyPlan, Reason};
+use k8sm_planner::{NodePlan, Plan, PodPlan, PolicyPlan, Reason};
 
 use crate::Error;
 use k8sm_view::time::to_time;
@@ -69,15 +69,7 @@ pub fn build(
             let Some(reason) = pod_plan.reason else {
                 continue;
             };
-            blocked.push(BlockedPod {
-                node: node.node.clone(),
-                namespace: pod_plan.pod.namespace.clone(),
-                name: pod_plan.pod.name.clone(),
-                owner: pod_plan.owner.as_ref().map(|o| o.to_string()),
-                reason: reason.as_str().to_owned(),
-                message: pod_plan.message.clone(),
-                since: node.since.map(to_time),
-            });
+            blocked.push(blocked_pod(node, pod_plan, reason, &pod_plan.message));
         }
     }
     let blocked_total = blocked.len() as u32;
@@ -198,6 +190,20 @@ pub fn build(
     }
 }
 
+/// A pod of `node` in `status.blockedPods`.
+fn blocked_pod(node: &NodePlan, pod_plan: &PodPlan, reason: Reason, message: &str) -> BlockedPod {
+    BlockedPod {
+        node: node.node.clone(),
+        namespace: pod_plan.pod.namespace.clone(),
+        name: pod_plan.pod.name.clone(),
+        owner: pod_plan.owner.as_ref().map(|o| o.to_string()),
+        class: Some(pod_plan.class.as_str().to_owned()),
+        reason: reason.as_str().to_owned(),
+        message: message.to_owned(),
+        since: node.since.map(to_time),
+    }
+}
+
 /// A merge patch leaves out fields the status no longer has: they must be sent as null to be removed.
 fn with_explicit_nulls(status: &ExecutorUpgradePolicyStatus) -> Result<serde_json::Value, Error> {
     let mut value = serde_json::to_value(status)?;
@@ -256,15 +262,12 @@ pub fn report_refusals(
             }
             status.blocked_pods_total = Some(status.blocked_pods_total.unwrap_or(0) + 1);
             if status.blocked_pods.len() < MAX_BLOCKED_PODS {
-                status.blocked_pods.push(BlockedPod {
-                    node: node.node.clone(),
-                    namespace: pod_plan.pod.namespace.clone(),
-                    name: pod_plan.pod.name.clone(),
-                    owner: pod_plan.owner.as_ref().map(|o| o.to_string()),
-                    reason: Reason::BlockedByPDB.as_str().to_owned(),
-                    message: message.clone(),
-                    since: node.since.map(to_time),
-                });
+                status.blocked_pods.push(blocked_pod(
+                    node,
+                    pod_plan,
+                    Reason::BlockedByPDB,
+                    message,
+                ));
             }
         }
     }

@@ -237,9 +237,15 @@ pub struct BlockedPod {
     pub namespace: String,
     /// Pod name.
     pub name: String,
-    /// Controller of the pod as "Kind/name", such as "ReplicaSet/web-6d4f"; absent for an unmanaged pod.
+    /// The workload the pod counts for as "Kind/name", such as "Deployment/web" for a pod of one of its ReplicaSets;
+    /// absent for an unmanaged pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// How k8sm classes the pod: Owned (a pod of a Deployment, ReplicaSet, ReplicationController or StatefulSet),
+    /// OtherController (a pod of a controller of a kind k8sm does not know, such as an operator's custom resource:
+    /// evicted one at a time through the Eviction API only), Job, Unmanaged or OptedOut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
     /// Why it blocks, in one word, such as WaitingForOwner, BlockedByPDB, BlockedUnmanagedPod or BlockedOptOut.
     pub reason: String,
     /// What it waits for and how to resolve it.

@@ -426,6 +426,21 @@ pub enum PodClass {
     Unmanaged,
 }
 
+impl PodClass {
+    /// The name in the policy's status (`blockedPods[].class`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Ignored => "Ignored",
+            Self::Finished => "Finished",
+            Self::OptedOut => "OptedOut",
+            Self::Owned => "Owned",
+            Self::OtherController => "OtherController",
+            Self::Job => "Job",
+            Self::Unmanaged => "Unmanaged",
+        }
+    }
+}
+
 /// What happens to a pod in this pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Decision {

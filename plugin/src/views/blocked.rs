@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use k8sm_planner::{ClusterView, Decision, Plan, PodPlan, Reason};
+use k8sm_planner::{ClusterView, Decision, Plan, PodClass, PodPlan, Reason};
 
 use crate::render::{Palette, age, table};
-use crate::views::owner::owner_text;
+use crate::views::owner::owner_column;
 
 /// Which namespaces to show.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,8 +25,11 @@ pub struct BlockedPodRow {
     pub namespace: String,
     pub name: String,
     pub uid: String,
-    /// "Kind/name", or none for an unmanaged pod.
+    /// "Kind/name" of the workload it counts for, or none for an unmanaged pod.
     pub owner: Option<String>,
+    /// How the planner classes it: a workload's pod (`owned`), a pod of a controller of a kind k8sm does not know
+    /// (`otherController`), a Job's, an unmanaged or an opted-out pod.
+    pub class: PodClass,
     pub reason: Reason,
     /// Only an operator moves it (the planner's [`Decision::Block`]); the other waits end by themselves.
     pub needs_operator: bool,
@@ -79,8 +82,12 @@ impl BlockedView {
                     namespace: pod.pod.namespace.clone(),
                     name: pod.pod.name.clone(),
                     uid: pod.pod.uid.clone(),
-                    owner: owner_text(pod)
+                    owner: pod
+                        .owner
+                        .as_ref()
+                        .map(ToString::to_string)
                         .or_else(|| controllers.get(pod.pod.uid.as_str()).cloned()),
+                    class: pod.class.clone(),
                     reason,
                     needs_operator: needs_operator(pod, reason),
                     message: pod.message.clone(),
@@ -134,7 +141,7 @@ impl BlockedView {
                 }
                 row.extend([
                     p.name.clone(),
-                    p.owner.clone().unwrap_or_else(|| "none".into()),
+                    owner_column(&p.class, p.owner.as_deref()),
                     reason_text(p, palette),
                     age(p.since, now),
                 ]);

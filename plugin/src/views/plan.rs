@@ -8,10 +8,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use k8sm_api::NodePhase;
-use k8sm_planner::{ActionKind, Blocker, Decision, NodePlan, Plan, PodPlan, Reason};
+use k8sm_planner::{ActionKind, Blocker, Decision, NodePlan, Plan, PodClass, PodPlan, Reason};
 
 use crate::render::{Palette, count, table, timestamp};
-use crate::views::owner::owner_text;
+use crate::views::owner::owner_column;
 
 /// The planner's verdict on one pod, for a human.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -20,7 +20,10 @@ pub struct PlannedPod {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+    /// "Kind/name" of the workload it counts for, or its Job.
     pub owner: Option<String>,
+    /// How the planner classes it (`otherController`: a controller of a kind k8sm does not know).
+    pub class: PodClass,
     pub decision: Decision,
     pub reason: Option<Reason>,
     /// "evict now: …", "wait: …", "never: …".
@@ -244,7 +247,7 @@ impl PlanView {
                 .map(|p| {
                     vec![
                         format!("{}/{}", p.namespace, p.name),
-                        p.owner.clone().unwrap_or_else(|| "none".into()),
+                        owner_column(&p.class, p.owner.as_deref()),
                         decision_colour(p.decision, &p.summary, palette),
                     ]
                 })
@@ -406,7 +409,8 @@ fn planned_pod(p: &PodPlan) -> PlannedPod {
         namespace: p.pod.namespace.clone(),
         name: p.pod.name.clone(),
         uid: p.pod.uid.clone(),
-        owner: owner_text(p),
+        owner: p.owner.as_ref().map(ToString::to_string),
+        class: p.class.clone(),
         decision: p.decision,
         reason: p.reason,
         summary: summary(p.decision, &p.message),

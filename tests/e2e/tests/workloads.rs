@@ -159,7 +159,8 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
                 stuck.clone(),
                 pod.clone(),
                 "WaitingForOwner".into(),
-                Some("Deployment/web".into())
+                Some("Deployment/web".into()),
+                "owned".into(),
             )),
             "`kubectl k8sm blocked` lists {pod} waiting for Deployment/web: {rows:?}"
         );
@@ -416,7 +417,8 @@ async fn custom_resource_pods_under_a_budget_allowing_no_disruption_are_never_de
                 held.clone(),
                 member.clone(),
                 "BlockedByPDB".into(),
-                Some("PodSet/cache (other controller)".into())
+                Some("PodSet/cache".into()),
+                "otherController".into(),
             )),
             "`kubectl k8sm blocked` lists {member} blocked by the budget, as another controller's pod: {rows:?}"
         );
@@ -960,8 +962,8 @@ fn occurrences(event: &Event) -> u32 {
         .map_or(1, |s| u32::try_from(s.count).unwrap_or(1))
 }
 
-/// The rows of `kubectl k8sm blocked -o json`: (node, pod, reason, owner).
-fn blocked_rows(json: &str) -> BTreeSet<(String, String, String, Option<String>)> {
+/// The rows of `kubectl k8sm blocked -o json`: (node, pod, reason, owner, class).
+fn blocked_rows(json: &str) -> BTreeSet<(String, String, String, Option<String>, String)> {
     let blocked: Value = serde_json::from_str(json).expect("`blocked -o json` is JSON");
     blocked["pods"]
         .as_array()
@@ -973,6 +975,7 @@ fn blocked_rows(json: &str) -> BTreeSet<(String, String, String, Option<String>)
                 p["name"].as_str().unwrap_or_default().to_owned(),
                 p["reason"].as_str().unwrap_or_default().to_owned(),
                 p["owner"].as_str().map(str::to_owned),
+                p["class"].as_str().unwrap_or_default().to_owned(),
             )
         })
         .collect()
