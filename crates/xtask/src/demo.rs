@@ -193,12 +193,28 @@ impl Demo {
             }
             let policy: serde_json::Value =
                 serde_json::from_str(&self.kubectl_quiet(&["get", "eup", "demo", "-o", "json"])?)?;
+            // Blocked for an operator: a pod on it only an operator moves (a node that stalled is Blocked too, but
+            // comes back by itself).
+            let for_operator: Vec<&str> = policy["status"]["blockedPods"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| {
+                    matches!(
+                        p["reason"].as_str(),
+                        Some("BlockedOptOut" | "BlockedUnmanagedPod")
+                    )
+                })
+                .filter_map(|p| p["node"].as_str())
+                .collect();
             let blocked_nodes: Vec<String> = policy["status"]["nodes"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .filter(|n| n["phase"] == "Blocked")
-                .filter_map(|n| n["name"].as_str().map(str::to_owned))
+                .filter_map(|n| n["name"].as_str())
+                .filter(|name| for_operator.contains(name))
+                .map(str::to_owned)
                 .collect();
             if !blocked_nodes.is_empty() && remaining.len() == blocked_nodes.len() {
                 let _ = watch.kill();
