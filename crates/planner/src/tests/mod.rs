@@ -9,6 +9,7 @@ mod pods;
 mod props;
 mod sim;
 mod stall;
+mod support;
 mod unmanaged;
 mod workloads;
 

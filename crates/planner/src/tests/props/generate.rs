@@ -1,0 +1,208 @@
+//! What the generator draws for one random cluster: nodes, policies, workloads of every kind in every rollout state,
+//! loose pods, evictions in flight and budgets; [`super::build`] turns a draw into a view and its record of truth.
+
+use proptest::prelude::*;
+
+use super::{build::build, truth::World};
+use crate::tests::support::{self, arb_kind};
+
+#[derive(Clone, Debug)]
+pub(super) struct NodeGen {
+    pub(super) upgraded: bool,
+    /// 0 unmarked, 1 marked, 2 admitted, 3 kamikaze sent.
+    pub(super) stage: u8,
+    /// 0 pool `a`, 1 pool `b`, 2 no pool.
+    pub(super) pool: u8,
+    /// Labelled `tier=c`, which policy `c` selects: with a pool too, two policies claim the node.
+    pub(super) tier_c: bool,
+    pub(super) opted_out: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct PolicyGen {
+    pub(super) threshold: u8,
+    pub(super) max_concurrent: u32,
+    pub(super) respect_pdbs: bool,
+    /// 0 Delete, 1 Never, 2 DeleteAfterTimeout.
+    pub(super) unmanaged: u8,
+    /// Timeout 2h (not expired at planning time) instead of 30m (expired for every node marked before).
+    pub(super) long_timeout: bool,
+    pub(super) paused: bool,
+    pub(super) cordon: bool,
+    pub(super) finalizer: bool,
+}
+
+/// The state of a Deployment's rollout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Shape {
+    /// One ReplicaSet.
+    Steady,
+    /// Pods spread over two or three ReplicaSets at random.
+    Rolling,
+    /// Paused half-way: half the pods in the old ReplicaSet, half in the new one, all Ready.
+    Paused,
+    /// The new ReplicaSet's pods are Pending and unscheduled; the old one was scaled down by maxUnavailable.
+    Stuck,
+    /// One or two pods above `d`, over two ReplicaSets, all Ready.
+    Surge,
+}
+
+pub(super) type Kind = support::Kind<Shape>;
+
+#[derive(Clone, Debug)]
+pub(super) struct PodGen {
+    pub(super) node: usize,
+    pub(super) ready: bool,
+    pub(super) terminating: bool,
+    pub(super) opted_out: bool,
+    pub(super) finished: bool,
+    pub(super) unscheduled: bool,
+    /// Which of the workload's ReplicaSets, for a rollout.
+    pub(super) set: usize,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct WorkloadGen {
+    pub(super) kind: Kind,
+    pub(super) desired: u32,
+    /// `spec.replicas` unset: the apiserver default, 1.
+    pub(super) replicas_unset: bool,
+    /// Pods beyond (or short of) `desired`.
+    pub(super) delta: i64,
+    pub(super) sets: usize,
+    pub(super) pods: Vec<PodGen>,
+    pub(super) ops_namespace: bool,
+    /// Labelled `tier=gold`, which one budget covers across workloads.
+    pub(super) gold: bool,
+    pub(super) budget: Option<i32>,
+}
+
+/// A pod of no workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Loose {
+    Unmanaged,
+    UnmanagedFinished,
+    DaemonSet,
+    Job,
+    JobFinished,
+    Mirror,
+}
+
+prop_compose! {
+    fn arb_node()(
+        upgraded in prop::bool::weighted(0.25),
+        stage in prop_oneof![1 => Just(0u8), 2 => Just(1), 6 => Just(2), 1 => Just(3)],
+        pool in 0u8..3,
+        tier_c in prop::bool::weighted(0.15),
+        opted_out in prop::bool::weighted(0.04),
+    ) -> NodeGen {
+        NodeGen { upgraded, stage, pool, tier_c, opted_out }
+    }
+}
+
+prop_compose! {
+    fn arb_policy()(
+        threshold in prop_oneof![Just(90u8), Just(100), Just(50), Just(75), 1u8..=100],
+        max_concurrent in 1u32..=6,
+        respect_pdbs in prop::bool::weighted(0.7),
+        unmanaged in 0u8..3,
+        long_timeout in any::<bool>(),
+        paused in prop::bool::weighted(0.15),
+        cordon in any::<bool>(),
+        finalizer in prop::bool::weighted(0.95),
+    ) -> PolicyGen {
+        PolicyGen {
+            threshold,
+            max_concurrent,
+            respect_pdbs,
+            unmanaged,
+            long_timeout,
+            paused,
+            cordon,
+            finalizer,
+        }
+    }
+}
+
+fn arb_shape() -> impl Strategy<Value = Shape> {
+    // Rollouts weigh more than steady Deployments: they are where judging a ReplicaSet alone goes wrong.
+    prop_oneof![
+        1 => Just(Shape::Steady),
+        2 => Just(Shape::Rolling),
+        2 => Just(Shape::Paused),
+        2 => Just(Shape::Stuck),
+        1 => Just(Shape::Surge),
+    ]
+}
+
+prop_compose! {
+    fn arb_pod()(
+        node in 0usize..8,
+        ready in prop::bool::weighted(0.85),
+        terminating in prop::bool::weighted(0.06),
+        opted_out in prop::bool::weighted(0.03),
+        finished in prop::bool::weighted(0.04),
+        unscheduled in prop::bool::weighted(0.04),
+        set in 0usize..3,
+    ) -> PodGen {
+        PodGen { node, ready, terminating, opted_out, finished, unscheduled, set }
+    }
+}
+
+prop_compose! {
+    fn arb_workload()(
+        kind in arb_kind(arb_shape()),
+        desired in prop_oneof![1 => Just(0u32), 3 => 1u32..4, 4 => 1u32..13],
+        replicas_unset in prop::bool::weighted(0.05),
+        delta in -2i64..=2,
+        sets in 1usize..=3,
+        pods in prop::collection::vec(arb_pod(), 16),
+        ops_namespace in any::<bool>(),
+        gold in prop::bool::weighted(0.2),
+        budget in prop::option::weighted(
+            0.35,
+            prop_oneof![2 => Just(0i32), 2 => Just(1), 1 => -1i32..4],
+        ),
+    ) -> WorkloadGen {
+        WorkloadGen {
+            kind,
+            desired,
+            replicas_unset,
+            delta,
+            sets,
+            pods,
+            ops_namespace,
+            gold,
+            budget,
+        }
+    }
+}
+
+/// A loose pod: its node, what it is, and whether it is opted out.
+fn arb_loose() -> impl Strategy<Value = (usize, Loose, bool)> {
+    let kind = prop_oneof![
+        3 => Just(Loose::Unmanaged),
+        1 => Just(Loose::UnmanagedFinished),
+        1 => Just(Loose::DaemonSet),
+        1 => Just(Loose::Job),
+        1 => Just(Loose::JobFinished),
+        1 => Just(Loose::Mirror),
+    ];
+    (0usize..8, kind, prop::bool::weighted(0.1))
+}
+
+prop_compose! {
+    /// A random cluster of up to 8 nodes under three policies, up to 7 workloads of every kind with budgets, loose
+    /// pods, and evictions in flight.
+    pub(super) fn arb_world()(
+        nodes in prop::collection::vec(arb_node(), 1..=8),
+        policies in [arb_policy(), arb_policy(), arb_policy()],
+        workloads in prop::collection::vec(arb_workload(), 0..=7),
+        loose in prop::collection::vec(arb_loose(), 0..=6),
+        in_flight in prop::collection::vec(0usize..500, 0..=4),
+        gone in prop::collection::vec((0usize..8, 1u32..=2), 0..=2),
+        gold_budget in prop::option::weighted(0.3, -1i32..3),
+    ) -> World {
+        build(nodes, policies, workloads, loose, in_flight, gone, gold_budget)
+    }
+}

@@ -1,0 +1,202 @@
+//! The properties of one plan over random clusters, run as proptests, and the check that the generator reaches the
+//! situations they are about.
+
+use std::collections::BTreeSet;
+
+use proptest::{prelude::*, strategy::ValueTree, test_runner::TestRunner};
+
+use super::{
+    checks::{
+        check_budgets, check_eviction_api, check_other_controllers_one_at_a_time, check_sla,
+        check_unmanaged, evictions_by_workload,
+    },
+    generate::{Shape, arb_world},
+    truth::PodOf,
+};
+use crate::{
+    ActionKind,
+    tests::{
+        now, oracle, plan_now,
+        support::{Rng, Tally},
+    },
+};
+
+proptest! {
+    // The property the others exist for: more cases.
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// (a) One plan never takes any workload below its bound `min(ceil(t*d), d-1)`: each eviction is allowed by the
+    /// rule before it (room above the threshold or a fully ready workload for a Ready pod; a Ready count at the
+    /// bound for one that is not Ready), counting every eviction of the plan and those in flight, with `d` and
+    /// Ready counts of the generated workload (a Deployment over all its ReplicaSets).
+    #[test]
+    fn a_plan_never_takes_a_workload_below_its_bound(world in arb_world()) {
+        check_sla(&world, &plan_now(&world.view))?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(384))]
+
+    /// (b) A controller of a kind k8sm does not know loses at most one pod per plan unless its threshold allows
+    /// more (its `d`: its pods that are not finished plus its evictions in flight whose pod is gone).
+    #[test]
+    fn an_unknown_controller_loses_one_pod_at_a_time(world in arb_world()) {
+        check_other_controllers_one_at_a_time(&world, &plan_now(&world.view))?;
+    }
+
+    /// (c) Pods of controllers of kinds k8sm does not know never get a DeletePod; their evictions always use the
+    /// Eviction API.
+    #[test]
+    fn unknown_controllers_pods_always_go_through_the_eviction_api(world in arb_world()) {
+        check_eviction_api(&world, &plan_now(&world.view))?;
+    }
+
+    /// (d) Unmanaged pods go only from a node where no workload or other-controller pod is left.
+    #[test]
+    fn unmanaged_pods_go_only_after_the_nodes_workload_pods(world in arb_world()) {
+        check_unmanaged(&world, &plan_now(&world.view), now())?;
+    }
+
+    /// (e) A budget is never overdrawn by one plan.
+    #[test]
+    fn budgets_are_never_overdrawn(world in arb_world()) {
+        check_budgets(&world, &plan_now(&world.view))?;
+    }
+
+    /// (f) The order of the view's vectors does not matter.
+    #[test]
+    fn shuffling_the_view_gives_the_same_plan(world in arb_world(), seed in 1u64..) {
+        let view = world.view;
+        let plan = plan_now(&view);
+        let mut shuffled = view.clone();
+        // One seeded source for every vector, so a failing case replays from its seed.
+        let mut rng = Rng(seed);
+        rng.shuffle(&mut shuffled.nodes);
+        rng.shuffle(&mut shuffled.pods);
+        rng.shuffle(&mut shuffled.owners);
+        rng.shuffle(&mut shuffled.pdbs);
+        rng.shuffle(&mut shuffled.policies);
+        rng.shuffle(&mut shuffled.in_flight);
+        prop_assert_eq!(plan_now(&shuffled), plan);
+    }
+
+    /// (f) A paused policy never evicts, deletes, admits, cordons, stalls or sends kamikaze.
+    #[test]
+    fn paused_policies_never_disrupt(world in arb_world()) {
+        let mut view = world.view;
+        for p in &mut view.policies {
+            p.spec.paused = true;
+        }
+        let plan = plan_now(&view);
+        for action in &plan.actions {
+            // Marks and completions are bookkeeping of nodes' executors; handing back a node that no policy selects
+            // any more only removes k8sm's own keys; a policy without its finalizer gets it.
+            prop_assert!(
+                matches!(
+                    action.kind,
+                    ActionKind::Mark { .. }
+                        | ActionKind::Complete { .. }
+                        | ActionKind::Progress { .. }
+                        | ActionKind::Release { .. }
+                        | ActionKind::AddFinalizer { .. }
+                ),
+                "{action:?}"
+            );
+        }
+    }
+
+    /// (f) Planning never panics and reports every singly-selected node once.
+    #[test]
+    fn every_selected_node_is_reported_once(world in arb_world()) {
+        let plan = plan_now(&world.view);
+        let mut seen = BTreeSet::new();
+        for n in &plan.nodes {
+            prop_assert!(seen.insert(n.node.clone()), "{} twice", n.node);
+        }
+        for (name, n) in &world.truth.nodes {
+            if let Some(p) = n.policy {
+                let reported = plan.node(name).map(|np| np.policy.as_str());
+                prop_assert_eq!(reported, Some(world.truth.policies[p].name), "node {}", name);
+            }
+        }
+        for p in &plan.policies {
+            prop_assert!(p.slots_in_use <= p.slots, "{p:?}");
+            prop_assert_eq!(p.counts.total as usize, plan.nodes.iter().filter(|n| n.policy == p.policy).count());
+        }
+    }
+}
+
+/// The properties above are only as good as the cases they see: over a fixed sample of generated worlds, the
+/// planner must meet each situation the properties are about, both acting and holding back.
+#[test]
+fn the_generator_reaches_the_cases_that_matter() {
+    let mut runner = TestRunner::deterministic();
+    let strategy = arb_world();
+    let mut seen = Tally::default();
+    for _ in 0..300 {
+        let world = strategy.new_tree(&mut runner).unwrap().current();
+        let plan = plan_now(&world.view);
+        let truth = &world.truth;
+        let by_workload = evictions_by_workload(&world, &plan).unwrap();
+        for (key, evicted) in &by_workload {
+            let w = &truth.workloads[key];
+            seen.saw(
+                "evictions from a Deployment of several ReplicaSets",
+                w.shape.is_some() && w.replica_sets > 1,
+            );
+            seen.saw(
+                "evictions of an unknown kind's pods",
+                truth.is_unknown_kind(key),
+            );
+            seen.saw(
+                "several pods of one workload in one plan",
+                evicted.len() > 1,
+            );
+            seen.saw(
+                "evictions of pods that are not Ready",
+                evicted.iter().any(|e| !e.ready),
+            );
+        }
+        seen.saw(
+            "unmanaged pods deleted",
+            plan.deletions().any(|p| {
+                truth
+                    .pods
+                    .get(&p.uid)
+                    .is_some_and(|p| p.of == PodOf::Unmanaged && !p.finished)
+            }),
+        );
+        seen.saw(
+            "a budget spent in full",
+            truth.budgets.iter().any(|b| {
+                b.allowed > 0
+                    && plan
+                        .evictions()
+                        .filter(|(p, _)| b.covers.contains(&p.uid))
+                        .count()
+                        == b.allowed as usize
+            }),
+        );
+        // A Ready pod of a stuck rollout on a draining node, which the rule keeps there.
+        seen.saw(
+            "a stuck rollout held at its bound",
+            truth.pods.iter().any(|(uid, p)| {
+                let PodOf::Workload(key) = &p.of else {
+                    return false;
+                };
+                let Some(policy) = p.node.as_deref().and_then(|n| truth.draining(n)) else {
+                    return false;
+                };
+                let held = oracle::most_evictions(truth.workload(key), policy.threshold).0 == 0;
+                truth.workloads[key].shape == Some(Shape::Stuck)
+                    && p.ready
+                    && p.staying()
+                    && !p.opted_out
+                    && held
+                    && plan.evictions().all(|(e, _)| &e.uid != uid)
+            }),
+        );
+    }
+    seen.assert_all_met(7, "300 worlds");
+}

@@ -1,0 +1,151 @@
+//! The checks of each step against the model's truth, never against the plan's account of itself: before execution,
+//! each eviction (the rule, budgets, unknown kinds through the Eviction API, no workload pod deleted); after it, each
+//! workload's Ready pods against its bound; and a tally of what the plans did that the checks are about.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{
+    scenarios::{Kind, Mode, Rollout, Scenario},
+    world::World,
+};
+use crate::{
+    ActionKind, Plan,
+    tests::{
+        oracle::{self, Evicted},
+        support::Direct,
+    },
+};
+
+/// Before execution: each workload's evictions keep the rule (oracle), budgets hold, unknown kinds go through the
+/// Eviction API, no workload pod is deleted directly.
+pub(super) fn check_plan(
+    world: &World,
+    plan: &Plan,
+    step: usize,
+) -> Result<BTreeSet<usize>, String> {
+    let t = world.threshold;
+    let mut evicted: BTreeMap<usize, Vec<Evicted>> = BTreeMap::new();
+    for (pod_ref, e) in plan.evictions() {
+        let pod = world
+            .view
+            .pods
+            .iter()
+            .find(|p| p.uid == pod_ref.uid)
+            .ok_or_else(|| format!("step {step}: {pod_ref} evicted: no such pod"))?;
+        let Some(w) = world.workload_of(&pod.uid) else {
+            return Err(format!(
+                "step {step}: {pod_ref} evicted: not a workload pod"
+            ));
+        };
+        let known = world.workloads[w].known();
+        if !known && !e.use_eviction_api {
+            return Err(format!(
+                "step {step}: {pod_ref} of an unknown kind evicted around the Eviction API"
+            ));
+        }
+        evicted.entry(w).or_default().push(Evicted {
+            ready: pod.ready,
+            threshold: t,
+        });
+    }
+    for (&w, list) in &evicted {
+        oracle::check(world.truth(w), list).map_err(|e| {
+            format!(
+                "step {step}: {:?} {}: {e}",
+                world.workloads[w].kind, world.workloads[w].key
+            )
+        })?;
+        if let Some(budget) = world
+            .view
+            .pdbs
+            .iter()
+            .find(|b| b.name == world.workloads[w].name)
+            && list.len() > budget.disruptions_allowed.max(0) as usize
+        {
+            return Err(format!(
+                "step {step}: {} pods of {} evicted, its budget allows {}",
+                list.len(),
+                world.workloads[w].key,
+                budget.disruptions_allowed
+            ));
+        }
+    }
+    for pod in plan.deletions() {
+        if let Some(w) = world.workload_of(&pod.uid) {
+            return Err(format!(
+                "step {step}: {pod} of {} deleted directly",
+                world.workloads[w].key
+            ));
+        }
+    }
+    Ok(evicted.into_keys().collect())
+}
+
+/// After execution: a workload of which k8sm evicted a pod in this step is at or above its bound; without failures,
+/// one that neither rolls out nor crash-loops always is.
+pub(super) fn check_executed(
+    world: &World,
+    s: &Scenario,
+    evicted: &BTreeSet<usize>,
+    bounds: &[u32],
+    step: usize,
+) -> Result<(), String> {
+    for (w, &bound) in bounds.iter().enumerate() {
+        let after = world.ready(w);
+        let key = &world.workloads[w].key;
+        if evicted.contains(&w) && after < bound {
+            return Err(format!(
+                "step {step}: k8sm evicted from {key} and left {after} Ready, below its bound {bound}"
+            ));
+        }
+        let rolls = matches!(world.workloads[w].kind, Kind::Deployment(r) if r != Rollout::Steady);
+        let crash_loops = s.workloads[w].never_ready > 0;
+        if s.mode != Mode::Failures && !rolls && !crash_loops && after < bound {
+            return Err(format!(
+                "step {step}: {key} has {after} Ready, below its bound {bound}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl World {
+    /// Counts what a plan does that the checks are about.
+    pub(super) fn note(&mut self, plan: &Plan) {
+        let stalls = plan
+            .actions
+            .iter()
+            .any(|a| matches!(a.kind, ActionKind::Stall { .. }));
+        self.seen.saw("a node gave up its slot", stalls);
+        let evictions: Vec<(usize, bool)> = plan
+            .evictions()
+            .filter_map(|(pod, _)| {
+                let ready = self.view.pods.iter().find(|p| p.uid == pod.uid)?.ready;
+                Some((self.workload_of(&pod.uid)?, ready))
+            })
+            .collect();
+        for (w, ready) in evictions {
+            let sets_with_pods = self.workloads[w]
+                .sets
+                .iter()
+                .filter(|&&s| self.pod_set.values().any(|&p| p == s))
+                .count();
+            let kind = self.workloads[w].kind;
+            self.seen.saw("an eviction", true);
+            self.seen
+                .saw("an eviction of a pod that is not Ready", !ready);
+            self.seen.saw(
+                "an eviction from a Deployment with pods in several ReplicaSets",
+                matches!(kind, Kind::Deployment(_)) && sets_with_pods > 1,
+            );
+            self.seen.saw(
+                "an eviction of an unknown kind's pod",
+                !self.workloads[w].known(),
+            );
+            self.seen.saw(
+                "an eviction of a ReplicationController's pod",
+                kind == Kind::Direct(Direct::ReplicationController),
+            );
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Runs a scenario step by step (plan, check, execute, check, the cluster moves on, the clock advances) and judges
+//! liveness: within a bound on the steps, every node that holds no stuck workload's pod is upgraded, and each stuck
+//! node is reported with what it waits on.
+
+use chrono::Duration;
+use k8sm_api::NodePhase;
+
+use super::{
+    checks::{check_executed, check_plan},
+    scenarios::{Kind, Mode, Rollout, Scenario},
+    world::{DEADLINE_MINUTES, World},
+};
+use crate::{
+    ActionKind,
+    testing::apply,
+    tests::{node_plan, oracle},
+};
+
+/// Runs a scenario for at most `steps` steps, and `then` more once every node that holds no stuck workload's pod is
+/// upgraded and clean; returns the step at which they were, and the world.
+pub(super) fn run(
+    s: &Scenario,
+    steps: usize,
+    then: usize,
+) -> Result<(Option<usize>, World), String> {
+    let mut world = World::new(s);
+    let stuck_nodes = world.stuck_nodes();
+    let failures = s.mode == Mode::Failures;
+    let bounds: Vec<u32> = world
+        .workloads
+        .iter()
+        .map(|w| oracle::bound(s.threshold, w.desired))
+        .collect();
+    let mut done = None;
+    let mut step = 0;
+    while step < steps {
+        if done.is_none() && world.upgraded(&stuck_nodes) {
+            done = Some(step);
+        }
+        if done.is_some_and(|d| step >= d + then) {
+            break;
+        }
+        world.remember_sizes(Vec::new());
+        let plan = crate::plan(&world.view, world.now);
+        let evicted = check_plan(&world, &plan, step)?;
+        world.note(&plan);
+        let gone: Vec<String> = world
+            .view
+            .pods
+            .iter()
+            .filter(|p| p.terminating)
+            .map(|p| p.uid.clone())
+            .collect();
+        let evicting = plan
+            .evictions()
+            .filter(|(_, e)| e.size_inferred)
+            .map(|(_, e)| e.owner.uid.clone())
+            .collect();
+        world.remember_sizes(evicting);
+        apply(&mut world.view, &plan);
+        check_executed(&world, s, &evicted, &bounds, step)?;
+        let bookkeeping = plan
+            .actions
+            .iter()
+            .all(|a| matches!(a.kind, ActionKind::Progress { .. }));
+        let idle = bookkeeping && world.idle();
+        world.seen.saw(
+            "the clock jumped to the next wake-up",
+            idle && plan.next_wake.is_some(),
+        );
+        world.advance(step, &gone, failures)?;
+        let next = world.now + Duration::minutes(1);
+        world.now = match plan.next_wake {
+            Some(wake) if idle => wake.max(next),
+            _ => next,
+        };
+        step += 1;
+    }
+    if done.is_none() && world.upgraded(&stuck_nodes) {
+        done = Some(steps);
+    }
+    Ok((done, world))
+}
+
+/// A bound on the steps an upgrade takes, as if nothing overlapped: each pod moves once (twice for a Deployment that
+/// rolls out: the rollout replaces it too), and a move takes at most 5 steps (evict; gone; replaced, after up to 3
+/// steps for an operator; Ready after up to 3); each node then takes at most 6 more (kamikaze, up to 3 steps of
+/// restart, completion) and may hold its slot for a deadline before it gives it up, once.
+pub(super) fn bound(s: &Scenario) -> usize {
+    let pods: usize = s
+        .workloads
+        .iter()
+        .map(|w| match w.kind {
+            Kind::Deployment(r) if r != Rollout::Steady => 2 * w.desired as usize,
+            _ => w.desired as usize,
+        })
+        .sum::<usize>()
+        + s.unmanaged;
+    let deadline = usize::try_from(DEADLINE_MINUTES).unwrap();
+    20 + 5 * pods + (6 + deadline) * (s.old_nodes + 1)
+}
+
+/// Runs a scenario to its bound and checks liveness: every node without a stuck workload's pod is upgraded, and
+/// each stuck node is then reported with what it waits on, or with its place in the queue for a slot.
+pub(super) fn converges(s: &Scenario) -> Result<(), String> {
+    let limit = bound(s);
+    let (done, world) = run(s, limit, 3)?;
+    if done.is_none() {
+        let stuck = world.stuck_nodes();
+        let plan = crate::plan(&world.view, world.now);
+        let summary: Vec<String> = plan
+            .nodes
+            .iter()
+            .filter(|n| !stuck.contains(&n.node))
+            .map(|n| format!("{} {:?} {:?}", n.node, n.phase, n.blockers.first()))
+            .collect();
+        return Err(format!(
+            "not upgraded within {limit} steps (stuck nodes {stuck:?}); the others: {summary:#?}"
+        ));
+    }
+    let stuck = world.stuck_nodes();
+    let plan = crate::plan(&world.view, world.now);
+    for name in &stuck {
+        let n = node_plan(&plan, name);
+        let reported = !n.blockers.is_empty() || n.admission_position.is_some();
+        if n.phase == NodePhase::Compatible || !reported {
+            return Err(format!("stuck node {name} is not reported: {n:?}"));
+        }
+    }
+    Ok(())
+}
