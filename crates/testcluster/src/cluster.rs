@@ -291,17 +291,23 @@ impl TestCluster {
             .try_for_each(ManagedProcess::check_running)
     }
 
+    /// The Node object this cluster creates for a KWOK node named `name` (with the options' labels and pod
+    /// capacity): what a machine that registers (again) sends.
+    pub fn kwok_node(&self, name: &str) -> Node {
+        fake_node(
+            name,
+            &self.options.node_labels,
+            self.options.max_pods_per_node,
+        )
+    }
+
     /// Creates the KWOK nodes with these indices (see [`crate::node_name`]) and waits until all are Ready.
     pub async fn add_nodes(&mut self, indices: std::ops::Range<usize>) -> Result<(), Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let names: Vec<String> = indices.map(kwok::node_name).collect();
         futures::stream::iter(names.iter())
             .map(|name| {
-                let node = fake_node(
-                    name,
-                    &self.options.node_labels,
-                    self.options.max_pods_per_node,
-                );
+                let node = self.kwok_node(name);
                 let nodes = nodes.clone();
                 async move { nodes.create(&PostParams::default(), &node).await }
             })

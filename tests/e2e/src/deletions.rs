@@ -5,11 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// What the watch saw of one deleted pod.
@@ -26,18 +28,19 @@ pub struct Deletion {
 /// Follows the pods of a namespace that match a label selector and records each one deleted, until dropped.
 pub struct DeletionLog {
     deleted: Arc<Mutex<BTreeMap<String, Deletion>>>,
-    synced: Arc<Mutex<bool>>,
     task: JoinHandle<()>,
 }
 
 impl DeletionLog {
-    /// Starts watching the pods of `namespace` that match `selector` (such as `app=cache`).
-    pub fn start(client: &Client, namespace: &str, selector: &str) -> Self {
+    /// Starts watching the pods of `namespace` that match `selector` (such as `app=cache`), and returns once the
+    /// watch has listed them: every deletion from then on is seen.
+    pub async fn start(client: &Client, namespace: &str, selector: &str) -> Self {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let deleted = Arc::new(Mutex::new(BTreeMap::new()));
-        let synced = Arc::new(Mutex::new(false));
         let config = watcher::Config::default().labels(selector);
-        let (log, listed) = (deleted.clone(), synced.clone());
+        let log = deleted.clone();
+        let (listed, listed_rx) = oneshot::channel();
+        let mut listed = Some(listed);
         let task = tokio::spawn(async move {
             let mut events = watcher(pods, config).default_backoff().boxed();
             while let Some(event) = events.next().await {
@@ -45,7 +48,9 @@ impl DeletionLog {
                     Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => (pod, false),
                     Ok(watcher::Event::Delete(pod)) => (pod, true),
                     Ok(watcher::Event::InitDone) => {
-                        *listed.lock().unwrap_or_else(PoisonError::into_inner) = true;
+                        if let Some(listed) = listed.take() {
+                            let _ = listed.send(());
+                        }
                         continue;
                     }
                     Ok(watcher::Event::Init) | Err(_) => continue,
@@ -65,16 +70,13 @@ impl DeletionLog {
                 entry.evicted |= evicted;
             }
         });
-        Self {
-            deleted,
-            synced,
-            task,
-        }
-    }
-
-    /// Whether the watch has listed the pods once: deletions before that are not seen.
-    pub fn synced(&self) -> bool {
-        *self.synced.lock().unwrap_or_else(PoisonError::into_inner)
+        tokio::time::timeout(Duration::from_secs(120), listed_rx)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("the pods of {namespace} ({selector}) not listed after 120s")
+            })
+            .expect("the watch of deletions runs");
+        Self { deleted, task }
     }
 
     /// Every pod deleted so far, by UID.

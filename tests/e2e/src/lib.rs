@@ -1,15 +1,21 @@
 //! Helpers shared by the end-to-end tests: workspace paths, the harness's kubectl, k8sm's own binaries as child
-//! processes, workloads, and the SLA watcher.
+//! processes, workloads, the SLA watcher, and what an operator reads of Nodes, Pods, Events and a policy's status.
 #![forbid(unsafe_code)]
 
 pub mod binaries;
 pub mod deletions;
+pub mod events;
 pub mod http;
 pub mod lifecycle;
+pub mod nodes;
+pub mod objects;
 pub mod plugin;
 pub mod podset;
 pub mod scenario;
-pub use k8sm_testcluster::sla;
+pub mod sla;
+pub mod status;
+pub mod waits;
+pub mod workload_policy;
 pub mod workloads;
 
 use std::path::{Path, PathBuf};

@@ -1,10 +1,30 @@
 //! Running `kubectl k8sm …` as an operator does: the cluster's real kubectl, with the plugin on its PATH and no
 //! terminal.
 
+use std::process::{Command, Stdio};
+
 use k8sm_testcluster::TestCluster;
+use serde_json::Value;
 
 use crate::KubectlResult;
-use crate::scenario::kubectl_with_plugin;
+use crate::binaries::binary;
+
+/// The cluster's kubectl with this workspace's `kubectl-k8sm` first on `PATH`, so that `kubectl k8sm …` runs the
+/// plugin as an operator would (kubectl finds plugins on `PATH`). Standard input is closed, as in a script.
+pub fn kubectl_with_plugin(cluster: &TestCluster) -> Command {
+    let plugin = binary("kubectl-k8sm");
+    let plugin_dir = plugin.parent().expect("the plugin's directory").to_owned();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path =
+        std::env::join_paths(std::iter::once(plugin_dir).chain(std::env::split_paths(&path)))
+            .expect("a valid PATH");
+    let mut kubectl = cluster.kubectl();
+    kubectl
+        .env("PATH", path)
+        .current_dir(crate::workspace_root())
+        .stdin(Stdio::null());
+    kubectl
+}
 
 /// `kubectl k8sm args…`, without a terminal.
 pub fn k8sm(cluster: &TestCluster, args: &[&str]) -> KubectlResult {
@@ -46,4 +66,36 @@ pub fn k8sm_fails(cluster: &TestCluster, args: &[&str], error: &str) -> KubectlR
         args.join(" ")
     );
     result
+}
+
+/// A row of `kubectl k8sm blocked -o json`: a pod that holds its node, and why.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BlockedRow {
+    pub node: String,
+    pub namespace: String,
+    pub name: String,
+    pub reason: String,
+    /// `Kind/name` of the pod's controller, if it has one.
+    pub owner: Option<String>,
+    /// What kind of pod it is (`owned`, `otherController`, …).
+    pub class: String,
+}
+
+/// The rows of `kubectl k8sm blocked -o json`.
+pub fn blocked_rows(json: &str) -> Vec<BlockedRow> {
+    let blocked: Value = serde_json::from_str(json).expect("`blocked -o json` is JSON");
+    let text = |pod: &Value, field: &str| pod[field].as_str().unwrap_or_default().to_owned();
+    blocked["pods"]
+        .as_array()
+        .expect("a list of pods")
+        .iter()
+        .map(|pod| BlockedRow {
+            node: text(pod, "node"),
+            namespace: text(pod, "namespace"),
+            name: text(pod, "name"),
+            reason: text(pod, "reason"),
+            owner: pod["owner"].as_str().map(str::to_owned),
+            class: text(pod, "class"),
+        })
+        .collect()
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
     CustomResourceDefinitionVersion, CustomResourceValidation, JSONSchemaProps,
@@ -209,15 +209,7 @@ fn pod(app: &str, name: &str, owner: &OwnerReference) -> Pod {
             owner_references: Some(vec![owner.clone()]),
             ..ObjectMeta::default()
         },
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "member".into(),
-                image: Some("registry.invalid/member:1".into()),
-                ..Container::default()
-            }],
-            termination_grace_period_seconds: Some(0),
-            ..PodSpec::default()
-        }),
+        spec: Some(crate::workloads::pod_spec()),
         ..Pod::default()
     }
 }

@@ -1,7 +1,9 @@
 //! An upgrade scenario on the real local cluster: KWOK nodes running the old executor, simulated executors
 //! (`k8sm-agent simulate`), the CRD, a namespace for workloads, and helpers to run the controller and wait.
 
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -9,11 +11,15 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
-use k8sm_api::{ExecutorIdentity, ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, keys};
+use k8sm_api::{
+    ExecutorIdentity, ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, MaxConcurrentNodes, keys,
+};
 use k8sm_testcluster::{ClusterOptions, TestCluster};
 
 use crate::binaries::{ChildGuard, binary};
+use crate::events::with_reason;
 use crate::install_crd;
+use crate::objects::{get_pod_opt, is_live, node_of, pods_in};
 
 /// The executor ID of a simulated executor build `version`.
 pub fn executor_id(version: &str) -> String {
@@ -72,22 +78,8 @@ impl Scenario {
         let client = cluster.client();
         let old_id = executor_id("1.0.0");
         let new_id = executor_id("2.0.0");
-        let agent = ChildGuard::spawn(
-            "k8sm-agent",
-            &binary("k8sm-agent"),
-            &[
-                "simulate".into(),
-                format!("--kubeconfig={}", cluster.kubeconfig().display()),
-                format!("--new-executor-id={new_id}"),
-                format!("--initial-executor-id={old_id}"),
-                format!("--restart-delay={restart_delay}"),
-                "--selector=type=kwok".into(),
-            ]
-            .into_iter()
-            .chain(agent_args.iter().cloned())
-            .collect::<Vec<String>>(),
-            &cluster.dir().join("agent.log"),
-        );
+        let log = cluster.dir().join("agent.log");
+        let agent = spawn_agent(&cluster, &old_id, &new_id, restart_delay, agent_args, &log);
         let scenario = Self {
             cluster,
             client,
@@ -115,6 +107,22 @@ impl Scenario {
         scenario
     }
 
+    /// Replaces the simulated executors by a new agent process with the same base flags as [`Scenario::start`] plus
+    /// `extra`: the operator rolled out a fixed executor build. The old agent is stopped first; the log goes on in the
+    /// same file.
+    pub fn restart_agent(&mut self, restart_delay: &str, extra: &[String]) {
+        self.agent.kill_with(nix::sys::signal::Signal::SIGTERM);
+        let log = self.agent.log.clone();
+        self.agent = spawn_agent(
+            &self.cluster,
+            &self.old_id,
+            &self.new_id,
+            restart_delay,
+            extra,
+            &log,
+        );
+    }
+
     /// Starts a `k8sm-controller` with `extra` flags; its log is `controller-<index>.log` in the cluster dir.
     pub fn start_controller(&mut self, extra: &[&str]) -> usize {
         let kubeconfig = self.cluster.kubeconfig().to_owned();
@@ -122,7 +130,7 @@ impl Scenario {
     }
 
     /// Like [`Scenario::start_controller`], authenticated by another kubeconfig (e.g. a ServiceAccount token).
-    pub fn start_controller_as(&mut self, kubeconfig: &std::path::Path, extra: &[&str]) -> usize {
+    pub fn start_controller_as(&mut self, kubeconfig: &Path, extra: &[&str]) -> usize {
         let index = self.controllers.len();
         let mut args = vec![
             format!("--kubeconfig={}", kubeconfig.display()),
@@ -154,6 +162,16 @@ impl Scenario {
         );
         std::fs::write(&path, text).expect("kubeconfig written");
         path
+    }
+
+    /// A policy that upgrades every node to the new executor, `slots` nodes at a time, with every other field at its
+    /// default: the base the tests set their knobs on.
+    pub fn policy_spec(&self, slots: u32) -> ExecutorUpgradePolicySpec {
+        ExecutorUpgradePolicySpec {
+            target_executor_id: Some(self.new_id.clone()),
+            max_concurrent_nodes: MaxConcurrentNodes::count(slots).expect("at least one slot"),
+            ..ExecutorUpgradePolicySpec::default()
+        }
     }
 
     /// Creates a policy named `name`.
@@ -196,12 +214,39 @@ impl Scenario {
             .items
     }
 
+    /// The pods of the scenario's namespace.
     pub async fn pods(&self) -> Vec<Pod> {
-        Api::<Pod>::namespaced(self.client.clone(), &self.namespace)
-            .list(&ListParams::default())
+        pods_in(&self.client, &self.namespace).await
+    }
+
+    /// The pod `name` of the scenario's namespace, if it exists.
+    pub async fn pod(&self, name: &str) -> Option<Pod> {
+        get_pod_opt(&self.client, &self.namespace, name).await
+    }
+
+    /// The namespace's pods bound to `node`.
+    pub async fn pods_on(&self, node: &str) -> Vec<Pod> {
+        let mut pods = self.pods().await;
+        pods.retain(|p| node_of(p) == Some(node));
+        pods
+    }
+
+    /// The namespace's pods labelled `app=<app>`.
+    pub async fn app_pods(&self, app: &str) -> Vec<Pod> {
+        let mut pods = self.pods().await;
+        pods.retain(|p| p.labels().get("app").map(String::as_str) == Some(app));
+        pods
+    }
+
+    /// The namespace's pods that are not terminating: name → uid. A pod evicted or deleted leaves it, and its
+    /// replacement comes under another name.
+    pub async fn live_pods(&self) -> BTreeMap<String, String> {
+        self.pods()
             .await
-            .expect("pods")
-            .items
+            .into_iter()
+            .filter(is_live)
+            .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+            .collect()
     }
 
     /// Nodes that run the new executor and carry none of k8sm's upgrade state.
@@ -215,14 +260,7 @@ impl Scenario {
 
     /// Events with `reason`, in any namespace.
     pub async fn events(&self, reason: &str) -> Vec<Event> {
-        Api::<Event>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await
-            .expect("events")
-            .items
-            .into_iter()
-            .filter(|e| e.reason.as_deref() == Some(reason))
-            .collect()
+        with_reason(&self.client, reason).await
     }
 
     /// How many Evicted events name each pod (by UID): more than one means a decision was executed twice.
@@ -268,6 +306,31 @@ impl Scenario {
     }
 }
 
+/// The agent that simulates the executors of every KWOK node: they report `old_id` until told kamikaze, and come
+/// back with `new_id` `restart_delay` later (`extra` flags change that, e.g. `--never-restart=<node>`).
+fn spawn_agent(
+    cluster: &TestCluster,
+    old_id: &str,
+    new_id: &str,
+    restart_delay: &str,
+    extra: &[String],
+    log: &Path,
+) -> ChildGuard {
+    let args: Vec<String> = [
+        "simulate".to_owned(),
+        format!("--kubeconfig={}", cluster.kubeconfig().display()),
+        format!("--new-executor-id={new_id}"),
+        format!("--initial-executor-id={old_id}"),
+        format!("--restart-delay={restart_delay}"),
+        "--selector=type=kwok".to_owned(),
+    ]
+    .into_iter()
+    .chain(extra.iter().cloned())
+    .collect();
+    ChildGuard::spawn("k8sm-agent", &binary("k8sm-agent"), &args, log)
+}
+
+/// The node runs `new_id` and carries none of k8sm's upgrade state: no mark, no kamikaze, no cordon.
 pub fn is_upgraded(node: &Node, new_id: &str) -> bool {
     let annotations = node.annotations();
     annotations
@@ -292,21 +355,4 @@ pub fn is_ready(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// The cluster's kubectl with this workspace's `kubectl-k8sm` first on `PATH`, so that `kubectl k8sm …` runs the
-/// plugin as an operator would (kubectl finds plugins on `PATH`). Standard input is closed, as in a script.
-pub fn kubectl_with_plugin(cluster: &TestCluster) -> std::process::Command {
-    let plugin = binary("kubectl-k8sm");
-    let plugin_dir = plugin.parent().expect("the plugin's directory").to_owned();
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let path =
-        std::env::join_paths(std::iter::once(plugin_dir).chain(std::env::split_paths(&path)))
-            .expect("a valid PATH");
-    let mut kubectl = cluster.kubectl();
-    kubectl
-        .env("PATH", path)
-        .current_dir(crate::workspace_root())
-        .stdin(std::process::Stdio::null());
-    kubectl
 }

@@ -29,7 +29,8 @@ fn meta(name: &str, namespace: &str) -> ObjectMeta {
     }
 }
 
-fn pod_spec() -> PodSpec {
+/// A pod's spec whose one container KWOK "runs" (the image is never pulled), deleted at once when evicted.
+pub fn pod_spec() -> PodSpec {
     PodSpec {
         containers: vec![Container {
             name: "app".into(),
@@ -180,6 +181,16 @@ pub fn pdb_min_available(
             ..PodDisruptionBudgetSpec::default()
         }),
         ..PodDisruptionBudget::default()
+    }
+}
+
+/// `per_node` unmanaged pods on each of `nodes`, named `filler-<node>-<i>`: load that makes a node harder to drain.
+pub async fn fill_nodes(client: &Client, namespace: &str, nodes: &[String], per_node: usize) {
+    for node in nodes {
+        for i in 0..per_node {
+            let name = format!("filler-{node}-{i}");
+            create(client, &unmanaged_pod(namespace, &name, node, &[])).await;
+        }
     }
 }
 

@@ -17,22 +17,24 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, ReplicaSetSpec};
-use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PropagationPolicy};
+use kube::api::{DeleteParams, PropagationPolicy};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use k8sm_api::{
-    ExecutorUpgradePolicySpec, MaxConcurrentNodes, NodePhase, UnmanagedPodPolicy, UnmanagedPods,
-    condition_types, keys,
+    ExecutorUpgradePolicySpec, NodePhase, UnmanagedPodPolicy, UnmanagedPods, condition_types, keys,
 };
+use k8sm_e2e::events::{events_about, k8sm_events, print_k8sm_events};
+use k8sm_e2e::objects::{get_node, merge_patch, names, patch_node, pods_in};
 use k8sm_e2e::plugin;
-use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
-use k8sm_e2e::sla::SlaWatcher;
+use k8sm_e2e::scenario::{Scenario, is_upgraded};
+use k8sm_e2e::sla::{SlaWatcher, assert_no_violations};
+use k8sm_e2e::status::required_condition;
 use k8sm_e2e::workloads::{create, deployment};
 use k8sm_testcluster::node_name;
 
@@ -66,14 +68,14 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
 
     // node-0000: the incompatible-executor annotation is not a time.
     patch_node(
-        &scenario,
+        &client,
         &malformed,
         json!({ "metadata": { "annotations": { keys::INCOMPATIBLE_EXECUTOR_ANNOTATION: "yesterday" } } }),
     )
     .await;
     // node-0001: its executor reports garbage.
     patch_node(
-        &scenario,
+        &client,
         &garbage,
         json!({ "metadata": { "annotations": { keys::EXECUTOR_ID_ANNOTATION: "sha256:garbage" } } }),
     )
@@ -81,13 +83,13 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
     // node-0002: no executor reports anything. The simulated executors leave it first (they select `type=kwok`), or
     // they would publish an ID again; they see no change of a node they no longer select.
     patch_node(
-        &scenario,
+        &client,
         &no_id,
         json!({ "metadata": { "labels": { "type": null } } }),
     )
     .await;
     patch_node(
-        &scenario,
+        &client,
         &no_id,
         json!({ "metadata": { "annotations": { keys::EXECUTOR_ID_ANNOTATION: null } } }),
     )
@@ -115,8 +117,8 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
         &[HOLD],
     );
     create(&client, &sunset).await;
-    wait_ready(&scenario, NS, 8).await;
-    wait_ready(&scenario, OWNERS, 6).await;
+    scenario.wait_ready_in(NS, 8).await;
+    scenario.wait_ready_in(OWNERS, 6).await;
     sla.arm();
 
     // The ReplicaSet `orphan` goes with propagationPolicy Orphan: its pods stay, and the garbage collector removes
@@ -139,20 +141,19 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
         .await
         .expect("ghost deleted");
     // The Deployment `sunset` is scaled to 0: its pods are deleted, and their finalizer keeps them terminating.
-    Api::<Deployment>::namespaced(client.clone(), OWNERS)
-        .patch(
-            "sunset",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "replicas": 0 } })),
-        )
-        .await
-        .expect("sunset scaled to 0");
+    merge_patch::<Deployment>(
+        &client,
+        OWNERS,
+        "sunset",
+        json!({ "spec": { "replicas": 0 } }),
+    )
+    .await;
     let (orphans, ghosts, sunsets) = scenario
         .wait_until(
             "orphan's pods lost their owner, ghost is in deletion, sunset's pods terminate",
             SETUP,
             || async {
-                let pods = pods_in(&scenario, OWNERS).await;
+                let pods = pods_in(&client, OWNERS).await;
                 let by_app = |app: &str| -> Vec<Pod> {
                     pods.iter()
                         .filter(|p| p.labels().get("app").map(String::as_str) == Some(app))
@@ -188,7 +189,7 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
         )
         .await;
     assert_eq!(
-        get_node(&scenario, &no_id)
+        get_node(&client, &no_id)
             .await
             .annotations()
             .get(keys::EXECUTOR_ID_ANNOTATION),
@@ -216,7 +217,7 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
                 for pod in &sunsets {
                     for reason in ["Evicted", "DeletedUnmanagedPod", "DeletedFinishedPod"] {
                         assert!(
-                            events_about(&scenario, reason, pod).await.is_empty(),
+                            events_about(&scenario.client, reason, pod).await.is_empty(),
                             "terminating pod {pod}: {reason}"
                         );
                     }
@@ -238,11 +239,11 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
             },
         )
         .await;
-    dump_events(&scenario).await;
+    print_k8sm_events(&scenario.client).await;
 
     // The Events that tell the operator what happened with each bad input.
     let note = |e: &Event| e.note.clone().unwrap_or_default();
-    let about_idle: Vec<String> = k8sm_events(&scenario)
+    let about_idle: Vec<String> = k8sm_events(&scenario.client)
         .await
         .iter()
         .filter(|e| note(e).contains("idle"))
@@ -252,7 +253,7 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
         about_idle.is_empty(),
         "the Deployment of 0 replicas is nothing to report: {about_idle:?}"
     );
-    let malformed_events = events_about(&scenario, "MalformedAnnotation", &malformed).await;
+    let malformed_events = events_about(&scenario.client, "MalformedAnnotation", &malformed).await;
     assert_eq!(
         malformed_events.iter().map(note).collect::<Vec<_>>(),
         [format!(
@@ -262,7 +263,7 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
         "one MalformedAnnotation Event on {malformed}"
     );
     assert_eq!(
-        events_about(&scenario, "MalformedAnnotation", "fleet")
+        events_about(&scenario.client, "MalformedAnnotation", "fleet")
             .await
             .iter()
             .map(note)
@@ -276,7 +277,7 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
         let node = node.to_owned();
         let scenario = &scenario;
         async move {
-            events_about(scenario, "Marked", &node)
+            events_about(&scenario.client, "Marked", &node)
                 .await
                 .iter()
                 .map(note)
@@ -301,7 +302,7 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
     );
     for pod in &orphans {
         assert_eq!(
-            events_about(&scenario, "DeletedUnmanagedPod", pod)
+            events_about(&scenario.client, "DeletedUnmanagedPod", pod)
                 .await
                 .iter()
                 .map(note)
@@ -313,7 +314,7 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
     }
     for pod in &ghosts {
         assert_eq!(
-            events_about(&scenario, "DeletedUnmanagedPod", pod)
+            events_about(&scenario.client, "DeletedUnmanagedPod", pod)
                 .await
                 .iter()
                 .map(note)
@@ -340,24 +341,18 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
 
     // The node without an executor ID: an agent starts on it and obeys the kamikaze that waits for it.
     patch_node(
-        &scenario,
+        &client,
         &no_id,
         json!({ "metadata": { "labels": { "type": "kwok" } } }),
     )
     .await;
     // The finalizer of sunset's pods is done: they go, and their node with them.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), OWNERS);
     for pod in &sunsets {
-        pods.patch(
-            pod,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
-        )
-        .await
-        .expect("finalizer removed");
+        let done = json!({ "metadata": { "finalizers": null } });
+        merge_patch::<Pod>(&client, OWNERS, pod, done).await;
     }
-    wait_all_upgraded(&scenario, "fleet", 8).await;
-    let upgraded = events_about(&scenario, "Upgraded", &no_id).await;
+    scenario.wait_all_upgraded("fleet", 8, PROGRESS).await;
+    let upgraded = events_about(&scenario.client, "Upgraded", &no_id).await;
     assert_eq!(
         upgraded.iter().map(note).collect::<Vec<_>>(),
         [format!(
@@ -365,26 +360,15 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
             scenario.new_id
         )]
     );
-    let violations = sla.violations();
-    assert!(
-        violations.is_empty(),
-        "SLA violations:\n{}",
-        violations.join("\n")
-    );
+    assert_no_violations(&sla);
     assert!(
         !scenario.events("Evicted").await.is_empty(),
         "web's pods moved"
     );
     scenario.controllers[0].assert_running();
     // Remove the hold on ghost so nothing lingers.
-    replica_sets
-        .patch(
-            "ghost",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
-        )
-        .await
-        .expect("ghost released");
+    let released = json!({ "metadata": { "finalizers": null } });
+    merge_patch::<ReplicaSet>(&client, OWNERS, "ghost", released).await;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -401,7 +385,7 @@ async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded(
         .enumerate()
     {
         patch_node(
-            &scenario,
+            &client,
             &node_name(i),
             json!({ "metadata": { "labels": { "pool": pool } } }),
         )
@@ -410,7 +394,7 @@ async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded(
     let shared = [node_name(4), node_name(5)];
     let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
     create(&client, &deployment(NS, "web", 6)).await;
-    wait_ready(&scenario, NS, 6).await;
+    scenario.wait_ready_in(NS, 6).await;
     sla.arm();
 
     scenario.start_controller(&[]);
@@ -479,14 +463,15 @@ async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded(
     for name in &shared {
         assert_untouched(&scenario, name).await;
     }
-    dump_events(&scenario).await;
+    print_k8sm_events(&scenario.client).await;
 
     for (policy, other) in [("east", "west"), ("west", "east")] {
         let message = format!(
             "2 node(s) (node-0004, node-0005) also selected by policy {other}: neither policy acts on them; make the nodeSelectors disjoint"
         );
-        let status = scenario.policy(policy).await.status.expect("status");
-        let conflict = condition(&status.conditions, condition_types::CONFLICT);
+        let eup = scenario.policy(policy).await;
+        let status = eup.status.clone().expect("status");
+        let conflict = required_condition(&eup, condition_types::CONFLICT);
         assert_eq!(
             (
                 conflict.status.as_str(),
@@ -497,7 +482,7 @@ async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded(
             "{policy}"
         );
         assert_eq!(
-            events_about(&scenario, "PolicyConflict", policy)
+            events_about(&scenario.client, "PolicyConflict", policy)
                 .await
                 .iter()
                 .map(|e| e.note.clone().unwrap_or_default())
@@ -513,9 +498,9 @@ async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded(
         );
     }
 
-    let nowhere = scenario.policy("nowhere").await.status.expect("status");
+    let nowhere = scenario.policy("nowhere").await;
     let message = "spec.nodeSelector \"pool in (nowhere)\" selects none of the cluster's 6 nodes";
-    let degraded = condition(&nowhere.conditions, condition_types::DEGRADED);
+    let degraded = required_condition(&nowhere, condition_types::DEGRADED);
     assert_eq!(
         (
             degraded.status.as_str(),
@@ -528,13 +513,13 @@ async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded(
             format!("NoNodesSelected: {message}").as_str()
         )
     );
-    let upgraded = condition(&nowhere.conditions, condition_types::UPGRADED);
+    let upgraded = required_condition(&nowhere, condition_types::UPGRADED);
     assert_eq!(
         (upgraded.status.as_str(), upgraded.reason.as_str()),
         ("False", "NoNodesSelected")
     );
     assert_eq!(
-        events_about(&scenario, "NoNodesSelected", "nowhere")
+        events_about(&scenario.client, "NoNodesSelected", "nowhere")
             .await
             .iter()
             .map(|e| e.note.clone().unwrap_or_default())
@@ -554,12 +539,7 @@ async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded(
         "{text}"
     );
 
-    let violations = sla.violations();
-    assert!(
-        violations.is_empty(),
-        "SLA violations:\n{}",
-        violations.join("\n")
-    );
+    assert_no_violations(&sla);
     scenario.controllers[0].assert_running();
 }
 
@@ -569,10 +549,8 @@ async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded(
 
 fn fleet_spec(scenario: &Scenario, slots: u32) -> ExecutorUpgradePolicySpec {
     ExecutorUpgradePolicySpec {
-        target_executor_id: Some(scenario.new_id.clone()),
-        max_concurrent_nodes: MaxConcurrentNodes::count(slots).expect("at least one slot"),
         owner_health_threshold: THRESHOLD,
-        ..ExecutorUpgradePolicySpec::default()
+        ..scenario.policy_spec(slots)
     }
 }
 
@@ -639,72 +617,9 @@ fn pinned_replica_set(
     }
 }
 
-async fn patch_node(scenario: &Scenario, name: &str, patch: serde_json::Value) {
-    Api::<Node>::all(scenario.client.clone())
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap_or_else(|e| panic!("patching node {name}: {e}"));
-}
-
-async fn get_node(scenario: &Scenario, name: &str) -> Node {
-    Api::<Node>::all(scenario.client.clone())
-        .get(name)
-        .await
-        .unwrap_or_else(|e| panic!("node {name}: {e}"))
-}
-
-async fn pods_in(scenario: &Scenario, namespace: &str) -> Vec<Pod> {
-    Api::<Pod>::namespaced(scenario.client.clone(), namespace)
-        .list(&ListParams::default())
-        .await
-        .expect("pods")
-        .items
-}
-
-fn names(pods: &[Pod]) -> Vec<String> {
-    pods.iter().map(ResourceExt::name_any).collect()
-}
-
-async fn wait_ready(scenario: &Scenario, namespace: &str, count: usize) {
-    scenario
-        .wait_until(
-            &format!("{count} pods of {namespace} are ready"),
-            SETUP,
-            || async {
-                let ready = pods_in(scenario, namespace)
-                    .await
-                    .iter()
-                    .filter(|p| is_ready(p))
-                    .count();
-                (ready >= count).then_some(())
-            },
-        )
-        .await;
-}
-
-/// Waits until every one of the `total` nodes is upgraded, and the policy's status says so.
-async fn wait_all_upgraded(scenario: &Scenario, policy: &str, total: usize) {
-    let expected = format!("{total}/{total}");
-    scenario
-        .wait_until(
-            &format!("all {total} nodes are upgraded and {policy} reports {expected}"),
-            PROGRESS,
-            || async {
-                scenario.controllers[0].assert_running();
-                if scenario.upgraded_nodes().await != total {
-                    return None;
-                }
-                let status = scenario.policy(policy).await.status?;
-                (status.upgraded.as_deref() == Some(expected.as_str()) && status.nodes.is_empty())
-                    .then_some(())
-            },
-        )
-        .await;
-}
-
 /// Panics if k8sm touched the node in any way: a key, the taint, a cordon, a new executor, an Event.
 async fn assert_untouched(scenario: &Scenario, name: &str) {
-    let node = get_node(scenario, name).await;
+    let node = get_node(&scenario.client, name).await;
     let annotations = node.annotations();
     for key in [
         keys::INCOMPATIBLE_EXECUTOR_ANNOTATION,
@@ -738,61 +653,10 @@ async fn assert_untouched(scenario: &Scenario, name: &str) {
     );
     for reason in ["Marked", "Cordoned", "Admitted", "KamikazeSent"] {
         assert!(
-            events_about(scenario, reason, name).await.is_empty(),
+            events_about(&scenario.client, reason, name)
+                .await
+                .is_empty(),
             "a {reason} Event on {name}"
-        );
-    }
-}
-
-fn condition<'a>(
-    conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-    type_: &str,
-) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-    conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .unwrap_or_else(|| panic!("no {type_} condition in {conditions:?}"))
-}
-
-/// Events with `reason` about the object named `name` (a node, a policy or a pod of any namespace).
-async fn events_about(scenario: &Scenario, reason: &str, name: &str) -> Vec<Event> {
-    scenario
-        .events(reason)
-        .await
-        .into_iter()
-        .filter(|e| {
-            e.regarding
-                .as_ref()
-                .is_some_and(|r| r.name.as_deref() == Some(name))
-        })
-        .collect()
-}
-
-/// Every Event the controller recorded, oldest first.
-async fn k8sm_events(scenario: &Scenario) -> Vec<Event> {
-    let mut events: Vec<Event> = Api::<Event>::all(scenario.client.clone())
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| e.reporting_controller.as_deref() == Some("k8sm-controller"))
-        .collect();
-    events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-    events
-}
-
-/// Prints every Event of the controller, for the log of a run.
-async fn dump_events(scenario: &Scenario) {
-    for e in k8sm_events(scenario).await {
-        let r = e.regarding.clone().unwrap_or_default();
-        println!(
-            "{:<22} {}/{}{}: {}",
-            e.reason.unwrap_or_default(),
-            r.kind.unwrap_or_default(),
-            r.namespace.map(|n| format!("{n}/")).unwrap_or_default(),
-            r.name.unwrap_or_default(),
-            e.note.unwrap_or_default()
         );
     }
 }

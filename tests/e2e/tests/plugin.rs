@@ -19,37 +19,11 @@ use k8sm_api::{
     ExecutorIdentity, ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, UnmanagedPodPolicy,
     UnmanagedPods, binary_sha256_of, keys,
 };
-use k8sm_e2e::plugin::{k8sm, k8sm_fails, k8sm_ok};
-use k8sm_e2e::scenario::{Scenario, executor_id, kubectl_with_plugin};
+use k8sm_e2e::plugin::{blocked_rows, k8sm, k8sm_fails, k8sm_ok, kubectl_with_plugin};
+use k8sm_e2e::scenario::{Scenario, executor_id};
 use k8sm_e2e::workloads::{create, deployment, unmanaged_pod};
 use k8sm_e2e::{install_crd, kubectl_ok};
 use k8sm_testcluster::{ClusterOptions, TestCluster, node_name};
-
-fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-async fn wait_ready(scenario: &Scenario, count: usize) {
-    scenario
-        .wait_until(
-            &format!("{count} pods are ready"),
-            Duration::from_secs(120),
-            || async {
-                (scenario
-                    .pods()
-                    .await
-                    .iter()
-                    .filter(|p| pod_ready(p))
-                    .count()
-                    == count)
-                    .then_some(())
-            },
-        )
-        .await;
-}
 
 fn cordon(scenario: &Scenario, nodes: &[usize], on: bool) {
     for &i in nodes {
@@ -104,7 +78,7 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
     cordon(&scenario, &[1, 2, 3], true);
     create(&client, &deployment(NS, "web", 2)).await;
     create(&client, &deployment(NS, "api", 1)).await;
-    wait_ready(&scenario, 3).await;
+    scenario.wait_ready(3).await;
     cordon(&scenario, &[1, 2, 3], false);
     for node in 1..4 {
         for i in 0..3 {
@@ -115,7 +89,7 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
             .await;
         }
     }
-    wait_ready(&scenario, 12).await;
+    scenario.wait_ready(12).await;
     assert!(
         scenario
             .pods()
@@ -327,7 +301,7 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
     // node-0000 and node-0003, so both of those have pods to evict.
     cordon(&scenario, &[1, 2], true);
     create(&client, &deployment(NS, "web", 4)).await;
-    wait_ready(&scenario, 4).await;
+    scenario.wait_ready(4).await;
     cordon(&scenario, &[1, 2], false);
     create(&client, &unmanaged_pod(NS, "debug", &node_name(1), &[])).await;
     create(
@@ -340,7 +314,7 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
         ),
     )
     .await;
-    wait_ready(&scenario, 6).await;
+    scenario.wait_ready(6).await;
 
     scenario.start_controller(&[]);
     scenario
@@ -445,22 +419,15 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
             || async { (scenario.policy("fleet").await.status?.counts.blocked == 2).then_some(()) },
         )
         .await;
-    let blocked: Value =
-        serde_json::from_str(&k8sm_ok(cluster, &["blocked", "-o", "json"])).unwrap();
-    let rows: BTreeSet<(String, String, String, Option<String>)> = blocked["pods"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
+    let blocked = k8sm_ok(cluster, &["blocked", "-o", "json"]);
+    let rows: BTreeSet<(String, String, String, Option<String>)> = blocked_rows(&blocked)
+        .into_iter()
+        .map(|r| {
             (
-                p["node"].as_str().unwrap().to_owned(),
-                format!(
-                    "{}/{}",
-                    p["namespace"].as_str().unwrap(),
-                    p["name"].as_str().unwrap()
-                ),
-                p["reason"].as_str().unwrap().to_owned(),
-                p["owner"].as_str().map(str::to_owned),
+                r.node,
+                format!("{}/{}", r.namespace, r.name),
+                r.reason,
+                r.owner,
             )
         })
         .collect();
@@ -480,7 +447,7 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
                 None
             ),
         ]),
-        "exactly the pods that block: {blocked:#}"
+        "exactly the pods that block: {blocked}"
     );
     let table = k8sm_ok(cluster, &["blocked"]);
     let lines: Vec<&str> = table.lines().collect();

@@ -4,30 +4,31 @@
 //! target. Each test runs its own small cluster.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::DeleteParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use k8sm_api::{
-    DurationString, ExecutorUpgradePolicySpec, MaxConcurrentNodes, NodePhase, NodeStatus,
-    UnmanagedPodPolicy, UnmanagedPods, condition_types, keys,
+    ExecutorUpgradePolicySpec, NodePhase, UnmanagedPodPolicy, UnmanagedPods, condition_types, keys,
 };
+use k8sm_e2e::events::{events_about, first_seen};
+use k8sm_e2e::nodes::{annotation, has_k8sm_state, is_cordoned, is_marked};
+use k8sm_e2e::objects::{get_node, merge_patch, patch_node};
 use k8sm_e2e::scenario::{Scenario, is_upgraded};
-use k8sm_e2e::sla::SlaWatcher;
+use k8sm_e2e::sla::{SlaWatcher, assert_no_violations};
+use k8sm_e2e::status::{is_true, status_entry};
+use k8sm_e2e::waits::observe_for;
 use k8sm_e2e::workloads::{create, deployment, pdb_min_available, unmanaged_pod};
 use k8sm_testcluster::node_name;
 
 const POLICY: &str = "fleet";
 /// Generous deadlines: the clusters of this file run two at a time on small machines.
-const SETUP: Duration = Duration::from_secs(120);
 const PROGRESS: Duration = Duration::from_secs(180);
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -43,20 +44,22 @@ async fn unmanaged_delete_goes_once_owned_pods_are_gone() {
     let node = node_name(0);
     // Three replicas on one node, with a 90% threshold: they can only move one at a time, so the unmanaged pod has
     // to wait for owned pods of its node at least once.
-    pin_to(&scenario, &node, 3, || async {
-        create(&scenario.client, &deployment(NS, "web", 3)).await;
-    })
-    .await;
+    scenario
+        .pin_to(&node, 3, || async {
+            create(&scenario.client, &deployment(NS, "web", 3)).await;
+        })
+        .await;
     create(&scenario.client, &unmanaged_pod(NS, "debug", &node, &[])).await;
-    wait_ready(&scenario, 4).await;
-    let owned_on_node: Vec<String> = pods_on(&scenario, &node)
+    scenario.wait_ready(4).await;
+    let owned_on_node: Vec<String> = scenario
+        .pods_on(&node)
         .await
         .iter()
         .filter(|p| p.name_any() != "debug")
         .map(ResourceExt::name_any)
         .collect();
     assert_eq!(owned_on_node.len(), 3, "the Deployment's pods on {node}");
-    let debug_uid = pod(&scenario, "debug").await.and_then(|p| p.uid());
+    let debug_uid = scenario.pod("debug").await.and_then(|p| p.uid());
 
     scenario.start_controller(&[]);
     scenario
@@ -65,21 +68,21 @@ async fn unmanaged_delete_goes_once_owned_pods_are_gone() {
             spec(&scenario, 1, 90, UnmanagedPodPolicy::Delete, None),
         )
         .await;
-    wait_all_upgraded(&scenario, 3).await;
+    scenario.wait_all_upgraded(POLICY, 3, PROGRESS).await;
 
-    assert!(pod(&scenario, "debug").await.is_none(), "debug is deleted");
-    let deleted = events_about(&scenario, "DeletedUnmanagedPod", "debug").await;
+    assert!(scenario.pod("debug").await.is_none(), "debug is deleted");
+    let deleted = events_about(&scenario.client, "DeletedUnmanagedPod", "debug").await;
     assert_eq!(deleted.len(), 1, "one DeletedUnmanagedPod event on debug");
     assert_eq!(
         deleted[0].regarding.as_ref().and_then(|r| r.uid.clone()),
         debug_uid,
         "the event names the pod that was there"
     );
-    let deleted_at = event_time(&deleted[0]);
+    let deleted_at = first_seen(&deleted[0]);
     for name in &owned_on_node {
-        let evicted = events_about(&scenario, "Evicted", name).await;
+        let evicted = events_about(&scenario.client, "Evicted", name).await;
         assert_eq!(evicted.len(), 1, "{name} evicted once");
-        let evicted_at = event_time(&evicted[0]);
+        let evicted_at = first_seen(&evicted[0]);
         assert!(
             evicted_at < deleted_at,
             "{name} evicted at {evicted_at}, after the unmanaged pod was deleted at {deleted_at}"
@@ -88,7 +91,7 @@ async fn unmanaged_delete_goes_once_owned_pods_are_gone() {
     // The rule was exercised, not only satisfied by chance: while the second replica waited for its owner, the
     // unmanaged pod was reported waiting too.
     assert!(
-        !events_about(&scenario, "WaitingForOwner", "debug")
+        !events_about(&scenario.client, "WaitingForOwner", "debug")
             .await
             .is_empty(),
         "a WaitingForOwner event on debug while owned pods of {node} waited"
@@ -106,7 +109,7 @@ async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
     let node = node_name(0);
     create(&scenario.client, &deployment(NS, "web", 2)).await;
     create(&scenario.client, &unmanaged_pod(NS, "scratch", &node, &[])).await;
-    wait_ready(&scenario, 3).await;
+    scenario.wait_ready(3).await;
 
     scenario.start_controller(&[]);
     scenario
@@ -123,7 +126,7 @@ async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
         .await;
     let marked_at = scenario
         .wait_until(&format!("{node} is marked"), PROGRESS, || async {
-            let node = get_node(&scenario, &node).await;
+            let node = get_node(&scenario.client, &node).await;
             node.annotations()
                 .get(keys::INCOMPATIBLE_EXECUTOR_ANNOTATION)
                 .map(|t| parse_time(t))
@@ -137,7 +140,7 @@ async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
             &format!("{node} is Draining with the unmanaged pod left"),
             PROGRESS,
             || async {
-                let status = node_status(&scenario, &node).await?;
+                let status = status_entry(&scenario.policy(POLICY).await, &node)?;
                 (status.phase == NodePhase::Draining && status.pods_left >= 1).then_some(())
             },
         )
@@ -149,7 +152,8 @@ async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
             "the unmanaged pod is deleted",
             Duration::from_secs(120),
             || async {
-                let gone = pod(&scenario, "scratch")
+                let gone = scenario
+                    .pod("scratch")
                     .await
                     .is_none_or(|p| p.metadata.deletion_timestamp.is_some());
                 gone.then(Utc::now)
@@ -162,13 +166,13 @@ async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
             "the DeletedUnmanagedPod event of scratch",
             Duration::from_secs(30),
             || async {
-                let events = events_about(&scenario, "DeletedUnmanagedPod", "scratch").await;
+                let events = events_about(&scenario.client, "DeletedUnmanagedPod", "scratch").await;
                 (!events.is_empty()).then_some(events)
             },
         )
         .await;
     assert_eq!(deleted.len(), 1, "one DeletedUnmanagedPod event on scratch");
-    let event_at = event_time(&deleted[0]);
+    let event_at = first_seen(&deleted[0]);
     for (what, at) in [
         ("seen deleted", seen_deleted_at),
         ("DeletedUnmanagedPod event", event_at),
@@ -186,7 +190,7 @@ async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
         "marked at {marked_at}, deletable from {deadline}; seen deleted at {seen_deleted_at}, \
          DeletedUnmanagedPod at {event_at}"
     );
-    wait_all_upgraded(&scenario, 3).await;
+    scenario.wait_all_upgraded(POLICY, 3, PROGRESS).await;
 }
 
 /// `Never`: the node with an unmanaged pod ends Blocked (status and `BlockedUnmanagedPod` Event) while the other
@@ -198,8 +202,8 @@ async fn unmanaged_never_blocks_its_node_until_an_operator_deletes_it() {
     let node = node_name(0);
     create(&scenario.client, &deployment(NS, "web", 4)).await;
     create(&scenario.client, &unmanaged_pod(NS, "pet", &node, &[])).await;
-    wait_ready(&scenario, 5).await;
-    let pet_uid = pod(&scenario, "pet").await.and_then(|p| p.uid());
+    scenario.wait_ready(5).await;
+    let pet_uid = scenario.pod("pet").await.and_then(|p| p.uid());
 
     scenario.start_controller(&[]);
     scenario
@@ -213,10 +217,9 @@ async fn unmanaged_never_blocks_its_node_until_an_operator_deletes_it() {
             &format!("{node} is Blocked and the 3 other nodes are upgraded"),
             PROGRESS,
             || async {
-                let blocked = node_status(&scenario, &node)
-                    .await
+                let blocked = status_entry(&scenario.policy(POLICY).await, &node)
                     .is_some_and(|s| s.phase == NodePhase::Blocked);
-                let reported = !events_about(&scenario, "BlockedUnmanagedPod", "pet")
+                let reported = !events_about(&scenario.client, "BlockedUnmanagedPod", "pet")
                     .await
                     .is_empty();
                 let others = scenario.upgraded_nodes().await == 3;
@@ -235,9 +238,9 @@ async fn unmanaged_never_blocks_its_node_until_an_operator_deletes_it() {
         "status.blockedPods reports pet: {:?}",
         status.blocked_pods
     );
-    let blocked_node = get_node(&scenario, &node).await;
+    let blocked_node = get_node(&scenario.client, &node).await;
     assert_eq!(
-        executor_of(&blocked_node),
+        annotation(&blocked_node, keys::EXECUTOR_ID_ANNOTATION),
         Some(scenario.old_id.as_str()),
         "the blocked node keeps its old executor"
     );
@@ -247,7 +250,7 @@ async fn unmanaged_never_blocks_its_node_until_an_operator_deletes_it() {
             .contains_key(keys::KAMIKAZE_ANNOTATION),
         "no kamikaze for a node with a pod left"
     );
-    let pet = pod(&scenario, "pet").await.expect("pet is never deleted");
+    let pet = scenario.pod("pet").await.expect("pet is never deleted");
     assert_eq!(pet.uid(), pet_uid);
     assert!(pet.metadata.deletion_timestamp.is_none());
     assert!(scenario.events("DeletedUnmanagedPod").await.is_empty());
@@ -257,7 +260,7 @@ async fn unmanaged_never_blocks_its_node_until_an_operator_deletes_it() {
         .delete("pet", &DeleteParams::default())
         .await
         .expect("pet deleted by hand");
-    wait_all_upgraded(&scenario, 4).await;
+    scenario.wait_all_upgraded(POLICY, 4, PROGRESS).await;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -272,14 +275,14 @@ async fn opt_out_node_is_never_drained() {
     let mut scenario = Scenario::start(3, NS, "1s").await;
     let node = node_name(0);
     patch_node(
-        &scenario,
+        &scenario.client,
         &node,
         json!({ "metadata": { "labels": { keys::UPGRADE_OPT_OUT_LABEL: keys::UPGRADE_OPT_OUT_VALUE } } }),
     )
     .await;
     create(&scenario.client, &deployment(NS, "web", 3)).await;
     create(&scenario.client, &unmanaged_pod(NS, "debug", &node, &[])).await;
-    wait_ready(&scenario, 4).await;
+    scenario.wait_ready(4).await;
     let untouched = Untouched::record(&scenario, std::slice::from_ref(&node)).await;
     assert!(
         untouched.pods.contains_key("debug"),
@@ -317,14 +320,16 @@ async fn opt_out_node_is_never_drained() {
         "the opted-out node is never drained: {reported:?}"
     );
     assert!(
-        !events_about(&scenario, "BlockedOptOut", &node)
+        !events_about(&scenario.client, "BlockedOptOut", &node)
             .await
             .is_empty(),
         "a BlockedOptOut event on {node}"
     );
     for reason in ["Cordoned", "KamikazeSent", "Upgraded"] {
         assert!(
-            events_about(&scenario, reason, &node).await.is_empty(),
+            events_about(&scenario.client, reason, &node)
+                .await
+                .is_empty(),
             "no {reason} event on {node}"
         );
     }
@@ -349,11 +354,11 @@ async fn opt_out_pod_blocks_its_node() {
         ),
     )
     .await;
-    wait_ready(&scenario, 4).await;
-    let keeper_uid = pod(&scenario, "keeper").await.and_then(|p| p.uid());
+    scenario.wait_ready(4).await;
+    let keeper_uid = scenario.pod("keeper").await.and_then(|p| p.uid());
     scenario.start_controller(&[]);
     let keeper_stays = || async {
-        let keeper = pod(&scenario, "keeper").await;
+        let keeper = scenario.pod("keeper").await;
         assert!(
             keeper
                 .as_ref()
@@ -375,10 +380,9 @@ async fn opt_out_pod_blocks_its_node() {
             PROGRESS,
             || async {
                 keeper_stays().await;
-                let blocked = node_status(&scenario, &node)
-                    .await
+                let blocked = status_entry(&scenario.policy(POLICY).await, &node)
                     .is_some_and(|s| s.phase == NodePhase::Blocked);
-                let reported = !events_about(&scenario, "BlockedOptOut", "keeper")
+                let reported = !events_about(&scenario.client, "BlockedOptOut", "keeper")
                     .await
                     .is_empty();
                 let others = scenario.upgraded_nodes().await == 2;
@@ -397,29 +401,21 @@ async fn opt_out_pod_blocks_its_node() {
         status.blocked_pods
     );
     assert!(
-        events_about(&scenario, "DeletedUnmanagedPod", "keeper")
+        events_about(&scenario.client, "DeletedUnmanagedPod", "keeper")
             .await
             .is_empty()
     );
     assert!(!is_upgraded(
-        &get_node(&scenario, &node).await,
+        &get_node(&scenario.client, &node).await,
         &scenario.new_id
     ));
 
     // The operator lifts the opt-out: the pod is now an ordinary unmanaged pod under Delete.
-    Api::<Pod>::namespaced(scenario.client.clone(), NS)
-        .patch(
-            "keeper",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({ "metadata": { "labels": { keys::UPGRADE_OPT_OUT_LABEL: null } } }),
-            ),
-        )
-        .await
-        .expect("label removed");
-    wait_all_upgraded(&scenario, 3).await;
+    let opt_in = json!({ "metadata": { "labels": { keys::UPGRADE_OPT_OUT_LABEL: null } } });
+    merge_patch::<Pod>(&scenario.client, NS, "keeper", opt_in).await;
+    scenario.wait_all_upgraded(POLICY, 3, PROGRESS).await;
     assert_eq!(
-        events_about(&scenario, "DeletedUnmanagedPod", "keeper")
+        events_about(&scenario.client, "DeletedUnmanagedPod", "keeper")
             .await
             .len(),
         1
@@ -442,8 +438,8 @@ async fn pause_stops_evictions_and_resume_continues() {
         &unmanaged_pod(NS, "debug", &node_name(1), &[]),
     )
     .await;
-    wait_ready(&scenario, 4).await;
-    let pods_before = pod_uids(&scenario).await;
+    scenario.wait_ready(4).await;
+    let pods_before = scenario.live_pods().await;
 
     scenario.start_controller(&[]);
     let mut paused = spec(&scenario, 3, 50, UnmanagedPodPolicy::Delete, None);
@@ -457,11 +453,7 @@ async fn pause_stops_evictions_and_resume_continues() {
             PROGRESS,
             || async {
                 let marked = scenario.nodes().await.iter().all(is_marked);
-                let paused = scenario
-                    .policy(POLICY)
-                    .await
-                    .status
-                    .is_some_and(|s| condition_is_true(&s.conditions, condition_types::PAUSED));
+                let paused = is_true(&scenario.policy(POLICY).await, condition_types::PAUSED);
                 (marked && paused).then_some(())
             },
         )
@@ -469,7 +461,7 @@ async fn pause_stops_evictions_and_resume_continues() {
     let nothing_moves = || async {
         for node in scenario.nodes().await {
             let name = node.name_any();
-            assert!(!cordoned(&node), "{name} cordoned while paused");
+            assert!(!is_cordoned(&node), "{name} cordoned while paused");
             for key in [keys::DRAINING_ANNOTATION, keys::KAMIKAZE_ANNOTATION] {
                 assert!(
                     !node.annotations().contains_key(key),
@@ -484,7 +476,7 @@ async fn pause_stops_evictions_and_resume_continues() {
             );
         }
         assert_eq!(
-            pod_uids(&scenario).await,
+            scenario.live_pods().await,
             pods_before,
             "no pod evicted or deleted while paused"
         );
@@ -498,9 +490,9 @@ async fn pause_stops_evictions_and_resume_continues() {
     scenario
         .patch_policy(POLICY, json!({ "paused": false }))
         .await;
-    wait_all_upgraded(&scenario, 3).await;
+    scenario.wait_all_upgraded(POLICY, 3, PROGRESS).await;
     assert!(!scenario.events("Evicted").await.is_empty());
-    assert!(pod(&scenario, "debug").await.is_none());
+    assert!(scenario.pod("debug").await.is_none());
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -522,21 +514,10 @@ async fn pdb_stricter_than_threshold_is_respected_and_reported() {
     )
     .await;
     let sla = SlaWatcher::start(scenario.client.clone(), NS, u32::from(THRESHOLD));
-    wait_ready(&scenario, 4).await;
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(scenario.client.clone(), NS);
-    scenario
-        .wait_until("the budget allows no disruption", SETUP, || async {
-            let pdb = pdbs.get("web").await.ok()?;
-            let generation = pdb.metadata.generation;
-            let status = pdb.status?;
-            (status.observed_generation == generation
-                && status.current_healthy == Some(4)
-                && status.disruptions_allowed == Some(0))
-            .then_some(())
-        })
-        .await;
+    scenario.wait_ready(4).await;
+    scenario.wait_budget("web", 4, 0).await;
     sla.arm();
-    let web_before = pod_uids(&scenario).await;
+    let web_before = scenario.live_pods().await;
 
     scenario.start_controller(&[]);
     scenario
@@ -552,7 +533,7 @@ async fn pdb_stricter_than_threshold_is_respected_and_reported() {
                 .blocked_pods
                 .iter()
                 .find(|p| p.reason == "BlockedByPDB")?;
-            let evented = !events_about(&scenario, "BlockedByPDB", &entry.name)
+            let evented = !events_about(&scenario.client, "BlockedByPDB", &entry.name)
                 .await
                 .is_empty();
             evented.then(|| (entry.node.clone(), entry.name.clone()))
@@ -564,8 +545,12 @@ async fn pdb_stricter_than_threshold_is_respected_and_reported() {
             scenario.events("Evicted").await.is_empty(),
             "no eviction while the budget allows no disruption"
         );
-        assert_eq!(pod_uids(&scenario).await, web_before, "every web pod stays");
-        let phase = node_status(&scenario, &blocked_node).await.map(|s| s.phase);
+        assert_eq!(
+            scenario.live_pods().await,
+            web_before,
+            "every web pod stays"
+        );
+        let phase = status_entry(&scenario.policy(POLICY).await, &blocked_node).map(|s| s.phase);
         assert!(
             matches!(phase, Some(NodePhase::Draining | NodePhase::Blocked)),
             "{blocked_node} keeps waiting for the budget, not drained: {phase:?}"
@@ -573,25 +558,15 @@ async fn pdb_stricter_than_threshold_is_respected_and_reported() {
     };
     observe_for(Duration::from_secs(4), holds_its_pods).await;
 
-    pdbs.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "spec": { "minAvailable": 3 } })),
-    )
-    .await
-    .expect("budget relaxed");
-    wait_all_upgraded(&scenario, 3).await;
+    let relaxed = json!({ "spec": { "minAvailable": 3 } });
+    merge_patch::<PodDisruptionBudget>(&scenario.client, NS, "web", relaxed).await;
+    scenario.wait_all_upgraded(POLICY, 3, PROGRESS).await;
 
     assert!(
         !scenario.events("Evicted").await.is_empty(),
         "the web pods were evicted once the budget allowed it"
     );
-    let violations = sla.violations();
-    assert!(
-        violations.is_empty(),
-        "SLA violations:\n{}",
-        violations.join("\n")
-    );
+    assert_no_violations(&sla);
     for record in sla.records() {
         assert!(
             record.min_ready >= 3,
@@ -615,10 +590,11 @@ async fn hand_marked_node_is_drained_without_a_target() {
     let mut scenario = Scenario::start(3, NS, "1s").await;
     let marked = node_name(1);
     let others = [node_name(0), node_name(2)];
-    pin_to(&scenario, &marked, 3, || async {
-        create(&scenario.client, &deployment(NS, "web", 3)).await;
-    })
-    .await;
+    scenario
+        .pin_to(&marked, 3, || async {
+            create(&scenario.client, &deployment(NS, "web", 3)).await;
+        })
+        .await;
     for other in &others {
         create(
             &scenario.client,
@@ -626,8 +602,9 @@ async fn hand_marked_node_is_drained_without_a_target() {
         )
         .await;
     }
-    wait_ready(&scenario, 5).await;
-    let on_marked: Vec<String> = pods_on(&scenario, &marked)
+    scenario.wait_ready(5).await;
+    let on_marked: Vec<String> = scenario
+        .pods_on(&marked)
         .await
         .iter()
         .map(ResourceExt::name_any)
@@ -658,7 +635,7 @@ async fn hand_marked_node_is_drained_without_a_target() {
     // Marked by hand, as an external component would: the label and the RFC 3339 annotation.
     let now = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     patch_node(
-        &scenario,
+        &scenario.client,
         &marked,
         json!({ "metadata": {
             "labels": { keys::INCOMPATIBLE_EXECUTOR_LABEL: keys::INCOMPATIBLE_EXECUTOR_LABEL_VALUE },
@@ -672,7 +649,7 @@ async fn hand_marked_node_is_drained_without_a_target() {
             PROGRESS,
             || async {
                 untouched.check(&scenario).await;
-                let node = get_node(&scenario, &marked).await;
+                let node = get_node(&scenario.client, &marked).await;
                 (is_upgraded(&node, &scenario.new_id) && !has_k8sm_state(&node)).then_some(())
             },
         )
@@ -681,12 +658,13 @@ async fn hand_marked_node_is_drained_without_a_target() {
 
     for name in &on_marked {
         assert_eq!(
-            events_about(&scenario, "Evicted", name).await.len(),
+            events_about(&scenario.client, "Evicted", name).await.len(),
             1,
             "{name} was evicted from {marked}"
         );
     }
-    let left: Vec<String> = pods_on(&scenario, &marked)
+    let left: Vec<String> = scenario
+        .pods_on(&marked)
         .await
         .iter()
         .map(ResourceExt::name_any)
@@ -695,14 +673,16 @@ async fn hand_marked_node_is_drained_without_a_target() {
     assert!(left.is_empty(), "pods left on {marked}: {left:?}");
     for reason in ["Cordoned", "KamikazeSent", "Upgraded"] {
         assert_eq!(
-            events_about(&scenario, reason, &marked).await.len(),
+            events_about(&scenario.client, reason, &marked).await.len(),
             1,
             "one {reason} event on {marked}"
         );
     }
     for other in &others {
         assert!(
-            events_about(&scenario, "Cordoned", other).await.is_empty(),
+            events_about(&scenario.client, "Cordoned", other)
+                .await
+                .is_empty(),
             "{other} never cordoned"
         );
     }
@@ -721,103 +701,13 @@ fn spec(
     timeout: Option<&str>,
 ) -> ExecutorUpgradePolicySpec {
     ExecutorUpgradePolicySpec {
-        target_executor_id: Some(scenario.new_id.clone()),
-        max_concurrent_nodes: MaxConcurrentNodes::count(slots).expect("at least one slot"),
         owner_health_threshold: threshold,
         unmanaged_pods: UnmanagedPods {
             policy: unmanaged,
-            timeout: timeout.map(|t| t.parse::<DurationString>().expect("a duration")),
+            timeout: timeout.map(|t| t.parse().expect("a duration")),
         },
-        ..ExecutorUpgradePolicySpec::default()
+        ..scenario.policy_spec(slots)
     }
-}
-
-/// Runs `create` while only `node` is schedulable, waits until `ready` pods of the namespace are ready, and makes
-/// every node schedulable again.
-async fn pin_to<F, Fut>(scenario: &Scenario, node: &str, ready: usize, create: F)
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let others: Vec<String> = scenario
-        .nodes()
-        .await
-        .iter()
-        .map(ResourceExt::name_any)
-        .filter(|n| n != node)
-        .collect();
-    for other in &others {
-        patch_node(
-            scenario,
-            other,
-            json!({ "spec": { "unschedulable": true } }),
-        )
-        .await;
-    }
-    create().await;
-    wait_ready(scenario, ready).await;
-    for other in &others {
-        patch_node(
-            scenario,
-            other,
-            json!({ "spec": { "unschedulable": null } }),
-        )
-        .await;
-    }
-}
-
-async fn wait_ready(scenario: &Scenario, count: usize) {
-    scenario
-        .wait_until(&format!("{count} pods are ready"), SETUP, || async {
-            let ready = scenario
-                .pods()
-                .await
-                .iter()
-                .filter(|p| pod_ready(p))
-                .count();
-            (ready >= count).then_some(())
-        })
-        .await;
-}
-
-/// Waits until every one of the `total` nodes runs the new executor without upgrade state, and the status says so.
-async fn wait_all_upgraded(scenario: &Scenario, total: usize) {
-    scenario
-        .wait_until(
-            &format!("all {total} nodes are upgraded"),
-            PROGRESS,
-            || async {
-                scenario.controllers[0].assert_running();
-                (scenario.upgraded_nodes().await == total).then_some(())
-            },
-        )
-        .await;
-    let expected = format!("{total}/{total}");
-    scenario
-        .wait_until(
-            &format!("the status reports {expected}"),
-            Duration::from_secs(30),
-            || async {
-                let status = scenario.policy(POLICY).await.status?;
-                (status.upgraded.as_deref() == Some(expected.as_str()) && status.nodes.is_empty())
-                    .then_some(())
-            },
-        )
-        .await;
-}
-
-/// Calls `check` (which panics on a violation) every 250 ms for `duration`.
-async fn observe_for<F, Fut>(duration: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let end = Instant::now() + duration;
-    while Instant::now() < end {
-        check().await;
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    check().await;
 }
 
 /// Nodes that k8sm must never touch, and the pods that ran on them.
@@ -832,7 +722,7 @@ impl Untouched {
     async fn record(scenario: &Scenario, nodes: &[String]) -> Self {
         let mut pods = BTreeMap::new();
         for node in nodes {
-            for pod in pods_on(scenario, node).await {
+            for pod in scenario.pods_on(node).await {
                 pods.insert(pod.name_any(), pod.uid().unwrap_or_default());
             }
         }
@@ -847,8 +737,8 @@ impl Untouched {
     /// evicted or deleted.
     async fn check(&self, scenario: &Scenario) {
         for name in &self.nodes {
-            let node = get_node(scenario, name).await;
-            assert!(!cordoned(&node), "{name} was cordoned");
+            let node = get_node(&scenario.client, name).await;
+            assert!(!is_cordoned(&node), "{name} was cordoned");
             for key in [
                 keys::DRAINING_ANNOTATION,
                 keys::KAMIKAZE_ANNOTATION,
@@ -858,12 +748,12 @@ impl Untouched {
                 assert!(!node.annotations().contains_key(key), "{name} has {key}");
             }
             assert_eq!(
-                executor_of(&node),
+                annotation(&node, keys::EXECUTOR_ID_ANNOTATION),
                 Some(self.old_id.as_str()),
                 "{name} keeps its old executor"
             );
         }
-        let now = pod_uids(scenario).await;
+        let now = scenario.live_pods().await;
         for (pod, uid) in &self.pods {
             assert_eq!(
                 now.get(pod),
@@ -872,162 +762,6 @@ impl Untouched {
             );
         }
     }
-}
-
-/// Whether `node` carries any of k8sm's keys (label, annotations, taint) or is cordoned.
-fn has_k8sm_state(node: &Node) -> bool {
-    let annotations = node.annotations();
-    let taint = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| {
-            t.iter()
-                .any(|t| t.key == keys::INCOMPATIBLE_EXECUTOR_TAINT_KEY)
-        });
-    [
-        keys::INCOMPATIBLE_EXECUTOR_ANNOTATION,
-        keys::KAMIKAZE_ANNOTATION,
-        keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
-        keys::DRAINING_ANNOTATION,
-        keys::CORDONED_BY_ANNOTATION,
-    ]
-    .iter()
-    .any(|key| annotations.contains_key(*key))
-        || node
-            .labels()
-            .contains_key(keys::INCOMPATIBLE_EXECUTOR_LABEL)
-        || taint
-        || cordoned(node)
-}
-
-/// Marked incompatible: label, annotation and taint.
-fn is_marked(node: &Node) -> bool {
-    node.labels()
-        .get(keys::INCOMPATIBLE_EXECUTOR_LABEL)
-        .is_some_and(|v| v == keys::INCOMPATIBLE_EXECUTOR_LABEL_VALUE)
-        && node
-            .annotations()
-            .contains_key(keys::INCOMPATIBLE_EXECUTOR_ANNOTATION)
-        && node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|t| {
-                t.iter().any(|t| {
-                    t.key == keys::INCOMPATIBLE_EXECUTOR_TAINT_KEY
-                        && t.effect == keys::INCOMPATIBLE_EXECUTOR_TAINT_EFFECT
-                })
-            })
-}
-
-fn cordoned(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false)
-}
-
-fn executor_of(node: &Node) -> Option<&str> {
-    node.annotations()
-        .get(keys::EXECUTOR_ID_ANNOTATION)
-        .map(String::as_str)
-}
-
-async fn get_node(scenario: &Scenario, name: &str) -> Node {
-    Api::<Node>::all(scenario.client.clone())
-        .get(name)
-        .await
-        .unwrap_or_else(|e| panic!("node {name}: {e}"))
-}
-
-async fn patch_node(scenario: &Scenario, name: &str, patch: serde_json::Value) {
-    Api::<Node>::all(scenario.client.clone())
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap_or_else(|e| panic!("patching node {name}: {e}"));
-}
-
-async fn pod(scenario: &Scenario, name: &str) -> Option<Pod> {
-    Api::<Pod>::namespaced(scenario.client.clone(), &scenario.namespace)
-        .get_opt(name)
-        .await
-        .expect("pods can be read")
-}
-
-async fn pods_on(scenario: &Scenario, node: &str) -> Vec<Pod> {
-    scenario
-        .pods()
-        .await
-        .into_iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-        .collect()
-}
-
-/// The namespace's live (not terminating) pods: name → uid.
-async fn pod_uids(scenario: &Scenario) -> BTreeMap<String, String> {
-    scenario
-        .pods()
-        .await
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
-        .collect()
-}
-
-fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// The status entry of `node` in the policy's status, if it is not Compatible.
-async fn node_status(scenario: &Scenario, node: &str) -> Option<NodeStatus> {
-    scenario
-        .policy(POLICY)
-        .await
-        .status?
-        .nodes
-        .into_iter()
-        .find(|n| n.name == node)
-}
-
-fn condition_is_true(
-    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-    type_: &str,
-) -> bool {
-    conditions
-        .iter()
-        .any(|c| c.type_ == type_ && c.status == "True")
-}
-
-/// Events with `reason` about the object named `name` (a pod of the scenario's namespace, a node or a policy).
-async fn events_about(scenario: &Scenario, reason: &str, name: &str) -> Vec<Event> {
-    scenario
-        .events(reason)
-        .await
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().is_some_and(|r| {
-                r.name.as_deref() == Some(name)
-                    && (r.kind.as_deref() != Some("Pod")
-                        || r.namespace.as_deref() == Some(scenario.namespace.as_str()))
-            })
-        })
-        .collect()
-}
-
-/// When an Event happened: its eventTime (microseconds), else its creation time.
-fn event_time(event: &Event) -> DateTime<Utc> {
-    let ts = event
-        .event_time
-        .as_ref()
-        .map(|t| t.0)
-        .or_else(|| event.metadata.creation_timestamp.as_ref().map(|t| t.0))
-        .expect("an Event has a time");
-    DateTime::from_timestamp(ts.as_second(), ts.subsec_nanosecond().max(0) as u32)
-        .expect("a representable time")
 }
 
 fn parse_time(text: &str) -> DateTime<Utc> {

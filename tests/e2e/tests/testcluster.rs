@@ -1,15 +1,17 @@
 //! The harness itself: real components, the pinned version, KWOK nodes running real workloads, RBAC, and no process
 //! left behind.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodTemplateSpec, ServiceAccount};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 
+use k8sm_e2e::objects::node_of;
+use k8sm_e2e::scenario::is_ready;
+use k8sm_e2e::workloads::deployment;
 use k8sm_e2e::{kubectl, kubectl_ok};
 use k8sm_testcluster::{ClusterOptions, TestCluster};
 
@@ -62,7 +64,7 @@ async fn real_cluster_runs_workloads_on_kwok_nodes_and_stops_cleanly() {
     cluster.create_namespace("harness").await.unwrap();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "harness");
     deployments
-        .create(&PostParams::default(), &deployment("web", 6))
+        .create(&PostParams::default(), &deployment("harness", "web", 6))
         .await
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "harness");
@@ -72,12 +74,8 @@ async fn real_cluster_runs_workloads_on_kwok_nodes_and_stops_cleanly() {
             .list(&ListParams::default().labels("app=web"))
             .await
             .unwrap();
-        let ready = list.items.iter().filter(|p| pod_ready(p)).count();
-        let on_nodes = list
-            .items
-            .iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-            .count();
+        let ready = list.items.iter().filter(|p| is_ready(p)).count();
+        let on_nodes = list.items.iter().filter(|p| node_of(p).is_some()).count();
         if ready == 6 && on_nodes == 6 {
             break;
         }
@@ -140,44 +138,4 @@ async fn real_cluster_runs_workloads_on_kwok_nodes_and_stops_cleanly() {
             "{name} (pid {pid}) still runs after the cluster was dropped"
         );
     }
-}
-
-fn deployment(name: &str, replicas: i32) -> Deployment {
-    let labels = BTreeMap::from([("app".to_owned(), name.to_owned())]);
-    Deployment {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(DeploymentSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels.clone()),
-                ..Default::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "app".into(),
-                        image: Some("registry.invalid/app:1".into()),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-            },
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }

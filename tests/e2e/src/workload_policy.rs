@@ -1,0 +1,29 @@
+//! The policy of the workload tests (`tests/workloads.rs`, `tests/other_controllers.rs`): one drain slot, a high
+//! owner-health threshold, and a `nodeProgressDeadline` short enough that a node whose pods cannot move stalls within
+//! a test.
+
+use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy, UnmanagedPods};
+
+use crate::scenario::Scenario;
+
+/// The owner-health threshold of the workload tests: high, so that each workload's bound is tight.
+pub const THRESHOLD: u8 = 90;
+
+/// Short, so that stalls happen within a test; long enough that a node that moves pods never stalls.
+const NODE_PROGRESS_DEADLINE: &str = "20s";
+
+/// One drain slot, [`THRESHOLD`], `unmanaged`, and the short progress deadline.
+pub fn workload_policy(
+    scenario: &Scenario,
+    unmanaged: UnmanagedPodPolicy,
+) -> ExecutorUpgradePolicySpec {
+    ExecutorUpgradePolicySpec {
+        owner_health_threshold: THRESHOLD,
+        unmanaged_pods: UnmanagedPods {
+            policy: unmanaged,
+            timeout: None,
+        },
+        node_progress_deadline: NODE_PROGRESS_DEADLINE.parse().expect("a duration"),
+        ..scenario.policy_spec(1)
+    }
+}
