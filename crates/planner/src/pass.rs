@@ -194,9 +194,12 @@ impl<'v> PolicyPass<'v, '_> {
         for entry in blocked {
             self.drain(entry, NodePhase::Blocked, ledger, &mut out);
         }
+        // Queued nodes that stalled before are reported with what their pods would wait on, decided on one copy
+        // of the ledger for all of them (a copy each would cost a large fleet's whole ledger per such node).
+        let mut hypothetical: Option<Ledger> = None;
         for (position, entry) in queued.into_iter().enumerate() {
             let position = u32::try_from(position + 1).unwrap_or(u32::MAX);
-            self.report_queued(entry, position, ledger, &mut out);
+            self.report_queued(entry, position, ledger, &mut hypothetical, &mut out);
         }
 
         conditions.extend(conditions::node_conditions(&out.nodes));

@@ -219,13 +219,15 @@ impl PolicyPass<'_, '_> {
         );
     }
 
-    /// Reports a candidate that waits for a slot. One that stalled before is Blocked, with what its pods wait on
-    /// (decided on a copy of the ledger, acting on nothing).
+    /// Reports a candidate that waits for a slot. One that stalled before is Blocked, with what its pods wait on,
+    /// decided on `hypothetical`, a copy of `ledger` made for the first such node and shared by the next ones: what
+    /// they would do if admitted in queue order, acting on nothing.
     pub(super) fn report_queued(
         &self,
         entry: Entry,
         position: u32,
         ledger: &Ledger,
+        hypothetical: &mut Option<Ledger>,
         out: &mut Output,
     ) {
         let spec = self.spec();
@@ -243,7 +245,8 @@ impl PolicyPass<'_, '_> {
         };
         let ctx = self.context(&entry, Some(Reason::WaitingForSlot));
         let survey = drain::survey(&ctx, self.index);
-        let decided = drain::decide(&survey, &ctx, self.index, &mut ledger.clone());
+        let scratch = hypothetical.get_or_insert_with(|| ledger.clone());
+        let decided = drain::decide(&survey, &ctx, self.index, scratch);
         let mut node_plan = self.node_plan(&entry, NodePhase::Blocked);
         node_plan.since = stalled.or(node_plan.since);
         node_plan.pods_left = survey.left;
