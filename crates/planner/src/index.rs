@@ -100,10 +100,14 @@ impl<'a> Index<'a> {
             FastMap::with_capacity_and_hasher(view.nodes.len(), Default::default());
         let mut pods_by_workload: FastMap<&str, Vec<&PodView>> =
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
-        let mut pod_uids: FastSet<&str> =
-            FastSet::with_capacity_and_hasher(view.pods.len(), Default::default());
+        let in_flight_pods: FastSet<&str> =
+            view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect();
+        // Which pods with an eviction in flight are still in the view (a few; not a set of every pod).
+        let mut in_flight_seen: FastSet<&str> = FastSet::default();
         for pod in &view.pods {
-            pod_uids.insert(&pod.uid);
+            if !in_flight_pods.is_empty() && in_flight_pods.contains(pod.uid.as_str()) {
+                in_flight_seen.insert(&pod.uid);
+            }
             if let Some(node) = &pod.node_name {
                 pods_by_node.entry(node).or_default().push(pod);
             }
@@ -140,7 +144,7 @@ impl<'a> Index<'a> {
         let mut in_flight_gone: FastMap<&str, u32> = FastMap::default();
         for eviction in &view.in_flight {
             if let Some(owner) = &eviction.owner_uid
-                && !pod_uids.contains(eviction.pod_uid.as_str())
+                && !in_flight_seen.contains(eviction.pod_uid.as_str())
             {
                 *in_flight_gone.entry(owner).or_default() += 1;
             }
@@ -152,7 +156,7 @@ impl<'a> Index<'a> {
             owners,
             deleting_owners,
             pdbs,
-            in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
+            in_flight_pods,
             in_flight_gone,
             observed_sizes: &view.observed_sizes,
         }
