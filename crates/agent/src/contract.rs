@@ -138,6 +138,21 @@ fn metadata_patch(annotations: Map<String, Value>, resource_version: Option<&str
     json!({ "metadata": metadata })
 }
 
+/// Applies a merge patch's annotations to `node`, as the apiserver would: for the tests of the agent's decisions.
+#[cfg(test)]
+pub(crate) fn apply_annotations(node: &mut Node, patch: &Value) {
+    let annotations = node
+        .metadata
+        .annotations
+        .get_or_insert_with(std::collections::BTreeMap::new);
+    for (key, value) in patch["metadata"]["annotations"].as_object().unwrap() {
+        match value.as_str() {
+            Some(value) => annotations.insert(key.clone(), value.to_owned()),
+            None => annotations.remove(key),
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -324,10 +339,10 @@ mod tests {
         // The state machine of one kamikaze, through the patches: told, obeyed, back with the same ID, acknowledged.
         let mut n = node(&[(EXECUTOR_ID_ANNOTATION, "old"), (K, AT)]);
         assert_eq!(kamikaze_for(&n, Some("old")), KamikazeFor::Pending(AT));
-        apply(&mut n, &obey_patch(AT, Some("old"), None));
+        apply_annotations(&mut n, &obey_patch(AT, Some("old"), None));
         assert_eq!(returned_from_kamikaze(&n, Some("old")), Some(AT));
         assert_eq!(kamikaze_for(&n, Some("new")), KamikazeFor::Ignored);
-        apply(&mut n, &acknowledge_patch(None));
+        apply_annotations(&mut n, &acknowledge_patch(None));
         assert_eq!(kamikaze_for(&n, Some("old")), KamikazeFor::None);
         assert_eq!(annotation(&n, RECORD), Some("old"), "record kept");
         assert_eq!(annotation(&n, OBEYED), Some(AT), "obeyed kept");
@@ -385,16 +400,5 @@ mod tests {
             publish_patch("old", Some("7"))["metadata"]["resourceVersion"],
             "7"
         );
-    }
-
-    /// Applies a merge patch's annotations to `node`, as the apiserver would.
-    fn apply(node: &mut Node, patch: &Value) {
-        let annotations = node.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        for (key, value) in patch["metadata"]["annotations"].as_object().unwrap() {
-            match value.as_str() {
-                Some(value) => annotations.insert(key.clone(), value.to_owned()),
-                None => annotations.remove(key),
-            };
-        }
     }
 }

@@ -119,10 +119,9 @@ mod tests {
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use k8sm_api::keys::EXECUTOR_ID_ANNOTATION;
-    use serde_json::Value;
 
     use super::*;
-    use crate::contract::{acknowledge_patch, obey_patch};
+    use crate::contract::{acknowledge_patch, apply_annotations, obey_patch};
 
     const AT: &str = "2025-01-01T00:00:00Z";
     const LATER: &str = "2025-01-01T01:00:00Z";
@@ -144,17 +143,6 @@ mod tests {
                 ..ObjectMeta::default()
             },
             ..Node::default()
-        }
-    }
-
-    /// Applies a merge patch's annotations to `node`, as the apiserver would.
-    fn apply(node: &mut Node, patch: &Value) {
-        let annotations = node.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        for (key, value) in patch["metadata"]["annotations"].as_object().unwrap() {
-            match value.as_str() {
-                Some(value) => annotations.insert(key.clone(), value.to_owned()),
-                None => annotations.remove(key),
-            };
         }
     }
 
@@ -228,7 +216,7 @@ mod tests {
         let Ok(Obedience { kamikaze, record }) = obedience(&told, "old", &how) else {
             panic!("not obeyed on the fresh read");
         };
-        apply(
+        apply_annotations(
             &mut told,
             &obey_patch(&kamikaze, record.then_some("old"), None),
         );
@@ -243,7 +231,7 @@ mod tests {
             Err(NotObeyed::AlreadyObeyed(kamikaze.clone())),
             "a late retry of the obedience is refused too"
         );
-        apply(&mut told, &acknowledge_patch(None));
+        apply_annotations(&mut told, &acknowledge_patch(None));
         assert_eq!(decide(&told, "old", false, None), Decision::Nothing);
         told
     }
@@ -267,7 +255,7 @@ mod tests {
     #[test]
     fn a_new_kamikaze_after_an_obeyed_one_is_obeyed_again() {
         let mut n = obey_then_come_back(node(&[(ID, "old"), (K, AT), (RECORD, "old")]));
-        apply(
+        apply_annotations(
             &mut n,
             &serde_json::json!({ "metadata": { "annotations": { K: LATER } } }),
         );
@@ -288,9 +276,9 @@ mod tests {
             }),
             "no record without the controller's annotation"
         );
-        apply(&mut n, &obey_patch(AT, None, None));
+        apply_annotations(&mut n, &obey_patch(AT, None, None));
         // The controller writes the annotation and its record after the POST; the restarted agent finds them.
-        apply(
+        apply_annotations(
             &mut n,
             &serde_json::json!({ "metadata": { "annotations": { K: AT, RECORD: "old" } } }),
         );
