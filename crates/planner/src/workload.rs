@@ -99,10 +99,14 @@ pub fn grow_observed_sizes(
     sizes: &mut BTreeMap<String, u32>,
     start: impl IntoIterator<Item = String>,
 ) {
-    let live = live_pods_by_workload(view);
     for uid in start {
         sizes.entry(uid).or_default();
     }
+    // Most passes remember nothing: no walk over every pod then.
+    if sizes.is_empty() {
+        return;
+    }
+    let live = live_pods_by_workload(view);
     for (uid, size) in sizes.iter_mut() {
         *size = (*size).max(live.get(uid).copied().unwrap_or(0));
     }
