@@ -8,6 +8,7 @@ pub mod keys;
 mod max_concurrent;
 mod policy;
 mod status;
+pub mod text;
 
 pub use crd::{crd, crd_yaml};
 pub use duration::{DURATION_MAX_LENGTH, DURATION_PATTERN, DurationString, InvalidDuration};
@@ -26,6 +27,7 @@ pub use policy::{
     URL_PLACEHOLDER_NODE_NAME, URL_TEMPLATE_MAX_LENGTH, UnmanagedPodPolicy, UnmanagedPods,
 };
 pub use status::{
-    BlockedPod, DeletedNode, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS, NodeCounts, NodePhase,
-    NodeStatus, condition_types,
+    BLOCKED_PODS_BUDGET, BlockedPod, DeletedNode, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,
+    MAX_BLOCKERS, MAX_DELETED_NODES, MAX_EXECUTOR_ID, MAX_MESSAGE, MAX_NAME, MAX_NODES,
+    NODES_BUDGET, NodeCounts, NodePhase, NodeStatus, condition_types,
 };

@@ -10,9 +10,42 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Most entries in `status.blockedPods`; the controller keeps the oldest ones and counts the rest in
-/// `status.blockedPodsTotal`. Bounded so that the status of a large cluster stays well below the object size limit.
+// The status is bounded at any fleet size, far below etcd's object size limit (1.5 MiB by default): it counts every
+// node by phase, but lists only the nodes and pods an operator must look at, a bounded number of each, and every
+// string that comes from node or pod data is cut to a bound (see `crate::text`). The worst case (every list full,
+// every string at its bound) is about 64 KiB of nodes + 64 KiB of blocked pods + 50 KiB of deleted nodes + a few KiB
+// of conditions; a test builds the status of 10,000 nodes with oversized annotations to check it.
+
+/// Most entries in `status.nodes`; the controller keeps the most urgent ones and counts the rest in
+/// `status.omittedNodes`.
+pub const MAX_NODES: usize = 100;
+
+/// Most entries in `status.blockedPods`; the controller keeps the most urgent ones and counts them all in
+/// `status.blockedPodsTotal`.
 pub const MAX_BLOCKED_PODS: usize = 100;
+
+/// Most blockers listed per node (each distinct line once); the rest are counted in `omittedBlockers`.
+pub const MAX_BLOCKERS: usize = 5;
+
+/// Bytes of JSON that the entries of `status.nodes` may take together: fewer than [`MAX_NODES`] are listed when
+/// their text is long.
+pub const NODES_BUDGET: usize = 64 * 1024;
+
+/// Bytes of JSON that the entries of `status.blockedPods` may take together.
+pub const BLOCKED_PODS_BUDGET: usize = 64 * 1024;
+
+/// Longest message or blocker line in the status, in bytes (as Events: the Events API caps notes at 1 kB).
+pub const MAX_MESSAGE: usize = 1000;
+
+/// Longest executor ID in the status, in bytes; a longer one (no real executor ID is) is cut, with a marker.
+pub const MAX_EXECUTOR_ID: usize = 128;
+
+/// Longest name in the status (a Kubernetes object name is at most 253 bytes; an owner is "Kind/name").
+pub const MAX_NAME: usize = 253;
+
+/// Most nodes that a policy with kamikaze mechanism DeleteNode keeps deleted at once (each is remembered in
+/// `status.deletedNodes` until it comes back): a drained node waits for room before it is deleted.
+pub const MAX_DELETED_NODES: usize = 100;
 
 /// Condition types that the controller sets on a policy.
 pub mod condition_types {
@@ -50,13 +83,23 @@ pub struct ExecutorUpgradePolicyStatus {
     #[serde(default)]
     pub counts: NodeCounts,
 
-    /// Every selected node that is not Compatible, with its phase and what it waits for.
+    /// The selected nodes an operator looks at, with their phase and what they wait for, most urgent first: nodes
+    /// that wait for an operator, then other blocked nodes, then nodes in flight (Draining, Drained, KamikazeSent),
+    /// each group oldest first. At most 100 (fewer when their text is long). Nodes queued for a drain slot are only
+    /// counted (counts.incompatible; `kubectl k8sm plan` shows the queue); omittedNodes counts every node that is
+    /// not Compatible and not listed here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    #[schemars(length(max = MAX_NODES))]
     pub nodes: Vec<NodeStatus>,
 
-    /// Pods that keep a draining node from finishing and that need an operator or time, oldest first. At most 100;
-    /// blockedPodsTotal counts them all.
+    /// Selected nodes that are not Compatible and have no entry in nodes: nodes queued for a drain slot, and those
+    /// beyond the first 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omitted_nodes: Option<u32>,
+
+    /// Pods that keep a draining node from finishing and that need an operator or time: those that need an operator
+    /// first, then oldest first. At most 100 (fewer when their text is long); blockedPodsTotal counts them all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_BLOCKED_PODS))]
     pub blocked_pods: Vec<BlockedPod>,
@@ -204,10 +247,15 @@ pub struct NodeStatus {
     /// Pods still to be moved or deleted before the node is drained.
     #[serde(default)]
     pub pods_left: u32,
-    /// What the node waits for, one short line each, such as "PodDisruptionBudget shop/web-pdb".
+    /// What the node waits for, one short line each, such as "wait: PodDisruptionBudget shop/web-pdb allows no
+    /// disruption now": each distinct line once, those that need an operator first, at most 5.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blockers: Vec<String>,
-    /// Executor ID that the node reports now (its "k8s.mesosphere.io/executor-id" annotation).
+    /// Distinct blocker lines left out of blockers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omitted_blockers: Option<u32>,
+    /// Executor ID that the node reports now (its "k8s.mesosphere.io/executor-id" annotation; one longer than 128
+    /// bytes is cut, and control characters are escaped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor_id: Option<String>,
 }

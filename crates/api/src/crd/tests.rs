@@ -167,6 +167,7 @@ fn schema_keywords() {
         json!(["name"])
     );
     assert_eq!(status["blockedPods"]["maxItems"], crate::MAX_BLOCKED_PODS);
+    assert_eq!(status["nodes"]["maxItems"], crate::MAX_NODES);
     assert_eq!(
         status["nodes"]["items"]["properties"]["phase"]["enum"],
         json!([
