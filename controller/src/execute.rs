@@ -335,10 +335,11 @@ impl Executor {
         let record = DeletedNode {
             name: name.clone(),
             uid: uid.clone(),
+            // Bounded as the planner records it: the status must not grow with a node's annotations.
             executor_id: node
                 .annotations()
                 .get(keys::EXECUTOR_ID_ANNOTATION)
-                .cloned(),
+                .map(|id| k8sm_api::text::recorded_id(id).into_owned()),
             deleted_at: to_time(at),
         };
         for _ in 0..RECORD_ATTEMPTS {

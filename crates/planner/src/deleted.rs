@@ -5,7 +5,8 @@
 //! executor or a third one, is never drained and deleted again until an operator acts.
 
 use chrono::{DateTime, Utc};
-use k8sm_api::{ExecutorUpgradePolicySpec, KamikazeMechanism, NodePhase};
+use k8sm_api::text::{bounded, recorded_id};
+use k8sm_api::{ExecutorUpgradePolicySpec, KamikazeMechanism, MAX_EXECUTOR_ID, NodePhase};
 
 use crate::{
     DeletedNodeRecord, NodeView, Reason,
@@ -39,9 +40,12 @@ pub(crate) fn assess(
     }
     let target = spec.target_executor_id.as_deref();
     let current = node.executor_id.as_deref().filter(|id| !id.is_empty());
+    // The record keeps a bounded stand-in of an oversized ID (see `recorded_id`): compare stand-ins.
+    let old_id = record.executor_id.as_deref().map(recorded_id);
+    let unchanged = |id: &str| Some(recorded_id(id)) == old_id;
     let upgraded = match (target, current) {
         (Some(target), Some(id)) => id == target,
-        (None, Some(id)) => Some(id) != record.executor_id.as_deref(),
+        (None, Some(id)) => !unchanged(id),
         (_, None) => false,
     };
     match current {
@@ -56,7 +60,7 @@ pub(crate) fn assess(
                 Reason::Upgraded,
                 format!(
                     "the node came back as {} after k8sm deleted it: upgraded",
-                    current.unwrap_or_default()
+                    bounded(current.unwrap_or_default(), MAX_EXECUTOR_ID)
                 ),
             ));
             (a, false)
@@ -67,8 +71,13 @@ pub(crate) fn assess(
         }
         Some(id) => {
             a.stage = Stage::CameBackWrong;
-            let old = record.executor_id.as_deref().unwrap_or("none");
-            let what = if Some(id) == record.executor_id.as_deref() {
+            let old = bounded(
+                record.executor_id.as_deref().unwrap_or("none"),
+                MAX_EXECUTOR_ID,
+            );
+            let same = unchanged(id);
+            let id = bounded(id, MAX_EXECUTOR_ID);
+            let what = if same {
                 format!("came back after k8sm deleted it still running its old executor {id}")
             } else {
                 format!(

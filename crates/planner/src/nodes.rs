@@ -14,7 +14,8 @@
 //! a broken executor build stops at `maxConcurrentNodes` nodes instead of spreading through the fleet.
 
 use chrono::{DateTime, Utc};
-use k8sm_api::{ExecutorUpgradePolicySpec, NodePhase, keys};
+use k8sm_api::text::{MAX_QUOTED_VALUE, bounded, quoted};
+use k8sm_api::{ExecutorUpgradePolicySpec, MAX_EXECUTOR_ID, NodePhase, keys};
 
 use crate::{
     NodeView, Reason,
@@ -155,7 +156,7 @@ pub(crate) fn assess(
     if upgraded {
         let mut a = Assessment::new(Stage::Settled(NodePhase::Compatible));
         if has_state {
-            let id = current.unwrap_or("none");
+            let id = bounded(current.unwrap_or("none"), MAX_EXECUTOR_ID);
             let message = if kamikaze_sent {
                 format!("executor came back as {id}: upgrade state removed")
             } else {
@@ -287,16 +288,21 @@ fn came_back_wrong_message(
     recorded: Option<&str>,
     target: Option<&str>,
 ) -> String {
-    let old = recorded.filter(|id| !id.is_empty()).unwrap_or("none");
+    let old = bounded(
+        recorded.filter(|id| !id.is_empty()).unwrap_or("none"),
+        MAX_EXECUTOR_ID,
+    );
     let what = match current {
         Some(id) if Some(id) == recorded => {
             format!(
-                "came back from kamikaze still running its old executor {id}: the new executor did not start"
+                "came back from kamikaze still running its old executor {}: the new executor did not start",
+                bounded(id, MAX_EXECUTOR_ID)
             )
         }
         None => "came back from kamikaze reporting no executor ID".to_owned(),
         Some(id) => format!(
-            "came back from kamikaze as {id}, neither its old executor {old} nor the target {}",
+            "came back from kamikaze as {}, neither its old executor {old} nor the target {}",
+            bounded(id, MAX_EXECUTOR_ID),
             target.unwrap_or("(none)")
         ),
     };
@@ -343,8 +349,8 @@ fn kamikaze_progress(
     }
 }
 
-/// What the node's executor-id annotation says, quoted as found: a garbage value is shown as it is, and a missing or
-/// empty one is named as such rather than passed off as an executor called "none".
+/// What the node's executor-id annotation says, quoted as found (escaped, and cut if long): a garbage value is shown
+/// as it is, and a missing or empty one is named as such rather than passed off as an executor called "none".
 fn reported_executor(raw: Option<&str>) -> String {
     let key = keys::EXECUTOR_ID_ANNOTATION;
     match raw {
@@ -352,14 +358,15 @@ fn reported_executor(raw: Option<&str>) -> String {
         Some(id) if id.trim().is_empty() => {
             format!("annotation {key} is empty (the node reports no executor)")
         }
-        Some(id) => format!("annotation {key} is {id:?}"),
+        Some(id) => format!("annotation {key} is {}", quoted(id, MAX_QUOTED_VALUE)),
     }
 }
 
+/// An annotation that should hold a time and does not, quoted as found (escaped, and cut if long).
 fn malformed(key: &str, raw: Option<&str>) -> String {
     format!(
-        "annotation {key} is {:?}, not an RFC 3339 time: fix or remove it",
-        raw.unwrap_or_default()
+        "annotation {key} is {}, not an RFC 3339 time: fix or remove it",
+        quoted(raw.unwrap_or_default(), MAX_QUOTED_VALUE)
     )
 }
 

@@ -345,7 +345,8 @@ pub struct NodePlan {
     pub since: Option<DateTime<Utc>>,
     /// Pods still to move or delete before the node is drained.
     pub pods_left: u32,
-    /// The executor ID the node reports.
+    /// The executor ID the node reports, for a human: control characters escaped, and cut to
+    /// [`k8sm_api::MAX_EXECUTOR_ID`] bytes (never compared: decisions read the node's own annotation).
     pub executor_id: Option<String>,
     /// The node's Ready condition.
     pub ready: bool,
@@ -358,6 +359,32 @@ pub struct NodePlan {
     pub operator_pods: u32,
     /// The decision for each pod of a draining node (empty for other phases).
     pub pods: Vec<PodPlan>,
+}
+
+impl NodePlan {
+    /// Whether something on the node waits for an operator: the node itself (an opt-out, a malformed annotation, a
+    /// restart overdue, an unexpected executor) or one of its pods (see [`PodPlan::needs_operator`]).
+    pub fn needs_operator(&self) -> bool {
+        self.blockers.iter().any(|b| b.reason.needs_operator())
+    }
+
+    /// Whether the node is blocked: Blocked, or held by something of its own that does not end by itself within
+    /// moments (see [`Reason::blocks`]). Its pods' waits are their own ([`PodPlan::is_blocked`]).
+    pub fn is_blocked(&self) -> bool {
+        self.phase == NodePhase::Blocked
+            || self
+                .blockers
+                .iter()
+                .any(|b| b.pod.is_none() && b.reason.blocks())
+    }
+
+    /// Whether the node holds a drain slot and moves: Draining, Drained or KamikazeSent.
+    pub fn in_flight(&self) -> bool {
+        matches!(
+            self.phase,
+            NodePhase::Draining | NodePhase::Drained | NodePhase::KamikazeSent
+        )
+    }
 }
 
 /// Something a node waits for.
@@ -398,6 +425,13 @@ impl PodPlan {
     pub fn is_blocked(&self) -> bool {
         matches!(self.decision, Decision::Wait | Decision::Block)
             && self.reason.is_some_and(Reason::blocks)
+    }
+
+    /// Whether only an operator moves the pod: the planner blocks it (an unmanaged pod under policy Never, an
+    /// opted-out pod, a pod covered by several budgets), or it waits on something only an operator resolves.
+    pub fn needs_operator(&self) -> bool {
+        self.is_blocked()
+            && (self.decision == Decision::Block || self.reason.is_some_and(Reason::needs_operator))
     }
 }
 

@@ -6,7 +6,8 @@ mod steps;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use k8sm_api::{ExecutorUpgradePolicySpec, NodeCounts, NodePhase};
+use k8sm_api::text::bounded;
+use k8sm_api::{ExecutorUpgradePolicySpec, MAX_EXECUTOR_ID, NodeCounts, NodePhase};
 
 use crate::{
     DeletedNodeRecord, NodeView, PolicyView, Reason,
@@ -291,7 +292,12 @@ impl<'v> PolicyPass<'v, '_> {
             phase,
             since,
             pods_left: entry.survey.as_ref().map_or(0, |s| s.left),
-            executor_id: entry.node.executor_id.clone(),
+            // A report, never compared: bounded like everything the status shows.
+            executor_id: entry
+                .node
+                .executor_id
+                .as_deref()
+                .map(|id| bounded(id, MAX_EXECUTOR_ID).into_owned()),
             ready: entry.node.ready,
             blockers: a.blockers.clone(),
             admission_position: None,

@@ -293,7 +293,9 @@ pub struct DeletedNodeRecord {
     pub name: String,
     /// UID of the deleted Node object.
     pub uid: String,
-    /// Executor ID it reported when it was deleted.
+    /// Executor ID it reported when it was deleted, as [`k8sm_api::text::recorded_id`] keeps it: the ID itself (for
+    /// every real one), or a bounded stand-in of an oversized one. Compare with [`k8sm_api::text::recorded_id`] of
+    /// the ID the node reports.
     pub executor_id: Option<String>,
     /// When it was deleted.
     pub deleted_at: DateTime<Utc>,

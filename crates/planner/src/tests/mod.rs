@@ -2,6 +2,7 @@
 
 mod admission;
 mod handback;
+mod hostile;
 mod lifecycle;
 mod marking;
 mod oracle;
