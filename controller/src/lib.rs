@@ -17,6 +17,7 @@ mod reconcile;
 mod server;
 mod sizes;
 pub mod status;
+mod status_lists;
 pub mod stores;
 mod trim;
 pub mod view;

@@ -9,13 +9,15 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 
+use k8sm_api::text::bounded;
 use k8sm_api::{
     BlockedPod, DeletedNode, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,
-    NodePhase, NodeStatus, condition_types,
+    MAX_MESSAGE, MAX_NAME, condition_types,
 };
 use k8sm_planner::{NodePlan, Plan, PodPlan, PolicyPlan, Reason};
 
 use crate::Error;
+use crate::status_lists::{self, Lists};
 use k8sm_view::time::to_time;
 
 /// Measures each policy's pace (upgraded nodes per second since this controller first saw it) for the ETA.
@@ -63,17 +65,7 @@ pub fn build(
         .iter()
         .filter(|n| n.policy == policy.policy)
         .collect();
-    let mut blocked: Vec<BlockedPod> = Vec::new();
-    for node in &nodes {
-        for pod_plan in node.pods.iter().filter(|p| p.is_blocked()) {
-            let Some(reason) = pod_plan.reason else {
-                continue;
-            };
-            blocked.push(blocked_pod(node, pod_plan, reason, &pod_plan.message));
-        }
-    }
-    let blocked_total = blocked.len() as u32;
-    blocked.truncate(MAX_BLOCKED_PODS);
+    let lists = Lists::of(&nodes);
 
     let mut conditions = vec![
         condition(
@@ -163,25 +155,11 @@ pub fn build(
         observed_generation: policy.generation,
         upgraded: Some(policy.counts.upgraded()),
         counts: policy.counts,
-        nodes: nodes
-            .iter()
-            .filter(|n| n.phase != NodePhase::Compatible)
-            .map(|n| NodeStatus {
-                name: n.node.clone(),
-                phase: n.phase,
-                since: n.since.map(to_time),
-                pods_left: n.pods_left,
-                blockers: n.blockers.iter().map(|b| b.message.clone()).collect(),
-                executor_id: n.executor_id.clone(),
-            })
-            .collect(),
-        blocked_pods: blocked,
-        blocked_pods_total: Some(blocked_total),
-        deleted_nodes: policy
-            .deleted_nodes
-            .iter()
-            .map(k8sm_view::deleted_node_status)
-            .collect(),
+        nodes: lists.nodes,
+        omitted_nodes: Some(lists.omitted_nodes),
+        blocked_pods: lists.blocked_pods,
+        blocked_pods_total: Some(lists.blocked_pods_total),
+        deleted_nodes: status_lists::deleted_nodes(&policy.deleted_nodes),
         // Re-estimate only when progress was made, so a steady state writes nothing.
         eta: match (counts_unchanged, previous) {
             (true, Some(p)) if policy.eta.nodes_remaining > 0 => p.eta.clone(),
@@ -190,16 +168,26 @@ pub fn build(
     }
 }
 
-/// A pod of `node` in `status.blockedPods`.
-fn blocked_pod(node: &NodePlan, pod_plan: &PodPlan, reason: Reason, message: &str) -> BlockedPod {
+/// A pod of `node` in `status.blockedPods`, its strings escaped and bounded.
+pub(crate) fn blocked_pod(
+    node: &NodePlan,
+    pod_plan: &PodPlan,
+    reason: Reason,
+    message: &str,
+) -> BlockedPod {
+    let name = |text: &str| bounded(text, MAX_NAME).into_owned();
     BlockedPod {
-        node: node.node.clone(),
-        namespace: pod_plan.pod.namespace.clone(),
-        name: pod_plan.pod.name.clone(),
-        owner: pod_plan.owner.as_ref().map(|o| o.to_string()),
+        node: name(&node.node),
+        namespace: name(&pod_plan.pod.namespace),
+        name: name(&pod_plan.pod.name),
+        // "Kind/name": a kind and a name of at most 253 bytes each.
+        owner: pod_plan
+            .owner
+            .as_ref()
+            .map(|o| bounded(&o.to_string(), 2 * MAX_NAME + 1).into_owned()),
         class: Some(pod_plan.class.as_str().to_owned()),
         reason: reason.as_str().to_owned(),
-        message: message.to_owned(),
+        message: bounded(message, MAX_MESSAGE).into_owned(),
         since: node.since.map(to_time),
     }
 }
@@ -213,6 +201,7 @@ fn with_explicit_nulls(status: &ExecutorUpgradePolicyStatus) -> Result<serde_jso
             "observedGeneration",
             "upgraded",
             "nodes",
+            "omittedNodes",
             "blockedPods",
             "blockedPodsTotal",
             "deletedNodes",
@@ -395,6 +384,7 @@ pub struct Written {
 
 #[cfg(test)]
 mod tests {
+    use k8sm_api::NodePhase;
     use k8sm_planner::{EtaInputs, PolicyCondition};
 
     use super::*;
