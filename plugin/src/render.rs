@@ -11,6 +11,22 @@ use tabled::settings::{Padding, Style};
 /// Columns are separated like kubectl's: three spaces, no borders, headers in capitals.
 const COLUMN_GAP: usize = 3;
 
+/// Longest text from the cluster in a cell or line of the normal output, in bytes; `-o wide` shows as much as the
+/// controller keeps ([`k8sm_api::MAX_MESSAGE`]).
+pub const NARROW_TEXT: usize = 256;
+
+/// Text from the cluster (names, messages, executor IDs: anything a node's or pod's author could have written),
+/// ready for a terminal: control characters escaped, so it can neither move the cursor nor recolour the screen, and
+/// an absurdly long value cut with a marker.
+pub fn clean(text: &str, wide: bool) -> String {
+    let max = if wide {
+        k8sm_api::MAX_MESSAGE
+    } else {
+        NARROW_TEXT
+    };
+    k8sm_api::text::bounded(text, max).into_owned()
+}
+
 /// Renders a kubectl-style table: a header row, then one row per record; no trailing whitespace.
 pub fn table<S: AsRef<str>>(headers: &[&str], rows: &[Vec<S>]) -> String {
     let mut builder = Builder::new();
@@ -66,10 +82,26 @@ pub fn count(n: usize, singular: &str, plural: &str) -> String {
     format!("{n} {}", if n == 1 { singular } else { plural })
 }
 
+/// A count with thousands separators, as people read large numbers: `6,900`.
+pub fn thousands(n: u32) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// `sha256:` IDs shortened to their first 12 hex digits (like short Git hashes); other IDs as they are.
 pub fn short_id(id: &str) -> String {
     match id.strip_prefix(k8sm_api::EXECUTOR_ID_PREFIX) {
-        Some(hex) if hex.len() > 12 => format!("{}{}", k8sm_api::EXECUTOR_ID_PREFIX, &hex[..12]),
+        // A char boundary: an ID from a node's annotation may be anything.
+        Some(hex) if hex.len() > 12 && hex.is_char_boundary(12) => {
+            format!("{}{}", k8sm_api::EXECUTOR_ID_PREFIX, &hex[..12])
+        }
         _ => id.to_owned(),
     }
 }
@@ -213,6 +245,29 @@ mod tests {
             .to_utc();
         assert_eq!(age(Some(now - chrono::Duration::seconds(90)), now), "90s");
         assert_eq!(age(None, now), "-");
+    }
+
+    #[test]
+    fn cluster_text_is_escaped_and_cut() {
+        assert_eq!(clean("web-1", false), "web-1");
+        assert_eq!(clean("a\x1b[2Jb\n", false), "a\\u{1b}[2Jb\\n");
+        let long = "x".repeat(5000);
+        assert!(clean(&long, false).len() <= NARROW_TEXT);
+        assert!(clean(&long, true).len() <= k8sm_api::MAX_MESSAGE);
+        assert!(clean(&long, true).len() > NARROW_TEXT);
+    }
+
+    #[test]
+    fn thousands_are_separated() {
+        for (n, text) in [
+            (0, "0"),
+            (999, "999"),
+            (1000, "1,000"),
+            (6900, "6,900"),
+            (1_234_567, "1,234,567"),
+        ] {
+            assert_eq!(thousands(n), text);
+        }
     }
 
     #[test]

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use k8sm_planner::{ClusterView, Decision, Plan, PodClass, PodPlan, Reason};
+use k8sm_planner::{ClusterView, Plan, PodClass, Reason};
 
-use crate::render::{Palette, age, table};
+use crate::render::{Palette, age, clean, table};
 use crate::views::owner::owner_column;
 
 /// Which namespaces to show.
@@ -31,7 +31,7 @@ pub struct BlockedPodRow {
     /// (`otherController`), a Job's, an unmanaged or an opted-out pod.
     pub class: PodClass,
     pub reason: Reason,
-    /// Only an operator moves it (the planner's [`Decision::Block`]); the other waits end by themselves.
+    /// Only an operator moves it ([`k8sm_planner::PodPlan::needs_operator`]); the other waits end by themselves.
     pub needs_operator: bool,
     pub message: String,
     /// Since the node started draining, or since the pod arrived if it came later.
@@ -89,7 +89,7 @@ impl BlockedView {
                         .or_else(|| controllers.get(pod.pod.uid.as_str()).cloned()),
                     class: pod.class.clone(),
                     reason,
-                    needs_operator: needs_operator(pod, reason),
+                    needs_operator: pod.needs_operator(),
                     message: pod.message.clone(),
                     since: node.since.max(arrived),
                     until: pod.until,
@@ -135,36 +135,28 @@ impl BlockedView {
             .pods
             .iter()
             .map(|p| {
-                let mut row = vec![p.node.clone()];
+                let mut row = vec![clean(&p.node, wide)];
                 if self.namespace.is_none() {
-                    row.push(p.namespace.clone());
+                    row.push(clean(&p.namespace, wide));
                 }
                 row.extend([
-                    p.name.clone(),
-                    owner_column(&p.class, p.owner.as_deref()),
+                    clean(&p.name, wide),
+                    clean(&owner_column(&p.class, p.owner.as_deref()), wide),
                     reason_text(p, palette),
                     age(p.since, now),
                 ]);
                 if wide {
-                    row.extend([p.policy.clone(), p.uid.clone()]);
+                    row.extend([clean(&p.policy, wide), clean(&p.uid, wide)]);
                 }
-                row.push(
-                    p.message
-                        .strip_prefix("wait: ")
-                        .unwrap_or(&p.message)
-                        .to_owned(),
-                );
+                row.push(clean(
+                    p.message.strip_prefix("wait: ").unwrap_or(&p.message),
+                    wide,
+                ));
                 row
             })
             .collect();
         table(&headers, &rows)
     }
-}
-
-/// Whether only an operator moves the pod: the planner blocks it (an unmanaged pod under policy Never, an opted-out
-/// pod, a pod covered by several budgets), or its reason is one only an operator resolves.
-fn needs_operator(pod: &PodPlan, reason: Reason) -> bool {
-    pod.decision == Decision::Block || reason.needs_operator()
 }
 
 /// Operator-only blocks in red, waits that resolve by themselves in yellow.

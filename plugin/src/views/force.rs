@@ -6,7 +6,7 @@ use serde::Serialize;
 use k8sm_api::NodePhase;
 use k8sm_planner::{Decision, NodePlan, PodPlan, Reason};
 
-use crate::render::{Palette, count, table};
+use crate::render::{Palette, clean, count, table};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -168,7 +168,7 @@ fn pod_table(pods: &[ForcedPod], palette: Palette) -> String {
             vec![
                 format!("{}/{}", p.namespace, p.name),
                 palette.red(p.reason.as_str()),
-                p.message.clone(),
+                clean(&p.message, true),
             ]
         })
         .collect();

@@ -4,6 +4,8 @@ pub mod blocked;
 #[cfg(test)]
 mod fixtures;
 pub mod force;
+#[cfg(test)]
+mod hostile_tests;
 pub mod owner;
 pub mod plan;
 pub mod retry;

@@ -10,7 +10,7 @@ use serde::Serialize;
 use k8sm_api::NodePhase;
 use k8sm_planner::{ActionKind, Blocker, Decision, NodePlan, Plan, PodClass, PodPlan, Reason};
 
-use crate::render::{Palette, count, table, timestamp};
+use crate::render::{Palette, clean, count, table, timestamp};
 use crate::views::owner::owner_column;
 
 /// The planner's verdict on one pod, for a human.
@@ -167,7 +167,7 @@ impl PlanView {
             "Dry run of policy {} at {}, target {}",
             palette.bold(&self.policy),
             timestamp(self.at),
-            self.target_executor_id.as_deref().unwrap_or("none")
+            clean(self.target_executor_id.as_deref().unwrap_or("none"), true)
         );
         if self.simulated_target {
             out.push_str(" (as if `kubectl k8sm upgrade start` set it now)");
@@ -185,7 +185,10 @@ impl PlanView {
         ));
         out.push_str(&format!("This pass: {}\n", self.pass_summary()));
         for problem in &self.problems {
-            out.push_str(&format!("Problem: {}\n", palette.red(problem)));
+            out.push_str(&format!(
+                "Problem: {}\n",
+                palette.red(&clean(problem, wide))
+            ));
         }
         let upgrading: Vec<&PlannedNode> =
             self.nodes.iter().filter(|n| n.order.is_some()).collect();
@@ -211,10 +214,10 @@ impl PlanView {
             .map(|n| {
                 vec![
                     n.order.map(|o| o.to_string()).unwrap_or_default(),
-                    n.name.clone(),
+                    clean(&n.name, wide),
                     palette.phase(n.phase),
                     n.pods_left.to_string(),
-                    n.next.clone(),
+                    clean(&n.next, wide),
                 ]
             })
             .collect();
@@ -231,11 +234,11 @@ impl PlanView {
         for node in upgrading.iter().filter(|n| n.has_details()) {
             out.push_str(&format!(
                 "\n{} ({}):\n",
-                palette.bold(&node.name),
+                palette.bold(&clean(&node.name, wide)),
                 node.phase
             ));
             for blocker in node.blockers.iter().filter(|b| b.reason.blocks()) {
-                out.push_str(&format!("  {}\n", blocker_colour(blocker, palette)));
+                out.push_str(&format!("  {}\n", blocker_colour(blocker, wide, palette)));
             }
             if node.pods.is_empty() {
                 continue;
@@ -246,9 +249,9 @@ impl PlanView {
                 .filter(|p| wide || p.decision != Decision::Ignore)
                 .map(|p| {
                     vec![
-                        format!("{}/{}", p.namespace, p.name),
-                        owner_column(&p.class, p.owner.as_deref()),
-                        decision_colour(p.decision, &p.summary, palette),
+                        clean(&format!("{}/{}", p.namespace, p.name), wide),
+                        clean(&owner_column(&p.class, p.owner.as_deref()), wide),
+                        decision_colour(p.decision, &clean(&p.summary, wide), palette),
                     ]
                 })
                 .collect();
@@ -438,11 +441,12 @@ pub fn summary(decision: Decision, message: &str) -> String {
 }
 
 /// Red for what only an operator resolves, yellow for waits that end by themselves.
-fn blocker_colour(blocker: &PlannedBlocker, palette: Palette) -> String {
+fn blocker_colour(blocker: &PlannedBlocker, wide: bool, palette: Palette) -> String {
+    let message = clean(&blocker.message, wide);
     if blocker.reason.needs_operator() {
-        palette.red(&blocker.message)
+        palette.red(&message)
     } else {
-        palette.yellow(&blocker.message)
+        palette.yellow(&message)
     }
 }
 

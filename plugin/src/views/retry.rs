@@ -15,7 +15,7 @@ use k8sm_api::{DeletedNode, ExecutorUpgradePolicy, keys};
 use k8sm_planner::{NodePlan, Reason};
 
 use crate::error::Error;
-use crate::render::Palette;
+use crate::render::{Palette, clean};
 
 /// The node annotations that record a kamikaze.
 pub const KAMIKAZE_RECORD: [&str; 3] = [
@@ -121,7 +121,7 @@ impl RetryKamikaze {
             "Node {} came back from kamikaze with an unexpected executor:\n  {}\nRetrying removes {}, so that k8sm \
              drains the node and tells it to terminate once more.\n",
             palette.bold(&self.node),
-            palette.red(&self.reported),
+            palette.red(&clean(&self.reported, true)),
             self.what()
         )
     }

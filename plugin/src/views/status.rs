@@ -8,7 +8,7 @@ use k8sm_api::{ExecutorUpgradePolicy, NodeCounts, NodePhase, condition_types};
 use k8sm_planner::Reason;
 use k8sm_view::time::from_time;
 
-use crate::render::{Palette, age, count, duration, table, timestamp};
+use crate::render::{Palette, age, clean, count, duration, table, thousands, timestamp};
 
 /// Where one policy's upgrade stands.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -27,8 +27,12 @@ pub struct StatusView {
     pub percent: u32,
     pub eta: Option<DateTime<Utc>>,
     pub counts: NodeCounts,
-    /// Selected nodes that are not Compatible, most advanced first.
+    /// The nodes the status lists (those an operator looks at: waiting for an operator, blocked, in flight), most
+    /// advanced first.
     pub nodes: Vec<NodeRow>,
+    /// Nodes not Compatible that the status does not list, by phase: the queue (Incompatible), and nodes beyond
+    /// the status's bound.
+    pub omitted: Vec<Omitted>,
     pub blocked_pods: u32,
     /// Conflicts and problems the controller reports in the policy's conditions.
     pub problems: Vec<String>,
@@ -43,6 +47,14 @@ pub struct Stale {
     pub generation: Option<i64>,
 }
 
+/// Nodes of one phase that the status counts and does not list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Omitted {
+    pub phase: NodePhase,
+    pub count: u32,
+}
+
 /// One node in an upgrade phase.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -52,6 +64,8 @@ pub struct NodeRow {
     pub since: Option<DateTime<Utc>>,
     pub pods_left: u32,
     pub blockers: Vec<String>,
+    /// Distinct blockers the status left out.
+    pub omitted_blockers: u32,
     pub executor_id: Option<String>,
     /// Owners (and budgets' pods' owners) this node waits on, as "Kind/name".
     pub waiting_on: Vec<String>,
@@ -89,12 +103,24 @@ impl StatusView {
                     since: n.since.as_ref().map(from_time),
                     pods_left: n.pods_left,
                     blockers: n.blockers.clone(),
+                    omitted_blockers: n.omitted_blockers.unwrap_or(0),
                     executor_id: n.executor_id.clone(),
                     waiting_on,
                 }
             })
             .collect();
         nodes.sort_by(|a, b| (rank(a.phase), &a.name).cmp(&(rank(b.phase), &b.name)));
+        let omitted = NodePhase::ALL
+            .into_iter()
+            .filter(|p| *p != NodePhase::Compatible)
+            .filter_map(|phase| {
+                let listed = nodes.iter().filter(|n| n.phase == phase).count();
+                let count = counts
+                    .get(phase)
+                    .saturating_sub(u32::try_from(listed).unwrap_or(u32::MAX));
+                (count > 0).then_some(Omitted { phase, count })
+            })
+            .collect();
         let problems = status
             .conditions
             .iter()
@@ -119,6 +145,7 @@ impl StatusView {
             eta: status.eta.as_ref().map(from_time),
             counts,
             nodes,
+            omitted,
             blocked_pods: status.blocked_pods_total.unwrap_or(0),
             problems,
         }
@@ -131,9 +158,10 @@ impl StatusView {
         line("Policy:", &palette.bold(&self.policy));
         line(
             "Target:",
-            self.target_executor_id
-                .as_deref()
-                .unwrap_or("none (only nodes marked by another component are upgraded)"),
+            &self.target_executor_id.as_deref().map_or_else(
+                || "none (only nodes marked by another component are upgraded)".to_owned(),
+                |target| clean(target, true),
+            ),
         );
         if !self.reported {
             line(
@@ -200,13 +228,43 @@ impl StatusView {
             );
         }
         for problem in &self.problems {
-            line("Problem:", &palette.red(problem));
+            line("Problem:", &palette.red(&clean(problem, wide)));
         }
-        if self.nodes.is_empty() {
+        if self.nodes.is_empty() && self.omitted.is_empty() {
             return out;
         }
         out.push('\n');
-        out.push_str(&self.node_table(wide, now, palette));
+        if !self.nodes.is_empty() {
+            out.push_str(&self.node_table(wide, now, palette));
+        }
+        out.push_str(&self.omitted_lines());
+        out
+    }
+
+    /// "and 40 more Draining: …", "and 6,900 more queued for a drain slot: …": the nodes the status counts and does
+    /// not list.
+    fn omitted_lines(&self) -> String {
+        let (queued, rest): (Vec<&Omitted>, Vec<&Omitted>) = self
+            .omitted
+            .iter()
+            .partition(|o| o.phase == NodePhase::Incompatible);
+        let mut out = String::new();
+        if !rest.is_empty() {
+            let more: Vec<String> = rest
+                .iter()
+                .map(|o| format!("{} more {}", thousands(o.count), o.phase))
+                .collect();
+            out.push_str(&format!(
+                "and {}: the status lists the most urgent nodes only\n",
+                more.join(", ")
+            ));
+        }
+        for o in queued {
+            out.push_str(&format!(
+                "and {} more queued for a drain slot: kubectl k8sm plan shows the queue\n",
+                thousands(o.count)
+            ));
+        }
         out
     }
 
@@ -245,17 +303,21 @@ impl StatusView {
             .iter()
             .map(|n| {
                 let mut row = vec![
-                    n.name.clone(),
+                    clean(&n.name, wide),
                     palette.phase(n.phase),
                     age(n.since, now),
                     n.pods_left.to_string(),
                 ];
                 if wide {
-                    row.push(n.executor_id.clone().unwrap_or_else(|| "-".into()));
+                    row.push(
+                        n.executor_id
+                            .as_deref()
+                            .map_or_else(|| "-".into(), |id| clean(id, wide)),
+                    );
                     row.push(if n.waiting_on.is_empty() {
                         "-".into()
                     } else {
-                        n.waiting_on.join(", ")
+                        clean(&n.waiting_on.join(", "), wide)
                     });
                 }
                 row.push(blocked_by(n, wide));
@@ -287,20 +349,24 @@ fn rank(phase: NodePhase) -> u8 {
     }
 }
 
-/// What a node waits for: each distinct blocker once; narrow output shows the first and a count of the rest.
+/// What a node waits for: each distinct blocker once (and those the status left out, counted); narrow output shows
+/// the first and a count of the rest.
 fn blocked_by(node: &NodeRow, wide: bool) -> String {
-    let mut distinct: Vec<&str> = Vec::new();
+    let mut distinct: Vec<String> = Vec::new();
     for blocker in &node.blockers {
-        if !distinct.contains(&blocker.as_str()) {
+        let blocker = clean(blocker, wide);
+        if !distinct.contains(&blocker) {
             distinct.push(blocker);
         }
     }
+    let left_out = node.omitted_blockers as usize;
     match distinct.as_slice() {
         [] if node.phase == NodePhase::Incompatible => "queued for a drain slot".to_owned(),
         [] => "-".to_owned(),
+        all if wide && left_out > 0 => format!("{}\n(+{left_out} more)", all.join("\n")),
         all if wide => all.join("\n"),
-        [one] => (*one).to_owned(),
-        [first, rest @ ..] => format!("{first} (+{} more)", rest.len()),
+        [one] if left_out == 0 => one.clone(),
+        [first, rest @ ..] => format!("{first} (+{} more)", rest.len() + left_out),
     }
 }
 

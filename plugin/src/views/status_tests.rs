@@ -289,3 +289,72 @@ fn waiting_on_names_owners_of_waits_that_end_by_themselves() {
         "{text}"
     );
 }
+
+#[test]
+fn a_large_fleet_lists_the_urgent_nodes_and_counts_the_rest() {
+    // The controller lists the nodes an operator looks at and counts the queue (omittedNodes).
+    let policy = policy(
+        json!({"targetExecutorId": TARGET}),
+        Some(json!({
+            "observedGeneration": 2,
+            "upgraded": "3000/10000",
+            "counts": {"total": 10000, "compatible": 3000, "incompatible": 6900, "draining": 40,
+                       "kamikazeSent": 10, "blocked": 50},
+            "nodes": [
+                {"name": "node-0002", "phase": "Blocked", "podsLeft": 1, "since": "2026-03-01T11:00:00Z",
+                 "blockers": ["opted out by k8s.mesosphere.io/upgrade-opt-out"]},
+                {"name": "node-0001", "phase": "Draining", "podsLeft": 3, "since": "2026-03-01T12:08:00Z",
+                 "blockers": ["wait: workload Deployment/web 8/10 ready, needs 9 (threshold 90%)"], "omittedBlockers": 2}
+            ],
+            "omittedNodes": 6998,
+            "blockedPodsTotal": 150
+        })),
+    );
+    let view = StatusView::from_policy(&policy);
+    let omitted: Vec<(NodePhase, u32)> = view.omitted.iter().map(|o| (o.phase, o.count)).collect();
+    assert_eq!(
+        omitted,
+        [
+            (NodePhase::Incompatible, 6900),
+            (NodePhase::Draining, 39),
+            (NodePhase::KamikazeSent, 10),
+            (NodePhase::Blocked, 49)
+        ]
+    );
+    let text = view.render(false, now(), Palette::PLAIN);
+    let table = &text[text.find("NODE").expect("a node table")..];
+    assert_eq!(
+        table,
+        "NODE        PHASE      SINCE   PODS LEFT   BLOCKED BY
+node-0001   Draining   2m0s    3           wait: workload Deployment/web 8/10 ready, needs 9 (threshold 90%) (+2 more)
+node-0002   Blocked    70m     1           opted out by k8s.mesosphere.io/upgrade-opt-out
+and 39 more Draining, 10 more KamikazeSent, 49 more Blocked: the status lists the most urgent nodes only
+and 6,900 more queued for a drain slot: kubectl k8sm plan shows the queue
+"
+    );
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(
+        json["omitted"][0],
+        json!({"phase": "Incompatible", "count": 6900})
+    );
+}
+
+#[test]
+fn a_queue_alone_is_counted_without_a_table() {
+    let policy = policy(
+        json!({"targetExecutorId": TARGET, "paused": true}),
+        Some(json!({
+            "observedGeneration": 2,
+            "counts": {"total": 1200, "compatible": 200, "incompatible": 1000},
+            "omittedNodes": 1000
+        })),
+    );
+    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    assert!(!text.contains("NODE"), "{text}");
+    assert!(
+        text.ends_with(
+            "\nand 1,000 more queued for a drain slot: kubectl k8sm plan shows the queue\n"
+        ),
+        "{text}"
+    );
+}
