@@ -190,12 +190,7 @@ fn at_most_max_deleted_nodes_are_deleted_and_not_back_at_once() {
     let slots = u32::try_from(count).unwrap();
     let mut view = cluster(nodes, vec![], vec![], vec![delete_node_policy(slots)]);
     let plan = plan_now(&view);
-    let deleted = plan
-        .actions
-        .iter()
-        .filter(|a| matches!(a.kind, ActionKind::Kamikaze { .. }))
-        .count();
-    assert_eq!(deleted, MAX_DELETED_NODES);
+    assert_eq!(kamikazed(&plan).len(), MAX_DELETED_NODES);
     assert_eq!(
         plan.policy("p").unwrap().deleted_nodes.len(),
         MAX_DELETED_NODES
@@ -221,17 +216,21 @@ fn at_most_max_deleted_nodes_are_deleted_and_not_back_at_once() {
     back.uid = "uid-n0000-new".into();
     view.nodes.push(back);
     let plan = crate::plan(&view, at(62));
-    let deleted: Vec<&str> = plan
-        .actions
-        .iter()
-        .filter_map(|a| match &a.kind {
-            ActionKind::Kamikaze { node, .. } => Some(node.as_str()),
-            _ => None,
-        })
-        .collect();
+    let deleted = kamikazed(&plan);
     assert_eq!(deleted.len(), 1, "{deleted:?}");
     assert_eq!(
         plan.policy("p").unwrap().deleted_nodes.len(),
         MAX_DELETED_NODES
     );
+}
+
+/// The nodes told to terminate (here: deleted) by the plan.
+fn kamikazed(plan: &Plan) -> Vec<&str> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ActionKind::Kamikaze { node, .. } => Some(node.as_str()),
+            _ => None,
+        })
+        .collect()
 }
