@@ -133,7 +133,26 @@ fn truncate_at_char(text: &mut String, max: usize) {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        #[test]
+        fn any_text_comes_out_bounded_and_safe(text in "\\PC*|[\\x00-\\x1f\\x7f-\\u{9f}\\u{202e}a-z\"\\\\]*", max in 0usize..400) {
+            let out = bounded(&text, max);
+            prop_assert!(out.len() <= max);
+            prop_assert!(!out.chars().any(is_unsafe));
+            if text.len() <= max && !text.chars().any(is_unsafe) {
+                prop_assert_eq!(out.as_ref(), text.as_str());
+            }
+            let quoted = quoted(&text, max.max(40));
+            prop_assert!(quoted.len() <= max.max(40));
+            prop_assert!(quoted.starts_with('"') && !quoted.chars().any(is_unsafe));
+            let id = recorded_id(&text);
+            prop_assert!(id.len() <= crate::MAX_EXECUTOR_ID && !id.chars().any(is_unsafe));
+        }
+    }
 
     #[test]
     fn ordinary_text_is_untouched() {
