@@ -3,11 +3,7 @@
 //! wait are reported.
 
 use chrono::{DateTime, Utc};
-use k8sm_api::text::{bounded, recorded_id};
-use k8sm_api::{
-    KamikazeMechanism, MAX_DELETED_NODES, MAX_EXECUTOR_ID, MAX_MESSAGE, NodePhase,
-    URL_PLACEHOLDER_NODE_IP,
-};
+use k8sm_api::{KamikazeMechanism, NodePhase, URL_PLACEHOLDER_NODE_IP};
 
 use super::{Entry, Output, PolicyPass, blocker, pod_blocker};
 use crate::{
@@ -288,7 +284,7 @@ impl PolicyPass<'_, '_> {
             executor_id: record
                 .executor_id
                 .as_deref()
-                .map(|id| bounded(id, MAX_EXECUTOR_ID).into_owned()),
+                .map(|id| k8sm_api::text::bounded(id, k8sm_api::MAX_EXECUTOR_ID).into_owned()),
             ready: false,
             blockers,
             admission_position: None,
@@ -325,22 +321,23 @@ impl PolicyPass<'_, '_> {
                 .url_for(&node.name, node.internal_ip.as_deref().unwrap_or_default()),
             (KamikazeMechanism::Annotation | KamikazeMechanism::DeleteNode, _) => None,
         };
-        if mechanism == KamikazeMechanism::DeleteNode && out.records.len() >= MAX_DELETED_NODES {
+        if spec.paused {
+            return NodePhase::Drained;
+        }
+        let max_deleted = k8sm_api::MAX_DELETED_NODES;
+        if mechanism == KamikazeMechanism::DeleteNode && out.records.len() >= max_deleted {
             // Each deleted node is remembered in the policy's status until it comes back: their number is bounded
             // so that the status is.
             let message = format!(
-                "waits to be deleted: {} nodes k8sm deleted have not come back yet, and at most \
-                 {MAX_DELETED_NODES} are deleted at once",
+                "waits to be deleted: {} nodes k8sm deleted have not come back yet, and at most {max_deleted} are \
+                 deleted at once",
                 out.records.len()
             );
             blockers.push(blocker(Reason::WaitingForSlot, message));
             return NodePhase::Drained;
         }
-        if spec.paused {
-            return NodePhase::Drained;
-        }
         let how = match (&url, mechanism) {
-            (Some(url), _) => format!("POST {}", bounded(url, MAX_MESSAGE / 2)),
+            (Some(url), _) => format!("POST {url}"),
             (None, KamikazeMechanism::DeleteNode) => "deleting the Node".to_owned(),
             (None, _) => "kamikaze annotation".to_owned(),
         };
@@ -358,7 +355,7 @@ impl PolicyPass<'_, '_> {
                 executor_id: node
                     .executor_id
                     .as_deref()
-                    .map(|id| recorded_id(id).into_owned()),
+                    .map(|id| k8sm_api::text::recorded_id(id).into_owned()),
                 deleted_at: self.now,
             });
         }
