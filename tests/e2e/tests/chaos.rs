@@ -91,9 +91,10 @@ const ACTIONS: [&str; 8] = [
 // 1. The controller SIGKILLed 10 times at random moments
 // ---------------------------------------------------------------------------------------------------------------
 
-/// Ten SIGKILLs spread over the upgrade (the k-th once 3.2·k of its 48 nodes are upgraded, after a random 0–2 s, so
-/// that the last one still falls well before the end), each followed at once by a fresh controller: the upgrade
-/// completes, every restarted controller acts within a second or so, nothing is evicted twice, the SLA holds.
+/// Ten SIGKILLs spread over the first half of the upgrade (the k-th once 2.4·k of its 48 nodes are upgraded, after a
+/// random 0–0.5 s: the whole upgrade takes about 14 s, and a kill 2 s late once fell after its end),
+/// each followed at once by a fresh controller: the upgrade completes, every restarted controller acts within a second
+/// or so, nothing is evicted twice, the SLA holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_sigkilled_ten_times_finishes_the_upgrade() {
     const TEST: &str = "sigkill";
@@ -108,7 +109,7 @@ async fn controller_sigkilled_ten_times_finishes_the_upgrade() {
     // Per controller process: when it started and when it was killed.
     let mut lives: Vec<(DateTime<Utc>, Option<DateTime<Utc>>)> = vec![(Utc::now(), None)];
     for k in 0..KILLS {
-        let at_least = k * (upgradable - 16) / KILLS;
+        let at_least = k * upgradable / (2 * KILLS);
         let what = format!("{at_least} nodes are upgraded (before kill {})", k + 1);
         fleet
             .wait_for(&what, UPGRADE, || async {
@@ -118,7 +119,7 @@ async fn controller_sigkilled_ten_times_finishes_the_upgrade() {
                     .ok_or(format!("{upgraded} upgraded"))
             })
             .await;
-        tokio::time::sleep(rng.millis(0, 2000)).await;
+        tokio::time::sleep(rng.millis(0, 500)).await;
         let current = fleet.scenario.controllers.last().expect("a controller");
         current.assert_running();
         current.kill_with(Signal::SIGKILL);
@@ -130,9 +131,11 @@ async fn controller_sigkilled_ten_times_finishes_the_upgrade() {
         fleet.scenario.start_controller(&[]);
         lives.push((Utc::now(), None));
     }
+    // Judged at the moment of each kill, not after the last restart: what matters is that every kill fell mid-upgrade.
+    let (_, upgraded_at_last_kill, _) = kills.last().expect("a kill");
     assert!(
-        fleet.upgraded().await.unwrap_or_default() < upgradable,
-        "all {KILLS} kills happened mid-upgrade"
+        *upgraded_at_last_kill < upgradable,
+        "all {KILLS} kills happened mid-upgrade ({upgraded_at_last_kill} of {upgradable} upgraded at the last)"
     );
 
     let stuck = fleet.operator_blockers();
