@@ -39,6 +39,17 @@ pub struct Args {
     /// Re-plan at least this often even when nothing changes (a safety net; changes trigger a plan at once).
     #[arg(long, default_value = "30s", value_parser = humantime_duration)]
     pub resync: Duration,
+
+    /// Log lines as text, or as one JSON object per line (for log collectors). Either goes to stderr, with colour
+    /// codes only when stderr is a terminal.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 fn humantime_duration(s: &str) -> Result<Duration, String> {

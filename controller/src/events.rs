@@ -86,12 +86,13 @@ impl EventSink {
     }
 
     /// Reports an executed action on the object it changed (bookkeeping, such as a progress record, is not
-    /// reported). A node that an action puts into a wait (a stall) is not reported again as that wait.
-    pub async fn action(&self, action: &Action, node_uid: Option<String>) {
+    /// reported). A node that an action puts into a wait (a stall) is not reported again as that wait. `uids`
+    /// gives the cached UID of the node or policy the action is about.
+    pub async fn action(&self, action: &Action, uids: &impl Uids) {
         if !action.kind.is_reported() {
             return;
         }
-        let (key, reference) = reference(&action.kind, node_uid);
+        let (key, reference) = reference(&action.kind, uids);
         self.reported_waits
             .lock()
             .await
@@ -111,15 +112,15 @@ impl EventSink {
         action: &Action,
         reason: Reason,
         message: &str,
-        node_uid: Option<String>,
+        uids: &impl Uids,
     ) {
-        let (_, reference) = reference(&action.kind, node_uid);
+        let (_, reference) = reference(&action.kind, uids);
         self.publish(EventType::Warning, reason, message, &reference)
             .await;
     }
 
     /// Reports every wait and blocker that is new since the last pass; forgets those that ended.
-    pub async fn waits(&self, plan: &Plan, node_uid: impl Fn(&str) -> Option<String>) {
+    pub async fn waits(&self, plan: &Plan, uids: &impl Uids) {
         let mut current: Vec<((String, Reason), ObjectReference, String)> = Vec::new();
         for node in &plan.nodes {
             for blocker in &node.blockers {
@@ -130,7 +131,7 @@ impl EventSink {
                     Some(pod) => (format!("pod/{}", pod.uid), pod_ref(pod)),
                     None => (
                         format!("node/{}", node.node),
-                        node_ref(&node.node, node_uid(&node.node)),
+                        node_ref(&node.node, uids.node(&node.node)),
                     ),
                 };
                 current.push(((key, blocker.reason), reference, blocker.message.clone()));
@@ -138,7 +139,7 @@ impl EventSink {
         }
         for policy in &plan.policies {
             for condition in &policy.conditions {
-                let reference = policy_ref(&policy.policy);
+                let reference = policy_ref(&policy.policy, uids.policy(&policy.policy));
                 current.push((
                     (format!("policy/{}", policy.policy), condition.reason),
                     reference,
@@ -200,16 +201,26 @@ impl EventSink {
     }
 }
 
+/// The UIDs of the objects Events are about, by name (from the controller's caches): Events whose reference lacks
+/// the UID are not shown by `kubectl describe`.
+pub trait Uids {
+    fn node(&self, name: &str) -> Option<String>;
+    fn policy(&self, name: &str) -> Option<String>;
+}
+
 /// The wait key and the object an action's Event is about: the pod, the policy, or the node.
-fn reference(kind: &ActionKind, node_uid: Option<String>) -> (String, ObjectReference) {
+fn reference(kind: &ActionKind, uids: &impl Uids) -> (String, ObjectReference) {
     match (kind, kind.policy()) {
         (ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod }, _) => {
             (format!("pod/{}", pod.uid), pod_ref(pod))
         }
-        (_, Some(policy)) => (format!("policy/{policy}"), policy_ref(policy)),
+        (_, Some(policy)) => (
+            format!("policy/{policy}"),
+            policy_ref(policy, uids.policy(policy)),
+        ),
         (kind, None) => {
             let node = kind.node().unwrap_or_default();
-            (format!("node/{node}"), node_ref(node, node_uid))
+            (format!("node/{node}"), node_ref(node, uids.node(node)))
         }
     }
 }

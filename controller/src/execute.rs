@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Map, Value, json};
 
 use k8sm_api::{DeletedNode, ExecutorUpgradePolicy, KamikazeMechanism, keys};
 use k8sm_planner::{Action, ActionKind, PodRef};
 
-use crate::Error;
+use crate::{Error, write_params};
 use k8sm_view::time::to_time;
 
 /// Longest any single API call or kamikaze POST may take.
@@ -271,7 +271,7 @@ impl Executor {
         let api: Api<Node> = Api::all(self.client.clone());
         let name = node.name_any();
         match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&name, &write_params::patch(), &Patch::Merge(&patch))
             .await
         {
             Ok(patched) => Ok(Outcome::Done {
@@ -302,7 +302,7 @@ impl Executor {
         let api: Api<ExecutorUpgradePolicy> = Api::all(self.client.clone());
         let name = policy.name_any();
         match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&name, &write_params::patch(), &Patch::Merge(&patch))
             .await
         {
             Ok(_) => Ok(Outcome::done()),
@@ -373,7 +373,7 @@ impl Executor {
                 "status": { "deletedNodes": records },
             });
             match api
-                .patch_status(&policy_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch_status(&policy_name, &write_params::patch(), &Patch::Merge(&patch))
                 .await
             {
                 Ok(patched) => return Ok(Ok(patched.metadata.resource_version)),
@@ -394,10 +394,7 @@ impl Executor {
 
     async fn evict(&self, pod: &PodRef) -> Result<Outcome, Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        let params = EvictParams {
-            delete_options: Some(uid_precondition(&pod.uid)),
-            ..EvictParams::default()
-        };
+        let params = write_params::evict(uid_precondition(&pod.uid));
         match api.evict(&pod.name, &params).await {
             Ok(_) => Ok(Outcome::done()),
             Err(kube::Error::Api(status)) if status.code == 429 => {

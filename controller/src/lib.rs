@@ -20,7 +20,8 @@ pub mod status;
 pub mod stores;
 mod trim;
 pub mod view;
+mod write_params;
 
-pub use args::Args;
+pub use args::{Args, LogFormat};
 pub use error::Error;
 pub use reconcile::run;

@@ -37,18 +37,26 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 const REFUSAL_REPORT_EVERY: Duration = Duration::from_secs(60);
 /// At most this many evictions or deletions of one pass are in flight at once.
 const MAX_CONCURRENT_CALLS: usize = 16;
+/// How long connecting to the apiserver may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a call's request may wait on the connection (a read or a write) before it fails.
+const CALL_IO_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a stopping controller waits for its last Events to be written.
 const EVENT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     // kube and the kamikaze HTTP client share rustls; pick its crypto provider once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = config(&args).await?;
+    let mut config = config(&args).await?;
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    // The watches' client keeps kube's read timeout (295 s, beyond a watch's own 290 s server-side timeout); every
+    // other call goes through `calls`, bounded much tighter.
     let client = Client::try_from(config.clone())?;
+    let calls = calls_client(config)?;
     let lease_namespace = args
         .leader_elect
         .then_some(args.leader_elect_namespace.as_str());
-    crate::permissions::check(&client, lease_namespace).await?;
+    crate::permissions::check(&calls, lease_namespace).await?;
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
@@ -90,9 +98,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Leadership::always()
     };
     let mut controller = Controller {
-        executor: Executor::new(action_client(config)?)?,
-        events: EventSink::new(client.clone(), identity),
-        status: StatusWriter::new(client),
+        executor: Executor::new(calls.clone())?,
+        events: EventSink::new(calls.clone(), identity),
+        status: StatusWriter::new(calls),
         in_flight: InFlight::default(),
         sizes: Sizes::default(),
         refusals: HashMap::new(),
@@ -299,15 +307,7 @@ impl Controller {
                 self.follow_up(action, node, outcome, &mut result).await;
             }
         }
-        let stores = &self.stores;
-        self.events
-            .waits(&plan, |name| {
-                stores
-                    .nodes
-                    .get(&ObjectRef::new(name))
-                    .and_then(|n| n.uid())
-            })
-            .await;
+        self.events.waits(&plan, &self.stores).await;
         let current = self
             .stores
             .policies
@@ -374,9 +374,7 @@ impl Controller {
                 action.message
             );
             self.metrics.executed(&action.kind, action.reason);
-            self.events
-                .action(action, node.as_ref().and_then(|n| n.uid()))
-                .await;
+            self.events.action(action, &self.stores).await;
         }
         (node, outcome)
     }
@@ -441,9 +439,8 @@ impl Controller {
                     .is_none_or(|at| at.elapsed() >= REFUSAL_REPORT_EVERY);
                 if due {
                     self.refusals.insert(pod_uid, Instant::now());
-                    let node_uid = node.as_ref().and_then(|n| n.uid());
                     self.events
-                        .action_failed(action, Reason::BlockedByPDB, &text, node_uid)
+                        .action_failed(action, Reason::BlockedByPDB, &text, &self.stores)
                         .await;
                 }
             }
@@ -488,13 +485,18 @@ async fn config(args: &Args) -> anyhow::Result<kube::Config> {
     Ok(config)
 }
 
-/// The client that carries out the planner's actions, without kube's hidden retries. By default kube retries 429 and
-/// 503 answers itself, honouring Retry-After; an eviction that a PodDisruptionBudget refuses answers 429 with
-/// Retry-After 10 s, so the pass would sit in that retry until the action's timeout (15 s), holding up every other
-/// node, and the refusal would never be reported as BlockedByPDB. The loop retries a failed or refused action itself,
-/// a second later, on fresh data.
-fn action_client(mut config: kube::Config) -> anyhow::Result<Client> {
+/// The client of every call but the watches: the planner's actions, status and Event writes, the start-up checks.
+/// Each request is bounded (reads and writes of the connection; the actions have their own overall timeout too), so a
+/// hung apiserver or proxy shows as a failed call instead of a pass that never ends.
+///
+/// It has none of kube's hidden retries. By default kube retries 429 and 503 answers itself, honouring Retry-After; an
+/// eviction that a PodDisruptionBudget refuses answers 429 with Retry-After 10 s, so the pass would sit in that retry
+/// until the action's timeout (15 s), holding up every other node, and the refusal would never be reported as
+/// BlockedByPDB. The loop retries a failed or refused action itself, on fresh data.
+fn calls_client(mut config: kube::Config) -> anyhow::Result<Client> {
     config.default_retry = false;
+    config.read_timeout = Some(CALL_IO_TIMEOUT);
+    config.write_timeout = Some(CALL_IO_TIMEOUT);
     Ok(Client::try_from(config)?)
 }
 

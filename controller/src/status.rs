@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -325,7 +325,7 @@ impl StatusWriter {
                 .api
                 .patch_status(
                     &policy.policy,
-                    &PatchParams::default(),
+                    &crate::write_params::patch(),
                     &Patch::Merge(&patch),
                 )
                 .await

@@ -8,9 +8,9 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::{self, error::TrySendError};
 
@@ -73,6 +73,16 @@ impl Stores {
         let _ = self.jobs.wait_until_ready().await;
         let _ = self.pdbs.wait_until_ready().await;
         let _ = self.policies.wait_until_ready().await;
+    }
+}
+
+impl crate::events::Uids for Stores {
+    fn node(&self, name: &str) -> Option<String> {
+        self.nodes.get(&ObjectRef::new(name))?.uid()
+    }
+
+    fn policy(&self, name: &str) -> Option<String> {
+        self.policies.get(&ObjectRef::new(name))?.uid()
     }
 }
 
