@@ -26,7 +26,7 @@ use nix::unistd::Pid;
 use serde_json::json;
 
 use k8sm_api::ExecutorUpgradePolicySpec;
-use k8sm_e2e::events::{CONTROLLER, first_seen, k8sm_events, utc};
+use k8sm_e2e::events::{ACTIONS, CONTROLLER, first_seen, k8sm_events, utc};
 use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::scenario::Scenario;
 use k8sm_e2e::workloads::{create, deployment};
@@ -46,17 +46,6 @@ const LEADER_USER: &str = "system:serviceaccount:k8sm-system:k8sm-controller";
 const LEADER: &str = "controller-0";
 const STANDBY: &str = "controller-1";
 const POLICY: &str = "fleet";
-/// Reasons of Events that record an action (as opposed to a wait or a blocker).
-const ACTIONS: [&str; 8] = [
-    "Marked",
-    "Cordoned",
-    "Admitted",
-    "Evicted",
-    "DeletedUnmanagedPod",
-    "KamikazeSent",
-    "Upgraded",
-    "Released",
-];
 /// The admission policy that refuses the frozen leader's writes, and what its refusals say.
 const TRIPWIRE: &str = "leadership-tripwire";
 const UPGRADE: Duration = Duration::from_secs(240);
@@ -247,28 +236,7 @@ impl Pair {
     /// controller-1, a standby with synced caches, as the cluster admin.
     async fn start(namespace: &str, nodes: usize, replicas: i32, restart_delay: &str) -> Self {
         let mut scenario = Scenario::start(nodes, namespace, restart_delay).await;
-        kubectl_ok(
-            &scenario.cluster,
-            &[
-                "apply",
-                "-f",
-                "deploy/namespace.yaml",
-                "-f",
-                "deploy/rbac.yaml",
-            ],
-        );
-        let token = kubectl_ok(
-            &scenario.cluster,
-            &[
-                "create",
-                "token",
-                "k8sm-controller",
-                "-n",
-                LEASE_NAMESPACE,
-                "--duration=1h",
-            ],
-        );
-        let kubeconfig = scenario.token_kubeconfig("k8sm-controller", token.trim());
+        let (kubeconfig, _) = scenario.deployed_controller_kubeconfig();
         create(&scenario.client, &deployment(namespace, "web", replicas)).await;
         scenario.wait_ready(replicas as usize).await;
         scenario.start_controller_as(&kubeconfig, &ELECTION);
