@@ -24,9 +24,16 @@ pub struct Args {
     #[arg(long, default_value = "k8sm-controller")]
     pub leader_elect_lease: String,
 
-    /// How long a leader's claim lasts without renewal; another replica takes over after it.
+    /// How long a leader's claim lasts without renewal: another replica takes over once the Lease has stood
+    /// unchanged this long (by its own clock). A replica that stops releases the Lease, and a standby takes over at
+    /// once.
     #[arg(long, default_value = "15s", value_parser = humantime_duration)]
     pub leader_elect_lease_duration: Duration,
+
+    /// How long after the start of its last successful renewal the leader stops acting when it cannot renew; shorter
+    /// than the lease duration (default: two thirds of it).
+    #[arg(long, value_parser = humantime_duration)]
+    pub leader_elect_renew_deadline: Option<Duration>,
 
     /// This replica's identity in the Lease and in Events (default: the pod name or hostname, plus the pid).
     #[arg(long, env = "POD_NAME")]

@@ -15,6 +15,9 @@ use tokio::sync::{Mutex, Notify, mpsc};
 use k8sm_planner::{Action, ActionKind, Plan, Reason};
 use k8sm_view::reference::{node_ref, pod_ref, policy_ref};
 
+use crate::Error;
+use crate::leader::Leadership;
+
 /// The reporting controller's name in every Event.
 pub const CONTROLLER_NAME: &str = "k8sm-controller";
 
@@ -36,7 +39,7 @@ pub struct EventSink {
 
 impl EventSink {
     /// Starts the writer task (so it must be called within the Tokio runtime).
-    pub fn new(client: Client, instance: String) -> Self {
+    pub fn new(client: Client, instance: String, leadership: Leadership) -> Self {
         let reporter = Reporter {
             controller: CONTROLLER_NAME.into(),
             instance: Some(instance),
@@ -50,8 +53,17 @@ impl EventSink {
             futures::stream::poll_fn(|cx| receiver.poll_recv(cx))
                 .for_each_concurrent(CONCURRENT_WRITES, |(event, reference)| {
                     let (recorder, left, signal) = (&recorder, &left, &signal);
+                    let leadership = &leadership;
                     async move {
-                        if let Err(error) = recorder.publish(&event, &reference).await {
+                        // Written in the background, maybe after leadership ended: checked right before the write.
+                        let written = match leadership.ensure() {
+                            Ok(()) => recorder
+                                .publish(&event, &reference)
+                                .await
+                                .map_err(Error::from),
+                            Err(not_leader) => Err(not_leader.into()),
+                        };
+                        if let Err(error) = written {
                             tracing::warn!(%error, reason = %event.reason, "could not record an Event");
                         }
                         left.fetch_sub(1, Ordering::SeqCst);

@@ -14,6 +14,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
+use tokio::sync::watch;
 
 use k8sm_planner::{Action, ActionKind, PodRef, Reason};
 
@@ -41,12 +42,27 @@ const MAX_CONCURRENT_CALLS: usize = 16;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a call's request may wait on the connection (a read or a write) before it fails.
 const CALL_IO_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a stopping controller waits for its last Events to be written.
-const EVENT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a stopping controller waits for its last Events to be written: the standby waits for it too, as the Lease
+/// is released only afterwards.
+const EVENT_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     // kube and the kamikaze HTTP client share rustls; pick its crypto provider once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let lease = args
+        .leader_elect
+        .then(|| {
+            LeaseConfig::new(
+                args.leader_elect_namespace.clone(),
+                args.leader_elect_lease.clone(),
+                identity.clone(),
+                args.leader_elect_lease_duration,
+                args.leader_elect_renew_deadline,
+            )
+        })
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let mut config = config(&args).await?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     // The watches' client keeps kube's read timeout (295 s, beyond a watch's own 290 s server-side timeout); every
@@ -57,7 +73,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .leader_elect
         .then_some(args.leader_elect_namespace.as_str());
     crate::permissions::check(&calls, lease_namespace).await?;
-    let identity = args.identity.clone().unwrap_or_else(default_identity);
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let addr = server::serve(
@@ -84,31 +99,40 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     ready.store(true, Ordering::Relaxed);
     tracing::info!("caches synced");
 
-    let leadership = if args.leader_elect {
-        leader::start(
-            client.clone(),
-            LeaseConfig {
-                namespace: args.leader_elect_namespace.clone(),
-                name: args.leader_elect_lease.clone(),
-                identity: identity.clone(),
-                lease_duration: args.leader_elect_lease_duration,
-            },
-        )
-    } else {
-        Leadership::always()
+    let leadership = match lease {
+        Some(lease) => leader::start(calls.clone(), lease),
+        None => Leadership::always(),
     };
     let mut controller = Controller {
-        executor: Executor::new(calls.clone())?,
-        events: EventSink::new(calls.clone(), identity),
-        status: StatusWriter::new(calls),
+        executor: Executor::new(calls.clone(), leadership.clone())?,
+        events: EventSink::new(calls.clone(), identity, leadership.clone()),
+        status: StatusWriter::new(calls.clone(), leadership.clone()),
         in_flight: InFlight::default(),
         sizes: Sizes::default(),
         refusals: HashMap::new(),
         metrics,
         stores,
         leadership,
+        stopping: on_stop_signal()?,
     };
     controller.run(&mut changes, args.resync).await
+}
+
+/// Becomes true on SIGTERM or Ctrl-C: the loop then stops acting (a pass stops before its next batch of actions),
+/// and the Lease is released.
+fn on_stop_signal() -> anyhow::Result<watch::Receiver<bool>> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let (sender, receiver) = watch::channel(false);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM: stopping"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: stopping"),
+        }
+        sender.send_replace(true);
+        // Keep the sender (and so the stop) until the process exits.
+        std::future::pending::<()>().await;
+    });
+    Ok(receiver)
 }
 
 struct Controller {
@@ -122,6 +146,7 @@ struct Controller {
     metrics: Arc<Metrics>,
     stores: Stores,
     leadership: Leadership,
+    stopping: watch::Receiver<bool>,
 }
 
 /// What one pass leaves for the next.
@@ -142,8 +167,6 @@ struct PassResult {
 
 impl Controller {
     async fn run(&mut self, changes: &mut Changes, resync: Duration) -> anyhow::Result<()> {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         // The first pass runs at once: the caches just synced, and in a quiet cluster (e.g. after a restart, when
         // everything waits on this controller) no change may come to wake it before the resync.
         let mut last = PassResult {
@@ -159,13 +182,13 @@ impl Controller {
             if last.retry_soon {
                 sleep_for = sleep_for.min(RETRY_AFTER);
             }
-            let mut leadership = self.leadership.clone();
+            let mut stopping = self.stopping.clone();
             tokio::select! {
+                biased;
+                _ = stopping.wait_for(|stop| *stop) => break,
                 next = changes.next() => if next.is_none() { anyhow::bail!("the watches ended") },
                 _ = tokio::time::sleep(sleep_for) => {}
-                _ = leadership.changed() => {}
-                _ = terminate.recv() => { tracing::info!("SIGTERM: stopping"); break; }
-                _ = tokio::signal::ctrl_c() => { tracing::info!("interrupted: stopping"); break; }
+                _ = self.leadership.changed() => {}
             }
             self.settle(changes, &last).await;
             self.metrics.set_leader(self.leadership.is_leader());
@@ -175,8 +198,10 @@ impl Controller {
             }
             last = self.pass().await;
         }
-        // Events are written in the background: the operator should still see those of the last actions.
+        // Events are written in the background: the operator should still see those of the last actions. Then the
+        // Lease goes, so that a standby takes over at once instead of after the lease duration.
         self.events.flush(EVENT_FLUSH_TIMEOUT).await;
+        self.leadership.release().await;
         Ok(())
     }
 
@@ -256,8 +281,12 @@ impl Controller {
         let mut held_back: HashSet<String> = HashSet::new();
         let mut rest = plan.actions.as_slice();
         while !rest.is_empty() {
-            if !self.leadership.is_leader() {
-                tracing::warn!("lost leadership mid-pass: stopping before the next action");
+            if let Err(not_leader) = self.leadership.ensure() {
+                tracing::warn!("stopping mid-pass before the next action: {not_leader}");
+                break;
+            }
+            if *self.stopping.borrow() {
+                tracing::info!("stopping mid-pass before the next action: told to stop");
                 break;
             }
             let batch_len = batch_len(rest);

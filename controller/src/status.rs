@@ -16,6 +16,7 @@ use k8sm_api::{
 use k8sm_planner::{NodePlan, Plan, PodPlan, PolicyPlan, Reason};
 
 use crate::Error;
+use crate::leader::Leadership;
 use k8sm_view::time::to_time;
 
 /// Measures each policy's pace (upgraded nodes per second since this controller first saw it) for the ETA.
@@ -277,13 +278,16 @@ pub fn report_refusals(
 pub struct StatusWriter {
     api: Api<ExecutorUpgradePolicy>,
     pace: Pace,
+    /// Checked right before every write.
+    leadership: Leadership,
 }
 
 impl StatusWriter {
-    pub fn new(client: Client) -> Self {
+    pub fn new(client: Client, leadership: Leadership) -> Self {
         Self {
             api: Api::all(client),
             pace: Pace::default(),
+            leadership,
         }
     }
 
@@ -321,6 +325,7 @@ impl StatusWriter {
                 "metadata": { "resourceVersion": cached.resource_version },
                 "status": with_explicit_nulls(&status)?,
             });
+            self.leadership.ensure()?;
             match self
                 .api
                 .patch_status(

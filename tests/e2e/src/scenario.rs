@@ -18,8 +18,8 @@ use k8sm_testcluster::{ClusterOptions, TestCluster};
 
 use crate::binaries::{ChildGuard, binary};
 use crate::events::with_reason;
-use crate::install_crd;
 use crate::objects::{get_pod_opt, is_live, node_of, pods_in};
+use crate::{install_crd, kubectl_ok};
 
 /// The executor ID of a simulated executor build `version`.
 pub fn executor_id(version: &str) -> String {
@@ -148,6 +148,34 @@ impl Scenario {
             &log,
         ));
         index
+    }
+
+    /// Applies deploy/namespace.yaml and deploy/rbac.yaml, and writes a kubeconfig that authenticates as the deployed
+    /// controller's ServiceAccount (a token valid for two hours): its path, and the token.
+    pub fn deployed_controller_kubeconfig(&self) -> (std::path::PathBuf, String) {
+        kubectl_ok(
+            &self.cluster,
+            &[
+                "apply",
+                "-f",
+                "deploy/namespace.yaml",
+                "-f",
+                "deploy/rbac.yaml",
+            ],
+        );
+        let token = kubectl_ok(
+            &self.cluster,
+            &[
+                "create",
+                "token",
+                "k8sm-controller",
+                "-n",
+                "k8sm-system",
+                "--duration=2h",
+            ],
+        );
+        let token = token.trim().to_owned();
+        (self.token_kubeconfig("k8sm-controller", &token), token)
     }
 
     /// Writes a kubeconfig for this cluster that authenticates with `token`.

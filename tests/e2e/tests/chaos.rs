@@ -36,6 +36,7 @@ use k8sm_api::{
     ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, MaxConcurrentNodes, NodePhase,
     UnmanagedPodPolicy, UnmanagedPods, condition_types, keys,
 };
+use k8sm_e2e::events::ACTIONS;
 use k8sm_e2e::http::{free_port, get};
 use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
 use k8sm_e2e::sla::SlaWatcher;
@@ -75,17 +76,6 @@ const SCRATCH_NODES: [usize; 10] = [4, 8, 12, 16, 20, 24, 28, 32, 36, 40];
 
 const SETUP: Duration = Duration::from_secs(240);
 const UPGRADE: Duration = Duration::from_secs(420);
-/// Reasons of Events that record an action (as opposed to a wait or a blocker).
-const ACTIONS: [&str; 8] = [
-    "Marked",
-    "Cordoned",
-    "Admitted",
-    "Evicted",
-    "DeletedUnmanagedPod",
-    "KamikazeSent",
-    "Upgraded",
-    "Released",
-];
 
 // ---------------------------------------------------------------------------------------------------------------
 // 1. The controller SIGKILLed 10 times at random moments

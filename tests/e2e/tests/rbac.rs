@@ -13,28 +13,7 @@ const NS: &str = "rbac";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_needs_exactly_the_deployed_role() {
     let mut scenario = Scenario::start(3, NS, "1s").await;
-    kubectl_ok(
-        &scenario.cluster,
-        &[
-            "apply",
-            "-f",
-            "deploy/namespace.yaml",
-            "-f",
-            "deploy/rbac.yaml",
-        ],
-    );
-    let token = kubectl_ok(
-        &scenario.cluster,
-        &[
-            "create",
-            "token",
-            "k8sm-controller",
-            "-n",
-            "k8sm-system",
-            "--duration=2h",
-        ],
-    );
-    let kubeconfig = scenario.token_kubeconfig("k8sm-controller", token.trim());
+    let (kubeconfig, token) = scenario.deployed_controller_kubeconfig();
     let election = ["--leader-elect", "--leader-elect-namespace=k8sm-system"];
 
     create(&scenario.client, &deployment(NS, "web", 3)).await;
@@ -82,7 +61,6 @@ async fn controller_needs_exactly_the_deployed_role() {
     );
     // Nothing secret is logged: the whole upgrade's log holds no part of the credential it ran with.
     let log = scenario.controllers[0].log_tail(usize::MAX);
-    let token = token.trim();
     assert!(token.len() > 64, "a real token: {} chars", token.len());
     assert!(
         !log.contains(&token[token.len() - 32..]) && !log.contains(&token[..32]),
