@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod backoff;
 mod error;
 pub mod events;
 pub mod execute;
@@ -20,6 +21,7 @@ pub mod status;
 pub mod stores;
 mod trim;
 pub mod view;
+pub mod watches;
 
 pub use args::Args;
 pub use error::Error;
