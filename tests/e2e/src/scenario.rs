@@ -164,6 +164,50 @@ impl Scenario {
         path
     }
 
+    /// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` and writes a kubeconfig that authenticates with a token
+    /// of the controller's ServiceAccount, so that a controller started with it has exactly the deployed role.
+    /// Returns the kubeconfig and the token.
+    pub fn deployed_controller_identity(&self) -> (std::path::PathBuf, String) {
+        crate::kubectl_ok(
+            &self.cluster,
+            &[
+                "apply",
+                "-f",
+                "deploy/namespace.yaml",
+                "-f",
+                "deploy/rbac.yaml",
+            ],
+        );
+        let token = crate::kubectl_ok(
+            &self.cluster,
+            &[
+                "create",
+                "token",
+                "k8sm-controller",
+                "-n",
+                "k8sm-system",
+                "--duration=2h",
+            ],
+        );
+        let token = token.trim().to_owned();
+        (self.token_kubeconfig("k8sm-controller", &token), token)
+    }
+
+    /// Changes the deployed controller's ClusterRole with a JSON patch, as an operator editing its RBAC does.
+    pub fn patch_controller_role(&self, json_patch: &str) {
+        crate::kubectl_ok(
+            &self.cluster,
+            &[
+                "patch",
+                "clusterrole",
+                "k8sm-controller",
+                "--type=json",
+                "-p",
+                json_patch,
+            ],
+        );
+    }
+
     /// A policy that upgrades every node to the new executor, `slots` nodes at a time, with every other field at its
     /// default: the base the tests set their knobs on.
     pub fn policy_spec(&self, slots: u32) -> ExecutorUpgradePolicySpec {
