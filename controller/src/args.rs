@@ -43,6 +43,12 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
 
+    /// While a watch (of nodes, pods, policies, pod controllers or budgets) has been failing for longer than this,
+    /// its cache may be stale: take no action (no eviction, deletion or node change) and report the policies
+    /// Degraded, until it recovers.
+    #[arg(long, default_value = "30s", value_parser = humantime_duration)]
+    pub max_watch_staleness: Duration,
+
     /// Re-plan at least this often even when nothing changes (a safety net; changes trigger a plan at once).
     #[arg(long, default_value = "30s", value_parser = humantime_duration)]
     pub resync: Duration,

@@ -131,6 +131,20 @@ impl EventSink {
             .await;
     }
 
+    /// Reports on each of `policies` that the controller stopped acting: a watch has failed for too long.
+    pub async fn stale_view(&self, policies: &[&str], message: &str, uids: &impl Uids) {
+        for policy in policies {
+            let reference = policy_ref(policy, uids.policy(policy));
+            self.publish(
+                EventType::Warning,
+                Reason::WatchFailing,
+                message,
+                &reference,
+            )
+            .await;
+        }
+    }
+
     /// Reports every wait and blocker that is new since the last pass; forgets those that ended.
     pub async fn waits(&self, plan: &Plan, uids: &impl Uids) {
         let mut current: Vec<((String, Reason), ObjectReference, String)> = Vec::new();
@@ -237,7 +251,8 @@ fn reference(kind: &ActionKind, uids: &impl Uids) -> (String, ObjectReference) {
     }
 }
 
-fn truncate(text: &str, max: usize) -> String {
+/// `text` cut to at most `max` bytes (on a character boundary), with an ellipsis when cut.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }

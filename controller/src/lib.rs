@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod backoff;
 mod error;
 pub mod events;
 pub mod execute;
@@ -20,6 +21,7 @@ pub mod status;
 pub mod stores;
 mod trim;
 pub mod view;
+pub mod watches;
 mod write_params;
 
 pub use args::{Args, LogFormat};

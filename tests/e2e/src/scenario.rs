@@ -19,7 +19,7 @@ use k8sm_testcluster::{ClusterOptions, TestCluster};
 use crate::binaries::{ChildGuard, binary};
 use crate::events::with_reason;
 use crate::objects::{get_pod_opt, is_live, node_of, pods_in};
-use crate::{install_crd, kubectl_ok};
+use crate::install_crd;
 
 /// The executor ID of a simulated executor build `version`.
 pub fn executor_id(version: &str) -> String {
@@ -150,10 +150,25 @@ impl Scenario {
         index
     }
 
-    /// Applies deploy/namespace.yaml and deploy/rbac.yaml, and writes a kubeconfig that authenticates as the deployed
-    /// controller's ServiceAccount (a token valid for two hours): its path, and the token.
-    pub fn deployed_controller_kubeconfig(&self) -> (std::path::PathBuf, String) {
-        kubectl_ok(
+    /// Writes a kubeconfig for this cluster that authenticates with `token`.
+    pub fn token_kubeconfig(&self, name: &str, token: &str) -> std::path::PathBuf {
+        let path = self.cluster.dir().join(format!("{name}.kubeconfig"));
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\n\
+             users:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n\
+             current-context: x\n",
+            self.cluster.server(),
+            self.cluster.dir().join("ca.crt").display(),
+        );
+        std::fs::write(&path, text).expect("kubeconfig written");
+        path
+    }
+
+    /// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` and writes a kubeconfig that authenticates with a token
+    /// of the controller's ServiceAccount, so that a controller started with it has exactly the deployed role.
+    /// Returns the kubeconfig and the token.
+    pub fn deployed_controller_identity(&self) -> (std::path::PathBuf, String) {
+        crate::kubectl_ok(
             &self.cluster,
             &[
                 "apply",
@@ -163,7 +178,7 @@ impl Scenario {
                 "deploy/rbac.yaml",
             ],
         );
-        let token = kubectl_ok(
+        let token = crate::kubectl_ok(
             &self.cluster,
             &[
                 "create",
@@ -178,18 +193,19 @@ impl Scenario {
         (self.token_kubeconfig("k8sm-controller", &token), token)
     }
 
-    /// Writes a kubeconfig for this cluster that authenticates with `token`.
-    pub fn token_kubeconfig(&self, name: &str, token: &str) -> std::path::PathBuf {
-        let path = self.cluster.dir().join(format!("{name}.kubeconfig"));
-        let text = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\n\
-             users:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n\
-             current-context: x\n",
-            self.cluster.server(),
-            self.cluster.dir().join("ca.crt").display(),
+    /// Changes the deployed controller's ClusterRole with a JSON patch, as an operator editing its RBAC does.
+    pub fn patch_controller_role(&self, json_patch: &str) {
+        crate::kubectl_ok(
+            &self.cluster,
+            &[
+                "patch",
+                "clusterrole",
+                "k8sm-controller",
+                "--type=json",
+                "-p",
+                json_patch,
+            ],
         );
-        std::fs::write(&path, text).expect("kubeconfig written");
-        path
     }
 
     /// A policy that upgrades every node to the new executor, `slots` nodes at a time, with every other field at its

@@ -236,7 +236,7 @@ impl Pair {
     /// controller-1, a standby with synced caches, as the cluster admin.
     async fn start(namespace: &str, nodes: usize, replicas: i32, restart_delay: &str) -> Self {
         let mut scenario = Scenario::start(nodes, namespace, restart_delay).await;
-        let (kubeconfig, _) = scenario.deployed_controller_kubeconfig();
+        let (kubeconfig, _) = scenario.deployed_controller_identity();
         create(&scenario.client, &deployment(namespace, "web", replicas)).await;
         scenario.wait_ready(replicas as usize).await;
         scenario.start_controller_as(&kubeconfig, &ELECTION);

@@ -13,7 +13,7 @@ const NS: &str = "rbac";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_needs_exactly_the_deployed_role() {
     let mut scenario = Scenario::start(3, NS, "1s").await;
-    let (kubeconfig, token) = scenario.deployed_controller_kubeconfig();
+    let (kubeconfig, token) = scenario.deployed_controller_identity();
     let election = ["--leader-elect", "--leader-elect-namespace=k8sm-system"];
 
     create(&scenario.client, &deployment(NS, "web", 3)).await;
@@ -69,17 +69,7 @@ async fn controller_needs_exactly_the_deployed_role() {
 
     // Take one verb away: a new controller refuses to start and says which permission is missing.
     scenario.controllers[0].kill_with(nix::sys::signal::Signal::SIGTERM);
-    kubectl_ok(
-        &scenario.cluster,
-        &[
-            "patch",
-            "clusterrole",
-            "k8sm-controller",
-            "--type=json",
-            "-p",
-            &remove_rule(&scenario, "pods/eviction"),
-        ],
-    );
+    scenario.patch_controller_role(&remove_rule(&scenario, "pods/eviction"));
     let index = scenario.start_controller_as(&kubeconfig, &election);
     let controller = &scenario.controllers[index];
     let status = controller
