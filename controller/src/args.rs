@@ -24,9 +24,16 @@ pub struct Args {
     #[arg(long, default_value = "k8sm-controller")]
     pub leader_elect_lease: String,
 
-    /// How long a leader's claim lasts without renewal; another replica takes over after it.
+    /// How long a leader's claim lasts without renewal: another replica takes over once the Lease has stood
+    /// unchanged this long (by its own clock). A replica that stops releases the Lease, and a standby takes over at
+    /// once.
     #[arg(long, default_value = "15s", value_parser = humantime_duration)]
     pub leader_elect_lease_duration: Duration,
+
+    /// How long after the start of its last successful renewal the leader stops acting when it cannot renew; shorter
+    /// than the lease duration (default: two thirds of it).
+    #[arg(long, value_parser = humantime_duration)]
+    pub leader_elect_renew_deadline: Option<Duration>,
 
     /// This replica's identity in the Lease and in Events (default: the pod name or hostname, plus the pid).
     #[arg(long, env = "POD_NAME")]
@@ -36,9 +43,26 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
 
+    /// While a watch (of nodes, pods, policies, pod controllers or budgets) has been failing for longer than this,
+    /// its cache may be stale: take no action (no eviction, deletion or node change) and report the policies
+    /// Degraded, until it recovers.
+    #[arg(long, default_value = "30s", value_parser = humantime_duration)]
+    pub max_watch_staleness: Duration,
+
     /// Re-plan at least this often even when nothing changes (a safety net; changes trigger a plan at once).
     #[arg(long, default_value = "30s", value_parser = humantime_duration)]
     pub resync: Duration,
+
+    /// Log lines as text, or as one JSON object per line (for log collectors). Either goes to stderr, with colour
+    /// codes only when stderr is a terminal.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 fn humantime_duration(s: &str) -> Result<Duration, String> {

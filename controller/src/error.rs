@@ -15,6 +15,8 @@ pub enum Error {
     },
     #[error("kamikaze POST to {url}: {message}")]
     Http { url: String, message: String },
+    #[error(transparent)]
+    NotLeader(#[from] crate::leader::NotLeader),
     #[error("serialising a patch: {0}")]
     Serialize(#[from] serde_json::Error),
     #[error(

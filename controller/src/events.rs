@@ -15,6 +15,9 @@ use tokio::sync::{Mutex, Notify, mpsc};
 use k8sm_planner::{Action, ActionKind, Plan, Reason};
 use k8sm_view::reference::{node_ref, pod_ref, policy_ref};
 
+use crate::Error;
+use crate::leader::Leadership;
+
 /// The reporting controller's name in every Event.
 pub const CONTROLLER_NAME: &str = "k8sm-controller";
 
@@ -36,7 +39,7 @@ pub struct EventSink {
 
 impl EventSink {
     /// Starts the writer task (so it must be called within the Tokio runtime).
-    pub fn new(client: Client, instance: String) -> Self {
+    pub fn new(client: Client, instance: String, leadership: Leadership) -> Self {
         let reporter = Reporter {
             controller: CONTROLLER_NAME.into(),
             instance: Some(instance),
@@ -50,8 +53,17 @@ impl EventSink {
             futures::stream::poll_fn(|cx| receiver.poll_recv(cx))
                 .for_each_concurrent(CONCURRENT_WRITES, |(event, reference)| {
                     let (recorder, left, signal) = (&recorder, &left, &signal);
+                    let leadership = &leadership;
                     async move {
-                        if let Err(error) = recorder.publish(&event, &reference).await {
+                        // Written in the background, maybe after leadership ended: checked right before the write.
+                        let written = match leadership.ensure() {
+                            Ok(()) => recorder
+                                .publish(&event, &reference)
+                                .await
+                                .map_err(Error::from),
+                            Err(not_leader) => Err(not_leader.into()),
+                        };
+                        if let Err(error) = written {
                             tracing::warn!(%error, reason = %event.reason, "could not record an Event");
                         }
                         left.fetch_sub(1, Ordering::SeqCst);
@@ -86,12 +98,13 @@ impl EventSink {
     }
 
     /// Reports an executed action on the object it changed (bookkeeping, such as a progress record, is not
-    /// reported). A node that an action puts into a wait (a stall) is not reported again as that wait.
-    pub async fn action(&self, action: &Action, node_uid: Option<String>) {
+    /// reported). A node that an action puts into a wait (a stall) is not reported again as that wait. `uids`
+    /// gives the cached UID of the node or policy the action is about.
+    pub async fn action(&self, action: &Action, uids: &impl Uids) {
         if !action.kind.is_reported() {
             return;
         }
-        let (key, reference) = reference(&action.kind, node_uid);
+        let (key, reference) = reference(&action.kind, uids);
         self.reported_waits
             .lock()
             .await
@@ -111,15 +124,29 @@ impl EventSink {
         action: &Action,
         reason: Reason,
         message: &str,
-        node_uid: Option<String>,
+        uids: &impl Uids,
     ) {
-        let (_, reference) = reference(&action.kind, node_uid);
+        let (_, reference) = reference(&action.kind, uids);
         self.publish(EventType::Warning, reason, message, &reference)
             .await;
     }
 
+    /// Reports on each of `policies` that the controller stopped acting: a watch has failed for too long.
+    pub async fn stale_view(&self, policies: &[&str], message: &str, uids: &impl Uids) {
+        for policy in policies {
+            let reference = policy_ref(policy, uids.policy(policy));
+            self.publish(
+                EventType::Warning,
+                Reason::WatchFailing,
+                message,
+                &reference,
+            )
+            .await;
+        }
+    }
+
     /// Reports every wait and blocker that is new since the last pass; forgets those that ended.
-    pub async fn waits(&self, plan: &Plan, node_uid: impl Fn(&str) -> Option<String>) {
+    pub async fn waits(&self, plan: &Plan, uids: &impl Uids) {
         let mut current: Vec<((String, Reason), ObjectReference, String)> = Vec::new();
         for node in &plan.nodes {
             for blocker in &node.blockers {
@@ -130,7 +157,7 @@ impl EventSink {
                     Some(pod) => (format!("pod/{}", pod.uid), pod_ref(pod)),
                     None => (
                         format!("node/{}", node.node),
-                        node_ref(&node.node, node_uid(&node.node)),
+                        node_ref(&node.node, uids.node(&node.node)),
                     ),
                 };
                 current.push(((key, blocker.reason), reference, blocker.message.clone()));
@@ -138,7 +165,7 @@ impl EventSink {
         }
         for policy in &plan.policies {
             for condition in &policy.conditions {
-                let reference = policy_ref(&policy.policy);
+                let reference = policy_ref(&policy.policy, uids.policy(&policy.policy));
                 current.push((
                     (format!("policy/{}", policy.policy), condition.reason),
                     reference,
@@ -200,21 +227,32 @@ impl EventSink {
     }
 }
 
+/// The UIDs of the objects Events are about, by name (from the controller's caches): Events whose reference lacks
+/// the UID are not shown by `kubectl describe`.
+pub trait Uids {
+    fn node(&self, name: &str) -> Option<String>;
+    fn policy(&self, name: &str) -> Option<String>;
+}
+
 /// The wait key and the object an action's Event is about: the pod, the policy, or the node.
-fn reference(kind: &ActionKind, node_uid: Option<String>) -> (String, ObjectReference) {
+fn reference(kind: &ActionKind, uids: &impl Uids) -> (String, ObjectReference) {
     match (kind, kind.policy()) {
         (ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod }, _) => {
             (format!("pod/{}", pod.uid), pod_ref(pod))
         }
-        (_, Some(policy)) => (format!("policy/{policy}"), policy_ref(policy)),
+        (_, Some(policy)) => (
+            format!("policy/{policy}"),
+            policy_ref(policy, uids.policy(policy)),
+        ),
         (kind, None) => {
             let node = kind.node().unwrap_or_default();
-            (format!("node/{node}"), node_ref(node, node_uid))
+            (format!("node/{node}"), node_ref(node, uids.node(node)))
         }
     }
 }
 
-fn truncate(text: &str, max: usize) -> String {
+/// `text` cut to at most `max` bytes (on a character boundary), with an ellipsis when cut.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }

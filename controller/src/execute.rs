@@ -5,14 +5,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Map, Value, json};
 
 use k8sm_api::{DeletedNode, ExecutorUpgradePolicy, KamikazeMechanism, keys};
 use k8sm_planner::{Action, ActionKind, PodRef};
 
-use crate::Error;
+use crate::leader::Leadership;
+use crate::{Error, write_params};
 use k8sm_view::time::to_time;
 
 /// Longest any single API call or kamikaze POST may take.
@@ -49,15 +50,21 @@ impl Outcome {
 pub struct Executor {
     client: Client,
     http: reqwest::Client,
+    /// Checked right before every write.
+    leadership: Leadership,
 }
 
 impl Executor {
-    pub fn new(client: Client) -> Result<Self, Error> {
+    pub fn new(client: Client, leadership: Leadership) -> Result<Self, Error> {
         let http = reqwest::Client::builder()
             .timeout(CALL_TIMEOUT)
             .build()
             .map_err(|e| Error::Other(format!("building the kamikaze HTTP client: {e}")))?;
-        Ok(Self { client, http })
+        Ok(Self {
+            client,
+            http,
+            leadership,
+        })
     }
 
     /// Executes `action`. `node` and `policy` are the cached Node the action is about and the policy on whose
@@ -270,8 +277,9 @@ impl Executor {
     async fn patch_node(&self, node: &Node, patch: Value) -> Result<Outcome, Error> {
         let api: Api<Node> = Api::all(self.client.clone());
         let name = node.name_any();
+        self.leadership.ensure()?;
         match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&name, &write_params::patch(), &Patch::Merge(&patch))
             .await
         {
             Ok(patched) => Ok(Outcome::Done {
@@ -301,8 +309,9 @@ impl Executor {
         });
         let api: Api<ExecutorUpgradePolicy> = Api::all(self.client.clone());
         let name = policy.name_any();
+        self.leadership.ensure()?;
         match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&name, &write_params::patch(), &Patch::Merge(&patch))
             .await
         {
             Ok(_) => Ok(Outcome::done()),
@@ -373,8 +382,9 @@ impl Executor {
                 "metadata": { "resourceVersion": fresh.resource_version() },
                 "status": { "deletedNodes": records },
             });
+            self.leadership.ensure()?;
             match api
-                .patch_status(&policy_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch_status(&policy_name, &write_params::patch(), &Patch::Merge(&patch))
                 .await
             {
                 Ok(patched) => return Ok(Ok(patched.metadata.resource_version)),
@@ -395,10 +405,8 @@ impl Executor {
 
     async fn evict(&self, pod: &PodRef) -> Result<Outcome, Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        let params = EvictParams {
-            delete_options: Some(uid_precondition(&pod.uid)),
-            ..EvictParams::default()
-        };
+        let params = write_params::evict(uid_precondition(&pod.uid));
+        self.leadership.ensure()?;
         match api.evict(&pod.name, &params).await {
             Ok(_) => Ok(Outcome::done()),
             Err(kube::Error::Api(status)) if status.code == 429 => {
@@ -420,6 +428,7 @@ impl Executor {
 
     async fn delete_pod(&self, pod: &PodRef) -> Result<Outcome, Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        self.leadership.ensure()?;
         match api.delete(&pod.name, &uid_precondition(&pod.uid)).await {
             Ok(_) => Ok(Outcome::done()),
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
@@ -440,6 +449,7 @@ impl Executor {
         let api: Api<Node> = Api::all(self.client.clone());
         let name = node.name_any();
         let params = uid_precondition(&node.uid().unwrap_or_default());
+        self.leadership.ensure()?;
         match api.delete(&name, &params).await {
             Ok(_) => Ok(Outcome::done()),
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
@@ -458,6 +468,7 @@ impl Executor {
 
     /// POSTs the kamikaze `body` (see [`kamikaze_body`]) to `url`.
     async fn post(&self, url: &str, body: String) -> Result<(), Error> {
+        self.leadership.ensure()?;
         let response = self
             .http
             .post(url)

@@ -1,114 +1,439 @@
-//! Leader election on a `coordination.k8s.io` Lease, so that of several replicas exactly one acts.
+//! Leader election on a `coordination.k8s.io` Lease, in the manner of client-go's `leaderelection`: of several
+//! replicas at most one acts at any moment, also when a replica freezes, its Lease calls hang, or its clock is off.
 //!
-//! The holder renews the Lease every `lease_duration / 3`; another replica takes over only once the Lease has not
-//! been renewed for `lease_duration`. Every write carries the Lease's resourceVersion, so two candidates can never
-//! both win. A leader that cannot renew steps down on its own before its claim could have expired.
+//! - **Leadership is a deadline on this process's monotonic clock**: the start of the last successful renewal round
+//!   plus the renew deadline. [`Leadership::ensure`] compares it with `Instant::now()` and is called right before
+//!   every write the controller makes, so a process that was frozen (SIGSTOP, a paused VM) or whose renewals hang
+//!   knows it no longer leads the moment it runs again, with no help from the election task.
+//! - **Another holder's claim expires by this replica's own observation**: a candidate remembers when, on its
+//!   monotonic clock, it first saw the current record (holder, renewTime, resourceVersion), and takes over only once
+//!   that record has stood unchanged for its `leaseDurationSeconds`. The holder's wall-clock renewTime is written
+//!   (for people and other tools) but never compared with this replica's clock, so skew cannot shorten a claim.
+//! - **Why this cannot split.** The holder's round starts (instant `s`) before its write reaches the apiserver; a
+//!   candidate sees the written record only after that (`o ≥ s`), so it can take over no earlier than
+//!   `o + leaseDuration ≥ s + leaseDuration`, while the holder stopped acting at `s + renewDeadline`. The margin
+//!   `leaseDuration − renewDeadline` absorbs a difference in clock rates and a write already on the wire when the
+//!   deadline passes. Every Lease write carries the resourceVersion read in the same round, so two candidates never
+//!   both win one record. (As with client-go, an operator who deletes the Lease lets a candidate create it at once;
+//!   the old holder stops at its next round, within a retry period, when it sees another holder.)
+//! - **Every round is time-boxed** (get, then create or replace) to half the renew deadline: a hung call cannot
+//!   outlast leadership, and there is time for another round before the deadline.
+//! - **The Lease is released on shutdown**: the controller stops acting, then [`Leadership::release`] ends the term
+//!   and writes the Lease with no holder and `leaseDurationSeconds: 1` (client-go's ReleaseOnCancel). A candidate
+//!   that sees no holder acquires at once, and candidates poll every [`LeaseConfig::retry_period`] (at most 1 s),
+//!   so a rollout of the controller leaves no leaderless gap.
+//!
+//! # Libraries examined (none replaces this module)
+//! - `kube-runtime` 5.0 (the kube of this workspace) has no leader election.
+//! - `kube-lease-manager` 0.13.1, the one crate built on kube 5: a claim expires at the holder's renewTime plus the
+//!   duration, compared with this machine's `SystemTime` (skew is tolerated only up to a configured grace); the
+//!   caller learns leadership from a flag its task updates, not a deadline, so a process that wakes from a freeze
+//!   still reads "leader" until that task runs again.
+//! - `kubert` 0.25.0 (`lease` module): built on kube-client 1.1; the claim's expiry is the holder's renewTime plus
+//!   the duration, compared with `chrono::Utc::now()` (wall clock), and the caller checks that expiry.
+//! - `kube-leader-election` 0.44.0: built on kube 4; compares the holder's renewTime with the local wall clock (its
+//!   README says it is "volatile to datetime skew"); the caller drives the rounds and keeps its own flag.
+//! - `kube-coordinate` 2.0.0-rc.0: judges expiry by observed time on `Instant` (as here), but is a pre-release on
+//!   kube 2, exposes leadership as a state channel set by its task (not a deadline checked before writes), renews
+//!   only once the renew deadline has elapsed, and does not release the Lease on shutdown.
 
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-use k8sm_view::time::{from_timestamp, to_micro_time};
+use k8sm_view::time::to_micro_time;
 
+/// The longest pause between two rounds: how soon a candidate sees a released Lease.
+const MAX_RETRY_PERIOD: Duration = Duration::from_secs(1);
+const MIN_RETRY_PERIOD: Duration = Duration::from_millis(100);
+/// Attempts to clear the Lease on release when it changes under us (our own renewal still landing, say).
+const RELEASE_ATTEMPTS: usize = 3;
+
+/// The election's settings, validated: [`LeaseConfig::new`].
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
     pub namespace: String,
     pub name: String,
     pub identity: String,
+    /// How long a record must stand unchanged before a candidate may take over.
     pub lease_duration: Duration,
+    /// How long after the start of its last successful renewal round the leader stops acting.
+    pub renew_deadline: Duration,
 }
 
-/// Whether this replica leads now. Acting code checks it right before every pass and every action.
+impl LeaseConfig {
+    /// `renew_deadline` defaults to two thirds of `lease_duration`. Fails when the leader could still act after a
+    /// candidate may take over, or when a failed renewal could not be retried before the deadline.
+    pub fn new(
+        namespace: String,
+        name: String,
+        identity: String,
+        lease_duration: Duration,
+        renew_deadline: Option<Duration>,
+    ) -> Result<Self, String> {
+        let renew_deadline = renew_deadline.unwrap_or(lease_duration * 2 / 3);
+        let config = Self {
+            namespace,
+            name,
+            identity,
+            lease_duration,
+            renew_deadline,
+        };
+        if lease_duration < Duration::from_secs(1) {
+            return Err(format!(
+                "--leader-elect-lease-duration ({lease_duration:?}) must be at least 1s"
+            ));
+        }
+        if renew_deadline >= lease_duration {
+            return Err(format!(
+                "--leader-elect-renew-deadline ({renew_deadline:?}) must be shorter than --leader-elect-lease-duration \
+                 ({lease_duration:?}): a standby may take over once the lease duration has passed, so the leader must \
+                 have stopped before"
+            ));
+        }
+        if renew_deadline < config.retry_period() * 2 {
+            return Err(format!(
+                "--leader-elect-renew-deadline ({renew_deadline:?}) must be at least twice the retry period ({:?}), \
+                 so that a failed renewal can be tried again before leadership ends",
+                config.retry_period()
+            ));
+        }
+        Ok(config)
+    }
+
+    /// The pause between rounds: the leader renews this often, and a candidate looks at the Lease this often.
+    pub fn retry_period(&self) -> Duration {
+        (self.lease_duration / 6).clamp(MIN_RETRY_PERIOD, MAX_RETRY_PERIOD)
+    }
+
+    /// The longest one round (or the release) may take.
+    fn round_timeout(&self) -> Duration {
+        self.renew_deadline / 2
+    }
+
+    /// `leaseDurationSeconds` as written: rounded up, so that candidates never wait less than this replica promised.
+    fn lease_seconds(&self) -> i32 {
+        let seconds =
+            self.lease_duration.as_secs() + u64::from(self.lease_duration.subsec_nanos() > 0);
+        i32::try_from(seconds).unwrap_or(i32::MAX)
+    }
+}
+
+/// Why this replica may not write now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotLeader {
+    #[error("not the leader (deadline passed {:.1}s ago)", .0.as_secs_f64())]
+    DeadlinePassed(Duration),
+    #[error("not the leader (this replica has not acquired the Lease)")]
+    NotAcquired,
+    #[error("not the leader (another replica holds the Lease)")]
+    Superseded,
+    #[error("not the leader (stepped down to release the Lease)")]
+    Released,
+}
+
+/// Whether this replica may act now: a cheap check ([`Leadership::ensure`]) made right before every write.
 #[derive(Debug, Clone)]
 pub struct Leadership {
-    receiver: watch::Receiver<bool>,
-    /// Held when leadership is fixed (election off), so the channel never closes.
-    _fixed: Option<std::sync::Arc<watch::Sender<bool>>>,
+    shared: Arc<Shared>,
+    changes: watch::Receiver<bool>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// `None`: election off, always the leader.
+    term: Option<Mutex<Term>>,
+    /// What the election task last reported (`true`: leading); wakes the loop when leadership is won.
+    changes: watch::Sender<bool>,
+    stop: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Leadership {
     /// Always the leader (leader election off).
     pub fn always() -> Self {
-        let (sender, receiver) = watch::channel(true);
+        let (changes, receiver) = watch::channel(true);
+        let (stop, _) = watch::channel(false);
         Self {
-            receiver,
-            _fixed: Some(std::sync::Arc::new(sender)),
+            shared: Arc::new(Shared {
+                term: None,
+                changes,
+                stop,
+                task: Mutex::new(None),
+            }),
+            changes: receiver,
+        }
+    }
+
+    /// `Ok` while this process's leadership deadline lies ahead on its monotonic clock. Call it right before every
+    /// write: the answer holds for that instant only.
+    pub fn ensure(&self) -> Result<(), NotLeader> {
+        match &self.shared.term {
+            None => Ok(()),
+            Some(term) => lock(term).check(Instant::now()),
         }
     }
 
     pub fn is_leader(&self) -> bool {
-        *self.receiver.borrow()
+        self.ensure().is_ok()
     }
 
-    /// Resolves when leadership changes (never, when it is fixed).
+    /// Resolves when the election task reports a change (never, when leadership is fixed). Leadership can also
+    /// end without a report, when the deadline passes: [`Leadership::ensure`] is what decides.
     pub async fn changed(&mut self) {
-        if self.receiver.changed().await.is_err() {
-            std::future::pending::<()>().await;
+        // The sender lives in `shared`, which `self` holds: this never fails.
+        let _ = self.changes.changed().await;
+    }
+
+    /// Ends leadership at once (every later [`Leadership::ensure`] fails), stops the election and, if this replica
+    /// holds the Lease, writes it with no holder so that a standby acquires it at once. Time-boxed.
+    pub async fn release(&self) {
+        let Some(term) = &self.shared.term else {
+            return;
+        };
+        lock(term).release();
+        let _ = self.shared.stop.send(true);
+        let task = lock(&self.shared.task).take();
+        if let Some(task) = task {
+            let _ = task.await;
         }
     }
 }
 
-/// Starts the election loop in the background.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while holding these locks; a poisoned one still holds a consistent value.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// This replica's term: until when it may act.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Term {
+    #[default]
+    NotAcquired,
+    /// Leading until this instant of the monotonic clock.
+    Until(Instant),
+    /// A round found another holder.
+    Superseded,
+    /// Stepped down for good, to release the Lease.
+    Released,
+}
+
+impl Term {
+    fn check(&self, now: Instant) -> Result<(), NotLeader> {
+        match *self {
+            Self::Until(deadline) if now < deadline => Ok(()),
+            Self::Until(deadline) => Err(NotLeader::DeadlinePassed(now - deadline)),
+            Self::NotAcquired => Err(NotLeader::NotAcquired),
+            Self::Superseded => Err(NotLeader::Superseded),
+            Self::Released => Err(NotLeader::Released),
+        }
+    }
+
+    /// A round that started at `round_started` wrote the Lease as its holder.
+    fn renewed(&mut self, round_started: Instant, renew_deadline: Duration) {
+        if *self != Self::Released {
+            *self = Self::Until(round_started + renew_deadline);
+        }
+    }
+
+    /// A round found another holder (its claim was legitimate only if this term had ended; or an operator deleted
+    /// the Lease and a candidate created it afresh): stop now rather than at the deadline.
+    fn lost(&mut self) {
+        if *self != Self::Released {
+            *self = Self::Superseded;
+        }
+    }
+
+    fn release(&mut self) {
+        *self = Self::Released;
+    }
+}
+
+/// The parts of a Lease that tell one record from the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record {
+    /// Empty when nobody holds it.
+    holder: String,
+    /// As written by the holder: compared with the next record, never with this replica's clock.
+    renew_time: Option<String>,
+    resource_version: Option<String>,
+    /// How long the holder promised its claim lasts without renewal.
+    lease_duration: Duration,
+}
+
+impl Record {
+    fn of(lease: &Lease, config: &LeaseConfig) -> Self {
+        let spec = lease.spec.as_ref();
+        Self {
+            holder: spec
+                .and_then(|s| s.holder_identity.clone())
+                .unwrap_or_default(),
+            renew_time: spec.and_then(|s| s.renew_time.as_ref().map(|t| t.0.to_string())),
+            resource_version: lease.resource_version(),
+            lease_duration: spec
+                .and_then(|s| s.lease_duration_seconds)
+                .map_or(config.lease_duration, |s| {
+                    Duration::from_secs(u64::try_from(s).unwrap_or(0))
+                }),
+        }
+    }
+}
+
+/// The record this replica last saw, and when it first saw it (on its own monotonic clock).
+#[derive(Debug, Default)]
+struct Observation {
+    seen: Option<(Record, Instant)>,
+}
+
+impl Observation {
+    /// Notes the record read at `now`; the record's age restarts only when it differs from the last one seen.
+    fn see(&mut self, record: Record, now: Instant) {
+        if self.seen.as_ref().is_none_or(|(seen, _)| *seen != record) {
+            self.seen = Some((record, now));
+        }
+    }
+
+    /// How long another replica's claim still stands at `now`, judged by when this replica first saw the record:
+    /// `None` when nobody else holds a standing claim (no holder, this replica, or a record unchanged for its
+    /// whole lease duration).
+    fn claim_of_other(&self, identity: &str, now: Instant) -> Option<Duration> {
+        let (record, seen_at) = self.seen.as_ref()?;
+        if record.holder.is_empty() || record.holder == identity {
+            return None;
+        }
+        (*seen_at + record.lease_duration)
+            .checked_duration_since(now)
+            .filter(|left| !left.is_zero())
+    }
+}
+
+/// Starts the election in the background.
 pub fn start(client: Client, config: LeaseConfig) -> Leadership {
-    let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        let api: Api<Lease> = Api::namespaced(client, &config.namespace);
-        let renew_every = config.lease_duration / 3;
-        let mut last_renewal: Option<Instant> = None;
-        loop {
-            let mut sleep_for = renew_every
-                .min(Duration::from_secs(2))
-                .max(Duration::from_millis(200));
-            match try_acquire_or_renew(&api, &config).await {
-                Ok(Round::Holding) => last_renewal = Some(Instant::now()),
-                Ok(Round::HeldByOther { expires_in }) => {
-                    last_renewal = None;
-                    // Try again right when the holder's claim lapses, so a dead leader is replaced within the
-                    // lease duration rather than up to one polling interval later.
-                    if let Some(expires_in) = expires_in {
-                        sleep_for = sleep_for.min(expires_in + Duration::from_millis(50));
-                    }
-                }
-                Err(error) => tracing::warn!(%error, "leader election: could not reach the Lease"),
-            }
-            // Step down a margin before the claim expires for the others.
-            let leading =
-                last_renewal.is_some_and(|at| at.elapsed() < config.lease_duration.mul_f32(0.8));
-            if *tx.borrow() != leading {
-                tracing::info!(identity = %config.identity, leading, "leadership changed");
-                let _ = tx.send(leading);
-            }
-            tokio::time::sleep(sleep_for).await;
-        }
+    let (changes, receiver) = watch::channel(false);
+    let (stop, stopping) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        term: Some(Mutex::new(Term::default())),
+        changes,
+        stop,
+        task: Mutex::new(None),
     });
+    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let task = tokio::spawn(elect(api, config, shared.clone(), stopping));
+    *lock(&shared.task) = Some(task);
     Leadership {
-        receiver: rx,
-        _fixed: None,
+        shared,
+        changes: receiver,
     }
 }
 
-/// What one round of the election found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What one round found.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Round {
-    /// This replica holds the Lease (acquired or renewed).
-    Holding,
-    /// Another replica holds it; its claim lapses in `expires_in` unless renewed (`None`: unknown, or a lost race).
-    HeldByOther { expires_in: Option<Duration> },
+    /// This replica holds the Lease now; `from`: the previous holder, when it was just acquired.
+    Holding { from: Option<String> },
+    /// Another replica's claim stands; this replica's next chance comes in `expires_in`.
+    HeldByOther {
+        holder: String,
+        expires_in: Duration,
+    },
+    /// Someone wrote the Lease between our read and our write: nothing won.
+    Conflict,
 }
 
-/// One round: acquire the Lease if it is free or expired, renew it if held.
-async fn try_acquire_or_renew(
+async fn elect(
+    api: Api<Lease>,
+    config: LeaseConfig,
+    shared: Arc<Shared>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let term = shared.term.as_ref().expect("an elected term");
+    let retry = config.retry_period();
+    let mut observed = Observation::default();
+    // Whether the Lease may carry this replica's name: then it is cleared on release.
+    let mut may_hold = false;
+    let mut leading = false;
+    // Logs and announces a change of leadership; called before each round too, so that a process that wakes from a
+    // freeze says at once that its deadline passed (its writes were refused from that moment on anyway).
+    let report = |leading: &mut bool| {
+        let now = lock(term).check(Instant::now());
+        if now.is_ok() != *leading {
+            *leading = now.is_ok();
+            match &now {
+                Ok(()) => tracing::info!(identity = %config.identity, "leading"),
+                Err(why) => tracing::warn!(identity = %config.identity, "stopped leading: {why}"),
+            }
+            shared.changes.send_replace(*leading);
+        }
+    };
+    loop {
+        report(&mut leading);
+        let started = Instant::now();
+        let round =
+            tokio::time::timeout(config.round_timeout(), round(&api, &config, &mut observed));
+        let outcome = tokio::select! {
+            biased;
+            _ = stopping.wait_for(|stop| *stop) => break,
+            outcome = round => outcome,
+        };
+        let mut sleep_for = retry;
+        match outcome {
+            Ok(Ok(Round::Holding { from })) => {
+                may_hold = true;
+                lock(term).renewed(started, config.renew_deadline);
+                if let Some(from) = from {
+                    tracing::info!(identity = %config.identity, previous = %from, "acquired the Lease");
+                }
+            }
+            Ok(Ok(Round::HeldByOther { holder, expires_in })) => {
+                may_hold = false;
+                lock(term).lost();
+                // Try again right when the claim lapses (by our own observation), not up to a period later.
+                sleep_for = retry.min(expires_in + Duration::from_millis(10));
+                tracing::debug!(%holder, ?expires_in, "the Lease is held by another replica");
+            }
+            Ok(Ok(Round::Conflict)) => {
+                tracing::debug!("the Lease changed between read and write; trying again")
+            }
+            Ok(Err(error)) => tracing::warn!(%error, "leader election: the Lease round failed"),
+            Err(_) => tracing::warn!(
+                timeout = ?config.round_timeout(),
+                "leader election: the Lease round did not finish in time"
+            ),
+        }
+        report(&mut leading);
+        tokio::select! {
+            biased;
+            _ = stopping.wait_for(|stop| *stop) => break,
+            _ = tokio::time::sleep(sleep_for) => {}
+        }
+    }
+    shared.changes.send_replace(false);
+    if may_hold {
+        match tokio::time::timeout(config.round_timeout(), release(&api, &config)).await {
+            Ok(Ok(true)) => tracing::info!(identity = %config.identity, "released the Lease"),
+            Ok(Ok(false)) => tracing::info!("the Lease was not ours to release"),
+            Ok(Err(error)) => tracing::warn!(%error, "could not release the Lease"),
+            Err(_) => tracing::warn!(
+                timeout = ?config.round_timeout(),
+                "releasing the Lease did not finish in time; a standby takes over once it expires"
+            ),
+        }
+    }
+}
+
+/// One round: acquire the Lease if nobody holds a standing claim on it, renew it if this replica holds it.
+async fn round(
     api: &Api<Lease>,
     config: &LeaseConfig,
+    observed: &mut Observation,
 ) -> Result<Round, kube::Error> {
-    let now_utc = Utc::now();
-    let now = to_micro_time(now_utc);
-    let duration_seconds = config.lease_duration.as_secs().max(1) as i32;
+    let now = to_micro_time(Utc::now());
     let Some(mut lease) = api.get_opt(&config.name).await? else {
         let lease = Lease {
             metadata: ObjectMeta {
@@ -118,48 +443,87 @@ async fn try_acquire_or_renew(
             },
             spec: Some(LeaseSpec {
                 holder_identity: Some(config.identity.clone()),
-                lease_duration_seconds: Some(duration_seconds),
+                lease_duration_seconds: Some(config.lease_seconds()),
                 acquire_time: Some(now.clone()),
                 renew_time: Some(now),
                 lease_transitions: Some(0),
                 ..LeaseSpec::default()
             }),
         };
-        return conflict_is_false(api.create(&PostParams::default(), &lease).await);
+        return written(
+            api.create(&crate::write_params::post(), &lease).await,
+            config,
+            observed,
+            Some(String::new()),
+        );
     };
+    observed.see(Record::of(&lease, config), Instant::now());
     let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
     let holder = spec.holder_identity.clone().unwrap_or_default();
+    let mut from = None;
     if holder != config.identity {
-        let expires_at = match (&spec.renew_time, spec.lease_duration_seconds) {
-            (Some(renewed), Some(seconds)) => {
-                Some(from_timestamp(&renewed.0) + chrono::Duration::seconds(i64::from(seconds)))
-            }
-            _ => None,
-        };
-        let expired = expires_at.is_none_or(|at| at < now_utc);
-        if !holder.is_empty() && !expired {
-            let expires_in = expires_at.and_then(|at| (at - now_utc).to_std().ok());
-            return Ok(Round::HeldByOther { expires_in });
+        if let Some(expires_in) = observed.claim_of_other(&config.identity, Instant::now()) {
+            return Ok(Round::HeldByOther { holder, expires_in });
         }
         spec.holder_identity = Some(config.identity.clone());
         spec.acquire_time = Some(now.clone());
         spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        from = Some(holder);
     }
     spec.renew_time = Some(now);
-    spec.lease_duration_seconds = Some(duration_seconds);
-    // `replace` sends the resourceVersion we read: a concurrent writer makes this fail with 409.
-    conflict_is_false(
-        api.replace(&config.name, &PostParams::default(), &lease)
+    spec.lease_duration_seconds = Some(config.lease_seconds());
+    // `replace` sends the resourceVersion read above: a concurrent writer makes it fail with 409.
+    written(
+        api.replace(&config.name, &crate::write_params::post(), &lease)
             .await,
+        config,
+        observed,
+        from,
     )
 }
 
-fn conflict_is_false(result: Result<Lease, kube::Error>) -> Result<Round, kube::Error> {
+/// The round's outcome from its write.
+fn written(
+    result: Result<Lease, kube::Error>,
+    config: &LeaseConfig,
+    observed: &mut Observation,
+    from: Option<String>,
+) -> Result<Round, kube::Error> {
     match result {
-        Ok(_) => Ok(Round::Holding),
-        Err(kube::Error::Api(status)) if status.code == 409 => {
-            Ok(Round::HeldByOther { expires_in: None })
+        Ok(lease) => {
+            observed.see(Record::of(&lease, config), Instant::now());
+            Ok(Round::Holding { from })
         }
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Round::Conflict),
         Err(error) => Err(error),
     }
 }
+
+/// Clears the Lease if this replica holds it: no holder, `leaseDurationSeconds: 1`. `Ok(false)`: it was not ours.
+async fn release(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool, kube::Error> {
+    for _ in 0..RELEASE_ATTEMPTS {
+        let Some(mut lease) = api.get_opt(&config.name).await? else {
+            return Ok(false);
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+            return Ok(false);
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(to_micro_time(Utc::now()));
+        match api
+            .replace(&config.name, &crate::write_params::post(), &lease)
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+#[path = "leader_tests.rs"]
+mod tests;

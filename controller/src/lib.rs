@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod backoff;
 mod error;
 pub mod events;
 pub mod execute;
@@ -21,7 +22,9 @@ mod status_lists;
 pub mod stores;
 mod trim;
 pub mod view;
+pub mod watches;
+mod write_params;
 
-pub use args::Args;
+pub use args::{Args, LogFormat};
 pub use error::Error;
 pub use reconcile::run;

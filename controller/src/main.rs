@@ -1,23 +1,30 @@
 //! k8sm-controller: watches nodes, pods and policies, asks the planner what to do, and does it.
 #![forbid(unsafe_code)]
 
+use std::io::IsTerminal;
+
 use clap::Parser;
+use k8sm_controller::LogFormat;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = k8sm_controller::Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,kube=warn".into()),
-        )
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,kube=warn".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        // Colour codes garble `kubectl logs` and every log collector.
+        .with_ansi(std::io::stderr().is_terminal());
+    match args.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
     match k8sm_controller::run(args).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             // One line with the whole cause chain: what an operator reads in `kubectl logs`.
             tracing::error!("{error:#}");
-            eprintln!("k8sm-controller: {error:#}");
             std::process::ExitCode::FAILURE
         }
     }

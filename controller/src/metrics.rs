@@ -20,12 +20,40 @@ struct ReasonLabel {
     reason: &'static str,
 }
 
+/// A failed action: its kind and the apiserver's status code ("none" when no answer came: a timeout, a connection
+/// error). Both bounded.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabel {
+    action: &'static str,
+    code: String,
+}
+
+/// Why a planned action was not attempted.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabel {
+    cause: &'static str,
+}
+
+/// Why a planned action was not attempted in a pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Withheld {
+    /// Its object backs off after failures.
+    Backoff,
+    /// A watch has been failing for too long: the view may be stale.
+    StaleView,
+}
+
 pub struct Metrics {
     registry: Registry,
     nodes: Family<PhaseLabel, Gauge>,
     evictions: Family<ReasonLabel, Counter>,
     deletions: Family<ReasonLabel, Counter>,
     actions_failed: Family<ReasonLabel, Counter>,
+    action_failures: Family<FailureLabel, Counter>,
+    actions_withheld: Family<CauseLabel, Counter>,
+    backing_off: Gauge,
+    watches_failing: Gauge,
+    view_stale: Gauge,
     blocked_pods: Gauge,
     is_leader: Gauge,
     reconcile_seconds: Histogram,
@@ -46,6 +74,36 @@ impl Metrics {
             "actions_failed",
             "Actions that failed or were refused (e.g. by a PodDisruptionBudget), by reason",
             actions_failed.clone(),
+        );
+        let action_failures = Family::<FailureLabel, Counter>::default();
+        registry.register(
+            "action_failures",
+            "Actions that failed or were refused, by action and the apiserver's status code",
+            action_failures.clone(),
+        );
+        let actions_withheld = Family::<CauseLabel, Counter>::default();
+        registry.register(
+            "actions_withheld",
+            "Planned actions not attempted: their object backs off, or a watch has failed for too long",
+            actions_withheld.clone(),
+        );
+        let backing_off = Gauge::default();
+        registry.register(
+            "objects_backing_off",
+            "Pods, nodes and policies whose last action failed, waiting before the next attempt",
+            backing_off.clone(),
+        );
+        let watches_failing = Gauge::default();
+        registry.register(
+            "watches_failing",
+            "Watches failing now, however briefly",
+            watches_failing.clone(),
+        );
+        let view_stale = Gauge::default();
+        registry.register(
+            "view_stale",
+            "1 while a watch has failed for longer than --max-watch-staleness: no action is taken",
+            view_stale.clone(),
         );
         let blocked_pods = Gauge::default();
         registry.register(
@@ -77,6 +135,11 @@ impl Metrics {
             evictions,
             deletions,
             actions_failed,
+            action_failures,
+            actions_withheld,
+            backing_off,
+            watches_failing,
+            view_stale,
             blocked_pods,
             is_leader,
             reconcile_seconds,
@@ -126,6 +189,34 @@ impl Metrics {
             .inc();
     }
 
+    /// A failed `action`, answered with HTTP `code` (none: no answer came).
+    pub fn action_failed(&self, action: &ActionKind, code: Option<u16>) {
+        let code = code.map_or_else(|| "none".to_owned(), |c| c.to_string());
+        self.action_failures
+            .get_or_create(&FailureLabel {
+                action: crate::backoff::name(action),
+                code,
+            })
+            .inc();
+    }
+
+    pub fn withheld(&self, cause: Withheld) {
+        let cause = match cause {
+            Withheld::Backoff => "backoff",
+            Withheld::StaleView => "stale_view",
+        };
+        self.actions_withheld
+            .get_or_create(&CauseLabel { cause })
+            .inc();
+    }
+
+    /// Objects backing off, watches failing, and whether the view counts as stale.
+    pub fn observe_failures(&self, backing_off: usize, watches_failing: usize, stale: bool) {
+        self.backing_off.set(backing_off as i64);
+        self.watches_failing.set(watches_failing as i64);
+        self.view_stale.set(i64::from(stale));
+    }
+
     pub fn set_leader(&self, leader: bool) {
         self.is_leader.set(i64::from(leader));
     }
@@ -162,6 +253,14 @@ mod tests {
         let metrics = Metrics::new();
         metrics.observe_plan(&Plan::default());
         metrics.failed(Reason::BlockedByPDB);
+        metrics.action_failed(
+            &ActionKind::Cordon {
+                node: "any-node-name".into(),
+            },
+            Some(403),
+        );
+        metrics.withheld(Withheld::StaleView);
+        metrics.observe_failures(2, 1, true);
         let text = metrics.encode();
         for phase in NodePhase::ALL {
             assert!(
@@ -173,6 +272,16 @@ mod tests {
             text.contains("k8sm_actions_failed_total{reason=\"BlockedByPDB\"} 1"),
             "{text}"
         );
+        for line in [
+            "k8sm_action_failures_total{action=\"Cordon\",code=\"403\"} 1",
+            "k8sm_actions_withheld_total{cause=\"stale_view\"} 1",
+            "k8sm_objects_backing_off 2",
+            "k8sm_watches_failing 1",
+            "k8sm_view_stale 1",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(!text.contains("any-node-name"), "{text}");
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! The controller's loop: wait for a change (or a timer), then observe → plan → execute → report, as the leader.
 //!
-//! Event-driven: every watch event wakes the loop; a burst is handled in one pass. Timers only cover what no watch
-//! event announces (a DeleteAfterTimeout or restart timeout expiring, a refused eviction to retry) plus a slow
-//! resync as a safety net. The pass never branches on why it woke.
+//! Event-driven: every watch event (and every watch failure) wakes the loop; a burst is handled in one pass. Timers
+//! only cover what no watch event announces (a DeleteAfterTimeout or restart timeout expiring, the backoff of a
+//! failed action ending, a failing watch becoming stale) plus a slow resync as a safety net. The pass never branches
+//! on why it woke.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -13,11 +14,14 @@ use chrono::Utc;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
+use tokio::sync::watch;
 
+use k8sm_api::ExecutorUpgradePolicy;
 use k8sm_planner::{Action, ActionKind, PodRef, Reason};
 
 use crate::Error;
+use crate::backoff::{self, Backoff, Subject};
 use crate::events::EventSink;
 use crate::execute::{Executor, Outcome};
 use crate::in_flight::InFlight;
@@ -27,29 +31,54 @@ use crate::server::{self, Health};
 use crate::sizes::Sizes;
 use crate::status::{CachedPolicy, StatusWriter};
 use crate::stores::{Changes, Stores};
+use crate::watches;
 use crate::{Args, view};
+
+mod failures;
 
 /// After a pass, how long to wait at most for the caches to show the node writes it made.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How soon to retry when an action failed or was refused.
+/// How soon to plan again when an action was overtaken by a change (a conflict), or held back to the next pass.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
-/// How often a refused eviction of the same pod is reported again.
-const REFUSAL_REPORT_EVERY: Duration = Duration::from_secs(60);
+/// How late after a backoff ends the loop wakes, so that the backoff has ended when the pass checks it.
+const WAKE_MARGIN: Duration = Duration::from_millis(20);
 /// At most this many evictions or deletions of one pass are in flight at once.
 const MAX_CONCURRENT_CALLS: usize = 16;
-/// How long a stopping controller waits for its last Events to be written.
-const EVENT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long connecting to the apiserver may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a call's request may wait on the connection (a read or a write) before it fails.
+const CALL_IO_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a stopping controller waits for its last Events to be written: the standby waits for it too, as the Lease
+/// is released only afterwards.
+const EVENT_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     // kube and the kamikaze HTTP client share rustls; pick its crypto provider once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = config(&args).await?;
+    let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let lease = args
+        .leader_elect
+        .then(|| {
+            LeaseConfig::new(
+                args.leader_elect_namespace.clone(),
+                args.leader_elect_lease.clone(),
+                identity.clone(),
+                args.leader_elect_lease_duration,
+                args.leader_elect_renew_deadline,
+            )
+        })
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let mut config = config(&args).await?;
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    // The watches' client keeps kube's read timeout (295 s, beyond a watch's own 290 s server-side timeout); every
+    // other call goes through `calls`, bounded much tighter.
     let client = Client::try_from(config.clone())?;
+    let calls = calls_client(config)?;
     let lease_namespace = args
         .leader_elect
         .then_some(args.leader_elect_namespace.as_str());
-    crate::permissions::check(&client, lease_namespace).await?;
-    let identity = args.identity.clone().unwrap_or_else(default_identity);
+    crate::permissions::check(&calls, lease_namespace).await?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let addr = server::serve(
@@ -76,31 +105,43 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     ready.store(true, Ordering::Relaxed);
     tracing::info!("caches synced");
 
-    let leadership = if args.leader_elect {
-        leader::start(
-            client.clone(),
-            LeaseConfig {
-                namespace: args.leader_elect_namespace.clone(),
-                name: args.leader_elect_lease.clone(),
-                identity: identity.clone(),
-                lease_duration: args.leader_elect_lease_duration,
-            },
-        )
-    } else {
-        Leadership::always()
+    let leadership = match lease {
+        Some(lease) => leader::start(calls.clone(), lease),
+        None => Leadership::always(),
     };
     let mut controller = Controller {
-        executor: Executor::new(action_client(config)?)?,
-        events: EventSink::new(client.clone(), identity),
-        status: StatusWriter::new(client),
+        executor: Executor::new(calls.clone(), leadership.clone())?,
+        events: EventSink::new(calls.clone(), identity, leadership.clone()),
+        status: StatusWriter::new(calls.clone(), leadership.clone()),
         in_flight: InFlight::default(),
         sizes: Sizes::default(),
-        refusals: HashMap::new(),
+        backoff: Backoff::default(),
+        status_failures: 0,
+        stale_reported: BTreeSet::new(),
+        max_staleness: args.max_watch_staleness,
         metrics,
         stores,
         leadership,
+        stopping: on_stop_signal()?,
     };
     controller.run(&mut changes, args.resync).await
+}
+
+/// Becomes true on SIGTERM or Ctrl-C: the loop then stops acting (a pass stops before its next batch of actions),
+/// and the Lease is released.
+fn on_stop_signal() -> anyhow::Result<watch::Receiver<bool>> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let (sender, receiver) = watch::channel(false);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM: stopping"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: stopping"),
+        }
+        sender.send_replace(true);
+        // Keep the sender (and so the stop) until the process exits.
+        std::future::pending::<()>().await;
+    });
+    Ok(receiver)
 }
 
 struct Controller {
@@ -109,11 +150,18 @@ struct Controller {
     status: StatusWriter,
     in_flight: InFlight,
     sizes: Sizes,
-    /// When a refused eviction of a pod was last reported.
-    refusals: HashMap<String, Instant>,
+    /// Objects whose last action failed, backing off.
+    backoff: Backoff,
+    /// Status writes that failed in a row (the next one backs off too).
+    status_failures: u32,
+    /// The stale watches an Event already reported, so that an episode is reported once.
+    stale_reported: BTreeSet<String>,
+    /// How long a watch may fail before its cache counts as stale (`--max-watch-staleness`).
+    max_staleness: Duration,
     metrics: Arc<Metrics>,
     stores: Stores,
     leadership: Leadership,
+    stopping: watch::Receiver<bool>,
 }
 
 /// What one pass leaves for the next.
@@ -126,16 +174,30 @@ struct PassResult {
     written_policies: HashMap<String, (String, Option<String>)>,
     /// Plan again then, even without a change.
     wake_at: Option<chrono::DateTime<Utc>>,
+    /// Plan again soon (see [`RETRY_AFTER`]).
     retry_soon: bool,
-    /// Evictions the Eviction API refused in this pass because of a PodDisruptionBudget: pod UID → why. The plan
-    /// still says "evict" (the budget's cached status allowed it), so the status reports them from here.
-    refused: HashMap<String, String>,
+    /// Plan again then: the earliest end of a backoff that withheld an action of this pass, or the moment a failing
+    /// watch becomes stale.
+    retry_at: Option<Instant>,
+}
+
+impl PassResult {
+    fn retry_at(&mut self, at: Instant) {
+        self.retry_at = Some(self.retry_at.map_or(at, |earlier| earlier.min(at)));
+    }
+}
+
+/// Why the actions of a node wait for a later pass.
+#[derive(Debug, Clone, Copy)]
+enum Hold {
+    /// The node was written once in this pass, or its write was overtaken by a change: plan again soon.
+    Soon,
+    /// Its action failed or backs off (until then), or the view is stale (`None`: until a watch recovers).
+    Later(Option<Instant>),
 }
 
 impl Controller {
     async fn run(&mut self, changes: &mut Changes, resync: Duration) -> anyhow::Result<()> {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         // The first pass runs at once: the caches just synced, and in a quiet cluster (e.g. after a restart, when
         // everything waits on this controller) no change may come to wake it before the resync.
         let mut last = PassResult {
@@ -151,13 +213,17 @@ impl Controller {
             if last.retry_soon {
                 sleep_for = sleep_for.min(RETRY_AFTER);
             }
-            let mut leadership = self.leadership.clone();
+            if let Some(at) = last.retry_at {
+                sleep_for =
+                    sleep_for.min(at.saturating_duration_since(Instant::now()) + WAKE_MARGIN);
+            }
+            let mut stopping = self.stopping.clone();
             tokio::select! {
+                biased;
+                _ = stopping.wait_for(|stop| *stop) => break,
                 next = changes.next() => if next.is_none() { anyhow::bail!("the watches ended") },
                 _ = tokio::time::sleep(sleep_for) => {}
-                _ = leadership.changed() => {}
-                _ = terminate.recv() => { tracing::info!("SIGTERM: stopping"); break; }
-                _ = tokio::signal::ctrl_c() => { tracing::info!("interrupted: stopping"); break; }
+                _ = self.leadership.changed() => {}
             }
             self.settle(changes, &last).await;
             self.metrics.set_leader(self.leadership.is_leader());
@@ -167,8 +233,10 @@ impl Controller {
             }
             last = self.pass().await;
         }
-        // Events are written in the background: the operator should still see those of the last actions.
+        // Events are written in the background: the operator should still see those of the last actions. Then the
+        // Lease goes, so that a standby takes over at once instead of after the lease duration.
         self.events.flush(EVENT_FLUSH_TIMEOUT).await;
+        self.leadership.release().await;
         Ok(())
     }
 
@@ -207,8 +275,12 @@ impl Controller {
     async fn pass(&mut self) -> PassResult {
         let started = Instant::now();
         let now = Utc::now();
+        let failing = self.stores.health.failing();
+        let stale = watches::stale(&failing, self.max_staleness, started);
         let mut view = view::build(&self.stores, Vec::new());
-        self.in_flight.prune(&view, now);
+        // While the pod watch fails, the cache cannot show an evicted pod going: its eviction stays counted.
+        let pods_failing = failing.contains_key(<Pod as k8s_openapi::Resource>::KIND);
+        self.in_flight.prune(&view, now, pods_failing);
         view.in_flight = self.in_flight.snapshot();
         view.observed_sizes = self.sizes.observe(&view, Vec::new(), now);
         let planning = Instant::now();
@@ -233,8 +305,11 @@ impl Controller {
 
         let mut result = PassResult {
             wake_at: plan.next_wake,
+            retry_at: watches::next_stale(&failing, self.max_staleness, started),
             ..PassResult::default()
         };
+        self.report_stale(&plan, &stale).await;
+        self.forget_gone();
         // The planner accounts for every action of a pass together (an owner's evictions in one pass never take it
         // below its threshold), so the actions of one kind run concurrently: evictions, deletions, and node writes
         // to different nodes (marking a fleet at the start of an upgrade, admissions). The kinds keep their order
@@ -245,37 +320,27 @@ impl Controller {
         // admitted in one pass, the admission waits for the next pass, and so do its pods, which must not move
         // before their node is admitted and cordoned.
         let mut written: HashSet<&str> = HashSet::new();
-        let mut held_back: HashSet<String> = HashSet::new();
+        let mut held: HashMap<String, Hold> = HashMap::new();
         let mut rest = plan.actions.as_slice();
         while !rest.is_empty() {
-            if !self.leadership.is_leader() {
-                tracing::warn!("lost leadership mid-pass: stopping before the next action");
+            if let Err(not_leader) = self.leadership.ensure() {
+                tracing::warn!("stopping mid-pass before the next action: {not_leader}");
+                break;
+            }
+            if *self.stopping.borrow() {
+                tracing::info!("stopping mid-pass before the next action: told to stop");
                 break;
             }
             let batch_len = batch_len(rest);
             let (batch, after) = rest.split_at(batch_len);
             rest = after;
-            let batch: Vec<&Action> = batch
-                .iter()
-                .filter(|action| {
-                    let node = match (action.kind.node(), action.kind.pod()) {
-                        (Some(node), _) if written.contains(node) => {
-                            held_back.insert(node.to_owned());
-                            return false;
-                        }
-                        (Some(node), _) => node.to_owned(),
-                        (None, Some(pod)) => match self.node_of(pod) {
-                            Some(node) => node,
-                            None => return true,
-                        },
-                        (None, None) => return true,
-                    };
-                    !held_back.contains(&node)
-                })
-                .collect();
-            if batch.len() < batch_len {
-                result.retry_soon = true;
+            let mut runnable: Vec<&Action> = Vec::with_capacity(batch.len());
+            for action in batch {
+                if self.may_attempt(action, &stale, &written, &mut held, &mut result) {
+                    runnable.push(action);
+                }
             }
+            let batch = runnable;
             // Unordered: one slow call must not keep the next ones from starting; the outcomes are put back in
             // the plan's order below.
             let mut outcomes: Vec<_> = futures::stream::iter(
@@ -290,24 +355,20 @@ impl Controller {
             outcomes.sort_by_key(|(i, _)| *i);
             let outcomes = outcomes.into_iter().map(|(_, outcome)| outcome);
             for (action, (node, outcome)) in batch.into_iter().zip(outcomes) {
+                let hold = self.follow_up(action, node, outcome, &mut result).await;
                 if let Some(name) = action.kind.node() {
-                    match outcome {
-                        Ok(Outcome::Done { .. }) => written.insert(name),
-                        _ => held_back.insert(name.to_owned()),
-                    };
+                    match hold {
+                        None => {
+                            written.insert(name);
+                        }
+                        Some(hold) => {
+                            held.insert(name.to_owned(), hold);
+                        }
+                    }
                 }
-                self.follow_up(action, node, outcome, &mut result).await;
             }
         }
-        let stores = &self.stores;
-        self.events
-            .waits(&plan, |name| {
-                stores
-                    .nodes
-                    .get(&ObjectRef::new(name))
-                    .and_then(|n| n.uid())
-            })
-            .await;
+        self.events.waits(&plan, &self.stores).await;
         let current = self
             .stores
             .policies
@@ -321,13 +382,20 @@ impl Controller {
                 (p.name_any(), cached)
             })
             .collect();
+        let troubles = self.troubles(&stale);
+        let unfinished: HashSet<String> = held.into_keys().collect();
         match self
             .status
-            .write(&plan, &current, &result.refused, &held_back, now)
+            .write(&plan, &current, &troubles, &unfinished, now)
             .await
         {
             Ok(written) => {
-                result.retry_soon |= written.conflicts > 0;
+                self.status_failures = 0;
+                // A conflict resolves once the cache shows the policy's newer version: soon, unless the policies'
+                // watch is failing (then its recovery wakes the loop).
+                let policies_failing =
+                    failing.contains_key(ExecutorUpgradePolicy::kind(&()).as_ref());
+                result.retry_soon |= written.conflicts > 0 && !policies_failing;
                 for (name, before, after) in written.versions {
                     result
                         .written_policies
@@ -335,13 +403,17 @@ impl Controller {
                 }
             }
             Err(error) => {
-                tracing::warn!(%error, "could not write policy status");
-                result.retry_soon = true;
+                // Not every second for ever (an oversized status would fail each time): the next pass that any
+                // change brings tries again, and without one the loop backs off.
+                self.status_failures += 1;
+                let delay = backoff::delay(self.status_failures, backoff::random_fraction());
+                tracing::warn!(%error, attempt = self.status_failures, retry_in = ?delay, "could not write policy status");
+                result.retry_at(Instant::now() + delay);
             }
         }
         self.metrics.observe_plan(&plan);
-        self.refusals
-            .retain(|_, at| at.elapsed() < REFUSAL_REPORT_EVERY * 10);
+        self.metrics
+            .observe_failures(self.backoff.len(), failing.len(), !stale.is_empty());
         self.metrics.reconcile_took(started.elapsed().as_secs_f64());
         result
     }
@@ -374,26 +446,26 @@ impl Controller {
                 action.message
             );
             self.metrics.executed(&action.kind, action.reason);
-            self.events
-                .action(action, node.as_ref().and_then(|n| n.uid()))
-                .await;
+            self.events.action(action, &self.stores).await;
         }
         (node, outcome)
     }
 
-    /// Records what an action's outcome means for the next passes.
+    /// Records what an action's outcome means for the next passes. For a node action that did not happen: why its
+    /// node's other actions wait.
     async fn follow_up(
         &mut self,
         action: &Action,
         node: Option<Arc<Node>>,
         outcome: Result<Outcome, Error>,
         result: &mut PassResult,
-    ) {
+    ) -> Option<Hold> {
         match outcome {
             Ok(Outcome::Done {
                 node_version,
                 policy_version,
             }) => {
+                self.backoff.succeeded(&Subject::of(&action.kind));
                 if let (Some(node), Some(name)) = (node.as_ref(), action.kind.node()) {
                     let before = node.resource_version().unwrap_or_default();
                     result
@@ -424,33 +496,33 @@ impl Controller {
                     }
                     _ => {}
                 }
+                None
             }
             Ok(Outcome::Stale(why)) => {
+                // The object changed: not a failure, and the next plan decides again from the fresh object.
                 tracing::debug!(%why, "action overtaken by a change; planning again");
+                self.backoff.succeeded(&Subject::of(&action.kind));
                 result.retry_soon = true;
+                Some(Hold::Soon)
             }
             Ok(Outcome::DisruptionBudget(message)) => {
-                result.retry_soon = true;
                 self.metrics.failed(Reason::BlockedByPDB);
-                let pod_uid = action.kind.pod().map(|p| p.uid.clone()).unwrap_or_default();
                 let text = format!("eviction refused by a PodDisruptionBudget: {message}");
-                result.refused.insert(pod_uid.clone(), text.clone());
-                let due = self
-                    .refusals
-                    .get(&pod_uid)
-                    .is_none_or(|at| at.elapsed() >= REFUSAL_REPORT_EVERY);
-                if due {
-                    self.refusals.insert(pod_uid, Instant::now());
-                    let node_uid = node.as_ref().and_then(|n| n.uid());
-                    self.events
-                        .action_failed(action, Reason::BlockedByPDB, &text, node_uid)
-                        .await;
-                }
+                let at = self
+                    .failed(action, Reason::BlockedByPDB, text, Some(429))
+                    .await;
+                result.retry_at(at);
+                Some(Hold::Later(Some(at)))
             }
             Err(error) => {
-                tracing::warn!(%error, reason = action.reason.as_str(), "action failed");
                 self.metrics.failed(action.reason);
-                result.retry_soon = true;
+                let code = error.status_code();
+                let answer = backoff::answer(&error);
+                let at = self
+                    .failed(action, Reason::ActionFailed, answer, code)
+                    .await;
+                result.retry_at(at);
+                Some(Hold::Later(Some(at)))
             }
         }
     }
@@ -488,13 +560,19 @@ async fn config(args: &Args) -> anyhow::Result<kube::Config> {
     Ok(config)
 }
 
-/// The client that carries out the planner's actions, without kube's hidden retries. By default kube retries 429 and
-/// 503 answers itself, honouring Retry-After; an eviction that a PodDisruptionBudget refuses answers 429 with
-/// Retry-After 10 s, so the pass would sit in that retry until the action's timeout (15 s), holding up every other
-/// node, and the refusal would never be reported as BlockedByPDB. The loop retries a failed or refused action itself,
-/// a second later, on fresh data.
-fn action_client(mut config: kube::Config) -> anyhow::Result<Client> {
+/// The client of every call but the watches: the planner's actions, status and Event writes, the start-up checks.
+/// Each request is bounded (reads and writes of the connection; the actions have their own overall timeout too), so a
+/// hung apiserver or proxy shows as a failed call instead of a pass that never ends.
+///
+/// It has none of kube's hidden retries. By default kube retries 429 and 503 answers itself, honouring Retry-After; an
+/// eviction that a PodDisruptionBudget refuses answers 429 with Retry-After 10 s, so the pass would sit in that retry
+/// until the action's timeout (15 s), holding up every other node, and the refusal would never be reported as
+/// BlockedByPDB. The loop retries a failed or refused action itself, with a per-object backoff
+/// ([`crate::backoff`]), on fresh data.
+fn calls_client(mut config: kube::Config) -> anyhow::Result<Client> {
     config.default_retry = false;
+    config.read_timeout = Some(CALL_IO_TIMEOUT);
+    config.write_timeout = Some(CALL_IO_TIMEOUT);
     Ok(Client::try_from(config)?)
 }
 

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -14,9 +14,10 @@ use k8sm_api::{
     BlockedPod, DeletedNode, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,
     MAX_MESSAGE, MAX_NAME, condition_types,
 };
-use k8sm_planner::{NodePlan, Plan, PodPlan, PolicyPlan, Reason};
+use k8sm_planner::{Decision, NodePlan, Plan, PodPlan, PolicyPlan, Reason};
 
 use crate::Error;
+use crate::leader::Leadership;
 use crate::status_lists::{self, Lists};
 use k8sm_view::time::to_time;
 
@@ -138,15 +139,7 @@ pub fn build(
         &problems.join("; "),
     ));
     for condition in &mut conditions {
-        let earlier =
-            previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == condition.type_));
-        condition.last_transition_time = match earlier {
-            Some(earlier) if earlier.status == condition.status => {
-                earlier.last_transition_time.clone()
-            }
-            _ => to_time(now),
-        };
-        condition.observed_generation = policy.generation;
+        transition(condition, previous, policy.generation, now);
     }
 
     let counts_unchanged = previous.is_some_and(|p| p.counts == policy.counts);
@@ -213,6 +206,21 @@ fn with_explicit_nulls(status: &ExecutorUpgradePolicyStatus) -> Result<serde_jso
     Ok(value)
 }
 
+/// Keeps the previous transition time of `condition` while its status stays the same.
+fn transition(
+    condition: &mut Condition,
+    previous: Option<&ExecutorUpgradePolicyStatus>,
+    generation: Option<i64>,
+    now: DateTime<Utc>,
+) {
+    let earlier = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == condition.type_));
+    condition.last_transition_time = match earlier {
+        Some(earlier) if earlier.status == condition.status => earlier.last_transition_time.clone(),
+        _ => to_time(now),
+    };
+    condition.observed_generation = generation;
+}
+
 fn condition(type_: &str, status: bool, reason: &str, message: &str) -> Condition {
     Condition {
         type_: type_.to_owned(),
@@ -224,67 +232,127 @@ fn condition(type_: &str, status: bool, reason: &str, message: &str) -> Conditio
     }
 }
 
-/// Adds the pods whose eviction the Eviction API refused (HTTP 429) to the status, as blocked by a
-/// PodDisruptionBudget, with the refusal on their node's blockers. The plan cannot know them: it judged the budget
-/// from its cached status, which allowed the eviction (e.g. a budget tightened while the disruption controller was
-/// down: the apiserver refuses every eviction until that controller has processed it). Without this, such a node
-/// would read "Draining" with nothing blocking while every eviction keeps failing; the Events already say why.
-pub fn report_refusals(
+/// What the controller learnt while carrying out plans, that no plan can know: objects whose actions keep being
+/// refused or failing ([`crate::backoff`]), and watches that failed for too long ([`crate::watches`]).
+#[derive(Debug, Default)]
+pub struct Troubles {
+    /// Pods (by UID) whose eviction or deletion was refused by a budget, or failed again and again: why.
+    pub pods: HashMap<String, (Reason, String)>,
+    /// Nodes (by name) whose writes failed again and again: why.
+    pub nodes: HashMap<String, String>,
+    /// Policies (by name) whose finalizer writes failed again and again: why.
+    pub policies: HashMap<String, String>,
+    /// Why the view counts as stale, while it does: the controller takes no action.
+    pub stale_view: Option<String>,
+}
+
+/// Adds what the plan cannot know to the status (see [`Troubles`]). Pods whose eviction or deletion keeps failing
+/// (or a budget refused: the plan judged the budget from its cached status, which allowed it, e.g. a budget
+/// tightened while the disruption controller was down) are listed as blocked, with the answer on their node's
+/// blockers; so are nodes whose writes keep failing. Without this, such a node would read "Draining" with nothing
+/// blocking while every attempt fails; the Events say why at each attempt. The Degraded condition says when the
+/// controller acts on nothing because its view is stale, and when actions keep failing.
+pub fn report_troubles(
     status: &mut ExecutorUpgradePolicyStatus,
+    previous: Option<&ExecutorUpgradePolicyStatus>,
     plan: &Plan,
     policy: &PolicyPlan,
-    refused: &HashMap<String, String>,
+    troubles: &Troubles,
+    now: DateTime<Utc>,
 ) {
-    if refused.is_empty() {
-        return;
-    }
+    let mut failing: Vec<&str> = Vec::new();
     for node in plan.nodes.iter().filter(|n| n.policy == policy.policy) {
+        if let Some(message) = troubles.nodes.get(&node.node) {
+            failing.push(message);
+            if let Some(entry) = status.nodes.iter_mut().find(|n| n.name == node.node) {
+                entry.blockers.push(message.clone());
+            }
+        }
         for pod_plan in &node.pods {
-            let Some(message) = refused.get(&pod_plan.pod.uid) else {
+            let Some((reason, message)) = troubles.pods.get(&pod_plan.pod.uid) else {
                 continue;
             };
-            if pod_plan.is_blocked() {
+            // Only pods the plan still means to move: one it waits for is reported as the plan says.
+            if !matches!(pod_plan.decision, Decision::Evict | Decision::Delete) {
                 continue;
+            }
+            if *reason == Reason::ActionFailed {
+                failing.push(message);
             }
             if let Some(entry) = status.nodes.iter_mut().find(|n| n.name == node.node) {
                 entry.blockers.push(message.clone());
             }
             status.blocked_pods_total = Some(status.blocked_pods_total.unwrap_or(0) + 1);
             if status.blocked_pods.len() < MAX_BLOCKED_PODS {
-                status.blocked_pods.push(blocked_pod(
-                    node,
-                    pod_plan,
-                    Reason::BlockedByPDB,
-                    message,
-                ));
+                status
+                    .blocked_pods
+                    .push(blocked_pod(node, pod_plan, *reason, message));
             }
         }
     }
+    failing.extend(troubles.policies.get(&policy.policy).map(String::as_str));
+
+    let mut problems: Vec<(Reason, String)> = Vec::new();
+    if let Some(stale) = &troubles.stale_view {
+        problems.push((Reason::WatchFailing, stale.clone()));
+    }
+    if let Some(first) = failing.first() {
+        let more = match failing.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        problems.push((Reason::ActionFailed, format!("{first}{more}")));
+    }
+    if problems.is_empty() {
+        return;
+    }
+    let Some(degraded) = status
+        .conditions
+        .iter_mut()
+        .find(|c| c.type_ == condition_types::DEGRADED)
+    else {
+        return;
+    };
+    // The controller's own troubles come first: while the view is stale, what the plan says may be stale too.
+    let mut messages: Vec<String> = problems
+        .iter()
+        .map(|(reason, message)| format!("{}: {message}", reason.as_str()))
+        .collect();
+    if degraded.status == "True" {
+        messages.push(degraded.message.clone());
+    }
+    degraded.status = "True".to_owned();
+    degraded.reason = problems[0].0.as_str().to_owned();
+    degraded.message = messages.join("; ");
+    transition(degraded, previous, policy.generation, now);
 }
 
 /// Writes each policy's status when it differs from what the cluster holds.
 pub struct StatusWriter {
     api: Api<ExecutorUpgradePolicy>,
     pace: Pace,
+    /// Checked right before every write.
+    leadership: Leadership,
 }
 
 impl StatusWriter {
-    pub fn new(client: Client) -> Self {
+    pub fn new(client: Client, leadership: Leadership) -> Self {
         Self {
             api: Api::all(client),
             pace: Pace::default(),
+            leadership,
         }
     }
 
     /// Writes the status of every policy whose status changed, conditional on the cached resourceVersion (a status
-    /// built from a stale cache must not overwrite a newer one, such as a deleted-node record). `refused`: pods
-    /// whose eviction the Eviction API refused in this pass (pod UID → why), see [`report_refusals`].
-    /// `unfinished`: nodes whose action of this pass was not carried out (see [`executed_records`]).
+    /// built from a stale cache must not overwrite a newer one, such as a deleted-node record). `troubles`: what
+    /// the plan cannot know, see [`report_troubles`]. `unfinished`: nodes whose action of this pass was not carried
+    /// out (see [`executed_records`]).
     pub async fn write(
         &mut self,
         plan: &Plan,
         current: &HashMap<String, CachedPolicy>,
-        refused: &HashMap<String, String>,
+        troubles: &Troubles,
         unfinished: &HashSet<String>,
         now: DateTime<Utc>,
     ) -> Result<Written, Error> {
@@ -297,7 +365,7 @@ impl StatusWriter {
             let previous = cached.status.as_ref();
             let eta = self.pace.eta(policy, now);
             let mut status = build(plan, policy, previous, eta, now);
-            report_refusals(&mut status, plan, policy, refused);
+            report_troubles(&mut status, previous, plan, policy, troubles, now);
             status.deleted_nodes = executed_records(
                 &status.deleted_nodes,
                 previous.map_or(&[][..], |p| &p.deleted_nodes),
@@ -310,11 +378,12 @@ impl StatusWriter {
                 "metadata": { "resourceVersion": cached.resource_version },
                 "status": with_explicit_nulls(&status)?,
             });
+            self.leadership.ensure()?;
             match self
                 .api
                 .patch_status(
                     &policy.policy,
-                    &PatchParams::default(),
+                    &crate::write_params::patch(),
                     &Patch::Merge(&patch),
                 )
                 .await
@@ -459,11 +528,7 @@ mod tests {
         let status = build(&Plan::default(), &policy, None, None, Utc::now());
         assert_eq!(upgraded(&status), ("False", "NoNodesSelected"));
         assert_eq!(status.upgraded.as_deref(), Some("0/0"));
-        let degraded = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == condition_types::DEGRADED)
-            .expect("a Degraded condition");
+        let degraded = degraded(&status);
         assert_eq!(
             (
                 degraded.status.as_str(),
@@ -483,9 +548,9 @@ mod tests {
         assert_eq!(upgraded(&busy), ("False", "NodesRemaining"));
     }
 
-    #[test]
-    fn an_eviction_refused_by_a_budget_is_reported_as_blocked() {
-        use k8sm_planner::{Decision, NodePlan, OwnerKind, OwnerRef, PodClass, PodPlan, PodRef};
+    /// A policy with node n1 draining, whose pods a and b the plan evicts.
+    fn draining() -> (Plan, PolicyPlan) {
+        use k8sm_planner::{OwnerKind, OwnerRef, PodClass, PodRef};
         let pod = |name: &str| PodPlan {
             pod: PodRef {
                 namespace: "shop".into(),
@@ -523,17 +588,35 @@ mod tests {
             }],
             ..Plan::default()
         };
-        let mut status = build(&plan, &policy, None, None, Utc::now());
+        (plan, policy)
+    }
+
+    fn degraded(status: &ExecutorUpgradePolicyStatus) -> &Condition {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == condition_types::DEGRADED)
+            .expect("a Degraded condition")
+    }
+
+    #[test]
+    fn an_eviction_refused_by_a_budget_is_reported_as_blocked() {
+        let (plan, policy) = draining();
+        let now = Utc::now();
+        let mut status = build(&plan, &policy, None, None, now);
         assert!(
             status.blocked_pods.is_empty(),
             "the plan alone sees no blocker"
         );
-        report_refusals(&mut status, &plan, &policy, &HashMap::new());
+        report_troubles(&mut status, None, &plan, &policy, &Troubles::default(), now);
         assert!(status.blocked_pods.is_empty());
 
         let why = "eviction refused by a PodDisruptionBudget: Cannot evict pod".to_owned();
-        let refused = HashMap::from([("uid-b".to_owned(), why.clone())]);
-        report_refusals(&mut status, &plan, &policy, &refused);
+        let troubles = Troubles {
+            pods: HashMap::from([("uid-b".to_owned(), (Reason::BlockedByPDB, why.clone()))]),
+            ..Troubles::default()
+        };
+        report_troubles(&mut status, None, &plan, &policy, &troubles, now);
         assert_eq!(status.blocked_pods.len(), 1);
         let blocked = &status.blocked_pods[0];
         assert_eq!(
@@ -547,5 +630,101 @@ mod tests {
         assert_eq!(blocked.owner.as_deref(), Some("ReplicaSet/vault-1"));
         assert_eq!(status.blocked_pods_total, Some(1));
         assert_eq!(status.nodes[0].blockers, [why]);
+        assert_eq!(
+            degraded(&status).status,
+            "False",
+            "a budget is no trouble of the controller"
+        );
+    }
+
+    #[test]
+    fn actions_that_keep_failing_block_their_pod_or_node_and_degrade_the_policy() {
+        let (plan, policy) = draining();
+        let now = Utc::now();
+        let mut status = build(&plan, &policy, None, None, now);
+        let denied = "evict pod shop/a failed 3 times in a row: 403 Forbidden: denied; retrying with backoff";
+        let kamikaze =
+            "kamikaze node n1 failed 4 times in a row: connection refused; retrying with backoff";
+        let troubles = Troubles {
+            pods: HashMap::from([(
+                "uid-a".to_owned(),
+                (Reason::ActionFailed, denied.to_owned()),
+            )]),
+            nodes: HashMap::from([("n1".to_owned(), kamikaze.to_owned())]),
+            ..Troubles::default()
+        };
+        report_troubles(&mut status, None, &plan, &policy, &troubles, now);
+        let blocked: Vec<(&str, &str)> = status
+            .blocked_pods
+            .iter()
+            .map(|p| (p.name.as_str(), p.reason.as_str()))
+            .collect();
+        assert_eq!(blocked, [("a", "ActionFailed")]);
+        assert_eq!(status.nodes[0].blockers, [kamikaze, denied]);
+        let condition = degraded(&status);
+        assert_eq!(
+            (
+                condition.status.as_str(),
+                condition.reason.as_str(),
+                condition.message.as_str()
+            ),
+            (
+                "True",
+                "ActionFailed",
+                format!("ActionFailed: {kamikaze} (and 1 more)").as_str()
+            )
+        );
+    }
+
+    #[test]
+    fn a_stale_view_degrades_every_policy_first_and_keeps_its_transition_time() {
+        let (plan, policy) = draining();
+        let t0 = Utc::now();
+        let stale = "the watch of Pod objects has been failing since …".to_owned();
+        let troubles = Troubles {
+            stale_view: Some(stale.clone()),
+            ..Troubles::default()
+        };
+        let mut first = build(&plan, &policy, None, None, t0);
+        report_troubles(&mut first, None, &plan, &policy, &troubles, t0);
+        let condition = degraded(&first);
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("True", "WatchFailing")
+        );
+        assert_eq!(condition.message, format!("WatchFailing: {stale}"));
+        assert_eq!(condition.last_transition_time, to_time(t0));
+
+        let t1 = t0 + chrono::Duration::seconds(30);
+        let mut later = build(&plan, &policy, Some(&first), None, t1);
+        report_troubles(&mut later, Some(&first), &plan, &policy, &troubles, t1);
+        assert_eq!(
+            degraded(&later).last_transition_time,
+            to_time(t0),
+            "still degraded since t0"
+        );
+        assert_eq!(
+            later, first,
+            "nothing changed: no status write at each pass"
+        );
+
+        let t2 = t1 + chrono::Duration::seconds(30);
+        let mut recovered = build(&plan, &policy, Some(&later), None, t2);
+        report_troubles(
+            &mut recovered,
+            Some(&later),
+            &plan,
+            &policy,
+            &Troubles::default(),
+            t2,
+        );
+        let condition = degraded(&recovered);
+        assert_eq!(
+            (
+                condition.status.as_str(),
+                condition.last_transition_time.clone()
+            ),
+            ("False", to_time(t2))
+        );
     }
 }

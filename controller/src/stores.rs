@@ -1,16 +1,18 @@
 //! Observation: one reflector per kind the planner needs, with stored objects trimmed to what it reads, and one
-//! merged stream that fires whenever any of them changes (the controller is event-driven, not a polling loop).
+//! merged stream that fires whenever any of them changes (the controller is event-driven, not a polling loop) or
+//! one of their watches fails or recovers ([`WatchHealth`]).
 
 use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::{self, error::TrySendError};
 
@@ -20,6 +22,13 @@ use crate::trim::{
     trim_deployment, trim_job, trim_meta, trim_node, trim_pod, trim_replica_set,
     trim_replication_controller, trim_stateful_set,
 };
+use crate::watches::WatchHealth;
+
+/// The pause before a failed watch starts again, after its first failure in a row; it doubles up to
+/// [`MAX_RESTART_DELAY`]. Short: a watch that failed once (an apiserver restarting) usually works again at once.
+const FIRST_RESTART_DELAY: Duration = Duration::from_millis(500);
+/// The longest pause between two starts of a failing watch: how late, at worst, its recovery is noticed.
+const MAX_RESTART_DELAY: Duration = Duration::from_secs(8);
 
 /// Read-only caches of everything the planner looks at.
 #[derive(Clone)]
@@ -33,6 +42,8 @@ pub struct Stores {
     pub jobs: Store<Job>,
     pub pdbs: Store<PodDisruptionBudget>,
     pub policies: Store<ExecutorUpgradePolicy>,
+    /// Which watches are failing, since when and why.
+    pub health: WatchHealth,
 }
 
 /// A stream that yields `()` when any watched object changed since it was last polled (changes are coalesced), and
@@ -43,20 +54,23 @@ impl Stores {
     /// Starts the reflectors in a task of their own (so it must be called within the Tokio runtime).
     pub fn start(client: &Client) -> (Self, Changes) {
         let mut changes: Vec<Changes> = Vec::new();
+        let health = WatchHealth::default();
+        let mut watches = Watches {
+            client,
+            health: &health,
+            changes: &mut changes,
+        };
         let stores = Self {
-            nodes: reflect(Api::all(client.clone()), trim_node, &mut changes),
-            pods: reflect(Api::all(client.clone()), trim_pod, &mut changes),
-            deployments: reflect(Api::all(client.clone()), trim_deployment, &mut changes),
-            replica_sets: reflect(Api::all(client.clone()), trim_replica_set, &mut changes),
-            replication_controllers: reflect(
-                Api::all(client.clone()),
-                trim_replication_controller,
-                &mut changes,
-            ),
-            stateful_sets: reflect(Api::all(client.clone()), trim_stateful_set, &mut changes),
-            jobs: reflect(Api::all(client.clone()), trim_job, &mut changes),
-            pdbs: reflect(Api::all(client.clone()), trim_meta, &mut changes),
-            policies: reflect(Api::all(client.clone()), trim_meta, &mut changes),
+            nodes: watches.reflect(trim_node),
+            pods: watches.reflect(trim_pod),
+            deployments: watches.reflect(trim_deployment),
+            replica_sets: watches.reflect(trim_replica_set),
+            replication_controllers: watches.reflect(trim_replication_controller),
+            stateful_sets: watches.reflect(trim_stateful_set),
+            jobs: watches.reflect(trim_job),
+            pdbs: watches.reflect(trim_meta),
+            policies: watches.reflect(trim_meta),
+            health: health.clone(),
         };
         (stores, drive(futures::stream::select_all(changes)))
     }
@@ -73,6 +87,16 @@ impl Stores {
         let _ = self.jobs.wait_until_ready().await;
         let _ = self.pdbs.wait_until_ready().await;
         let _ = self.policies.wait_until_ready().await;
+    }
+}
+
+impl crate::events::Uids for Stores {
+    fn node(&self, name: &str) -> Option<String> {
+        self.nodes.get(&ObjectRef::new(name))?.uid()
+    }
+
+    fn policy(&self, name: &str) -> Option<String> {
+        self.policies.get(&ObjectRef::new(name))?.uid()
     }
 }
 
@@ -93,32 +117,104 @@ fn drive(mut watches: impl Stream<Item = ()> + Send + Unpin + 'static) -> Change
     Box::pin(futures::stream::poll_fn(move |cx| receiver.poll_recv(cx)))
 }
 
-fn reflect<K>(api: Api<K>, trim: fn(&mut K), changes: &mut Vec<Changes>) -> Store<K>
+/// What each new reflector needs: the client, where to report its health, and where to signal its changes.
+struct Watches<'a> {
+    client: &'a Client,
+    health: &'a WatchHealth,
+    changes: &'a mut Vec<Changes>,
+}
+
+impl Watches<'_> {
+    fn reflect<K>(&mut self, trim: fn(&mut K)) -> Store<K>
+    where
+        K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    {
+        let (reader, writer) = reflector::store();
+        let kind = K::kind(&Default::default()).into_owned();
+        let events = restarting_watch(
+            Api::all(self.client.clone()),
+            trim,
+            self.health.clone(),
+            kind,
+        );
+        // A failure signals a change too: the loop must learn when a watch starts failing (to stop acting once it
+        // has failed for too long) as it learns of its recovery (a complete list, which changes the store).
+        let stream = reflector::reflector(writer, events).map(|_| ());
+        self.changes.push(Box::pin(stream));
+        reader
+    }
+}
+
+/// A watcher that starts afresh, with a complete list, after any error (after a pause that grows while it keeps
+/// failing). kube's watcher resumes a failed watch where it was, and a resumed watch says nothing until the next
+/// change: a quiet cluster would never tell that the watch works again, and a stale view would stop the controller
+/// for ever. A fresh start ends its list with `InitDone`, the proof that the store is current again; until then, the
+/// reflector keeps the store as it last was.
+fn restarting_watch<K>(
+    api: Api<K>,
+    trim: fn(&mut K),
+    health: WatchHealth,
+    kind: String,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send
 where
     K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
-    let kind = K::kind(&Default::default()).into_owned();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(trim),
-    )
-    .filter_map(move |event| {
-        let kind = kind.clone();
-        async move {
-            match event {
-                Ok(_) => Some(()),
-                Err(error) => {
-                    // The watcher retries with backoff; the store keeps its last good state meanwhile.
-                    tracing::warn!(%kind, %error, "watch failed; retrying");
-                    None
+    let start = move || {
+        watcher(api.clone(), watcher::Config::default())
+            .modify(trim)
+            .boxed()
+    };
+    let first = start();
+    futures::stream::unfold(
+        (first, 0u32, None::<Duration>),
+        move |(mut stream, failures, pause)| {
+            let (start, health, kind) = (start.clone(), health.clone(), kind.clone());
+            async move {
+                if let Some(pause) = pause {
+                    tokio::time::sleep(pause).await;
+                    stream = start();
                 }
+                let event = stream.next().await?;
+                let failures = match &event {
+                    Ok(
+                        watcher::Event::InitDone
+                        | watcher::Event::Apply(_)
+                        | watcher::Event::Delete(_),
+                    ) => {
+                        health.succeeded(&kind);
+                        0
+                    }
+                    Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => failures,
+                    Err(error) => {
+                        tracing::warn!(%kind, %error, "watch failed; starting it again");
+                        health.failed(&kind, &error.to_string(), Instant::now());
+                        let pause = restart_delay(failures);
+                        return Some((event, (stream, failures + 1, Some(pause))));
+                    }
+                };
+                Some((event, (stream, failures, None)))
             }
-        }
-    });
-    changes.push(Box::pin(stream));
-    reader
+        },
+    )
+}
+
+/// The pause before starting a watch again after `failures` earlier failures in a row.
+fn restart_delay(failures: u32) -> Duration {
+    FIRST_RESTART_DELAY
+        .saturating_mul(1 << failures.min(8))
+        .min(MAX_RESTART_DELAY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_watch_starts_again_ever_later_up_to_a_bound() {
+        let delays: Vec<u128> = (0..7).map(|n| restart_delay(n).as_millis()).collect();
+        assert_eq!(delays, [500, 1000, 2000, 4000, 8000, 8000, 8000]);
+        assert_eq!(restart_delay(u32::MAX), MAX_RESTART_DELAY);
+    }
 }

@@ -2,6 +2,7 @@
 //! printed as `kubectl k8sm …`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -35,6 +36,34 @@ pub struct ConnectArgs {
     /// The kubeconfig context to use.
     #[arg(long, global = true, value_name = "NAME", display_order = 101)]
     pub context: Option<String>,
+
+    /// How long to wait for a single server request before giving up (e.g. 10s, 1m; 0: no limit). `upgrade status
+    /// --watch` keeps its watches open longer than this.
+    #[arg(long, global = true, value_name = "DURATION", default_value = "30s", value_parser = request_timeout,
+          display_order = 102)]
+    pub request_timeout: RequestTimeout,
+}
+
+/// `--request-timeout`: kubectl's grammar, where 0 means no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestTimeout(pub Option<Duration>);
+
+impl Default for RequestTimeout {
+    fn default() -> Self {
+        Self(Some(DEFAULT_REQUEST_TIMEOUT))
+    }
+}
+
+/// Every call the plugin makes is bounded by default: a hung apiserver or proxy must not hang the operator's shell.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn request_timeout(text: &str) -> Result<RequestTimeout, String> {
+    if text.trim() == "0" {
+        return Ok(RequestTimeout(None));
+    }
+    text.parse::<k8sm_api::DurationString>()
+        .map(|d| RequestTimeout(Some(d.as_duration()).filter(|d| !d.is_zero())))
+        .map_err(|e| e.to_string())
 }
 
 impl From<&ConnectArgs> for ConnectOptions {
@@ -42,6 +71,8 @@ impl From<&ConnectArgs> for ConnectOptions {
         Self {
             kubeconfig: args.kubeconfig.clone(),
             context: args.context.clone(),
+            request_timeout: args.request_timeout.0,
+            long_lived: false,
         }
     }
 }
@@ -217,6 +248,18 @@ pub enum Output {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn request_timeout_reads_like_kubectls() {
+        let parse = |text: &str| request_timeout(text).map(|t| t.0);
+        assert_eq!(parse("0"), Ok(None));
+        assert_eq!(parse("0s"), Ok(None));
+        assert_eq!(parse("45s"), Ok(Some(Duration::from_secs(45))));
+        assert_eq!(parse("2m"), Ok(Some(Duration::from_secs(120))));
+        assert!(parse("soon").is_err());
+        let cli = Cli::try_parse_from(["kubectl-k8sm", "blocked"]).expect("parses");
+        assert_eq!(cli.connect.request_timeout.0, Some(DEFAULT_REQUEST_TIMEOUT));
+    }
 
     #[test]
     fn the_cli_is_consistent() {

@@ -2,9 +2,10 @@
 //! account; `--context` picks a context. Also answers "who am I" for the audit trail of `force`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use kube::api::PostParams;
+use kube::api::{PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
@@ -15,7 +16,16 @@ use crate::error::{Error, KubeContext};
 pub struct ConnectOptions {
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
+    /// Bound on each request (`--request-timeout`); `None`: no limit.
+    pub request_timeout: Option<Duration>,
+    /// The command keeps watches open (`upgrade status --watch`): reads may idle until the watch's own timeout.
+    pub long_lived: bool,
 }
+
+/// How long a connection attempt may take, whatever `--request-timeout` says.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longer than the server-side timeout of kube's watches (290 s), as kube's own default read timeout.
+const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(295);
 
 /// A client, and the kubeconfig user it authenticates as (when it came from a kubeconfig).
 pub struct Connection {
@@ -67,6 +77,7 @@ impl Connection {
                 None,
             ),
         };
+        let config = bounded(config, options);
         let client = Client::try_from(config).map_err(|e| Error::Kubeconfig(e.to_string()))?;
         Ok(Self {
             client,
@@ -121,6 +132,29 @@ fn context_user(kubeconfig: &Kubeconfig, context: Option<&str>) -> Option<String
         .clone()
 }
 
+/// The field manager of every write the plugin makes, so `managedFields` tell the operator's hand from k8sm's.
+pub const FIELD_MANAGER: &str = "kubectl-k8sm";
+
+pub fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
+/// Applies the time bounds to every request of the connection.
+fn bounded(mut config: Config, options: &ConnectOptions) -> Config {
+    let limit = options.request_timeout;
+    config.connect_timeout = Some(limit.map_or(CONNECT_TIMEOUT, |l| l.min(CONNECT_TIMEOUT)));
+    config.read_timeout = if options.long_lived {
+        Some(limit.map_or(WATCH_READ_TIMEOUT, |l| l.max(WATCH_READ_TIMEOUT)))
+    } else {
+        limit
+    };
+    config.write_timeout = limit;
+    config
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +187,24 @@ current-context: prod
             Some("bob")
         );
         assert_eq!(context_user(&kubeconfig, Some("nope")), None);
+    }
+
+    #[test]
+    fn every_request_is_bounded_and_watches_outlive_their_server_timeout() {
+        let options = |request_timeout, long_lived| ConnectOptions {
+            request_timeout,
+            long_lived,
+            ..ConnectOptions::default()
+        };
+        let config = || Config::new("https://127.0.0.1:6443".parse().expect("a URL"));
+        let short = bounded(config(), &options(Some(Duration::from_secs(3)), false));
+        assert_eq!(short.connect_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(short.read_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(short.write_timeout, Some(Duration::from_secs(3)));
+        let watching = bounded(config(), &options(Some(Duration::from_secs(3)), true));
+        assert_eq!(watching.read_timeout, Some(WATCH_READ_TIMEOUT));
+        let unlimited = bounded(config(), &options(None, false));
+        assert_eq!(unlimited.connect_timeout, Some(CONNECT_TIMEOUT));
+        assert_eq!(unlimited.read_timeout, None);
     }
 }

@@ -27,7 +27,10 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         // Pure computation: no cluster needed.
         return executor_id::run(args);
     }
-    let connection = Connection::open(&(&cli.connect).into()).await?;
+    let mut options: connect::ConnectOptions = (&cli.connect).into();
+    options.long_lived =
+        matches!(&cli.command, Command::Upgrade(Upgrade::Status(args)) if args.watch);
+    let connection = Connection::open(&options).await?;
     let client = &connection.client;
     match &cli.command {
         Command::Upgrade(Upgrade::Start(args)) => policy::start(client, args, terminal).await,

@@ -58,7 +58,8 @@ pub mod condition_types {
     /// True while `spec.paused` stops evictions, deletions and kamikaze.
     pub const PAUSED: &str = "Paused";
     /// True when something needs attention: a malformed annotation, a node without the address its kamikaze URL
-    /// needs, an overdue restart, a policy that selects no node.
+    /// needs, an overdue restart, a policy that selects no node; actions that keep failing (`ActionFailed`); a watch
+    /// failing for longer than the controller's bound (`WatchFailing`), during which it takes no action at all.
     pub const DEGRADED: &str = "Degraded";
 }
 

@@ -68,11 +68,18 @@ pub enum Reason {
     Finalizer,
     /// A draining node's progress record was written (bookkeeping: no Event).
     DrainProgress,
+    /// An action the controller carried out was refused or failed (an admission denial, a timeout, an error): it is
+    /// retried with exponential backoff, and after a few failures in a row its pod or node is reported blocked.
+    /// Reported by the controller, never planned.
+    ActionFailed,
+    /// A watch the planner depends on has been failing for longer than the controller's bound: it takes no action
+    /// until the watch recovers (the policies' Degraded condition). Reported by the controller, never planned.
+    WatchFailing,
 }
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Self; 29] = [
+    pub const ALL: [Self; 31] = [
         Self::Marked,
         Self::Cordoned,
         Self::Admitted,
@@ -102,6 +109,8 @@ impl Reason {
         Self::UnexpectedExecutor,
         Self::Finalizer,
         Self::DrainProgress,
+        Self::ActionFailed,
+        Self::WatchFailing,
     ];
 
     /// The name used in Events, conditions and metric labels.
@@ -136,6 +145,8 @@ impl Reason {
             Self::UnexpectedExecutor => "UnexpectedExecutor",
             Self::Finalizer => "Finalizer",
             Self::DrainProgress => "DrainProgress",
+            Self::ActionFailed => "ActionFailed",
+            Self::WatchFailing => "WatchFailing",
         }
     }
 
@@ -158,6 +169,7 @@ impl Reason {
                 | Self::InvalidPolicy
                 | Self::MalformedAnnotation
                 | Self::NodeAddressMissing
+                | Self::ActionFailed
         )
     }
 
@@ -167,6 +179,7 @@ impl Reason {
             self,
             Self::BlockedUnmanagedPod
                 | Self::BlockedOptOut
+                | Self::ActionFailed
                 | Self::UnexpectedExecutor
                 | Self::RestartOverdue
                 | Self::InvalidPolicy
@@ -223,6 +236,7 @@ mod tests {
             "Forced",
             "Stalled",
             "UnexpectedExecutor",
+            "ActionFailed",
         ] {
             assert!(Reason::ALL.iter().any(|r| r.as_str() == name), "{name}");
         }

@@ -28,11 +28,14 @@ pub fn node_ref(name: &str, uid: Option<String>) -> ObjectReference {
     }
 }
 
-pub fn policy_ref(name: &str) -> ObjectReference {
+/// A policy's reference carries its UID when known: `kubectl describe eup NAME` shows only the Events whose
+/// reference has the policy's UID.
+pub fn policy_ref(name: &str, uid: Option<String>) -> ObjectReference {
     ObjectReference {
         api_version: Some(ExecutorUpgradePolicy::api_version(&()).into_owned()),
         kind: Some(ExecutorUpgradePolicy::kind(&()).into_owned()),
         name: Some(name.to_owned()),
+        uid,
         ..ObjectReference::default()
     }
 }
@@ -49,7 +52,7 @@ mod tests {
             uid: "u1".into(),
         });
         let node = node_ref("n1", Some("un1".into()));
-        let policy = policy_ref("fleet");
+        let policy = policy_ref("fleet", Some("up1".into()));
         let read = |r: &ObjectReference| {
             [&r.api_version, &r.kind, &r.namespace, &r.name, &r.uid]
                 .map(|f| f.as_deref().unwrap_or("-").to_owned())
@@ -63,7 +66,7 @@ mod tests {
                 "ExecutorUpgradePolicy",
                 "-",
                 "fleet",
-                "-"
+                "up1"
             ]
         );
     }

@@ -1,6 +1,6 @@
 //! Changing a policy: `upgrade start --to ID` sets its target, `pause` and `resume` flip `spec.paused`.
 
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
@@ -103,7 +103,7 @@ async fn patch_spec(
     let api: Api<ExecutorUpgradePolicy> = Api::all(client.clone());
     api.patch(
         name,
-        &PatchParams::default(),
+        &crate::connect::patch_params(),
         &Patch::Merge(json!({ "spec": spec })),
     )
     .await

@@ -3,7 +3,7 @@
 //! `Forced` Event naming the user on the Node. k8sm then drains the node and tells it to terminate once more.
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::{Api, Client, ResourceExt};
 
 use k8sm_api::ExecutorUpgradePolicy;
@@ -59,7 +59,7 @@ pub async fn run(
 /// Applies the merge patch; a 409 means the object changed since it was read, and nothing was removed.
 async fn remove(client: &Client, retry: &RetryKamikaze) -> Result<RetryOutcome, Error> {
     let patch = Patch::Merge(retry.patch());
-    let params = PatchParams::default();
+    let params = crate::connect::patch_params();
     let result = match &retry.change {
         Change::NodeAnnotations { .. } => Api::<Node>::all(client.clone())
             .patch(&retry.node, &params, &patch)

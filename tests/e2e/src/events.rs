@@ -12,6 +12,18 @@ use kube::{Api, Client};
 /// The `reportingController` of the controller's Events.
 pub const CONTROLLER: &str = "k8sm-controller";
 
+/// Reasons of the controller's Events that record an executed action (as opposed to a wait or a blocker).
+pub const ACTIONS: [&str; 8] = [
+    "Marked",
+    "Cordoned",
+    "Admitted",
+    "Evicted",
+    "DeletedUnmanagedPod",
+    "KamikazeSent",
+    "Upgraded",
+    "Released",
+];
+
 /// Every Event of the cluster, whoever reported it.
 async fn all_events(client: &Client) -> Vec<Event> {
     Api::<Event>::all(client.clone())

@@ -18,8 +18,8 @@ use k8sm_testcluster::{ClusterOptions, TestCluster};
 
 use crate::binaries::{ChildGuard, binary};
 use crate::events::with_reason;
-use crate::install_crd;
 use crate::objects::{get_pod_opt, is_live, node_of, pods_in};
+use crate::install_crd;
 
 /// The executor ID of a simulated executor build `version`.
 pub fn executor_id(version: &str) -> String {
@@ -162,6 +162,50 @@ impl Scenario {
         );
         std::fs::write(&path, text).expect("kubeconfig written");
         path
+    }
+
+    /// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` and writes a kubeconfig that authenticates with a token
+    /// of the controller's ServiceAccount, so that a controller started with it has exactly the deployed role.
+    /// Returns the kubeconfig and the token.
+    pub fn deployed_controller_identity(&self) -> (std::path::PathBuf, String) {
+        crate::kubectl_ok(
+            &self.cluster,
+            &[
+                "apply",
+                "-f",
+                "deploy/namespace.yaml",
+                "-f",
+                "deploy/rbac.yaml",
+            ],
+        );
+        let token = crate::kubectl_ok(
+            &self.cluster,
+            &[
+                "create",
+                "token",
+                "k8sm-controller",
+                "-n",
+                "k8sm-system",
+                "--duration=2h",
+            ],
+        );
+        let token = token.trim().to_owned();
+        (self.token_kubeconfig("k8sm-controller", &token), token)
+    }
+
+    /// Changes the deployed controller's ClusterRole with a JSON patch, as an operator editing its RBAC does.
+    pub fn patch_controller_role(&self, json_patch: &str) {
+        crate::kubectl_ok(
+            &self.cluster,
+            &[
+                "patch",
+                "clusterrole",
+                "k8sm-controller",
+                "--type=json",
+                "-p",
+                json_patch,
+            ],
+        );
     }
 
     /// A policy that upgrades every node to the new executor, `slots` nodes at a time, with every other field at its

@@ -18,6 +18,7 @@ use k8sm_api::{
     ExecutorUpgradePolicySpec, NodePhase, UnmanagedPodPolicy, UnmanagedPods, condition_types, keys,
 };
 use k8sm_e2e::events::{events_about, first_seen};
+use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::nodes::{annotation, has_k8sm_state, is_cordoned, is_marked};
 use k8sm_e2e::objects::{get_node, merge_patch, patch_node};
 use k8sm_e2e::scenario::{Scenario, is_upgraded};
@@ -485,6 +486,17 @@ async fn pause_stops_evictions_and_resume_continues() {
     assert!(
         !scenario.events("Paused").await.is_empty(),
         "a Paused event tells the operator why nothing moves"
+    );
+    // The operator finds it where they look first: Events about a policy carry its UID, which `kubectl describe`
+    // matches on.
+    let described = kubectl_ok(&scenario.cluster, &["describe", "eup", POLICY]);
+    let events = described
+        .split_once("Events:")
+        .map(|(_, events)| events)
+        .unwrap_or_default();
+    assert!(
+        events.contains("Paused") && events.contains("k8sm-controller"),
+        "kubectl describe eup {POLICY} shows the Paused Event:\n{described}"
     );
 
     scenario

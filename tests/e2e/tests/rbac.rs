@@ -13,28 +13,7 @@ const NS: &str = "rbac";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_needs_exactly_the_deployed_role() {
     let mut scenario = Scenario::start(3, NS, "1s").await;
-    kubectl_ok(
-        &scenario.cluster,
-        &[
-            "apply",
-            "-f",
-            "deploy/namespace.yaml",
-            "-f",
-            "deploy/rbac.yaml",
-        ],
-    );
-    let token = kubectl_ok(
-        &scenario.cluster,
-        &[
-            "create",
-            "token",
-            "k8sm-controller",
-            "-n",
-            "k8sm-system",
-            "--duration=2h",
-        ],
-    );
-    let kubeconfig = scenario.token_kubeconfig("k8sm-controller", token.trim());
+    let (kubeconfig, token) = scenario.deployed_controller_identity();
     let election = ["--leader-elect", "--leader-elect-namespace=k8sm-system"];
 
     create(&scenario.client, &deployment(NS, "web", 3)).await;
@@ -82,7 +61,6 @@ async fn controller_needs_exactly_the_deployed_role() {
     );
     // Nothing secret is logged: the whole upgrade's log holds no part of the credential it ran with.
     let log = scenario.controllers[0].log_tail(usize::MAX);
-    let token = token.trim();
     assert!(token.len() > 64, "a real token: {} chars", token.len());
     assert!(
         !log.contains(&token[token.len() - 32..]) && !log.contains(&token[..32]),
@@ -91,17 +69,7 @@ async fn controller_needs_exactly_the_deployed_role() {
 
     // Take one verb away: a new controller refuses to start and says which permission is missing.
     scenario.controllers[0].kill_with(nix::sys::signal::Signal::SIGTERM);
-    kubectl_ok(
-        &scenario.cluster,
-        &[
-            "patch",
-            "clusterrole",
-            "k8sm-controller",
-            "--type=json",
-            "-p",
-            &remove_rule(&scenario, "pods/eviction"),
-        ],
-    );
+    scenario.patch_controller_role(&remove_rule(&scenario, "pods/eviction"));
     let index = scenario.start_controller_as(&kubeconfig, &election);
     let controller = &scenario.controllers[index];
     let status = controller

@@ -13,6 +13,7 @@ use k8sm_e2e::workloads::{
     create, daemon_set, deployment, job, replication_controller, stateful_set, unmanaged_pod,
 };
 use k8sm_testcluster::node_name;
+use kube::ResourceExt;
 
 const NS: &str = "shop";
 const THRESHOLD: u8 = 90;
@@ -50,7 +51,10 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
     sla.arm();
 
     let metrics_addr = format!("127.0.0.1:{}", free_port());
-    scenario.start_controller(&[&format!("--metrics-addr={metrics_addr}")]);
+    scenario.start_controller(&[
+        &format!("--metrics-addr={metrics_addr}"),
+        "--log-format=json",
+    ]);
     let started = Instant::now();
     scenario
         .create_policy(
@@ -165,6 +169,38 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
         4,
         "the 4 unmanaged pods were deleted"
     );
+
+    // Hygiene an operator notices: the controller's writes carry its field manager, and its log is one JSON object
+    // per line without colour codes (its stderr is a file here, as under `kubectl logs`).
+    // (A node's entry goes when its upgrade removes k8sm's keys; the policy's status stays.)
+    let managers: Vec<(String, String)> = scenario
+        .policy("fleet")
+        .await
+        .managed_fields()
+        .iter()
+        .map(|f| {
+            (
+                f.manager.clone().unwrap_or_default(),
+                f.subresource.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        managers.contains(&("k8sm-controller".into(), "status".into())),
+        "the policy's managedFields name k8sm-controller for its status: {managers:?}"
+    );
+    let log = std::fs::read_to_string(&scenario.controllers[0].log).expect("the controller's log");
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "the controller logged");
+    for line in &lines {
+        let entry: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line}"));
+        assert!(
+            entry.get("level").is_some() && entry.get("timestamp").is_some(),
+            "a JSON log line has a level and a timestamp: {line}"
+        );
+        assert!(!line.contains('\u{1b}'), "a colour code in the log: {line}");
+    }
 
     // The SLA invariant held at every pod change.
     let violations = sla.violations();

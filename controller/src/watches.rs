@@ -1,0 +1,154 @@
+//! How each watch is doing: since when it has been failing and why, so that the controller never acts on a view
+//! that a failing watch keeps frozen (DESIGN.md §9). A failing watch leaves its store as it last was: pods evicted
+//! meanwhile would look Ready, and a planner trusting them would evict their replacements' peers.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+/// A watch that has been failing since its last success.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failing {
+    /// The first error after the last success, on this process's monotonic clock (for the bound)…
+    pub since: Instant,
+    /// …and on the wall clock (for the report).
+    pub since_wall: DateTime<Utc>,
+    /// The last error.
+    pub error: String,
+}
+
+/// The health of every watch, shared by the tasks that drive them and the loop that reads it.
+#[derive(Clone, Debug, Default)]
+pub struct WatchHealth {
+    /// Kind (such as `Pod`) → since when its watch has been failing; absent while it is healthy.
+    failing: Arc<Mutex<BTreeMap<String, Failing>>>,
+}
+
+/// Longest error kept: the status condition quotes it.
+const MAX_ERROR: usize = 300;
+
+impl WatchHealth {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Failing>> {
+        // A poisoned lock only means a panic elsewhere while holding it; the map itself is always consistent.
+        self.failing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The watch of `kind` delivered: its store is current again (a complete list, or a change on a live watch).
+    pub fn succeeded(&self, kind: &str) {
+        let mut failing = self.lock();
+        if failing.contains_key(kind) {
+            failing.remove(kind);
+            tracing::info!(%kind, "watch recovered");
+        }
+    }
+
+    /// The watch of `kind` failed with `error`.
+    pub fn failed(&self, kind: &str, error: &str, now: Instant) {
+        let error: String = error.chars().take(MAX_ERROR).collect();
+        let mut failing = self.lock();
+        let entry = failing.entry(kind.to_owned()).or_insert_with(|| Failing {
+            since: now,
+            since_wall: Utc::now(),
+            error: String::new(),
+        });
+        entry.error = error;
+    }
+
+    /// Whether the watch of `kind` is failing now, for however short a time.
+    pub fn is_failing(&self, kind: &str) -> bool {
+        self.lock().contains_key(kind)
+    }
+
+    /// Every failing watch: kind → since when and why.
+    pub fn failing(&self) -> BTreeMap<String, Failing> {
+        self.lock().clone()
+    }
+}
+
+/// The watches among `failing` that have been failing for longer than `bound` at `now`.
+pub fn stale(
+    failing: &BTreeMap<String, Failing>,
+    bound: Duration,
+    now: Instant,
+) -> BTreeMap<String, Failing> {
+    failing
+        .iter()
+        .filter(|(_, f)| now.saturating_duration_since(f.since) > bound)
+        .map(|(kind, f)| (kind.clone(), f.clone()))
+        .collect()
+}
+
+/// When the first of the failing watches that are not stale yet becomes stale: plan again then, to stop acting.
+pub fn next_stale(
+    failing: &BTreeMap<String, Failing>,
+    bound: Duration,
+    now: Instant,
+) -> Option<Instant> {
+    failing
+        .values()
+        .map(|f| f.since + bound)
+        .filter(|at| *at >= now)
+        .min()
+}
+
+/// What the policies' Degraded condition says of stale watches. Stable while the same watches fail with the same
+/// errors, so the status is not rewritten at every pass.
+pub fn describe(stale: &BTreeMap<String, Failing>, bound: Duration) -> String {
+    let watches: Vec<String> = stale
+        .iter()
+        .map(|(kind, f)| {
+            format!(
+                "the watch of {kind} objects has been failing since {} ({})",
+                f.since_wall
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                f.error
+            )
+        })
+        .collect();
+    format!(
+        "{}: longer than {bound:?}, so no eviction, deletion or node change until it recovers",
+        watches.join("; "),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_is_stale_once_it_has_failed_for_longer_than_the_bound() {
+        let health = WatchHealth::default();
+        let t0 = Instant::now();
+        let bound = Duration::from_secs(30);
+        health.failed("Pod", "connection refused", t0);
+        health.failed("Pod", "pods is forbidden", t0 + Duration::from_secs(5));
+        assert!(health.is_failing("Pod") && !health.is_failing("Node"));
+        let failing = health.failing();
+        assert_eq!(failing["Pod"].since, t0, "failing since the first error");
+        assert_eq!(failing["Pod"].error, "pods is forbidden", "the last error");
+        assert!(stale(&failing, bound, t0 + Duration::from_secs(30)).is_empty());
+        assert_eq!(
+            next_stale(&failing, bound, t0 + Duration::from_secs(10)),
+            Some(t0 + bound)
+        );
+        let later = t0 + Duration::from_secs(31);
+        assert_eq!(
+            stale(&failing, bound, later).keys().collect::<Vec<_>>(),
+            ["Pod"]
+        );
+        assert_eq!(next_stale(&failing, bound, later), None);
+        let message = describe(&stale(&failing, bound, later), bound);
+        assert!(
+            message.starts_with("the watch of Pod objects has been failing since ")
+                && message.contains("(pods is forbidden): longer than 30s, so no eviction"),
+            "{message}"
+        );
+        health.succeeded("Pod");
+        assert!(health.failing().is_empty());
+        health.failed("Pod", &"x".repeat(1000), later);
+        assert_eq!(health.failing()["Pod"].since, later, "a new episode");
+        assert_eq!(health.failing()["Pod"].error.len(), MAX_ERROR);
+    }
+}

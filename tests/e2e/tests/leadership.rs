@@ -1,0 +1,410 @@
+//! Leader election under faults (issue 14): two replicas with `--leader-elect` and a 6 s Lease (renew deadline 4 s,
+//! the default two thirds) on a real cluster, mid-upgrade.
+//!
+//! - The leader frozen with SIGSTOP for twice the lease duration, then resumed with SIGCONT: the standby takes over
+//!   while it is frozen; the frozen leader writes nothing after its deadline — none of its Events (they carry the
+//!   reporting replica and the time) is later than the freeze plus the renew deadline, and no write of its reaches
+//!   the apiserver after the freeze (a ValidatingAdmissionPolicy armed during the freeze refuses every write of the
+//!   leader's ServiceAccount but its Lease calls, and such a refusal would be in the leader's log); its log says it
+//!   found its deadline passed; the two replicas' spans of Events do not overlap; no pod is evicted twice; the
+//!   upgrade completes.
+//! - The leader SIGTERMed as work appears: it releases the Lease on its way out and the standby acts within 2 s.
+//!
+//! The measured takeover times are printed: run with `--nocapture`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::json;
+
+use k8sm_api::ExecutorUpgradePolicySpec;
+use k8sm_e2e::events::{ACTIONS, CONTROLLER, first_seen, k8sm_events, utc};
+use k8sm_e2e::kubectl_ok;
+use k8sm_e2e::scenario::Scenario;
+use k8sm_e2e::workloads::{create, deployment};
+
+const LEASE: Duration = Duration::from_secs(6);
+/// The controller's default renew deadline for a 6 s Lease: how long after its last renewal the leader may act.
+const RENEW_DEADLINE: Duration = Duration::from_secs(4);
+const LEASE_NAMESPACE: &str = "k8sm-system";
+const LEASE_NAME: &str = "k8sm-controller";
+const ELECTION: [&str; 3] = [
+    "--leader-elect",
+    "--leader-elect-namespace=k8sm-system",
+    "--leader-elect-lease-duration=6s",
+];
+/// controller-0 runs as the deployed ServiceAccount; controller-1 as the cluster's admin.
+const LEADER_USER: &str = "system:serviceaccount:k8sm-system:k8sm-controller";
+const LEADER: &str = "controller-0";
+const STANDBY: &str = "controller-1";
+const POLICY: &str = "fleet";
+/// The admission policy that refuses the frozen leader's writes, and what its refusals say.
+const TRIPWIRE: &str = "leadership-tripwire";
+const UPGRADE: Duration = Duration::from_secs(240);
+
+// ---------------------------------------------------------------------------------------------------------------
+// The leader frozen for twice the lease duration
+// ---------------------------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_frozen_past_its_deadline_takes_no_action_and_the_standby_takes_over() {
+    const NODES: usize = 10;
+    let pair = Pair::start("frozen", NODES, 8, "3s").await;
+    pair.create_policy(1).await;
+
+    // Freeze the leader right after it reported an action of the drain, so it is likely in the middle of a pass.
+    pair.scenario
+        .wait_until("the leader drains a node", UPGRADE, || async {
+            pair.actions_of(LEADER)
+                .await
+                .iter()
+                .any(|e| matches!(e.reason.as_deref(), Some("Admitted" | "Evicted")))
+                .then_some(())
+        })
+        .await;
+    let leader = pair.scenario.controllers[0].pid();
+    kill(Pid::from_raw(leader as i32), Signal::SIGSTOP).expect("SIGSTOP");
+    let stopped = Instant::now();
+    let stopped_at = Utc::now();
+    pair.arm_tripwire().await;
+    let armed = stopped.elapsed();
+    let acquired_at = pair.wait_holder(STANDBY).await;
+    tokio::time::sleep((LEASE * 2).saturating_sub(stopped.elapsed())).await;
+    // From here on, whatever the leader logs, it logs after it wakes.
+    let log_before_resume = std::fs::read_to_string(&pair.scenario.controllers[0].log)
+        .expect("the leader's log")
+        .len();
+    kill(Pid::from_raw(leader as i32), Signal::SIGCONT).expect("SIGCONT");
+    let resumed_at = Utc::now();
+    let frozen = stopped.elapsed();
+
+    pair.wait_upgraded(NODES).await;
+    pair.scenario.controllers[0].assert_running();
+    pair.scenario.controllers[1].assert_running();
+
+    let spans = pair.spans().await;
+    let leader_span = spans.get(LEADER).copied().expect("the leader's Events");
+    let standby_span = spans.get(STANDBY).copied().expect("the standby's Events");
+    let standby_first_action = pair.first_action(STANDBY).await.expect("the standby acted");
+    let deadline_bound = stopped_at + RENEW_DEADLINE;
+    let rel = |t: DateTime<Utc>| (t - stopped_at).num_milliseconds() as f64 / 1000.0;
+    eprintln!(
+        "[frozen] leader SIGSTOPped for {:.1}s (tripwire armed after {:.1}s); standby acquired the Lease {:+.2}s and \
+         first acted {:+.2}s after the SIGSTOP",
+        frozen.as_secs_f64(),
+        armed.as_secs_f64(),
+        rel(acquired_at),
+        rel(standby_first_action)
+    );
+    for (who, span) in &spans {
+        eprintln!(
+            "[frozen] {who}: {} Events, from {:+.2}s to {:+.2}s relative to the SIGSTOP (resumed at {:+.2}s)",
+            span.count,
+            rel(span.first),
+            rel(span.last),
+            rel(resumed_at)
+        );
+    }
+
+    // The frozen leader did nothing after its deadline: not after it woke, nor after the latest its deadline can be.
+    assert!(
+        leader_span.last <= deadline_bound,
+        "the frozen leader reported an Event at {} (SIGSTOP at {stopped_at}, resumed at {resumed_at}): after its \
+         deadline, at the latest {deadline_bound}",
+        leader_span.last
+    );
+    let log = std::fs::read_to_string(&pair.scenario.controllers[0].log).expect("the leader's log");
+    assert!(
+        !log.contains(TRIPWIRE),
+        "a write of the frozen leader reached the apiserver after the SIGSTOP:\n{}",
+        pair.scenario.controllers[0].log_tail(40)
+    );
+    let woke = &log[log_before_resume..];
+    assert!(
+        woke.contains("deadline passed"),
+        "the leader's log says on waking that its deadline passed:\n{woke}"
+    );
+    // The standby took over while the leader was frozen, and the two never acted at the same time.
+    assert!(
+        acquired_at > stopped_at && standby_first_action < resumed_at,
+        "the standby acquired the Lease at {acquired_at} and first acted at {standby_first_action}; the leader was \
+         frozen from {stopped_at} to {resumed_at}"
+    );
+    assert!(
+        leader_span.last < standby_span.first,
+        "the replicas' Events overlap in time: {spans:?}"
+    );
+    assert_eq!(
+        spans.len(),
+        2,
+        "Events from the two replicas only: {spans:?}"
+    );
+    let twice: Vec<_> = pair
+        .scenario
+        .evictions_per_pod()
+        .await
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .collect();
+    assert!(twice.is_empty(), "pods evicted more than once: {twice:?}");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The leader stopped with SIGTERM
+// ---------------------------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_sigtermed_releases_the_lease_and_the_standby_acts_within_two_seconds() {
+    const NODES: usize = 4;
+    let pair = Pair::start("sigterm", NODES, 4, "1s").await;
+    // A rollout of the controller as work comes in: the policy appears as the leader is told to stop, so the next
+    // leader has work from the moment it leads.
+    let leader = pair.scenario.controllers[0].pid();
+    kill(Pid::from_raw(leader as i32), Signal::SIGTERM).expect("SIGTERM");
+    let sigterm_at = Utc::now();
+    pair.create_policy(4).await;
+
+    let first_action = pair
+        .scenario
+        .wait_until("the standby acts", UPGRADE, || pair.first_action(STANDBY))
+        .await;
+    let status = pair.scenario.controllers[0]
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| {
+            panic!(
+                "the leader did not exit after SIGTERM:\n{}",
+                pair.scenario.controllers[0].log_tail(20)
+            )
+        });
+    let acquired_at = pair.wait_holder(STANDBY).await;
+    let takeover = (first_action - sigterm_at).to_std().unwrap_or_default();
+    eprintln!(
+        "[sigterm] leader SIGTERMed: standby acquired the Lease {:.2}s and first acted {:.2}s after the SIGTERM",
+        (acquired_at - sigterm_at).num_milliseconds() as f64 / 1000.0,
+        takeover.as_secs_f64()
+    );
+    assert!(status.success(), "the leader exits cleanly: {status}");
+    let log = pair.scenario.controllers[0].log_tail(usize::MAX);
+    assert!(
+        log.contains("released the Lease"),
+        "the leader says it released the Lease:\n{log}"
+    );
+    assert!(
+        takeover <= Duration::from_secs(2),
+        "the standby first acted {takeover:?} after the SIGTERM, more than 2 s"
+    );
+    // Whatever the old leader still did before it stopped came before the new leader's first write.
+    let spans = pair.spans().await;
+    if let (Some(old), Some(new)) = (spans.get(LEADER), spans.get(STANDBY)) {
+        assert!(
+            old.last < new.first,
+            "the replicas' Events overlap: {spans:?}"
+        );
+    }
+    pair.wait_upgraded(NODES).await;
+    pair.scenario.controllers[1].assert_running();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Two replicas
+// ---------------------------------------------------------------------------------------------------------------
+
+/// Per reporting replica: how many Events, the first one's time and the last one's.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    count: usize,
+    first: DateTime<Utc>,
+    last: DateTime<Utc>,
+}
+
+struct Pair {
+    scenario: Scenario,
+    leases: Api<Lease>,
+}
+
+impl Pair {
+    /// `nodes` KWOK nodes (their executors come back `restart_delay` after a kamikaze), a Deployment `web` of
+    /// `replicas` Ready pods, and two controllers electing a leader on a 6 s Lease: controller-0, the leader, authenticated as the deployed ServiceAccount (deploy/rbac.yaml), and
+    /// controller-1, a standby with synced caches, as the cluster admin.
+    async fn start(namespace: &str, nodes: usize, replicas: i32, restart_delay: &str) -> Self {
+        let mut scenario = Scenario::start(nodes, namespace, restart_delay).await;
+        let (kubeconfig, _) = scenario.deployed_controller_identity();
+        create(&scenario.client, &deployment(namespace, "web", replicas)).await;
+        scenario.wait_ready(replicas as usize).await;
+        scenario.start_controller_as(&kubeconfig, &ELECTION);
+        let leases = Api::namespaced(scenario.client.clone(), LEASE_NAMESPACE);
+        let mut pair = Self { scenario, leases };
+        pair.wait_holder(LEADER).await;
+        pair.scenario.start_controller(&ELECTION);
+        pair.scenario
+            .wait_until(
+                "controller-1 is up as a standby",
+                Duration::from_secs(60),
+                || async {
+                    let log = std::fs::read_to_string(&pair.scenario.controllers[1].log).ok()?;
+                    log.contains("caches synced").then_some(())
+                },
+            )
+            .await;
+        pair
+    }
+
+    async fn create_policy(&self, slots: u32) {
+        let spec = ExecutorUpgradePolicySpec {
+            owner_health_threshold: 60,
+            ..self.scenario.policy_spec(slots)
+        };
+        self.scenario.create_policy(POLICY, spec).await;
+    }
+
+    /// Waits until `who` holds the Lease; when it acquired it (its acquireTime).
+    async fn wait_holder(&self, who: &str) -> DateTime<Utc> {
+        self.scenario
+            .wait_until(&format!("{who} holds the Lease"), UPGRADE, || async {
+                let spec = self.leases.get_opt(LEASE_NAME).await.ok()??.spec?;
+                (spec.holder_identity.as_deref() == Some(who))
+                    .then(|| spec.acquire_time.map(|t| utc(&t.0)))
+                    .flatten()
+            })
+            .await
+    }
+
+    /// Waits until all `nodes` run the new executor and carry no upgrade state.
+    async fn wait_upgraded(&self, nodes: usize) {
+        self.scenario
+            .wait_until("every node is upgraded", UPGRADE, || async {
+                (self.scenario.upgraded_nodes().await == nodes).then_some(())
+            })
+            .await;
+    }
+
+    /// The Events of executed actions that `who` reported.
+    async fn actions_of(&self, who: &str) -> Vec<Event> {
+        let mut events = k8sm_events(&self.scenario.client).await;
+        events.retain(|e| {
+            e.reporting_instance.as_deref() == Some(who)
+                && ACTIONS.contains(&e.reason.as_deref().unwrap_or_default())
+        });
+        events
+    }
+
+    /// When `who` first reported an executed action.
+    async fn first_action(&self, who: &str) -> Option<DateTime<Utc>> {
+        self.actions_of(who).await.iter().map(first_seen).min()
+    }
+
+    /// Per replica, the span of every Event it reported (an Event repeated is one object with a series: its last
+    /// occurrence counts).
+    async fn spans(&self) -> BTreeMap<String, Span> {
+        let mut spans: BTreeMap<String, Span> = BTreeMap::new();
+        for event in k8sm_events(&self.scenario.client).await {
+            assert_eq!(event.reporting_controller.as_deref(), Some(CONTROLLER));
+            let who = event.reporting_instance.clone().unwrap_or_default();
+            let first = first_seen(&event);
+            let last = event
+                .series
+                .as_ref()
+                .map_or(first, |s| utc(&s.last_observed_time.0));
+            spans
+                .entry(who)
+                .and_modify(|span| {
+                    span.count += 1;
+                    span.first = span.first.min(first);
+                    span.last = span.last.max(last);
+                })
+                .or_insert(Span {
+                    count: 1,
+                    first,
+                    last,
+                });
+        }
+        spans
+    }
+
+    /// Refuses, from now on, every write of controller-0's ServiceAccount but those to its Lease; returns once a
+    /// server-side dry run as that account is refused.
+    async fn arm_tripwire(&self) {
+        let path = self.scenario.cluster.dir().join("tripwire.yaml");
+        std::fs::write(&path, tripwire()).expect("tripwire written");
+        kubectl_ok(
+            &self.scenario.cluster,
+            &["apply", "-f", path.to_str().expect("a UTF-8 path")],
+        );
+        // A server-side dry run of a write as that account (impersonated by the admin): refused once armed.
+        let mut config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(self.scenario.cluster.kubeconfig())
+                .expect("kubeconfig"),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("a client configuration");
+        config.auth_info.impersonate = Some(LEADER_USER.to_owned());
+        let nodes: Api<Node> = Api::all(Client::try_from(config).expect("a client"));
+        let probe = json!({ "metadata": { "annotations": { "tripwire.k8sm.test/probe": "1" } } });
+        let params = PatchParams {
+            dry_run: true,
+            ..PatchParams::default()
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match nodes
+                .patch("node-0000", &params, &Patch::Merge(&probe))
+                .await
+            {
+                Err(kube::Error::Api(status)) if status.message.contains(TRIPWIRE) => return,
+                other => assert!(
+                    Instant::now() < deadline,
+                    "the tripwire does not refuse a write of {LEADER_USER}: {other:?}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// A ValidatingAdmissionPolicy and its binding refusing every write of [`LEADER_USER`] to what the controller writes
+/// (nodes, pods, evictions, policies and their status, Events), so that any such write shows in its log.
+fn tripwire() -> String {
+    format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {TRIPWIRE}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [""]
+        apiVersions: ["*"]
+        operations: [CREATE, UPDATE, DELETE]
+        resources: [nodes, nodes/status, pods, pods/eviction, pods/status, events]
+      - apiGroups: [events.k8s.io]
+        apiVersions: ["*"]
+        operations: [CREATE, UPDATE, DELETE]
+        resources: [events]
+      - apiGroups: [k8s.mesosphere.io]
+        apiVersions: ["*"]
+        operations: [CREATE, UPDATE, DELETE]
+        resources: [executorupgradepolicies, executorupgradepolicies/status]
+  validations:
+    - expression: "request.userInfo.username != '{LEADER_USER}'"
+      message: "{TRIPWIRE}: a write of the frozen leader"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {TRIPWIRE}
+spec:
+  policyName: {TRIPWIRE}
+  validationActions: [Deny]
+"#
+    )
+}
