@@ -11,8 +11,8 @@ use serde_json::json;
 
 use k8sm_api::text::bounded;
 use k8sm_api::{
-    BlockedPod, DeletedNode, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,
-    MAX_MESSAGE, MAX_NAME, condition_types,
+    BlockedPod, DeletedNode, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_MESSAGE,
+    MAX_NAME, condition_types,
 };
 use k8sm_planner::{Decision, NodePlan, Plan, PodPlan, PolicyPlan, Reason};
 
@@ -264,9 +264,7 @@ pub fn report_troubles(
     for node in plan.nodes.iter().filter(|n| n.policy == policy.policy) {
         if let Some(message) = troubles.nodes.get(&node.node) {
             failing.push(message);
-            if let Some(entry) = status.nodes.iter_mut().find(|n| n.name == node.node) {
-                entry.blockers.push(message.clone());
-            }
+            status_lists::add_blocker(status, node, message);
         }
         for pod_plan in &node.pods {
             let Some((reason, message)) = troubles.pods.get(&pod_plan.pod.uid) else {
@@ -279,15 +277,8 @@ pub fn report_troubles(
             if *reason == Reason::ActionFailed {
                 failing.push(message);
             }
-            if let Some(entry) = status.nodes.iter_mut().find(|n| n.name == node.node) {
-                entry.blockers.push(message.clone());
-            }
-            status.blocked_pods_total = Some(status.blocked_pods_total.unwrap_or(0) + 1);
-            if status.blocked_pods.len() < MAX_BLOCKED_PODS {
-                status
-                    .blocked_pods
-                    .push(blocked_pod(node, pod_plan, *reason, message));
-            }
+            status_lists::add_blocker(status, node, message);
+            status_lists::add_blocked_pod(status, blocked_pod(node, pod_plan, *reason, message));
         }
     }
     failing.extend(troubles.policies.get(&policy.policy).map(String::as_str));
@@ -301,6 +292,8 @@ pub fn report_troubles(
             1 => String::new(),
             n => format!(" (and {} more)", n - 1),
         };
+        // An apiserver's answer (an admission webhook's, say) may quote anything: bounded like the rest.
+        let first = bounded(first, MAX_MESSAGE);
         problems.push((Reason::ActionFailed, format!("{first}{more}")));
     }
     if problems.is_empty() {

@@ -9,8 +9,9 @@
 use chrono::{DateTime, Utc};
 use k8sm_api::text::{bounded, recorded_id};
 use k8sm_api::{
-    BLOCKED_PODS_BUDGET, BlockedPod, DeletedNode, MAX_BLOCKED_PODS, MAX_BLOCKERS, MAX_EXECUTOR_ID,
-    MAX_MESSAGE, MAX_NAME, MAX_NODES, NODES_BUDGET, NodePhase, NodeStatus,
+    BLOCKED_PODS_BUDGET, BlockedPod, DeletedNode, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,
+    MAX_BLOCKERS, MAX_EXECUTOR_ID, MAX_MESSAGE, MAX_NAME, MAX_NODES, NODES_BUDGET, NodePhase,
+    NodeStatus,
 };
 use k8sm_planner::{DeletedNodeRecord, NodePlan, PodPlan};
 use serde::Serialize;
@@ -148,6 +149,46 @@ fn pod_key<'a>(
         &pod.pod.namespace,
         &pod.pod.name,
     )
+}
+
+/// Adds `message`, something the plan cannot know (an action that keeps failing, an eviction a budget refused), to
+/// the blockers of `node`'s entry in `status.nodes`; a node that was not listed is listed first, as it needs an
+/// operator's eye. The list keeps its bounds: the least urgent entries make room, and are counted.
+pub fn add_blocker(status: &mut ExecutorUpgradePolicyStatus, node: &NodePlan, message: &str) {
+    let line = bounded(message, MAX_MESSAGE).into_owned();
+    let counted = |phase: NodePhase| u32::from(phase != NodePhase::Compatible);
+    match status.nodes.iter_mut().find(|n| n.name == node.node) {
+        Some(entry) if entry.blockers.contains(&line) => return,
+        Some(entry) => entry.blockers.push(line),
+        None => {
+            let mut entry = node_entry(node);
+            entry.blockers.insert(0, line);
+            status.omitted_nodes = status
+                .omitted_nodes
+                .map(|n| n.saturating_sub(counted(node.phase)));
+            status.nodes.insert(0, entry);
+        }
+    }
+    while status.nodes.len() > MAX_NODES || json_len(&status.nodes) > NODES_BUDGET {
+        let Some(last) = status.nodes.pop() else {
+            break;
+        };
+        status.omitted_nodes = Some(status.omitted_nodes.unwrap_or(0) + counted(last.phase));
+    }
+}
+
+/// Counts `pod` in `status.blockedPodsTotal`, and lists it while the list keeps its bounds.
+pub fn add_blocked_pod(status: &mut ExecutorUpgradePolicyStatus, pod: BlockedPod) {
+    status.blocked_pods_total = Some(status.blocked_pods_total.unwrap_or(0) + 1);
+    if status.blocked_pods.len() < MAX_BLOCKED_PODS
+        && json_len(&status.blocked_pods) + json_len(&pod) < BLOCKED_PODS_BUDGET
+    {
+        status.blocked_pods.push(pod);
+    }
+}
+
+fn json_len<T: Serialize>(value: &T) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX / 2, |json| json.len())
 }
 
 /// `status.deletedNodes`: the plan's records, with each executor ID in its bounded form (records written by an

@@ -263,3 +263,70 @@ fn deleted_nodes_keep_a_bounded_executor_id() {
     assert_eq!(id, recorded_id(&huge));
     assert_eq!(written[1].executor_id.as_deref(), Some("sha256:old"));
 }
+
+/// A status with `lists`, as `build` makes it.
+fn status_of(lists: Lists) -> ExecutorUpgradePolicyStatus {
+    ExecutorUpgradePolicyStatus {
+        nodes: lists.nodes,
+        omitted_nodes: Some(lists.omitted_nodes),
+        blocked_pods: lists.blocked_pods,
+        blocked_pods_total: Some(lists.blocked_pods_total),
+        ..ExecutorUpgradePolicyStatus::default()
+    }
+}
+
+#[test]
+fn a_node_whose_action_keeps_failing_is_listed_first_and_the_list_keeps_its_bounds() {
+    let plans: Vec<NodePlan> = (0..MAX_NODES)
+        .map(|i| node(&format!("n{i:04}"), NodePhase::Draining, i as i64))
+        .chain([node("queued", NodePhase::Incompatible, 0)])
+        .collect();
+    let mut status = status_of(Lists::of(&plans.iter().collect::<Vec<_>>()));
+    assert_eq!(status.omitted_nodes, Some(1));
+    let why = "mark node queued failed 3 times in a row: 422 \x1b[31mInvalid";
+    add_blocker(&mut status, &plans[MAX_NODES], why);
+    assert_eq!(status.nodes.len(), MAX_NODES);
+    assert_eq!(status.nodes[0].name, "queued");
+    assert_eq!(
+        status.nodes[0].blockers,
+        ["mark node queued failed 3 times in a row: 422 \\u{1b}[31mInvalid"]
+    );
+    assert_eq!(
+        status.nodes.last().map(|n| n.name.as_str()),
+        Some(format!("n{:04}", MAX_NODES - 2).as_str()),
+        "the least urgent made room"
+    );
+    assert_eq!(status.omitted_nodes, Some(1), "and is counted");
+    // Again: listed once.
+    add_blocker(&mut status, &plans[MAX_NODES], why);
+    assert_eq!(status.nodes[0].blockers.len(), 1);
+
+    // Long answers for many nodes: the byte budget holds too.
+    for (i, plan) in plans.iter().enumerate().take(60) {
+        add_blocker(&mut status, plan, &format!("{i}{}", "x".repeat(5000)));
+    }
+    let json = serde_json::to_vec(&status.nodes).unwrap();
+    assert!(json.len() <= NODES_BUDGET, "{} bytes", json.len());
+    assert_eq!(
+        status.omitted_nodes.unwrap() as usize + status.nodes.len(),
+        MAX_NODES + 1,
+        "every node listed or counted"
+    );
+}
+
+#[test]
+fn a_pod_whose_action_keeps_failing_is_counted_and_listed_within_the_bounds() {
+    let mut n = node("n", NodePhase::Draining, 0);
+    waiting_pod(&mut n, "a", Reason::WaitingForOwner, "wait");
+    let mut status = status_of(Lists::of(&[&n]));
+    for i in 0..(MAX_BLOCKED_PODS * 2) {
+        let pod = blocked_pod(&n, &n.pods[0], Reason::ActionFailed, &"y".repeat(2000 + i));
+        add_blocked_pod(&mut status, pod);
+    }
+    assert_eq!(
+        status.blocked_pods_total,
+        Some(1 + 2 * MAX_BLOCKED_PODS as u32)
+    );
+    let json = serde_json::to_vec(&status.blocked_pods).unwrap();
+    assert!(json.len() <= BLOCKED_PODS_BUDGET, "{} bytes", json.len());
+}

@@ -18,8 +18,8 @@ use k8sm_testcluster::{ClusterOptions, TestCluster};
 
 use crate::binaries::{ChildGuard, binary};
 use crate::events::with_reason;
-use crate::objects::{get_pod_opt, is_live, node_of, pods_in};
 use crate::install_crd;
+use crate::objects::{get_pod_opt, is_live, node_of, pods_in};
 
 /// The executor ID of a simulated executor build `version`.
 pub fn executor_id(version: &str) -> String {
