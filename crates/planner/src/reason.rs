@@ -59,6 +59,9 @@ pub enum Reason {
     MalformedAnnotation,
     /// The kamikaze URL needs the node's InternalIP address and the node has none.
     NodeAddressMissing,
+    /// The kamikaze URL needs the node's InternalIP address and the node's is not an IP address a node can have
+    /// (a host name, say): k8sm never POSTs to it.
+    NodeAddressInvalid,
     /// A draining node made no progress for `nodeProgressDeadline`: it gave up its drain slot.
     Stalled,
     /// A node came back from kamikaze with an executor ID that is neither the target nor a new one (its old ID, or
@@ -72,7 +75,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Self; 29] = [
+    pub const ALL: [Self; 30] = [
         Self::Marked,
         Self::Cordoned,
         Self::Admitted,
@@ -98,6 +101,7 @@ impl Reason {
         Self::InvalidPolicy,
         Self::MalformedAnnotation,
         Self::NodeAddressMissing,
+        Self::NodeAddressInvalid,
         Self::Stalled,
         Self::UnexpectedExecutor,
         Self::Finalizer,
@@ -132,6 +136,7 @@ impl Reason {
             Self::InvalidPolicy => "InvalidPolicy",
             Self::MalformedAnnotation => "MalformedAnnotation",
             Self::NodeAddressMissing => "NodeAddressMissing",
+            Self::NodeAddressInvalid => "NodeAddressInvalid",
             Self::Stalled => "Stalled",
             Self::UnexpectedExecutor => "UnexpectedExecutor",
             Self::Finalizer => "Finalizer",
@@ -158,6 +163,7 @@ impl Reason {
                 | Self::InvalidPolicy
                 | Self::MalformedAnnotation
                 | Self::NodeAddressMissing
+                | Self::NodeAddressInvalid
         )
     }
 
@@ -172,6 +178,7 @@ impl Reason {
                 | Self::InvalidPolicy
                 | Self::MalformedAnnotation
                 | Self::NodeAddressMissing
+                | Self::NodeAddressInvalid
         )
     }
 }
