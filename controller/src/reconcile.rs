@@ -21,6 +21,7 @@ use crate::Error;
 use crate::events::EventSink;
 use crate::execute::{Executor, Outcome};
 use crate::in_flight::InFlight;
+use crate::kamikaze_token::{KamikazeTokens, ServiceAccountRef};
 use crate::leader::{self, Leadership, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::server::{self, Health};
@@ -48,7 +49,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let lease_namespace = args
         .leader_elect
         .then_some(args.leader_elect_namespace.as_str());
-    crate::permissions::check(&client, lease_namespace).await?;
+    let kamikaze_account =
+        ServiceAccountRef::or_in_cluster_default(args.kamikaze_service_account.clone());
+    crate::permissions::check(&client, lease_namespace, kamikaze_account.as_ref()).await?;
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
@@ -90,7 +93,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Leadership::always()
     };
     let mut controller = Controller {
-        executor: Executor::new(action_client(config)?)?,
+        executor: Executor::new(
+            action_client(config)?,
+            KamikazeTokens::new(
+                client.clone(),
+                kamikaze_account,
+                args.kamikaze_audience.clone(),
+            ),
+        )?,
         events: EventSink::new(client.clone(), identity),
         status: StatusWriter::new(client),
         in_flight: InFlight::default(),
