@@ -87,13 +87,38 @@ struct Cached {
     renew_at: Instant,
 }
 
+/// Tokens by Node UID, each used until [`RENEW_BEFORE_EXPIRY`] before it expires.
+#[derive(Default)]
+struct TokenCache(HashMap<String, Cached>);
+
+impl TokenCache {
+    /// The token of `uid`, unless it is due for renewal at `now`.
+    fn get(&self, uid: &str, now: Instant) -> Option<String> {
+        self.0
+            .get(uid)
+            .filter(|cached| cached.renew_at > now)
+            .map(|cached| cached.token.clone())
+    }
+
+    /// Remembers `token`, issued at `issued` for [`TOKEN_LIFETIME`], and forgets every token due for renewal.
+    fn put(&mut self, uid: String, token: String, issued: Instant) {
+        self.0.retain(|_, cached| cached.renew_at > issued);
+        let renew_at = issued + TOKEN_LIFETIME.saturating_sub(RENEW_BEFORE_EXPIRY);
+        self.0.insert(uid, Cached { token, renew_at });
+    }
+
+    fn forget(&mut self, uid: &str) {
+        self.0.remove(uid);
+    }
+}
+
 /// Issues and caches the kamikaze tokens.
 pub struct KamikazeTokens {
     client: Client,
     account: Option<ServiceAccountRef>,
     audience: String,
     /// By Node UID: a Node deleted and registered again under the same name is another object.
-    cache: Mutex<HashMap<String, Cached>>,
+    cache: Mutex<TokenCache>,
 }
 
 impl KamikazeTokens {
@@ -102,7 +127,7 @@ impl KamikazeTokens {
             client,
             account,
             audience,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(TokenCache::default()),
         }
     }
 
@@ -110,10 +135,8 @@ impl KamikazeTokens {
     pub async fn token_for(&self, node: &Node) -> Result<String, Error> {
         let uid = node.uid().unwrap_or_default();
         let now = Instant::now();
-        if let Some(cached) = self.lock().get(&uid)
-            && cached.renew_at > now
-        {
-            return Ok(cached.token.clone());
+        if let Some(token) = self.lock().get(&uid, now) {
+            return Ok(token);
         }
         let account = self.account.as_ref().ok_or_else(|| {
             Error::Other(
@@ -151,24 +174,16 @@ impl KamikazeTokens {
             .ok_or_else(|| {
                 Error::Other(format!("the TokenRequest of {account} returned no token"))
             })?;
-        let mut cache = self.lock();
-        cache.retain(|_, cached| cached.renew_at > now);
-        cache.insert(
-            uid,
-            Cached {
-                token: token.clone(),
-                renew_at: now + TOKEN_LIFETIME.saturating_sub(RENEW_BEFORE_EXPIRY),
-            },
-        );
+        self.lock().put(uid, token.clone(), now);
         Ok(token)
     }
 
     /// Drops the cached token of `node`: the agent refused it (revoked, say), so the next attempt asks for a new one.
     pub fn forget(&self, node: &Node) {
-        self.lock().remove(&node.uid().unwrap_or_default());
+        self.lock().forget(&node.uid().unwrap_or_default());
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cached>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TokenCache> {
         // Every update is a single step: a panic elsewhere leaves the cache usable.
         self.cache
             .lock()
@@ -179,6 +194,39 @@ impl KamikazeTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_is_reused_for_its_node_until_shortly_before_it_expires() {
+        let issued = Instant::now();
+        let mut cache = TokenCache::default();
+        cache.put("uid-a".into(), "token-a".into(), issued);
+        let renew_at = issued + Duration::from_secs(600 - 120);
+        assert_eq!(cache.get("uid-a", issued).as_deref(), Some("token-a"));
+        assert_eq!(
+            cache
+                .get("uid-a", renew_at - Duration::from_millis(1))
+                .as_deref(),
+            Some("token-a")
+        );
+        assert_eq!(
+            cache.get("uid-a", renew_at),
+            None,
+            "renewed 2 minutes before it expires"
+        );
+        assert_eq!(
+            cache.get("uid-b", issued),
+            None,
+            "another Node has its own token"
+        );
+        cache.put("uid-b".into(), "token-b".into(), renew_at);
+        assert_eq!(cache.0.len(), 1, "tokens due for renewal are dropped");
+        cache.forget("uid-b");
+        assert_eq!(
+            cache.get("uid-b", renew_at),
+            None,
+            "a refused token is forgotten"
+        );
+    }
 
     #[test]
     fn a_service_account_is_namespace_slash_name() {
