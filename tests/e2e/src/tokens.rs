@@ -4,12 +4,15 @@
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::PostParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Resource, ResourceExt};
 
+use k8sm_api::keys::KAMIKAZE_TOKEN_AUDIENCE;
 use k8sm_testcluster::TestCluster;
+
+use crate::kubectl_ok;
 
 /// The namespace of deploy/ and the ServiceAccounts it creates there.
 pub const K8SM_NAMESPACE: &str = "k8sm-system";
@@ -71,4 +74,32 @@ pub async fn client_from(path: &Path) -> Client {
         .await
         .expect("client config");
     Client::try_from(config).expect("client")
+}
+
+/// Applies deploy/'s namespace and the controller's ServiceAccount and RBAC (the files an operator applies): the
+/// account whose tokens the Http kamikaze carries.
+pub fn apply_controller_account(cluster: &TestCluster) {
+    kubectl_ok(
+        cluster,
+        &[
+            "apply",
+            "-f",
+            "deploy/namespace.yaml",
+            "-f",
+            "deploy/rbac.yaml",
+        ],
+    );
+}
+
+/// The controller's token for the Http kamikaze of `node`, as the controller requests it: its ServiceAccount's (see
+/// [`apply_controller_account`]), for the kamikaze audience, bound to the Node.
+pub async fn controller_kamikaze_token(client: &Client, node: &Node) -> String {
+    request_token(
+        client,
+        K8SM_NAMESPACE,
+        CONTROLLER_ACCOUNT,
+        Some(KAMIKAZE_TOKEN_AUDIENCE),
+        Some(node),
+    )
+    .await
 }

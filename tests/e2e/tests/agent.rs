@@ -15,10 +15,9 @@ use k8sm_api::keys::{
     DRAINING_ANNOTATION, EXECUTOR_ID_ANNOTATION, INCOMPATIBLE_EXECUTOR_ANNOTATION,
     INCOMPATIBLE_EXECUTOR_LABEL, INCOMPATIBLE_EXECUTOR_LABEL_VALUE,
     INCOMPATIBLE_EXECUTOR_TAINT_EFFECT, INCOMPATIBLE_EXECUTOR_TAINT_KEY, KAMIKAZE_ANNOTATION,
-    KAMIKAZE_EXECUTOR_ID_ANNOTATION, KAMIKAZE_OBEYED_ANNOTATION, KAMIKAZE_TOKEN_AUDIENCE,
+    KAMIKAZE_EXECUTOR_ID_ANNOTATION, KAMIKAZE_OBEYED_ANNOTATION,
 };
-use k8sm_e2e::kubectl_ok;
-use k8sm_e2e::tokens::{CONTROLLER_ACCOUNT, K8SM_NAMESPACE, request_token};
+use k8sm_e2e::tokens::{apply_controller_account, controller_kamikaze_token};
 use k8sm_testcluster::{ClusterOptions, TestCluster, node_name};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -180,32 +179,15 @@ async fn executor_id_of(nodes: &Api<Node>, name: &str) -> Option<String> {
     annotation(&node, EXECUTOR_ID_ANNOTATION).map(str::to_owned)
 }
 
-/// The controller's token for the Http kamikaze of node `name`: its ServiceAccount's (deploy/rbac.yaml, applied
-/// here), for the kamikaze audience, bound to the Node, as the controller requests it.
+/// The controller's token for the Http kamikaze of node `name` (its ServiceAccount created first).
 async fn controller_token(cluster: &TestCluster, name: &str) -> String {
-    kubectl_ok(
-        cluster,
-        &[
-            "apply",
-            "-f",
-            "deploy/namespace.yaml",
-            "-f",
-            "deploy/rbac.yaml",
-        ],
-    );
+    apply_controller_account(cluster);
     let client = cluster.client();
     let node = Api::<Node>::all(client.clone())
         .get(name)
         .await
         .expect("node");
-    request_token(
-        &client,
-        K8SM_NAMESPACE,
-        CONTROLLER_ACCOUNT,
-        Some(KAMIKAZE_TOKEN_AUDIENCE),
-        Some(&node),
-    )
-    .await
+    controller_kamikaze_token(&client, &node).await
 }
 
 /// Marks node `name` and admits it into a drain slot, as the controller does before it drains a node: only such a

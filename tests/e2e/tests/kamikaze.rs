@@ -11,28 +11,17 @@ use serde_json::json;
 
 use k8sm_api::{ExecutorUpgradePolicySpec, Kamikaze, KamikazeMechanism, NodePhase, keys};
 use k8sm_e2e::http::free_port;
-use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::scenario::{Scenario, is_upgraded};
 use k8sm_e2e::status::status_entry;
+use k8sm_e2e::tokens::apply_controller_account;
 use k8sm_e2e::workloads::{create, deployment};
 use k8sm_testcluster::node_name;
 
-/// The controller's flag naming the ServiceAccount whose token the Http kamikaze carries (deploy/rbac.yaml's).
-const KAMIKAZE_ACCOUNT: &str = "--kamikaze-service-account=k8sm-system/k8sm-controller";
-
-/// Creates deploy/'s namespace and the controller's ServiceAccount and RBAC: the Http kamikaze's token is one of that
-/// account (the controller itself runs with the admin kubeconfig here).
-fn apply_controller_account(scenario: &Scenario) {
-    kubectl_ok(
-        &scenario.cluster,
-        &[
-            "apply",
-            "-f",
-            "deploy/namespace.yaml",
-            "-f",
-            "deploy/rbac.yaml",
-        ],
-    );
+/// Starts the controller (admin kubeconfig) with deploy/rbac.yaml's ServiceAccount as the one whose token the Http
+/// kamikaze carries.
+fn start_controller(scenario: &mut Scenario) {
+    apply_controller_account(&scenario.cluster);
+    scenario.start_controller(&["--kamikaze-service-account=k8sm-system/k8sm-controller"]);
 }
 
 async fn upgrade_with(scenario: &mut Scenario, kamikaze: Kamikaze) {
@@ -43,8 +32,7 @@ async fn upgrade_with(scenario: &mut Scenario, kamikaze: Kamikaze) {
             (scenario.ready_pods().await >= 4).then_some(())
         })
         .await;
-    apply_controller_account(scenario);
-    scenario.start_controller(&[KAMIKAZE_ACCOUNT]);
+    start_controller(scenario);
     scenario
         .create_policy(
             "fleet",
@@ -144,8 +132,7 @@ async fn http_kamikaze_brackets_an_ipv6_address_and_never_posts_to_a_host_name()
     let [ipv6, named] = [0, 1].map(node_name);
     set_internal_ip(&scenario, &ipv6, "::1").await;
     set_internal_ip(&scenario, &named, "localhost").await;
-    apply_controller_account(&scenario);
-    scenario.start_controller(&[KAMIKAZE_ACCOUNT]);
+    start_controller(&mut scenario);
     scenario
         .create_policy(
             "fleet",

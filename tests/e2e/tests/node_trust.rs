@@ -23,7 +23,8 @@ use k8sm_e2e::events::with_reason;
 use k8sm_e2e::http::free_port;
 use k8sm_e2e::scenario::is_upgraded;
 use k8sm_e2e::tokens::{
-    AGENT_ACCOUNT, CONTROLLER_ACCOUNT, K8SM_NAMESPACE, client_from, request_token, token_kubeconfig,
+    AGENT_ACCOUNT, CONTROLLER_ACCOUNT, K8SM_NAMESPACE, apply_controller_account, client_from,
+    controller_kamikaze_token, request_token, token_kubeconfig,
 };
 use k8sm_e2e::{install_crd, kubectl_ok};
 use k8sm_testcluster::{ClusterOptions, TestCluster, node_name};
@@ -42,16 +43,7 @@ const ONLY_AGENT_ANNOTATIONS: &str = "k8sm-agent may change only the annotations
 /// Applies deploy/'s namespace and controller RBAC, and the whole node side (`kubectl apply -k deploy/agent`: the
 /// agent's RBAC, its admission policy and its DaemonSet): the files an operator applies, not copies.
 fn apply_deploy(cluster: &TestCluster) {
-    kubectl_ok(
-        cluster,
-        &[
-            "apply",
-            "-f",
-            "deploy/namespace.yaml",
-            "-f",
-            "deploy/rbac.yaml",
-        ],
-    );
+    apply_controller_account(cluster);
     kubectl_ok(cluster, &["apply", "-k", "deploy/agent"]);
 }
 
@@ -463,24 +455,19 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
     // refused, and nothing happens.
     let node_a = nodes.get(&a).await.unwrap();
     let node_b = nodes.get(&b).await.unwrap();
-    let controller_token = |audience: Option<&'static str>, node: Option<Node>| {
-        let client = client.clone();
-        async move {
-            request_token(
-                &client,
-                K8SM_NAMESPACE,
-                CONTROLLER_ACCOUNT,
-                audience,
-                node.as_ref(),
-            )
-            .await
-        }
-    };
+    let for_a = controller_kamikaze_token(&client, &node_a).await;
+    let for_b = controller_kamikaze_token(&client, &node_b).await;
     let kamikaze = Some(KAMIKAZE_TOKEN_AUDIENCE);
-    let for_b = controller_token(kamikaze, Some(node_b)).await;
-    let for_a = controller_token(kamikaze, Some(node_a.clone())).await;
-    let apiserver_audience = controller_token(None, Some(node_a.clone())).await;
-    let unbound = controller_token(kamikaze, None).await;
+    let apiserver_audience = request_token(
+        &client,
+        K8SM_NAMESPACE,
+        CONTROLLER_ACCOUNT,
+        None,
+        Some(&node_a),
+    )
+    .await;
+    let unbound =
+        request_token::<Node>(&client, K8SM_NAMESPACE, CONTROLLER_ACCOUNT, kamikaze, None).await;
     let agents_own_for_kamikaze = request_token(
         &client,
         K8SM_NAMESPACE,
