@@ -360,11 +360,13 @@ impl Simulator {
 }
 
 impl KamikazeTarget for Simulator {
-    fn kamikaze(&self, node: Option<&str>, kamikaze: Option<&str>) -> Answer {
+    fn node_for(&self, path_node: Option<&str>) -> Option<String> {
         // `simulate` plays many nodes: a request must name one.
-        let Some(node) = node else {
-            return Answer::UnknownNode;
-        };
+        let node = path_node?;
+        self.state().plays(node).then(|| node.to_owned())
+    }
+
+    fn kamikaze(&self, node: &str, kamikaze: Option<&str>) -> Answer {
         let decision = self.state().http_kamikaze(node, kamikaze);
         match decision {
             HttpKamikaze::UnknownNode => Answer::UnknownNode,
