@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
-use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 
 use crate::Error;
@@ -160,7 +159,7 @@ impl KamikazeTokens {
         };
         let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &account.namespace);
         let issued = api
-            .create_token_request(&account.name, &PostParams::default(), &request)
+            .create_token_request(&account.name, &crate::write_params::post(), &request)
             .await
             .map_err(|source| Error::Action {
                 action: "requesting the Http kamikaze's token (TokenRequest) of ServiceAccount",

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenReviewStatus};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::{Client, ResourceExt};
 
 use crate::client::REQUEST_TIMEOUT;
@@ -116,7 +116,7 @@ impl Gate for TokenGate {
         };
         let reviewed = tokio::time::timeout(
             REQUEST_TIMEOUT,
-            self.reviews.create(&PostParams::default(), &review),
+            self.reviews.create(&crate::client::post_params(), &review),
         )
         .await
         .map_err(|_| {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use k8sm_api::keys::KAMIKAZE_ANNOTATION;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use kube::runtime::{WatchStreamExt, watcher};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -334,7 +334,7 @@ async fn publish(nodes: Api<Node>, node: String, executor_id: String) -> Result<
     let patch = publish_patch(&executor_id, None);
     with_retries("publishing the executor ID", || async {
         match nodes
-            .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&node, &crate::client::patch_params(), &Patch::Merge(&patch))
             .await
         {
             Ok(_) => Ok(true),
@@ -377,7 +377,11 @@ async fn record_obedience(nodes: &Api<Node>, args: &RunArgs, told: &Told) -> Rec
                 node.metadata.resource_version.as_deref(),
             );
             match nodes
-                .patch(&args.node, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(
+                    &args.node,
+                    &crate::client::patch_params(),
+                    &Patch::Merge(&patch),
+                )
                 .await
             {
                 Ok(_) => return Ok(Recorded::Obeyed(obedience)),
@@ -489,7 +493,7 @@ async fn acknowledge(
             };
             let patch = acknowledge_patch(current.metadata.resource_version.as_deref());
             match nodes
-                .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(&node, &crate::client::patch_params(), &Patch::Merge(&patch))
                 .await
             {
                 Ok(_) => return Ok(Some(kamikaze.to_owned())),
