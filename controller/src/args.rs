@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::kamikaze_token::ServiceAccountRef;
+
 /// SLA-safe rolling upgrades of node executors: marks, drains and restarts nodes as ExecutorUpgradePolicies say.
 #[derive(clap::Parser, Debug, Clone)]
 #[command(name = "k8sm-controller", version)]
@@ -52,6 +54,16 @@ pub struct Args {
     /// Re-plan at least this often even when nothing changes (a safety net; changes trigger a plan at once).
     #[arg(long, default_value = "30s", value_parser = humantime_duration)]
     pub resync: Duration,
+
+    /// ServiceAccount (NAMESPACE/NAME) whose token the Http kamikaze carries: requested with the TokenRequest API
+    /// for --kamikaze-audience, bound to the Node told, and verified by its agent. Default in a cluster:
+    /// k8sm-controller in the controller's own namespace.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub kamikaze_service_account: Option<ServiceAccountRef>,
+
+    /// Audience of the Http kamikaze's token; the agents verify it (`k8sm-agent --kamikaze-audience`).
+    #[arg(long, default_value = k8sm_api::keys::KAMIKAZE_TOKEN_AUDIENCE)]
+    pub kamikaze_audience: String,
 
     /// Log lines as text, or as one JSON object per line (for log collectors). Either goes to stderr, with colour
     /// codes only when stderr is a terminal.

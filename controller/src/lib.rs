@@ -11,6 +11,7 @@ mod error;
 pub mod events;
 pub mod execute;
 mod in_flight;
+pub mod kamikaze_token;
 pub mod leader;
 mod metrics;
 pub mod permissions;

@@ -8,6 +8,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 
 use crate::Error;
+use crate::kamikaze_token::ServiceAccountRef;
 
 /// One permission: `verb` on `group`/`resource`[/`subresource`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +97,17 @@ pub const REQUIRED: &[Permission] = &[
     },
 ];
 
+/// Requesting the `Http` kamikaze's token (see [`crate::kamikaze_token`]): `create serviceaccounts/token` on the
+/// controller's own ServiceAccount only (a Role in its namespace, limited to its name), checked when the controller
+/// knows its ServiceAccount.
+pub const KAMIKAZE_TOKEN: Permission = Permission {
+    group: "",
+    resource: "serviceaccounts",
+    subresource: "token",
+    verb: "create",
+    lease: true,
+};
+
 impl std::fmt::Display for Permission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let group = if self.group.is_empty() {
@@ -112,16 +124,31 @@ impl std::fmt::Display for Permission {
     }
 }
 
-/// Fails with every permission this identity lacks (leases only when leader election is on).
-pub async fn check(client: &Client, lease_namespace: Option<&str>) -> Result<(), Error> {
+/// Fails with every permission this identity lacks (leases only when leader election is on; the kamikaze token
+/// only when the controller knows its ServiceAccount).
+pub async fn check(
+    client: &Client,
+    lease_namespace: Option<&str>,
+    kamikaze_account: Option<&ServiceAccountRef>,
+) -> Result<(), Error> {
     let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut missing = Vec::new();
-    for permission in REQUIRED {
-        let namespace = match (permission.lease, lease_namespace) {
-            (true, None) => continue,
-            (true, Some(ns)) => Some(ns.to_owned()),
-            (false, _) => None,
-        };
+    let required =
+        REQUIRED
+            .iter()
+            .filter_map(|permission| match (permission.lease, lease_namespace) {
+                (true, None) => None,
+                (true, Some(ns)) => Some((permission, Some(ns), None)),
+                (false, _) => Some((permission, None, None)),
+            });
+    let token = kamikaze_account.map(|account| {
+        (
+            &KAMIKAZE_TOKEN,
+            Some(account.namespace.as_str()),
+            Some(account.name.as_str()),
+        )
+    });
+    for (permission, namespace, name) in required.chain(token) {
         let review = SelfSubjectAccessReview {
             spec: SelfSubjectAccessReviewSpec {
                 resource_attributes: Some(ResourceAttributes {
@@ -129,7 +156,8 @@ pub async fn check(client: &Client, lease_namespace: Option<&str>) -> Result<(),
                     resource: Some(permission.resource.to_owned()),
                     subresource: Some(permission.subresource.to_owned()).filter(|s| !s.is_empty()),
                     verb: Some(permission.verb.to_owned()),
-                    namespace: namespace.clone(),
+                    namespace: namespace.map(str::to_owned),
+                    name: name.map(str::to_owned),
                     ..ResourceAttributes::default()
                 }),
                 ..SelfSubjectAccessReviewSpec::default()
@@ -138,9 +166,10 @@ pub async fn check(client: &Client, lease_namespace: Option<&str>) -> Result<(),
         };
         let answer = reviews.create(&PostParams::default(), &review).await?;
         if !answer.status.is_some_and(|s| s.allowed) {
-            missing.push(match namespace {
-                Some(ns) => format!("{permission} (in namespace {ns})"),
-                None => permission.to_string(),
+            missing.push(match (namespace, name) {
+                (Some(ns), Some(name)) => format!("{permission} (of {ns}/{name})"),
+                (Some(ns), None) => format!("{permission} (in namespace {ns})"),
+                (None, _) => permission.to_string(),
             });
         }
     }
@@ -190,6 +219,22 @@ mod tests {
                 continue;
             }
             for rule in value["rules"].as_sequence().unwrap() {
+                let resources = rule["resources"].as_sequence().unwrap();
+                if resources
+                    .iter()
+                    .any(|r| r.as_str() == Some("serviceaccounts/token"))
+                {
+                    // Its own ServiceAccount's tokens only: any other would be a way to act as that account.
+                    let names: Vec<&str> = rule["resourceNames"]
+                        .as_sequence()
+                        .map(|names| names.iter().filter_map(|n| n.as_str()).collect())
+                        .unwrap_or_default();
+                    assert_eq!(
+                        names,
+                        [crate::kamikaze_token::DEFAULT_SERVICE_ACCOUNT],
+                        "serviceaccounts/token limited to the controller's own"
+                    );
+                }
                 for group in rule["apiGroups"].as_sequence().unwrap() {
                     for resource in rule["resources"].as_sequence().unwrap() {
                         for verb in rule["verbs"].as_sequence().unwrap() {
@@ -209,6 +254,7 @@ mod tests {
         }
         let mut required: Vec<(String, String, bool)> = REQUIRED
             .iter()
+            .chain([&KAMIKAZE_TOKEN])
             .map(|p| {
                 let resource = if p.subresource.is_empty() {
                     p.resource.to_owned()

@@ -25,6 +25,7 @@ use crate::backoff::{self, Backoff, Subject};
 use crate::events::EventSink;
 use crate::execute::{Executor, Outcome};
 use crate::in_flight::InFlight;
+use crate::kamikaze_token::{KamikazeTokens, ServiceAccountRef};
 use crate::leader::{self, Leadership, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::server::{self, Health};
@@ -78,7 +79,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let lease_namespace = args
         .leader_elect
         .then_some(args.leader_elect_namespace.as_str());
-    crate::permissions::check(&calls, lease_namespace).await?;
+    let kamikaze_account =
+        ServiceAccountRef::or_in_cluster_default(args.kamikaze_service_account.clone());
+    crate::permissions::check(&calls, lease_namespace, kamikaze_account.as_ref()).await?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let addr = server::serve(
@@ -110,7 +113,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None => Leadership::always(),
     };
     let mut controller = Controller {
-        executor: Executor::new(calls.clone(), leadership.clone())?,
+        executor: Executor::new(
+            calls.clone(),
+            leadership.clone(),
+            KamikazeTokens::new(
+                calls.clone(),
+                kamikaze_account,
+                args.kamikaze_audience.clone(),
+            ),
+        )?,
         events: EventSink::new(calls.clone(), identity, leadership.clone()),
         status: StatusWriter::new(calls.clone(), leadership.clone()),
         in_flight: InFlight::default(),

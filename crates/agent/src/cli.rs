@@ -4,7 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use k8sm_api::keys::KAMIKAZE_TOKEN_AUDIENCE;
 
+use crate::gate::{DEFAULT_CONTROLLER_USER, Expected};
 use crate::simulate::Comeback;
 use crate::validate;
 
@@ -43,10 +45,38 @@ pub struct RunArgs {
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
 
+    /// Longest the kamikaze command may run: then it is killed (with everything it started) and the agent exits 1.
+    #[arg(long, default_value = "5m")]
+    pub on_kamikaze_timeout: humantime::Duration,
+
     /// Also accept the `Http` kamikaze on this address: `POST /kamikaze` or `POST /kamikaze/{nodeName}`, and serve
-    /// `GET /healthz`.
+    /// `GET /healthz`. Only the controller's token, bound to this node, on a node k8sm drained, is obeyed.
     #[arg(long)]
     pub http_addr: Option<SocketAddr>,
+
+    #[command(flatten)]
+    pub kamikaze_auth: KamikazeAuthArgs,
+}
+
+/// Who may send the `Http` kamikaze: the token each request must carry, verified with a TokenReview.
+#[derive(Debug, Clone, Args)]
+pub struct KamikazeAuthArgs {
+    /// Audience the `Http` kamikaze's token must be issued for (the controller's `--kamikaze-audience`).
+    #[arg(long, default_value = KAMIKAZE_TOKEN_AUDIENCE)]
+    pub kamikaze_audience: String,
+
+    /// User the `Http` kamikaze's token must authenticate as: the controller's ServiceAccount.
+    #[arg(long, value_name = "USER", default_value = DEFAULT_CONTROLLER_USER)]
+    pub kamikaze_from: String,
+}
+
+impl KamikazeAuthArgs {
+    pub fn expected(&self) -> Expected {
+        Expected {
+            audience: self.kamikaze_audience.clone(),
+            controller: self.kamikaze_from.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -72,9 +102,13 @@ pub struct SimulateArgs {
     pub initial_executor_id: Option<String>,
 
     /// Accept the `Http` kamikaze on this address: `POST /kamikaze/{nodeName}` (policy urlTemplate
-    /// `http://ADDR/kamikaze/{nodeName}`), and serve `GET /healthz`.
+    /// `http://ADDR/kamikaze/{nodeName}`), and serve `GET /healthz`. As on a real node, only the controller's token,
+    /// bound to the node, on a node k8sm drained, is obeyed.
     #[arg(long)]
     pub http_addr: Option<SocketAddr>,
+
+    #[command(flatten)]
+    pub kamikaze_auth: KamikazeAuthArgs,
 
     /// Fault injection: the executor of this node never comes back after a kamikaze (it hangs), so the controller
     /// reports the restart overdue. Repeat for several nodes.
@@ -197,6 +231,18 @@ mod tests {
         };
         assert_eq!(args.node, "node-0000");
         assert_eq!(args.on_kamikaze, "systemctl restart k8sm-executor");
+        assert_eq!(
+            *args.on_kamikaze_timeout,
+            std::time::Duration::from_secs(300)
+        );
+        assert_eq!(
+            args.kamikaze_auth.expected(),
+            Expected {
+                audience: "k8s.mesosphere.io/kamikaze".into(),
+                controller: "system:serviceaccount:k8sm-system:k8sm-controller".into(),
+            },
+            "the controller of deploy/rbac.yaml, for the audience the controller asks for by default"
+        );
         assert!(
             Cli::try_parse_from([
                 "k8sm-agent",

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use kube::api::{PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -27,7 +28,29 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, Error> {
         }
         None => Config::infer().await.map_err(Error::InferConfig)?,
     };
+    let mut config = config;
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
     Client::try_from(config).map_err(Error::Client)
+}
+
+/// How long connecting to the apiserver may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The field manager of the agent's writes, so a Node's `managedFields` tell the agent's keys from k8sm's and kubelet's.
+pub const FIELD_MANAGER: &str = "k8sm-agent";
+
+pub fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
+pub fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    }
 }
 
 /// The HTTP status of an apiserver error, if it answered with one.

@@ -6,8 +6,9 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Node;
 use k8sm_api::keys::{
-    EXECUTOR_ID_ANNOTATION, KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION,
-    KAMIKAZE_OBEYED_ANNOTATION,
+    DRAINING_ANNOTATION, EXECUTOR_ID_ANNOTATION, INCOMPATIBLE_EXECUTOR_ANNOTATION,
+    INCOMPATIBLE_EXECUTOR_LABEL, INCOMPATIBLE_EXECUTOR_LABEL_VALUE, KAMIKAZE_ANNOTATION,
+    KAMIKAZE_EXECUTOR_ID_ANNOTATION, KAMIKAZE_OBEYED_ANNOTATION,
 };
 use serde_json::{Map, Value, json};
 
@@ -70,6 +71,45 @@ pub fn returned_from_kamikaze<'a>(node: &'a Node, running_id: Option<&str>) -> O
         KamikazeFor::Returned(kamikaze) => Some(kamikaze),
         _ => None,
     }
+}
+
+/// Why a node is not one that k8sm drained: the `Http` kamikaze is refused (409) on such a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotDrained {
+    #[error(
+        "it is not marked incompatible (no {INCOMPATIBLE_EXECUTOR_LABEL} label or annotation): k8sm drains only \
+         marked nodes"
+    )]
+    NotMarked,
+    #[error(
+        "k8sm did not admit it into a drain slot (no {DRAINING_ANNOTATION} annotation): k8sm tells only nodes it \
+         drained to terminate"
+    )]
+    NotAdmitted,
+}
+
+/// Whether `node` shows that k8sm drained it, the precondition of obeying an `Http` kamikaze: it is marked
+/// incompatible and carries the controller's admission record ([`DRAINING_ANNOTATION`], written when k8sm admits a
+/// node into a drain slot and kept until the node comes back upgraded). Only the controller writes these keys (the
+/// agent's ValidatingAdmissionPolicy in deploy/ denies them to the agent), so a request that got past the token check
+/// still cannot restart a node that k8sm never drained.
+///
+/// The `Annotation` mechanism needs no such check: writing the kamikaze annotation takes the controller's (or an
+/// operator's) own permission on the Node, which is the decision itself.
+pub fn drained_by_k8sm(node: &Node) -> Result<(), NotDrained> {
+    let labelled = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(INCOMPATIBLE_EXECUTOR_LABEL))
+        .is_some_and(|value| value == INCOMPATIBLE_EXECUTOR_LABEL_VALUE);
+    if !labelled && annotation(node, INCOMPATIBLE_EXECUTOR_ANNOTATION).is_none() {
+        return Err(NotDrained::NotMarked);
+    }
+    if annotation(node, DRAINING_ANNOTATION).is_none() {
+        return Err(NotDrained::NotAdmitted);
+    }
+    Ok(())
 }
 
 /// The value recorded as obeyed for a kamikaze that came without one (an HTTP POST without a body): the current time,
@@ -300,6 +340,75 @@ mod tests {
             kamikaze_for(&Node::default(), None),
             NoKamikaze,
             "no annotations at all"
+        );
+    }
+
+    #[test]
+    fn drained_by_k8sm_means_marked_and_admitted_by_the_controller() {
+        const MARK: &str = INCOMPATIBLE_EXECUTOR_ANNOTATION;
+        const DRAINING: &str = DRAINING_ANNOTATION;
+        let labelled = |annotations: &[(&str, &str)], label: &str| {
+            let mut n = node(annotations);
+            n.metadata.labels = Some(BTreeMap::from([(
+                INCOMPATIBLE_EXECUTOR_LABEL.to_owned(),
+                label.to_owned(),
+            )]));
+            n
+        };
+        // (case, node, expected)
+        let table: Vec<(&str, Node, Result<(), NotDrained>)> = vec![
+            (
+                "untouched",
+                node(&[(EXECUTOR_ID_ANNOTATION, "old")]),
+                Err(NotDrained::NotMarked),
+            ),
+            (
+                "marked, not admitted",
+                node(&[(MARK, AT)]),
+                Err(NotDrained::NotAdmitted),
+            ),
+            (
+                "label only, not admitted",
+                labelled(&[], "true"),
+                Err(NotDrained::NotAdmitted),
+            ),
+            (
+                "admitted without a mark",
+                node(&[(DRAINING, AT)]),
+                Err(NotDrained::NotMarked),
+            ),
+            (
+                "label of another value",
+                labelled(&[(DRAINING, AT)], "false"),
+                Err(NotDrained::NotMarked),
+            ),
+            (
+                "marked and admitted",
+                node(&[(MARK, AT), (DRAINING, AT)]),
+                Ok(()),
+            ),
+            (
+                "label and admitted",
+                labelled(&[(DRAINING, AT)], "true"),
+                Ok(()),
+            ),
+            (
+                "told already",
+                node(&[(MARK, AT), (DRAINING, AT), (K, AT), (RECORD, "old")]),
+                Ok(()),
+            ),
+            (
+                "a kamikaze alone proves nothing",
+                node(&[(K, AT), (RECORD, "old")]),
+                Err(NotDrained::NotMarked),
+            ),
+        ];
+        for (case, n, expected) in table {
+            assert_eq!(drained_by_k8sm(&n), expected, "{case}");
+        }
+        assert!(
+            NotDrained::NotAdmitted.to_string().contains(DRAINING),
+            "the refusal names the key"
         );
     }
 

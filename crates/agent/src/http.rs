@@ -1,21 +1,24 @@
 //! The HTTP endpoint of the `Http` kamikaze mechanism (`POST /kamikaze/{nodeName}`, or `POST /kamikaze` for the
 //! agent's own node) and `GET /healthz`, shared by `run` and `simulate`.
 //!
-//! The controller's POST carries `{"kamikaze": "<RFC 3339 time>"}`: the value it then writes as the kamikaze
-//! annotation, which the executor records as obeyed so that the annotation is not obeyed a second time. A POST
-//! without a body (by hand, or from an older controller) is accepted too.
+//! A request is obeyed only when the [`Gate`] admits it: the controller's token, bound to the node, on a node k8sm
+//! drained (401, 403 or 409 otherwise, and nothing happens). The controller's POST carries
+//! `{"kamikaze": "<RFC 3339 time>"}`: the value it then writes as the kamikaze annotation, which the executor records
+//! as obeyed so that the annotation is not obeyed a second time. A POST without a body is accepted too.
 
 use std::net::SocketAddr;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::Error;
+use crate::gate::{Gate, Refusal};
 use crate::shutdown::Shutdown;
 use crate::validate::is_node_name;
 
@@ -30,9 +33,13 @@ pub enum Answer {
 
 /// Receives the kamikaze requests of the HTTP endpoint.
 pub trait KamikazeTarget: Clone + Send + Sync + 'static {
-    /// A request for `node`, or for the agent's own node when `None`; `kamikaze`: the kamikaze's value from the body,
-    /// if it had one. Must not block: it only schedules the restart.
-    fn kamikaze(&self, node: Option<&str>, kamikaze: Option<&str>) -> Answer;
+    /// The node a request is for, if this agent plays it: `path_node` from `POST /kamikaze/{nodeName}`, `None` for
+    /// `POST /kamikaze`.
+    fn node_for(&self, path_node: Option<&str>) -> Option<String>;
+
+    /// An admitted request for `node`; `kamikaze`: the kamikaze's value from the body, if it had one. Must not block:
+    /// it only schedules the restart.
+    fn kamikaze(&self, node: &str, kamikaze: Option<&str>) -> Answer;
 }
 
 /// What a kamikaze body must look like, for the 400 answer.
@@ -63,13 +70,13 @@ fn is_rfc3339(time: &str) -> bool {
     !time.contains('[') && time.parse::<k8s_openapi::jiff::Timestamp>().is_ok()
 }
 
-/// The routes, on top of `target`.
-pub fn router<T: KamikazeTarget>(target: T) -> Router {
+/// The routes, on top of `target`, each request admitted by `gate`.
+pub fn router<T: KamikazeTarget, G: Gate>(target: T, gate: G) -> Router {
     Router::new()
-        .route("/kamikaze", post(kamikaze_own::<T>))
-        .route("/kamikaze/{node}", post(kamikaze_named::<T>))
+        .route("/kamikaze", post(kamikaze_own::<T, G>))
+        .route("/kamikaze/{node}", post(kamikaze_named::<T, G>))
         .route("/healthz", get(|| async { "ok\n" }))
-        .with_state(target)
+        .with_state((target, gate))
 }
 
 /// Binds `addr` now, so a taken port fails the start, and serves `router` until `shutdown`.
@@ -92,54 +99,88 @@ pub async fn serve(
     }))
 }
 
-fn bad_request(message: String) -> (StatusCode, String) {
-    (StatusCode::BAD_REQUEST, format!("{message}\n"))
+fn answer(status: StatusCode, message: String) -> Response {
+    (status, format!("{message}\n")).into_response()
 }
 
-async fn kamikaze_own<T: KamikazeTarget>(
-    State(target): State<T>,
+async fn kamikaze_own<T: KamikazeTarget, G: Gate>(
+    State((target, gate)): State<(T, G)>,
+    headers: HeaderMap,
     body: Bytes,
-) -> (StatusCode, String) {
-    let kamikaze = match kamikaze_of(&body) {
-        Ok(kamikaze) => kamikaze,
-        Err(message) => return bad_request(message),
-    };
-    match target.kamikaze(None, kamikaze.as_deref()) {
-        Answer::Accepted => accepted("this node"),
-        Answer::UnknownNode => (
+) -> Response {
+    let Some(node) = target.node_for(None) else {
+        return answer(
             StatusCode::NOT_FOUND,
-            "this agent plays many nodes: POST /kamikaze/{nodeName}\n".to_owned(),
-        ),
-    }
+            "this agent plays many nodes: POST /kamikaze/{nodeName}".into(),
+        );
+    };
+    handle(target, gate, node, &headers, &body).await
 }
 
-async fn kamikaze_named<T: KamikazeTarget>(
-    State(target): State<T>,
+async fn kamikaze_named<T: KamikazeTarget, G: Gate>(
+    State((target, gate)): State<(T, G)>,
     Path(node): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
-) -> (StatusCode, String) {
+) -> Response {
     // A template whose placeholder was not substituted (`{nodeName}`) lands here: say so rather than "unknown".
     if !is_node_name(&node) {
-        return bad_request(format!("{node:?} is not a node name"));
+        return answer(
+            StatusCode::BAD_REQUEST,
+            format!("{node:?} is not a node name"),
+        );
     }
-    let kamikaze = match kamikaze_of(&body) {
-        Ok(kamikaze) => kamikaze,
-        Err(message) => return bad_request(message),
-    };
-    match target.kamikaze(Some(&node), kamikaze.as_deref()) {
-        Answer::Accepted => accepted(&node),
-        Answer::UnknownNode => (
+    let Some(node) = target.node_for(Some(&node)) else {
+        return answer(
             StatusCode::NOT_FOUND,
-            format!("this agent does not run node {node}\n"),
+            format!("this agent does not run node {node}"),
+        );
+    };
+    handle(target, gate, node, &headers, &body).await
+}
+
+/// A request for `node`, which this agent plays: a well-formed body, then the gate, then the restart.
+async fn handle<T: KamikazeTarget, G: Gate>(
+    target: T,
+    gate: G,
+    node: String,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let kamikaze = match kamikaze_of(body) {
+        Ok(kamikaze) => kamikaze,
+        Err(message) => return answer(StatusCode::BAD_REQUEST, message),
+    };
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    if let Err(refusal) = gate.admit(&node, authorization).await {
+        return refuse(&node, &refusal);
+    }
+    match target.kamikaze(&node, kamikaze.as_deref()) {
+        Answer::Accepted => answer(
+            StatusCode::ACCEPTED,
+            format!("kamikaze accepted: restarting the executor of {node}"),
+        ),
+        Answer::UnknownNode => answer(
+            StatusCode::NOT_FOUND,
+            format!("this agent does not run node {node}"),
         ),
     }
 }
 
-fn accepted(node: &str) -> (StatusCode, String) {
-    (
-        StatusCode::ACCEPTED,
-        format!("kamikaze accepted: restarting the executor of {node}\n"),
-    )
+/// The answer to a refused request; logged, since a refusal of the controller is an operator's problem and any other
+/// one may be an attack.
+fn refuse(node: &str, refusal: &Refusal) -> Response {
+    let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::FORBIDDEN);
+    tracing::warn!(node, status = status.as_u16(), %refusal, "kamikaze over HTTP refused; nothing done");
+    let mut response = answer(status, refusal.to_string());
+    if status == StatusCode::UNAUTHORIZED {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
 }
 
 #[cfg(test)]
@@ -152,31 +193,66 @@ mod tests {
 
     const AT: &str = "2025-01-01T00:00:00Z";
 
-    /// Records requests; knows only `node-0000`.
+    /// Records admitted requests; plays `node-0000` (its own) and `node-0001`.
     #[derive(Clone, Default)]
     struct Recorder(Arc<Mutex<Vec<Request>>>);
 
     /// (node, kamikaze) of one request.
-    type Request = (Option<String>, Option<String>);
+    type Request = (String, Option<String>);
 
     impl KamikazeTarget for Recorder {
-        fn kamikaze(&self, node: Option<&str>, kamikaze: Option<&str>) -> Answer {
+        fn node_for(&self, path_node: Option<&str>) -> Option<String> {
+            match path_node {
+                None => Some("node-0000".into()),
+                Some(node @ ("node-0000" | "node-0001")) => Some(node.into()),
+                Some(_) => None,
+            }
+        }
+
+        fn kamikaze(&self, node: &str, kamikaze: Option<&str>) -> Answer {
             self.0
                 .lock()
                 .unwrap()
-                .push((node.map(str::to_owned), kamikaze.map(str::to_owned)));
-            match node {
-                None | Some("node-0000") => Answer::Accepted,
-                Some(_) => Answer::UnknownNode,
+                .push((node.to_owned(), kamikaze.map(str::to_owned)));
+            Answer::Accepted
+        }
+    }
+
+    /// Admits the token `good`; `node-0001` is not drained.
+    #[derive(Clone)]
+    struct FakeGate;
+
+    impl Gate for FakeGate {
+        async fn admit(&self, node: &str, authorization: Option<&str>) -> Result<(), Refusal> {
+            match crate::gate::bearer(authorization) {
+                None => Err(Refusal::NoToken("a".into())),
+                Some("good") if node == "node-0001" => Err(Refusal::NotDrained {
+                    node: node.into(),
+                    why: crate::contract::NotDrained::NotAdmitted,
+                }),
+                Some("good") => Ok(()),
+                Some(_) => Err(Refusal::NotController {
+                    user: "someone".into(),
+                    controller: "controller".into(),
+                }),
             }
         }
     }
 
-    /// Sends one raw HTTP/1.1 request and returns the status code and the body of the answer.
-    async fn request(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    /// Sends one raw HTTP/1.1 request with `token` as bearer token (if any) and returns the status code and the
+    /// answer (head and body).
+    async fn request(
+        addr: SocketAddr,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: &str,
+    ) -> (u16, String) {
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let authorization =
+            token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{authorization}\
              Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
@@ -188,57 +264,84 @@ mod tests {
             .nth(1)
             .and_then(|code| code.parse().ok())
             .unwrap_or_else(|| panic!("no status line in {response:?}"));
-        let answer = response
-            .split_once("\r\n\r\n")
-            .map(|(_, answer)| answer.to_owned())
-            .unwrap_or_default();
-        (code, answer)
+        (code, response)
     }
 
     #[tokio::test]
-    async fn routes_answer_by_method_path_node_and_body() {
+    async fn routes_answer_by_method_path_node_token_and_body() {
         let recorder = Recorder::default();
         let (shutdown, trigger) = Shutdown::new();
         let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let router = router(recorder.clone());
+        let router = router(recorder.clone(), FakeGate);
         let mut wait = shutdown.clone();
         let server = tokio::spawn(async move {
             axum::serve(listener, router)
                 .with_graceful_shutdown(async move { wait.wait().await })
                 .await
         });
-        let code = |method, path, body| async move { request(addr, method, path, body).await.0 };
+        let good = Some("good");
+        let code = |method, path, token, body| async move {
+            request(addr, method, path, token, body).await.0
+        };
         let told = format!(r#"{{"kamikaze": "{AT}"}}"#);
 
-        assert_eq!(code("POST", "/kamikaze/node-0000", "").await, 202);
-        assert_eq!(code("POST", "/kamikaze/node-0000", &told).await, 202);
-        assert_eq!(code("POST", "/kamikaze/node-0009", &told).await, 404);
-        assert_eq!(code("POST", "/kamikaze", "").await, 202);
-        assert_eq!(code("POST", "/kamikaze?node=node-0000", &told).await, 202);
-        assert_eq!(code("POST", "/kamikaze/%7BnodeName%7D", "").await, 400);
-        assert_eq!(code("GET", "/kamikaze/node-0000", "").await, 405);
-        assert_eq!(code("GET", "/healthz", "").await, 200);
-        assert_eq!(code("POST", "/other", "").await, 404);
-        let (status, answer) = request(addr, "POST", "/kamikaze/node-0000", "{\"at\": 1}").await;
+        assert_eq!(code("POST", "/kamikaze/node-0000", good, "").await, 202);
+        assert_eq!(code("POST", "/kamikaze/node-0000", good, &told).await, 202);
+        assert_eq!(code("POST", "/kamikaze", good, "").await, 202);
+        assert_eq!(
+            code("POST", "/kamikaze?node=node-0000", good, &told).await,
+            202
+        );
+        // Refused by the gate: nothing reaches the target.
+        let (status, unauthenticated) =
+            request(addr, "POST", "/kamikaze/node-0000", None, &told).await;
+        assert_eq!(status, 401);
+        assert!(
+            unauthenticated
+                .to_ascii_lowercase()
+                .contains("www-authenticate: bearer"),
+            "{unauthenticated}"
+        );
+        assert_eq!(code("POST", "/kamikaze", None, "").await, 401);
+        assert_eq!(
+            code("POST", "/kamikaze/node-0000", Some("bad"), &told).await,
+            403
+        );
+        let (status, undrained) = request(addr, "POST", "/kamikaze/node-0001", good, &told).await;
+        assert_eq!(status, 409);
+        assert!(
+            undrained.contains("node node-0001 is not drained by k8sm"),
+            "the answer says why: {undrained}"
+        );
+        // Not a request for a node this agent plays, or malformed: refused before the gate.
+        assert_eq!(code("POST", "/kamikaze/node-0009", good, &told).await, 404);
+        assert_eq!(
+            code("POST", "/kamikaze/%7BnodeName%7D", good, "").await,
+            400
+        );
+        assert_eq!(code("GET", "/kamikaze/node-0000", good, "").await, 405);
+        assert_eq!(code("GET", "/healthz", None, "").await, 200);
+        assert_eq!(code("POST", "/other", good, "").await, 404);
+        let (status, answer) =
+            request(addr, "POST", "/kamikaze/node-0000", good, "{\"at\": 1}").await;
         assert_eq!(status, 400);
         assert!(
             answer.contains(r#"{"kamikaze": "<RFC 3339 time>"}"#),
             "the answer says what is expected: {answer:?}"
         );
-        assert_eq!(code("POST", "/kamikaze", "kamikaze").await, 400);
+        assert_eq!(code("POST", "/kamikaze", good, "kamikaze").await, 400);
         let some = |s: &str| Some(s.to_owned());
         assert_eq!(
             *recorder.0.lock().unwrap(),
             [
-                (some("node-0000"), None),
-                (some("node-0000"), some(AT)),
-                (some("node-0009"), some(AT)),
-                (None, None),
-                (None, some(AT)),
+                ("node-0000".to_owned(), None),
+                ("node-0000".to_owned(), some(AT)),
+                ("node-0000".to_owned(), None),
+                ("node-0000".to_owned(), some(AT)),
             ],
-            "only well-formed POSTs reach the target, with the kamikaze of their body"
+            "only admitted, well-formed POSTs reach the target, with the kamikaze of their body"
         );
 
         trigger.fire();

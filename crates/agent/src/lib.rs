@@ -6,6 +6,7 @@ pub mod cli;
 mod client;
 mod contract;
 mod error;
+mod gate;
 mod http;
 mod retry;
 pub mod run;

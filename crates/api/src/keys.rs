@@ -25,6 +25,10 @@ pub const INCOMPATIBLE_EXECUTOR_LABEL_VALUE: &str = "true";
 /// Node annotation written by the controller: RFC 3339 time at which the executor was told to terminate now.
 pub const KAMIKAZE_ANNOTATION: &str = "k8s.mesosphere.io/kamikaze";
 
+/// Audience of the ServiceAccount token that the controller presents with the `Http` kamikaze and the agent verifies
+/// (a TokenReview for this audience). A token for it is useless against the apiserver, whose audiences differ.
+pub const KAMIKAZE_TOKEN_AUDIENCE: &str = "k8s.mesosphere.io/kamikaze";
+
 /// Node annotation, written by the controller: RFC 3339 time at which the node was admitted into one of the policy's
 /// `maxConcurrentNodes` drain slots. It is the admission record that survives a controller restart, whether or not
 /// the node is cordoned.

@@ -4,6 +4,7 @@
 mod crd;
 mod duration;
 mod executor_id;
+mod kamikaze_url;
 pub mod keys;
 mod max_concurrent;
 mod policy;
@@ -16,6 +17,7 @@ pub use executor_id::{
     EXECUTOR_ID_PREFIX, ExecutorId, ExecutorIdError, ExecutorIdentity, InvalidExecutorId,
     binary_sha256_of,
 };
+pub use kamikaze_url::KamikazeUrlError;
 pub use max_concurrent::{
     InvalidMaxConcurrentNodes, MAX_CONCURRENT_NODES_MESSAGE, MAX_CONCURRENT_NODES_RULE,
     MaxConcurrentNodes,

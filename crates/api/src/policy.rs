@@ -187,8 +187,11 @@ pub struct Kamikaze {
     pub mechanism: KamikazeMechanism,
 
     /// With mechanism Http (and required there): the URL to POST to, an http:// or https:// URL containing
-    /// "{nodeName}" or "{nodeIP}" (or both), which are replaced by the node's name and InternalIP address, such as
-    /// "http://{nodeIP}:10260/kamikaze". At most 2048 characters, no whitespace.
+    /// "{nodeName}" or "{nodeIP}" (or both), such as "http://{nodeIP}:10260/kamikaze". Its host is fixed, or exactly
+    /// "{nodeIP}": the node's InternalIP address (IPv6 in brackets; a node whose InternalIP is not an IP address is
+    /// reported, never POSTed to). In the path, query and fragment both are replaced by their percent-encoded values.
+    /// The POST carries a ServiceAccount token for the agent to verify; redirects are not followed. At most 2048
+    /// characters, no whitespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = URL_TEMPLATE_MAX_LENGTH))]
     #[x_kube(validation = Rule::new(
@@ -225,18 +228,6 @@ impl Default for ExecutorUpgradePolicySpec {
             node_progress_deadline: default_node_progress_deadline(),
             paused: false,
         }
-    }
-}
-
-impl Kamikaze {
-    /// The kamikaze URL for one node: `urlTemplate` with its placeholders replaced. `None` without a template.
-    pub fn url_for(&self, node_name: &str, node_ip: &str) -> Option<String> {
-        let template = self.url_template.as_deref()?;
-        Some(
-            template
-                .replace(URL_PLACEHOLDER_NODE_NAME, node_name)
-                .replace(URL_PLACEHOLDER_NODE_IP, node_ip),
-        )
     }
 }
 

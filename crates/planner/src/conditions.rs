@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use k8sm_api::{ExecutorUpgradePolicySpec, KamikazeMechanism, UnmanagedPodPolicy};
+use k8sm_api::{
+    ExecutorUpgradePolicySpec, KamikazeMechanism, KamikazeUrlError, UnmanagedPodPolicy,
+};
 
 use crate::{
     NodeView, Reason,
@@ -35,9 +37,19 @@ pub(crate) fn spec_conditions(spec: &ExecutorUpgradePolicySpec) -> Vec<PolicyCon
             "unmanagedPods.policy DeleteAfterTimeout without a timeout: unmanaged pods are kept";
         out.push(condition(Reason::InvalidPolicy, message.into(), vec![]));
     }
-    if spec.kamikaze.mechanism == KamikazeMechanism::Http && spec.kamikaze.url_template.is_none() {
-        let message = "kamikaze.mechanism Http without a urlTemplate: no kamikaze can be sent";
-        out.push(condition(Reason::InvalidPolicy, message.into(), vec![]));
+    if spec.kamikaze.mechanism == KamikazeMechanism::Http {
+        match spec.kamikaze.check_url_template() {
+            Ok(()) => {}
+            Err(KamikazeUrlError::NoTemplate) => {
+                let message =
+                    "kamikaze.mechanism Http without a urlTemplate: no kamikaze can be sent";
+                out.push(condition(Reason::InvalidPolicy, message.into(), vec![]));
+            }
+            Err(error) => {
+                let message = format!("{error}: no kamikaze can be sent");
+                out.push(condition(Reason::InvalidPolicy, message, vec![]));
+            }
+        }
     }
     out
 }

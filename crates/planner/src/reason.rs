@@ -59,6 +59,9 @@ pub enum Reason {
     MalformedAnnotation,
     /// The kamikaze URL needs the node's InternalIP address and the node has none.
     NodeAddressMissing,
+    /// The kamikaze URL needs the node's InternalIP address and the node's is not an IP address a node can have
+    /// (a host name, say): k8sm never POSTs to it.
+    NodeAddressInvalid,
     /// A draining node made no progress for `nodeProgressDeadline`: it gave up its drain slot.
     Stalled,
     /// A node came back from kamikaze with an executor ID that is neither the target nor a new one (its old ID, or
@@ -79,7 +82,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Self; 31] = [
+    pub const ALL: [Self; 32] = [
         Self::Marked,
         Self::Cordoned,
         Self::Admitted,
@@ -105,6 +108,7 @@ impl Reason {
         Self::InvalidPolicy,
         Self::MalformedAnnotation,
         Self::NodeAddressMissing,
+        Self::NodeAddressInvalid,
         Self::Stalled,
         Self::UnexpectedExecutor,
         Self::Finalizer,
@@ -141,6 +145,7 @@ impl Reason {
             Self::InvalidPolicy => "InvalidPolicy",
             Self::MalformedAnnotation => "MalformedAnnotation",
             Self::NodeAddressMissing => "NodeAddressMissing",
+            Self::NodeAddressInvalid => "NodeAddressInvalid",
             Self::Stalled => "Stalled",
             Self::UnexpectedExecutor => "UnexpectedExecutor",
             Self::Finalizer => "Finalizer",
@@ -170,6 +175,7 @@ impl Reason {
                 | Self::MalformedAnnotation
                 | Self::NodeAddressMissing
                 | Self::ActionFailed
+                | Self::NodeAddressInvalid
         )
     }
 
@@ -185,6 +191,7 @@ impl Reason {
                 | Self::InvalidPolicy
                 | Self::MalformedAnnotation
                 | Self::NodeAddressMissing
+                | Self::NodeAddressInvalid
         )
     }
 }

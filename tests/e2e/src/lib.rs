@@ -14,6 +14,7 @@ pub mod podset;
 pub mod scenario;
 pub mod sla;
 pub mod status;
+pub mod tokens;
 pub mod waits;
 pub mod workload_policy;
 pub mod workloads;

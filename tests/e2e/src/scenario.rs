@@ -152,16 +152,7 @@ impl Scenario {
 
     /// Writes a kubeconfig for this cluster that authenticates with `token`.
     pub fn token_kubeconfig(&self, name: &str, token: &str) -> std::path::PathBuf {
-        let path = self.cluster.dir().join(format!("{name}.kubeconfig"));
-        let text = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\n\
-             users:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n\
-             current-context: x\n",
-            self.cluster.server(),
-            self.cluster.dir().join("ca.crt").display(),
-        );
-        std::fs::write(&path, text).expect("kubeconfig written");
-        path
+        crate::tokens::token_kubeconfig(&self.cluster, name, token)
     }
 
     /// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` and writes a kubeconfig that authenticates with a token

@@ -1,7 +1,8 @@
 //! `k8sm-agent`, the real binary, against the real local cluster: `simulate` publishes executor IDs and restarts KWOK
-//! nodes on each kamikaze mechanism (annotation, DeleteNode, HTTP) as a controller would see it, also with an
-//! executor that comes back with its old ID; `run` publishes its executor's ID and runs its restart command once per
-//! kamikaze, and an agent that comes back with the same ID acknowledges the kamikaze instead of obeying it again.
+//! nodes on each kamikaze mechanism (annotation, DeleteNode, HTTP with the controller's token) as a controller would
+//! see it, also with an executor that comes back with its old ID; `run` publishes its executor's ID and runs its
+//! restart command once per kamikaze, and an agent that comes back with the same ID acknowledges the kamikaze instead
+//! of obeying it again.
 
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
@@ -11,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use k8sm_api::keys::{
-    EXECUTOR_ID_ANNOTATION, INCOMPATIBLE_EXECUTOR_ANNOTATION, INCOMPATIBLE_EXECUTOR_LABEL,
-    INCOMPATIBLE_EXECUTOR_LABEL_VALUE, INCOMPATIBLE_EXECUTOR_TAINT_EFFECT,
-    INCOMPATIBLE_EXECUTOR_TAINT_KEY, KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION,
-    KAMIKAZE_OBEYED_ANNOTATION,
+    DRAINING_ANNOTATION, EXECUTOR_ID_ANNOTATION, INCOMPATIBLE_EXECUTOR_ANNOTATION,
+    INCOMPATIBLE_EXECUTOR_LABEL, INCOMPATIBLE_EXECUTOR_LABEL_VALUE,
+    INCOMPATIBLE_EXECUTOR_TAINT_EFFECT, INCOMPATIBLE_EXECUTOR_TAINT_KEY, KAMIKAZE_ANNOTATION,
+    KAMIKAZE_EXECUTOR_ID_ANNOTATION, KAMIKAZE_OBEYED_ANNOTATION,
 };
+use k8sm_e2e::tokens::{apply_controller_account, controller_kamikaze_token};
 use k8sm_testcluster::{ClusterOptions, TestCluster, node_name};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -102,21 +104,23 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Sends one HTTP/1.1 request without a body and returns the status code.
+/// Sends one HTTP/1.1 request without a body or token and returns the status code.
 async fn http(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<u16> {
-    http_with_body(addr, method, path, "").await
+    http_with_body(addr, method, path, None, "").await
 }
 
-/// Sends one HTTP/1.1 request with a JSON `body` and returns the status code.
+/// Sends one HTTP/1.1 request with `token` as bearer token (if any) and a JSON `body`; returns the status code.
 async fn http_with_body(
     addr: SocketAddr,
     method: &str,
     path: &str,
+    token: Option<&str>,
     body: &str,
 ) -> std::io::Result<u16> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{authorization}\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
@@ -173,6 +177,31 @@ fn is_ready(node: &Node) -> bool {
 async fn executor_id_of(nodes: &Api<Node>, name: &str) -> Option<String> {
     let node = nodes.get_opt(name).await.ok()??;
     annotation(&node, EXECUTOR_ID_ANNOTATION).map(str::to_owned)
+}
+
+/// The controller's token for the Http kamikaze of node `name` (its ServiceAccount created first).
+async fn controller_token(cluster: &TestCluster, name: &str) -> String {
+    apply_controller_account(cluster);
+    let client = cluster.client();
+    let node = Api::<Node>::all(client.clone())
+        .get(name)
+        .await
+        .expect("node");
+    controller_kamikaze_token(&client, &node).await
+}
+
+/// Marks node `name` and admits it into a drain slot, as the controller does before it drains a node: only such a
+/// node obeys the Http kamikaze.
+async fn drain_as_controller(nodes: &Api<Node>, name: &str) {
+    merge_patch(
+        nodes,
+        name,
+        json!({ "metadata": { "annotations": {
+            INCOMPATIBLE_EXECUTOR_ANNOTATION: "2025-01-01T00:00:00Z",
+            DRAINING_ANNOTATION: "2025-01-01T00:00:00Z",
+        } } }),
+    )
+    .await;
 }
 
 async fn merge_patch(nodes: &Api<Node>, name: &str, patch: serde_json::Value) {
@@ -369,23 +398,41 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
         .unwrap_or_default();
     assert!(capacity.contains_key("pods"), "capacity kept: {capacity:?}");
 
-    // Http mechanism: a POST with the controller's body restarts node-0000 and records its kamikaze as obeyed; an
-    // unknown node and a malformed body are refused.
+    // Http mechanism: the controller's POST (its token bound to the node, its body) restarts node-0000, which k8sm
+    // drained, and records its kamikaze as obeyed; an unknown node, a malformed body, a POST without the token and
+    // one before the node was drained are refused.
     let told = r#"{"kamikaze": "2025-01-01T00:00:04Z"}"#;
+    let token = controller_token(&cluster, &n0).await;
+    let token = Some(token.as_str());
+    let n0_path = format!("/kamikaze/{n0}");
     assert_eq!(
-        http_with_body(addr, "POST", "/kamikaze/node-9999", told)
+        http_with_body(addr, "POST", "/kamikaze/node-9999", token, told)
             .await
             .unwrap(),
         404
     );
     assert_eq!(
-        http_with_body(addr, "POST", &format!("/kamikaze/{n0}"), "{}")
+        http_with_body(addr, "POST", &n0_path, token, "{}")
             .await
             .unwrap(),
         400
     );
     assert_eq!(
-        http_with_body(addr, "POST", &format!("/kamikaze/{n0}"), told)
+        http_with_body(addr, "POST", &n0_path, None, told)
+            .await
+            .unwrap(),
+        401
+    );
+    assert_eq!(
+        http_with_body(addr, "POST", &n0_path, token, told)
+            .await
+            .unwrap(),
+        409,
+        "node-0000 is not drained yet"
+    );
+    drain_as_controller(&nodes, &n0).await;
+    assert_eq!(
+        http_with_body(addr, "POST", &n0_path, token, told)
             .await
             .unwrap(),
         202
@@ -561,27 +608,42 @@ async fn run_publishes_its_id_and_runs_the_restart_command_once_per_kamikaze() {
         new.log()
     );
 
-    // Http mechanism: only its own node and a well-formed body; a POST without a body (by hand) is obeyed at once
-    // and records its time as obeyed.
+    // Http mechanism: only its own node, a well-formed body and the controller's token, on a node k8sm drained; a
+    // POST without a body (by hand, with the token) is obeyed at once and records its time as obeyed.
     wait_for_http(&mut new, new_addr).await;
+    let token = controller_token(&cluster, &node).await;
+    let token = Some(token.as_str());
+    let path = format!("/kamikaze/{node}");
     assert_eq!(
-        http(new_addr, "POST", "/kamikaze/node-9999").await.unwrap(),
+        http_with_body(new_addr, "POST", "/kamikaze/node-9999", token, "")
+            .await
+            .unwrap(),
         404
     );
     assert_eq!(
         http_with_body(
             new_addr,
             "POST",
-            &format!("/kamikaze/{node}"),
+            &path,
+            token,
             r#"{"kamikaze": "yesterday"}"#
         )
         .await
         .unwrap(),
         400
     );
-    new.check_running();
+    assert_eq!(http(new_addr, "POST", &path).await.unwrap(), 401);
     assert_eq!(
-        http(new_addr, "POST", &format!("/kamikaze/{node}"))
+        http_with_body(new_addr, "POST", &path, token, "")
+            .await
+            .unwrap(),
+        409,
+        "not drained"
+    );
+    new.check_running();
+    drain_as_controller(&nodes, &node).await;
+    assert_eq!(
+        http_with_body(new_addr, "POST", &path, token, "")
             .await
             .unwrap(),
         202
@@ -673,11 +735,14 @@ async fn run_obeys_a_kamikaze_once_and_an_agent_back_with_the_same_id_acknowledg
     // value with the record. A new kamikaze after an obeyed one is obeyed, once.
     wait_for_http(&mut second, second_addr).await;
     let at = "2025-01-01T00:00:02Z";
+    let token = controller_token(&cluster, &node).await;
+    drain_as_controller(&nodes, &node).await;
     assert_eq!(
         http_with_body(
             second_addr,
             "POST",
             &format!("/kamikaze/{node}"),
+            Some(&token),
             &format!(r#"{{"kamikaze": "{at}"}}"#)
         )
         .await

@@ -1,12 +1,28 @@
-//! The kamikaze mechanisms other than the default annotation, end to end: `Http` POSTs to the executor's endpoint,
+//! The kamikaze mechanisms other than the default annotation, end to end: `Http` POSTs to the executor's endpoint
+//! with the controller's token (at an IPv6 address in brackets; never to a node whose InternalIP is a host name),
 //! `DeleteNode` deletes the Node object (the simulated executor re-creates it in the new version).
 
 use std::time::Duration;
 
-use k8sm_api::{ExecutorUpgradePolicySpec, Kamikaze, KamikazeMechanism};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use k8sm_api::{ExecutorUpgradePolicySpec, Kamikaze, KamikazeMechanism, NodePhase, keys};
 use k8sm_e2e::http::free_port;
-use k8sm_e2e::scenario::Scenario;
+use k8sm_e2e::scenario::{Scenario, is_upgraded};
+use k8sm_e2e::status::status_entry;
+use k8sm_e2e::tokens::apply_controller_account;
 use k8sm_e2e::workloads::{create, deployment};
+use k8sm_testcluster::node_name;
+
+/// Starts the controller (admin kubeconfig) with deploy/rbac.yaml's ServiceAccount as the one whose token the Http
+/// kamikaze carries.
+fn start_controller(scenario: &mut Scenario) {
+    apply_controller_account(&scenario.cluster);
+    scenario.start_controller(&["--kamikaze-service-account=k8sm-system/k8sm-controller"]);
+}
 
 async fn upgrade_with(scenario: &mut Scenario, kamikaze: Kamikaze) {
     let ns = scenario.namespace.clone();
@@ -16,7 +32,7 @@ async fn upgrade_with(scenario: &mut Scenario, kamikaze: Kamikaze) {
             (scenario.ready_pods().await >= 4).then_some(())
         })
         .await;
-    scenario.start_controller(&[]);
+    start_controller(scenario);
     scenario
         .create_policy(
             "fleet",
@@ -58,8 +74,145 @@ async fn http_kamikaze_posts_to_the_executor() {
         },
     )
     .await;
-    // The controller records the kamikaze annotation only after the POST was answered 2xx, so nodes that
-    // restarted prove the executor's endpoint was called.
+    // The controller records the kamikaze annotation only after the POST was answered 2xx, and the simulated
+    // executors answer 2xx only to the controller's token bound to the node, so nodes that restarted prove the
+    // endpoint was called with it.
+    let log = scenario.agent.log_tail(usize::MAX);
+    assert!(
+        !log.contains("kamikaze over HTTP refused"),
+        "the controller's POSTs were refused:\n{log}"
+    );
+}
+
+/// Sets the node's addresses to an InternalIP of `address` (as its kubelet would report it) and waits until the
+/// apiserver shows it.
+async fn set_internal_ip(scenario: &Scenario, node: &str, address: &str) {
+    let nodes: Api<Node> = Api::all(scenario.client.clone());
+    let patch = json!({ "status": { "addresses": [
+        { "type": "InternalIP", "address": address },
+        { "type": "Hostname", "address": node },
+    ] } });
+    nodes
+        .patch_status(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("setting the InternalIP of {node} to {address:?}: {e}"));
+    scenario
+        .wait_until(
+            &format!("{node} reports InternalIP {address}"),
+            Duration::from_secs(30),
+            || async { (internal_ip(&nodes.get(node).await.ok()?)? == address).then_some(()) },
+        )
+        .await;
+}
+
+fn internal_ip(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_kamikaze_brackets_an_ipv6_address_and_never_posts_to_a_host_name() {
+    // The simulated executors listen on IPv6 loopback only; anything sent to the same port on IPv4 loopback (where
+    // "localhost" may resolve) lands in a trap.
+    let port = free_port();
+    let mut scenario = Scenario::start_with_agent_args(
+        2,
+        "http-addresses",
+        "1s",
+        &[format!("--http-addr=[::1]:{port}")],
+    )
+    .await;
+    let trap = std::net::TcpListener::bind(("127.0.0.1", port)).expect("the IPv4 trap");
+    trap.set_nonblocking(true).unwrap();
+    let [ipv6, named] = [0, 1].map(node_name);
+    set_internal_ip(&scenario, &ipv6, "::1").await;
+    set_internal_ip(&scenario, &named, "localhost").await;
+    start_controller(&mut scenario);
+    scenario
+        .create_policy(
+            "fleet",
+            ExecutorUpgradePolicySpec {
+                kamikaze: Kamikaze {
+                    mechanism: KamikazeMechanism::Http,
+                    url_template: Some(format!("http://{{nodeIP}}:{port}/kamikaze/{{nodeName}}")),
+                },
+                ..scenario.policy_spec(2)
+            },
+        )
+        .await;
+
+    // The IPv6 node is POSTed at [::1] and restarts; the other is drained, then held with the reason.
+    let blocker = scenario
+        .wait_until(
+            "the IPv6 node is upgraded and the other blocked",
+            Duration::from_secs(120),
+            || async {
+                scenario.controllers[0].assert_running();
+                let upgraded = scenario.nodes().await.iter().any(|n| {
+                    n.metadata.name.as_ref() == Some(&ipv6) && is_upgraded(n, &scenario.new_id)
+                });
+                let entry = status_entry(&scenario.policy("fleet").await, &named)?;
+                let blocker = entry
+                    .blockers
+                    .iter()
+                    .find(|b| b.contains("is not an IP address"))?
+                    .clone();
+                (upgraded && entry.phase == NodePhase::Drained).then_some(blocker)
+            },
+        )
+        .await;
+    assert!(
+        blocker.contains(r#""localhost""#) && blocker.contains("never to a host name"),
+        "the blocker names the address and why: {blocker}"
+    );
+    let warnings = scenario.events("NodeAddressInvalid").await;
+    assert_eq!(warnings.len(), 1, "one Warning Event: {warnings:?}");
+    assert_eq!(
+        warnings[0]
+            .regarding
+            .as_ref()
+            .and_then(|r| r.name.as_deref()),
+        Some(named.as_str())
+    );
+
+    // Nothing was sent for the named node: no connection on IPv4, no request at the executors, no kamikaze.
+    assert_eq!(
+        trap.accept().map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::WouldBlock),
+        "a connection reached the IPv4 trap"
+    );
+    let log = scenario.agent.log_tail(usize::MAX);
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("kamikaze over HTTP") && l.contains(named.as_str())),
+        "the executors were asked to kamikaze {named}:\n{log}"
+    );
+    let held = scenario
+        .nodes()
+        .await
+        .into_iter()
+        .find(|n| n.metadata.name.as_ref() == Some(&named))
+        .expect("the named node");
+    let annotations = held.metadata.annotations.unwrap_or_default();
+    assert!(
+        !annotations.contains_key(keys::KAMIKAZE_ANNOTATION),
+        "no kamikaze recorded"
+    );
+    assert_eq!(
+        annotations.get(keys::EXECUTOR_ID_ANNOTATION),
+        Some(&scenario.old_id),
+        "still the old executor"
+    );
+    assert_eq!(
+        scenario.events("KamikazeSent").await.len(),
+        1,
+        "only the IPv6 node was told"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

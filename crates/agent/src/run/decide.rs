@@ -5,7 +5,9 @@ use k8sm_api::keys::{
     KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION, KAMIKAZE_OBEYED_ANNOTATION,
 };
 
-use crate::contract::{KamikazeFor, annotation, executor_id, kamikaze_for};
+use crate::contract::{
+    KamikazeFor, NotDrained, annotation, drained_by_k8sm, executor_id, kamikaze_for,
+};
 
 /// How the agent was told to terminate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +84,9 @@ pub enum NotObeyed {
     Withdrawn,
     /// This value is recorded as obeyed already: an executor obeys a given kamikaze once.
     AlreadyObeyed(String),
+    /// An HTTP kamikaze for a node that k8sm did not drain (any more): the POST was checked, but the Node changed
+    /// since (the policy was deleted, say).
+    NotDrained(NotDrained),
 }
 
 /// What to write before obeying `told`, decided again on a fresh read of `node` (the decision to obey was made on a
@@ -102,6 +107,7 @@ pub fn obedience(node: &Node, own_id: &str, told: &Told) -> Result<Obedience, No
             if annotation(node, KAMIKAZE_OBEYED_ANNOTATION) == Some(kamikaze) {
                 return Err(NotObeyed::AlreadyObeyed(kamikaze.clone()));
             }
+            drained_by_k8sm(node).map_err(NotObeyed::NotDrained)?;
             // The controller writes the record with the annotation; before that, no record is made: a record with no
             // kamikaze next to it would read as an executor that came back with its old ID.
             let annotated = annotation(node, KAMIKAZE_ANNOTATION) == Some(kamikaze.as_str());
@@ -118,7 +124,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use k8sm_api::keys::EXECUTOR_ID_ANNOTATION;
+    use k8sm_api::keys::{
+        DRAINING_ANNOTATION, EXECUTOR_ID_ANNOTATION, INCOMPATIBLE_EXECUTOR_ANNOTATION,
+    };
 
     use super::*;
     use crate::contract::{acknowledge_patch, apply_annotations, obey_patch};
@@ -129,6 +137,9 @@ mod tests {
     const K: &str = KAMIKAZE_ANNOTATION;
     const RECORD: &str = KAMIKAZE_EXECUTOR_ID_ANNOTATION;
     const OBEYED: &str = KAMIKAZE_OBEYED_ANNOTATION;
+    /// What the controller writes on a node it marks and admits into a drain slot.
+    const MARKED: (&str, &str) = (INCOMPATIBLE_EXECUTOR_ANNOTATION, AT);
+    const ADMITTED: (&str, &str) = (DRAINING_ANNOTATION, AT);
 
     fn node(annotations: &[(&str, &str)]) -> Node {
         Node {
@@ -266,7 +277,7 @@ mod tests {
 
     #[test]
     fn an_http_kamikaze_is_recorded_so_its_annotation_is_never_obeyed() {
-        let mut n = node(&[(ID, "old")]);
+        let mut n = node(&[(ID, "old"), MARKED, ADMITTED]);
         let told = Told::Http(AT.into());
         assert_eq!(
             obedience(&n, "old", &told),
@@ -294,7 +305,7 @@ mod tests {
     #[test]
     fn an_http_kamikaze_whose_annotation_arrived_records_as_the_annotation_does() {
         let told = Told::Http(AT.into());
-        let recorded = node(&[(ID, "old"), (K, AT), (RECORD, "old")]);
+        let recorded = node(&[(ID, "old"), MARKED, ADMITTED, (K, AT), (RECORD, "old")]);
         assert_eq!(
             obedience(&recorded, "old", &told),
             Ok(Obedience {
@@ -302,7 +313,7 @@ mod tests {
                 record: false
             })
         );
-        let by_hand = node(&[(ID, "old"), (K, AT)]);
+        let by_hand = node(&[(ID, "old"), MARKED, ADMITTED, (K, AT)]);
         assert_eq!(
             obedience(&by_hand, "old", &told),
             Ok(Obedience {
@@ -310,11 +321,34 @@ mod tests {
                 record: true
             })
         );
-        let other = node(&[(ID, "old"), (K, LATER)]);
+        let other = node(&[(ID, "old"), MARKED, ADMITTED, (K, LATER)]);
         assert_eq!(
             obedience(&other, "old", &told).map(|o| o.kamikaze),
             Ok(AT.into()),
             "the POSTed value is the one obeyed"
+        );
+    }
+
+    #[test]
+    fn an_http_kamikaze_is_obeyed_only_on_a_node_k8sm_drained() {
+        let told = Told::Http(AT.into());
+        assert_eq!(
+            obedience(&node(&[(ID, "old")]), "old", &told),
+            Err(NotObeyed::NotDrained(NotDrained::NotMarked))
+        );
+        assert_eq!(
+            obedience(&node(&[(ID, "old"), MARKED]), "old", &told),
+            Err(NotObeyed::NotDrained(NotDrained::NotAdmitted)),
+            "marked, but never admitted into a drain slot (or handed back since)"
+        );
+        assert_eq!(
+            obedience(
+                &node(&[(ID, "old"), MARKED, ADMITTED, (OBEYED, AT)]),
+                "old",
+                &told
+            ),
+            Err(NotObeyed::AlreadyObeyed(AT.into())),
+            "obeyed once is obeyed once, drained or not"
         );
     }
 

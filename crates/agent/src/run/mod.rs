@@ -6,14 +6,17 @@
 
 mod decide;
 
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use k8sm_api::keys::KAMIKAZE_ANNOTATION;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use kube::runtime::{WatchStreamExt, watcher};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use tokio::sync::mpsc;
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
@@ -23,6 +26,7 @@ use crate::client::{is_conflict, is_not_found};
 use crate::contract::{
     acknowledge_patch, annotation, now_rfc3339, obey_patch, publish_patch, returned_from_kamikaze,
 };
+use crate::gate::TokenGate;
 use crate::http::{self, Answer, KamikazeTarget};
 use crate::retry::with_retries;
 use crate::shutdown::Shutdown;
@@ -55,7 +59,7 @@ const MAX_CONFLICTS: u32 = 5;
 /// Runs until a kamikaze was obeyed or `shutdown`.
 pub async fn run(args: RunArgs, mut shutdown: Shutdown) -> Result<Outcome, Error> {
     let client = client::client(args.kubeconfig.as_deref()).await?;
-    let nodes: Api<Node> = Api::all(client);
+    let nodes: Api<Node> = Api::all(client.clone());
     let (requests, mut kamikaze_requests) = mpsc::channel(1);
     // The endpoint stops once this loop is done, signal or kamikaze, after answering what it accepted.
     let (server_shutdown, stop_server) = Shutdown::new();
@@ -64,7 +68,10 @@ pub async fn run(args: RunArgs, mut shutdown: Shutdown) -> Result<Outcome, Error
         requests,
     };
     let server = match args.http_addr {
-        Some(addr) => Some(http::serve(addr, http::router(own.clone()), server_shutdown).await?),
+        Some(addr) => {
+            let gate = TokenGate::new(client, args.kamikaze_auth.expected());
+            Some(http::serve(addr, http::router(own.clone(), gate), server_shutdown).await?)
+        }
         None => None,
     };
     tracing::info!(node = %args.node, executor_id = %args.executor_id, "agent started");
@@ -111,6 +118,11 @@ pub async fn run(args: RunArgs, mut shutdown: Shutdown) -> Result<Outcome, Error
             Recorded::Not(NotObeyed::Withdrawn) => {
                 tracing::info!(?told, "the kamikaze was withdrawn before it was obeyed");
             }
+            Recorded::Not(NotObeyed::NotDrained(why)) => tracing::warn!(
+                ?told,
+                %why,
+                "the HTTP kamikaze is not obeyed: the Node no longer shows it drained by k8sm"
+            ),
             Recorded::Not(NotObeyed::AlreadyObeyed(kamikaze)) => tracing::warn!(
                 %kamikaze,
                 "this kamikaze is recorded as obeyed already (kamikaze-obeyed): an executor obeys a kamikaze once"
@@ -322,7 +334,7 @@ async fn publish(nodes: Api<Node>, node: String, executor_id: String) -> Result<
     let patch = publish_patch(&executor_id, None);
     with_retries("publishing the executor ID", || async {
         match nodes
-            .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&node, &crate::client::patch_params(), &Patch::Merge(&patch))
             .await
         {
             Ok(_) => Ok(true),
@@ -365,7 +377,11 @@ async fn record_obedience(nodes: &Api<Node>, args: &RunArgs, told: &Told) -> Rec
                 node.metadata.resource_version.as_deref(),
             );
             match nodes
-                .patch(&args.node, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(
+                    &args.node,
+                    &crate::client::patch_params(),
+                    &Patch::Merge(&patch),
+                )
                 .await
             {
                 Ok(_) => return Ok(Recorded::Obeyed(obedience)),
@@ -392,16 +408,21 @@ async fn restart(args: &RunArgs, told: &Told, obedience: &Obedience) -> Result<O
         how,
         "kamikaze recorded as obeyed: restarting the executor"
     );
-    tracing::info!(command = %args.on_kamikaze, "running the kamikaze command");
-    let status = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(&args.on_kamikaze)
-        .status()
-        .await
-        .map_err(|source| Error::Command {
-            command: args.on_kamikaze.clone(),
-            source,
-        })?;
+    tracing::info!(
+        command = %args.on_kamikaze,
+        timeout = %args.on_kamikaze_timeout,
+        "running the kamikaze command"
+    );
+    let Some(status) = run_command(&args.on_kamikaze, *args.on_kamikaze_timeout).await? else {
+        tracing::error!(
+            timeout = %args.on_kamikaze_timeout,
+            "kamikaze command did not finish in time: killed it (its whole process group); the kamikaze stays \
+             recorded as obeyed and is not obeyed again"
+        );
+        return Ok(Outcome::Kamikaze {
+            command_succeeded: false,
+        });
+    };
     if status.success() {
         tracing::info!(%status, "kamikaze command finished; exiting for the new agent to start");
     } else {
@@ -415,6 +436,42 @@ async fn restart(args: &RunArgs, told: &Told, obedience: &Obedience) -> Result<O
     Ok(Outcome::Kamikaze {
         command_succeeded: status.success(),
     })
+}
+
+/// After the command's time is up, how long it has between SIGTERM and SIGKILL.
+const COMMAND_KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs `sh -c command` in a process group of its own; its exit status, or `None` when it did not finish within
+/// `timeout` (then the whole group is sent SIGTERM and, after [`COMMAND_KILL_GRACE`], SIGKILL: a hung restart must not
+/// hold the agent, and with it the node, forever).
+async fn run_command(command: &str, timeout: Duration) -> Result<Option<ExitStatus>, Error> {
+    let spawn_error = |source| Error::Command {
+        command: command.to_owned(),
+        source,
+    };
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(spawn_error)?;
+    if let Ok(status) = tokio::time::timeout(timeout, child.wait()).await {
+        return status.map(Some).map_err(spawn_error);
+    }
+    if let Some(id) = child.id() {
+        let group = Pid::from_raw(id as i32);
+        let _ = killpg(group, Signal::SIGTERM);
+        if tokio::time::timeout(COMMAND_KILL_GRACE, child.wait())
+            .await
+            .is_err()
+        {
+            let _ = killpg(group, Signal::SIGKILL);
+        }
+    }
+    // Reaped, whatever the signals did; sh itself is killed on drop if it still lingers.
+    let _ = child.wait().await;
+    Ok(None)
 }
 
 /// Acknowledges a kamikaze that this executor ID obeyed before it came back: removes the kamikaze annotation, on
@@ -436,7 +493,7 @@ async fn acknowledge(
             };
             let patch = acknowledge_patch(current.metadata.resource_version.as_deref());
             match nodes
-                .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(&node, &crate::client::patch_params(), &Patch::Merge(&patch))
                 .await
             {
                 Ok(_) => return Ok(Some(kamikaze.to_owned())),
@@ -458,12 +515,56 @@ struct OwnNode {
 }
 
 impl KamikazeTarget for OwnNode {
-    fn kamikaze(&self, node: Option<&str>, kamikaze: Option<&str>) -> Answer {
-        if node.is_some_and(|node| node != &*self.name) {
-            return Answer::UnknownNode;
+    fn node_for(&self, path_node: Option<&str>) -> Option<String> {
+        match path_node {
+            Some(node) if node != &*self.name => None,
+            _ => Some(self.name.to_string()),
         }
+    }
+
+    fn kamikaze(&self, _node: &str, kamikaze: Option<&str>) -> Answer {
         // A full channel means a request is already pending: the executor terminates once either way.
         let _ = self.requests.try_send(kamikaze.map(str::to_owned));
         Answer::Accepted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_kamikaze_command_reports_its_exit_status() {
+        let status = run_command("exit 3", Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(status.and_then(|s| s.code()), Some(3));
+    }
+
+    #[tokio::test]
+    async fn a_hung_kamikaze_command_is_killed_with_everything_it_started() {
+        let dir = std::env::temp_dir().join(format!("k8sm-agent-command-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pid_file = dir.join("child.pid");
+        // A restart that hangs, and a process it started in the background that would outlive a plain kill of sh.
+        let command = format!("sleep 600 & echo $! > '{}'; wait", pid_file.display());
+        let status = run_command(&command, Duration::from_millis(500))
+            .await
+            .unwrap();
+        assert_eq!(status, None, "reported as not finished");
+        let child: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Killed and reaped by its parent's group kill: signal 0 finds no such process (a zombie would still be
+        // found, but sh, its parent, is gone, so init reaps it).
+        let alive = || nix::sys::signal::kill(Pid::from_raw(child), None).is_ok();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while alive() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!alive(), "the background child {child} survived");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -10,6 +10,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::cli::SimulateArgs;
+use crate::gate::TokenGate;
 use crate::shutdown::Shutdown;
 use crate::{Error, client, http};
 use simulator::Simulator;
@@ -19,7 +20,7 @@ use state::Simulation;
 /// Runs until `shutdown`.
 pub async fn run(args: SimulateArgs, mut shutdown: Shutdown) -> Result<(), Error> {
     let client = client::client(args.kubeconfig.as_deref()).await?;
-    let nodes: Api<Node> = Api::all(client);
+    let nodes: Api<Node> = Api::all(client.clone());
     // An empty selector selects every node.
     let selector = args.selector.clone().unwrap_or_default();
     // Fail fast on a bad selector or missing permission instead of a watch that retries forever.
@@ -45,7 +46,9 @@ pub async fn run(args: SimulateArgs, mut shutdown: Shutdown) -> Result<(), Error
     );
     let server = match args.http_addr {
         Some(addr) => {
-            Some(http::serve(addr, http::router(simulator.clone()), shutdown.clone()).await?)
+            let gate = TokenGate::new(client, args.kamikaze_auth.expected());
+            let router = http::router(simulator.clone(), gate);
+            Some(http::serve(addr, router, shutdown.clone()).await?)
         }
         None => None,
     };

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use k8sm_api::keys::{KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch};
 
 use super::state::{Comeback, Command, HttpKamikaze, Simulation};
 use crate::client::{is_conflict, is_not_found};
@@ -127,7 +127,7 @@ impl Simulator {
                 let patch = publish_patch(executor_id, resource_version.as_deref());
                 match self
                     .nodes
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .patch(name, &crate::client::patch_params(), &Patch::Merge(&patch))
                     .await
                 {
                     Ok(_) => return Ok(true),
@@ -205,7 +205,7 @@ impl Simulator {
                 );
                 match self
                     .nodes
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .patch(name, &crate::client::patch_params(), &Patch::Merge(&patch))
                     .await
                 {
                     Ok(_) => {
@@ -294,7 +294,7 @@ impl Simulator {
                 let patch = acknowledge_patch(node.metadata.resource_version.as_deref());
                 match self
                     .nodes
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .patch(name, &crate::client::patch_params(), &Patch::Merge(&patch))
                     .await
                 {
                     Ok(_) => return Ok(Some(kamikaze.to_owned())),
@@ -324,7 +324,11 @@ impl Simulator {
     async fn recreate(&self, node: Node) {
         let name = node.name_any();
         let result = with_retries("re-creating a node", || async {
-            match self.nodes.create(&PostParams::default(), &node).await {
+            match self
+                .nodes
+                .create(&crate::client::post_params(), &node)
+                .await
+            {
                 Ok(_) => Ok(true),
                 Err(error) if is_conflict(&error) => {
                     // Still there while finalizers run: wait for it to go. Otherwise someone re-created it.
@@ -360,11 +364,13 @@ impl Simulator {
 }
 
 impl KamikazeTarget for Simulator {
-    fn kamikaze(&self, node: Option<&str>, kamikaze: Option<&str>) -> Answer {
+    fn node_for(&self, path_node: Option<&str>) -> Option<String> {
         // `simulate` plays many nodes: a request must name one.
-        let Some(node) = node else {
-            return Answer::UnknownNode;
-        };
+        let node = path_node?;
+        self.state().plays(node).then(|| node.to_owned())
+    }
+
+    fn kamikaze(&self, node: &str, kamikaze: Option<&str>) -> Answer {
         let decision = self.state().http_kamikaze(node, kamikaze);
         match decision {
             HttpKamikaze::UnknownNode => Answer::UnknownNode,

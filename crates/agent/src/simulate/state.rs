@@ -252,6 +252,11 @@ impl Simulation {
     }
 
     /// `POST /kamikaze/{node}`; `told`: the kamikaze of its body, if it had one.
+    /// Whether `node` is a node this simulation plays (a selected node, or a deleted one it re-creates).
+    pub fn plays(&self, node: &str) -> bool {
+        self.nodes.contains_key(node) || self.recreating.contains(node)
+    }
+
     pub fn http_kamikaze(&mut self, node: &str, told: Option<&str>) -> HttpKamikaze {
         if self.recreating.contains(node) {
             return HttpKamikaze::AlreadyRestarting;

@@ -146,21 +146,6 @@ fn values_the_apiserver_rejects_by_type_do_not_deserialise() {
 }
 
 #[test]
-fn kamikaze_url_fills_in_the_placeholders() {
-    let kamikaze = Kamikaze {
-        mechanism: KamikazeMechanism::Http,
-        url_template: Some(
-            "http://{nodeIP}:10260/kamikaze?node={nodeName}&again={nodeName}".into(),
-        ),
-    };
-    assert_eq!(
-        kamikaze.url_for("node-1", "10.0.0.7").as_deref(),
-        Some("http://10.0.0.7:10260/kamikaze?node=node-1&again=node-1")
-    );
-    assert_eq!(Kamikaze::default().url_for("n", "ip"), None);
-}
-
-#[test]
 fn a_policy_object_reads_as_kubectl_writes_it() {
     let policy: ExecutorUpgradePolicy = serde_yaml::from_str(
         "apiVersion: k8s.mesosphere.io/v1alpha1\nkind: ExecutorUpgradePolicy\nmetadata: {name: p}\nspec: {paused: true}\n",

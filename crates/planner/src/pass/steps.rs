@@ -3,7 +3,7 @@
 //! wait are reported.
 
 use chrono::{DateTime, Utc};
-use k8sm_api::{KamikazeMechanism, NodePhase, URL_PLACEHOLDER_NODE_IP};
+use k8sm_api::{KamikazeMechanism, KamikazeUrlError, NodePhase};
 
 use super::{Entry, Output, PolicyPass, blocker, pod_blocker};
 use crate::{
@@ -302,24 +302,28 @@ impl PolicyPass<'_, '_> {
     ) -> NodePhase {
         let spec = self.spec();
         let mechanism = spec.kamikaze.mechanism;
-        let url = match (mechanism, spec.kamikaze.url_template.as_deref()) {
-            (KamikazeMechanism::Http, None) => {
-                let message =
-                    "kamikaze mechanism Http without kamikaze.urlTemplate: set one".to_owned();
-                blockers.push(blocker(Reason::InvalidPolicy, message));
-                return NodePhase::Drained;
+        let url = match mechanism {
+            KamikazeMechanism::Http => {
+                match spec
+                    .kamikaze
+                    .url_for(&node.name, node.internal_ip.as_deref())
+                {
+                    Ok(url) => Some(url),
+                    Err(error) => {
+                        let reason = match error {
+                            KamikazeUrlError::NoTemplate | KamikazeUrlError::Template(_) => {
+                                Reason::InvalidPolicy
+                            }
+                            KamikazeUrlError::AddressMissing => Reason::NodeAddressMissing,
+                            KamikazeUrlError::AddressNotIp(_)
+                            | KamikazeUrlError::AddressNotUnicast(..) => Reason::NodeAddressInvalid,
+                        };
+                        blockers.push(blocker(reason, error.to_string()));
+                        return NodePhase::Drained;
+                    }
+                }
             }
-            (KamikazeMechanism::Http, Some(template))
-                if template.contains(URL_PLACEHOLDER_NODE_IP) && node.internal_ip.is_none() =>
-            {
-                let message = "the kamikaze URL needs the node's InternalIP address, and the node reports none";
-                blockers.push(blocker(Reason::NodeAddressMissing, message.into()));
-                return NodePhase::Drained;
-            }
-            (KamikazeMechanism::Http, Some(_)) => spec
-                .kamikaze
-                .url_for(&node.name, node.internal_ip.as_deref().unwrap_or_default()),
-            (KamikazeMechanism::Annotation | KamikazeMechanism::DeleteNode, _) => None,
+            KamikazeMechanism::Annotation | KamikazeMechanism::DeleteNode => None,
         };
         if spec.paused {
             return NodePhase::Drained;

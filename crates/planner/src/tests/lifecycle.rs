@@ -125,6 +125,54 @@ fn kamikaze_by_http_waits_for_a_node_address_it_needs() {
 }
 
 #[test]
+fn kamikaze_by_http_brackets_an_ipv6_address() {
+    let p = policy("p").with(|s| {
+        s.kamikaze.mechanism = KamikazeMechanism::Http;
+        s.kamikaze.url_template = Some("http://{nodeIP}:10260/kamikaze/{nodeName}".into());
+    });
+    let mut n1 = drained_node();
+    n1.internal_ip = Some("fd00::7".into());
+    let plan = plan_now(&cluster(vec![n1], vec![], vec![], vec![p]));
+    let url = Some("http://[fd00::7]:10260/kamikaze/n1".to_owned());
+    assert_eq!(
+        kamikaze_of(&plan),
+        (KamikazeMechanism::Http, url, Some(OLD.into()))
+    );
+}
+
+#[test]
+fn kamikaze_by_http_never_posts_to_an_address_that_is_not_an_ip() {
+    let p = policy("p").with(|s| {
+        s.kamikaze.mechanism = KamikazeMechanism::Http;
+        s.kamikaze.url_template = Some("http://{nodeIP}:10260/kamikaze".into());
+    });
+    for address in ["metadata.internal", "169.254.169.254"] {
+        let mut n1 = drained_node();
+        n1.internal_ip = Some(address.into());
+        let plan = plan_now(&cluster(vec![n1], vec![], vec![], vec![p.clone()]));
+        assert!(summary(&plan).is_empty(), "{address}: no action");
+        assert_eq!(phase(&plan, "n1"), NodePhase::Drained, "{address}");
+        assert_eq!(
+            blocker_reasons(&plan, "n1"),
+            [Reason::NodeAddressInvalid],
+            "{address}"
+        );
+        assert!(Reason::NodeAddressInvalid.blocks() && Reason::NodeAddressInvalid.needs_operator());
+    }
+}
+
+#[test]
+fn kamikaze_by_http_refuses_a_host_made_from_the_node_name() {
+    let p = policy("p").with(|s| {
+        s.kamikaze.mechanism = KamikazeMechanism::Http;
+        s.kamikaze.url_template = Some("http://{nodeName}.nodes.example/kamikaze".into());
+    });
+    let plan = plan_now(&cluster(vec![drained_node()], vec![], vec![], vec![p]));
+    assert!(summary(&plan).is_empty());
+    assert_eq!(blocker_reasons(&plan, "n1"), [Reason::InvalidPolicy]);
+}
+
+#[test]
 fn kamikaze_by_deleting_the_node() {
     let p = policy("p").with(|s| s.kamikaze.mechanism = KamikazeMechanism::DeleteNode);
     let plan = plan_now(&cluster(vec![drained_node()], vec![], vec![], vec![p]));
