@@ -521,13 +521,8 @@ mod tests {
         let status = build(&Plan::default(), &policy, None, None, Utc::now());
         assert_eq!(upgraded(&status), ("False", "NoNodesSelected"));
         assert_eq!(status.upgraded.as_deref(), Some("0/0"));
-        let degraded = degraded(&status);
         assert_eq!(
-            (
-                degraded.status.as_str(),
-                degraded.reason.as_str(),
-                degraded.message.as_str()
-            ),
+            degraded_says(&status),
             (
                 "True",
                 "NoNodesSelected",
@@ -592,6 +587,12 @@ mod tests {
             .expect("a Degraded condition")
     }
 
+    /// The Degraded condition's status, reason and message.
+    fn degraded_says(status: &ExecutorUpgradePolicyStatus) -> (&str, &str, &str) {
+        let c = degraded(status);
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+    }
+
     #[test]
     fn an_eviction_refused_by_a_budget_is_reported_as_blocked() {
         let (plan, policy) = draining();
@@ -654,13 +655,8 @@ mod tests {
             .collect();
         assert_eq!(blocked, [("a", "ActionFailed")]);
         assert_eq!(status.nodes[0].blockers, [kamikaze, denied]);
-        let condition = degraded(&status);
         assert_eq!(
-            (
-                condition.status.as_str(),
-                condition.reason.as_str(),
-                condition.message.as_str()
-            ),
+            degraded_says(&status),
             (
                 "True",
                 "ActionFailed",
