@@ -1,6 +1,7 @@
 //! Feeds a [`Timeline`] from two watches (the pods of one namespace, all nodes), stamping each event with the
 //! seconds since the recorder's clock started.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -36,6 +37,7 @@ impl Recorder {
         let shared = timeline.clone();
         let pod_task = tokio::spawn(async move {
             let mut events = watcher(pods, watcher::Config::default()).boxed();
+            let mut relist = Relist::default();
             while let Some(event) = events.next().await {
                 let Ok(event) = event else {
                     // The watcher re-lists on its own; a short pause keeps a broken apiserver from spinning us.
@@ -46,6 +48,7 @@ impl Recorder {
                 let mut timeline = lock(&shared);
                 match event {
                     watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
+                        relist.saw(pod.uid().unwrap_or_default());
                         if let Some(obs) = pod_obs(&pod) {
                             timeline.pod_applied(t, obs);
                         }
@@ -53,7 +56,11 @@ impl Recorder {
                     watcher::Event::Delete(pod) => {
                         timeline.pod_deleted(t, &pod.uid().unwrap_or_default());
                     }
-                    watcher::Event::Init | watcher::Event::InitDone => {}
+                    watcher::Event::Init => relist.start(),
+                    watcher::Event::InitDone => {
+                        let (listed, first) = relist.done();
+                        timeline.pods_relisted(t, &listed, first);
+                    }
                 }
             }
         });
@@ -61,6 +68,7 @@ impl Recorder {
         let new_id = new_executor_id.to_owned();
         let node_task = tokio::spawn(async move {
             let mut events = watcher(nodes, watcher::Config::default()).boxed();
+            let mut relist = Relist::default();
             while let Some(event) = events.next().await {
                 let Ok(event) = event else {
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -70,10 +78,15 @@ impl Recorder {
                 let mut timeline = lock(&shared);
                 match event {
                     watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                        relist.saw(node.name_any());
                         timeline.node_applied(t, node_obs(&node, &new_id));
                     }
                     watcher::Event::Delete(node) => timeline.node_deleted(&node.name_any()),
-                    watcher::Event::Init | watcher::Event::InitDone => {}
+                    watcher::Event::Init => relist.start(),
+                    watcher::Event::InitDone => {
+                        let (listed, first) = relist.done();
+                        timeline.nodes_relisted(&listed, first);
+                    }
                 }
             }
         });
@@ -120,6 +133,32 @@ impl Drop for Recorder {
         for task in &self.tasks {
             task.abort();
         }
+    }
+}
+
+/// The objects one (re)list of a watch returned, between its `Init` and `InitDone` events: the whole set, which
+/// replaces what the timeline held (as the project's own SLA watcher does).
+#[derive(Default)]
+struct Relist {
+    listing: Option<HashSet<String>>,
+    lists: u64,
+}
+
+impl Relist {
+    fn start(&mut self) {
+        self.listing = Some(HashSet::new());
+    }
+
+    fn saw(&mut self, key: String) {
+        if let Some(listing) = &mut self.listing {
+            listing.insert(key);
+        }
+    }
+
+    /// The keys listed, and whether this was the watch's first list.
+    fn done(&mut self) -> (HashSet<String>, bool) {
+        self.lists += 1;
+        (self.listing.take().unwrap_or_default(), self.lists == 1)
     }
 }
 

@@ -213,6 +213,9 @@ fn figures_table(summary: &Summary) -> String {
     row("… of which without the Eviction API", &|r| {
         r.outside_disruptions.to_string()
     });
+    row("recorder watch relists", &|r| {
+        r.recorder_relists.to_string()
+    });
     row(
         "reaction latency p50 / p99 (samples)",
         &|r| match (r.reaction_p50_s, r.reaction_p99_s) {
@@ -491,6 +494,7 @@ mod tests {
             pods: 100,
             disruptions: 120,
             outside_disruptions: 0,
+            recorder_relists: 0,
             reaction_samples: 40,
             reaction_p50_s: Some(0.05),
             reaction_p99_s: Some(0.25),

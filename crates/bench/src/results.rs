@@ -100,6 +100,9 @@ pub struct Run {
     /// Of the disruptions, pods that went without the Eviction API (see [`OwnerOutcome::outside_disruptions`]).
     #[serde(default)]
     pub outside_disruptions: u64,
+    /// Watch relists the recorder went through (pods deleted in a watch gap are removed at the relist).
+    #[serde(default)]
+    pub recorder_relists: u64,
     pub reaction_samples: usize,
     pub reaction_p50_s: Option<f64>,
     pub reaction_p99_s: Option<f64>,
@@ -132,6 +135,7 @@ impl Run {
             pods: timeline.initial_pods(),
             disruptions: timeline.disruptions(),
             outside_disruptions: timeline.outside_disruptions(),
+            recorder_relists: timeline.relists(),
             reaction_samples: latencies.len(),
             reaction_p50_s: percentile(latencies, 50.0),
             reaction_p99_s: percentile(latencies, 99.0),

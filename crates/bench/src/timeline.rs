@@ -4,7 +4,7 @@
 //! Pure: the recorder feeds it observations stamped with seconds since the recorder started, so the whole logic is
 //! tested with synthetic events.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -112,6 +112,9 @@ pub struct Timeline {
     disruptions: u64,
     outside_disruptions: u64,
     latencies: Vec<f64>,
+    /// Watch relists after the first list, of pods and of nodes: each replaces the whole set (see
+    /// [`Timeline::pods_relisted`]).
+    relists: u64,
 }
 
 impl Timeline {
@@ -159,6 +162,7 @@ impl Timeline {
             disruptions: 0,
             outside_disruptions: 0,
             latencies: Vec::new(),
+            relists: 0,
         }
     }
 
@@ -262,6 +266,37 @@ impl Timeline {
 
     pub fn node_deleted(&mut self, name: &str) {
         self.nodes.remove(name);
+    }
+
+    /// A relist of the pods ended at `t`: `listed` holds the UID of every pod it returned. A pod the timeline holds
+    /// and the list lacks was deleted during the watch gap (its Delete event was never seen), and goes now: kept, it
+    /// would count as Ready for ever. `first`: the recorder's initial list, not counted as a relist.
+    pub fn pods_relisted(&mut self, t: f64, listed: &HashSet<String>, first: bool) {
+        if !first {
+            self.relists += 1;
+        }
+        let gone: Vec<String> = self
+            .pods
+            .keys()
+            .filter(|uid| !listed.contains(*uid))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.pod_deleted(t, &uid);
+        }
+    }
+
+    /// Like [`Timeline::pods_relisted`], for the nodes (by name).
+    pub fn nodes_relisted(&mut self, listed: &HashSet<String>, first: bool) {
+        if !first {
+            self.relists += 1;
+        }
+        self.nodes.retain(|name, _| listed.contains(name));
+    }
+
+    /// Watch relists after the initial lists (a gap in a watch: its events in between are unknown).
+    pub fn relists(&self) -> u64 {
+        self.relists
     }
 
     fn replacement_ready(&mut self, t: f64, app: &str) {
@@ -583,5 +618,23 @@ mod tests {
         t.pod_deleted(3.0, "a2");
         assert_eq!(t.disruptions(), 0);
         assert_eq!(t.outcomes()[0].min_ready, 2);
+    }
+
+    #[test]
+    fn a_relist_removes_the_pods_deleted_during_the_watch_gap() {
+        let mut t = running();
+        // Pod b was deleted while the watch was down: the relist lacks it, and no Delete event ever comes.
+        let listed: HashSet<String> = ["a", "c", "d", "x"].map(String::from).into();
+        t.pods_relisted(5.0, &listed, false);
+        assert_eq!(t.relists(), 1);
+        assert_eq!(t.ready_pods(), 3, "b no longer counts as Ready");
+        assert_eq!(t.series("web").last(), Some(&(5.0, 2)));
+        assert_eq!(t.disruptions(), 1, "its going is a disruption");
+        // The recorder's first list is not a relist, and a list with every pod changes nothing.
+        let all: HashSet<String> = ["a", "c", "d", "x"].map(String::from).into();
+        t.pods_relisted(6.0, &all, true);
+        assert_eq!((t.relists(), t.ready_pods()), (1, 3));
+        t.nodes_relisted(&["n1".to_owned()].into(), false);
+        assert_eq!((t.relists(), t.nodes()), (2, 1));
     }
 }
