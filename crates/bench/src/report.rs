@@ -598,7 +598,7 @@ mod tests {
         );
         assert_eq!(
             line(&report, "| figure"),
-            "| figure | k8sm | kubectl drain + PDB 90% |"
+            "| figure | k8sm | kubectl drain + PDB at the bound |"
         );
         assert_eq!(
             line(&report, "| makespan |"),
@@ -656,7 +656,7 @@ mod tests {
             line(&report, "| apiserver requests"),
             "| apiserver requests per upgraded node, all clients | **7.0**: LIST 2.0, PATCH 5.0 | **7.0**: LIST 2.0, PATCH 5.0 |"
         );
-        assert!(report.contains("- kubectl drain + PDB 90%: 7 nodes timed out"));
+        assert!(report.contains("- kubectl drain + PDB at the bound: 7 nodes timed out"));
         assert!(report.contains("| k8sm commit | abc (with uncommitted changes) |"));
     }
 

@@ -13,7 +13,7 @@ use crate::timeline::{OwnerOutcome, Timeline};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Tool {
     K8sm,
-    /// Sequential `kubectl drain` with a `minAvailable: 90%` PodDisruptionBudget per owner.
+    /// Sequential `kubectl drain` with a PodDisruptionBudget per owner at its SLA bound (`min(ceil(t·d), d−1)`).
     DrainPdb,
     /// Sequential `kubectl drain` without PodDisruptionBudgets.
     Drain,
@@ -23,7 +23,7 @@ impl Tool {
     pub fn label(self) -> &'static str {
         match self {
             Self::K8sm => "k8sm",
-            Self::DrainPdb => "kubectl drain + PDB 90%",
+            Self::DrainPdb => "kubectl drain + PDB at the bound",
             Self::Drain => "kubectl drain, no PDB",
         }
     }

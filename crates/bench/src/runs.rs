@@ -63,7 +63,12 @@ async fn prepare(
     let ns = namespace(tool);
     bench.create_namespace(&ns).await?;
     cfg.workload
-        .create(&bench.client, &ns, node_name, tool == Tool::DrainPdb)
+        .create(
+            &bench.client,
+            &ns,
+            node_name,
+            (tool == Tool::DrainPdb).then_some(cfg.threshold),
+        )
         .await
         .context("creating the workload")?;
     let timeline = Timeline::new(
@@ -316,9 +321,9 @@ async fn drain(bench: &mut BenchCluster, cfg: &RunConfig<'_>, pdb: bool) -> anyh
     run.forced_nodes = Some(forced);
     if pdb && forced > 0 {
         run.notes.push(format!(
-            "{forced} of {} nodes could not be drained through the Eviction API within {}s (a `minAvailable: \
-             90%` budget allows no disruption of an owner of fewer than 10 replicas, so kubectl retries forever) \
-             and were drained with `--disable-eviction`, as an operator must",
+            "{forced} of {} nodes could not be drained through the Eviction API within {}s (a budget at the SLA \
+             bound allowed no disruption for that long, e.g. while replacements were not Ready) and were drained \
+             with `--disable-eviction`, as an operator must",
             cfg.nodes,
             cfg.drain_timeout.as_secs()
         ));

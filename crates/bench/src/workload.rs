@@ -125,13 +125,14 @@ impl Workload {
         picks
     }
 
-    /// Creates every object in `namespace`, with a `minAvailable: 90%` PodDisruptionBudget per owner when `pdbs`.
+    /// Creates every object in `namespace`, with a PodDisruptionBudget per owner when `pdb_threshold` is set: its
+    /// `minAvailable` is the owner's SLA bound at that threshold, `min(ceil(t·d), d−1)` (see [`budget_at_bound`]).
     pub async fn create(
         &self,
         client: &Client,
         namespace: &str,
         node_name: impl Fn(usize) -> String,
-        pdbs: bool,
+        pdb_threshold: Option<u8>,
     ) -> anyhow::Result<()> {
         let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
             Api::namespaced(client.clone(), namespace);
@@ -152,12 +153,12 @@ impl Workload {
                     (&deployments, &stateful_sets, &budgets, &post);
                 async move {
                     let replicas = i32::try_from(owner.replicas)?;
-                    if pdbs {
+                    if let Some(threshold) = pdb_threshold {
                         let pdb = workloads::pdb_min_available(
                             namespace,
                             &owner.name,
                             &owner.name,
-                            IntOrString::String("90%".into()),
+                            budget_at_bound(owner.replicas, threshold),
                         );
                         budgets.create(post, &pdb).await?;
                     }
@@ -184,6 +185,15 @@ impl Workload {
         }
         Ok(())
     }
+}
+
+/// The `minAvailable` that holds an owner of `replicas` to exactly the guarantee k8sm gives at `threshold`: its SLA
+/// bound `min(ceil(t·d), d−1)`. A percentage (`90%`) is stricter for every owner under 10 replicas (it allows no
+/// disruption at all, so drain waits for its timeout and the baseline measured that timeout, not the tool); the bound
+/// is computed by the test cluster's oracle, apart from the planner under test.
+pub fn budget_at_bound(replicas: u32, threshold: u8) -> IntOrString {
+    let bound = k8sm_testcluster::sla::bound(replicas, u32::from(threshold));
+    IntOrString::Int(i32::try_from(bound).unwrap_or(i32::MAX))
 }
 
 #[cfg(test)]
@@ -237,5 +247,18 @@ mod tests {
             names,
             ["dep-012-x50", "dep-007-x15", "sts-002-x3", "dep-015-x3"]
         );
+    }
+
+    #[test]
+    fn budgets_sit_at_the_sla_bound_not_at_a_percentage() {
+        // min(ceil(0.9·d), d−1), worked out by hand: a percentage would allow nothing under 10 replicas.
+        for (replicas, min_available) in [(1, 0), (2, 1), (3, 2), (10, 9), (15, 14), (50, 45)] {
+            assert_eq!(
+                budget_at_bound(replicas, 90),
+                IntOrString::Int(min_available),
+                "{replicas} replicas"
+            );
+        }
+        assert_eq!(budget_at_bound(4, 50), IntOrString::Int(2));
     }
 }
