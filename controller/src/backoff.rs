@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use k8sm_planner::{ActionKind, PodRef, Reason};
 
 use crate::Error;
-use crate::events::truncate;
 
 /// The delay after the first failure; it doubles with each failure in a row.
 const FIRST_DELAY: Duration = Duration::from_secs(1);
@@ -159,7 +158,7 @@ impl Backoff {
         version: Option<String>,
         now: Instant,
     ) -> Recorded {
-        let answer = truncate(answer, MAX_ANSWER);
+        let answer = k8sm_api::text::bounded(answer, MAX_ANSWER).into_owned();
         let count = self
             .entries
             .get(subject)

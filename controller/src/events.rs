@@ -211,7 +211,7 @@ impl EventSink {
             type_,
             reason: reason.as_str().to_owned(),
             // The Events API caps notes at 1 kB.
-            note: Some(truncate(message, 1000)),
+            note: Some(k8sm_api::text::bounded(message, 1000).into_owned()),
             action: reason.as_str().to_owned(),
             secondary: None,
         };
@@ -249,16 +249,4 @@ fn reference(kind: &ActionKind, uids: &impl Uids) -> (String, ObjectReference) {
             (format!("node/{node}"), node_ref(node, uids.node(node)))
         }
     }
-}
-
-/// `text` cut to at most `max` bytes (on a character boundary), with an ellipsis when cut.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }

@@ -111,7 +111,7 @@ pub(super) async fn record_forced(
     let event = Event {
         type_: EventType::Warning,
         reason: Reason::Forced.as_str().to_owned(),
-        note: Some(truncate(note, NOTE_MAX)),
+        note: Some(k8sm_api::text::bounded(note, NOTE_MAX).into_owned()),
         action: Reason::Forced.as_str().to_owned(),
         secondary: None,
     };
@@ -163,15 +163,4 @@ async fn delete(
 
 fn name(pod: &ForcedPod) -> String {
     format!("{}/{}", pod.namespace, pod.name)
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
