@@ -7,16 +7,17 @@ use std::time::Duration;
 use anyhow::Context;
 use k8sm_api::MaxConcurrentNodes;
 
+use crate::calibrate::{CONTROLLER_CALL_CONCURRENCY, eviction_throughput};
 use crate::env::BenchCluster;
 use crate::results::{Run, Scenario, Summary, Tool};
 use crate::runs::{self, RunConfig};
-use crate::stats::lower_bound;
-use crate::workload::{Kind, Workload};
+use crate::stats::concurrency_bound;
+use crate::workload::{Kind, Realism, Shape, Workload};
 use crate::{charts, machine, report};
 
 /// k8sm against sequential `kubectl drain` on the real local cluster; writes bench/results/<scenario>.md.
 #[derive(clap::Parser, Debug, Clone)]
-#[command(name = "k8sm-bench")]
+#[command(name = "k8sm-bench", args_override_self = true)]
 pub struct Args {
     /// KWOK nodes.
     #[arg(long, default_value_t = 100)]
@@ -68,6 +69,43 @@ pub struct Args {
     /// Only re-render the report and charts of an earlier invocation from its JSON summary (no charts of ready pods).
     #[arg(long)]
     pub render_only: bool,
+    /// A named scenario whose arguments fill the defaults (explicit arguments win): owners-pace, restarts-pace.
+    #[arg(long, value_parser = crate::presets::parse_name)]
+    pub scenario: Option<String>,
+    /// The fleet: `simple` is the earlier reports' (one readiness delay, no grace period, no requests);
+    /// `realistic` draws each owner's readiness delay in [--pod-ready-delay, --ready-delay-max] and requests,
+    /// and adds grace periods, bunched owners, a rollout and an ordered StatefulSet.
+    #[arg(long, value_enum, default_value_t = Shape::Realistic)]
+    pub shape: Shape,
+    /// Seed of the realistic fleet: same seed, same fleet.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Realistic fleet: the slowest readiness delay an owner may draw.
+    #[arg(long, default_value = "20s")]
+    pub ready_delay_max: humantime::Duration,
+    /// Realistic fleet: every pod's termination grace period (whole seconds).
+    #[arg(long, default_value = "3s")]
+    pub grace_period: humantime::Duration,
+    /// Realistic fleet: how full the nodes are on average, percent of allocatable CPU and memory.
+    #[arg(long, default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub node_fill: u8,
+    /// Do not measure the apiserver's eviction throughput before the runs (the bound then leaves it out).
+    #[arg(long)]
+    pub skip_calibration: bool,
+}
+
+impl Args {
+    /// The realistic fleet's parameters.
+    pub fn realism(&self) -> Realism {
+        Realism {
+            seed: self.seed,
+            ready_delay_min: self.pod_ready_delay.into(),
+            ready_delay_max: self.ready_delay_max.into(),
+            grace_period_s: u32::try_from(Duration::from(self.grace_period).as_secs())
+                .unwrap_or(u32::MAX),
+            fill_percent: self.node_fill,
+        }
+    }
 }
 
 fn workspace_root() -> PathBuf {
@@ -129,18 +167,52 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if args.render_only {
         let text = std::fs::read_to_string(out.join(format!("{name}.json")))?;
         let summary: Summary = serde_json::from_str(&text)?;
-        let workload = Workload::plan(summary.scenario.nodes, summary.scenario.pods);
+        let workload = Workload::generate(
+            summary.scenario.nodes,
+            summary.scenario.pods,
+            args.shape,
+            &args.realism(),
+        );
         let owners = charted_owners(&workload, &summary);
         return write_report(&out, &name, &summary, &owners);
     }
 
-    let workload = Workload::plan(args.nodes, pods);
-    let bound = lower_bound(
-        &workload.replicas(),
+    let workload = Workload::generate(args.nodes, pods, args.shape, &args.realism());
+    if let Some((cpu, memory)) = workload.fill(args.nodes) {
+        eprintln!(
+            "==> nodes sized for the requests: {:.0}% of CPU, {:.0}% of memory in use on average",
+            cpu * 100.0,
+            memory * 100.0
+        );
+    }
+    let mut bench = BenchCluster::start(
+        args.nodes,
+        pod_ready_delay,
+        restart_delay,
+        &workload,
+        &bin_dir,
+        &work_dir,
+    )
+    .await?;
+    let throughput = if args.skip_calibration {
+        None
+    } else {
+        let throughput =
+            eviction_throughput(&mut bench, &workload, CONTROLLER_CALL_CONCURRENCY).await?;
+        eprintln!("==> eviction throughput: {}", throughput.describe());
+        Some(throughput)
+    };
+    let mut bound = concurrency_bound(&workload.bound_input(
+        args.nodes,
+        args.max_concurrent_nodes.resolve(args.nodes),
         args.threshold,
         pod_ready_delay,
         restart_delay,
-    );
+        throughput.as_ref().map(|t| t.per_second),
+    ));
+    if let Some(throughput) = &throughput {
+        bound.derivation += &format!(" Measured alone: {}.", throughput.describe());
+    }
     let mut owner_sizes = BTreeMap::new();
     for owner in &workload.owners {
         *owner_sizes.entry(owner.replicas).or_default() += 1;
@@ -172,15 +244,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         bound.seconds,
         work_dir.display()
     );
+    eprintln!("==> {}", bound.derivation);
 
-    let mut bench = BenchCluster::start(
-        args.nodes,
-        pod_ready_delay,
-        restart_delay,
-        &bin_dir,
-        &work_dir,
-    )
-    .await?;
     let kubernetes = bench.cluster.server_version().await.unwrap_or_default();
     let machine = machine::machine(&root, &kubernetes, command);
     let charted: Vec<&crate::workload::Owner> = workload.charted(bound.critical_replicas);

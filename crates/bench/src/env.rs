@@ -12,10 +12,11 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use k8sm_api::keys;
-use k8sm_testcluster::{ClusterOptions, TestCluster};
+use k8sm_testcluster::{ClusterOptions, NodeResources, TestCluster};
 
 use crate::process::ChildProcess;
 use crate::requests::{ByVerb, apiserver_eviction_seconds, apiserver_requests_by_verb};
+use crate::workload::Workload;
 
 /// Counters of the apiserver's /metrics that a run compares before and after.
 pub struct ApiserverCounters {
@@ -49,11 +50,15 @@ pub struct BenchCluster {
 
 impl BenchCluster {
     /// Starts a cluster of `nodes` KWOK nodes in `work_dir/cluster` (logs stay there after the run), installs the
-    /// CRD and starts the simulated executors, and waits until every node reports the old executor.
+    /// CRD and starts the simulated executors, and waits until every node reports the old executor. The nodes are
+    /// sized for `workload` (its allocatable, when its pods request resources) and its pods' grace periods are
+    /// honoured: KWOK removes a deleted pod only when its grace period ends. Pods without a readiness delay of their
+    /// own become Ready `pod_ready_delay` after scheduling.
     pub async fn start(
         nodes: usize,
         pod_ready_delay: Duration,
         restart_delay: Duration,
+        workload: &Workload,
         bin_dir: &Path,
         work_dir: &Path,
     ) -> anyhow::Result<Self> {
@@ -65,6 +70,13 @@ impl BenchCluster {
         let options = ClusterOptions {
             nodes,
             pod_ready_delay,
+            honour_grace_periods: workload.grace_period_s > 0,
+            node_resources: workload
+                .node_size
+                .map_or_else(NodeResources::default, |size| NodeResources {
+                    cpu: format!("{}m", size.cpu_millis),
+                    memory: format!("{}Mi", size.memory_mib),
+                }),
             dir: Some(cluster_dir),
             ..ClusterOptions::default()
         };

@@ -4,10 +4,12 @@
 //! produce figures for the report, never assertions.
 #![forbid(unsafe_code)]
 
+pub mod calibrate;
 pub mod charts;
 pub mod cli;
 pub mod env;
 pub mod machine;
+pub mod presets;
 pub mod process;
 pub mod recorder;
 pub mod report;

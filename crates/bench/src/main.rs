@@ -13,5 +13,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    k8sm_bench::cli::run(k8sm_bench::cli::Args::parse()).await
+    // A `--scenario NAME` stands for arguments placed before the user's own.
+    let args = k8sm_bench::presets::expand(std::env::args().collect());
+    k8sm_bench::cli::run(k8sm_bench::cli::Args::parse_from(args)).await
 }

@@ -100,6 +100,8 @@ async fn prepare(
         tool.label(),
         started.elapsed().as_secs_f64()
     );
+    // A Deployment of the realistic fleet is mid-rollout when the tool starts.
+    cfg.workload.start_rollout(&bench.client, &ns).await?;
     Ok(recorder)
 }
 

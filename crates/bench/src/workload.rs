@@ -1,13 +1,34 @@
 //! The benchmark's workload: owners of mixed sizes (1 to 50 replicas), a few StatefulSets, a few unmanaged pods and
-//! a DaemonSet, derived deterministically from the node and pod counts, and created in a namespace.
+//! a DaemonSet, derived deterministically from the node and pod counts (and, for the realistic shape, a seed), and
+//! created in a namespace.
+//!
+//! Two shapes: [`Shape::Simple`] is the fleet of the earlier reports (pods Ready after one delay, no grace period, no
+//! requests); [`Shape::Realistic`] gives each owner its own readiness delay, CPU and memory requests that fill the
+//! nodes to a target, a termination grace period, some owners bunched on a few nodes, one Deployment rolling out
+//! when the tool starts and a StatefulSet of 10 with `OrderedReady`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::{
+    DaemonSet, Deployment, DeploymentStrategy, RollingUpdateDeployment, StatefulSet,
+};
+use k8s_openapi::api::core::v1::{
+    Affinity, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec,
+    PodTemplateSpec, PreferredSchedulingTerm, ResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use k8sm_e2e::workloads;
+
+use crate::stats::{BoundInput, BoundOwner};
+use k8sm_testcluster::READY_DELAY_ANNOTATION;
 
 /// Replica counts of the owners, in the order they are created, repeated until the pods are placed. Sizes that are
 /// not multiples of 10 matter: at 90% an owner of 15 replicas may lose only one pod at a time.
@@ -18,6 +39,30 @@ const STATEFUL_POSITIONS: [usize; 3] = [2, 5, 8];
 
 /// Name of the DaemonSet (its pods are ignored by every drain and by the measurements).
 pub const DAEMON_SET: &str = "node-logs";
+
+/// The realistic shape's StatefulSet that starts (and replaces) its pods one at a time, each after the previous is
+/// Ready, and its size.
+pub const ORDERED_STATEFUL_SET: &str = "sts-ordered-x10";
+const ORDERED_REPLICAS: u32 = 10;
+
+/// The realistic shape's Deployment whose pod template changes just before the tool starts, and its size (not a
+/// multiple of 4, so that its 25% surge rounds).
+pub const ROLLING_DEPLOYMENT: &str = "dep-rollout-x14";
+const ROLLING_REPLICAS: u32 = 14;
+
+/// The annotation of the rolling Deployment's template that [`Workload::start_rollout`] changes.
+const REVISION_ANNOTATION: &str = "bench.k8sm.io/revision";
+
+/// Requests drawn per owner (millicores, MiB): a spread, so that some pods fit where others do not.
+const CPU_MILLIS: [u32; 7] = [100, 150, 200, 250, 300, 400, 500];
+const MEMORY_MIB: [u32; 6] = [128, 192, 256, 384, 512, 768];
+/// Requests of the DaemonSet's pods and of the unmanaged pods.
+const DAEMON_REQUESTS: (u32, u32) = (50, 64);
+const UNMANAGED_REQUESTS: (u32, u32) = (100, 128);
+/// One owner in this many (of 2 replicas or more) prefers a few nodes instead of spreading.
+const BUNCHED_ONE_IN: u64 = 4;
+/// How many nodes a bunched owner prefers.
+const BUNCH_NODES: usize = 3;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Kind {
@@ -34,12 +79,91 @@ impl Kind {
     }
 }
 
+/// Which fleet to generate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shape {
+    /// The earlier reports' fleet: one readiness delay for every pod, no grace period, no requests.
+    Simple,
+    /// Per-owner readiness delays, requests, grace periods, bunched owners, a rollout, an ordered StatefulSet.
+    #[default]
+    Realistic,
+}
+
+/// The realistic shape's parameters (the simple shape ignores them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Realism {
+    /// Same seed, same fleet.
+    pub seed: u64,
+    /// Each owner's pods become Ready this long after scheduling, drawn uniformly in `[min, max]` per owner.
+    pub ready_delay_min: Duration,
+    pub ready_delay_max: Duration,
+    /// Every pod's `terminationGracePeriodSeconds` (whole seconds: what the API takes).
+    pub grace_period_s: u32,
+    /// How full the nodes are on average, percent of their allocatable CPU and memory.
+    pub fill_percent: u8,
+}
+
+impl Default for Realism {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            ready_delay_min: Duration::from_secs(2),
+            ready_delay_max: Duration::from_secs(20),
+            grace_period_s: 3,
+            fill_percent: 75,
+        }
+    }
+}
+
 /// One replicated owner; its pods carry the label `app=<name>`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owner {
     pub name: String,
     pub kind: Kind,
     pub replicas: u32,
+    /// Its pods become Ready this long after scheduling (milliseconds); 0: the cluster's pod-ready delay.
+    #[serde(default)]
+    pub ready_delay_ms: u64,
+    /// CPU (millicores) and memory (MiB) each pod requests; 0: none.
+    #[serde(default)]
+    pub cpu_millis: u32,
+    #[serde(default)]
+    pub memory_mib: u32,
+    /// Indices of the few nodes its pods prefer (bunched); empty: spread by the scheduler.
+    #[serde(default)]
+    pub preferred_nodes: Vec<usize>,
+    /// A StatefulSet with `podManagementPolicy: OrderedReady` (else `Parallel`).
+    #[serde(default)]
+    pub ordered: bool,
+    /// A Deployment whose template changes just before the tool starts (`maxSurge: 25%`, `maxUnavailable: 0`).
+    #[serde(default)]
+    pub rolling: bool,
+}
+
+impl Owner {
+    fn simple(name: String, kind: Kind, replicas: u32) -> Self {
+        Self {
+            name,
+            kind,
+            replicas,
+            ready_delay_ms: 0,
+            cpu_millis: 0,
+            memory_mib: 0,
+            preferred_nodes: Vec::new(),
+            ordered: false,
+            rolling: false,
+        }
+    }
+
+    /// Its pods' readiness delay, or `default` when the cluster's applies.
+    pub fn ready_delay(&self, default: Duration) -> Duration {
+        if self.ready_delay_ms == 0 {
+            default
+        } else {
+            Duration::from_millis(self.ready_delay_ms)
+        }
+    }
 }
 
 /// An unmanaged pod bound to the node of this index.
@@ -49,48 +173,200 @@ pub struct Unmanaged {
     pub node_index: usize,
 }
 
+/// Allocatable CPU (millicores) and memory (MiB) of every node, sized so that the fleet's requests fill them to the
+/// target on average.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSize {
+    pub cpu_millis: u64,
+    pub memory_mib: u64,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Workload {
     pub owners: Vec<Owner>,
     pub unmanaged: Vec<Unmanaged>,
+    /// Every pod's termination grace period, seconds (0 in the simple shape: gone at once).
+    #[serde(default)]
+    pub grace_period_s: u32,
+    /// The nodes' allocatable resources when pods request some (realistic shape).
+    #[serde(default)]
+    pub node_size: Option<NodeSize>,
+}
+
+/// SplitMix64: a tiny generator whose sequence is fixed by its seed forever (no dependency whose algorithm could
+/// change between versions and silently change the fleet of a published report).
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0; the modulo bias is negligible for the small `n` used here).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<T: Copy>(&mut self, choices: &[T]) -> T {
+        choices[self.below(choices.len() as u64) as usize]
+    }
 }
 
 impl Workload {
-    /// `pods` pods on `nodes` nodes: one unmanaged pod per 20 nodes (at least one), the rest in owners whose sizes
-    /// cycle through [`SIZES`]; the last owner takes what is left.
+    /// The simple shape: `pods` pods on `nodes` nodes, one unmanaged pod per 20 nodes (at least one), the rest in
+    /// owners whose sizes cycle through [`SIZES`]; the last owner takes what is left.
     pub fn plan(nodes: usize, pods: usize) -> Self {
-        let unmanaged_count = (nodes / 20).max(1).min(pods);
-        let unmanaged = (0..unmanaged_count)
-            .map(|i| Unmanaged {
-                name: format!("debug-{i:02}"),
-                // Spread over the fleet.
-                node_index: i * nodes / unmanaged_count,
+        let unmanaged = unmanaged_pods(nodes, pods);
+        let left = u32::try_from(pods - unmanaged.len()).unwrap_or(u32::MAX);
+        Self {
+            owners: cycled_owners(left),
+            unmanaged,
+            grace_period_s: 0,
+            node_size: None,
+        }
+    }
+
+    /// The fleet of `shape`: [`Workload::plan`] for the simple one; for the realistic one, the same pod count with
+    /// the ordered StatefulSet and the rolling Deployment first, then owners cycling through [`SIZES`], each with
+    /// its readiness delay and requests drawn from `realism.seed`, and nodes sized to `realism.fill_percent`.
+    pub fn generate(nodes: usize, pods: usize, shape: Shape, realism: &Realism) -> Self {
+        if shape == Shape::Simple {
+            return Self::plan(nodes, pods);
+        }
+        let unmanaged = unmanaged_pods(nodes, pods);
+        let mut left = u32::try_from(pods - unmanaged.len()).unwrap_or(u32::MAX);
+        let mut owners = Vec::new();
+        for (name, kind, replicas) in [
+            (ORDERED_STATEFUL_SET, Kind::StatefulSet, ORDERED_REPLICAS),
+            (ROLLING_DEPLOYMENT, Kind::Deployment, ROLLING_REPLICAS),
+        ] {
+            // Only whole: a fleet too small for them goes without.
+            if left >= replicas {
+                let mut owner = Owner::simple(name.to_owned(), kind, replicas);
+                owner.ordered = kind == Kind::StatefulSet;
+                owner.rolling = kind == Kind::Deployment;
+                owners.push(owner);
+                left -= replicas;
+            }
+        }
+        owners.extend(cycled_owners(left));
+        let mut rng = SplitMix64(realism.seed);
+        let min_ms = realism.ready_delay_min.as_millis() as u64;
+        let max_ms = (realism.ready_delay_max.as_millis() as u64).max(min_ms);
+        for owner in &mut owners {
+            // Tenths of a second: readable in the annotations and the report.
+            let span = (max_ms - min_ms) / 100;
+            owner.ready_delay_ms = (min_ms + rng.below(span + 1) * 100).max(1);
+            owner.cpu_millis = rng.pick(&CPU_MILLIS);
+            owner.memory_mib = rng.pick(&MEMORY_MIB);
+            // Drawn for every owner, so that one owner's bunching does not shift the others' draws.
+            let bunched = rng.below(BUNCHED_ONE_IN) == 0;
+            let first = rng.below(nodes as u64) as usize;
+            if bunched && owner.replicas >= 2 && !owner.rolling && nodes > BUNCH_NODES {
+                // Consecutive nodes from a drawn one: few, distinct, deterministic.
+                owner.preferred_nodes = (0..BUNCH_NODES).map(|k| (first + k) % nodes).collect();
+            }
+        }
+        let mut workload = Self {
+            owners,
+            unmanaged,
+            grace_period_s: realism.grace_period_s,
+            node_size: None,
+        };
+        workload.node_size = Some(workload.size_nodes(nodes, realism.fill_percent));
+        workload
+    }
+
+    /// Nodes whose allocatable is the fleet's total requests over `fill_percent` of the node count, in whole tenths
+    /// of a core and whole 64 MiB, and at least four of the largest pod (light fleets: a pod must always fit somewhere,
+    /// whatever the fragmentation).
+    fn size_nodes(&self, nodes: usize, fill_percent: u8) -> NodeSize {
+        let (cpu, memory) = self.requested(nodes);
+        let fill = u64::from(fill_percent.clamp(1, 100));
+        let share = |total: u64| (total * 100).div_ceil(nodes.max(1) as u64 * fill);
+        let largest_cpu = self.owners.iter().map(|o| o.cpu_millis).max().unwrap_or(0);
+        let largest_memory = self.owners.iter().map(|o| o.memory_mib).max().unwrap_or(0);
+        NodeSize {
+            cpu_millis: share(cpu).max(4 * u64::from(largest_cpu)).div_ceil(100) * 100,
+            memory_mib: share(memory)
+                .max(4 * u64::from(largest_memory))
+                .div_ceil(64)
+                * 64,
+        }
+    }
+
+    /// Total CPU (millicores) and memory (MiB) the realistic fleet's pods request once every pod runs (before the
+    /// rollout's surge): owners, unmanaged pods and one DaemonSet pod on each of `nodes`.
+    fn requested(&self, nodes: usize) -> (u64, u64) {
+        let owned = self.owners.iter().fold((0, 0), |(c, m), o| {
+            (
+                c + u64::from(o.replicas) * u64::from(o.cpu_millis),
+                m + u64::from(o.replicas) * u64::from(o.memory_mib),
+            )
+        });
+        let unmanaged = self.unmanaged.len() as u64;
+        let nodes = nodes as u64;
+        (
+            owned.0
+                + unmanaged * u64::from(UNMANAGED_REQUESTS.0)
+                + nodes * u64::from(DAEMON_REQUESTS.0),
+            owned.1
+                + unmanaged * u64::from(UNMANAGED_REQUESTS.1)
+                + nodes * u64::from(DAEMON_REQUESTS.1),
+        )
+    }
+
+    /// How full `nodes` nodes are on average once every pod runs: requested over allocatable, CPU and memory; `None`
+    /// for the simple shape (no requests).
+    pub fn fill(&self, nodes: usize) -> Option<(f64, f64)> {
+        let size = self.node_size?;
+        let (cpu, memory) = self.requested(nodes);
+        let nodes = nodes as f64;
+        Some((
+            cpu as f64 / (nodes * size.cpu_millis as f64),
+            memory as f64 / (nodes * size.memory_mib as f64),
+        ))
+    }
+
+    /// What the concurrency-aware lower bound needs: every owner that must be evicted pod by pod (not the rolling
+    /// Deployment, whose old pods its own rollout may replace), with its readiness delay (`default_ready_delay` for
+    /// the simple shape), and the evictions that takes.
+    pub fn bound_input(
+        &self,
+        nodes: usize,
+        max_concurrent_nodes: usize,
+        threshold_percent: u8,
+        default_ready_delay: Duration,
+        restart_delay: Duration,
+        evictions_per_second: Option<f64>,
+    ) -> BoundInput {
+        let owners: Vec<BoundOwner> = self
+            .owners
+            .iter()
+            .filter(|o| !o.rolling)
+            .map(|o| BoundOwner {
+                name: o.name.clone(),
+                replicas: o.replicas,
+                ready_delay: o.ready_delay(default_ready_delay),
+                replaced_after_removal: o.kind == Kind::StatefulSet,
             })
             .collect();
-        let mut left = u32::try_from(pods - unmanaged_count).unwrap_or(u32::MAX);
-        let mut owners = Vec::new();
-        let mut i = 0;
-        while left > 0 {
-            let position = i % SIZES.len();
-            let replicas = SIZES[position].min(left);
-            let kind = if i < SIZES.len() && STATEFUL_POSITIONS.contains(&position) {
-                Kind::StatefulSet
-            } else {
-                Kind::Deployment
-            };
-            let prefix = match kind {
-                Kind::Deployment => "dep",
-                Kind::StatefulSet => "sts",
-            };
-            owners.push(Owner {
-                name: format!("{prefix}-{i:03}-x{replicas}"),
-                kind,
-                replicas,
-            });
-            left -= replicas;
-            i += 1;
+        let evictions = owners.iter().map(|o| o.replicas as usize).sum();
+        BoundInput {
+            owners,
+            nodes,
+            max_concurrent_nodes,
+            threshold_percent,
+            restart_delay,
+            grace_period: Duration::from_secs(u64::from(self.grace_period_s)),
+            every_node_hosts_pods: self.pods() >= nodes,
+            evictions,
+            evictions_per_second,
         }
-        Self { owners, unmanaged }
     }
 
     /// Pods of owners and unmanaged pods (not the DaemonSet's).
@@ -134,19 +410,19 @@ impl Workload {
         node_name: impl Fn(usize) -> String,
         pdb_threshold: Option<u8>,
     ) -> anyhow::Result<()> {
-        let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
-            Api::namespaced(client.clone(), namespace);
-        let stateful_sets: Api<k8s_openapi::api::apps::v1::StatefulSet> =
-            Api::namespaced(client.clone(), namespace);
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+        let stateful_sets: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
         let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
             Api::namespaced(client.clone(), namespace);
-        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), namespace);
-        let daemon_sets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
-            Api::namespaced(client.clone(), namespace);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
         let post = PostParams::default();
-        daemon_sets
-            .create(&post, &workloads::daemon_set(namespace, DAEMON_SET))
-            .await?;
+        let mut daemon_set = workloads::daemon_set(namespace, DAEMON_SET);
+        if let Some(template) = daemon_set.spec.as_mut().map(|s| &mut s.template) {
+            self.realise(template, 0, DAEMON_REQUESTS, &[], &node_name);
+        }
+        daemon_sets.create(&post, &daemon_set).await?;
+        let node_name = &node_name;
         futures::stream::iter(&self.owners)
             .map(|owner| {
                 let (deployments, stateful_sets, budgets, post) =
@@ -162,13 +438,40 @@ impl Workload {
                         );
                         budgets.create(post, &pdb).await?;
                     }
+                    let requests = (owner.cpu_millis, owner.memory_mib);
                     match owner.kind {
                         Kind::Deployment => {
-                            let object = workloads::deployment(namespace, &owner.name, replicas);
+                            let mut object =
+                                workloads::deployment(namespace, &owner.name, replicas);
+                            if let Some(spec) = object.spec.as_mut() {
+                                self.realise(
+                                    &mut spec.template,
+                                    owner.ready_delay_ms,
+                                    requests,
+                                    &owner.preferred_nodes,
+                                    node_name,
+                                );
+                                if owner.rolling {
+                                    spec.strategy = Some(rolling_strategy());
+                                }
+                            }
                             deployments.create(post, &object).await?;
                         }
                         Kind::StatefulSet => {
-                            let object = workloads::stateful_set(namespace, &owner.name, replicas);
+                            let mut object =
+                                workloads::stateful_set(namespace, &owner.name, replicas);
+                            if let Some(spec) = object.spec.as_mut() {
+                                self.realise(
+                                    &mut spec.template,
+                                    owner.ready_delay_ms,
+                                    requests,
+                                    &owner.preferred_nodes,
+                                    node_name,
+                                );
+                                if owner.ordered {
+                                    spec.pod_management_policy = Some("OrderedReady".into());
+                                }
+                            }
                             stateful_sets.create(post, &object).await?;
                         }
                     }
@@ -179,12 +482,150 @@ impl Workload {
             .try_collect::<Vec<_>>()
             .await?;
         for pod in &self.unmanaged {
-            let object =
+            let mut object =
                 workloads::unmanaged_pod(namespace, &pod.name, &node_name(pod.node_index), &[]);
+            if let Some(spec) = object.spec.as_mut() {
+                self.realise_spec(spec, UNMANAGED_REQUESTS, &[], node_name);
+            }
             pods.create(&post, &object).await?;
         }
         Ok(())
     }
+
+    /// Changes the rolling Deployment's pod template (if the fleet has one), so that a new ReplicaSet rolls out while
+    /// the tool starts: called once every pod is Ready, just before the tool.
+    pub async fn start_rollout(&self, client: &Client, namespace: &str) -> anyhow::Result<()> {
+        let Some(owner) = self.owners.iter().find(|o| o.rolling) else {
+            return Ok(());
+        };
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+        let patch = json!({ "spec": { "template": { "metadata": { "annotations": {
+            REVISION_ANNOTATION: "2"
+        } } } } });
+        deployments
+            .patch(&owner.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    /// Gives a pod template the realistic shape's traits: its readiness delay, requests, grace period and preferred
+    /// nodes. The simple shape's templates are left as they are.
+    fn realise(
+        &self,
+        template: &mut PodTemplateSpec,
+        ready_delay_ms: u64,
+        requests: (u32, u32),
+        preferred_nodes: &[usize],
+        node_name: &impl Fn(usize) -> String,
+    ) {
+        if self.node_size.is_none() {
+            return;
+        }
+        if ready_delay_ms > 0 {
+            let meta = template.metadata.get_or_insert_with(Default::default);
+            meta.annotations.get_or_insert_with(BTreeMap::new).insert(
+                READY_DELAY_ANNOTATION.to_owned(),
+                format!("{ready_delay_ms}ms"),
+            );
+        }
+        if let Some(spec) = template.spec.as_mut() {
+            self.realise_spec(spec, requests, preferred_nodes, node_name);
+        }
+    }
+
+    fn realise_spec(
+        &self,
+        spec: &mut PodSpec,
+        (cpu_millis, memory_mib): (u32, u32),
+        preferred_nodes: &[usize],
+        node_name: &impl Fn(usize) -> String,
+    ) {
+        if self.node_size.is_none() {
+            return;
+        }
+        spec.termination_grace_period_seconds = Some(i64::from(self.grace_period_s));
+        for container in &mut spec.containers {
+            container.resources = Some(ResourceRequirements {
+                requests: Some(BTreeMap::from([
+                    ("cpu".to_owned(), Quantity(format!("{cpu_millis}m"))),
+                    ("memory".to_owned(), Quantity(format!("{memory_mib}Mi"))),
+                ])),
+                ..ResourceRequirements::default()
+            });
+        }
+        if !preferred_nodes.is_empty() {
+            // Preferred, not required: a bunched owner whose few nodes are all cordoned at once still has somewhere
+            // to go, so the fleet cannot deadlock whatever order a tool drains in.
+            let term = NodeSelectorTerm {
+                match_expressions: Some(vec![NodeSelectorRequirement {
+                    key: "kubernetes.io/hostname".into(),
+                    operator: "In".into(),
+                    values: Some(preferred_nodes.iter().map(|i| node_name(*i)).collect()),
+                }]),
+                ..NodeSelectorTerm::default()
+            };
+            spec.affinity = Some(Affinity {
+                node_affinity: Some(NodeAffinity {
+                    preferred_during_scheduling_ignored_during_execution: Some(vec![
+                        PreferredSchedulingTerm {
+                            weight: 100,
+                            preference: term,
+                        },
+                    ]),
+                    ..NodeAffinity::default()
+                }),
+                ..Affinity::default()
+            });
+        }
+    }
+}
+
+fn rolling_strategy() -> DeploymentStrategy {
+    DeploymentStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDeployment {
+            max_surge: Some(IntOrString::String("25%".into())),
+            max_unavailable: Some(IntOrString::Int(0)),
+        }),
+    }
+}
+
+/// One unmanaged pod per 20 nodes (at least one, at most `pods`), spread over the fleet.
+fn unmanaged_pods(nodes: usize, pods: usize) -> Vec<Unmanaged> {
+    let count = (nodes / 20).max(1).min(pods);
+    (0..count)
+        .map(|i| Unmanaged {
+            name: format!("debug-{i:02}"),
+            node_index: i * nodes / count,
+        })
+        .collect()
+}
+
+/// Owners holding `left` pods, sizes cycling through [`SIZES`]; the last takes what is left.
+fn cycled_owners(mut left: u32) -> Vec<Owner> {
+    let mut owners = Vec::new();
+    let mut i = 0;
+    while left > 0 {
+        let position = i % SIZES.len();
+        let replicas = SIZES[position].min(left);
+        let kind = if i < SIZES.len() && STATEFUL_POSITIONS.contains(&position) {
+            Kind::StatefulSet
+        } else {
+            Kind::Deployment
+        };
+        let prefix = match kind {
+            Kind::Deployment => "dep",
+            Kind::StatefulSet => "sts",
+        };
+        owners.push(Owner::simple(
+            format!("{prefix}-{i:03}-x{replicas}"),
+            kind,
+            replicas,
+        ));
+        left -= replicas;
+        i += 1;
+    }
+    owners
 }
 
 /// The `minAvailable` that holds an owner of `replicas` to exactly the guarantee k8sm gives at `threshold`: its SLA
@@ -260,5 +701,222 @@ mod tests {
             );
         }
         assert_eq!(budget_at_bound(4, 50), IntOrString::Int(2));
+    }
+
+    fn realistic(nodes: usize, pods: usize) -> Workload {
+        Workload::generate(nodes, pods, Shape::Realistic, &Realism::default())
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_fleet_and_another_seed_another() {
+        let a = realistic(100, 3000);
+        assert_eq!(a, realistic(100, 3000));
+        let other = Workload::generate(
+            100,
+            3000,
+            Shape::Realistic,
+            &Realism {
+                seed: 2,
+                ..Realism::default()
+            },
+        );
+        assert_ne!(a, other);
+        // Only the draws differ: the owners are the same.
+        let names = |w: &Workload| w.owners.iter().map(|o| o.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&a), names(&other));
+    }
+
+    #[test]
+    fn the_simple_shape_is_the_earlier_reports_fleet() {
+        let simple = Workload::generate(100, 3000, Shape::Simple, &Realism::default());
+        assert_eq!(simple, Workload::plan(100, 3000));
+        assert!(simple.node_size.is_none() && simple.fill(100).is_none());
+        assert!(
+            simple
+                .owners
+                .iter()
+                .all(|o| o.ready_delay_ms == 0 && o.cpu_millis == 0)
+        );
+    }
+
+    #[test]
+    fn the_realistic_fleet_has_a_rollout_an_ordered_stateful_set_bunched_owners_and_spread_delays()
+    {
+        for (nodes, pods) in [(10, 300), (20, 600), (100, 3000)] {
+            let w = realistic(nodes, pods);
+            assert_eq!(w.pods(), pods, "{nodes} nodes");
+            let rolling: Vec<&Owner> = w.owners.iter().filter(|o| o.rolling).collect();
+            assert_eq!(rolling.len(), 1);
+            assert_eq!(
+                (rolling[0].kind, rolling[0].replicas),
+                (Kind::Deployment, 14)
+            );
+            let ordered: Vec<&Owner> = w.owners.iter().filter(|o| o.ordered).collect();
+            assert_eq!(ordered.len(), 1);
+            assert_eq!(
+                (ordered[0].kind, ordered[0].replicas),
+                (Kind::StatefulSet, 10)
+            );
+            assert_eq!(w.grace_period_s, 3);
+            // Delays within 2–20 s in tenths, and spread.
+            let delays: std::collections::BTreeSet<u64> =
+                w.owners.iter().map(|o| o.ready_delay_ms).collect();
+            assert!(
+                delays
+                    .iter()
+                    .all(|d| (2000..=20_000).contains(d) && d % 100 == 0)
+            );
+            assert!(delays.len() > w.owners.len() / 2, "{delays:?}");
+            // Some owners bunched on 3 distinct nodes of the fleet, most spread.
+            let bunched: Vec<&Owner> = w
+                .owners
+                .iter()
+                .filter(|o| !o.preferred_nodes.is_empty())
+                .collect();
+            assert!(!bunched.is_empty() && bunched.len() < w.owners.len() / 2);
+            for owner in bunched {
+                let distinct: std::collections::BTreeSet<usize> =
+                    owner.preferred_nodes.iter().copied().collect();
+                assert_eq!(distinct.len(), 3);
+                assert!(distinct.iter().all(|i| *i < nodes));
+            }
+        }
+        // A fleet too small for them goes without, and still places exactly its pods.
+        let tiny = realistic(3, 12);
+        assert!(tiny.owners.iter().all(|o| !o.rolling));
+        assert_eq!(tiny.pods(), 12);
+    }
+
+    #[test]
+    fn nodes_are_three_quarters_full_so_a_drained_nodes_pods_fit_elsewhere_but_not_everywhere() {
+        for (nodes, pods) in [(10, 300), (20, 600), (100, 3000), (500, 15_000)] {
+            let w = realistic(nodes, pods);
+            let size = w.node_size.unwrap();
+            // The requests, summed here from the generated owners: pods × their request, 100m/128Mi per unmanaged
+            // pod, 50m/64Mi of the DaemonSet per node.
+            let cpu: u64 = w
+                .owners
+                .iter()
+                .map(|o| u64::from(o.replicas * o.cpu_millis))
+                .sum::<u64>()
+                + 100 * w.unmanaged.len() as u64
+                + 50 * nodes as u64;
+            let memory: u64 = w
+                .owners
+                .iter()
+                .map(|o| u64::from(o.replicas * o.memory_mib))
+                .sum::<u64>()
+                + 128 * w.unmanaged.len() as u64
+                + 64 * nodes as u64;
+            let n = nodes as f64;
+            let cpu_fill = cpu as f64 / (n * size.cpu_millis as f64);
+            let memory_fill = memory as f64 / (n * size.memory_mib as f64);
+            assert!((0.70..=0.85).contains(&cpu_fill), "{nodes}: CPU {cpu_fill}");
+            assert!(
+                (0.70..=0.85).contains(&memory_fill),
+                "{nodes}: memory {memory_fill}"
+            );
+            assert_eq!(w.fill(nodes), Some((cpu_fill, memory_fill)));
+            // With a fifth of the nodes drained at once, the others have room for their pods (on average)…
+            let drained = n * 0.2;
+            assert!((n - drained) * (1.0 - cpu_fill) >= drained * cpu_fill);
+            // …but one node cannot take another's on top of its own.
+            assert!(2.0 * cpu_fill > 1.0);
+        }
+    }
+
+    #[test]
+    fn light_nodes_still_fit_four_of_the_largest_pods() {
+        let w = realistic(30, 90);
+        let size = w.node_size.unwrap();
+        let largest = w.owners.iter().map(|o| o.cpu_millis).max().unwrap();
+        assert!(size.cpu_millis >= 4 * u64::from(largest));
+    }
+
+    #[test]
+    fn templates_carry_the_delay_requests_grace_period_and_preferred_nodes() {
+        let w = realistic(20, 600);
+        let owner = w
+            .owners
+            .iter()
+            .find(|o| !o.preferred_nodes.is_empty())
+            .unwrap();
+        let mut object = workloads::deployment("ns", &owner.name, 3);
+        let template = &mut object.spec.as_mut().unwrap().template;
+        w.realise(
+            template,
+            owner.ready_delay_ms,
+            (owner.cpu_millis, owner.memory_mib),
+            &owner.preferred_nodes,
+            &k8sm_testcluster::node_name,
+        );
+        let annotations = template
+            .metadata
+            .as_ref()
+            .unwrap()
+            .annotations
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            annotations[READY_DELAY_ANNOTATION],
+            format!("{}ms", owner.ready_delay_ms)
+        );
+        let spec = template.spec.as_ref().unwrap();
+        assert_eq!(spec.termination_grace_period_seconds, Some(3));
+        let requests = spec.containers[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap();
+        assert_eq!(requests["cpu"], Quantity(format!("{}m", owner.cpu_millis)));
+        assert_eq!(
+            requests["memory"],
+            Quantity(format!("{}Mi", owner.memory_mib))
+        );
+        let preferred = spec
+            .affinity
+            .as_ref()
+            .unwrap()
+            .node_affinity
+            .as_ref()
+            .unwrap()
+            .preferred_during_scheduling_ignored_during_execution
+            .as_ref()
+            .unwrap();
+        let values = preferred[0].preference.match_expressions.as_ref().unwrap()[0]
+            .values
+            .clone()
+            .unwrap();
+        let expected: Vec<String> = owner
+            .preferred_nodes
+            .iter()
+            .map(|i| format!("node-{i:04}"))
+            .collect();
+        assert_eq!(values, expected);
+    }
+
+    #[test]
+    fn the_bound_leaves_out_the_rolling_deployment_and_counts_every_other_owned_pod() {
+        let w = realistic(20, 600);
+        let input = w.bound_input(
+            20,
+            4,
+            90,
+            Duration::from_secs(2),
+            Duration::from_secs(2),
+            None,
+        );
+        assert!(input.owners.iter().all(|o| o.name != ROLLING_DEPLOYMENT));
+        // 600 pods: 1 unmanaged, 14 in the rollout.
+        assert_eq!(input.evictions, 600 - 1 - 14);
+        assert_eq!(input.grace_period, Duration::from_secs(3));
+        let ordered = input
+            .owners
+            .iter()
+            .find(|o| o.name == ORDERED_STATEFUL_SET)
+            .unwrap();
+        assert!(ordered.replaced_after_removal);
     }
 }

@@ -13,7 +13,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 use crate::components::{self, Layout};
-use crate::kwok::{self, fake_node};
+use crate::kwok::{self, NodeResources, fake_node};
 use crate::pki::Pki;
 use crate::ports::free_port;
 use crate::process::ManagedProcess;
@@ -28,6 +28,11 @@ pub struct ClusterOptions {
     pub max_pods_per_node: u32,
     /// How long after scheduling a pod becomes Ready (KWOK stage delay).
     pub pod_ready_delay: Duration,
+    /// A deleted pod stays (terminating) until its grace period ends, as on a real kubelet; off, KWOK removes it at
+    /// once (the end-to-end tests' pods have no grace period anyway).
+    pub honour_grace_periods: bool,
+    /// Allocatable CPU and memory of every node.
+    pub node_resources: NodeResources,
     /// Extra labels on every node.
     pub node_labels: BTreeMap<String, String>,
     /// Run kube-controller-manager (Deployments, ReplicaSets, garbage collection, …).
@@ -47,6 +52,8 @@ impl Default for ClusterOptions {
             nodes: 3,
             max_pods_per_node: 110,
             pod_ready_delay: Duration::ZERO,
+            honour_grace_periods: false,
+            node_resources: NodeResources::default(),
             node_labels: BTreeMap::new(),
             controller_manager: true,
             disabled_controllers: Vec::new(),
@@ -177,7 +184,10 @@ impl TestCluster {
         let stage_config = dir.join("kwok-stages.yaml");
         kwok::write_stage_config(
             &binaries.kwok_stages,
-            options.pod_ready_delay,
+            kwok::PodStages {
+                ready_delay: options.pod_ready_delay,
+                honour_grace_periods: options.honour_grace_periods,
+            },
             &stage_config,
         )?;
         let kwok_args = components::kwok(&layout, &stage_config, free_port()?);
@@ -298,6 +308,7 @@ impl TestCluster {
             name,
             &self.options.node_labels,
             self.options.max_pods_per_node,
+            &self.options.node_resources,
         )
     }
 

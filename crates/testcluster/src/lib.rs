@@ -18,5 +18,5 @@ pub mod sla;
 pub use binaries::{Binaries, cache_root, go_modules_dir};
 pub use cluster::{ClusterOptions, TestCluster};
 pub use error::Error;
-pub use kwok::node_name;
+pub use kwok::{NodeResources, READY_DELAY_ANNOTATION, node_name};
 pub use process::ManagedProcess;

@@ -1,0 +1,240 @@
+//! The apiserver's own eviction throughput on this machine, measured alone: every owned pod of the fleet evicted
+//! through the Eviction API at the controller's call concurrency, with no PodDisruptionBudget and no controller
+//! logic. No tool can evict faster, so `evictions / throughput` is a lower bound on any upgrade (see
+//! [`crate::stats::concurrency_bound`]). The same pass times how long an evicted pod takes to go away, which shows
+//! that the fleet's termination grace period is honoured.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{EvictParams, ListParams, WatchEvent, WatchParams};
+use kube::{Api, ResourceExt};
+use serde::{Deserialize, Serialize};
+
+use k8sm_testcluster::node_name;
+
+use crate::env::BenchCluster;
+use crate::stats::percentile;
+use crate::workload::{DAEMON_SET, Workload};
+
+/// The controller's limit on its concurrent API calls (`MAX_CONCURRENT_CALLS` in controller/src/reconcile.rs; a test
+/// below keeps the two equal): the calibration evicts at the same concurrency.
+pub const CONTROLLER_CALL_CONCURRENCY: usize = 16;
+
+const NAMESPACE: &str = "bench-calibrate";
+
+/// What the calibration measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Pods evicted (every pod of every owner, once).
+    pub evictions: usize,
+    /// Eviction calls in flight at once.
+    pub concurrency: usize,
+    /// From the first call sent to the last answer received, client side.
+    pub wall_seconds: f64,
+    /// `evictions / wall_seconds`: the rate the bound uses.
+    pub per_second: f64,
+    /// The apiserver's mean time per eviction (`apiserver_request_duration_seconds`, subresource eviction).
+    pub server_mean_seconds: Option<f64>,
+    /// Eviction calls the apiserver did not accept (answered 429 or an error); the bound counts accepted ones.
+    pub refused: usize,
+    /// Accepted eviction → the pod's deletion seen by a watch: the grace period KWOK honours, median and largest.
+    pub removal_p50_seconds: Option<f64>,
+    pub removal_max_seconds: Option<f64>,
+}
+
+impl Throughput {
+    /// One line for the report.
+    pub fn describe(&self) -> String {
+        let ms = |s: Option<f64>| s.map_or("–".into(), |s| format!("{:.0} ms", s * 1000.0));
+        format!(
+            "{} evictions at {} in flight took {:.1} s: {:.1} evictions/s (apiserver mean {} per eviction, {} refused); \
+             an evicted pod was gone after {} (median), {} at most",
+            self.evictions,
+            self.concurrency,
+            self.wall_seconds,
+            self.per_second,
+            ms(self.server_mean_seconds),
+            self.refused,
+            ms(self.removal_p50_seconds),
+            ms(self.removal_max_seconds),
+        )
+    }
+}
+
+/// Creates `workload` (no budgets) in a namespace of its own on `cluster`, which should be freshly started (no other
+/// namespace's pods competing), waits until all its pods run, evicts every owned pod once at `concurrency` calls in
+/// flight, waits until they are gone, and deletes the namespace. Call it once per invocation, before the runs.
+pub async fn eviction_throughput(
+    cluster: &mut BenchCluster,
+    workload: &Workload,
+    concurrency: usize,
+) -> anyhow::Result<Throughput> {
+    cluster.delete_namespace(NAMESPACE).await?;
+    cluster.create_namespace(NAMESPACE).await?;
+    let client = &cluster.client;
+    workload
+        .create(client, NAMESPACE, node_name, None)
+        .await
+        .context("creating the calibration's workload")?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let owned = wait_owned_pods_ready(&pods, workload).await?;
+
+    // Watch deletions from the listed version on, so that none is missed.
+    let list = pods.list(&ListParams::default()).await?;
+    let version = list.metadata.resource_version.unwrap_or_default();
+    let targets: BTreeSet<String> = owned.iter().map(|(_, uid)| uid.clone()).collect();
+    let watch = pods.watch(&WatchParams::default(), &version).await?;
+    let started = Instant::now();
+    let gone = Arc::new(Mutex::new(BTreeMap::new()));
+    let deletions = tokio::spawn(record_deletions(watch, targets, started, gone.clone()));
+
+    let before = cluster.apiserver_requests().await?;
+    let answers: Vec<(&str, bool, f64)> = futures::stream::iter(&owned)
+        .map(|(name, uid)| {
+            let pods = &pods;
+            async move {
+                let accepted = pods.evict(name, &EvictParams::default()).await.is_ok();
+                (uid.as_str(), accepted, started.elapsed().as_secs_f64())
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    let wall_seconds = answers.iter().map(|a| a.2).fold(0.0, f64::max);
+    let after = cluster.apiserver_requests().await?;
+    let accepted = answers.iter().filter(|a| a.1).count();
+
+    let accepted_uids: Vec<&str> = answers.iter().filter(|a| a.1).map(|a| a.0).collect();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let gone = loop {
+        let gone = lock(&gone).clone();
+        if accepted_uids.iter().all(|uid| gone.contains_key(*uid)) {
+            break gone;
+        }
+        if deletions.is_finished() || Instant::now() > deadline {
+            deletions.abort();
+            let watched = deletions.await;
+            anyhow::bail!(
+                "{} of {} evicted pods were seen gone within 5 minutes ({watched:?})",
+                gone.len(),
+                accepted_uids.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    deletions.abort();
+    let removals: Vec<f64> = answers
+        .iter()
+        .filter_map(|(uid, accepted, answered)| {
+            Some(gone.get(*uid)? - answered).filter(|_| *accepted)
+        })
+        .collect();
+    cluster.delete_namespace(NAMESPACE).await?;
+    Ok(Throughput {
+        evictions: accepted,
+        concurrency,
+        wall_seconds,
+        per_second: if wall_seconds > 0.0 {
+            accepted as f64 / wall_seconds
+        } else {
+            0.0
+        },
+        server_mean_seconds: after.eviction_mean_since(&before),
+        refused: owned.len() - accepted,
+        removal_p50_seconds: percentile(&removals, 50.0),
+        removal_max_seconds: removals.iter().copied().reduce(f64::max),
+    })
+}
+
+/// Waits (at most 15 minutes: an ordered StatefulSet starts one pod at a time) until every owner's pods run and are
+/// Ready; returns their names and UIDs.
+async fn wait_owned_pods_ready(
+    pods: &Api<Pod>,
+    workload: &Workload,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let owners: BTreeSet<&str> = workload.owners.iter().map(|o| o.name.as_str()).collect();
+    let expected: usize = workload.owners.iter().map(|o| o.replicas as usize).sum();
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        let list = pods.list(&ListParams::default()).await?;
+        let ready: Vec<(String, String)> = list
+            .items
+            .iter()
+            .filter(|p| {
+                let app = p.labels().get("app").map(String::as_str);
+                app.is_some_and(|a| owners.contains(a) && a != DAEMON_SET)
+                    && p.metadata.deletion_timestamp.is_none()
+                    && k8sm_e2e::scenario::is_ready(p)
+            })
+            .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+            .collect();
+        if ready.len() >= expected {
+            return Ok(ready);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{} of {expected} owned pods Ready after 15 minutes",
+            ready.len()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+type Deletions = Arc<Mutex<BTreeMap<String, f64>>>;
+
+fn lock(deletions: &Deletions) -> std::sync::MutexGuard<'_, BTreeMap<String, f64>> {
+    deletions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Records in `gone` the seconds since `started` at which each pod of `targets` (by UID) is seen deleted; returns when
+/// all are, or with the watch's failure.
+async fn record_deletions(
+    watch: impl futures::Stream<Item = kube::Result<WatchEvent<Pod>>>,
+    mut targets: BTreeSet<String>,
+    started: Instant,
+    gone: Deletions,
+) -> anyhow::Result<()> {
+    let mut watch = std::pin::pin!(watch);
+    while !targets.is_empty() {
+        match watch.try_next().await? {
+            Some(WatchEvent::Deleted(pod)) => {
+                let uid = pod.uid().unwrap_or_default();
+                if targets.remove(&uid) {
+                    lock(&gone).insert(uid, started.elapsed().as_secs_f64());
+                }
+            }
+            Some(WatchEvent::Error(e)) => anyhow::bail!("the calibration's watch failed: {e}"),
+            Some(_) => {}
+            None => anyhow::bail!(
+                "the calibration's watch ended with {} pods not yet gone",
+                targets.len()
+            ),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_calibration_evicts_at_the_controllers_concurrency() {
+        let source = include_str!("../../../controller/src/reconcile.rs");
+        let line = source
+            .lines()
+            .find(|l| l.contains("const MAX_CONCURRENT_CALLS"))
+            .expect("MAX_CONCURRENT_CALLS in the controller");
+        assert!(
+            line.contains(&format!("= {CONTROLLER_CALL_CONCURRENCY};")),
+            "the controller's {line:?} differs from the calibration's {CONTROLLER_CALL_CONCURRENCY}"
+        );
+    }
+}
