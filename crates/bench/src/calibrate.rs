@@ -30,7 +30,7 @@ const NAMESPACE: &str = "bench-calibrate";
 /// What the calibration measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Throughput {
-    /// Pods evicted (every pod of every owner, once).
+    /// Pods evicted at `concurrency` in flight (every pod of every owner once, but the one evicted alone first).
     pub evictions: usize,
     /// Eviction calls in flight at once.
     pub concurrency: usize,
@@ -42,9 +42,19 @@ pub struct Throughput {
     pub server_mean_seconds: Option<f64>,
     /// Eviction calls the apiserver did not accept (answered 429 or an error); the bound counts accepted ones.
     pub refused: usize,
-    /// Accepted eviction → the pod's deletion seen by a watch: the grace period KWOK honours, median and largest.
+    /// Accepted eviction → the pod's deletion seen by a watch, for one pod evicted alone first: the grace period
+    /// KWOK honours, on an idle cluster.
+    #[serde(default)]
+    pub removal_alone_seconds: f64,
+    /// The same for every pod (the bulk's pods queue at KWOK): median and largest.
     pub removal_p50_seconds: Option<f64>,
     pub removal_max_seconds: Option<f64>,
+    /// How far each owned pod's readiness (Ready − PodScheduled transition, whole seconds in the API) was from its
+    /// owner's drawn delay: median and largest, seconds. Shows that KWOK applies the per-owner delays.
+    #[serde(default)]
+    pub ready_delay_error_p50_seconds: Option<f64>,
+    #[serde(default)]
+    pub ready_delay_error_max_seconds: Option<f64>,
 }
 
 impl Throughput {
@@ -53,15 +63,19 @@ impl Throughput {
         let ms = |s: Option<f64>| s.map_or("–".into(), |s| format!("{:.0} ms", s * 1000.0));
         format!(
             "{} evictions at {} in flight took {:.1} s: {:.1} evictions/s (apiserver mean {} per eviction, {} refused); \
-             an evicted pod was gone after {} (median), {} at most",
+             a pod evicted alone was gone after {}, in the bulk after {} (median), {} at most; pods became Ready within {} (median), {} at \
+             most, of their owner's drawn delay",
             self.evictions,
             self.concurrency,
             self.wall_seconds,
             self.per_second,
             ms(self.server_mean_seconds),
             self.refused,
+            ms(Some(self.removal_alone_seconds)),
             ms(self.removal_p50_seconds),
             ms(self.removal_max_seconds),
+            ms(self.ready_delay_error_p50_seconds),
+            ms(self.ready_delay_error_max_seconds),
         )
     }
 }
@@ -82,7 +96,7 @@ pub async fn eviction_throughput(
         .await
         .context("creating the calibration's workload")?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let owned = wait_owned_pods_ready(&pods, workload).await?;
+    let (owned, ready_errors) = wait_owned_pods_ready(&pods, workload).await?;
 
     // Watch deletions from the listed version on, so that none is missed.
     let list = pods.list(&ListParams::default()).await?;
@@ -93,8 +107,28 @@ pub async fn eviction_throughput(
     let gone = Arc::new(Mutex::new(BTreeMap::new()));
     let deletions = tokio::spawn(record_deletions(watch, targets, started, gone.clone()));
 
+    // One pod alone first: how long an evicted pod takes to go away on an idle apiserver and KWOK (its grace
+    // period, if KWOK honours it, plus little else).
+    let (first, bulk) = owned.split_first().context("the fleet has no owned pod")?;
+    pods.evict(&first.0, &EvictParams::default())
+        .await
+        .context("evicting the first pod alone")?;
+    let answered_alone = started.elapsed().as_secs_f64();
+    let alone_deadline = Instant::now() + Duration::from_secs(60);
+    let removal_alone_seconds = loop {
+        if let Some(t) = lock(&gone).get(&first.1) {
+            break t - answered_alone;
+        }
+        anyhow::ensure!(
+            Instant::now() < alone_deadline,
+            "the pod evicted alone was not gone after a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+
     let before = cluster.apiserver_requests().await?;
-    let answers: Vec<(&str, bool, f64)> = futures::stream::iter(&owned)
+    let bulk_started = started.elapsed().as_secs_f64();
+    let mut answers: Vec<(&str, bool, f64)> = futures::stream::iter(bulk)
         .map(|(name, uid)| {
             let pods = &pods;
             async move {
@@ -105,9 +139,10 @@ pub async fn eviction_throughput(
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
-    let wall_seconds = answers.iter().map(|a| a.2).fold(0.0, f64::max);
+    let wall_seconds = answers.iter().map(|a| a.2).fold(0.0, f64::max) - bulk_started;
     let after = cluster.apiserver_requests().await?;
     let accepted = answers.iter().filter(|a| a.1).count();
+    answers.push((first.1.as_str(), true, answered_alone));
 
     let accepted_uids: Vec<&str> = answers.iter().filter(|a| a.1).map(|a| a.0).collect();
     let deadline = Instant::now() + Duration::from_secs(300);
@@ -145,36 +180,55 @@ pub async fn eviction_throughput(
             0.0
         },
         server_mean_seconds: after.eviction_mean_since(&before),
-        refused: owned.len() - accepted,
+        refused: bulk.len() - accepted,
+        removal_alone_seconds,
         removal_p50_seconds: percentile(&removals, 50.0),
         removal_max_seconds: removals.iter().copied().reduce(f64::max),
+        ready_delay_error_p50_seconds: percentile(&ready_errors, 50.0),
+        ready_delay_error_max_seconds: ready_errors.iter().copied().reduce(f64::max),
     })
 }
 
 /// Waits (at most 15 minutes: an ordered StatefulSet starts one pod at a time) until every owner's pods run and are
-/// Ready; returns their names and UIDs.
+/// Ready; returns their names and UIDs, and how far each pod's readiness was from its owner's drawn delay (for
+/// owners with one).
 async fn wait_owned_pods_ready(
     pods: &Api<Pod>,
     workload: &Workload,
-) -> anyhow::Result<Vec<(String, String)>> {
-    let owners: BTreeSet<&str> = workload.owners.iter().map(|o| o.name.as_str()).collect();
+) -> anyhow::Result<(Vec<(String, String)>, Vec<f64>)> {
+    let owners: BTreeMap<&str, u64> = workload
+        .owners
+        .iter()
+        .map(|o| (o.name.as_str(), o.ready_delay_ms))
+        .collect();
     let expected: usize = workload.owners.iter().map(|o| o.replicas as usize).sum();
     let deadline = Instant::now() + Duration::from_secs(900);
     loop {
         let list = pods.list(&ListParams::default()).await?;
-        let ready: Vec<(String, String)> = list
+        let ready: Vec<&Pod> = list
             .items
             .iter()
             .filter(|p| {
                 let app = p.labels().get("app").map(String::as_str);
-                app.is_some_and(|a| owners.contains(a) && a != DAEMON_SET)
+                app.is_some_and(|a| owners.contains_key(a) && a != DAEMON_SET)
                     && p.metadata.deletion_timestamp.is_none()
                     && k8sm_e2e::scenario::is_ready(p)
             })
-            .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
             .collect();
         if ready.len() >= expected {
-            return Ok(ready);
+            let errors = ready
+                .iter()
+                .filter_map(|p| {
+                    let drawn = *owners.get(p.labels().get("app")?.as_str())?;
+                    let seen = readiness_seconds(p)?;
+                    (drawn > 0).then(|| (seen - drawn as f64 / 1000.0).abs())
+                })
+                .collect();
+            let named = ready
+                .iter()
+                .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+                .collect();
+            return Ok((named, errors));
         }
         anyhow::ensure!(
             Instant::now() < deadline,
@@ -183,6 +237,20 @@ async fn wait_owned_pods_ready(
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Seconds from the pod's PodScheduled transition to its Ready one (both whole seconds in the API).
+fn readiness_seconds(pod: &Pod) -> Option<f64> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let at = |kind: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == kind && c.status == "True")?
+            .last_transition_time
+            .as_ref()
+            .map(|t| t.0.as_millisecond())
+    };
+    Some((at("Ready")? - at("PodScheduled")?) as f64 / 1000.0)
 }
 
 type Deletions = Arc<Mutex<BTreeMap<String, f64>>>;

@@ -23,7 +23,7 @@ pub const READY_DELAY_ANNOTATION: &str = "k8sm.test/ready-delay";
 pub struct PodStages {
     /// How long after scheduling a pod becomes Ready, unless its [`READY_DELAY_ANNOTATION`] says otherwise.
     pub ready_delay: Duration,
-    /// A deleted pod goes away when its grace period ends (at its `deletionTimestamp`), as a kubelet's would once its
+    /// A deleted pod goes away when its grace period ends, as a kubelet's would once its
     /// containers stop, instead of at once.
     pub honour_grace_periods: bool,
 }
@@ -91,12 +91,15 @@ fn ready_delay(default: Duration) -> serde_json::Value {
     })
 }
 
-/// KWOK's `StageDelay` for the pod-delete stage: a timestamp is turned into the time left until it, so the pod is
-/// removed at its `deletionTimestamp`, which the apiserver sets to the deletion time plus the grace period.
+/// KWOK's `StageDelay` for the pod-delete stage: the pod's `deletionGracePeriodSeconds` (as CEL nanoseconds), counted
+/// from when KWOK sees the deletion, as a kubelet counts it. Not the `deletionTimestamp`: the API keeps whole seconds,
+/// so the time left until it would cut up to a second off the grace period.
 fn grace_period_delay() -> serde_json::Value {
     serde_json::json!({
         "durationMilliseconds": 0,
-        "durationFrom": { "expressionFrom": ".metadata.deletionTimestamp" },
+        "durationFrom": { "cel": { "expression":
+            "has(self.metadata.deletionGracePeriodSeconds) ? self.metadata.deletionGracePeriodSeconds * 1000000000 : 0"
+        } },
     })
 }
 
@@ -185,9 +188,13 @@ mod tests {
         });
         // Sorted by file name: pod-delete first.
         let delete = &docs[0]["spec"]["delay"];
-        assert_eq!(
-            delete["durationFrom"]["expressionFrom"].as_str(),
-            Some(".metadata.deletionTimestamp")
+        assert!(
+            delete["durationFrom"]["cel"]["expression"]
+                .as_str()
+                .is_some_and(
+                    |e| e.contains("self.metadata.deletionGracePeriodSeconds * 1000000000")
+                ),
+            "{delete:?}"
         );
         let ready = &docs[1]["spec"]["delay"];
         assert_eq!(ready["durationMilliseconds"].as_u64(), Some(1500));
