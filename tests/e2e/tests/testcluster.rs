@@ -11,9 +11,9 @@ use kube::api::{ListParams, PostParams};
 
 use k8sm_e2e::objects::node_of;
 use k8sm_e2e::scenario::is_ready;
-use k8sm_e2e::workloads::deployment;
+use k8sm_e2e::workloads::{deployment, unmanaged_pod};
 use k8sm_e2e::{kubectl, kubectl_ok};
-use k8sm_testcluster::{ClusterOptions, TestCluster};
+use k8sm_testcluster::{ClusterOptions, READY_DELAY_ANNOTATION, TestCluster, node_name};
 
 /// Whether a process with this pid exists and is not a zombie, read from /proc.
 fn pid_alive(pid: u32) -> bool {
@@ -138,4 +138,60 @@ async fn real_cluster_runs_workloads_on_kwok_nodes_and_stops_cleanly() {
             "{name} (pid {pid}) still runs after the cluster was dropped"
         );
     }
+}
+
+/// What the benchmark's realistic fleet relies on: a pod's annotation sets its readiness delay, and with grace
+/// periods honoured a deleted pod stays (terminating) until its grace period ends. Only lower bounds on time are
+/// asserted: a loaded machine makes KWOK slower, never faster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_annotation_sets_its_readiness_delay_and_its_grace_period_delays_its_removal() {
+    let options = ClusterOptions {
+        honour_grace_periods: true,
+        ..ClusterOptions::default().with_nodes(1)
+    };
+    let mut cluster = TestCluster::start(options).await.expect("cluster starts");
+    cluster.create_namespace("stages").await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "stages");
+    let mut pod = unmanaged_pod("stages", "slow", &node_name(0), &[]);
+    pod.metadata.annotations = Some(
+        [(READY_DELAY_ANNOTATION.to_owned(), "4s".to_owned())]
+            .into_iter()
+            .collect(),
+    );
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.termination_grace_period_seconds = Some(3);
+    }
+    let created = Instant::now();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !is_ready(&pods.get("slow").await.unwrap()) {
+        assert!(Instant::now() < deadline, "the pod never became Ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready_after = created.elapsed();
+    println!("Ready {ready_after:?} after creation (annotation: 4s)");
+    assert!(
+        ready_after >= Duration::from_millis(3500),
+        "Ready after {ready_after:?}, before its annotated 4 s"
+    );
+
+    let deleted = Instant::now();
+    pods.delete("slow", &Default::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let terminating = pods.get_opt("slow").await.unwrap();
+    assert!(
+        terminating.is_some_and(|p| p.metadata.deletion_timestamp.is_some()),
+        "the pod went before its 3 s grace period ended"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pods.get_opt("slow").await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the pod never went away");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let gone_after = deleted.elapsed();
+    println!("gone {gone_after:?} after its deletion (grace period: 3 s)");
+    assert!(
+        gone_after >= Duration::from_secs(3),
+        "gone after {gone_after:?}"
+    );
 }
