@@ -25,6 +25,7 @@ use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use k8sm_e2e::rng::SplitMix64;
 use k8sm_e2e::workloads;
 
 use crate::stats::{BoundInput, BoundOwner};
@@ -191,29 +192,6 @@ pub struct Workload {
     /// The nodes' allocatable resources when pods request some (realistic shape).
     #[serde(default)]
     pub node_size: Option<NodeSize>,
-}
-
-/// SplitMix64: a tiny generator whose sequence is fixed by its seed forever (no dependency whose algorithm could
-/// change between versions and silently change the fleet of a published report).
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0; the modulo bias is negligible for the small `n` used here).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<T: Copy>(&mut self, choices: &[T]) -> T {
-        choices[self.below(choices.len() as u64) as usize]
-    }
 }
 
 impl Workload {
@@ -438,19 +416,21 @@ impl Workload {
                         );
                         budgets.create(post, &pdb).await?;
                     }
-                    let requests = (owner.cpu_millis, owner.memory_mib);
+                    let realise = |template: &mut PodTemplateSpec| {
+                        self.realise(
+                            template,
+                            owner.ready_delay_ms,
+                            (owner.cpu_millis, owner.memory_mib),
+                            &owner.preferred_nodes,
+                            node_name,
+                        );
+                    };
                     match owner.kind {
                         Kind::Deployment => {
                             let mut object =
                                 workloads::deployment(namespace, &owner.name, replicas);
                             if let Some(spec) = object.spec.as_mut() {
-                                self.realise(
-                                    &mut spec.template,
-                                    owner.ready_delay_ms,
-                                    requests,
-                                    &owner.preferred_nodes,
-                                    node_name,
-                                );
+                                realise(&mut spec.template);
                                 if owner.rolling {
                                     spec.strategy = Some(rolling_strategy());
                                 }
@@ -461,13 +441,7 @@ impl Workload {
                             let mut object =
                                 workloads::stateful_set(namespace, &owner.name, replicas);
                             if let Some(spec) = object.spec.as_mut() {
-                                self.realise(
-                                    &mut spec.template,
-                                    owner.ready_delay_ms,
-                                    requests,
-                                    &owner.preferred_nodes,
-                                    node_name,
-                                );
+                                realise(&mut spec.template);
                                 if owner.ordered {
                                     spec.pod_management_policy = Some("OrderedReady".into());
                                 }
@@ -794,20 +768,16 @@ mod tests {
             let size = w.node_size.unwrap();
             // The requests, summed here from the generated owners: pods × their request, 100m/128Mi per unmanaged
             // pod, 50m/64Mi of the DaemonSet per node.
-            let cpu: u64 = w
-                .owners
-                .iter()
-                .map(|o| u64::from(o.replicas * o.cpu_millis))
-                .sum::<u64>()
-                + 100 * w.unmanaged.len() as u64
-                + 50 * nodes as u64;
-            let memory: u64 = w
-                .owners
-                .iter()
-                .map(|o| u64::from(o.replicas * o.memory_mib))
-                .sum::<u64>()
-                + 128 * w.unmanaged.len() as u64
-                + 64 * nodes as u64;
+            let total = |per_pod: fn(&Owner) -> u32, unmanaged: u64, daemon: u64| {
+                w.owners
+                    .iter()
+                    .map(|o| u64::from(o.replicas * per_pod(o)))
+                    .sum::<u64>()
+                    + unmanaged * w.unmanaged.len() as u64
+                    + daemon * nodes as u64
+            };
+            let cpu = total(|o| o.cpu_millis, 100, 50);
+            let memory = total(|o| o.memory_mib, 128, 64);
             let n = nodes as f64;
             let cpu_fill = cpu as f64 / (n * size.cpu_millis as f64);
             let memory_fill = memory as f64 / (n * size.memory_mib as f64);

@@ -11,6 +11,7 @@ pub mod nodes;
 pub mod objects;
 pub mod plugin;
 pub mod podset;
+pub mod rng;
 pub mod scenario;
 pub mod sla;
 pub mod status;

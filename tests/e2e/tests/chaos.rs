@@ -38,6 +38,7 @@ use k8sm_api::{
 };
 use k8sm_e2e::events::ACTIONS;
 use k8sm_e2e::http::{free_port, get};
+use k8sm_e2e::rng::SplitMix64;
 use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
 use k8sm_e2e::sla::SlaWatcher;
 use k8sm_e2e::workloads::{
@@ -445,7 +446,7 @@ async fn hung_executor_blocking_budgets_and_concurrent_edits_block_only_their_no
     let stop = Arc::new(AtomicBool::new(false));
     let noise = tokio::spawn(noise(
         fleet.scenario.client.clone(),
-        Rng(rng.next()),
+        Rng(SplitMix64(rng.next())),
         stop.clone(),
     ));
     fleet.start_upgrade("20s").await;
@@ -1422,7 +1423,7 @@ async fn noise(client: Client, mut rng: Rng, stop: Arc<AtomicBool>) -> Noise {
 }
 
 /// A small seeded RNG (SplitMix64): the faults are random, and a seed replays them.
-struct Rng(u64);
+struct Rng(SplitMix64);
 
 impl Rng {
     /// Seeded from `CHAOS_SEED`, or from the clock; the seed is printed either way.
@@ -1437,19 +1438,15 @@ impl Rng {
                     .unwrap_or(7)
             });
         eprintln!("[{test}] chaos seed {seed} (replay with CHAOS_SEED={seed})");
-        Self(seed)
+        Self(SplitMix64(seed))
     }
 
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next()
     }
 
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.0.below(n)
     }
 
     fn millis(&mut self, low: u64, high: u64) -> Duration {
