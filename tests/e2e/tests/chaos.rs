@@ -1442,7 +1442,7 @@ impl Rng {
     }
 
     fn next(&mut self) -> u64 {
-        self.0.next()
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: u64) -> u64 {
