@@ -3,7 +3,10 @@
 use k8sm_api::keys;
 
 use crate::{
-    OwnerKind, OwnerView, PodView, index::Index, output::PodClass, view::ControllerRef,
+    OwnerKind, OwnerView, PodView,
+    index::{Index, Lookups},
+    output::PodClass,
+    view::ControllerRef,
     workload::Workload,
 };
 
@@ -107,6 +110,11 @@ impl<'a> Class<'a> {
 
 /// Classifies `pod`: the first filter that claims it wins.
 pub(crate) fn classify<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
+    classify_with(pod, &index.lookups)
+}
+
+/// [`classify`], while the index is built.
+pub(crate) fn classify_with<'a>(pod: &'a PodView, index: &Lookups<'a>) -> Class<'a> {
     if let Some(why) = ignored(pod, index) {
         return Class::Ignored(why);
     }
@@ -124,7 +132,7 @@ pub(crate) fn classify<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
 }
 
 /// Mirror and DaemonSet pods, pods on their way out.
-fn ignored(pod: &PodView, index: &Index) -> Option<Ignored> {
+fn ignored(pod: &PodView, index: &Lookups) -> Option<Ignored> {
     if pod.mirror || pod.annotations.contains_key(MIRROR_ANNOTATION) {
         return Some(Ignored::Mirror);
     }
@@ -163,7 +171,7 @@ pub(crate) fn opted_out(pod: &PodView) -> Option<&'static str> {
 }
 
 /// Owned, other controller, Job or unmanaged, by the pod's controller reference and the workload it counts for.
-fn owner_class<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
+fn owner_class<'a>(pod: &'a PodView, index: &Lookups<'a>) -> Class<'a> {
     let Some(controller) = &pod.controller else {
         return Class::Unmanaged(Unmanaged::NoController);
     };
@@ -198,7 +206,7 @@ fn owner_class<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
 }
 
 /// Why a controller of a watched kind is not in the view: being deleted, or gone (or not seen yet).
-fn missing<'a>(controller: &'a ControllerRef, index: &Index) -> Unmanaged<'a> {
+fn missing<'a>(controller: &'a ControllerRef, index: &Lookups) -> Unmanaged<'a> {
     if index.deleting_owners.contains(controller.uid.as_str()) {
         Unmanaged::OwnerDeleting(controller)
     } else {

@@ -5,7 +5,7 @@ use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy};
 
 use crate::{
     NodeView, PodView, Reason,
-    classify::{Class, Unmanaged, classify, ignored_message, unmanaged_message},
+    classify::{Class, Unmanaged, ignored_message, unmanaged_message},
     health::{self, Ledger, Verdict},
     index::Index,
     output::{ActionKind, Decision, Eviction, OwnerRef, PodPlan, PodRef},
@@ -61,11 +61,7 @@ impl Survey<'_> {
 
 /// Classifies every pod of the node, in pod order: the survey of a node whose pods are decided in this pass.
 pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
-    let mut pods: Vec<_> = index
-        .pods_on(&ctx.node.name)
-        .iter()
-        .map(|&p| (p, classify(p, index)))
-        .collect();
+    let mut pods: Vec<_> = index.pods_on(&ctx.node.name).collect();
     pods.sort_unstable_by(|(a, _), (b, _)| {
         (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid))
     });
@@ -77,8 +73,7 @@ pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
 /// Only the counts of a survey: all that admission needs of the many nodes that only queue for a slot, without
 /// keeping or sorting their pods (most of a large fleet's pods are on such nodes).
 pub(crate) fn tally<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
-    let pods = index.pods_on(&ctx.node.name).iter();
-    count(pods.map(|&p| (p, classify(p, index))), ctx, index)
+    count(index.pods_on(&ctx.node.name), ctx, index)
 }
 
 fn count<'a>(

@@ -164,32 +164,19 @@ impl Ledger {
 /// A workload's health as the view shows it.
 fn observe(workload: Workload, index: &Index) -> OwnerHealth {
     let gone = index.in_flight_gone.get(workload.uid).copied().unwrap_or(0);
-    let mut health = OwnerHealth {
-        desired: 0,
-        ready: 0,
-        // An eviction in flight whose pod already left the cache still means "not replaced yet".
-        going: gone,
-    };
-    let mut seen = gone;
-    for pod in index
-        .pods_by_workload
+    let pods = index
+        .workload_pods
         .get(workload.uid)
-        .into_iter()
-        .flatten()
-    {
-        if pod.phase.is_finished() {
-            continue;
-        }
-        seen += 1;
-        if index.is_going(pod) {
-            health.going += 1;
-        } else if pod.ready {
-            health.ready += 1;
-        }
-    }
+        .copied()
+        .unwrap_or_default();
     let remembered = index.observed_sizes.get(workload.uid).copied().unwrap_or(0);
-    health.desired = workload.desired.unwrap_or(seen.max(remembered));
-    health
+    let seen = gone + pods.seen;
+    OwnerHealth {
+        desired: workload.desired.unwrap_or(seen.max(remembered)),
+        ready: pods.ready,
+        // An eviction in flight whose pod already left the cache still means "not replaced yet".
+        going: gone + pods.going,
+    }
 }
 
 #[cfg(test)]
