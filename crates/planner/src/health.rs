@@ -164,11 +164,7 @@ impl Ledger {
 /// A workload's health as the view shows it.
 fn observe(workload: Workload, index: &Index) -> OwnerHealth {
     let gone = index.in_flight_gone.get(workload.uid).copied().unwrap_or(0);
-    let pods = index
-        .workload_pods
-        .get(workload.uid)
-        .copied()
-        .unwrap_or_default();
+    let pods = index.workload_pods(workload.uid);
     let remembered = index.observed_sizes.get(workload.uid).copied().unwrap_or(0);
     let seen = gone + pods.seen;
     OwnerHealth {

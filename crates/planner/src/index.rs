@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
-    classify::{self, Class},
+    classify::{self, Class, Resolved},
     selector::{Selector, SelectorError},
     workload::workload_uid,
 };
@@ -69,12 +69,23 @@ impl Pdb<'_> {
 
 /// What classifying a pod looks up: the owners and the evictions in flight.
 pub(crate) struct Lookups<'a> {
-    /// Owners by UID, only those that exist (looked up; iterated only where order does not matter).
-    pub(crate) owners: FastMap<&'a str, &'a OwnerView>,
+    /// Owners by UID, those that exist and those being deleted (looked up; iterated only where order does not
+    /// matter).
+    pub(crate) owners: FastMap<&'a str, OwnerEntry<'a>>,
     /// UIDs of owners that are still in the view but being deleted (`exists: false`).
     pub(crate) deleting_owners: BTreeSet<&'a str>,
     /// UIDs of pods with an eviction in flight.
     pub(crate) in_flight_pods: FastSet<&'a str>,
+}
+
+/// An owner, with what is worked out once for all its pods.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OwnerEntry<'a> {
+    pub(crate) owner: &'a OwnerView,
+    /// What its pods are; `None` for an owner being deleted.
+    pub(crate) resolved: Option<Resolved<'a>>,
+    /// Where its pods are counted: the slot of the workload they count for (DESIGN.md §2).
+    counts: u32,
 }
 
 /// A workload's pods as the view shows them (not finished), counted once per pass for every workload.
@@ -106,8 +117,10 @@ pub(crate) struct Index<'a> {
     pods: &'a [PodView],
     classes: Vec<Class<'a>>,
     /// Per UID of the workload the pods count for (DESIGN.md §2: a Deployment for the pods of its ReplicaSets), its
-    /// pods, bound to a node or not (looked up, never iterated where order matters).
-    pub(crate) workload_pods: FastMap<&'a str, PodCounts>,
+    /// slot in `workload_pods` (looked up, never iterated where order matters).
+    workload_slots: FastMap<&'a str, u32>,
+    /// Per workload slot, its pods, bound to a node or not.
+    workload_pods: Vec<PodCounts>,
     pub(crate) lookups: Lookups<'a>,
     /// Budgets, sorted by namespace and name.
     pub(crate) pdbs: Vec<Pdb<'a>>,
@@ -126,14 +139,27 @@ impl<'a> Index<'a> {
         for (slot, name) in nodes.keys().enumerate() {
             node_slots.insert(name, slot_of(slot));
         }
-        let all_owners: FastMap<&str, &OwnerView> =
-            view.owners.iter().map(|o| (o.uid.as_str(), o)).collect();
-        let lookups = Lookups {
-            owners: all_owners
-                .iter()
-                .filter(|(_, o)| o.exists)
-                .map(|(&uid, &o)| (uid, o))
-                .collect(),
+        // Every owner with the slot of the workload its pods count for, then (once all are in) what its pods are.
+        let mut workload_slots: FastMap<&str, u32> =
+            FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
+        let mut owners: FastMap<&str, OwnerEntry> =
+            FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
+        for owner in &view.owners {
+            let next = slot_of(workload_slots.len());
+            let counts = *workload_slots
+                .entry(workload_uid(&owner.uid, Some(owner)))
+                .or_insert(next);
+            owners.insert(
+                &owner.uid,
+                OwnerEntry {
+                    owner,
+                    resolved: None,
+                    counts,
+                },
+            );
+        }
+        let mut lookups = Lookups {
+            owners,
             deleting_owners: view
                 .owners
                 .iter()
@@ -142,13 +168,23 @@ impl<'a> Index<'a> {
                 .collect(),
             in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
         };
+        let resolved: Vec<(&str, Resolved)> = lookups
+            .owners
+            .iter()
+            .filter(|(_, e)| e.owner.exists)
+            .map(|(&uid, e)| (uid, classify::resolve(e.owner, &lookups)))
+            .collect();
+        for (uid, r) in resolved {
+            if let Some(entry) = lookups.owners.get_mut(uid) {
+                entry.resolved = Some(r);
+            }
+        }
         // One walk over the pods: each classified, counted for its workload, and placed on its node. Sized up front:
         // growing maps of a large fleet's pods costs rehashing.
         let mut classes = Vec::with_capacity(view.pods.len());
         let mut pod_slot: Vec<u32> = Vec::with_capacity(view.pods.len());
         let mut per_node = vec![0u32; node_slots.len() + 1];
-        let mut workload_pods: FastMap<&str, PodCounts> =
-            FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
+        let mut workload_pods = vec![PodCounts::default(); workload_slots.len()];
         // Which pods with an eviction in flight are still in the view (a few; not a set of every pod).
         let mut in_flight_seen: FastSet<&str> = FastSet::default();
         for pod in &view.pods {
@@ -157,7 +193,11 @@ impl<'a> Index<'a> {
             if going {
                 in_flight_seen.insert(&pod.uid);
             }
-            classes.push(classify::classify_with(pod, &lookups));
+            let entry = pod
+                .controller
+                .as_ref()
+                .and_then(|c| lookups.owners.get(c.uid.as_str()));
+            classes.push(classify::classify_entry(pod, entry, &lookups));
             let slot = pod
                 .node_name
                 .as_deref()
@@ -167,18 +207,28 @@ impl<'a> Index<'a> {
                 per_node[slot as usize] += 1;
             }
             pod_slot.push(slot);
-            if let Some(controller) = &pod.controller {
-                let owner = all_owners.get(controller.uid.as_str()).copied();
-                let counts = workload_pods
-                    .entry(workload_uid(&controller.uid, owner))
-                    .or_default();
-                if !pod.phase.is_finished() {
-                    counts.seen += 1;
-                    if pod.terminating || going {
-                        counts.going += 1;
-                    } else if pod.ready {
-                        counts.ready += 1;
+            let Some(controller) = &pod.controller else {
+                continue;
+            };
+            // A controller that is not in the view counts for itself.
+            let counts = match entry {
+                Some(e) => e.counts as usize,
+                None => {
+                    let next = slot_of(workload_slots.len());
+                    let slot = *workload_slots.entry(&controller.uid).or_insert(next) as usize;
+                    if slot == workload_pods.len() {
+                        workload_pods.push(PodCounts::default());
                     }
+                    slot
+                }
+            };
+            let counts = &mut workload_pods[counts];
+            if !pod.phase.is_finished() {
+                counts.seen += 1;
+                if pod.terminating || going {
+                    counts.going += 1;
+                } else if pod.ready {
+                    counts.ready += 1;
                 }
             }
         }
@@ -224,6 +274,7 @@ impl<'a> Index<'a> {
             by_node,
             pods: &view.pods,
             classes,
+            workload_slots,
             workload_pods,
             lookups,
             pdbs,
@@ -247,6 +298,14 @@ impl<'a> Index<'a> {
         self.by_node[range]
             .iter()
             .map(|&i| (&self.pods[i as usize], self.classes[i as usize]))
+    }
+
+    /// The pods of the workload `uid`, as the view shows them.
+    pub(crate) fn workload_pods(&self, uid: &str) -> PodCounts {
+        self.workload_slots
+            .get(uid)
+            .map(|&slot| self.workload_pods[slot as usize])
+            .unwrap_or_default()
     }
 
     /// Budgets that cover `pod`.
