@@ -7,7 +7,7 @@ use crate::{
     NodeView, PodView, Reason,
     classify::{Class, Unmanaged, ignored_message, unmanaged_message},
     health::{self, Ledger, Verdict},
-    index::Index,
+    index::{Index, Pdb},
     output::{ActionKind, Decision, Eviction, OwnerRef, PodPlan, PodRef},
     workload::Workload,
 };
@@ -118,11 +118,12 @@ fn needs_operator(
         ),
         // Counted before any name is formatted: this runs for every pod of every surveyed node.
         Class::Owned(_) | Class::Other(_)
-            if uses_eviction_api(class, ctx) && index.pdbs_for(pod).nth(1).is_some() =>
+            if uses_eviction_api(class, ctx) && index.pdbs_for(pod).len() > 1 =>
         {
             let names: Vec<String> = index
                 .pdbs_for(pod)
-                .map(|p| format!("{}/{}", p.view.namespace, p.view.name))
+                .into_iter()
+                .map(|(_, p)| format!("{}/{}", p.view.namespace, p.view.name))
                 .collect();
             Some((
                 Reason::BlockedByPDB,
@@ -194,12 +195,15 @@ pub(crate) fn decide(
     ledger: &mut Ledger,
 ) -> Drain {
     let mut drain = Drain {
-        pods: Vec::with_capacity(survey.pods.len()),
+        pods: Vec::new(),
         actions: Vec::new(),
         wake: None,
     };
+    // Decided in the order of the rule, reported in pod order: each decision goes to its pod's place in the survey
+    // (sorted by namespace, name and UID, as the plan's pods are), so no sort of the decisions by name is needed.
+    let mut decided: Vec<Option<PodPlan>> = vec![None; survey.pods.len()];
     let of_class = |other: bool| {
-        survey.pods.iter().filter(move |(_, c)| {
+        survey.pods.iter().enumerate().filter(move |(_, (_, c))| {
             matches!(
                 (c, other),
                 (Class::Owned(_), false) | (Class::Other(_), true)
@@ -207,21 +211,31 @@ pub(crate) fn decide(
         })
     };
     let workload_pods_left = of_class(false).next().is_some();
-    for &(pod, class) in of_class(false) {
-        let plan = decide_workload(pod, class, ctx, index, ledger, None, &mut drain);
-        drain.pods.push(plan);
+    for (i, &(pod, class)) in of_class(false) {
+        decided[i] = Some(decide_workload(
+            pod, class, ctx, index, ledger, None, &mut drain,
+        ));
     }
     let held_back = workload_pods_left.then_some("the node's workload pods have left");
-    for &(pod, class) in of_class(true) {
-        let plan = decide_workload(pod, class, ctx, index, ledger, held_back, &mut drain);
-        drain.pods.push(plan);
+    for (i, &(pod, class)) in of_class(true) {
+        decided[i] = Some(decide_workload(
+            pod, class, ctx, index, ledger, held_back, &mut drain,
+        ));
     }
     let managed_pods_left = workload_pods_left || of_class(true).next().is_some();
-    for &(pod, class) in survey.pods.iter().filter(|(_, c)| c.workload().is_none()) {
-        let plan = decide_other(pod, class, ctx, index, managed_pods_left, &mut drain);
-        drain.pods.push(plan);
+    for (i, &(pod, class)) in survey.pods.iter().enumerate() {
+        if class.workload().is_none() {
+            decided[i] = Some(decide_other(
+                pod,
+                class,
+                ctx,
+                index,
+                managed_pods_left,
+                &mut drain,
+            ));
+        }
     }
-    drain.pods.sort_by(|a, b| a.pod.cmp(&b.pod));
+    drain.pods = decided.into_iter().flatten().collect();
     drain
 }
 
@@ -318,14 +332,9 @@ fn decide_workload(
     let t = ctx.threshold;
     let needed = health::needed(t, health.desired);
     let floor = health::sla_floor(t, health.desired);
-    let who = match workload.is_known() {
-        true => format!("workload {workload}"),
-        false => format!("controller {workload} ({} pods seen)", health.desired),
-    };
-    let going = match health.going {
-        0 => String::new(),
-        n => format!(", {n} terminating or not replaced"),
-    };
+    // Written straight into one message: this runs for every pod of every draining node.
+    let who = Who(workload, health.desired);
+    let going = Going(health.going);
     let message = match health::judge(health, t, pod.ready) {
         Verdict::ScaledToZero => {
             return wait(format!(
@@ -354,12 +363,13 @@ fn decide_workload(
         ),
     };
     let use_eviction_api = uses_eviction_api(class, ctx);
-    let pdbs: Vec<(String, String)> = if use_eviction_api {
-        index.pdbs_for(pod).map(|p| p.key()).collect()
+    let pdbs: Vec<(usize, &Pdb)> = if use_eviction_api {
+        index.pdbs_for(pod)
     } else {
         Vec::new()
     };
-    if let Some((ns, name)) = pdbs.iter().find(|key| ledger.pdb_allowance(key) <= 0) {
+    if let Some((_, pdb)) = pdbs.iter().find(|(i, _)| ledger.pdb_allowance(*i) <= 0) {
+        let (ns, name) = (&pdb.view.namespace, &pdb.view.name);
         let message = format!("wait: PodDisruptionBudget {ns}/{name} allows no disruption now");
         return pod_plan(
             pod,
@@ -369,6 +379,7 @@ fn decide_workload(
             message,
         );
     }
+    let pdbs: Vec<usize> = pdbs.into_iter().map(|(i, _)| i).collect();
     ledger.record_eviction(workload, index, pod.ready, &pdbs);
     let eviction = Eviction {
         owner: OwnerRef::of(workload),
@@ -385,6 +396,32 @@ fn decide_workload(
         eviction,
     };
     act(pod, class, ctx, drain, action, Reason::Evicted, message)
+}
+
+/// The workload a message is about: `workload Deployment web`, or for a controller of another kind
+/// `controller KafkaNodePool brokers (3 pods seen)`.
+struct Who<'a>(Workload<'a>, u32);
+
+impl std::fmt::Display for Who<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self(workload, desired) = self;
+        match workload.is_known() {
+            true => write!(f, "workload {workload}"),
+            false => write!(f, "controller {workload} ({desired} pods seen)"),
+        }
+    }
+}
+
+/// `, N terminating or not replaced`, or nothing.
+struct Going(u32);
+
+impl std::fmt::Display for Going {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            n => write!(f, ", {n} terminating or not replaced"),
+        }
+    }
 }
 
 /// Every pod that is not a workload or other-controller pod. Unmanaged pods (and Job pods past their timeout) go

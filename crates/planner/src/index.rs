@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
     classify::{self, Class, Resolved},
-    selector::{Selector, SelectorError},
+    selector::{self, Selector, SelectorError},
     workload::workload_uid,
 };
 
@@ -60,10 +60,6 @@ impl Pdb<'_> {
     pub(crate) fn covers(&self, pod: &PodView) -> bool {
         pod.namespace == self.view.namespace
             && matches!(&self.selector, Some(Ok(selector)) if selector.matches(&pod.labels))
-    }
-
-    pub(crate) fn key(&self) -> (String, String) {
-        (self.view.namespace.clone(), self.view.name.clone())
     }
 }
 
@@ -124,6 +120,11 @@ pub(crate) struct Index<'a> {
     pub(crate) lookups: Lookups<'a>,
     /// Budgets, sorted by namespace and name.
     pub(crate) pdbs: Vec<Pdb<'a>>,
+    /// Positions in `pdbs` of the budgets with a required label, by namespace, label key and value; of the others
+    /// that can cover a pod (a selector with no such label, such as the empty one), by namespace. So that the budgets
+    /// of a pod are found among a few, not among every budget of the cluster.
+    pdbs_by_label: FastMap<(&'a str, &'a str, &'a str), Vec<u32>>,
+    pdbs_by_namespace: FastMap<&'a str, Vec<u32>>,
     /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not replaced yet.
     pub(crate) in_flight_gone: FastMap<&'a str, u32>,
     /// The remembered sizes of controllers of unknown kinds.
@@ -259,6 +260,25 @@ impl<'a> Index<'a> {
         pdbs.sort_by(|a, b| {
             (&a.view.namespace, &a.view.name).cmp(&(&b.view.namespace, &b.view.name))
         });
+        let mut pdbs_by_label: FastMap<(&str, &str, &str), Vec<u32>> = FastMap::default();
+        let mut pdbs_by_namespace: FastMap<&str, Vec<u32>> = FastMap::default();
+        for (i, pdb) in pdbs.iter().enumerate() {
+            let namespace = pdb.view.namespace.as_str();
+            match (&pdb.selector, &pdb.view.selector) {
+                (Some(Ok(_)), Some(selector)) => match selector::required_label(selector) {
+                    Some((key, value)) => pdbs_by_label
+                        .entry((namespace, key, value))
+                        .or_default()
+                        .push(slot_of(i)),
+                    None => pdbs_by_namespace
+                        .entry(namespace)
+                        .or_default()
+                        .push(slot_of(i)),
+                },
+                // Null or invalid: covers nothing.
+                _ => {}
+            }
+        }
         let mut in_flight_gone: FastMap<&str, u32> = FastMap::default();
         for eviction in &view.in_flight {
             if let Some(owner) = &eviction.owner_uid
@@ -278,6 +298,8 @@ impl<'a> Index<'a> {
             workload_pods,
             lookups,
             pdbs,
+            pdbs_by_label,
+            pdbs_by_namespace,
             in_flight_gone,
             observed_sizes: &view.observed_sizes,
         }
@@ -308,12 +330,34 @@ impl<'a> Index<'a> {
             .unwrap_or_default()
     }
 
-    /// Budgets that cover `pod`.
-    pub(crate) fn pdbs_for<'s>(
-        &'s self,
-        pod: &'s PodView,
-    ) -> impl Iterator<Item = &'s Pdb<'a>> + 's {
-        self.pdbs.iter().filter(move |p| p.covers(pod))
+    /// Budgets that cover `pod`, with their positions in `pdbs`, in that order.
+    pub(crate) fn pdbs_for(&self, pod: &PodView) -> Vec<(usize, &Pdb<'a>)> {
+        if self.pdbs.is_empty() {
+            return Vec::new();
+        }
+        let namespace = pod.namespace.as_str();
+        let mut found: Vec<u32> = self
+            .pdbs_by_namespace
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
+        for (key, value) in &pod.labels {
+            if let Some(by_label) =
+                self.pdbs_by_label
+                    .get(&(namespace, key.as_str(), value.as_str()))
+            {
+                found.extend(by_label);
+            }
+        }
+        // Each budget is indexed once, under one label: no duplicates.
+        found.sort_unstable();
+        found
+            .into_iter()
+            .map(|i| (i as usize, &self.pdbs[i as usize]))
+            .filter(|(_, p)| p.covers(pod))
+            .collect()
     }
 }
 
