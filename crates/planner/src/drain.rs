@@ -118,7 +118,7 @@ fn needs_operator(
         ),
         // Counted before any name is formatted: this runs for every pod of every surveyed node.
         Class::Owned(_) | Class::Other(_)
-            if uses_eviction_api(class, ctx) && index.pdbs_for(pod).len() > 1 =>
+            if uses_eviction_api(class, ctx) && index.pdbs_covering(pod).nth(1).is_some() =>
         {
             let names: Vec<String> = index
                 .pdbs_for(pod)
@@ -204,9 +204,8 @@ pub(crate) fn can_move(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
             }
             let budgets_allow = !uses_eviction_api(class, ctx)
                 || index
-                    .pdbs_for(pod)
-                    .iter()
-                    .all(|(i, _)| ledger.pdb_allowance(*i) > 0);
+                    .pdbs_covering(pod)
+                    .all(|(i, _)| ledger.pdb_allowance(i) > 0);
             if budgets_allow {
                 return true;
             }

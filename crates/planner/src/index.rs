@@ -331,33 +331,40 @@ impl<'a> Index<'a> {
     }
 
     /// Budgets that cover `pod`, with their positions in `pdbs`, in that order.
-    pub(crate) fn pdbs_for(&self, pod: &PodView) -> Vec<(usize, &Pdb<'a>)> {
-        if self.pdbs.is_empty() {
-            return Vec::new();
-        }
+    pub(crate) fn pdbs_for<'s>(&'s self, pod: &'s PodView) -> Vec<(usize, &'s Pdb<'a>)> {
+        let mut found: Vec<(usize, &Pdb)> = self.pdbs_covering(pod).collect();
+        found.sort_unstable_by_key(|(i, _)| *i);
+        found
+    }
+
+    /// Budgets that cover `pod`, in no particular order (for counting), without allocating: looked up among those
+    /// of the pod's namespace without a required label and those of each of its labels. Each budget is indexed once,
+    /// under one label, so none comes twice.
+    pub(crate) fn pdbs_covering<'s>(
+        &'s self,
+        pod: &'s PodView,
+    ) -> impl Iterator<Item = (usize, &'s Pdb<'a>)> + 's {
         let namespace = pod.namespace.as_str();
-        let mut found: Vec<u32> = self
-            .pdbs_by_namespace
-            .get(namespace)
-            .into_iter()
+        let indexed = !self.pdbs.is_empty();
+        let by_namespace = indexed
+            .then(|| self.pdbs_by_namespace.get(namespace))
             .flatten()
-            .copied()
-            .collect();
-        for (key, value) in &pod.labels {
-            if let Some(by_label) =
+            .into_iter()
+            .flatten();
+        let by_label = pod
+            .labels
+            .iter()
+            .filter(move |_| indexed)
+            .flat_map(move |(key, value)| {
                 self.pdbs_by_label
                     .get(&(namespace, key.as_str(), value.as_str()))
-            {
-                found.extend(by_label);
-            }
-        }
-        // Each budget is indexed once, under one label: no duplicates.
-        found.sort_unstable();
-        found
-            .into_iter()
-            .map(|i| (i as usize, &self.pdbs[i as usize]))
-            .filter(|(_, p)| p.covers(pod))
-            .collect()
+                    .into_iter()
+                    .flatten()
+            });
+        by_namespace
+            .chain(by_label)
+            .map(|&i| (i as usize, &self.pdbs[i as usize]))
+            .filter(move |(_, p)| p.covers(pod))
     }
 }
 
