@@ -2,9 +2,12 @@
 
 use k8sm_api::keys;
 
+#[cfg(test)]
+use crate::index::Index;
+
 use crate::{
     OwnerKind, OwnerView, PodView,
-    index::{Index, Lookups, OwnerEntry},
+    index::{Lookups, OwnerEntry},
     output::PodClass,
     view::ControllerRef,
     workload::Workload,
@@ -108,21 +111,18 @@ impl<'a> Class<'a> {
     }
 }
 
-/// Classifies `pod`: the first filter that claims it wins.
+/// Classifies `pod` (the index classifies each pod of its view once, with [`classify_entry`]).
+#[cfg(test)]
 pub(crate) fn classify<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
-    classify_with(pod, &index.lookups)
-}
-
-/// [`classify`], while the index is built.
-pub(crate) fn classify_with<'a>(pod: &'a PodView, index: &Lookups<'a>) -> Class<'a> {
     let entry = pod
         .controller
         .as_ref()
-        .and_then(|c| index.owners.get(c.uid.as_str()));
-    classify_entry(pod, entry, index)
+        .and_then(|c| index.lookups.owners.get(c.uid.as_str()));
+    classify_entry(pod, entry, &index.lookups)
 }
 
-/// [`classify`], given the view's owner of the pod's controller UID (looked up once by the caller).
+/// Classifies `pod`, given the view's owner of the pod's controller UID (looked up once by the caller): the first
+/// filter that claims it wins.
 pub(crate) fn classify_entry<'a>(
     pod: &'a PodView,
     entry: Option<&OwnerEntry<'a>>,

@@ -117,6 +117,8 @@ pub(crate) struct Index<'a> {
     workload_slots: FastMap<&'a str, u32>,
     /// Per workload slot, its pods, bound to a node or not.
     workload_pods: Vec<PodCounts>,
+    /// What the pods were classified with (classifying again is for tests: the index holds every pod's class).
+    #[cfg(test)]
     pub(crate) lookups: Lookups<'a>,
     /// Budgets, sorted by namespace and name.
     pub(crate) pdbs: Vec<Pdb<'a>>,
@@ -264,8 +266,9 @@ impl<'a> Index<'a> {
         let mut pdbs_by_namespace: FastMap<&str, Vec<u32>> = FastMap::default();
         for (i, pdb) in pdbs.iter().enumerate() {
             let namespace = pdb.view.namespace.as_str();
-            match (&pdb.selector, &pdb.view.selector) {
-                (Some(Ok(_)), Some(selector)) => match selector::required_label(selector) {
+            // A null or invalid selector covers nothing.
+            if let (Some(Ok(_)), Some(selector)) = (&pdb.selector, &pdb.view.selector) {
+                match selector::required_label(selector) {
                     Some((key, value)) => pdbs_by_label
                         .entry((namespace, key, value))
                         .or_default()
@@ -274,9 +277,7 @@ impl<'a> Index<'a> {
                         .entry(namespace)
                         .or_default()
                         .push(slot_of(i)),
-                },
-                // Null or invalid: covers nothing.
-                _ => {}
+                }
             }
         }
         let mut in_flight_gone: FastMap<&str, u32> = FastMap::default();
@@ -296,6 +297,7 @@ impl<'a> Index<'a> {
             classes,
             workload_slots,
             workload_pods,
+            #[cfg(test)]
             lookups,
             pdbs,
             pdbs_by_label,
