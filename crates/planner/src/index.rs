@@ -346,27 +346,22 @@ impl<'a> Index<'a> {
         &'s self,
         pod: &'s PodView,
     ) -> impl Iterator<Item = (usize, &'s Pdb<'a>)> + 's {
-        let namespace = pod.namespace.as_str();
-        let indexed = !self.pdbs.is_empty();
-        let by_namespace = indexed
-            .then(|| self.pdbs_by_namespace.get(namespace))
-            .flatten()
-            .into_iter()
-            .flatten();
-        let by_label = pod
-            .labels
-            .iter()
-            .filter(move |_| indexed)
-            .flat_map(move |(key, value)| {
+        // Without budgets, the pod is not even read (this runs for every pod of every queued node).
+        let indexed = (!self.pdbs.is_empty()).then_some(pod);
+        indexed.into_iter().flat_map(move |pod| {
+            let namespace = pod.namespace.as_str();
+            let by_namespace = self.pdbs_by_namespace.get(namespace).into_iter().flatten();
+            let by_label = pod.labels.iter().flat_map(move |(key, value)| {
                 self.pdbs_by_label
                     .get(&(namespace, key.as_str(), value.as_str()))
                     .into_iter()
                     .flatten()
             });
-        by_namespace
-            .chain(by_label)
-            .map(|&i| (i as usize, &self.pdbs[i as usize]))
-            .filter(move |(_, p)| p.covers(pod))
+            by_namespace
+                .chain(by_label)
+                .map(|&i| (i as usize, &self.pdbs[i as usize]))
+                .filter(move |(_, p)| p.covers(pod))
+        })
     }
 }
 
