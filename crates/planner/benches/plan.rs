@@ -1,14 +1,17 @@
 //! One planner pass over a synthetic fleet in the middle of an upgrade: every node marked, 20% of them draining,
 //! 30 pods per node in owners of 1 to 50 replicas, some pods already terminating. Issue 6's target: < 20 ms at
-//! 5,000 nodes.
+//! 5,000 nodes. The same fleet again with a PodDisruptionBudget per workload (as the cluster benchmark gives every
+//! owner), each allowing one disruption: every pod's budgets are looked up on every surveyed node.
 
 use std::hint::black_box;
 
 use chrono::{DateTime, TimeZone, Utc};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8sm_api::{ExecutorUpgradePolicySpec, MaxConcurrentNodes};
 use k8sm_planner::{
-    ClusterView, ControllerRef, NodeView, OwnerKind, OwnerView, PodPhase, PodView, PolicyView, plan,
+    ClusterView, ControllerRef, NodeView, OwnerKind, OwnerView, PdbView, PodPhase, PodView,
+    PolicyView, plan,
 };
 
 const PODS_PER_NODE: usize = 30;
@@ -119,18 +122,40 @@ fn fleet(nodes: usize) -> ClusterView {
     }
 }
 
+/// A budget per workload, selecting its pods by their `app` label, allowing one disruption.
+fn with_budgets(mut view: ClusterView) -> ClusterView {
+    view.pdbs = view
+        .owners
+        .iter()
+        .filter(|o| o.kind == OwnerKind::ReplicaSet)
+        .map(|o| PdbView {
+            namespace: o.namespace.clone(),
+            name: format!("{}-pdb", o.name),
+            selector: Some(LabelSelector {
+                match_labels: Some([("app".to_owned(), o.name.clone())].into()),
+                ..LabelSelector::default()
+            }),
+            disruptions_allowed: 1,
+        })
+        .collect();
+    view
+}
+
 fn one_pass(c: &mut Criterion) {
     let mut group = c.benchmark_group("plan");
     // 150,000 pods per pass at 5,000 nodes: fewer, longer samples.
     group.sample_size(20);
     let now = t0() + chrono::Duration::minutes(5);
-    for nodes in [1000, 5000] {
-        let view = fleet(nodes);
-        // The fleet is mid-upgrade: the pass has evictions to plan.
-        assert!(!plan(&view, now).actions.is_empty());
-        group.bench_with_input(BenchmarkId::new("nodes", nodes), &view, |b, view| {
-            b.iter(|| plan(black_box(view), now));
-        });
+    for (name, budgets) in [("nodes", false), ("nodes-with-budgets", true)] {
+        for nodes in [1000, 5000] {
+            let view = fleet(nodes);
+            let view = if budgets { with_budgets(view) } else { view };
+            // The fleet is mid-upgrade: the pass has evictions to plan.
+            assert!(plan(&view, now).evictions().next().is_some());
+            group.bench_with_input(BenchmarkId::new(name, nodes), &view, |b, view| {
+                b.iter(|| plan(black_box(view), now));
+            });
+        }
     }
     group.finish();
 }

@@ -2,8 +2,14 @@
 
 use k8sm_api::keys;
 
+#[cfg(test)]
+use crate::index::Index;
+
 use crate::{
-    OwnerKind, OwnerView, PodView, index::Index, output::PodClass, view::ControllerRef,
+    OwnerKind, OwnerView, PodView,
+    index::{Lookups, OwnerEntry},
+    output::PodClass,
+    view::ControllerRef,
     workload::Workload,
 };
 
@@ -105,8 +111,23 @@ impl<'a> Class<'a> {
     }
 }
 
-/// Classifies `pod`: the first filter that claims it wins.
+/// Classifies `pod` (the index classifies each pod of its view once, with [`classify_entry`]).
+#[cfg(test)]
 pub(crate) fn classify<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
+    let entry = pod
+        .controller
+        .as_ref()
+        .and_then(|c| index.lookups.owners.get(c.uid.as_str()));
+    classify_entry(pod, entry, &index.lookups)
+}
+
+/// Classifies `pod`, given the view's owner of the pod's controller UID (looked up once by the caller): the first
+/// filter that claims it wins.
+pub(crate) fn classify_entry<'a>(
+    pod: &'a PodView,
+    entry: Option<&OwnerEntry<'a>>,
+    index: &Lookups<'a>,
+) -> Class<'a> {
     if let Some(why) = ignored(pod, index) {
         return Class::Ignored(why);
     }
@@ -120,11 +141,18 @@ pub(crate) fn classify<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
     if let Some(key) = opted_out {
         return Class::OptedOut(key);
     }
-    owner_class(pod, index)
+    let Some(controller) = &pod.controller else {
+        return Class::Unmanaged(Unmanaged::NoController);
+    };
+    // k8sm does not watch other kinds: not finding one in the view says nothing about whether it exists.
+    if !is_watched(&controller.kind) {
+        return Class::Other(Workload::of_other(controller));
+    }
+    owner_entry_class(controller, entry, index)
 }
 
 /// Mirror and DaemonSet pods, pods on their way out.
-fn ignored(pod: &PodView, index: &Index) -> Option<Ignored> {
+fn ignored(pod: &PodView, index: &Lookups) -> Option<Ignored> {
     if pod.mirror || pod.annotations.contains_key(MIRROR_ANNOTATION) {
         return Some(Ignored::Mirror);
     }
@@ -162,43 +190,80 @@ pub(crate) fn opted_out(pod: &PodView) -> Option<&'static str> {
         .find_map(|(&(key, _), hit)| hit.then_some(key))
 }
 
-/// Owned, other controller, Job or unmanaged, by the pod's controller reference and the workload it counts for.
-fn owner_class<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
-    let Some(controller) = &pod.controller else {
-        return Class::Unmanaged(Unmanaged::NoController);
-    };
-    // k8sm does not watch other kinds: not finding one in the view says nothing about whether it exists.
-    if !OwnerKind::from(controller.kind.as_str()).is_watched() {
-        return Class::Other(Workload::of_other(controller));
-    }
-    let Some(&owner) = index.owners.get(controller.uid.as_str()) else {
-        return Class::Unmanaged(missing(controller, index));
-    };
+/// What a pod of an owner that exists is, by that owner alone: worked out once per owner and pass, not per pod.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Resolved<'a> {
+    Job(&'a OwnerView),
+    Owned(Workload<'a>),
+    /// A ReplicaSet controlled by a controller of another kind.
+    Other(Workload<'a>),
+    /// An owner of a watched kind that is neither replicated nor a Job: the pod's controller is the workload.
+    OtherSelf,
+    /// A ReplicaSet whose own controller is not in the view.
+    Missing(Unmanaged<'a>),
+}
+
+/// Resolves an owner that exists (see [`Resolved`]).
+pub(crate) fn resolve<'a>(owner: &'a OwnerView, index: &Lookups<'a>) -> Resolved<'a> {
     match (&owner.kind, &owner.controller) {
-        (OwnerKind::Job, _) => Class::Job(owner),
+        (OwnerKind::Job, _) => Resolved::Job(owner),
         // A ReplicaSet with a controller of its own counts for it: a Deployment (over all its ReplicaSets), or a
         // controller of another kind that rolls ReplicaSets out (such as an Argo Rollout).
         (OwnerKind::ReplicaSet, Some(top)) => {
-            if !OwnerKind::from(top.kind.as_str()).is_watched() {
-                return Class::Other(Workload::of_other(top));
+            if !is_watched(&top.kind) {
+                return Resolved::Other(Workload::of_other(top));
             }
-            match index.owners.get(top.uid.as_str()) {
-                Some(&top_owner) if top_owner.kind.is_replicated() => {
-                    Class::Owned(Workload::of_owner(top_owner))
+            match index
+                .owners
+                .get(top.uid.as_str())
+                .filter(|e| e.owner.exists)
+            {
+                Some(&OwnerEntry {
+                    owner: top_owner, ..
+                }) if top_owner.kind.is_replicated() => {
+                    Resolved::Owned(Workload::of_owner(top_owner))
                 }
                 // A watched kind that does not control ReplicaSets: judge the ReplicaSet itself.
-                Some(_) => Class::Owned(Workload::of_owner(owner)),
-                None => Class::Unmanaged(missing(top, index)),
+                Some(_) => Resolved::Owned(Workload::of_owner(owner)),
+                None => Resolved::Missing(missing(top, index)),
             }
         }
-        (kind, _) if kind.is_replicated() => Class::Owned(Workload::of_owner(owner)),
-        // A DaemonSet pod was ignored above.
-        _ => Class::Other(Workload::of_other(controller)),
+        (kind, _) if kind.is_replicated() => Resolved::Owned(Workload::of_owner(owner)),
+        // A DaemonSet pod is ignored before its owner is looked at.
+        _ => Resolved::OtherSelf,
+    }
+}
+
+/// Whether k8sm watches controllers of this kind: [`OwnerKind::is_watched`], without building an `OwnerKind` (which
+/// copies a kind it does not know) for every pod.
+fn is_watched(kind: &str) -> bool {
+    matches!(
+        kind,
+        "Deployment" | "ReplicaSet" | "ReplicationController" | "StatefulSet" | "Job"
+    )
+}
+
+/// Owned, other controller, Job or unmanaged: the class of a pod with the controller reference `controller` of a watched kind, given the view's owner of
+/// that UID.
+fn owner_entry_class<'a>(
+    controller: &'a ControllerRef,
+    entry: Option<&OwnerEntry<'a>>,
+    index: &Lookups<'a>,
+) -> Class<'a> {
+    let Some(resolved) = entry.and_then(|e| e.resolved) else {
+        return Class::Unmanaged(missing(controller, index));
+    };
+    match resolved {
+        Resolved::Job(owner) => Class::Job(owner),
+        Resolved::Owned(workload) => Class::Owned(workload),
+        Resolved::Other(workload) => Class::Other(workload),
+        Resolved::OtherSelf => Class::Other(Workload::of_other(controller)),
+        Resolved::Missing(why) => Class::Unmanaged(why),
     }
 }
 
 /// Why a controller of a watched kind is not in the view: being deleted, or gone (or not seen yet).
-fn missing<'a>(controller: &'a ControllerRef, index: &Index) -> Unmanaged<'a> {
+fn missing<'a>(controller: &'a ControllerRef, index: &Lookups) -> Unmanaged<'a> {
     if index.deleting_owners.contains(controller.uid.as_str()) {
         Unmanaged::OwnerDeleting(controller)
     } else {

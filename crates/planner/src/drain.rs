@@ -5,9 +5,9 @@ use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy};
 
 use crate::{
     NodeView, PodView, Reason,
-    classify::{Class, Unmanaged, classify, ignored_message, unmanaged_message},
+    classify::{Class, Unmanaged, ignored_message, unmanaged_message},
     health::{self, Ledger, Verdict},
-    index::Index,
+    index::{Index, Pdb},
     output::{ActionKind, Decision, Eviction, OwnerRef, PodPlan, PodRef},
     workload::Workload,
 };
@@ -61,11 +61,7 @@ impl Survey<'_> {
 
 /// Classifies every pod of the node, in pod order: the survey of a node whose pods are decided in this pass.
 pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
-    let mut pods: Vec<_> = index
-        .pods_on(&ctx.node.name)
-        .iter()
-        .map(|&p| (p, classify(p, index)))
-        .collect();
+    let mut pods: Vec<_> = index.pods_on(&ctx.node.name).collect();
     pods.sort_unstable_by(|(a, _), (b, _)| {
         (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid))
     });
@@ -77,8 +73,7 @@ pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
 /// Only the counts of a survey: all that admission needs of the many nodes that only queue for a slot, without
 /// keeping or sorting their pods (most of a large fleet's pods are on such nodes).
 pub(crate) fn tally<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
-    let pods = index.pods_on(&ctx.node.name).iter();
-    count(pods.map(|&p| (p, classify(p, index))), ctx, index)
+    count(index.pods_on(&ctx.node.name), ctx, index)
 }
 
 fn count<'a>(
@@ -123,11 +118,12 @@ fn needs_operator(
         ),
         // Counted before any name is formatted: this runs for every pod of every surveyed node.
         Class::Owned(_) | Class::Other(_)
-            if uses_eviction_api(class, ctx) && index.pdbs_for(pod).nth(1).is_some() =>
+            if uses_eviction_api(class, ctx) && index.pdbs_covering(pod).nth(1).is_some() =>
         {
             let names: Vec<String> = index
                 .pdbs_for(pod)
-                .map(|p| format!("{}/{}", p.view.namespace, p.view.name))
+                .into_iter()
+                .map(|(_, p)| format!("{}/{}", p.view.namespace, p.view.name))
                 .collect();
             Some((
                 Reason::BlockedByPDB,
@@ -179,6 +175,45 @@ fn job_expired(ctx: &NodeContext) -> bool {
         .is_some_and(|deadline| ctx.now >= deadline)
 }
 
+/// Whether some pod of the node would move now if the node were admitted: it has no workload or other-controller pod
+/// (what is left waits on nothing an owner decides), or one of them passes the health rule and its budgets on
+/// `ledger` as [`decide`] would judge it (a Ready pod of another controller only once no workload pod is on the
+/// node). Admission prefers such nodes, so that owners whose pods are bunched on a few nodes do not queue behind each
+/// other. Judges without recording anything.
+pub(crate) fn can_move(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) -> bool {
+    let mut managed = false;
+    for other in [false, true] {
+        let workload_pods_left = other && managed;
+        for (pod, class) in index.pods_on(&ctx.node.name) {
+            let workload = match (class, other) {
+                (Class::Owned(w), false) | (Class::Other(w), true) => w,
+                _ => continue,
+            };
+            // Held back behind the node's workload pods (see `decide_workload`).
+            let held_back = workload_pods_left && pod.ready;
+            managed = true;
+            if held_back || needs_operator(pod, class, ctx, index).is_some() {
+                continue;
+            }
+            let health = ledger.health(workload, index);
+            if !matches!(
+                health::judge(health, ctx.threshold, pod.ready),
+                Verdict::Evict { .. } | Verdict::EvictNotReady { .. }
+            ) {
+                continue;
+            }
+            let budgets_allow = !uses_eviction_api(class, ctx)
+                || index
+                    .pdbs_covering(pod)
+                    .all(|(i, _)| ledger.pdb_allowance(i) > 0);
+            if budgets_allow {
+                return true;
+            }
+        }
+    }
+    !managed
+}
+
 /// The decisions for one node's pods, and the actions they imply.
 pub(crate) struct Drain {
     pub(crate) pods: Vec<PodPlan>,
@@ -199,12 +234,15 @@ pub(crate) fn decide(
     ledger: &mut Ledger,
 ) -> Drain {
     let mut drain = Drain {
-        pods: Vec::with_capacity(survey.pods.len()),
+        pods: Vec::new(),
         actions: Vec::new(),
         wake: None,
     };
+    // Decided in the order of the rule, reported in pod order: each decision goes to its pod's place in the survey
+    // (sorted by namespace, name and UID, as the plan's pods are), so no sort of the decisions by name is needed.
+    let mut decided: Vec<Option<PodPlan>> = vec![None; survey.pods.len()];
     let of_class = |other: bool| {
-        survey.pods.iter().filter(move |(_, c)| {
+        survey.pods.iter().enumerate().filter(move |(_, (_, c))| {
             matches!(
                 (c, other),
                 (Class::Owned(_), false) | (Class::Other(_), true)
@@ -212,21 +250,31 @@ pub(crate) fn decide(
         })
     };
     let workload_pods_left = of_class(false).next().is_some();
-    for &(pod, class) in of_class(false) {
-        let plan = decide_workload(pod, class, ctx, index, ledger, None, &mut drain);
-        drain.pods.push(plan);
+    for (i, &(pod, class)) in of_class(false) {
+        decided[i] = Some(decide_workload(
+            pod, class, ctx, index, ledger, None, &mut drain,
+        ));
     }
     let held_back = workload_pods_left.then_some("the node's workload pods have left");
-    for &(pod, class) in of_class(true) {
-        let plan = decide_workload(pod, class, ctx, index, ledger, held_back, &mut drain);
-        drain.pods.push(plan);
+    for (i, &(pod, class)) in of_class(true) {
+        decided[i] = Some(decide_workload(
+            pod, class, ctx, index, ledger, held_back, &mut drain,
+        ));
     }
     let managed_pods_left = workload_pods_left || of_class(true).next().is_some();
-    for &(pod, class) in survey.pods.iter().filter(|(_, c)| c.workload().is_none()) {
-        let plan = decide_other(pod, class, ctx, index, managed_pods_left, &mut drain);
-        drain.pods.push(plan);
+    for (i, &(pod, class)) in survey.pods.iter().enumerate() {
+        if class.workload().is_none() {
+            decided[i] = Some(decide_other(
+                pod,
+                class,
+                ctx,
+                index,
+                managed_pods_left,
+                &mut drain,
+            ));
+        }
     }
-    drain.pods.sort_by(|a, b| a.pod.cmp(&b.pod));
+    drain.pods = decided.into_iter().flatten().collect();
     drain
 }
 
@@ -323,14 +371,9 @@ fn decide_workload(
     let t = ctx.threshold;
     let needed = health::needed(t, health.desired);
     let floor = health::sla_floor(t, health.desired);
-    let who = match workload.is_known() {
-        true => format!("workload {workload}"),
-        false => format!("controller {workload} ({} pods seen)", health.desired),
-    };
-    let going = match health.going {
-        0 => String::new(),
-        n => format!(", {n} terminating or not replaced"),
-    };
+    // Written straight into one message: this runs for every pod of every draining node.
+    let who = Who(workload, health.desired);
+    let going = Going(health.going);
     let message = match health::judge(health, t, pod.ready) {
         Verdict::ScaledToZero => {
             return wait(format!(
@@ -359,12 +402,13 @@ fn decide_workload(
         ),
     };
     let use_eviction_api = uses_eviction_api(class, ctx);
-    let pdbs: Vec<(String, String)> = if use_eviction_api {
-        index.pdbs_for(pod).map(|p| p.key()).collect()
+    let pdbs: Vec<(usize, &Pdb)> = if use_eviction_api {
+        index.pdbs_for(pod)
     } else {
         Vec::new()
     };
-    if let Some((ns, name)) = pdbs.iter().find(|key| ledger.pdb_allowance(key) <= 0) {
+    if let Some((_, pdb)) = pdbs.iter().find(|(i, _)| ledger.pdb_allowance(*i) <= 0) {
+        let (ns, name) = (&pdb.view.namespace, &pdb.view.name);
         let message = format!("wait: PodDisruptionBudget {ns}/{name} allows no disruption now");
         return pod_plan(
             pod,
@@ -374,6 +418,7 @@ fn decide_workload(
             message,
         );
     }
+    let pdbs: Vec<usize> = pdbs.into_iter().map(|(i, _)| i).collect();
     ledger.record_eviction(workload, index, pod.ready, &pdbs);
     let eviction = Eviction {
         owner: OwnerRef::of(workload),
@@ -390,6 +435,32 @@ fn decide_workload(
         eviction,
     };
     act(pod, class, ctx, drain, action, Reason::Evicted, message)
+}
+
+/// The workload a message is about: `workload Deployment web`, or for a controller of another kind
+/// `controller KafkaNodePool brokers (3 pods seen)`.
+struct Who<'a>(Workload<'a>, u32);
+
+impl std::fmt::Display for Who<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self(workload, desired) = self;
+        match workload.is_known() {
+            true => write!(f, "workload {workload}"),
+            false => write!(f, "controller {workload} ({desired} pods seen)"),
+        }
+    }
+}
+
+/// `, N terminating or not replaced`, or nothing.
+struct Going(u32);
+
+impl std::fmt::Display for Going {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            n => write!(f, ", {n} terminating or not replaced"),
+        }
+    }
 }
 
 /// Every pod that is not a workload or other-controller pod. Unmanaged pods (and Job pods past their timeout) go

@@ -19,8 +19,6 @@
 //! (evicting them would only race the controller). Owners that are not in the view are not judged here: their pods
 //! wait (see `classify::Unmanaged::OwnerGone`).
 
-use std::collections::BTreeMap;
-
 use crate::{
     index::{FastMap, Index},
     workload::Workload,
@@ -109,8 +107,8 @@ pub fn judge(health: OwnerHealth, threshold: u8, pod_ready: bool) -> Verdict {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Ledger {
     workloads: FastMap<String, OwnerHealth>,
-    /// Disruptions still allowed per budget (namespace, name).
-    pdbs: BTreeMap<(String, String), i64>,
+    /// Disruptions still allowed per budget, by its position in the index's budgets.
+    pdbs: Vec<i64>,
 }
 
 impl Ledger {
@@ -118,7 +116,7 @@ impl Ledger {
         let pdbs = index
             .pdbs
             .iter()
-            .map(|p| (p.key(), i64::from(p.view.disruptions_allowed.max(0))))
+            .map(|p| i64::from(p.view.disruptions_allowed.max(0)))
             .collect();
         Self {
             workloads: FastMap::default(),
@@ -137,8 +135,8 @@ impl Ledger {
     }
 
     /// Disruptions the budget still allows in this pass.
-    pub(crate) fn pdb_allowance(&self, key: &(String, String)) -> i64 {
-        self.pdbs.get(key).copied().unwrap_or(0)
+    pub(crate) fn pdb_allowance(&self, pdb: usize) -> i64 {
+        self.pdbs.get(pdb).copied().unwrap_or(0)
     }
 
     /// Records a planned eviction of a pod of `workload` covered by `pdbs`.
@@ -147,7 +145,7 @@ impl Ledger {
         workload: Workload,
         index: &Index,
         pod_ready: bool,
-        pdbs: &[(String, String)],
+        pdbs: &[usize],
     ) {
         let mut health = self.health(workload, index);
         if pod_ready {
@@ -155,8 +153,10 @@ impl Ledger {
         }
         health.going += 1;
         self.workloads.insert(workload.uid.to_owned(), health);
-        for key in pdbs {
-            *self.pdbs.entry(key.clone()).or_default() -= 1;
+        for &pdb in pdbs {
+            if let Some(allowed) = self.pdbs.get_mut(pdb) {
+                *allowed -= 1;
+            }
         }
     }
 }
@@ -164,32 +164,15 @@ impl Ledger {
 /// A workload's health as the view shows it.
 fn observe(workload: Workload, index: &Index) -> OwnerHealth {
     let gone = index.in_flight_gone.get(workload.uid).copied().unwrap_or(0);
-    let mut health = OwnerHealth {
-        desired: 0,
-        ready: 0,
-        // An eviction in flight whose pod already left the cache still means "not replaced yet".
-        going: gone,
-    };
-    let mut seen = gone;
-    for pod in index
-        .pods_by_workload
-        .get(workload.uid)
-        .into_iter()
-        .flatten()
-    {
-        if pod.phase.is_finished() {
-            continue;
-        }
-        seen += 1;
-        if index.is_going(pod) {
-            health.going += 1;
-        } else if pod.ready {
-            health.ready += 1;
-        }
-    }
+    let pods = index.workload_pods(workload.uid);
     let remembered = index.observed_sizes.get(workload.uid).copied().unwrap_or(0);
-    health.desired = workload.desired.unwrap_or(seen.max(remembered));
-    health
+    let seen = gone + pods.seen;
+    OwnerHealth {
+        desired: workload.desired.unwrap_or(seen.max(remembered)),
+        ready: pods.ready,
+        // An eviction in flight whose pod already left the cache still means "not replaced yet".
+        going: gone + pods.going,
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
-    selector::{Selector, SelectorError},
+    classify::{self, Class, Resolved},
+    selector::{self, Selector, SelectorError},
     workload::workload_uid,
 };
 
@@ -60,29 +61,72 @@ impl Pdb<'_> {
         pod.namespace == self.view.namespace
             && matches!(&self.selector, Some(Ok(selector)) if selector.matches(&pod.labels))
     }
+}
 
-    pub(crate) fn key(&self) -> (String, String) {
-        (self.view.namespace.clone(), self.view.name.clone())
-    }
+/// What classifying a pod looks up: the owners and the evictions in flight.
+pub(crate) struct Lookups<'a> {
+    /// Owners by UID, those that exist and those being deleted (looked up; iterated only where order does not
+    /// matter).
+    pub(crate) owners: FastMap<&'a str, OwnerEntry<'a>>,
+    /// UIDs of owners that are still in the view but being deleted (`exists: false`).
+    pub(crate) deleting_owners: BTreeSet<&'a str>,
+    /// UIDs of pods with an eviction in flight.
+    pub(crate) in_flight_pods: FastSet<&'a str>,
+}
+
+/// An owner, with what is worked out once for all its pods.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OwnerEntry<'a> {
+    pub(crate) owner: &'a OwnerView,
+    /// What its pods are; `None` for an owner being deleted.
+    pub(crate) resolved: Option<Resolved<'a>>,
+    /// Where its pods are counted: the slot of the workload they count for (DESIGN.md §2).
+    counts: u32,
+}
+
+/// A workload's pods as the view shows them (not finished), counted once per pass for every workload.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PodCounts {
+    /// Pods not finished, bound to a node or not.
+    pub(crate) seen: u32,
+    /// Of those, pods terminating or with an eviction in flight.
+    pub(crate) going: u32,
+    /// Of the others, Ready pods.
+    pub(crate) ready: u32,
 }
 
 /// The view, indexed. Every collection iterates in a fixed order, whatever the order of the view's vectors.
+///
+/// Each pod is classified once per pass, and grouped by node as positions in the view's pod list (one flat array,
+/// no list per node): a large fleet's pods are mostly on nodes that only queue for a slot, whose pods are only
+/// counted, so a pass must not spend more than a few lookups on each pod.
 pub(crate) struct Index<'a> {
     /// Nodes by name.
     pub(crate) nodes: BTreeMap<&'a str, &'a NodeView>,
-    /// Pods by node name, in the view's order (looked up, never iterated where order matters).
-    pub(crate) pods_by_node: FastMap<&'a str, Vec<&'a PodView>>,
-    /// Pods by the UID of the workload they count for (DESIGN.md §2: a Deployment for the pods of its ReplicaSets),
-    /// bound to a node or not, in no particular order (looked up and counted).
-    pub(crate) pods_by_workload: FastMap<&'a str, Vec<&'a PodView>>,
-    /// Owners by UID, only those that exist (looked up; iterated only where order does not matter).
-    pub(crate) owners: FastMap<&'a str, &'a OwnerView>,
-    /// UIDs of owners that are still in the view but being deleted (`exists: false`).
-    pub(crate) deleting_owners: BTreeSet<&'a str>,
+    /// Position of each node name in `node_start`.
+    node_slots: FastMap<&'a str, u32>,
+    /// Pods of the node in slot `s`: `by_node[node_start[s]..node_start[s + 1]]`, positions in `pods`, in the view's
+    /// order.
+    node_start: Vec<u32>,
+    by_node: Vec<u32>,
+    /// The view's pods, and the class of each.
+    pods: &'a [PodView],
+    classes: Vec<Class<'a>>,
+    /// Per UID of the workload the pods count for (DESIGN.md §2: a Deployment for the pods of its ReplicaSets), its
+    /// slot in `workload_pods` (looked up, never iterated where order matters).
+    workload_slots: FastMap<&'a str, u32>,
+    /// Per workload slot, its pods, bound to a node or not.
+    workload_pods: Vec<PodCounts>,
+    /// What the pods were classified with (classifying again is for tests: the index holds every pod's class).
+    #[cfg(test)]
+    pub(crate) lookups: Lookups<'a>,
     /// Budgets, sorted by namespace and name.
     pub(crate) pdbs: Vec<Pdb<'a>>,
-    /// UIDs of pods with an eviction in flight.
-    pub(crate) in_flight_pods: FastSet<&'a str>,
+    /// Positions in `pdbs` of the budgets with a required label, by namespace, label key and value; of the others
+    /// that can cover a pod (a selector with no such label, such as the empty one), by namespace. So that the budgets
+    /// of a pod are found among a few, not among every budget of the cluster.
+    pdbs_by_label: FastMap<(&'a str, &'a str, &'a str), Vec<u32>>,
+    pdbs_by_namespace: FastMap<&'a str, Vec<u32>>,
     /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not replaced yet.
     pub(crate) in_flight_gone: FastMap<&'a str, u32>,
     /// The remembered sizes of controllers of unknown kinds.
@@ -91,45 +135,122 @@ pub(crate) struct Index<'a> {
 
 impl<'a> Index<'a> {
     pub(crate) fn new(view: &'a ClusterView) -> Self {
-        let nodes = view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-        let all_owners: FastMap<&str, &OwnerView> =
-            view.owners.iter().map(|o| (o.uid.as_str(), o)).collect();
-        // Grouped without sorting: only the nodes whose pods are decided in this pass need their pods in order, and
-        // `drain::survey` sorts those. Sized up front: growing maps of a large fleet's pods costs rehashing.
-        let mut pods_by_node: FastMap<&str, Vec<&PodView>> =
-            FastMap::with_capacity_and_hasher(view.nodes.len(), Default::default());
-        let mut pods_by_workload: FastMap<&str, Vec<&PodView>> =
+        let nodes: BTreeMap<&str, &NodeView> =
+            view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+        let mut node_slots: FastMap<&str, u32> =
+            FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
+        for (slot, name) in nodes.keys().enumerate() {
+            node_slots.insert(name, slot_of(slot));
+        }
+        // Every owner with the slot of the workload its pods count for, then (once all are in) what its pods are.
+        let mut workload_slots: FastMap<&str, u32> =
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
-        let in_flight_pods: FastSet<&str> =
-            view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect();
+        let mut owners: FastMap<&str, OwnerEntry> =
+            FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
+        for owner in &view.owners {
+            let next = slot_of(workload_slots.len());
+            let counts = *workload_slots
+                .entry(workload_uid(&owner.uid, Some(owner)))
+                .or_insert(next);
+            owners.insert(
+                &owner.uid,
+                OwnerEntry {
+                    owner,
+                    resolved: None,
+                    counts,
+                },
+            );
+        }
+        let mut lookups = Lookups {
+            owners,
+            deleting_owners: view
+                .owners
+                .iter()
+                .filter(|o| !o.exists)
+                .map(|o| o.uid.as_str())
+                .collect(),
+            in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
+        };
+        let resolved: Vec<(&str, Resolved)> = lookups
+            .owners
+            .iter()
+            .filter(|(_, e)| e.owner.exists)
+            .map(|(&uid, e)| (uid, classify::resolve(e.owner, &lookups)))
+            .collect();
+        for (uid, r) in resolved {
+            if let Some(entry) = lookups.owners.get_mut(uid) {
+                entry.resolved = Some(r);
+            }
+        }
+        // One walk over the pods: each classified, counted for its workload, and placed on its node. Sized up front:
+        // growing maps of a large fleet's pods costs rehashing.
+        let mut classes = Vec::with_capacity(view.pods.len());
+        let mut pod_slot: Vec<u32> = Vec::with_capacity(view.pods.len());
+        let mut per_node = vec![0u32; node_slots.len() + 1];
+        let mut workload_pods = vec![PodCounts::default(); workload_slots.len()];
         // Which pods with an eviction in flight are still in the view (a few; not a set of every pod).
         let mut in_flight_seen: FastSet<&str> = FastSet::default();
         for pod in &view.pods {
-            if !in_flight_pods.is_empty() && in_flight_pods.contains(pod.uid.as_str()) {
+            let going = !lookups.in_flight_pods.is_empty()
+                && lookups.in_flight_pods.contains(pod.uid.as_str());
+            if going {
                 in_flight_seen.insert(&pod.uid);
             }
-            if let Some(node) = &pod.node_name {
-                pods_by_node.entry(node).or_default().push(pod);
+            let entry = pod
+                .controller
+                .as_ref()
+                .and_then(|c| lookups.owners.get(c.uid.as_str()));
+            classes.push(classify::classify_entry(pod, entry, &lookups));
+            let slot = pod
+                .node_name
+                .as_deref()
+                .and_then(|n| node_slots.get(n).copied())
+                .unwrap_or(u32::MAX);
+            if slot != u32::MAX {
+                per_node[slot as usize] += 1;
             }
-            if let Some(controller) = &pod.controller {
-                let owner = all_owners.get(controller.uid.as_str()).copied();
-                pods_by_workload
-                    .entry(workload_uid(&controller.uid, owner))
-                    .or_default()
-                    .push(pod);
+            pod_slot.push(slot);
+            let Some(controller) = &pod.controller else {
+                continue;
+            };
+            // A controller that is not in the view counts for itself.
+            let counts = match entry {
+                Some(e) => e.counts as usize,
+                None => {
+                    let next = slot_of(workload_slots.len());
+                    let slot = *workload_slots.entry(&controller.uid).or_insert(next) as usize;
+                    if slot == workload_pods.len() {
+                        workload_pods.push(PodCounts::default());
+                    }
+                    slot
+                }
+            };
+            let counts = &mut workload_pods[counts];
+            if !pod.phase.is_finished() {
+                counts.seen += 1;
+                if pod.terminating || going {
+                    counts.going += 1;
+                } else if pod.ready {
+                    counts.ready += 1;
+                }
             }
         }
-        let owners = all_owners
-            .iter()
-            .filter(|(_, o)| o.exists)
-            .map(|(&uid, &o)| (uid, o))
-            .collect();
-        let deleting_owners = view
-            .owners
-            .iter()
-            .filter(|o| !o.exists)
-            .map(|o| o.uid.as_str())
-            .collect();
+        // Counts to start positions, then each pod into its node's range.
+        let mut start = 0u32;
+        for count in &mut per_node {
+            let n = *count;
+            *count = start;
+            start += n;
+        }
+        let mut next = per_node.clone();
+        let mut by_node = vec![0u32; start as usize];
+        for (i, &slot) in pod_slot.iter().enumerate() {
+            if slot != u32::MAX {
+                let at = &mut next[slot as usize];
+                by_node[*at as usize] = slot_of(i);
+                *at += 1;
+            }
+        }
         let mut pdbs: Vec<Pdb> = view
             .pdbs
             .iter()
@@ -141,6 +262,24 @@ impl<'a> Index<'a> {
         pdbs.sort_by(|a, b| {
             (&a.view.namespace, &a.view.name).cmp(&(&b.view.namespace, &b.view.name))
         });
+        let mut pdbs_by_label: FastMap<(&str, &str, &str), Vec<u32>> = FastMap::default();
+        let mut pdbs_by_namespace: FastMap<&str, Vec<u32>> = FastMap::default();
+        for (i, pdb) in pdbs.iter().enumerate() {
+            let namespace = pdb.view.namespace.as_str();
+            // A null or invalid selector covers nothing.
+            if let (Some(Ok(_)), Some(selector)) = (&pdb.selector, &pdb.view.selector) {
+                match selector::required_label(selector) {
+                    Some((key, value)) => pdbs_by_label
+                        .entry((namespace, key, value))
+                        .or_default()
+                        .push(slot_of(i)),
+                    None => pdbs_by_namespace
+                        .entry(namespace)
+                        .or_default()
+                        .push(slot_of(i)),
+                }
+            }
+        }
         let mut in_flight_gone: FastMap<&str, u32> = FastMap::default();
         for eviction in &view.in_flight {
             if let Some(owner) = &eviction.owner_uid
@@ -151,34 +290,84 @@ impl<'a> Index<'a> {
         }
         Self {
             nodes,
-            pods_by_node,
-            pods_by_workload,
-            owners,
-            deleting_owners,
+            node_slots,
+            node_start: per_node,
+            by_node,
+            pods: &view.pods,
+            classes,
+            workload_slots,
+            workload_pods,
+            #[cfg(test)]
+            lookups,
             pdbs,
-            in_flight_pods,
+            pdbs_by_label,
+            pdbs_by_namespace,
             in_flight_gone,
             observed_sizes: &view.observed_sizes,
         }
     }
 
-    /// Pods bound to `node`.
-    pub(crate) fn pods_on(&self, node: &str) -> &[&'a PodView] {
-        self.pods_by_node.get(node).map_or(&[], Vec::as_slice)
+    /// Pods bound to `node`, each with its class, in the view's order.
+    pub(crate) fn pods_on(
+        &self,
+        node: &str,
+    ) -> impl ExactSizeIterator<Item = (&'a PodView, Class<'a>)> + '_ {
+        let range = match self.node_slots.get(node) {
+            Some(&slot) => {
+                let slot = slot as usize;
+                self.node_start[slot] as usize..self.node_start[slot + 1] as usize
+            }
+            None => 0..0,
+        };
+        self.by_node[range]
+            .iter()
+            .map(|&i| (&self.pods[i as usize], self.classes[i as usize]))
     }
 
-    /// Whether `pod` is being evicted or deleted (by anyone): it is on its way out.
-    pub(crate) fn is_going(&self, pod: &PodView) -> bool {
-        pod.terminating || self.in_flight_pods.contains(pod.uid.as_str())
+    /// The pods of the workload `uid`, as the view shows them.
+    pub(crate) fn workload_pods(&self, uid: &str) -> PodCounts {
+        self.workload_slots
+            .get(uid)
+            .map(|&slot| self.workload_pods[slot as usize])
+            .unwrap_or_default()
     }
 
-    /// Budgets that cover `pod`.
-    pub(crate) fn pdbs_for<'s>(
+    /// Budgets that cover `pod`, with their positions in `pdbs`, in that order.
+    pub(crate) fn pdbs_for<'s>(&'s self, pod: &'s PodView) -> Vec<(usize, &'s Pdb<'a>)> {
+        let mut found: Vec<(usize, &Pdb)> = self.pdbs_covering(pod).collect();
+        found.sort_unstable_by_key(|(i, _)| *i);
+        found
+    }
+
+    /// Budgets that cover `pod`, in no particular order (for counting), without allocating: looked up among those
+    /// of the pod's namespace without a required label and those of each of its labels. Each budget is indexed once,
+    /// under one label, so none comes twice.
+    pub(crate) fn pdbs_covering<'s>(
         &'s self,
         pod: &'s PodView,
-    ) -> impl Iterator<Item = &'s Pdb<'a>> + 's {
-        self.pdbs.iter().filter(move |p| p.covers(pod))
+    ) -> impl Iterator<Item = (usize, &'s Pdb<'a>)> + 's {
+        // Without budgets, the pod is not even read (this runs for every pod of every queued node).
+        let indexed = (!self.pdbs.is_empty()).then_some(pod);
+        indexed.into_iter().flat_map(move |pod| {
+            let namespace = pod.namespace.as_str();
+            let by_namespace = self.pdbs_by_namespace.get(namespace).into_iter().flatten();
+            let by_label = pod.labels.iter().flat_map(move |(key, value)| {
+                self.pdbs_by_label
+                    .get(&(namespace, key.as_str(), value.as_str()))
+                    .into_iter()
+                    .flatten()
+            });
+            by_namespace
+                .chain(by_label)
+                .map(|&i| (i as usize, &self.pdbs[i as usize]))
+                .filter(move |(_, p)| p.covers(pod))
+        })
     }
+}
+
+/// A position, as the `u32` the index stores (a view holds far fewer than 4 billion objects).
+fn slot_of(i: usize) -> u32 {
+    u32::try_from(i).expect("fewer than 2^32 objects in a view")
 }
 
 #[cfg(test)]

@@ -127,6 +127,20 @@ impl Selector {
     }
 }
 
+/// A label that every object `selector` matches carries (a `matchLabels` entry, or an `In` expression of one
+/// value), if it has one: a key to index selectors by. Meaningful for a selector that [`Selector::new`] accepts.
+pub(crate) fn required_label(selector: &LabelSelector) -> Option<(&str, &str)> {
+    if let Some((key, value)) = selector.match_labels.iter().flatten().next() {
+        return Some((key, value));
+    }
+    selector.match_expressions.iter().flatten().find_map(|e| {
+        match (e.operator.as_str(), e.values.as_deref()) {
+            ("In", Some([value])) => Some((e.key.as_str(), value.as_str())),
+            _ => None,
+        }
+    })
+}
+
 /// A label selector in kubectl's notation (`pool=web, zone in (a, b), !spot`), for messages; `<all>` when empty.
 pub(crate) fn describe(selector: &LabelSelector) -> String {
     let mut parts: Vec<String> = selector
