@@ -15,6 +15,7 @@ pub mod kamikaze_token;
 pub mod leader;
 mod metrics;
 pub mod permissions;
+mod reaction;
 mod reconcile;
 mod server;
 mod sizes;
