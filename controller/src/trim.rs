@@ -29,6 +29,18 @@ pub(crate) fn trim_pod(pod: &mut Pod) {
     trim_meta(pod);
     let meta = &mut pod.metadata;
     meta.generate_name = None;
+    meta.finalizers = None;
+    meta.generation = None;
+    meta.deletion_grace_period_seconds = None;
+    // Only the controlling reference is read (`k8sm_view::meta::controller_ref`), and of it only kind, name and UID.
+    if let Some(references) = meta.owner_references.as_mut() {
+        references.retain(|r| r.controller == Some(true));
+        for reference in references.iter_mut() {
+            reference.api_version = String::new();
+            reference.block_owner_deletion = None;
+        }
+        references.shrink_to_fit();
+    }
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.retain(|key, _| POD_ANNOTATIONS_READ.contains(&key.as_str()));
     }

@@ -19,8 +19,10 @@ fn pod() -> Pod {
                 "sidecar.istio.io/status": "{\"a large\": \"blob\"}",
                 "kubectl.kubernetes.io/last-applied-configuration": "{}"
             },
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs1",
-                                 "controller": true}]
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "keep-alive", "uid": "cm1"},
+                                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs1",
+                                 "controller": true, "blockOwnerDeletion": true}],
+            "finalizers": ["example.com/hold"]
         },
         "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]},
         "status": {
@@ -63,6 +65,20 @@ fn a_trimmed_pod_keeps_everything_the_planner_reads() {
     assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
     assert_eq!(status.pod_ip, None);
     assert_eq!(trimmed.metadata.generate_name, None);
+    assert_eq!(trimmed.metadata.finalizers, None);
+    let references = trimmed
+        .metadata
+        .owner_references
+        .as_ref()
+        .expect("references");
+    assert_eq!(references.len(), 1, "only the controller's reference");
+    assert_eq!(references[0].block_owner_deletion, None);
+    // What the controller itself reads of a cached pod: its identity and version (backoff), its node.
+    assert_eq!(trimmed.metadata.uid, original.metadata.uid);
+    assert_eq!(
+        trimmed.metadata.resource_version,
+        original.metadata.resource_version
+    );
 }
 
 /// A pod template, as a controller's spec carries it: most of the object.
