@@ -138,7 +138,7 @@ impl Metrics {
         );
         // The interface with the bench, which reads it at the end of a run: keep its name and type. Exact definition
         // in `crate::reaction`.
-        let reaction_seconds = Histogram::new(REACTION_BUCKETS.into_iter());
+        let reaction_seconds = Histogram::new(REACTION_BUCKETS);
         registry.register(
             "eviction_reaction_seconds",
             "Per workload that waited (a pod of it waiting on the health rule or a budget, an eviction of it planned \

@@ -222,7 +222,8 @@ enum Wake {
     Stop,
     /// A change, a timer, or a change of leadership.
     Plan,
-    Answer(Result<Answer, JoinError>),
+    /// Boxed: an answer carries its action, far larger than the other variants.
+    Answer(Box<Result<Answer, JoinError>>),
 }
 
 impl PassResult {
@@ -265,7 +266,7 @@ impl Controller {
             let wake = tokio::select! {
                 biased;
                 _ = stopping.wait_for(|stop| *stop) => Wake::Stop,
-                Some(answer) = self.calls.join_next(), if !self.calls.is_empty() => Wake::Answer(answer),
+                Some(answer) = self.calls.join_next(), if !self.calls.is_empty() => Wake::Answer(Box::new(answer)),
                 next = changes.next() => match next {
                     Some(()) => Wake::Plan,
                     None => anyhow::bail!("the watches ended"),
@@ -277,7 +278,7 @@ impl Controller {
                 Wake::Stop => break,
                 Wake::Plan => {}
                 Wake::Answer(answer) => {
-                    let mut replan = self.answered(answer, &mut last).await;
+                    let mut replan = self.answered(*answer, &mut last).await;
                     while let Some(answer) = self.calls.try_join_next() {
                         replan |= self.answered(answer, &mut last).await;
                     }
