@@ -74,11 +74,15 @@ impl InFlight {
     /// Drops the entries whose pod `view` (built from the caches, without in-flight entries) shows terminating or
     /// gone, and, unless `pod_watch_failing`, accepted ones past the bound.
     pub fn prune(&mut self, view: &ClusterView, now: DateTime<Utc>, pod_watch_failing: bool) {
-        let alive: HashMap<&str, bool> = view
-            .pods
-            .iter()
-            .map(|p| (p.uid.as_str(), !p.terminating))
-            .collect();
+        // Only the entries' pods (a few), not a map of every pod of the fleet on every pass.
+        let mut alive: HashMap<&str, bool> = HashMap::with_capacity(self.entries.len());
+        if !self.entries.is_empty() {
+            for pod in &view.pods {
+                if self.entries.contains_key(&pod.uid) {
+                    alive.insert(&pod.uid, !pod.terminating);
+                }
+            }
+        }
         let calling = &self.calling;
         self.entries.retain(|uid, entry| {
             let young = pod_watch_failing
