@@ -7,6 +7,7 @@
 
 mod args;
 mod backoff;
+pub mod cached_pod;
 mod error;
 pub mod events;
 pub mod execute;

@@ -22,9 +22,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::cached_pod::CachedPod;
 
 #[derive(Debug, Default)]
 struct State {
@@ -77,7 +78,12 @@ impl Reaction {
     }
 
     /// Stamps a pod watch event, before it is applied to `pods`: a pod whose Ready condition turns True.
-    pub fn observe_pod(&self, pods: &Store<Pod>, replica_sets: &Store<ReplicaSet>, pod: &Pod) {
+    pub fn observe_pod(
+        &self,
+        pods: &Store<CachedPod>,
+        replica_sets: &Store<ReplicaSet>,
+        pod: &CachedPod,
+    ) {
         if !is_ready(pod) {
             return;
         }
@@ -96,18 +102,13 @@ impl Reaction {
 }
 
 /// Ready and not on its way out, as the planner counts a pod ready (`k8sm_view::pod`).
-fn is_ready(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+fn is_ready(pod: &CachedPod) -> bool {
+    pod.metadata.deletion_timestamp.is_none() && pod.ready
 }
 
 /// The workload a pod counts for, as the planner names it (`workload_uid` in the planner): its controller, or for a
 /// ReplicaSet's pod that ReplicaSet's own controller (a Deployment).
-fn workload_uid(pod: &Pod, replica_sets: &Store<ReplicaSet>) -> Option<String> {
+fn workload_uid(pod: &CachedPod, replica_sets: &Store<ReplicaSet>) -> Option<String> {
     let controller = pod
         .owner_references()
         .iter()

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
@@ -31,6 +31,7 @@ use k8sm_planner::{Action, ActionKind, Decision, PodRef, Reason};
 
 use crate::Error;
 use crate::backoff::{self, Backoff, Subject};
+use crate::cached_pod::CachedPod;
 use crate::events::EventSink;
 use crate::execute::{Executor, Outcome};
 use crate::in_flight::InFlight;
@@ -348,7 +349,7 @@ impl Controller {
         let stale = watches::stale(&failing, self.max_staleness, started);
         let mut view = view::build(&self.stores, Vec::new());
         // While the pod watch fails, the cache cannot show an evicted pod going: its eviction stays counted.
-        let pods_failing = failing.contains_key(<Pod as k8s_openapi::Resource>::KIND);
+        let pods_failing = failing.contains_key(<CachedPod as k8s_openapi::Resource>::KIND);
         self.in_flight.prune(&view, now, pods_failing);
         view.in_flight = self.in_flight.snapshot();
         view.observed_sizes = self.sizes.observe(&view, Vec::new(), now);
@@ -498,11 +499,8 @@ impl Controller {
 
     /// The node a cached pod is bound to.
     fn node_of(&self, pod: &PodRef) -> Option<String> {
-        let key = ObjectRef::<Pod>::new(&pod.name).within(&pod.namespace);
-        self.stores
-            .pods
-            .get(&key)
-            .and_then(|p| p.spec.as_ref()?.node_name.clone())
+        let key = ObjectRef::<CachedPod>::new(&pod.name).within(&pod.namespace);
+        self.stores.pods.get(&key).and_then(|p| p.node_name.clone())
     }
 
     /// Executes one node action and, when done, reports it. Returns the cached node it was about.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{Node, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -18,6 +18,7 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 
 use k8sm_api::ExecutorUpgradePolicy;
 
+use crate::cached_pod::CachedPod;
 use crate::reaction::Reaction;
 use crate::trim::{
     trim_deployment, trim_job, trim_meta, trim_node, trim_pod, trim_replica_set,
@@ -35,7 +36,8 @@ const MAX_RESTART_DELAY: Duration = Duration::from_secs(8);
 #[derive(Clone)]
 pub struct Stores {
     pub nodes: Store<Node>,
-    pub pods: Store<Pod>,
+    /// Pods, as much of them as the planner reads.
+    pub pods: Store<CachedPod>,
     pub deployments: Store<Deployment>,
     pub replica_sets: Store<ReplicaSet>,
     pub replication_controllers: Store<ReplicationController>,
