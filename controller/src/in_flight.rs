@@ -1,31 +1,43 @@
-//! Evictions and deletions the controller executed that its pod cache may not show yet.
+//! Evictions and deletions the controller launched that its pod cache may not show yet.
 //!
-//! Between an eviction's 201 and the watch event that shows the pod terminating, the cache still counts the pod as
-//! ready: the planner would then judge the workload healthier than it is. Each executed removal is remembered until
-//! the cache catches up (or a bound passes while the pod watch works), so the SLA rule always counts it. With [`crate::sizes`], this is the
-//! only in-memory state, and it only ever makes the planner more careful; after a restart, the pods themselves show
-//! it.
+//! An entry is made when the call is launched, before its request is sent: from then on the planner counts the pod
+//! as going (its owner's budget is held, and the pod is never acted on again), even while the call is unanswered
+//! and the loop plans other nodes. A call that is refused or fails releases its entry; an accepted one keeps it
+//! until the cache catches up: between an eviction's 201 and the watch event that shows the pod terminating, the
+//! cache still counts the pod as ready, and the planner would judge the workload healthier than it is. Each removal
+//! is remembered until the cache shows it (or a bound passes while the pod watch works), so the SLA rule always
+//! counts it. With [`crate::sizes`], this is the only in-memory state, and it only ever makes the planner more
+//! careful; after a restart, the pods themselves show it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 use k8sm_planner::{ClusterView, InFlightEviction};
 
-/// How long an entry may wait for the cache: far longer than watch latency, short enough to never wedge a workload.
-/// Only while the pod watch works: a failing watch keeps the cache as it was, with the evicted pods Ready in it, so
-/// an entry must stay until the cache really shows its pod going.
+/// How long an accepted removal may wait for the cache: far longer than watch latency, short enough to never wedge
+/// a workload. Only while the pod watch works: a failing watch keeps the cache as it was, with the evicted pods
+/// Ready in it, so an entry must stay until the cache really shows its pod going. An unanswered call has no bound
+/// here (the call has its own timeout, and its answer decides).
 const MAX_AGE: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Default)]
 pub struct InFlight {
+    /// Pod UID → its removal, counted by the planner.
     entries: HashMap<String, InFlightEviction>,
+    /// Pods whose call is launched and not answered yet. Kept apart from `entries`: once the cache shows the pod
+    /// going its entry goes, but the pod must still not get a second call while the first one runs.
+    calling: HashSet<String>,
 }
 
 impl InFlight {
-    /// Remembers an executed eviction or deletion of pod `pod_uid` of workload `owner_uid`.
-    pub fn record(&mut self, pod_uid: &str, owner_uid: Option<String>, at: DateTime<Utc>) {
+    /// A call to evict or delete pod `pod_uid` of workload `owner_uid` is launched at `at`. False (and nothing
+    /// recorded) when a call on that pod is still running.
+    pub fn launch(&mut self, pod_uid: &str, owner_uid: Option<String>, at: DateTime<Utc>) -> bool {
+        if !self.calling.insert(pod_uid.to_owned()) {
+            return false;
+        }
         self.entries.insert(
             pod_uid.to_owned(),
             InFlightEviction {
@@ -34,19 +46,48 @@ impl InFlight {
                 at,
             },
         );
+        true
+    }
+
+    /// The call on `pod_uid` was accepted at `at`: its entry (unless the cache already shows the pod going) waits
+    /// for the cache, at most [`MAX_AGE`] from now.
+    pub fn accepted(&mut self, pod_uid: &str, at: DateTime<Utc>) {
+        self.calling.remove(pod_uid);
+        if let Some(entry) = self.entries.get_mut(pod_uid) {
+            entry.at = at;
+        }
+    }
+
+    /// The call on `pod_uid` was refused, failed, or found the pod gone: nothing is on its way out because of it,
+    /// and the budget it held is free again.
+    pub fn released(&mut self, pod_uid: &str) {
+        self.calling.remove(pod_uid);
+        self.entries.remove(pod_uid);
+    }
+
+    /// Whether a call on `pod_uid` is running.
+    #[cfg(test)]
+    pub fn is_calling(&self, pod_uid: &str) -> bool {
+        self.calling.contains(pod_uid)
     }
 
     /// Drops the entries whose pod `view` (built from the caches, without in-flight entries) shows terminating or
-    /// gone, and, unless `pod_watch_failing`, those past the bound.
+    /// gone, and, unless `pod_watch_failing`, accepted ones past the bound.
     pub fn prune(&mut self, view: &ClusterView, now: DateTime<Utc>, pod_watch_failing: bool) {
-        let alive: HashMap<&str, bool> = view
-            .pods
-            .iter()
-            .map(|p| (p.uid.as_str(), !p.terminating))
-            .collect();
+        // Only the entries' pods (a few), not a map of every pod of the fleet on every pass.
+        let mut alive: HashMap<&str, bool> = HashMap::with_capacity(self.entries.len());
+        if !self.entries.is_empty() {
+            for pod in &view.pods {
+                if self.entries.contains_key(&pod.uid) {
+                    alive.insert(&pod.uid, !pod.terminating);
+                }
+            }
+        }
+        let calling = &self.calling;
         self.entries.retain(|uid, entry| {
-            let young =
-                pod_watch_failing || (now - entry.at).to_std().is_ok_and(|age| age < MAX_AGE);
+            let young = pod_watch_failing
+                || calling.contains(uid)
+                || (now - entry.at).to_std().is_ok_and(|age| age < MAX_AGE);
             young && alive.get(uid.as_str()).copied().unwrap_or(false)
         });
     }
@@ -55,8 +96,14 @@ impl InFlight {
         self.entries.values().cloned().collect()
     }
 
+    /// Entries counted by the planner.
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Calls running.
+    pub fn calls(&self) -> usize {
+        self.calling.len()
     }
 }
 
@@ -64,6 +111,12 @@ impl InFlight {
 mod tests {
     use super::*;
     use k8sm_planner::testing::{at, replica_set};
+
+    /// Launched at `at` and accepted at once.
+    fn launched(in_flight: &mut InFlight, pod: &str, owner: &str, at: DateTime<Utc>) {
+        assert!(in_flight.launch(pod, Some(owner.to_owned()), at));
+        in_flight.accepted(pod, at);
+    }
 
     fn view(pods: Vec<k8sm_planner::PodView>) -> ClusterView {
         ClusterView {
@@ -76,7 +129,7 @@ mod tests {
     fn an_eviction_is_kept_until_the_cache_shows_the_pod_going() {
         let rs = replica_set("shop", "web", 3);
         let mut in_flight = InFlight::default();
-        in_flight.record("shop/web-1", Some(rs.uid.clone()), at(0));
+        launched(&mut in_flight, "shop/web-1", &rs.uid, at(0));
         in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(1), false);
         assert_eq!(in_flight.len(), 1, "not terminating in the cache yet");
         in_flight.prune(
@@ -85,10 +138,10 @@ mod tests {
             false,
         );
         assert_eq!(in_flight.len(), 0);
-        in_flight.record("shop/web-2", Some(rs.uid.clone()), at(0));
+        launched(&mut in_flight, "shop/web-2", &rs.uid, at(0));
         in_flight.prune(&view(vec![]), at(1), false);
         assert_eq!(in_flight.len(), 0, "gone");
-        in_flight.record("shop/web-3", Some(rs.uid.clone()), at(0));
+        launched(&mut in_flight, "shop/web-3", &rs.uid, at(0));
         in_flight.prune(&view(vec![rs.pod("web-3", "n1")]), at(3), false);
         assert_eq!(in_flight.len(), 0, "past the bound");
     }
@@ -97,7 +150,7 @@ mod tests {
     fn an_eviction_is_kept_past_the_bound_while_the_pod_watch_fails() {
         let rs = replica_set("shop", "web", 3);
         let mut in_flight = InFlight::default();
-        in_flight.record("shop/web-1", Some(rs.uid.clone()), at(0));
+        launched(&mut in_flight, "shop/web-1", &rs.uid, at(0));
         // The frozen cache still shows the pod Ready, an hour later: it still counts as evicted.
         let frozen = view(vec![rs.pod("web-1", "n1")]);
         in_flight.prune(&frozen, at(60), true);
@@ -105,5 +158,66 @@ mod tests {
         // Once the watch works again, the fresh cache decides (here it shows the pod gone).
         in_flight.prune(&view(vec![]), at(61), false);
         assert_eq!(in_flight.len(), 0);
+    }
+
+    #[test]
+    fn a_launched_call_holds_its_pod_from_the_launch_until_it_is_answered() {
+        let rs = replica_set("shop", "web", 3);
+        let mut in_flight = InFlight::default();
+        assert!(in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(0)));
+        // Counted at once, before any answer, and no second call on the pod while the first runs.
+        assert_eq!(
+            in_flight.snapshot()[0].owner_uid.as_deref(),
+            Some(rs.uid.as_str())
+        );
+        assert!(!in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(1)));
+        assert!(in_flight.is_calling("shop/web-1"));
+        // A slow call is not dropped by the age bound: its answer decides.
+        in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(600), false);
+        assert_eq!(in_flight.len(), 1);
+        in_flight.accepted("shop/web-1", at(600));
+        assert!(!in_flight.is_calling("shop/web-1"));
+        // Accepted: kept until the cache shows it, the bound counted from the answer.
+        in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(601), false);
+        assert_eq!(in_flight.len(), 1);
+        in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(800), false);
+        assert_eq!(in_flight.len(), 0);
+    }
+
+    #[test]
+    fn a_refused_or_failed_call_releases_its_budget() {
+        let rs = replica_set("shop", "web", 3);
+        let mut in_flight = InFlight::default();
+        assert!(in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(0)));
+        assert!(in_flight.launch("shop/web-2", None, at(0)));
+        in_flight.released("shop/web-1");
+        let left: Vec<String> = in_flight
+            .snapshot()
+            .into_iter()
+            .map(|e| e.pod_uid)
+            .collect();
+        assert_eq!(left, ["shop/web-2"]);
+        assert_eq!(in_flight.calls(), 1);
+        // The pod may be tried again.
+        assert!(in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(5)));
+    }
+
+    #[test]
+    fn an_answer_after_the_cache_showed_the_pod_going_leaves_nothing_behind() {
+        let rs = replica_set("shop", "web", 3);
+        let mut in_flight = InFlight::default();
+        assert!(in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(0)));
+        in_flight.prune(
+            &view(vec![rs.pod("web-1", "n1").terminating()]),
+            at(1),
+            false,
+        );
+        assert_eq!(in_flight.len(), 0);
+        // Still calling: the pod gets no second call…
+        assert!(!in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(1)));
+        // …and the answer does not bring the entry back.
+        in_flight.accepted("shop/web-1", at(2));
+        assert_eq!(in_flight.len(), 0);
+        assert_eq!(in_flight.calls(), 0);
     }
 }

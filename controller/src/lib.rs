@@ -7,6 +7,7 @@
 
 mod args;
 mod backoff;
+pub mod cached_pod;
 mod error;
 pub mod events;
 pub mod execute;
@@ -15,6 +16,7 @@ pub mod kamikaze_token;
 pub mod leader;
 mod metrics;
 pub mod permissions;
+mod reaction;
 mod reconcile;
 mod server;
 mod sizes;

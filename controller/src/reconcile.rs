@@ -4,6 +4,14 @@
 //! only cover what no watch event announces (a DeleteAfterTimeout or restart timeout expiring, the backoff of a
 //! failed action ending, a failing watch becoming stale) plus a slow resync as a safety net. The pass never branches
 //! on why it woke.
+//!
+//! Pipelined: a pass carries out its node writes itself, in order, but only launches its evictions and pod
+//! deletions, each as a task of its own, and returns without waiting for their answers. A launched call is in
+//! flight from that moment ([`InFlight`]): the next passes count its pod as going (its owner's budget stays held)
+//! and never act on it again, while they plan other nodes and owners on every watch event. An answer wakes the loop:
+//! a refusal or failure releases the pod (its budget is free again) and backs it off, and an accepted call keeps
+//! its entry until the cache shows the pod going. At most [`MAX_CONCURRENT_CALLS`] calls run at once; what a pass
+//! cannot launch waits for a later pass, which the next answer brings.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -12,22 +20,25 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
+use tokio::task::{JoinError, JoinSet};
 
 use k8sm_api::ExecutorUpgradePolicy;
-use k8sm_planner::{Action, ActionKind, PodRef, Reason};
+use k8sm_planner::{Action, ActionKind, Decision, PodRef, Reason};
 
 use crate::Error;
 use crate::backoff::{self, Backoff, Subject};
+use crate::cached_pod::CachedPod;
 use crate::events::EventSink;
 use crate::execute::{Executor, Outcome};
 use crate::in_flight::InFlight;
 use crate::kamikaze_token::{KamikazeTokens, ServiceAccountRef};
 use crate::leader::{self, Leadership, LeaseConfig};
 use crate::metrics::Metrics;
+use crate::reaction::Reaction;
 use crate::server::{self, Health};
 use crate::sizes::Sizes;
 use crate::status::{CachedPolicy, StatusWriter};
@@ -43,7 +54,8 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How late after a backoff ends the loop wakes, so that the backoff has ended when the pass checks it.
 const WAKE_MARGIN: Duration = Duration::from_millis(20);
-/// At most this many evictions or deletions of one pass are in flight at once.
+/// At most this many evictions or deletions are running at once (launched by any pass, not answered yet); likewise,
+/// at most this many node writes of one batch run at once.
 const MAX_CONCURRENT_CALLS: usize = 16;
 /// How long connecting to the apiserver may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -94,7 +106,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     .await?;
     tracing::info!(%addr, %identity, "serving /metrics, /healthz and /readyz");
 
-    let (stores, mut changes) = Stores::start(&client);
+    let reaction = Reaction::default();
+    let (stores, mut changes) = Stores::start(&client, reaction.clone());
     {
         let synced = stores.wait_until_ready();
         tokio::pin!(synced);
@@ -122,9 +135,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 args.kamikaze_audience.clone(),
             ),
         )?,
-        events: EventSink::new(calls.clone(), identity, leadership.clone()),
+        events: Arc::new(EventSink::new(calls.clone(), identity, leadership.clone())),
         status: StatusWriter::new(calls.clone(), leadership.clone()),
         in_flight: InFlight::default(),
+        calls: JoinSet::new(),
+        reaction,
         sizes: Sizes::default(),
         backoff: Backoff::default(),
         status_failures: 0,
@@ -157,9 +172,12 @@ fn on_stop_signal() -> anyhow::Result<watch::Receiver<bool>> {
 
 struct Controller {
     executor: Executor,
-    events: EventSink,
+    events: Arc<EventSink>,
     status: StatusWriter,
     in_flight: InFlight,
+    /// The evictions and pod deletions launched and not answered yet (their pods are in `in_flight`).
+    calls: JoinSet<Answer>,
+    reaction: Reaction,
     sizes: Sizes,
     /// Objects whose last action failed, backing off.
     backoff: Backoff,
@@ -190,6 +208,23 @@ struct PassResult {
     /// Plan again then: the earliest end of a backoff that withheld an action of this pass, or the moment a failing
     /// watch becomes stale.
     retry_at: Option<Instant>,
+    /// Pod actions were not launched for want of a free call: plan again when a call answers.
+    deferred: bool,
+}
+
+/// A launched call's answer.
+struct Answer {
+    action: Action,
+    outcome: Result<Outcome, Error>,
+}
+
+/// What woke the loop.
+enum Wake {
+    Stop,
+    /// A change, a timer, or a change of leadership.
+    Plan,
+    /// Boxed: an answer carries its action, far larger than the other variants.
+    Answer(Box<Result<Answer, JoinError>>),
 }
 
 impl PassResult {
@@ -229,12 +264,31 @@ impl Controller {
                     sleep_for.min(at.saturating_duration_since(Instant::now()) + WAKE_MARGIN);
             }
             let mut stopping = self.stopping.clone();
-            tokio::select! {
+            let wake = tokio::select! {
                 biased;
-                _ = stopping.wait_for(|stop| *stop) => break,
-                next = changes.next() => if next.is_none() { anyhow::bail!("the watches ended") },
-                _ = tokio::time::sleep(sleep_for) => {}
-                _ = self.leadership.changed() => {}
+                _ = stopping.wait_for(|stop| *stop) => Wake::Stop,
+                Some(answer) = self.calls.join_next(), if !self.calls.is_empty() => Wake::Answer(Box::new(answer)),
+                next = changes.next() => match next {
+                    Some(()) => Wake::Plan,
+                    None => anyhow::bail!("the watches ended"),
+                },
+                _ = tokio::time::sleep(sleep_for) => Wake::Plan,
+                _ = self.leadership.changed() => Wake::Plan,
+            };
+            match wake {
+                Wake::Stop => break,
+                Wake::Plan => {}
+                Wake::Answer(answer) => {
+                    let mut replan = self.answered(*answer, &mut last).await;
+                    while let Some(answer) = self.calls.try_join_next() {
+                        replan |= self.answered(answer, &mut last).await;
+                    }
+                    // An accepted call changes nothing the plan counts (its pod was counted as going from its
+                    // launch); the watch event that shows the pod terminating brings the next pass.
+                    if !replan {
+                        continue;
+                    }
+                }
             }
             self.settle(changes, &last).await;
             self.metrics.set_leader(self.leadership.is_leader());
@@ -244,8 +298,13 @@ impl Controller {
             }
             last = self.pass().await;
         }
-        // Events are written in the background: the operator should still see those of the last actions. Then the
-        // Lease goes, so that a standby takes over at once instead of after the lease duration.
+        // The calls in flight end first (each within its own timeout): a standby must not plan on a cache that
+        // misses an eviction still on its way. Events are written in the background: the operator should still see
+        // those of the last actions. Then the Lease goes, so that a standby takes over at once instead of after the
+        // lease duration.
+        while let Some(answer) = self.calls.join_next().await {
+            self.answered(answer, &mut last).await;
+        }
         self.events.flush(EVENT_FLUSH_TIMEOUT).await;
         self.leadership.release().await;
         Ok(())
@@ -290,7 +349,7 @@ impl Controller {
         let stale = watches::stale(&failing, self.max_staleness, started);
         let mut view = view::build(&self.stores, Vec::new());
         // While the pod watch fails, the cache cannot show an evicted pod going: its eviction stays counted.
-        let pods_failing = failing.contains_key(<Pod as k8s_openapi::Resource>::KIND);
+        let pods_failing = failing.contains_key(<CachedPod as k8s_openapi::Resource>::KIND);
         self.in_flight.prune(&view, now, pods_failing);
         view.in_flight = self.in_flight.snapshot();
         view.observed_sizes = self.sizes.observe(&view, Vec::new(), now);
@@ -324,7 +383,8 @@ impl Controller {
         // The planner accounts for every action of a pass together (an owner's evictions in one pass never take it
         // below its threshold), so the actions of one kind run concurrently: evictions, deletions, and node writes
         // to different nodes (marking a fleet at the start of an upgrade, admissions). The kinds keep their order
-        // (see `batch_len`).
+        // (see `batch_len`). Node writes are awaited here; evictions and deletions are launched and answer later
+        // (see the module's comment).
         //
         // A node written once in a pass is not written again in it (the second patch would carry a stale
         // resourceVersion), and the pods of a node whose write did not happen stay: e.g. when a node is marked and
@@ -332,6 +392,8 @@ impl Controller {
         // before their node is admitted and cordoned.
         let mut written: HashSet<&str> = HashSet::new();
         let mut held: HashMap<String, Hold> = HashMap::new();
+        // Workloads with an eviction planned and not launched: they wait (see `crate::reaction`).
+        let mut unsent: HashSet<String> = HashSet::new();
         let mut rest = plan.actions.as_slice();
         while !rest.is_empty() {
             if let Err(not_leader) = self.leadership.ensure() {
@@ -347,8 +409,13 @@ impl Controller {
             rest = after;
             let mut runnable: Vec<&Action> = Vec::with_capacity(batch.len());
             for action in batch {
-                if self.may_attempt(action, &stale, &written, &mut held, &mut result) {
+                let launched = self.may_attempt(action, &stale, &written, &mut held, &mut result)
+                    && (action.kind.pod().is_none() || self.launch(action, &mut result));
+                if launched && action.kind.pod().is_none() {
                     runnable.push(action);
+                }
+                if let (false, ActionKind::Evict { eviction, .. }) = (launched, &action.kind) {
+                    unsent.insert(eviction.owner.uid.clone());
                 }
             }
             let batch = runnable;
@@ -379,6 +446,7 @@ impl Controller {
                 }
             }
         }
+        self.reaction.waiting(waiting_workloads(&plan, unsent));
         self.events.waits(&plan, &self.stores).await;
         let current = self
             .stores
@@ -431,35 +499,76 @@ impl Controller {
 
     /// The node a cached pod is bound to.
     fn node_of(&self, pod: &PodRef) -> Option<String> {
-        let key = ObjectRef::<Pod>::new(&pod.name).within(&pod.namespace);
-        self.stores
-            .pods
-            .get(&key)
-            .and_then(|p| p.spec.as_ref()?.node_name.clone())
+        let key = ObjectRef::<CachedPod>::new(&pod.name).within(&pod.namespace);
+        self.stores.pods.get(&key).and_then(|p| p.node_name.clone())
     }
 
-    /// Executes one action and, when done, reports it (log, metrics, Event). Returns the cached node it was about.
+    /// Executes one node action and, when done, reports it. Returns the cached node it was about.
     async fn carry_out(&self, action: &Action) -> (Option<Arc<Node>>, Result<Outcome, Error>) {
         let node = action
             .kind
             .node()
             .and_then(|name| self.stores.nodes.get(&ObjectRef::new(name)));
-        let policy = self.stores.policies.get(&ObjectRef::new(&action.policy));
-        let outcome = self
-            .executor
-            .execute(action, node.as_deref(), policy.as_deref())
-            .await;
-        if let Ok(Outcome::Done { .. }) = outcome {
-            tracing::info!(
-                node = action.kind.node(),
-                reason = action.reason.as_str(),
-                "{}",
-                action.message
-            );
-            self.metrics.executed(&action.kind, action.reason);
-            self.events.action(action, &self.stores).await;
+        let crew = (&self.executor, &*self.events, &*self.metrics, &self.stores);
+        (node.clone(), carry_out(crew, action, node.as_deref()).await)
+    }
+
+    /// Launches the eviction or deletion `action` as a call of its own, in flight from now on (see the module's
+    /// comment). False when it is not launched: no call is free (a later pass launches it), or a call on its pod is
+    /// still running (a plan never repeats an action in flight; this is the loop's own guard).
+    fn launch(&mut self, action: &Action, result: &mut PassResult) -> bool {
+        let Some(pod) = action.kind.pod() else {
+            return false;
+        };
+        if self.in_flight.calls() >= MAX_CONCURRENT_CALLS {
+            result.deferred = true;
+            return false;
         }
-        (node, outcome)
+        let owner = match &action.kind {
+            ActionKind::Evict { eviction, .. } => Some(eviction.owner.uid.clone()),
+            _ => None,
+        };
+        if !self.in_flight.launch(&pod.uid, owner.clone(), Utc::now()) {
+            tracing::warn!(%pod, "a call on this pod is still running: not repeated");
+            return false;
+        }
+        if let Some(took) = owner.and_then(|o| self.reaction.evicting(&o, Instant::now())) {
+            self.metrics.reaction_took(took.as_secs_f64());
+        }
+        let action = action.clone();
+        let (executor, events, metrics, stores) = (
+            self.executor.clone(),
+            self.events.clone(),
+            self.metrics.clone(),
+            self.stores.clone(),
+        );
+        self.calls.spawn(async move {
+            let crew = (&executor, &*events, &*metrics, &stores);
+            // A panic must still answer: the pod's entry would otherwise hold its budget for ever.
+            let outcome = std::panic::AssertUnwindSafe(carry_out(crew, &action, None))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| Err(Error::Other("the call panicked".into())));
+            Answer { action, outcome }
+        });
+        true
+    }
+
+    /// Takes in a launched call's answer (see [`Controller::follow_up`]). Whether to plan again now: the answer
+    /// freed a budget (a refusal, a failure, a pod already gone), or a call for the actions a pass could not
+    /// launch.
+    async fn answered(&mut self, answer: Result<Answer, JoinError>, last: &mut PassResult) -> bool {
+        let Answer { action, outcome } = match answer {
+            Ok(answer) => answer,
+            // Only when the runtime shuts down: the calls are never aborted, and a panic answers as a failure.
+            Err(error) => {
+                tracing::error!(%error, "a call ended without an answer");
+                return true;
+            }
+        };
+        let done = matches!(outcome, Ok(Outcome::Done { .. }));
+        self.follow_up(&action, None, outcome, last).await;
+        !done || last.deferred
     }
 
     /// Records what an action's outcome means for the next passes. For a node action that did not happen: why its
@@ -494,29 +603,24 @@ impl Controller {
                         .written_policies
                         .insert(action.policy.clone(), (before, policy_version));
                 }
-                match &action.kind {
-                    ActionKind::Evict { pod, eviction } => {
-                        self.in_flight.record(
-                            &pod.uid,
-                            Some(eviction.owner.uid.clone()),
-                            Utc::now(),
-                        );
-                    }
-                    ActionKind::DeletePod { pod } => {
-                        self.in_flight.record(&pod.uid, None, Utc::now())
-                    }
-                    _ => {}
+                if let Some(pod) = action.kind.pod() {
+                    self.in_flight.accepted(&pod.uid, Utc::now());
                 }
                 None
             }
             Ok(Outcome::Stale(why)) => {
                 // The object changed: not a failure, and the next plan decides again from the fresh object.
                 tracing::debug!(%why, "action overtaken by a change; planning again");
+                self.release(action);
                 self.backoff.succeeded(&Subject::of(&action.kind));
                 result.retry_soon = true;
                 Some(Hold::Soon)
             }
             Ok(Outcome::DisruptionBudget(message)) => {
+                self.release(action);
+                if let ActionKind::Evict { eviction, .. } = &action.kind {
+                    self.reaction.refused(&eviction.owner.uid);
+                }
                 self.metrics.failed(Reason::BlockedByPDB);
                 let text = format!("eviction refused by a PodDisruptionBudget: {message}");
                 let at = self
@@ -526,6 +630,7 @@ impl Controller {
                 Some(Hold::Later(Some(at)))
             }
             Err(error) => {
+                self.release(action);
                 self.metrics.failed(action.reason);
                 let code = error.status_code();
                 let answer = backoff::answer(&error);
@@ -537,6 +642,54 @@ impl Controller {
             }
         }
     }
+}
+
+impl Controller {
+    /// A pod action that did not happen holds nothing any more.
+    fn release(&mut self, action: &Action) {
+        if let Some(pod) = action.kind.pod() {
+            self.in_flight.released(&pod.uid);
+        }
+    }
+}
+
+/// What one action needs: the executor, and where to report it (Events, metrics; the stores for the UIDs Events
+/// name). Borrowed from the controller for node writes, owned by the task of a launched call.
+type Crew<'a> = (&'a Executor, &'a EventSink, &'a Metrics, &'a Stores);
+
+/// Executes `action` (about the cached `node`, if a node action) and, when done, reports it (log, metrics, Event).
+async fn carry_out(
+    (executor, events, metrics, stores): Crew<'_>,
+    action: &Action,
+    node: Option<&Node>,
+) -> Result<Outcome, Error> {
+    let policy = stores.policies.get(&ObjectRef::new(&action.policy));
+    let outcome = executor.execute(action, node, policy.as_deref()).await;
+    if let Ok(Outcome::Done { .. }) = outcome {
+        tracing::info!(
+            node = action.kind.node(),
+            reason = action.reason.as_str(),
+            "{}",
+            action.message
+        );
+        metrics.executed(&action.kind, action.reason);
+        events.action(action, stores).await;
+    }
+    outcome
+}
+
+/// The workloads that wait after a pass (see `crate::reaction`): a pod of theirs waits on the health rule or a
+/// budget, or an eviction of theirs was planned and not launched (`unsent`).
+fn waiting_workloads(plan: &k8sm_planner::Plan, mut unsent: HashSet<String>) -> HashSet<String> {
+    let waits = plan.nodes.iter().flat_map(|n| &n.pods).filter(|p| {
+        p.decision == Decision::Wait
+            && matches!(
+                p.reason,
+                Some(Reason::WaitingForOwner | Reason::BlockedByPDB)
+            )
+    });
+    unsent.extend(waits.filter_map(|p| p.owner.as_ref().map(|o| o.uid.clone())));
+    unsent
 }
 
 /// How many of the next actions run together: the next actions of one kind, each on a distinct node for node

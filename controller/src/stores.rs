@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{Node, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -18,6 +18,8 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 
 use k8sm_api::ExecutorUpgradePolicy;
 
+use crate::cached_pod::CachedPod;
+use crate::reaction::Reaction;
 use crate::trim::{
     trim_deployment, trim_job, trim_meta, trim_node, trim_pod, trim_replica_set,
     trim_replication_controller, trim_stateful_set,
@@ -34,7 +36,8 @@ const MAX_RESTART_DELAY: Duration = Duration::from_secs(8);
 #[derive(Clone)]
 pub struct Stores {
     pub nodes: Store<Node>,
-    pub pods: Store<Pod>,
+    /// Pods, as much of them as the planner reads.
+    pub pods: Store<CachedPod>,
     pub deployments: Store<Deployment>,
     pub replica_sets: Store<ReplicaSet>,
     pub replication_controllers: Store<ReplicationController>,
@@ -51,8 +54,9 @@ pub struct Stores {
 pub type Changes = Pin<Box<dyn Stream<Item = ()> + Send>>;
 
 impl Stores {
-    /// Starts the reflectors in a task of their own (so it must be called within the Tokio runtime).
-    pub fn start(client: &Client) -> (Self, Changes) {
+    /// Starts the reflectors in a task of their own (so it must be called within the Tokio runtime). `reaction`
+    /// stamps the pods it sees become Ready.
+    pub fn start(client: &Client, reaction: Reaction) -> (Self, Changes) {
         let mut changes: Vec<Changes> = Vec::new();
         let health = WatchHealth::default();
         let mut watches = Watches {
@@ -60,11 +64,19 @@ impl Stores {
             health: &health,
             changes: &mut changes,
         };
+        let replica_sets = watches.reflect(trim_replica_set);
+        let owners = replica_sets.clone();
+        let pods = watches.reflect_observed(trim_pod, move |pods, event| {
+            // Live changes only: a relist replaces the store at its end, with no moment a pod became Ready.
+            if let watcher::Event::Apply(pod) = event {
+                reaction.observe_pod(pods, &owners, pod);
+            }
+        });
         let stores = Self {
             nodes: watches.reflect(trim_node),
-            pods: watches.reflect(trim_pod),
+            pods,
             deployments: watches.reflect(trim_deployment),
-            replica_sets: watches.reflect(trim_replica_set),
+            replica_sets,
             replication_controllers: watches.reflect(trim_replication_controller),
             stateful_sets: watches.reflect(trim_stateful_set),
             jobs: watches.reflect(trim_job),
@@ -130,14 +142,34 @@ impl Watches<'_> {
         K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
     {
+        self.reflect_observed(trim, |_, _| {})
+    }
+
+    /// Like [`Watches::reflect`], and `observe` sees each (trimmed) event with the store as it was right before the
+    /// event is applied to it.
+    fn reflect_observed<K>(
+        &mut self,
+        trim: fn(&mut K),
+        observe: impl Fn(&Store<K>, &watcher::Event<K>) + Send + 'static,
+    ) -> Store<K>
+    where
+        K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    {
         let (reader, writer) = reflector::store();
+        let before = reader.clone();
         let kind = K::kind(&Default::default()).into_owned();
         let events = restarting_watch(
             Api::all(self.client.clone()),
             trim,
             self.health.clone(),
             kind,
-        );
+        )
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                observe(&before, event);
+            }
+        });
         // A failure signals a change too: the loop must learn when a watch starts failing (to stop acting once it
         // has failed for too long) as it learns of its recovery (a complete list, which changes the store).
         let stream = reflector::reflector(writer, events).map(|_| ());

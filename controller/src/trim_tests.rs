@@ -4,23 +4,27 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::*;
+use k8s_openapi::api::core::v1::Pod;
 
 fn object<K: DeserializeOwned>(value: Value) -> K {
     serde_json::from_value(value).expect("a valid object")
 }
 
-fn pod() -> Pod {
-    object(json!({
+fn pod_json() -> Value {
+    json!({
         "metadata": {
             "name": "web-1", "generateName": "web-", "namespace": "shop", "uid": "u1",
+            "resourceVersion": "42", "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1,
             "labels": {"app": "web"},
             "annotations": {
                 "karpenter.sh/do-not-disrupt": "true",
                 "sidecar.istio.io/status": "{\"a large\": \"blob\"}",
                 "kubectl.kubernetes.io/last-applied-configuration": "{}"
             },
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs1",
-                                 "controller": true}]
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "keep-alive", "uid": "cm1"},
+                                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs1",
+                                 "controller": true, "blockOwnerDeletion": true}],
+            "finalizers": ["example.com/hold"]
         },
         "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]},
         "status": {
@@ -31,38 +35,70 @@ fn pod() -> Pod {
                 {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:02Z"}
             ]
         }
-    }))
+    })
 }
 
 #[test]
 fn a_trimmed_pod_keeps_everything_the_planner_reads() {
-    let original = pod();
-    let mut trimmed = original.clone();
+    let original: Pod = object(pod_json());
+    let mut trimmed: CachedPod = object(pod_json());
     trim_pod(&mut trimmed);
     let (before, after) = (
         k8sm_view::pod_view(&original),
         k8sm_view::pod_view(&trimmed),
     );
     assert_eq!(after.ready, before.ready);
+    assert!(after.ready);
     assert_eq!(after.phase, before.phase);
     assert_eq!(after.node_name, before.node_name);
+    assert_eq!(after.node_name.as_deref(), Some("n1"));
     assert_eq!(after.controller, before.controller);
     assert_eq!(after.labels, before.labels);
+    assert_eq!(after.created, before.created);
     assert_eq!(
         after.annotations.keys().collect::<Vec<_>>(),
         ["karpenter.sh/do-not-disrupt"],
         "only the annotations the planner reads"
     );
-    assert!(
-        trimmed
-            .spec
-            .as_ref()
-            .is_some_and(|s| s.containers.is_empty())
-    );
-    let status = trimmed.status.as_ref().expect("status");
-    assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
-    assert_eq!(status.pod_ip, None);
     assert_eq!(trimmed.metadata.generate_name, None);
+    assert_eq!(trimmed.metadata.finalizers, None);
+    let references = trimmed
+        .metadata
+        .owner_references
+        .as_ref()
+        .expect("references");
+    assert_eq!(references.len(), 1, "only the controller's reference");
+    assert_eq!(references[0].block_owner_deletion, None);
+    // What the controller itself reads of a cached pod: its identity and version (backoff), its node.
+    assert_eq!(trimmed.metadata.uid, original.metadata.uid);
+    assert_eq!(
+        trimmed.metadata.resource_version,
+        original.metadata.resource_version
+    );
+}
+
+#[test]
+fn a_cached_pod_reads_what_a_pod_reads_whatever_is_missing_or_not_ready() {
+    let cases = [
+        json!({"metadata": {"name": "new", "namespace": "shop"}}),
+        json!({"metadata": {"name": "pending", "namespace": "shop"}, "spec": {"containers": []},
+               "status": {"phase": "Pending"}}),
+        json!({"metadata": {"name": "not-ready", "namespace": "shop", "deletionTimestamp": "2026-01-01T00:00:05Z"},
+               "spec": {"nodeName": "n2"},
+               "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"},
+                                                             {"type": "ContainersReady", "status": "True"}]}}),
+        json!({"metadata": {"name": "done", "namespace": "shop"}, "spec": {"nodeName": "n2"},
+               "status": {"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "True"}]}}),
+    ];
+    for case in cases {
+        let pod: Pod = object(case.clone());
+        let cached: CachedPod = object(case.clone());
+        assert_eq!(
+            k8sm_view::pod_view(&cached),
+            k8sm_view::pod_view(&pod),
+            "{case}"
+        );
+    }
 }
 
 /// A pod template, as a controller's spec carries it: most of the object.

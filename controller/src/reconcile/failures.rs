@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
@@ -13,6 +12,7 @@ use k8sm_planner::{Action, Plan, Reason};
 
 use super::{Controller, Hold, PassResult};
 use crate::backoff::{self, Subject};
+use crate::cached_pod::CachedPod;
 use crate::metrics::Withheld;
 use crate::status::Troubles;
 use crate::watches::{self, Failing};
@@ -84,7 +84,7 @@ impl Controller {
     pub(super) fn version_of(&self, subject: &Subject) -> Option<String> {
         match subject {
             Subject::Pod(pod) => {
-                let key = ObjectRef::<Pod>::new(&pod.name).within(&pod.namespace);
+                let key = ObjectRef::<CachedPod>::new(&pod.name).within(&pod.namespace);
                 let cached = self.stores.pods.get(&key)?;
                 (cached.uid().as_deref() == Some(pod.uid.as_str()))
                     .then(|| cached.resource_version())

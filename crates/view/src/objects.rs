@@ -15,17 +15,17 @@ use crate::owner::{
     deployment_view, job_view, replica_set_view, replication_controller_view, stateful_set_view,
 };
 use crate::pdb::pdb_view;
-use crate::pod::pod_view;
+use crate::pod::{PodFields, pod_view};
 use crate::policy::policy_view;
 
 /// Everything the planner reads, as lists of objects: from the controller's reflector stores, or from one-shot
-/// `list` calls (the kubectl plugin), so that both plan over the same conversion.
-#[derive(Default)]
-pub struct Objects<'a> {
+/// `list` calls (the kubectl plugin), so that both plan over the same conversion. Pods are [`Pod`]s, or any type
+/// with the fields the conversion reads (the controller's slimmer cached pods).
+pub struct Objects<'a, P = Pod> {
     pub nodes: &'a [Arc<Node>],
     /// Every pod, bound to a node or not: the planner infers the size of a controller of a kind it does not know
     /// from its pods, including replacements not scheduled yet.
-    pub pods: &'a [Arc<Pod>],
+    pub pods: &'a [Arc<P>],
     pub deployments: &'a [Arc<Deployment>],
     pub replica_sets: &'a [Arc<ReplicaSet>],
     pub replication_controllers: &'a [Arc<ReplicationController>],
@@ -35,11 +35,30 @@ pub struct Objects<'a> {
     pub policies: &'a [Arc<ExecutorUpgradePolicy>],
 }
 
+impl<P> Default for Objects<'_, P> {
+    fn default() -> Self {
+        Self {
+            nodes: &[],
+            pods: &[],
+            deployments: &[],
+            replica_sets: &[],
+            replication_controllers: &[],
+            stateful_sets: &[],
+            jobs: &[],
+            pdbs: &[],
+            policies: &[],
+        }
+    }
+}
+
 /// Builds the planner's input from lists of objects and the controller's evictions not yet visible in them.
-pub fn from_objects(objects: &Objects<'_>, in_flight: Vec<InFlightEviction>) -> ClusterView {
+pub fn from_objects<P: PodFields>(
+    objects: &Objects<'_, P>,
+    in_flight: Vec<InFlightEviction>,
+) -> ClusterView {
     ClusterView {
         nodes: objects.nodes.iter().map(|n| node_view(n)).collect(),
-        pods: objects.pods.iter().map(|p| pod_view(p)).collect(),
+        pods: objects.pods.iter().map(|p| pod_view(p.as_ref())).collect(),
         owners: owners(objects),
         pdbs: objects.pdbs.iter().map(|p| pdb_view(p)).collect(),
         policies: objects.policies.iter().map(|p| policy_view(p)).collect(),
@@ -49,7 +68,7 @@ pub fn from_objects(objects: &Objects<'_>, in_flight: Vec<InFlightEviction>) -> 
     }
 }
 
-fn owners(objects: &Objects<'_>) -> Vec<OwnerView> {
+fn owners<P>(objects: &Objects<'_, P>) -> Vec<OwnerView> {
     let deployments = objects.deployments.iter().map(|d| deployment_view(d));
     let replica_sets = objects.replica_sets.iter().map(|r| replica_set_view(r));
     let rcs = objects.replication_controllers.iter();

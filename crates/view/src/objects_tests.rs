@@ -118,7 +118,7 @@ fn every_pod_bound_or_not_and_every_owner_kind() {
 #[test]
 fn no_objects_no_view() {
     assert_eq!(
-        from_objects(&Objects::default(), Vec::new()),
+        from_objects(&Objects::<Pod>::default(), Vec::new()),
         ClusterView::default()
     );
 }

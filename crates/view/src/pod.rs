@@ -1,7 +1,7 @@
 //! Pod → [`PodView`]: where it runs (if anywhere yet), who controls it, and whether it is Ready or on its way out.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use k8sm_planner::{PodPhase, PodView};
 
@@ -11,23 +11,58 @@ use crate::time::from_timestamp;
 /// The annotation the kubelet puts on the mirror pod of a static pod.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
-pub fn pod_view(pod: &Pod) -> PodView {
-    let meta = &pod.metadata;
-    let status = pod.status.as_ref();
-    let annotations = pod.annotations().clone();
+/// What the conversion reads of a pod: a full [`Pod`] (the plugin's lists), or a cache's slimmer copy of one (the
+/// controller keeps tens of thousands, and a `Pod` holds every field of its spec and status inline however few are
+/// set).
+pub trait PodFields {
+    fn meta(&self) -> &ObjectMeta;
+    /// `spec.nodeName`.
+    fn node_name(&self) -> Option<&str>;
+    /// `status.phase`.
+    fn phase(&self) -> Option<&str>;
+    /// Whether `status.conditions` has Ready True.
+    fn ready(&self) -> bool;
+}
+
+impl PodFields for Pod {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn node_name(&self) -> Option<&str> {
+        self.spec.as_ref()?.node_name.as_deref()
+    }
+
+    fn phase(&self) -> Option<&str> {
+        self.status.as_ref()?.phase.as_deref()
+    }
+
+    fn ready(&self) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    }
+}
+
+pub fn pod_view(pod: &impl PodFields) -> PodView {
+    let meta = pod.meta();
+    let annotations = meta.annotations.clone().unwrap_or_default();
     PodView {
-        namespace: pod.namespace().unwrap_or_default(),
-        name: pod.name_any(),
-        uid: pod.uid().unwrap_or_default(),
-        node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-        labels: pod.labels().clone(),
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta
+            .name
+            .clone()
+            .or_else(|| meta.generate_name.clone())
+            .unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        node_name: pod.node_name().map(str::to_owned),
+        labels: meta.labels.clone().unwrap_or_default(),
         mirror: annotations.contains_key(MIRROR_ANNOTATION),
         annotations,
         controller: controller_ref(meta),
-        phase: phase(status.and_then(|s| s.phase.as_deref())),
-        ready: status
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+        phase: phase(pod.phase()),
+        ready: pod.ready(),
         terminating: meta.deletion_timestamp.is_some(),
         created: meta
             .creation_timestamp
