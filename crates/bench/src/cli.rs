@@ -1,4 +1,5 @@
-//! The command line and the whole invocation: cluster, runs, JSON summary, charts, report.
+//! The command line and the whole invocation: repeated runs in alternating order, each on a fresh cluster, the JSON
+//! summary after every run, then charts, the report and the results index.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,13 +9,14 @@ use anyhow::Context;
 use k8sm_api::MaxConcurrentNodes;
 
 use crate::env::BenchCluster;
-use crate::results::{Run, Scenario, Summary, Tool};
+use crate::results::{BoundFigure, Run, Scenario, Summary, Tool};
 use crate::runs::{self, RunConfig};
-use crate::stats::lower_bound;
+use crate::stats::{LowerBound, lower_bound};
 use crate::workload::{Kind, Workload};
-use crate::{charts, machine, report};
+use crate::{charts, index, machine, report};
 
-/// k8sm against sequential `kubectl drain` on the real local cluster; writes bench/results/<scenario>.md.
+/// k8sm against parallel and sequential `kubectl drain` on the real local cluster; writes
+/// bench/results/<scenario>.md and the index bench/results/README.md.
 #[derive(clap::Parser, Debug, Clone)]
 #[command(name = "k8sm-bench")]
 pub struct Args {
@@ -36,17 +38,21 @@ pub struct Args {
     /// The policy's maxConcurrentNodes: a count or a percentage.
     #[arg(long, default_value = "20%")]
     pub max_concurrent_nodes: MaxConcurrentNodes,
-    /// Baselines: how long `kubectl drain` may try evictions on one node before the operator falls back to
-    /// `--disable-eviction`.
-    #[arg(long, default_value = "10s")]
+    /// Baselines: `kubectl drain --timeout` on one node before the operator falls back to `--disable-eviction`.
+    /// With budgets at the bound a drain should never need it: a drain that hits it is reported.
+    #[arg(long, default_value = "5m")]
     pub drain_timeout: humantime::Duration,
     /// How long k8sm may take to upgrade every node before its run is reported as incomplete (default: 10 minutes,
     /// or 6 s per node on larger fleets). The report of an incomplete run still has the controller's cost so far.
     #[arg(long)]
     pub upgrade_timeout: Option<humantime::Duration>,
-    /// Which tools to run, in order.
-    #[arg(long, value_delimiter = ',', default_value = "k8sm,drain-pdb,drain")]
+    /// Which tools to run, in this order in every round: k8sm, drain-pdb-parallel (C `kubectl drain` at once, C =
+    /// `--max-concurrent-nodes` for the fleet), drain-pdb, drain (one node at a time).
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_TOOLS)]
     pub tools: Vec<String>,
+    /// Rounds: each tool runs this many times, alternating with the others, each run on a fresh cluster.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
     /// Scenario name (file names of the report); default from the sizes, e.g. n100-p3000.
     #[arg(long)]
     pub name: Option<String>,
@@ -65,10 +71,12 @@ pub struct Args {
         default_value = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
     )]
     pub font: PathBuf,
-    /// Only re-render the report and charts of an earlier invocation from its JSON summary (no charts of ready pods).
+    /// Only re-render the report, charts and index of an earlier invocation from its JSON summary.
     #[arg(long)]
     pub render_only: bool,
 }
+
+const DEFAULT_TOOLS: &str = "k8sm,drain-pdb-parallel,drain-pdb,drain";
 
 fn workspace_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -76,10 +84,10 @@ fn workspace_root() -> PathBuf {
 }
 
 fn parse_tool(name: &str) -> anyhow::Result<Tool> {
-    [Tool::K8sm, Tool::DrainPdb, Tool::Drain]
-        .into_iter()
-        .find(|t| t.slug() == name)
-        .with_context(|| format!("unknown tool {name:?}: use k8sm, drain-pdb, drain"))
+    Tool::from_slug(name).with_context(|| {
+        let all: Vec<&str> = Tool::ALL.iter().map(|t| t.slug()).collect();
+        format!("unknown tool {name:?}: use {}", all.join(", "))
+    })
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -88,6 +96,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.nodes > 0 && pods > 0,
         "--nodes and --pods must be positive"
     );
+    anyhow::ensure!(args.runs > 0, "--runs must be at least 1");
     let tools = args
         .tools
         .iter()
@@ -100,7 +109,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         if pod_ready_delay != Duration::from_secs(2) {
             name += &format!("-d{}", args.pod_ready_delay);
         }
-        if tools.len() < 3 {
+        if args.tools.join(",") != DEFAULT_TOOLS {
             let slugs: Vec<&str> = tools.iter().map(|t| t.slug()).collect();
             name += &format!("-{}", slugs.join("-"));
         }
@@ -123,7 +132,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .work_dir
         .clone()
         .unwrap_or_else(|| target_dir.join("bench").join(&name));
-    std::fs::create_dir_all(&work_dir)?;
     charts::register_font(&args.font)?;
 
     if args.render_only {
@@ -131,16 +139,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let summary: Summary = serde_json::from_str(&text)?;
         let workload = Workload::plan(summary.scenario.nodes, summary.scenario.pods);
         let owners = charted_owners(&workload, &summary);
-        return write_report(&out, &name, &summary, &owners);
+        write_report(&out, &name, &summary, &owners)?;
+        return index::write(&out);
     }
+    std::fs::create_dir_all(&work_dir)?;
 
     let workload = Workload::plan(args.nodes, pods);
-    let bound = lower_bound(
+    let waves = lower_bound(
         &workload.replicas(),
         args.threshold,
         pod_ready_delay,
         restart_delay,
     );
+    let concurrency = args.max_concurrent_nodes.resolve(args.nodes);
+    let bound = concurrency_bound(&waves, args.nodes, concurrency);
     let mut owner_sizes = BTreeMap::new();
     for owner in &workload.owners {
         *owner_sizes.entry(owner.replicas).or_default() += 1;
@@ -159,36 +171,32 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         threshold_percent: args.threshold,
         max_concurrent_nodes: args.max_concurrent_nodes.to_string(),
         drain_timeout_s: Duration::from(args.drain_timeout).as_secs_f64(),
-        lower_bound: bound.clone(),
+        lower_bound: waves.clone(),
+        concurrency,
+        bound: Some(bound.clone()),
     };
     let command = format!(
         "cargo xtask bench {}",
         std::env::args().skip(1).collect::<Vec<_>>().join(" ")
     );
     eprintln!(
-        "==> scenario {name}: {} nodes, {pods} pods in {} owners, lower bound {:.1}s; work dir {}",
+        "==> scenario {name}: {} nodes, {pods} pods in {} owners, C = {concurrency}, lower bound {:.1}s, {} \
+         round(s) of {}; work dir {}",
         args.nodes,
         workload.owners.len(),
         bound.seconds,
+        args.runs,
+        args.tools.join(","),
         work_dir.display()
     );
 
-    let mut bench = BenchCluster::start(
-        args.nodes,
-        pod_ready_delay,
-        restart_delay,
-        &bin_dir,
-        &work_dir,
-    )
-    .await?;
-    let kubernetes = bench.cluster.server_version().await.unwrap_or_default();
-    let machine = machine::machine(&root, &kubernetes, command);
-    let charted: Vec<&crate::workload::Owner> = workload.charted(bound.critical_replicas);
+    let charted: Vec<&crate::workload::Owner> = workload.charted(waves.critical_replicas);
     let config = RunConfig {
         workload: &workload,
         nodes: args.nodes,
         threshold: args.threshold,
         max_concurrent_nodes: args.max_concurrent_nodes,
+        concurrency,
         drain_timeout: args.drain_timeout.into(),
         upgrade_timeout: args.upgrade_timeout.map_or_else(
             || Duration::from_secs(600.max(args.nodes as u64 * 6)),
@@ -196,46 +204,108 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ),
         charted: charted.iter().map(|o| o.name.clone()).collect(),
     };
-    let mut outputs: Vec<Run> = Vec::new();
-    for tool in tools {
-        eprintln!("==> {}", tool.label());
-        match runs::run(&mut bench, &config, tool).await {
-            Ok(run) => {
-                eprintln!(
-                    "==> {}: makespan {}, {} SLA violations, {:.2} disruptions per pod",
-                    tool.label(),
-                    run.makespan_s.map_or("–".into(), |m| format!("{m:.1}s")),
-                    run.violations(),
-                    run.disruptions_per_pod().unwrap_or_default()
-                );
-                outputs.push(run);
-            }
-            Err(error) => {
-                eprintln!("==> {} failed: {error:#}", tool.label());
-                let mut run = Run::from_timeline(
-                    tool,
-                    &crate::timeline::Timeline::new(args.threshold, [], []),
-                    None,
-                );
-                run.notes.push(format!("the run failed: {error:#}"));
-                outputs.push(run);
-            }
-        }
-    }
-    drop(bench);
-
-    let summary = Summary {
+    // criterion ran first in this invocation (`cargo xtask bench`): its estimates are read now.
+    let mut summary = Summary {
         scenario,
-        machine,
-        runs: outputs,
+        machine: machine::machine(&root, "", command),
+        runs: Vec::new(),
         planner: machine::planner_benches(&target_dir),
     };
-    std::fs::write(
-        out.join(format!("{name}.json")),
-        serde_json::to_string_pretty(&summary)?,
-    )?;
+    let json = out.join(format!("{name}.json"));
+    for round in 0..args.runs {
+        for &tool in &tools {
+            eprintln!("==> round {}/{}: {}", round + 1, args.runs, tool.label());
+            let dir = work_dir.join(format!("r{}-{}", round + 1, tool.slug()));
+            let mut run = match one_run(
+                &mut summary,
+                &config,
+                tool,
+                pod_ready_delay,
+                restart_delay,
+                &bin_dir,
+                &dir,
+            )
+            .await
+            {
+                Ok(run) => {
+                    eprintln!(
+                        "==> {}: makespan {}, {} owners below their bound, {:.1} unavailable replica-seconds, \
+                         {:.2} disruptions per pod, {} requests",
+                        tool.label(),
+                        run.makespan_s.map_or("–".into(), |m| format!("{m:.1}s")),
+                        run.owners_violated(),
+                        run.unavailable_replica_s(),
+                        run.disruptions_per_pod().unwrap_or_default(),
+                        run.tool_requests
+                            .as_ref()
+                            .map_or("–".into(), |r| r.total.to_string()),
+                    );
+                    run
+                }
+                Err(error) => {
+                    eprintln!("==> {} failed: {error:#}", tool.label());
+                    let mut run = Run::from_timeline(
+                        tool,
+                        &crate::timeline::Timeline::new(args.threshold, [], []),
+                        None,
+                    );
+                    run.notes.push(format!("the run failed: {error:#}"));
+                    run
+                }
+            };
+            run.round = round;
+            summary.runs.push(run);
+            // After every run, so that an interrupted invocation keeps what it measured (`--render-only`).
+            std::fs::write(&json, serde_json::to_string_pretty(&summary)?)?;
+            // Logs stay; the cluster's database goes (hundreds of MB at scale).
+            let _ = std::fs::remove_dir_all(dir.join("cluster/etcd-data"));
+        }
+    }
     let owners = charted_owners(&workload, &summary);
-    write_report(&out, &name, &summary, &owners)
+    write_report(&out, &name, &summary, &owners)?;
+    index::write(&out)
+}
+
+/// One run of `tool` on a fresh cluster in `dir`; the first one also records the cluster's version.
+async fn one_run(
+    summary: &mut Summary,
+    config: &RunConfig<'_>,
+    tool: Tool,
+    pod_ready_delay: Duration,
+    restart_delay: Duration,
+    bin_dir: &Path,
+    dir: &Path,
+) -> anyhow::Result<Run> {
+    std::fs::create_dir_all(dir)?;
+    let mut bench =
+        BenchCluster::start(config.nodes, pod_ready_delay, restart_delay, bin_dir, dir).await?;
+    if summary.machine.kubernetes.is_empty() {
+        summary.machine.kubernetes = bench.cluster.server_version().await.unwrap_or_default();
+    }
+    runs::run(&mut bench, config, tool).await
+}
+
+/// PLACEHOLDER for the concurrency-aware lower bound of `stats.rs` (issue 15, another branch): the larger of the
+/// owners' waves and the nodes' restarts at the allowed concurrency.
+fn concurrency_bound(waves: &LowerBound, nodes: usize, concurrency: usize) -> BoundFigure {
+    let batches = nodes.div_ceil(concurrency.max(1));
+    let node_term = batches as f64 * waves.restart_delay_s;
+    let seconds = waves.seconds.max(node_term);
+    BoundFigure {
+        seconds,
+        derivation: format!(
+            "*Placeholder bound (the concurrency-aware bound with the apiserver's eviction throughput is not merged \
+             yet).* The larger of two terms: the owners' waves `(w − 1) · D + R = ({} − 1) · {:.1} s + {:.1} s = \
+             {:.1} s`, and the nodes: at most C = {concurrency} of {nodes} nodes out at once, each restarting its \
+             executor for `R`, so `ceil(N / C) · R = {batches} · {:.1} s = {node_term:.1} s`.",
+            waves.waves,
+            waves.pod_ready_delay_s,
+            waves.restart_delay_s,
+            waves.seconds,
+            waves.restart_delay_s,
+        ),
+        owners_set_pace: Some(waves.seconds >= node_term),
+    }
 }
 
 /// The owners to chart, with their SLA bounds.
@@ -260,9 +330,14 @@ fn write_report(
     owners: &[(crate::workload::Owner, u32)],
 ) -> anyhow::Result<()> {
     let mut charts_made = Vec::new();
+    // Per tool, the run with the median makespan.
     let runs: Vec<&Run> = summary
-        .runs
-        .iter()
+        .tools()
+        .into_iter()
+        .filter_map(|tool| {
+            crate::spread::median_run(&summary.runs_of(tool), |r| r.makespan_s)
+                .or_else(|| summary.run(tool))
+        })
         .filter(|r| !r.series.is_empty())
         .collect();
     if !owners.is_empty() && !runs.is_empty() {
@@ -277,11 +352,7 @@ fn write_report(
         .collect();
     if let Some(points) = charts::makespan_points(&summaries, summary) {
         let file = format!("{name}-makespan.png");
-        charts::makespan_vs_nodes(
-            &out.join(&file),
-            &points,
-            summary.scenario.lower_bound.seconds,
-        )?;
+        charts::makespan_vs_nodes(&out.join(&file), &points, summary.scenario.bound_seconds())?;
         charts_made.push(("Makespan against node count".to_owned(), file));
     }
     let path = out.join(format!("{name}.md"));
