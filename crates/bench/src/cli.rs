@@ -74,6 +74,9 @@ pub struct Args {
     /// Only re-render the report, charts and index of an earlier invocation from its JSON summary.
     #[arg(long)]
     pub render_only: bool,
+    /// Only rewrite the index (`README.md` of the reports' directory) from the JSON summaries there.
+    #[arg(long)]
+    pub index_only: bool,
 }
 
 const DEFAULT_TOOLS: &str = "k8sm,drain-pdb-parallel,drain-pdb,drain";
@@ -121,6 +124,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| root.join("bench/results"));
     std::fs::create_dir_all(&out)?;
+    if args.index_only {
+        return index::write(&out);
+    }
     let exe = std::env::current_exe()?;
     let bin_dir = args
         .bin_dir
