@@ -72,7 +72,7 @@ pub fn ready_over_time(path: &Path, owners: &[(Owner, u32)], runs: &[&Run]) -> a
                         owner.name,
                         owner.replicas,
                         owner.kind.as_str(),
-                        tool.label()
+                        tool.slug()
                     ),
                     (FONT, 16),
                 )

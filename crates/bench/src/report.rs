@@ -30,7 +30,7 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
         "{} KWOK nodes, {} pods ({} Deployments, {} StatefulSets, unmanaged pods: {}; plus a DaemonSet), pods Ready \
          {} after scheduling, executors restarting in {}. Threshold {}% for every tool; `maxConcurrentNodes: {}` = \
          **C = {}** nodes at once for k8sm and for the parallel baseline. Baselines: `kubectl drain \
-         --ignore-daemonsets --delete-emptydir-data --force --timeout={}` (falling back to `--disable-eviction` only \
+         --ignore-daemonsets --delete-emptydir-data --force --timeout={:.0}s` (falling back to `--disable-eviction` only \
          if that timeout is hit), then the executor restarted (kamikaze annotation, wait for the new executor) and \
          `kubectl uncordon`; PodDisruptionBudgets at each owner's SLA bound `min(ceil(t·d), d−1)`.\n",
         s.nodes,
@@ -43,7 +43,7 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
         s.threshold_percent,
         s.max_concurrent_nodes,
         s.concurrency,
-        secs(s.drain_timeout_s),
+        s.drain_timeout_s,
     );
     let sizes: Vec<String> = s
         .owner_sizes
