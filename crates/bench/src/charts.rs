@@ -33,6 +33,7 @@ pub fn register_font(path: &Path) -> anyhow::Result<()> {
 fn tool_color(tool: Tool) -> RGBColor {
     match tool {
         Tool::K8sm => RGBColor(0x1f, 0x77, 0xb4),
+        Tool::DrainPdbParallel => RGBColor(0x94, 0x67, 0xbd),
         Tool::DrainPdb => RGBColor(0xd6, 0x27, 0x28),
         Tool::Drain => RGBColor(0xff, 0x7f, 0x0e),
     }
@@ -71,7 +72,7 @@ pub fn ready_over_time(path: &Path, owners: &[(Owner, u32)], runs: &[&Run]) -> a
                         owner.name,
                         owner.replicas,
                         owner.kind.as_str(),
-                        tool.label()
+                        tool.slug()
                     ),
                     (FONT, 16),
                 )
@@ -119,8 +120,8 @@ pub fn steps(points: &[(f64, u32)]) -> Vec<(f64, f64)> {
     out
 }
 
-/// Makespan against node count for every tool, from `summaries` comparable with `current` (same pods per node,
-/// delays and threshold); the latest summary wins per node count. `None` with fewer than two node counts.
+/// Median makespan against node count for every tool, from `summaries` comparable with `current` (same pods per
+/// node, delays and threshold); the latest summary wins per node count. `None` with fewer than two node counts.
 pub fn makespan_points(
     summaries: &[Summary],
     current: &Summary,
@@ -146,9 +147,9 @@ pub fn makespan_points(
     }
     let mut points: BTreeMap<Tool, Vec<(usize, f64)>> = BTreeMap::new();
     for (nodes, s) in latest {
-        for run in &s.runs {
-            if let Some(m) = run.makespan_s {
-                points.entry(run.tool).or_default().push((nodes, m));
+        for tool in s.tools() {
+            if let Some(m) = crate::spread::Spread::over(&s.runs_of(tool), |r| r.makespan_s) {
+                points.entry(tool).or_default().push((nodes, m.median));
             }
         }
     }
@@ -253,7 +254,12 @@ mod tests {
         );
         let summaries = [
             summary(20, 600, "2026-01-01", &[(Tool::K8sm, 40.0)]),
-            summary(20, 600, "2026-01-02", &[(Tool::K8sm, 45.0)]),
+            summary(
+                20,
+                600,
+                "2026-01-02",
+                &[(Tool::K8sm, 45.0), (Tool::K8sm, 41.0), (Tool::K8sm, 50.0)],
+            ),
             // 10 pods per node: another shape, left out.
             summary(50, 500, "2026-01-02", &[(Tool::K8sm, 1.0)]),
             current.clone(),

@@ -1,4 +1,5 @@
-//! The command line and the whole invocation: cluster, runs, JSON summary, charts, report.
+//! The command line and the whole invocation: repeated runs in alternating order, each on a fresh cluster, the JSON
+//! summary after every run, then charts, the report and the results index.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,13 +10,14 @@ use k8sm_api::MaxConcurrentNodes;
 
 use crate::calibrate::{CONTROLLER_CALL_CONCURRENCY, eviction_throughput};
 use crate::env::BenchCluster;
-use crate::results::{Run, Scenario, Summary, Tool};
+use crate::results::{BoundFigure, Run, Scenario, Summary, Tool};
 use crate::runs::{self, RunConfig};
 use crate::stats::concurrency_bound;
 use crate::workload::{Kind, Realism, Shape, Workload};
-use crate::{charts, machine, report};
+use crate::{charts, index, machine, report};
 
-/// k8sm against sequential `kubectl drain` on the real local cluster; writes bench/results/<scenario>.md.
+/// k8sm against parallel and sequential `kubectl drain` on the real local cluster; writes
+/// bench/results/<scenario>.md and the index bench/results/README.md.
 #[derive(clap::Parser, Debug, Clone)]
 #[command(name = "k8sm-bench", args_override_self = true)]
 pub struct Args {
@@ -37,17 +39,21 @@ pub struct Args {
     /// The policy's maxConcurrentNodes: a count or a percentage.
     #[arg(long, default_value = "20%")]
     pub max_concurrent_nodes: MaxConcurrentNodes,
-    /// Baselines: how long `kubectl drain` may try evictions on one node before the operator falls back to
-    /// `--disable-eviction`.
-    #[arg(long, default_value = "10s")]
+    /// Baselines: `kubectl drain --timeout` on one node before the operator falls back to `--disable-eviction`.
+    /// With budgets at the bound a drain should never need it: a drain that hits it is reported.
+    #[arg(long, default_value = "5m")]
     pub drain_timeout: humantime::Duration,
     /// How long k8sm may take to upgrade every node before its run is reported as incomplete (default: 10 minutes,
     /// or 6 s per node on larger fleets). The report of an incomplete run still has the controller's cost so far.
     #[arg(long)]
     pub upgrade_timeout: Option<humantime::Duration>,
-    /// Which tools to run, in order.
-    #[arg(long, value_delimiter = ',', default_value = "k8sm,drain-pdb,drain")]
+    /// Which tools to run, in this order in every round: k8sm, drain-pdb-parallel (C `kubectl drain` at once, C =
+    /// `--max-concurrent-nodes` for the fleet), drain-pdb, drain (one node at a time).
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_TOOLS)]
     pub tools: Vec<String>,
+    /// Rounds: each tool runs this many times, alternating with the others, each run on a fresh cluster.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
     /// Scenario name (file names of the report); default from the sizes, e.g. n100-p3000.
     #[arg(long)]
     pub name: Option<String>,
@@ -66,7 +72,7 @@ pub struct Args {
         default_value = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
     )]
     pub font: PathBuf,
-    /// Only re-render the report and charts of an earlier invocation from its JSON summary (no charts of ready pods).
+    /// Only re-render the report, charts and index of an earlier invocation from its JSON summary.
     #[arg(long)]
     pub render_only: bool,
     /// A named scenario whose arguments fill the defaults (explicit arguments win): owners-pace, restarts-pace.
@@ -92,6 +98,9 @@ pub struct Args {
     /// Do not measure the apiserver's eviction throughput before the runs (the bound then leaves it out).
     #[arg(long)]
     pub skip_calibration: bool,
+    /// Only rewrite the index (`README.md` of the reports' directory) from the JSON summaries there.
+    #[arg(long)]
+    pub index_only: bool,
 }
 
 impl Args {
@@ -108,16 +117,18 @@ impl Args {
     }
 }
 
+const DEFAULT_TOOLS: &str = "k8sm,drain-pdb-parallel,drain-pdb,drain";
+
 fn workspace_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     root.canonicalize().unwrap_or(root)
 }
 
 fn parse_tool(name: &str) -> anyhow::Result<Tool> {
-    [Tool::K8sm, Tool::DrainPdb, Tool::Drain]
-        .into_iter()
-        .find(|t| t.slug() == name)
-        .with_context(|| format!("unknown tool {name:?}: use k8sm, drain-pdb, drain"))
+    Tool::from_slug(name).with_context(|| {
+        let all: Vec<&str> = Tool::ALL.iter().map(|t| t.slug()).collect();
+        format!("unknown tool {name:?}: use {}", all.join(", "))
+    })
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -126,6 +137,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.nodes > 0 && pods > 0,
         "--nodes and --pods must be positive"
     );
+    anyhow::ensure!(args.runs > 0, "--runs must be at least 1");
     let tools = args
         .tools
         .iter()
@@ -138,7 +150,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         if pod_ready_delay != Duration::from_secs(2) {
             name += &format!("-d{}", args.pod_ready_delay);
         }
-        if tools.len() < 3 {
+        if args.tools.join(",") != DEFAULT_TOOLS {
             let slugs: Vec<&str> = tools.iter().map(|t| t.slug()).collect();
             name += &format!("-{}", slugs.join("-"));
         }
@@ -150,6 +162,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| root.join("bench/results"));
     std::fs::create_dir_all(&out)?;
+    if args.index_only {
+        return index::write(&out);
+    }
     let exe = std::env::current_exe()?;
     let bin_dir = args
         .bin_dir
@@ -161,7 +176,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .work_dir
         .clone()
         .unwrap_or_else(|| target_dir.join("bench").join(&name));
-    std::fs::create_dir_all(&work_dir)?;
     charts::register_font(&args.font)?;
 
     if args.render_only {
@@ -174,8 +188,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             &args.realism(),
         );
         let owners = charted_owners(&workload, &summary);
-        return write_report(&out, &name, &summary, &owners);
+        write_report(&out, &name, &summary, &owners)?;
+        return index::write(&out);
     }
+    std::fs::create_dir_all(&work_dir)?;
 
     let workload = Workload::generate(args.nodes, pods, args.shape, &args.realism());
     if let Some((cpu, memory)) = workload.fill(args.nodes) {
@@ -185,34 +201,48 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             memory * 100.0
         );
     }
-    let mut bench = BenchCluster::start(
-        args.nodes,
-        pod_ready_delay,
-        restart_delay,
-        &workload,
-        &bin_dir,
-        &work_dir,
-    )
-    .await?;
+    let concurrency = args.max_concurrent_nodes.resolve(args.nodes);
+    // The apiserver's eviction throughput, measured alone on a cluster of its own (its pods are evicted).
     let throughput = if args.skip_calibration {
         None
     } else {
+        let dir = work_dir.join("calibration");
+        std::fs::create_dir_all(&dir)?;
+        let mut bench = BenchCluster::start(
+            args.nodes,
+            pod_ready_delay,
+            restart_delay,
+            &workload,
+            &bin_dir,
+            &dir,
+        )
+        .await?;
         let throughput =
             eviction_throughput(&mut bench, &workload, CONTROLLER_CALL_CONCURRENCY).await?;
+        drop(bench);
+        let _ = std::fs::remove_dir_all(dir.join("cluster/etcd-data"));
         eprintln!("==> eviction throughput: {}", throughput.describe());
         Some(throughput)
     };
-    let mut bound = concurrency_bound(&workload.bound_input(
+    let mut waves = concurrency_bound(&workload.bound_input(
         args.nodes,
-        args.max_concurrent_nodes.resolve(args.nodes),
+        concurrency,
         args.threshold,
         pod_ready_delay,
         restart_delay,
         throughput.as_ref().map(|t| t.per_second),
     ));
     if let Some(throughput) = &throughput {
-        bound.derivation += &format!(" Measured alone: {}.", throughput.describe());
+        waves.derivation += &format!(" Measured alone: {}.", throughput.describe());
     }
+    let bound = BoundFigure {
+        seconds: waves.seconds,
+        derivation: waves.derivation.clone(),
+        owners_set_pace: waves.terms.as_ref().map(|t| {
+            t.owner_waves_s >= t.node_waves_s
+                && t.eviction_throughput_s.is_none_or(|e| t.owner_waves_s >= e)
+        }),
+    };
     let mut owner_sizes = BTreeMap::new();
     for owner in &workload.owners {
         *owner_sizes.entry(owner.replicas).or_default() += 1;
@@ -231,29 +261,46 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         threshold_percent: args.threshold,
         max_concurrent_nodes: args.max_concurrent_nodes.to_string(),
         drain_timeout_s: Duration::from(args.drain_timeout).as_secs_f64(),
-        lower_bound: bound.clone(),
+        lower_bound: waves.clone(),
+        concurrency,
+        bound: Some(bound.clone()),
+        fleet: (args.shape == Shape::Realistic).then(|| {
+            let realism = args.realism();
+            format!(
+                "realistic, seed {}: each owner's pods Ready {}–{} after scheduling (drawn per owner), \
+                 termination grace period {} s honoured, requests filling nodes to {}% on average, about a quarter \
+                 of the owners bunched on 3 nodes, one Deployment mid-rollout, one OrderedReady StatefulSet of 10",
+                realism.seed,
+                args.pod_ready_delay,
+                args.ready_delay_max,
+                realism.grace_period_s,
+                realism.fill_percent,
+            )
+        }),
     };
     let command = format!(
         "cargo xtask bench {}",
         std::env::args().skip(1).collect::<Vec<_>>().join(" ")
     );
     eprintln!(
-        "==> scenario {name}: {} nodes, {pods} pods in {} owners, lower bound {:.1}s; work dir {}",
+        "==> scenario {name}: {} nodes, {pods} pods in {} owners, C = {concurrency}, lower bound {:.1}s, {} \
+         round(s) of {}; work dir {}",
         args.nodes,
         workload.owners.len(),
         bound.seconds,
+        args.runs,
+        args.tools.join(","),
         work_dir.display()
     );
     eprintln!("==> {}", bound.derivation);
 
-    let kubernetes = bench.cluster.server_version().await.unwrap_or_default();
-    let machine = machine::machine(&root, &kubernetes, command);
-    let charted: Vec<&crate::workload::Owner> = workload.charted(bound.critical_replicas);
+    let charted: Vec<&crate::workload::Owner> = workload.charted(waves.critical_replicas);
     let config = RunConfig {
         workload: &workload,
         nodes: args.nodes,
         threshold: args.threshold,
         max_concurrent_nodes: args.max_concurrent_nodes,
+        concurrency,
         drain_timeout: args.drain_timeout.into(),
         upgrade_timeout: args.upgrade_timeout.map_or_else(
             || Duration::from_secs(600.max(args.nodes as u64 * 6)),
@@ -261,46 +308,92 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ),
         charted: charted.iter().map(|o| o.name.clone()).collect(),
     };
-    let mut outputs: Vec<Run> = Vec::new();
-    for tool in tools {
-        eprintln!("==> {}", tool.label());
-        match runs::run(&mut bench, &config, tool).await {
-            Ok(run) => {
-                eprintln!(
-                    "==> {}: makespan {}, {} SLA violations, {:.2} disruptions per pod",
-                    tool.label(),
-                    run.makespan_s.map_or("–".into(), |m| format!("{m:.1}s")),
-                    run.violations(),
-                    run.disruptions_per_pod().unwrap_or_default()
-                );
-                outputs.push(run);
-            }
-            Err(error) => {
-                eprintln!("==> {} failed: {error:#}", tool.label());
-                let mut run = Run::from_timeline(
-                    tool,
-                    &crate::timeline::Timeline::new(args.threshold, [], []),
-                    None,
-                );
-                run.notes.push(format!("the run failed: {error:#}"));
-                outputs.push(run);
-            }
-        }
-    }
-    drop(bench);
-
-    let summary = Summary {
+    // criterion ran first in this invocation (`cargo xtask bench`): its estimates are read now.
+    let mut summary = Summary {
         scenario,
-        machine,
-        runs: outputs,
+        machine: machine::machine(&root, "", command),
+        runs: Vec::new(),
         planner: machine::planner_benches(&target_dir),
     };
-    std::fs::write(
-        out.join(format!("{name}.json")),
-        serde_json::to_string_pretty(&summary)?,
-    )?;
+    let json = out.join(format!("{name}.json"));
+    for round in 0..args.runs {
+        for &tool in &tools {
+            eprintln!("==> round {}/{}: {}", round + 1, args.runs, tool.label());
+            let dir = work_dir.join(format!("r{}-{}", round + 1, tool.slug()));
+            let mut run = match one_run(
+                &mut summary,
+                &config,
+                tool,
+                pod_ready_delay,
+                restart_delay,
+                &bin_dir,
+                &dir,
+            )
+            .await
+            {
+                Ok(run) => {
+                    eprintln!(
+                        "==> {}: makespan {}, {} owners below their bound, {:.1} unavailable replica-seconds, \
+                         {:.2} disruptions per pod, {} requests",
+                        tool.label(),
+                        run.makespan_s.map_or("–".into(), |m| format!("{m:.1}s")),
+                        run.owners_violated(),
+                        run.unavailable_replica_s(),
+                        run.disruptions_per_pod().unwrap_or_default(),
+                        run.tool_requests
+                            .as_ref()
+                            .map_or("–".into(), |r| r.total.to_string()),
+                    );
+                    run
+                }
+                Err(error) => {
+                    eprintln!("==> {} failed: {error:#}", tool.label());
+                    let mut run = Run::from_timeline(
+                        tool,
+                        &crate::timeline::Timeline::new(args.threshold, [], []),
+                        None,
+                    );
+                    run.notes.push(format!("the run failed: {error:#}"));
+                    run
+                }
+            };
+            run.round = round;
+            summary.runs.push(run);
+            // After every run, so that an interrupted invocation keeps what it measured (`--render-only`).
+            std::fs::write(&json, serde_json::to_string_pretty(&summary)?)?;
+            // Logs stay; the cluster's database goes (hundreds of MB at scale).
+            let _ = std::fs::remove_dir_all(dir.join("cluster/etcd-data"));
+        }
+    }
     let owners = charted_owners(&workload, &summary);
-    write_report(&out, &name, &summary, &owners)
+    write_report(&out, &name, &summary, &owners)?;
+    index::write(&out)
+}
+
+/// One run of `tool` on a fresh cluster in `dir`; the first one also records the cluster's version.
+async fn one_run(
+    summary: &mut Summary,
+    config: &RunConfig<'_>,
+    tool: Tool,
+    pod_ready_delay: Duration,
+    restart_delay: Duration,
+    bin_dir: &Path,
+    dir: &Path,
+) -> anyhow::Result<Run> {
+    std::fs::create_dir_all(dir)?;
+    let mut bench = BenchCluster::start(
+        config.nodes,
+        pod_ready_delay,
+        restart_delay,
+        config.workload,
+        bin_dir,
+        dir,
+    )
+    .await?;
+    if summary.machine.kubernetes.is_empty() {
+        summary.machine.kubernetes = bench.cluster.server_version().await.unwrap_or_default();
+    }
+    runs::run(&mut bench, config, tool).await
 }
 
 /// The owners to chart, with their SLA bounds.
@@ -325,9 +418,14 @@ fn write_report(
     owners: &[(crate::workload::Owner, u32)],
 ) -> anyhow::Result<()> {
     let mut charts_made = Vec::new();
+    // Per tool, the run with the median makespan.
     let runs: Vec<&Run> = summary
-        .runs
-        .iter()
+        .tools()
+        .into_iter()
+        .filter_map(|tool| {
+            crate::spread::median_run(&summary.runs_of(tool), |r| r.makespan_s)
+                .or_else(|| summary.run(tool))
+        })
         .filter(|r| !r.series.is_empty())
         .collect();
     if !owners.is_empty() && !runs.is_empty() {
@@ -342,11 +440,7 @@ fn write_report(
         .collect();
     if let Some(points) = charts::makespan_points(&summaries, summary) {
         let file = format!("{name}-makespan.png");
-        charts::makespan_vs_nodes(
-            &out.join(&file),
-            &points,
-            summary.scenario.lower_bound.seconds,
-        )?;
+        charts::makespan_vs_nodes(&out.join(&file), &points, summary.scenario.bound_seconds())?;
         charts_made.push(("Makespan against node count".to_owned(), file));
     }
     let path = out.join(format!("{name}.md"));

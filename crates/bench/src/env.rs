@@ -46,6 +46,8 @@ pub struct BenchCluster {
     pub new_id: String,
     pub bin_dir: PathBuf,
     pub work_dir: PathBuf,
+    /// The apiserver's audit log: the tools' requests (see [`crate::audit`]).
+    pub audit_log: PathBuf,
 }
 
 impl BenchCluster {
@@ -67,6 +69,8 @@ impl BenchCluster {
             std::fs::remove_dir_all(&cluster_dir)
                 .with_context(|| format!("removing the old {}", cluster_dir.display()))?;
         }
+        let (apiserver_args, audit_log) = crate::audit::apiserver_args(&work_dir.join("audit"))?;
+        let _ = std::fs::remove_file(&audit_log);
         let options = ClusterOptions {
             nodes,
             pod_ready_delay,
@@ -78,6 +82,8 @@ impl BenchCluster {
                     memory: format!("{}Mi", size.memory_mib),
                 }),
             dir: Some(cluster_dir),
+            apiserver_args,
+            users: crate::audit::users(),
             ..ClusterOptions::default()
         };
         let cluster = TestCluster::start(options)
@@ -112,6 +118,7 @@ impl BenchCluster {
             new_id,
             bin_dir: bin_dir.to_owned(),
             work_dir: work_dir.to_owned(),
+            audit_log,
         };
         bench.wait_nodes_old(Duration::from_secs(120)).await?;
         Ok(bench)

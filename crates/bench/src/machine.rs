@@ -47,26 +47,103 @@ pub fn machine(root: &Path, kubernetes: &str, command: String) -> Machine {
     }
 }
 
-/// criterion's estimates of `crates/planner/benches/plan.rs` (group `plan`, ids `nodes/<n>`), if it ran.
+/// criterion's estimates under `target/criterion` (every `<id>/new/estimates.json`, e.g. `plan/nodes/5000`), with the
+/// node count of IDs that name one (`…/nodes/<n>`).
 pub fn planner_benches(target_dir: &Path) -> Vec<PlannerBench> {
+    let root = target_dir.join("criterion");
     let mut found = Vec::new();
-    for nodes in [1000, 5000] {
-        let path = target_dir.join(format!("criterion/plan/nodes/{nodes}/new/estimates.json"));
-        let Ok(text) = std::fs::read_to_string(&path) else {
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            // criterion's HTML report is no estimate.
+            if path.is_dir() && entry.file_name() != "report" {
+                dirs.push(path);
+            }
+        }
+        let estimates = dir.join("new/estimates.json");
+        let (Ok(text), Ok(id)) = (std::fs::read_to_string(&estimates), dir.strip_prefix(&root))
+        else {
             continue;
         };
         let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
             continue;
         };
+        let id = id.display().to_string();
         let ns = |key: &str| json[key]["point_estimate"].as_f64();
+        let nodes = nodes_of(&id);
         if let (Some(mean), Some(median)) = (ns("mean"), ns("median")) {
+            let measured_at = std::fs::metadata(&estimates)
+                .and_then(|m| m.modified())
+                .ok()
+                .map(|t| {
+                    chrono::DateTime::<chrono::Utc>::from(t)
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                });
             found.push(PlannerBench {
-                nodes,
-                pods: nodes * 30,
+                id,
+                measured_at,
+                nodes: nodes.unwrap_or(0),
+                pods: nodes.unwrap_or(0) * 30,
                 mean_ms: mean / 1e6,
                 median_ms: median / 1e6,
             });
         }
     }
+    found.sort_by(|a, b| a.id.cmp(&b.id));
     found
+}
+
+/// The node count of a criterion ID such as `plan/nodes/5000`.
+fn nodes_of(id: &str) -> Option<usize> {
+    let segments: Vec<&str> = id.split('/').collect();
+    segments
+        .windows(2)
+        .find(|w| w[0] == "nodes")
+        .and_then(|w| w[1].parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn criterion_estimates_are_found_with_their_node_counts() {
+        let dir = std::env::temp_dir().join(format!("k8sm-bench-criterion-{}", std::process::id()));
+        let estimate = |id: &str, mean_ns: f64| {
+            let path = dir.join("criterion").join(id).join("new");
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::write(
+                path.join("estimates.json"),
+                format!(
+                    r#"{{"mean":{{"point_estimate":{mean_ns}}},"median":{{"point_estimate":{}}}}}"#,
+                    mean_ns / 2.0
+                ),
+            )
+            .unwrap();
+        };
+        estimate("plan/nodes/5000", 12_500_000.0);
+        estimate("plan/nodes/1000", 2_000_000.0);
+        estimate("incremental/one event", 1000.0);
+        std::fs::create_dir_all(dir.join("criterion/report")).unwrap();
+        let found = planner_benches(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let ids: Vec<(&str, usize, f64)> = found
+            .iter()
+            .map(|p| (p.id.as_str(), p.nodes, p.mean_ms))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("incremental/one event", 0, 0.001),
+                ("plan/nodes/1000", 1000, 2.0),
+                ("plan/nodes/5000", 5000, 12.5)
+            ]
+        );
+        assert_eq!(found[2].median_ms, 6.25);
+        assert!(found[2].measured_at.is_some());
+    }
 }

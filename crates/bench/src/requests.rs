@@ -1,9 +1,10 @@
-//! Counting apiserver requests by verb, two ways: the apiserver's own `apiserver_request_total` (every client of the
-//! cluster together: it has no client label), and the controller's requests as its kube client traces them.
+//! Reading Prometheus text expositions: the apiserver's request counters (every client of the cluster together: they
+//! have no client label; the tools' own requests come from the audit log, see [`crate::audit`]) and the controller's
+//! metrics and histograms.
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use crate::results::{BucketBound, HistogramQuantiles};
 
 /// Requests by verb, named as `apiserver_request_total` names them (`LIST`, `WATCH`, `GET`, `POST`, `PATCH`, `PUT`,
 /// `DELETE`, …).
@@ -99,125 +100,58 @@ pub fn delta(before: &ByVerb, after: &ByVerb) -> ByVerb {
         .collect()
 }
 
-/// The apiserver's verb for an HTTP request, as `apiserver_request_total` labels it.
-pub fn verb_of(method: &str, url: &str) -> &'static str {
-    let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    let watch = query
-        .split('&')
-        .any(|kv| kv == "watch=true" || kv == "watch=1");
-    // Path after the API prefix: /api/v1/… or /apis/<group>/<version>/…
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let start = segments.iter().position(|s| *s == "api" || *s == "apis");
-    let rest: &[&str] = match start {
-        Some(i) if segments[i] == "api" => segments.get(i + 2..).unwrap_or_default(),
-        Some(i) => segments.get(i + 3..).unwrap_or_default(),
-        None => &[],
-    };
-    // Namespaced resources: namespaces/<ns>/<resource>/…; `namespaces/<ns>` alone is a Namespace.
-    let rest = if rest.len() >= 3 && rest[0] == "namespaces" {
-        &rest[2..]
-    } else {
-        rest
-    };
-    let collection = rest.len() <= 1;
-    match method {
-        "GET" if watch => "WATCH",
-        "GET" if collection => "LIST",
-        "GET" => "GET",
-        // `apiserver_request_total` names creates and updates by their HTTP methods.
-        "POST" => "POST",
-        "PUT" => "PUT",
-        "PATCH" => "PATCH",
-        "DELETE" if collection => "DELETECOLLECTION",
-        "DELETE" => "DELETE",
-        _ => "OTHER",
-    }
-}
-
-/// Counts the requests in a controller log written with `kube_client::client::builder=debug` (one `requesting`
-/// event per request, inside a span `HTTP{http.method=… http.url=…}`), between `from` and `to`.
-pub fn controller_requests_by_verb(log: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> ByVerb {
-    let mut by_verb = ByVerb::new();
-    for line in log.lines() {
-        let line = strip_ansi(line);
-        if !line.trim_end().ends_with("requesting") {
-            continue;
-        }
-        let Some(time) = line
-            .split_whitespace()
-            .next()
-            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        else {
+/// p50 and p99 of histogram `name` from its cumulative `_bucket{le="…"}` samples (summed over other labels); `None`
+/// without the metric or without observations.
+pub fn histogram_quantiles(exposition: &str, name: &str) -> Option<HistogramQuantiles> {
+    let prefix = format!("{name}_bucket{{");
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    for line in exposition.lines() {
+        let Some(rest) = line.strip_prefix(&prefix) else {
             continue;
         };
-        let time = time.with_timezone(&Utc);
-        if time < from || time > to {
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
             continue;
-        }
-        let field = |name: &str| {
-            let start = line.find(&format!("{name}="))? + name.len() + 1;
-            let end = line[start..]
-                .find([' ', '}'])
-                .map_or(line.len(), |e| start + e);
-            Some(line[start..end].to_owned())
         };
-        if let (Some(method), Some(url)) = (field("http.method"), field("http.url")) {
-            *by_verb
-                .entry(verb_of(&method, &url).to_owned())
-                .or_default() += 1.0;
+        let Some(le) = label(labels, "le").and_then(|le| match le {
+            "+Inf" | "Inf" => Some(f64::INFINITY),
+            le => le.parse::<f64>().ok(),
+        }) else {
+            continue;
+        };
+        let Some(Ok(count)) = value.split_whitespace().next().map(str::parse::<f64>) else {
+            continue;
+        };
+        match buckets.iter_mut().find(|(b, _)| *b == le) {
+            Some((_, c)) => *c += count,
+            None => buckets.push((le, count)),
         }
     }
-    by_verb
-}
-
-/// Seconds each eviction call of the controller took (request sent → response body done), from the same traces.
-pub fn controller_eviction_seconds(log: &str) -> Vec<f64> {
-    let mut started = std::collections::HashMap::new();
-    let mut seconds = Vec::new();
-    for line in log.lines() {
-        let line = strip_ansi(line);
-        if !line.contains("/eviction") {
-            continue;
-        }
-        let mut words = line.split_whitespace();
-        let Some(Ok(time)) = words.next().map(DateTime::parse_from_rfc3339) else {
-            continue;
-        };
-        let Some(url) = line
-            .split("http.url=")
-            .nth(1)
-            .and_then(|rest| rest.split([' ', '}']).next())
-        else {
-            continue;
-        };
-        let line = line.trim_end();
-        if line.ends_with("requesting") {
-            started.insert(url.to_owned(), time);
-        } else if line.ends_with("stream closed")
-            && let Some(start) = started.remove(url)
-        {
-            seconds.push((time - start).as_seconds_f64());
-        }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last().map(|b| b.1)?;
+    if total < 1.0 {
+        return None;
     }
-    seconds
-}
-
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // CSI: ESC [ parameters final-byte
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
+    let last_finite = buckets
+        .iter()
+        .rev()
+        .find(|b| b.0.is_finite())
+        .map_or(0.0, |b| b.0);
+    let quantile = |q: f64| {
+        // Nearest rank, as `stats::percentile`: the smallest bucket holding at least ceil(q·n) observations.
+        // (Less a hair, so that 0.99 · 100 is rank 99 despite binary rounding.)
+        let rank = (q * total - 1e-9).ceil().max(1.0);
+        let (le, _) = buckets.iter().find(|(_, c)| *c >= rank)?;
+        Some(if le.is_finite() {
+            BucketBound::AtMost(*le)
         } else {
-            out.push(c);
-        }
-    }
-    out
+            BucketBound::Above(last_finite)
+        })
+    };
+    Some(HistogramQuantiles {
+        count: total as u64,
+        p50: quantile(0.5)?,
+        p99: quantile(0.99)?,
+    })
 }
 
 #[cfg(test)]
@@ -280,81 +214,46 @@ k8sm_planner_duration_seconds_bucket{le=\"0.001\"} 90
     }
 
     #[test]
-    fn verbs_follow_the_apiserver() {
-        let base = "https://127.0.0.1:6443";
-        let cases = [
-            ("GET", "/api/v1/pods?&watch=true&resourceVersion=5", "WATCH"),
-            ("GET", "/api/v1/nodes?fieldSelector=x", "LIST"),
-            ("GET", "/api/v1/namespaces/shop/pods", "LIST"),
-            ("GET", "/api/v1/namespaces/shop/pods/web-1", "GET"),
-            ("GET", "/api/v1/namespaces/shop", "GET"),
-            (
-                "POST",
-                "/api/v1/namespaces/shop/pods/web-1/eviction",
-                "POST",
-            ),
-            ("PATCH", "/api/v1/nodes/node-0001", "PATCH"),
-            (
-                "PATCH",
-                "/apis/k8s.mesosphere.io/v1alpha1/executorupgradepolicies/fleet/status",
-                "PATCH",
-            ),
-            (
-                "PUT",
-                "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/k8sm",
-                "PUT",
-            ),
-            ("GET", "/apis/apps/v1/replicasets?limit=500", "LIST"),
-            ("DELETE", "/api/v1/namespaces/shop/pods/debug-0", "DELETE"),
-            ("DELETE", "/api/v1/namespaces/shop/pods", "DELETECOLLECTION"),
-        ];
-        for (method, path, verb) in cases {
-            assert_eq!(
-                verb_of(method, &format!("{base}{path}")),
-                verb,
-                "{method} {path}"
-            );
-            assert_eq!(
-                verb_of(method, path),
-                verb,
-                "{method} {path} without a host"
-            );
-        }
-    }
-
-    #[test]
-    fn controller_requests_are_read_from_its_client_traces() {
-        let log = "\
-2026-01-01T00:00:01.000000Z DEBUG HTTP{http.method=GET http.url=https://127.0.0.1:1/api/v1/nodes?&limit=500 otel.name=\"list\" otel.kind=\"client\"}: kube_client::client::builder: requesting
-2026-01-01T00:00:02.000000Z DEBUG HTTP{http.method=GET http.url=https://127.0.0.1:1/api/v1/nodes?&watch=true otel.name=\"watch\" otel.kind=\"client\"}: kube_client::client::builder: requesting
-2026-01-01T00:00:02.500000Z DEBUG HTTP{http.method=GET http.url=https://127.0.0.1:1/api/v1/nodes?&watch=true otel.name=\"watch\" otel.kind=\"client\"}: kube_client::client::builder: stream closed
-\u{1b}[2m2026-01-01T00:00:03.000000Z\u{1b}[0m \u{1b}[34mDEBUG\u{1b}[0m \u{1b}[1mHTTP\u{1b}[0m{http.method=POST http.url=https://127.0.0.1:1/api/v1/namespaces/a/pods/p/eviction otel.name=\"create_subresource\"}: kube_client::client::builder: requesting
-2026-01-01T00:00:09.000000Z DEBUG HTTP{http.method=PATCH http.url=https://127.0.0.1:1/api/v1/nodes/n otel.name=\"patch\"}: kube_client::client::builder: requesting
-2026-01-01T00:00:04.000000Z  INFO k8sm_controller: planned
+    fn histogram_quantiles_are_bucket_bounds() {
+        // 100 observations: 40 ≤ 5 ms, 50 more ≤ 50 ms, 8 more ≤ 0.5 s, 2 above 120 s.
+        let text = "\
+# TYPE k8sm_eviction_reaction_seconds histogram
+k8sm_eviction_reaction_seconds_bucket{le=\"0.005\"} 40
+k8sm_eviction_reaction_seconds_bucket{le=\"0.05\"} 90
+k8sm_eviction_reaction_seconds_bucket{le=\"0.5\"} 98
+k8sm_eviction_reaction_seconds_bucket{le=\"120\"} 98
+k8sm_eviction_reaction_seconds_bucket{le=\"+Inf\"} 100
+k8sm_eviction_reaction_seconds_sum 300.5
+k8sm_eviction_reaction_seconds_count 100
 ";
-        let at = |s: u32| {
-            DateTime::parse_from_rfc3339(&format!("2026-01-01T00:00:0{s}Z"))
-                .unwrap()
-                .with_timezone(&Utc)
-        };
-        let by_verb = controller_requests_by_verb(log, at(2), at(8));
-        assert_eq!(
-            by_verb,
-            ByVerb::from([("POST".into(), 1.0), ("WATCH".into(), 1.0)])
+        let q = histogram_quantiles(text, "k8sm_eviction_reaction_seconds").unwrap();
+        // p50: rank 50, first reached at 0.05. p99: rank 99, only in +Inf: above the last bound.
+        assert_eq!(q.count, 100);
+        assert_eq!(q.p50, BucketBound::AtMost(0.05));
+        assert_eq!(q.p99, BucketBound::Above(120.0));
+        // Exactly 98 of 100 at or under 0.5 s: p98 would be 0.5 s; 99 of 100 needs the next bucket.
+        let text = text.replace(
+            "98\nk8sm_eviction_reaction_seconds_bucket{le=\"120\"} 98",
+            "99\nk8sm_eviction_reaction_seconds_bucket{le=\"120\"} 99",
         );
-        assert_eq!(controller_requests_by_verb(log, at(0), at(9)).len(), 4);
+        let q = histogram_quantiles(&text, "k8sm_eviction_reaction_seconds").unwrap();
+        assert_eq!(q.p99, BucketBound::AtMost(0.5));
     }
 
     #[test]
-    fn eviction_calls_are_timed_from_request_to_end_of_response() {
-        let log = "\
-2026-01-01T00:00:01.000000Z DEBUG HTTP{http.method=POST http.url=https://h/api/v1/namespaces/a/pods/p/eviction? otel.name=\"evict\"}: kube_client::client::builder: requesting
-2026-01-01T00:00:01.010000Z DEBUG HTTP{http.method=POST http.url=https://h/api/v1/namespaces/a/events? otel.name=\"create\"}: kube_client::client::builder: requesting
-2026-01-01T00:00:01.090000Z DEBUG HTTP{http.method=POST http.url=https://h/api/v1/namespaces/a/pods/p/eviction? otel.name=\"evict\" http.status_code=201}: kube_client::client::builder: stream closed
-2026-01-01T00:00:02.000000Z DEBUG HTTP{http.method=POST http.url=https://h/api/v1/namespaces/a/pods/q/eviction? otel.name=\"evict\"}: kube_client::client::builder: requesting
-";
-        let seconds = controller_eviction_seconds(log);
-        assert_eq!(seconds.len(), 1, "the unanswered call is left out");
-        assert!((seconds[0] - 0.09).abs() < 1e-9);
+    fn no_histogram_without_the_metric_or_observations() {
+        assert_eq!(
+            histogram_quantiles("x_bucket{le=\"1\"} 3\n", "k8sm_y"),
+            None
+        );
+        let empty = "k8sm_y_bucket{le=\"1\"} 0\nk8sm_y_bucket{le=\"+Inf\"} 0\n";
+        assert_eq!(histogram_quantiles(empty, "k8sm_y"), None);
+        // Label sets are summed bucket by bucket.
+        let two = "k8sm_y_bucket{a=\"1\",le=\"1\"} 1\nk8sm_y_bucket{a=\"1\",le=\"+Inf\"} 1\nk8sm_y_bucket{a=\"2\",le=\"1\"} 0\nk8sm_y_bucket{a=\"2\",le=\"+Inf\"} 3\n";
+        let q = histogram_quantiles(two, "k8sm_y").unwrap();
+        assert_eq!(
+            (q.count, q.p50, q.p99),
+            (4, BucketBound::Above(1.0), BucketBound::Above(1.0))
+        );
     }
 }

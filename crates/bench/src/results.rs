@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::requests::ByVerb;
+use crate::audit::ToolRequests;
 use crate::stats::{LowerBound, percentile};
 use crate::timeline::{OwnerOutcome, Timeline};
 
@@ -13,6 +13,10 @@ use crate::timeline::{OwnerOutcome, Timeline};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Tool {
     K8sm,
+    /// `kubectl drain` of C nodes at once (C = k8sm's `maxConcurrentNodes` for the fleet), the next node started as
+    /// one finishes, with a PodDisruptionBudget per owner at its SLA bound: what kured or system-upgrade-controller
+    /// users run.
+    DrainPdbParallel,
     /// Sequential `kubectl drain` with a PodDisruptionBudget per owner at its SLA bound (`min(ceil(t·d), d−1)`).
     DrainPdb,
     /// Sequential `kubectl drain` without PodDisruptionBudgets.
@@ -20,9 +24,18 @@ pub enum Tool {
 }
 
 impl Tool {
+    /// Every tool, in the order runs alternate.
+    pub const ALL: [Self; 4] = [
+        Self::K8sm,
+        Self::DrainPdbParallel,
+        Self::DrainPdb,
+        Self::Drain,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
             Self::K8sm => "k8sm",
+            Self::DrainPdbParallel => "parallel kubectl drain + PDB at the bound, C at once",
             Self::DrainPdb => "kubectl drain + PDB at the bound",
             Self::Drain => "kubectl drain, no PDB",
         }
@@ -32,10 +45,34 @@ impl Tool {
     pub fn slug(self) -> &'static str {
         match self {
             Self::K8sm => "k8sm",
+            Self::DrainPdbParallel => "drain-pdb-parallel",
             Self::DrainPdb => "drain-pdb",
             Self::Drain => "drain",
         }
     }
+
+    /// The tool whose slug is `slug`.
+    pub fn from_slug(slug: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.slug() == slug)
+    }
+
+    /// Nodes the tool drains at once: k8sm's `maxConcurrentNodes` resolved for the fleet (`concurrency`), or one.
+    pub fn concurrency(self, concurrency: usize) -> usize {
+        match self {
+            Self::K8sm | Self::DrainPdbParallel => concurrency,
+            Self::DrainPdb | Self::Drain => 1,
+        }
+    }
+}
+
+/// The least makespan any tool can reach in the scenario, and how it is derived (Markdown).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BoundFigure {
+    pub seconds: f64,
+    pub derivation: String,
+    /// Whether the owners' waves (not the nodes' drains and restarts at the allowed concurrency) set the pace.
+    #[serde(default)]
+    pub owners_set_pace: Option<bool>,
 }
 
 /// What the scenario was.
@@ -56,6 +93,24 @@ pub struct Scenario {
     pub max_concurrent_nodes: String,
     pub drain_timeout_s: f64,
     pub lower_bound: LowerBound,
+    /// `maxConcurrentNodes` resolved for the fleet: k8sm's drain slots and the parallel baseline's workers.
+    #[serde(default)]
+    pub concurrency: usize,
+    /// The concurrency-aware lower bound the targets are judged against (absent in older summaries).
+    #[serde(default)]
+    pub bound: Option<BoundFigure>,
+    /// How the fleet was drawn (shape, seed, readiness spread, grace period, fill), when not the simple one.
+    #[serde(default)]
+    pub fleet: Option<String>,
+}
+
+impl Scenario {
+    /// The bound the targets are judged against: the concurrency-aware one, else the per-owner waves alone.
+    pub fn bound_seconds(&self) -> f64 {
+        self.bound
+            .as_ref()
+            .map_or(self.lower_bound.seconds, |b| b.seconds)
+    }
 }
 
 /// The controller's cost during a k8sm run.
@@ -66,8 +121,6 @@ pub struct ControllerCost {
     /// CPU seconds from the policy's creation to the last node upgraded.
     pub cpu_seconds_upgrade: f64,
     pub peak_rss_bytes: u64,
-    /// Its own requests from the policy's creation to the last node upgraded, from its client's traces.
-    pub requests: ByVerb,
     /// `k8sm_evictions_total` from its /metrics (all reasons).
     pub evictions_metric: Option<f64>,
     /// Mean and count of `k8sm_planner_duration_seconds` (real planner passes during the run).
@@ -76,19 +129,48 @@ pub struct ControllerCost {
     /// Mean of `k8sm_reconcile_duration_seconds`: one observe-plan-execute-report pass, actions included.
     #[serde(default)]
     pub reconcile_mean_ms: Option<f64>,
-    /// Its eviction calls: p50 and p99 seconds, and how many.
+    /// `k8sm_eviction_reaction_seconds` (replacement Ready observed → next eviction of that owner, from the
+    /// controller's own timestamps), if the controller exports it.
     #[serde(default)]
-    pub eviction_call_p50_s: Option<f64>,
-    #[serde(default)]
-    pub eviction_call_p99_s: Option<f64>,
-    #[serde(default)]
-    pub eviction_calls: usize,
+    pub reaction: Option<HistogramQuantiles>,
+}
+
+/// p50 and p99 of a Prometheus histogram, as far as its buckets tell: each is the upper bound of the bucket the
+/// quantile falls in ("≤ bound"), or above the last finite bound.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistogramQuantiles {
+    pub count: u64,
+    pub p50: BucketBound,
+    pub p99: BucketBound,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum BucketBound {
+    /// At most this many seconds.
+    AtMost(f64),
+    /// More than the last finite bucket's bound.
+    Above(f64),
+}
+
+impl BucketBound {
+    /// The bound in seconds; `Above` counts as just over it.
+    pub fn seconds(self) -> f64 {
+        match self {
+            Self::AtMost(s) | Self::Above(s) => s,
+        }
+    }
 }
 
 /// One tool's run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Run {
     pub tool: Tool,
+    /// Which repetition this is (0-based): runs alternate between tools, round after round.
+    #[serde(default)]
+    pub round: usize,
+    /// Nodes the tool drained at once.
+    #[serde(default)]
+    pub concurrency: Option<usize>,
     pub completed: bool,
     pub makespan_s: Option<f64>,
     /// From the last node upgraded until every owner had all its replicas Ready again.
@@ -107,12 +189,11 @@ pub struct Run {
     pub reaction_p50_s: Option<f64>,
     pub reaction_p99_s: Option<f64>,
     pub controller: Option<ControllerCost>,
-    /// `apiserver_request_total` increase during the run, every client together.
-    pub apiserver_requests: ByVerb,
-    /// Mean server-side time of an Eviction API call during the run (`apiserver_request_duration_seconds`).
+    /// The tool's own requests from its start of the upgrade to the last node upgraded, from the apiserver's audit
+    /// log (see [`crate::audit`]).
     #[serde(default)]
-    pub apiserver_eviction_mean_s: Option<f64>,
-    /// Baselines: nodes whose eviction-based drain timed out and were drained with `--disable-eviction`.
+    pub tool_requests: Option<ToolRequests>,
+    /// Baselines: nodes whose eviction-based drain hit `--timeout` and were drained with `--disable-eviction`.
     pub forced_nodes: Option<usize>,
     pub owners: Vec<OwnerOutcome>,
     pub notes: Vec<String>,
@@ -128,6 +209,8 @@ impl Run {
         let latencies = timeline.latencies();
         Self {
             tool,
+            round: 0,
+            concurrency: None,
             completed: makespan.is_some(),
             makespan_s: makespan.map(|(start, end)| end - start),
             settle_s,
@@ -140,8 +223,7 @@ impl Run {
             reaction_p50_s: percentile(latencies, 50.0),
             reaction_p99_s: percentile(latencies, 99.0),
             controller: None,
-            apiserver_requests: ByVerb::new(),
-            apiserver_eviction_mean_s: None,
+            tool_requests: None,
             forced_nodes: None,
             owners: timeline.outcomes(),
             notes: Vec::new(),
@@ -167,6 +249,38 @@ impl Run {
         self.owners.iter().map(|o| o.seconds_below).sum()
     }
 
+    /// Unavailable replica-seconds summed over owners.
+    pub fn unavailable_replica_s(&self) -> f64 {
+        self.owners.iter().map(|o| o.unavailable_replica_s).sum()
+    }
+
+    /// The owner with the most unavailable replica-seconds, and how many.
+    pub fn worst_unavailable(&self) -> Option<(&str, f64)> {
+        self.owners
+            .iter()
+            .max_by(|a, b| a.unavailable_replica_s.total_cmp(&b.unavailable_replica_s))
+            .map(|o| (o.name.as_str(), o.unavailable_replica_s))
+    }
+
+    /// The tool's apiserver requests per upgraded node.
+    pub fn requests_per_node(&self) -> Option<f64> {
+        let requests = self.tool_requests.as_ref()?;
+        (self.nodes_upgraded > 0).then(|| requests.total as f64 / self.nodes_upgraded as f64)
+    }
+
+    /// Reaction p99 in seconds: the controller's histogram when it has samples, else the recorder's estimate.
+    pub fn reaction_p99(&self) -> Option<(f64, ReactionSource)> {
+        if let Some(h) = self
+            .controller
+            .as_ref()
+            .and_then(|c| c.reaction.as_ref())
+            .filter(|h| h.count > 0)
+        {
+            return Some((h.p99.seconds(), ReactionSource::Controller));
+        }
+        self.reaction_p99_s.map(|p| (p, ReactionSource::Recorder))
+    }
+
     /// The smallest `min ready − floor` over owners: negative means some owner went below its bound.
     pub fn min_margin(&self) -> Option<i64> {
         self.owners
@@ -183,6 +297,15 @@ impl Run {
     pub fn disruptions_per_pod(&self) -> Option<f64> {
         (self.pods > 0).then(|| self.disruptions as f64 / self.pods as f64)
     }
+}
+
+/// Where a reaction figure comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReactionSource {
+    /// `k8sm_eviction_reaction_seconds`: bucket bounds.
+    Controller,
+    /// The benchmark's watches: replacement Ready seen → next disruption of the owner seen.
+    Recorder,
 }
 
 /// The machine and software the figures come from.
@@ -205,6 +328,12 @@ pub struct Machine {
 /// One criterion measurement of the planner (read from criterion's output, if `cargo bench` ran).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlannerBench {
+    /// criterion's benchmark ID, e.g. `plan/nodes/5000`.
+    #[serde(default)]
+    pub id: String,
+    /// When criterion wrote the estimate (RFC 3339), to tell a measurement of this invocation from an old one.
+    #[serde(default)]
+    pub measured_at: Option<String>,
     pub nodes: usize,
     pub pods: usize,
     pub mean_ms: f64,
@@ -220,7 +349,21 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The first run of `tool`.
     pub fn run(&self, tool: Tool) -> Option<&Run> {
         self.runs.iter().find(|r| r.tool == tool)
+    }
+
+    /// Every run of `tool`, round by round.
+    pub fn runs_of(&self, tool: Tool) -> Vec<&Run> {
+        self.runs.iter().filter(|r| r.tool == tool).collect()
+    }
+
+    /// The tools that ran, in the order of [`Tool::ALL`].
+    pub fn tools(&self) -> Vec<Tool> {
+        Tool::ALL
+            .into_iter()
+            .filter(|t| self.runs.iter().any(|r| r.tool == *t))
+            .collect()
     }
 }

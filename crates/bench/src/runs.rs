@@ -1,5 +1,9 @@
-//! One run per tool on the same cluster and the same workload: k8sm's controller, then sequential `kubectl drain`
-//! with and without PodDisruptionBudgets. Each run gets a fresh namespace and nodes back on the old executor.
+//! One run of one tool on a fresh cluster: k8sm's controller, `kubectl drain` of C nodes at once with
+//! PodDisruptionBudgets at the bound, or sequential `kubectl drain` with and without them.
+//!
+//! The tools act under identities of their own (see [`crate::audit`]): k8sm's controller as
+//! [`audit::CONTROLLER_USER`]; the baselines' operator, its kubectl and its executor restarts, as
+//! [`audit::OPERATOR_USER`]. The harness (workload, watches, waits) acts as the cluster's admin.
 
 use std::time::{Duration, Instant};
 
@@ -11,20 +15,27 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
+use futures::StreamExt;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::wait::await_condition;
+
 use k8sm_api::{
     ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, MaxConcurrentNodes, UnmanagedPodPolicy,
     UnmanagedPods, keys,
 };
 use k8sm_testcluster::node_name;
 
+use crate::audit;
 use crate::env::{BenchCluster, free_port, http_get};
 use crate::process::ChildProcess;
 use crate::recorder::Recorder;
-use crate::requests::{controller_eviction_seconds, controller_requests_by_verb, metric_sum};
+use crate::requests::{histogram_quantiles, metric_sum};
 use crate::results::{ControllerCost, Run, Tool};
-use crate::stats::percentile;
 use crate::timeline::Timeline;
 use crate::workload::Workload;
+
+/// The controller's histogram of its reaction: replacement Ready observed → next eviction of that owner.
+pub const REACTION_METRIC: &str = "k8sm_eviction_reaction_seconds";
 
 /// What every run shares.
 pub struct RunConfig<'a> {
@@ -32,6 +43,8 @@ pub struct RunConfig<'a> {
     pub nodes: usize,
     pub threshold: u8,
     pub max_concurrent_nodes: MaxConcurrentNodes,
+    /// `max_concurrent_nodes` resolved for the fleet: the parallel baseline's workers.
+    pub concurrency: usize,
     pub drain_timeout: Duration,
     /// How long k8sm may take to upgrade every node.
     pub upgrade_timeout: Duration,
@@ -44,8 +57,23 @@ const POLICY: &str = "bench";
 pub async fn run(bench: &mut BenchCluster, cfg: &RunConfig<'_>, tool: Tool) -> anyhow::Result<Run> {
     match tool {
         Tool::K8sm => k8sm(bench, cfg).await,
-        Tool::DrainPdb => drain(bench, cfg, true).await,
-        Tool::Drain => drain(bench, cfg, false).await,
+        Tool::DrainPdbParallel | Tool::DrainPdb | Tool::Drain => drain(bench, cfg, tool).await,
+    }
+}
+
+/// The requests of `user` between `from` and `to`, from the bench cluster's audit log.
+fn tool_requests(
+    bench: &BenchCluster,
+    user: &str,
+    from: chrono::DateTime<Utc>,
+    to: chrono::DateTime<Utc>,
+    run: &mut Run,
+) {
+    match audit::count_file(&bench.audit_log, user, from, to) {
+        Ok(requests) => run.tool_requests = Some(requests),
+        Err(error) => run
+            .notes
+            .push(format!("the tool's requests are unknown: {error:#}")),
     }
 }
 
@@ -56,10 +84,7 @@ async fn prepare(
     cfg: &RunConfig<'_>,
     tool: Tool,
 ) -> anyhow::Result<Recorder> {
-    for other in [Tool::K8sm, Tool::DrainPdb, Tool::Drain] {
-        bench.delete_namespace(&namespace(other)).await?;
-    }
-    bench.reset_nodes().await?;
+    // Each run has a fresh cluster: its nodes run the old executor, no namespace of another run exists.
     let ns = namespace(tool);
     bench.create_namespace(&ns).await?;
     cfg.workload
@@ -67,7 +92,7 @@ async fn prepare(
             &bench.client,
             &ns,
             node_name,
-            (tool == Tool::DrainPdb).then_some(cfg.threshold),
+            matches!(tool, Tool::DrainPdb | Tool::DrainPdbParallel).then_some(cfg.threshold),
         )
         .await
         .context("creating the workload")?;
@@ -151,22 +176,16 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
     let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let log = bench.work_dir.join("controller.log");
     let _ = std::fs::remove_file(&log);
+    let kubeconfig = user_kubeconfig(bench, audit::CONTROLLER_USER)?;
     let mut controller = ChildProcess::spawn(
         "k8sm-controller",
         &bench.bin_dir.join("k8sm-controller"),
         &[
-            format!("--kubeconfig={}", bench.cluster.kubeconfig().display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
             format!("--metrics-addr={addr}"),
             "--identity=k8sm-bench".into(),
         ],
-        // One trace line per request, to count the controller's own requests by verb.
-        &[
-            (
-                "RUST_LOG",
-                "info,kube=warn,kube_client::client::builder=debug",
-            ),
-            ("NO_COLOR", "1"),
-        ],
+        &[("RUST_LOG", "info,kube=warn"), ("NO_COLOR", "1")],
         &log,
     )?;
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -179,7 +198,6 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    let before = bench.apiserver_requests().await?;
     let cpu_before = controller.sample()?;
     let from = Utc::now();
     recorder.timeline().arm(recorder.now());
@@ -216,7 +234,6 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
     let end = recorder.now();
     let to = Utc::now();
     let cpu_after = controller.sample()?;
-    let after = bench.apiserver_requests().await?;
     let metrics = http_get(addr, "/metrics")
         .await
         .map(|(_, body)| body)
@@ -231,31 +248,27 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
     let _ = policies.delete(POLICY, &DeleteParams::default()).await;
 
     let mut run = Run::from_timeline(Tool::K8sm, &recorder.timeline(), None);
+    run.concurrency = Some(cfg.concurrency);
     if let Err(error) = upgraded {
         run.notes.push(format!("incomplete: {error:#}"));
     }
-    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
     let mean_ms = |name: &str| {
         let count = metric_sum(&metrics, &format!("{name}_count")).filter(|n| *n > 0.0)?;
         Some(metric_sum(&metrics, &format!("{name}_sum"))? / count * 1000.0)
     };
     let plans = metric_sum(&metrics, "k8sm_planner_duration_seconds_count");
-    let eviction_calls = controller_eviction_seconds(&log_text);
     run.controller = Some(ControllerCost {
         cpu_seconds_total: cpu_after.cpu_seconds,
         cpu_seconds_upgrade: cpu_after.cpu_seconds - cpu_before.cpu_seconds,
         peak_rss_bytes: cpu_after.peak_rss_bytes,
-        requests: controller_requests_by_verb(&log_text, from, to),
         evictions_metric: metric_sum(&metrics, "k8sm_evictions_total"),
         plan_mean_ms: mean_ms("k8sm_planner_duration_seconds"),
         plans,
         reconcile_mean_ms: mean_ms("k8sm_reconcile_duration_seconds"),
-        eviction_call_p50_s: percentile(&eviction_calls, 50.0),
-        eviction_call_p99_s: percentile(&eviction_calls, 99.0),
-        eviction_calls: eviction_calls.len(),
+        reaction: histogram_quantiles(&metrics, REACTION_METRIC),
     });
-    run.apiserver_requests = after.requests_since(&before);
-    run.apiserver_eviction_mean_s = after.eviction_mean_since(&before);
+    // The controller has stopped: its watches have ended and are in the log.
+    tool_requests(bench, audit::CONTROLLER_USER, from, to, &mut run);
     if let Some(evictions) = run.controller.as_ref().and_then(|c| c.evictions_metric) {
         run.notes.push(format!(
             "the controller counted {evictions:.0} evictions (k8sm_evictions_total); the watch saw {} \
@@ -266,33 +279,34 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
     Ok(output(&recorder, cfg, run, settle_s))
 }
 
-async fn drain(bench: &mut BenchCluster, cfg: &RunConfig<'_>, pdb: bool) -> anyhow::Result<Run> {
-    let tool = if pdb { Tool::DrainPdb } else { Tool::Drain };
+async fn drain(bench: &mut BenchCluster, cfg: &RunConfig<'_>, tool: Tool) -> anyhow::Result<Run> {
+    let pdb = tool != Tool::Drain;
+    let concurrency = tool.concurrency(cfg.concurrency).max(1);
     let recorder = prepare(bench, cfg, tool).await?;
     if pdb {
         wait_budgets_observed(bench, &namespace(tool), cfg.workload.owners.len()).await?;
     }
-    let log = bench.work_dir.join(format!("{}-kubectl.log", tool.slug()));
-    let _ = std::fs::remove_file(&log);
-    let nodes: Api<Node> = Api::all(bench.client.clone());
-    let timeout = format!("--timeout={}s", cfg.drain_timeout.as_secs().max(1));
-    let before = bench.apiserver_requests().await?;
+    let operator = Operator::new(bench, tool, cfg.drain_timeout).await?;
+    let from = Utc::now();
     {
         let mut timeline = recorder.timeline();
         let now = recorder.now();
         timeline.arm(now);
         timeline.start(now);
     }
-    let mut forced = 0;
+    // C workers: the next node starts as soon as one is done (buffer_unordered keeps C drains in flight).
+    let mut drains = futures::stream::iter(0..cfg.nodes)
+        .map(|index| operator.upgrade(node_name(index)))
+        .buffer_unordered(concurrency);
     let mut failure = None;
-    for index in 0..cfg.nodes {
-        let name = node_name(index);
-        if let Err(error) = drain_node(bench, &nodes, &log, &name, &timeout, &mut forced).await {
-            failure = Some(error.context(format!("upgrading {name}")));
+    while let Some(result) = drains.next().await {
+        if let Err(error) = result {
+            failure = Some(error);
             break;
         }
-        bench.check_running()?;
     }
+    // Dropping the rest stops their kubectl processes (kill_on_drop).
+    drop(drains);
     let upgraded = match failure {
         Some(error) => Err(error),
         None => {
@@ -307,7 +321,7 @@ async fn drain(bench: &mut BenchCluster, cfg: &RunConfig<'_>, pdb: bool) -> anyh
         }
     };
     let end = recorder.now();
-    let after = bench.apiserver_requests().await?;
+    let to = Utc::now();
     let settle_s = if upgraded.is_ok() {
         settle(&recorder, end).await
     } else {
@@ -315,82 +329,136 @@ async fn drain(bench: &mut BenchCluster, cfg: &RunConfig<'_>, pdb: bool) -> anyh
     };
     recorder.timeline().finish(recorder.now());
     let mut run = Run::from_timeline(tool, &recorder.timeline(), None);
+    run.concurrency = Some(concurrency);
     if let Err(error) = upgraded {
         run.notes.push(format!("incomplete: {error:#}"));
     }
-    run.apiserver_requests = after.requests_since(&before);
-    run.apiserver_eviction_mean_s = after.eviction_mean_since(&before);
+    tool_requests(bench, audit::OPERATOR_USER, from, to, &mut run);
+    let forced = operator.forced.load(std::sync::atomic::Ordering::Relaxed);
     run.forced_nodes = Some(forced);
     if pdb && forced > 0 {
         run.notes.push(format!(
-            "{forced} of {} nodes could not be drained through the Eviction API within {}s (a budget at the SLA \
-             bound allowed no disruption for that long, e.g. while replacements were not Ready) and were drained \
-             with `--disable-eviction`, as an operator must",
+            "{forced} of {} nodes could not be drained through the Eviction API within `--timeout={}s` and were \
+             drained with `--disable-eviction`, as an operator must (see {})",
             cfg.nodes,
-            cfg.drain_timeout.as_secs()
+            cfg.drain_timeout.as_secs(),
+            operator.log.display()
         ));
     }
     Ok(output(&recorder, cfg, run, settle_s))
 }
 
-/// Drains one node as an operator would with kubectl, restarts its executor and uncordons it.
-async fn drain_node(
-    bench: &BenchCluster,
-    nodes: &Api<Node>,
-    log: &std::path::Path,
-    name: &str,
-    timeout: &str,
-    forced: &mut usize,
-) -> anyhow::Result<()> {
-    let drain_args = [
-        "drain",
-        name,
-        "--ignore-daemonsets",
-        "--delete-emptydir-data",
-        "--force",
-        timeout,
-    ];
-    let drained = bench.kubectl(log)?.args(drain_args).status().await?;
-    if !drained.success() {
-        *forced += 1;
-        let status = bench
-            .kubectl(log)?
-            .args(drain_args)
-            .arg("--disable-eviction")
+/// A kubeconfig of one of the tools' users.
+fn user_kubeconfig(bench: &BenchCluster, user: &str) -> anyhow::Result<std::path::PathBuf> {
+    bench
+        .cluster
+        .user_kubeconfig(user)
+        .with_context(|| format!("the bench cluster has no user {user}"))
+}
+
+/// The baselines' operator: what a kured or system-upgrade-controller user's script does per node, as user
+/// [`audit::OPERATOR_USER`].
+struct Operator {
+    client: kube::Client,
+    kubectl: std::path::PathBuf,
+    kubeconfig: std::path::PathBuf,
+    log: std::path::PathBuf,
+    timeout: String,
+    new_id: String,
+    /// Nodes whose drain through the Eviction API failed (hit `--timeout`).
+    forced: std::sync::atomic::AtomicUsize,
+}
+
+impl Operator {
+    async fn new(bench: &BenchCluster, tool: Tool, timeout: Duration) -> anyhow::Result<Self> {
+        let kubeconfig = user_kubeconfig(bench, audit::OPERATOR_USER)?;
+        let config = kube::Config::from_custom_kubeconfig(
+            Kubeconfig::read_from(&kubeconfig)?,
+            &KubeConfigOptions::default(),
+        )
+        .await?;
+        let log = bench.work_dir.join(format!("{}-kubectl.log", tool.slug()));
+        let _ = std::fs::remove_file(&log);
+        Ok(Self {
+            client: kube::Client::try_from(config)?,
+            kubectl: bench.cluster.binaries().kubectl.clone(),
+            kubeconfig,
+            log,
+            timeout: format!("--timeout={}s", timeout.as_secs().max(1)),
+            new_id: bench.new_id.clone(),
+            forced: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    /// `kubectl <args>` as the operator, its output appended to the log, stopped if its future is dropped.
+    async fn kubectl(&self, args: &[&str]) -> anyhow::Result<std::process::ExitStatus> {
+        let out = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        Ok(tokio::process::Command::new(&self.kubectl)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .kill_on_drop(true)
             .status()
-            .await?;
-        anyhow::ensure!(
-            status.success(),
-            "kubectl drain --disable-eviction failed ({status})"
-        );
+            .await?)
     }
-    // The executor restarts in its new version (the simulated executors obey the kamikaze annotation).
-    let patch = json!({ "metadata": { "annotations": { keys::KAMIKAZE_ANNOTATION: Utc::now().to_rfc3339() } } });
-    nodes
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let node = nodes.get(name).await?;
-        let annotations = node.annotations();
-        if annotations.get(keys::EXECUTOR_ID_ANNOTATION) == Some(&bench.new_id)
-            && !annotations.contains_key(keys::KAMIKAZE_ANNOTATION)
-        {
-            break;
+
+    /// Drains node `name` (cordon included), restarts its executor, waits for it and uncordons the node.
+    async fn upgrade(&self, name: String) -> anyhow::Result<()> {
+        self.drain(&name)
+            .await
+            .with_context(|| format!("upgrading {name}"))
+    }
+
+    async fn drain(&self, name: &str) -> anyhow::Result<()> {
+        let drain_args = [
+            "drain",
+            name,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--force",
+            &self.timeout,
+        ];
+        if !self.kubectl(&drain_args).await?.success() {
+            self.forced
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut forced = drain_args.to_vec();
+            forced.push("--disable-eviction");
+            let status = self.kubectl(&forced).await?;
+            anyhow::ensure!(
+                status.success(),
+                "kubectl drain --disable-eviction failed ({status})"
+            );
         }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the executor did not restart in 2 minutes"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The executor restarts in its new version (the simulated executors obey the kamikaze annotation).
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let patch = json!({ "metadata": { "annotations": { keys::KAMIKAZE_ANNOTATION: Utc::now().to_rfc3339() } } });
+        nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        // Waits as `kubectl wait` would: one watch of the node.
+        let new_id = self.new_id.clone();
+        let restarted = move |node: Option<&Node>| {
+            node.is_some_and(|node| {
+                let annotations = node.annotations();
+                annotations.get(keys::EXECUTOR_ID_ANNOTATION) == Some(&new_id)
+                    && !annotations.contains_key(keys::KAMIKAZE_ANNOTATION)
+            })
+        };
+        tokio::time::timeout(
+            Duration::from_secs(120),
+            await_condition(nodes, name, restarted),
+        )
+        .await
+        .context("the executor did not restart in 2 minutes")??;
+        let status = self.kubectl(&["uncordon", name]).await?;
+        anyhow::ensure!(status.success(), "kubectl uncordon failed ({status})");
+        Ok(())
     }
-    let status = bench
-        .kubectl(log)?
-        .args(["uncordon", name])
-        .status()
-        .await?;
-    anyhow::ensure!(status.success(), "kubectl uncordon failed ({status})");
-    Ok(())
 }
 
 /// Evictions are refused until the disruption controller has computed a budget's status.

@@ -55,6 +55,9 @@ pub struct OwnerOutcome {
     /// Of the violations, descents that began with such a pod: caused by whoever deleted it, not by an eviction.
     #[serde(default)]
     pub outside_violations: u32,
+    /// Unavailable replica-seconds: `∫ max(0, desired − ready) dt` from arming to finishing.
+    #[serde(default)]
+    pub unavailable_replica_s: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -78,6 +81,18 @@ struct Owner {
     series: Vec<(f64, u32)>,
     /// When a replacement became Ready while the owner could not lose another pod and still had pods to move.
     waiting_since: Option<f64>,
+    /// `∫ max(0, desired − ready) dt` up to `integrated_to`.
+    unavailable_replica_s: f64,
+    integrated_to: f64,
+}
+
+impl Owner {
+    /// Adds the replicas missing since the last change, up to `t`.
+    fn integrate(&mut self, t: f64) {
+        let missing = f64::from(self.desired.saturating_sub(self.ready));
+        self.unavailable_replica_s += missing * (t - self.integrated_to).max(0.0);
+        self.integrated_to = t;
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -145,6 +160,8 @@ impl Timeline {
                     outside_violations: 0,
                     series: Vec::new(),
                     waiting_since: None,
+                    unavailable_replica_s: 0.0,
+                    integrated_to: 0.0,
                 };
                 (name.to_owned(), owner)
             })
@@ -183,6 +200,7 @@ impl Timeline {
         }
         for owner in self.owners.values_mut() {
             owner.min_ready = owner.ready;
+            owner.integrated_to = t;
             owner.series.push((t, owner.ready));
             if owner.ready < owner.floor {
                 owner.violations += 1;
@@ -198,7 +216,11 @@ impl Timeline {
 
     /// Stops counting: open intervals below the floor are closed at `t`.
     pub fn finish(&mut self, t: f64) {
+        let armed = self.armed();
         for owner in self.owners.values_mut() {
+            if armed {
+                owner.integrate(t);
+            }
             if let Some(since) = owner.below_since.take() {
                 owner.seconds_below += t - since;
             }
@@ -351,6 +373,9 @@ impl Timeline {
             going += u32::from(pod.terminating);
         }
         let changed = ready != owner.ready;
+        if armed && changed {
+            owner.integrate(t);
+        }
         owner.ready = ready;
         owner.going = going;
         if !armed || !changed {
@@ -445,6 +470,7 @@ impl Timeline {
                 disruptions: o.disruptions,
                 outside_disruptions: o.outside_disruptions,
                 outside_violations: o.outside_violations,
+                unavailable_replica_s: o.unavailable_replica_s,
             })
             .collect()
     }
@@ -618,6 +644,41 @@ mod tests {
         t.pod_deleted(3.0, "a2");
         assert_eq!(t.disruptions(), 0);
         assert_eq!(t.outcomes()[0].min_ready, 2);
+    }
+
+    #[test]
+    fn unavailable_replica_seconds_integrate_the_missing_replicas_over_the_run() {
+        let mut t = running();
+        // web has 3 desired. 0–2 s: 3 ready (0). 2–3 s: 2 ready (1 × 1 s). 3–7 s: 1 ready (2 × 4 s). 7–8 s: 2 ready
+        // (1 × 1 s). 8–10 s: 3 ready (0). By hand: 1 + 8 + 1 = 10 replica-seconds.
+        t.pod_applied(2.0, pod("a", "web", "n1", true, true));
+        t.pod_deleted(3.0, "b");
+        t.pod_deleted(3.5, "a");
+        t.pod_applied(4.0, pod("a2", "web", "n2", false, false));
+        t.pod_applied(7.0, pod("a2", "web", "n2", true, false));
+        t.pod_applied(8.0, pod("b2", "web", "n2", true, false));
+        // Still one short when finishing at 12 s, from 11 s: one more replica-second.
+        t.pod_applied(11.0, pod("c", "web", "n2", true, true));
+        t.finish(12.0);
+        // Changes after finishing do not count.
+        t.pod_deleted(13.0, "a2");
+        let outcome = &t.outcomes()[0];
+        assert!(
+            (outcome.unavailable_replica_s - 11.0).abs() < 1e-9,
+            "{}",
+            outcome.unavailable_replica_s
+        );
+    }
+
+    #[test]
+    fn nothing_is_unavailable_before_arming() {
+        let mut t = Timeline::new(90, [("web", "Deployment", 2)], []);
+        t.pod_applied(0.0, pod("a", "web", "n1", true, false));
+        // Only one of two Ready from 0 to 5 s, unarmed: not counted. Armed at 5 s with one missing until 6 s.
+        t.arm(5.0);
+        t.pod_applied(6.0, pod("b", "web", "n1", true, false));
+        t.finish(9.0);
+        assert!((t.outcomes()[0].unavailable_replica_s - 1.0).abs() < 1e-9);
     }
 
     #[test]

@@ -44,6 +44,12 @@ pub struct ClusterOptions {
     pub scheduler: bool,
     /// Keep the cluster's files here instead of in a temporary directory removed on drop.
     pub dir: Option<PathBuf>,
+    /// More kube-apiserver flags, after the harness's own (e.g. an audit log, so a benchmark can count each
+    /// client's requests).
+    pub apiserver_args: Vec<String>,
+    /// More admin users (group `system:masters`), each with its own client certificate, so that the apiserver (its
+    /// audit log) tells their requests apart: [`TestCluster::user_kubeconfig`] returns a kubeconfig per name.
+    pub users: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -59,6 +65,8 @@ impl Default for ClusterOptions {
             disabled_controllers: Vec::new(),
             scheduler: true,
             dir: None,
+            apiserver_args: Vec::new(),
+            users: Vec::new(),
         }
     }
 }
@@ -119,7 +127,7 @@ impl TestCluster {
                 (temp.path().to_owned(), Some(temp))
             }
         };
-        let pki = Pki::write(&dir)?;
+        let pki = Pki::write(&dir, &options.users)?;
         let kubeconfig = dir.join("kubeconfig");
         let layout = Layout {
             dir: &dir,
@@ -131,16 +139,21 @@ impl TestCluster {
         };
         let server = format!("https://127.0.0.1:{}", layout.apiserver_port);
         crate::kubeconfig::write_admin(&kubeconfig, &server, &pki)?;
+        for user in &pki.users {
+            crate::kubeconfig::write_user(&user_kubeconfig(&dir, &user.name), &server, &pki, user)?;
+        }
 
         let mut processes = Vec::new();
         let spawn = |name: &str, program: &Path, args: Vec<String>| {
             ManagedProcess::spawn(name, program, &args, &dir.join(format!("{name}.log")))
         };
         processes.push(spawn("etcd", &binaries.etcd, components::etcd(&layout))?);
+        let mut apiserver_args = components::kube_apiserver(&layout);
+        apiserver_args.extend(options.apiserver_args.iter().cloned());
         processes.push(spawn(
             "kube-apiserver",
             &binaries.kube_apiserver,
-            components::kube_apiserver(&layout),
+            apiserver_args,
         )?);
 
         let client = client_for(&kubeconfig).await?;
@@ -210,6 +223,12 @@ impl TestCluster {
     /// Absolute path of an admin kubeconfig for this cluster.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// A kubeconfig for `user`, one of [`ClusterOptions::users`]: an admin whose requests carry that user name.
+    pub fn user_kubeconfig(&self, user: &str) -> Option<PathBuf> {
+        let path = user_kubeconfig(&self.dir, user);
+        self.options.users.iter().any(|u| u == user).then_some(path)
     }
 
     /// The apiserver's URL, `https://127.0.0.1:<port>`.
@@ -436,6 +455,10 @@ async fn client_for(kubeconfig: &Path) -> Result<Client, Error> {
     )
     .await?;
     Ok(Client::try_from(config)?)
+}
+
+fn user_kubeconfig(dir: &Path, user: &str) -> PathBuf {
+    dir.join(format!("kubeconfig-{user}"))
 }
 
 fn is_ready(node: &Node) -> bool {

@@ -1,5 +1,5 @@
 //! The cluster's certificates and keys: one CA, the apiserver's serving certificate, an admin client certificate
-//! (group `system:masters`) and the service-account signing key.
+//! (group `system:masters`), more such admins under their own names, and the service-account signing key.
 
 use std::path::{Path, PathBuf};
 
@@ -20,12 +20,23 @@ pub struct Pki {
     pub admin_key: PathBuf,
     pub service_account_key: PathBuf,
     pub service_account_public_key: PathBuf,
+    /// Admins of their own names (see `ClusterOptions::users`).
+    pub users: Vec<UserCert>,
+}
+
+/// A client certificate of an admin (group `system:masters`) named `name`.
+#[derive(Debug, Clone)]
+pub struct UserCert {
+    pub name: String,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl Pki {
-    /// Generates fresh keys (ECDSA P-256) and writes them under `dir`.
-    pub fn write(dir: &Path) -> Result<Self, Error> {
-        let pki = Self {
+    /// Generates fresh keys (ECDSA P-256) and writes them under `dir`, with a client certificate for each of
+    /// `users`.
+    pub fn write(dir: &Path, users: &[String]) -> Result<Self, Error> {
+        let mut pki = Self {
             ca_cert: dir.join("ca.crt"),
             serving_cert: dir.join("apiserver.crt"),
             serving_key: dir.join("apiserver.key"),
@@ -33,6 +44,7 @@ impl Pki {
             admin_key: dir.join("admin.key"),
             service_account_key: dir.join("service-account.key"),
             service_account_public_key: dir.join("service-account.pub"),
+            users: Vec::new(),
         };
 
         let ca_key = KeyPair::generate()?;
@@ -62,15 +74,16 @@ impl Pki {
         )?;
         write(&pki.serving_key, &serving_key.serialize_pem())?;
 
-        let admin_key = KeyPair::generate()?;
-        let mut admin = CertificateParams::new(Vec::<String>::new())?;
-        admin.distinguished_name = name("k8sm-admin", Some("system:masters"));
-        admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        write(
-            &pki.admin_cert,
-            &admin.signed_by(&admin_key, &issuer)?.pem(),
-        )?;
-        write(&pki.admin_key, &admin_key.serialize_pem())?;
+        write_admin_cert(&issuer, "k8sm-admin", &pki.admin_cert, &pki.admin_key)?;
+        for user in users {
+            let cert = UserCert {
+                name: user.clone(),
+                cert: dir.join(format!("user-{user}.crt")),
+                key: dir.join(format!("user-{user}.key")),
+            };
+            write_admin_cert(&issuer, user, &cert.cert, &cert.key)?;
+            pki.users.push(cert);
+        }
 
         // Tokens are signed with an ECDSA key (PKCS#8); the apiserver verifies them with the public half, which it
         // only reads from a PUBLIC KEY block.
@@ -82,6 +95,21 @@ impl Pki {
         )?;
         Ok(pki)
     }
+}
+
+/// A client certificate for user `user` in group `system:masters`, signed by the CA.
+fn write_admin_cert(
+    issuer: &Issuer<'_, KeyPair>,
+    user: &str,
+    cert_path: &Path,
+    key_path: &Path,
+) -> Result<(), Error> {
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name = name(user, Some("system:masters"));
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    write(cert_path, &params.signed_by(&key, issuer)?.pem())?;
+    write(key_path, &key.serialize_pem())
 }
 
 fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {

@@ -1,5 +1,6 @@
 //! `cargo xtask bench`: the planner's criterion benchmark, then k8sm against `kubectl drain` on the real local
-//! cluster (crates/bench), which writes `bench/results/<scenario>.md`. Not part of `cargo xtask test`: it takes
+//! cluster (crates/bench), which reads criterion's estimates of this invocation and writes
+//! `bench/results/<scenario>.md` and the index `bench/results/README.md`. Not part of `cargo xtask test`: it takes
 //! minutes to an hour and yields figures, not pass/fail.
 
 use std::path::Path;
@@ -16,7 +17,8 @@ pub struct BenchArgs {
     /// Skip `cargo bench -p k8sm-planner` (the planner's pass over 1,000 and 5,000 synthetic nodes).
     #[arg(long)]
     no_planner_bench: bool,
-    /// Arguments of k8sm-bench: `--nodes N`, `--pods M`, `--pod-ready-delay D`, `--tools k8sm,drain-pdb,drain`, …
+    /// Arguments of k8sm-bench: `--nodes N`, `--pods M`, `--runs 3`, `--tools k8sm,drain-pdb-parallel,drain-pdb,drain`,
+    /// `--render-only`, …
     /// (`cargo run -p k8sm-bench -- --help` lists them).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,

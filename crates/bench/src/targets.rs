@@ -1,0 +1,379 @@
+//! The targets of issue 15, judged from one invocation's runs: met, missed (with the reason) or not judged (the
+//! scenario does not measure it).
+
+use crate::report::{megabytes, millis, ratio, secs};
+use crate::results::{ReactionSource, Summary, Tool};
+use crate::spread::Spread;
+
+/// k8sm's median makespan within this factor of the lower bound.
+pub const MAKESPAN_RATIO: f64 = 1.2;
+/// k8sm at least this much faster than parallel drain + PDB where the owners set the pace.
+pub const SPEEDUP: f64 = 1.5;
+/// Reaction p99, judged at this many nodes or more.
+pub const REACTION_P99_S: f64 = 0.5;
+pub const REACTION_AT_NODES: usize = 500;
+/// A planner pass at 5,000 nodes.
+pub const PLAN_MS: f64 = 20.0;
+pub const PLAN_AT_NODES: usize = 5000;
+/// Peak RSS, judged at 1,000 nodes / 30,000 pods or more.
+pub const RSS_BYTES: f64 = 150e6;
+pub const RSS_AT: (usize, usize) = (1000, 30_000);
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Met,
+    Missed(String),
+    NotJudged(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// Short, stable name (the index's column).
+    pub key: &'static str,
+    pub target: String,
+    pub figure: String,
+    pub verdict: Verdict,
+}
+
+fn met_or(met: bool, reason: impl FnOnce() -> String) -> Verdict {
+    if met {
+        Verdict::Met
+    } else {
+        Verdict::Missed(reason())
+    }
+}
+
+/// Every target, in the issue's order.
+pub fn judge(summary: &Summary) -> Vec<Target> {
+    let s = &summary.scenario;
+    let bound = s.bound_seconds();
+    let k8sm = summary.runs_of(Tool::K8sm);
+    let parallel = summary.runs_of(Tool::DrainPdbParallel);
+    let makespan = |runs: &[&crate::results::Run]| Spread::over(runs, |r| r.makespan_s);
+    let unavailable =
+        |runs: &[&crate::results::Run]| Spread::over(runs, |r| Some(r.unavailable_replica_s()));
+    let mut out = Vec::new();
+
+    // 1. No owner below its bound, for every tool in every run.
+    let tools = summary.tools();
+    let below: Vec<(Tool, usize, usize)> = tools
+        .iter()
+        .map(|t| {
+            let runs = summary.runs_of(*t);
+            let worst = runs.iter().map(|r| r.owners_violated()).max().unwrap_or(0);
+            let runs_below = runs.iter().filter(|r| r.owners_violated() > 0).count();
+            (*t, worst, runs_below)
+        })
+        .collect();
+    let figure = below
+        .iter()
+        .map(|(t, worst, _)| format!("{}: {worst}", t.slug()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let offenders: Vec<String> = below
+        .iter()
+        .filter(|(_, worst, _)| *worst > 0)
+        .map(|(t, worst, runs)| {
+            format!(
+                "{} ({worst} owners in its worst run, {runs} run(s))",
+                t.slug()
+            )
+        })
+        .collect();
+    out.push(Target {
+        key: "bound",
+        target: "0 owners below their bound, every tool, every run".into(),
+        figure: if tools.is_empty() {
+            "–".into()
+        } else {
+            format!("most owners below in a run: {figure}")
+        },
+        verdict: if tools.is_empty() {
+            Verdict::NotJudged("no runs".into())
+        } else {
+            met_or(offenders.is_empty(), || {
+                format!("below their bound: {}", offenders.join(", "))
+            })
+        },
+    });
+
+    // 2. k8sm near the bound.
+    let k8sm_makespan = makespan(&k8sm);
+    let incomplete = k8sm.iter().filter(|r| !r.completed).count();
+    out.push(Target {
+        key: "makespan",
+        target: format!(
+            "k8sm's makespan ≤ {MAKESPAN_RATIO}× the lower bound ({})",
+            secs(bound)
+        ),
+        figure: k8sm_makespan.map_or("–".into(), |m| {
+            Spread {
+                median: m.median / bound,
+                min: m.min / bound,
+                max: m.max / bound,
+                n: m.n,
+            }
+            .show(ratio)
+        }),
+        verdict: match k8sm_makespan {
+            None => Verdict::NotJudged("no completed k8sm run".into()),
+            Some(_) if incomplete > 0 => {
+                Verdict::Missed(format!("{incomplete} k8sm run(s) did not complete"))
+            }
+            Some(m) => met_or(m.median <= MAKESPAN_RATIO * bound, || {
+                format!(
+                    "median {} is {} the bound",
+                    secs(m.median),
+                    ratio(m.median / bound)
+                )
+            }),
+        },
+    });
+
+    // 3. Never slower than parallel drain + PDB at equal concurrency.
+    let parallel_makespan = makespan(&parallel);
+    let speedup = match (k8sm_makespan, parallel_makespan) {
+        (Some(k), Some(p)) => Some((k, p, p.median / k.median)),
+        _ => None,
+    };
+    out.push(Target {
+        key: "vs-parallel",
+        target: "k8sm never slower than parallel drain + PDB at equal concurrency (medians)".into(),
+        figure: speedup.map_or("–".into(), |(k, p, x)| {
+            format!(
+                "{} against {}: {} faster",
+                secs(k.median),
+                secs(p.median),
+                ratio(x)
+            )
+        }),
+        verdict: match speedup {
+            None => {
+                Verdict::NotJudged("needs k8sm and drain-pdb-parallel runs that completed".into())
+            }
+            Some((k, p, _)) => met_or(k.median <= p.median, || {
+                format!("k8sm's median {} > {}", secs(k.median), secs(p.median))
+            }),
+        },
+    });
+
+    // 4. ≥ 1.5× faster where the owners set the pace.
+    let owners_pace = s.bound.as_ref().and_then(|b| b.owners_set_pace);
+    out.push(Target {
+        key: "speedup",
+        target: format!("≥ {SPEEDUP}× faster than parallel drain + PDB where owners set the pace"),
+        figure: speedup.map_or("–".into(), |(_, _, x)| ratio(x)),
+        verdict: match (speedup, owners_pace) {
+            (None, _) => {
+                Verdict::NotJudged("needs k8sm and drain-pdb-parallel runs that completed".into())
+            }
+            (Some(_), None) => {
+                Verdict::NotJudged("the bound does not say what sets the pace".into())
+            }
+            (Some(_), Some(false)) => {
+                Verdict::NotJudged("the nodes set the pace in this scenario, not the owners".into())
+            }
+            (Some((_, _, x)), Some(true)) => {
+                met_or(x >= SPEEDUP, || format!("{} < {SPEEDUP}×", ratio(x)))
+            }
+        },
+    });
+
+    // 5. No more unavailable replica-seconds than parallel drain + PDB.
+    let availability = match (unavailable(&k8sm), unavailable(&parallel)) {
+        (Some(k), Some(p)) => Some((k.median, p.median)),
+        _ => None,
+    };
+    out.push(Target {
+        key: "unavailable",
+        target:
+            "no more unavailable replica-seconds than parallel drain + PDB (medians of the sums)"
+                .into(),
+        figure: availability.map_or("–".into(), |(k, p)| format!("{k:.1} against {p:.1}")),
+        verdict: match availability {
+            None => Verdict::NotJudged("needs k8sm and drain-pdb-parallel runs".into()),
+            Some((k, p)) => met_or(k <= p, || format!("k8sm {k:.1} > {p:.1}")),
+        },
+    });
+
+    // 6. Reaction p99.
+    let reactions: Vec<(f64, ReactionSource)> =
+        k8sm.iter().filter_map(|r| r.reaction_p99()).collect();
+    let worst = reactions.iter().copied().max_by(|a, b| a.0.total_cmp(&b.0));
+    let above = k8sm.iter().any(|r| {
+        r.controller
+            .as_ref()
+            .and_then(|c| c.reaction.as_ref())
+            .is_some_and(|h| matches!(h.p99, crate::results::BucketBound::Above(_)))
+    });
+    let describe = |(p, source): (f64, ReactionSource)| match source {
+        ReactionSource::Controller if above => {
+            format!("> {} (controller histogram, worst run)", secs(p))
+        }
+        ReactionSource::Controller => format!("≤ {} (controller histogram, worst run)", millis(p)),
+        ReactionSource::Recorder => format!("{} (recorder estimate, worst run)", millis(p)),
+    };
+    out.push(Target {
+        key: "reaction",
+        target: format!(
+            "reaction p99 < {} at {REACTION_AT_NODES} nodes",
+            millis(REACTION_P99_S)
+        ),
+        figure: worst.map_or("–".into(), describe),
+        verdict: match worst {
+            None => Verdict::NotJudged("no reaction measured".into()),
+            Some(_) if s.nodes < REACTION_AT_NODES => {
+                Verdict::NotJudged(format!("{} nodes; judged at {REACTION_AT_NODES}", s.nodes))
+            }
+            Some((p, _)) => met_or(!above && p <= REACTION_P99_S, || "p99 above 500 ms".into()),
+        },
+    });
+
+    // 7. Planner pass at 5,000 nodes (criterion).
+    let plan = summary
+        .planner
+        .iter()
+        .filter(|p| p.nodes == PLAN_AT_NODES)
+        .min_by(|a, b| a.mean_ms.total_cmp(&b.mean_ms));
+    out.push(Target {
+        key: "planner",
+        target: format!("planner pass < {PLAN_MS} ms at {PLAN_AT_NODES} nodes (criterion mean)"),
+        figure: plan.map_or("–".into(), |p| {
+            format!(
+                "{:.2} ms (`{}`)",
+                p.mean_ms,
+                if p.id.is_empty() { "plan" } else { &p.id }
+            )
+        }),
+        verdict: match plan {
+            None => Verdict::NotJudged(
+                "criterion did not run (`cargo xtask bench` runs it first)".into(),
+            ),
+            Some(p) => met_or(p.mean_ms < PLAN_MS, || format!("{:.2} ms", p.mean_ms)),
+        },
+    });
+
+    // 8. Peak RSS at 1,000 nodes / 30,000 pods.
+    let rss = k8sm
+        .iter()
+        .filter_map(|r| Some(r.controller.as_ref()?.peak_rss_bytes as f64))
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    let at_scale = s.nodes >= RSS_AT.0 && s.pods >= RSS_AT.1;
+    out.push(Target {
+        key: "rss",
+        target: format!(
+            "controller peak RSS < {} at {} nodes / {} pods",
+            megabytes(RSS_BYTES),
+            RSS_AT.0,
+            RSS_AT.1
+        ),
+        figure: rss.map_or("–".into(), |r| {
+            format!(
+                "{} (largest run) at {} nodes / {} pods",
+                megabytes(r),
+                s.nodes,
+                s.pods
+            )
+        }),
+        verdict: match rss {
+            None => Verdict::NotJudged("no k8sm run".into()),
+            Some(_) if !at_scale => Verdict::NotJudged(format!(
+                "{} nodes / {} pods; judged at {} / {}",
+                s.nodes, s.pods, RSS_AT.0, RSS_AT.1
+            )),
+            Some(r) => met_or(r < RSS_BYTES, || megabytes(r)),
+        },
+    });
+
+    // 9. The 1,000-node upgrade completes.
+    out.push(Target {
+        key: "at-scale",
+        target: format!(
+            "a {}-node / {}-pod upgrade by k8sm runs to completion",
+            RSS_AT.0, RSS_AT.1
+        ),
+        figure: format!(
+            "{} of {} k8sm runs completed",
+            k8sm.len() - incomplete,
+            k8sm.len()
+        ),
+        verdict: if !at_scale || k8sm.is_empty() {
+            Verdict::NotJudged(format!("{} nodes / {} pods", s.nodes, s.pods))
+        } else {
+            met_or(incomplete == 0, || {
+                format!("{incomplete} run(s) incomplete")
+            })
+        },
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::summary;
+
+    fn verdict<'a>(targets: &'a [Target], key: &str) -> &'a Verdict {
+        &targets.iter().find(|t| t.key == key).unwrap().verdict
+    }
+
+    #[test]
+    fn targets_are_judged_on_the_medians() {
+        let targets = judge(&summary());
+        // The sequential drain + PDB had 2 owners below their bound in its run.
+        assert!(
+            matches!(verdict(&targets, "bound"), Verdict::Missed(r) if r.contains("drain-pdb (2 owners")),
+            "{targets:?}"
+        );
+        // k8sm's median 33 s against a 30 s bound: 1.10×.
+        assert_eq!(verdict(&targets, "makespan"), &Verdict::Met);
+        assert_eq!(
+            targets.iter().find(|t| t.key == "makespan").unwrap().figure,
+            "1.10× [1.00×–1.20×]"
+        );
+        // 60 s against 33 s: 1.82× faster, owners set the pace.
+        assert_eq!(verdict(&targets, "vs-parallel"), &Verdict::Met);
+        assert_eq!(verdict(&targets, "speedup"), &Verdict::Met);
+        // 12.0 against 20.0 replica-seconds.
+        assert_eq!(verdict(&targets, "unavailable"), &Verdict::Met);
+        // 10 nodes: the reaction and RSS targets apply at scale only; the planner ran at 25 ms.
+        assert!(matches!(
+            verdict(&targets, "reaction"),
+            Verdict::NotJudged(_)
+        ));
+        assert!(matches!(verdict(&targets, "rss"), Verdict::NotJudged(_)));
+        assert!(matches!(verdict(&targets, "planner"), Verdict::Missed(r) if r == "25.00 ms"));
+    }
+
+    #[test]
+    fn a_slower_median_misses_and_nodes_pace_is_not_judged_for_speed() {
+        let mut s = summary();
+        for run in s.runs.iter_mut().filter(|r| r.tool == Tool::K8sm) {
+            run.makespan_s = run.makespan_s.map(|m| m * 2.0);
+        }
+        s.scenario.bound.as_mut().unwrap().owners_set_pace = Some(false);
+        let targets = judge(&s);
+        assert!(matches!(
+            verdict(&targets, "vs-parallel"),
+            Verdict::Missed(_)
+        ));
+        assert!(matches!(verdict(&targets, "makespan"), Verdict::Missed(r) if r.contains("2.20×")));
+        assert!(matches!(
+            verdict(&targets, "speedup"),
+            Verdict::NotJudged(_)
+        ));
+    }
+
+    #[test]
+    fn at_scale_the_reaction_and_memory_are_judged() {
+        let mut s = summary();
+        s.scenario.nodes = 1000;
+        s.scenario.pods = 30_000;
+        let targets = judge(&s);
+        // The worst k8sm run's histogram p99 is above its last bucket.
+        assert!(matches!(verdict(&targets, "reaction"), Verdict::Missed(_)));
+        // 40 MB.
+        assert_eq!(verdict(&targets, "rss"), &Verdict::Met);
+        assert_eq!(verdict(&targets, "at-scale"), &Verdict::Met);
+    }
+}
