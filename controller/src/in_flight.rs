@@ -2,8 +2,8 @@
 //!
 //! An entry is made when the call is launched, before its request is sent: from then on the planner counts the pod
 //! as going (its owner's budget is held, and the pod is never acted on again), even while the call is unanswered
-//! and the loop plans other nodes. A call that is refused or fails releases its entry; an accepted one keeps it
-//! until the cache catches up: between an eviction's 201 and the watch event that shows the pod terminating, the
+//! and the loop plans other nodes. A call that is definitely refused releases its entry; an accepted one, or one whose
+//! outcome is unknown (its answer lost: it may have happened), keeps it until the cache catches up: between an eviction's 201 and the watch event that shows the pod terminating, the
 //! cache still counts the pod as ready, and the planner would judge the workload healthier than it is. Each removal
 //! is remembered until the cache shows it (or a bound passes while the pod watch works), so the SLA rule always
 //! counts it. With [`crate::sizes`], this is the only in-memory state, and it only ever makes the planner more
@@ -15,6 +15,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use k8sm_planner::{ClusterView, InFlightEviction};
+
+use crate::Error;
+use crate::execute::Outcome;
 
 /// How long an accepted removal may wait for the cache: far longer than watch latency, short enough to never wedge
 /// a workload. Only while the pod watch works: a failing watch keeps the cache as it was, with the evicted pods
@@ -47,6 +50,17 @@ impl InFlight {
             },
         );
         true
+    }
+
+    /// The answer to the call on `pod_uid`, at `at`. Only a definite refusal frees the budget the entry holds.
+    /// Every other answer may mean the pod is going: the entry waits for the cache as an accepted one does, at most
+    /// [`MAX_AGE`] from the answer (the cost of a call that in fact failed: its pod is tried again that much later).
+    pub fn answered(&mut self, pod_uid: &str, outcome: &Result<Outcome, Error>, at: DateTime<Utc>) {
+        if refused(outcome) {
+            self.released(pod_uid);
+        } else {
+            self.accepted(pod_uid, at);
+        }
     }
 
     /// The call on `pod_uid` was accepted at `at`: its entry (unless the cache already shows the pod going) waits
@@ -104,6 +118,25 @@ impl InFlight {
     /// Calls running.
     pub fn calls(&self) -> usize {
         self.calling.len()
+    }
+}
+
+/// Whether a call's answer says that its pod was not removed, and is not going because of it.
+///
+/// Definite: a PodDisruptionBudget's refusal (429), any other 4xx but 404 and 409 (the request was rejected before
+/// it was carried out: forbidden, invalid, throttled), and a call never sent (leadership lost before it). Not
+/// definite: no answer at all (a timeout, a reset connection, a panic: the request may have been carried out and
+/// its answer lost), a 5xx (the apiserver or a proxy failed somewhere, perhaps after the pod's deletion was stored),
+/// and 404/409 (the pod, with this UID, is gone or replaced: the owner may be down a pod the cache still counts as
+/// ready, so the entry holds until the cache shows it, which is at once once the watch delivers).
+fn refused(outcome: &Result<Outcome, Error>) -> bool {
+    match outcome {
+        Ok(Outcome::DisruptionBudget(_)) => true,
+        Ok(Outcome::Done { .. } | Outcome::Stale(_)) => false,
+        Err(Error::NotLeader(_)) => true,
+        Err(error) => error
+            .status_code()
+            .is_some_and(|code| (400..500).contains(&code) && code != 404 && code != 409),
     }
 }
 
@@ -182,6 +215,79 @@ mod tests {
         assert_eq!(in_flight.len(), 1);
         in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(800), false);
         assert_eq!(in_flight.len(), 0);
+    }
+
+    fn api_error(code: u16) -> Result<Outcome, Error> {
+        let status = kube::core::Status::failure("no", "Whatever").with_code(code);
+        Err(Error::Action {
+            action: "evicting",
+            object: "shop/web-1".into(),
+            source: kube::Error::Api(Box::new(status)),
+        })
+    }
+
+    /// The owners whose budget the entries hold.
+    fn held(in_flight: &InFlight) -> Vec<Option<String>> {
+        in_flight
+            .snapshot()
+            .into_iter()
+            .map(|e| e.owner_uid)
+            .collect()
+    }
+
+    #[test]
+    fn a_call_whose_outcome_is_unknown_keeps_its_owners_budget_held() {
+        // The eviction may have happened at the apiserver and its answer been lost: until the cache shows the pod,
+        // the owner's budget stays held, or the planner could evict a second pod of it and take it below its bound.
+        let rs = replica_set("shop", "web", 3);
+        let unknown = [
+            Err(Error::Other("Evict timed out after 15s".into())),
+            Err(Error::Other("the call panicked".into())),
+            api_error(500),
+            api_error(503),
+            api_error(504),
+            // The pod (this UID) is gone or replaced: the owner may be down a pod the cache still counts as ready.
+            Ok(Outcome::Stale(
+                "pod shop/web-1 is gone or was replaced".into(),
+            )),
+        ];
+        for outcome in unknown {
+            let mut in_flight = InFlight::default();
+            assert!(in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(0)));
+            in_flight.answered("shop/web-1", &outcome, at(10));
+            assert_eq!(held(&in_flight), [Some(rs.uid.clone())], "{outcome:?}");
+            // The call is over: the pod's entry now waits for the cache, the bound counted from the failure.
+            assert_eq!(in_flight.calls(), 0);
+            in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(11), false);
+            assert_eq!(in_flight.len(), 1, "{outcome:?}");
+            in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(13), false);
+            assert_eq!(in_flight.len(), 0, "{outcome:?}");
+            // The cache showing the pod going releases it at once, too.
+            assert!(in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(20)));
+            in_flight.answered("shop/web-1", &outcome, at(20));
+            in_flight.prune(&view(vec![]), at(20), false);
+            assert_eq!(in_flight.len(), 0, "{outcome:?}");
+        }
+    }
+
+    #[test]
+    fn a_definite_refusal_releases_its_owners_budget() {
+        let rs = replica_set("shop", "web", 3);
+        let refused = [
+            Ok(Outcome::DisruptionBudget("needs 3 healthy pods".into())),
+            api_error(400),
+            api_error(403),
+            api_error(422),
+            api_error(429),
+            Err(Error::NotLeader(crate::leader::NotLeader::NotAcquired)),
+        ];
+        for outcome in refused {
+            let mut in_flight = InFlight::default();
+            assert!(in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(0)));
+            in_flight.answered("shop/web-1", &outcome, at(1));
+            assert_eq!(held(&in_flight), [], "{outcome:?}");
+            assert_eq!(in_flight.calls(), 0);
+        }
     }
 
     #[test]

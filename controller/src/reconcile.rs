@@ -9,8 +9,9 @@
 //! deletions, each as a task of its own, and returns without waiting for their answers. A launched call is in
 //! flight from that moment ([`InFlight`]): the next passes count its pod as going (its owner's budget stays held)
 //! and never act on it again, while they plan other nodes and owners on every watch event. An answer wakes the loop:
-//! a refusal or failure releases the pod (its budget is free again) and backs it off, and an accepted call keeps
-//! its entry until the cache shows the pod going. At most [`MAX_CONCURRENT_CALLS`] calls run at once; what a pass
+//! a definite refusal releases the pod (its budget is free again) and backs it off; an accepted call, and one whose
+//! outcome is unknown (a timeout, a 5xx: the eviction may have happened), keeps its entry until the cache shows the
+//! pod going (or a bound passes), the latter backed off too. At most [`MAX_CONCURRENT_CALLS`] calls run at once; what a pass
 //! cannot launch waits for a later pass, which the next answer brings.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -580,6 +581,9 @@ impl Controller {
         outcome: Result<Outcome, Error>,
         result: &mut PassResult,
     ) -> Option<Hold> {
+        if let Some(pod) = action.kind.pod() {
+            self.in_flight.answered(&pod.uid, &outcome, Utc::now());
+        }
         match outcome {
             Ok(Outcome::Done {
                 node_version,
@@ -603,21 +607,16 @@ impl Controller {
                         .written_policies
                         .insert(action.policy.clone(), (before, policy_version));
                 }
-                if let Some(pod) = action.kind.pod() {
-                    self.in_flight.accepted(&pod.uid, Utc::now());
-                }
                 None
             }
             Ok(Outcome::Stale(why)) => {
                 // The object changed: not a failure, and the next plan decides again from the fresh object.
                 tracing::debug!(%why, "action overtaken by a change; planning again");
-                self.release(action);
                 self.backoff.succeeded(&Subject::of(&action.kind));
                 result.retry_soon = true;
                 Some(Hold::Soon)
             }
             Ok(Outcome::DisruptionBudget(message)) => {
-                self.release(action);
                 if let ActionKind::Evict { eviction, .. } = &action.kind {
                     self.reaction.refused(&eviction.owner.uid);
                 }
@@ -630,7 +629,6 @@ impl Controller {
                 Some(Hold::Later(Some(at)))
             }
             Err(error) => {
-                self.release(action);
                 self.metrics.failed(action.reason);
                 let code = error.status_code();
                 let answer = backoff::answer(&error);
@@ -640,15 +638,6 @@ impl Controller {
                 result.retry_at(at);
                 Some(Hold::Later(Some(at)))
             }
-        }
-    }
-}
-
-impl Controller {
-    /// A pod action that did not happen holds nothing any more.
-    fn release(&mut self, action: &Action) {
-        if let Some(pod) = action.kind.pod() {
-            self.in_flight.released(&pod.uid);
         }
     }
 }
