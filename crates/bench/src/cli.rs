@@ -202,6 +202,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let concurrency = args.max_concurrent_nodes.resolve(args.nodes);
+    if args.shape == Shape::Realistic {
+        check_room(args.nodes, concurrency, args.node_fill)?;
+    }
     // The apiserver's eviction throughput, measured alone on a cluster of its own (its pods are evicted).
     let throughput = if args.skip_calibration {
         None
@@ -396,6 +399,23 @@ async fn one_run(
     runs::run(&mut bench, config, tool).await
 }
 
+/// Below this share of the nodes left in service, requests stop fitting for fragmentation (pods of up to half a
+/// core on nodes of a few cores), percent.
+const PACKABLE_PERCENT: usize = 95;
+
+/// With `concurrency` of `nodes` drained at once, the others must hold every pod: otherwise replacements stay
+/// Pending, no owner recovers, and every tool just waits for its timeout (a fleet no tool can upgrade).
+fn check_room(nodes: usize, concurrency: usize, fill_percent: u8) -> anyhow::Result<()> {
+    let left = nodes.saturating_sub(concurrency);
+    let room = PACKABLE_PERCENT * left / nodes.max(1);
+    anyhow::ensure!(
+        usize::from(fill_percent) <= room,
+        "nodes {fill_percent}% full cannot be drained {concurrency} of {nodes} at a time: the {left} left in service \
+         hold at most about {room}% of the fleet's requests; lower --node-fill to {room} or --max-concurrent-nodes"
+    );
+    Ok(())
+}
+
 /// The owners to chart, with their SLA bounds.
 fn charted_owners(workload: &Workload, summary: &Summary) -> Vec<(crate::workload::Owner, u32)> {
     let s = &summary.scenario;
@@ -447,4 +467,19 @@ fn write_report(
     std::fs::write(&path, report::render(summary, &charts_made))?;
     eprintln!("==> report: {}", path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_room;
+
+    #[test]
+    fn a_fleet_that_cannot_hold_its_pods_with_c_nodes_out_is_refused() {
+        // 6 nodes 75% full, 2 out: 4 nodes hold 4/6 of the capacity, 63% after the packing margin.
+        let error = check_room(6, 2, 75).unwrap_err().to_string();
+        assert!(error.contains("lower --node-fill to 63"), "{error}");
+        // owners-pace: 20 nodes, 4 out, 76% of the room.
+        check_room(20, 4, 75).unwrap();
+        check_room(6, 1, 75).unwrap();
+    }
 }

@@ -148,6 +148,24 @@ impl PolicyPass<'_, '_> {
             }
         }
         let pod_blockers: Vec<Blocker> = decided.pods.iter().filter_map(pod_blocker).collect();
+        if phase == NodePhase::Draining && !check_progress {
+            // Admitted in this pass, its progress recorded now: plan again when that record would make it stall,
+            // even if nothing else changes by then (the last node of a fleet has no other event to wake on).
+            let just_recorded = progress::Record {
+                at: self.now,
+                pods_left: survey.left,
+            };
+            let deadline = spec.node_progress_deadline.as_duration();
+            if let progress::Verdict::Wait { wake } = progress::judge(
+                Some(just_recorded),
+                survey.left,
+                deadline,
+                spec.paused,
+                self.now,
+            ) {
+                out.wake = earliest(out.wake, Some(wake));
+            }
+        }
         if phase == NodePhase::Draining && check_progress {
             let record = progress::Record::parse(entry.node.drain_progress.as_deref());
             let deadline = spec.node_progress_deadline.as_duration();

@@ -140,3 +140,31 @@ fn a_paused_policy_never_stalls_and_keeps_its_records_fresh() {
 fn plan_at(view: &ClusterView, minute: i64) -> Plan {
     crate::plan(view, at(minute))
 }
+
+/// The last node of a fleet, admitted while its pods cannot move: no other change may come to wake the controller,
+/// so the pass that admits it must itself ask to plan again at its deadline, or it never stalls.
+#[test]
+fn a_node_admitted_with_nothing_to_move_asks_to_be_planned_again_at_its_deadline() {
+    let rs = replica_set("shop", "web", 3);
+    let nodes = vec![node("stuck").marked(at(0)), node("up").executor(NEW)];
+    let pods = vec![
+        rs.pod("web-1", "stuck").label("app", "web"),
+        rs.pod("web-2", "up").label("app", "web"),
+        rs.pod("web-3", "up").label("app", "web"),
+    ];
+    let mut view = cluster(
+        nodes,
+        vec![rs],
+        pods,
+        vec![policy("p").with(|s| s.max_concurrent_nodes = MaxConcurrentNodes::count(1).unwrap())],
+    );
+    view.pdbs.push(pdb("shop", "web-pdb", &[("app", "web")], 0));
+    let plan = crate::plan(&view, at(10));
+    assert_eq!(summary(&plan), ["Admit stuck +cordon"]);
+    // The policy's default nodeProgressDeadline is 10 minutes (as in the tests above: progressed at 1, stalls at 11).
+    assert_eq!(
+        plan.next_wake,
+        Some(at(20)),
+        "plan again when it would stall"
+    );
+}
