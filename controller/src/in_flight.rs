@@ -47,6 +47,7 @@ impl InFlight {
                 pod_uid: pod_uid.to_owned(),
                 owner_uid,
                 at,
+                unanswered: true,
             },
         );
         true
@@ -60,6 +61,12 @@ impl InFlight {
             self.released(pod_uid);
         } else {
             self.accepted(pod_uid, at);
+            // A lost answer may hide a refusal: what follows the pod on its node keeps waiting for the cache.
+            if outcome.is_err()
+                && let Some(entry) = self.entries.get_mut(pod_uid)
+            {
+                entry.unanswered = true;
+            }
         }
     }
 
@@ -69,6 +76,7 @@ impl InFlight {
         self.calling.remove(pod_uid);
         if let Some(entry) = self.entries.get_mut(pod_uid) {
             entry.at = at;
+            entry.unanswered = false;
         }
     }
 

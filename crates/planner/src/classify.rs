@@ -353,6 +353,7 @@ mod tests {
             in_flight: in_flight
                 .into_iter()
                 .map(|uid| InFlightEviction {
+                    unanswered: false,
                     pod_uid: uid.into(),
                     ..Default::default()
                 })

@@ -45,6 +45,8 @@ pub(crate) struct Survey<'a> {
     pub(crate) left: u32,
     /// Of those, pods that wait for an operator whatever the rest of the cluster does.
     pub(crate) need_operator: u32,
+    /// Pods whose eviction was launched and not answered yet: not surely gone, so they hold back what follows them.
+    pub(crate) unanswered: u32,
 }
 
 impl Survey<'_> {
@@ -81,15 +83,18 @@ fn count<'a>(
     ctx: &NodeContext,
     index: &Index,
 ) -> Survey<'a> {
-    let (mut left, mut need_operator) = (0u32, 0u32);
+    let (mut left, mut need_operator, mut unanswered) = (0u32, 0u32, 0u32);
+    let any_unanswered = !index.unanswered_pods.is_empty();
     for (pod, class) in pods {
         left += u32::from(class.holds_node());
         need_operator += u32::from(needs_operator(pod, class, ctx, index).is_some());
+        unanswered += u32::from(any_unanswered && index.unanswered_pods.contains(pod.uid.as_str()));
     }
     Survey {
         pods: Vec::new(),
         left,
         need_operator,
+        unanswered,
     }
 }
 
@@ -225,8 +230,8 @@ pub(crate) struct Drain {
 /// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of DESIGN.md §5.3: workload
 /// pods first (in pod order), then pods of other controllers once no workload pod is left on the node (those that are
 /// not Ready at once), then unmanaged pods (and Job pods past their timeout) once no pod of either kind is left. A
-/// pod "has left" once it is terminating or its eviction is in flight: an eviction planned in this pass may still be
-/// refused (a budget, a webhook), so what comes after it waits for a later pass.
+/// pod "has left" once it is terminating or its eviction is in flight and accepted: an eviction planned in this pass,
+/// or launched and not answered yet, may still be refused (a budget, a webhook), so what comes after it waits.
 pub(crate) fn decide(
     survey: &Survey,
     ctx: &NodeContext,
@@ -249,7 +254,8 @@ pub(crate) fn decide(
             )
         })
     };
-    let workload_pods_left = of_class(false).next().is_some();
+    // An eviction still unanswered may yet be refused: its pod holds back the classes after it, as if it were here.
+    let workload_pods_left = of_class(false).next().is_some() || survey.unanswered > 0;
     for (i, &(pod, class)) in of_class(false) {
         decided[i] = Some(decide_workload(
             pod, class, ctx, index, ledger, None, &mut drain,

@@ -129,6 +129,8 @@ pub(crate) struct Index<'a> {
     pdbs_by_namespace: FastMap<&'a str, Vec<u32>>,
     /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not replaced yet.
     pub(crate) in_flight_gone: FastMap<&'a str, u32>,
+    /// Pods whose eviction was launched and is not answered yet (a few).
+    pub(crate) unanswered_pods: FastSet<&'a str>,
     /// The remembered sizes of controllers of unknown kinds.
     pub(crate) observed_sizes: &'a BTreeMap<String, u32>,
 }
@@ -303,6 +305,12 @@ impl<'a> Index<'a> {
             pdbs_by_label,
             pdbs_by_namespace,
             in_flight_gone,
+            unanswered_pods: view
+                .in_flight
+                .iter()
+                .filter(|e| e.unanswered)
+                .map(|e| e.pod_uid.as_str())
+                .collect(),
             observed_sizes: &view.observed_sizes,
         }
     }

@@ -432,12 +432,14 @@ pub fn record_in_flight(view: &mut ClusterView, plan: &Plan, when: DateTime<Utc>
     for action in &plan.actions {
         if let ActionKind::Evict { pod, eviction } = &action.kind {
             view.in_flight.push(InFlightEviction {
+                unanswered: false,
                 pod_uid: pod.uid.clone(),
                 owner_uid: Some(eviction.owner.uid.clone()),
                 at: when,
             });
         } else if let ActionKind::DeletePod { pod } = &action.kind {
             view.in_flight.push(InFlightEviction {
+                unanswered: false,
                 pod_uid: pod.uid.clone(),
                 owner_uid: None,
                 at: when,

@@ -313,4 +313,8 @@ pub struct InFlightEviction {
     pub owner_uid: Option<String>,
     /// When the eviction was executed.
     pub at: DateTime<Utc>,
+    /// The call was launched and its answer is not known: it may still be refused (a budget, a webhook), so the
+    /// pod has not surely left, and the pods that go after it on its node (DESIGN.md §5.3) wait for the answer.
+    #[serde(default)]
+    pub unanswered: bool,
 }

@@ -59,6 +59,7 @@ fn every_pod_bound_or_not_and_every_owner_kind() {
         "metadata": {"name": "fleet"}, "spec": {}
     }))];
     let in_flight = vec![InFlightEviction {
+        unanswered: false,
         pod_uid: "u-web-0".into(),
         owner_uid: Some("d-web".into()),
         at: DateTime::UNIX_EPOCH,

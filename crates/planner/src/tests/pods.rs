@@ -146,6 +146,7 @@ fn an_eviction_in_flight_counts_even_when_its_pod_left_the_cache() {
     let fully_ready = plan_now(&view);
     assert_eq!(summary(&fully_ready), ["Evict shop/c"]);
     view.in_flight.push(InFlightEviction {
+        unanswered: false,
         pod_uid: "shop/evicted-earlier".into(),
         owner_uid: Some(rs.uid.clone()),
         at: at(59),
@@ -161,6 +162,7 @@ fn a_pod_already_terminating_or_in_flight_is_never_evicted_again() {
     pods.push(rs.pod("sent", "n1"));
     let mut view = draining(vec![rs], pods, policy("p"));
     view.in_flight.push(InFlightEviction {
+        unanswered: false,
         pod_uid: "shop/sent".into(),
         owner_uid: None,
         at: at(59),
@@ -329,6 +331,7 @@ fn pods_of_another_controller_kind_go_one_at_a_time_until_replaced() {
     let mut gone = view.clone();
     gone.pods.retain(|p| p.name != "broker-0");
     gone.in_flight.push(InFlightEviction {
+        unanswered: false,
         pod_uid: "kafka/broker-0".into(),
         owner_uid: Some(kafka.uid.clone()),
         at: at(59),

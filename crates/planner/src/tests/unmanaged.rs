@@ -174,6 +174,35 @@ fn other_controller_pods_go_after_workload_pods_and_before_unmanaged_pods() {
     );
 }
 
+/// Evictions are pipelined: the controller plans again before an eviction is answered. Until the answer, the pod
+/// may stay (a budget, a webhook refuses it), so the unmanaged pods of its node wait; once accepted, they go.
+#[test]
+fn unmanaged_pods_wait_for_the_answer_of_the_last_workload_pods_eviction() {
+    let rs = replica_set("shop", "web", 10);
+    let mut pods = elsewhere(&rs, 9);
+    pods.push(rs.pod("web-1", "n1"));
+    pods.push(unmanaged_pod("ops", "tool", "n1"));
+    let mut view = draining(
+        vec![rs.clone()],
+        pods,
+        unmanaged(UnmanagedPodPolicy::Delete, None),
+    );
+    view.in_flight.push(crate::InFlightEviction {
+        pod_uid: "shop/web-1".into(),
+        owner_uid: Some(rs.uid.clone()),
+        at: at(59),
+        unanswered: true,
+    });
+    let plan = plan_now(&view);
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
+    assert_eq!(
+        pod_decision(&plan, "n1", "tool").1,
+        Some(Reason::WaitingForOwner)
+    );
+    view.in_flight[0].unanswered = false;
+    assert_eq!(summary(&plan_now(&view)), ["Delete ops/tool"]);
+}
+
 #[test]
 fn unmanaged_pods_wait_for_the_timeout_under_delete_after_timeout() {
     let pods = vec![unmanaged_pod("ops", "tool", "n1")];

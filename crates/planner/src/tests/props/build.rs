@@ -389,6 +389,7 @@ pub(super) fn build(
             _ => None,
         };
         view.in_flight.push(InFlightEviction {
+            unanswered: false,
             pod_uid: uid.clone(),
             owner_uid,
             at: at(59),
@@ -402,6 +403,7 @@ pub(super) fn build(
         for _ in 0..n {
             let count = truth.gone.entry(key.clone()).or_default();
             view.in_flight.push(InFlightEviction {
+                unanswered: false,
                 pod_uid: format!("gone/{key}/{count}"),
                 owner_uid: Some(key.clone()),
                 at: at(59),
