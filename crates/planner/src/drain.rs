@@ -180,45 +180,6 @@ fn job_expired(ctx: &NodeContext) -> bool {
         .is_some_and(|deadline| ctx.now >= deadline)
 }
 
-/// Whether some pod of the node would move now if the node were admitted: it has no workload or other-controller pod
-/// (what is left waits on nothing an owner decides), or one of them passes the health rule and its budgets on
-/// `ledger` as [`decide`] would judge it (a Ready pod of another controller only once no workload pod is on the
-/// node). Admission prefers such nodes, so that owners whose pods are bunched on a few nodes do not queue behind each
-/// other. Judges without recording anything.
-pub(crate) fn can_move(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) -> bool {
-    let mut managed = false;
-    for other in [false, true] {
-        let workload_pods_left = other && managed;
-        for (pod, class) in index.pods_on(&ctx.node.name) {
-            let workload = match (class, other) {
-                (Class::Owned(w), false) | (Class::Other(w), true) => w,
-                _ => continue,
-            };
-            // Held back behind the node's workload pods (see `decide_workload`).
-            let held_back = workload_pods_left && pod.ready;
-            managed = true;
-            if held_back || needs_operator(pod, class, ctx, index).is_some() {
-                continue;
-            }
-            let health = ledger.health(workload, index);
-            if !matches!(
-                health::judge(health, ctx.threshold, pod.ready),
-                Verdict::Evict { .. } | Verdict::EvictNotReady { .. }
-            ) {
-                continue;
-            }
-            let budgets_allow = !uses_eviction_api(class, ctx)
-                || index
-                    .pdbs_covering(pod)
-                    .all(|(i, _)| ledger.pdb_allowance(i) > 0);
-            if budgets_allow {
-                return true;
-            }
-        }
-    }
-    !managed
-}
-
 /// The decisions for one node's pods, and the actions they imply.
 pub(crate) struct Drain {
     pub(crate) pods: Vec<PodPlan>,

@@ -166,18 +166,21 @@ impl<'v> PolicyPass<'v, '_> {
         });
         let for_holders = slots.saturating_sub(missing.len());
         let (acting, waiting) = admission::split(holders, for_holders);
-        let acting_count = acting.len();
         candidates.sort_by(|a, b| candidate_key(a).cmp(&candidate_key(b)));
         let free = if spec.paused {
             0
         } else {
-            for_holders - acting_count
+            for_holders - acting.len()
         };
+        let (admitted, queued) = admission::split(candidates, free);
+        let in_use = missing.len() + acting.len() + admitted.len();
+
         for (holding, entry) in acting {
             self.act(holding, entry, ledger, &mut out);
         }
-        let (admitted, queued) = self.admit_all(candidates, free, slots, ledger, &mut out);
-        let in_use = missing.len() + acting_count + admitted;
+        for entry in admitted {
+            self.admit(entry, slots, ledger, &mut out);
+        }
         for (_, entry) in waiting {
             let mut node_plan = self.node_plan(&entry, self.holding_phase(&entry));
             node_plan.blockers.push(blocker(
@@ -195,7 +198,7 @@ impl<'v> PolicyPass<'v, '_> {
         // Queued nodes that stalled before are reported with what their pods would wait on, decided on one copy
         // of the ledger for all of them (a copy each would cost a large fleet's whole ledger per such node).
         let mut hypothetical: Option<Ledger> = None;
-        for (position, entry) in self.queue(queued, ledger).into_iter().enumerate() {
+        for (position, entry) in queued.into_iter().enumerate() {
             let position = u32::try_from(position + 1).unwrap_or(u32::MAX);
             self.report_queued(entry, position, ledger, &mut hypothetical, &mut out);
         }
@@ -249,74 +252,6 @@ impl<'v> PolicyPass<'v, '_> {
             deleted_nodes,
         };
         (out, policy_plan)
-    }
-
-    /// Admits candidates (sorted by [`candidate_key`]) into `free` slots, and drains each at once: within each group of
-    /// [`admission::group`], first the nodes whose pods can move now, in key order, then the others; a group is
-    /// exhausted before the next is looked at. Returns how many were admitted, and the candidates left.
-    fn admit_all(
-        &self,
-        candidates: Vec<Entry<'v>>,
-        free: usize,
-        slots: usize,
-        ledger: &mut Ledger,
-        out: &mut Output,
-    ) -> (usize, Vec<Entry<'v>>) {
-        let mut admitted = 0;
-        let mut left = Vec::new();
-        let mut candidates = candidates.into_iter().peekable();
-        while admitted < free {
-            let Some(first) = candidates.next() else {
-                break;
-            };
-            let group = group_of(&first);
-            // Admitted in turn, each drained before the next is judged: what one admission evicts may leave the
-            // next node's owners nothing to lose.
-            let mut cannot_move = Vec::new();
-            let mut next = Some(first);
-            while let Some(entry) = next {
-                if admitted < free && self.can_move(&entry, ledger) {
-                    self.admit(entry, slots, ledger, out);
-                    admitted += 1;
-                } else {
-                    cannot_move.push(entry);
-                }
-                next = candidates.next_if(|e| group_of(e) == group);
-            }
-            // Those whose pods cannot move now still go before the next group, in key order.
-            let mut cannot_move = cannot_move.into_iter();
-            for entry in cannot_move.by_ref() {
-                if admitted == free {
-                    left.push(entry);
-                    continue;
-                }
-                self.admit(entry, slots, ledger, out);
-                admitted += 1;
-            }
-        }
-        left.extend(candidates);
-        // `left` holds the rest of the last group looked at, then the untouched groups: sorted again by key, so that
-        // the queue's order is decided in one place.
-        left.sort_by(|a, b| candidate_key(a).cmp(&candidate_key(b)));
-        (admitted, left)
-    }
-
-    /// The admission queue: candidates sorted by [`candidate_key`], reordered within each group of
-    /// [`admission::group`] so that nodes whose pods can move after this pass's actions come first (the order in which
-    /// [`Self::admit_all`] would admit them if slots were free now).
-    fn queue(&self, queued: Vec<Entry<'v>>, ledger: &mut Ledger) -> Vec<Entry<'v>> {
-        let mut keyed: Vec<(bool, Entry)> = queued
-            .into_iter()
-            .map(|e| (!self.can_move(&e, ledger), e))
-            .collect();
-        // Stable: key order within each (group, can move) part.
-        keyed.sort_by_key(|(stuck, e)| (group_of(e), *stuck));
-        keyed.into_iter().map(|(_, e)| e).collect()
-    }
-
-    /// Whether some pod of a candidate can move now: see [`drain::can_move`].
-    fn can_move(&self, entry: &Entry<'v>, ledger: &mut Ledger) -> bool {
-        drain::can_move(&self.context(entry, None), self.index, ledger)
     }
 
     fn context(&self, entry: &Entry<'v>, hold: Option<Reason>) -> NodeContext<'v> {
@@ -383,13 +318,6 @@ fn candidate_key<'a>(e: &'a Entry) -> admission::CandidateKey<'a> {
         left,
         e.assessment.incompatible_since,
         &e.node.name,
-    )
-}
-
-fn group_of(e: &Entry) -> admission::Group {
-    admission::group(
-        e.assessment.stalled,
-        e.survey.as_ref().map_or(0, |s| s.need_operator),
     )
 }
 
