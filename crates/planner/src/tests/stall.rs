@@ -8,15 +8,18 @@ use crate::testing::{NEW, apply, node, pdb, policy, replica_set};
 
 /// One slot; `stuck` drains a pod of a Deployment that a budget of zero protects; `next` is a fresh candidate.
 fn one_slot_one_stuck_budget() -> ClusterView {
+    let stuck = node("stuck")
+        .marked(at(0))
+        .admitted(at(1))
+        .progressed(at(1), 1);
+    one_slot_budget_zero(vec![stuck, node("next").marked(at(0))])
+}
+
+/// `nodes`, plus an upgraded node `up`; one drain slot; web-1 on `stuck` (web-2 and web-3 on `up`) under a budget of
+/// zero.
+fn one_slot_budget_zero(mut nodes: Vec<NodeView>) -> ClusterView {
     let rs = replica_set("shop", "web", 3);
-    let nodes = vec![
-        node("stuck")
-            .marked(at(0))
-            .admitted(at(1))
-            .progressed(at(1), 1),
-        node("next").marked(at(0)),
-        node("up").executor(NEW),
-    ];
+    nodes.push(node("up").executor(NEW));
     let pods = vec![
         rs.pod("web-1", "stuck").label("app", "web"),
         rs.pod("web-2", "up").label("app", "web"),
@@ -145,20 +148,7 @@ fn plan_at(view: &ClusterView, minute: i64) -> Plan {
 /// so the pass that admits it must itself ask to plan again at its deadline, or it never stalls.
 #[test]
 fn a_node_admitted_with_nothing_to_move_asks_to_be_planned_again_at_its_deadline() {
-    let rs = replica_set("shop", "web", 3);
-    let nodes = vec![node("stuck").marked(at(0)), node("up").executor(NEW)];
-    let pods = vec![
-        rs.pod("web-1", "stuck").label("app", "web"),
-        rs.pod("web-2", "up").label("app", "web"),
-        rs.pod("web-3", "up").label("app", "web"),
-    ];
-    let mut view = cluster(
-        nodes,
-        vec![rs],
-        pods,
-        vec![policy("p").with(|s| s.max_concurrent_nodes = MaxConcurrentNodes::count(1).unwrap())],
-    );
-    view.pdbs.push(pdb("shop", "web-pdb", &[("app", "web")], 0));
+    let view = one_slot_budget_zero(vec![node("stuck").marked(at(0))]);
     let plan = crate::plan(&view, at(10));
     assert_eq!(summary(&plan), ["Admit stuck +cordon"]);
     // The policy's default nodeProgressDeadline is 10 minutes (as in the tests above: progressed at 1, stalls at 11).
