@@ -60,28 +60,29 @@ impl InFlight {
         if refused(outcome) {
             self.released(pod_uid);
         } else {
-            self.accepted(pod_uid, at);
             // A lost answer may hide a refusal: what follows the pod on its node keeps waiting for the cache.
-            if outcome.is_err()
-                && let Some(entry) = self.entries.get_mut(pod_uid)
-            {
-                entry.unanswered = true;
-            }
+            self.settle(pod_uid, at, outcome.is_ok());
         }
     }
 
     /// The call on `pod_uid` was accepted at `at`: its entry (unless the cache already shows the pod going) waits
     /// for the cache, at most [`MAX_AGE`] from now.
+    #[cfg(test)]
     pub fn accepted(&mut self, pod_uid: &str, at: DateTime<Utc>) {
+        self.settle(pod_uid, at, true);
+    }
+
+    /// The call on `pod_uid` ended at `at` without a refusal; `confirmed` when the apiserver said it was carried out.
+    fn settle(&mut self, pod_uid: &str, at: DateTime<Utc>, confirmed: bool) {
         self.calling.remove(pod_uid);
         if let Some(entry) = self.entries.get_mut(pod_uid) {
             entry.at = at;
-            entry.unanswered = false;
+            entry.unanswered = !confirmed;
         }
     }
 
-    /// The call on `pod_uid` was refused, failed, or found the pod gone: nothing is on its way out because of it,
-    /// and the budget it held is free again.
+    /// The call on `pod_uid` was refused: nothing is on its way out because of it, and the budget it held is free
+    /// again.
     pub fn released(&mut self, pod_uid: &str) {
         self.calling.remove(pod_uid);
         self.entries.remove(pod_uid);
