@@ -128,7 +128,8 @@ pub struct ExecutorUpgradePolicySpec {
     /// "10m"), like a Deployment's progressDeadlineSeconds. Such a node waits on something that does not resolve by
     /// itself soon (a workload below its threshold, a PodDisruptionBudget that allows nothing, a Job): it is reported
     /// Blocked with a Stalled event naming what it waits on, uncordoned if k8sm cordoned it, and admitted again
-    /// later, after the nodes that never stalled, so that no single workload or budget holds the whole fleet. A
+    /// later, after the nodes that never stalled, so that no single workload or budget holds the whole fleet: as soon
+    /// as one of its pods can move, or after it rested as long as this deadline. A
     /// duration such as "90s", "10m" or "1h30m" (units ms, s, m, h).
     #[serde(default = "default_node_progress_deadline")]
     pub node_progress_deadline: DurationString,

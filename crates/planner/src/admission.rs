@@ -6,7 +6,16 @@
 //! version that never comes back, or comes back broken, stops at most `maxConcurrentNodes` nodes instead of taking
 //! down the fleet. A node whose pods all wait for an operator gives its slot up and is revisited every pass; a
 //! draining node that made no progress for `nodeProgressDeadline` gives its slot up too (it *stalled*) and queues
-//! again, behind the nodes that never stalled.
+//! again, behind the nodes that never stalled. It rests for `nodeProgressDeadline` after its stall unless one of its
+//! pods can go now: a node stuck for good is not cordoned and uncordoned every deadline while nothing else waits.
+//!
+//! Free slots go to candidates in [`candidate_key`] order, looking at owners: within each [`Group`] (never stalled
+//! before stalled, no operator-only pods before some), nodes whose pods can move now come first — a node with a pod
+//! that the health rule and its budgets let go now, given what the pass already evicted, or with nothing an owner
+//! decides on it — and the others after them, each in key order. Each admitted node is drained before the next is
+//! judged, so two nodes whose pods all belong to an owner that may lose one pod take one slot, not two, while another
+//! owner's node waits: owners whose pods are bunched on a few nodes drain side by side instead of in a convoy. The
+//! queue (`admission_position`) is in the same order, judged after the pass's actions.
 //!
 //! Slots are enforced strictly: when more nodes hold one than there are slots (after `maxConcurrentNodes` was lowered,
 //! or when a Blocked node's operator problem went away while its slot was reused), the first ones in holder order act
@@ -67,6 +76,15 @@ pub(crate) fn candidate_key(
         incompatible_since,
         name,
     )
+}
+
+/// A group of candidates that admission never reorders against another: the first fields of [`candidate_key`] (never
+/// stalled before stalled, stalled ones by when they stalled, then no operator-only pods before some).
+pub(crate) type Group = (bool, bool, Option<DateTime<Utc>>, bool);
+
+pub(crate) fn group(stalled: Option<Option<DateTime<Utc>>>, need_operator: u32) -> Group {
+    let (stalled, unknown, at, operator, ..) = candidate_key(stalled, need_operator, 0, None, "");
+    (stalled, unknown, at, operator)
 }
 
 /// Splits sorted holders into those that act (the first `slots`) and those that wait for a slot.

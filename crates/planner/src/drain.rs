@@ -180,6 +180,92 @@ fn job_expired(ctx: &NodeContext) -> bool {
         .is_some_and(|deadline| ctx.now >= deadline)
 }
 
+/// What would move if a node were admitted now (see [`movement`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Movement {
+    /// A pod would go now: a workload or other-controller pod passes the health rule and its budgets, or, with no
+    /// such pod on the node, a pod would be deleted.
+    Now,
+    /// No pod on it belongs to an owner, and what is left waits on a timeout, a Job or a termination: nothing an
+    /// owner decides.
+    NothingOwned,
+    /// Every owned pod waits on its owner, a budget or the operator.
+    Nothing,
+}
+
+impl Movement {
+    /// Whether admitting the node now would let something go.
+    pub(crate) fn can_move(self) -> bool {
+        self != Movement::Nothing
+    }
+}
+
+/// Whether some pod of the node would move now if the node were admitted: it has no workload or other-controller pod
+/// (what is left waits on nothing an owner decides), or one of them passes the health rule and its budgets on
+/// `ledger` as [`decide`] would judge it (a Ready pod of another controller only once no workload pod is on the
+/// node). Admission prefers such nodes, so that owners whose pods are bunched on a few nodes do not queue behind each
+/// other. Judges without recording anything.
+pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) -> Movement {
+    let mut managed = false;
+    for other in [false, true] {
+        let workload_pods_left = other && managed;
+        for (pod, class) in index.pods_on(&ctx.node.name) {
+            let workload = match (class, other) {
+                (Class::Owned(w), false) | (Class::Other(w), true) => w,
+                _ => continue,
+            };
+            // Held back behind the node's workload pods (see `decide_workload`).
+            let held_back = workload_pods_left && pod.ready;
+            managed = true;
+            if held_back || needs_operator(pod, class, ctx, index).is_some() {
+                continue;
+            }
+            let health = ledger.health(workload, index);
+            if !matches!(
+                health::judge(health, ctx.threshold, pod.ready),
+                Verdict::Evict { .. } | Verdict::EvictNotReady { .. }
+            ) {
+                continue;
+            }
+            let budgets_allow = !uses_eviction_api(class, ctx)
+                || index
+                    .pdbs_covering(pod)
+                    .all(|(i, _)| ledger.pdb_allowance(i) > 0);
+            if budgets_allow {
+                return Movement::Now;
+            }
+        }
+    }
+    if managed {
+        Movement::Nothing
+    } else if index
+        .pods_on(&ctx.node.name)
+        .any(|(pod, class)| deletable_now(pod, class, ctx, index))
+    {
+        Movement::Now
+    } else {
+        Movement::NothingOwned
+    }
+}
+
+/// Whether [`decide_other`] would delete a pod now on a node without workload or other-controller pods (judged by the
+/// same rules, without building the decision).
+fn deletable_now(pod: &PodView, class: Class, ctx: &NodeContext, index: &Index) -> bool {
+    if needs_operator(pod, class, ctx, index).is_some() {
+        return false;
+    }
+    match class {
+        Class::Finished => true,
+        Class::Job(_) => job_expired(ctx),
+        Class::Unmanaged(Unmanaged::OwnerGone(_)) => false,
+        Class::Unmanaged(_) => !matches!(
+            (ctx.spec.unmanaged_pods.policy, ctx.timeout_deadline()),
+            (UnmanagedPodPolicy::DeleteAfterTimeout, Some(deadline)) if ctx.now < deadline
+        ),
+        Class::Ignored(_) | Class::OptedOut(_) | Class::Owned(_) | Class::Other(_) => false,
+    }
+}
+
 /// The decisions for one node's pods, and the actions they imply.
 pub(crate) struct Drain {
     pub(crate) pods: Vec<PodPlan>,

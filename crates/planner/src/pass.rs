@@ -166,21 +166,18 @@ impl<'v> PolicyPass<'v, '_> {
         });
         let for_holders = slots.saturating_sub(missing.len());
         let (acting, waiting) = admission::split(holders, for_holders);
+        let acting_count = acting.len();
         candidates.sort_by(|a, b| candidate_key(a).cmp(&candidate_key(b)));
         let free = if spec.paused {
             0
         } else {
-            for_holders - acting.len()
+            for_holders - acting_count
         };
-        let (admitted, queued) = admission::split(candidates, free);
-        let in_use = missing.len() + acting.len() + admitted.len();
-
         for (holding, entry) in acting {
             self.act(holding, entry, ledger, &mut out);
         }
-        for entry in admitted {
-            self.admit(entry, slots, ledger, &mut out);
-        }
+        let (admitted, queued) = self.admit_all(candidates, free, slots, ledger, &mut out);
+        let in_use = missing.len() + acting_count + admitted;
         for (_, entry) in waiting {
             let mut node_plan = self.node_plan(&entry, self.holding_phase(&entry));
             node_plan.blockers.push(blocker(
@@ -198,7 +195,7 @@ impl<'v> PolicyPass<'v, '_> {
         // Queued nodes that stalled before are reported with what their pods would wait on, decided on one copy
         // of the ledger for all of them (a copy each would cost a large fleet's whole ledger per such node).
         let mut hypothetical: Option<Ledger> = None;
-        for (position, entry) in queued.into_iter().enumerate() {
+        for (position, entry) in self.queue(queued, ledger).into_iter().enumerate() {
             let position = u32::try_from(position + 1).unwrap_or(u32::MAX);
             self.report_queued(entry, position, ledger, &mut hypothetical, &mut out);
         }
@@ -252,6 +249,104 @@ impl<'v> PolicyPass<'v, '_> {
             deleted_nodes,
         };
         (out, policy_plan)
+    }
+
+    /// Admits candidates (sorted by [`candidate_key`]) into `free` slots, and drains each at once: within each group of
+    /// [`admission::group`], first the nodes whose pods can move now, in key order, then the others; a group is
+    /// exhausted before the next is looked at. A node that stalled less than `nodeProgressDeadline` ago rests (is not
+    /// admitted) unless one of its pods can go now. Returns how many were admitted, and the candidates left.
+    fn admit_all(
+        &self,
+        candidates: Vec<Entry<'v>>,
+        free: usize,
+        slots: usize,
+        ledger: &mut Ledger,
+        out: &mut Output,
+    ) -> (usize, Vec<Entry<'v>>) {
+        let mut admitted = 0;
+        let mut left = Vec::new();
+        let mut candidates = candidates.into_iter().peekable();
+        while admitted < free {
+            let Some(first) = candidates.next() else {
+                break;
+            };
+            let group = group_of(&first);
+            // Admitted in turn, each drained before the next is judged: what one admission evicts may leave the
+            // next node's owners nothing to lose.
+            let mut cannot_move = Vec::new();
+            let mut next = Some(first);
+            while let Some(entry) = next {
+                if admitted == free {
+                    left.push(entry);
+                } else {
+                    match self.readiness(&entry, ledger) {
+                        Readiness::Moves => {
+                            self.admit(entry, slots, ledger, out);
+                            admitted += 1;
+                        }
+                        Readiness::Waits => cannot_move.push(entry),
+                        Readiness::Rests { until } => {
+                            out.wake = earliest(out.wake, Some(until));
+                            left.push(entry);
+                        }
+                    }
+                }
+                next = candidates.next_if(|e| group_of(e) == group);
+            }
+            // Those whose pods cannot move now still go before the next group, in key order.
+            for entry in cannot_move {
+                if admitted == free {
+                    left.push(entry);
+                    continue;
+                }
+                self.admit(entry, slots, ledger, out);
+                admitted += 1;
+            }
+        }
+        left.extend(candidates);
+        // `left` holds the rest of the groups looked at, then the untouched groups: sorted again by key, so that the
+        // queue's order is decided in one place.
+        left.sort_by(|a, b| candidate_key(a).cmp(&candidate_key(b)));
+        (admitted, left)
+    }
+
+    /// The admission queue: candidates sorted by [`candidate_key`], reordered within each group of
+    /// [`admission::group`] so that nodes whose pods can move after this pass's actions come first (the order in which
+    /// [`Self::admit_all`] would admit them if slots were free now).
+    fn queue(&self, queued: Vec<Entry<'v>>, ledger: &mut Ledger) -> Vec<Entry<'v>> {
+        let mut keyed: Vec<(bool, Entry)> = queued
+            .into_iter()
+            .map(|e| (self.readiness(&e, ledger) != Readiness::Moves, e))
+            .collect();
+        // Stable: key order within each (group, can move) part.
+        keyed.sort_by_key(|(later, e)| (group_of(e), *later));
+        keyed.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// How ready a candidate is to be admitted now: see [`drain::movement`]. A node that stalled rests for
+    /// `nodeProgressDeadline` after its stall, so that a node stuck for good is not cordoned and uncordoned again every
+    /// deadline while no other node waits; a pod able to go now ends the rest at once (what it waited on cleared).
+    fn readiness(&self, entry: &Entry<'v>, ledger: &mut Ledger) -> Readiness {
+        let movement = drain::movement(&self.context(entry, None), self.index, ledger);
+        if let Some(until) = self.rests_until(entry)
+            && movement != drain::Movement::Now
+        {
+            return Readiness::Rests { until };
+        }
+        if movement.can_move() {
+            Readiness::Moves
+        } else {
+            Readiness::Waits
+        }
+    }
+
+    /// When the rest of a node that stalled ends, if it has not yet (a stall of unknown time rests no more).
+    fn rests_until(&self, entry: &Entry<'v>) -> Option<DateTime<Utc>> {
+        let stalled_at = entry.assessment.stalled.flatten()?;
+        let rest = chrono::Duration::from_std(self.spec().node_progress_deadline.as_duration())
+            .unwrap_or(chrono::Duration::MAX);
+        let until = stalled_at.checked_add_signed(rest)?;
+        (until > self.now).then_some(until)
     }
 
     fn context(&self, entry: &Entry<'v>, hold: Option<Reason>) -> NodeContext<'v> {
@@ -318,6 +413,24 @@ fn candidate_key<'a>(e: &'a Entry) -> admission::CandidateKey<'a> {
         left,
         e.assessment.incompatible_since,
         &e.node.name,
+    )
+}
+
+/// See [`PolicyPass::readiness`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Readiness {
+    /// Something on it would move now.
+    Moves,
+    /// Admitted only after the nodes whose pods can move.
+    Waits,
+    /// Stalled recently and nothing owned would move: not admitted before `until`.
+    Rests { until: DateTime<Utc> },
+}
+
+fn group_of(e: &Entry) -> admission::Group {
+    admission::group(
+        e.assessment.stalled,
+        e.survey.as_ref().map_or(0, |s| s.need_operator),
     )
 }
 

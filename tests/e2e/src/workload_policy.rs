@@ -2,6 +2,8 @@
 //! owner-health threshold, and a `nodeProgressDeadline` short enough that a node whose pods cannot move stalls within
 //! a test.
 
+use std::time::Duration;
+
 use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy, UnmanagedPods};
 
 use crate::scenario::Scenario;
@@ -10,7 +12,7 @@ use crate::scenario::Scenario;
 pub const THRESHOLD: u8 = 90;
 
 /// Short, so that stalls happen within a test; long enough that a node that moves pods never stalls.
-const NODE_PROGRESS_DEADLINE: &str = "20s";
+pub const NODE_PROGRESS_DEADLINE: Duration = Duration::from_secs(20);
 
 /// One drain slot, [`THRESHOLD`], `unmanaged`, and the short progress deadline.
 pub fn workload_policy(
@@ -23,7 +25,9 @@ pub fn workload_policy(
             policy: unmanaged,
             timeout: None,
         },
-        node_progress_deadline: NODE_PROGRESS_DEADLINE.parse().expect("a duration"),
+        node_progress_deadline: format!("{}s", NODE_PROGRESS_DEADLINE.as_secs())
+            .parse()
+            .expect("a duration"),
         ..scenario.policy_spec(1)
     }
 }

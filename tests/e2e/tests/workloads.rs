@@ -20,6 +20,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
+use k8sm_api::keys::STALLED_ANNOTATION;
 use k8sm_api::{NodePhase, UnmanagedPodPolicy};
 use k8sm_e2e::events::{events_about, first_seen, occurrences, regards, regards_one_of};
 use k8sm_e2e::kubectl_ok;
@@ -30,7 +31,7 @@ use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
 use k8sm_e2e::sla::{SlaWatcher, assert_within_bounds};
 use k8sm_e2e::status::status_entry;
 use k8sm_e2e::waits::observe_for;
-use k8sm_e2e::workload_policy::{THRESHOLD, workload_policy};
+use k8sm_e2e::workload_policy::{NODE_PROGRESS_DEADLINE, THRESHOLD, workload_policy};
 use k8sm_e2e::workloads::{create, deployment, fill_nodes};
 use k8sm_testcluster::node_name;
 
@@ -45,9 +46,11 @@ const PROGRESS: Duration = Duration::from_secs(300);
 
 /// A Deployment of 4 mid-rollout, stuck: its old ReplicaSet has 3 Ready pods, its new one 2 pods that no node can
 /// take. Its bound at threshold 90 is 3, and it has 3: none of its pods may go, although the old ReplicaSet alone
-/// looks fully ready (3 of 3). Its node is admitted first into the only drain slot, waits on the Deployment, stalls
-/// after `nodeProgressDeadline`, gives the slot up (uncordoned, `Stalled`, Blocked) and every other node is upgraded
-/// meanwhile. After `kubectl rollout undo` the Deployment recovers and the upgrade completes.
+/// looks fully ready (3 of 3). Admission looks at owners: although its node has the fewest pods, the nodes whose
+/// pods can move take the only drain slot first and are upgraded; then it is admitted, waits on the Deployment,
+/// stalls after `nodeProgressDeadline`, gives the slot up (uncordoned, `Stalled`, Blocked), rests as long as the
+/// deadline although the slot is free (its pods still cannot move) and is admitted again. After `kubectl rollout undo`
+/// the Deployment recovers and the upgrade completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_node() {
     const NS: &str = "stuck-rollout";
@@ -75,8 +78,8 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
             create(&client, &web).await;
         })
         .await;
-    // Unmanaged pods on every other node, more than the 3 web pods that stay on the stuck node: the stuck node is
-    // the easiest and is admitted first, so only its stall can let the others go.
+    // Unmanaged pods on every other node, more than the 3 web pods that stay on the stuck node: by pod count the
+    // stuck node would be admitted first; only the owner-aware admission puts the others, whose pods can move, first.
     fill_nodes(&client, NS, &others, 4).await;
     scenario
         .wait_ready(REPLICAS as usize + 4 * others.len())
@@ -117,7 +120,7 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
             workload_policy(&scenario, UnmanagedPodPolicy::Delete),
         )
         .await;
-    // Admitted first, it waits on the Deployment (not on its ReplicaSet), as Events and `blocked` say.
+    // Admitted last, it waits on the Deployment (not on its ReplicaSet), as Events and `blocked` say.
     let waiting = scenario
         .wait_until(
             &format!("a web pod on {stuck} waits for its Deployment"),
@@ -133,13 +136,19 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
         note.contains("workload Deployment web 3/4 ready, needs 4"),
         "judged as the Deployment: {note}"
     );
-    for other in &others {
-        assert!(
-            events_about(&client, "Cordoned", other).await.is_empty()
-                && !is_cordoned(&get_node(&client, other).await),
-            "{stuck} took the only slot first, before {other}"
-        );
-    }
+    // One slot: the nodes whose pods could move were admitted and upgraded, one at a time, before it.
+    let upgraded_before: BTreeSet<String> = scenario
+        .nodes()
+        .await
+        .iter()
+        .filter(|n| is_upgraded(n, &scenario.new_id))
+        .map(ResourceExt::name_any)
+        .collect();
+    assert_eq!(
+        upgraded_before,
+        others.iter().cloned().collect::<BTreeSet<_>>(),
+        "the nodes whose pods can move took the only slot before {stuck}"
+    );
     let rows = blocked_rows(&k8sm_ok(&scenario.cluster, &["blocked", "-o", "json"]));
     for pod in &stuck_pods {
         let row = BlockedRow {
@@ -187,13 +196,17 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
                 web_untouched().await;
                 let status = status_entry(&scenario.policy(POLICY).await, &stuck)?;
                 let stalled = events_about(&client, "Stalled", &stuck).await;
-                let uncordoned = !is_cordoned(&get_node(&client, &stuck).await);
-                (status.phase == NodePhase::Blocked && uncordoned && !stalled.is_empty())
-                    .then(|| (status, stalled[0].clone()))
+                let node = get_node(&client, &stuck).await;
+                let stalled_at = node.annotations().get(STALLED_ANNOTATION)?;
+                let stalled_at = chrono::DateTime::parse_from_rfc3339(stalled_at).ok()?;
+                (status.phase == NodePhase::Blocked && !is_cordoned(&node) && !stalled.is_empty())
+                    .then(|| (status, stalled[0].clone(), stalled_at))
             },
         )
         .await;
-    let (status, stalled) = stall;
+    let (status, stalled, stalled_at) = stall;
+    // Its rest ends a deadline after its stall, by the controller's clock (the same machine's).
+    let rest_ends = stalled_at + chrono::Duration::from_std(NODE_PROGRESS_DEADLINE).expect("short");
     assert_eq!(stalled.type_.as_deref(), Some("Warning"));
     let stall_note = stalled.note.clone().unwrap_or_default();
     assert!(
@@ -218,8 +231,7 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
         "the status says what the node waits on: {:?}",
         status.blockers
     );
-    // Until the other nodes are served, it stays Blocked; once admitted again it stalls again: wait for a view of it
-    // Blocked rather than race its next admission.
+    // It rests Blocked for the deadline (the other nodes were served before it: nothing else needs the slot).
     let upgrade_status = scenario
         .wait_until(
             &format!("`kubectl k8sm upgrade status` shows {stuck} Blocked"),
@@ -236,10 +248,11 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
         .await;
     println!("kubectl k8sm upgrade status, {stuck} stalled:\n{upgrade_status}");
 
-    // Nothing holds the fleet: the 4 other nodes are upgraded, and the stuck node is admitted again behind them.
+    // Nothing holds the fleet: the 4 other nodes are upgraded, and the stuck node is admitted again behind them, once
+    // rested: not before its rest ends, although its pods still cannot move and the slot is free.
     scenario
         .wait_until(
-            &format!("the other nodes are upgraded and {stuck} is admitted again"),
+            &format!("the other nodes are upgraded and {stuck} is admitted again after its rest"),
             PROGRESS,
             || async {
                 web_untouched().await;
@@ -257,6 +270,12 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
                     .map(occurrences)
                     .sum();
                 let again = admissions >= 2;
+                if again {
+                    assert!(
+                        chrono::Utc::now() >= rest_ends,
+                        "{stuck} admitted again before its rest ended at {rest_ends}"
+                    );
+                }
                 (upgraded == others.iter().cloned().collect() && again).then_some(())
             },
         )

@@ -217,7 +217,7 @@ impl PolicyPass<'_, '_> {
         };
         let message = format!(
             "no pod left the node since {} (nodeProgressDeadline {}): it gave up its drain slot{}, and is admitted \
-             again after the nodes that never stalled{on}",
+             again after the nodes that never stalled, once one of its pods can move or it rested as long{on}",
             since.to_rfc3339(),
             spec.node_progress_deadline,
             if uncordon { " and was uncordoned" } else { "" },
@@ -274,11 +274,17 @@ impl PolicyPass<'_, '_> {
             || "earlier".to_owned(),
             |t| format!("at {}", t.to_rfc3339()),
         );
+        let again = match self.rests_until(&entry) {
+            Some(until) => format!(
+                "admitted again when one of its pods can move, or from {} on, when a slot is free",
+                until.to_rfc3339()
+            ),
+            None => "admitted again when a slot is free".to_owned(),
+        };
         node_plan.blockers.push(blocker(
             Reason::Stalled,
             format!(
-                "stalled {when}: no pod left it for nodeProgressDeadline {}; admitted again when a slot is free \
-                 (place {position} in the queue)",
+                "stalled {when}: no pod left it for nodeProgressDeadline {}; {again} (place {position} in the queue)",
                 spec.node_progress_deadline
             ),
         ));

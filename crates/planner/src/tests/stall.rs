@@ -1,5 +1,6 @@
 //! Nothing holds the fleet (DESIGN.md §5.2): a draining node without progress for `nodeProgressDeadline` gives up
-//! its slot, is reported Blocked with what it waits on, and queues again behind the nodes that never stalled.
+//! its slot, is reported Blocked with what it waits on, and queues again behind the nodes that never stalled; it
+//! rests for the deadline unless one of its pods can move.
 
 use k8sm_api::{MaxConcurrentNodes, NodePhase};
 
@@ -93,19 +94,74 @@ fn at_the_deadline_it_gives_up_its_slot_and_the_next_node_goes() {
     );
 }
 
-#[test]
-fn a_stalled_node_is_admitted_again_once_fresh_nodes_are_served_and_moves_when_it_can() {
+/// `stuck` stalled at minute 11 and is the only candidate left (`next` is upgraded already).
+fn stalled_alone() -> ClusterView {
     let mut view = one_slot_one_stuck_budget();
     view.nodes[0] = view.nodes[0].clone().stalled(at(11));
-    // `next` is upgraded already: the stalled node is the only candidate left.
     view.nodes[1] = node("next").executor(NEW);
+    view
+}
+
+#[test]
+fn a_stalled_node_whose_pods_cannot_move_rests_for_the_deadline_even_with_a_slot_free() {
+    let mut view = stalled_alone();
     let plan = plan_at(&view, 12);
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
+    assert_eq!(phase(&plan, "stuck"), NodePhase::Blocked);
+    let stuck = node_plan(&plan, "stuck");
+    assert_eq!(stuck.admission_position, Some(1));
+    assert!(
+        stuck.blockers[0]
+            .message
+            .contains("or from 2026-01-01T00:21:00+00:00 on"),
+        "{:?}",
+        stuck.blockers[0]
+    );
+    assert_eq!(
+        plan.next_wake,
+        Some(at(21)),
+        "plan again when its rest ends"
+    );
+    // Rested: admitted again, although its pod still cannot move.
+    let plan = plan_at(&view, 21);
     assert_eq!(summary(&plan), ["Admit stuck +cordon"]);
     assert!(plan.actions[0].message.contains("again, after it stalled"));
     apply(&mut view, &plan);
     // Its budget now allows one: the pod moves.
     view.pdbs[0].disruptions_allowed = 1;
-    assert_eq!(summary(&plan_at(&view, 13)), ["Evict shop/web-1"]);
+    assert_eq!(summary(&plan_at(&view, 22)), ["Evict shop/web-1"]);
+}
+
+#[test]
+fn a_stalled_node_is_admitted_again_as_soon_as_one_of_its_pods_can_move() {
+    let mut view = stalled_alone();
+    view.pdbs[0].disruptions_allowed = 1;
+    let plan = plan_at(&view, 12);
+    assert_eq!(summary(&plan), ["Admit stuck +cordon", "Evict shop/web-1"]);
+}
+
+/// A stalled node with only unmanaged pods waits on their timeout (30 minutes from its mark at minute 0), not on an
+/// owner: it rests like one whose pods wait, and goes at once when the timeout lets its pod be deleted.
+#[test]
+fn a_stalled_node_without_owned_pods_rests_until_its_pod_can_go() {
+    let mut view = stalled_alone();
+    view.pods.retain(|p| p.name != "web-1");
+    view.pods
+        .push(crate::testing::unmanaged_pod("shop", "lone", "stuck"));
+    view.policies[0].spec.unmanaged_pods.policy = k8sm_api::UnmanagedPodPolicy::DeleteAfterTimeout;
+    view.policies[0].spec.unmanaged_pods.timeout = Some("30m".parse().unwrap());
+    let plan = plan_at(&view, 12);
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
+    assert_eq!(plan.next_wake, Some(at(21)));
+    // Rested, it is admitted again and waits on the timeout.
+    assert_eq!(summary(&plan_at(&view, 21)), ["Admit stuck +cordon"]);
+    // Stalled again at 25: at 30 the timeout lets the pod go, which ends the rest at once.
+    view.nodes[0] = view.nodes[0].clone().stalled(at(25));
+    assert!(summary(&plan_at(&view, 29)).is_empty());
+    assert_eq!(
+        summary(&plan_at(&view, 30)),
+        ["Admit stuck +cordon", "Delete shop/lone"]
+    );
 }
 
 #[test]
