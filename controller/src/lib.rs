@@ -22,6 +22,7 @@ mod server;
 mod sizes;
 pub mod status;
 mod status_lists;
+mod status_pace;
 pub mod stores;
 mod trim;
 pub mod view;

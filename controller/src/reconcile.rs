@@ -476,6 +476,9 @@ impl Controller {
                 let policies_failing =
                     failing.contains_key(ExecutorUpgradePolicy::kind(&()).as_ref());
                 result.retry_soon |= written.conflicts > 0 && !policies_failing;
+                if let Some(at) = written.postponed {
+                    result.retry_at(at);
+                }
                 for (name, before, after) in written.versions {
                     result
                         .written_policies

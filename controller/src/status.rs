@@ -2,6 +2,7 @@
 //! so that writing status never wakes the controller into an endless loop.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -19,6 +20,7 @@ use k8sm_planner::{Decision, NodePlan, Plan, PodPlan, PolicyPlan, Reason};
 use crate::Error;
 use crate::leader::Leadership;
 use crate::status_lists::{self, Lists};
+use crate::status_pace::{StatusPace, Verdict};
 use k8sm_view::time::to_time;
 
 /// Measures each policy's pace (upgraded nodes per second since this controller first saw it) for the ETA.
@@ -324,6 +326,8 @@ pub fn report_troubles(
 pub struct StatusWriter {
     api: Api<ExecutorUpgradePolicy>,
     pace: Pace,
+    /// How often each policy's status is written.
+    writes: StatusPace,
     /// Checked right before every write.
     leadership: Leadership,
 }
@@ -333,14 +337,16 @@ impl StatusWriter {
         Self {
             api: Api::all(client),
             pace: Pace::default(),
+            writes: StatusPace::default(),
             leadership,
         }
     }
 
     /// Writes the status of every policy whose status changed, conditional on the cached resourceVersion (a status
-    /// built from a stale cache must not overwrite a newer one, such as a deleted-node record). `troubles`: what
-    /// the plan cannot know, see [`report_troubles`]. `unfinished`: nodes whose action of this pass was not carried
-    /// out (see [`executed_records`]).
+    /// built from a stale cache must not overwrite a newer one, such as a deleted-node record), at the pace of
+    /// [`StatusPace`]: a change that waits is reported in [`Written::postponed`]. `troubles`: what the plan cannot
+    /// know, see [`report_troubles`]. `unfinished`: nodes whose action of this pass was not carried out (see
+    /// [`executed_records`]).
     pub async fn write(
         &mut self,
         plan: &Plan,
@@ -350,6 +356,7 @@ impl StatusWriter {
         now: DateTime<Utc>,
     ) -> Result<Written, Error> {
         let mut written = Written::default();
+        self.writes.retain(|name| current.contains_key(name));
         // A policy being deleted hands its nodes back and goes; nothing to report on it.
         for policy in plan.policies.iter().filter(|p| !p.deleting) {
             let Some(cached) = current.get(&policy.policy) else {
@@ -367,6 +374,15 @@ impl StatusWriter {
             if previous == Some(&status) {
                 continue;
             }
+            let started = Instant::now();
+            if let Verdict::At(at) = self
+                .writes
+                .judge(&policy.policy, previous, &status, started)
+            {
+                written.postponed = Some(written.postponed.map_or(at, |p| p.min(at)));
+                continue;
+            }
+            self.writes.wrote(&policy.policy, started);
             let patch = json!({
                 "metadata": { "resourceVersion": cached.resource_version },
                 "status": with_explicit_nulls(&status)?,
@@ -442,6 +458,8 @@ pub struct Written {
     pub versions: Vec<(String, Option<String>, Option<String>)>,
     /// Writes refused because the policy changed since the cache saw it.
     pub conflicts: usize,
+    /// A changed status waits until then (see [`StatusPace`]): plan again at that moment.
+    pub postponed: Option<Instant>,
 }
 
 #[cfg(test)]

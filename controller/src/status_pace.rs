@@ -1,0 +1,162 @@
+//! How often a policy's status is written. A pass plans on every watch event; at hundreds of nodes that is many
+//! passes a second, and almost every one changes some count or the ETA. Writing the whole status (a row per node)
+//! each time made the apiserver and the loop wait on it: the next eviction waited for the status write of the pass
+//! before. What the status is for sets the pace instead:
+//!
+//! - what the controller itself relies on (the deleted-node records: a node deleted by `DeleteNode` lives only
+//!   there) and what operators and `kubectl wait` watch (conditions, observedGeneration) are written at once;
+//! - the rest (counts, per-node rows, blocked pods, ETA) at most once per [`MIN_INTERVAL`] per policy; a change
+//!   that waits is written by a pass at the end of the interval, which the loop is asked for, so the status is never
+//!   more than an interval behind.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use k8sm_api::ExecutorUpgradePolicyStatus;
+
+/// The shortest time between two writes of a policy's status that only refresh counts, rows and the ETA.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// When each policy's status was last written.
+#[derive(Debug, Default)]
+pub struct StatusPace {
+    last_write: HashMap<String, Instant>,
+}
+
+/// Whether a changed status is written now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Now,
+    /// Not before then: a pass at that moment writes it.
+    At(Instant),
+}
+
+impl StatusPace {
+    /// Judges a status that differs from `previous` (what the cluster holds).
+    pub fn judge(
+        &self,
+        policy: &str,
+        previous: Option<&ExecutorUpgradePolicyStatus>,
+        status: &ExecutorUpgradePolicyStatus,
+        now: Instant,
+    ) -> Verdict {
+        if urgent(previous, status) {
+            return Verdict::Now;
+        }
+        match self.last_write.get(policy) {
+            Some(last) if now < *last + MIN_INTERVAL => Verdict::At(*last + MIN_INTERVAL),
+            _ => Verdict::Now,
+        }
+    }
+
+    /// Records a write of `policy`'s status (attempted: a refused write is paced too).
+    pub fn wrote(&mut self, policy: &str, now: Instant) {
+        self.last_write.insert(policy.to_owned(), now);
+    }
+
+    /// Forgets policies that are gone.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.last_write.retain(|name, _| keep(name));
+    }
+}
+
+/// A change the controller or an operator acts on: written at once.
+fn urgent(
+    previous: Option<&ExecutorUpgradePolicyStatus>,
+    status: &ExecutorUpgradePolicyStatus,
+) -> bool {
+    let Some(previous) = previous else {
+        return true;
+    };
+    previous.deleted_nodes != status.deleted_nodes
+        || previous.conditions != status.conditions
+        || previous.observed_generation != status.observed_generation
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use k8sm_api::{DeletedNode, NodeCounts};
+
+    use super::*;
+
+    fn status(compatible: u32) -> ExecutorUpgradePolicyStatus {
+        ExecutorUpgradePolicyStatus {
+            observed_generation: Some(1),
+            counts: NodeCounts {
+                compatible,
+                ..NodeCounts::default()
+            },
+            ..ExecutorUpgradePolicyStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_first_status_is_written_at_once() {
+        let pace = StatusPace::default();
+        assert_eq!(
+            pace.judge("p", None, &status(0), Instant::now()),
+            Verdict::Now
+        );
+    }
+
+    #[test]
+    fn counts_are_written_at_most_once_per_interval() {
+        let mut pace = StatusPace::default();
+        let t0 = Instant::now();
+        assert_eq!(
+            pace.judge("p", Some(&status(0)), &status(1), t0),
+            Verdict::Now
+        );
+        pace.wrote("p", t0);
+        let soon = t0 + MIN_INTERVAL / 2;
+        assert_eq!(
+            pace.judge("p", Some(&status(1)), &status(2), soon),
+            Verdict::At(t0 + MIN_INTERVAL)
+        );
+        // Another policy has a pace of its own.
+        assert_eq!(
+            pace.judge("q", Some(&status(1)), &status(2), soon),
+            Verdict::Now
+        );
+        assert_eq!(
+            pace.judge("p", Some(&status(1)), &status(2), t0 + MIN_INTERVAL),
+            Verdict::Now
+        );
+    }
+
+    #[test]
+    fn records_conditions_and_generations_are_written_at_once() {
+        let mut pace = StatusPace::default();
+        let t0 = Instant::now();
+        pace.wrote("p", t0);
+        let soon = t0 + Duration::from_millis(10);
+        let mut record = status(0);
+        record.deleted_nodes.push(DeletedNode {
+            name: "n1".into(),
+            uid: "uid-1".into(),
+            executor_id: None,
+            deleted_at: k8sm_view::time::to_time(chrono::Utc::now()),
+        });
+        assert_eq!(
+            pace.judge("p", Some(&status(0)), &record, soon),
+            Verdict::Now
+        );
+        let mut condition = status(0);
+        condition.conditions.push(Condition {
+            type_: "Upgraded".into(),
+            status: "True".into(),
+            ..Condition::default()
+        });
+        assert_eq!(
+            pace.judge("p", Some(&status(0)), &condition, soon),
+            Verdict::Now
+        );
+        let mut generation = status(0);
+        generation.observed_generation = Some(2);
+        assert_eq!(
+            pace.judge("p", Some(&status(0)), &generation, soon),
+            Verdict::Now
+        );
+    }
+}
