@@ -146,7 +146,10 @@ mod tests {
         condition.conditions.push(Condition {
             type_: "Upgraded".into(),
             status: "True".into(),
-            ..Condition::default()
+            last_transition_time: k8sm_view::time::to_time(chrono::Utc::now()),
+            message: "every selected node runs the target executor".into(),
+            observed_generation: Some(1),
+            reason: "Upgraded".into(),
         });
         assert_eq!(
             pace.judge("p", Some(&status(0)), &condition, soon),
