@@ -97,12 +97,12 @@ pub fn planner_benches(target_dir: &Path) -> Vec<PlannerBench> {
     found
 }
 
-/// The node count of a criterion ID such as `plan/nodes/5000`.
+/// The node count of a criterion ID such as `plan/nodes/5000` or `plan/nodes-with-budgets/5000`.
 fn nodes_of(id: &str) -> Option<usize> {
     let segments: Vec<&str> = id.split('/').collect();
     segments
         .windows(2)
-        .find(|w| w[0] == "nodes")
+        .find(|w| w[0] == "nodes" || w[0].starts_with("nodes-"))
         .and_then(|w| w[1].parse().ok())
 }
 
@@ -127,6 +127,7 @@ mod tests {
         };
         estimate("plan/nodes/5000", 12_500_000.0);
         estimate("plan/nodes/1000", 2_000_000.0);
+        estimate("plan/nodes-with-budgets/5000", 40_000_000.0);
         estimate("incremental/one event", 1000.0);
         std::fs::create_dir_all(dir.join("criterion/report")).unwrap();
         let found = planner_benches(&dir);
@@ -139,11 +140,12 @@ mod tests {
             ids,
             [
                 ("incremental/one event", 0, 0.001),
+                ("plan/nodes-with-budgets/5000", 5000, 40.0),
                 ("plan/nodes/1000", 1000, 2.0),
                 ("plan/nodes/5000", 5000, 12.5)
             ]
         );
-        assert_eq!(found[2].median_ms, 6.25);
-        assert!(found[2].measured_at.is_some());
+        assert_eq!(found[3].median_ms, 6.25);
+        assert!(found[3].measured_at.is_some());
     }
 }
