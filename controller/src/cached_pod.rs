@@ -1,25 +1,28 @@
-//! The pod cache's own pod type: a pod's metadata and the three fields of its spec and status that the planner reads
-//! (`k8sm_view::PodFields`), deserialized straight from the apiserver's Pod objects.
+//! The pod cache's own pod type: a pod's identity and the planner's view of it, converted once per watch event and
+//! shared by every pass after that.
 //!
 //! Pods are most of the controller's memory at fleet size, and a [`Pod`](k8s_openapi::api::core::v1::Pod) holds
-//! every field of its spec and status inline (2.4 KB on 64-bit) however few are set, so trimming one cannot make it
-//! smaller than that. This type is 0.4 KB, and the fields it does not name are skipped while parsing.
+//! every field of its spec and status inline (2.4 KB on 64-bit) however few are set: only the fields the conversion
+//! reads are parsed (the rest is skipped), converted to the planner's [`PodView`] at once, and the metadata is then
+//! cut down to the identity kube's cache and the controller's version checks use. A pass shares each view (an
+//! [`Arc`]) instead of converting tens of thousands of pods again: no pass copies a pod.
+
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
+
+use k8sm_planner::{POD_ANNOTATIONS_READ, PodView};
 
 /// A pod as the controller caches it. Read and written like a Pod by kube (same API path, kind and version);
 /// never sent to the apiserver.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(from = "Wire")]
 pub struct CachedPod {
+    /// Name, namespace, UID and resourceVersion only: what the cache keys on and the controller's backoff compares.
     pub metadata: ObjectMeta,
-    /// `spec.nodeName`.
-    pub node_name: Option<String>,
-    /// `status.phase`.
-    pub phase: Option<String>,
-    /// `status.conditions` has Ready True.
-    pub ready: bool,
+    /// Everything the planner reads of the pod.
+    pub view: Arc<PodView>,
 }
 
 impl k8s_openapi::Resource for CachedPod {
@@ -43,21 +46,9 @@ impl k8s_openapi::Metadata for CachedPod {
     }
 }
 
-impl k8sm_view::PodFields for CachedPod {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn node_name(&self) -> Option<&str> {
-        self.node_name.as_deref()
-    }
-
-    fn phase(&self) -> Option<&str> {
-        self.phase.as_deref()
-    }
-
-    fn ready(&self) -> bool {
-        self.ready
+impl k8sm_view::PodSource for CachedPod {
+    fn pod_view(&self) -> Arc<PodView> {
+        Arc::clone(&self.view)
     }
 }
 
@@ -94,12 +85,38 @@ struct WireCondition {
     status: String,
 }
 
+/// What the conversion reads, as parsed.
+struct Parsed {
+    metadata: ObjectMeta,
+    node_name: Option<String>,
+    phase: Option<String>,
+    ready: bool,
+}
+
+impl k8sm_view::PodFields for Parsed {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn node_name(&self) -> Option<&str> {
+        self.node_name.as_deref()
+    }
+
+    fn phase(&self) -> Option<&str> {
+        self.phase.as_deref()
+    }
+
+    fn ready(&self) -> bool {
+        self.ready
+    }
+}
+
 impl From<Wire> for CachedPod {
     fn from(wire: Wire) -> Self {
         let (phase, conditions) = wire
             .status
             .map_or((None, None), |s| (s.phase, s.conditions));
-        Self {
+        let mut parsed = Parsed {
             metadata: wire.metadata,
             node_name: wire.spec.and_then(|s| s.node_name),
             phase,
@@ -107,6 +124,26 @@ impl From<Wire> for CachedPod {
                 .into_iter()
                 .flatten()
                 .any(|c| c.type_ == "Ready" && c.status == "True"),
+        };
+        // The view keeps only the annotations the planner reads (a sidecar's status blob is not one of them).
+        if let Some(annotations) = parsed.metadata.annotations.as_mut() {
+            annotations.retain(|key, _| POD_ANNOTATIONS_READ.contains(&key.as_str()));
+        }
+        let view = Arc::new(k8sm_view::pod_view(&parsed));
+        let meta = parsed.metadata;
+        Self {
+            metadata: ObjectMeta {
+                name: meta.name,
+                namespace: meta.namespace,
+                uid: meta.uid,
+                resource_version: meta.resource_version,
+                ..ObjectMeta::default()
+            },
+            view,
         }
     }
 }
+
+#[cfg(test)]
+#[path = "cached_pod_tests.rs"]
+mod tests;

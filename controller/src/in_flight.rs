@@ -162,7 +162,7 @@ mod tests {
 
     fn view(pods: Vec<k8sm_planner::PodView>) -> ClusterView {
         ClusterView {
-            pods,
+            pods: k8sm_planner::testing::shared_pods(pods),
             ..ClusterView::default()
         }
     }

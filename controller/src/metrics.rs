@@ -34,6 +34,39 @@ struct CauseLabel {
     cause: &'static str,
 }
 
+/// A stage of a pass, for `k8sm_reconcile_stage_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabel {
+    stage: &'static str,
+}
+
+/// The stages of one pass, in their order: where its time goes at thousands of nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The view built from the caches, evictions in flight pruned, remembered sizes grown.
+    Observe,
+    /// The planner call.
+    Plan,
+    /// The plan's actions: node writes awaited, evictions and deletions launched.
+    Act,
+    /// Events about waits.
+    Events,
+    /// The policies' status.
+    Status,
+}
+
+impl Stage {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Observe => "observe",
+            Self::Plan => "plan",
+            Self::Act => "act",
+            Self::Events => "events",
+            Self::Status => "status",
+        }
+    }
+}
+
 /// Why a planned action was not attempted in a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Withheld {
@@ -58,6 +91,7 @@ pub struct Metrics {
     is_leader: Gauge,
     reconcile_seconds: Histogram,
     plan_seconds: Histogram,
+    stage_seconds: Family<StageLabel, Histogram, fn() -> Histogram>,
     reaction_seconds: Histogram,
 }
 
@@ -136,6 +170,15 @@ impl Metrics {
             "Duration of one planner call",
             plan_seconds.clone(),
         );
+        // Also read by the bench (mean per stage).
+        let stage_seconds: Family<StageLabel, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0001, 2.0, 18)));
+        registry.register(
+            "reconcile_stage_duration_seconds",
+            "Duration of each stage of a pass: observe (the view from the caches), plan, act (node writes awaited, \
+             evictions launched), events, status",
+            stage_seconds.clone(),
+        );
         // The interface with the bench, which reads it at the end of a run: keep its name and type. Exact definition
         // in `crate::reaction`.
         let reaction_seconds = Histogram::new(REACTION_BUCKETS);
@@ -162,6 +205,7 @@ impl Metrics {
             is_leader,
             reconcile_seconds,
             plan_seconds,
+            stage_seconds,
             reaction_seconds,
         }
     }
@@ -248,6 +292,14 @@ impl Metrics {
         self.plan_seconds.observe(seconds);
     }
 
+    pub fn stage_took(&self, stage: Stage, seconds: f64) {
+        self.stage_seconds
+            .get_or_create(&StageLabel {
+                stage: stage.as_str(),
+            })
+            .observe(seconds);
+    }
+
     pub fn reaction_took(&self, seconds: f64) {
         self.reaction_seconds.observe(seconds);
     }
@@ -321,12 +373,12 @@ mod tests {
         let web = replica_set("shop", "web", 2);
         let view = ClusterView {
             nodes: vec![node("n1").marked(at(0)).admitted(at(1)), node("n2")],
-            pods: vec![
+            pods: k8sm_planner::testing::shared_pods([
                 web.pod("web-1", "n1"),
                 web.pod("web-2", "n2").not_ready(),
                 unmanaged_pod("ops", "debug", "n1"),
                 unmanaged_pod("ops", "going", "n1").terminating(),
-            ],
+            ]),
             owners: vec![web],
             policies: vec![policy("fleet")],
             ..ClusterView::default()

@@ -103,18 +103,15 @@ impl Reaction {
 
 /// Ready and not on its way out, as the planner counts a pod ready (`k8sm_view::pod`).
 fn is_ready(pod: &CachedPod) -> bool {
-    pod.metadata.deletion_timestamp.is_none() && pod.ready
+    !pod.view.terminating && pod.view.ready
 }
 
 /// The workload a pod counts for, as the planner names it (`workload_uid` in the planner): its controller, or for a
 /// ReplicaSet's pod that ReplicaSet's own controller (a Deployment).
 fn workload_uid(pod: &CachedPod, replica_sets: &Store<ReplicaSet>) -> Option<String> {
-    let controller = pod
-        .owner_references()
-        .iter()
-        .find(|r| r.controller == Some(true))?;
+    let controller = pod.view.controller.as_ref()?;
     if controller.kind == "ReplicaSet" {
-        let key = ObjectRef::<ReplicaSet>::new(&controller.name).within(&pod.namespace()?);
+        let key = ObjectRef::<ReplicaSet>::new(&controller.name).within(&pod.view.namespace);
         if let Some(rs) = replica_sets.get(&key)
             && rs.uid().as_deref() == Some(controller.uid.as_str())
             && let Some(owner) = rs

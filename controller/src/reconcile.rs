@@ -38,7 +38,7 @@ use crate::execute::{Executor, Outcome};
 use crate::in_flight::InFlight;
 use crate::kamikaze_token::{KamikazeTokens, ServiceAccountRef};
 use crate::leader::{self, Leadership, LeaseConfig};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Stage};
 use crate::reaction::Reaction;
 use crate::server::{self, Health};
 use crate::sizes::Sizes;
@@ -355,6 +355,8 @@ impl Controller {
         view.in_flight = self.in_flight.snapshot();
         view.observed_sizes = self.sizes.observe(&view, Vec::new(), now);
         let planning = Instant::now();
+        self.metrics
+            .stage_took(Stage::Observe, (planning - started).as_secs_f64());
         let plan = k8sm_planner::plan(&view, now);
         // A controller of an unknown kind is remembered from its first eviction on. The plan counted its size from
         // the pods it sees, as the remembered size starts: planning again would change nothing.
@@ -368,6 +370,9 @@ impl Controller {
         }
         self.metrics.plan_took(planning.elapsed().as_secs_f64());
         self.metrics.observe_plan(&plan);
+        self.metrics
+            .stage_took(Stage::Plan, planning.elapsed().as_secs_f64());
+        let acting = Instant::now();
         tracing::debug!(
             actions = plan.actions.len(),
             in_flight = self.in_flight.len(),
@@ -448,7 +453,13 @@ impl Controller {
             }
         }
         self.reaction.waiting(waiting_workloads(&plan, unsent));
+        let eventing = Instant::now();
+        self.metrics
+            .stage_took(Stage::Act, (eventing - acting).as_secs_f64());
         self.events.waits(&plan, &self.stores).await;
+        let reporting = Instant::now();
+        self.metrics
+            .stage_took(Stage::Events, (reporting - eventing).as_secs_f64());
         let current = self
             .stores
             .policies
@@ -494,6 +505,8 @@ impl Controller {
                 result.retry_at(Instant::now() + delay);
             }
         }
+        self.metrics
+            .stage_took(Stage::Status, reporting.elapsed().as_secs_f64());
         self.metrics.observe_plan(&plan);
         self.metrics
             .observe_failures(self.backoff.len(), failing.len(), !stale.is_empty());
@@ -504,7 +517,10 @@ impl Controller {
     /// The node a cached pod is bound to.
     fn node_of(&self, pod: &PodRef) -> Option<String> {
         let key = ObjectRef::<CachedPod>::new(&pod.name).within(&pod.namespace);
-        self.stores.pods.get(&key).and_then(|p| p.node_name.clone())
+        self.stores
+            .pods
+            .get(&key)
+            .and_then(|p| p.view.node_name.clone())
     }
 
     /// Executes one node action and, when done, reports it. Returns the cached node it was about.

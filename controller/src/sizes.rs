@@ -54,7 +54,9 @@ mod tests {
     fn a_controller_is_remembered_from_its_first_eviction_until_long_after_its_last() {
         let kafka = owner(OwnerKind::Other("KafkaNodePool".into()), "k", "b", None);
         let view = |n: usize| ClusterView {
-            pods: (0..n).map(|i| kafka.pod(&format!("b{i}"), "n1")).collect(),
+            pods: (0..n)
+                .map(|i| kafka.pod(&format!("b{i}"), "n1").into())
+                .collect(),
             ..ClusterView::default()
         };
         let mut sizes = Sizes::default();

@@ -21,8 +21,8 @@ use k8sm_api::ExecutorUpgradePolicy;
 use crate::cached_pod::CachedPod;
 use crate::reaction::Reaction;
 use crate::trim::{
-    trim_deployment, trim_job, trim_meta, trim_node, trim_pod, trim_replica_set,
-    trim_replication_controller, trim_stateful_set,
+    trim_deployment, trim_job, trim_meta, trim_node, trim_replica_set, trim_replication_controller,
+    trim_stateful_set,
 };
 use crate::watches::WatchHealth;
 
@@ -66,12 +66,16 @@ impl Stores {
         };
         let replica_sets = watches.reflect(trim_replica_set);
         let owners = replica_sets.clone();
-        let pods = watches.reflect_observed(trim_pod, move |pods, event| {
-            // Live changes only: a relist replaces the store at its end, with no moment a pod became Ready.
-            if let watcher::Event::Apply(pod) = event {
-                reaction.observe_pod(pods, &owners, pod);
-            }
-        });
+        // Pods are cut down while they are parsed (`CachedPod`): nothing is left to trim.
+        let pods = watches.reflect_observed(
+            |_: &mut CachedPod| {},
+            move |pods, event| {
+                // Live changes only: a relist replaces the store at its end, with no moment a pod became Ready.
+                if let watcher::Event::Apply(pod) = event {
+                    reaction.observe_pod(pods, &owners, pod);
+                }
+            },
+        );
         let stores = Self {
             nodes: watches.reflect(trim_node),
             pods,

@@ -11,40 +11,12 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
-use k8sm_planner::POD_ANNOTATIONS_READ;
-
-use crate::cached_pod::CachedPod;
-
 /// Managed fields and the last-applied annotation are the bulk of most objects and never read.
 pub(crate) fn trim_meta<K: Resource>(object: &mut K) {
     let meta = object.meta_mut();
     meta.managed_fields = None;
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    }
-}
-
-/// Pods are the most numerous objects: the cache's own type keeps only the node, the phase and readiness of their
-/// spec and status ([`CachedPod`]); of their metadata, keep only what the planner reads (`k8sm_view::pod_view`) and
-/// the controller's own identity and version checks.
-pub(crate) fn trim_pod(pod: &mut CachedPod) {
-    trim_meta(pod);
-    let meta = &mut pod.metadata;
-    meta.generate_name = None;
-    meta.finalizers = None;
-    meta.generation = None;
-    meta.deletion_grace_period_seconds = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|key, _| POD_ANNOTATIONS_READ.contains(&key.as_str()));
-    }
-    // Only the controlling reference is read (`k8sm_view::meta::controller_ref`), and of it only kind, name and UID.
-    if let Some(references) = meta.owner_references.as_mut() {
-        references.retain(|r| r.controller == Some(true));
-        for reference in references.iter_mut() {
-            reference.api_version = String::new();
-            reference.block_owner_deletion = None;
-        }
-        references.shrink_to_fit();
     }
 }
 

@@ -165,12 +165,13 @@ fn fleet() -> Fleet {
                     // Its workload has 2 replicas and the other one is not Ready: the pod here waits.
                     let workload = replica_set(&namespace, &long_name("web", i, 253), 2);
                     view.pods
-                        .push(workload.pod(&long_name("pod", i, 253), &name));
+                        .push(workload.pod(&long_name("pod", i, 253), &name).into());
                     let elsewhere = long_name("node", 1, 253);
                     view.pods.push(
                         workload
                             .pod(&long_name("other", i, 253), &elsewhere)
-                            .not_ready(),
+                            .not_ready()
+                            .into(),
                     );
                     view.owners.push(workload);
                     blocked_pods += 1;
@@ -178,7 +179,7 @@ fn fleet() -> Fleet {
                 Group::OptedOutPod => {
                     let pod = unmanaged_pod(&namespace, &long_name("pinned", i, 253), &name)
                         .label(keys::UPGRADE_OPT_OUT_LABEL, keys::UPGRADE_OPT_OUT_VALUE);
-                    view.pods.push(pod);
+                    view.pods.push(pod.into());
                     blocked_pods += 1;
                 }
                 _ => {}

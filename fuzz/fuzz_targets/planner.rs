@@ -616,7 +616,7 @@ fn build(input: &Input) -> (ClusterView, DateTime<Utc>) {
         if let Some(app) = g.app {
             pod = pod.label("app", &format!("app{}", app % 4));
         }
-        view.pods.push(pod);
+        view.pods.push(pod.into());
     }
 
     for (i, g) in input.pdbs.iter().take(MAX_PDBS).enumerate() {
@@ -686,7 +686,7 @@ fn check(view: &ClusterView, plan: &Plan) {
     let nodes: BTreeMap<&str, &NodeView> =
         view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let pods: BTreeMap<&str, &k8sm_planner::PodView> =
-        view.pods.iter().map(|p| (p.uid.as_str(), p)).collect();
+        view.pods.iter().map(|p| (p.uid.as_str(), &**p)).collect();
     let in_flight: BTreeSet<&str> = view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect();
     // Which policies select each node (a policy with an invalid selector selects nothing).
     let mut claims: BTreeMap<&str, Vec<&str>> = BTreeMap::new();

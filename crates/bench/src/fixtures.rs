@@ -96,6 +96,7 @@ fn k8sm(
             p50: BucketBound::AtMost(0.05),
             p99,
         }),
+        stage_mean_ms: vec![("observe".into(), 12.5), ("plan".into(), 1.25)],
     });
     run
 }

@@ -133,6 +133,10 @@ pub struct ControllerCost {
     /// controller's own timestamps), if the controller exports it.
     #[serde(default)]
     pub reaction: Option<HistogramQuantiles>,
+    /// Mean of `k8sm_reconcile_stage_duration_seconds` per stage, in milliseconds, in the pass's order (empty for
+    /// reports made before the controller exported it).
+    #[serde(default)]
+    pub stage_mean_ms: Vec<(String, f64)>,
 }
 
 /// p50 and p99 of a Prometheus histogram, as far as its buckets tell: each is the upper bound of the bucket the

@@ -36,6 +36,9 @@ use crate::workload::Workload;
 
 /// The controller's histogram of its reaction: replacement Ready observed → next eviction of that owner.
 pub const REACTION_METRIC: &str = "k8sm_eviction_reaction_seconds";
+/// The controller's histogram of the stages of a pass, and its stages in their order.
+const STAGE_METRIC: &str = "k8sm_reconcile_stage_duration_seconds";
+const STAGES: [&str; 5] = ["observe", "plan", "act", "events", "status"];
 
 /// What every run shares.
 pub struct RunConfig<'a> {
@@ -266,6 +269,15 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
         plans,
         reconcile_mean_ms: mean_ms("k8sm_reconcile_duration_seconds"),
         reaction: histogram_quantiles(&metrics, REACTION_METRIC),
+        stage_mean_ms: STAGES
+            .iter()
+            .filter_map(|stage| {
+                let labelled = |part: &str| format!("{STAGE_METRIC}_{part}{{stage=\"{stage}\"}}");
+                let count = metric_sum(&metrics, &labelled("count")).filter(|n| *n > 0.0)?;
+                let mean = metric_sum(&metrics, &labelled("sum"))? / count * 1000.0;
+                Some(((*stage).to_owned(), mean))
+            })
+            .collect(),
     });
     // The controller has stopped: its watches have ended and are in the log.
     tool_requests(bench, audit::CONTROLLER_USER, from, to, &mut run);

@@ -103,7 +103,7 @@ fn fleet(nodes: usize) -> ClusterView {
 
     ClusterView {
         nodes: node_views,
-        pods,
+        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
         owners,
         policies: vec![PolicyView {
             name: "fleet".into(),

@@ -1,6 +1,7 @@
 //! Lookups over the view, built once per plan, and the parsing of the time annotations.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
@@ -110,7 +111,7 @@ pub(crate) struct Index<'a> {
     node_start: Vec<u32>,
     by_node: Vec<u32>,
     /// The view's pods, and the class of each.
-    pods: &'a [PodView],
+    pods: &'a [Arc<PodView>],
     classes: Vec<Class<'a>>,
     /// Per UID of the workload the pods count for (DESIGN.md §2: a Deployment for the pods of its ReplicaSets), its
     /// slot in `workload_pods` (looked up, never iterated where order matters).
@@ -329,7 +330,7 @@ impl<'a> Index<'a> {
         };
         self.by_node[range]
             .iter()
-            .map(|&i| (&self.pods[i as usize], self.classes[i as usize]))
+            .map(|&i| (&*self.pods[i as usize], self.classes[i as usize]))
     }
 
     /// The pods of the workload `uid`, as the view shows them.

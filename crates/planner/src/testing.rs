@@ -21,6 +21,11 @@ pub const OLD: &str = "sha256:old";
 pub const NEW: &str = "sha256:new";
 
 /// The fixed origin of test time: 2026-01-01T00:00:00Z.
+/// Pods as a view holds them (shared).
+pub fn shared_pods(pods: impl IntoIterator<Item = PodView>) -> Vec<std::sync::Arc<PodView>> {
+    pods.into_iter().map(std::sync::Arc::new).collect()
+}
+
 pub fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
         .single()
@@ -351,7 +356,7 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
             }
             (ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod }, _) => {
                 if let Some(p) = view.pods.iter_mut().find(|p| p.uid == pod.uid) {
-                    p.terminating = true;
+                    std::sync::Arc::make_mut(p).terminating = true;
                 }
             }
             (

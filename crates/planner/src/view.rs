@@ -4,7 +4,7 @@
 //! planner parses them and reports what it cannot read), and nothing here is derived by the caller except what the
 //! field documentation says. Names are unique per kind (and per namespace for namespaced objects).
 
-use std::{collections::BTreeMap, fmt};
+use std::{collections::BTreeMap, fmt, sync::Arc};
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -19,8 +19,9 @@ pub struct ClusterView {
     pub nodes: Vec<NodeView>,
     /// All pods, bound to a node or not, or at least all pods of the selected nodes and all pods of their workloads
     /// (the health rule counts a workload's ready pods wherever they run, and, for a controller of a kind k8sm does
-    /// not know, infers its size from its pods, including those not scheduled yet).
-    pub pods: Vec<PodView>,
+    /// not know, infers its size from its pods, including those not scheduled yet). Shared, not copied: the
+    /// controller keeps each pod's view in its cache, built once per watch event, and a pass only counts references.
+    pub pods: Vec<Arc<PodView>>,
     /// The controllers of those pods and of their ReplicaSets: Deployments, ReplicaSets, ReplicationControllers,
     /// StatefulSets, Jobs (DaemonSets optional).
     pub owners: Vec<OwnerView>,

@@ -139,6 +139,7 @@ mod tests {
                     }
                 })
                 .chain([rs.pod("w", "n1")])
+                .map(std::sync::Arc::new)
                 .collect(),
             owners: vec![web.clone(), rs.clone()],
             ..ClusterView::default()

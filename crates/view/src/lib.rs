@@ -22,5 +22,5 @@ pub use owner::{
     deployment_view, job_view, replica_set_view, replication_controller_view, stateful_set_view,
 };
 pub use pdb::pdb_view;
-pub use pod::{PodFields, pod_view};
+pub use pod::{PodFields, PodSource, pod_view};
 pub use policy::{deleted_node_record, deleted_node_status, policy_view};

@@ -15,12 +15,12 @@ use crate::owner::{
     deployment_view, job_view, replica_set_view, replication_controller_view, stateful_set_view,
 };
 use crate::pdb::pdb_view;
-use crate::pod::{PodFields, pod_view};
+use crate::pod::PodSource;
 use crate::policy::policy_view;
 
 /// Everything the planner reads, as lists of objects: from the controller's reflector stores, or from one-shot
 /// `list` calls (the kubectl plugin), so that both plan over the same conversion. Pods are [`Pod`]s, or any type
-/// with the fields the conversion reads (the controller's slimmer cached pods).
+/// that gives their view (the controller's cached pods, which keep the view they were converted to).
 pub struct Objects<'a, P = Pod> {
     pub nodes: &'a [Arc<Node>],
     /// Every pod, bound to a node or not: the planner infers the size of a controller of a kind it does not know
@@ -52,13 +52,13 @@ impl<P> Default for Objects<'_, P> {
 }
 
 /// Builds the planner's input from lists of objects and the controller's evictions not yet visible in them.
-pub fn from_objects<P: PodFields>(
+pub fn from_objects<P: PodSource>(
     objects: &Objects<'_, P>,
     in_flight: Vec<InFlightEviction>,
 ) -> ClusterView {
     ClusterView {
         nodes: objects.nodes.iter().map(|n| node_view(n)).collect(),
-        pods: objects.pods.iter().map(|p| pod_view(p.as_ref())).collect(),
+        pods: objects.pods.iter().map(|p| p.pod_view()).collect(),
         owners: owners(objects),
         pdbs: objects.pdbs.iter().map(|p| pdb_view(p)).collect(),
         policies: objects.policies.iter().map(|p| policy_view(p)).collect(),

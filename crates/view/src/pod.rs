@@ -1,5 +1,7 @@
 //! Pod → [`PodView`]: where it runs (if anywhere yet), who controls it, and whether it is Ready or on its way out.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -42,6 +44,18 @@ impl PodFields for Pod {
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    }
+}
+
+/// Where the planner's view of a pod comes from: built from a full [`Pod`] on demand (the plugin's one-shot lists), or
+/// shared from a cache that built it once when the pod last changed (the controller: a pass then copies no pod).
+pub trait PodSource {
+    fn pod_view(&self) -> Arc<PodView>;
+}
+
+impl PodSource for Pod {
+    fn pod_view(&self) -> Arc<PodView> {
+        Arc::new(pod_view(self))
     }
 }
 

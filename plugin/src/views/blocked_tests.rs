@@ -189,7 +189,7 @@ fn since_is_when_the_pod_arrived_if_after_the_drain_started() {
     let mut view = ClusterView::default();
     let mut late = unmanaged_pod("shop", "web-a", "node-2");
     late.created = Some(at(8));
-    view.pods.push(late);
+    view.pods.push(late.into());
     let blocked = BlockedView::from_plan(&plan, &view, &Namespaces::All);
     assert_eq!(blocked.pods[0].since, Some(at(8)));
 }
@@ -203,13 +203,13 @@ fn the_live_planner_blocks_never_and_opted_out_pods() {
             node("n1").marked(at(0)).admitted(at(1)),
             node("n3").executor(k8sm_planner::testing::NEW),
         ],
-        pods: vec![
+        pods: k8sm_planner::testing::shared_pods([
             unmanaged_pod("ops", "debug", "n1"),
             web.pod("web-1", "n1")
                 .label(k8sm_api::keys::UPGRADE_OPT_OUT_LABEL, "true"),
             web.pod("web-2", "n3"),
             web.pod("web-3", "n3"),
-        ],
+        ]),
         owners: vec![web],
         policies: vec![
             policy("fleet").with(|s| s.unmanaged_pods.policy = UnmanagedPodPolicy::Never),

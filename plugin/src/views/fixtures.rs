@@ -35,7 +35,7 @@ pub fn stuck_cluster() -> ClusterView {
             node("n4").executor(NEW),
             came_back,
         ],
-        pods: vec![
+        pods: k8sm_planner::testing::shared_pods([
             web.pod("web-1", "n1"),
             web.pod("web-2", "n4").not_ready(),
             api.pod("api-1", "n1"),
@@ -43,7 +43,7 @@ pub fn stuck_cluster() -> ClusterView {
             api.pod("api-3", "n4"),
             kafka.pod("kafka-0", "n3").label("app", "kafka"),
             kafka.pod("kafka-1", "n4").label("app", "kafka"),
-        ],
+        ]),
         owners: vec![web, api],
         pdbs: vec![pdb("data", "kafka", &[("app", "kafka")], 0)],
         policies: vec![policy("fleet").with(|s| {

@@ -187,13 +187,13 @@ mod tests {
         let web = replica_set("shop", "web", 2);
         let view = ClusterView {
             nodes: vec![node("n1").marked(at(0)).admitted(at(1))],
-            pods: vec![
+            pods: k8sm_planner::testing::shared_pods([
                 unmanaged_pod("ops", "debug", "n1"),
                 unmanaged_pod("ops", "pinned", "n1")
                     .label(k8sm_api::keys::UPGRADE_OPT_OUT_LABEL, "true"),
                 web.pod("web-1", "n1").not_ready(),
                 web.pod("web-2", "n1"),
-            ],
+            ]),
             owners: vec![web],
             policies: vec![
                 policy("fleet").with(|s| s.unmanaged_pods.policy = UnmanagedPodPolicy::Never),

@@ -23,7 +23,7 @@ fn cluster() -> ClusterView {
     }
     ClusterView {
         nodes: ["n1", "n2", "n3", "n4"].map(node).to_vec(),
-        pods,
+        pods: k8sm_planner::testing::shared_pods(pods),
         owners: vec![web, api, fill],
         policies: vec![
             policy("fleet").with(|s| s.unmanaged_pods.policy = UnmanagedPodPolicy::Never),
@@ -159,7 +159,7 @@ fn a_paused_policy_says_what_it_would_do() {
 fn ignored_pods_only_in_wide() {
     let mut cluster = cluster();
     let agent = k8sm_planner::testing::daemon_set("kube-system", "agent");
-    cluster.pods.push(agent.pod("agent-n1", "n1"));
+    cluster.pods.push(agent.pod("agent-n1", "n1").into());
     cluster.owners.push(agent);
     let view = view_of(&cluster, at(0));
     assert!(!view.render(false, Palette::PLAIN).contains("agent-n1"));

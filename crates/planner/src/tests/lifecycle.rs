@@ -48,7 +48,7 @@ fn one_node_goes_all_the_way_from_old_to_new() {
         // The ReplicaSet replaces the evicted pod on the upgraded node; the evicted one goes.
         view.pods.retain(|p| !p.terminating);
         if view.pods.len() < 2 {
-            view.pods.push(rs.pod("w3", "up"));
+            view.pods.push(rs.pod("w3", "up").into());
         }
         // The executor restarts in the new version and clears the kamikaze annotation.
         if let Some(n1) = view.nodes.iter_mut().find(|n| n.kamikaze.is_some()) {

@@ -37,7 +37,7 @@ fn cluster(
 ) -> ClusterView {
     ClusterView {
         nodes,
-        pods,
+        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
         owners,
         policies,
         ..ClusterView::default()

@@ -344,7 +344,7 @@ fn pods_of_another_controller_kind_go_one_at_a_time_until_replaced() {
     // Replaced (the controller dropped the entry once it saw three brokers again) and Ready: the next one goes.
     let mut replaced = view.clone();
     replaced.pods.retain(|p| p.name != "broker-0");
-    replaced.pods.push(kafka.pod("broker-0b", "up"));
+    replaced.pods.push(kafka.pod("broker-0b", "up").into());
     assert_eq!(summary(&plan_now(&replaced)), ["Evict kafka/broker-1"]);
 }
 

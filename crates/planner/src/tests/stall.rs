@@ -147,7 +147,7 @@ fn a_stalled_node_without_owned_pods_rests_until_its_pod_can_go() {
     let mut view = stalled_alone();
     view.pods.retain(|p| p.name != "web-1");
     view.pods
-        .push(crate::testing::unmanaged_pod("shop", "lone", "stuck"));
+        .push(crate::testing::unmanaged_pod("shop", "lone", "stuck").into());
     view.policies[0].spec.unmanaged_pods.policy = k8sm_api::UnmanagedPodPolicy::DeleteAfterTimeout;
     view.policies[0].spec.unmanaged_pods.timeout = Some("30m".parse().unwrap());
     let plan = plan_at(&view, 12);

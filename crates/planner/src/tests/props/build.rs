@@ -47,7 +47,7 @@ fn push_pod(view: &mut ClusterView, truth: &mut Truth, mut pod: PodView, g: &Pod
             opted_out: g.opted_out,
         },
     );
-    view.pods.push(pod);
+    view.pods.push(pod.into());
 }
 
 /// One generated workload: its truth, and its pods before they are placed.

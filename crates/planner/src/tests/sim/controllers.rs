@@ -86,7 +86,7 @@ impl World {
                 .get(&pod.uid)
                 .is_some_and(|&at| at <= step + 1)
             {
-                pod.ready = true;
+                std::sync::Arc::make_mut(pod).ready = true;
                 self.ready_at.remove(&pod.uid);
             }
         }
@@ -220,7 +220,7 @@ impl World {
                 let extra = live.len() - replicas;
                 for (_, _, uid) in live.into_iter().take(extra) {
                     let pod = self.view.pods.iter_mut().find(|p| p.uid == uid).unwrap();
-                    pod.terminating = true;
+                    std::sync::Arc::make_mut(pod).terminating = true;
                 }
             }
         }
@@ -260,7 +260,7 @@ impl World {
         let uid = self.view.pods[i].uid.clone();
         if self.rng.chance(50) {
             if self.view.pods[i].ready {
-                self.view.pods[i].ready = false;
+                std::sync::Arc::make_mut(&mut self.view.pods[i]).ready = false;
                 self.ready_at.insert(uid, step + 1 + self.rng.below(4));
             }
         } else if self.pod_set.contains_key(&uid) {

@@ -128,7 +128,7 @@ impl World {
             world
                 .view
                 .pods
-                .push(unmanaged_pod("ns", &format!("loose-{i}"), &on));
+                .push(unmanaged_pod("ns", &format!("loose-{i}"), &on).into());
         }
         world.update_budgets();
         world
@@ -226,7 +226,7 @@ impl World {
                 let never = i == 0 && j < spec.never_ready;
                 if never || j < starting {
                     let pod = self.view.pods.iter_mut().find(|p| p.uid == uid).unwrap();
-                    pod.ready = false;
+                    std::sync::Arc::make_mut(pod).ready = false;
                     if never {
                         self.ready_at.remove(&uid);
                     } else {
@@ -313,7 +313,7 @@ impl World {
         }
         let uid = pod.uid.clone();
         self.pod_set.insert(uid.clone(), set);
-        self.view.pods.push(pod);
+        self.view.pods.push(pod.into());
         uid
     }
 
