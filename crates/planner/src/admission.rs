@@ -17,6 +17,16 @@
 //! owner's node waits: owners whose pods are bunched on a few nodes drain side by side instead of in a convoy. The
 //! queue (`admission_position`) is in the same order, judged after the pass's actions.
 //!
+//! Critical path first: among the nodes whose pods can move now, those holding a pod of the owner with the longest
+//! remaining [`chain`] come first (then [`candidate_key`] order). A workload that may lose `a` pods at once (`a = d -
+//! floor`, the floor of the health rule) and still has `m` pods to move needs at least `ceil(m / a)` waves, one after
+//! the other, each as long as a replacement takes to become Ready: the upgrade can end no sooner than its longest
+//! chain does, however many slots there are. A slot given to a node that holds the next pod of the longest chain
+//! shortens that critical path; a slot given to a node of short chains does not (those finish in time anyway), and
+//! left the long chain's next pod waiting on a queued node while every slot held other owners' nodes. Nodes whose
+//! pods cannot move now stay behind, in key order, and groups stay as they are: the chain only reorders nodes that
+//! would be admitted anyway. Ties keep the key's order, so the order stays deterministic.
+//!
 //! Slots are enforced strictly: when more nodes hold one than there are slots (after `maxConcurrentNodes` was lowered,
 //! or when a Blocked node's operator problem went away while its slot was reused), the first ones in holder order act
 //! and the rest wait (`WaitingForSlot`) without evicting anything, still admitted.
@@ -85,6 +95,22 @@ pub(crate) type Group = (bool, bool, Option<DateTime<Utc>>, bool);
 pub(crate) fn group(stalled: Option<Option<DateTime<Utc>>>, need_operator: u32) -> Group {
     let (stalled, unknown, at, operator, ..) = candidate_key(stalled, need_operator, 0, None, "");
     (stalled, unknown, at, operator)
+}
+
+/// A workload's remaining chain, in waves: `ceil(to_move / a)` with `a = d - sla_floor(t, d)` the pods the health
+/// rule lets it lose at once (DESIGN.md §5.3), `to_move` its pods still on nodes to drain (`PodCounts::to_move`).
+/// Chains of one wave or less count as 0: a workload that moves all it has in one wave gains nothing from an earlier
+/// slot over another such, and the key's order (easiest first) decides among them. A workload scaled to zero has no
+/// chain.
+pub(crate) fn chain(to_move: u32, desired: u32, threshold: u8) -> u32 {
+    let allowance = desired.saturating_sub(crate::health::sla_floor(threshold, desired));
+    if allowance == 0 {
+        return 0;
+    }
+    match to_move.div_ceil(allowance) {
+        0 | 1 => 0,
+        waves => waves,
+    }
 }
 
 /// Splits sorted holders into those that act (the first `slots`) and those that wait for a slot.
@@ -189,6 +215,24 @@ mod tests {
                 "draining-unknown"
             ]
         );
+    }
+
+    #[test]
+    fn chains_count_waves_of_what_the_rule_lets_go_at_once() {
+        // d = 12 at 90%: floor min(11, 11) = 11, one pod at a time.
+        assert_eq!(chain(11, 12, 90), 11);
+        assert_eq!(chain(12, 12, 90), 12);
+        // d = 100 at 90%: floor 90, ten at a time.
+        assert_eq!(chain(25, 100, 90), 3);
+        assert_eq!(chain(20, 100, 90), 2);
+        // d = 6 at 50%: floor 3, three at a time.
+        assert_eq!(chain(6, 6, 50), 2);
+        // One wave or none: no chain.
+        assert_eq!(chain(10, 100, 90), 0);
+        assert_eq!(chain(1, 1, 90), 0);
+        assert_eq!(chain(0, 12, 90), 0);
+        // Scaled to zero.
+        assert_eq!(chain(3, 0, 90), 0);
     }
 
     #[test]

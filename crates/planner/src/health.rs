@@ -20,7 +20,7 @@
 //! wait (see `classify::Unmanaged::OwnerGone`).
 
 use crate::{
-    index::{FastMap, Index},
+    index::{FastMap, Index, PodCounts},
     workload::Workload,
 };
 
@@ -165,14 +165,32 @@ impl Ledger {
 fn observe(workload: Workload, index: &Index) -> OwnerHealth {
     let gone = index.in_flight_gone.get(workload.uid).copied().unwrap_or(0);
     let pods = index.workload_pods(workload.uid);
-    let remembered = index.observed_sizes.get(workload.uid).copied().unwrap_or(0);
-    let seen = gone + pods.seen;
     OwnerHealth {
-        desired: workload.desired.unwrap_or(seen.max(remembered)),
+        desired: desired_of(workload, pods, gone, index),
         ready: pods.ready,
         // An eviction in flight whose pod already left the cache still means "not replaced yet".
         going: gone + pods.going,
     }
+}
+
+/// A workload's `d` as the view shows it (what [`Ledger::health`] starts from), given its pods from the index:
+/// `spec.replicas` for a kind k8sm knows, without any lookup; for a controller of another kind, its pods seen plus its
+/// evictions in flight whose pod is gone, or its remembered size, whichever is larger.
+pub(crate) fn desired(workload: Workload, pods: PodCounts, index: &Index) -> u32 {
+    match workload.desired {
+        Some(d) => d,
+        None => {
+            let gone = index.in_flight_gone.get(workload.uid).copied().unwrap_or(0);
+            desired_of(workload, pods, gone, index)
+        }
+    }
+}
+
+fn desired_of(workload: Workload, pods: PodCounts, gone: u32, index: &Index) -> u32 {
+    workload.desired.unwrap_or_else(|| {
+        let remembered = index.observed_sizes.get(workload.uid).copied().unwrap_or(0);
+        (gone + pods.seen).max(remembered)
+    })
 }
 
 #[cfg(test)]

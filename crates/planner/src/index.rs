@@ -94,6 +94,13 @@ pub(crate) struct PodCounts {
     pub(crate) going: u32,
     /// Of the others, Ready pods.
     pub(crate) ready: u32,
+    /// Pods this upgrade still has to move: workload or other-controller pods (so neither finished nor terminating
+    /// nor with an eviction in flight) bound to a node that must still be drained, by its contract keys alone — one
+    /// that carries the mark (annotation or label), was not told to terminate (no kamikaze annotation nor recorded
+    /// kamikaze executor ID) and is not opted out — whether it drains now or queues for a slot. Counted in the same
+    /// walk as the rest, from one flag per node: which policy selects the node is not known here, and a node marked
+    /// in this very pass counts from the next one. See `admission::chain`.
+    pub(crate) to_move: u32,
 }
 
 /// The view, indexed. Every collection iterates in a fixed order, whatever the order of the view's vectors.
@@ -118,6 +125,9 @@ pub(crate) struct Index<'a> {
     workload_slots: FastMap<&'a str, u32>,
     /// Per workload slot, its pods, bound to a node or not.
     workload_pods: Vec<PodCounts>,
+    /// Per position in `pods`, the workload slot it counts for (`u32::MAX` for a pod without a controller): so that
+    /// a pass reads a node's workloads without hashing their UIDs.
+    pod_workload: Vec<u32>,
     /// What the pods were classified with (classifying again is for tests: the index holds every pod's class).
     #[cfg(test)]
     pub(crate) lookups: Lookups<'a>,
@@ -193,6 +203,9 @@ impl<'a> Index<'a> {
         let mut workload_pods = vec![PodCounts::default(); workload_slots.len()];
         // Which pods with an eviction in flight are still in the view (a few; not a set of every pod).
         let mut in_flight_seen: FastSet<&str> = FastSet::default();
+        // Per node slot, whether the node must still be drained (see `PodCounts::to_move`): decided once per node.
+        let to_drain: Vec<bool> = nodes.values().map(|n| must_drain(n)).collect();
+        let mut pod_workload: Vec<u32> = Vec::with_capacity(view.pods.len());
         for pod in &view.pods {
             let going = !lookups.in_flight_pods.is_empty()
                 && lookups.in_flight_pods.contains(pod.uid.as_str());
@@ -203,7 +216,8 @@ impl<'a> Index<'a> {
                 .controller
                 .as_ref()
                 .and_then(|c| lookups.owners.get(c.uid.as_str()));
-            classes.push(classify::classify_entry(pod, entry, &lookups));
+            let class = classify::classify_entry(pod, entry, &lookups);
+            classes.push(class);
             let slot = pod
                 .node_name
                 .as_deref()
@@ -214,6 +228,7 @@ impl<'a> Index<'a> {
             }
             pod_slot.push(slot);
             let Some(controller) = &pod.controller else {
+                pod_workload.push(u32::MAX);
                 continue;
             };
             // A controller that is not in the view counts for itself.
@@ -228,7 +243,14 @@ impl<'a> Index<'a> {
                     slot
                 }
             };
+            pod_workload.push(slot_of(counts));
             let counts = &mut workload_pods[counts];
+            if slot != u32::MAX
+                && to_drain[slot as usize]
+                && matches!(class, Class::Owned(_) | Class::Other(_))
+            {
+                counts.to_move += 1;
+            }
             if !pod.phase.is_finished() {
                 counts.seen += 1;
                 if pod.terminating || going {
@@ -300,6 +322,7 @@ impl<'a> Index<'a> {
             classes,
             workload_slots,
             workload_pods,
+            pod_workload,
             #[cfg(test)]
             lookups,
             pdbs,
@@ -331,6 +354,40 @@ impl<'a> Index<'a> {
         self.by_node[range]
             .iter()
             .map(|&i| (&*self.pods[i as usize], self.classes[i as usize]))
+    }
+
+    /// The workload or other-controller pods bound to `node`, each with the slot of the workload it counts for (see
+    /// [`Self::workload_at`]), in the view's order. Reads no UID.
+    pub(crate) fn workloads_on(
+        &self,
+        node: &str,
+    ) -> impl Iterator<Item = (crate::workload::Workload<'a>, u32)> + '_ {
+        let range = match self.node_slots.get(node) {
+            Some(&slot) => {
+                let slot = slot as usize;
+                self.node_start[slot] as usize..self.node_start[slot + 1] as usize
+            }
+            None => 0..0,
+        };
+        self.by_node[range].iter().filter_map(|&i| {
+            let i = i as usize;
+            self.classes[i]
+                .workload()
+                .map(|w| (w, self.pod_workload[i]))
+        })
+    }
+
+    /// How many workload slots there are: workload slots are `0..workload_count()`.
+    pub(crate) fn workload_count(&self) -> usize {
+        self.workload_pods.len()
+    }
+
+    /// The pods of the workload in `slot` (from [`Self::workloads_on`]), as the view shows them.
+    pub(crate) fn workload_at(&self, slot: u32) -> PodCounts {
+        self.workload_pods
+            .get(slot as usize)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// The pods of the workload `uid`, as the view shows them.
@@ -372,6 +429,14 @@ impl<'a> Index<'a> {
                 .filter(move |(_, p)| p.covers(pod))
         })
     }
+}
+
+/// Whether `node` must still be drained, by its contract keys alone (see `PodCounts::to_move`).
+fn must_drain(node: &NodeView) -> bool {
+    (node.incompatible_since.is_some() || node.incompatible_label)
+        && node.kamikaze.is_none()
+        && node.kamikaze_executor_id.is_none()
+        && !crate::nodes::node_opted_out(node)
 }
 
 /// A position, as the `u32` the index stores (a view holds far fewer than 4 billion objects).

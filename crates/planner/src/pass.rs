@@ -15,7 +15,7 @@ use crate::{
     conditions::{self, condition},
     deleted,
     drain::{self, NodeContext, Survey, earliest},
-    health::Ledger,
+    health::{self, Ledger},
     index::Index,
     nodes::{self, Assessment, Stage},
     output::{Action, ActionKind, Blocker, Decision, EtaInputs, NodePlan, PodPlan, PolicyPlan},
@@ -35,6 +35,8 @@ struct Entry<'v> {
     node: &'v NodeView,
     assessment: Assessment,
     survey: Option<Survey<'v>>,
+    /// For a candidate, the longest remaining chain among the owners of its pods ([`admission::chain`]); 0 otherwise.
+    chain: u32,
 }
 
 impl<'v> PolicyPass<'v, '_> {
@@ -122,6 +124,7 @@ impl<'v> PolicyPass<'v, '_> {
                 node,
                 assessment,
                 survey: None,
+                chain: 0,
             };
             match entry.assessment.stage {
                 Stage::Settled(phase) | Stage::OptedOut(phase) => {
@@ -167,7 +170,8 @@ impl<'v> PolicyPass<'v, '_> {
         let for_holders = slots.saturating_sub(missing.len());
         let (acting, waiting) = admission::split(holders, for_holders);
         let acting_count = acting.len();
-        candidates.sort_by(|a, b| candidate_key(a).cmp(&candidate_key(b)));
+        self.chains(&mut candidates);
+        candidates.sort_by(admission_order);
         let free = if spec.paused {
             0
         } else {
@@ -251,10 +255,33 @@ impl<'v> PolicyPass<'v, '_> {
         (out, policy_plan)
     }
 
-    /// Admits candidates (sorted by [`candidate_key`]) into `free` slots, and drains each at once: within each group of
-    /// [`admission::group`], first the nodes whose pods can move now, in key order, then the others; a group is
-    /// exhausted before the next is looked at. A node that stalled less than `nodeProgressDeadline` ago rests (is not
-    /// admitted) unless one of its pods can go now. Returns how many were admitted, and the candidates left.
+    /// Sets the chain of every candidate: the longest [`admission::chain`] among the owners of its pods, each owner's
+    /// worked out once (a walk over the candidates' pods that reads no UID but those of other kinds' controllers).
+    fn chains(&self, candidates: &mut [Entry<'v>]) {
+        let threshold = self.spec().owner_health_threshold.clamp(1, 100);
+        let mut chains = vec![u32::MAX; self.index.workload_count()];
+        for entry in candidates {
+            let mut longest = 0;
+            for (workload, slot) in self.index.workloads_on(&entry.node.name) {
+                let Some(known) = chains.get_mut(slot as usize) else {
+                    continue;
+                };
+                if *known == u32::MAX {
+                    let pods = self.index.workload_at(slot);
+                    let desired = health::desired(workload, pods, self.index);
+                    *known = admission::chain(pods.to_move, desired, threshold);
+                }
+                longest = longest.max(*known);
+            }
+            entry.chain = longest;
+        }
+    }
+
+    /// Admits candidates (sorted by [`admission_order`]) into `free` slots, and drains each at once: within each group
+    /// of [`admission::group`], first the nodes whose pods can move now, longest chain first then in key order, then
+    /// the others in key order; a group is exhausted before the next is looked at. A node that stalled less than
+    /// `nodeProgressDeadline` ago rests (is not admitted) unless one of its pods can go now. Returns how many were
+    /// admitted, and the candidates left.
     fn admit_all(
         &self,
         candidates: Vec<Entry<'v>>,
@@ -294,6 +321,7 @@ impl<'v> PolicyPass<'v, '_> {
                 next = candidates.next_if(|e| group_of(e) == group);
             }
             // Those whose pods cannot move now still go before the next group, in key order.
+            cannot_move.sort_by(|a, b| candidate_key(a).cmp(&candidate_key(b)));
             for entry in cannot_move {
                 if admitted == free {
                     left.push(entry);
@@ -311,15 +339,23 @@ impl<'v> PolicyPass<'v, '_> {
     }
 
     /// The admission queue: candidates sorted by [`candidate_key`], reordered within each group of
-    /// [`admission::group`] so that nodes whose pods can move after this pass's actions come first (the order in which
-    /// [`Self::admit_all`] would admit them if slots were free now).
+    /// [`admission::group`] so that nodes whose pods can move after this pass's actions come first, longest chain
+    /// first (the order in which [`Self::admit_all`] would admit them if slots were free now).
     fn queue(&self, queued: Vec<Entry<'v>>, ledger: &mut Ledger) -> Vec<Entry<'v>> {
         let mut keyed: Vec<(bool, Entry)> = queued
             .into_iter()
             .map(|e| (self.readiness(&e, ledger) != Readiness::Moves, e))
             .collect();
-        // Stable: key order within each (group, can move) part.
-        keyed.sort_by_key(|(later, e)| (group_of(e), *later));
+        keyed.sort_by(|(later_a, a), (later_b, b)| {
+            (group_of(a), *later_a)
+                .cmp(&(group_of(b), *later_b))
+                // Only among those that can move: the others stay in key order.
+                .then_with(|| match later_a {
+                    false => b.chain.cmp(&a.chain),
+                    true => std::cmp::Ordering::Equal,
+                })
+                .then_with(|| candidate_key(a).cmp(&candidate_key(b)))
+        });
         keyed.into_iter().map(|(_, e)| e).collect()
     }
 
@@ -400,6 +436,16 @@ impl<'v> PolicyPass<'v, '_> {
             pods: Vec::new(),
         }
     }
+}
+
+/// The order in which admission looks at candidates: by group, then longest chain, then [`candidate_key`]. Only the
+/// nodes whose pods can move now are admitted in this order; the others in key order (see
+/// [`PolicyPass::admit_all`]).
+fn admission_order(a: &Entry, b: &Entry) -> std::cmp::Ordering {
+    group_of(a)
+        .cmp(&group_of(b))
+        .then_with(|| b.chain.cmp(&a.chain))
+        .then_with(|| candidate_key(a).cmp(&candidate_key(b)))
 }
 
 fn candidate_key<'a>(e: &'a Entry) -> admission::CandidateKey<'a> {

@@ -2,6 +2,7 @@
 
 mod admission;
 mod convoy;
+mod critical_path;
 mod handback;
 mod hostile;
 mod lifecycle;
