@@ -382,21 +382,22 @@ impl StatusWriter {
                 written.postponed = Some(written.postponed.map_or(at, |p| p.min(at)));
                 continue;
             }
-            self.writes.wrote(&policy.policy, started);
             let patch = json!({
                 "metadata": { "resourceVersion": cached.resource_version },
                 "status": with_explicit_nulls(&status)?,
             });
             self.leadership.ensure()?;
-            match self
+            let answer = self
                 .api
                 .patch_status(
                     &policy.policy,
                     &crate::write_params::patch(),
                     &Patch::Merge(&patch),
                 )
-                .await
-            {
+                .await;
+            self.writes
+                .wrote(&policy.policy, started, started.elapsed());
+            match answer {
                 Ok(patched) => written.versions.push((
                     policy.policy.clone(),
                     cached.resource_version.clone(),

@@ -5,9 +5,15 @@
 //!
 //! - what the controller itself relies on (the deleted-node records: a node deleted by `DeleteNode` lives only
 //!   there) and what operators and `kubectl wait` watch (conditions, observedGeneration) are written at once;
-//! - the rest (counts, per-node rows, blocked pods, ETA) at most once per [`MIN_INTERVAL`] per policy; a change
-//!   that waits is written by a pass at the end of the interval, which the loop is asked for, so the status is never
-//!   more than an interval behind.
+//! - the rest (counts, per-node rows, blocked pods, ETA) at most once per interval per policy; a change that waits
+//!   is written by a pass at the end of the interval, which the loop is asked for, so the status is never more than
+//!   an interval behind.
+//!
+//! The interval is [`MIN_INTERVAL`], or [`TIME_SHARE`] times as long as the policy's last write took if that is
+//! longer (at most [`MAX_INTERVAL`]): the loop awaits each write, and on a loaded apiserver at a thousand nodes one
+//! took about a third of a second, a second apart: a third of the loop's time went to refreshing counts while
+//! evictions waited (the bench's per-stage pass times showed it). So refreshing the status takes at most a tenth of
+//! the loop's time, and the status lags more only where writing it is slow.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -16,11 +22,15 @@ use k8sm_api::ExecutorUpgradePolicyStatus;
 
 /// The shortest time between two writes of a policy's status that only refresh counts, rows and the ETA.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest: an operator watching the status sees it at most this far behind.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(10);
+/// The interval is at least this many times as long as the last write took.
+pub const TIME_SHARE: u32 = 10;
 
-/// When each policy's status was last written.
+/// When each policy's status was last written, and the interval until its next paced write.
 #[derive(Debug, Default)]
 pub struct StatusPace {
-    last_write: HashMap<String, Instant>,
+    last_write: HashMap<String, (Instant, Duration)>,
 }
 
 /// Whether a changed status is written now.
@@ -44,14 +54,19 @@ impl StatusPace {
             return Verdict::Now;
         }
         match self.last_write.get(policy) {
-            Some(last) if now < *last + MIN_INTERVAL => Verdict::At(*last + MIN_INTERVAL),
+            Some(&(last, interval)) if now < last + interval => Verdict::At(last + interval),
             _ => Verdict::Now,
         }
     }
 
-    /// Records a write of `policy`'s status (attempted: a refused write is paced too).
-    pub fn wrote(&mut self, policy: &str, now: Instant) {
-        self.last_write.insert(policy.to_owned(), now);
+    /// Records a write of `policy`'s status that began at `started` and took `took` (attempted: a refused write is
+    /// paced too).
+    pub fn wrote(&mut self, policy: &str, started: Instant, took: Duration) {
+        let interval = took
+            .saturating_mul(TIME_SHARE)
+            .clamp(MIN_INTERVAL, MAX_INTERVAL);
+        self.last_write
+            .insert(policy.to_owned(), (started, interval));
     }
 
     /// Forgets policies that are gone.
@@ -108,7 +123,7 @@ mod tests {
             pace.judge("p", Some(&status(0)), &status(1), t0),
             Verdict::Now
         );
-        pace.wrote("p", t0);
+        pace.wrote("p", t0, Duration::from_millis(20));
         let soon = t0 + MIN_INTERVAL / 2;
         assert_eq!(
             pace.judge("p", Some(&status(1)), &status(2), soon),
@@ -126,10 +141,40 @@ mod tests {
     }
 
     #[test]
+    fn a_slow_write_spaces_the_next_ones_out_to_a_tenth_of_the_time_at_most() {
+        let mut pace = StatusPace::default();
+        let t0 = Instant::now();
+        // 400 ms to write: the next paced write no sooner than 4 s after this one began.
+        pace.wrote("p", t0, Duration::from_millis(400));
+        let at = t0 + Duration::from_millis(400) * TIME_SHARE;
+        assert_eq!(
+            pace.judge("p", Some(&status(1)), &status(2), t0 + MIN_INTERVAL),
+            Verdict::At(at)
+        );
+        assert_eq!(
+            pace.judge("p", Some(&status(1)), &status(2), at),
+            Verdict::Now
+        );
+        // However slow, the status is at most MAX_INTERVAL behind.
+        pace.wrote("p", t0, Duration::from_secs(30));
+        assert_eq!(
+            pace.judge("p", Some(&status(1)), &status(2), t0 + MIN_INTERVAL),
+            Verdict::At(t0 + MAX_INTERVAL)
+        );
+        // Urgent changes do not wait for it.
+        let mut generation = status(1);
+        generation.observed_generation = Some(2);
+        assert_eq!(
+            pace.judge("p", Some(&status(1)), &generation, t0 + MIN_INTERVAL),
+            Verdict::Now
+        );
+    }
+
+    #[test]
     fn records_conditions_and_generations_are_written_at_once() {
         let mut pace = StatusPace::default();
         let t0 = Instant::now();
-        pace.wrote("p", t0);
+        pace.wrote("p", t0, Duration::from_millis(20));
         let soon = t0 + Duration::from_millis(10);
         let mut record = status(0);
         record.deleted_nodes.push(DeletedNode {

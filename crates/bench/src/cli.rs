@@ -98,6 +98,10 @@ pub struct Args {
     /// Do not measure the apiserver's eviction throughput before the runs (the bound then leaves it out).
     #[arg(long)]
     pub skip_calibration: bool,
+    /// The planner's criterion figures under target/criterion come from an earlier `cargo bench`, not from this
+    /// invocation (`cargo xtask bench --no-planner-bench` passes it): the report says so.
+    #[arg(long)]
+    pub planner_measured_earlier: bool,
     /// Only rewrite the index (`README.md` of the reports' directory) from the JSON summaries there.
     #[arg(long)]
     pub index_only: bool,
@@ -311,12 +315,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ),
         charted: charted.iter().map(|o| o.name.clone()).collect(),
     };
-    // criterion ran first in this invocation (`cargo xtask bench`): its estimates are read now.
+    // criterion ran first in this invocation (`cargo xtask bench`), unless told otherwise: its estimates are read now.
     let mut summary = Summary {
         scenario,
         machine: machine::machine(&root, "", command),
         runs: Vec::new(),
         planner: machine::planner_benches(&target_dir),
+        planner_measured_earlier: args.planner_measured_earlier,
     };
     let json = out.join(format!("{name}.json"));
     for round in 0..args.runs {

@@ -450,9 +450,14 @@ fn planner_table(summary: &Summary) -> String {
     if summary.planner.is_empty() {
         return out;
     }
+    let when = if summary.planner_measured_earlier {
+        "measured by an earlier run of it, not in this invocation: see when"
+    } else {
+        "same invocation"
+    };
     let _ = writeln!(
         out,
-        "### Planner pass (criterion, `cargo bench -p k8sm-planner`, same invocation)\n"
+        "### Planner pass (criterion, `cargo bench -p k8sm-planner`, {when})\n"
     );
     let _ = writeln!(
         out,
@@ -661,6 +666,32 @@ mod tests {
         );
         assert!(report.contains("a placeholder derivation"), "{report}");
         assert!(report.contains("- kubectl drain + PDB at the bound (run 1): a note"));
+    }
+
+    #[test]
+    fn criterion_figures_of_an_earlier_run_are_not_called_this_invocations() {
+        let heading = |report: &str| {
+            report
+                .lines()
+                .find(|l| l.starts_with("### Planner pass"))
+                .map(str::to_owned)
+        };
+        let mut summary = summary();
+        let now = heading(&render(&summary, &[])).expect("a planner section");
+        assert!(now.ends_with("same invocation)"), "{now}");
+        summary.planner_measured_earlier = true;
+        let earlier = heading(&render(&summary, &[])).expect("a planner section");
+        assert!(earlier.contains("not in this invocation"), "{earlier}");
+        // With both the per-stage means: the pass's stages of the median run, in order.
+        let report = render(&summary, &[]);
+        assert!(
+            report.contains("observe 12.5 ms, plan 1.5 ms"),
+            "{}",
+            report
+                .lines()
+                .filter(|l| l.contains("per stage"))
+                .collect::<String>()
+        );
     }
 
     #[test]

@@ -350,6 +350,9 @@ pub struct Summary {
     pub machine: Machine,
     pub runs: Vec<Run>,
     pub planner: Vec<PlannerBench>,
+    /// `planner` was measured by an earlier `cargo bench`, not in this invocation (see each one's `measured_at`).
+    #[serde(default)]
+    pub planner_measured_earlier: bool,
 }
 
 impl Summary {

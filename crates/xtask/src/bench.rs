@@ -47,12 +47,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             "k8sm-agent",
         ]),
     )?;
-    workspace::run(
-        "cargo run --release -p k8sm-bench",
-        workspace::cargo()
-            .args(["run", "--release", "-p", "k8sm-bench", "--"])
-            .args(&args.args),
-    )
+    let mut bench = workspace::cargo();
+    bench
+        .args(["run", "--release", "-p", "k8sm-bench", "--"])
+        .args(&args.args);
+    // The report must not present criterion figures left by an earlier run as this invocation's.
+    if args.no_planner_bench {
+        bench.arg("--planner-measured-earlier");
+    }
+    workspace::run("cargo run --release -p k8sm-bench", &mut bench)
 }
 
 /// The charts need a TrueType font; Debian machines get DejaVu Sans from its package, as .ci/run installs tools.
