@@ -2,7 +2,8 @@
 //! nodes and tens of thousands of pods (DESIGN.md §8). Every trim keeps the object's view unchanged (see the tests).
 
 use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec, StatefulSet, StatefulSetSpec,
+    Deployment, DeploymentSpec, DeploymentStatus, ReplicaSet, ReplicaSetSpec, StatefulSet,
+    StatefulSetSpec,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
@@ -61,7 +62,26 @@ macro_rules! trim_replicated {
     };
 }
 
-trim_replicated!(trim_deployment, Deployment, DeploymentSpec);
+/// A Deployment: its desired count, and what tells whether its controller is replacing pods (a rollout under way:
+/// `k8sm_view::deployment_view`): its generation, whether it is paused, and the observed generation and pod counts
+/// of its status.
+pub(crate) fn trim_deployment(deployment: &mut Deployment) {
+    let generation = deployment.metadata.generation;
+    trim_owner_meta(&mut deployment.metadata);
+    deployment.metadata.generation = generation;
+    let spec = deployment.spec.as_ref();
+    deployment.spec = Some(DeploymentSpec {
+        replicas: spec.and_then(|s| s.replicas),
+        paused: spec.and_then(|s| s.paused),
+        ..DeploymentSpec::default()
+    });
+    deployment.status = deployment.status.take().map(|status| DeploymentStatus {
+        observed_generation: status.observed_generation,
+        replicas: status.replicas,
+        updated_replicas: status.updated_replicas,
+        ..DeploymentStatus::default()
+    });
+}
 trim_replicated!(trim_replica_set, ReplicaSet, ReplicaSetSpec);
 trim_replicated!(
     trim_replication_controller,

@@ -57,7 +57,11 @@ fn assert_trim_keeps_view<K>(
     let size = |o: &K| serde_json::to_string(o).unwrap().len();
     assert_eq!(view(&trimmed), view(&original));
     let kept = serde_json::to_value(&trimmed).unwrap();
-    assert_eq!(kept["status"], Value::Null, "status dropped: {kept}");
+    assert_eq!(
+        kept["status"]["readyReplicas"],
+        Value::Null,
+        "status not read dropped: {kept}"
+    );
     assert_eq!(
         kept["spec"]["template"]["spec"]["containers"],
         Value::Null,
@@ -116,6 +120,44 @@ fn trimmed_controllers_convert_to_the_same_views() {
         trim_job,
         k8sm_view::job_view,
     );
+}
+
+/// Whether a Deployment's controller is replacing pods survives the trim in every state: a rollout with old pods
+/// left, one paused half-way, a generation not observed yet, and a rollout complete.
+#[test]
+fn a_trimmed_deployment_still_tells_a_rollout_under_way() {
+    let spec = |paused: bool| json!({"replicas": 4, "paused": paused, "selector": {"matchLabels": {"app": "web"}}, "template": template()});
+    let status = |observed: i64, replicas: i32, updated: i32| {
+        json!({"observedGeneration": observed, "replicas": replicas, "updatedReplicas": updated,
+               "readyReplicas": replicas, "availableReplicas": replicas})
+    };
+    // The fixture's generation is 7.
+    let cases = [
+        ("old pods left", spec(false), status(7, 5, 2), true),
+        ("paused half-way", spec(true), status(7, 4, 2), false),
+        (
+            "generation not observed",
+            spec(false),
+            status(6, 4, 4),
+            true,
+        ),
+        ("complete", spec(false), status(7, 4, 4), false),
+    ];
+    for (case, spec, status, replacing) in cases {
+        let original: Deployment = object(controller("apps/v1", "Deployment", spec, status));
+        let mut trimmed = original.clone();
+        trim_deployment(&mut trimmed);
+        assert_eq!(
+            k8sm_view::deployment_view(&original).replacing,
+            replacing,
+            "{case}"
+        );
+        assert_eq!(
+            k8sm_view::deployment_view(&trimmed),
+            k8sm_view::deployment_view(&original),
+            "{case}"
+        );
+    }
 }
 
 #[test]

@@ -60,6 +60,7 @@ fn fleet(nodes: usize) -> ClusterView {
             desired: Some(size as u32),
             controller: None,
             exists: true,
+            replacing: false,
         };
         let owner = OwnerView {
             kind: OwnerKind::ReplicaSet,

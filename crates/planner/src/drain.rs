@@ -420,6 +420,14 @@ fn decide_workload(
     if let Some(first) = held_back.filter(|_| pod.ready) {
         return wait(format!("wait: goes once {first}"));
     }
+    // Two controllers removing Ready pods of one workload at once, neither seeing the other's deletion in time, is how
+    // it falls below its floor: while its own controller replaces pods (a rollout), k8sm adds no Ready pod to that.
+    if workload.replacing && pod.ready {
+        return wait(format!(
+            "wait: {workload} is rolling out (its controller is replacing pods itself); goes once the rollout is \
+             complete"
+        ));
+    }
     let health = ledger.health(workload, index);
     let t = ctx.threshold;
     let needed = health::needed(t, health.desired);

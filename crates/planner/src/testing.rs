@@ -120,6 +120,7 @@ pub fn owner(kind: OwnerKind, namespace: &str, name: &str, desired: Option<u32>)
         desired,
         controller: None,
         exists: true,
+        replacing: false,
     }
 }
 

@@ -252,6 +252,13 @@ pub struct OwnerView {
     /// more, so its pods are unmanaged pods (the unmanaged-pod policy applies). An owner absent from the view is
     /// different: it may be gone or not seen yet, so its pods wait for the garbage collector.
     pub exists: bool,
+    /// A Deployment whose own controller is replacing pods: a rollout under way (a generation it has not observed
+    /// yet, or pods of older ReplicaSets left: `status.replicas > status.updatedReplicas`) and not paused. Its
+    /// controller deletes old pods as new ones become available, within its own `maxUnavailable`, reacting to the
+    /// same readiness changes k8sm reacts to: an eviction on top of that can take it below its floor before either
+    /// saw the other's deletion. `false` for every other kind.
+    #[serde(default)]
+    pub replacing: bool,
 }
 
 /// A PodDisruptionBudget.

@@ -21,6 +21,8 @@ pub(crate) struct Workload<'a> {
     /// `spec.replicas` of a kind k8sm knows; `None` for a controller of another kind, whose size k8sm infers from
     /// the pods it sees (see `health`).
     pub(crate) desired: Option<u32>,
+    /// A Deployment whose controller is replacing pods itself (see [`OwnerView::replacing`]).
+    pub(crate) replacing: bool,
 }
 
 impl<'a> Workload<'a> {
@@ -32,6 +34,7 @@ impl<'a> Workload<'a> {
             name: &owner.name,
             // The apiserver defaults `replicas` to 1.
             desired: Some(owner.desired.unwrap_or(1)),
+            replacing: owner.replacing,
         }
     }
 
@@ -42,6 +45,7 @@ impl<'a> Workload<'a> {
             kind: &controller.kind,
             name: &controller.name,
             desired: None,
+            replacing: false,
         }
     }
 

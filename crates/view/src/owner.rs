@@ -12,7 +12,30 @@ use crate::meta::controller_ref;
 
 pub fn deployment_view(deployment: &Deployment) -> OwnerView {
     let replicas = deployment.spec.as_ref().and_then(|s| s.replicas);
-    replicated(OwnerKind::Deployment, &deployment.metadata, replicas)
+    let mut view = replicated(OwnerKind::Deployment, &deployment.metadata, replicas);
+    view.replacing = replacing_pods(deployment);
+    view
+}
+
+/// Whether a Deployment's controller is replacing pods itself: not paused, and either a generation it has not
+/// observed yet (a rollout about to start) or pods of older ReplicaSets left (`status.replicas` counts every
+/// ReplicaSet's pods, `status.updatedReplicas` the newest one's), the first half of `kubectl rollout status`'s test.
+fn replacing_pods(deployment: &Deployment) -> bool {
+    let paused = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.paused)
+        .unwrap_or(false);
+    let status = deployment.status.as_ref();
+    let observed = status.and_then(|s| s.observed_generation);
+    let unobserved = match (deployment.metadata.generation, observed) {
+        (Some(generation), Some(observed)) => generation > observed,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let replicas = status.and_then(|s| s.replicas).unwrap_or(0);
+    let updated = status.and_then(|s| s.updated_replicas).unwrap_or(0);
+    !paused && (unobserved || replicas > updated)
 }
 
 pub fn replica_set_view(replica_set: &ReplicaSet) -> OwnerView {
@@ -55,6 +78,7 @@ fn owner(kind: OwnerKind, meta: &ObjectMeta, desired: Option<u32>) -> OwnerView 
         desired,
         controller: controller_ref(meta),
         exists: meta.deletion_timestamp.is_none(),
+        replacing: false,
     }
 }
 
