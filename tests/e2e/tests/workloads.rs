@@ -120,7 +120,8 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
             workload_policy(&scenario, UnmanagedPodPolicy::Delete),
         )
         .await;
-    // Admitted last, it waits on the Deployment (not on its ReplicaSet), as Events and `blocked` say.
+    // Admitted last, it waits on the Deployment (not on its ReplicaSet), whose controller is still replacing pods (the
+    // rollout is under way: k8sm takes none of its Ready pods meanwhile), as Events and `blocked` say.
     let waiting = scenario
         .wait_until(
             &format!("a web pod on {stuck} waits for its Deployment"),
@@ -133,7 +134,7 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
         .await;
     let note = waiting.note.clone().unwrap_or_default();
     assert!(
-        note.contains("workload Deployment web 3/4 ready, needs 4"),
+        note.contains("Deployment web is rolling out"),
         "judged as the Deployment: {note}"
     );
     // One slot: the nodes whose pods could move were admitted and upgraded, one at a time, before it.
@@ -211,7 +212,7 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
     let stall_note = stalled.note.clone().unwrap_or_default();
     assert!(
         stall_note.contains("no pod left the node since")
-            && stall_note.contains("Deployment web 3/4 ready"),
+            && stall_note.contains("Deployment web is rolling out"),
         "the Stalled Event says since when and on what it waits: {stall_note}"
     );
     // The stall pass and the passes after it word the stall differently; both say that no pod left.
@@ -227,7 +228,7 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
         status
             .blockers
             .iter()
-            .any(|b| b.contains("Deployment web 3/4 ready")),
+            .any(|b| b.contains("Deployment web is rolling out")),
         "the status says what the node waits on: {:?}",
         status.blockers
     );
