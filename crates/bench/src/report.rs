@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::requests::ByVerb;
-use crate::results::{BucketBound, ControllerCost, ReactionSource, Run, Summary, Tool};
+use crate::results::{BucketBound, ReactionSource, Run, Summary, Tool};
 use crate::spread::Spread;
 use crate::targets::{self, Verdict};
 
@@ -359,25 +359,27 @@ fn figures_table(summary: &Summary) -> String {
 /// The mean of each stage of a pass, from the run with the median pass time (stages of different runs are not added
 /// up: their passes differ in number).
 fn stages(runs: &[&Run]) -> String {
-    let mut measured: Vec<&ControllerCost> = runs
+    let staged: Vec<&Run> = runs
         .iter()
-        .filter_map(|r| r.controller.as_ref())
-        .filter(|c| !c.stage_mean_ms.is_empty())
+        .copied()
+        .filter(|r| {
+            r.controller
+                .as_ref()
+                .is_some_and(|c| !c.stage_mean_ms.is_empty())
+        })
         .collect();
-    measured.sort_by(|a, b| {
-        a.reconcile_mean_ms
-            .partial_cmp(&b.reconcile_mean_ms)
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
-    let Some(median) = measured.get(measured.len() / 2) else {
-        return "—".to_owned();
-    };
-    median
-        .stage_mean_ms
-        .iter()
-        .map(|(stage, ms)| format!("{stage} {ms:.1} ms"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    crate::spread::median_run(&staged, |r| r.controller.as_ref()?.reconcile_mean_ms)
+        .and_then(|run| run.controller.as_ref())
+        .map_or_else(
+            || "—".to_owned(),
+            |cost| {
+                cost.stage_mean_ms
+                    .iter()
+                    .map(|(stage, ms)| format!("{stage} {ms:.1} ms"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        )
 }
 
 /// Reaction p50 / p99 of a tool's runs: from the controller's histogram when it has one (bucket bounds), else the

@@ -348,7 +348,7 @@ mod tests {
         in_flight: Vec<&str>,
     ) -> Vec<PodClassOf> {
         let view = ClusterView {
-            pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+            pods: crate::testing::shared_pods(pods),
             owners,
             in_flight: in_flight
                 .into_iter()

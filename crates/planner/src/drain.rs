@@ -420,14 +420,6 @@ fn decide_workload(
     if let Some(first) = held_back.filter(|_| pod.ready) {
         return wait(format!("wait: goes once {first}"));
     }
-    // Two controllers removing Ready pods of one workload at once, neither seeing the other's deletion in time, is how
-    // it falls below its floor: while its own controller replaces pods (a rollout), k8sm adds no Ready pod to that.
-    if workload.replacing && pod.ready {
-        return wait(format!(
-            "wait: {workload} is rolling out (its controller is replacing pods itself); goes once the rollout is \
-             complete"
-        ));
-    }
     let health = ledger.health(workload, index);
     let t = ctx.threshold;
     let needed = health::needed(t, health.desired);
@@ -436,6 +428,12 @@ fn decide_workload(
     let who = Who(workload, health.desired);
     let going = Going(health.going);
     let message = match health::judge(health, t, pod.ready) {
+        Verdict::RollingOut => {
+            return wait(format!(
+                "wait: {workload} is rolling out (its controller is replacing pods itself); goes once the rollout is \
+                 complete"
+            ));
+        }
         Verdict::ScaledToZero => {
             return wait(format!(
                 "wait: {who} is scaled to 0; its controller removes the pod"

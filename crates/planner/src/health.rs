@@ -46,6 +46,8 @@ pub struct OwnerHealth {
     /// Pods terminating or being evicted (observed, in flight, or planned in this pass), and evicted pods that are
     /// gone but not replaced yet.
     pub going: u32,
+    /// Its own controller is replacing pods (a Deployment's rollout under way: [`crate::OwnerView::replacing`]).
+    pub replacing: bool,
 }
 
 /// What the rule says about one pod of a workload.
@@ -67,15 +69,20 @@ pub enum Verdict {
     ScaledToZero,
     /// Too few ready pods to lose one.
     Unhealthy,
+    /// A Ready pod of a workload whose own controller is replacing pods (a rollout under way): two controllers
+    /// removing Ready pods at once, neither seeing the other's deletion in time, is how a workload falls below its
+    /// floor, so k8sm adds none while the rollout lasts.
+    RollingOut,
 }
 
-/// The rule, exactly: for a Ready pod `r - 1 >= needed`, or `r >= d` with nothing going; for a pod that is not
-/// Ready, `r >= min(needed, d - 1)`.
+/// The rule, exactly: for a Ready pod `r - 1 >= needed`, or `r >= d` with nothing going, and never while the
+/// workload's own controller is replacing pods; for a pod that is not Ready, `r >= min(needed, d - 1)`.
 pub fn judge(health: OwnerHealth, threshold: u8, pod_ready: bool) -> Verdict {
     if health.desired == 0 {
         return Verdict::ScaledToZero;
     }
     if !pod_ready {
+        // Moving a pod that is not Ready costs no readiness, rollout or not.
         return if health.ready >= sla_floor(threshold, health.desired) {
             Verdict::EvictNotReady {
                 ready: health.ready,
@@ -83,6 +90,9 @@ pub fn judge(health: OwnerHealth, threshold: u8, pod_ready: bool) -> Verdict {
         } else {
             Verdict::Unhealthy
         };
+    }
+    if health.replacing {
+        return Verdict::RollingOut;
     }
     let needed = needed(threshold, health.desired);
     let ready_after = health.ready.saturating_sub(1);
@@ -170,6 +180,7 @@ fn observe(workload: Workload, index: &Index) -> OwnerHealth {
         ready: pods.ready,
         // An eviction in flight whose pod already left the cache still means "not replaced yet".
         going: gone + pods.going,
+        replacing: workload.replacing,
     }
 }
 
@@ -202,6 +213,7 @@ mod tests {
             desired,
             ready,
             going,
+            replacing: false,
         }
     }
 
@@ -362,6 +374,24 @@ mod tests {
     }
 
     #[test]
+    fn a_rollout_under_way_keeps_every_ready_pod_and_lets_the_others_go() {
+        let rolling = OwnerHealth {
+            replacing: true,
+            ..health(4, 5, 0)
+        };
+        // 5 Ready of 4: by the count alone a Ready pod could go.
+        assert!(matches!(
+            judge(health(4, 5, 0), 90, true),
+            Verdict::Evict { .. }
+        ));
+        assert_eq!(judge(rolling, 90, true), Verdict::RollingOut);
+        assert_eq!(
+            judge(rolling, 90, false),
+            Verdict::EvictNotReady { ready: 5 }
+        );
+    }
+
+    #[test]
     fn an_allowed_eviction_never_breaks_the_floor() {
         for t in 1..=100u8 {
             for d in 1..=30 {
@@ -379,7 +409,9 @@ mod tests {
                                     assert!(!pod_ready);
                                     assert_eq!(ready, left);
                                 }
-                                Verdict::Unhealthy | Verdict::ScaledToZero => continue,
+                                Verdict::Unhealthy
+                                | Verdict::ScaledToZero
+                                | Verdict::RollingOut => continue,
                             }
                             assert!(
                                 left >= sla_floor(t, d),

@@ -203,8 +203,11 @@ impl<'a> Index<'a> {
         let mut workload_pods = vec![PodCounts::default(); workload_slots.len()];
         // Which pods with an eviction in flight are still in the view (a few; not a set of every pod).
         let mut in_flight_seen: FastSet<&str> = FastSet::default();
-        // Per node slot, whether the node must still be drained (see `PodCounts::to_move`): decided once per node.
-        let to_drain: Vec<bool> = nodes.values().map(|n| must_drain(n)).collect();
+        // Per node slot, whether its pods must still move (`nodes::still_to_drain`): decided once per node.
+        let to_drain: Vec<bool> = nodes
+            .values()
+            .map(|n| crate::nodes::still_to_drain(n))
+            .collect();
         let mut pod_workload: Vec<u32> = Vec::with_capacity(view.pods.len());
         for pod in &view.pods {
             let going = !lookups.in_flight_pods.is_empty()
@@ -429,14 +432,6 @@ impl<'a> Index<'a> {
                 .filter(move |(_, p)| p.covers(pod))
         })
     }
-}
-
-/// Whether `node` must still be drained, by its contract keys alone (see `PodCounts::to_move`).
-fn must_drain(node: &NodeView) -> bool {
-    (node.incompatible_since.is_some() || node.incompatible_label)
-        && node.kamikaze.is_none()
-        && node.kamikaze_executor_id.is_none()
-        && !crate::nodes::node_opted_out(node)
 }
 
 /// A position, as the `u32` the index stores (a view holds far fewer than 4 billion objects).

@@ -101,6 +101,22 @@ pub(crate) fn node_opted_out(node: &NodeView) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case(keys::UPGRADE_OPT_OUT_VALUE))
 }
 
+/// Marked: the incompatible-executor annotation (readable or not) or label.
+fn is_marked(node: &NodeView) -> bool {
+    node.incompatible_since.is_some() || node.incompatible_label
+}
+
+/// Told to terminate: the kamikaze annotation (readable or not) or the recorded kamikaze executor ID.
+fn is_kamikaze_sent(node: &NodeView) -> bool {
+    node.kamikaze.is_some() || node.kamikaze_executor_id.is_some()
+}
+
+/// Whether `node`'s pods must still be moved, by its contract keys alone (no policy, no clock): marked, not told to
+/// terminate yet, not opted out. What `PodCounts::to_move` counts pods on.
+pub(crate) fn still_to_drain(node: &NodeView) -> bool {
+    is_marked(node) && !is_kamikaze_sent(node) && !node_opted_out(node)
+}
+
 /// Assesses `node` under `spec` at `now`.
 pub(crate) fn assess(
     node: &NodeView,
@@ -115,9 +131,9 @@ pub(crate) fn assess(
 
     let stalled = Stamp::parse(node.stalled_since.as_deref());
 
-    let marked = incompatible.is_present() || node.incompatible_label;
+    let marked = is_marked(node);
     let admitted = draining.is_present() || node.cordoned_by_k8sm;
-    let kamikaze_sent = kamikaze.is_present() || recorded.is_some();
+    let kamikaze_sent = is_kamikaze_sent(node);
     let current = node.executor_id.as_deref().filter(|id| !id.is_empty());
     let at_target = target.is_some() && current == target;
     // A restart is a new executor ID after kamikaze; with no ID recorded, any ID is new.

@@ -14,27 +14,6 @@ fn max(n: u32) -> impl FnOnce(&mut k8sm_api::ExecutorUpgradePolicySpec) {
     move |s| s.max_concurrent_nodes = MaxConcurrentNodes::count(n).unwrap()
 }
 
-fn admitted(plan: &Plan) -> BTreeSet<String> {
-    plan.actions
-        .iter()
-        .filter_map(|a| match &a.kind {
-            ActionKind::Admit { node, .. } => Some(node.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The queued nodes, by their place in the admission queue.
-fn queue(plan: &Plan) -> Vec<(u32, String)> {
-    let mut queued: Vec<(u32, String)> = plan
-        .nodes
-        .iter()
-        .filter_map(|n| n.admission_position.map(|p| (p, n.node.clone())))
-        .collect();
-    queued.sort();
-    queued
-}
-
 /// `owners` ReplicaSets, each with `nodes_each` nodes holding `per_node` of its pods and nothing else: an owner's
 /// nodes are consecutive in name order (`o{owner}-n{node}`), as they are in admission order when every node has the
 /// same number of pods and was marked at the same time.

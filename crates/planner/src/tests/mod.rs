@@ -38,11 +38,33 @@ fn cluster(
 ) -> ClusterView {
     ClusterView {
         nodes,
-        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        pods: crate::testing::shared_pods(pods),
         owners,
         policies,
         ..ClusterView::default()
     }
+}
+
+/// The nodes a plan admits.
+fn admitted(plan: &Plan) -> std::collections::BTreeSet<String> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ActionKind::Admit { node, .. } => Some(node.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The queued nodes, by their place in the admission queue.
+fn queue(plan: &Plan) -> Vec<(u32, String)> {
+    let mut queued: Vec<(u32, String)> = plan
+        .nodes
+        .iter()
+        .filter_map(|n| n.admission_position.map(|p| (p, n.node.clone())))
+        .collect();
+    queued.sort();
+    queued
 }
 
 /// The actions of a plan that the operator sees (every one but the bookkeeping of progress records), one short line

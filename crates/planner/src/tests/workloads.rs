@@ -100,6 +100,47 @@ fn a_deployment_rolling_out_keeps_its_ready_pods_until_the_rollout_is_complete()
     );
 }
 
+/// Admission judges a free slot by the same rule: a node whose only pods are Ready pods of a Deployment rolling out
+/// cannot move anything now, so the slot goes to a node that can, although by pod count the rolling one comes first
+/// (and a rolling Deployment's node that stalled keeps resting instead of being admitted again at once).
+#[test]
+fn admission_counts_the_ready_pods_of_a_rolling_deployment_as_unable_to_move() {
+    let mut web = deployment("shop", "web", 4);
+    web.replacing = true;
+    let (old, new) = (web.replica_set("web-old"), web.replica_set("web-new"));
+    let api = replica_set("shop", "api", 4);
+    let pods = vec![
+        old.pod("web-old-1", "a-rolling"),
+        old.pod("web-old-2", "up"),
+        new.pod("web-new-1", "up"),
+        new.pod("web-new-2", "up"),
+        new.pod("web-new-3", "up"),
+        api.pod("api-1", "b-other"),
+        api.pod("api-2", "b-other"),
+        api.pod("api-3", "up"),
+        api.pod("api-4", "up"),
+    ];
+    let nodes = vec![
+        node("a-rolling").marked(at(0)),
+        node("b-other").marked(at(0)),
+        node("up").executor(NEW),
+    ];
+    let one_slot = policy("p").with(|s| {
+        s.max_concurrent_nodes = k8sm_api::MaxConcurrentNodes::count(1).unwrap();
+        s.owner_health_threshold = 50;
+    });
+    let plan = plan_now(&cluster(
+        nodes,
+        vec![web, old, new, api],
+        pods,
+        vec![one_slot],
+    ));
+    assert_eq!(
+        admitted(&plan),
+        std::collections::BTreeSet::from(["b-other".to_owned()])
+    );
+}
+
 #[test]
 fn a_paused_two_plus_two_rollout_loses_one_pod_at_a_time() {
     let web = deployment("shop", "web", 4);
