@@ -184,7 +184,7 @@ fn job_expired(ctx: &NodeContext) -> bool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Movement {
     /// A pod would go now: a workload or other-controller pod passes the health rule and its budgets, or, with no
-    /// such pod on the node, a pod would be deleted.
+    /// such pod on the node, a pod would be deleted; or nothing on the node holds it any more (it is drained).
     Now,
     /// No pod on it belongs to an owner, and what is left waits on a timeout, a Job or a termination: nothing an
     /// owner decides.
@@ -240,8 +240,13 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
         Movement::Nothing
     } else if index
         .pods_on(&ctx.node.name)
-        .any(|(pod, class)| deletable_now(pod, class, ctx, index))
+        .all(|(_, class)| !class.holds_node())
+        || index
+            .pods_on(&ctx.node.name)
+            .any(|(pod, class)| deletable_now(pod, class, ctx, index))
     {
+        // Nothing left that holds the node (what it waited on is gone): admitted, it is drained at once and its
+        // executor told to restart, so it never waits for anything.
         Movement::Now
     } else {
         Movement::NothingOwned

@@ -164,6 +164,25 @@ fn a_stalled_node_without_owned_pods_rests_until_its_pod_can_go() {
     );
 }
 
+/// Seen at 1,000 nodes: evicted pods that took longer than the deadline to terminate stalled their node; once they
+/// were gone, the node held nothing but its DaemonSet pod, yet it rested out the rest of the deadline (ten idle
+/// minutes for a node that only needed its kamikaze). A stalled node with nothing left to move goes at once.
+#[test]
+fn a_stalled_node_left_with_nothing_to_move_is_admitted_at_once() {
+    let mut view = stalled_alone();
+    let logs = crate::testing::daemon_set("shop", "logs");
+    view.pods.retain(|p| p.name != "web-1");
+    view.pods.push(logs.pod("logs-stuck", "stuck").into());
+    view.owners.push(logs);
+    let plan = plan_at(&view, 12);
+    assert_eq!(summary(&plan), ["Admit stuck +cordon"]);
+    // While its last pod is still terminating, it has something to wait on: it rests.
+    let rs = replica_set("shop", "web", 3);
+    view.pods
+        .push(rs.pod("web-1", "stuck").terminating().into());
+    assert!(summary(&plan_at(&view, 12)).is_empty());
+}
+
 #[test]
 fn a_pod_moving_in_the_pass_is_progress_and_a_lower_count_is_recorded() {
     let rs = replica_set("shop", "web", 4);
