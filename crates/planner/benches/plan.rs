@@ -4,6 +4,7 @@
 //! owner), each allowing one disruption: every pod's budgets are looked up on every surveyed node.
 
 use std::hint::black_box;
+use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -74,6 +75,14 @@ fn fleet(nodes: usize) -> ClusterView {
             }),
             ..deployment.clone()
         };
+        // One copy of the labels and of the controller reference for all the owner's pods, as the controller's
+        // conversion shares them.
+        let labels = Arc::new([("app".to_owned(), owner.name.clone())].into());
+        let reference = Arc::new(ControllerRef {
+            kind: "ReplicaSet".into(),
+            name: owner.name.clone(),
+            uid: owner.uid.clone(),
+        });
         for replica in 0..size {
             let slot = placed + replica;
             let node = slot % nodes;
@@ -84,12 +93,8 @@ fn fleet(nodes: usize) -> ClusterView {
                 name: format!("{}-{replica}", owner.name),
                 uid: format!("pod-{slot}"),
                 node_name: Some(format!("node-{node:05}")),
-                labels: [("app".to_owned(), owner.name.clone())].into(),
-                controller: Some(ControllerRef {
-                    kind: "ReplicaSet".into(),
-                    name: owner.name.clone(),
-                    uid: owner.uid.clone(),
-                }),
+                labels: Arc::clone(&labels),
+                controller: Some(Arc::clone(&reference)),
                 phase: PodPhase::Running,
                 ready: !terminating,
                 terminating,
@@ -104,7 +109,7 @@ fn fleet(nodes: usize) -> ClusterView {
 
     ClusterView {
         nodes: node_views,
-        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        pods: pods.into_iter().map(Arc::new).collect(),
         owners,
         policies: vec![PolicyView {
             name: "fleet".into(),

@@ -5,6 +5,7 @@
 //! `node("n1").marked(at(0)).admitted(at(1))`, `replica_set("shop", "web", 3).pod("web-1", "n1").not_ready()`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -183,7 +184,7 @@ impl OwnerView {
     /// A ready, running pod of this owner on `node`; UID `namespace/name`.
     pub fn pod(&self, name: &str, node: &str) -> PodView {
         PodView {
-            controller: Some(self.reference()),
+            controller: Some(Arc::new(self.reference())),
             ..unmanaged_pod(&self.namespace, name, node)
         }
     }
@@ -225,7 +226,7 @@ impl PodView {
 
     /// Sets a label.
     pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.labels.insert(key.to_owned(), value.to_owned());
+        Arc::make_mut(&mut self.labels).insert(key.to_owned(), value.to_owned());
         self
     }
 

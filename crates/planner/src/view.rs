@@ -109,7 +109,7 @@ impl PodPhase {
 }
 
 /// The controller owner reference of a pod (`metadata.ownerReferences[?controller]`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ControllerRef {
     /// `kind`, such as `ReplicaSet`.
@@ -132,12 +132,12 @@ pub struct PodView {
     pub uid: String,
     /// `spec.nodeName`; `None` while pending unscheduled.
     pub node_name: Option<String>,
-    /// `metadata.labels` (opt-out and PodDisruptionBudget selectors).
-    pub labels: BTreeMap<String, String>,
+    /// `metadata.labels` (opt-out and PodDisruptionBudget selectors); shared by the pods that have the same ones.
+    pub labels: Arc<BTreeMap<String, String>>,
     /// `metadata.annotations`, or at least the opt-out and mirror ones.
     pub annotations: BTreeMap<String, String>,
-    /// The controller owner reference, if any.
-    pub controller: Option<ControllerRef>,
+    /// The controller owner reference, if any; shared by the pods of one controller.
+    pub controller: Option<Arc<ControllerRef>>,
     /// `status.phase`.
     pub phase: PodPhase,
     /// The `Ready` condition is `True`.

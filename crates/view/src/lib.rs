@@ -6,6 +6,7 @@
 //! reads: every decision is the planner's.
 #![forbid(unsafe_code)]
 
+mod intern;
 mod meta;
 mod node;
 mod objects;

@@ -1,14 +1,20 @@
 //! Pod → [`PodView`]: where it runs (if anywhere yet), who controls it, and whether it is Ready or on its way out.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use k8sm_planner::{PodPhase, PodView};
+use k8sm_planner::{ControllerRef, PodPhase, PodView};
 
+use crate::intern::Interner;
 use crate::meta::controller_ref;
 use crate::time::from_timestamp;
+
+/// Pods' labels and controller references, one shared copy of each (a ReplicaSet's pods all have the same).
+static LABELS: LazyLock<Interner<BTreeMap<String, String>>> = LazyLock::new(Interner::new);
+static CONTROLLERS: LazyLock<Interner<ControllerRef>> = LazyLock::new(Interner::new);
 
 /// The annotation the kubelet puts on the mirror pod of a static pod.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -71,10 +77,10 @@ pub fn pod_view(pod: &impl PodFields) -> PodView {
             .unwrap_or_default(),
         uid: meta.uid.clone().unwrap_or_default(),
         node_name: pod.node_name().map(str::to_owned),
-        labels: meta.labels.clone().unwrap_or_default(),
+        labels: LABELS.intern(meta.labels.clone().unwrap_or_default()),
         mirror: annotations.contains_key(MIRROR_ANNOTATION),
         annotations,
-        controller: controller_ref(meta),
+        controller: controller_ref(meta).map(|c| CONTROLLERS.intern(c)),
         phase: phase(pod.phase()),
         ready: pod.ready(),
         terminating: meta.deletion_timestamp.is_some(),

@@ -110,7 +110,11 @@ fn the_controller_is_the_owner_reference_marked_controller() {
             json!({}),
             json!({}),
         ));
-        assert_eq!(view.controller, expected, "{references}");
+        assert_eq!(
+            view.controller.as_deref(),
+            expected.as_ref(),
+            "{references}"
+        );
     }
 }
 
@@ -139,4 +143,33 @@ fn a_deletion_timestamp_means_terminating() {
         json!({}),
     ));
     assert!(view.terminating);
+}
+
+/// The pods of one ReplicaSet share one copy of their labels and of their controller reference (the controller caches
+/// tens of thousands of views); a pod with other labels gets its own.
+#[test]
+fn pods_of_one_controller_share_their_labels_and_reference() {
+    let owned = |name: &str, labels: Value| {
+        pod_view(&pod(
+            json!({"name": name, "uid": format!("u-{name}"), "labels": labels, "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-6d4f", "uid": "rs-1", "controller": true}
+            ]}),
+            json!({"containers": []}),
+            json!({}),
+        ))
+    };
+    let (a, b) = (
+        owned("web-a", json!({"app": "shared-labels-test"})),
+        owned("web-b", json!({"app": "shared-labels-test"})),
+    );
+    assert!(Arc::ptr_eq(&a.labels, &b.labels));
+    let (ra, rb) = (a.controller.unwrap(), b.controller.unwrap());
+    assert!(Arc::ptr_eq(&ra, &rb));
+    assert_eq!(ra.uid, "rs-1");
+    let c = owned(
+        "web-c",
+        json!({"app": "shared-labels-test", "canary": "yes"}),
+    );
+    assert!(!Arc::ptr_eq(&a.labels, &c.labels));
+    assert_eq!(c.labels.get("canary").map(String::as_str), Some("yes"));
 }

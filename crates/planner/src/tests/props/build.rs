@@ -37,7 +37,7 @@ fn push_pod(view: &mut ClusterView, truth: &mut Truth, mut pod: PodView, g: &Pod
         pod.uid.clone(),
         PodTruth {
             namespace: pod.namespace.clone(),
-            labels: pod.labels.clone(),
+            labels: (*pod.labels).clone(),
             of,
             node: pod.node_name.clone(),
             ready: pod.ready,
@@ -334,7 +334,7 @@ pub(super) fn build(
             if w.gold {
                 pod = pod.label("tier", "gold");
             }
-            pod.controller = Some(built.controllers[*set].clone());
+            pod.controller = Some(std::sync::Arc::new(built.controllers[*set].clone()));
             let of = PodOf::Workload(built.key.clone());
             push_pod(&mut view, &mut truth, pod, g, of);
         }

@@ -295,7 +295,7 @@ impl World {
         let name = format!("{}-p{}", workload.name, self.next_pod);
         self.next_pod += 1;
         let mut pod = PodView {
-            controller: Some(s.reference.clone()),
+            controller: Some(std::sync::Arc::new(s.reference.clone())),
             ..unmanaged_pod("ns", &name, "")
         }
         .label("app", &workload.name);

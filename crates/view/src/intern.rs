@@ -1,0 +1,90 @@
+//! Shared copies of what many pods have alike: the pods of one ReplicaSet carry the same labels and the same
+//! controller reference, so the converted views share one copy of each instead of holding tens of thousands of
+//! equal maps and strings (measured with `controller/examples/pod_cache_memory.rs`).
+//!
+//! An interner holds weak references only: a value lives as long as some view holds it, and entries whose value is
+//! gone are dropped whenever the table has doubled since it was last cleaned, so it never holds more than about
+//! twice the values in use.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, Weak};
+
+/// The fewest entries before the table is cleaned: cleaning a small table often gains nothing.
+const MIN_CLEAN_AT: usize = 1024;
+
+pub(crate) struct Interner<T> {
+    table: Mutex<Table<T>>,
+}
+
+struct Table<T> {
+    values: HashMap<T, Weak<T>>,
+    /// Clean when the table reaches this many entries.
+    clean_at: usize,
+}
+
+impl<T: Eq + Hash + Clone> Interner<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            table: Mutex::new(Table {
+                values: HashMap::new(),
+                clean_at: MIN_CLEAN_AT,
+            }),
+        }
+    }
+
+    /// The shared copy of `value`: one that is still in use if there is one, else `value` itself, shared from now on.
+    pub(crate) fn intern(&self, value: T) -> Arc<T> {
+        // A poisoned lock only means a panic elsewhere while holding it; the table is always consistent.
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(shared) = table.values.get(&value).and_then(Weak::upgrade) {
+            return shared;
+        }
+        if table.values.len() >= table.clean_at {
+            table.values.retain(|_, weak| weak.strong_count() > 0);
+            table.clean_at = (table.values.len() * 2).max(MIN_CLEAN_AT);
+        }
+        let shared = Arc::new(value.clone());
+        table.values.insert(value, Arc::downgrade(&shared));
+        shared
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.table.lock().unwrap().values.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_values_share_one_copy_while_it_is_in_use() {
+        let interner = Interner::new();
+        let a = interner.intern("web".to_owned());
+        let b = interner.intern("web".to_owned());
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = interner.intern("db".to_owned());
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(*c, "db");
+        drop((a, b));
+        // Gone from every view: a new copy is made (equal, so nothing a reader can tell).
+        assert_eq!(*interner.intern("web".to_owned()), "web");
+    }
+
+    #[test]
+    fn the_table_never_grows_past_about_twice_the_values_in_use() {
+        let interner = Interner::new();
+        let kept: Vec<Arc<u32>> = (0..100).map(|i| interner.intern(i)).collect();
+        // Many values that nothing keeps: the table is cleaned as it doubles.
+        for i in 100..100_000u32 {
+            drop(interner.intern(i));
+        }
+        assert!(interner.len() <= 2 * MIN_CLEAN_AT, "{}", interner.len());
+        // The kept ones are still the shared copies.
+        for (i, value) in kept.iter().enumerate() {
+            assert!(Arc::ptr_eq(value, &interner.intern(i as u32)));
+        }
+    }
+}
