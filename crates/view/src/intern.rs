@@ -2,30 +2,35 @@
 //! controller reference, so the converted views share one copy of each instead of holding tens of thousands of
 //! equal maps and strings (measured with `controller/examples/pod_cache_memory.rs`).
 //!
-//! An interner holds weak references only: a value lives as long as some view holds it, and entries whose value is
-//! gone are dropped whenever the table has doubled since it was last cleaned, so it never holds more than about
-//! twice the values in use.
+//! An interner holds weak references only, keyed by the value's hash, never a copy of the value: values that no two
+//! pods share (a StatefulSet pod's labels name the pod) cost a table entry, not a second copy. A value lives as long
+//! as some view holds it, and entries whose value is gone are dropped whenever the table has doubled since it was
+//! last cleaned, so it never holds more than about twice the values in use.
 
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::{Arc, Mutex, Weak};
 
 /// The fewest entries before the table is cleaned: cleaning a small table often gains nothing.
 const MIN_CLEAN_AT: usize = 1024;
 
 pub(crate) struct Interner<T> {
+    hasher: RandomState,
     table: Mutex<Table<T>>,
 }
 
 struct Table<T> {
-    values: HashMap<T, Weak<T>>,
+    /// By hash. Two different values with one 64-bit hash (as good as never) only share less: the later replaces
+    /// the earlier here, and a value is shared only once found equal.
+    values: HashMap<u64, Weak<T>>,
     /// Clean when the table reaches this many entries.
     clean_at: usize,
 }
 
-impl<T: Eq + Hash + Clone> Interner<T> {
+impl<T: Eq + Hash> Interner<T> {
     pub(crate) fn new() -> Self {
         Self {
+            hasher: RandomState::new(),
             table: Mutex::new(Table {
                 values: HashMap::new(),
                 clean_at: MIN_CLEAN_AT,
@@ -35,17 +40,20 @@ impl<T: Eq + Hash + Clone> Interner<T> {
 
     /// The shared copy of `value`: one that is still in use if there is one, else `value` itself, shared from now on.
     pub(crate) fn intern(&self, value: T) -> Arc<T> {
+        let hash = self.hasher.hash_one(&value);
         // A poisoned lock only means a panic elsewhere while holding it; the table is always consistent.
         let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(shared) = table.values.get(&value).and_then(Weak::upgrade) {
+        if let Some(shared) = table.values.get(&hash).and_then(Weak::upgrade)
+            && *shared == value
+        {
             return shared;
         }
         if table.values.len() >= table.clean_at {
             table.values.retain(|_, weak| weak.strong_count() > 0);
             table.clean_at = (table.values.len() * 2).max(MIN_CLEAN_AT);
         }
-        let shared = Arc::new(value.clone());
-        table.values.insert(value, Arc::downgrade(&shared));
+        let shared = Arc::new(value);
+        table.values.insert(hash, Arc::downgrade(&shared));
         shared
     }
 
@@ -57,6 +65,8 @@ impl<T: Eq + Hash + Clone> Interner<T> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
 
     #[test]
@@ -86,5 +96,39 @@ mod tests {
         for (i, value) in kept.iter().enumerate() {
             assert!(Arc::ptr_eq(value, &interner.intern(i as u32)));
         }
+    }
+
+    /// Values alive now, counted by the values themselves.
+    static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+    #[derive(PartialEq, Eq, Hash)]
+    struct Counted(u32);
+
+    impl Counted {
+        fn new(n: u32) -> Self {
+            LIVE.fetch_add(1, Ordering::SeqCst);
+            Self(n)
+        }
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            LIVE.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A value nothing shares (a StatefulSet pod's labels) must not cost a second copy held by the table: once its
+    /// views are gone, it is gone, cleaned or not.
+    #[test]
+    fn the_table_keeps_no_copy_of_a_value() {
+        let interner = Interner::new();
+        let views: Vec<Arc<Counted>> = (0..100).map(|n| interner.intern(Counted::new(n))).collect();
+        assert_eq!(LIVE.load(Ordering::SeqCst), 100);
+        // An equal value offered again is dropped for the shared one.
+        let again = interner.intern(Counted::new(7));
+        assert!(Arc::ptr_eq(&again, &views[7]));
+        assert_eq!(LIVE.load(Ordering::SeqCst), 100);
+        drop((views, again));
+        assert_eq!(LIVE.load(Ordering::SeqCst), 0);
     }
 }
