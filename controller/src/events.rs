@@ -160,7 +160,11 @@ impl EventSink {
                         node_ref(&node.node, uids.node(&node.node)),
                     ),
                 };
-                current.push(((key, blocker.reason), reference, blocker.message.clone()));
+                current.push((
+                    (key, blocker.reason),
+                    reference,
+                    blocker.message.to_string(),
+                ));
             }
         }
         for policy in &plan.policies {

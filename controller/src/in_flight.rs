@@ -101,8 +101,8 @@ impl InFlight {
         let mut alive: HashMap<&str, bool> = HashMap::with_capacity(self.entries.len());
         if !self.entries.is_empty() {
             for pod in &view.pods {
-                if self.entries.contains_key(&pod.uid) {
-                    alive.insert(&pod.uid, !pod.terminating);
+                if self.entries.contains_key(&*pod.uid) {
+                    alive.insert(&*pod.uid, !pod.terminating);
                 }
             }
         }

@@ -363,7 +363,7 @@ impl Controller {
         let evicting: Vec<String> = plan
             .evictions()
             .filter(|(_, e)| e.size_inferred)
-            .map(|(_, e)| e.owner.uid.clone())
+            .map(|(_, e)| e.owner.uid.to_string())
             .collect();
         if !evicting.is_empty() {
             self.sizes.observe(&view, evicting, now);
@@ -421,7 +421,7 @@ impl Controller {
                     runnable.push(action);
                 }
                 if let (false, ActionKind::Evict { eviction, .. }) = (launched, &action.kind) {
-                    unsent.insert(eviction.owner.uid.clone());
+                    unsent.insert(eviction.owner.uid.to_string());
                 }
             }
             let batch = runnable;
@@ -520,7 +520,7 @@ impl Controller {
         self.stores
             .pods
             .get(&key)
-            .and_then(|p| p.view.node_name.clone())
+            .and_then(|p| p.view.node_name.as_deref().map(str::to_owned))
     }
 
     /// Executes one node action and, when done, reports it. Returns the cached node it was about.
@@ -545,7 +545,7 @@ impl Controller {
             return false;
         }
         let owner = match &action.kind {
-            ActionKind::Evict { eviction, .. } => Some(eviction.owner.uid.clone()),
+            ActionKind::Evict { eviction, .. } => Some(eviction.owner.uid.to_string()),
             _ => None,
         };
         if !self.in_flight.launch(&pod.uid, owner.clone(), Utc::now()) {
@@ -696,7 +696,7 @@ fn waiting_workloads(plan: &k8sm_planner::Plan, mut unsent: HashSet<String>) -> 
                 Some(Reason::WaitingForOwner | Reason::BlockedByPDB)
             )
     });
-    unsent.extend(waits.filter_map(|p| p.owner.as_ref().map(|o| o.uid.clone())));
+    unsent.extend(waits.filter_map(|p| p.owner.as_ref().map(|o| o.uid.to_string())));
     unsent
 }
 

@@ -269,7 +269,7 @@ pub fn report_troubles(
             status_lists::add_blocker(status, node, message);
         }
         for pod_plan in &node.pods {
-            let Some((reason, message)) = troubles.pods.get(&pod_plan.pod.uid) else {
+            let Some((reason, message)) = troubles.pods.get(&*pod_plan.pod.uid) else {
                 continue;
             };
             // Only pods the plan still means to move: one it waits for is reported as the plan says.
@@ -562,7 +562,7 @@ mod tests {
             pod: PodRef {
                 namespace: "shop".into(),
                 name: name.into(),
-                uid: format!("uid-{name}"),
+                uid: format!("uid-{name}").into(),
             },
             owner: Some(OwnerRef {
                 kind: OwnerKind::ReplicaSet,

@@ -102,7 +102,7 @@ fn node_entry(node: &NodePlan) -> NodeStatus {
 fn blocker_lines(node: &NodePlan) -> (Vec<String>, u32) {
     let mut distinct: Vec<(bool, &str)> = Vec::new();
     for blocker in &node.blockers {
-        if !distinct.iter().any(|(_, m)| *m == blocker.message) {
+        if !distinct.iter().any(|(_, m)| **m == *blocker.message) {
             distinct.push((!blocker.reason.needs_operator(), &blocker.message));
         }
     }

@@ -24,7 +24,7 @@ fn node(name: &str, phase: NodePhase, since: i64) -> NodePlan {
 fn with_blocker(mut node: NodePlan, reason: Reason, message: &str) -> NodePlan {
     node.blockers.push(Blocker {
         reason,
-        message: message.to_owned(),
+        message: message.into(),
         pod: None,
     });
     node
@@ -34,8 +34,8 @@ fn with_blocker(mut node: NodePlan, reason: Reason, message: &str) -> NodePlan {
 fn waiting_pod(node: &mut NodePlan, name: &str, reason: Reason, message: &str) {
     let pod = PodRef {
         namespace: "shop".into(),
-        name: name.to_owned(),
-        uid: format!("uid-{name}"),
+        name: name.to_owned().into(),
+        uid: format!("uid-{name}").into(),
     };
     let decision = if reason.needs_operator() {
         Decision::Block
@@ -44,7 +44,7 @@ fn waiting_pod(node: &mut NodePlan, name: &str, reason: Reason, message: &str) {
     };
     node.blockers.push(Blocker {
         reason,
-        message: message.to_owned(),
+        message: message.into(),
         pod: Some(pod.clone()),
     });
     node.pods.push(PodPlan {
@@ -57,14 +57,14 @@ fn waiting_pod(node: &mut NodePlan, name: &str, reason: Reason, message: &str) {
         class: PodClass::Owned,
         decision,
         reason: Some(reason),
-        message: message.to_owned(),
+        message: message.into(),
         until: None,
     });
     node.pods_left += 1;
 }
 
 fn names(lists: &Lists) -> Vec<&str> {
-    lists.nodes.iter().map(|n| n.name.as_str()).collect()
+    lists.nodes.iter().map(|n| &*n.name).collect()
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn blocked_pods_that_need_an_operator_come_first_then_the_oldest() {
         "going",
     );
     let lists = Lists::of(&[&old, &recent, &moving]);
-    let pods: Vec<&str> = lists.blocked_pods.iter().map(|p| p.name.as_str()).collect();
+    let pods: Vec<&str> = lists.blocked_pods.iter().map(|p| &*p.name).collect();
     assert_eq!(pods, ["c-opted-out", "a-waits", "b-waits"]);
     assert_eq!(
         lists.blocked_pods_total, 3,
@@ -292,7 +292,7 @@ fn a_node_whose_action_keeps_failing_is_listed_first_and_the_list_keeps_its_boun
         ["mark node queued failed 3 times in a row: 422 \\u{1b}[31mInvalid"]
     );
     assert_eq!(
-        status.nodes.last().map(|n| n.name.as_str()),
+        status.nodes.last().map(|n| &*n.name),
         Some(format!("n{:04}", MAX_NODES - 2).as_str()),
         "the least urgent made room"
     );

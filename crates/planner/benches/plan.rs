@@ -45,6 +45,9 @@ fn fleet(nodes: usize) -> ClusterView {
         })
         .collect();
 
+    // One copy of each node's name and of the namespace for all their pods, as the controller's conversion shares them.
+    let node_names: Vec<Arc<str>> = (0..nodes).map(|i| format!("node-{i:05}").into()).collect();
+    let namespace: Arc<str> = "shop".into();
     let total = nodes * PODS_PER_NODE;
     let mut owners = Vec::new();
     let mut pods = Vec::with_capacity(total);
@@ -89,10 +92,10 @@ fn fleet(nodes: usize) -> ClusterView {
             // Mid-upgrade: one pod in ten on a draining node is already on its way out.
             let terminating = node < draining && slot % 10 == 0;
             pods.push(PodView {
-                namespace: "shop".into(),
-                name: format!("{}-{replica}", owner.name),
-                uid: format!("pod-{slot}"),
-                node_name: Some(format!("node-{node:05}")),
+                namespace: Arc::clone(&namespace),
+                name: format!("{}-{replica}", owner.name).into(),
+                uid: format!("pod-{slot}").into(),
+                node_name: Some(Arc::clone(&node_names[node])),
                 labels: Arc::clone(&labels),
                 controller: Some(Arc::clone(&reference)),
                 phase: PodPhase::Running,

@@ -167,7 +167,7 @@ fn ignored(pod: &PodView, index: &Lookups) -> Option<Ignored> {
     if pod.terminating {
         return Some(Ignored::Terminating);
     }
-    if index.in_flight_pods.contains(pod.uid.as_str()) {
+    if index.in_flight_pods.contains(&*pod.uid) {
         return Some(Ignored::EvictionInFlight);
     }
     None

@@ -1,5 +1,7 @@
 //! The per-pod decisions of DESIGN.md §5.3 on one node: what moves now, what waits, and what needs an operator.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy};
 
@@ -8,7 +10,8 @@ use crate::{
     classify::{Class, Unmanaged, ignored_message, unmanaged_message},
     health::{self, Ledger, Verdict},
     index::{Index, Pdb},
-    output::{ActionKind, Decision, Eviction, OwnerRef, PodPlan, PodRef},
+    output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
+    shared::{MessageKey, Text, WaitsOn},
     workload::Workload,
 };
 
@@ -88,7 +91,7 @@ fn count<'a>(
     for (pod, class) in pods {
         left += u32::from(class.holds_node());
         need_operator += u32::from(needs_operator(pod, class, ctx, index).is_some());
-        unanswered += u32::from(any_unanswered && index.unanswered_pods.contains(pod.uid.as_str()));
+        unanswered += u32::from(any_unanswered && index.unanswered_pods.contains(&*pod.uid));
     }
     Survey {
         pods: Vec::new(),
@@ -337,15 +340,16 @@ pub(crate) fn decide(
 }
 
 fn pod_plan(
+    index: &Index,
     pod: &PodView,
     class: Class,
     decision: Decision,
     reason: Option<Reason>,
-    message: String,
+    message: impl Into<Arc<str>>,
 ) -> PodPlan {
     let owner = match class {
-        Class::Owned(w) | Class::Other(w) => Some(OwnerRef::of(w)),
-        Class::Job(o) => Some(OwnerRef::of(Workload::of_owner(o))),
+        Class::Owned(w) | Class::Other(w) => Some(index.shared.owner(w)),
+        Class::Job(o) => Some(index.shared.owner(Workload::of_owner(o))),
         _ => None,
     };
     PodPlan {
@@ -354,21 +358,20 @@ fn pod_plan(
         class: class.public(),
         decision,
         reason,
-        message,
+        message: message.into(),
         until: None,
     }
 }
 
-/// Turns an action decision into a wait while the node's actions are held (the pause, or a report of a node that
-/// waits for a slot).
+/// Turns an action decision (the action, its reason and what it does) into a wait while the node's actions are held
+/// (the pause, or a report of a node that waits for a slot).
 fn act(
+    index: &Index,
     pod: &PodView,
     class: Class,
     ctx: &NodeContext,
     drain: &mut Drain,
-    action: ActionKind,
-    reason: Reason,
-    message: String,
+    (action, reason, message): (ActionKind, Reason, String),
 ) -> PodPlan {
     let decision = match action {
         ActionKind::Evict { .. } => Decision::Evict,
@@ -380,6 +383,7 @@ fn act(
             _ => "waits for a drain slot",
         };
         return pod_plan(
+            index,
             pod,
             class,
             Decision::Wait,
@@ -392,7 +396,7 @@ fn act(
         reason,
         format!("{} on {}: {message}", PodRef::of(pod), ctx.node.name),
     ));
-    pod_plan(pod, class, decision, Some(reason), message)
+    pod_plan(index, pod, class, decision, Some(reason), message)
 }
 
 /// A workload pod, or (`held_back` tells what it waits for first) a pod of a controller of another kind.
@@ -402,59 +406,80 @@ fn decide_workload(
     ctx: &NodeContext,
     index: &Index,
     ledger: &mut Ledger,
-    held_back: Option<&str>,
+    held_back: Option<&'static str>,
     drain: &mut Drain,
 ) -> PodPlan {
     let Some(workload) = class.workload() else {
         unreachable!("decide_workload is called for workload and other-controller pods only")
     };
     if let Some((reason, message)) = needs_operator(pod, class, ctx, index) {
-        return pod_plan(pod, class, Decision::Block, Some(reason), message);
+        return pod_plan(index, pod, class, Decision::Block, Some(reason), message);
     }
-    let wait = |message: String| {
+    // Waits are written once per pass for all the pods that wait for the same thing (this runs for every pod of
+    // every draining node).
+    let wait = |key: MessageKey, write: &dyn Fn() -> String| {
         pod_plan(
+            index,
             pod,
             class,
             Decision::Wait,
             Some(Reason::WaitingForOwner),
-            message,
+            index.shared.message(key, write),
         )
     };
     // A pod that is not Ready costs no readiness to move: holding it back behind the node's workload pods would only
     // keep its controller below its floor, and the controller's pods on other nodes waiting.
     if let Some(first) = held_back.filter(|_| pod.ready) {
-        return wait(format!("wait: goes once {first}"));
+        return wait(MessageKey::HeldBack(Text::of(first)), &|| {
+            format!("wait: goes once {first}")
+        });
     }
     let health = ledger.health(workload, index);
     let t = ctx.threshold;
     let needed = health::needed(t, health.desired);
     let floor = health::sla_floor(t, health.desired);
-    // Written straight into one message: this runs for every pod of every draining node.
     let who = Who(workload, health.desired);
     let going = Going(health.going);
+    let key = |why| MessageKey::Workload {
+        uid: Text::of(workload.uid),
+        kind: Text::of(workload.kind),
+        name: Text::of(workload.name),
+        why,
+        ready: health.ready,
+        desired: health.desired,
+        going: health.going,
+        threshold: t,
+    };
     let message = match health::judge(health, t, pod.ready) {
         Verdict::RollingOut => {
-            return wait(format!(
-                "wait: {workload} is rolling out (its controller is replacing pods itself); goes once the rollout is \
-                 complete"
-            ));
+            return wait(key(WaitsOn::RollingOut), &|| {
+                format!(
+                    "wait: {workload} is rolling out (its controller is replacing pods itself); goes once the \
+                     rollout is complete"
+                )
+            });
         }
         Verdict::ScaledToZero => {
-            return wait(format!(
-                "wait: {who} is scaled to 0; its controller removes the pod"
-            ));
+            return wait(key(WaitsOn::ScaledToZero), &|| {
+                format!("wait: {who} is scaled to 0; its controller removes the pod")
+            });
         }
         Verdict::Unhealthy if pod.ready => {
-            return wait(format!(
-                "wait: {who} {}/{} ready{going}, needs {needed} (threshold {t}%)",
-                health.ready, health.desired
-            ));
+            return wait(key(WaitsOn::Unhealthy), &|| {
+                format!(
+                    "wait: {who} {}/{} ready{going}, needs {needed} (threshold {t}%)",
+                    health.ready, health.desired
+                )
+            });
         }
         Verdict::Unhealthy => {
-            return wait(format!(
-                "wait: pod not Ready, and {who} has {}/{} ready{going}, below its floor {floor} (threshold {t}%)",
-                health.ready, health.desired
-            ));
+            return wait(key(WaitsOn::BelowFloor), &|| {
+                format!(
+                    "wait: pod not Ready, and {who} has {}/{} ready{going}, below its floor {floor} (threshold \
+                     {t}%)",
+                    health.ready, health.desired
+                )
+            });
         }
         Verdict::Evict { ready_after, .. } => format!(
             "evict: {who} ready {}/{} → {ready_after} (threshold {t}% needs {needed})",
@@ -471,10 +496,13 @@ fn decide_workload(
     } else {
         Vec::new()
     };
-    if let Some((_, pdb)) = pdbs.iter().find(|(i, _)| ledger.pdb_allowance(*i) <= 0) {
-        let (ns, name) = (&pdb.view.namespace, &pdb.view.name);
-        let message = format!("wait: PodDisruptionBudget {ns}/{name} allows no disruption now");
+    if let Some(&(i, pdb)) = pdbs.iter().find(|(i, _)| ledger.pdb_allowance(*i) <= 0) {
+        let message = index.shared.message(MessageKey::Budget(i), || {
+            let (ns, name) = (&pdb.view.namespace, &pdb.view.name);
+            format!("wait: PodDisruptionBudget {ns}/{name} allows no disruption now")
+        });
         return pod_plan(
+            index,
             pod,
             class,
             Decision::Wait,
@@ -485,7 +513,7 @@ fn decide_workload(
     let pdbs: Vec<usize> = pdbs.into_iter().map(|(i, _)| i).collect();
     ledger.record_eviction(workload, index, pod.ready, &pdbs);
     let eviction = Eviction {
-        owner: OwnerRef::of(workload),
+        owner: index.shared.owner(workload),
         ready_before: health.ready,
         ready_after: health.ready - u32::from(pod.ready && health.ready > 0),
         desired: health.desired,
@@ -498,7 +526,14 @@ fn decide_workload(
         pod: PodRef::of(pod),
         eviction,
     };
-    act(pod, class, ctx, drain, action, Reason::Evicted, message)
+    act(
+        index,
+        pod,
+        class,
+        ctx,
+        drain,
+        (action, Reason::Evicted, message),
+    )
 }
 
 /// The workload a message is about: `workload Deployment web`, or for a controller of another kind
@@ -538,7 +573,7 @@ fn decide_other(
     drain: &mut Drain,
 ) -> PodPlan {
     if let Some((reason, message)) = needs_operator(pod, class, ctx, index) {
-        return pod_plan(pod, class, Decision::Block, Some(reason), message);
+        return pod_plan(index, pod, class, Decision::Block, Some(reason), message);
     }
     let unmanaged = match class {
         Class::Ignored(why) => {
@@ -548,6 +583,7 @@ fn decide_other(
                 (Decision::Ignore, None)
             };
             return pod_plan(
+                index,
                 pod,
                 class,
                 decision,
@@ -558,13 +594,12 @@ fn decide_other(
         Class::Finished => {
             let message = format!("delete finished pod ({:?})", pod.phase);
             return act(
+                index,
                 pod,
                 class,
                 ctx,
                 drain,
-                delete(pod),
-                Reason::DeletedFinishedPod,
-                message,
+                (delete(pod), Reason::DeletedFinishedPod, message),
             );
         }
         Class::Job(owner) if !job_expired(ctx) => {
@@ -578,6 +613,7 @@ fn decide_other(
                 None => format!("wait: Job {} to complete", owner.name),
             };
             let mut plan = pod_plan(
+                index,
                 pod,
                 class,
                 Decision::Wait,
@@ -595,6 +631,7 @@ fn decide_other(
                 unmanaged_message(why)
             );
             return pod_plan(
+                index,
                 pod,
                 class,
                 Decision::Wait,
@@ -619,6 +656,7 @@ fn decide_other(
             deadline.to_rfc3339()
         );
         let mut plan = pod_plan(
+            index,
             pod,
             class,
             Decision::Wait,
@@ -634,6 +672,7 @@ fn decide_other(
             "wait: {unmanaged}; deleted once the node's workload and other-controller pods have left"
         );
         return pod_plan(
+            index,
             pod,
             class,
             Decision::Wait,
@@ -643,13 +682,12 @@ fn decide_other(
     }
     let message = format!("delete {unmanaged}");
     act(
+        index,
         pod,
         class,
         ctx,
         drain,
-        delete(pod),
-        Reason::DeletedUnmanagedPod,
-        message,
+        (delete(pod), Reason::DeletedUnmanagedPod, message),
     )
 }
 

@@ -8,7 +8,9 @@ use chrono::{DateTime, Utc};
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
     classify::{self, Class, Resolved},
+    cover::{self, CoverMemo},
     selector::{self, Selector, SelectorError},
+    shared::SharedOutput,
     workload::workload_uid,
 };
 
@@ -59,7 +61,7 @@ pub(crate) struct Pdb<'a> {
 
 impl Pdb<'_> {
     pub(crate) fn covers(&self, pod: &PodView) -> bool {
-        pod.namespace == self.view.namespace
+        *pod.namespace == *self.view.namespace
             && matches!(&self.selector, Some(Ok(selector)) if selector.matches(&pod.labels))
     }
 }
@@ -138,6 +140,10 @@ pub(crate) struct Index<'a> {
     /// of a pod are found among a few, not among every budget of the cluster.
     pdbs_by_label: FastMap<(&'a str, &'a str, &'a str), Vec<u32>>,
     pdbs_by_namespace: FastMap<&'a str, Vec<u32>>,
+    /// The budgets covering the pods of each shared namespace and label set, as asked for.
+    cover: CoverMemo,
+    /// What the pass writes once and shares among the pods it reports.
+    pub(crate) shared: SharedOutput,
     /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not replaced yet.
     pub(crate) in_flight_gone: FastMap<&'a str, u32>,
     /// Pods whose eviction was launched and is not answered yet (a few).
@@ -209,23 +215,33 @@ impl<'a> Index<'a> {
             .map(|n| crate::nodes::still_to_drain(n))
             .collect();
         let mut pod_workload: Vec<u32> = Vec::with_capacity(view.pods.len());
+        // The pods of one node share one copy of its name, and those of one controller one copy of their reference
+        // (as the controller's conversion makes them): each shared copy is looked up by its address, so the text of
+        // a name or UID is hashed and compared once per node or controller, not once per pod. Unshared copies (as
+        // tests build them) are looked up once each, with the same result.
+        let mut slot_of_name: FastMap<usize, u32> =
+            FastMap::with_capacity_and_hasher(node_slots.len(), Default::default());
+        let mut owner_of: FastMap<usize, Option<OwnerEntry>> =
+            FastMap::with_capacity_and_hasher(lookups.owners.len(), Default::default());
         for pod in &view.pods {
-            let going = !lookups.in_flight_pods.is_empty()
-                && lookups.in_flight_pods.contains(pod.uid.as_str());
+            let going =
+                !lookups.in_flight_pods.is_empty() && lookups.in_flight_pods.contains(&*pod.uid);
             if going {
                 in_flight_seen.insert(&pod.uid);
             }
-            let entry = pod
-                .controller
-                .as_ref()
-                .and_then(|c| lookups.owners.get(c.uid.as_str()));
+            let entry = pod.controller.as_ref().and_then(|c| {
+                *owner_of
+                    .entry(cover::address(c))
+                    .or_insert_with(|| lookups.owners.get(c.uid.as_str()).copied())
+            });
+            let entry = entry.as_ref();
             let class = classify::classify_entry(pod, entry, &lookups);
             classes.push(class);
-            let slot = pod
-                .node_name
-                .as_deref()
-                .and_then(|n| node_slots.get(n).copied())
-                .unwrap_or(u32::MAX);
+            let slot = pod.node_name.as_ref().map_or(u32::MAX, |name| {
+                *slot_of_name
+                    .entry(cover::address(name))
+                    .or_insert_with(|| node_slots.get(&**name).copied().unwrap_or(u32::MAX))
+            });
             if slot != u32::MAX {
                 per_node[slot as usize] += 1;
             }
@@ -331,6 +347,8 @@ impl<'a> Index<'a> {
             pdbs,
             pdbs_by_label,
             pdbs_by_namespace,
+            cover: CoverMemo::default(),
+            shared: SharedOutput::default(),
             in_flight_gone,
             unanswered_pods: view
                 .in_flight
@@ -403,34 +421,41 @@ impl<'a> Index<'a> {
 
     /// Budgets that cover `pod`, with their positions in `pdbs`, in that order.
     pub(crate) fn pdbs_for<'s>(&'s self, pod: &'s PodView) -> Vec<(usize, &'s Pdb<'a>)> {
-        let mut found: Vec<(usize, &Pdb)> = self.pdbs_covering(pod).collect();
-        found.sort_unstable_by_key(|(i, _)| *i);
-        found
+        self.pdbs_covering(pod).collect()
     }
 
-    /// Budgets that cover `pod`, in no particular order (for counting), without allocating: looked up among those
-    /// of the pod's namespace without a required label and those of each of its labels. Each budget is indexed once,
-    /// under one label, so none comes twice.
+    /// Budgets that cover `pod`, in the order of their positions in `pdbs`, found once per pass for the pods that
+    /// share its namespace and labels ([`CoverMemo`]). Without budgets, the pod is not even read (this runs for
+    /// every pod of every queued node).
     pub(crate) fn pdbs_covering<'s>(
         &'s self,
         pod: &'s PodView,
     ) -> impl Iterator<Item = (usize, &'s Pdb<'a>)> + 's {
-        // Without budgets, the pod is not even read (this runs for every pod of every queued node).
-        let indexed = (!self.pdbs.is_empty()).then_some(pod);
-        indexed.into_iter().flat_map(move |pod| {
-            let namespace = pod.namespace.as_str();
-            let by_namespace = self.pdbs_by_namespace.get(namespace).into_iter().flatten();
-            let by_label = pod.labels.iter().flat_map(move |(key, value)| {
-                self.pdbs_by_label
-                    .get(&(namespace, key.as_str(), value.as_str()))
-                    .into_iter()
-                    .flatten()
-            });
-            by_namespace
-                .chain(by_label)
-                .map(|&i| (i as usize, &self.pdbs[i as usize]))
-                .filter(move |(_, p)| p.covers(pod))
+        let budgets =
+            (!self.pdbs.is_empty()).then(|| self.cover.get_or(pod, || self.search_covering(pod)));
+        let count = budgets.as_ref().map_or(0, |b| b.len());
+        (0..count).map(move |k| {
+            let i = budgets.as_ref().map_or(0, |b| b[k]) as usize;
+            (i, &self.pdbs[i])
         })
+    }
+
+    /// Budgets that cover `pod`, looked up among those of the pod's namespace without a required label and those of
+    /// each of its labels. Each budget is indexed once, under one label, so none comes twice.
+    fn search_covering(&self, pod: &PodView) -> Vec<u32> {
+        let namespace = &*pod.namespace;
+        let by_namespace = self.pdbs_by_namespace.get(namespace).into_iter().flatten();
+        let by_label = pod.labels.iter().flat_map(move |(key, value)| {
+            self.pdbs_by_label
+                .get(&(namespace, key.as_str(), value.as_str()))
+                .into_iter()
+                .flatten()
+        });
+        by_namespace
+            .chain(by_label)
+            .copied()
+            .filter(|&i| self.pdbs[i as usize].covers(pod))
+            .collect()
     }
 }
 

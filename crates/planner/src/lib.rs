@@ -12,6 +12,7 @@
 mod admission;
 mod classify;
 mod conditions;
+mod cover;
 mod deleted;
 mod drain;
 mod health;
@@ -23,6 +24,7 @@ mod plan;
 mod progress;
 mod reason;
 mod selector;
+mod shared;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod view;

@@ -88,7 +88,7 @@ impl Assessment {
     pub(crate) fn block(&mut self, reason: Reason, message: String) {
         self.blockers.push(Blocker {
             reason,
-            message,
+            message: message.into(),
             pod: None,
         });
     }

@@ -1,10 +1,12 @@
 //! The planner's output: the actions to execute now and the report of where every node stands and why.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use k8sm_api::{KamikazeMechanism, NodeCounts, NodePhase};
 use serde::{Deserialize, Serialize};
 
-use crate::{DeletedNodeRecord, OwnerKind, PodView, Reason, workload::Workload};
+use crate::{DeletedNodeRecord, OwnerKind, PodView, Reason};
 
 /// Everything the controller does in one pass, and what status, Events and the plugin report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -279,11 +281,11 @@ pub struct Eviction {
 #[serde(rename_all = "camelCase")]
 pub struct PodRef {
     /// Namespace.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// Name.
-    pub name: String,
+    pub name: Arc<str>,
     /// UID.
-    pub uid: String,
+    pub uid: Arc<str>,
 }
 
 impl PodRef {
@@ -309,19 +311,9 @@ pub struct OwnerRef {
     /// Kind, such as `ReplicaSet`.
     pub kind: OwnerKind,
     /// Name (in the pod's namespace).
-    pub name: String,
+    pub name: Arc<str>,
     /// UID.
-    pub uid: String,
-}
-
-impl OwnerRef {
-    pub(crate) fn of(workload: Workload) -> Self {
-        Self {
-            kind: OwnerKind::from(workload.kind),
-            name: workload.name.to_owned(),
-            uid: workload.uid.to_owned(),
-        }
-    }
+    pub uid: Arc<str>,
 }
 
 impl std::fmt::Display for OwnerRef {
@@ -394,7 +386,7 @@ pub struct Blocker {
     /// Why, bounded.
     pub reason: Reason,
     /// What, for a human.
-    pub message: String,
+    pub message: Arc<str>,
     /// The pod concerned, if any.
     pub pod: Option<PodRef>,
 }
@@ -414,7 +406,7 @@ pub struct PodPlan {
     /// Why (absent for pods the drain ignores).
     pub reason: Option<Reason>,
     /// Details, such as "wait: owner ReplicaSet web-abc 8/10 ready, needs 9".
-    pub message: String,
+    pub message: Arc<str>,
     /// For time-based waits: when the decision changes.
     pub until: Option<DateTime<Utc>>,
 }

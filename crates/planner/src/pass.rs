@@ -514,7 +514,7 @@ impl Output {
 fn blocker(reason: Reason, message: String) -> Blocker {
     Blocker {
         reason,
-        message,
+        message: message.into(),
         pod: None,
     }
 }

@@ -193,10 +193,10 @@ impl OwnerView {
 /// A ready, running pod without a controller on `node`; UID `namespace/name`.
 pub fn unmanaged_pod(namespace: &str, name: &str, node: &str) -> PodView {
     PodView {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        uid: format!("{namespace}/{name}"),
-        node_name: Some(node.to_owned()),
+        namespace: namespace.into(),
+        name: name.into(),
+        uid: format!("{namespace}/{name}").into(),
+        node_name: Some(node.into()),
         phase: PodPhase::Running,
         ready: true,
         created: Some(t0()),
@@ -440,14 +440,14 @@ pub fn record_in_flight(view: &mut ClusterView, plan: &Plan, when: DateTime<Utc>
         if let ActionKind::Evict { pod, eviction } = &action.kind {
             view.in_flight.push(InFlightEviction {
                 unanswered: false,
-                pod_uid: pod.uid.clone(),
-                owner_uid: Some(eviction.owner.uid.clone()),
+                pod_uid: pod.uid.to_string(),
+                owner_uid: Some(eviction.owner.uid.to_string()),
                 at: when,
             });
         } else if let ActionKind::DeletePod { pod } = &action.kind {
             view.in_flight.push(InFlightEviction {
                 unanswered: false,
-                pod_uid: pod.uid.clone(),
+                pod_uid: pod.uid.to_string(),
                 owner_uid: None,
                 at: when,
             });

@@ -124,14 +124,15 @@ pub struct ControllerRef {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodView {
-    /// `metadata.namespace`.
-    pub namespace: String,
-    /// `metadata.name`.
-    pub name: String,
+    /// `metadata.namespace`; shared by the pods of one namespace.
+    pub namespace: Arc<str>,
+    /// `metadata.name`. Shared strings, so that a plan's references to the pod copy no text.
+    pub name: Arc<str>,
     /// `metadata.uid`.
-    pub uid: String,
-    /// `spec.nodeName`; `None` while pending unscheduled.
-    pub node_name: Option<String>,
+    pub uid: Arc<str>,
+    /// `spec.nodeName`; `None` while pending unscheduled. Shared by the pods of one node, so that a pass reading
+    /// every pod's node reads each name from one place.
+    pub node_name: Option<Arc<str>>,
     /// `metadata.labels` (opt-out and PodDisruptionBudget selectors); shared by the pods that have the same ones.
     pub labels: Arc<BTreeMap<String, String>>,
     /// `metadata.annotations`, or at least the opt-out and mirror ones.

@@ -7,6 +7,7 @@
 //! as some view holds it, and entries whose value is gone are dropped whenever the table has doubled since it was
 //! last cleaned, so it never holds more than about twice the values in use.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::{Arc, Mutex, Weak};
@@ -14,12 +15,12 @@ use std::sync::{Arc, Mutex, Weak};
 /// The fewest entries before the table is cleaned: cleaning a small table often gains nothing.
 const MIN_CLEAN_AT: usize = 1024;
 
-pub(crate) struct Interner<T> {
+pub(crate) struct Interner<T: ?Sized> {
     hasher: RandomState,
     table: Mutex<Table<T>>,
 }
 
-struct Table<T> {
+struct Table<T: ?Sized> {
     /// By hash. Two different values with one 64-bit hash (as good as never) only share less: the later replaces
     /// the earlier here, and a value is shared only once found equal.
     values: HashMap<u64, Weak<T>>,
@@ -27,7 +28,7 @@ struct Table<T> {
     clean_at: usize,
 }
 
-impl<T: Eq + Hash> Interner<T> {
+impl<T: Eq + Hash + ?Sized> Interner<T> {
     pub(crate) fn new() -> Self {
         Self {
             hasher: RandomState::new(),
@@ -38,13 +39,18 @@ impl<T: Eq + Hash> Interner<T> {
         }
     }
 
-    /// The shared copy of `value`: one that is still in use if there is one, else `value` itself, shared from now on.
-    pub(crate) fn intern(&self, value: T) -> Arc<T> {
-        let hash = self.hasher.hash_one(&value);
+    /// The shared copy of `value`: one that is still in use if there is one, else `value` itself (a map, or a copy of
+    /// a `&str`), shared from now on.
+    pub(crate) fn intern<V>(&self, value: V) -> Arc<T>
+    where
+        V: Borrow<T>,
+        Arc<T>: From<V>,
+    {
+        let hash = self.hasher.hash_one(value.borrow());
         // A poisoned lock only means a panic elsewhere while holding it; the table is always consistent.
         let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(shared) = table.values.get(&hash).and_then(Weak::upgrade)
-            && *shared == value
+            && *shared == *value.borrow()
         {
             return shared;
         }
@@ -52,7 +58,7 @@ impl<T: Eq + Hash> Interner<T> {
             table.values.retain(|_, weak| weak.strong_count() > 0);
             table.clean_at = (table.values.len() * 2).max(MIN_CLEAN_AT);
         }
-        let shared = Arc::new(value);
+        let shared = Arc::from(value);
         table.values.insert(hash, Arc::downgrade(&shared));
         shared
     }
@@ -71,16 +77,16 @@ mod tests {
 
     #[test]
     fn equal_values_share_one_copy_while_it_is_in_use() {
-        let interner = Interner::new();
+        let interner = Interner::<str>::new();
         let a = interner.intern("web".to_owned());
         let b = interner.intern("web".to_owned());
         assert!(Arc::ptr_eq(&a, &b));
         let c = interner.intern("db".to_owned());
         assert!(!Arc::ptr_eq(&a, &c));
-        assert_eq!(*c, "db");
+        assert_eq!(&*c, "db");
         drop((a, b));
         // Gone from every view: a new copy is made (equal, so nothing a reader can tell).
-        assert_eq!(*interner.intern("web".to_owned()), "web");
+        assert_eq!(&*interner.intern("web"), "web");
     }
 
     #[test]

@@ -81,7 +81,7 @@ fn every_pod_bound_or_not_and_every_owner_kind() {
     let pods: Vec<(&str, Option<&str>)> = view
         .pods
         .iter()
-        .map(|p| (p.name.as_str(), p.node_name.as_deref()))
+        .map(|p| (&*p.name, p.node_name.as_deref()))
         .collect();
     assert_eq!(
         pods,
@@ -94,9 +94,9 @@ fn every_pod_bound_or_not_and_every_owner_kind() {
         .map(|o| {
             (
                 o.kind.clone(),
-                o.name.as_str(),
+                &*o.name,
                 o.desired,
-                o.controller.as_ref().map(|c| c.uid.as_str()),
+                o.controller.as_ref().map(|c| &*c.uid),
             )
         })
         .collect();

@@ -15,6 +15,8 @@ use crate::time::from_timestamp;
 /// Pods' labels and controller references, one shared copy of each (a ReplicaSet's pods all have the same).
 static LABELS: LazyLock<Interner<BTreeMap<String, String>>> = LazyLock::new(Interner::new);
 static CONTROLLERS: LazyLock<Interner<ControllerRef>> = LazyLock::new(Interner::new);
+/// Namespaces and node names, shared by the pods of one namespace, of one node.
+static NAMES: LazyLock<Interner<str>> = LazyLock::new(Interner::new);
 
 /// The annotation the kubelet puts on the mirror pod of a static pod.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -69,14 +71,15 @@ pub fn pod_view(pod: &impl PodFields) -> PodView {
     let meta = pod.meta();
     let annotations = meta.annotations.clone().unwrap_or_default();
     PodView {
-        namespace: meta.namespace.clone().unwrap_or_default(),
+        namespace: NAMES.intern(meta.namespace.as_deref().unwrap_or_default()),
         name: meta
             .name
-            .clone()
-            .or_else(|| meta.generate_name.clone())
-            .unwrap_or_default(),
-        uid: meta.uid.clone().unwrap_or_default(),
-        node_name: pod.node_name().map(str::to_owned),
+            .as_deref()
+            .or(meta.generate_name.as_deref())
+            .unwrap_or_default()
+            .into(),
+        uid: meta.uid.as_deref().unwrap_or_default().into(),
+        node_name: pod.node_name().map(|n| NAMES.intern(n)),
         labels: LABELS.intern(meta.labels.clone().unwrap_or_default()),
         mirror: annotations.contains_key(MIRROR_ANNOTATION),
         annotations,

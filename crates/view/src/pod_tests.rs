@@ -31,11 +31,7 @@ fn identity_labels_and_creation() {
         json!({}),
     ));
     assert_eq!(
-        (
-            view.namespace.as_str(),
-            view.name.as_str(),
-            view.uid.as_str()
-        ),
+        (&*view.namespace, &*view.name, &*view.uid),
         ("shop", "web-1", "u-web-1")
     );
     assert_eq!(view.labels.get("app").map(String::as_str), Some("web"));
@@ -172,4 +168,31 @@ fn pods_of_one_controller_share_their_labels_and_reference() {
     );
     assert!(!Arc::ptr_eq(&a.labels, &c.labels));
     assert_eq!(c.labels.get("canary").map(String::as_str), Some("yes"));
+}
+
+/// The pods of one node share one copy of its name, and those of one namespace one copy of it: the planner reads
+/// every pod's node on every pass, from one place per node.
+#[test]
+fn pods_of_one_node_share_its_name_and_namespace() {
+    let on = |name: &str, namespace: &str, node: &str| {
+        pod_view(&pod(
+            json!({"name": name, "namespace": namespace, "uid": format!("u-{name}")}),
+            json!({"nodeName": node, "containers": []}),
+            json!({}),
+        ))
+    };
+    let (a, b, c) = (
+        on("a", "shared-names-test", "node-shared-names-test"),
+        on("b", "shared-names-test", "node-shared-names-test"),
+        on("c", "shared-names-test-2", "node-shared-names-test-2"),
+    );
+    let name = |p: &PodView| Arc::clone(p.node_name.as_ref().expect("bound"));
+    assert!(Arc::ptr_eq(&name(&a), &name(&b)));
+    assert!(Arc::ptr_eq(&a.namespace, &b.namespace));
+    assert!(!Arc::ptr_eq(&name(&a), &name(&c)));
+    assert_eq!(
+        (&*c.namespace, c.node_name.as_deref()),
+        ("shared-names-test-2", Some("node-shared-names-test-2"))
+    );
+    assert_eq!((&*a.name, &*a.uid), ("a", "u-a"));
 }

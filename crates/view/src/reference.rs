@@ -11,9 +11,9 @@ pub fn pod_ref(pod: &PodRef) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Pod".into()),
-        namespace: Some(pod.namespace.clone()),
-        name: Some(pod.name.clone()),
-        uid: Some(pod.uid.clone()),
+        namespace: Some(pod.namespace.to_string()),
+        name: Some(pod.name.to_string()),
+        uid: Some(pod.uid.to_string()),
         ..ObjectReference::default()
     }
 }

@@ -149,9 +149,9 @@ async fn delete(
         Err(e) => return Err(Error::kube(format!("deleting pod {pod_name}"), e)),
     }
     let reference = pod_ref(&PodRef {
-        namespace: pod.namespace.clone(),
-        name: pod.name.clone(),
-        uid: pod.uid.clone(),
+        namespace: pod.namespace.as_str().into(),
+        name: pod.name.as_str().into(),
+        uid: pod.uid.as_str().into(),
     });
     let note = event_note(user, node, pod);
     let event = record_forced(recorder, &note, &reference, &format!("pod {pod_name}")).await;

@@ -53,7 +53,7 @@ impl BlockedView {
         let created: HashMap<&str, DateTime<Utc>> = view
             .pods
             .iter()
-            .filter_map(|p| Some((p.uid.as_str(), p.created?)))
+            .filter_map(|p| Some((&*p.uid, p.created?)))
             .collect();
         // The planner names owners only of pods it judges by their owner; an opted-out pod has one all the same.
         let controllers: HashMap<&str, String> = view
@@ -61,7 +61,7 @@ impl BlockedView {
             .iter()
             .filter_map(|p| {
                 let c = p.controller.as_ref()?;
-                Some((p.uid.as_str(), format!("{}/{}", c.kind, c.name)))
+                Some((&*p.uid, format!("{}/{}", c.kind, c.name)))
             })
             .collect();
         let mut pods: Vec<BlockedPodRow> = plan
@@ -71,26 +71,26 @@ impl BlockedView {
             .filter(|(_, pod)| pod.is_blocked())
             .filter(|(_, pod)| match namespaces {
                 Namespaces::All => true,
-                Namespaces::One(ns) => pod.pod.namespace == *ns,
+                Namespaces::One(ns) => *pod.pod.namespace == **ns,
             })
             .filter_map(|(node, pod)| Some((node, pod, pod.reason?)))
             .map(|(node, pod, reason)| {
-                let arrived = created.get(pod.pod.uid.as_str()).copied();
+                let arrived = created.get(&*pod.pod.uid).copied();
                 BlockedPodRow {
                     policy: node.policy.clone(),
                     node: node.node.clone(),
-                    namespace: pod.pod.namespace.clone(),
-                    name: pod.pod.name.clone(),
-                    uid: pod.pod.uid.clone(),
+                    namespace: pod.pod.namespace.to_string(),
+                    name: pod.pod.name.to_string(),
+                    uid: pod.pod.uid.to_string(),
                     owner: pod
                         .owner
                         .as_ref()
                         .map(ToString::to_string)
-                        .or_else(|| controllers.get(pod.pod.uid.as_str()).cloned()),
+                        .or_else(|| controllers.get(&*pod.pod.uid).cloned()),
                     class: pod.class.clone(),
                     reason,
                     needs_operator: pod.needs_operator(),
-                    message: pod.message.clone(),
+                    message: pod.message.to_string(),
                     since: node.since.max(arrived),
                     until: pod.until,
                 }

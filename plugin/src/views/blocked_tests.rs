@@ -20,12 +20,12 @@ fn pod_plan(
         pod: PodRef {
             namespace: namespace.into(),
             name: name.into(),
-            uid: format!("{namespace}/{name}"),
+            uid: format!("{namespace}/{name}").into(),
         },
         owner: owner.map(|(kind, name)| OwnerRef {
             kind: OwnerKind::from(kind),
             name: name.into(),
-            uid: format!("uid-{name}"),
+            uid: format!("uid-{name}").into(),
         }),
         class: if owner.is_some() {
             PodClass::Owned

@@ -118,7 +118,7 @@ impl PlanView {
                     blockers: node_blockers(n)
                         .map(|b| PlannedBlocker {
                             reason: b.reason,
-                            message: b.message.clone(),
+                            message: b.message.to_string(),
                         })
                         .collect(),
                     pods: n.pods.iter().map(planned_pod).collect(),
@@ -365,7 +365,7 @@ fn standing(n: &NodePlan, actions: &[&ActionKind]) -> Option<String> {
         NodePhase::KamikazeSent => "waits for its executor to restart".into(),
         NodePhase::Incompatible => blocked_by.map_or_else(
             || "waits for a drain slot".to_owned(),
-            |b| b.message.clone(),
+            |b| b.message.to_string(),
         ),
         NodePhase::Blocked => blocked_by.map_or_else(
             || "blocked".to_owned(),
@@ -409,9 +409,9 @@ fn pod_moves(n: &NodePlan) -> Option<String> {
 
 fn planned_pod(p: &PodPlan) -> PlannedPod {
     PlannedPod {
-        namespace: p.pod.namespace.clone(),
-        name: p.pod.name.clone(),
-        uid: p.pod.uid.clone(),
+        namespace: p.pod.namespace.to_string(),
+        name: p.pod.name.to_string(),
+        uid: p.pod.uid.to_string(),
         owner: p.owner.as_ref().map(ToString::to_string),
         class: p.class.clone(),
         decision: p.decision,

@@ -89,7 +89,7 @@ impl RetryKamikaze {
         Ok(Self {
             node: plan.node.clone(),
             policy: plan.policy.clone(),
-            reported: blocker.message.clone(),
+            reported: blocker.message.to_string(),
             change,
         })
     }

@@ -24,16 +24,16 @@ fn assert_messages_are_safe(plan: &Plan) {
     let messages = plan
         .actions
         .iter()
-        .map(|a| &a.message)
+        .map(|a| a.message.as_str())
         .chain(
             plan.nodes
                 .iter()
-                .flat_map(|n| n.blockers.iter().map(|b| &b.message)),
+                .flat_map(|n| n.blockers.iter().map(|b| &*b.message)),
         )
         .chain(
             plan.policies
                 .iter()
-                .flat_map(|p| p.conditions.iter().map(|c| &c.message)),
+                .flat_map(|p| p.conditions.iter().map(|c| c.message.as_str())),
         );
     for message in messages {
         assert!(message.len() <= 1000, "{} bytes: {message}", message.len());

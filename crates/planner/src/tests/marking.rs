@@ -174,6 +174,7 @@ fn a_malformed_mark_is_reported_and_never_panics() {
             "annotation {} is \"last tuesday\", not an RFC 3339 time: fix or remove it",
             keys::INCOMPATIBLE_EXECUTOR_ANNOTATION
         )
+        .into()
     );
 }
 

@@ -151,9 +151,9 @@ fn pod_decision(plan: &Plan, node: &str, pod: &str) -> (crate::Decision, Option<
     let p = node_plan(plan, node)
         .pods
         .iter()
-        .find(|p| p.pod.name == pod)
+        .find(|p| *p.pod.name == *pod)
         .unwrap_or_else(|| panic!("no decision for pod {pod} on {node}: {plan:#?}"));
-    (p.decision, p.reason, p.message.clone())
+    (p.decision, p.reason, p.message.to_string())
 }
 
 /// Plans at [`now`].

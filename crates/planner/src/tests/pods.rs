@@ -329,7 +329,7 @@ fn pods_of_another_controller_kind_go_one_at_a_time_until_replaced() {
     // The evicted broker is gone and not replaced yet: its eviction in flight still counts, so the controller is
     // not taken for a healthy set of two.
     let mut gone = view.clone();
-    gone.pods.retain(|p| p.name != "broker-0");
+    gone.pods.retain(|p| &*p.name != "broker-0");
     gone.in_flight.push(InFlightEviction {
         unanswered: false,
         pod_uid: "kafka/broker-0".into(),
@@ -343,7 +343,7 @@ fn pods_of_another_controller_kind_go_one_at_a_time_until_replaced() {
     );
     // Replaced (the controller dropped the entry once it saw three brokers again) and Ready: the next one goes.
     let mut replaced = view.clone();
-    replaced.pods.retain(|p| p.name != "broker-0");
+    replaced.pods.retain(|p| &*p.name != "broker-0");
     replaced.pods.push(kafka.pod("broker-0b", "up").into());
     assert_eq!(summary(&plan_now(&replaced)), ["Evict kafka/broker-1"]);
 }
@@ -387,6 +387,70 @@ fn evictions_planned_in_a_pass_are_counted_against_the_budget() {
     assert_eq!(
         pod_decision(&plan, "n1", "web-2").1,
         Some(Reason::BlockedByPDB)
+    );
+}
+
+/// The controller's conversion shares one copy of equal label sets across namespaces: a budget of one namespace
+/// must still cover only that namespace's pods, whichever pod's budgets are looked up first in the pass.
+#[test]
+fn pods_sharing_labels_across_namespaces_are_covered_by_their_own_namespaces_budgets() {
+    let shop = replica_set("shop", "web", 10);
+    let lab = replica_set("lab", "web", 10);
+    let mut pods = elsewhere(&shop, 9);
+    pods.extend(elsewhere(&lab, 9));
+    pods.push(shop.pod("web-1", "n1").label("app", "web"));
+    pods.push(lab.pod("web-1", "n1").label("app", "web"));
+    let mut view = draining(vec![shop, lab], pods, policy("p"));
+    let one_copy = std::sync::Arc::new([("app".to_owned(), "web".to_owned())].into());
+    for pod in &mut view.pods {
+        if *pod.labels == *one_copy {
+            std::sync::Arc::make_mut(pod).labels = std::sync::Arc::clone(&one_copy);
+        }
+    }
+    view.pdbs.push(pdb("shop", "web-pdb", &[("app", "web")], 0));
+    let plan = plan_now(&view);
+    assert_eq!(summary(&plan), ["Evict lab/web-1"]);
+    let shop_pod = node_plan(&plan, "n1")
+        .pods
+        .iter()
+        .find(|p| &*p.pod.namespace == "shop")
+        .expect("shop/web-1 is reported");
+    assert_eq!(
+        shop_pod.reason,
+        Some(Reason::BlockedByPDB),
+        "shop/web-1 waits on its namespace's budget"
+    );
+}
+
+/// Pods that wait for the same thing share one message, written once per pass; a workload in the same state says
+/// its own name.
+#[test]
+fn pods_waiting_on_one_workload_share_its_message() {
+    let web = replica_set("shop", "web", 10);
+    let api = replica_set("shop", "api", 10);
+    let mut pods = elsewhere(&web, 7);
+    pods.extend(elsewhere(&api, 7));
+    for i in 1..=3 {
+        pods.push(web.pod(&format!("web-{i}"), "n1"));
+        pods.push(api.pod(&format!("api-{i}"), "n1"));
+    }
+    let plan = plan_now(&draining(vec![web, api], pods, policy("p")));
+    assert_eq!(summary(&plan), ["Evict shop/api-1", "Evict shop/web-1"]);
+    let message = |pod: &str| {
+        let p = node_plan(&plan, "n1")
+            .pods
+            .iter()
+            .find(|p| *p.pod.name == *pod);
+        std::sync::Arc::clone(&p.expect("reported").message)
+    };
+    assert_eq!(
+        &*message("web-2"),
+        "wait: workload ReplicaSet web 9/10 ready, 1 terminating or not replaced, needs 9 (threshold 90%)"
+    );
+    assert!(std::sync::Arc::ptr_eq(&message("web-2"), &message("web-3")));
+    assert_eq!(
+        &*message("api-3"),
+        "wait: workload ReplicaSet api 9/10 ready, 1 terminating or not replaced, needs 9 (threshold 90%)"
     );
 }
 

@@ -145,7 +145,7 @@ fn a_stalled_node_is_admitted_again_as_soon_as_one_of_its_pods_can_move() {
 #[test]
 fn a_stalled_node_without_owned_pods_rests_until_its_pod_can_go() {
     let mut view = stalled_alone();
-    view.pods.retain(|p| p.name != "web-1");
+    view.pods.retain(|p| &*p.name != "web-1");
     view.pods
         .push(crate::testing::unmanaged_pod("shop", "lone", "stuck").into());
     view.policies[0].spec.unmanaged_pods.policy = k8sm_api::UnmanagedPodPolicy::DeleteAfterTimeout;
@@ -171,7 +171,7 @@ fn a_stalled_node_without_owned_pods_rests_until_its_pod_can_go() {
 fn a_stalled_node_left_with_nothing_to_move_is_admitted_at_once() {
     let mut view = stalled_alone();
     let logs = crate::testing::daemon_set("shop", "logs");
-    view.pods.retain(|p| p.name != "web-1");
+    view.pods.retain(|p| &*p.name != "web-1");
     view.pods.push(logs.pod("logs-stuck", "stuck").into());
     view.owners.push(logs);
     let plan = plan_at(&view, 12);

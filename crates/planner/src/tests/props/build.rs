@@ -34,12 +34,12 @@ fn push_pod(view: &mut ClusterView, truth: &mut Truth, mut pod: PodView, g: &Pod
         pod = pod.label(keys::UPGRADE_OPT_OUT_LABEL, keys::UPGRADE_OPT_OUT_VALUE);
     }
     truth.pods.insert(
-        pod.uid.clone(),
+        pod.uid.to_string(),
         PodTruth {
-            namespace: pod.namespace.clone(),
+            namespace: pod.namespace.to_string(),
             labels: (*pod.labels).clone(),
             of,
-            node: pod.node_name.clone(),
+            node: pod.node_name.as_deref().map(str::to_owned),
             ready: pod.ready,
             terminating: pod.terminating,
             in_flight: false,
@@ -374,7 +374,7 @@ pub(super) fn build(
         push_pod(&mut view, &mut truth, pod, &g, of);
     }
 
-    let uids: Vec<String> = view.pods.iter().map(|p| p.uid.clone()).collect();
+    let uids: Vec<String> = view.pods.iter().map(|p| p.uid.to_string()).collect();
     for i in in_flight {
         let Some(uid) = uids.get(i % uids.len().max(1)) else {
             continue;

@@ -30,7 +30,7 @@ pub(super) fn evictions_by_workload(
         .collect();
     let mut by_workload: BTreeMap<String, Vec<Evicted>> = BTreeMap::new();
     for (pod_ref, _) in plan.evictions() {
-        let Some(pod) = truth.pods.get(&pod_ref.uid) else {
+        let Some(pod) = truth.pods.get(&*pod_ref.uid) else {
             return Err(TestCaseError::fail(format!(
                 "{pod_ref} evicted: no such pod"
             )));
@@ -118,7 +118,7 @@ pub(super) fn check_other_controllers_one_at_a_time(
 pub(super) fn check_eviction_api(world: &World, plan: &Plan) -> Result<(), TestCaseError> {
     let truth = &world.truth;
     for pod in plan.deletions() {
-        let Some(p) = truth.pods.get(&pod.uid) else {
+        let Some(p) = truth.pods.get(&*pod.uid) else {
             continue;
         };
         if let PodOf::Workload(_) = &p.of {
@@ -130,7 +130,7 @@ pub(super) fn check_eviction_api(world: &World, plan: &Plan) -> Result<(), TestC
         }
     }
     for (pod, e) in plan.evictions() {
-        let Some(p) = truth.pods.get(&pod.uid) else {
+        let Some(p) = truth.pods.get(&*pod.uid) else {
             continue;
         };
         let expected = truth.through_api(p);
@@ -165,7 +165,7 @@ pub(super) fn check_unmanaged(
 ) -> Result<(), TestCaseError> {
     let truth = &world.truth;
     for pod_ref in plan.deletions() {
-        let Some(pod) = truth.pods.get(&pod_ref.uid) else {
+        let Some(pod) = truth.pods.get(&*pod_ref.uid) else {
             return Err(TestCaseError::fail(format!(
                 "{pod_ref} deleted: no such pod"
             )));
@@ -239,10 +239,10 @@ pub(super) fn check_budgets(world: &World, plan: &Plan) -> Result<(), TestCaseEr
         .filter(|(pod, _)| {
             truth
                 .pods
-                .get(&pod.uid)
+                .get(&*pod.uid)
                 .is_some_and(|p| truth.through_api(p))
         })
-        .map(|(pod, _)| pod.uid.as_str())
+        .map(|(pod, _)| &*pod.uid)
         .collect();
     for budget in &truth.budgets {
         let covered: Vec<&&str> = through_api
@@ -261,7 +261,7 @@ pub(super) fn check_budgets(world: &World, plan: &Plan) -> Result<(), TestCaseEr
             .budgets
             .iter()
             .filter(|b| b.covers.contains(uid))
-            .map(|b| b.name.as_str())
+            .map(|b| &*b.name)
             .collect();
         prop_assert!(
             covering.len() < 2,

@@ -1,7 +1,8 @@
 //! The properties of one plan over random clusters, run as proptests, and the check that the generator reaches the
 //! situations they are about.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use proptest::{prelude::*, strategy::ValueTree, test_runner::TestRunner};
 
@@ -14,7 +15,7 @@ use super::{
     truth::PodOf,
 };
 use crate::{
-    ActionKind,
+    ActionKind, ClusterView, ControllerRef,
     tests::{
         now, oracle, plan_now,
         support::{Rng, Tally},
@@ -79,6 +80,18 @@ proptest! {
         rng.shuffle(&mut shuffled.policies);
         rng.shuffle(&mut shuffled.in_flight);
         prop_assert_eq!(plan_now(&shuffled), plan);
+    }
+
+    /// (f) How the view's pods share their texts, labels and controller references does not matter: the index and
+    /// the pass look shared copies up by address, and must give the plan of copies that share nothing. Shared the
+    /// way the controller's conversion shares them: one copy per distinct value, whatever the namespace.
+    #[test]
+    fn sharing_copies_gives_the_same_plan(world in arb_world()) {
+        let view = world.view;
+        let plan = plan_now(&view);
+        let (shared, unshared) = (share_copies(&view), unshare_copies(&view));
+        prop_assert_eq!(plan_now(&shared), plan.clone());
+        prop_assert_eq!(plan_now(&unshared), plan);
     }
 
     /// (f) A paused policy never evicts, deletes, admits, cordons, stalls or sends kamikaze.
@@ -163,7 +176,7 @@ fn the_generator_reaches_the_cases_that_matter() {
             plan.deletions().any(|p| {
                 truth
                     .pods
-                    .get(&p.uid)
+                    .get(&*p.uid)
                     .is_some_and(|p| p.of == PodOf::Unmanaged && !p.finished)
             }),
         );
@@ -173,7 +186,7 @@ fn the_generator_reaches_the_cases_that_matter() {
                 b.allowed > 0
                     && plan
                         .evictions()
-                        .filter(|(p, _)| b.covers.contains(&p.uid))
+                        .filter(|(p, _)| b.covers.contains(&*p.uid))
                         .count()
                         == b.allowed as usize
             }),
@@ -194,9 +207,56 @@ fn the_generator_reaches_the_cases_that_matter() {
                     && p.staying()
                     && !p.opted_out
                     && held
-                    && plan.evictions().all(|(e, _)| &e.uid != uid)
+                    && plan.evictions().all(|(e, _)| *e.uid != **uid)
             }),
         );
     }
     seen.assert_all_met(7, "300 worlds");
+}
+
+/// `view` with one copy of each distinct namespace, node name, label set and controller reference, shared by all the
+/// pods that have it (as `k8sm-view` interns them).
+fn share_copies(view: &ClusterView) -> ClusterView {
+    let mut texts: BTreeMap<String, Arc<str>> = BTreeMap::new();
+    let mut labels: BTreeMap<BTreeMap<String, String>, Arc<BTreeMap<String, String>>> =
+        BTreeMap::new();
+    let mut controllers: BTreeMap<ControllerRef, Arc<ControllerRef>> = BTreeMap::new();
+    let mut text =
+        |t: &Arc<str>| Arc::clone(texts.entry(t.to_string()).or_insert_with(|| Arc::clone(t)));
+    let mut shared = view.clone();
+    for pod in &mut shared.pods {
+        let mut copy = (**pod).clone();
+        copy.namespace = text(&copy.namespace);
+        copy.node_name = copy.node_name.as_ref().map(&mut text);
+        copy.labels = Arc::clone(
+            labels
+                .entry((*copy.labels).clone())
+                .or_insert_with(|| Arc::clone(&copy.labels)),
+        );
+        copy.controller = copy.controller.as_ref().map(|c| {
+            Arc::clone(
+                controllers
+                    .entry((**c).clone())
+                    .or_insert_with(|| Arc::clone(c)),
+            )
+        });
+        *pod = Arc::new(copy);
+    }
+    shared
+}
+
+/// `view` with a copy of its own of every pod's texts, labels and controller reference.
+fn unshare_copies(view: &ClusterView) -> ClusterView {
+    let mut unshared = view.clone();
+    for pod in &mut unshared.pods {
+        let mut copy = (**pod).clone();
+        copy.namespace = copy.namespace.to_string().into();
+        copy.name = copy.name.to_string().into();
+        copy.uid = copy.uid.to_string().into();
+        copy.node_name = copy.node_name.as_deref().map(Arc::from);
+        copy.labels = Arc::new((*copy.labels).clone());
+        copy.controller = copy.controller.as_deref().map(|c| Arc::new(c.clone()));
+        *pod = Arc::new(copy);
+    }
+    unshared
 }

@@ -83,11 +83,11 @@ impl World {
         for pod in &mut self.view.pods {
             if self
                 .ready_at
-                .get(&pod.uid)
+                .get(&*pod.uid)
                 .is_some_and(|&at| at <= step + 1)
             {
                 std::sync::Arc::make_mut(pod).ready = true;
-                self.ready_at.remove(&pod.uid);
+                self.ready_at.remove(&*pod.uid);
             }
         }
         self.update_budgets();
@@ -96,7 +96,7 @@ impl World {
 
     /// Removes a pod; an operator recreates it `delay` steps later.
     fn remove_pod(&mut self, uid: &str, step: usize, delay: usize) {
-        self.view.pods.retain(|p| p.uid != uid);
+        self.view.pods.retain(|p| *p.uid != *uid);
         self.ready_at.remove(uid);
         if let Some(set) = self.pod_set.remove(uid)
             && self.sets[set].operator
@@ -108,7 +108,7 @@ impl World {
     /// Executors told to terminate come back with the target after a while; their node must be empty then.
     fn restart_executors(&mut self, step: usize) -> Result<(), String> {
         for n in &self.view.nodes {
-            if n.kamikaze.is_some() && !self.restart_at.contains_key(&n.name) {
+            if n.kamikaze.is_some() && !self.restart_at.contains_key(&*n.name) {
                 let delay = 1 + self.rng.below(3);
                 self.restart_at.insert(n.name.clone(), step + delay);
             }
@@ -167,7 +167,7 @@ impl World {
                 self.view
                     .pods
                     .iter()
-                    .filter(|p| p.ready && !p.terminating && self.pod_set.get(&p.uid) == Some(&s))
+                    .filter(|p| p.ready && !p.terminating && self.pod_set.get(&*p.uid) == Some(&s))
                     .count() as i64
             };
             let available: i64 = sets.iter().map(|&s| ready_in(s)).sum();
@@ -207,8 +207,8 @@ impl World {
                 .view
                 .pods
                 .iter()
-                .filter(|p| !p.terminating && self.pod_set.get(&p.uid) == Some(&set))
-                .map(|p| (p.node_name.is_some(), p.ready, p.uid.clone()))
+                .filter(|p| !p.terminating && self.pod_set.get(&*p.uid) == Some(&set))
+                .map(|p| (p.node_name.is_some(), p.ready, p.uid.to_string()))
                 .collect();
             let replicas = self.sets[set].replicas as usize;
             for _ in live.len()..replicas {
@@ -219,7 +219,7 @@ impl World {
                 live.sort();
                 let extra = live.len() - replicas;
                 for (_, _, uid) in live.into_iter().take(extra) {
-                    let pod = self.view.pods.iter_mut().find(|p| p.uid == uid).unwrap();
+                    let pod = self.view.pods.iter_mut().find(|p| *p.uid == *uid).unwrap();
                     std::sync::Arc::make_mut(pod).terminating = true;
                 }
             }
@@ -233,7 +233,7 @@ impl World {
             .nodes
             .iter()
             .filter(|n| {
-                !n.unschedulable && n.kamikaze.is_none() && !self.restart_at.contains_key(&n.name)
+                !n.unschedulable && n.kamikaze.is_none() && !self.restart_at.contains_key(&*n.name)
             })
             .collect();
         let untainted: Vec<&NodeView> = schedulable
@@ -257,11 +257,12 @@ impl World {
             return;
         }
         let i = self.rng.below(self.view.pods.len());
-        let uid = self.view.pods[i].uid.clone();
+        let uid = self.view.pods[i].uid.to_string();
         if self.rng.chance(50) {
             if self.view.pods[i].ready {
                 std::sync::Arc::make_mut(&mut self.view.pods[i]).ready = false;
-                self.ready_at.insert(uid, step + 1 + self.rng.below(4));
+                self.ready_at
+                    .insert(uid.clone(), step + 1 + self.rng.below(4));
             }
         } else if self.pod_set.contains_key(&uid) {
             self.remove_pod(&uid, step, 0);

@@ -49,12 +49,12 @@ pub(super) fn run(
             .pods
             .iter()
             .filter(|p| p.terminating)
-            .map(|p| p.uid.clone())
+            .map(|p| p.uid.to_string())
             .collect();
         let evicting = plan
             .evictions()
             .filter(|(_, e)| e.size_inferred)
-            .map(|(_, e)| e.owner.uid.clone())
+            .map(|(_, e)| e.owner.uid.to_string())
             .collect();
         world.remember_sizes(evicting);
         apply(&mut world.view, &plan);

@@ -225,7 +225,7 @@ impl World {
                 let uid = self.create_pod(set, 0, Some(on));
                 let never = i == 0 && j < spec.never_ready;
                 if never || j < starting {
-                    let pod = self.view.pods.iter_mut().find(|p| p.uid == uid).unwrap();
+                    let pod = self.view.pods.iter_mut().find(|p| *p.uid == *uid).unwrap();
                     std::sync::Arc::make_mut(pod).ready = false;
                     if never {
                         self.ready_at.remove(&uid);
@@ -304,17 +304,17 @@ impl World {
             pod.phase = PodPhase::Pending;
             pod.ready = false;
         } else if let Some(on) = on {
-            pod.node_name = Some(on);
+            pod.node_name = Some(on.into());
         } else {
-            pod.node_name = Some(self.schedule());
+            pod.node_name = Some(self.schedule().into());
             pod.ready = false;
             self.ready_at
-                .insert(pod.uid.clone(), step + 1 + self.rng.below(3));
+                .insert(pod.uid.to_string(), step + 1 + self.rng.below(3));
         }
         let uid = pod.uid.clone();
-        self.pod_set.insert(uid.clone(), set);
+        self.pod_set.insert(uid.to_string(), set);
         self.view.pods.push(pod.into());
-        uid
+        uid.to_string()
     }
 
     /// The workload of a pod, if it has one.
@@ -369,7 +369,7 @@ impl World {
                 self.workload_of(&p.uid)
                     .is_some_and(|w| self.workloads[w].stuck)
             })
-            .filter_map(|p| p.node_name.clone())
+            .filter_map(|p| p.node_name.as_deref().map(str::to_owned))
             .collect()
     }
 
@@ -378,7 +378,7 @@ impl World {
         self.view
             .nodes
             .iter()
-            .filter(|n| !except.contains(&n.name))
+            .filter(|n| !except.contains(&*n.name))
             .all(|n| {
                 n.executor_id.as_deref() == Some(NEW)
                     && n.incompatible_since.is_none()

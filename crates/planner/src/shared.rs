@@ -1,0 +1,92 @@
+//! What a pass writes once and shares among the pods it reports: the wait messages of the pods that wait for the
+//! same thing, and the reference to each workload. A large fleet mid-upgrade has tens of thousands of pods on its
+//! draining nodes, a few thousand workloads and distinct reasons to wait; each is written once per pass.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use crate::{OwnerKind, index::FastMap, output::OwnerRef, workload::Workload};
+
+/// A text the view holds, by where it is: two live texts at the same place and of the same length are the same
+/// text. Cheaper to hash and compare than the text, and it keeps the index free of the view's lifetime. Only for
+/// texts borrowed from the view (or static), which no one changes or frees during a pass.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub(crate) struct Text(usize, usize);
+
+impl Text {
+    pub(crate) fn of(text: &str) -> Self {
+        Self(text.as_ptr().addr(), text.len())
+    }
+}
+
+/// What a shared wait message says, in full: two waits with equal keys have equal messages.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum MessageKey {
+    /// A pod waiting on its workload: the workload (its UID, kind and name), why, and the numbers the message
+    /// quotes.
+    Workload {
+        uid: Text,
+        kind: Text,
+        name: Text,
+        why: WaitsOn,
+        ready: u32,
+        desired: u32,
+        going: u32,
+        threshold: u8,
+    },
+    /// A pod held back behind others on its node, saying what it waits for first.
+    HeldBack(Text),
+    /// A pod waiting on the budget at this position in the index's budgets.
+    Budget(usize),
+}
+
+/// Why a pod waits on its workload.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum WaitsOn {
+    RollingOut,
+    ScaledToZero,
+    /// The workload is at or below what it needs, and the pod is Ready.
+    Unhealthy,
+    /// The workload is below its floor, and the pod is not Ready.
+    BelowFloor,
+}
+
+/// What a pass has written so far. Interior mutability: the index that holds this is read-only during a pass, and
+/// what is written is the same whoever writes it first. A pass runs on one thread.
+#[derive(Default)]
+pub(crate) struct SharedOutput {
+    messages: RefCell<FastMap<MessageKey, Arc<str>>>,
+    /// By the workload's UID, kind and name.
+    owners: RefCell<FastMap<(Text, Text, Text), OwnerRef>>,
+}
+
+impl SharedOutput {
+    /// The message for `key`: written before, or by `write` now and kept.
+    pub(crate) fn message(&self, key: MessageKey, write: impl FnOnce() -> String) -> Arc<str> {
+        if let Some(message) = self.messages.borrow().get(&key) {
+            return Arc::clone(message);
+        }
+        let message: Arc<str> = write().into();
+        self.messages.borrow_mut().insert(key, Arc::clone(&message));
+        message
+    }
+
+    /// The reference to `workload`, sharing its name and UID with every other.
+    pub(crate) fn owner(&self, workload: Workload) -> OwnerRef {
+        let key = (
+            Text::of(workload.uid),
+            Text::of(workload.kind),
+            Text::of(workload.name),
+        );
+        if let Some(owner) = self.owners.borrow().get(&key) {
+            return owner.clone();
+        }
+        let owner = OwnerRef {
+            kind: OwnerKind::from(workload.kind),
+            name: workload.name.into(),
+            uid: workload.uid.into(),
+        };
+        self.owners.borrow_mut().insert(key, owner.clone());
+        owner
+    }
+}
