@@ -192,6 +192,7 @@ impl EventSink {
             let type_ = if matches!(
                 reason,
                 Reason::Paused
+                    | Reason::OutsideWindow
                     | Reason::WaitingForOwner
                     | Reason::WaitingForJob
                     | Reason::WaitingForTimeout

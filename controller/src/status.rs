@@ -13,7 +13,7 @@ use serde_json::json;
 use k8sm_api::text::bounded;
 use k8sm_api::{
     BlockedPod, DeletedNode, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_MESSAGE,
-    MAX_NAME, condition_types,
+    MAX_NAME, WindowState, WindowStatus, condition_types,
 };
 use k8sm_planner::{Decision, NodePlan, Plan, PodPlan, PolicyPlan, Reason};
 
@@ -70,20 +70,32 @@ pub fn build(
         .collect();
     let lists = Lists::of(&nodes);
 
+    // Outside its maintenance window a policy with nodes left waits for the window, not for an operator.
+    let window_opens = match policy.window {
+        Some(WindowState::Closed { opens }) if policy.eta.nodes_remaining > 0 => Some(opens),
+        _ => None,
+    };
     let mut conditions = vec![
         condition(
             condition_types::PROGRESSING,
-            policy.eta.nodes_remaining > 0 && !policy.paused,
+            policy.eta.nodes_remaining > 0 && !policy.paused && window_opens.is_none(),
             if policy.paused {
                 "Paused"
+            } else if window_opens.is_some() {
+                "OutsideWindow"
             } else if policy.eta.nodes_remaining > 0 {
                 "Upgrading"
             } else {
                 "Idle"
             },
             &format!(
-                "{} of {} selected nodes still to upgrade",
-                policy.eta.nodes_remaining, policy.counts.total
+                "{} of {} selected nodes still to upgrade{}",
+                policy.eta.nodes_remaining,
+                policy.counts.total,
+                window_opens.map_or_else(String::new, |opens| format!(
+                    "; the maintenance window opens at {}",
+                    opens.to_rfc3339()
+                ))
             ),
         ),
         condition(
@@ -127,7 +139,12 @@ pub fn build(
     let problems: Vec<String> = policy
         .conditions
         .iter()
-        .filter(|c| !matches!(c.reason, Reason::PolicyConflict | Reason::Paused))
+        .filter(|c| {
+            !matches!(
+                c.reason,
+                Reason::PolicyConflict | Reason::Paused | Reason::OutsideWindow
+            )
+        })
         .map(|c| format!("{}: {}", c.reason.as_str(), c.message))
         .collect();
     conditions.push(condition(
@@ -136,7 +153,12 @@ pub fn build(
         policy
             .conditions
             .iter()
-            .find(|c| !matches!(c.reason, Reason::PolicyConflict | Reason::Paused))
+            .find(|c| {
+                !matches!(
+                    c.reason,
+                    Reason::PolicyConflict | Reason::Paused | Reason::OutsideWindow
+                )
+            })
             .map_or("AsExpected", |c| c.reason.as_str()),
         &problems.join("; "),
     ));
@@ -160,6 +182,18 @@ pub fn build(
             (true, Some(p)) if policy.eta.nodes_remaining > 0 => p.eta.clone(),
             _ => eta.map(to_time),
         },
+        window: policy.window.map(|state| match state {
+            WindowState::Open { closes } => WindowStatus {
+                open: true,
+                opens_at: None,
+                closes_at: Some(to_time(closes)),
+            },
+            WindowState::Closed { opens } => WindowStatus {
+                open: false,
+                opens_at: Some(to_time(opens)),
+                closes_at: None,
+            },
+        }),
     }
 }
 
@@ -492,6 +526,7 @@ mod tests {
             },
             deleting: false,
             deleted_nodes: Vec::new(),
+            window: None,
         }
     }
 

@@ -10,6 +10,7 @@ mod max_concurrent;
 mod policy;
 mod status;
 pub mod text;
+mod window;
 
 pub use crd::{crd, crd_yaml};
 pub use duration::{DURATION_MAX_LENGTH, DURATION_PATTERN, DurationString, InvalidDuration};
@@ -31,5 +32,9 @@ pub use policy::{
 pub use status::{
     BLOCKED_PODS_BUDGET, BlockedPod, DeletedNode, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,
     MAX_BLOCKERS, MAX_DELETED_NODES, MAX_EXECUTOR_ID, MAX_MESSAGE, MAX_NAME, MAX_NODES,
-    NODES_BUDGET, NodeCounts, NodePhase, NodeStatus, condition_types,
+    NODES_BUDGET, NodeCounts, NodePhase, NodeStatus, WindowStatus, condition_types,
+};
+pub use window::{
+    CLOCK_PATTERN, DEFAULT_TIME_ZONE, InFlight, InvalidWindow, MaintenanceWindow,
+    TIME_ZONE_MAX_LENGTH, Weekday, WindowState,
 };

@@ -10,7 +10,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{DurationString, ExecutorUpgradePolicyStatus, MaxConcurrentNodes};
+use crate::{DurationString, ExecutorUpgradePolicyStatus, MaintenanceWindow, MaxConcurrentNodes};
 
 /// RE2 pattern of `spec.targetExecutorId`: printable ASCII without whitespace. k8sm's own IDs are
 /// `sha256:<64 hex digits>`; IDs of external executors may look different, so anything a Node annotation can carry
@@ -134,6 +134,13 @@ pub struct ExecutorUpgradePolicySpec {
     #[serde(default = "default_node_progress_deadline")]
     pub node_progress_deadline: DurationString,
 
+    /// A maintenance window: the weekly days and hours, in a time zone, in which nodes may be admitted and executors
+    /// told to restart, such as {days: [Saturday, Sunday], start: "01:00", end: "05:00", timeZone: "Europe/Berlin"}.
+    /// Outside it no node is admitted and no kamikaze is sent; nodes already draining finish draining (or, with
+    /// inFlight "Hold", wait). The status shows when it opens next. Unset (the default): always open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<MaintenanceWindow>,
+
     /// Stop all evictions, pod deletions and kamikaze messages (default false). Nodes are still marked and the
     /// status is still updated; set it back to false to resume where the upgrade stopped.
     #[serde(default)]
@@ -227,6 +234,7 @@ impl Default for ExecutorUpgradePolicySpec {
             kamikaze: Kamikaze::default(),
             restart_timeout: default_restart_timeout(),
             node_progress_deadline: default_node_progress_deadline(),
+            window: None,
             paused: false,
         }
     }

@@ -120,6 +120,25 @@ pub struct ExecutorUpgradePolicyStatus {
     /// there is too little to go on, or while blocked nodes wait for an operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta: Option<Time>,
+
+    /// Where the maintenance window (spec.window) stands: open until closesAt, or closed until opensAt. Absent
+    /// without a window, or with one that cannot be read (see the Degraded condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowStatus>,
+}
+
+/// Where the maintenance window stands.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowStatus {
+    /// Whether nodes may be admitted and executors told to restart now.
+    pub open: bool,
+    /// When the window opens next (while it is closed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opens_at: Option<Time>,
+    /// When it closes (while it is open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closes_at: Option<Time>,
 }
 
 /// Number of selected nodes in each phase.

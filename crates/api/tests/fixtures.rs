@@ -12,7 +12,8 @@ use std::{
 };
 
 use k8sm_api::{
-    DURATION_PATTERN, DurationString, ExecutorUpgradePolicy, TARGET_EXECUTOR_ID_PATTERN,
+    CLOCK_PATTERN, DURATION_PATTERN, DurationString, ExecutorUpgradePolicy,
+    TARGET_EXECUTOR_ID_PATTERN,
 };
 use kube::core::cel::Validator;
 use serde_json::Value;
@@ -137,6 +138,16 @@ fn matches_pattern(pattern: &str, text: &str) -> bool {
         text.parse::<DurationString>().is_ok()
     } else if pattern == TARGET_EXECUTOR_ID_PATTERN {
         !text.is_empty() && text.chars().all(|c| ('!'..='~').contains(&c))
+    } else if pattern == CLOCK_PATTERN {
+        // "HH:MM", 00:00 to 23:59.
+        let b = text.as_bytes();
+        b.len() == 5
+            && b[2] == b':'
+            && matches!(
+                (b[0], b[1]),
+                (b'0' | b'1', b'0'..=b'9') | (b'2', b'0'..=b'3')
+            )
+            && matches!((b[3], b[4]), (b'0'..=b'5', b'0'..=b'9'))
     } else {
         panic!("mirror pattern {pattern} in matches_pattern")
     }

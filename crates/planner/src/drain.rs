@@ -380,6 +380,7 @@ fn act(
     if let Some(hold) = ctx.hold {
         let why = match hold {
             Reason::Paused => "paused",
+            Reason::OutsideWindow => "outside the maintenance window",
             _ => "waits for a drain slot",
         };
         return pod_plan(

@@ -28,6 +28,7 @@ mod shared;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod view;
+mod window;
 mod workload;
 
 #[cfg(test)]

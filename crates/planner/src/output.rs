@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use k8sm_api::{KamikazeMechanism, NodeCounts, NodePhase};
+use k8sm_api::{KamikazeMechanism, NodeCounts, NodePhase, WindowState};
 use serde::{Deserialize, Serialize};
 
 use crate::{DeletedNodeRecord, OwnerKind, PodView, Reason};
@@ -507,6 +507,8 @@ pub struct PolicyPlan {
     /// `status.deletedNodes` after this plan: nodes deleted as their kamikaze that have not come back upgraded,
     /// including those deleted by this plan, sorted by name.
     pub deleted_nodes: Vec<DeletedNodeRecord>,
+    /// Where the maintenance window stands (`spec.window`); `None` without one, or with one that cannot be read.
+    pub window: Option<WindowState>,
 }
 
 /// A condition to report on a policy.

@@ -20,6 +20,7 @@ use crate::{
     nodes::{self, Assessment, Stage},
     output::{Action, ActionKind, Blocker, Decision, EtaInputs, NodePlan, PodPlan, PolicyPlan},
     selector,
+    window::Gate,
 };
 
 /// One policy's part of the pass.
@@ -28,6 +29,8 @@ pub(crate) struct PolicyPass<'v, 'i> {
     pub(crate) index: &'i Index<'v>,
     pub(crate) claims: &'i BTreeMap<&'v str, Vec<&'v str>>,
     pub(crate) now: DateTime<Utc>,
+    /// What the policy's maintenance window allows in this pass.
+    pub(crate) gate: Gate,
 }
 
 /// A selected node on its way through the pass.
@@ -172,7 +175,7 @@ impl<'v> PolicyPass<'v, '_> {
         let acting_count = acting.len();
         self.chains(&mut candidates);
         candidates.sort_by(admission_order);
-        let free = if spec.paused {
+        let free = if spec.paused || !self.gate.open {
             0
         } else {
             for_holders - acting_count
@@ -212,6 +215,10 @@ impl<'v> PolicyPass<'v, '_> {
                 vec![],
             ));
         }
+        if let Some((reason, message)) = &self.gate.condition {
+            conditions.push(condition(*reason, message.clone(), vec![]));
+        }
+        out.wake = earliest(out.wake, self.gate.next_change());
         conditions.sort_by(|a, b| (a.reason, &a.message).cmp(&(b.reason, &b.message)));
         let mut counts = NodeCounts::default();
         for node in &out.nodes {
@@ -251,6 +258,7 @@ impl<'v> PolicyPass<'v, '_> {
             },
             deleting: false,
             deleted_nodes,
+            window: self.gate.state,
         };
         (out, policy_plan)
     }

@@ -21,6 +21,7 @@ use crate::{
     output::{Action, ActionKind, EtaInputs, Plan, PodRef, PolicyPlan},
     pass::PolicyPass,
     selector::Selector,
+    window,
 };
 
 /// Plans one pass: what to do now, and where every selected node stands. Pure: the same view and `now` always give
@@ -79,6 +80,7 @@ pub fn plan(view: &ClusterView, now: DateTime<Utc>) -> Plan {
             index: &index,
             claims: &claims,
             now,
+            gate: window::gate(&policy.spec, now),
         };
         let (mut out, policy_plan) = pass.run(&selections[i], ledger);
         if !policy.has_finalizer {
@@ -180,6 +182,7 @@ fn hand_back(
             eta: EtaInputs::default(),
             deleting: true,
             deleted_nodes: Vec::new(),
+            window: None,
         });
     }
 }

@@ -47,6 +47,9 @@ pub enum Reason {
     RestartOverdue,
     /// The policy is paused: no eviction, deletion, cordon or kamikaze.
     Paused,
+    /// The policy's maintenance window is closed: no node is admitted and no executor told to restart until it
+    /// opens (nodes already draining finish, or wait with `inFlight: Hold`).
+    OutsideWindow,
     /// An operator forced a pod deletion with the plugin (emitted by the plugin, never by the planner).
     Forced,
     /// Another policy selects the same node; neither acts on it.
@@ -82,7 +85,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Self; 32] = [
+    pub const ALL: [Self; 33] = [
         Self::Marked,
         Self::Cordoned,
         Self::Admitted,
@@ -102,6 +105,7 @@ impl Reason {
         Self::Released,
         Self::RestartOverdue,
         Self::Paused,
+        Self::OutsideWindow,
         Self::Forced,
         Self::PolicyConflict,
         Self::NoNodesSelected,
@@ -139,6 +143,7 @@ impl Reason {
             Self::Released => "Released",
             Self::RestartOverdue => "RestartOverdue",
             Self::Paused => "Paused",
+            Self::OutsideWindow => "OutsideWindow",
             Self::Forced => "Forced",
             Self::PolicyConflict => "PolicyConflict",
             Self::NoNodesSelected => "NoNodesSelected",

@@ -175,6 +175,7 @@ fn plan() {
             pods: vec![pod(Decision::Wait), pod(Decision::Ignore)],
         }],
         actions: Vec::new(),
+        outside_window: Some(hostile("window")),
         problems: vec![hostile("problem")],
     };
     check_all(|wide, palette| view.render(wide, palette));

@@ -80,6 +80,8 @@ pub struct PlanView {
     /// Nodes still to upgrade, in order; then those that run the target already.
     pub nodes: Vec<PlannedNode>,
     pub actions: Vec<PlannedAction>,
+    /// Why nothing is admitted or restarted now: the maintenance window is closed (and when it opens).
+    pub outside_window: Option<String>,
     pub problems: Vec<String>,
 }
 
@@ -141,11 +143,17 @@ impl PlanView {
                     message: a.message.clone(),
                 })
                 .collect(),
-            problems: summary.map_or_else(Vec::new, |s| {
-                // The pause has its own line.
+            outside_window: summary.and_then(|s| {
                 s.conditions
                     .iter()
-                    .filter(|c| c.reason != Reason::Paused)
+                    .find(|c| c.reason == Reason::OutsideWindow)
+                    .map(|c| c.message.clone())
+            }),
+            problems: summary.map_or_else(Vec::new, |s| {
+                // The pause and the window have their own lines.
+                s.conditions
+                    .iter()
+                    .filter(|c| !matches!(c.reason, Reason::Paused | Reason::OutsideWindow))
                     .map(|c| format!("{}: {}", c.reason, c.message))
                     .collect()
             }),
@@ -184,6 +192,12 @@ impl PlanView {
             }
         ));
         out.push_str(&format!("This pass: {}\n", self.pass_summary()));
+        if let Some(window) = &self.outside_window {
+            out.push_str(&format!(
+                "Window: {}\n",
+                palette.yellow(&clean(window, wide))
+            ));
+        }
         for problem in &self.problems {
             out.push_str(&format!(
                 "Problem: {}\n",

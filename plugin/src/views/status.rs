@@ -17,6 +17,8 @@ pub struct StatusView {
     pub policy: String,
     pub target_executor_id: Option<String>,
     pub paused: bool,
+    /// The maintenance window, as the spec writes it, and where the controller last saw it stand.
+    pub window: Option<WindowView>,
     /// The controller has written a status at all.
     pub reported: bool,
     /// The status describes an older spec than the current one.
@@ -38,6 +40,18 @@ pub struct StatusView {
     pub problems: Vec<String>,
     /// Every selected node runs the target executor, and the status is current.
     pub done: bool,
+}
+
+/// The maintenance window of a policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowView {
+    /// Days, hours and time zone: "Sat,Sun 01:00-05:00 Europe/Berlin".
+    pub spec: String,
+    /// Open now, as last reported; `None` before the controller reported it (or with a window it cannot read).
+    pub open: Option<bool>,
+    pub opens_at: Option<DateTime<Utc>>,
+    pub closes_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -136,6 +150,20 @@ impl StatusView {
             policy: policy.name_any(),
             target_executor_id: policy.spec.target_executor_id.clone(),
             paused: policy.spec.paused,
+            window: policy.spec.window.as_ref().map(|w| WindowView {
+                spec: w.to_string(),
+                open: status.window.as_ref().map(|s| s.open),
+                opens_at: status
+                    .window
+                    .as_ref()
+                    .and_then(|s| s.opens_at.as_ref())
+                    .map(from_time),
+                closes_at: status
+                    .window
+                    .as_ref()
+                    .and_then(|s| s.closes_at.as_ref())
+                    .map(from_time),
+            }),
             reported,
             done: reported && stale.is_none() && upgraded == total,
             stale,
@@ -217,6 +245,9 @@ impl StatusView {
                     self.policy
                 )),
             );
+        }
+        if let Some(window) = &self.window {
+            line("Window:", &window.render(now, palette));
         }
         if self.blocked_pods > 0 {
             line(
@@ -384,3 +415,27 @@ fn bar(done: u32, total: u32) -> String {
 #[cfg(test)]
 #[path = "status_tests.rs"]
 mod tests;
+
+impl WindowView {
+    /// "Sat,Sun 01:00-05:00 Europe/Berlin: closed, opens 2026-12-05T00:00:00Z (in 3d 12h)".
+    fn render(&self, now: DateTime<Utc>, palette: Palette) -> String {
+        let when = |at: DateTime<Utc>| {
+            format!(
+                "{} (in {})",
+                timestamp(at),
+                duration((at - now).num_seconds())
+            )
+        };
+        match (self.open, self.opens_at, self.closes_at) {
+            (Some(true), _, Some(closes)) => {
+                format!("{}: open, closes {}", self.spec, when(closes))
+            }
+            (Some(false), Some(opens), _) => palette.yellow(&format!(
+                "{}: closed, no node is admitted and no executor told to restart until it opens {}",
+                self.spec,
+                when(opens)
+            )),
+            _ => format!("{}: not reported yet", self.spec),
+        }
+    }
+}

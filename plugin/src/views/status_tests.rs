@@ -192,6 +192,47 @@ fn paused_and_problems_are_spelled_out() {
 }
 
 #[test]
+fn the_maintenance_window_says_when_it_opens_or_closes() {
+    let mut policy = mid_upgrade();
+    policy.spec.window = Some(
+        serde_json::from_value(
+            json!({"days": ["Sunday", "Saturday"], "start": "01:00", "end": "05:00",
+                                      "timeZone": "Europe/Berlin"}),
+        )
+        .unwrap(),
+    );
+    let line = |policy: &ExecutorUpgradePolicy| {
+        let text = StatusView::from_policy(policy).render(false, now(), Palette::PLAIN);
+        text.lines()
+            .find(|l| l.starts_with("Window:"))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no Window line:\n{text}"))
+    };
+    assert_eq!(
+        line(&policy),
+        "Window:   Sat,Sun 01:00-05:00 Europe/Berlin: not reported yet"
+    );
+    let status = policy.status.as_mut().unwrap();
+    status.window =
+        serde_json::from_value(json!({"open": false, "opensAt": "2026-03-07T00:00:00Z"})).unwrap();
+    assert_eq!(
+        line(&policy),
+        "Window:   Sat,Sun 01:00-05:00 Europe/Berlin: closed, no node is admitted and no executor told to restart \
+         until it opens 2026-03-07T00:00:00Z (in 5d11h)"
+    );
+    let status = policy.status.as_mut().unwrap();
+    status.window =
+        serde_json::from_value(json!({"open": true, "closesAt": "2026-03-01T13:00:00Z"})).unwrap();
+    assert_eq!(
+        line(&policy),
+        "Window:   Sat,Sun 01:00-05:00 Europe/Berlin: open, closes 2026-03-01T13:00:00Z (in 50m)"
+    );
+    // No window: no line.
+    let text = StatusView::from_policy(&mid_upgrade()).render(false, now(), Palette::PLAIN);
+    assert!(!text.contains("Window:"), "{text}");
+}
+
+#[test]
 fn a_policy_that_selects_no_node_says_so_instead_of_done() {
     let policy = policy(
         json!({"targetExecutorId": TARGET, "nodeSelector": {"matchLabels": {"pool": "none"}}}),

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Timelike, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -15,7 +15,8 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use k8sm_api::{
-    ExecutorUpgradePolicySpec, NodePhase, UnmanagedPodPolicy, UnmanagedPods, condition_types, keys,
+    ExecutorUpgradePolicySpec, InFlight, MaintenanceWindow, NodePhase, UnmanagedPodPolicy,
+    UnmanagedPods, Weekday, condition_types, keys,
 };
 use k8sm_e2e::events::{events_about, first_seen};
 use k8sm_e2e::kubectl_ok;
@@ -23,7 +24,7 @@ use k8sm_e2e::nodes::{annotation, has_k8sm_state, is_cordoned, is_marked};
 use k8sm_e2e::objects::{get_node, merge_patch, patch_node};
 use k8sm_e2e::scenario::{Scenario, is_upgraded};
 use k8sm_e2e::sla::{SlaWatcher, assert_no_violations};
-use k8sm_e2e::status::{is_true, status_entry};
+use k8sm_e2e::status::{condition, is_true, status_entry};
 use k8sm_e2e::waits::observe_for;
 use k8sm_e2e::workloads::{create, deployment, pdb_min_available, unmanaged_pod};
 use k8sm_testcluster::node_name;
@@ -505,6 +506,109 @@ async fn pause_stops_evictions_and_resume_continues() {
     scenario.wait_all_upgraded(POLICY, 3, PROGRESS).await;
     assert!(!scenario.events("Evicted").await.is_empty());
     assert!(scenario.pod("debug").await.is_none());
+}
+
+/// `spec.window`: a window that opens 20 s after the policy is created. Until then nodes are marked, none is
+/// cordoned, drained or told to restart, and the policy says when the window opens (its Progressing condition, its
+/// status and an OutsideWindow Event); once it opens, the upgrade completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maintenance_window_holds_the_upgrade_until_it_opens() {
+    const NS: &str = "window";
+    let mut scenario = Scenario::start(2, NS, "1s").await;
+    create(&scenario.client, &deployment(NS, "web", 2)).await;
+    scenario.wait_ready(2).await;
+    scenario.start_controller(&[]);
+
+    // Windows are set to the minute: create the policy 20 s before a minute begins, the window opening then.
+    let opens = {
+        let at = Utc::now() + chrono::Duration::seconds(20);
+        let into_minute = i64::from(at.second()) * 1000 + i64::from(at.timestamp_subsec_millis());
+        at + chrono::Duration::milliseconds(60_000 - into_minute)
+    };
+    let create_at = opens - chrono::Duration::seconds(20);
+    tokio::time::sleep((create_at - Utc::now()).to_std().unwrap_or_default()).await;
+    let window = MaintenanceWindow {
+        days: vec![weekday(opens)],
+        start: opens.format("%H:%M").to_string(),
+        end: (opens + chrono::Duration::minutes(30))
+            .format("%H:%M")
+            .to_string(),
+        time_zone: "UTC".into(),
+        in_flight: InFlight::Finish,
+    };
+    let mut spec = spec(&scenario, 2, 50, UnmanagedPodPolicy::Never, None);
+    spec.window = Some(window);
+    scenario.create_policy(POLICY, spec).await;
+
+    scenario
+        .wait_until(
+            "every node is marked and the policy says when the window opens",
+            Duration::from_secs(15),
+            || async {
+                let marked = scenario.nodes().await.iter().all(is_marked);
+                let policy = scenario.policy(POLICY).await;
+                let waits = condition(&policy, condition_types::PROGRESSING)
+                    .is_some_and(|c| c.reason == "OutsideWindow" && c.status == "False");
+                let window = policy.status.and_then(|s| s.window);
+                let reported = window.is_some_and(|w| {
+                    !w.open && w.opens_at.map(|t| t.0.as_second()) == Some(opens.timestamp())
+                });
+                (marked && waits && reported).then_some(())
+            },
+        )
+        .await;
+    let closed_until = opens - chrono::Duration::seconds(1);
+    observe_for(
+        (closed_until - Utc::now()).to_std().unwrap_or_default(),
+        || async {
+            for node in scenario.nodes().await {
+                let name = node.name_any();
+                assert!(!is_cordoned(&node), "{name} cordoned outside the window");
+                for key in [keys::DRAINING_ANNOTATION, keys::KAMIKAZE_ANNOTATION] {
+                    assert!(
+                        !node.annotations().contains_key(key),
+                        "{name} has {key} outside the window"
+                    );
+                }
+            }
+            assert!(
+                scenario.events("Evicted").await.is_empty(),
+                "evicted outside the window"
+            );
+        },
+    )
+    .await;
+    assert!(
+        !scenario.events("OutsideWindow").await.is_empty(),
+        "an OutsideWindow Event tells the operator why nothing moves"
+    );
+
+    scenario.wait_all_upgraded(POLICY, 2, PROGRESS).await;
+    let evicted = scenario.events("Evicted").await;
+    assert!(!evicted.is_empty());
+    let first = evicted.iter().map(first_seen).min().expect("an eviction");
+    // Event times are kept to the second (or microsecond for eventTime): nothing before the window opened.
+    assert!(
+        first >= opens - chrono::Duration::seconds(1),
+        "first eviction at {first}, the window opened at {opens}"
+    );
+    let policy = scenario.policy(POLICY).await;
+    assert!(
+        policy.status.and_then(|s| s.window).is_some_and(|w| w.open),
+        "the status reports the window open"
+    );
+}
+
+fn weekday(at: DateTime<Utc>) -> Weekday {
+    match at.weekday() {
+        chrono::Weekday::Mon => Weekday::Monday,
+        chrono::Weekday::Tue => Weekday::Tuesday,
+        chrono::Weekday::Wed => Weekday::Wednesday,
+        chrono::Weekday::Thu => Weekday::Thursday,
+        chrono::Weekday::Fri => Weekday::Friday,
+        chrono::Weekday::Sat => Weekday::Saturday,
+        chrono::Weekday::Sun => Weekday::Sunday,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

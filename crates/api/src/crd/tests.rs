@@ -86,7 +86,8 @@ fn spec_fields_are_the_public_api_with_their_defaults() {
             "respectPodDisruptionBudgets",
             "restartTimeout",
             "targetExecutorId",
-            "unmanagedPods"
+            "unmanagedPods",
+            "window"
         ]
     );
     let defaults = [
@@ -105,6 +106,31 @@ fn spec_fields_are_the_public_api_with_their_defaults() {
         assert_eq!(props[field]["default"], default, "{field}");
     }
     assert_eq!(props["targetExecutorId"].get("default"), None);
+    // No window: always open. A window names its days and hours; its zone defaults to UTC, in-flight nodes finish.
+    let window = &props["window"];
+    assert_eq!(window.get("default"), None);
+    assert_eq!(window["required"], json!(["days", "end", "start"]));
+    assert_eq!(window["properties"]["timeZone"]["default"], "UTC");
+    assert_eq!(window["properties"]["inFlight"]["default"], "Finish");
+    assert_eq!(
+        window["properties"]["days"]["items"]["enum"],
+        json!([
+            "Monday",
+            "Tuesday",
+            "Wednesday",
+            "Thursday",
+            "Friday",
+            "Saturday",
+            "Sunday"
+        ])
+    );
+    for clock in ["start", "end"] {
+        assert_eq!(
+            window["properties"][clock]["pattern"],
+            crate::CLOCK_PATTERN,
+            "{clock}"
+        );
+    }
     assert_eq!(
         props["unmanagedPods"]["properties"]["policy"]["default"],
         "Never"

@@ -124,7 +124,11 @@ impl PolicyPass<'_, '_> {
         check_progress: bool,
     ) {
         let spec = self.spec();
-        let hold = spec.paused.then_some(Reason::Paused);
+        let hold = if spec.paused {
+            Some(Reason::Paused)
+        } else {
+            self.gate.hold_in_flight.then_some(Reason::OutsideWindow)
+        };
         let ctx = self.context(&entry, hold);
         let Some(survey) = &entry.survey else {
             unreachable!("admitted nodes are surveyed")
@@ -140,6 +144,11 @@ impl PolicyPass<'_, '_> {
             node_plan
                 .blockers
                 .push(blocker(Reason::Paused, "paused: nothing moves".into()));
+        } else if self.gate.hold_in_flight {
+            let message = format!("nothing moves: it {}", self.gate.waits);
+            node_plan
+                .blockers
+                .push(blocker(Reason::OutsideWindow, message));
         }
         if phase == NodePhase::Drained {
             node_plan.phase = self.kamikaze(entry.node, &mut node_plan.blockers, out);
@@ -160,7 +169,7 @@ impl PolicyPass<'_, '_> {
                 Some(just_recorded),
                 survey.left,
                 deadline,
-                spec.paused,
+                hold.is_some(),
                 self.now,
             ) {
                 out.wake = earliest(out.wake, Some(wake));
@@ -169,7 +178,7 @@ impl PolicyPass<'_, '_> {
         if phase == NodePhase::Draining && check_progress {
             let record = progress::Record::parse(entry.node.drain_progress.as_deref());
             let deadline = spec.node_progress_deadline.as_duration();
-            match progress::judge(record, survey.left, deadline, spec.paused, self.now) {
+            match progress::judge(record, survey.left, deadline, hold.is_some(), self.now) {
                 progress::Verdict::Record => out.action(
                     &self.policy.name,
                     ActionKind::Progress {
@@ -257,6 +266,11 @@ impl PolicyPass<'_, '_> {
                     Reason::Paused,
                     "paused: no node is admitted".into(),
                 ));
+            } else if !self.gate.open {
+                let message = format!("not admitted: it {}", self.gate.waits);
+                node_plan
+                    .blockers
+                    .push(blocker(Reason::OutsideWindow, message));
             }
             out.report(node_plan);
             return;
@@ -350,6 +364,13 @@ impl PolicyPass<'_, '_> {
             KamikazeMechanism::Annotation | KamikazeMechanism::DeleteNode => None,
         };
         if spec.paused {
+            return NodePhase::Drained;
+        }
+        if !self.gate.open {
+            blockers.push(blocker(
+                Reason::OutsideWindow,
+                format!("drained; its executor {}", self.gate.waits),
+            ));
             return NodePhase::Drained;
         }
         let max_deleted = k8sm_api::MAX_DELETED_NODES;

@@ -14,6 +14,7 @@ mod sim;
 mod stall;
 mod support;
 mod unmanaged;
+mod window;
 mod workloads;
 
 use chrono::{DateTime, Utc};
