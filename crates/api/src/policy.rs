@@ -58,6 +58,18 @@ pub const URL_PLACEHOLDER_NODE_IP: &str = "{nodeIP}";
         description = "Selected nodes that run the target executor, of all selected nodes"
     ),
     printcolumn(
+        name = "Blocked",
+        type_ = "integer",
+        json_path = ".status.counts.blocked",
+        description = "Selected nodes that wait on something only an operator or time resolves (kubectl k8sm blocked)"
+    ),
+    printcolumn(
+        name = "Degraded",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Degraded\")].status",
+        description = "Whether the policy cannot be applied as written or an action keeps failing (the Degraded condition)"
+    ),
+    printcolumn(
         name = "Paused",
         type_ = "boolean",
         json_path = ".spec.paused",

@@ -597,6 +597,45 @@ async fn a_maintenance_window_holds_the_upgrade_until_it_opens() {
         policy.status.and_then(|s| s.window).is_some_and(|w| w.open),
         "the status reports the window open"
     );
+    // What an operator's script waits on, as docs/upgrade-procedure.md shows it.
+    kubectl_ok(
+        &scenario.cluster,
+        &[
+            "wait",
+            "--for=condition=Upgraded",
+            &format!("eup/{POLICY}"),
+            "--timeout=60s",
+        ],
+    );
+    let columns = kubectl_ok(&scenario.cluster, &["get", "eup", POLICY]);
+    let header: Vec<&str> = columns
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "TARGET", "UPGRADED", "BLOCKED", "DEGRADED", "PAUSED", "AGE"
+        ],
+        "{columns}"
+    );
+    let row: Vec<&str> = columns
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        (
+            row.get(2).copied(),
+            row.get(3).copied(),
+            row.get(4).copied()
+        ),
+        (Some("2/2"), Some("0"), Some("False")),
+        "{columns}"
+    );
 }
 
 fn weekday(at: DateTime<Utc>) -> Weekday {

@@ -53,6 +53,12 @@ fn printer_columns() {
     let want = [
         ("Target", "string", ".spec.targetExecutorId"),
         ("Upgraded", "string", ".status.upgraded"),
+        ("Blocked", "integer", ".status.counts.blocked"),
+        (
+            "Degraded",
+            "string",
+            ".status.conditions[?(@.type==\"Degraded\")].status",
+        ),
         ("Paused", "boolean", ".spec.paused"),
         ("Age", "date", ".metadata.creationTimestamp"),
     ];
