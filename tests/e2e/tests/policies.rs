@@ -461,22 +461,7 @@ async fn pause_stops_evictions_and_resume_continues() {
         )
         .await;
     let nothing_moves = || async {
-        for node in scenario.nodes().await {
-            let name = node.name_any();
-            assert!(!is_cordoned(&node), "{name} cordoned while paused");
-            for key in [keys::DRAINING_ANNOTATION, keys::KAMIKAZE_ANNOTATION] {
-                assert!(
-                    !node.annotations().contains_key(key),
-                    "{name} has {key} while paused"
-                );
-            }
-        }
-        for reason in ["Evicted", "DeletedUnmanagedPod", "KamikazeSent"] {
-            assert!(
-                scenario.events(reason).await.is_empty(),
-                "{reason} event while paused"
-            );
-        }
+        assert_nothing_moved(&scenario, "while paused").await;
         assert_eq!(
             scenario.live_pods().await,
             pods_before,
@@ -560,22 +545,7 @@ async fn a_maintenance_window_holds_the_upgrade_until_it_opens() {
     let closed_until = opens - chrono::Duration::seconds(1);
     observe_for(
         (closed_until - Utc::now()).to_std().unwrap_or_default(),
-        || async {
-            for node in scenario.nodes().await {
-                let name = node.name_any();
-                assert!(!is_cordoned(&node), "{name} cordoned outside the window");
-                for key in [keys::DRAINING_ANNOTATION, keys::KAMIKAZE_ANNOTATION] {
-                    assert!(
-                        !node.annotations().contains_key(key),
-                        "{name} has {key} outside the window"
-                    );
-                }
-            }
-            assert!(
-                scenario.events("Evicted").await.is_empty(),
-                "evicted outside the window"
-            );
-        },
+        || assert_nothing_moved(&scenario, "outside the window"),
     )
     .await;
     assert!(
@@ -636,6 +606,26 @@ async fn a_maintenance_window_holds_the_upgrade_until_it_opens() {
         (Some("2/2"), Some("0"), Some("False")),
         "{columns}"
     );
+}
+
+/// No node cordoned, draining or told to restart, and no pod evicted or deleted: `when` says why.
+async fn assert_nothing_moved(scenario: &Scenario, when: &str) {
+    for node in scenario.nodes().await {
+        let name = node.name_any();
+        assert!(!is_cordoned(&node), "{name} cordoned {when}");
+        for key in [keys::DRAINING_ANNOTATION, keys::KAMIKAZE_ANNOTATION] {
+            assert!(
+                !node.annotations().contains_key(key),
+                "{name} has {key} {when}"
+            );
+        }
+    }
+    for reason in ["Evicted", "DeletedUnmanagedPod", "KamikazeSent"] {
+        assert!(
+            scenario.events(reason).await.is_empty(),
+            "{reason} event {when}"
+        );
+    }
 }
 
 fn weekday(at: DateTime<Utc>) -> Weekday {
