@@ -306,6 +306,17 @@ mod tests {
         view::InFlightEviction,
     };
 
+    /// The index keeps a class for every pod of the fleet (150,000 at 5,000 nodes) and every pass reads them again:
+    /// a class is a tag and a reference, not copies of names.
+    #[test]
+    fn a_class_is_small() {
+        assert!(
+            std::mem::size_of::<Class>() <= 24,
+            "{}",
+            std::mem::size_of::<Class>()
+        );
+    }
+
     #[test]
     fn opt_out_by_label_or_annotation_in_key_order() {
         let (upgrade, neighbour, other) = (OPT_OUT_KEYS[0], OPT_OUT_KEYS[1], OPT_OUT_KEYS[2]);
@@ -387,8 +398,8 @@ mod tests {
                 Class::Ignored(why) => Self::Ignored(why),
                 Class::Finished => Self::Finished,
                 Class::OptedOut(key) => Self::OptedOut(key),
-                Class::Owned(w) => Self::Owned(format!("{} {}", w.kind, w.name)),
-                Class::Other(w) => Self::Other(format!("{} {}", w.kind, w.name)),
+                Class::Owned(w) => Self::Owned(format!("{} {}", w.kind(), w.name())),
+                Class::Other(w) => Self::Other(format!("{} {}", w.kind(), w.name())),
                 Class::Job(o) => Self::Job(o.name.clone()),
                 Class::Unmanaged(Unmanaged::NoController) => Self::NoController,
                 Class::Unmanaged(Unmanaged::OwnerGone(c)) => Self::OwnerGone(c.name.clone()),

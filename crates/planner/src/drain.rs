@@ -442,9 +442,9 @@ fn decide_workload(
     let who = Who(workload, health.desired);
     let going = Going(health.going);
     let key = |why| MessageKey::Workload {
-        uid: Text::of(workload.uid),
-        kind: Text::of(workload.kind),
-        name: Text::of(workload.name),
+        uid: Text::of(workload.uid()),
+        kind: Text::of(workload.kind()),
+        name: Text::of(workload.name()),
         why,
         ready: health.ready,
         desired: health.desired,

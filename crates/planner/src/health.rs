@@ -136,11 +136,11 @@ impl Ledger {
 
     /// The workload's health now, counting the evictions planned so far.
     pub(crate) fn health(&mut self, workload: Workload, index: &Index) -> OwnerHealth {
-        if let Some(health) = self.workloads.get(workload.uid) {
+        if let Some(health) = self.workloads.get(workload.uid()) {
             return *health;
         }
         let health = observe(workload, index);
-        self.workloads.insert(workload.uid.to_owned(), health);
+        self.workloads.insert(workload.uid().to_owned(), health);
         health
     }
 
@@ -162,7 +162,7 @@ impl Ledger {
             health.ready = health.ready.saturating_sub(1);
         }
         health.going += 1;
-        self.workloads.insert(workload.uid.to_owned(), health);
+        self.workloads.insert(workload.uid().to_owned(), health);
         for &pdb in pdbs {
             if let Some(allowed) = self.pdbs.get_mut(pdb) {
                 *allowed -= 1;
@@ -173,14 +173,18 @@ impl Ledger {
 
 /// A workload's health as the view shows it.
 fn observe(workload: Workload, index: &Index) -> OwnerHealth {
-    let gone = index.in_flight_gone.get(workload.uid).copied().unwrap_or(0);
-    let pods = index.workload_pods(workload.uid);
+    let gone = index
+        .in_flight_gone
+        .get(workload.uid())
+        .copied()
+        .unwrap_or(0);
+    let pods = index.workload_pods(workload.uid());
     OwnerHealth {
         desired: desired_of(workload, pods, gone, index),
         ready: pods.ready,
         // An eviction in flight whose pod already left the cache still means "not replaced yet".
         going: gone + pods.going,
-        replacing: workload.replacing,
+        replacing: workload.replacing(),
     }
 }
 
@@ -188,18 +192,26 @@ fn observe(workload: Workload, index: &Index) -> OwnerHealth {
 /// `spec.replicas` for a kind k8sm knows, without any lookup; for a controller of another kind, its pods seen plus its
 /// evictions in flight whose pod is gone, or its remembered size, whichever is larger.
 pub(crate) fn desired(workload: Workload, pods: PodCounts, index: &Index) -> u32 {
-    match workload.desired {
+    match workload.desired() {
         Some(d) => d,
         None => {
-            let gone = index.in_flight_gone.get(workload.uid).copied().unwrap_or(0);
+            let gone = index
+                .in_flight_gone
+                .get(workload.uid())
+                .copied()
+                .unwrap_or(0);
             desired_of(workload, pods, gone, index)
         }
     }
 }
 
 fn desired_of(workload: Workload, pods: PodCounts, gone: u32, index: &Index) -> u32 {
-    workload.desired.unwrap_or_else(|| {
-        let remembered = index.observed_sizes.get(workload.uid).copied().unwrap_or(0);
+    workload.desired().unwrap_or_else(|| {
+        let remembered = index
+            .observed_sizes
+            .get(workload.uid())
+            .copied()
+            .unwrap_or(0);
         (gone + pods.seen).max(remembered)
     })
 }

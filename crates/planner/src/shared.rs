@@ -74,17 +74,17 @@ impl SharedOutput {
     /// The reference to `workload`, sharing its name and UID with every other.
     pub(crate) fn owner(&self, workload: Workload) -> OwnerRef {
         let key = (
-            Text::of(workload.uid),
-            Text::of(workload.kind),
-            Text::of(workload.name),
+            Text::of(workload.uid()),
+            Text::of(workload.kind()),
+            Text::of(workload.name()),
         );
         if let Some(owner) = self.owners.borrow().get(&key) {
             return owner.clone();
         }
         let owner = OwnerRef {
-            kind: OwnerKind::from(workload.kind),
-            name: workload.name.into(),
-            uid: workload.uid.into(),
+            kind: OwnerKind::from(workload.kind()),
+            name: workload.name().into(),
+            uid: workload.uid().into(),
         };
         self.owners.borrow_mut().insert(key, owner.clone());
         owner

@@ -9,55 +9,77 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::{ClusterView, OwnerKind, OwnerView, view::ControllerRef};
 
-/// The workload a pod counts for.
+/// The workload a pod counts for: a reference to the object it is read from, so that the class of each of a large
+/// fleet's pods (which holds one) stays small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Workload<'a> {
-    /// UID: the key of its health in the ledger.
-    pub(crate) uid: &'a str,
-    /// Kind as written in owner references, such as `Deployment` or `KafkaNodePool`.
-    pub(crate) kind: &'a str,
-    /// Name, in the pod's namespace.
-    pub(crate) name: &'a str,
-    /// `spec.replicas` of a kind k8sm knows; `None` for a controller of another kind, whose size k8sm infers from
-    /// the pods it sees (see `health`).
-    pub(crate) desired: Option<u32>,
-    /// A Deployment whose controller is replacing pods itself (see [`OwnerView::replacing`]).
-    pub(crate) replacing: bool,
+pub(crate) enum Workload<'a> {
+    /// A workload whose object the view holds.
+    Owner(&'a OwnerView),
+    /// A controller of a kind k8sm does not know, from a controller reference.
+    Other(&'a ControllerRef),
 }
 
 impl<'a> Workload<'a> {
     /// A workload whose object the view holds.
     pub(crate) fn of_owner(owner: &'a OwnerView) -> Self {
-        Self {
-            uid: &owner.uid,
-            kind: owner.kind.as_str(),
-            name: &owner.name,
-            // The apiserver defaults `replicas` to 1.
-            desired: Some(owner.desired.unwrap_or(1)),
-            replacing: owner.replacing,
-        }
+        Self::Owner(owner)
     }
 
     /// A controller of a kind k8sm does not know, from a controller reference.
     pub(crate) fn of_other(controller: &'a ControllerRef) -> Self {
-        Self {
-            uid: &controller.uid,
-            kind: &controller.kind,
-            name: &controller.name,
-            desired: None,
-            replacing: false,
+        Self::Other(controller)
+    }
+
+    /// UID: the key of its health in the ledger.
+    pub(crate) fn uid(self) -> &'a str {
+        match self {
+            Self::Owner(o) => &o.uid,
+            Self::Other(c) => &c.uid,
+        }
+    }
+
+    /// Kind as written in owner references, such as `Deployment` or `KafkaNodePool`.
+    pub(crate) fn kind(self) -> &'a str {
+        match self {
+            Self::Owner(o) => o.kind.as_str(),
+            Self::Other(c) => &c.kind,
+        }
+    }
+
+    /// Name, in the pod's namespace.
+    pub(crate) fn name(self) -> &'a str {
+        match self {
+            Self::Owner(o) => &o.name,
+            Self::Other(c) => &c.name,
+        }
+    }
+
+    /// `spec.replicas` of a kind k8sm knows (the apiserver defaults it to 1); `None` for a controller of another
+    /// kind, whose size k8sm infers from the pods it sees (see `health`).
+    pub(crate) fn desired(self) -> Option<u32> {
+        match self {
+            Self::Owner(o) => Some(o.desired.unwrap_or(1)),
+            Self::Other(_) => None,
+        }
+    }
+
+    /// A Deployment whose controller is replacing pods itself (see [`OwnerView::replacing`]).
+    pub(crate) fn replacing(self) -> bool {
+        match self {
+            Self::Owner(o) => o.replacing,
+            Self::Other(_) => false,
         }
     }
 
     /// Whether k8sm knows its desired count (a Deployment, ReplicaSet, ReplicationController or StatefulSet).
     pub(crate) fn is_known(&self) -> bool {
-        self.desired.is_some()
+        matches!(self, Self::Owner(_))
     }
 }
 
 impl std::fmt::Display for Workload<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.kind, self.name)
+        write!(f, "{} {}", self.kind(), self.name())
     }
 }
 
