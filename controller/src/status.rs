@@ -42,7 +42,8 @@ impl Pace {
             .first_seen
             .entry(policy.policy.clone())
             .or_insert((now, compatible));
-        if policy.eta.nodes_blocked > 0 || policy.paused {
+        // Nothing moves while paused or outside the maintenance window: no pace to go by.
+        if policy.eta.nodes_blocked > 0 || policy.paused || window_closed(policy) {
             return None;
         }
         let done = compatible.saturating_sub(start_compatible);
@@ -53,6 +54,11 @@ impl Pace {
         let per_node_ms = elapsed / i64::from(done);
         Some(now + chrono::Duration::milliseconds(per_node_ms * i64::from(remaining)))
     }
+}
+
+/// Whether the policy's maintenance window is closed now.
+fn window_closed(policy: &PolicyPlan) -> bool {
+    matches!(policy.window, Some(WindowState::Closed { .. }))
 }
 
 /// The status of `policy` as this plan sees it. `previous` keeps condition transition times and the ETA stable.
@@ -179,7 +185,9 @@ pub fn build(
         deleted_nodes: status_lists::deleted_nodes(&policy.deleted_nodes),
         // Re-estimate only when progress was made, so a steady state writes nothing.
         eta: match (counts_unchanged, previous) {
-            (true, Some(p)) if policy.eta.nodes_remaining > 0 => p.eta.clone(),
+            (true, Some(p)) if policy.eta.nodes_remaining > 0 && !window_closed(policy) => {
+                p.eta.clone()
+            }
             _ => eta.map(to_time),
         },
         window: policy.window.map(|state| match state {
@@ -562,6 +570,45 @@ mod tests {
             .map(|r| r.name)
             .collect();
         assert_eq!(names, ["added", "completed-failed", "kept"]);
+    }
+
+    /// Outside the maintenance window the status says when it opens, Progressing waits for it (not Degraded), and
+    /// no ETA is reported or carried over: nothing moves, so the pace so far says nothing.
+    #[test]
+    fn outside_the_window_the_status_says_when_it_opens_and_gives_no_eta() {
+        let now = Utc::now();
+        let opens = now + chrono::Duration::hours(3);
+        let mut policy = policy_plan(4, 1);
+        policy.window = Some(WindowState::Closed { opens });
+        policy.conditions.push(PolicyCondition {
+            reason: Reason::OutsideWindow,
+            message: "outside the maintenance window".into(),
+            nodes: Vec::new(),
+        });
+        let mut previous = build(&Plan::default(), &policy_plan(4, 1), None, None, now);
+        previous.eta = Some(to_time(now + chrono::Duration::minutes(5)));
+        let status = build(&Plan::default(), &policy, Some(&previous), None, now);
+        assert_eq!(status.eta, None, "no ETA carried over while closed");
+        assert_eq!(
+            status.window,
+            Some(WindowStatus {
+                open: false,
+                opens_at: Some(to_time(opens)),
+                closes_at: None,
+            })
+        );
+        let progressing = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == condition_types::PROGRESSING)
+            .expect("a Progressing condition");
+        assert_eq!(
+            (progressing.status.as_str(), progressing.reason.as_str()),
+            ("False", "OutsideWindow")
+        );
+        assert_eq!(degraded_says(&status).0, "False");
+        let mut pace = Pace::default();
+        assert_eq!(pace.eta(&policy, now), None);
     }
 
     #[test]

@@ -306,6 +306,10 @@ impl StatusView {
         if self.paused {
             return "no ETA while paused".to_owned();
         }
+        if self.window.as_ref().is_some_and(|w| w.open == Some(false)) {
+            // The fleet stands still until the window opens: no pace to go by.
+            return "no ETA while the maintenance window is closed".to_owned();
+        }
         if self.counts.blocked > 0 {
             // Blocked: waiting for an operator, or stalled on a workload or budget: no pace to go by either way.
             return format!(

@@ -215,6 +215,11 @@ fn the_maintenance_window_says_when_it_opens_or_closes() {
     let status = policy.status.as_mut().unwrap();
     status.window =
         serde_json::from_value(json!({"open": false, "opensAt": "2026-03-07T00:00:00Z"})).unwrap();
+    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    assert!(
+        text.contains("no ETA while the maintenance window is closed"),
+        "{text}"
+    );
     assert_eq!(
         line(&policy),
         "Window:   Sat,Sun 01:00-05:00 Europe/Berlin: closed, no node is admitted and no executor told to restart \
