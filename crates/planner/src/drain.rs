@@ -10,8 +10,9 @@ use crate::{
     classify::{Class, Unmanaged, ignored_message, unmanaged_message},
     health::{self, Ledger, Verdict},
     index::{Index, Pdb},
+    memo::Text,
     output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
-    shared::{MessageKey, Text, WaitsOn},
+    shared::{MessageKey, WaitsOn},
     workload::Workload,
 };
 

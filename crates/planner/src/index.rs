@@ -1,6 +1,7 @@
 //! Lookups over the view, built once per plan, and the parsing of the time annotations.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -8,7 +9,7 @@ use chrono::{DateTime, Utc};
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
     classify::{self, Class, Resolved},
-    cover::{self, CoverMemo},
+    memo::{self, Memo},
     selector::{self, Selector, SelectorError},
     shared::SharedOutput,
     workload::workload_uid,
@@ -140,8 +141,10 @@ pub(crate) struct Index<'a> {
     /// of a pod are found among a few, not among every budget of the cluster.
     pdbs_by_label: FastMap<(&'a str, &'a str, &'a str), Vec<u32>>,
     pdbs_by_namespace: FastMap<&'a str, Vec<u32>>,
-    /// The budgets covering the pods of each shared namespace and label set, as asked for.
-    cover: CoverMemo,
+    /// Positions of the budgets covering the pods of each shared namespace and label set (by their addresses), in
+    /// ascending order, as asked for: the pods of one controller share both, so selectors are matched once per
+    /// controller, not once per pod and look.
+    cover: Memo<(usize, usize), Rc<[u32]>>,
     /// What the pass writes once and shares among the pods it reports.
     pub(crate) shared: SharedOutput,
     /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not replaced yet.
@@ -231,7 +234,7 @@ impl<'a> Index<'a> {
             }
             let entry = pod.controller.as_ref().and_then(|c| {
                 *owner_of
-                    .entry(cover::address(c))
+                    .entry(memo::address(c))
                     .or_insert_with(|| lookups.owners.get(c.uid.as_str()).copied())
             });
             let entry = entry.as_ref();
@@ -239,7 +242,7 @@ impl<'a> Index<'a> {
             classes.push(class);
             let slot = pod.node_name.as_ref().map_or(u32::MAX, |name| {
                 *slot_of_name
-                    .entry(cover::address(name))
+                    .entry(memo::address(name))
                     .or_insert_with(|| node_slots.get(&**name).copied().unwrap_or(u32::MAX))
             });
             if slot != u32::MAX {
@@ -347,7 +350,7 @@ impl<'a> Index<'a> {
             pdbs,
             pdbs_by_label,
             pdbs_by_namespace,
-            cover: CoverMemo::default(),
+            cover: Memo::default(),
             shared: SharedOutput::default(),
             in_flight_gone,
             unanswered_pods: view
@@ -425,24 +428,27 @@ impl<'a> Index<'a> {
     }
 
     /// Budgets that cover `pod`, in the order of their positions in `pdbs`, found once per pass for the pods that
-    /// share its namespace and labels ([`CoverMemo`]). Without budgets, the pod is not even read (this runs for
-    /// every pod of every queued node).
+    /// share its namespace and labels. Without budgets, the pod is not even read (this runs for every pod of every
+    /// queued node).
     pub(crate) fn pdbs_covering<'s>(
         &'s self,
         pod: &'s PodView,
     ) -> impl Iterator<Item = (usize, &'s Pdb<'a>)> + 's {
-        let budgets =
-            (!self.pdbs.is_empty()).then(|| self.cover.get_or(pod, || self.search_covering(pod)));
-        let count = budgets.as_ref().map_or(0, |b| b.len());
-        (0..count).map(move |k| {
-            let i = budgets.as_ref().map_or(0, |b| b[k]) as usize;
-            (i, &self.pdbs[i])
+        let budgets = (!self.pdbs.is_empty()).then(|| {
+            let key = (memo::address(&pod.namespace), memo::address(&pod.labels));
+            self.cover.get_or(key, || self.search_covering(pod))
+        });
+        budgets.into_iter().flat_map(move |budgets| {
+            (0..budgets.len()).map(move |k| {
+                let i = budgets[k] as usize;
+                (i, &self.pdbs[i])
+            })
         })
     }
 
     /// Budgets that cover `pod`, looked up among those of the pod's namespace without a required label and those of
     /// each of its labels. Each budget is indexed once, under one label, so none comes twice.
-    fn search_covering(&self, pod: &PodView) -> Vec<u32> {
+    fn search_covering(&self, pod: &PodView) -> Rc<[u32]> {
         let namespace = &*pod.namespace;
         let by_namespace = self.pdbs_by_namespace.get(namespace).into_iter().flatten();
         let by_label = pod.labels.iter().flat_map(move |(key, value)| {
@@ -451,11 +457,13 @@ impl<'a> Index<'a> {
                 .into_iter()
                 .flatten()
         });
-        by_namespace
+        let mut found: Vec<u32> = by_namespace
             .chain(by_label)
             .copied()
             .filter(|&i| self.pdbs[i as usize].covers(pod))
-            .collect()
+            .collect();
+        found.sort_unstable();
+        found.into()
     }
 }
 

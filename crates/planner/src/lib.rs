@@ -12,11 +12,11 @@
 mod admission;
 mod classify;
 mod conditions;
-mod cover;
 mod deleted;
 mod drain;
 mod health;
 mod index;
+mod memo;
 mod nodes;
 mod output;
 mod pass;

@@ -2,22 +2,14 @@
 //! same thing, and the reference to each workload. A large fleet mid-upgrade has tens of thousands of pods on its
 //! draining nodes, a few thousand workloads and distinct reasons to wait; each is written once per pass.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
-use crate::{OwnerKind, index::FastMap, output::OwnerRef, workload::Workload};
-
-/// A text the view holds, by where it is: two live texts at the same place and of the same length are the same
-/// text. Cheaper to hash and compare than the text, and it keeps the index free of the view's lifetime. Only for
-/// texts borrowed from the view (or static), which no one changes or frees during a pass.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub(crate) struct Text(usize, usize);
-
-impl Text {
-    pub(crate) fn of(text: &str) -> Self {
-        Self(text.as_ptr().addr(), text.len())
-    }
-}
+use crate::{
+    OwnerKind,
+    memo::{Memo, Text},
+    output::OwnerRef,
+    workload::Workload,
+};
 
 /// What a shared wait message says, in full: two waits with equal keys have equal messages.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -51,24 +43,18 @@ pub(crate) enum WaitsOn {
     BelowFloor,
 }
 
-/// What a pass has written so far. Interior mutability: the index that holds this is read-only during a pass, and
-/// what is written is the same whoever writes it first. A pass runs on one thread.
+/// What a pass has written so far.
 #[derive(Default)]
 pub(crate) struct SharedOutput {
-    messages: RefCell<FastMap<MessageKey, Arc<str>>>,
+    messages: Memo<MessageKey, Arc<str>>,
     /// By the workload's UID, kind and name.
-    owners: RefCell<FastMap<(Text, Text, Text), OwnerRef>>,
+    owners: Memo<(Text, Text, Text), OwnerRef>,
 }
 
 impl SharedOutput {
     /// The message for `key`: written before, or by `write` now and kept.
     pub(crate) fn message(&self, key: MessageKey, write: impl FnOnce() -> String) -> Arc<str> {
-        if let Some(message) = self.messages.borrow().get(&key) {
-            return Arc::clone(message);
-        }
-        let message: Arc<str> = write().into();
-        self.messages.borrow_mut().insert(key, Arc::clone(&message));
-        message
+        self.messages.get_or(key, || write().into())
     }
 
     /// The reference to `workload`, sharing its name and UID with every other.
@@ -78,15 +64,10 @@ impl SharedOutput {
             Text::of(workload.kind()),
             Text::of(workload.name()),
         );
-        if let Some(owner) = self.owners.borrow().get(&key) {
-            return owner.clone();
-        }
-        let owner = OwnerRef {
+        self.owners.get_or(key, || OwnerRef {
             kind: OwnerKind::from(workload.kind()),
             name: workload.name().into(),
             uid: workload.uid().into(),
-        };
-        self.owners.borrow_mut().insert(key, owner.clone());
-        owner
+        })
     }
 }
