@@ -150,19 +150,14 @@ impl StatusView {
             policy: policy.name_any(),
             target_executor_id: policy.spec.target_executor_id.clone(),
             paused: policy.spec.paused,
-            window: policy.spec.window.as_ref().map(|w| WindowView {
-                spec: w.to_string(),
-                open: status.window.as_ref().map(|s| s.open),
-                opens_at: status
-                    .window
-                    .as_ref()
-                    .and_then(|s| s.opens_at.as_ref())
-                    .map(from_time),
-                closes_at: status
-                    .window
-                    .as_ref()
-                    .and_then(|s| s.closes_at.as_ref())
-                    .map(from_time),
+            window: policy.spec.window.as_ref().map(|w| {
+                let reported = status.window.as_ref();
+                WindowView {
+                    spec: w.to_string(),
+                    open: reported.map(|s| s.open),
+                    opens_at: reported.and_then(|s| s.opens_at.as_ref()).map(from_time),
+                    closes_at: reported.and_then(|s| s.closes_at.as_ref()).map(from_time),
+                }
             }),
             reported,
             done: reported && stale.is_none() && upgraded == total,
