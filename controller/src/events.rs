@@ -55,15 +55,7 @@ impl EventSink {
                     let (recorder, left, signal) = (&recorder, &left, &signal);
                     let leadership = &leadership;
                     async move {
-                        // Written in the background, maybe after leadership ended: checked right before the write.
-                        let written = match leadership.ensure() {
-                            Ok(()) => recorder
-                                .publish(&event, &reference)
-                                .await
-                                .map_err(Error::from),
-                            Err(not_leader) => Err(not_leader.into()),
-                        };
-                        if let Err(error) = written {
+                        if let Err(error) = write(recorder, leadership, &event, &reference).await {
                             tracing::warn!(%error, reason = %event.reason, "could not record an Event");
                         }
                         left.fetch_sub(1, Ordering::SeqCst);
@@ -232,6 +224,52 @@ impl EventSink {
     }
 }
 
+/// Waits between tries of an Event write that failed for a reason that passes (like client-go's recorder, which
+/// tries an Event up to 12 times): an apiserver that is busy, restarting or slow to answer must not cost the operator
+/// the record of an eviction. About 15 s in all, so that a lasting failure does not hold a writer for long.
+const RETRY_DELAYS: [Duration; 5] = [
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+];
+
+/// Writes one Event, trying again after a failure that passes. Written in the background, maybe after leadership
+/// ended: checked right before each try.
+async fn write(
+    recorder: &Recorder,
+    leadership: &Leadership,
+    event: &Event,
+    reference: &ObjectReference,
+) -> Result<(), Error> {
+    let mut delays = RETRY_DELAYS.iter();
+    loop {
+        leadership.ensure()?;
+        match recorder.publish(event, reference).await {
+            Ok(()) => return Ok(()),
+            Err(error) => match delays.next() {
+                Some(delay) if passes(&error) => {
+                    tracing::debug!(%error, reason = %event.reason, "Event write failed; trying again");
+                    tokio::time::sleep(*delay).await;
+                }
+                _ => return Err(error.into()),
+            },
+        }
+    }
+}
+
+/// Whether a failed write may succeed if tried again: the apiserver was busy (429: its priority and fairness
+/// limits), failing (5xx) or unreachable or slow (no answer). Any other answer (forbidden, invalid, the namespace
+/// is gone) would come again.
+fn passes(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
 /// The UIDs of the objects Events are about, by name (from the controller's caches): Events whose reference lacks
 /// the UID are not shown by `kubectl describe`.
 pub trait Uids {
@@ -253,5 +291,28 @@ fn reference(kind: &ActionKind, uids: &impl Uids) -> (String, ObjectReference) {
             let node = kind.node().unwrap_or_default();
             (format!("node/{node}"), node_ref(node, uids.node(node)))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(
+            kube::core::Status::failure("no", "Whatever").with_code(code),
+        ))
+    }
+
+    #[test]
+    fn a_busy_or_failing_apiserver_is_tried_again_a_refusal_is_not() {
+        for code in [429, 500, 503, 504] {
+            assert!(passes(&answer(code)), "{code}");
+        }
+        for code in [400, 403, 404, 409, 422] {
+            assert!(!passes(&answer(code)), "{code}");
+        }
+        let unreachable = kube::Error::Service("connection refused".into());
+        assert!(passes(&unreachable));
     }
 }
