@@ -47,7 +47,7 @@ pub enum Subject {
 
 impl Subject {
     pub fn of(kind: &ActionKind) -> Self {
-        if let Some(pod) = kind.pod() {
+        if let Some(pod) = kind.about_pod() {
             Self::Pod(pod.clone())
         } else if let Some(policy) = kind.policy() {
             Self::Policy(policy.to_owned())
@@ -246,6 +246,7 @@ pub fn name(kind: &ActionKind) -> &'static str {
         ActionKind::Admit { .. } => "Admit",
         ActionKind::Cordon { .. } => "Cordon",
         ActionKind::Evict { .. } => "Evict",
+        ActionKind::Surge { .. } => "Surge",
         ActionKind::DeletePod { .. } => "DeletePod",
         ActionKind::Progress { .. } => "Progress",
         ActionKind::Stall { .. } => "Stall",
@@ -264,6 +265,7 @@ pub fn describe(kind: &ActionKind) -> String {
         ActionKind::Admit { .. } => "admit",
         ActionKind::Cordon { .. } => "cordon",
         ActionKind::Evict { .. } => "evict",
+        ActionKind::Surge { .. } => "start a surge rollout to move",
         ActionKind::DeletePod { .. } => "delete",
         ActionKind::Progress { .. } => "record the drain progress of",
         ActionKind::Stall { .. } => "stall",
@@ -271,7 +273,7 @@ pub fn describe(kind: &ActionKind) -> String {
         ActionKind::Complete { .. } => "complete",
         ActionKind::Release { .. } => "release",
     };
-    match (kind.pod(), kind.policy(), kind.node()) {
+    match (kind.about_pod(), kind.policy(), kind.node()) {
         (Some(pod), _, _) => format!("{verb} pod {pod}"),
         (_, Some(policy), _) => format!("{verb} policy {policy}"),
         (_, _, node) => format!("{verb} node {}", node.unwrap_or_default()),

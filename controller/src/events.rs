@@ -280,9 +280,12 @@ pub trait Uids {
 /// The wait key and the object an action's Event is about: the pod, the policy, or the node.
 fn reference(kind: &ActionKind, uids: &impl Uids) -> (String, ObjectReference) {
     match (kind, kind.policy()) {
-        (ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod }, _) => {
-            (format!("pod/{}", pod.uid), pod_ref(pod))
-        }
+        (
+            ActionKind::Evict { pod, .. }
+            | ActionKind::DeletePod { pod }
+            | ActionKind::Surge { pod, .. },
+            _,
+        ) => (format!("pod/{}", pod.uid), pod_ref(pod)),
         (_, Some(policy)) => (
             format!("policy/{policy}"),
             policy_ref(policy, uids.policy(policy)),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::{Api, Client, ResourceExt};
@@ -36,6 +37,8 @@ pub enum Outcome {
     Done {
         node_version: Option<String>,
         policy_version: Option<String>,
+        /// Likewise for a Deployment a surge move patched.
+        deployment_version: Option<String>,
     },
     /// Nothing to do any more (the pod is gone, the node changed under us): the next plan sees the new state.
     Stale(String),
@@ -48,8 +51,17 @@ impl Outcome {
         Self::Done {
             node_version: None,
             policy_version: None,
+            deployment_version: None,
         }
     }
+}
+
+/// The cached objects an action is about, for its preconditions.
+#[derive(Clone, Copy, Default)]
+pub struct Cached<'a> {
+    pub node: Option<&'a Node>,
+    pub policy: Option<&'a ExecutorUpgradePolicy>,
+    pub deployment: Option<&'a Deployment>,
 }
 
 #[derive(Clone)]
@@ -76,15 +88,15 @@ impl Executor {
         })
     }
 
-    /// Executes `action`. `node` and `policy` are the cached Node the action is about and the policy on whose
-    /// behalf it is done, for resourceVersion preconditions.
-    pub async fn execute(
-        &self,
-        action: &Action,
-        node: Option<&Node>,
-        policy: Option<&ExecutorUpgradePolicy>,
-    ) -> Result<Outcome, Error> {
-        let call = self.dispatch(action, node, policy);
+    /// Executes `action`. `cached` holds the cached objects the action is about (its Node, the policy on whose
+    /// behalf it is done, the Deployment a surge move patches), for resourceVersion preconditions.
+    pub async fn execute(&self, action: &Action, cached: Cached<'_>) -> Result<Outcome, Error> {
+        let Cached {
+            node,
+            policy,
+            deployment,
+        } = cached;
+        let call = self.dispatch(action, node, policy, deployment);
         match tokio::time::timeout(CALL_TIMEOUT, call).await {
             Ok(result) => result,
             Err(_) => Err(Error::Other(format!(
@@ -99,6 +111,7 @@ impl Executor {
         action: &Action,
         node: Option<&Node>,
         policy: Option<&ExecutorUpgradePolicy>,
+        deployment: Option<&Deployment>,
     ) -> Result<Outcome, Error> {
         match &action.kind {
             ActionKind::AddFinalizer { .. } | ActionKind::RemoveFinalizer { .. } => {
@@ -210,6 +223,19 @@ impl Executor {
                 }
             }
             ActionKind::DeletePod { pod } => self.delete_pod(pod).await,
+            ActionKind::Surge {
+                pod,
+                deployment: owner,
+                at,
+            } => match deployment {
+                Some(cached) if cached.uid().as_deref() == Some(&*owner.uid) => {
+                    self.surge(pod, cached, *at).await
+                }
+                _ => Ok(Outcome::Stale(format!(
+                    "Deployment {}/{} is not in the cache as planned",
+                    pod.namespace, owner.name
+                ))),
+            },
             ActionKind::Kamikaze {
                 mechanism,
                 url,
@@ -232,6 +258,7 @@ impl Executor {
                             Outcome::Done { .. } => Ok(Outcome::Done {
                                 node_version: None,
                                 policy_version,
+                                deployment_version: None,
                             }),
                             other => Ok(other),
                         }
@@ -294,6 +321,7 @@ impl Executor {
             Ok(patched) => Ok(Outcome::Done {
                 node_version: patched.resource_version(),
                 policy_version: None,
+                deployment_version: None,
             }),
             Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(
                 Outcome::Stale(format!("node {name} changed: {}", status.message)),
@@ -301,6 +329,53 @@ impl Executor {
             Err(source) => Err(Error::Action {
                 action: "patching node",
                 object: name,
+                source,
+            }),
+        }
+    }
+
+    /// Starts a surge rollout of `deployment` (as cached) to move `pod`: the pod template's restarted-at annotation
+    /// changes, as `kubectl rollout restart` changes its own, and the move is recorded on the Deployment, in one
+    /// patch conditional on the cached resourceVersion: a Deployment that changed since the plan (a rollout of its
+    /// own started) is planned again from the fresh object.
+    async fn surge(
+        &self,
+        pod: &PodRef,
+        deployment: &Deployment,
+        at: DateTime<Utc>,
+    ) -> Result<Outcome, Error> {
+        let name = deployment.name_any();
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": deployment.resource_version(),
+                "annotations": {
+                    keys::SURGE_MOVE_ANNOTATION: k8sm_planner::surge_move_record(at, &pod.uid),
+                },
+            },
+            "spec": {"template": {"metadata": {"annotations": {
+                keys::RESTARTED_AT_ANNOTATION: rfc3339(at),
+            }}}},
+        });
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &pod.namespace);
+        self.leadership.ensure()?;
+        match api
+            .patch(&name, &write_params::patch(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(patched) => Ok(Outcome::Done {
+                node_version: None,
+                policy_version: None,
+                deployment_version: patched.resource_version(),
+            }),
+            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
+                Ok(Outcome::Stale(format!(
+                    "Deployment {}/{name} changed: {}",
+                    pod.namespace, status.message
+                )))
+            }
+            Err(source) => Err(Error::Action {
+                action: "starting a surge rollout of",
+                object: format!("Deployment {}/{name}", pod.namespace),
                 source,
             }),
         }

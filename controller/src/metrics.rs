@@ -81,6 +81,7 @@ pub struct Metrics {
     nodes: Family<PhaseLabel, Gauge>,
     evictions: Family<ReasonLabel, Counter>,
     deletions: Family<ReasonLabel, Counter>,
+    surge_moves: Counter,
     actions_failed: Family<ReasonLabel, Counter>,
     action_failures: Family<FailureLabel, Counter>,
     actions_withheld: Family<CauseLabel, Counter>,
@@ -110,6 +111,12 @@ impl Metrics {
         registry.register("evictions", "Pods evicted, by reason", evictions.clone());
         let deletions = Family::<ReasonLabel, Counter>::default();
         registry.register("deletions", "Pods deleted, by reason", deletions.clone());
+        let surge_moves = Counter::default();
+        registry.register(
+            "surge_moves",
+            "Surge rollouts started to move the pod of a single-replica Deployment",
+            surge_moves.clone(),
+        );
         let actions_failed = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "actions_failed",
@@ -195,6 +202,7 @@ impl Metrics {
             nodes,
             evictions,
             deletions,
+            surge_moves,
             actions_failed,
             action_failures,
             actions_withheld,
@@ -239,6 +247,9 @@ impl Metrics {
             }
             ActionKind::DeletePod { .. } => {
                 self.deletions.get_or_create(&label).inc();
+            }
+            ActionKind::Surge { .. } => {
+                self.surge_moves.inc();
             }
             _ => {}
         }

@@ -62,6 +62,8 @@ pub const REQUIRED: &[Permission] = &[
     cluster("", "nodes", "", "delete"),
     cluster("", "pods", "eviction", "create"),
     cluster("", "pods", "", "delete"),
+    // Surge moves: a Deployment's pod template annotation and k8sm's record of the move.
+    cluster("apps", "deployments", "", "patch"),
     // The policy finalizer (added, and removed once every node is handed back), a patch of metadata.finalizers.
     cluster("k8s.mesosphere.io", "executorupgradepolicies", "", "patch"),
     cluster(

@@ -34,7 +34,7 @@ use crate::Error;
 use crate::backoff::{self, Backoff, Subject};
 use crate::cached_pod::CachedPod;
 use crate::events::EventSink;
-use crate::execute::{Executor, Outcome};
+use crate::execute::{Cached, Executor, Outcome};
 use crate::in_flight::InFlight;
 use crate::kamikaze_token::{KamikazeTokens, ServiceAccountRef};
 use crate::leader::{self, Leadership, LeaseConfig};
@@ -202,6 +202,9 @@ struct PassResult {
     written_nodes: HashMap<String, (String, Option<String>)>,
     /// Policy writes (status, deleted-node records) the caches must show before the next plan, likewise.
     written_policies: HashMap<String, (String, Option<String>)>,
+    /// Deployment writes (surge moves), by namespace and name, likewise: a plan on a cache without the move's
+    /// record would start the same move again.
+    written_deployments: HashMap<(String, String), (String, Option<String>)>,
     /// Plan again then, even without a change.
     wake_at: Option<chrono::DateTime<Utc>>,
     /// Plan again soon (see [`RETRY_AFTER`]).
@@ -329,7 +332,15 @@ impl Controller {
             }) || last.written_policies.iter().any(|(name, versions)| {
                 let cached = self.stores.policies.get(&ObjectRef::new(name));
                 cached.is_some() && stale(cached.and_then(|p| p.resource_version()), versions)
-            });
+            }) || last.written_deployments.iter().any(
+                |((namespace, name), versions)| {
+                    let cached = self
+                        .stores
+                        .deployments
+                        .get(&ObjectRef::new(name).within(namespace));
+                    cached.is_some() && stale(cached.and_then(|d| d.resource_version()), versions)
+                },
+            );
             if !pending {
                 return;
             }
@@ -607,6 +618,7 @@ impl Controller {
             Ok(Outcome::Done {
                 node_version,
                 policy_version,
+                deployment_version,
             }) => {
                 self.backoff.succeeded(&Subject::of(&action.kind));
                 if let (Some(node), Some(name)) = (node.as_ref(), action.kind.node()) {
@@ -625,6 +637,22 @@ impl Controller {
                     result
                         .written_policies
                         .insert(action.policy.clone(), (before, policy_version));
+                }
+                if let ActionKind::Surge {
+                    pod, deployment, ..
+                } = &action.kind
+                {
+                    let (namespace, name) =
+                        (pod.namespace.to_string(), deployment.name.to_string());
+                    let before = self
+                        .stores
+                        .deployments
+                        .get(&ObjectRef::new(&name).within(&namespace))
+                        .and_then(|d| d.resource_version())
+                        .unwrap_or_default();
+                    result
+                        .written_deployments
+                        .insert((namespace, name), (before, deployment_version));
                 }
                 None
             }
@@ -672,7 +700,20 @@ async fn carry_out(
     node: Option<&Node>,
 ) -> Result<Outcome, Error> {
     let policy = stores.policies.get(&ObjectRef::new(&action.policy));
-    let outcome = executor.execute(action, node, policy.as_deref()).await;
+    let deployment = match &action.kind {
+        ActionKind::Surge {
+            pod, deployment, ..
+        } => stores
+            .deployments
+            .get(&ObjectRef::new(&deployment.name).within(&pod.namespace)),
+        _ => None,
+    };
+    let cached = Cached {
+        node,
+        policy: policy.as_deref(),
+        deployment: deployment.as_deref(),
+    };
+    let outcome = executor.execute(action, cached).await;
     if let Ok(Outcome::Done { .. }) = outcome {
         tracing::info!(
             node = action.kind.node(),

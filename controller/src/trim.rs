@@ -2,14 +2,15 @@
 //! nodes and tens of thousands of pods (DESIGN.md §8). Every trim keeps the object's view unchanged (see the tests).
 
 use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStatus, ReplicaSet, ReplicaSetSpec, StatefulSet,
-    StatefulSetSpec,
+    Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
+    StatefulSet, StatefulSetSpec,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     Node, NodeStatus, ReplicationController, ReplicationControllerSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8sm_api::keys;
 use kube::Resource;
 
 /// Managed fields and the last-applied annotation are the bulk of most objects and never read.
@@ -62,23 +63,41 @@ macro_rules! trim_replicated {
     };
 }
 
-/// A Deployment: its desired count, and what tells whether its controller is replacing pods (a rollout under way:
-/// `k8sm_view::deployment_view`): its generation, whether it is paused, and the observed generation and pod counts
-/// of its status.
+/// A Deployment: its desired count, what tells whether its controller is replacing pods and whether its last rollout
+/// is complete (`k8sm_view::deployment_view`): its generation, whether it is paused, the observed generation, pod
+/// counts and progress condition of its status; and what a surge move needs: its strategy and k8sm's annotations.
 pub(crate) fn trim_deployment(deployment: &mut Deployment) {
     let generation = deployment.metadata.generation;
+    let annotations = deployment.metadata.annotations.take().map(|mut all| {
+        all.retain(|key, _| key == keys::SURGE_ANNOTATION || key == keys::SURGE_MOVE_ANNOTATION);
+        all
+    });
     trim_owner_meta(&mut deployment.metadata);
     deployment.metadata.generation = generation;
-    let spec = deployment.spec.as_ref();
+    deployment.metadata.annotations = annotations.filter(|a| !a.is_empty());
+    let spec = deployment.spec.take();
     deployment.spec = Some(DeploymentSpec {
-        replicas: spec.and_then(|s| s.replicas),
-        paused: spec.and_then(|s| s.paused),
+        replicas: spec.as_ref().and_then(|s| s.replicas),
+        paused: spec.as_ref().and_then(|s| s.paused),
+        strategy: spec.and_then(|s| s.strategy),
         ..DeploymentSpec::default()
     });
     deployment.status = deployment.status.take().map(|status| DeploymentStatus {
         observed_generation: status.observed_generation,
         replicas: status.replicas,
         updated_replicas: status.updated_replicas,
+        available_replicas: status.available_replicas,
+        conditions: status.conditions.map(|all| {
+            all.into_iter()
+                .filter(|c| c.type_ == "Progressing")
+                .map(|c| DeploymentCondition {
+                    type_: c.type_,
+                    status: c.status,
+                    reason: c.reason,
+                    ..DeploymentCondition::default()
+                })
+                .collect()
+        }),
         ..DeploymentStatus::default()
     });
 }

@@ -29,6 +29,8 @@ fn controller(api_version: &str, kind: &str, spec: Value, status: Value) -> Valu
             "deletionTimestamp": "2026-01-01T01:00:00Z", "finalizers": ["foregroundDeletion"],
             "labels": {"app": "web", "pod-template-hash": "6d4f"},
             "annotations": {"deployment.kubernetes.io/revision": "3",
+                            "k8s.mesosphere.io/surge": "SingleReplica",
+                            "k8s.mesosphere.io/surge-move": "2026-01-01T00:00:00Z uid-1",
                             "kubectl.kubernetes.io/last-applied-configuration": "{\"a large\": \"blob\"}"},
             "ownerReferences": [
                 {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d1", "controller": true,
@@ -143,6 +145,31 @@ fn a_trimmed_deployment_still_tells_a_rollout_under_way() {
         ),
         ("complete", spec(false), status(7, 4, 4), false),
     ];
+    // What a surge move reads: the strategy, k8sm's annotations, availability and the progress deadline.
+    let surge = |strategy: Value| {
+        let mut spec = spec(false);
+        spec["strategy"] = strategy;
+        spec
+    };
+    let mut timed_out = status(7, 4, 4);
+    timed_out["conditions"] = json!([
+        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "long"},
+        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "long",
+         "lastUpdateTime": "2026-01-01T00:00:00Z"}
+    ]);
+    let mut unavailable = status(7, 4, 4);
+    unavailable["availableReplicas"] = json!(3);
+    let cases = cases.into_iter().chain([
+        ("recreate", surge(json!({"type": "Recreate"})), status(7, 4, 4), false),
+        (
+            "surge bounds",
+            surge(json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "50%", "maxUnavailable": 0}})),
+            status(7, 4, 4),
+            false,
+        ),
+        ("past its progress deadline", spec(false), timed_out, false),
+        ("not all available", spec(false), unavailable, false),
+    ]);
     for (case, spec, status, replacing) in cases {
         let original: Deployment = object(controller("apps/v1", "Deployment", spec, status));
         let mut trimmed = original.clone();

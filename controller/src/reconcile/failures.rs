@@ -30,7 +30,7 @@ impl Controller {
         held: &mut HashMap<String, Hold>,
         result: &mut PassResult,
     ) -> bool {
-        let node = match (action.kind.node(), action.kind.pod()) {
+        let node = match (action.kind.node(), action.kind.about_pod()) {
             (Some(node), _) if written.contains(node) => {
                 held.insert(node.to_owned(), Hold::Soon);
                 result.retry_soon = true;

@@ -105,6 +105,18 @@ pub const CLUSTER_AUTOSCALER_SAFE_TO_EVICT_ANNOTATION: &str =
 /// The value of [`CLUSTER_AUTOSCALER_SAFE_TO_EVICT_ANNOTATION`] that opts a pod out.
 pub const CLUSTER_AUTOSCALER_SAFE_TO_EVICT_VALUE: &str = "false";
 
+/// Deployment annotation by which a workload chooses how its single pod moves, whatever its policy says:
+/// `SingleReplica` (a surge rollout) or `Never` (eviction); see `spec.workloads.surge`.
+pub const SURGE_ANNOTATION: &str = "k8s.mesosphere.io/surge";
+
+/// Deployment annotation that k8sm writes when it starts a surge rollout to move a pod: `<RFC 3339 time> <pod UID>`.
+/// It tells the next passes (of any replica, after any restart) that the move is under way, and since when.
+pub const SURGE_MOVE_ANNOTATION: &str = "k8s.mesosphere.io/surge-move";
+
+/// Pod template annotation that k8sm changes to start a surge rollout, as `kubectl rollout restart` changes
+/// `kubectl.kubernetes.io/restartedAt`: RFC 3339 time.
+pub const RESTARTED_AT_ANNOTATION: &str = "k8s.mesosphere.io/restarted-at";
+
 /// Keys (and the value that means "opted out") by which neighbouring tools opt a pod out of disruption. k8sm honours
 /// them as if they were [`UPGRADE_OPT_OUT_LABEL`].
 // Both tools define these keys as pod annotations.

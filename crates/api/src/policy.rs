@@ -153,6 +153,10 @@ pub struct ExecutorUpgradePolicySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<MaintenanceWindow>,
 
+    /// How the pods of workloads move off a draining node.
+    #[serde(default)]
+    pub workloads: Workloads,
+
     /// Stop all evictions, pod deletions and kamikaze messages (default false). Nodes are still marked and the
     /// status is still updated; set it back to false to resume where the upgrade stopped.
     #[serde(default)]
@@ -191,6 +195,51 @@ pub enum UnmanagedPodPolicy {
     /// Never delete unmanaged pods; an operator must.
     #[default]
     Never,
+}
+
+/// How the pods of workloads move off a draining node.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Workloads {
+    /// "Never" (default): every pod of a workload is evicted, within ownerHealthThreshold; a Deployment with one
+    /// replica is down until its new pod is Ready. "SingleReplica": the pod of a Deployment with one replica moves
+    /// without downtime instead: k8sm restarts the Deployment's rollout (as `kubectl rollout restart` does), so its
+    /// new pod starts on another node and becomes Ready before the old one goes. Only for a Deployment whose strategy
+    /// can do that for one replica (RollingUpdate that surges one pod and keeps the old one until then, such as the
+    /// default 25%/25%), whose last rollout is complete, on a cordoned node; otherwise, or when the new pod is not
+    /// Ready within nodeProgressDeadline, the pod is evicted as usual, and the Event says why. A Deployment
+    /// annotated "k8s.mesosphere.io/surge" with "SingleReplica" or "Never" chooses for itself.
+    #[serde(default)]
+    pub surge: Surge,
+}
+
+/// Whether single-replica Deployments move by a surge rollout.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Surge {
+    /// Evict, as for any workload.
+    #[default]
+    Never,
+    /// Move by a rollout of the Deployment that starts the new pod before the old one goes.
+    SingleReplica,
+}
+
+impl Surge {
+    /// The value as written in the policy and in the Deployment annotation.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Never => "Never",
+            Self::SingleReplica => "SingleReplica",
+        }
+    }
+
+    /// Reads the Deployment annotation's value; `None` for anything else.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "Never" => Some(Self::Never),
+            "SingleReplica" => Some(Self::SingleReplica),
+            _ => None,
+        }
+    }
 }
 
 /// How k8sm tells a drained node's executor to terminate, so that it comes back in the new version.
@@ -247,6 +296,7 @@ impl Default for ExecutorUpgradePolicySpec {
             restart_timeout: default_restart_timeout(),
             node_progress_deadline: default_node_progress_deadline(),
             window: None,
+            workloads: Workloads::default(),
             paused: false,
         }
     }

@@ -65,6 +65,7 @@ fn fleet(nodes: usize) -> ClusterView {
             controller: None,
             exists: true,
             replacing: false,
+            rollout: None,
         };
         let owner = OwnerView {
             kind: OwnerKind::ReplicaSet,

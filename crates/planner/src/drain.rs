@@ -13,6 +13,7 @@ use crate::{
     memo::Text,
     output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
     shared::{MessageKey, WaitsOn},
+    surge::{self, Move},
     workload::Workload,
 };
 
@@ -281,6 +282,8 @@ pub(crate) struct Drain {
     pub(crate) actions: Vec<(ActionKind, Reason, String)>,
     /// Earliest time at which a wait of this node ends by itself.
     pub(crate) wake: Option<DateTime<Utc>>,
+    /// A surge rollout moves a pod of the node: progress under way, bounded by its own deadline.
+    pub(crate) moving: bool,
 }
 
 /// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of DESIGN.md §5.3: workload
@@ -298,6 +301,7 @@ pub(crate) fn decide(
         pods: Vec::new(),
         actions: Vec::new(),
         wake: None,
+        moving: false,
     };
     // Decided in the order of the rule, reported in pod order: each decision goes to its pod's place in the survey
     // (sorted by namespace, name and UID, as the plan's pods are), so no sort of the decisions by name is needed.
@@ -376,6 +380,7 @@ fn act(
 ) -> PodPlan {
     let decision = match action {
         ActionKind::Evict { .. } => Decision::Evict,
+        ActionKind::Surge { .. } => Decision::Move,
         _ => Decision::Delete,
     };
     if let Some(hold) = ctx.hold {
@@ -436,7 +441,8 @@ fn decide_workload(
             format!("wait: goes once {first}")
         });
     }
-    let health = ledger.health(workload, index);
+    let surge = surge::judge(pod, workload, ctx);
+    let mut health = ledger.health(workload, index);
     let t = ctx.threshold;
     let needed = health::needed(t, health.desired);
     let floor = health::sla_floor(t, health.desired);
@@ -452,6 +458,79 @@ fn decide_workload(
         going: health.going,
         threshold: t,
     };
+    let mut note = String::new();
+    match surge {
+        Move::Ordinary { why_not: None } => {}
+        Move::Ordinary { why_not: Some(why) } => note = format!(" (no surge move: {why})"),
+        Move::Start => {
+            let action = ActionKind::Surge {
+                pod: PodRef::of(pod),
+                deployment: index.shared.owner(workload),
+                at: ctx.now,
+            };
+            let message = format!(
+                "move: {who} has one replica: a rollout of it starts the new pod on another node, and the old one \
+                 goes once the new one is available (surge), so it keeps {}/1 ready",
+                health.ready
+            );
+            return act(
+                index,
+                pod,
+                class,
+                ctx,
+                drain,
+                (action, Reason::Moved, message),
+            );
+        }
+        Move::UnderWay { since, until } => {
+            drain.wake = earliest(drain.wake, Some(until));
+            drain.moving = true;
+            let mut plan = pod_plan(
+                index,
+                pod,
+                class,
+                Decision::Wait,
+                Some(Reason::Moving),
+                format!(
+                    "wait: moving by a rollout of {who} started at {}: goes once its new pod is available, or is \
+                     evicted at {} (nodeProgressDeadline {})",
+                    since.to_rfc3339(),
+                    until.to_rfc3339(),
+                    ctx.spec.node_progress_deadline
+                ),
+            );
+            plan.until = Some(until);
+            return plan;
+        }
+        Move::NotYet => {
+            return pod_plan(
+                index,
+                pod,
+                class,
+                Decision::Wait,
+                Some(Reason::Moving),
+                format!("wait: moves by a rollout of {who} once the node is cordoned (surge)"),
+            );
+        }
+        Move::AfterRollout => {
+            return wait(key(WaitsOn::SurgeAfterRollout), &|| {
+                format!(
+                    "wait: moves by a rollout of {workload} once its last rollout is complete (surge; kubectl \
+                     rollout status)"
+                )
+            });
+        }
+        Move::Overdue { since } => {
+            // Its rollout waits for the new pod and takes nothing away meanwhile: the ordinary rule, as if it did
+            // not run.
+            health.replacing = false;
+            note = format!(
+                " (the rollout started at {} to move it made no new pod available within nodeProgressDeadline {})",
+                since.to_rfc3339(),
+                ctx.spec.node_progress_deadline
+            );
+        }
+    }
     let message = match health::judge(health, t, pod.ready) {
         Verdict::RollingOut => {
             return wait(key(WaitsOn::RollingOut), &|| {
@@ -484,11 +563,11 @@ fn decide_workload(
             });
         }
         Verdict::Evict { ready_after, .. } => format!(
-            "evict: {who} ready {}/{} → {ready_after} (threshold {t}% needs {needed})",
+            "evict: {who} ready {}/{} → {ready_after} (threshold {t}% needs {needed}){note}",
             health.ready, health.desired
         ),
         Verdict::EvictNotReady { ready } => format!(
-            "evict: pod not Ready, so moving it costs no readiness; {who} keeps {ready}/{} ready (floor {floor} at threshold {t}%)",
+            "evict: pod not Ready, so moving it costs no readiness; {who} keeps {ready}/{} ready (floor {floor} at threshold {t}%){note}",
             health.desired
         ),
     };

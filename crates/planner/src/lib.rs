@@ -25,6 +25,7 @@ mod progress;
 mod reason;
 mod selector;
 mod shared;
+mod surge;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod view;
@@ -44,8 +45,9 @@ pub use plan::plan;
 pub use progress::format as drain_progress;
 pub use reason::Reason;
 pub use selector::{Selector, SelectorError};
+pub use surge::move_record as surge_move_record;
 pub use view::{
     ClusterView, ControllerRef, DeletedNodeRecord, InFlightEviction, NodeView, OwnerKind,
-    OwnerView, PdbView, PodPhase, PodView, PolicyView,
+    OwnerView, PdbView, PodPhase, PodView, PolicyView, RolloutView,
 };
 pub use workload::{grow_observed_sizes, live_pods_by_workload};

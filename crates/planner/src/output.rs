@@ -126,6 +126,18 @@ pub enum ActionKind {
         #[serde(flatten)]
         eviction: Eviction,
     },
+    /// Move the only pod of a Deployment by a surge rollout (`spec.workloads.surge`): set the pod template's
+    /// [`k8sm_api::keys::RESTARTED_AT_ANNOTATION`] to `at` (a new rollout, as `kubectl rollout restart` starts one)
+    /// and the Deployment's [`k8sm_api::keys::SURGE_MOVE_ANNOTATION`] to `at` and the pod's UID, in one patch. The
+    /// pod stays until the Deployment's controller removes it, once the new pod is available.
+    Surge {
+        /// The pod that moves.
+        pod: PodRef,
+        /// Its Deployment.
+        deployment: OwnerRef,
+        /// When the move starts.
+        at: DateTime<Utc>,
+    },
     /// Delete a pod (a finished pod, an unmanaged pod, or a Job pod past its timeout).
     DeletePod {
         /// The pod.
@@ -205,17 +217,27 @@ impl ActionKind {
             | Self::Complete { node, .. }
             | Self::Release { node, .. } => Some(node),
             Self::Evict { .. }
+            | Self::Surge { .. }
             | Self::DeletePod { .. }
             | Self::AddFinalizer { .. }
             | Self::RemoveFinalizer { .. } => None,
         }
     }
 
-    /// The pod the action applies to.
+    /// The pod the action removes (an eviction or a deletion): a call launched and tracked until it answers.
     pub fn pod(&self) -> Option<&PodRef> {
         match self {
             Self::Evict { pod, .. } | Self::DeletePod { pod } => Some(pod),
             _ => None,
+        }
+    }
+
+    /// The pod the action is about: the pod it removes, or the pod a surge rollout moves (the Deployment is
+    /// written, and the pod stays until the Deployment's controller removes it).
+    pub fn about_pod(&self) -> Option<&PodRef> {
+        match self {
+            Self::Surge { pod, .. } => Some(pod),
+            _ => self.pod(),
         }
     }
 
@@ -242,7 +264,7 @@ impl ActionKind {
             Self::Mark { .. } => 2,
             Self::Admit { .. } => 3,
             Self::Cordon { .. } => 4,
-            Self::Evict { .. } => 5,
+            Self::Evict { .. } | Self::Surge { .. } => 5,
             Self::DeletePod { .. } => 6,
             Self::Progress { .. } | Self::Stall { .. } => 7,
             Self::Kamikaze { .. } => 8,
@@ -474,6 +496,8 @@ pub enum Decision {
     Ignore,
     /// Evicted now.
     Evict,
+    /// Moved now by a surge rollout of its Deployment: it goes once its replacement is available.
+    Move,
     /// Deleted now.
     Delete,
     /// Waits for something that resolves by itself (owner health, a budget, a timeout, termination, the pause).

@@ -17,6 +17,12 @@ pub enum Reason {
     Admitted,
     /// A pod was evicted; the message carries the owner's ready count before and after, and the threshold.
     Evicted,
+    /// A surge rollout of a single-replica Deployment was started to move its pod (`spec.workloads.surge`): the new
+    /// pod starts elsewhere and the old one goes once it is available.
+    Moved,
+    /// A pod waits while the surge rollout that moves it brings up its replacement (at most `nodeProgressDeadline`,
+    /// then it is evicted), or for its node's cordon before that rollout starts.
+    Moving,
     /// A pod waits until its owner is healthy enough to lose it.
     WaitingForOwner,
     /// A Job pod waits for its Job to complete (or for the unmanaged-pod timeout).
@@ -85,11 +91,13 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Self; 33] = [
+    pub const ALL: [Self; 35] = [
         Self::Marked,
         Self::Cordoned,
         Self::Admitted,
         Self::Evicted,
+        Self::Moved,
+        Self::Moving,
         Self::WaitingForOwner,
         Self::WaitingForJob,
         Self::WaitingForTimeout,
@@ -128,6 +136,8 @@ impl Reason {
             Self::Cordoned => "Cordoned",
             Self::Admitted => "Admitted",
             Self::Evicted => "Evicted",
+            Self::Moved => "Moved",
+            Self::Moving => "Moving",
             Self::WaitingForOwner => "WaitingForOwner",
             Self::WaitingForJob => "WaitingForJob",
             Self::WaitingForTimeout => "WaitingForTimeout",

@@ -41,6 +41,8 @@ pub(crate) enum WaitsOn {
     Unhealthy,
     /// The workload is below its floor, and the pod is not Ready.
     BelowFloor,
+    /// The pod moves by a surge rollout once the workload's last rollout is complete.
+    SurgeAfterRollout,
 }
 
 /// What a pass has written so far.

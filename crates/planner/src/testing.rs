@@ -13,7 +13,7 @@ use k8sm_api::{ExecutorUpgradePolicySpec, KamikazeMechanism};
 
 use crate::{
     ActionKind, ClusterView, ControllerRef, InFlightEviction, NodeView, OwnerKind, OwnerView,
-    PdbView, Plan, PodPhase, PodView, PolicyView,
+    PdbView, Plan, PodPhase, PodView, PolicyView, RolloutView,
 };
 
 /// The executor ID that nodes run before the upgrade.
@@ -122,6 +122,7 @@ pub fn owner(kind: OwnerKind, namespace: &str, name: &str, desired: Option<u32>)
         controller: None,
         exists: true,
         replacing: false,
+        rollout: None,
     }
 }
 
@@ -132,7 +133,10 @@ pub fn replica_set(namespace: &str, name: &str, desired: u32) -> OwnerView {
 
 /// A Deployment of `desired` replicas (its ReplicaSets: [`OwnerView::replica_set`]).
 pub fn deployment(namespace: &str, name: &str, desired: u32) -> OwnerView {
-    owner(OwnerKind::Deployment, namespace, name, Some(desired))
+    OwnerView {
+        rollout: Some(RolloutView::default()),
+        ..owner(OwnerKind::Deployment, namespace, name, Some(desired))
+    }
 }
 
 /// A ReplicationController of `desired` replicas.
@@ -164,6 +168,12 @@ impl OwnerView {
     /// Controlled by `controller` (a ReplicaSet of a Deployment, or of a controller of another kind).
     pub fn controlled_by(mut self, controller: &OwnerView) -> Self {
         self.controller = Some(controller.reference());
+        self
+    }
+
+    /// A Deployment whose rollout `edit` changed (from the apiserver's defaults, its last rollout complete).
+    pub fn rollout(mut self, edit: impl FnOnce(&mut RolloutView)) -> Self {
+        edit(self.rollout.get_or_insert_with(RolloutView::default));
         self
     }
 
@@ -355,6 +365,23 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
             (ActionKind::Cordon { .. }, Some(i)) => {
                 view.nodes[i].unschedulable = true;
                 view.nodes[i].cordoned_by_k8sm = true;
+            }
+            (
+                ActionKind::Surge {
+                    pod,
+                    deployment,
+                    at,
+                },
+                _,
+            ) => {
+                // The Deployment's controller sees a new template: a rollout under way, until the new pod is
+                // available and the old one gone (which the caller simulates, if it wants to).
+                if let Some(d) = view.owners.iter_mut().find(|o| *o.uid == *deployment.uid) {
+                    d.replacing = true;
+                    let rollout = d.rollout.get_or_insert_with(RolloutView::default);
+                    rollout.complete = false;
+                    rollout.surge_move = Some(crate::surge_move_record(*at, &pod.uid));
+                }
             }
             (ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod }, _) => {
                 if let Some(p) = view.pods.iter_mut().find(|p| p.uid == pod.uid) {

@@ -8,6 +8,7 @@ use std::{collections::BTreeMap, fmt, sync::Arc};
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8sm_api::ExecutorUpgradePolicySpec;
 use serde::{Deserialize, Serialize};
 
@@ -260,6 +261,50 @@ pub struct OwnerView {
     /// saw the other's deletion. `false` for every other kind.
     #[serde(default)]
     pub replacing: bool,
+    /// For a Deployment: what moving its single pod by a surge rollout needs (`spec.workloads.surge`). `None` for
+    /// every other kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutView>,
+}
+
+/// A Deployment's rollout: its strategy, whether its last rollout is complete, and the annotations by which it
+/// chooses how its pod moves and k8sm records a move it started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutView {
+    /// `spec.strategy.type` is `RollingUpdate` (the default), not `Recreate` (which deletes the old pods first).
+    pub rolling_update: bool,
+    /// `spec.strategy.rollingUpdate.maxSurge` as stored: a count or a percentage such as "25%"; `None` means the
+    /// apiserver's default, 25%.
+    pub max_surge: Option<IntOrString>,
+    /// `spec.strategy.rollingUpdate.maxUnavailable`, the same way.
+    pub max_unavailable: Option<IntOrString>,
+    /// `spec.paused`: a paused Deployment does not roll out.
+    pub paused: bool,
+    /// The last rollout is complete, by `kubectl rollout status`'s test: its generation observed, not past its
+    /// progress deadline, and `status.updatedReplicas`, `status.replicas` and `status.availableReplicas` all at
+    /// `spec.replicas`.
+    pub complete: bool,
+    /// The [`k8sm_api::keys::SURGE_ANNOTATION`] as found (the Deployment's own choice, maybe malformed).
+    pub surge: Option<String>,
+    /// The [`k8sm_api::keys::SURGE_MOVE_ANNOTATION`] as found: `<RFC 3339 time> <pod UID>`, the move k8sm started
+    /// last.
+    pub surge_move: Option<String>,
+}
+
+impl Default for RolloutView {
+    /// A Deployment as the apiserver defaults it (RollingUpdate, 25%/25%), not paused, its last rollout complete.
+    fn default() -> Self {
+        Self {
+            rolling_update: true,
+            max_surge: None,
+            max_unavailable: None,
+            paused: false,
+            complete: true,
+            surge: None,
+            surge_move: None,
+        }
+    }
 }
 
 /// A PodDisruptionBudget.

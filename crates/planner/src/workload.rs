@@ -7,7 +7,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::{ClusterView, OwnerKind, OwnerView, view::ControllerRef};
+use crate::{
+    ClusterView, OwnerKind, OwnerView,
+    view::{ControllerRef, RolloutView},
+};
 
 /// The workload a pod counts for: a reference to the object it is read from, so that the class of each of a large
 /// fleet's pods (which holds one) stays small.
@@ -68,6 +71,14 @@ impl<'a> Workload<'a> {
         match self {
             Self::Owner(o) => o.replacing,
             Self::Other(_) => false,
+        }
+    }
+
+    /// A Deployment's rollout (see [`OwnerView::rollout`]).
+    pub(crate) fn rollout(self) -> Option<&'a RolloutView> {
+        match self {
+            Self::Owner(o) => o.rollout.as_ref(),
+            Self::Other(_) => None,
         }
     }
 

@@ -6,7 +6,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ReplicationController;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use k8sm_planner::{OwnerKind, OwnerView};
+use k8sm_api::keys;
+use k8sm_planner::{OwnerKind, OwnerView, RolloutView};
 
 use crate::meta::controller_ref;
 
@@ -14,7 +15,60 @@ pub fn deployment_view(deployment: &Deployment) -> OwnerView {
     let replicas = deployment.spec.as_ref().and_then(|s| s.replicas);
     let mut view = replicated(OwnerKind::Deployment, &deployment.metadata, replicas);
     view.replacing = replacing_pods(deployment);
+    view.rollout = Some(rollout(deployment));
     view
+}
+
+/// What moving the Deployment's single pod by a surge rollout needs: its strategy, whether its last rollout is
+/// complete (`kubectl rollout status`'s test), and k8sm's annotations on it.
+fn rollout(deployment: &Deployment) -> RolloutView {
+    let spec = deployment.spec.as_ref();
+    let strategy = spec.and_then(|s| s.strategy.as_ref());
+    let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+    let annotation = |key: &str| {
+        deployment
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .cloned()
+    };
+    RolloutView {
+        rolling_update: strategy
+            .and_then(|s| s.type_.as_deref())
+            .is_none_or(|t| t == "RollingUpdate"),
+        max_surge: rolling.and_then(|r| r.max_surge.clone()),
+        max_unavailable: rolling.and_then(|r| r.max_unavailable.clone()),
+        paused: spec.and_then(|s| s.paused).unwrap_or(false),
+        complete: rollout_complete(deployment),
+        surge: annotation(keys::SURGE_ANNOTATION),
+        surge_move: annotation(keys::SURGE_MOVE_ANNOTATION),
+    }
+}
+
+/// `kubectl rollout status`'s test of a Deployment: its generation observed, not past its progress deadline, and
+/// every replica updated and available, none of an older ReplicaSet left.
+fn rollout_complete(deployment: &Deployment) -> bool {
+    let Some(status) = deployment.status.as_ref() else {
+        return false;
+    };
+    let observed = match (deployment.metadata.generation, status.observed_generation) {
+        (Some(generation), Some(observed)) => generation <= observed,
+        (None, _) => true,
+        (Some(_), None) => false,
+    };
+    let timed_out = status.conditions.iter().flatten().any(|c| {
+        c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+    });
+    let desired = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
+    let updated = status.updated_replicas.unwrap_or(0);
+    let replicas = status.replicas.unwrap_or(0);
+    let available = status.available_replicas.unwrap_or(0);
+    observed && !timed_out && updated >= desired && replicas <= updated && available >= updated
 }
 
 /// Whether a Deployment's controller is replacing pods itself: not paused, and either a generation it has not
@@ -79,6 +133,7 @@ fn owner(kind: OwnerKind, meta: &ObjectMeta, desired: Option<u32>) -> OwnerView 
         controller: controller_ref(meta),
         exists: meta.deletion_timestamp.is_none(),
         replacing: false,
+        rollout: None,
     }
 }
 

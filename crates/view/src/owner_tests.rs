@@ -4,6 +4,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::*;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8sm_planner::ControllerRef;
 
 /// An object of `kind` named web in namespace shop, with `metadata` merged over the defaults and `spec`.
@@ -104,5 +105,73 @@ fn the_controller_is_the_controlling_owner_reference() {
         for view in views(json!({"ownerReferences": references}), json!({})) {
             assert_eq!(view.controller, expected, "{} {references}", view.kind);
         }
+    }
+}
+
+/// A Deployment of one replica with `strategy`, `annotations` and `status` (generation 3).
+fn single(strategy: Value, annotations: Value, status: Value) -> RolloutView {
+    let mut object: Deployment = object(
+        "apps/v1",
+        "Deployment",
+        json!({"generation": 3, "annotations": annotations}),
+        json!({"replicas": 1, "strategy": strategy, "selector": {}, "template": {}}),
+    );
+    object.status = serde_json::from_value(status).expect("a status");
+    deployment_view(&object)
+        .rollout
+        .expect("a Deployment has a rollout")
+}
+
+fn done() -> Value {
+    json!({"observedGeneration": 3, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1, "readyReplicas": 1})
+}
+
+#[test]
+fn a_deployment_tells_its_strategy_and_k8sm_s_annotations_other_kinds_have_no_rollout() {
+    let r = single(
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": "0%"}}),
+        json!({
+            keys::SURGE_ANNOTATION: "SingleReplica",
+            keys::SURGE_MOVE_ANNOTATION: "2026-01-01T00:00:00Z uid-1",
+        }),
+        done(),
+    );
+    assert!(r.rolling_update && r.complete && !r.paused);
+    assert_eq!(r.max_surge, Some(IntOrString::Int(1)));
+    assert_eq!(r.max_unavailable, Some(IntOrString::String("0%".into())));
+    assert_eq!(r.surge.as_deref(), Some("SingleReplica"));
+    assert_eq!(r.surge_move.as_deref(), Some("2026-01-01T00:00:00Z uid-1"));
+    let recreate = single(json!({"type": "Recreate"}), json!({}), done());
+    assert!(!recreate.rolling_update);
+    // No strategy written: the apiserver's default, RollingUpdate 25%/25%.
+    let default = single(Value::Null, json!({}), done());
+    assert!(default.rolling_update && default.max_surge.is_none());
+    for view in views(json!({}), json!({})).into_iter().skip(1) {
+        assert_eq!(view.rollout, None, "{}", view.kind);
+    }
+}
+
+/// `kubectl rollout status`: observed, not timed out, every replica updated and available, no old one left.
+#[test]
+fn a_rollout_is_complete_only_by_kubectl_rollout_status_s_test() {
+    assert!(single(Value::Null, json!({}), done()).complete);
+    let mut not = Vec::new();
+    for (field, value) in [
+        ("observedGeneration", json!(2)),
+        ("updatedReplicas", json!(0)),
+        ("replicas", json!(2)),
+        ("availableReplicas", json!(0)),
+    ] {
+        let mut status = done();
+        status[field] = value;
+        not.push((field, status));
+    }
+    let mut timed_out = done();
+    timed_out["conditions"] =
+        json!([{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]);
+    not.push(("progress deadline", timed_out));
+    not.push(("no status", Value::Null));
+    for (why, status) in not {
+        assert!(!single(Value::Null, json!({}), status).complete, "{why}");
     }
 }

@@ -261,6 +261,10 @@ impl Demo {
         );
         println!("pods evicted:            {}", count("Evicted"));
         println!(
+            "pods moved by a rollout: {} (one-replica Deployments, new pod Ready before the old one went)",
+            count("Moved")
+        );
+        println!(
             "unmanaged pods deleted:  {} (DeleteAfterTimeout 30s)",
             count("DeletedUnmanagedPod")
         );

@@ -298,6 +298,7 @@ impl PlanView {
                 "node",
             ),
             (count(&[Reason::Evicted]), "evict", "pod"),
+            (count(&[Reason::Moved]), "move by a rollout", "pod"),
             (
                 count(&[Reason::DeletedUnmanagedPod, Reason::DeletedFinishedPod]),
                 "delete",
@@ -410,6 +411,7 @@ fn pod_moves(n: &NodePlan) -> Option<String> {
     let decided = |d: Decision| n.pods.iter().filter(|p| p.decision == d).count();
     let moves: Vec<String> = [
         (decided(Decision::Evict), "evict"),
+        (decided(Decision::Move), "move by a rollout"),
         (decided(Decision::Delete), "delete"),
         (decided(Decision::Wait), "wait"),
         (decided(Decision::Block), "need an operator"),
@@ -436,12 +438,13 @@ fn planned_pod(p: &PodPlan) -> PlannedPod {
 
 /// The decision in words, then why: "evict now: owner …", "wait: owner web 8/10 ready, needs 9", "never: opted out".
 pub fn summary(decision: Decision, message: &str) -> String {
-    let detail = ["wait: ", "evict: ", "delete "]
+    let detail = ["wait: ", "evict: ", "move: ", "delete "]
         .iter()
         .find_map(|prefix| message.strip_prefix(prefix))
         .unwrap_or(message);
     let verb = match decision {
         Decision::Evict => "evict now",
+        Decision::Move => "move now",
         Decision::Delete => "delete now",
         Decision::Wait => "wait",
         Decision::Block => "never",
@@ -466,7 +469,7 @@ fn blocker_colour(blocker: &PlannedBlocker, wide: bool, palette: Palette) -> Str
 
 fn decision_colour(decision: Decision, text: &str, palette: Palette) -> String {
     match decision {
-        Decision::Evict | Decision::Delete => palette.green(text),
+        Decision::Evict | Decision::Move | Decision::Delete => palette.green(text),
         Decision::Wait => palette.yellow(text),
         Decision::Block => palette.red(text),
         Decision::Ignore => palette.dim(text),

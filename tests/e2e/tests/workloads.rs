@@ -4,7 +4,9 @@
 //! - a Deployment whose rollout is stuck is judged over all its ReplicaSets, so its node waits, stalls after
 //!   `nodeProgressDeadline` and gives up its only drain slot; the rest of the fleet goes on, and after
 //!   `kubectl rollout undo` the upgrade completes;
-//! - a pod that is not Ready moves, costing no readiness, and its node finishes.
+//! - a pod that is not Ready moves, costing no readiness, and its node finishes;
+//! - single-replica Deployments move by surge rollouts, one of them guarded by a `minAvailable: 1` budget, and never
+//!   lose their Ready pod; one whose strategy cannot surge is evicted and says why.
 //!
 //! Pods of other controllers are in `other_controllers.rs`. Each test prints, per workload, the fewest Ready pods
 //! seen against the bound `min(ceil(t·d), d−1)` computed from the workload the test created.
@@ -20,8 +22,8 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use k8sm_api::keys::STALLED_ANNOTATION;
-use k8sm_api::{NodePhase, UnmanagedPodPolicy};
+use k8sm_api::keys::{RESTARTED_AT_ANNOTATION, STALLED_ANNOTATION, SURGE_MOVE_ANNOTATION};
+use k8sm_api::{NodePhase, Surge, UnmanagedPodPolicy};
 use k8sm_e2e::events::{events_about, first_seen, occurrences, regards, regards_one_of};
 use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::nodes::is_cordoned;
@@ -32,7 +34,7 @@ use k8sm_e2e::sla::{SlaWatcher, assert_within_bounds};
 use k8sm_e2e::status::status_entry;
 use k8sm_e2e::waits::observe_for;
 use k8sm_e2e::workload_policy::{NODE_PROGRESS_DEADLINE, THRESHOLD, workload_policy};
-use k8sm_e2e::workloads::{create, deployment, fill_nodes};
+use k8sm_e2e::workloads::{create, deployment, fill_nodes, pdb_min_available};
 use k8sm_testcluster::node_name;
 
 const POLICY: &str = "fleet";
@@ -392,4 +394,154 @@ async fn a_pod_made_not_ready_moves_and_its_node_finishes() {
         );
     }
     assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", REPLICAS)]);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Single-replica Deployments moved by surge rollouts
+// ---------------------------------------------------------------------------------------------------------------
+
+/// `spec.workloads.surge: SingleReplica`. Three Deployments of one replica on one node: `solo`, `guarded` (with a
+/// `minAvailable: 1` PodDisruptionBudget, which blocks every drain tool's eviction for ever) and `recreate` (strategy
+/// Recreate, which stops its old pod first). k8sm moves the first two by a rollout of their Deployment: the new pod
+/// starts on another node and is Ready before the old one goes, so neither ever has 0 Ready pods (the SLA watcher,
+/// armed before the controller starts, sees every change); a `Moved` Event says how. `recreate` cannot surge: it is
+/// evicted, and its Event says why. Every node is upgraded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_replica_deployments_move_by_a_rollout_and_keep_their_ready_pod() {
+    const NS: &str = "surge";
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    let client = scenario.client.clone();
+    let first = node_name(0);
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    let mut recreate = deployment(NS, "recreate", 1);
+    if let Some(spec) = recreate.spec.as_mut() {
+        spec.strategy = Some(DeploymentStrategy {
+            type_: Some("Recreate".into()),
+            rolling_update: None,
+        });
+    }
+    scenario
+        .pin_to(&first, 3, || async {
+            create(&client, &deployment(NS, "solo", 1)).await;
+            create(&client, &deployment(NS, "guarded", 1)).await;
+            create(&client, &recreate).await;
+        })
+        .await;
+    create(
+        &client,
+        &pdb_min_available(NS, "guarded", "guarded", IntOrString::Int(1)),
+    )
+    .await;
+    let pod_of = |app: &'static str| {
+        let scenario = &scenario;
+        async move {
+            let pods = scenario.app_pods(app).await;
+            assert_eq!(pods.len(), 1, "{app} has one pod");
+            pods[0].name_any()
+        }
+    };
+    let moving: BTreeSet<String> = [pod_of("solo").await, pod_of("guarded").await].into();
+    let evicted_pod = pod_of("recreate").await;
+    sla.arm();
+    scenario
+        .wait_until(
+            "the SLA watcher sees each Deployment Ready",
+            SETUP,
+            || async {
+                ["solo", "guarded", "recreate"]
+                    .iter()
+                    .all(|name| sla.ready("Deployment", name) == 1)
+                    .then_some(())
+            },
+        )
+        .await;
+
+    scenario.start_controller(&[]);
+    let mut spec = workload_policy(&scenario, UnmanagedPodPolicy::Delete);
+    spec.workloads.surge = Surge::SingleReplica;
+    // Long enough that a loaded machine brings the new pods up before a move falls back to eviction.
+    spec.node_progress_deadline = "3m".parse().expect("a duration");
+    scenario.create_policy(POLICY, spec).await;
+    scenario.wait_all_upgraded(POLICY, 3, PROGRESS).await;
+
+    // Never below one Ready pod for the two that moved; the bound for the one evicted (0 for d = 1).
+    assert_within_bounds(
+        &sla,
+        THRESHOLD,
+        &[
+            ("Deployment", "solo", 1),
+            ("Deployment", "guarded", 1),
+            ("Deployment", "recreate", 1),
+        ],
+    );
+    for record in sla.records() {
+        if record.name == "solo" || record.name == "guarded" {
+            assert!(
+                record.min_ready >= 1,
+                "Deployment {} kept a Ready pod throughout: {record:?}",
+                record.name
+            );
+        }
+    }
+    // How each moved: a Moved Event on each moved pod, no eviction of it; the Recreate one evicted, saying why.
+    let moved = scenario.events("Moved").await;
+    for pod in &moving {
+        let event = moved
+            .iter()
+            .find(|e| regards(e, pod))
+            .unwrap_or_else(|| panic!("a Moved Event about {pod}: {moved:?}"));
+        let note = event.note.clone().unwrap_or_default();
+        assert!(
+            note.contains("a rollout of it starts the new pod on another node")
+                && note.contains("keeps 1/1 ready"),
+            "{note}"
+        );
+    }
+    let evicted = scenario.events("Evicted").await;
+    assert!(
+        evicted.iter().all(|e| !regards_one_of(e, &moving)),
+        "no moved pod was evicted: {evicted:?}"
+    );
+    let recreate_evicted = evicted
+        .iter()
+        .find(|e| regards(e, &evicted_pod))
+        .unwrap_or_else(|| panic!("{evicted_pod} evicted: {evicted:?}"));
+    let note = recreate_evicted.note.clone().unwrap_or_default();
+    assert!(
+        note.contains("no surge move: its strategy is Recreate"),
+        "{note}"
+    );
+    // The moves were rollouts k8sm started: each Deployment's template carries its restart annotation, and its
+    // record names the pod it moved.
+    for app in ["solo", "guarded"] {
+        let deployment: Deployment = Api::namespaced(client.clone(), NS)
+            .get(app)
+            .await
+            .expect("the Deployment");
+        let template = deployment
+            .spec
+            .and_then(|s| s.template.metadata)
+            .and_then(|m| m.annotations)
+            .unwrap_or_default();
+        assert!(
+            template.contains_key(RESTARTED_AT_ANNOTATION),
+            "{app}: {template:?}"
+        );
+        let record = deployment
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get(SURGE_MOVE_ANNOTATION)
+            .cloned()
+            .unwrap_or_default();
+        let moved_pod = moving.iter().find(|p| p.starts_with(app)).expect("its pod");
+        let uid = scenario
+            .events("Moved")
+            .await
+            .into_iter()
+            .find(|e| regards(e, moved_pod))
+            .and_then(|e| e.regarding?.uid)
+            .unwrap_or_default();
+        assert!(record.ends_with(&uid) && !uid.is_empty(), "{app}: {record}");
+    }
 }

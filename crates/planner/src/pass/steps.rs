@@ -135,6 +135,9 @@ impl PolicyPass<'_, '_> {
         };
         let decided = drain::decide(survey, &ctx, self.index, ledger);
         let moving = !decided.actions.is_empty();
+        // A surge rollout under way is progress on its way, bounded by its own deadline (the pod is evicted then):
+        // the node keeps its slot meanwhile, as while held.
+        let held = hold.is_some() || decided.moving;
         for (kind, reason, message) in decided.actions {
             out.action(&self.policy.name, kind, reason, message);
         }
@@ -165,20 +168,16 @@ impl PolicyPass<'_, '_> {
                 pods_left: survey.left,
             };
             let deadline = spec.node_progress_deadline.as_duration();
-            if let progress::Verdict::Wait { wake } = progress::judge(
-                Some(just_recorded),
-                survey.left,
-                deadline,
-                hold.is_some(),
-                self.now,
-            ) {
+            if let progress::Verdict::Wait { wake } =
+                progress::judge(Some(just_recorded), survey.left, deadline, held, self.now)
+            {
                 out.wake = earliest(out.wake, Some(wake));
             }
         }
         if phase == NodePhase::Draining && check_progress {
             let record = progress::Record::parse(entry.node.drain_progress.as_deref());
             let deadline = spec.node_progress_deadline.as_duration();
-            match progress::judge(record, survey.left, deadline, hold.is_some(), self.now) {
+            match progress::judge(record, survey.left, deadline, held, self.now) {
                 progress::Verdict::Record => out.action(
                     &self.policy.name,
                     ActionKind::Progress {

@@ -13,6 +13,7 @@ mod props;
 mod sim;
 mod stall;
 mod support;
+mod surge;
 mod unmanaged;
 mod window;
 mod workloads;
@@ -98,6 +99,9 @@ fn with_bookkeeping(plan: &Plan) -> Vec<String> {
             }
             ActionKind::Cordon { node } => format!("Cordon {node}"),
             ActionKind::Evict { pod, .. } => format!("Evict {pod}"),
+            ActionKind::Surge {
+                pod, deployment, ..
+            } => format!("Surge {pod} by {}", deployment.name),
             ActionKind::DeletePod { pod } => format!("Delete {pod}"),
             ActionKind::Kamikaze { node, .. } => format!("Kamikaze {node}"),
             ActionKind::Complete { node, uncordon } => {

@@ -70,6 +70,7 @@ pub(super) fn check_plan(
             ));
         }
     }
+    check_surge(world, plan, step)?;
     for pod in plan.deletions() {
         if let Some(w) = world.workload_of(&pod.uid) {
             return Err(format!(
@@ -79,6 +80,73 @@ pub(super) fn check_plan(
         }
     }
     Ok(evicted.into_keys().collect())
+}
+
+/// Surge moves against the model: a move starts only for the Ready pod of a single-replica Deployment whose last
+/// rollout is complete (the model's ReplicaSets say so), on a cordoned node, under a policy that asks for it; and with
+/// surge on, such a pod is never evicted while its Deployment can move it — unless the move it started brought no
+/// new pod within the deadline.
+fn check_surge(world: &World, plan: &Plan, step: usize) -> Result<(), String> {
+    let spec = &world.view.policies[0].spec;
+    let surge = spec.workloads.surge == k8sm_api::Surge::SingleReplica;
+    let single = |w: usize| {
+        matches!(world.workloads[w].kind, Kind::Deployment(r) if r != Rollout::Paused)
+            && world.workloads[w].desired == 1
+    };
+    let complete = |w: usize| {
+        let sets = &world.workloads[w].sets;
+        let (new, olds) = sets.split_last().unwrap();
+        let ready_new = world
+            .view
+            .pods
+            .iter()
+            .filter(|p| p.ready && !p.terminating && world.pod_set.get(&*p.uid) == Some(new))
+            .count();
+        olds.iter().all(|&s| world.sets[s].replicas == 0)
+            && world.sets[*new].replicas == 1
+            && ready_new == 1
+    };
+    for action in &plan.actions {
+        let ActionKind::Surge { pod: pod_ref, .. } = &action.kind else {
+            continue;
+        };
+        let pod = world.view.pods.iter().find(|p| p.uid == pod_ref.uid);
+        let w = world.workload_of(&pod_ref.uid);
+        let node = pod
+            .and_then(|p| p.node_name.as_deref())
+            .and_then(|n| world.view.nodes.iter().find(|x| *x.name == *n));
+        let fine = surge
+            && pod.is_some_and(|p| p.ready && !p.terminating)
+            && w.is_some_and(|w| single(w) && complete(w))
+            && node.is_some_and(|n| n.unschedulable);
+        if !fine {
+            return Err(format!(
+                "step {step}: surge move of {pod_ref} that the model does not allow"
+            ));
+        }
+    }
+    if !surge || !spec.cordon {
+        return Ok(());
+    }
+    let deadline = chrono::Duration::minutes(super::world::DEADLINE_MINUTES);
+    for (pod_ref, _) in plan.evictions() {
+        let Some(pod) = world.view.pods.iter().find(|p| p.uid == pod_ref.uid) else {
+            continue;
+        };
+        let Some(w) = world.workload_of(&pod.uid) else {
+            continue;
+        };
+        let overdue = world.workloads[w]
+            .surge_seen
+            .as_ref()
+            .is_some_and(|(_, at)| world.now - *at >= deadline);
+        if pod.ready && single(w) && !overdue {
+            return Err(format!(
+                "step {step}: {pod_ref}, the only Ready pod of a single-replica Deployment, evicted instead of moved"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// After execution: a workload of which k8sm evicted a pod in this step is at or above its bound; without failures,

@@ -149,7 +149,26 @@ impl World {
             if rollout == Rollout::Paused {
                 continue;
             }
-            if rollout == Rollout::StartsAt(step) {
+            // A surge move k8sm started changed the pod template: a new rollout, as `kubectl rollout restart`
+            // starts one.
+            let key = self.workloads[w].key.clone();
+            let record = self
+                .view
+                .owners
+                .iter()
+                .find(|o| o.uid == key)
+                .and_then(|o| o.rollout.as_ref()?.surge_move.clone());
+            let surged = record.is_some()
+                && record.as_deref()
+                    != self.workloads[w]
+                        .surge_seen
+                        .as_ref()
+                        .map(|(r, _)| r.as_str());
+            if surged {
+                self.seen.saw("a surge move started a rollout", true);
+                self.workloads[w].surge_seen = record.map(|r| (r, self.now));
+            }
+            if rollout == Rollout::StartsAt(step) || surged {
                 let i = self.workloads[w].sets.len();
                 self.add_set(w, i, 0, false, None);
             }
@@ -192,6 +211,19 @@ impl World {
                 if let Some(rs) = self.view.owners.iter_mut().find(|o| o.uid == reference.uid) {
                     rs.desired = Some(self.sets[s].replicas);
                 }
+            }
+            // `kubectl rollout status`: the new ReplicaSet has every replica, available, and the old ones none.
+            let complete = olds.iter().all(|&s| self.sets[s].replicas == 0)
+                && self.sets[*new].replicas == d
+                && ready_in(*new) == i64::from(d);
+            if let Some(r) = self
+                .view
+                .owners
+                .iter_mut()
+                .find(|o| o.uid == key)
+                .and_then(|o| o.rollout.as_mut())
+            {
+                r.complete = complete;
             }
         }
     }

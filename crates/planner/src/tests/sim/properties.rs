@@ -65,7 +65,7 @@ fn the_model_reaches_the_cases_that_matter() {
             }
         }
     }
-    seen.assert_all_met(9, "the sample");
+    seen.assert_all_met(10, "the sample");
     assert!(
         upgraded_after_a_stall > 0,
         "no stuck node ever gave up its slot for the others"
@@ -93,6 +93,7 @@ fn overlapping_evictions_of_an_unknown_kind_keep_one_record_per_missing_pod() {
         threshold: 50,
         max_concurrent: 1,
         cordon: true,
+        surge: false,
         age_out: true,
         seed: 40,
     };

@@ -55,6 +55,8 @@ pub(super) struct Scenario {
     pub(super) threshold: u8,
     pub(super) max_concurrent: u32,
     pub(super) cordon: bool,
+    /// The policy moves single-replica Deployments by surge rollouts (`spec.workloads.surge: SingleReplica`).
+    pub(super) surge: bool,
     /// The controller forgets the size it remembers of an unknown kind 30 minutes after its last eviction (as
     /// `controller/src/in_flight.rs` does).
     pub(super) age_out: bool,
@@ -74,7 +76,8 @@ fn arb_rollout() -> impl Strategy<Value = Rollout> {
 prop_compose! {
     fn arb_workload()(
         kind in arb_kind(arb_rollout()),
-        desired in 1u32..10,
+        // One replica often: the shape surge moves are about.
+        desired in prop_oneof![1 => Just(1u32), 4 => 1u32..10],
         min_available in prop::option::weighted(0.3, 0u32..10),
         never_ready in prop_oneof![3 => Just(0u32), 1 => 1u32..3],
     ) -> WorkloadSpec {
@@ -99,6 +102,7 @@ prop_compose! {
         threshold in prop_oneof![Just(90u8), Just(100), Just(50), 1u8..=100],
         max_concurrent in prop_oneof![2 => Just(1u32), 1 => 2u32..4],
         cordon in prop::bool::weighted(0.8),
+        surge in prop::bool::ANY,
         seed in 1u64..,
         // Which kind of stuck workload, in `Mode::Stuck`.
         how in 0usize..3,
@@ -111,25 +115,26 @@ prop_compose! {
             threshold,
             max_concurrent,
             cordon,
+            surge,
             age_out: false,
             seed,
         };
         match mode {
             Mode::Healthy => {
                 for w in &mut s.workloads {
-                    if stuck(w, threshold) {
+                    if stuck(w, threshold, surge) {
                         *w = WorkloadSpec {
                             kind: Kind::Deployment(Rollout::Steady),
                             never_ready: 0,
                             ..w.clone()
                         };
                     }
-                    if stuck(w, threshold) {
+                    if stuck(w, threshold, surge) {
                         w.min_available = None;
                     }
                 }
             }
-            Mode::Stuck => s.workloads.push(stuck_workload(how, threshold)),
+            Mode::Stuck => s.workloads.push(stuck_workload(how, threshold, surge)),
             Mode::Failures => {}
         }
         s
@@ -137,7 +142,7 @@ prop_compose! {
 }
 
 /// A workload that can never move a pod at threshold `t`, of one of three kinds.
-fn stuck_workload(how: usize, t: u8) -> WorkloadSpec {
+fn stuck_workload(how: usize, t: u8, surge: bool) -> WorkloadSpec {
     let mut w = match how {
         // A budget that allows nothing.
         0 => WorkloadSpec {
@@ -164,7 +169,7 @@ fn stuck_workload(how: usize, t: u8) -> WorkloadSpec {
             never_ready: 0,
         },
     };
-    if !stuck(&w, t) {
+    if !stuck(&w, t, surge) {
         // At a threshold this low a stuck rollout still moves one pod at a time: hold it with its budget.
         w.min_available = Some(w.desired);
     }
@@ -178,9 +183,13 @@ pub(super) fn surge_and_unavailable(d: u32) -> (u32, u32) {
 
 /// Whether a workload can never move one of its pods at threshold `t`, whatever the upgrade does: a budget that
 /// allows nothing, pods that never become Ready with the Ready ones below the bound (or a budget that cannot spare
-/// one), or a stuck rollout whose Ready pods are at its bound (or held by its budget).
-pub(super) fn stuck(w: &WorkloadSpec, t: u8) -> bool {
+/// one), or a stuck rollout whose Ready pods are at its bound (or held by its budget). With `surge`, a single-replica
+/// Deployment whose rollout is stuck too: its pod moves by a new rollout only once the last one is complete.
+pub(super) fn stuck(w: &WorkloadSpec, t: u8, surge: bool) -> bool {
     let d = w.desired;
+    if surge && d == 1 && w.kind == Kind::Deployment(Rollout::Stuck) {
+        return true;
+    }
     let budget_spares = |ready: u32| w.min_available.is_none_or(|m| ready > m);
     let ready = match w.kind {
         Kind::Deployment(Rollout::Stuck) => d - surge_and_unavailable(d).1,

@@ -49,6 +49,8 @@ pub(super) struct Workload {
     pub(super) min_available: Option<u32>,
     /// Stuck at the scenario's threshold: its pods never move.
     pub(super) stuck: bool,
+    /// The last surge move record its Deployment controller acted on, and when it did.
+    pub(super) surge_seen: Option<(String, DateTime<Utc>)>,
 }
 
 impl Workload {
@@ -98,6 +100,9 @@ impl World {
             spec.cordon = s.cordon;
             spec.unmanaged_pods.policy = UnmanagedPodPolicy::Delete;
             spec.node_progress_deadline = format!("{DEADLINE_MINUTES}m").parse().unwrap();
+            if s.surge {
+                spec.workloads.surge = k8sm_api::Surge::SingleReplica;
+            }
         });
         let mut world = Self {
             view: ClusterView {
@@ -169,11 +174,17 @@ impl World {
             deployment: None,
             rollout: None,
             min_available: spec.min_available,
-            stuck: stuck(spec, s.threshold),
+            stuck: stuck(spec, s.threshold, s.surge),
+            surge_seen: None,
         };
         let reference = match spec.kind {
             Kind::Deployment(rollout) => {
-                let dep = deployment("ns", &name, d);
+                // Its last rollout is complete when it has one ReplicaSet and every pod is Ready.
+                let dep = deployment("ns", &name, d).rollout(|r| {
+                    r.paused = rollout == Rollout::Paused;
+                    r.complete = matches!(rollout, Rollout::Steady | Rollout::StartsAt(_))
+                        && spec.never_ready == 0;
+                });
                 workload.key = dep.uid.clone();
                 match rollout {
                     Rollout::Steady | Rollout::StartsAt(_) => sets.push((d, false, 0)),

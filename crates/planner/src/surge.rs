@@ -1,0 +1,170 @@
+//! Surge moves (`spec.workloads.surge`, DESIGN.md §5.3): the only pod of a Deployment leaves its draining node by a
+//! rollout of the Deployment that starts the new pod first, instead of an eviction that leaves the workload with no
+//! Ready pod until its replacement is Ready.
+//!
+//! The Deployment's own controller does the move: k8sm changes a pod template annotation (as `kubectl rollout
+//! restart` does), the new ReplicaSet's pod starts on another node (the draining node is cordoned), and the old pod
+//! goes once the new one is available — only if the strategy surges one pod and keeps the old one meanwhile. A
+//! PodDisruptionBudget with `minAvailable: 1` does not stand in the way: the controller scales the old ReplicaSet
+//! down, which no budget guards, and only once the new pod is Ready.
+//!
+//! The move is recorded on the Deployment ([`k8sm_api::keys::SURGE_MOVE_ANNOTATION`]: when, and which pod), so that
+//! any pass, of any replica, after any restart, knows it is under way. A move that brought no Ready pod within
+//! `nodeProgressDeadline` falls back to the ordinary rule: the pod is evicted as it would have been without surge.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8sm_api::{Surge, keys};
+
+use crate::{PodView, drain::NodeContext, view::RolloutView, workload::Workload};
+
+/// What the surge rule says about a pod of a workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Move {
+    /// The ordinary rule applies. `why_not`: why a move that was asked for cannot happen, for the eviction's message.
+    Ordinary { why_not: Option<String> },
+    /// Start a move now.
+    Start,
+    /// A move of this pod is under way since `since`: wait, until `until` at most.
+    UnderWay {
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    },
+    /// The pod moves by a rollout, but not yet: its node is not cordoned yet.
+    NotYet,
+    /// The pod moves by a rollout once the Deployment's last rollout is complete (`kubectl rollout status`'s test).
+    AfterRollout,
+    /// The move started at `since` brought no Ready pod in time: evict by the ordinary rule, although the
+    /// Deployment is rolling out (its rollout waits for the new pod, so it takes nothing away meanwhile).
+    Overdue { since: DateTime<Utc> },
+}
+
+/// Judges `pod`, a pod of `workload`, on the node of `ctx`.
+pub(crate) fn judge(pod: &PodView, workload: Workload, ctx: &NodeContext) -> Move {
+    let ordinary = Move::Ordinary { why_not: None };
+    let Some(rollout) = workload.rollout() else {
+        return ordinary;
+    };
+    let (asked, malformed) = asked(ctx.spec.workloads.surge, rollout);
+    if !asked || workload.desired() != Some(1) || !pod.ready {
+        // A pod that is not Ready costs no readiness to evict.
+        return ordinary;
+    }
+    if let Some(since) = move_of(rollout, &pod.uid) {
+        let deadline = chrono::Duration::from_std(ctx.spec.node_progress_deadline.as_duration())
+            .unwrap_or(chrono::Duration::MAX);
+        return match since.checked_add_signed(deadline) {
+            Some(until) if until > ctx.now => Move::UnderWay { since, until },
+            _ => Move::Overdue { since },
+        };
+    }
+    let why_not = if !ctx.node.unschedulable && !ctx.spec.cordon {
+        Some(
+            "the node is not cordoned (cordon: false), so the new pod could start on it".to_owned(),
+        )
+    } else {
+        cannot_surge(rollout)
+    };
+    match why_not {
+        Some(why) => Move::Ordinary {
+            why_not: Some(match malformed {
+                Some(note) => format!("{why}; {note}"),
+                None => why,
+            }),
+        },
+        None if !rollout.complete || workload.replacing() => Move::AfterRollout,
+        None if !ctx.node.unschedulable => Move::NotYet,
+        None => Move::Start,
+    }
+}
+
+/// Whether a move is asked for: the Deployment's annotation, else the policy. With a note when the annotation is
+/// neither value (the policy's setting applies).
+fn asked(policy: Surge, rollout: &RolloutView) -> (bool, Option<String>) {
+    match rollout
+        .surge
+        .as_deref()
+        .map(|v| (v, Surge::parse(v.trim())))
+    {
+        None => (policy == Surge::SingleReplica, None),
+        Some((_, Some(own))) => (own == Surge::SingleReplica, None),
+        Some((value, None)) => (
+            policy == Surge::SingleReplica,
+            Some(format!(
+                "its annotation {}={value:?} is neither SingleReplica nor Never, so the policy's surge setting \
+                 applies",
+                keys::SURGE_ANNOTATION
+            )),
+        ),
+    }
+}
+
+/// When the move of the pod `uid` started, by the Deployment's record; `None` when the record names another pod or
+/// cannot be read (a new move then starts, which is harmless: a rollout of a complete Deployment).
+fn move_of(rollout: &RolloutView, uid: &str) -> Option<DateTime<Utc>> {
+    let (at, pod) = rollout.surge_move.as_deref()?.trim().split_once(' ')?;
+    (pod.trim() == uid).then_some(())?;
+    Some(DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc))
+}
+
+/// The annotation value of a move of pod `uid` started at `at`.
+pub fn move_record(at: DateTime<Utc>, uid: &str) -> String {
+    format!(
+        "{} {uid}",
+        at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    )
+}
+
+/// Why the Deployment's rollout cannot move its one pod without downtime, if it cannot. The Deployment controller
+/// resolves maxSurge rounding up and maxUnavailable rounding down (with one replica, 25%/25% is 1/0), and when both
+/// come to 0 it takes maxUnavailable as 1.
+fn cannot_surge(rollout: &RolloutView) -> Option<String> {
+    if !rollout.rolling_update {
+        return Some("its strategy is Recreate, which stops the old pod first".into());
+    }
+    if rollout.paused {
+        return Some("it is paused, so it does not roll out".into());
+    }
+    let surge = scaled(rollout.max_surge.as_ref(), true);
+    let unavailable = scaled(rollout.max_unavailable.as_ref(), false);
+    let shown = |value: Option<&IntOrString>| match value {
+        Some(IntOrString::Int(n)) => n.to_string(),
+        Some(IntOrString::String(s)) => s.clone(),
+        None => "25%".into(),
+    };
+    if surge < 1 {
+        return Some(format!(
+            "its maxSurge {} starts no new pod before the old one goes",
+            shown(rollout.max_surge.as_ref())
+        ));
+    }
+    if unavailable > 0 {
+        return Some(format!(
+            "its maxUnavailable {} lets its rollout stop the old pod first",
+            shown(rollout.max_unavailable.as_ref())
+        ));
+    }
+    None
+}
+
+/// A rolling update bound for one replica: a count as is, a percentage of one replica rounded up or down; `None` is
+/// the default, 25%. A value that cannot be read counts as 0 (the apiserver rejects such values anyway).
+fn scaled(value: Option<&IntOrString>, round_up: bool) -> i64 {
+    let percent = match value {
+        Some(IntOrString::Int(n)) => return i64::from(*n),
+        Some(IntOrString::String(s)) => match s.trim().strip_suffix('%').map(str::parse::<i64>) {
+            Some(Ok(p)) => p,
+            _ => return 0,
+        },
+        None => 25,
+    };
+    if round_up {
+        (percent + 99).div_euclid(100)
+    } else {
+        percent.div_euclid(100)
+    }
+}
+
+#[cfg(test)]
+#[path = "surge_tests.rs"]
+mod tests;
