@@ -93,7 +93,8 @@ fn spec_fields_are_the_public_api_with_their_defaults() {
             "restartTimeout",
             "targetExecutorId",
             "unmanagedPods",
-            "window"
+            "window",
+            "workloads"
         ]
     );
     let defaults = [
@@ -106,6 +107,7 @@ fn spec_fields_are_the_public_api_with_their_defaults() {
         ("kamikaze", json!({"mechanism": "Annotation"})),
         ("restartTimeout", json!("10m")),
         ("nodeProgressDeadline", json!("10m")),
+        ("workloads", json!({"surge": "Never"})),
         ("paused", json!(false)),
     ];
     for (field, default) in defaults {

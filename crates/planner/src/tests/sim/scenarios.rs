@@ -122,19 +122,19 @@ prop_compose! {
         match mode {
             Mode::Healthy => {
                 for w in &mut s.workloads {
-                    if stuck(w, threshold, surge) {
+                    if stuck(w, threshold, surge && cordon) {
                         *w = WorkloadSpec {
                             kind: Kind::Deployment(Rollout::Steady),
                             never_ready: 0,
                             ..w.clone()
                         };
                     }
-                    if stuck(w, threshold, surge) {
+                    if stuck(w, threshold, surge && cordon) {
                         w.min_available = None;
                     }
                 }
             }
-            Mode::Stuck => s.workloads.push(stuck_workload(how, threshold, surge)),
+            Mode::Stuck => s.workloads.push(stuck_workload(how, threshold, surge && cordon)),
             Mode::Failures => {}
         }
         s
@@ -183,8 +183,9 @@ pub(super) fn surge_and_unavailable(d: u32) -> (u32, u32) {
 
 /// Whether a workload can never move one of its pods at threshold `t`, whatever the upgrade does: a budget that
 /// allows nothing, pods that never become Ready with the Ready ones below the bound (or a budget that cannot spare
-/// one), or a stuck rollout whose Ready pods are at its bound (or held by its budget). With `surge`, a single-replica
-/// Deployment whose rollout is stuck too: its pod moves by a new rollout only once the last one is complete.
+/// one), or a stuck rollout whose Ready pods are at its bound (or held by its budget). With `surge` (asked for, on
+/// nodes that are cordoned), a single-replica Deployment whose rollout is stuck too: its pod moves by a new rollout
+/// only once the last one is complete.
 pub(super) fn stuck(w: &WorkloadSpec, t: u8, surge: bool) -> bool {
     let d = w.desired;
     if surge && d == 1 && w.kind == Kind::Deployment(Rollout::Stuck) {

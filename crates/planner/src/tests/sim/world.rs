@@ -174,7 +174,7 @@ impl World {
             deployment: None,
             rollout: None,
             min_available: spec.min_available,
-            stuck: stuck(spec, s.threshold, s.surge),
+            stuck: stuck(spec, s.threshold, s.surge && s.cordon),
             surge_seen: None,
         };
         let reference = match spec.kind {
