@@ -22,6 +22,10 @@ pub struct Args {
     #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
     pub leader_elect_namespace: String,
 
+    /// Namespace of the upgrade reports (one ConfigMap per run). Default: the controller's own, that of its Lease.
+    #[arg(long)]
+    pub report_namespace: Option<String>,
+
     /// Name of the leader-election Lease.
     #[arg(long, default_value = "k8sm-controller")]
     pub leader_elect_lease: String,

@@ -18,6 +18,7 @@ mod metrics;
 pub mod permissions;
 mod reaction;
 mod reconcile;
+pub mod reports;
 mod server;
 mod sizes;
 pub mod status;

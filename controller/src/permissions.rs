@@ -99,6 +99,26 @@ pub const REQUIRED: &[Permission] = &[
     },
 ];
 
+/// The upgrade reports (see [`crate::reports`]): one ConfigMap per run in the controller's namespace, read back,
+/// applied, and the oldest deleted (a Role there).
+pub const REPORTS: &[Permission] = &[
+    namespaced("", "configmaps", "get"),
+    namespaced("", "configmaps", "list"),
+    namespaced("", "configmaps", "create"),
+    namespaced("", "configmaps", "patch"),
+    namespaced("", "configmaps", "delete"),
+];
+
+const fn namespaced(group: &'static str, resource: &'static str, verb: &'static str) -> Permission {
+    Permission {
+        group,
+        resource,
+        subresource: "",
+        verb,
+        lease: true,
+    }
+}
+
 /// Requesting the `Http` kamikaze's token (see [`crate::kamikaze_token`]): `create serviceaccounts/token` on the
 /// controller's own ServiceAccount only (a Role in its namespace, limited to its name), checked when the controller
 /// knows its ServiceAccount.
@@ -126,11 +146,12 @@ impl std::fmt::Display for Permission {
     }
 }
 
-/// Fails with every permission this identity lacks (leases only when leader election is on; the kamikaze token
-/// only when the controller knows its ServiceAccount).
+/// Fails with every permission this identity lacks (leases only when leader election is on; the reports' in their
+/// namespace; the kamikaze token only when the controller knows its ServiceAccount).
 pub async fn check(
     client: &Client,
     lease_namespace: Option<&str>,
+    report_namespace: &str,
     kamikaze_account: Option<&ServiceAccountRef>,
 ) -> Result<(), Error> {
     let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
@@ -150,7 +171,10 @@ pub async fn check(
             Some(account.name.as_str()),
         )
     });
-    for (permission, namespace, name) in required.chain(token) {
+    let reports = REPORTS
+        .iter()
+        .map(|permission| (permission, Some(report_namespace), None));
+    for (permission, namespace, name) in required.chain(reports).chain(token) {
         let review = SelfSubjectAccessReview {
             spec: SelfSubjectAccessReviewSpec {
                 resource_attributes: Some(ResourceAttributes {
@@ -256,6 +280,7 @@ mod tests {
         }
         let mut required: Vec<(String, String, bool)> = REQUIRED
             .iter()
+            .chain(REPORTS)
             .chain([&KAMIKAZE_TOKEN])
             .map(|p| {
                 let resource = if p.subresource.is_empty() {

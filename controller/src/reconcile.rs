@@ -40,6 +40,7 @@ use crate::kamikaze_token::{KamikazeTokens, ServiceAccountRef};
 use crate::leader::{self, Leadership, LeaseConfig};
 use crate::metrics::{Metrics, Stage};
 use crate::reaction::Reaction;
+use crate::reports::Reports;
 use crate::server::{self, Health};
 use crate::sizes::Sizes;
 use crate::status::{CachedPolicy, StatusWriter};
@@ -94,7 +95,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .then_some(args.leader_elect_namespace.as_str());
     let kamikaze_account =
         ServiceAccountRef::or_in_cluster_default(args.kamikaze_service_account.clone());
-    crate::permissions::check(&calls, lease_namespace, kamikaze_account.as_ref()).await?;
+    let report_namespace = args
+        .report_namespace
+        .clone()
+        .unwrap_or_else(|| args.leader_elect_namespace.clone());
+    crate::permissions::check(
+        &calls,
+        lease_namespace,
+        &report_namespace,
+        kamikaze_account.as_ref(),
+    )
+    .await?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let addr = server::serve(
@@ -138,6 +149,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         )?,
         events: Arc::new(EventSink::new(calls.clone(), identity, leadership.clone())),
         status: StatusWriter::new(calls.clone(), leadership.clone()),
+        reports: Reports::new(calls.clone(), report_namespace, leadership.clone()),
         in_flight: InFlight::default(),
         calls: JoinSet::new(),
         reaction,
@@ -175,6 +187,8 @@ struct Controller {
     executor: Executor,
     events: Arc<EventSink>,
     status: StatusWriter,
+    /// The upgrade runs' durable records.
+    reports: Reports,
     in_flight: InFlight,
     /// The evictions and pod deletions launched and not answered yet (their pods are in `in_flight`).
     calls: JoinSet<Answer>,
@@ -220,6 +234,9 @@ struct PassResult {
 struct Answer {
     action: Action,
     outcome: Result<Outcome, Error>,
+    /// The node the pod was on when the call was launched (the report counts the pod there: once it is gone, the
+    /// cache no longer tells).
+    pod_node: Option<String>,
 }
 
 /// What woke the loop.
@@ -309,6 +326,7 @@ impl Controller {
         while let Some(answer) = self.calls.join_next().await {
             self.answered(answer, &mut last).await;
         }
+        self.reports.flush(true).await;
         self.events.flush(EVENT_FLUSH_TIMEOUT).await;
         self.leadership.release().await;
         Ok(())
@@ -369,6 +387,8 @@ impl Controller {
         self.metrics
             .stage_took(Stage::Observe, (planning - started).as_secs_f64());
         let plan = k8sm_planner::plan(&view, now);
+        self.reports.load(&view).await;
+        self.reports.observe(&view, &plan, now);
         // A controller of an unknown kind is remembered from its first eviction on. The plan counted its size from
         // the pods it sees, as the remembered size starts: planning again would change nothing.
         let evicting: Vec<String> = plan
@@ -450,7 +470,10 @@ impl Controller {
             outcomes.sort_by_key(|(i, _)| *i);
             let outcomes = outcomes.into_iter().map(|(_, outcome)| outcome);
             for (action, (node, outcome)) in batch.into_iter().zip(outcomes) {
-                let hold = self.follow_up(action, node, outcome, &mut result).await;
+                let pod_node = action.kind.about_pod().and_then(|p| self.node_of(p));
+                let hold = self
+                    .follow_up(action, node, pod_node, outcome, &mut result)
+                    .await;
                 if let Some(name) = action.kind.node() {
                     match hold {
                         None => {
@@ -521,6 +544,7 @@ impl Controller {
         self.metrics.observe_plan(&plan);
         self.metrics
             .observe_failures(self.backoff.len(), failing.len(), !stale.is_empty());
+        self.reports.flush(false).await;
         self.metrics.reconcile_took(started.elapsed().as_secs_f64());
         result
     }
@@ -567,6 +591,7 @@ impl Controller {
             self.metrics.reaction_took(took.as_secs_f64());
         }
         let action = action.clone();
+        let pod_node = self.node_of(pod);
         let (executor, events, metrics, stores) = (
             self.executor.clone(),
             self.events.clone(),
@@ -580,7 +605,11 @@ impl Controller {
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| Err(Error::Other("the call panicked".into())));
-            Answer { action, outcome }
+            Answer {
+                action,
+                outcome,
+                pod_node,
+            }
         });
         true
     }
@@ -589,7 +618,11 @@ impl Controller {
     /// freed a budget (a refusal, a failure, a pod already gone), or a call for the actions a pass could not
     /// launch.
     async fn answered(&mut self, answer: Result<Answer, JoinError>, last: &mut PassResult) -> bool {
-        let Answer { action, outcome } = match answer {
+        let Answer {
+            action,
+            outcome,
+            pod_node,
+        } = match answer {
             Ok(answer) => answer,
             // Only when the runtime shuts down: the calls are never aborted, and a panic answers as a failure.
             Err(error) => {
@@ -598,7 +631,7 @@ impl Controller {
             }
         };
         let done = matches!(outcome, Ok(Outcome::Done { .. }));
-        self.follow_up(&action, None, outcome, last).await;
+        self.follow_up(&action, None, pod_node, outcome, last).await;
         !done || last.deferred
     }
 
@@ -608,6 +641,7 @@ impl Controller {
         &mut self,
         action: &Action,
         node: Option<Arc<Node>>,
+        pod_node: Option<String>,
         outcome: Result<Outcome, Error>,
         result: &mut PassResult,
     ) -> Option<Hold> {
@@ -621,6 +655,7 @@ impl Controller {
                 deployment_version,
             }) => {
                 self.backoff.succeeded(&Subject::of(&action.kind));
+                self.reports.record(action, pod_node.as_deref(), Utc::now());
                 if let (Some(node), Some(name)) = (node.as_ref(), action.kind.node()) {
                     let before = node.resource_version().unwrap_or_default();
                     result

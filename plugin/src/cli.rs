@@ -109,6 +109,34 @@ pub enum Upgrade {
     Start(StartArgs),
     /// Progress, ETA, counts by phase, and where every node in an upgrade phase stands.
     Status(StatusArgs),
+    /// The durable record of an upgrade run (the last one, or that of `--to`): per node its drain and restart, per
+    /// workload the fewest Ready pods observed against its bound, and the actions taken; it outlives the Events.
+    Report(ReportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The policy whose run to show; may be left out when only one has reports (its policy may be gone).
+    #[arg(long, value_name = "NAME")]
+    pub policy: Option<String>,
+
+    /// The run that upgraded to this executor ID (default: the policy's last run).
+    #[arg(long, value_name = "ID")]
+    pub to: Option<String>,
+
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = ReportFormat::Table)]
+    pub output: ReportFormat,
+}
+
+/// `upgrade report -o`: Markdown as well, for a change ticket or a post-mortem.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReportFormat {
+    #[default]
+    Table,
+    Markdown,
+    Json,
+    Yaml,
 }
 
 #[derive(Args, Debug, Clone, Default)]

@@ -18,6 +18,15 @@ pub enum Error {
     NoPolicy,
 
     #[error(
+        "no upgrade report{}: the controller writes one per run, from the first pass after a policy gets a target (kubectl k8sm upgrade start)",
+        .policy.as_deref().map(|p| format!(" of policy {p:?}{}", .to.as_deref().map(|t| format!(" for target {t}")).unwrap_or_default())).unwrap_or_default()
+    )]
+    NoReport {
+        policy: Option<String>,
+        to: Option<String>,
+    },
+
+    #[error(
         "ExecutorUpgradePolicy {name:?} does not exist: {}",
         existing_hint(existing)
     )]

@@ -15,7 +15,7 @@ pub mod render;
 pub mod views;
 
 use cli::{Cli, Command, Upgrade};
-use commands::{blocked, executor_id, force, plan, policy, status};
+use commands::{blocked, executor_id, force, plan, policy, report, status};
 use connect::Connection;
 pub use error::Error;
 use output::Terminal;
@@ -35,6 +35,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
     match &cli.command {
         Command::Upgrade(Upgrade::Start(args)) => policy::start(client, args, terminal).await,
         Command::Upgrade(Upgrade::Status(args)) => status::run(client, args, terminal).await,
+        Command::Upgrade(Upgrade::Report(args)) => report::run(client, args, terminal).await,
         Command::Blocked(args) => blocked::run(client, args, terminal).await,
         Command::Plan(args) => plan::run(client, args, terminal).await,
         Command::Force(args) => force::run(&connection, args, terminal).await,

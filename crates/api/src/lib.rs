@@ -8,6 +8,7 @@ mod kamikaze_url;
 pub mod keys;
 mod max_concurrent;
 mod policy;
+pub mod report;
 mod status;
 pub mod text;
 mod window;

@@ -23,6 +23,7 @@ mod pass;
 mod plan;
 mod progress;
 mod reason;
+pub mod report;
 mod selector;
 mod shared;
 mod surge;
@@ -50,4 +51,4 @@ pub use view::{
     ClusterView, ControllerRef, DeletedNodeRecord, InFlightEviction, NodeView, OwnerKind,
     OwnerView, PdbView, PodPhase, PodView, PolicyView, RolloutView,
 };
-pub use workload::{grow_observed_sizes, live_pods_by_workload};
+pub use workload::{grow_observed_sizes, live_pods_by_workload, ready_pods_by_workload};

@@ -109,6 +109,19 @@ pub(crate) fn workload_uid<'a>(controller_uid: &'a str, owner: Option<&'a OwnerV
 
 /// Pods neither finished nor terminating, bound to a node or not, per workload UID.
 pub fn live_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
+    pods_by_workload(view, |_| true)
+}
+
+/// Ready pods, not terminating, per workload UID: what the upgrade report observes of the workloads it disrupted.
+pub fn ready_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
+    pods_by_workload(view, |pod| pod.ready)
+}
+
+/// Pods neither finished nor terminating, and `counted`, per workload UID.
+fn pods_by_workload(
+    view: &ClusterView,
+    counted: impl Fn(&crate::PodView) -> bool,
+) -> HashMap<String, u32> {
     let owners: HashMap<&str, &OwnerView> =
         view.owners.iter().map(|o| (o.uid.as_str(), o)).collect();
     let mut live = HashMap::new();
@@ -116,7 +129,7 @@ pub fn live_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
         let Some(controller) = &pod.controller else {
             continue;
         };
-        if pod.terminating || pod.phase.is_finished() {
+        if pod.terminating || pod.phase.is_finished() || !counted(pod) {
             continue;
         }
         let owner = owners.get(controller.uid.as_str()).copied();

@@ -6,6 +6,7 @@ pub mod executor_id;
 pub mod force;
 pub mod plan;
 pub mod policy;
+pub mod report;
 pub mod retry;
 pub mod status;
 pub mod watch;

@@ -8,5 +8,6 @@ pub mod force;
 mod hostile_tests;
 pub mod owner;
 pub mod plan;
+pub mod report;
 pub mod retry;
 pub mod status;

@@ -403,7 +403,11 @@ async fn a_stale_pod_watch_stops_every_action_until_it_recovers() {
     scenario.create_policy("fleet", spec).await;
     scenario.start_controller_as(
         &kubeconfig,
-        &[&format!("--max-watch-staleness={STALENESS}")],
+        &[
+            &format!("--max-watch-staleness={STALENESS}"),
+            // The deployed Role grants the reports' ConfigMaps in the controller's namespace only.
+            "--report-namespace=k8sm-system",
+        ],
     );
     scenario
         .wait_until("the controller reports on the policy", SETUP, || async {

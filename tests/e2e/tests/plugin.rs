@@ -720,3 +720,142 @@ async fn mistakes_get_a_sentence_that_says_how_to_fix_them() {
         "reading /nonexistent/executor: No such file or directory (os error 2)",
     );
 }
+
+/// `upgrade report`: the durable record of a run outlives the controller that began it. Three nodes, a Deployment
+/// of 4 (at threshold 50, two may go at once) and an unmanaged pod per node (deleted: policy Delete). The controller
+/// is stopped once a node is upgraded and a second one finishes the run: the record it reads back and completes
+/// accounts for every eviction and deletion the Events show, every node's admission, kamikaze and return in order,
+/// and the Deployment's fewest Ready pods, which is never below what the SLA watcher saw nor below its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upgrade_report_outlives_the_controller_and_accounts_for_every_action() {
+    const NS: &str = "report";
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    let client = scenario.client.clone();
+    create(&client, &deployment(NS, "web", 4)).await;
+    for node in 0..3 {
+        create(
+            &client,
+            &unmanaged_pod(NS, &format!("loose-{node}"), &node_name(node), &[]),
+        )
+        .await;
+    }
+    scenario.wait_ready(7).await;
+    let sla = k8sm_e2e::sla::SlaWatcher::start(client.clone(), NS, 50);
+    sla.arm();
+    scenario.start_controller(&[]);
+    let mut spec = scenario.policy_spec(1);
+    spec.owner_health_threshold = 50;
+    spec.unmanaged_pods = UnmanagedPods {
+        policy: UnmanagedPodPolicy::Delete,
+        timeout: None,
+    };
+    scenario.create_policy("fleet", spec).await;
+    scenario
+        .wait_until("a node is upgraded", Duration::from_secs(180), || async {
+            (scenario.upgraded_nodes().await >= 1).then_some(())
+        })
+        .await;
+    // A graceful stop writes the record; the next controller reads it back and goes on.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(scenario.controllers[0].pid() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    assert!(
+        scenario.controllers[0]
+            .wait_exit(Duration::from_secs(30))
+            .is_some(),
+        "the controller stops on SIGTERM"
+    );
+    scenario.start_controller(&[]);
+    // (`wait_all_upgraded` insists that the first controller keeps running.)
+    scenario
+        .wait_until(
+            "every node is upgraded",
+            Duration::from_secs(300),
+            || async { (scenario.upgraded_nodes().await == 3).then_some(()) },
+        )
+        .await;
+    scenario.controllers[1].assert_running();
+    let cluster = &scenario.cluster;
+    let report: k8sm_api::report::UpgradeReport = scenario
+        .wait_until(
+            "the report says the run finished",
+            Duration::from_secs(60),
+            || async {
+                let json = k8sm_ok(cluster, &["upgrade", "report", "-o", "json"]);
+                let report: k8sm_api::report::UpgradeReport = serde_json::from_str(&json).ok()?;
+                report.finished.is_some().then_some(report)
+            },
+        )
+        .await;
+    assert_eq!(report.policy, "fleet");
+    assert_eq!(report.target_executor_id, scenario.new_id);
+    // Every action the Events show, counted once (this test runs well within the Events' hour).
+    let evicted = scenario.events("Evicted").await.len();
+    let deleted = scenario.events("DeletedUnmanagedPod").await.len();
+    assert_eq!(report.count("Evicted") as usize, evicted, "{report:#?}");
+    assert_eq!(report.count("DeletedUnmanagedPod") as usize, deleted);
+    assert_eq!(deleted, 3, "one unmanaged pod per node");
+    assert_eq!(report.count("KamikazeSent"), 3);
+    let per_node: u32 = report.nodes.values().map(|n| n.evictions).sum();
+    assert_eq!(per_node as usize, evicted, "each eviction on its node");
+    assert_eq!(report.nodes.len(), 3);
+    for (name, node) in &report.nodes {
+        let (admitted, kamikaze, upgraded) = (
+            node.admitted.expect("admitted"),
+            node.kamikaze.expect("told to restart"),
+            node.upgraded.expect("back"),
+        );
+        assert!(
+            admitted <= kamikaze && kamikaze <= upgraded,
+            "{name}: {node:?}"
+        );
+        assert_eq!(node.deletions, 1, "{name}");
+    }
+    assert!(
+        report.started
+            <= report
+                .nodes
+                .values()
+                .filter_map(|n| n.admitted)
+                .min()
+                .unwrap()
+    );
+    // The Deployment: its fewest Ready pods as the controller observed them, no lower than the truth the watcher
+    // saw, and at or above its bound.
+    let web = &report.workloads[&format!("Deployment {NS}/web")];
+    assert_eq!((web.desired, web.bound), (4, 2));
+    assert_eq!(web.disruptions as usize, evicted);
+    let truth = sla
+        .records()
+        .into_iter()
+        .find(|r| r.name == "web")
+        .expect("the watcher judged web");
+    assert!(
+        web.min_ready >= truth.min_ready && web.min_ready >= web.bound,
+        "report {web:?}, watcher {truth:?}"
+    );
+    // The same record for people: a table and a Markdown document.
+    let table = k8sm_ok(cluster, &["upgrade", "report", "--policy", "fleet"]);
+    assert!(table.contains("Nodes: 3 upgraded of 3"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("Deployment report/web")),
+        "{table}"
+    );
+    let markdown = k8sm_ok(cluster, &["upgrade", "report", "-o", "markdown"]);
+    assert!(
+        markdown.starts_with("# Upgrade report: policy fleet"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("| NODE | ADMITTED |"), "{markdown}");
+    // A run that does not exist gets one sentence.
+    k8sm_fails(
+        cluster,
+        &["upgrade", "report", "--to", "sha256:none"],
+        "no upgrade report: the controller writes one per run, from the first pass after a policy gets a target \
+         (kubectl k8sm upgrade start)",
+    );
+}

@@ -1,0 +1,223 @@
+//! The durable record of one upgrade run (DESIGN.md §5.5): Events expire after an hour, so for each run — a target
+//! executor ID applied to a policy's nodes — the controller keeps what happened, for `kubectl k8sm upgrade report`.
+//!
+//! Where it lives: one ConfigMap per run in the controller's namespace (that of its Lease), labelled with the
+//! policy ([`REPORT_POLICY_LABEL`]), the figures an operator reads first as plain `data` and the whole record as
+//! gzipped JSON in `binaryData` ([`REPORT_DATA_KEY`]). A ConfigMap, not the policy's status: the status is rewritten
+//! every pass and bounded for every fleet size, while a run's record grows with the fleet and must outlive the policy's
+//! next target; not a CRD of its own: nothing validates or watches it, and a ConfigMap is what every operator can read,
+//! back up and delete. It survives controller restarts and leader changes (the new leader reads it back and goes on).
+//! Its size is bounded: at 10,000 nodes and 20,000 disrupted workloads it stays under [`REPORT_MAX_BYTES`] (see the
+//! tests); past that, the workloads that never went below their desired count are dropped first, and the count of
+//! dropped records is kept. The last [`REPORTS_KEPT`] runs of each policy are kept.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Label of a report ConfigMap: the policy whose run it records.
+pub const REPORT_POLICY_LABEL: &str = "k8s.mesosphere.io/upgrade-report";
+/// The `binaryData` key of the gzipped JSON record.
+pub const REPORT_DATA_KEY: &str = "report.json.gz";
+/// Largest encoded record: well under the apiserver's 1.5 MiB limit on an object (etcd's request size), with room
+/// for the ConfigMap's own fields.
+pub const REPORT_MAX_BYTES: usize = 1024 * 1024;
+/// Runs kept per policy: older reports are deleted when a new run starts.
+pub const REPORTS_KEPT: usize = 10;
+
+/// One upgrade run of one policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeReport {
+    pub policy: String,
+    /// The target of the run.
+    pub target_executor_id: String,
+    /// When the controller first saw the policy with this target.
+    pub started: DateTime<Utc>,
+    /// When every node the run touched ran the target (or was handed back); `None` while it runs, or when a new
+    /// target superseded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<DateTime<Utc>>,
+    /// The last change recorded.
+    pub updated: DateTime<Utc>,
+    /// The policy's ownerHealthThreshold when the run started, against which the bounds are computed.
+    pub threshold: u8,
+    /// Every node the run upgraded or is upgrading, by name.
+    #[serde(default)]
+    pub nodes: BTreeMap<String, NodeRecord>,
+    /// Actions carried out, by Event reason: Evicted, Moved, DeletedUnmanagedPod, DeletedFinishedPod,
+    /// KamikazeSent, Stalled, …
+    #[serde(default)]
+    pub actions: BTreeMap<String, u32>,
+    /// Every workload the run disrupted, by [`WorkloadRecord::key`].
+    #[serde(default)]
+    pub workloads: BTreeMap<String, WorkloadRecord>,
+    /// Workload records dropped to keep the record under [`REPORT_MAX_BYTES`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_workloads: u32,
+}
+
+/// What one node went through.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRecord {
+    /// Admitted into a drain slot (the last admission, after a stall).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admitted: Option<DateTime<Utc>>,
+    /// Drained, and its executor told to restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kamikaze: Option<DateTime<Utc>>,
+    /// Back with the target executor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgraded: Option<DateTime<Utc>>,
+    /// Pods evicted from it, moved off it by surge rollouts, and deleted on it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub evictions: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub moves: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deletions: u32,
+    /// Times it gave up its drain slot.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stalls: u32,
+}
+
+impl NodeRecord {
+    /// From admission to kamikaze.
+    pub fn drain_duration(&self) -> Option<Duration> {
+        between(self.admitted?, self.kamikaze?)
+    }
+
+    /// From kamikaze to its return with the target.
+    pub fn restart_duration(&self) -> Option<Duration> {
+        between(self.kamikaze?, self.upgraded?)
+    }
+}
+
+/// What one workload went through: its size and bound, the fewest Ready pods the controller observed from its first
+/// disruption until it was whole again, and how many of its pods k8sm moved.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadRecord {
+    /// UID of the workload object (a Deployment for the pods of its ReplicaSets), to observe it by.
+    pub uid: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub desired: u32,
+    /// `min(ceil(t·d), d−1)`: what k8sm never takes it below.
+    pub bound: u32,
+    pub min_ready: u32,
+    /// Pods evicted or moved by k8sm.
+    pub disruptions: u32,
+    /// Still short of `desired` Ready pods at the last observation: observed again at the next pass.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recovering: bool,
+}
+
+impl WorkloadRecord {
+    /// `Kind namespace/name`.
+    pub fn key(kind: &str, namespace: &str, name: &str) -> String {
+        format!("{kind} {namespace}/{name}")
+    }
+}
+
+/// A record that cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("the report is not gzipped JSON: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the report is not a record of k8sm: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl UpgradeReport {
+    /// A run of `policy` to `target` that starts at `now` (to the second, as the nodes' annotations record their
+    /// times, so that no node seems admitted before its run started).
+    pub fn new(policy: &str, target: &str, threshold: u8, now: DateTime<Utc>) -> Self {
+        use chrono::SubsecRound;
+        let now = now.trunc_subsecs(0);
+        Self {
+            policy: policy.to_owned(),
+            target_executor_id: target.to_owned(),
+            started: now,
+            updated: now,
+            threshold,
+            ..Self::default()
+        }
+    }
+
+    /// Gzipped JSON, at most [`REPORT_MAX_BYTES`]: workload records are dropped to fit, those that never went below
+    /// their desired count first, then those with the most room above their bound.
+    pub fn encode(&mut self) -> Vec<u8> {
+        loop {
+            let bytes = gzip(&serde_json::to_vec(self).unwrap_or_default());
+            if bytes.len() <= REPORT_MAX_BYTES || self.workloads.is_empty() {
+                return bytes;
+            }
+            // Drop an eighth of what is left (at least one), the least telling first: those that never went below
+            // their desired count, then those that kept the most room above their bound.
+            let mut keys: Vec<(bool, std::cmp::Reverse<u32>, String)> = self
+                .workloads
+                .iter()
+                .map(|(k, w)| {
+                    let room = w.min_ready.saturating_sub(w.bound);
+                    (w.min_ready < w.desired, std::cmp::Reverse(room), k.clone())
+                })
+                .collect();
+            keys.sort();
+            let drop = (keys.len() / 8).max(1);
+            for (_, _, key) in keys.into_iter().take(drop) {
+                self.workloads.remove(&key);
+                self.dropped_workloads += 1;
+            }
+        }
+    }
+
+    /// Reads a record written by [`Self::encode`].
+    pub fn decode(bytes: &[u8]) -> Result<Self, ReportError> {
+        let mut json = Vec::new();
+        flate2::read::GzDecoder::new(bytes).read_to_end(&mut json)?;
+        Ok(serde_json::from_slice(&json)?)
+    }
+
+    /// The ConfigMap name of the run: policy name and a digest of the target (names are at most 253 characters).
+    pub fn object_name(policy: &str, target: &str) -> String {
+        use sha2::Digest;
+        let digest = hex::encode(sha2::Sha256::digest(target.as_bytes()));
+        let policy: String = policy.chars().take(200).collect();
+        format!("k8sm-report-{policy}-{}", &digest[..12])
+    }
+
+    /// Nodes upgraded, of those the run touched.
+    pub fn nodes_upgraded(&self) -> usize {
+        self.nodes.values().filter(|n| n.upgraded.is_some()).count()
+    }
+
+    /// Actions of `reason` carried out.
+    pub fn count(&self, reason: &str) -> u32 {
+        self.actions.get(reason).copied().unwrap_or(0)
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = encoder.write_all(bytes);
+    encoder.finish().unwrap_or_default()
+}
+
+fn between(from: DateTime<Utc>, to: DateTime<Utc>) -> Option<Duration> {
+    (to - from).to_std().ok()
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[cfg(test)]
+#[path = "report/tests.rs"]
+mod tests;

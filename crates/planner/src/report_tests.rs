@@ -1,0 +1,133 @@
+use super::*;
+use crate::testing::{NEW, apply, at, deployment, node, policy};
+
+/// Deployment web (3 replicas, through ReplicaSet web-1) with a pod on each of n1 and n2 (marked) and one on the
+/// upgraded node up; policy p targets NEW.
+fn fleet() -> ClusterView {
+    let d = deployment("shop", "web", 3);
+    let rs = d.replica_set("web-1");
+    ClusterView {
+        nodes: vec![node("n1"), node("n2"), node("up").executor(NEW)],
+        pods: crate::testing::shared_pods([
+            rs.pod("web-a", "n1"),
+            rs.pod("web-b", "n2"),
+            rs.pod("web-c", "up"),
+        ]),
+        owners: vec![d, rs],
+        policies: vec![policy("p").with(|s| s.owner_health_threshold = 50)],
+        ..ClusterView::default()
+    }
+}
+
+/// Plans at `now`, records every action as executed (pods on their nodes from the view), applies the plan.
+fn pass(view: &mut ClusterView, runs: &mut Runs, now: DateTime<Utc>) -> Plan {
+    let plan = crate::plan(view, now);
+    observe(runs, view, &plan, now, |_, _| true);
+    for action in &plan.actions {
+        let node = action
+            .kind
+            .about_pod()
+            .and_then(|p| view.pods.iter().find(|v| v.uid == p.uid))
+            .and_then(|p| p.node_name.as_deref().map(str::to_owned));
+        record(runs, action, node.as_deref(), now);
+    }
+    apply(view, &plan);
+    plan
+}
+
+/// The cluster moves on: terminating pods go and come back Ready on `up`; kamikazed nodes come back with NEW.
+fn settle(view: &mut ClusterView, next: &mut usize) {
+    let gone: Vec<_> = view
+        .pods
+        .iter()
+        .filter(|p| p.terminating)
+        .cloned()
+        .collect();
+    view.pods.retain(|p| !p.terminating);
+    for pod in gone {
+        *next += 1;
+        let mut new = (*pod).clone();
+        new.name = format!("web-new-{next}").into();
+        new.uid = format!("shop/web-new-{next}").into();
+        new.node_name = Some("up".into());
+        new.terminating = false;
+        view.pods.push(std::sync::Arc::new(new));
+    }
+    for n in &mut view.nodes {
+        if n.kamikaze.is_some() {
+            n.executor_id = Some(NEW.into());
+            n.kamikaze = None;
+        }
+    }
+}
+
+#[test]
+fn a_run_records_each_node_s_times_the_evictions_and_each_workload_s_fewest_ready_pods() {
+    let mut view = fleet();
+    let mut runs = Runs::new();
+    let mut next = 0;
+    let mut evictions = 0;
+    for minute in 0..30 {
+        let plan = pass(&mut view, &mut runs, at(minute));
+        evictions += plan.evictions().count();
+        settle(&mut view, &mut next);
+    }
+    let run = &runs["p"];
+    assert_eq!(run.target_executor_id, NEW);
+    assert_eq!(run.started, at(0));
+    assert!(run.finished.is_some(), "{run:#?}");
+    assert_eq!(usize::try_from(run.count("Evicted")).unwrap(), evictions);
+    assert_eq!(evictions, 2);
+    assert_eq!(run.count("KamikazeSent"), 2);
+    assert_eq!(
+        run.nodes.len(),
+        2,
+        "the nodes it upgraded: {:?}",
+        run.nodes.keys()
+    );
+    for (name, n) in &run.nodes {
+        assert_eq!(n.evictions, 1, "{name}");
+        let (a, k, u) = (
+            n.admitted.unwrap(),
+            n.kamikaze.unwrap(),
+            n.upgraded.unwrap(),
+        );
+        assert!(a <= k && k < u, "{name}: {n:?}");
+    }
+    let web = &run.workloads["Deployment shop/web"];
+    assert_eq!((web.desired, web.bound, web.disruptions), (3, 2, 2));
+    // One pod at a time: it went to 2 Ready, never lower, and is whole again.
+    assert_eq!(web.min_ready, 2);
+    assert!(!web.recovering);
+}
+
+#[test]
+fn a_new_target_starts_a_new_run_and_hands_the_old_one_back() {
+    let mut view = fleet();
+    let mut runs = Runs::new();
+    pass(&mut view, &mut runs, at(0));
+    view.policies[0].spec.target_executor_id = Some("sha256:newer".into());
+    let plan = crate::plan(&view, at(1));
+    let observed = observe(&mut runs, &view, &plan, at(1), |_, _| true);
+    assert_eq!(observed.superseded.len(), 1);
+    assert_eq!(observed.superseded[0].target_executor_id, NEW);
+    assert_eq!(runs["p"].target_executor_id, "sha256:newer");
+    assert_eq!(runs["p"].started, at(1));
+}
+
+#[test]
+fn a_workload_is_observed_at_each_pass_until_it_is_whole_again() {
+    let mut view = fleet();
+    let mut runs = Runs::new();
+    let plan = pass(&mut view, &mut runs, at(0));
+    assert_eq!(plan.evictions().count(), 1);
+    assert_eq!(runs["p"].workloads["Deployment shop/web"].min_ready, 2);
+    // Something else takes another pod's readiness away: the report shows the low the controller saw.
+    view.pods.retain(|p| !p.terminating);
+    let other = view.pods.iter_mut().find(|p| p.ready).unwrap();
+    std::sync::Arc::make_mut(other).ready = false;
+    pass(&mut view, &mut runs, at(1));
+    let web = &runs["p"].workloads["Deployment shop/web"];
+    assert_eq!(web.min_ready, 1);
+    assert!(web.recovering);
+}
