@@ -162,12 +162,26 @@ impl Demo {
 
         self.summary(&client, &sla, took, upgraded, nodes, forced.as_deref())
             .await?;
+
         eprintln!(
             "\nThe cluster, the controller and the simulated executors keep running. Next:\n  export KUBECONFIG={}\n  \
-             PATH=$PWD/target/debug:$PATH kubectl k8sm upgrade status\n  cargo xtask kubectl get events -n demo \
+             PATH=$PWD/target/debug:$PATH kubectl k8sm upgrade report -o markdown\n  cargo xtask kubectl get events -n demo \
              --field-selector reason=Evicted\n  cargo xtask kubectl get eup demo -o yaml\n  cargo xtask cluster down",
             self.kubeconfig.display()
         );
+        // The durable record of the run: what the Events said, for after they expire.
+        wait(
+            Duration::from_secs(30),
+            "the upgrade report to record the end of the run",
+            || {
+                self.plugin_output(&["upgrade", "report", "--policy", "demo", "-o", "json"])
+                    .is_ok_and(|json| json.contains("\"finished\""))
+            },
+        )?;
+        self.plugin(
+            "the run's durable record",
+            &["upgrade", "report", "--policy", "demo"],
+        )?;
         Ok(())
     }
 
@@ -340,6 +354,19 @@ impl Demo {
             &format!("{what}: kubectl k8sm {}", args.join(" ")),
             &mut self.plugin_command(args),
         )
+    }
+
+    /// `kubectl k8sm …`'s standard output, quietly.
+    fn plugin_output(&self, args: &[&str]) -> anyhow::Result<String> {
+        let output = self.plugin_command(args).output()?;
+        if !output.status.success() {
+            bail!(
+                "kubectl k8sm {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
     fn plugin_child(&self, args: &[&str]) -> anyhow::Result<Child> {

@@ -30,6 +30,7 @@
 mod checks;
 mod controllers;
 mod properties;
+mod report;
 mod run;
 mod scenarios;
 mod world;

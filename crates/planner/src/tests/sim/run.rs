@@ -57,7 +57,15 @@ pub(super) fn run(
             .map(|(_, e)| e.owner.uid.to_string())
             .collect();
         world.remember_sizes(evicting);
+        world.report_pass(&plan);
+        let nodes_of_pods = world
+            .view
+            .pods
+            .iter()
+            .filter_map(|p| Some((p.uid.to_string(), p.node_name.as_deref()?.to_owned())))
+            .collect();
         apply(&mut world.view, &plan);
+        world.report_actions(&plan, &nodes_of_pods);
         check_executed(&world, s, &evicted, &bounds, step)?;
         let bookkeeping = plan
             .actions
@@ -79,6 +87,7 @@ pub(super) fn run(
     if done.is_none() && world.upgraded(&stuck_nodes) {
         done = Some(steps);
     }
+    world.check_report()?;
     Ok((done, world))
 }
 

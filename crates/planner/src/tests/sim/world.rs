@@ -83,6 +83,8 @@ pub(super) struct World {
     pub(super) now: DateTime<Utc>,
     /// How often the situations the checks are about occurred, for `the_model_reaches_the_cases_that_matter`.
     pub(super) seen: Tally,
+    /// The upgrade report of the run, and what the model knows to check it against.
+    pub(super) truth: super::report::Truth,
 }
 
 impl World {
@@ -124,6 +126,7 @@ impl World {
             next_pod: 0,
             now: at(0),
             seen: Tally::default(),
+            truth: super::report::Truth::default(),
         };
         for (k, spec) in s.workloads.iter().enumerate() {
             world.add_workload(k, spec, s);
