@@ -56,10 +56,11 @@ impl World {
                         disrupted.insert(w);
                     }
                 }
-                ActionKind::DeletePod { pod } if self.workload_of(&pod.uid).is_none() => {
-                    if action.reason == crate::Reason::DeletedUnmanagedPod {
-                        self.truth.deleted_unmanaged += 1;
-                    }
+                ActionKind::DeletePod { pod }
+                    if self.workload_of(&pod.uid).is_none()
+                        && action.reason == crate::Reason::DeletedUnmanagedPod =>
+                {
+                    self.truth.deleted_unmanaged += 1;
                 }
                 _ => {}
             }
