@@ -668,7 +668,7 @@ fn require_policy(policy: Option<&ExecutorUpgradePolicy>) -> Result<&ExecutorUpg
 }
 
 /// Every annotation k8sm writes on a Node besides the mark: what completing or handing a node back removes.
-const K8SM_NODE_ANNOTATIONS: [&str; 8] = [
+const K8SM_NODE_ANNOTATIONS: [&str; 9] = [
     keys::KAMIKAZE_ANNOTATION,
     keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
     keys::KAMIKAZE_OBEYED_ANNOTATION,
@@ -677,6 +677,7 @@ const K8SM_NODE_ANNOTATIONS: [&str; 8] = [
     keys::STALLED_ANNOTATION,
     keys::CORDONED_BY_ANNOTATION,
     keys::MARKED_BY_ANNOTATION,
+    keys::FORCED_ANNOTATION,
 ];
 
 /// The patch of `Complete` (`remove_mark`) and `Release`: k8sm's annotations go; the mark (annotation, label and

@@ -105,6 +105,10 @@ pub const CLUSTER_AUTOSCALER_SAFE_TO_EVICT_ANNOTATION: &str =
 /// The value of [`CLUSTER_AUTOSCALER_SAFE_TO_EVICT_ANNOTATION`] that opts a pod out.
 pub const CLUSTER_AUTOSCALER_SAFE_TO_EVICT_VALUE: &str = "false";
 
+/// Node annotation that `kubectl k8sm force` writes when an operator forces a node on: `<RFC 3339 time> <user>:
+/// <what>`. The controller copies it into the upgrade report (who forced what, when); the node's completion removes it.
+pub const FORCED_ANNOTATION: &str = "k8s.mesosphere.io/forced";
+
 /// Deployment annotation by which a workload chooses how its single pod moves, whatever its policy says:
 /// `SingleReplica` (a surge rollout) or `Never` (eviction); see `spec.workloads.surge`.
 pub const SURGE_ANNOTATION: &str = "k8s.mesosphere.io/surge";

@@ -55,10 +55,48 @@ pub struct UpgradeReport {
     /// Every workload the run disrupted, by [`WorkloadRecord::key`].
     #[serde(default)]
     pub workloads: BTreeMap<String, WorkloadRecord>,
+    /// What operators forced (`kubectl k8sm force`), oldest first, at most [`FORCED_KEPT`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forced: Vec<ForcedRecord>,
     /// Workload records dropped to keep the record under [`REPORT_MAX_BYTES`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_workloads: u32,
 }
+
+/// One forced action: when, on which node, by whom, and what.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForcedRecord {
+    pub at: DateTime<Utc>,
+    pub node: String,
+    pub user: String,
+    pub what: String,
+}
+
+impl ForcedRecord {
+    /// Reads a [`crate::keys::FORCED_ANNOTATION`] value of `node`: `<RFC 3339 time> <user>: <what>`.
+    pub fn parse(node: &str, value: &str) -> Option<Self> {
+        let (at, rest) = value.trim().split_once(' ')?;
+        let (user, what) = rest.split_once(": ")?;
+        Some(Self {
+            at: DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc),
+            node: node.to_owned(),
+            user: crate::text::bounded(user, 256).into_owned(),
+            what: crate::text::bounded(what, 512).into_owned(),
+        })
+    }
+
+    /// The annotation value of a forced action.
+    pub fn annotation(at: DateTime<Utc>, user: &str, what: &str) -> String {
+        format!(
+            "{} {user}: {what}",
+            at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    }
+}
+
+/// Forced actions kept per run: the latest.
+pub const FORCED_KEPT: usize = 1000;
 
 /// What one node went through.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -182,7 +182,7 @@ pub enum ActionKind {
     },
     /// Remove all of k8sm's upgrade state from a node (it runs the target executor, or its mark was removed): the
     /// incompatible-executor annotation and label, the taint, and every k8sm annotation (kamikaze,
-    /// kamikaze-executor-id, kamikaze-obeyed, draining, drain-progress, stalled, cordoned-by, marked-by); and
+    /// kamikaze-executor-id, kamikaze-obeyed, draining, drain-progress, stalled, cordoned-by, marked-by, forced); and
     /// uncordon it when `uncordon` (k8sm cordoned it and it is still cordoned).
     Complete {
         /// Node name.

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use k8sm_api::NodePhase;
-use k8sm_api::report::{NodeRecord, UpgradeReport, WorkloadRecord};
+use k8sm_api::report::{FORCED_KEPT, ForcedRecord, NodeRecord, UpgradeReport, WorkloadRecord};
 
 use crate::{Action, ActionKind, ClusterView, Plan, health::sla_floor, workload};
 
@@ -14,7 +14,7 @@ pub type Runs = BTreeMap<String, UpgradeReport>;
 
 /// Folds one pass (its view and plan, at `now`) into `runs`: a policy with a new target starts a new run; each node
 /// of a run records when it was admitted, told to restart and back (from its own annotations, so that a run picked
-/// up after a restart keeps the times); the workloads a run disrupted are observed until they are whole again; a run
+/// up after a restart keeps the times) and what an operator forced on it; the workloads a run disrupted are observed until they are whole again; a run
 /// whose nodes all run the target is finished. Returns the policies whose record changed, and those whose run was
 /// replaced by a new one (with the record they had). Only the policies `known` says yes to: the caller may not know
 /// yet where a policy's run stands (its stored record not read back yet).
@@ -55,6 +55,16 @@ pub fn observe(
         let before = run.clone();
         for node in plan.nodes.iter().filter(|n| n.policy == name) {
             let seen = nodes.get(node.node.as_str());
+            if let Some(forced) = seen
+                .and_then(|n| n.forced.as_deref())
+                .and_then(|v| ForcedRecord::parse(&node.node, v))
+                && !run.forced.contains(&forced)
+            {
+                run.forced.push(forced);
+                if run.forced.len() > FORCED_KEPT {
+                    run.forced.remove(0);
+                }
+            }
             let annotation = |value: Option<&String>| {
                 value
                     .and_then(|v| DateTime::parse_from_rfc3339(v).ok())

@@ -131,3 +131,24 @@ fn a_workload_is_observed_at_each_pass_until_it_is_whole_again() {
     assert_eq!(web.min_ready, 1);
     assert!(web.recovering);
 }
+
+#[test]
+fn what_an_operator_forced_on_a_node_is_recorded_once() {
+    let mut view = fleet();
+    let mut runs = Runs::new();
+    pass(&mut view, &mut runs, at(0));
+    let value = k8sm_api::report::ForcedRecord::annotation(at(1), "alice", "deleted shop/legacy");
+    view.nodes[0].forced = Some(value);
+    pass(&mut view, &mut runs, at(2));
+    pass(&mut view, &mut runs, at(3));
+    let forced = &runs["p"].forced;
+    assert_eq!(forced.len(), 1, "{forced:?}");
+    assert_eq!(
+        (
+            forced[0].node.as_str(),
+            forced[0].user.as_str(),
+            forced[0].at
+        ),
+        ("n1", "alice", at(1))
+    );
+}

@@ -74,6 +74,9 @@ pub struct NodeView {
     pub drain_progress: Option<String>,
     /// The [`k8sm_api::keys::STALLED_ANNOTATION`] as found: RFC 3339 time at which the node gave up its slot.
     pub stalled_since: Option<String>,
+    /// The [`k8sm_api::keys::FORCED_ANNOTATION`] as found: the last action an operator forced on the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forced: Option<String>,
     /// Whether the [`k8sm_api::keys::KAMIKAZE_OBEYED_ANNOTATION`] is present (the executor's acknowledgement).
     pub kamikaze_obeyed: bool,
     /// `spec.unschedulable`.

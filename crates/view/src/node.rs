@@ -29,6 +29,7 @@ pub fn node_view(node: &Node) -> NodeView {
             == Some(keys::MARKED_BY_VALUE),
         drain_progress: annotation(meta, keys::DRAIN_PROGRESS_ANNOTATION),
         stalled_since: annotation(meta, keys::STALLED_ANNOTATION),
+        forced: annotation(meta, keys::FORCED_ANNOTATION),
         // The executor writes the kamikaze it obeyed; any value (even a malformed one) means it obeyed one.
         kamikaze_obeyed: annotation(meta, keys::KAMIKAZE_OBEYED_ANNOTATION).is_some(),
         unschedulable: node

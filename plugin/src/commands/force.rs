@@ -5,11 +5,13 @@
 use std::io::{BufRead, Write};
 
 use chrono::Utc;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use kube::api::{DeleteParams, Preconditions};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 
+use k8sm_api::keys;
+use k8sm_api::report::ForcedRecord;
 use k8sm_planner::{PodRef, Reason};
 use k8sm_view::reference::pod_ref;
 
@@ -61,11 +63,33 @@ pub async fn run(
     }
     let user = connection.user().await?;
     let recorder = recorder(client);
+    let mut deleted = Vec::new();
     for pod in &selection.delete {
         let outcome = delete(client, pod, &recorder, &user, &args.node).await?;
+        if let Outcome::Deleted { pod, .. } = &outcome {
+            deleted.push(pod.clone());
+        }
         print(&format!("{}\n", outcome.line()))?;
     }
+    if !deleted.is_empty() {
+        let what = format!("deleted {}", deleted.join(", "));
+        annotate_forced(client, &args.node, &user, &what).await;
+    }
     Ok(())
+}
+
+/// Records on the node what `user` forced on it ([`k8s.mesosphere.io/forced`](k8sm_api::keys::FORCED_ANNOTATION)),
+/// for the controller's upgrade report, which outlives the Forced Events. Like the Events, a failure is reported,
+/// not fatal: the forced change is done.
+pub(super) async fn annotate_forced(client: &Client, node: &str, user: &str, what: &str) {
+    let value = ForcedRecord::annotation(Utc::now(), user, &k8sm_api::text::bounded(what, 512));
+    let patch = serde_json::json!({"metadata": {"annotations": {keys::FORCED_ANNOTATION: value}}});
+    let result = Api::<Node>::all(client.clone())
+        .patch(node, &crate::connect::patch_params(), &Patch::Merge(&patch))
+        .await;
+    if let Err(e) = result {
+        eprintln!("warning: recording on node {node} what was forced, for the upgrade report: {e}");
+    }
 }
 
 /// Asks `question` on the terminal; without one, refuses (a script must say `--yes`). `(act, done)` word the

@@ -17,7 +17,7 @@ use crate::fetch;
 use crate::output::{Terminal, print};
 use crate::views::retry::{Change, RetryKamikaze, RetryOutcome};
 
-use super::force::{confirm, record_forced, recorder};
+use super::force::{annotate_forced, confirm, record_forced, recorder};
 
 pub async fn run(
     connection: &Connection,
@@ -49,6 +49,13 @@ pub async fn run(
             let note = retry.event_note(&user);
             let what = format!("node {name}");
             let event = record_forced(&recorder(client), &note, &reference, &what).await;
+            annotate_forced(
+                client,
+                &name,
+                &user,
+                "removed the record of its kamikaze, to tell it once more",
+            )
+            .await;
             RetryOutcome::Removed { node: name, event }
         }
         other => other,

@@ -114,6 +114,19 @@ pub fn render(report: &UpgradeReport, now: DateTime<Utc>, style: Style) -> Strin
         })
         .collect();
     let workload_headers = ["WORKLOAD", "DESIRED", "BOUND", "MIN READY", "DISRUPTIONS"];
+    let forced: Vec<Vec<String>> = report
+        .forced
+        .iter()
+        .map(|f| {
+            vec![
+                timestamp(f.at),
+                f.node.clone(),
+                f.user.clone(),
+                clean(&f.what, false),
+            ]
+        })
+        .collect();
+    let forced_headers = ["AT", "NODE", "BY", "WHAT"];
     for (heading, headers, rows) in [
         ("Nodes", &node_headers[..], &nodes),
         (
@@ -121,6 +134,7 @@ pub fn render(report: &UpgradeReport, now: DateTime<Utc>, style: Style) -> Strin
             &workload_headers[..],
             &workloads,
         ),
+        ("Forced by operators", &forced_headers[..], &forced),
     ] {
         if rows.is_empty() {
             continue;

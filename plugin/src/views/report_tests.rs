@@ -22,6 +22,12 @@ fn sample() -> UpgradeReport {
         .nodes
         .insert("node-0001".into(), NodeRecord::default());
     report.actions.insert("Evicted".into(), 2);
+    report.forced.push(k8sm_api::report::ForcedRecord {
+        at: at(50),
+        node: "node-0001".into(),
+        user: "alice".into(),
+        what: "deleted shop/legacy".into(),
+    });
     report.actions.insert("Moved".into(), 1);
     report.workloads.insert(
         WorkloadRecord::key("Deployment", "shop", "web"),
@@ -73,6 +79,14 @@ fn the_table_says_where_the_run_stands_then_per_node_and_per_workload() {
     assert_eq!(
         row.split_whitespace().collect::<Vec<_>>()[2..],
         ["10", "9", "9", "2"]
+    );
+    let row = text
+        .lines()
+        .find(|l| l.contains("alice"))
+        .expect("a row per forced action");
+    assert!(
+        row.contains("node-0001") && row.ends_with("deleted shop/legacy"),
+        "{row}"
     );
 }
 

@@ -574,6 +574,23 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
                 .then_some(())
         })
         .await;
+    // The run's report keeps who forced what where, after the Events are gone.
+    let report: k8sm_api::report::UpgradeReport =
+        serde_json::from_str(&k8sm_ok(cluster, &["upgrade", "report", "-o", "json"]))
+            .expect("the report as JSON");
+    let forced: Vec<(&str, &str, &str)> = report
+        .forced
+        .iter()
+        .map(|f| (f.node.as_str(), f.user.as_str(), f.what.as_str()))
+        .collect();
+    assert_eq!(
+        forced,
+        [
+            ("node-0001", me.as_str(), "deleted ops/debug"),
+            ("node-0002", me.as_str(), "deleted ops/pinned"),
+        ],
+        "{report:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -131,6 +131,24 @@ fn durations_run_from_admission_to_kamikaze_and_on_to_the_return() {
 }
 
 #[test]
+fn a_forced_action_reads_back_from_its_annotation_and_bad_ones_are_none() {
+    let value = ForcedRecord::annotation(at(5), "kubernetes-admin", "deleted pod shop/x");
+    let record = ForcedRecord::parse("n1", &value).expect("readable");
+    assert_eq!(
+        record,
+        ForcedRecord {
+            at: at(5),
+            node: "n1".into(),
+            user: "kubernetes-admin".into(),
+            what: "deleted pod shop/x".into()
+        }
+    );
+    for bad in ["", "yesterday admin: x", "2026-01-01T00:00:00Z no colon"] {
+        assert_eq!(ForcedRecord::parse("n1", bad), None, "{bad:?}");
+    }
+}
+
+#[test]
 fn object_names_are_short_and_tell_runs_apart() {
     let a = UpgradeReport::object_name("fleet", "sha256:1");
     let b = UpgradeReport::object_name("fleet", "sha256:2");
