@@ -232,18 +232,39 @@ pub struct ForceArgs {
 
 #[derive(Args, Debug)]
 pub struct ExecutorIdArgs {
-    /// Version string of the executor, such as v1.36.3.
-    #[arg(long = "version", value_name = "VERSION")]
-    pub executor_version: String,
+    /// Version string of the executor, such as v1.36.3 (with --kubelet-binary: default, the first line of its
+    /// `--version`).
+    #[arg(
+        long = "version",
+        value_name = "VERSION",
+        required_unless_present = "kubelet_binary"
+    )]
+    pub executor_version: Option<String>,
 
     /// The executor binary, hashed with SHA-256.
     #[arg(
         long,
         value_name = "PATH",
-        required_unless_present = "binary_sha256",
+        required_unless_present_any = ["binary_sha256", "kubelet_binary"],
         conflicts_with = "binary_sha256"
     )]
     pub binary: Option<PathBuf>,
+
+    /// A kubelet build: its ID as `k8sm-agent run --kubelet` computes it on a node that runs it with the command
+    /// line of --kubelet-cmdline, the configuration of --kubelet-config and the static pods of --static-pods (flags
+    /// that name the node itself, such as --hostname-override and --node-ip, are left out).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["binary", "binary_sha256", "flags"])]
+    pub kubelet_binary: Option<PathBuf>,
+
+    /// With --kubelet-binary: a file holding the kubelet's command line, as `/proc/<pid>/cmdline` of a node has it
+    /// (NUL-separated) or as text (separated by whitespace), the program name first.
+    #[arg(long, value_name = "FILE", requires = "kubelet_binary")]
+    pub kubelet_cmdline: Option<PathBuf>,
+
+    /// With --kubelet-binary: the kubelet's configuration file (its --config), required when the command line has
+    /// one.
+    #[arg(long, value_name = "FILE", requires = "kubelet_binary")]
+    pub kubelet_config: Option<PathBuf>,
 
     /// The executor binary's SHA-256 in hex, when the binary itself is not at hand.
     #[arg(long, value_name = "HEX")]

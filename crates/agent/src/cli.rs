@@ -33,8 +33,32 @@ pub struct RunArgs {
     #[arg(long, env = "NODE_NAME", value_parser = validate::node_name)]
     pub node: String,
 
-    /// ID of the executor running on this node now (`kubectl k8sm executor-id` computes it).
-    #[arg(long, value_parser = validate::executor_id)]
+    /// ID of the executor running on this node now (`kubectl k8sm executor-id` computes it). Or `--kubelet`.
+    #[arg(
+        long = "executor-id",
+        value_parser = validate::executor_id,
+        required_unless_present = "kubelet",
+        conflicts_with = "kubelet"
+    )]
+    pub given_executor_id: Option<String>,
+
+    /// Compute the executor ID from the kubelet that runs on this node: its binary and `--version`, its flags (but
+    /// those naming the node itself), its `--config` file and its static pods, read through `/proc` (give the agent
+    /// the host's PID namespace). `kubectl k8sm executor-id --kubelet-binary …` gives the same ID from the same
+    /// files.
+    #[arg(long)]
+    pub kubelet: bool,
+
+    /// With `--kubelet`: the kubelet's PID, instead of the process named `kubelet`.
+    #[arg(long, requires = "kubelet")]
+    pub kubelet_pid: Option<u32>,
+
+    /// With `--kubelet`: where the process information is mounted.
+    #[arg(long, requires = "kubelet", default_value = "/proc")]
+    pub proc: PathBuf,
+
+    /// The executor ID this agent publishes: the given one, or the running kubelet's (filled in at start).
+    #[arg(skip)]
     pub executor_id: String,
 
     /// Shell command (`sh -c`) that restarts the executor in its new version, e.g. `systemctl restart k8sm-executor`.

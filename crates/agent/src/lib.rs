@@ -8,6 +8,7 @@ mod contract;
 mod error;
 mod gate;
 mod http;
+pub mod kubelet;
 mod retry;
 pub mod run;
 mod shutdown;

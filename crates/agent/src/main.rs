@@ -24,7 +24,15 @@ async fn main() -> anyhow::Result<ExitCode> {
     let shutdown = Shutdown::on_signals()?;
     match cli.command {
         Command::Simulate(args) => simulate::run(args, shutdown).await?,
-        Command::Run(args) => {
+        Command::Run(mut args) => {
+            args.executor_id = match args.given_executor_id.clone() {
+                Some(id) => id,
+                None => {
+                    let id = k8sm_agent::kubelet::executor_id(&args.proc, args.kubelet_pid)?;
+                    tracing::info!(executor_id = %id, "computed the executor ID of the running kubelet");
+                    id.to_string()
+                }
+            };
             // A failed command exits non-zero so that a service manager that restarts on failure tries again.
             if let run::Outcome::Kamikaze {
                 command_succeeded: false,

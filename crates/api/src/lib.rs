@@ -6,6 +6,7 @@ mod duration;
 mod executor_id;
 mod kamikaze_url;
 pub mod keys;
+pub mod kubelet;
 mod max_concurrent;
 mod policy;
 pub mod report;

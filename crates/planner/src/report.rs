@@ -42,6 +42,9 @@ pub fn observe(
             continue;
         }
         let name = policy.name.as_str();
+        let fresh = runs
+            .get(name)
+            .is_none_or(|run| run.target_executor_id != target);
         let run = runs.entry(name.to_owned()).or_insert_with(|| {
             UpgradeReport::new(name, target, policy.spec.owner_health_threshold, now)
         });
@@ -52,7 +55,9 @@ pub fn observe(
             );
             observed.superseded.push(old);
         }
-        let before = run.clone();
+        // Whether the record changed, found as it is changed: comparing whole copies would copy a large fleet's
+        // record every pass.
+        let mut changed = fresh;
         for node in plan.nodes.iter().filter(|n| n.policy == name) {
             let seen = nodes.get(node.node.as_str());
             if let Some(forced) = seen
@@ -60,6 +65,7 @@ pub fn observe(
                 .and_then(|v| ForcedRecord::parse(&node.node, v))
                 && !run.forced.contains(&forced)
             {
+                changed = true;
                 run.forced.push(forced);
                 if run.forced.len() > FORCED_KEPT {
                     run.forced.remove(0);
@@ -76,10 +82,12 @@ pub fn observe(
                         && record.upgraded.is_none()
                     {
                         record.upgraded = Some(now);
+                        changed = true;
                     }
                 }
                 phase => {
                     let record = run.nodes.entry(node.node.clone()).or_default();
+                    let before = record.clone();
                     // Back in the run (a node marked again): its return is not recorded any more.
                     record.upgraded = None;
                     if matches!(
@@ -94,6 +102,7 @@ pub fn observe(
                             .or(record.kamikaze)
                             .or(Some(now));
                     }
+                    changed |= *record != before;
                 }
             }
         }
@@ -107,6 +116,7 @@ pub fn observe(
             let ready = ready.get_or_insert_with(|| workload::ready_pods_by_workload(view));
             for key in recovering {
                 let w = run.workloads.get_mut(&key).expect("listed above");
+                let before = w.clone();
                 let now_ready = ready.get(&w.uid).copied().unwrap_or(0);
                 if let Some(&d) = desired.get(w.uid.as_str()) {
                     w.desired = d;
@@ -114,17 +124,19 @@ pub fn observe(
                 }
                 w.min_ready = w.min_ready.min(now_ready);
                 w.recovering = now_ready < w.desired;
+                changed |= *w != before;
             }
         }
         let counts = plan.policy(name).map(|p| p.counts);
         let all_upgraded = counts.is_some_and(|c| c.total > 0 && c.compatible == c.total)
             && run.nodes.values().all(|n| n.upgraded.is_some());
+        let finished = run.finished;
         run.finished = match (all_upgraded, run.finished) {
             (true, None) => Some(now),
             (true, Some(at)) => Some(at),
             (false, _) => None,
         };
-        if *run != before {
+        if changed || run.finished != finished {
             run.updated = now;
             observed.changed.insert(name.to_owned());
         }

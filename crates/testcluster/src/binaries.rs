@@ -17,6 +17,8 @@ use crate::{Error, kwok_patch};
 
 /// Bump when the way Kubernetes and etcd are built changes, so existing caches are not reused.
 const KUBERNETES_RECIPE: &str = "2";
+/// Bump when the way the kubelet is built changes.
+const KUBELET_RECIPE: &str = "1";
 /// Bump when the way KWOK is built changes (its patch is hashed on its own).
 const KWOK_RECIPE: &str = "1";
 
@@ -105,6 +107,47 @@ impl Binaries {
             })?;
         }
         Ok(binaries)
+    }
+
+    /// A kubelet built from the pinned Kubernetes module, cached like the other binaries but built only when asked
+    /// for (the clusters run KWOK nodes, not kubelets): the executor of the tests that compute the executor ID of a
+    /// real kubelet build. Its version is the pinned one.
+    pub fn kubelet() -> Result<PathBuf, Error> {
+        let modules = go_modules_dir();
+        let version = pinned_kubernetes_version(&modules.join("k8s/go.mod"))?;
+        let root = cache_root()?.join("cluster-bin");
+        let key = cache_key(&modules, &["k8s"], &[KUBELET_RECIPE])?;
+        let dir = root.join(format!("kubelet-{key}"));
+        if is_complete(&dir) {
+            return Ok(dir.join("kubelet"));
+        }
+        std::fs::create_dir_all(&root)
+            .map_err(|e| io(format!("creating {}", root.display()), e))?;
+        let lock_path = root.join(".lock");
+        let lock = File::create(&lock_path)
+            .map_err(|e| io(format!("creating {}", lock_path.display()), e))?;
+        lock.lock()
+            .map_err(|e| io(format!("locking {}", lock_path.display()), e))?;
+        if !is_complete(&dir) {
+            check_go()?;
+            eprintln!(
+                "k8sm-testcluster: building the kubelet of Kubernetes {version} from the Go module proxy into {}",
+                dir.display()
+            );
+            build_into(&dir, |out| {
+                let args = [
+                    "-ldflags".to_owned(),
+                    version_ldflags(&version)?,
+                    "k8s.io/kubernetes/cmd/kubelet".to_owned(),
+                ];
+                go_build(
+                    &modules.join("k8s"),
+                    &out.join("kubelet").display().to_string(),
+                    &args,
+                )
+            })?;
+        }
+        Ok(dir.join("kubelet"))
     }
 
     fn at(kubernetes_dir: &Path, kwok_dir: &Path, kubernetes_version: String) -> Self {

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use k8sm_api::kubelet::{self, KubeletInputs};
 use k8sm_api::{ExecutorIdentity, binary_sha256_of};
 
 use crate::cli::{ExecutorIdArgs, Output};
@@ -18,23 +19,9 @@ struct Report {
 }
 
 pub fn run(args: &ExecutorIdArgs) -> Result<(), Error> {
-    let binary_sha256 = match (&args.binary, &args.binary_sha256) {
-        (Some(path), _) => binary_sha256_of(&read(path)?),
-        (None, Some(hex)) => hex.clone(),
-        (None, None) => unreachable!("clap requires --binary or --binary-sha256"),
-    };
-    let identity = ExecutorIdentity {
-        version: args.executor_version.clone(),
-        binary_sha256,
-        flags: args
-            .flags
-            .iter()
-            .map(|f| parse_flag(f))
-            .collect::<Result<_, _>>()?,
-        static_pods: match &args.static_pods {
-            Some(dir) => static_pods(dir)?,
-            None => Vec::new(),
-        },
+    let identity = match &args.kubelet_binary {
+        Some(binary) => kubelet_identity(binary, args)?,
+        None => identity(args)?,
     };
     let id = identity.executor_id()?.to_string();
     let report = Report {
@@ -46,6 +33,99 @@ pub fn run(args: &ExecutorIdArgs) -> Result<(), Error> {
         format => encode(&report, format)?.unwrap_or_default(),
     };
     print(&text)
+}
+
+/// The identity of a kubelet build, its command line, configuration and static pods (`k8sm_api::kubelet`).
+fn kubelet_identity(binary: &Path, args: &ExecutorIdArgs) -> Result<ExecutorIdentity, Error> {
+    let version = match &args.executor_version {
+        Some(version) => version.clone(),
+        None => kubelet_version(binary)?,
+    };
+    let cmdline = match &args.kubelet_cmdline {
+        Some(path) => command_line(&String::from_utf8_lossy(&read(path)?)),
+        None => Vec::new(),
+    };
+    let (config_path, _) = kubelet::paths(&cmdline, None);
+    let config = match (&args.kubelet_config, config_path) {
+        (Some(path), _) => Some(String::from_utf8_lossy(&read(path)?).into_owned()),
+        (None, Some(named)) => {
+            return Err(Error::InvalidFlag(format!(
+                "--kubelet-cmdline names the configuration file {named}: pass its content with --kubelet-config FILE"
+            )));
+        }
+        (None, None) => None,
+    };
+    let inputs = KubeletInputs {
+        version,
+        binary_sha256: binary_sha256_of(&read(binary)?),
+        args: cmdline,
+        config,
+        static_pods: match &args.static_pods {
+            Some(dir) => static_pods(dir)?,
+            None => Vec::new(),
+        },
+    };
+    inputs
+        .identity()
+        .map_err(|e| Error::InvalidFlag(format!("--kubelet-config: {e}")))
+}
+
+/// A command line as `/proc/<pid>/cmdline` holds it (NUL-separated) or as text; without the program name.
+fn command_line(text: &str) -> Vec<String> {
+    let words: Vec<String> = if text.contains('\0') {
+        text.split('\0')
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect()
+    } else {
+        text.split_whitespace().map(str::to_owned).collect()
+    };
+    match words.first() {
+        Some(program) if !program.starts_with('-') => words[1..].to_vec(),
+        _ => words,
+    }
+}
+
+/// The first line of `<binary> --version`.
+fn kubelet_version(binary: &Path) -> Result<String, Error> {
+    let output = std::process::Command::new(binary)
+        .arg("--version")
+        .output()
+        .map_err(|source| Error::Read {
+            path: binary.to_owned(),
+            source,
+        })?;
+    if !output.status.success() {
+        return Err(Error::InvalidFlag(format!(
+            "{} --version failed ({}); pass the version with --version",
+            binary.display(),
+            output.status
+        )));
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    Ok(text.lines().next().unwrap_or_default().trim().to_owned())
+}
+
+/// The identity of any executor, from its version, binary (or hash), flags and static pods.
+fn identity(args: &ExecutorIdArgs) -> Result<ExecutorIdentity, Error> {
+    let binary_sha256 = match (&args.binary, &args.binary_sha256) {
+        (Some(path), _) => binary_sha256_of(&read(path)?),
+        (None, Some(hex)) => hex.clone(),
+        (None, None) => unreachable!("clap requires --binary or --binary-sha256"),
+    };
+    Ok(ExecutorIdentity {
+        version: args.executor_version.clone().unwrap_or_default(),
+        binary_sha256,
+        flags: args
+            .flags
+            .iter()
+            .map(|f| parse_flag(f))
+            .collect::<Result<_, _>>()?,
+        static_pods: match &args.static_pods {
+            Some(dir) => static_pods(dir)?,
+            None => Vec::new(),
+        },
+    })
 }
 
 /// `NAME=VALUE` (split at the first `=`); a bare `NAME` is a flag without a value.

@@ -774,3 +774,195 @@ async fn run_obeys_a_kamikaze_once_and_an_agent_back_with_the_same_id_acknowledg
     let status = third.terminate();
     assert!(status.success(), "exit status {status}:\n{}", third.log());
 }
+
+/// A fake `/proc` holding one process, PID 4242, named kubelet: it executes the real kubelet binary built from the
+/// pinned Kubernetes module, with `args`, and sees `root` as its root and working directory — what `/proc` shows of
+/// a kubelet running on a node.
+fn fake_proc(
+    dir: &std::path::Path,
+    kubelet: &std::path::Path,
+    args: &[&str],
+    root: &std::path::Path,
+) -> PathBuf {
+    let proc = dir.join("proc");
+    let process = proc.join("4242");
+    let _ = std::fs::remove_dir_all(&proc);
+    std::fs::create_dir_all(&process).unwrap();
+    std::fs::write(process.join("comm"), "kubelet\n").unwrap();
+    let mut cmdline = b"/usr/bin/kubelet\0".to_vec();
+    for arg in args {
+        cmdline.extend_from_slice(arg.as_bytes());
+        cmdline.push(0);
+    }
+    std::fs::write(process.join("cmdline"), cmdline).unwrap();
+    std::os::unix::fs::symlink(kubelet, process.join("exe")).unwrap();
+    std::os::unix::fs::symlink(root, process.join("root")).unwrap();
+    std::os::unix::fs::symlink(root, process.join("cwd")).unwrap();
+    proc
+}
+
+/// `k8sm-agent run --kubelet` publishes the executor ID of a real kubelet build (the pinned Kubernetes module's,
+/// hashed and asked for its version; it does not need to run) with its flags, configuration file and static pods,
+/// as `/proc` shows them; `kubectl k8sm executor-id --kubelet-binary …` gives the same ID from the same files.
+/// Reordering flags or the configuration's keys changes nothing, nor do the flags that name the node itself; a
+/// changed flag, configuration value or static pod gives a new ID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_computes_the_executor_id_of_the_running_kubelet() {
+    let kubelet =
+        k8sm_testcluster::Binaries::kubelet().expect("a kubelet built from the pinned module");
+    let version = Command::new(&kubelet)
+        .arg("--version")
+        .output()
+        .expect("kubelet --version");
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
+    let pinned = k8sm_testcluster::Binaries::ensure()
+        .expect("binaries")
+        .kubernetes_version;
+    assert_eq!(version, format!("Kubernetes {pinned}"), "the pinned build");
+    let cluster = TestCluster::start(ClusterOptions::default().with_nodes(1))
+        .await
+        .expect("cluster starts");
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let node = node_name(0);
+    let kubeconfig = cluster.kubeconfig().display().to_string();
+    let dir = cluster.dir().join("kubelet-id");
+    let root = dir.join("root");
+    let config = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 110\n\
+                  staticPodPath: /etc/kubernetes/manifests\nevictionHard: {memory.available: 100Mi, nodefs.available: 10%}\n";
+    std::fs::create_dir_all(root.join("etc/kubernetes/manifests")).unwrap();
+    std::fs::create_dir_all(root.join("var/lib/kubelet")).unwrap();
+    let write_config =
+        |text: &str| std::fs::write(root.join("var/lib/kubelet/config.yaml"), text).unwrap();
+    let write_pod =
+        |text: &str| std::fs::write(root.join("etc/kubernetes/manifests/etcd.yaml"), text).unwrap();
+    write_config(config);
+    write_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: etcd, namespace: kube-system}\n");
+    std::fs::write(root.join("etc/kubernetes/manifests/.swap"), "ignored").unwrap();
+    let flags = [
+        "--config=/var/lib/kubelet/config.yaml",
+        "--v=2",
+        "--hostname-override=node-a",
+        "--node-ip",
+        "10.0.0.7",
+    ];
+
+    let mut started = 0;
+    let mut published = |args: Vec<&str>| {
+        started += 1;
+        let proc = fake_proc(&dir, &kubelet, &args, &root);
+        let log = cluster
+            .dir()
+            .join(format!("k8sm-agent-kubelet-{started}.log"));
+        let proc_arg = proc.display().to_string();
+        let mut agent = Agent::spawn(
+            &[
+                "run",
+                "--kubeconfig",
+                &kubeconfig,
+                "--node",
+                &node,
+                "--kubelet",
+                "--proc",
+                &proc_arg,
+                "--on-kamikaze",
+                "true",
+            ],
+            log,
+        );
+        let nodes = nodes.clone();
+        let node = node.clone();
+        async move {
+            // The ID it computed (logged), once the node shows it.
+            let deadline = Instant::now() + WAIT;
+            loop {
+                agent.check_running();
+                if let Some(logged) = agent_log_id(&agent)
+                    && executor_id_of(&nodes, &node).await.as_deref() == Some(logged.as_str())
+                {
+                    agent.terminate();
+                    return logged;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the node never showed the kubelet's ID:\n{}",
+                    agent.log()
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let base = published(flags.to_vec()).await;
+    // The same files, from an operator's workstation.
+    let cmdline = dir.join("cmdline.txt");
+    std::fs::write(&cmdline, format!("/usr/bin/kubelet {}", flags.join(" "))).unwrap();
+    let plugin = Command::new(k8sm_e2e::binaries::binary("kubectl-k8sm"))
+        .args(["executor-id", "--kubelet-binary"])
+        .arg(&kubelet)
+        .arg("--kubelet-cmdline")
+        .arg(&cmdline)
+        .arg("--kubelet-config")
+        .arg(root.join("var/lib/kubelet/config.yaml"))
+        .arg("--static-pods")
+        .arg(root.join("etc/kubernetes/manifests"))
+        .output()
+        .expect("kubectl-k8sm runs");
+    assert!(
+        plugin.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plugin.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&plugin.stdout).trim(),
+        base,
+        "the plugin agrees with the agent"
+    );
+
+    // Reordered flags, another node's own flags, the configuration's keys reordered: the same executor.
+    write_config(
+        "kind: KubeletConfiguration\nevictionHard:\n  nodefs.available: 10%\n  memory.available: 100Mi\n\
+         staticPodPath: /etc/kubernetes/manifests\nmaxPods: 110\napiVersion: kubelet.config.k8s.io/v1beta1\n",
+    );
+    let same = published(vec![
+        "--node-ip=10.0.0.8",
+        "--v",
+        "2",
+        "--hostname-override",
+        "node-b",
+        "--config",
+        "/var/lib/kubelet/config.yaml",
+    ])
+    .await;
+    assert_eq!(same, base, "reordering and per-node flags change nothing");
+    // A changed flag, configuration value or static pod: another executor.
+    let flag = published(vec!["--config=/var/lib/kubelet/config.yaml", "--v=4"]).await;
+    write_config(&config.replace("110", "250"));
+    let value = published(flags.to_vec()).await;
+    write_config(config);
+    write_pod(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: etcd, namespace: kube-system}\nspec: {hostNetwork: true}\n",
+    );
+    let pod = published(flags.to_vec()).await;
+    let ids: std::collections::BTreeSet<&String> =
+        [&base, &flag, &value, &pod].into_iter().collect();
+    assert_eq!(
+        ids.len(),
+        4,
+        "each change gives a new ID: {base} {flag} {value} {pod}"
+    );
+}
+
+/// The executor ID the agent logged it computed.
+fn agent_log_id(agent: &Agent) -> Option<String> {
+    let log = agent.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("computed the executor ID of the running kubelet"))?;
+    let start = line.find("sha256:")?;
+    Some(
+        line[start..]
+            .split_whitespace()
+            .next()?
+            .trim_matches('"')
+            .to_owned(),
+    )
+}

@@ -563,6 +563,8 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
             "--identity=controller-0".to_owned(),
             "--metrics-addr=127.0.0.1:0".to_owned(),
             format!("--kamikaze-service-account={K8SM_NAMESPACE}/{CONTROLLER_ACCOUNT}"),
+            // The deployed Role grants the reports' ConfigMaps in the controller's namespace only.
+            format!("--report-namespace={K8SM_NAMESPACE}"),
         ],
         &cluster.dir().join("controller.log"),
     );

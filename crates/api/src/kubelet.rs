@@ -1,0 +1,138 @@
+//! The executor ID of a kubelet from what makes it what it is (DESIGN.md §6): its binary's SHA-256 and `--version`,
+//! its command-line flags, its configuration file (`--config`) and its static pod manifests. The agent reads these
+//! from the kubelet that runs (`k8sm-agent run --kubelet`); `kubectl k8sm executor-id --kubelet-binary …` reads the
+//! same inputs from files, so that an operator computes the target ID of a new build and configuration before any
+//! node runs it. Both end here, so the same inputs give the same ID.
+//!
+//! A fleet's nodes run one build and one configuration, but some flags name the node itself; those would give every
+//! node its own ID, none of them the target, so they are left out ([`PER_NODE_FLAGS`], [`PER_NODE_CONFIG`]). The
+//! configuration counts by content, not by file: it is flattened into `config.<field path>` settings, so that key
+//! order, formatting and comments do not change the ID, and any changed value does.
+
+use serde_json::Value;
+
+use crate::{ExecutorIdError, ExecutorIdentity};
+
+/// Flags whose value is the node's own (its name, address, cloud identity, labels): not part of the ID.
+pub const PER_NODE_FLAGS: [&str; 4] =
+    ["hostname-override", "node-ip", "provider-id", "node-labels"];
+
+/// Configuration fields (KubeletConfiguration, by JSON field path) that are the node's own: not part of the ID.
+pub const PER_NODE_CONFIG: [&str; 1] = ["providerID"];
+
+/// What makes a kubelet what it is, as read from a node or from files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KubeletInputs {
+    /// The first line of `kubelet --version`, such as "Kubernetes v1.36.3".
+    pub version: String,
+    /// Hex SHA-256 of the kubelet binary.
+    pub binary_sha256: String,
+    /// Its command line after the program name, as the process got it.
+    pub args: Vec<String>,
+    /// The text of its `--config` file, if it has one.
+    pub config: Option<String>,
+    /// Its static pods: (file name, manifest text).
+    pub static_pods: Vec<(String, String)>,
+}
+
+/// Why the inputs make no ID.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeletError {
+    #[error("the kubelet configuration is not YAML or JSON: {0}")]
+    Config(#[from] serde_yaml::Error),
+    #[error(transparent)]
+    ExecutorId(#[from] ExecutorIdError),
+}
+
+/// The flags of a kubelet command line as (name, value), in order: `--name=value`, `--name value` (the next
+/// argument, when it does not start with `-`), or `--name` alone (a boolean, "true"). Arguments that are not flags
+/// count as `("", argument)`.
+pub fn parse_flags(args: &[String]) -> Vec<(String, String)> {
+    let mut flags = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        let Some(flag) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
+            flags.push((String::new(), arg.clone()));
+            continue;
+        };
+        if let Some((name, value)) = flag.split_once('=') {
+            flags.push((name.to_owned(), value.to_owned()));
+        } else if let Some(value) = args.get(i).filter(|next| !next.starts_with('-')) {
+            flags.push((flag.to_owned(), value.clone()));
+            i += 1;
+        } else {
+            flags.push((flag.to_owned(), "true".to_owned()));
+        }
+    }
+    flags
+}
+
+/// The flag naming the configuration file, and the flag and field naming the static pod directory.
+pub const CONFIG_FLAG: &str = "config";
+pub const STATIC_POD_FLAG: &str = "pod-manifest-path";
+pub const STATIC_POD_CONFIG: &str = "staticPodPath";
+
+/// Where the kubelet reads its configuration file and its static pods: (config path, static pod directory), from
+/// its flags and configuration (a flag wins over the file, as in the kubelet).
+pub fn paths(args: &[String], config: Option<&str>) -> (Option<String>, Option<String>) {
+    let flags = parse_flags(args);
+    let flag = |name: &str| {
+        flags
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let from_config = config
+        .and_then(|text| serde_yaml::from_str::<Value>(text).ok())
+        .and_then(|c| c.get(STATIC_POD_CONFIG)?.as_str().map(str::to_owned));
+    (flag(CONFIG_FLAG), flag(STATIC_POD_FLAG).or(from_config))
+}
+
+impl KubeletInputs {
+    /// The executor identity: the flags but the per-node ones and `--config` (its content counts instead, flattened
+    /// into `config.*` settings, but the per-node fields), and the static pods.
+    pub fn identity(&self) -> Result<ExecutorIdentity, KubeletError> {
+        let mut flags: Vec<(String, String)> = parse_flags(&self.args)
+            .into_iter()
+            .filter(|(name, _)| name != CONFIG_FLAG && !PER_NODE_FLAGS.contains(&name.as_str()))
+            .collect();
+        if let Some(text) = &self.config {
+            let config: Value = serde_yaml::from_str(text)?;
+            flatten("config", &config, &mut flags);
+        }
+        Ok(ExecutorIdentity {
+            version: self.version.trim().to_owned(),
+            binary_sha256: self.binary_sha256.clone(),
+            flags,
+            static_pods: self.static_pods.clone(),
+        })
+    }
+}
+
+/// `value` as `(path, scalar)` settings under `prefix`: objects by field, lists by index.
+fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(fields) => {
+            for (key, field) in fields {
+                let top = prefix == "config";
+                if top && PER_NODE_CONFIG.contains(&key.as_str()) {
+                    continue;
+                }
+                flatten(&format!("{prefix}.{key}"), field, out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                flatten(&format!("{prefix}[{i}]"), item, out);
+            }
+        }
+        scalar => out.push((prefix.to_owned(), scalar.to_string())),
+    }
+}
+
+#[cfg(test)]
+#[path = "kubelet/tests.rs"]
+mod tests;
