@@ -78,13 +78,7 @@ impl Binaries {
             return Ok(binaries);
         }
 
-        std::fs::create_dir_all(&root)
-            .map_err(|e| io(format!("creating {}", root.display()), e))?;
-        let lock_path = root.join(".lock");
-        let lock = File::create(&lock_path)
-            .map_err(|e| io(format!("creating {}", lock_path.display()), e))?;
-        lock.lock()
-            .map_err(|e| io(format!("locking {}", lock_path.display()), e))?;
+        let _lock = lock_cache(&root)?;
         check_go()?;
         if !is_complete(&binaries.kubernetes_dir) {
             let version = &binaries.kubernetes_version;
@@ -121,13 +115,7 @@ impl Binaries {
         if is_complete(&dir) {
             return Ok(dir.join("kubelet"));
         }
-        std::fs::create_dir_all(&root)
-            .map_err(|e| io(format!("creating {}", root.display()), e))?;
-        let lock_path = root.join(".lock");
-        let lock = File::create(&lock_path)
-            .map_err(|e| io(format!("creating {}", lock_path.display()), e))?;
-        lock.lock()
-            .map_err(|e| io(format!("locking {}", lock_path.display()), e))?;
+        let _lock = lock_cache(&root)?;
         if !is_complete(&dir) {
             check_go()?;
             eprintln!(
@@ -168,6 +156,17 @@ impl Binaries {
     fn complete(&self) -> bool {
         is_complete(&self.kubernetes_dir) && is_complete(&self.kwok_dir)
     }
+}
+
+/// Takes the cache's build lock (released when the file is dropped): parallel tests wait and share one build.
+fn lock_cache(root: &Path) -> Result<File, Error> {
+    std::fs::create_dir_all(root).map_err(|e| io(format!("creating {}", root.display()), e))?;
+    let lock_path = root.join(".lock");
+    let lock =
+        File::create(&lock_path).map_err(|e| io(format!("creating {}", lock_path.display()), e))?;
+    lock.lock()
+        .map_err(|e| io(format!("locking {}", lock_path.display()), e))?;
+    Ok(lock)
 }
 
 fn is_complete(dir: &Path) -> bool {
