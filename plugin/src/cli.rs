@@ -37,10 +37,33 @@ pub struct ConnectArgs {
     #[arg(long, global = true, value_name = "NAME", display_order = 101)]
     pub context: Option<String>,
 
+    /// The kubeconfig cluster to use (instead of the context's).
+    #[arg(long, global = true, value_name = "NAME", display_order = 102)]
+    pub cluster: Option<String>,
+
+    /// The kubeconfig user to use (instead of the context's).
+    #[arg(long, global = true, value_name = "NAME", display_order = 103)]
+    pub user: Option<String>,
+
+    /// Act as this user (impersonation, as kubectl's --as): the apiserver checks the request with that user's
+    /// rights, and `force` records that user.
+    #[arg(long = "as", global = true, value_name = "USER", display_order = 104)]
+    pub as_user: Option<String>,
+
+    /// Act with this group too (with --as; repeat for more), as kubectl's --as-group.
+    #[arg(
+        long = "as-group",
+        global = true,
+        value_name = "GROUP",
+        requires = "as_user",
+        display_order = 105
+    )]
+    pub as_groups: Vec<String>,
+
     /// How long to wait for a single server request before giving up (e.g. 10s, 1m; 0: no limit). `upgrade status
     /// --watch` keeps its watches open longer than this.
     #[arg(long, global = true, value_name = "DURATION", default_value = "30s", value_parser = request_timeout,
-          display_order = 102)]
+          display_order = 106)]
     pub request_timeout: RequestTimeout,
 }
 
@@ -71,6 +94,10 @@ impl From<&ConnectArgs> for ConnectOptions {
         Self {
             kubeconfig: args.kubeconfig.clone(),
             context: args.context.clone(),
+            cluster: args.cluster.clone(),
+            user: args.user.clone(),
+            as_user: args.as_user.clone(),
+            as_groups: args.as_groups.clone(),
             request_timeout: args.request_timeout.0,
             long_lived: false,
         }
@@ -101,6 +128,14 @@ pub enum Command {
     /// Print the executor ID of an executor build and configuration.
     #[command(disable_version_flag = true)]
     ExecutorId(ExecutorIdArgs),
+    /// Print a shell completion script for kubectl-k8sm, e.g. `source <(kubectl k8sm completion bash)`.
+    Completion(CompletionArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Subcommand, Debug)]
@@ -297,6 +332,45 @@ pub enum Output {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// The completion script bash reads: valid bash (checked by bash itself), completing every subcommand.
+    #[test]
+    fn the_bash_completion_script_is_bash_and_knows_every_command() {
+        let mut script = Vec::new();
+        clap_complete::generate(
+            clap_complete::Shell::Bash,
+            &mut Cli::command(),
+            "kubectl-k8sm",
+            &mut script,
+        );
+        let text = String::from_utf8(script).unwrap();
+        for word in [
+            "upgrade",
+            "report",
+            "blocked",
+            "force",
+            "--kubelet-binary",
+            "--as-group",
+        ] {
+            assert!(text.contains(word), "{word}");
+        }
+        let path = std::env::temp_dir().join(format!(
+            "kubectl-k8sm-completion-{}.bash",
+            std::process::id()
+        ));
+        std::fs::write(&path, &text).unwrap();
+        let checked = std::process::Command::new("bash")
+            .arg("-n")
+            .arg(&path)
+            .output();
+        let _ = std::fs::remove_file(&path);
+        let checked = checked.expect("bash runs");
+        assert!(
+            checked.status.success(),
+            "{}",
+            String::from_utf8_lossy(&checked.stderr)
+        );
+    }
 
     #[test]
     fn request_timeout_reads_like_kubectls() {

@@ -16,6 +16,12 @@ use crate::error::{Error, KubeContext};
 pub struct ConnectOptions {
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
+    /// The kubeconfig cluster and user, instead of the context's (`--cluster`, `--user`).
+    pub cluster: Option<String>,
+    pub user: Option<String>,
+    /// Impersonation (`--as`, `--as-group`).
+    pub as_user: Option<String>,
+    pub as_groups: Vec<String>,
     /// Bound on each request (`--request-timeout`); `None`: no limit.
     pub request_timeout: Option<Duration>,
     /// The command keeps watches open (`upgrade status --watch`): reads may idle until the watch's own timeout.
@@ -51,19 +57,26 @@ impl Connection {
         };
         let (config, kubeconfig_user) = match kubeconfig {
             Some(kubeconfig) => {
-                let user = context_user(&kubeconfig, options.context.as_deref());
+                let user = options
+                    .user
+                    .clone()
+                    .or_else(|| context_user(&kubeconfig, options.context.as_deref()));
                 let kube_options = KubeConfigOptions {
                     context: options.context.clone(),
-                    ..KubeConfigOptions::default()
+                    cluster: options.cluster.clone(),
+                    user: options.user.clone(),
                 };
                 let config = Config::from_custom_kubeconfig(kubeconfig, &kube_options)
                     .await
                     .map_err(|e| Error::Kubeconfig(e.to_string()))?;
                 (config, user)
             }
-            None if options.context.is_some() => {
+            None if options.context.is_some()
+                || options.cluster.is_some()
+                || options.user.is_some() =>
+            {
                 return Err(Error::Kubeconfig(
-                    "--context needs a kubeconfig: none found in $KUBECONFIG or ~/.kube/config"
+                    "--context, --cluster and --user need a kubeconfig: none found in $KUBECONFIG or ~/.kube/config"
                         .into(),
                 ));
             }
@@ -77,7 +90,14 @@ impl Connection {
                 None,
             ),
         };
-        let config = bounded(config, options);
+        let mut config = bounded(config, options);
+        // As kubectl does: the Impersonate-User and Impersonate-Group headers on every request.
+        if let Some(user) = &options.as_user {
+            config.auth_info.impersonate = Some(user.clone());
+            config.auth_info.impersonate_groups =
+                (!options.as_groups.is_empty()).then(|| options.as_groups.clone());
+        }
+        let kubeconfig_user = options.as_user.clone().or(kubeconfig_user);
         let client = Client::try_from(config).map_err(|e| Error::Kubeconfig(e.to_string()))?;
         Ok(Self {
             client,

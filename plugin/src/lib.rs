@@ -27,6 +27,12 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         // Pure computation: no cluster needed.
         return executor_id::run(args);
     }
+    if let Command::Completion(args) = &cli.command {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        let mut script = Vec::new();
+        clap_complete::generate(args.shell, &mut command, "kubectl-k8sm", &mut script);
+        return output::print(&String::from_utf8_lossy(&script));
+    }
     let mut options: connect::ConnectOptions = (&cli.connect).into();
     options.long_lived =
         matches!(&cli.command, Command::Upgrade(Upgrade::Status(args)) if args.watch);
@@ -41,6 +47,6 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::Force(args) => force::run(&connection, args, terminal).await,
         Command::Pause(args) => policy::set_paused(client, args, true, terminal).await,
         Command::Resume(args) => policy::set_paused(client, args, false, terminal).await,
-        Command::ExecutorId(_) => unreachable!("handled above"),
+        Command::ExecutorId(_) | Command::Completion(_) => unreachable!("handled above"),
     }
 }

@@ -613,6 +613,28 @@ async fn mistakes_get_a_sentence_that_says_how_to_fix_them() {
     install_crd(&cluster);
     let no_policy = "no ExecutorUpgradePolicy exists: create one, for example kubectl apply -f deploy/examples/default.yaml";
     k8sm_fails(&cluster, &["upgrade", "status"], no_policy);
+    // Impersonation, as kubectl's --as: the apiserver judges each request with that user's rights, and says so in
+    // its own words; in a group that may, the answer is the admin's.
+    let jane = k8sm(&cluster, &["--as=jane", "upgrade", "status"]);
+    assert!(!jane.success, "{}", jane.stdout);
+    assert!(
+        jane.stderr.contains(
+            "executorupgradepolicies.k8s.mesosphere.io is forbidden: User \"jane\" cannot list resource \
+             \"executorupgradepolicies\" in API group \"k8s.mesosphere.io\" at the cluster scope"
+        ),
+        "{}",
+        jane.stderr
+    );
+    k8sm_fails(
+        &cluster,
+        &[
+            "--as=jane",
+            "--as-group=system:masters",
+            "upgrade",
+            "status",
+        ],
+        no_policy,
+    );
     k8sm_fails(
         &cluster,
         &["upgrade", "start", "--to", &executor_id("2.0.0")],
