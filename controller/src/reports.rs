@@ -105,12 +105,6 @@ impl Reports {
 
     /// Folds a pass into the runs (see [`fold::observe`]), but those whose stored record was not looked for yet.
     pub fn observe(&mut self, view: &ClusterView, plan: &Plan, now: DateTime<Utc>) {
-        let unfinished: BTreeSet<String> = self
-            .runs
-            .iter()
-            .filter(|(_, r)| r.finished.is_none())
-            .map(|(p, _)| p.clone())
-            .collect();
         let looked_up = &self.looked_up;
         let known = |policy: &str, target: &str| {
             looked_up.contains(&(policy.to_owned(), target.to_owned()))
@@ -118,11 +112,7 @@ impl Reports {
         let observed = fold::observe(&mut self.runs, view, plan, now, known);
         self.dirty.extend(observed.changed);
         self.superseded.extend(observed.superseded);
-        for (policy, run) in &self.runs {
-            if run.finished.is_some() && unfinished.contains(policy) {
-                self.finished.insert(policy.clone());
-            }
-        }
+        self.finished.extend(observed.finished);
     }
 
     /// Records an executed action (see [`fold::record`]); `node`: the node of a pod action.

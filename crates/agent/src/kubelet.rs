@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use k8sm_api::kubelet::{KubeletInputs, paths};
+use k8sm_api::kubelet::{KubeletInputs, is_static_pod_file, paths, version_line};
 use k8sm_api::{ExecutorId, binary_sha256_of};
 
 /// Why the kubelet's executor ID could not be computed.
@@ -115,8 +115,7 @@ pub fn version(binary: &Path) -> Result<String, KubeletError> {
             String::from_utf8_lossy(&output.stderr).trim()
         )));
     }
-    let text = String::from_utf8_lossy(&output.stdout);
-    Ok(text.lines().next().unwrap_or_default().trim().to_owned())
+    Ok(version_line(&String::from_utf8_lossy(&output.stdout)))
 }
 
 /// The manifests of a static pod directory as the kubelet reads them: every regular file but hidden ones; a missing
@@ -136,7 +135,7 @@ pub fn static_pods(dir: &Path) -> Result<Vec<(String, String)>, KubeletError> {
     for entry in entries.filter_map(Result::ok) {
         let name = entry.file_name().to_string_lossy().into_owned();
         let path = entry.path();
-        if name.starts_with('.') || !path.is_file() {
+        if !is_static_pod_file(&name, path.is_file()) {
             continue;
         }
         pods.push((name, String::from_utf8_lossy(&read(&path)?).into_owned()));

@@ -91,6 +91,17 @@ pub fn paths(args: &[String], config: Option<&str>) -> (Option<String>, Option<S
     (flag(CONFIG_FLAG), flag(STATIC_POD_FLAG).or(from_config))
 }
 
+/// The version an executor reports: the first line of its `--version` output, trimmed ("Kubernetes v1.36.3").
+pub fn version_line(output: &str) -> String {
+    output.lines().next().unwrap_or_default().trim().to_owned()
+}
+
+/// Whether a directory entry is a static pod manifest, as the kubelet reads its manifest directory: a regular file
+/// whose name does not start with a dot.
+pub fn is_static_pod_file(name: &str, is_file: bool) -> bool {
+    is_file && !name.starts_with('.')
+}
+
 impl KubeletInputs {
     /// The executor identity: the flags but the per-node ones and `--config` (its content counts instead, flattened
     /// into `config.*` settings, but the per-node fields), and the static pods.

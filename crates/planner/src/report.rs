@@ -136,6 +136,9 @@ pub fn observe(
             (true, Some(at)) => Some(at),
             (false, _) => None,
         };
+        if finished.is_none() && run.finished.is_some() {
+            observed.finished.insert(name.to_owned());
+        }
         if changed || run.finished != finished {
             run.updated = now;
             observed.changed.insert(name.to_owned());
@@ -151,6 +154,8 @@ pub struct Observed {
     pub changed: BTreeSet<String>,
     /// Records of runs that a new target replaced, as they were.
     pub superseded: Vec<UpgradeReport>,
+    /// Policies whose run finished in this pass.
+    pub finished: BTreeSet<String>,
 }
 
 /// Records an action the controller carried out, at `now`, in its policy's run (if it has one). `node`: the node

@@ -21,8 +21,13 @@ fn fleet() -> ClusterView {
 
 /// Plans at `now`, records every action as executed (pods on their nodes from the view), applies the plan.
 fn pass(view: &mut ClusterView, runs: &mut Runs, now: DateTime<Utc>) -> Plan {
+    pass_observed(view, runs, now).0
+}
+
+/// [`pass`], and what the record observed.
+fn pass_observed(view: &mut ClusterView, runs: &mut Runs, now: DateTime<Utc>) -> (Plan, Observed) {
     let plan = crate::plan(view, now);
-    observe(runs, view, &plan, now, |_, _| true);
+    let observed = observe(runs, view, &plan, now, |_, _| true);
     for action in &plan.actions {
         let node = action
             .kind
@@ -32,7 +37,7 @@ fn pass(view: &mut ClusterView, runs: &mut Runs, now: DateTime<Utc>) -> Plan {
         record(runs, action, node.as_deref(), now);
     }
     apply(view, &plan);
-    plan
+    (plan, observed)
 }
 
 /// The cluster moves on: terminating pods go and come back Ready on `up`; kamikazed nodes come back with NEW.
@@ -67,15 +72,20 @@ fn a_run_records_each_node_s_times_the_evictions_and_each_workload_s_fewest_read
     let mut runs = Runs::new();
     let mut next = 0;
     let mut evictions = 0;
+    let mut finishes = Vec::new();
     for minute in 0..30 {
-        let plan = pass(&mut view, &mut runs, at(minute));
+        let (plan, observed) = pass_observed(&mut view, &mut runs, at(minute));
         evictions += plan.evictions().count();
+        finishes.extend(observed.finished.into_iter().map(|p| (p, minute)));
         settle(&mut view, &mut next);
     }
     let run = &runs["p"];
     assert_eq!(run.target_executor_id, NEW);
     assert_eq!(run.started, at(0));
     assert!(run.finished.is_some(), "{run:#?}");
+    // Its end is reported once, at the pass that saw it.
+    assert_eq!(finishes.len(), 1, "{finishes:?}");
+    assert_eq!(run.finished, Some(at(finishes[0].1)));
     assert_eq!(usize::try_from(run.count("Evicted")).unwrap(), evictions);
     assert_eq!(evictions, 2);
     assert_eq!(run.count("KamikazeSent"), 2);

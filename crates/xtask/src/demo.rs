@@ -319,19 +319,9 @@ impl Demo {
     }
 
     fn kubectl_quiet(&self, args: &[&str]) -> anyhow::Result<String> {
-        let output = Command::new(&self.kubectl)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .args(args)
-            .output()
-            .context("running kubectl")?;
-        if !output.status.success() {
-            bail!(
-                "kubectl {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        let mut cmd = Command::new(&self.kubectl);
+        cmd.env("KUBECONFIG", &self.kubeconfig).args(args);
+        stdout_of(&mut cmd, &format!("kubectl {}", args.join(" ")))
     }
 
     /// `kubectl k8sm …`: the harness's kubectl with the plugin on PATH, as an operator would run it.
@@ -358,15 +348,10 @@ impl Demo {
 
     /// `kubectl k8sm …`'s standard output, quietly.
     fn plugin_output(&self, args: &[&str]) -> anyhow::Result<String> {
-        let output = self.plugin_command(args).output()?;
-        if !output.status.success() {
-            bail!(
-                "kubectl k8sm {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        stdout_of(
+            &mut self.plugin_command(args),
+            &format!("kubectl k8sm {}", args.join(" ")),
+        )
     }
 
     fn plugin_child(&self, args: &[&str]) -> anyhow::Result<Child> {
@@ -440,6 +425,15 @@ async fn wait_upgraded(
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Runs `cmd` quietly: its standard output, or its standard error as the failure of `what`.
+fn stdout_of(cmd: &mut Command, what: &str) -> anyhow::Result<String> {
+    let output = cmd.output().with_context(|| format!("running {what}"))?;
+    if !output.status.success() {
+        bail!("{what}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 fn wait(timeout: Duration, what: &str, mut ready: impl FnMut() -> bool) -> anyhow::Result<()> {

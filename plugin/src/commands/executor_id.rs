@@ -102,8 +102,9 @@ fn kubelet_version(binary: &Path) -> Result<String, Error> {
             output.status
         )));
     }
-    let text = String::from_utf8_lossy(&output.stdout);
-    Ok(text.lines().next().unwrap_or_default().trim().to_owned())
+    Ok(kubelet::version_line(&String::from_utf8_lossy(
+        &output.stdout,
+    )))
 }
 
 /// The identity of any executor, from its version, binary (or hash), flags and static pods.
@@ -151,7 +152,7 @@ fn static_pods(dir: &Path) -> Result<Vec<(String, String)>, Error> {
         })?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let path = entry.path();
-        if name.starts_with('.') || !path.is_file() {
+        if !kubelet::is_static_pod_file(&name, path.is_file()) {
             continue;
         }
         let text = String::from_utf8(read(&path)?).map_err(|e| Error::Read {

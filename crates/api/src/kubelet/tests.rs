@@ -138,3 +138,15 @@ fn a_config_that_is_not_yaml_is_an_error() {
     bad.config = Some("maxPods: [".into());
     assert!(matches!(bad.identity(), Err(KubeletError::Config(_))));
 }
+
+#[test]
+fn the_version_is_the_first_line_and_manifests_are_the_visible_files() {
+    assert_eq!(
+        version_line("Kubernetes v1.36.3\nmore\n"),
+        "Kubernetes v1.36.3"
+    );
+    assert_eq!(version_line(""), "");
+    assert!(is_static_pod_file("etcd.yaml", true));
+    assert!(!is_static_pod_file(".etcd.yaml.swp", true));
+    assert!(!is_static_pod_file("subdir", false));
+}

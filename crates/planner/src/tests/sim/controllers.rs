@@ -216,14 +216,16 @@ impl World {
             let complete = olds.iter().all(|&s| self.sets[s].replicas == 0)
                 && self.sets[*new].replicas == d
                 && ready_in(*new) == i64::from(d);
-            if let Some(r) = self
-                .view
-                .owners
-                .iter_mut()
-                .find(|o| o.uid == key)
-                .and_then(|o| o.rollout.as_mut())
-            {
-                r.complete = complete;
+            let surged = self.workloads[w].surge_seen.is_some();
+            if let Some(o) = self.view.owners.iter_mut().find(|o| o.uid == key) {
+                // A move's rollout replaces pods until it is complete (`testing::apply` starts it replacing); the
+                // model's other rollouts keep the planner's view of them as the scenarios set it.
+                if surged {
+                    o.replacing = !complete;
+                }
+                if let Some(r) = o.rollout.as_mut() {
+                    r.complete = complete;
+                }
             }
         }
     }
