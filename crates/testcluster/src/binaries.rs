@@ -159,7 +159,7 @@ impl Binaries {
 }
 
 /// Takes the cache's build lock (released when the file is dropped): parallel tests wait and share one build.
-fn lock_cache(root: &Path) -> Result<File, Error> {
+pub(crate) fn lock_cache(root: &Path) -> Result<File, Error> {
     std::fs::create_dir_all(root).map_err(|e| io(format!("creating {}", root.display()), e))?;
     let lock_path = root.join(".lock");
     let lock =
@@ -169,7 +169,7 @@ fn lock_cache(root: &Path) -> Result<File, Error> {
     Ok(lock)
 }
 
-fn is_complete(dir: &Path) -> bool {
+pub(crate) fn is_complete(dir: &Path) -> bool {
     dir.join("complete").exists()
 }
 
@@ -220,7 +220,7 @@ fn pinned_kubernetes_version(go_mod: &Path) -> Result<String, Error> {
         })
 }
 
-fn cache_key(modules: &Path, pins: &[&str], recipe: &[&str]) -> Result<String, Error> {
+pub(crate) fn cache_key(modules: &Path, pins: &[&str], recipe: &[&str]) -> Result<String, Error> {
     let mut hasher = Sha256::new();
     for part in recipe {
         hasher.update(part.as_bytes());
@@ -242,7 +242,10 @@ fn cache_key(modules: &Path, pins: &[&str], recipe: &[&str]) -> Result<String, E
 
 /// Builds into a staging directory beside `dir` and moves it into place when complete, so an interrupted build is
 /// never taken for a finished one.
-fn build_into(dir: &Path, build: impl FnOnce(&Path) -> Result<(), Error>) -> Result<(), Error> {
+pub(crate) fn build_into(
+    dir: &Path,
+    build: impl FnOnce(&Path) -> Result<(), Error>,
+) -> Result<(), Error> {
     let started = Instant::now();
     let staging = dir.with_extension(format!("partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
@@ -302,7 +305,7 @@ fn build_kwok(pin_module: &Path, out: &Path) -> Result<(), Error> {
     copy_kwok_stages(&source, &out.join("kwok-stages"))
 }
 
-fn check_go() -> Result<(), Error> {
+pub(crate) fn check_go() -> Result<(), Error> {
     match Command::new("go").arg("version").output() {
         Ok(out) if out.status.success() => Ok(()),
         _ => Err(Error::Setup(
@@ -333,7 +336,7 @@ fn version_ldflags(version: &str) -> Result<String, Error> {
 }
 
 /// Runs `go build -o out ARGS` in `module`; `out` is a file, or a directory when it ends in `/`.
-fn go_build(module: &Path, out: &str, args: &[String]) -> Result<(), Error> {
+pub(crate) fn go_build(module: &Path, out: &str, args: &[String]) -> Result<(), Error> {
     let mut cmd = Command::new("go");
     cmd.current_dir(module)
         .env("CGO_ENABLED", "0")

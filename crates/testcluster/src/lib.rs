@@ -12,6 +12,7 @@ mod kwok_patch;
 mod pki;
 mod ports;
 mod process;
+mod tools;
 
 pub mod sla;
 
@@ -20,3 +21,4 @@ pub use cluster::{ClusterOptions, TestCluster};
 pub use error::Error;
 pub use kwok::{NodeResources, READY_DELAY_ANNOTATION, node_name};
 pub use process::ManagedProcess;
+pub use tools::{Krew, crane, krew};

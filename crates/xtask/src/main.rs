@@ -1,4 +1,5 @@
-//! `cargo xtask`: the project's automation — tests, CRD generation, the local cluster, the demo and the benchmarks.
+//! `cargo xtask`: the project's automation — tests, CRD generation, the local cluster, the demo, the benchmarks and
+//! the release packaging (container images, the krew plugin release).
 #![forbid(unsafe_code)]
 
 mod bench;
@@ -6,7 +7,10 @@ mod cluster;
 mod crdgen;
 mod demo;
 mod deny;
+mod dist;
 mod fuzz;
+mod image;
+mod release;
 mod test;
 mod workspace;
 
@@ -41,6 +45,12 @@ enum Command {
     /// Run the cargo-fuzz targets of fuzz/ for --seconds each (default 60; needs nightly and cargo-fuzz), failing
     /// if any crashes. Not part of `test`.
     Fuzz(fuzz::FuzzArgs),
+    /// OCI image archives of k8sm-controller and k8sm-agent from statically linked release binaries, without a
+    /// Docker daemon (crane, pinned in tests/go/crane): target/image/<name>-<version>-linux-amd64.oci.tar.
+    Image(image::ImageArgs),
+    /// The kubectl plugin's release for krew: archive, SHA-256 and the manifest rendered from plugin/krew.yaml for
+    /// the platforms built (linux/amd64 here), checked by krew's validate-krew-manifest and install: target/dist/.
+    Dist(dist::DistArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -58,5 +68,7 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Fuzz(args) => fuzz::run(args),
+        Command::Image(args) => image::run(args),
+        Command::Dist(args) => dist::run(args),
     }
 }

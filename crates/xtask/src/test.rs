@@ -1,12 +1,14 @@
 //! `cargo xtask test`: the whole gate CI runs — formatting, lints, CRD drift, dependency licenses, bans and sources
-//! (cargo-deny), unit and end-to-end tests.
+//! (cargo-deny), the release packaging (images, krew release), unit and end-to-end tests.
 
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::Context;
 use k8sm_testcluster::Binaries;
 
-use crate::{crdgen, deny, workspace};
+use crate::release::Profile;
+use crate::{crdgen, deny, dist, image, workspace};
 
 #[derive(clap::Args)]
 pub struct TestArgs {
@@ -52,9 +54,17 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         "cargo build --workspace --bins (but xtask, which runs)",
         workspace::cargo().args(["build", "--workspace", "--exclude", "xtask", "--bins"]),
     )?;
+    // The release packaging, for real: the container images (tests/e2e/tests/image.rs unpacks the controller's
+    // into an empty root and runs it against the cluster as a Pod would) and the krew release (krew's own checks).
+    let images = workspace::root().join(image::DEFAULT_OUT);
+    image::build(&images, Profile::Release, Path::new(image::DEFAULT_BUSYBOX))?;
+    let dist = dist::build(&workspace::root().join(dist::DEFAULT_OUT), Profile::Release)?;
+    dist::validate(&dist)?;
+
     workspace::run(
         "cargo test --workspace",
         workspace::cargo()
+            .env("K8SM_IMAGE_DIR", &images)
             .args(["test", "--workspace", "--"])
             .args(&args.cargo_test_args),
     )

@@ -1,0 +1,520 @@
+//! `cargo xtask image`: OCI image archives of `k8sm-controller` and `k8sm-agent`, without a Docker daemon.
+//!
+//! Each image is one layer on no base: the statically linked release binary (and, for the agent, a static BusyBox
+//! for the shell its DaemonSet and its `--on-kamikaze` commands run). The pinned go-containerregistry `crane`
+//! (`tests/go/crane`) assembles it against its own in-memory registry on a loopback port, which is stopped before
+//! this returns; the result is an OCI image layout, tarred, that `docker load`, `podman load`, `skopeo copy
+//! oci-archive:…`, `kind load image-archive` and `crane push` take. `Containerfile` builds the same layout with
+//! Docker or Podman; a test below keeps the two from drifting apart.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+use crate::release::{self, ARCH, LICENSE, OS, Profile, SOURCE, VERSION};
+use crate::workspace;
+
+/// Where the binaries are, in both images: on the PATH of every image, out of the way of what a base would bring.
+pub const BINARY_DIR: &str = "/usr/local/bin";
+
+/// The image repository both images are named under, as `deploy/` names them.
+pub const REPOSITORY: &str = "k8sm";
+
+/// One image's layout and configuration.
+#[derive(Debug)]
+pub struct ImageSpec {
+    /// Image and binary name.
+    pub name: &'static str,
+    pub description: &'static str,
+    /// `USER`: numeric, since there is no /etc/passwd to look a name up in.
+    pub user: &'static str,
+    pub path: &'static str,
+    pub exposed_ports: &'static [&'static str],
+    /// BusyBox applets the image holds, as links to `/bin/busybox` (none: no BusyBox).
+    pub busybox_applets: &'static [&'static str],
+    /// SPDX expression of what the image holds.
+    pub licenses: &'static str,
+}
+
+impl ImageSpec {
+    pub fn entrypoint(&self) -> String {
+        format!("{BINARY_DIR}/{}", self.name)
+    }
+
+    /// `k8sm/<name>:<version>`, the image `deploy/` runs.
+    pub fn reference(&self) -> String {
+        format!("{REPOSITORY}/{}:{VERSION}", self.name)
+    }
+
+    pub fn archive_name(&self) -> String {
+        format!("{}-{VERSION}-{OS}-{ARCH}.oci.tar", self.name)
+    }
+
+    pub fn labels(&self, revision: &str) -> BTreeMap<&'static str, String> {
+        BTreeMap::from([
+            ("org.opencontainers.image.title", self.name.to_owned()),
+            ("org.opencontainers.image.version", VERSION.to_owned()),
+            ("org.opencontainers.image.revision", revision.to_owned()),
+            ("org.opencontainers.image.source", SOURCE.to_owned()),
+            (
+                "org.opencontainers.image.licenses",
+                self.licenses.to_owned(),
+            ),
+            (
+                "org.opencontainers.image.description",
+                self.description.to_owned(),
+            ),
+        ])
+    }
+}
+
+/// The controller runs as the non-root user deploy/controller.yaml asks for (`runAsUser: 65532`, `runAsNonRoot`),
+/// with no command of its own there: the entrypoint is the binary, and the Deployment's `args` are its flags.
+pub const CONTROLLER: ImageSpec = ImageSpec {
+    name: "k8sm-controller",
+    description: "The k8sm controller: SLA-safe rolling upgrades of node executors",
+    user: "65532:65532",
+    path: BINARY_DIR,
+    exposed_ports: &["8080/tcp"],
+    busybox_applets: &[],
+    licenses: LICENSE,
+};
+
+/// The agent runs as root (deploy/agent/daemonset.yaml makes it privileged, with the host's PIDs: it reads the
+/// kubelet through /proc and enters the host's namespaces on kamikaze). Its DaemonSet runs `sh -c` to read the
+/// executor ID from a file, and the agent runs `--on-kamikaze` with `sh -c` too (`nsenter … systemctl restart …` in
+/// deploy/): hence a static BusyBox providing `sh`, `cat` and `nsenter`.
+pub const AGENT: ImageSpec = ImageSpec {
+    name: "k8sm-agent",
+    description: "The node side of k8sm: publishes the executor ID and obeys kamikaze",
+    user: "0:0",
+    path: "/usr/local/bin:/usr/bin:/bin",
+    exposed_ports: &[],
+    busybox_applets: &["/bin/sh", "/bin/cat", "/usr/bin/nsenter"],
+    licenses: "Apache-2.0 AND GPL-2.0-only",
+};
+
+pub const IMAGES: [&ImageSpec; 2] = [&CONTROLLER, &AGENT];
+
+/// Where the agent image's BusyBox lives in it.
+pub const BUSYBOX: &str = "/bin/busybox";
+
+/// Where the archives go, under the workspace root (the image test reads them there).
+pub const DEFAULT_OUT: &str = "target/image";
+/// Debian's busybox-static puts it there.
+pub const DEFAULT_BUSYBOX: &str = "/bin/busybox";
+
+#[derive(clap::Args)]
+pub struct ImageArgs {
+    /// Directory for the archives.
+    #[arg(long, default_value = DEFAULT_OUT)]
+    pub out: PathBuf,
+    /// Build profile of the binaries in the images. `dev` is only for trying the packaging: it is not what ships.
+    #[arg(long, value_enum, default_value = "release")]
+    pub profile: Profile,
+    /// The statically linked BusyBox of the agent image (Debian: `apt-get install busybox-static`).
+    #[arg(long, default_value = DEFAULT_BUSYBOX)]
+    pub busybox: PathBuf,
+}
+
+pub fn run(args: ImageArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let out = workspace::root().join(&args.out);
+    let built = build(&out, args.profile, &args.busybox)?;
+    eprintln!("==> images ({} in all)", humantime_secs(started));
+    for image in &built {
+        eprintln!(
+            "{}  {}  {} (layer {} uncompressed)  {}",
+            image.reference,
+            image.archive.display(),
+            release::mib(image.archive_bytes),
+            release::mib(image.layer_bytes),
+            image.digest
+        );
+    }
+    Ok(())
+}
+
+fn humantime_secs(since: Instant) -> String {
+    format!("{:.0}s", since.elapsed().as_secs_f64())
+}
+
+/// One built archive.
+#[derive(Debug)]
+pub struct Built {
+    pub reference: String,
+    pub archive: PathBuf,
+    pub archive_bytes: u64,
+    pub layer_bytes: u64,
+    /// The image manifest's digest.
+    pub digest: String,
+}
+
+/// Builds both images' binaries and archives into `out`.
+pub fn build(out: &Path, profile: Profile, busybox: &Path) -> anyhow::Result<Vec<Built>> {
+    let binaries = release::build_static(&IMAGES.map(|image| image.name), profile)?;
+    release::check_static(busybox).with_context(
+        || "the agent image needs a static BusyBox (apt-get install busybox-static)",
+    )?;
+    let revision = release::revision()?;
+    eprintln!("==> crane (go-containerregistry, pinned in tests/go/crane; built once)");
+    let crane = k8sm_testcluster::crane().context("building crane from the Go module proxy")?;
+    let work = out.join(".work");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let registry = Registry::start(&crane)?;
+    let mut built = Vec::new();
+    for (image, binary) in IMAGES.iter().zip(&binaries) {
+        eprintln!("==> image {}", image.reference());
+        built.push(assemble(
+            image,
+            binary,
+            busybox,
+            &revision,
+            &crane,
+            &registry,
+            &work.join(image.name),
+            out,
+        )?);
+    }
+    drop(registry);
+    std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
+    Ok(built)
+}
+
+#[allow(clippy::too_many_arguments)] // One image's inputs; a struct for one call would only rename them.
+fn assemble(
+    image: &ImageSpec,
+    binary: &Path,
+    busybox: &Path,
+    revision: &str,
+    crane: &Path,
+    registry: &Registry,
+    work: &Path,
+    out: &Path,
+) -> anyhow::Result<Built> {
+    // The layer: the files at their paths in the image, modes set here since tar keeps them.
+    let rootfs = work.join("rootfs");
+    install(binary, &rootfs.join(&image.entrypoint()[1..]), 0o755)?;
+    if !image.busybox_applets.is_empty() {
+        install(busybox, &rootfs.join(&BUSYBOX[1..]), 0o755)?;
+        for applet in image.busybox_applets {
+            let link = rootfs.join(&applet[1..]);
+            create_dir(link.parent().unwrap_or(&rootfs))?;
+            std::os::unix::fs::symlink(BUSYBOX, &link)
+                .with_context(|| format!("linking {}", link.display()))?;
+        }
+    }
+    let layer = work.join("layer.tar");
+    let mut tar = release::reproducible_tar();
+    tar.arg("--file").arg(&layer).arg("-C").arg(&rootfs);
+    tar.args(top_level_entries(&rootfs)?);
+    release::run_quiet("tar of the image layer", &mut tar)?;
+
+    // Assemble in crane's registry, then take it out as an OCI layout: the only way crane sets a configuration.
+    let remote = format!("{}/{}", registry.host, image.reference());
+    release::run_quiet(
+        "crane append",
+        Command::new(crane)
+            .args(["append", "--oci-empty-base", "--new_layer"])
+            .arg(&layer)
+            .args(["--new_tag", &remote]),
+    )?;
+    let mut mutate = Command::new(crane);
+    mutate
+        .args(["mutate", &remote, "--tag", &remote])
+        .args(["--set-platform", &format!("{OS}/{ARCH}")])
+        .args(["--entrypoint", &image.entrypoint()])
+        .args(["--user", image.user, "--workdir", "/"])
+        .args(["--env", &format!("PATH={}", image.path)]);
+    for port in image.exposed_ports {
+        mutate.args(["--exposed-ports", port]);
+    }
+    for (key, value) in image.labels(revision) {
+        // crane reads each --label as CSV (commas separate pairs): quote it so a value may hold commas.
+        mutate.args(["--label", &csv_field(&format!("{key}={value}"))]);
+    }
+    release::run_quiet("crane mutate", &mut mutate)?;
+    let layout = work.join("layout");
+    release::run_quiet(
+        "crane pull --format oci",
+        Command::new(crane)
+            .args(["pull", "--format", "oci", &remote])
+            .arg(&layout),
+    )?;
+    let digest = name_layout(&layout, image)?;
+
+    create_dir(out)?;
+    let archive = out.join(image.archive_name());
+    let mut tar = release::reproducible_tar();
+    tar.arg("--file").arg(&archive).arg("-C").arg(&layout);
+    tar.args(top_level_entries(&layout)?);
+    release::run_quiet("tar of the OCI layout", &mut tar)?;
+    Ok(Built {
+        reference: image.reference(),
+        archive_bytes: size(&archive)?,
+        layer_bytes: size(&layer)?,
+        archive,
+        digest,
+    })
+}
+
+/// Names the layout's one image as `docker.io/k8sm/<name>:<version>` (containerd, and so `docker load` and `kind
+/// load`, read `io.containerd.image.name`; the OCI annotation holds the tag) and returns its digest.
+fn name_layout(layout: &Path, image: &ImageSpec) -> anyhow::Result<String> {
+    let index_path = layout.join("index.json");
+    let mut index: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&index_path)
+            .with_context(|| format!("reading {}", index_path.display()))?,
+    )
+    .context("parsing the layout's index.json")?;
+    let manifests = index["manifests"]
+        .as_array_mut()
+        .filter(|m| m.len() == 1)
+        .context("the layout should hold exactly one image")?;
+    let manifest = &mut manifests[0];
+    manifest["annotations"] = serde_json::json!({
+        "io.containerd.image.name": format!("docker.io/{}", image.reference()),
+        "org.opencontainers.image.ref.name": VERSION,
+    });
+    let digest = manifest["digest"]
+        .as_str()
+        .context("the image has no digest")?
+        .to_owned();
+    std::fs::write(&index_path, serde_json::to_vec(&index)?)
+        .with_context(|| format!("writing {}", index_path.display()))?;
+    Ok(digest)
+}
+
+fn csv_field(value: &str) -> String {
+    format!("\"{}\"", value.replace('"', "\"\""))
+}
+
+fn install(from: &Path, to: &Path, mode: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    create_dir(to.parent().context("a path in the image")?)?;
+    std::fs::copy(from, to)
+        .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting the mode of {}", to.display()))
+}
+
+/// Creates `dir` and its parents with mode 0755, whatever the umask.
+fn create_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("setting the mode of {}", dir.display()))
+}
+
+/// The names directly in `dir`, sorted, so that tar stores `usr/…` rather than `./usr/…`.
+fn top_level_entries(dir: &Path) -> anyhow::Result<Vec<String>> {
+    let mut names = std::fs::read_dir(dir)
+        .with_context(|| format!("listing {}", dir.display()))?
+        .map(|entry| Ok(entry?.file_name().to_string_lossy().into_owned()))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    names.sort();
+    Ok(names)
+}
+
+fn size(path: &Path) -> anyhow::Result<u64> {
+    Ok(std::fs::metadata(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len())
+}
+
+/// crane's in-memory registry on a free loopback port, stopped when dropped.
+struct Registry {
+    child: Child,
+    /// `127.0.0.1:<port>` (crane speaks plain HTTP to loopback registries).
+    host: String,
+}
+
+impl Registry {
+    fn start(crane: &Path) -> anyhow::Result<Self> {
+        let mut child = Command::new(crane)
+            .args(["registry", "serve", "--address", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting crane registry serve")?;
+        let stderr = child.stderr.take().context("crane's stderr")?;
+        let mut lines = BufReader::new(stderr).lines();
+        // It logs `serving on port N` once it listens.
+        let port = lines.by_ref().map_while(Result::ok).find_map(|line| {
+            line.split("serving on port ")
+                .nth(1)
+                .map(|port| port.trim().to_owned())
+        });
+        let mut registry = Self {
+            child,
+            host: String::new(),
+        };
+        let Some(port) = port else {
+            bail!("crane registry serve exited without listening");
+        };
+        registry.host = format!("127.0.0.1:{port}");
+        // Keep draining its log (one line per request) so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok(registry)
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One stage of the Containerfile: its name and its instructions, continuation lines joined.
+    fn stages(containerfile: &str) -> BTreeMap<String, Vec<(String, String)>> {
+        let mut joined = Vec::new();
+        let mut current = String::new();
+        for line in containerfile.lines() {
+            let line = line.trim();
+            if line.starts_with('#') || (line.is_empty() && current.is_empty()) {
+                continue;
+            }
+            match line.strip_suffix('\\') {
+                Some(part) => current.push_str(part),
+                None => {
+                    current.push_str(line);
+                    joined.push(std::mem::take(&mut current));
+                }
+            }
+        }
+        let mut stages = BTreeMap::new();
+        let mut stage = String::new();
+        for instruction in joined.into_iter().filter(|i| !i.is_empty()) {
+            let (keyword, rest) = instruction.split_once(' ').unwrap_or((&instruction, ""));
+            let (keyword, rest) = (keyword.to_uppercase(), rest.trim().to_owned());
+            if keyword == "FROM" {
+                stage = rest.rsplit(' ').next().unwrap_or_default().to_owned();
+            }
+            stages
+                .entry(stage.clone())
+                .or_insert_with(Vec::new)
+                .push((keyword, rest));
+        }
+        stages
+    }
+
+    fn values<'a>(stage: &'a [(String, String)], keyword: &str) -> Vec<&'a str> {
+        stage
+            .iter()
+            .filter(|(k, _)| k == keyword)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    /// The Containerfile's final stages must give the images this file builds: same base (none), user, entrypoint,
+    /// PATH, ports, binary path, BusyBox links and labels.
+    #[test]
+    fn the_containerfile_builds_the_same_layout() {
+        let text = std::fs::read_to_string(workspace::root().join("Containerfile")).unwrap();
+        let stages = stages(&text);
+        for image in IMAGES {
+            let stage = stages
+                .get(image.name)
+                .unwrap_or_else(|| panic!("Containerfile has no stage {}", image.name));
+            assert_eq!(
+                stage[0],
+                ("FROM".to_owned(), format!("scratch AS {}", image.name))
+            );
+            assert_eq!(values(stage, "USER"), [image.user], "{}", image.name);
+            assert_eq!(
+                values(stage, "ENTRYPOINT"),
+                [format!("[\"{}\"]", image.entrypoint())],
+                "{}",
+                image.name
+            );
+            assert_eq!(
+                values(stage, "ENV"),
+                [format!("PATH={}", image.path)],
+                "{}",
+                image.name
+            );
+            assert_eq!(values(stage, "WORKDIR"), ["/"], "{}", image.name);
+            let ports: Vec<String> = image
+                .exposed_ports
+                .iter()
+                .map(|p| (*p).to_owned())
+                .collect();
+            assert_eq!(values(stage, "EXPOSE"), ports, "{}", image.name);
+            let copies = values(stage, "COPY").join("\n");
+            assert!(
+                copies.contains(&format!(" {}", image.entrypoint())),
+                "{}: no COPY to {}:\n{copies}",
+                image.name,
+                image.entrypoint()
+            );
+            for applet in image.busybox_applets {
+                assert!(
+                    copies.contains(applet) || text.contains(&format!("ln -s {BUSYBOX} .{applet}")),
+                    "{}: no {applet}",
+                    image.name
+                );
+            }
+            let labels = values(stage, "LABEL").join(" ");
+            for (key, value) in image.labels("REVISION") {
+                let expected = match key {
+                    "org.opencontainers.image.version" => "\"${VERSION}\"".to_owned(),
+                    "org.opencontainers.image.revision" => "\"${REVISION}\"".to_owned(),
+                    _ => format!("\"{value}\""),
+                };
+                assert!(
+                    labels.contains(&format!("{key}={expected}")),
+                    "{}: label {key}={expected} missing from {labels}",
+                    image.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_containerfile_tags_this_version() {
+        let text = std::fs::read_to_string(workspace::root().join("Containerfile")).unwrap();
+        assert!(text.contains(&format!("\nARG VERSION={VERSION}\n")));
+        assert!(text.contains(&format!("-t {}", CONTROLLER.reference())));
+        assert!(text.contains(&format!("-t {}", AGENT.reference())));
+    }
+
+    /// The manifests of deploy/ run the images this builds, as they expect them.
+    #[test]
+    fn deploy_runs_these_images() {
+        let root = workspace::root();
+        let controller = std::fs::read_to_string(root.join("deploy/controller.yaml")).unwrap();
+        assert!(controller.contains(&format!("image: {}\n", CONTROLLER.reference())));
+        // No `command:`: the image's entrypoint, the binary, takes the Deployment's args.
+        assert!(!controller.contains("command:"));
+        assert!(controller.contains("runAsUser: 65532"));
+        assert!(CONTROLLER.user.starts_with("65532:"));
+        let agent = std::fs::read_to_string(root.join("deploy/agent/daemonset.yaml")).unwrap();
+        assert!(agent.contains(&format!("image: {}\n", AGENT.reference())));
+        // Its command is `sh -c 'exec k8sm-agent … $(cat …) --on-kamikaze "nsenter …"'`.
+        assert!(agent.contains("command: [sh, -c]"));
+        for tool in ["/bin/sh", "/bin/cat", "/usr/bin/nsenter"] {
+            assert!(AGENT.busybox_applets.contains(&tool));
+        }
+        assert!(AGENT.path.split(':').any(|dir| dir == BINARY_DIR));
+    }
+
+    #[test]
+    fn labels_are_quoted_for_crane() {
+        assert_eq!(csv_field("a=b, \"c\""), "\"a=b, \"\"c\"\"\"");
+    }
+}
