@@ -491,6 +491,7 @@ mod tests {
         assert!(text.contains(&format!("\nARG VERSION={VERSION}\n")));
         assert!(text.contains(&format!("-t {}", CONTROLLER.reference())));
         assert!(text.contains(&format!("-t {}", AGENT.reference())));
+        assert!(text.contains(&format!("RUSTFLAGS='{}'", release::STATIC_RUSTFLAGS)));
     }
 
     /// The manifests of deploy/ run the images this builds, as they expect them.

@@ -77,13 +77,26 @@ fn git(args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
-/// Builds `binaries` (each the binary of the package of the same name) for [`TARGET`], statically linked, and
-/// returns their paths, after checking that none needs a dynamic loader.
+/// The flags of the static build (the Containerfile's build uses the same; a test checks it).
 ///
-/// Static glibc (`+crt-static` on the gnu target, libc.a from libc6-dev) because no musl target is installed; the
-/// binaries resolve no host names through NSS (in a cluster the API server is an address), so glibc's static-NSS
-/// caveat does not bite. Symbols are stripped (a third of the size). The build has its own target directory,
-/// `target/static`, so its flags never invalidate the ordinary builds and its lock never waits on theirs.
+/// `+crt-static`: static glibc (libc.a from libc6-dev), because no musl target is installed; the binaries resolve no
+/// host names through NSS (in a cluster the API server is an address), so glibc's static-NSS caveat does not bite.
+/// `getrandom_backend="linux_getrandom"`: getrandom 0.3 and later look `getrandom` up with `dlsym`, which finds
+/// nothing in a static binary, and then fall back to reading /dev/urandom; the image test caught the controller
+/// panicking on that in a root with no /dev. This makes them call glibc's `getrandom` (the system call) directly.
+/// `strip=symbols`: a third of the size.
+pub const STATIC_RUSTFLAGS: &str =
+    "-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\" -C strip=symbols";
+
+/// Every binary a release packages (each the binary of the package of the same name).
+pub const RELEASE_BINARIES: [&str; 3] = ["k8sm-controller", "k8sm-agent", "kubectl-k8sm"];
+
+/// Builds the [`RELEASE_BINARIES`] for [`TARGET`], statically linked, and returns the path of each of `binaries`,
+/// after checking that none needs a dynamic loader. All are built together whichever are asked for: their shared
+/// dependencies are then built once, with one set of features, for the images and the plugin alike.
+///
+/// With [`STATIC_RUSTFLAGS`], in its own target directory, `target/static`, so that its flags never invalidate the
+/// ordinary builds and its lock never waits on theirs.
 pub fn build_static(binaries: &[&str], profile: Profile) -> anyhow::Result<Vec<PathBuf>> {
     let target_dir = workspace::root().join("target/static");
     let mut cargo = workspace::cargo();
@@ -98,16 +111,16 @@ pub fn build_static(binaries: &[&str], profile: Profile) -> anyhow::Result<Vec<P
                 "CARGO_TARGET_{}_RUSTFLAGS",
                 TARGET.to_uppercase().replace('-', "_")
             ),
-            "-C target-feature=+crt-static -C strip=symbols",
+            STATIC_RUSTFLAGS,
         );
-    for binary in binaries {
+    for binary in RELEASE_BINARIES {
         cargo.args(["-p", binary]);
     }
     workspace::run(
         &format!(
             "cargo build --profile {} --target {TARGET}, statically linked: {}",
             profile.cargo_name(),
-            binaries.join(", ")
+            RELEASE_BINARIES.join(", ")
         ),
         &mut cargo,
     )?;
@@ -115,6 +128,10 @@ pub fn build_static(binaries: &[&str], profile: Profile) -> anyhow::Result<Vec<P
     binaries
         .iter()
         .map(|binary| {
+            anyhow::ensure!(
+                RELEASE_BINARIES.contains(binary),
+                "{binary} is not a release binary"
+            );
             let path = dir.join(binary);
             check_static(&path)?;
             Ok(path)

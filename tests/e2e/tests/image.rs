@@ -4,6 +4,9 @@
 //! Deployment's args and env, the in-cluster variables and a ServiceAccount token and CA of deploy/rbac.yaml mounted
 //! at /var/run/secrets/kubernetes.io/serviceaccount — against the real local cluster, where it upgrades the nodes.
 //!
+//! The root has no /dev, /proc or /etc: the controller needs none of them (a container runtime would provide the
+//! first two, but what the binary does not need cannot go missing).
+//!
 //! The root is entered with a user namespace (`unshare --user --root`), which works as root and as a plain user, maps
 //! the image's user (65532) onto the test's own, and keeps the test's `--pdeathsig` guard (a real switch of user
 //! would clear it, and a killed test could leave the controller behind).
@@ -249,6 +252,13 @@ fn agent_image_has_what_its_daemonset_runs() {
         std::fs::read_to_string(workspace_root().join("deploy/agent/daemonset.yaml")).unwrap();
     assert!(daemonset.contains(&format!("image: k8sm/k8sm-agent:{VERSION}\n")));
     assert!(daemonset.contains("command: [sh, -c]"));
+    for link in ["bin/sh", "bin/cat", "usr/bin/nsenter"] {
+        assert!(image.files.iter().any(|f| f == link), "no {link}");
+        assert_eq!(
+            std::fs::read_link(dir.join(link)).ok(),
+            Some(PathBuf::from("/bin/busybox"))
+        );
+    }
     let mut run = Command::new("env");
     run.arg("-i")
         .args(&image.env)
@@ -256,7 +266,7 @@ fn agent_image_has_what_its_daemonset_runs() {
         .args(["--user", "--map-root-user"])
         .arg(format!("--root={}", dir.display()))
         .args(["--wd=/", "--", "sh", "-c"])
-        .arg("command -v cat && command -v nsenter && echo id | cat && exec k8sm-agent --version");
+        .arg("echo id | /bin/cat && /usr/bin/nsenter --help 2>&1; exec k8sm-agent --version");
     let output = run.output().expect("unshare runs");
     let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -265,14 +275,15 @@ fn agent_image_has_what_its_daemonset_runs() {
         "{stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.first(), Some(&"id"), "{stdout}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("Usage: nsenter")),
+        "{stdout}"
+    );
     assert_eq!(
-        stdout.lines().collect::<Vec<_>>(),
-        [
-            "/bin/cat",
-            "/usr/bin/nsenter",
-            "id",
-            &format!("k8sm-agent {VERSION}")
-        ]
+        lines.last().copied(),
+        Some(&*format!("k8sm-agent {VERSION}"))
     );
 }
 
@@ -316,7 +327,10 @@ fn unpack(archive: &Path, root: &Path) -> Image {
         let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
         let bytes = std::fs::read(layout.join("blobs/sha256").join(hex)).expect("blob");
         assert_eq!(
-            format!("{:x}", Sha256::digest(&bytes)),
+            Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>(),
             hex,
             "blob {digest}"
         );
