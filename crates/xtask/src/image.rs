@@ -36,6 +36,8 @@ pub struct ImageSpec {
     pub exposed_ports: &'static [&'static str],
     /// BusyBox applets the image holds, as links to `/bin/busybox` (none: no BusyBox).
     pub busybox_applets: &'static [&'static str],
+    /// Whether the image holds the CA certificate bundle at [`CA_CERTIFICATES`].
+    pub ca_certificates: bool,
     /// SPDX expression of what the image holds.
     pub licenses: &'static str,
 }
@@ -73,7 +75,9 @@ impl ImageSpec {
 }
 
 /// The controller runs as the non-root user deploy/controller.yaml asks for (`runAsUser: 65532`, `runAsNonRoot`),
-/// with no command of its own there: the entrypoint is the binary, and the Deployment's `args` are its flags.
+/// with no command of its own there: the entrypoint is the binary, and the Deployment's `args` are its flags. It holds
+/// the system's CA bundle: its `Http` kamikaze client (reqwest with rustls-platform-verifier) refuses to start
+/// without system roots, and the image test caught it exiting in a root without them.
 pub const CONTROLLER: ImageSpec = ImageSpec {
     name: "k8sm-controller",
     description: "The k8sm controller: SLA-safe rolling upgrades of node executors",
@@ -81,6 +85,7 @@ pub const CONTROLLER: ImageSpec = ImageSpec {
     path: BINARY_DIR,
     exposed_ports: &["8080/tcp"],
     busybox_applets: &[],
+    ca_certificates: true,
     licenses: LICENSE,
 };
 
@@ -95,6 +100,8 @@ pub const AGENT: ImageSpec = ImageSpec {
     path: "/usr/local/bin:/usr/bin:/bin",
     exposed_ports: &[],
     busybox_applets: &["/bin/sh", "/bin/cat", "/usr/bin/nsenter"],
+    // Its TLS is the cluster's own (the in-cluster CA): it needs no public roots.
+    ca_certificates: false,
     licenses: "Apache-2.0 AND GPL-2.0-only",
 };
 
@@ -102,6 +109,9 @@ pub const IMAGES: [&ImageSpec; 2] = [&CONTROLLER, &AGENT];
 
 /// Where the agent image's BusyBox lives in it.
 pub const BUSYBOX: &str = "/bin/busybox";
+
+/// Where the CA bundle lives in an image: the first place rustls-native-certs (through openssl-probe) looks.
+pub const CA_CERTIFICATES: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// Where the archives go, under the workspace root (the image test reads them there).
 pub const DEFAULT_OUT: &str = "target/image";
@@ -119,12 +129,22 @@ pub struct ImageArgs {
     /// The statically linked BusyBox of the agent image (Debian: `apt-get install busybox-static`).
     #[arg(long, default_value = DEFAULT_BUSYBOX)]
     pub busybox: PathBuf,
+    /// The CA bundle of the controller image (Debian: `apt-get install ca-certificates`).
+    #[arg(long, default_value = CA_CERTIFICATES)]
+    pub ca_certificates: PathBuf,
 }
 
 pub fn run(args: ImageArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let out = workspace::root().join(&args.out);
-    let built = build(&out, args.profile, &args.busybox)?;
+    let built = build(
+        &out,
+        args.profile,
+        &Inputs {
+            busybox: args.busybox,
+            ca_certificates: args.ca_certificates,
+        },
+    )?;
     eprintln!("==> images ({} in all)", humantime_secs(started));
     for image in &built {
         eprintln!(
@@ -154,12 +174,34 @@ pub struct Built {
     pub digest: String,
 }
 
+/// What the images take from the build machine besides k8sm's binaries.
+#[derive(Debug)]
+pub struct Inputs {
+    pub busybox: PathBuf,
+    pub ca_certificates: PathBuf,
+}
+
+impl Default for Inputs {
+    fn default() -> Self {
+        Self {
+            busybox: DEFAULT_BUSYBOX.into(),
+            ca_certificates: CA_CERTIFICATES.into(),
+        }
+    }
+}
+
 /// Builds both images' binaries and archives into `out`.
-pub fn build(out: &Path, profile: Profile, busybox: &Path) -> anyhow::Result<Vec<Built>> {
+pub fn build(out: &Path, profile: Profile, inputs: &Inputs) -> anyhow::Result<Vec<Built>> {
     let binaries = release::build_static(&IMAGES.map(|image| image.name), profile)?;
-    release::check_static(busybox).with_context(
+    release::check_static(&inputs.busybox).with_context(
         || "the agent image needs a static BusyBox (apt-get install busybox-static)",
     )?;
+    let bundle = std::fs::read_to_string(&inputs.ca_certificates).unwrap_or_default();
+    anyhow::ensure!(
+        bundle.contains("-----BEGIN CERTIFICATE-----"),
+        "the controller image needs a CA bundle: {} has no certificate (apt-get install ca-certificates)",
+        inputs.ca_certificates.display()
+    );
     let revision = release::revision()?;
     eprintln!("==> crane (go-containerregistry, pinned in tests/go/crane; built once)");
     let crane = k8sm_testcluster::crane().context("building crane from the Go module proxy")?;
@@ -173,7 +215,7 @@ pub fn build(out: &Path, profile: Profile, busybox: &Path) -> anyhow::Result<Vec
         built.push(assemble(
             image,
             binary,
-            busybox,
+            inputs,
             &revision,
             &crane,
             &registry,
@@ -190,7 +232,7 @@ pub fn build(out: &Path, profile: Profile, busybox: &Path) -> anyhow::Result<Vec
 fn assemble(
     image: &ImageSpec,
     binary: &Path,
-    busybox: &Path,
+    inputs: &Inputs,
     revision: &str,
     crane: &Path,
     registry: &Registry,
@@ -201,13 +243,20 @@ fn assemble(
     let rootfs = work.join("rootfs");
     install(binary, &rootfs.join(&image.entrypoint()[1..]), 0o755)?;
     if !image.busybox_applets.is_empty() {
-        install(busybox, &rootfs.join(&BUSYBOX[1..]), 0o755)?;
+        install(&inputs.busybox, &rootfs.join(&BUSYBOX[1..]), 0o755)?;
         for applet in image.busybox_applets {
             let link = rootfs.join(&applet[1..]);
             create_dir(link.parent().unwrap_or(&rootfs))?;
             std::os::unix::fs::symlink(BUSYBOX, &link)
                 .with_context(|| format!("linking {}", link.display()))?;
         }
+    }
+    if image.ca_certificates {
+        install(
+            &inputs.ca_certificates,
+            &rootfs.join(&CA_CERTIFICATES[1..]),
+            0o644,
+        )?;
     }
     let layer = work.join("layer.tar");
     let mut tar = release::reproducible_tar();
@@ -461,6 +510,12 @@ mod tests {
                 "{}: no COPY to {}:\n{copies}",
                 image.name,
                 image.entrypoint()
+            );
+            assert_eq!(
+                copies.contains(&format!(" {CA_CERTIFICATES}")),
+                image.ca_certificates,
+                "{}: CA bundle",
+                image.name
             );
             for applet in image.busybox_applets {
                 assert!(

@@ -1,7 +1,6 @@
 //! `cargo xtask test`: the whole gate CI runs — formatting, lints, CRD drift, dependency licenses, bans and sources
 //! (cargo-deny), the release packaging (images, krew release), unit and end-to-end tests.
 
-use std::path::Path;
 use std::process::Command;
 
 use anyhow::Context;
@@ -57,7 +56,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     // The release packaging, for real: the container images (tests/e2e/tests/image.rs unpacks the controller's
     // into an empty root and runs it against the cluster as a Pod would) and the krew release (krew's own checks).
     let images = workspace::root().join(image::DEFAULT_OUT);
-    image::build(&images, Profile::Release, Path::new(image::DEFAULT_BUSYBOX))?;
+    image::build(&images, Profile::Release, &image::Inputs::default())?;
     let dist = dist::build(&workspace::root().join(dist::DEFAULT_OUT), Profile::Release)?;
     dist::validate(&dist)?;
 

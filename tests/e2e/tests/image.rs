@@ -4,8 +4,8 @@
 //! Deployment's args and env, the in-cluster variables and a ServiceAccount token and CA of deploy/rbac.yaml mounted
 //! at /var/run/secrets/kubernetes.io/serviceaccount — against the real local cluster, where it upgrades the nodes.
 //!
-//! The root has no /dev, /proc or /etc: the controller needs none of them (a container runtime would provide the
-//! first two, but what the binary does not need cannot go missing).
+//! The root has no /dev or /proc, and of /etc only what the image brings: the controller needs no more (a container
+//! runtime would provide the first two, but what the binary does not need cannot go missing).
 //!
 //! The root is entered with a user namespace (`unshare --user --root`), which works as root and as a plain user, maps
 //! the image's user (65532) onto the test's own, and keeps the test's `--pdeathsig` guard (a real switch of user
@@ -47,12 +47,16 @@ async fn controller_from_its_image_upgrades_nodes_as_a_pod() {
     assert_eq!(
         image.files,
         [
+            "etc",
+            "etc/ssl",
+            "etc/ssl/certs",
+            "etc/ssl/certs/ca-certificates.crt",
             "usr",
             "usr/local",
             "usr/local/bin",
             "usr/local/bin/k8sm-controller"
         ],
-        "the controller image holds its binary and nothing else"
+        "the controller image holds its binary and the CA bundle, nothing else"
     );
     let container = deployed_container();
     // deploy/controller.yaml gives no command: the image's entrypoint runs, with the Deployment's args.
