@@ -248,7 +248,10 @@ pub(crate) fn cache_key(modules: &Path, pins: &[&str], recipe: &[&str]) -> Resul
 
 /// Builds into a staging directory beside `dir` and moves it into place when complete, so an interrupted build is
 /// never taken for a finished one.
-pub(crate) fn build_into(dir: &Path, build: impl FnOnce(&Path) -> Result<(), Error>) -> Result<(), Error> {
+pub(crate) fn build_into(
+    dir: &Path,
+    build: impl FnOnce(&Path) -> Result<(), Error>,
+) -> Result<(), Error> {
     let started = Instant::now();
     let staging = dir.with_extension(format!("partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);

@@ -39,8 +39,7 @@ impl Binaries {
             );
             build_into(&dir, |out| {
                 // Without it `helm version` says only the minor version (the module build carries no release tag).
-                let ldflags =
-                    format!("-s -w -X {HELM_MODULE}/internal/version.version={version}");
+                let ldflags = format!("-s -w -X {HELM_MODULE}/internal/version.version={version}");
                 go_build(
                     &module,
                     &out.join("helm").display().to_string(),
@@ -64,6 +63,7 @@ impl Binaries {
             &module,
             "github.com/prometheus-operator/prometheus-operator",
         )?;
-        Ok(source.join("example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"))
+        Ok(source
+            .join("example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"))
     }
 }

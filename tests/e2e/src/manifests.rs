@@ -70,7 +70,9 @@ pub fn parse(yaml: &str) -> Result<BTreeMap<ObjectKey, Value>, String> {
 }
 
 /// Every difference between two sets of objects, `want` (the reference) and `have`, readably: the objects only one
-/// side has, and for each object both have, every field path whose values differ. Empty when they are equal.
+/// side has, and for each object both have, every field path whose values differ. Empty when they are equal. The only
+/// normalisation is JSON's: numbers compare by value (`100` equals `100.0`); a field missing on one side differs from
+/// any value, and YAML comments, key order and quoting never count.
 pub fn differences(
     want_name: &str,
     want: &BTreeMap<ObjectKey, Value>,
@@ -134,6 +136,9 @@ fn diff_values(path: &str, want: &Value, have: &Value, out: &mut Vec<String>) {
                 diff_values(&format!("{path}[{i}]"), x, y, out);
             }
         }
+        // JSON has one number type: `100` and `100.0` are the same value to the apiserver (kustomize prints the CRD's
+        // `maximum: 100.0` as `100`, Helm copies the file as it is).
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
         _ if want != have => out.push(format!("{path}: {want} != {have}")),
         _ => {}
     }
@@ -148,7 +153,7 @@ mod tests {
         let base = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: n}\ndata: {x: '1'}\n---\n\
                     # only a comment\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: n}\n";
         let same = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: n\n---\nkind: ConfigMap\napiVersion: v1\n\
-                    data:\n  x: '1'\nmetadata:\n  namespace: n\n  name: a\n";
+                    data:\n  x: \"1\"\nmetadata:\n  namespace: n\n  name: a\n";
         let changed = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: n}\ndata: {x: '2'}\n---\n\
                        apiVersion: v1\nkind: Namespace\nmetadata: {name: m}\n";
         let base = parse(base).unwrap();
@@ -159,6 +164,19 @@ mod tests {
         assert!(diff.contains(".data.x: \"1\" != \"2\""), "{diff}");
         assert!(diff.contains("v1 Namespace n: only in a"), "{diff}");
         assert!(diff.contains("v1 Namespace m: only in b"), "{diff}");
+    }
+
+    #[test]
+    fn numbers_compare_by_value_but_not_with_strings() {
+        let object = |max: &str| {
+            parse(&format!(
+                "apiVersion: v1\nkind: X\nmetadata: {{name: a}}\nmax: {max}\n"
+            ))
+            .unwrap()
+        };
+        assert_eq!(differences("a", &object("100"), "b", &object("100.0")), "");
+        assert!(!differences("a", &object("100"), "b", &object("\"100\"")).is_empty());
+        assert!(!differences("a", &object("100"), "b", &object("100.5")).is_empty());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use k8sm_e2e::manifests::{self, ObjectKey};
-use k8sm_e2e::{KubectlResult, install_crd, kubectl, kubectl_ok, workspace_root};
+use k8sm_e2e::{KubectlResult, kubectl, kubectl_ok, workspace_root};
 use k8sm_testcluster::{Binaries, ClusterOptions, TestCluster};
 use serde_json::{Value, json};
 
@@ -126,7 +126,10 @@ fn example_policies() -> (Objects, Value) {
             objects.insert(key, object);
         }
     }
-    assert!(objects.len() >= 3, "deploy/examples holds the example policies");
+    assert!(
+        objects.len() >= 3,
+        "deploy/examples holds the example policies"
+    );
     (objects, json!({ "policies": values }))
 }
 
@@ -164,9 +167,15 @@ async fn helm_chart_renders_the_kustomize_base_and_the_apiserver_accepts_it() {
     helm.ok(&["lint", "--strict", CHART]);
     let base = kustomize(&cluster, "deploy");
     let default = helm.render(&[]);
-    assert_same("kubectl kustomize deploy", &base, "the chart's default render", &default);
+    assert_same(
+        "kubectl kustomize deploy",
+        &base,
+        "the chart's default render",
+        &default,
+    );
     assert!(
-        base.keys().any(|key| key.kind == "CustomResourceDefinition")
+        base.keys()
+            .any(|key| key.kind == "CustomResourceDefinition")
             && base.keys().any(|key| key.kind == "Namespace")
             && base.keys().any(|key| key.kind == "Deployment"),
         "the base holds the CRD, the namespace and the controller: {:?}",
@@ -234,7 +243,10 @@ async fn helm_chart_renders_the_kustomize_base_and_the_apiserver_accepts_it() {
 /// own, so that the dry-run below starts from a cluster without k8sm's namespace.
 fn install_and_uninstall(helm: &Helm, cluster: &TestCluster, policies_file: &str) {
     let crd = "crd/executorupgradepolicies.k8s.mesosphere.io";
-    assert!(!kubectl(cluster, &["get", crd]).success, "no CRD before the install");
+    assert!(
+        !kubectl(cluster, &["get", crd]).success,
+        "no CRD before the install"
+    );
     helm.ok(&[
         "install",
         "k8sm",
@@ -249,18 +261,48 @@ fn install_and_uninstall(helm: &Helm, cluster: &TestCluster, policies_file: &str
     kubectl_ok(cluster, &["get", crd]);
     kubectl_ok(
         cluster,
-        &["-n", "k8sm-helm", "get", "deployment/k8sm-controller", "serviceaccount/k8sm-controller"],
+        &[
+            "-n",
+            "k8sm-helm",
+            "get",
+            "deployment/k8sm-controller",
+            "serviceaccount/k8sm-controller",
+        ],
     );
     let listed = kubectl_ok(cluster, &["get", "eup", "-o", "name"]);
     for name in ["aggressive", "conservative", "default"] {
         assert!(listed.contains(name), "policy {name} installed:\n{listed}");
     }
-    assert!(helm.ok(&["list", "--namespace", "default"]).contains("deployed"));
+    assert!(
+        helm.ok(&["list", "--namespace", "default"])
+            .contains("deployed")
+    );
 
     helm.ok(&["uninstall", "k8sm", "--namespace", "default"]);
     kubectl_ok(cluster, &["get", crd]);
-    let left = kubectl_ok(cluster, &["get", "eup,clusterrole/k8sm-controller", "-o", "name", "--ignore-not-found"]);
-    assert!(left.trim().is_empty(), "helm uninstall leaves:\n{left}");
+    // Cluster-wide (policies, RBAC) and in the release's namespace (which, without a namespace controller in this
+    // cluster, stays Terminating, but Helm deletes its objects one by one).
+    let left: Vec<String> = [
+        vec!["get", "eup,clusterroles,clusterrolebindings", "-o", "name"],
+        vec![
+            "-n",
+            "k8sm-helm",
+            "get",
+            "all,serviceaccounts,roles,rolebindings,pdb",
+            "-o",
+            "name",
+        ],
+    ]
+    .iter()
+    .flat_map(|args| {
+        kubectl_ok(cluster, args)
+            .lines()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    })
+    .filter(|name| name.contains("k8sm") || name.starts_with("executorupgradepolic"))
+    .collect();
+    assert!(left.is_empty(), "helm uninstall leaves {left:?}");
 }
 
 /// Every option on, applied with a server-side dry-run: the apiserver validates each object (schema, admission) and
@@ -290,7 +332,14 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
     values["policies"] = policies["policies"].clone();
     let values_file = helm.values_file("everything.yaml", &values);
     helm.ok(&["lint", "--strict", CHART, "-f", &values_file]);
-    let rendered = helm.ok(&["template", "k8sm", CHART, "--include-crds", "-f", &values_file]);
+    let rendered = helm.ok(&[
+        "template",
+        "k8sm",
+        CHART,
+        "--include-crds",
+        "-f",
+        &values_file,
+    ]);
     let objects = parse("helm template (everything on)", &rendered);
 
     let deployment = &objects[&key("apps/v1", "Deployment", "k8sm-system", "k8sm-controller")];
@@ -300,11 +349,31 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
     assert_eq!(container["resources"]["limits"]["memory"], "1Gi");
     assert_eq!(container["args"][2], "--log-format=json");
     for (api_version, kind, namespace, name) in [
-        ("monitoring.coreos.com/v1", "ServiceMonitor", "k8sm-system", "k8sm-controller"),
-        ("policy/v1", "PodDisruptionBudget", "k8sm-system", "k8sm-controller"),
+        (
+            "monitoring.coreos.com/v1",
+            "ServiceMonitor",
+            "k8sm-system",
+            "k8sm-controller",
+        ),
+        (
+            "policy/v1",
+            "PodDisruptionBudget",
+            "k8sm-system",
+            "k8sm-controller",
+        ),
         ("apps/v1", "DaemonSet", "k8sm-system", "k8sm-agent"),
-        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "", "k8sm-agent-own-node"),
-        ("k8s.mesosphere.io/v1alpha1", "ExecutorUpgradePolicy", "", "conservative"),
+        (
+            "admissionregistration.k8s.io/v1",
+            "ValidatingAdmissionPolicy",
+            "",
+            "k8sm-agent-own-node",
+        ),
+        (
+            "k8s.mesosphere.io/v1alpha1",
+            "ExecutorUpgradePolicy",
+            "",
+            "conservative",
+        ),
     ] {
         assert!(
             objects.contains_key(&key(api_version, kind, namespace, name)),
@@ -312,31 +381,65 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
         );
     }
 
-    install_crd(cluster);
-    let service_monitor_crd = Binaries::service_monitor_crd().expect("the ServiceMonitor CRD from its module");
-    apply_crd(cluster, &service_monitor_crd, "crd/servicemonitors.monitoring.coreos.com");
+    // The CRD as the chart's README says to update it after a chart upgrade: Helm's field manager owns it since the
+    // install above, so the apply takes its fields over (--force-conflicts).
+    apply_crd(
+        cluster,
+        &workspace_root()
+            .join(CHART)
+            .join("crds/executorupgradepolicy.yaml"),
+        "crd/executorupgradepolicies.k8s.mesosphere.io",
+    );
+    let service_monitor_crd =
+        Binaries::service_monitor_crd().expect("the ServiceMonitor CRD from its module");
+    apply_crd(
+        cluster,
+        &service_monitor_crd,
+        "crd/servicemonitors.monitoring.coreos.com",
+    );
     kubectl_ok(cluster, &["create", "namespace", "k8sm-system"]);
 
     let file = helm.home.join("everything-rendered.yaml");
     std::fs::write(&file, &rendered).unwrap();
     let applied = kubectl_ok(
         cluster,
-        &["apply", "--server-side", "--dry-run=server", "-f", file.to_str().unwrap()],
+        &[
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "-f",
+            file.to_str().unwrap(),
+        ],
     );
-    let accepted = applied.lines().filter(|line| line.ends_with("(server dry run)")).count();
+    let accepted = applied
+        .lines()
+        .filter(|line| line.ends_with("(server dry run)"))
+        .count();
     assert_eq!(
         accepted,
         objects.len(),
         "the apiserver accepts every object of the render:\n{applied}"
     );
     // A dry run stores nothing.
-    assert!(!kubectl(cluster, &["-n", "k8sm-system", "get", "deployment/k8sm-controller"]).success);
+    assert!(
+        !kubectl(
+            cluster,
+            &["-n", "k8sm-system", "get", "deployment/k8sm-controller"]
+        )
+        .success
+    );
 }
 
 fn apply_crd(cluster: &TestCluster, file: &Path, name: &str) {
     kubectl_ok(
         cluster,
-        &["apply", "--server-side", "-f", file.to_str().unwrap()],
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            file.to_str().unwrap(),
+        ],
     );
     kubectl_ok(
         cluster,
