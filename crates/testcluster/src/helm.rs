@@ -18,8 +18,9 @@ const HELM_MODULE: &str = "helm.sh/helm/v4";
 const HELM_RECIPE: &str = "1";
 
 impl Binaries {
-    /// The `helm` command of the pinned Helm module, built once (about two minutes with a warm Go cache) and
-    /// cached under `cluster-bin/helm-<key>`. Concurrent callers wait on the cache's lock and share one build.
+    /// The `helm` command of the pinned Helm module, built once (minutes with a cold Go build cache, seconds with a
+    /// warm one) and cached under `cluster-bin/helm-<key>`. Concurrent callers wait on the cache's lock and share one
+    /// build.
     pub fn helm() -> Result<PathBuf, Error> {
         let modules = go_modules_dir();
         let module = modules.join("helm");

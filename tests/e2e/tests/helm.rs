@@ -191,6 +191,14 @@ async fn helm_chart_renders_the_kustomize_base_and_the_apiserver_accepts_it() {
         "an extra argument is reported:\n{diff}"
     );
 
+    // One replica: no PodDisruptionBudget, whose minAvailable 1 would forbid evicting it and so block its node's drain.
+    let single = helm.render(&["--set", "controller.replicas=1"]);
+    assert!(
+        !single.keys().any(|key| key.kind == "PodDisruptionBudget")
+            && default.keys().any(|key| key.kind == "PodDisruptionBudget"),
+        "the PodDisruptionBudget is rendered with two replicas or more only"
+    );
+
     // The agent: exactly the objects of deploy/agent, added to the base.
     let with_agent = helm.render(&["--set", "agent.enabled=true"]);
     assert_same(
@@ -419,6 +427,9 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
         accepted,
         objects.len(),
         "the apiserver accepts every object of the render:\n{applied}"
+    );
+    println!(
+        "the apiserver accepts all {accepted} objects of the render with every option on (server-side dry-run)"
     );
     // A dry run stores nothing.
     assert!(

@@ -1,4 +1,7 @@
-// Pins Helm, which the e2e tests use to render and lint the chart in deploy/helm/k8sm.
+// Pins Helm, which the e2e test tests/e2e/tests/helm.rs uses to lint, render and install the chart in
+// deploy/helm/k8sm. Helm 4 rather than 3: it is the maintained line (Helm announced bug fixes for Helm 3 until July
+// 2026 and security fixes until November 2026), and what operators installing today get. The chart (apiVersion v2)
+// uses no Helm 4-only feature, so Helm 3 should install it as well; only Helm 4 is tested.
 module github.com/k8sm/k8sm/tests/go/helm
 
 go 1.26.0

@@ -15,8 +15,8 @@ policy refer to. Several objects are cluster-scoped (the CRD, the ClusterRoles),
 {{- end -}}
 
 {{/*
-Refuses values that would install something broken, with the fix in the message. Included by every template that
-could be rendered alone (helm template --show-only).
+Refuses values that would install something broken, with the fix in the message. Included once, by namespace.yaml
+(which is always rendered, whether or not it creates the Namespace).
 */}}
 {{- define "k8sm.checks" -}}
 {{- if and .Values.namespace.create (eq .Release.Namespace .Values.namespace.name) -}}
