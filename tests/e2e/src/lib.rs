@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod binaries;
+pub mod connect_proxy;
 pub mod deletions;
 pub mod events;
 pub mod http;
