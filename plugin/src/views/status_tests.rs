@@ -515,10 +515,8 @@ fn a_label_selector_restricts_rows_and_summaries_to_the_matching_nodes() {
         .render(false, now(), Palette::PLAIN);
     let rows: Vec<&str> = text
         .lines()
-        .filter_map(|l| {
-            l.starts_with("node-")
-                .then(|| l.split_whitespace().next().unwrap())
-        })
+        .filter(|l| l.starts_with("node-"))
+        .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert_eq!(
         rows,
