@@ -280,6 +280,65 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
         (Some(4), Some(4), Some(true))
     );
     assert_eq!(json["targetExecutorId"], new_id);
+
+    // --all lists every node of the policy, -l only those the apiserver says its query selects.
+    let rows = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("node-"))
+            .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    let all = k8sm_ok(cluster, &["upgrade", "status", "--all"]);
+    assert_eq!(
+        rows(&all),
+        (0..4)
+            .map(|i| format!("{} Compatible", node_name(i)))
+            .collect::<Vec<_>>(),
+        "{all}"
+    );
+    let selector = format!(
+        "kubernetes.io/hostname in ({},{})",
+        node_name(1),
+        node_name(3)
+    );
+    let some = k8sm_ok(cluster, &["upgrade", "status", "--all", "-l", &selector]);
+    assert_eq!(
+        rows(&some),
+        [
+            format!("{} Compatible", node_name(1)),
+            format!("{} Compatible", node_name(3))
+        ],
+        "{some}"
+    );
+    assert!(
+        some.contains(&format!("Selector: {selector}: 2 nodes of the policy's\n")),
+        "{some}"
+    );
+    let plan_of_one = k8sm_ok(
+        cluster,
+        &[
+            "plan",
+            "-o",
+            "json",
+            "-l",
+            &format!("kubernetes.io/hostname={}", node_name(2)),
+        ],
+    );
+    let plan_of_one: Value = serde_json::from_str(&plan_of_one).unwrap();
+    let planned: Vec<&str> = plan_of_one["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter_map(|n| n["name"].as_str())
+        .collect();
+    assert_eq!(planned, [node_name(2)]);
+    // A query the apiserver cannot read is refused in its words.
+    let bad = k8sm(cluster, &["upgrade", "status", "-l", "a b"]);
+    assert!(
+        !bad.success && bad.stderr.contains("listing nodes"),
+        "{}",
+        bad.stderr
+    );
 }
 
 /// Runs `kubectl k8sm upgrade status --watch` until it exits by itself; panics with its output after `timeout`.
