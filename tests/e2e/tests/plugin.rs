@@ -554,6 +554,11 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
         k8sm_ok(cluster, &["blocked", "-n", "default"]),
         "No blocked pods in namespace default.\n"
     );
+    // -l: only the pods the apiserver says the query selects.
+    let debug_only = k8sm_ok(cluster, &["blocked", "-l", "app=debug"]);
+    let lines: Vec<&str> = debug_only.lines().collect();
+    assert_eq!(lines.len(), 2, "a header and the debug pod:\n{debug_only}");
+    assert!(lines[1].contains("debug"), "{debug_only}");
     let status = k8sm_ok(cluster, &["upgrade", "status", "-o", "wide"]);
     assert!(status.contains("kubectl k8sm force node-0001"), "{status}");
 
