@@ -48,7 +48,11 @@ pub async fn run(
         ),
     )
     .default_backoff()
-    .map(|_| ())
+    .map(|event| {
+        event
+            .map(|_| ())
+            .map_err(|e| watch_error("watching the policy", e))
+    })
     .boxed();
     // The node query is that of the policy as the watch starts: a changed spec.nodeSelector needs a new watch.
     let (node_cache, node_changes) = match super::status::node_query(policy, args)? {
@@ -60,7 +64,11 @@ pub async fn run(
                 watcher(api, watcher::Config::default().labels(&selector)),
             )
             .default_backoff()
-            .map(|_| ())
+            .map(|event| {
+                event
+                    .map(|_| ())
+                    .map_err(|e| watch_error("watching nodes", e))
+            })
             .boxed();
             (Some(cache), changes)
         }
@@ -68,9 +76,9 @@ pub async fn run(
     };
     let mut changes = futures::stream::select(policy_changes, node_changes);
     // The first frame waits for both caches to hold what the cluster holds.
-    wait_for(&mut changes, &policy_cache).await;
+    wait_for(&mut changes, &policy_cache).await?;
     if let Some(cache) = &node_cache {
-        wait_for(&mut changes, cache).await;
+        wait_for(&mut changes, cache).await?;
     }
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut last: Option<StatusView> = None;
@@ -111,8 +119,9 @@ pub async fn run(
                 if change.is_none() {
                     return Ok(());
                 }
+                // Once the watches ran, a failure is retried with backoff (meanwhile the frame stands).
                 tokio::time::sleep(SETTLE).await;
-                while let Some(Some(())) = changes.next().now_or_never() {}
+                while let Some(Some(_)) = changes.next().now_or_never() {}
             }
             _ = tick.tick(), if terminal.stdout_is_terminal => {}
             _ = &mut interrupted => return Ok(()),
@@ -120,19 +129,39 @@ pub async fn run(
     }
 }
 
-/// Drives `changes` (which feed the caches) until `cache` has had its first complete list.
-async fn wait_for<K, S>(changes: &mut S, cache: &Store<K>)
+/// Drives `changes` (which feed the caches) until `cache` has had its first complete list. A watch that fails before
+/// (no right to watch, no such resource) is an error to show, not a wait without end.
+async fn wait_for<K, S>(changes: &mut S, cache: &Store<K>) -> Result<(), Error>
 where
     K: kube::Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
-    S: futures::Stream<Item = ()> + Unpin,
+    S: futures::Stream<Item = Result<(), Error>> + Unpin,
 {
     let ready = cache.wait_until_ready();
     tokio::pin!(ready);
     loop {
         tokio::select! {
-            _ = &mut ready => return,
-            change = changes.next() => if change.is_none() { return },
+            _ = &mut ready => return Ok(()),
+            change = changes.next() => match change {
+                Some(Err(error)) => return Err(error),
+                Some(Ok(())) => {}
+                None => return Ok(()),
+            },
         }
+    }
+}
+
+/// A watch's failure, as the plugin reports a request's.
+fn watch_error(what: &str, error: watcher::Error) -> Error {
+    match error {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => Error::kube(what, e),
+        watcher::Error::WatchError(status) => Error::kube(what, kube::Error::Api(status)),
+        watcher::Error::NoResourceVersion => Error::Api {
+            what: what.to_owned(),
+            code: 0,
+            message: "the apiserver's answer has no resourceVersion".to_owned(),
+        },
     }
 }

@@ -314,6 +314,12 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
         some.contains(&format!("Selector: {selector}: 2 nodes of the policy's\n")),
         "{some}"
     );
+    // The watch renders the same from its caches of the policy and the selected nodes, and ends at once: done.
+    let watched = k8sm_ok(
+        cluster,
+        &["upgrade", "status", "--watch", "--all", "-l", &selector],
+    );
+    assert_eq!(watched, some);
     let plan_of_one = k8sm_ok(
         cluster,
         &[
