@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod binaries;
+pub mod connect_proxy;
 pub mod deletions;
 pub mod events;
 pub mod http;
