@@ -387,7 +387,7 @@ impl Controller {
         self.metrics
             .stage_took(Stage::Observe, (planning - started).as_secs_f64());
         let plan = k8sm_planner::plan(&view, now);
-        self.reports.load(&view).await;
+        self.reports.look_up(&view);
         self.reports.observe(&view, &plan, now);
         // A controller of an unknown kind is remembered from its first eviction on. The plan counted its size from
         // the pods it sees, as the remembered size starts: planning again would change nothing.

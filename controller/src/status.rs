@@ -10,6 +10,7 @@ use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
 
+use k8sm_api::pace;
 use k8sm_api::text::bounded;
 use k8sm_api::{
     BlockedPod, DeletedNode, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_MESSAGE,
@@ -23,50 +24,17 @@ use crate::status_lists::{self, Lists};
 use crate::status_pace::{StatusPace, Verdict};
 use k8sm_view::time::to_time;
 
-/// Measures each policy's pace (upgraded nodes per second since this controller first saw it) for the ETA.
-#[derive(Debug, Default)]
-pub struct Pace {
-    first_seen: HashMap<String, (DateTime<Utc>, u32)>,
-}
-
-impl Pace {
-    fn eta(&mut self, policy: &PolicyPlan, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let remaining = policy.eta.nodes_remaining;
-        let compatible = policy.counts.compatible;
-        if remaining == 0 {
-            // Nothing to do: the next upgrade's pace is measured from when it starts.
-            self.first_seen.remove(&policy.policy);
-            return None;
-        }
-        let (start, start_compatible) = *self
-            .first_seen
-            .entry(policy.policy.clone())
-            .or_insert((now, compatible));
-        // Nothing moves while paused or outside the maintenance window: no pace to go by.
-        if policy.eta.nodes_blocked > 0 || policy.paused || window_closed(policy) {
-            return None;
-        }
-        let done = compatible.saturating_sub(start_compatible);
-        let elapsed = (now - start).num_milliseconds();
-        if done == 0 || elapsed <= 0 {
-            return None;
-        }
-        let per_node_ms = elapsed / i64::from(done);
-        Some(now + chrono::Duration::milliseconds(per_node_ms * i64::from(remaining)))
-    }
-}
-
 /// Whether the policy's maintenance window is closed now.
 fn window_closed(policy: &PolicyPlan) -> bool {
     matches!(policy.window, Some(WindowState::Closed { .. }))
 }
 
-/// The status of `policy` as this plan sees it. `previous` keeps condition transition times and the ETA stable.
+/// The status of `policy` as this plan sees it. `previous` (the status the cluster holds, whichever leader wrote it)
+/// keeps condition transition times, the ETA and the pace it is measured from stable.
 pub fn build(
     plan: &Plan,
     policy: &PolicyPlan,
     previous: Option<&ExecutorUpgradePolicyStatus>,
-    eta: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> ExecutorUpgradePolicyStatus {
     let nodes: Vec<_> = plan
@@ -173,6 +141,20 @@ pub fn build(
     }
 
     let counts_unchanged = previous.is_some_and(|p| p.counts == policy.counts);
+    let remaining = policy.eta.nodes_remaining;
+    let compatible = policy.counts.compatible;
+    let pace = pace::pace_start(
+        previous.and_then(|p| p.pace.as_ref()),
+        compatible,
+        remaining,
+        now,
+    );
+    // Nothing moves while paused or outside the maintenance window, and a blocked node waits for an operator: no
+    // pace to go by.
+    let eta = pace
+        .as_ref()
+        .filter(|_| policy.eta.nodes_blocked == 0 && !policy.paused && !window_closed(policy))
+        .and_then(|start| pace::eta(start, compatible, remaining, now));
     ExecutorUpgradePolicyStatus {
         conditions,
         observed_generation: policy.generation,
@@ -190,6 +172,7 @@ pub fn build(
             }
             _ => eta.map(to_time),
         },
+        pace,
         window: policy.window.map(|state| match state {
             WindowState::Open { closes } => WindowStatus {
                 open: true,
@@ -243,6 +226,7 @@ fn with_explicit_nulls(status: &ExecutorUpgradePolicyStatus) -> Result<serde_jso
             "blockedPodsTotal",
             "deletedNodes",
             "eta",
+            "pace",
         ] {
             object.entry(key).or_insert(serde_json::Value::Null);
         }
@@ -367,7 +351,6 @@ pub fn report_troubles(
 /// Writes each policy's status when it differs from what the cluster holds.
 pub struct StatusWriter {
     api: Api<ExecutorUpgradePolicy>,
-    pace: Pace,
     /// How often each policy's status is written.
     writes: StatusPace,
     /// Checked right before every write.
@@ -378,7 +361,6 @@ impl StatusWriter {
     pub fn new(client: Client, leadership: Leadership) -> Self {
         Self {
             api: Api::all(client),
-            pace: Pace::default(),
             writes: StatusPace::default(),
             leadership,
         }
@@ -405,8 +387,7 @@ impl StatusWriter {
                 continue;
             };
             let previous = cached.status.as_ref();
-            let eta = self.pace.eta(policy, now);
-            let mut status = build(plan, policy, previous, eta, now);
+            let mut status = build(plan, policy, previous, now);
             report_troubles(&mut status, previous, plan, policy, troubles, now);
             status.deleted_nodes = executed_records(
                 &status.deleted_nodes,
@@ -585,9 +566,9 @@ mod tests {
             message: "outside the maintenance window".into(),
             nodes: Vec::new(),
         });
-        let mut previous = build(&Plan::default(), &policy_plan(4, 1), None, None, now);
+        let mut previous = build(&Plan::default(), &policy_plan(4, 1), None, now);
         previous.eta = Some(to_time(now + chrono::Duration::minutes(5)));
-        let status = build(&Plan::default(), &policy, Some(&previous), None, now);
+        let status = build(&Plan::default(), &policy, Some(&previous), now);
         assert_eq!(status.eta, None, "no ETA carried over while closed");
         assert_eq!(
             status.window,
@@ -607,8 +588,60 @@ mod tests {
             ("False", "OutsideWindow")
         );
         assert_eq!(degraded_says(&status).0, "False");
-        let mut pace = Pace::default();
-        assert_eq!(pace.eta(&policy, now), None);
+        // Even when progress was made while it was open: the count changed, the window is closed now.
+        let progressed = build(&Plan::default(), &policy_plan(4, 0), None, now);
+        let later = now + chrono::Duration::minutes(10);
+        assert_eq!(
+            build(&Plan::default(), &policy, Some(&progressed), later).eta,
+            None
+        );
+    }
+
+    /// The ETA is measured from the pace start in the status, so a new leader, which knows only what the cluster
+    /// holds, estimates what the old one would have: no jump at a takeover.
+    #[test]
+    fn the_eta_survives_a_leader_change() {
+        // A whole second: the status keeps times to the second.
+        let t0 = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap();
+        let minutes = |m: i64| t0 + chrono::Duration::minutes(m);
+        let started = build(&Plan::default(), &policy_plan(100, 0), None, t0);
+        assert_eq!(started.eta, None, "nothing upgraded yet: no pace");
+        let old_leader = build(
+            &Plan::default(),
+            &policy_plan(100, 20),
+            Some(&started),
+            minutes(40),
+        );
+        // 20 nodes in 40 minutes: 2 minutes per node, 80 left.
+        assert_eq!(old_leader.eta, Some(to_time(minutes(40 + 160))));
+
+        // The old leader is gone; the new one reads the status back from the apiserver and plans at minute 60.
+        let stored: ExecutorUpgradePolicyStatus =
+            serde_json::from_value(serde_json::to_value(&old_leader).unwrap()).unwrap();
+        let new_leader = build(
+            &Plan::default(),
+            &policy_plan(100, 30),
+            Some(&stored),
+            minutes(60),
+        );
+        // 30 nodes in 60 minutes since the upgrade began (not since the takeover): 70 left.
+        assert_eq!(new_leader.eta, Some(to_time(minutes(60 + 140))));
+        assert_eq!(
+            new_leader.pace, started.pace,
+            "measured from the same start"
+        );
+
+        let done = build(
+            &Plan::default(),
+            &policy_plan(100, 100),
+            Some(&new_leader),
+            minutes(200),
+        );
+        assert_eq!(
+            (done.eta, done.pace),
+            (None, None),
+            "the next upgrade starts afresh"
+        );
     }
 
     #[test]
@@ -619,7 +652,7 @@ mod tests {
             message: "spec.nodeSelector \"pool=none\" selects none of the cluster's 3 nodes".into(),
             nodes: Vec::new(),
         });
-        let status = build(&Plan::default(), &policy, None, None, Utc::now());
+        let status = build(&Plan::default(), &policy, None, Utc::now());
         assert_eq!(upgraded(&status), ("False", "NoNodesSelected"));
         assert_eq!(status.upgraded.as_deref(), Some("0/0"));
         assert_eq!(
@@ -631,9 +664,9 @@ mod tests {
             )
         );
 
-        let done = build(&Plan::default(), &policy_plan(2, 2), None, None, Utc::now());
+        let done = build(&Plan::default(), &policy_plan(2, 2), None, Utc::now());
         assert_eq!(upgraded(&done), ("True", "AllNodesCompatible"));
-        let busy = build(&Plan::default(), &policy_plan(2, 1), None, None, Utc::now());
+        let busy = build(&Plan::default(), &policy_plan(2, 1), None, Utc::now());
         assert_eq!(upgraded(&busy), ("False", "NodesRemaining"));
     }
 
@@ -698,7 +731,7 @@ mod tests {
     fn an_eviction_refused_by_a_budget_is_reported_as_blocked() {
         let (plan, policy) = draining();
         let now = Utc::now();
-        let mut status = build(&plan, &policy, None, None, now);
+        let mut status = build(&plan, &policy, None, now);
         assert!(
             status.blocked_pods.is_empty(),
             "the plan alone sees no blocker"
@@ -736,7 +769,7 @@ mod tests {
     fn actions_that_keep_failing_block_their_pod_or_node_and_degrade_the_policy() {
         let (plan, policy) = draining();
         let now = Utc::now();
-        let mut status = build(&plan, &policy, None, None, now);
+        let mut status = build(&plan, &policy, None, now);
         let denied = "evict pod shop/a failed 3 times in a row: 403 Forbidden: denied; retrying with backoff";
         let kamikaze =
             "kamikaze node n1 failed 4 times in a row: connection refused; retrying with backoff";
@@ -775,7 +808,7 @@ mod tests {
             stale_view: Some(stale.clone()),
             ..Troubles::default()
         };
-        let mut first = build(&plan, &policy, None, None, t0);
+        let mut first = build(&plan, &policy, None, t0);
         report_troubles(&mut first, None, &plan, &policy, &troubles, t0);
         let condition = degraded(&first);
         assert_eq!(
@@ -786,7 +819,7 @@ mod tests {
         assert_eq!(condition.last_transition_time, to_time(t0));
 
         let t1 = t0 + chrono::Duration::seconds(30);
-        let mut later = build(&plan, &policy, Some(&first), None, t1);
+        let mut later = build(&plan, &policy, Some(&first), t1);
         report_troubles(&mut later, Some(&first), &plan, &policy, &troubles, t1);
         assert_eq!(
             degraded(&later).last_transition_time,
@@ -799,7 +832,7 @@ mod tests {
         );
 
         let t2 = t1 + chrono::Duration::seconds(30);
-        let mut recovered = build(&plan, &policy, Some(&later), None, t2);
+        let mut recovered = build(&plan, &policy, Some(&later), t2);
         report_troubles(
             &mut recovered,
             Some(&later),

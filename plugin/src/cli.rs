@@ -107,29 +107,116 @@ impl From<&ConnectArgs> for ConnectOptions {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Start an upgrade, or follow one.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = examples::UPGRADE)]
     Upgrade(Upgrade),
     /// List every pod that keeps a draining node from finishing, and why.
+    #[command(after_help = examples::BLOCKED)]
     Blocked(BlockedArgs),
     /// Dry run: what the controller does next, node by node and pod by pod, and why.
+    #[command(after_help = examples::PLAN)]
     Plan(PlanArgs),
     /// Delete a node's pods that only an operator can move (unmanaged pods under policy Never; opted-out pods only
     /// with --include-opted-out), recording a Forced event on each; or, with --retry-kamikaze, tell a node that came
     /// back from kamikaze with the wrong executor to terminate once more.
-    #[command(
-        after_help = "Examples:\n  kubectl k8sm force node-17\n  kubectl k8sm force node-17 --include-opted-out --yes\n  \
-                      kubectl k8sm force node-17 --retry-kamikaze --dry-run\n  kubectl k8sm force node-17 --retry-kamikaze"
-    )]
+    #[command(after_help = examples::FORCE)]
     Force(ForceArgs),
     /// Stop all evictions, deletions and kamikaze of a policy (nodes are still marked, status still updated).
+    #[command(after_help = examples::PAUSE)]
     Pause(PolicyArg),
     /// Resume a paused policy where it stopped.
+    #[command(after_help = examples::RESUME)]
     Resume(PolicyArg),
     /// Print the executor ID of an executor build and configuration.
-    #[command(disable_version_flag = true)]
+    #[command(disable_version_flag = true, after_help = examples::EXECUTOR_ID)]
     ExecutorId(ExecutorIdArgs),
     /// Print a shell completion script for kubectl-k8sm, e.g. `source <(kubectl k8sm completion bash)`.
+    #[command(after_help = examples::COMPLETION)]
     Completion(CompletionArgs),
+}
+
+/// The "Examples:" section of every command's help, as kubectl's: commands to copy, the common case first.
+mod examples {
+    pub const UPGRADE: &str = "Examples:
+  # Upgrade every node of the only policy to a new executor, then follow it
+  kubectl k8sm upgrade start --to sha256:<64 hex digits>
+  kubectl k8sm upgrade status --watch
+
+  # What the last run did, for a change ticket
+  kubectl k8sm upgrade report -o markdown";
+    pub const START: &str = "Examples:
+  # The ID of the executor the control plane now launches, then the upgrade to it
+  kubectl k8sm executor-id --version v1.36.3 --binary ./kubelet --static-pods ./manifests
+  kubectl k8sm upgrade start --to sha256:<64 hex digits>
+
+  # With several policies, name one
+  kubectl k8sm upgrade start --to sha256:<64 hex digits> --policy gpu-pool";
+    pub const STATUS: &str = "Examples:
+  # Progress, ETA and the nodes in flight or blocked; the queue and the upgraded in a line each
+  kubectl k8sm upgrade status
+
+  # Every node, one per row
+  kubectl k8sm upgrade status --all
+
+  # Only the nodes of one zone, re-rendered on every change until done
+  kubectl k8sm upgrade status -l topology.kubernetes.io/zone=eu-west-1a --watch
+
+  # For scripts
+  kubectl k8sm upgrade status -o json";
+    pub const REPORT: &str = "Examples:
+  # The policy's last run
+  kubectl k8sm upgrade report
+
+  # The run to one target, as Markdown
+  kubectl k8sm upgrade report --policy fleet --to sha256:<64 hex digits> -o markdown";
+    pub const BLOCKED: &str = "Examples:
+  # Every pod that holds a draining node, whatever its namespace
+  kubectl k8sm blocked
+
+  # Only one namespace's pods, or only one app's
+  kubectl k8sm blocked -n shop
+  kubectl k8sm blocked -l app=kafka -o wide";
+    pub const PLAN: &str = "Examples:
+  # What the controller does next, and why
+  kubectl k8sm plan
+
+  # What an upgrade to a new target would do first (the policy is not changed)
+  kubectl k8sm plan --to sha256:<64 hex digits>
+
+  # Only the nodes of one pool, with the pods that restart with them
+  kubectl k8sm plan -l pool=gpu -o wide";
+    pub const FORCE: &str = "Examples:
+  # Delete the pods that only an operator can move off node-17, after confirmation
+  kubectl k8sm force node-17
+
+  # Opted-out pods too, without asking
+  kubectl k8sm force node-17 --include-opted-out --yes
+
+  # A node that came back from kamikaze with the wrong executor: what would change, then do it
+  kubectl k8sm force node-17 --retry-kamikaze --dry-run
+  kubectl k8sm force node-17 --retry-kamikaze";
+    pub const PAUSE: &str = "Examples:
+  # Stop every eviction, deletion and kamikaze now
+  kubectl k8sm pause
+  kubectl k8sm pause --policy gpu-pool";
+    pub const RESUME: &str = "Examples:
+  # Go on where the upgrade stopped
+  kubectl k8sm resume
+  kubectl k8sm resume --policy gpu-pool";
+    pub const EXECUTOR_ID: &str = "Examples:
+  # The ID of a kubelet as the agent computes it on a node
+  kubectl k8sm executor-id --kubelet-binary ./kubelet --kubelet-cmdline ./cmdline --kubelet-config ./config.yaml \\
+    --static-pods ./manifests
+
+  # Any executor: its version, binary (or its hash), flags and static pods
+  kubectl k8sm executor-id --version v1.36.3 --binary ./kubelet --flag --max-pods=110 --static-pods ./manifests";
+    pub const COMPLETION: &str = "Examples:
+  # Complete kubectl k8sm in this bash session, or in every new one
+  source <(kubectl k8sm completion bash)
+  kubectl k8sm completion bash > ~/.local/share/bash-completion/completions/kubectl-k8sm
+
+  # zsh and fish
+  kubectl k8sm completion zsh > \"${fpath[1]}/_kubectl-k8sm\"
+  kubectl k8sm completion fish > ~/.config/fish/completions/kubectl-k8sm.fish";
 }
 
 #[derive(Args, Debug)]
@@ -141,11 +228,14 @@ pub struct CompletionArgs {
 #[derive(Subcommand, Debug)]
 pub enum Upgrade {
     /// Set the target executor ID: every selected node running another executor is upgraded to it.
+    #[command(after_help = examples::START)]
     Start(StartArgs),
-    /// Progress, ETA, counts by phase, and where every node in an upgrade phase stands.
+    /// Progress, ETA, counts by phase, and where the nodes in flight or blocked stand (--all: every node).
+    #[command(after_help = examples::STATUS)]
     Status(StatusArgs),
     /// The durable record of an upgrade run (the last one, or that of `--to`): per node its drain and restart, per
     /// workload the fewest Ready pods observed against its bound, and the actions taken; it outlives the Events.
+    #[command(after_help = examples::REPORT)]
     Report(ReportArgs),
 }
 
@@ -203,6 +293,17 @@ pub struct StatusArgs {
     /// Re-render on every change, until every node is upgraded or Ctrl-C.
     #[arg(short = 'w', long)]
     pub watch: bool,
+
+    /// List every node of the policy, one per row (default: only nodes in flight or blocked; the queued and the
+    /// upgraded are summed up in a line each).
+    #[arg(long)]
+    pub all: bool,
+
+    /// Only nodes with these labels (a label query, as kubectl's: key=value, key!=value, key in (a,b), key, !key;
+    /// comma-separated, all must match): the node rows and the summary lines count only the policy's nodes that
+    /// match.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -221,6 +322,11 @@ pub struct BlockedArgs {
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
 
+    /// Only pods with these labels (a label query, as kubectl's: key=value, key!=value, key in (a,b), key, !key;
+    /// comma-separated, all must match). The plan still weighs every pod: a pod waits on its workload's other pods.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -238,6 +344,12 @@ pub struct PlanArgs {
     /// Output format (wide also lists pods that restart with their node).
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+
+    /// Only nodes with these labels, and their pods and actions (a label query, as kubectl's: key=value, key!=value,
+    /// key in (a,b), key, !key; comma-separated, all must match). The plan is that of every node: a node's place in
+    /// the queue is its place among all of them.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -370,6 +482,75 @@ mod tests {
             "{}",
             String::from_utf8_lossy(&checked.stderr)
         );
+    }
+
+    /// Every command, as kubectl's, ends its help with examples, and every example is a command line that parses.
+    #[test]
+    fn every_command_has_examples_that_parse() {
+        fn walk(command: &clap::Command, path: &str, examples: &mut Vec<String>) {
+            for sub in command.get_subcommands().filter(|c| c.get_name() != "help") {
+                let path = format!("{path} {}", sub.get_name());
+                let help = sub
+                    .get_after_help()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                assert!(help.starts_with("Examples:\n"), "{path} has no examples");
+                // A `\` at the end of a line continues it, as in a shell.
+                let joined = help.replace("\\\n", " ");
+                let own: Vec<String> = joined
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| l.starts_with("kubectl k8sm"))
+                    .map(str::to_owned)
+                    .collect();
+                assert!(
+                    own.iter()
+                        .any(|l| l.starts_with(&format!("kubectl k8sm{path}"))),
+                    "{path}: no example runs it:\n{help}"
+                );
+                examples.extend(own);
+                walk(sub, &path, examples);
+            }
+        }
+        let mut examples = Vec::new();
+        walk(&Cli::command(), "", &mut examples);
+        assert!(examples.len() > 20, "{examples:?}");
+        let id = format!("sha256:{}", "ab".repeat(32));
+        for example in examples {
+            let line = example.replace("sha256:<64 hex digits>", &id);
+            // Up to a shell redirection.
+            let line = line.split(" > ").next().unwrap_or_default();
+            let words = std::iter::once("kubectl-k8sm")
+                .chain(line.split_whitespace().skip(2))
+                .collect::<Vec<_>>();
+            if let Err(error) = Cli::try_parse_from(&words) {
+                panic!("{example}: {error}");
+            }
+        }
+    }
+
+    #[test]
+    fn status_blocked_and_plan_take_a_label_selector() {
+        let cli = Cli::try_parse_from([
+            "kubectl-k8sm",
+            "upgrade",
+            "status",
+            "-l",
+            "pool in (a,b),!spot",
+            "--all",
+        ])
+        .unwrap();
+        let Command::Upgrade(Upgrade::Status(args)) = cli.command else {
+            panic!("status")
+        };
+        assert_eq!(args.selector.as_deref(), Some("pool in (a,b),!spot"));
+        assert!(args.all);
+        for command in [&["blocked"][..], &["plan"]] {
+            let args = std::iter::once("kubectl-k8sm")
+                .chain(command.iter().copied())
+                .chain(["--selector", "app=web"]);
+            assert!(Cli::try_parse_from(args).is_ok(), "{command:?}");
+        }
     }
 
     #[test]

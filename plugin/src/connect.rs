@@ -209,6 +209,53 @@ current-context: prod
         assert_eq!(context_user(&kubeconfig, Some("nope")), None);
     }
 
+    /// kube's gzip feature: the plugin asks for gzipped answers, as kubectl does, and reads them. (A loopback
+    /// server in the test's place of an apiserver: a real one gzips only large answers, unseen by a test.)
+    #[tokio::test]
+    async fn answers_are_asked_for_and_read_gzipped() {
+        use std::io::Write;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8; 1];
+                if stream.read(&mut byte).await.unwrap() == 0 {
+                    break;
+                }
+                head.push(byte[0]);
+            }
+            let version = serde_json::json!({
+                "major": "1", "minor": "36", "gitVersion": "v1.36.0-gzipped", "gitCommit": "", "gitTreeState": "",
+                "buildDate": "", "goVersion": "", "compiler": "", "platform": ""
+            });
+            let mut gzip =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gzip.write_all(version.to_string().as_bytes()).unwrap();
+            let body = gzip.finish().unwrap();
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(answer.as_bytes()).await.unwrap();
+            stream.write_all(&body).await.unwrap();
+            String::from_utf8_lossy(&head).to_lowercase()
+        });
+        let config = Config::new(format!("http://{address}").parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let version = client
+            .apiserver_version()
+            .await
+            .expect("a gzipped answer is read");
+        assert_eq!(version.git_version, "v1.36.0-gzipped");
+        let head = server.await.unwrap();
+        assert!(head.contains("accept-encoding: gzip"), "{head}");
+    }
+
     #[test]
     fn every_request_is_bounded_and_watches_outlive_their_server_timeout() {
         let options = |request_timeout, long_lived| ConnectOptions {

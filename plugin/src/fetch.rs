@@ -1,6 +1,7 @@
 //! Reads from the cluster: policies (choosing one like every subcommand does) and one-shot snapshots of everything
 //! the planner reads, converted exactly as the controller converts its caches (`k8sm_view`).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -8,6 +9,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
+use kube::core::{PartialObjectMeta, Selector};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
@@ -95,6 +97,53 @@ pub async fn cluster_view(client: &Client) -> Result<ClusterView, Error> {
     Ok(from_objects(&objects, Vec::new()))
 }
 
+/// The label query of the nodes `upgrade status --all` or `-l` lists: the policy's `spec.nodeSelector`, and `extra`
+/// (`-l`) too, as one query the apiserver evaluates.
+pub fn policy_node_selector(
+    policy: &ExecutorUpgradePolicy,
+    extra: Option<&str>,
+) -> Result<String, Error> {
+    let own = Selector::try_from(policy.spec.node_selector.clone()).map_err(|e| {
+        Error::InvalidFlag(format!(
+            "spec.nodeSelector of ExecutorUpgradePolicy {}: {e}",
+            policy.name_any()
+        ))
+    })?;
+    Ok(
+        [own.to_string(), extra.unwrap_or_default().trim().to_owned()]
+            .into_iter()
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+/// The labels and annotations of every node `selector` matches: metadata only, a fraction of whole nodes.
+pub async fn node_metadata(
+    client: &Client,
+    selector: &str,
+) -> Result<Vec<PartialObjectMeta<Node>>, Error> {
+    let api: Api<PartialObjectMeta<Node>> = Api::all(client.clone());
+    Ok(api
+        .list(&ListParams::default().labels(selector))
+        .await
+        .kube_context(format!("listing nodes with labels {selector:?}"))?
+        .items)
+}
+
+/// The UIDs of every pod `selector` matches (metadata only).
+pub async fn pod_uids(client: &Client, selector: &str) -> Result<HashSet<String>, Error> {
+    let api: Api<PartialObjectMeta<Pod>> = Api::all(client.clone());
+    Ok(api
+        .list(&ListParams::default().labels(selector))
+        .await
+        .kube_context(format!("listing pods with labels {selector:?}"))?
+        .items
+        .into_iter()
+        .filter_map(|pod| pod.metadata.uid)
+        .collect())
+}
+
 /// Whether node `name` exists.
 pub async fn node_exists(client: &Client, name: &str) -> Result<bool, Error> {
     let api: Api<Node> = Api::all(client.clone());
@@ -148,6 +197,31 @@ mod tests {
             error.to_string(),
             "3 ExecutorUpgradePolicies exist (a, b, c): choose one with --policy NAME"
         );
+    }
+
+    #[test]
+    fn the_nodes_of_a_policy_are_those_of_its_selector_and_of_l() {
+        let policy: ExecutorUpgradePolicy = serde_json::from_value(serde_json::json!({
+            "apiVersion": "k8s.mesosphere.io/v1alpha1",
+            "kind": "ExecutorUpgradePolicy",
+            "metadata": {"name": "fleet"},
+            "spec": {"nodeSelector": {"matchLabels": {"pool": "gpu"},
+                     "matchExpressions": [{"key": "spot", "operator": "DoesNotExist"}]}},
+        }))
+        .unwrap();
+        let selector = |extra| policy_node_selector(&policy, extra).unwrap();
+        assert_eq!(selector(None), "pool=gpu,!spot");
+        assert_eq!(
+            selector(Some("zone in (a,b)")),
+            "pool=gpu,!spot,zone in (a,b)"
+        );
+        let mut everything = policy.clone();
+        everything.spec.node_selector = Default::default();
+        assert_eq!(
+            policy_node_selector(&everything, Some("zone=a")).unwrap(),
+            "zone=a"
+        );
+        assert_eq!(policy_node_selector(&everything, None).unwrap(), "");
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod kamikaze_url;
 pub mod keys;
 pub mod kubelet;
 mod max_concurrent;
+pub mod pace;
 mod policy;
 pub mod report;
 mod status;
@@ -35,7 +36,7 @@ pub use policy::{
 pub use status::{
     BLOCKED_PODS_BUDGET, BlockedPod, DeletedNode, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,
     MAX_BLOCKERS, MAX_DELETED_NODES, MAX_EXECUTOR_ID, MAX_MESSAGE, MAX_NAME, MAX_NODES,
-    NODES_BUDGET, NodeCounts, NodePhase, NodeStatus, WindowStatus, condition_types,
+    NODES_BUDGET, NodeCounts, NodePhase, NodeStatus, PaceStart, WindowStatus, condition_types,
 };
 pub use window::{
     CLOCK_PATTERN, DEFAULT_TIME_ZONE, InFlight, InvalidWindow, MaintenanceWindow,

@@ -1,7 +1,7 @@
 //! The status of an `ExecutorUpgradePolicy`: what the controller observed and why nodes wait (DESIGN.md §5.1, §5.2).
 //!
 //! Written only by the controller. Everything here can be re-derived from the cluster, so the status is a report, not
-//! state: losing it loses nothing.
+//! state: losing it loses nothing but the start of the ETA's measurement (`pace`), which begins again.
 
 use std::fmt;
 
@@ -121,10 +121,26 @@ pub struct ExecutorUpgradePolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta: Option<Time>,
 
+    /// Where the ETA's pace is measured from: when the upgrade was first seen with nodes left, and how many nodes ran
+    /// the target then. Kept here so that the ETA survives a leader change (a new leader goes on from the same
+    /// start); absent while no node is left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<PaceStart>,
+
     /// Where the maintenance window (spec.window) stands: open until closesAt, or closed until opensAt. Absent
     /// without a window, or with one that cannot be read (see the Degraded condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowStatus>,
+}
+
+/// The start of an upgrade's pace, from which its ETA is estimated.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PaceStart {
+    /// When the upgrade was first seen with nodes left (or a new target made fewer nodes compatible).
+    pub since: Time,
+    /// How many selected nodes ran the target then.
+    pub compatible: u32,
 }
 
 /// Where the maintenance window stands.

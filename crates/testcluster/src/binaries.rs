@@ -4,7 +4,8 @@
 //! caches, so that KWOK (quick to build, and patched: see kwok_patch.rs) can change without rebuilding Kubernetes
 //! (many minutes): `kubernetes-<key>` keyed by the `go.mod` and `go.sum` of `tests/go/k8s` and `tests/go/etcd`, and
 //! `kwok-<key>` keyed by those of `tests/go/kwok` and the patch; each key also covers its build recipe. Concurrent
-//! callers (parallel tests) wait on a file lock and share one build.
+//! callers (parallel tests) wait on a file lock and share one build. Helm, for the chart's tests, is built the same way
+//! (helm.rs).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -198,12 +199,17 @@ pub fn cache_root() -> Result<PathBuf, Error> {
 }
 
 fn pinned_kubernetes_version(go_mod: &Path) -> Result<String, Error> {
+    pinned_version(go_mod, "k8s.io/kubernetes")
+}
+
+/// The version `go.mod` requires of `module`: `require MODULE vX` or, inside a require block, `MODULE vX`.
+pub(crate) fn pinned_version(go_mod: &Path, module: &str) -> Result<String, Error> {
     let text = read(go_mod)?;
-    // Either `require k8s.io/kubernetes vX` or, inside a require block, `k8s.io/kubernetes vX`.
+    let prefix = format!("{module} ");
     text.lines()
         .map(|line| line.trim().trim_start_matches("require").trim())
         .filter(|line| !line.contains("=>"))
-        .filter_map(|line| line.strip_prefix("k8s.io/kubernetes "))
+        .filter_map(|line| line.strip_prefix(prefix.as_str()))
         .map(|version| {
             version
                 .split_whitespace()
@@ -214,7 +220,7 @@ fn pinned_kubernetes_version(go_mod: &Path) -> Result<String, Error> {
         .next()
         .ok_or_else(|| {
             Error::Setup(format!(
-                "{} has no `require k8s.io/kubernetes vX.Y.Z` line",
+                "{} has no `require {module} vX.Y.Z` line",
                 go_mod.display()
             ))
         })
@@ -360,18 +366,25 @@ pub(crate) fn go_build(module: &Path, out: &str, args: &[String]) -> Result<(), 
 
 /// Downloads (if needed) the pinned KWOK module and returns its directory in the module cache.
 fn kwok_module_source(pin_module: &Path) -> Result<PathBuf, Error> {
+    module_source(pin_module, "sigs.k8s.io/kwok")
+}
+
+/// Downloads (if needed, checked against its `go.sum`) the version of `module` that the Go module `pin_module`
+/// requires, and returns its directory in the module cache (read-only).
+pub(crate) fn module_source(pin_module: &Path, module: &str) -> Result<PathBuf, Error> {
     let output = Command::new("go")
         .current_dir(pin_module)
-        .args(["mod", "download", "-json", "sigs.k8s.io/kwok"])
+        .args(["mod", "download", "-json", module])
         .output()
-        .map_err(|e| io("downloading the KWOK module".into(), e))?;
+        .map_err(|e| io(format!("downloading the module {module}"), e))?;
     let dir = serde_json::from_slice::<serde_json::Value>(&output.stdout)
         .ok()
         .and_then(|info| info["Dir"].as_str().map(PathBuf::from));
     match dir {
         Some(dir) if output.status.success() => Ok(dir),
         _ => Err(Error::Setup(format!(
-            "go mod download sigs.k8s.io/kwok failed: {}{}",
+            "go mod download {module} in {} failed: {}{}",
+            pin_module.display(),
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         ))),

@@ -6,6 +6,7 @@ mod binaries;
 mod cluster;
 mod components;
 mod error;
+mod helm;
 mod kubeconfig;
 mod kwok;
 mod kwok_patch;

@@ -28,7 +28,7 @@ enum Command {
     /// Everything CI checks: fmt, clippy, CRD drift, cargo-deny (licenses, bans, sources), unit and end-to-end tests
     /// on the real local cluster.
     Test(test::TestArgs),
-    /// Write crds/executorupgradepolicy.yaml from the Rust types (or, with --check, fail when it differs).
+    /// Write the CRD (crds/, and its copy in the Helm chart) from the Rust types (--check: fail when either differs).
     Crdgen(crdgen::CrdgenArgs),
     /// Manage the long-lived local cluster (up, down, status).
     Cluster(cluster::ClusterArgs),

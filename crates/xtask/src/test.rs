@@ -46,6 +46,10 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         String::from_utf8_lossy(&version.stdout).trim(),
         binaries.kubernetes_dir.display()
     );
+    // The Helm chart's test renders it with the pinned Helm: build it here, where its first build is announced, rather
+    // than silently inside a test.
+    let helm = Binaries::helm().context("building Helm for the chart's test")?;
+    eprintln!("==> the Helm chart is tested with {}", helm.display());
 
     // End-to-end tests run k8sm's binaries as child processes: build them first (a nested cargo inside `cargo test`
     // would wait on the build lock the outer one holds).

@@ -10,14 +10,24 @@ use crate::output::{Terminal, print, render};
 use crate::views::blocked::{BlockedView, Namespaces};
 
 pub async fn run(client: &Client, args: &BlockedArgs, terminal: Terminal) -> Result<(), Error> {
-    let view = fetch::cluster_view(client).await?;
+    // The plan weighs every pod (a pod waits on its workload's others); `-l` only picks the rows, by the apiserver's
+    // own reading of the query.
+    let (view, selected) = futures::try_join!(fetch::cluster_view(client), async {
+        match &args.selector {
+            Some(selector) => fetch::pod_uids(client, selector).await.map(Some),
+            None => Ok(None),
+        }
+    })?;
     let now = Utc::now();
     let plan = k8sm_planner::plan(&view, now);
     let namespaces = match &args.namespace {
         Some(ns) => Namespaces::One(ns.clone()),
         None => Namespaces::All,
     };
-    let blocked = BlockedView::from_plan(&plan, &view, &namespaces);
+    let mut blocked = BlockedView::from_plan(&plan, &view, &namespaces);
+    if let Some(selected) = &selected {
+        blocked.pods.retain(|pod| selected.contains(&pod.uid));
+    }
     print(&render(&blocked, args.output, |wide| {
         blocked.render(wide, now, terminal.palette)
     })?)

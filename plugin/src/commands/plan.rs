@@ -1,7 +1,9 @@
 //! `plan`: the planner's next pass over the live cluster, for one policy, optionally with a new target.
 
+use std::collections::HashSet;
+
 use chrono::Utc;
-use kube::Client;
+use kube::{Client, ResourceExt};
 
 use crate::cli::PlanArgs;
 use crate::error::Error;
@@ -10,7 +12,21 @@ use crate::output::{Terminal, print, render};
 use crate::views::plan::PlanView;
 
 pub async fn run(client: &Client, args: &PlanArgs, terminal: Terminal) -> Result<(), Error> {
-    let mut view = fetch::cluster_view(client).await?;
+    // The plan is that of every node (a node's place in the queue is among all of them); `-l` only picks the rows,
+    // by the apiserver's own reading of the query.
+    let (mut view, selected) = futures::try_join!(fetch::cluster_view(client), async {
+        match &args.selector {
+            Some(selector) => fetch::node_metadata(client, selector).await.map(|nodes| {
+                Some(
+                    nodes
+                        .iter()
+                        .map(ResourceExt::name_any)
+                        .collect::<HashSet<String>>(),
+                )
+            }),
+            None => Ok(None),
+        }
+    })?;
     let mut names: Vec<String> = view.policies.iter().map(|p| p.name.clone()).collect();
     names.sort();
     let name = fetch::choose(&names, args.policy.policy.as_deref())?;
@@ -25,8 +41,15 @@ pub async fn run(client: &Client, args: &PlanArgs, terminal: Terminal) -> Result
     }
     let target = policy.spec.target_executor_id.clone();
     let now = Utc::now();
-    let plan = k8sm_planner::plan(&view, now);
-    let planned = PlanView::new(&plan, &name, (target, simulated), now);
+    let mut plan = k8sm_planner::plan(&view, now);
+    if let Some(selected) = &selected {
+        plan.actions
+            .retain(|a| a.kind.node().is_none_or(|node| selected.contains(node)));
+    }
+    let mut planned = PlanView::new(&plan, &name, (target, simulated), now);
+    if let Some(selected) = &selected {
+        planned.nodes.retain(|node| selected.contains(&node.name));
+    }
     print(&render(&planned, args.output, |wide| {
         planned.render(wide, terminal.palette)
     })?)

@@ -1,21 +1,62 @@
 //! `upgrade status`: the chosen policy's status, once or (`--watch`) on every change.
 
 use chrono::Utc;
+use k8s_openapi::api::core::v1::Node;
+use kube::core::PartialObjectMeta;
 use kube::{Client, ResourceExt};
+
+use k8sm_api::ExecutorUpgradePolicy;
 
 use crate::cli::StatusArgs;
 use crate::error::Error;
 use crate::fetch;
 use crate::output::{Terminal, print, render};
+use crate::views::fleet::FleetNode;
 use crate::views::status::StatusView;
 
 pub async fn run(client: &Client, args: &StatusArgs, terminal: Terminal) -> Result<(), Error> {
     let policy = fetch::policy(client, args.policy.policy.as_deref()).await?;
     if args.watch {
-        return super::watch::run(client, &policy.name_any(), args.output, terminal).await;
+        return super::watch::run(client, &policy, args, terminal).await;
     }
-    let view = StatusView::from_policy(&policy);
+    let fleet = match node_query(&policy, args)? {
+        Some(selector) => Some(fetch::node_metadata(client, &selector).await?),
+        None => None,
+    };
+    let view = status_view(&policy, fleet.as_deref(), args);
     print(&render(&view, args.output, |wide| {
         view.render(wide, Utc::now(), terminal.palette)
     })?)
+}
+
+/// The label query of the nodes the view needs besides the policy: `None` when the policy's status says all it
+/// shows (no `--all`, no `-l`).
+pub fn node_query(
+    policy: &ExecutorUpgradePolicy,
+    args: &StatusArgs,
+) -> Result<Option<String>, Error> {
+    if !args.all && args.selector.is_none() {
+        return Ok(None);
+    }
+    fetch::policy_node_selector(policy, args.selector.as_deref()).map(Some)
+}
+
+/// The view of `policy`, restricted to `fleet` (the nodes of [`node_query`]) when there is one.
+pub fn status_view<'a>(
+    policy: &ExecutorUpgradePolicy,
+    fleet: Option<impl IntoIterator<Item = &'a PartialObjectMeta<Node>>>,
+    args: &StatusArgs,
+) -> StatusView {
+    let view = StatusView::from_policy(policy);
+    let Some(fleet) = fleet else {
+        return view;
+    };
+    let target = policy.spec.target_executor_id.as_deref();
+    let fleet: Vec<FleetNode> = fleet
+        .into_iter()
+        .map(|node| {
+            FleetNode::classify(&node.name_any(), node.labels(), node.annotations(), target)
+        })
+        .collect();
+    view.restricted_to(&fleet, args.all, args.selector.as_deref())
 }

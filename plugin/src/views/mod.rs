@@ -3,6 +3,7 @@
 pub mod blocked;
 #[cfg(test)]
 mod fixtures;
+pub mod fleet;
 pub mod force;
 #[cfg(test)]
 mod hostile_tests;

@@ -1,5 +1,7 @@
 //! `upgrade status`: the policy's status, as the controller wrote it, turned into a progress report.
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use serde::Serialize;
@@ -9,6 +11,7 @@ use k8sm_planner::Reason;
 use k8sm_view::time::from_time;
 
 use crate::render::{Palette, age, clean, count, duration, table, thousands, timestamp};
+use crate::views::fleet::FleetNode;
 
 /// Where one policy's upgrade stands.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -29,12 +32,15 @@ pub struct StatusView {
     pub percent: u32,
     pub eta: Option<DateTime<Utc>>,
     pub counts: NodeCounts,
-    /// The nodes the status lists (those an operator looks at: waiting for an operator, blocked, in flight), most
-    /// advanced first.
+    /// The nodes listed one per row, most advanced first: by default those the status lists (those an operator
+    /// looks at: waiting for an operator, blocked, in flight); with `--all`, every node.
     pub nodes: Vec<NodeRow>,
-    /// Nodes not Compatible that the status does not list, by phase: the queue (Incompatible), and nodes beyond
-    /// the status's bound.
+    /// Nodes without a row, by phase, each phase summed up in one line: the upgraded (Compatible), the queue
+    /// (Incompatible), and nodes in flight beyond the status's bound.
     pub omitted: Vec<Omitted>,
+    /// `-l`: the label selector that restricts the nodes listed and summed up, and how many nodes of the policy it
+    /// matches.
+    pub selector: Option<SelectorView>,
     pub blocked_pods: u32,
     /// Conflicts and problems the controller reports in the policy's conditions.
     pub problems: Vec<String>,
@@ -61,7 +67,15 @@ pub struct Stale {
     pub generation: Option<i64>,
 }
 
-/// Nodes of one phase that the status counts and does not list.
+/// The nodes `-l` selects.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectorView {
+    pub selector: String,
+    pub matching: u32,
+}
+
+/// Nodes of one phase that have no row.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Omitted {
@@ -76,7 +90,8 @@ pub struct NodeRow {
     pub name: String,
     pub phase: NodePhase,
     pub since: Option<DateTime<Utc>>,
-    pub pods_left: u32,
+    /// `None` for a node the status does not list, unless its drain progress annotation says.
+    pub pods_left: Option<u32>,
     pub blockers: Vec<String>,
     /// Distinct blockers the status left out.
     pub omitted_blockers: u32,
@@ -115,7 +130,7 @@ impl StatusView {
                     name: n.name.clone(),
                     phase: n.phase,
                     since: n.since.as_ref().map(from_time),
-                    pods_left: n.pods_left,
+                    pods_left: Some(n.pods_left),
                     blockers: n.blockers.clone(),
                     omitted_blockers: n.omitted_blockers.unwrap_or(0),
                     executor_id: n.executor_id.clone(),
@@ -123,18 +138,11 @@ impl StatusView {
                 }
             })
             .collect();
+        // A row each only for nodes in flight or blocked: a queued node is listed only when something holds it (a
+        // controller lists no other); the rest of the queue is summed up in one line.
+        nodes.retain(|n| n.phase != NodePhase::Incompatible || !n.blockers.is_empty());
         nodes.sort_by(|a, b| (rank(a.phase), &a.name).cmp(&(rank(b.phase), &b.name)));
-        let omitted = NodePhase::ALL
-            .into_iter()
-            .filter(|p| *p != NodePhase::Compatible)
-            .filter_map(|phase| {
-                let listed = nodes.iter().filter(|n| n.phase == phase).count();
-                let count = counts
-                    .get(phase)
-                    .saturating_sub(u32::try_from(listed).unwrap_or(u32::MAX));
-                (count > 0).then_some(Omitted { phase, count })
-            })
-            .collect();
+        let omitted = without_rows(&nodes, |phase| counts.get(phase));
         let problems = status
             .conditions
             .iter()
@@ -169,9 +177,61 @@ impl StatusView {
             counts,
             nodes,
             omitted,
+            selector: None,
             blocked_pods: status.blocked_pods_total.unwrap_or(0),
             problems,
         }
+    }
+
+    /// The view restricted to `fleet`, the policy's nodes that `-l` selects (all of them without `-l`), each
+    /// classified from its annotations ([`FleetNode`]): rows only for those of `fleet`, and with `all` a row for
+    /// every one (the status's row where it has one, for its blockers); the rest summed up by phase.
+    pub fn restricted_to(mut self, fleet: &[FleetNode], all: bool, selector: Option<&str>) -> Self {
+        let in_fleet: HashSet<&str> = fleet.iter().map(|n| n.name.as_str()).collect();
+        self.nodes
+            .retain(|row| in_fleet.contains(row.name.as_str()));
+        if all {
+            let listed: HashSet<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+            self.nodes
+                .extend(
+                    fleet
+                        .iter()
+                        .filter(|n| !listed.contains(&n.name))
+                        .map(|n| NodeRow {
+                            name: n.name.clone(),
+                            phase: n.phase,
+                            since: n.since,
+                            pods_left: n.pods_left,
+                            blockers: Vec::new(),
+                            omitted_blockers: 0,
+                            executor_id: n.executor_id.clone(),
+                            waiting_on: Vec::new(),
+                        }),
+                );
+            self.nodes
+                .sort_by(|a, b| (rank(a.phase), &a.name).cmp(&(rank(b.phase), &b.name)));
+        }
+        // The status's own rows know a node's phase better than its annotations (Drained, Blocked).
+        let row_phases: HashMap<&str, NodePhase> = self
+            .nodes
+            .iter()
+            .map(|row| (row.name.as_str(), row.phase))
+            .collect();
+        let phase_of = |node: &FleetNode| {
+            row_phases
+                .get(node.name.as_str())
+                .copied()
+                .unwrap_or(node.phase)
+        };
+        let by_phase =
+            |phase| saturating_u32(fleet.iter().filter(|n| phase_of(n) == phase).count());
+        let omitted = without_rows(&self.nodes, by_phase);
+        self.omitted = omitted;
+        self.selector = selector.map(|selector| SelectorView {
+            selector: selector.to_owned(),
+            matching: saturating_u32(fleet.len()),
+        });
+        self
     }
 
     /// Renders the report; `wide` adds executor IDs and the owners being waited on.
@@ -256,39 +316,65 @@ impl StatusView {
         for problem in &self.problems {
             line("Problem:", &palette.red(&clean(problem, wide)));
         }
-        if self.nodes.is_empty() && self.omitted.is_empty() {
+        if let Some(selector) = &self.selector {
+            line(
+                "Selector:",
+                &format!(
+                    "{}: {} of the policy's",
+                    clean(&selector.selector, wide),
+                    count(selector.matching as usize, "node", "nodes")
+                ),
+            );
+        }
+        let summed_up = self.omitted_lines();
+        if self.nodes.is_empty() && summed_up.is_empty() {
             return out;
         }
         out.push('\n');
         if !self.nodes.is_empty() {
             out.push_str(&self.node_table(wide, now, palette));
         }
-        out.push_str(&self.omitted_lines());
+        out.push_str(&summed_up);
         out
     }
 
-    /// "and 40 more Draining: …", "and 6,900 more queued for a drain slot: …": the nodes the status counts and does
-    /// not list.
+    /// The nodes without a row, a line per kind: "and 40 more Draining, …" (in flight beyond the status's bound),
+    /// "Queued: 6,900 nodes …", and, when `-l` restricts the view (the Progress line counts the policy's), "Upgraded:
+    /// 80 nodes …".
     fn omitted_lines(&self) -> String {
-        let (queued, rest): (Vec<&Omitted>, Vec<&Omitted>) = self
+        let count_of = |phase| {
+            self.omitted
+                .iter()
+                .find(|o| o.phase == phase)
+                .map_or(0, |o| o.count)
+        };
+        let rest: Vec<String> = self
             .omitted
             .iter()
-            .partition(|o| o.phase == NodePhase::Incompatible);
+            .filter(|o| !matches!(o.phase, NodePhase::Incompatible | NodePhase::Compatible))
+            .map(|o| format!("{} more {}", thousands(o.count), o.phase))
+            .collect();
         let mut out = String::new();
         if !rest.is_empty() {
-            let more: Vec<String> = rest
-                .iter()
-                .map(|o| format!("{} more {}", thousands(o.count), o.phase))
-                .collect();
             out.push_str(&format!(
-                "and {}: the status lists the most urgent nodes only\n",
-                more.join(", ")
+                "and {}: the status lists the most urgent nodes only (--all lists every node)\n",
+                rest.join(", ")
             ));
         }
-        for o in queued {
+        let queued = count_of(NodePhase::Incompatible);
+        if queued > 0 {
             out.push_str(&format!(
-                "and {} more queued for a drain slot: kubectl k8sm plan shows the queue\n",
-                thousands(o.count)
+                "{:<10}{} for a drain slot: kubectl k8sm plan shows the order, --all lists them\n",
+                "Queued:",
+                many(queued, "node waits", "nodes wait")
+            ));
+        }
+        let upgraded = count_of(NodePhase::Compatible);
+        if upgraded > 0 && self.selector.is_some() {
+            out.push_str(&format!(
+                "{:<10}{} the target: --all lists them\n",
+                "Upgraded:",
+                many(upgraded, "node runs", "nodes run")
             ));
         }
         out
@@ -336,7 +422,8 @@ impl StatusView {
                     clean(&n.name, wide),
                     palette.phase(n.phase),
                     age(n.since, now),
-                    n.pods_left.to_string(),
+                    n.pods_left
+                        .map_or_else(|| "-".to_owned(), |p| p.to_string()),
                 ];
                 if wide {
                     row.push(
@@ -365,6 +452,31 @@ fn waits_on_owner(reason: &str) -> bool {
         .into_iter()
         .find(|r| r.as_str() == reason)
         .is_some_and(|r| r.blocks() && !r.needs_operator())
+}
+
+/// "1 node waits", "6,900 nodes wait".
+fn many(n: u32, singular: &str, plural: &str) -> String {
+    format!(
+        "{} {}",
+        thousands(n),
+        if n == 1 { singular } else { plural }
+    )
+}
+
+fn saturating_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Nodes of each phase that have no row in `rows`, of `total(phase)`.
+fn without_rows(rows: &[NodeRow], total: impl Fn(NodePhase) -> u32) -> Vec<Omitted> {
+    NodePhase::ALL
+        .into_iter()
+        .filter_map(|phase| {
+            let listed = rows.iter().filter(|n| n.phase == phase).count();
+            let count = total(phase).saturating_sub(saturating_u32(listed));
+            (count > 0).then_some(Omitted { phase, count })
+        })
+        .collect()
 }
 
 /// Most advanced first: what is about to finish is at the top, what has not started at the bottom.

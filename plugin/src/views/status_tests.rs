@@ -1,6 +1,7 @@
 //! Rendering tests of `upgrade status`: a policy with a status in, text out.
 
 use super::*;
+use crate::views::fleet::FleetNode;
 use serde_json::json;
 
 fn now() -> DateTime<Utc> {
@@ -72,7 +73,7 @@ NODE        PHASE          SINCE   PODS LEFT   BLOCKED BY
 node-0001   KamikazeSent   30s     0           -
 node-0002   Draining       2m0s    3           wait: owner ReplicaSet web-6d4f 8/10 ready, needs 9 (threshold 90%) (+1 more)
 node-0003   Blocked        70m     1           unmanaged pod (no controller): policy Never; delete it, or `kubectl k8sm force node-0003`
-node-0005   Incompatible   10m     0           queued for a drain slot
+Queued:   1 node waits for a drain slot: kubectl k8sm plan shows the order, --all lists them
 "
     );
     assert_eq!(text, expected);
@@ -361,6 +362,7 @@ fn a_large_fleet_lists_the_urgent_nodes_and_counts_the_rest() {
     assert_eq!(
         omitted,
         [
+            (NodePhase::Compatible, 3000),
             (NodePhase::Incompatible, 6900),
             (NodePhase::Draining, 39),
             (NodePhase::KamikazeSent, 10),
@@ -374,13 +376,13 @@ fn a_large_fleet_lists_the_urgent_nodes_and_counts_the_rest() {
         "NODE        PHASE      SINCE   PODS LEFT   BLOCKED BY
 node-0001   Draining   2m0s    3           wait: workload Deployment/web 8/10 ready, needs 9 (threshold 90%) (+2 more)
 node-0002   Blocked    70m     1           opted out by k8s.mesosphere.io/upgrade-opt-out
-and 39 more Draining, 10 more KamikazeSent, 49 more Blocked: the status lists the most urgent nodes only
-and 6,900 more queued for a drain slot: kubectl k8sm plan shows the queue
+and 39 more Draining, 10 more KamikazeSent, 49 more Blocked: the status lists the most urgent nodes only (--all lists every node)
+Queued:   6,900 nodes wait for a drain slot: kubectl k8sm plan shows the order, --all lists them
 "
     );
     let json = serde_json::to_value(&view).unwrap();
     assert_eq!(
-        json["omitted"][0],
+        json["omitted"][1],
         json!({"phase": "Incompatible", "count": 6900})
     );
 }
@@ -399,8 +401,138 @@ fn a_queue_alone_is_counted_without_a_table() {
     assert!(!text.contains("NODE"), "{text}");
     assert!(
         text.ends_with(
-            "\nand 1,000 more queued for a drain slot: kubectl k8sm plan shows the queue\n"
+            "\nQueued:   1,000 nodes wait for a drain slot: kubectl k8sm plan shows the order, --all lists them\n"
         ),
+        "{text}"
+    );
+}
+
+/// A fleet of 500 nodes as the controller reports it: 80 upgraded, 15 draining, 5 blocked, 400 queued; and the nodes
+/// as their annotations tell them (every fifth in zone a).
+fn fleet_of_500() -> (ExecutorUpgradePolicy, Vec<FleetNode>) {
+    let name = |i: usize| format!("node-{i:04}");
+    let rows: Vec<serde_json::Value> = (80..100)
+        .map(|i| {
+            if i < 95 {
+                json!({"name": name(i), "phase": "Draining", "podsLeft": 2, "since": "2026-03-01T12:08:00Z"})
+            } else {
+                json!({"name": name(i), "phase": "Blocked", "podsLeft": 1, "since": "2026-03-01T11:00:00Z",
+                       "blockers": ["opted out by k8s.mesosphere.io/upgrade-opt-out"]})
+            }
+        })
+        .collect();
+    let policy = policy(
+        json!({"targetExecutorId": TARGET}),
+        Some(json!({
+            "observedGeneration": 2,
+            "counts": {"total": 500, "compatible": 80, "incompatible": 400, "draining": 15, "blocked": 5},
+            "nodes": rows,
+            "omittedNodes": 400
+        })),
+    );
+    let fleet = (0..500)
+        .map(|i| {
+            let mut annotations = std::collections::BTreeMap::from([(
+                k8sm_api::keys::EXECUTOR_ID_ANNOTATION.to_owned(),
+                if i < 80 { TARGET } else { OLD }.to_owned(),
+            )]);
+            if (80..100).contains(&i) {
+                annotations.insert(
+                    k8sm_api::keys::DRAINING_ANNOTATION.to_owned(),
+                    "2026-03-01T12:00:00Z".to_owned(),
+                );
+            }
+            let zone = if i % 5 == 0 { "a" } else { "b" };
+            let labels = std::collections::BTreeMap::from([("zone".to_owned(), zone.to_owned())]);
+            FleetNode::classify(&name(i), &labels, &annotations, Some(TARGET))
+        })
+        .collect();
+    (policy, fleet)
+}
+
+#[test]
+fn a_fleet_of_500_lists_the_nodes_in_flight_or_blocked_and_sums_up_the_queue_in_a_line() {
+    let (policy, _) = fleet_of_500();
+    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    let rows = text.lines().filter(|l| l.starts_with("node-")).count();
+    assert_eq!(rows, 20, "15 draining and 5 blocked:\n{text}");
+    assert!(
+        text.lines().count() <= 30,
+        "the output is bounded by the nodes in flight, not the fleet:\n{text}"
+    );
+    let queued: Vec<&str> = text.lines().filter(|l| l.contains("400 nodes")).collect();
+    assert_eq!(
+        queued,
+        [
+            "Queued:   400 nodes wait for a drain slot: kubectl k8sm plan shows the order, --all lists them"
+        ],
+        "{text}"
+    );
+}
+
+#[test]
+fn all_lists_every_node_of_the_fleet_once() {
+    let (policy, fleet) = fleet_of_500();
+    let view = StatusView::from_policy(&policy).restricted_to(&fleet, true, None);
+    assert!(view.omitted.is_empty(), "{:?}", view.omitted);
+    let text = view.render(false, now(), Palette::PLAIN);
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("node-")).collect();
+    assert_eq!(rows.len(), 500);
+    let distinct: std::collections::HashSet<&str> = rows
+        .iter()
+        .filter_map(|r| r.split_whitespace().next())
+        .collect();
+    assert_eq!(distinct.len(), 500);
+    // The status's rows keep what only the controller knows: Blocked, and why.
+    let blocked = rows.iter().find(|r| r.starts_with("node-0095")).unwrap();
+    assert!(
+        blocked.contains("Blocked") && blocked.contains("opted out"),
+        "{blocked}"
+    );
+    let queued = rows.iter().find(|r| r.starts_with("node-0100")).unwrap();
+    assert!(
+        queued.contains("Incompatible") && queued.contains("queued for a drain slot"),
+        "{queued}"
+    );
+    assert!(
+        rows.last().unwrap().contains("Compatible"),
+        "the upgraded last"
+    );
+    assert!(!text.contains("Queued:"), "{text}");
+}
+
+#[test]
+fn a_label_selector_restricts_rows_and_summaries_to_the_matching_nodes() {
+    let (policy, fleet) = fleet_of_500();
+    let zone_a: Vec<FleetNode> = fleet
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % 5 == 0)
+        .map(|(_, n)| n)
+        .collect();
+    let text = StatusView::from_policy(&policy)
+        .restricted_to(&zone_a, false, Some("zone=a"))
+        .render(false, now(), Palette::PLAIN);
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("node-"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        rows,
+        ["node-0080", "node-0085", "node-0090", "node-0095"],
+        "{text}"
+    );
+    assert!(
+        text.contains("Selector: zone=a: 100 nodes of the policy's\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Queued:   80 nodes wait for a drain slot"),
+        "the zone's queue, not the fleet's:\n{text}"
+    );
+    assert!(
+        text.contains("Upgraded: 16 nodes run the target: --all lists them\n"),
         "{text}"
     );
 }

@@ -1,12 +1,15 @@
 //! Helpers shared by the end-to-end tests: workspace paths, the harness's kubectl, k8sm's own binaries as child
-//! processes, workloads, the SLA watcher, and what an operator reads of Nodes, Pods, Events and a policy's status.
+//! processes, manifests compared object for object, workloads, the SLA watcher, and what an operator reads of Nodes,
+//! Pods, Events and a policy's status.
 #![forbid(unsafe_code)]
 
 pub mod binaries;
+pub mod connect_proxy;
 pub mod deletions;
 pub mod events;
 pub mod http;
 pub mod lifecycle;
+pub mod manifests;
 pub mod nodes;
 pub mod objects;
 pub mod plugin;

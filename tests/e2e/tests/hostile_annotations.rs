@@ -138,7 +138,7 @@ async fn hostile_annotations_are_reported_cut_and_escaped_and_every_other_node_i
         .unwrap_or_else(|| panic!("{opted_out} listed:\n{wide}"));
     assert!(row.contains("\\u{1b}[2J"), "shown escaped: {row}");
     assert!(
-        wide.contains("more queued for a drain slot: kubectl k8sm plan shows the queue"),
+        wide.contains("for a drain slot: kubectl k8sm plan shows the order, --all lists them"),
         "{wide}"
     );
     let plan = plugin::k8sm_ok(

@@ -19,6 +19,7 @@ use k8sm_api::{
     ExecutorIdentity, ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, UnmanagedPodPolicy,
     UnmanagedPods, binary_sha256_of, keys,
 };
+use k8sm_e2e::connect_proxy::ConnectProxy;
 use k8sm_e2e::plugin::{blocked_rows, k8sm, k8sm_fails, k8sm_ok, kubectl_with_plugin};
 use k8sm_e2e::scenario::{Scenario, executor_id};
 use k8sm_e2e::workloads::{create, deployment, unmanaged_pod};
@@ -279,6 +280,71 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
         (Some(4), Some(4), Some(true))
     );
     assert_eq!(json["targetExecutorId"], new_id);
+
+    // --all lists every node of the policy, -l only those the apiserver says its query selects.
+    let rows = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("node-"))
+            .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    let all = k8sm_ok(cluster, &["upgrade", "status", "--all"]);
+    assert_eq!(
+        rows(&all),
+        (0..4)
+            .map(|i| format!("{} Compatible", node_name(i)))
+            .collect::<Vec<_>>(),
+        "{all}"
+    );
+    let selector = format!(
+        "kubernetes.io/hostname in ({},{})",
+        node_name(1),
+        node_name(3)
+    );
+    let some = k8sm_ok(cluster, &["upgrade", "status", "--all", "-l", &selector]);
+    assert_eq!(
+        rows(&some),
+        [
+            format!("{} Compatible", node_name(1)),
+            format!("{} Compatible", node_name(3))
+        ],
+        "{some}"
+    );
+    assert!(
+        some.contains(&format!("Selector: {selector}: 2 nodes of the policy's\n")),
+        "{some}"
+    );
+    // The watch renders the same from its caches of the policy and the selected nodes, and ends at once: done.
+    let watched = k8sm_ok(
+        cluster,
+        &["upgrade", "status", "--watch", "--all", "-l", &selector],
+    );
+    assert_eq!(watched, some);
+    let plan_of_one = k8sm_ok(
+        cluster,
+        &[
+            "plan",
+            "-o",
+            "json",
+            "-l",
+            &format!("kubernetes.io/hostname={}", node_name(2)),
+        ],
+    );
+    let plan_of_one: Value = serde_json::from_str(&plan_of_one).unwrap();
+    let planned: Vec<&str> = plan_of_one["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter_map(|n| n["name"].as_str())
+        .collect();
+    assert_eq!(planned, [node_name(2)]);
+    // A query the apiserver cannot read is refused in its words.
+    let bad = k8sm(cluster, &["upgrade", "status", "-l", "a b"]);
+    assert!(
+        !bad.success && bad.stderr.contains("listing nodes"),
+        "{}",
+        bad.stderr
+    );
 }
 
 /// Runs `kubectl k8sm upgrade status --watch` until it exits by itself; panics with its output after `timeout`.
@@ -494,6 +560,11 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
         k8sm_ok(cluster, &["blocked", "-n", "default"]),
         "No blocked pods in namespace default.\n"
     );
+    // -l: only the pods the apiserver says the query selects.
+    let debug_only = k8sm_ok(cluster, &["blocked", "-l", "app=debug"]);
+    let lines: Vec<&str> = debug_only.lines().collect();
+    assert_eq!(lines.len(), 2, "a header and the debug pod:\n{debug_only}");
+    assert!(lines[1].contains("debug"), "{debug_only}");
     let status = k8sm_ok(cluster, &["upgrade", "status", "-o", "wide"]);
     assert!(status.contains("kubectl k8sm force node-0001"), "{status}");
 
@@ -861,8 +932,12 @@ async fn the_upgrade_report_outlives_the_controller_and_accounts_for_every_actio
                 .min()
                 .unwrap()
     );
-    // The Deployment: its fewest Ready pods as the controller observed them, no lower than the truth the watcher
-    // saw, and at or above its bound.
+    // The Deployment: its fewest Ready pods by the controller's count, which takes in two things. What each
+    // eviction left it, as the controller counted (its Evicted Event says "ready R/D → N"; conservative: a
+    // replacement the cache does not show Ready yet is not counted), so the record is at most the fewest of those;
+    // and what the passes observed (a past state of the pods, each also seen by the watcher, which sees every
+    // change), so the record is at least the lower of the watcher's truth and the Events' fewest. And at or above
+    // its bound.
     let web = &report.workloads[&format!("Deployment {NS}/web")];
     assert_eq!((web.desired, web.bound), (4, 2));
     assert_eq!(web.disruptions as usize, evicted);
@@ -871,9 +946,23 @@ async fn the_upgrade_report_outlives_the_controller_and_accounts_for_every_actio
         .into_iter()
         .find(|r| r.name == "web")
         .expect("the watcher judged web");
+    let left_by_evictions: Vec<u32> = scenario
+        .events("Evicted")
+        .await
+        .iter()
+        .filter_map(|e| ready_after_eviction(e.note.as_deref()?))
+        .collect();
+    assert_eq!(
+        left_by_evictions.len(),
+        evicted,
+        "every Evicted Event says what it left"
+    );
+    let fewest_left = left_by_evictions.iter().copied().min().expect("evictions");
     assert!(
-        web.min_ready >= truth.min_ready && web.min_ready >= web.bound,
-        "report {web:?}, watcher {truth:?}"
+        web.min_ready <= fewest_left
+            && web.min_ready >= truth.min_ready.min(fewest_left)
+            && web.min_ready >= web.bound,
+        "report {web:?}, watcher {truth:?}, left by each eviction {left_by_evictions:?}"
     );
     // The same record for people: a table and a Markdown document.
     let table = k8sm_ok(cluster, &["upgrade", "report", "--policy", "fleet"]);
@@ -897,4 +986,84 @@ async fn the_upgrade_report_outlives_the_controller_and_accounts_for_every_actio
         "no upgrade report: the controller writes one per run, from the first pass after a policy gets a target \
          (kubectl k8sm upgrade start)",
     );
+}
+
+/// kubectl's `proxy-url`: with it in the kubeconfig, the plugin reaches the real apiserver only through the proxy (an
+/// HTTP CONNECT proxy on loopback that records its tunnels); with the proxy gone, it fails instead of going around it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubeconfigs_proxy_url_carries_every_request_of_the_plugin() {
+    let cluster = TestCluster::start(ClusterOptions::default().with_nodes(1))
+        .await
+        .expect("cluster starts");
+    install_crd(&cluster);
+    let proxy = ConnectProxy::start();
+    let mut kubeconfig: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(cluster.kubeconfig()).expect("the cluster's kubeconfig"),
+    )
+    .expect("YAML");
+    let clusters = kubeconfig["clusters"]
+        .as_sequence_mut()
+        .expect("a list of clusters");
+    let server = clusters[0]["cluster"]["server"]
+        .as_str()
+        .expect("a server URL")
+        .to_owned();
+    for entry in clusters {
+        entry["cluster"]["proxy-url"] = proxy.url().into();
+    }
+    // Next to the cluster's own kubeconfig: removed with the cluster's directory.
+    let proxied = cluster
+        .kubeconfig()
+        .with_file_name("kubeconfig-through-proxy");
+    std::fs::write(&proxied, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();
+    let kubeconfig_flag = format!("--kubeconfig={}", proxied.display());
+    let run = |args: &[&str]| -> k8sm_e2e::KubectlResult {
+        kubectl_with_plugin(&cluster)
+            // The proxy is that of the kubeconfig alone, whatever the environment says.
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
+            .arg("k8sm")
+            .arg(&kubeconfig_flag)
+            .args(args)
+            .output()
+            .expect("kubectl runs")
+            .into()
+    };
+
+    // `blocked` lists every kind the planner reads: many requests, all through the proxy, to the apiserver.
+    let blocked = run(&["blocked"]);
+    assert!(blocked.success, "{}", blocked.stderr);
+    assert_eq!(blocked.stdout, "No blocked pods.\n");
+    let apiserver = server
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .to_owned();
+    let tunnels = proxy.tunnels();
+    assert!(!tunnels.is_empty(), "no request went through the proxy");
+    assert!(
+        tunnels.iter().all(|t| *t == apiserver),
+        "{tunnels:?} {apiserver}"
+    );
+
+    // The proxy gone: the plugin fails rather than reaching the apiserver around it.
+    drop(proxy);
+    let direct = run(&["--request-timeout=5s", "blocked"]);
+    assert!(!direct.success, "{}", direct.stdout);
+    assert!(direct.stderr.starts_with("error: "), "{}", direct.stderr);
+}
+
+/// What an eviction left its workload, by the controller's count, from the Evicted Event's note: "… ready R/D → N …"
+/// for a Ready pod, "… keeps N/D ready …" for one that was not Ready.
+fn ready_after_eviction(note: &str) -> Option<u32> {
+    let count = |rest: &str| -> Option<u32> {
+        rest.trim_start()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    match note.split_once('→') {
+        Some((_, rest)) => count(rest),
+        None => count(note.split_once(" keeps ")?.1),
+    }
 }
