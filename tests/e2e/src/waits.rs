@@ -83,6 +83,16 @@ impl Scenario {
         started
     }
 
+    /// Until `total` nodes run the new executor, insisting that the first controller keeps running (a controller
+    /// that died would leave the wait to its timeout).
+    pub async fn wait_nodes_upgraded(&self, total: usize, timeout: Duration) {
+        self.wait_until("every node runs the new executor", timeout, || async {
+            self.controllers[0].assert_running();
+            (self.upgraded_nodes().await == total).then_some(())
+        })
+        .await;
+    }
+
     /// Waits until every one of the `total` nodes runs the new executor without upgrade state, and the status of
     /// `policy` says so (`total/total`, no node left in it), while the first controller keeps running.
     pub async fn wait_all_upgraded(&self, policy: &str, total: usize, timeout: Duration) {

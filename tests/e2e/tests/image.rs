@@ -214,14 +214,7 @@ async fn controller_from_its_image_upgrades_nodes_as_a_pod() {
         )
         .await;
     scenario
-        .wait_until(
-            "every node runs the new executor",
-            Duration::from_secs(300),
-            || async {
-                scenario.controllers[0].assert_running();
-                (scenario.upgraded_nodes().await == 3).then_some(())
-            },
-        )
+        .wait_nodes_upgraded(3, Duration::from_secs(300))
         .await;
     assert!(
         !scenario.events("Evicted").await.is_empty(),

@@ -45,14 +45,7 @@ async fn upgrade_with(scenario: &mut Scenario, kamikaze: Kamikaze) {
         )
         .await;
     scenario
-        .wait_until(
-            "every node runs the new executor",
-            Duration::from_secs(300),
-            || async {
-                scenario.controllers[0].assert_running();
-                (scenario.upgraded_nodes().await == 3).then_some(())
-            },
-        )
+        .wait_nodes_upgraded(3, Duration::from_secs(300))
         .await;
     assert_eq!(
         scenario.events("KamikazeSent").await.len(),

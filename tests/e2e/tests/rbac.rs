@@ -34,14 +34,7 @@ async fn controller_needs_exactly_the_deployed_role() {
         )
         .await;
     scenario
-        .wait_until(
-            "every node runs the new executor",
-            Duration::from_secs(300),
-            || async {
-                scenario.controllers[0].assert_running();
-                (scenario.upgraded_nodes().await == 3).then_some(())
-            },
-        )
+        .wait_nodes_upgraded(3, Duration::from_secs(300))
         .await;
     // The status is written in the pass after the last node's change: wait for it rather than race it.
     let status = scenario

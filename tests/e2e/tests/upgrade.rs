@@ -110,14 +110,7 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
     );
 
     scenario
-        .wait_until(
-            "every node runs the new executor",
-            Duration::from_secs(600),
-            || async {
-                scenario.controllers[0].assert_running();
-                (scenario.upgraded_nodes().await == 20).then_some(())
-            },
-        )
+        .wait_nodes_upgraded(20, Duration::from_secs(600))
         .await;
     let took = started.elapsed();
 
