@@ -1,7 +1,7 @@
 //! Carrying out the planner's actions: precondition-safe patches of the contract keys, evictions, deletions and
 //! kamikaze. Every mutation has a timeout; none decides anything.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -67,7 +67,10 @@ pub struct Cached<'a> {
 #[derive(Clone)]
 pub struct Executor {
     client: Client,
-    http: reqwest::Client,
+    /// The `Http` kamikaze's client, built when first needed: building it loads the system's CA roots, and a
+    /// controller whose policies never POST a kamikaze must not fail to start where there are none (a minimal image).
+    /// A build that fails is tried again at the next POST (roots mounted since are taken).
+    http: Arc<OnceLock<reqwest::Client>>,
     kamikaze_tokens: Arc<KamikazeTokens>,
     /// Checked right before every write.
     leadership: Leadership,
@@ -75,17 +78,13 @@ pub struct Executor {
 
 impl Executor {
     /// `kamikaze_tokens`: the credential of the `Http` kamikaze.
-    pub fn new(
-        client: Client,
-        leadership: Leadership,
-        kamikaze_tokens: KamikazeTokens,
-    ) -> Result<Self, Error> {
-        Ok(Self {
+    pub fn new(client: Client, leadership: Leadership, kamikaze_tokens: KamikazeTokens) -> Self {
+        Self {
             client,
-            http: kamikaze_client()?,
+            http: Arc::new(OnceLock::new()),
             kamikaze_tokens: Arc::new(kamikaze_tokens),
             leadership,
-        })
+        }
     }
 
     /// Executes `action`. `cached` holds the cached objects the action is about (its Node, the policy on whose
@@ -553,9 +552,16 @@ impl Executor {
     /// POSTs the kamikaze `body` (see [`kamikaze_body`]) to `url`, the agent of `node`, with a token the agent
     /// verifies (see [`crate::kamikaze_token`]).
     async fn post_kamikaze(&self, node: &Node, url: &str, body: String) -> Result<(), Error> {
+        let http = match self.http.get() {
+            Some(http) => http,
+            None => {
+                let built = kamikaze_client().map_err(Error::Other)?;
+                self.http.get_or_init(|| built)
+            }
+        };
         let token = self.kamikaze_tokens.token_for(node).await?;
         self.leadership.ensure()?;
-        let refused = post_kamikaze(&self.http, url, &token, body).await?;
+        let refused = post_kamikaze(http, url, &token, body).await?;
         match refused {
             None => Ok(()),
             Some(refusal) => {
@@ -573,7 +579,7 @@ impl Executor {
 }
 
 /// The HTTP client of the `Http` kamikaze.
-fn kamikaze_client() -> Result<reqwest::Client, Error> {
+fn kamikaze_client() -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .timeout(CALL_TIMEOUT)
         .connect_timeout(KAMIKAZE_CONNECT_TIMEOUT)
@@ -581,7 +587,16 @@ fn kamikaze_client() -> Result<reqwest::Client, Error> {
         // failure.
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| Error::Other(format!("building the kamikaze HTTP client: {e}")))
+        .map_err(|e| {
+            // reqwest's own message is only "builder error": the causes say what is missing (CA roots, say).
+            let mut message = format!("building the kamikaze HTTP client: {e}");
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                message.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            message
+        })
 }
 
 /// An answer other than 2xx.

@@ -146,7 +146,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 kamikaze_account,
                 args.kamikaze_audience.clone(),
             ),
-        )?,
+        ),
         events: Arc::new(EventSink::new(calls.clone(), identity, leadership.clone())),
         status: StatusWriter::new(calls.clone(), leadership.clone()),
         reports: Reports::new(calls.clone(), report_namespace, leadership.clone()),

@@ -76,8 +76,9 @@ impl ImageSpec {
 
 /// The controller runs as the non-root user deploy/controller.yaml asks for (`runAsUser: 65532`, `runAsNonRoot`),
 /// with no command of its own there: the entrypoint is the binary, and the Deployment's `args` are its flags. It holds
-/// the system's CA bundle: its `Http` kamikaze client (reqwest with rustls-platform-verifier) refuses to start
-/// without system roots, and the image test caught it exiting in a root without them.
+/// the system's CA bundle: its `Http` kamikaze client (reqwest with rustls-platform-verifier) verifies an `https`
+/// agent with the system roots, and cannot even be built without them (the image test caught the controller exiting
+/// in a root without them; it now builds that client only when a policy POSTs a kamikaze).
 pub const CONTROLLER: ImageSpec = ImageSpec {
     name: "k8sm-controller",
     description: "The k8sm controller: SLA-safe rolling upgrades of node executors",

@@ -68,6 +68,17 @@ impl ChildGuard {
     /// Starts `program args…` with output appended to `log`, under `setpriv --pdeathsig KILL` so that it cannot
     /// outlive the test process.
     pub fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> Self {
+        Self::spawn_with_env(name, program, args, &[], log)
+    }
+
+    /// Like [`ChildGuard::spawn`], with these environment variables set too.
+    pub fn spawn_with_env(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        log: &Path,
+    ) -> Self {
         let out = File::options()
             .create(true)
             .append(true)
@@ -82,6 +93,7 @@ impl ChildGuard {
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info,kube=warn".into()),
             )
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

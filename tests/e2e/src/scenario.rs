@@ -129,8 +129,23 @@ impl Scenario {
         self.start_controller_as(&kubeconfig, extra)
     }
 
+    /// Like [`Scenario::start_controller`], with these environment variables set too.
+    pub fn start_controller_with_env(&mut self, extra: &[&str], env: &[(&str, &str)]) -> usize {
+        let kubeconfig = self.cluster.kubeconfig().to_owned();
+        self.start_controller_process(&kubeconfig, extra, env)
+    }
+
     /// Like [`Scenario::start_controller`], authenticated by another kubeconfig (e.g. a ServiceAccount token).
     pub fn start_controller_as(&mut self, kubeconfig: &Path, extra: &[&str]) -> usize {
+        self.start_controller_process(kubeconfig, extra, &[])
+    }
+
+    fn start_controller_process(
+        &mut self,
+        kubeconfig: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> usize {
         let index = self.controllers.len();
         let mut args = vec![
             format!("--kubeconfig={}", kubeconfig.display()),
@@ -141,10 +156,11 @@ impl Scenario {
         }
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         let log = self.cluster.dir().join(format!("controller-{index}.log"));
-        self.controllers.push(ChildGuard::spawn(
+        self.controllers.push(ChildGuard::spawn_with_env(
             "k8sm-controller",
             &binary("k8sm-controller"),
             &args,
+            env,
             &log,
         ));
         index

@@ -9,7 +9,10 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use k8sm_api::{ExecutorUpgradePolicySpec, Kamikaze, KamikazeMechanism, NodePhase, keys};
+use k8sm_api::{
+    ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, Kamikaze, KamikazeMechanism, NodePhase, keys,
+};
+use k8sm_e2e::events::note;
 use k8sm_e2e::http::free_port;
 use k8sm_e2e::scenario::{Scenario, is_upgraded};
 use k8sm_e2e::status::status_entry;
@@ -235,4 +238,79 @@ async fn delete_node_kamikaze_replaces_the_node_object() {
         uids_after.iter().all(|uid| !uids_before.contains(uid)),
         "every Node object was deleted and re-created"
     );
+}
+
+/// A controller on a system without CA roots (a minimal image without a bundle) still starts and upgrades: only the
+/// `Http` kamikaze needs its HTTP client, which loads the roots, so it is built when first needed; there it fails
+/// visibly (an `ActionFailed` Event that names the cause) and the policy's other mechanisms are unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_without_system_ca_roots_fails_only_its_http_kamikaze() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut scenario =
+        Scenario::start_with_agent_args(3, "no-roots", "1s", &[format!("--http-addr={addr}")])
+            .await;
+    let ns = scenario.namespace.clone();
+    create(&scenario.client, &deployment(&ns, "web", 4)).await;
+    scenario
+        .wait_until("web is ready", Duration::from_secs(60), || async {
+            (scenario.ready_pods().await >= 4).then_some(())
+        })
+        .await;
+    apply_controller_account(&scenario.cluster);
+    let no_roots = scenario.cluster.dir().join("no-ca-roots");
+    std::fs::create_dir_all(&no_roots).expect("an empty directory");
+    let missing = no_roots.join("ca-certificates.crt");
+    scenario.start_controller_with_env(
+        &["--kamikaze-service-account=k8sm-system/k8sm-controller"],
+        &[
+            ("SSL_CERT_FILE", &missing.display().to_string()),
+            ("SSL_CERT_DIR", &no_roots.display().to_string()),
+        ],
+    );
+    scenario
+        .create_policy(
+            "fleet",
+            ExecutorUpgradePolicySpec {
+                target_executor_id: Some(scenario.new_id.clone()),
+                owner_health_threshold: 70,
+                kamikaze: Kamikaze {
+                    mechanism: KamikazeMechanism::Http,
+                    url_template: Some(format!("http://{addr}/kamikaze/{{nodeName}}")),
+                },
+                ..ExecutorUpgradePolicySpec::default()
+            },
+        )
+        .await;
+    let failure = scenario
+        .wait_until(
+            "the Http kamikaze fails and says why",
+            Duration::from_secs(180),
+            || async {
+                scenario.controllers[0].assert_running();
+                scenario
+                    .events("ActionFailed")
+                    .await
+                    .iter()
+                    .map(|e| note(e).to_owned())
+                    .find(|n| n.contains("building the kamikaze HTTP client"))
+            },
+        )
+        .await;
+    assert!(failure.contains("CA"), "the cause is named: {failure}");
+    assert_eq!(scenario.upgraded_nodes().await, 0);
+
+    // The same controller, the default mechanism: every node goes.
+    Api::<ExecutorUpgradePolicy>::all(scenario.client.clone())
+        .patch(
+            "fleet",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"kamikaze": {"mechanism": "Annotation", "urlTemplate": null}}}),
+            ),
+        )
+        .await
+        .expect("the policy takes the annotation kamikaze");
+    scenario
+        .wait_nodes_upgraded(3, Duration::from_secs(300))
+        .await;
 }
