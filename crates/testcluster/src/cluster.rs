@@ -76,6 +76,17 @@ impl ClusterOptions {
         self.nodes = nodes;
         self
     }
+
+    /// Only etcd and the apiserver: for what needs the API's types and admission, not controllers or nodes (a CRD,
+    /// a chart's objects).
+    pub fn apiserver_only() -> Self {
+        Self {
+            nodes: 0,
+            controller_manager: false,
+            scheduler: false,
+            ..Self::default()
+        }
+    }
 }
 
 /// A running cluster. Dropping it stops every process it started (also when a test panics).

@@ -140,20 +140,10 @@ fn kustomize(cluster: &TestCluster, dir: &str) -> Objects {
     )
 }
 
-/// The apiserver-only cluster: the chart's objects need their API types, not controllers or nodes.
-fn apiserver_only() -> ClusterOptions {
-    ClusterOptions {
-        nodes: 0,
-        controller_manager: false,
-        scheduler: false,
-        ..ClusterOptions::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_chart_renders_the_kustomize_base_and_the_apiserver_accepts_it() {
     let helm_binary = Binaries::helm().expect("helm builds from tests/go/helm");
-    let cluster = TestCluster::start(apiserver_only())
+    let cluster = TestCluster::start(ClusterOptions::apiserver_only())
         .await
         .expect("cluster starts");
     let helm = Helm::new(helm_binary, &cluster);

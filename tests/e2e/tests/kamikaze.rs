@@ -27,7 +27,8 @@ fn start_controller(scenario: &mut Scenario) {
     scenario.start_controller(&["--kamikaze-service-account=k8sm-system/k8sm-controller"]);
 }
 
-async fn upgrade_with(scenario: &mut Scenario, kamikaze: Kamikaze) {
+/// A Deployment of 4 to move, Ready.
+async fn deploy_web(scenario: &Scenario) {
     let ns = scenario.namespace.clone();
     create(&scenario.client, &deployment(&ns, "web", 4)).await;
     scenario
@@ -35,6 +36,10 @@ async fn upgrade_with(scenario: &mut Scenario, kamikaze: Kamikaze) {
             (scenario.ready_pods().await >= 4).then_some(())
         })
         .await;
+}
+
+async fn upgrade_with(scenario: &mut Scenario, kamikaze: Kamikaze) {
+    deploy_web(scenario).await;
     start_controller(scenario);
     scenario
         .create_policy(
@@ -249,13 +254,7 @@ async fn a_controller_without_system_ca_roots_fails_only_its_http_kamikaze() {
     let mut scenario =
         Scenario::start_with_agent_args(3, "no-roots", "1s", &[format!("--http-addr={addr}")])
             .await;
-    let ns = scenario.namespace.clone();
-    create(&scenario.client, &deployment(&ns, "web", 4)).await;
-    scenario
-        .wait_until("web is ready", Duration::from_secs(60), || async {
-            (scenario.ready_pods().await >= 4).then_some(())
-        })
-        .await;
+    deploy_web(&scenario).await;
     apply_controller_account(&scenario.cluster);
     let no_roots = scenario.cluster.dir().join("no-ca-roots");
     std::fs::create_dir_all(&no_roots).expect("an empty directory");

@@ -6,16 +6,6 @@ use std::path::{Path, PathBuf};
 use k8sm_e2e::{install_crd, kubectl, kubectl_ok, workspace_root};
 use k8sm_testcluster::{ClusterOptions, TestCluster};
 
-/// The CRD needs only the apiserver: no nodes, controllers or scheduler.
-fn apiserver_only() -> ClusterOptions {
-    ClusterOptions {
-        nodes: 0,
-        controller_manager: false,
-        scheduler: false,
-        ..ClusterOptions::default()
-    }
-}
-
 fn yaml_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
@@ -41,7 +31,7 @@ fn collapse_whitespace(text: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_crd_installs_validates_defaults_and_documents() {
-    let cluster = TestCluster::start(apiserver_only())
+    let cluster = TestCluster::start(ClusterOptions::apiserver_only())
         .await
         .expect("cluster starts");
     println!(
