@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
 
 use k8sm_api::ExecutorUpgradePolicy;
-use k8sm_planner::{Action, ActionKind, Decision, PodRef, Reason};
+use k8sm_planner::{Action, ActionKind, Decision, Planner, PodRef, Reason};
 
 use crate::Error;
 use crate::backoff::{self, Backoff, Subject};
@@ -151,6 +151,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         status: StatusWriter::new(calls.clone(), leadership.clone()),
         reports: Reports::new(calls.clone(), report_namespace, leadership.clone()),
         in_flight: InFlight::default(),
+        planner: Planner::default(),
         calls: JoinSet::new(),
         reaction,
         sizes: Sizes::default(),
@@ -190,6 +191,9 @@ struct Controller {
     /// The upgrade runs' durable records.
     reports: Reports,
     in_flight: InFlight,
+    /// Plans every pass, keeping what it derived from each pod for the next one (only the pods that changed are read
+    /// again).
+    planner: Planner,
     /// The evictions and pod deletions launched and not answered yet (their pods are in `in_flight`).
     calls: JoinSet<Answer>,
     reaction: Reaction,
@@ -386,7 +390,7 @@ impl Controller {
         let planning = Instant::now();
         self.metrics
             .stage_took(Stage::Observe, (planning - started).as_secs_f64());
-        let plan = k8sm_planner::plan(&view, now);
+        let plan = self.planner.plan(&view, now);
         self.reports.look_up(&view);
         self.reports.observe(&view, &plan, now);
         // A controller of an unknown kind is remembered from its first eviction on. The plan counted its size from

@@ -111,50 +111,45 @@ impl<'a> Class<'a> {
     }
 }
 
-/// Classifies `pod` (the index classifies each pod of its view once, with [`classify_entry`]).
+/// Classifies `pod` (the index classifies each pod of its view once, from its [`Seed`]).
 #[cfg(test)]
 pub(crate) fn classify<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
     let entry = pod
         .controller
         .as_ref()
         .and_then(|c| index.lookups.owners.get(c.uid.as_str()));
-    classify_entry(pod, entry, &index.lookups)
+    let lookups = &index.lookups;
+    seed(pod).class(lookups.in_flight_pods.contains(&*pod.uid), || {
+        let controller = pod.controller.as_deref();
+        controller_class(
+            controller.expect("a seed that needs the controller has one"),
+            entry,
+            lookups,
+        )
+    })
 }
 
-/// Classifies `pod`, given the view's owner of the pod's controller UID (looked up once by the caller): the first
-/// filter that claims it wins.
-pub(crate) fn classify_entry<'a>(
-    pod: &'a PodView,
-    entry: Option<&OwnerEntry<'a>>,
-    index: &Lookups<'a>,
-) -> Class<'a> {
-    if let Some(why) = ignored(pod, index) {
-        return Class::Ignored(why);
-    }
-    let opted_out = opted_out(pod);
-    if pod.phase.is_finished() {
-        return match opted_out {
-            Some(_) => Class::Ignored(Ignored::FinishedOptedOut),
-            None => Class::Finished,
-        };
-    }
-    if let Some(key) = opted_out {
-        return Class::OptedOut(key);
-    }
-    let Some(controller) = &pod.controller else {
-        return Class::Unmanaged(Unmanaged::NoController);
-    };
-    // k8sm does not watch other kinds: not finding one in the view says nothing about whether it exists.
-    if !is_watched(&controller.kind) {
-        return Class::Other(Workload::of_other(controller));
-    }
-    owner_entry_class(controller, entry, index)
+/// What a pod is by its own fields alone: everything the classification decides before the pod's evictions in flight
+/// and its controller's object are looked at. A version of a pod never changes, so the index works this out once per
+/// version and keeps it across passes; the rest is per pass, and per controller rather than per pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Seed {
+    /// Mirror, DaemonSet and terminating pods, whatever else is true of them.
+    Ignored(Ignored),
+    /// Finished, and opted out.
+    FinishedOptedOut,
+    Finished,
+    /// With the position in `OPT_OUT_KEYS` of the key that opts it out (a byte: a seed is kept for every pod).
+    OptedOut(u8),
+    NoController,
+    /// With a controller: its class is its controller's ([`controller_class`]).
+    Controlled,
 }
 
-/// Mirror and DaemonSet pods, pods on their way out.
-fn ignored(pod: &PodView, index: &Lookups) -> Option<Ignored> {
+/// The filters that read only the pod, in the order of the rule (see [`Seed::class`] for the rest).
+pub(crate) fn seed(pod: &PodView) -> Seed {
     if pod.mirror || pod.annotations.contains_key(MIRROR_ANNOTATION) {
-        return Some(Ignored::Mirror);
+        return Seed::Ignored(Ignored::Mirror);
     }
     // By the reference's kind, whether or not the DaemonSet is in the view: its pods come back with the node.
     if pod
@@ -162,15 +157,61 @@ fn ignored(pod: &PodView, index: &Lookups) -> Option<Ignored> {
         .as_ref()
         .is_some_and(|c| c.kind == "DaemonSet")
     {
-        return Some(Ignored::DaemonSet);
+        return Seed::Ignored(Ignored::DaemonSet);
     }
     if pod.terminating {
-        return Some(Ignored::Terminating);
+        return Seed::Ignored(Ignored::Terminating);
     }
-    if index.in_flight_pods.contains(&*pod.uid) {
-        return Some(Ignored::EvictionInFlight);
+    let opted_out = opted_out(pod);
+    if pod.phase.is_finished() {
+        return match opted_out {
+            Some(_) => Seed::FinishedOptedOut,
+            None => Seed::Finished,
+        };
     }
-    None
+    if let Some(key) = opted_out {
+        let at = OPT_OUT_KEYS.iter().position(|&(k, _)| k == key);
+        return Seed::OptedOut(at.and_then(|i| u8::try_from(i).ok()).unwrap_or(0));
+    }
+    match pod.controller {
+        None => Seed::NoController,
+        Some(_) => Seed::Controlled,
+    }
+}
+
+impl Seed {
+    /// The class of a pod with this seed, given whether an eviction of it is in flight and, for a pod whose class is
+    /// its controller's, that class: the first filter that claims the pod wins.
+    pub(crate) fn class<'a>(
+        self,
+        in_flight: bool,
+        by_controller: impl FnOnce() -> Class<'a>,
+    ) -> Class<'a> {
+        match self {
+            Self::Ignored(why) => Class::Ignored(why),
+            _ if in_flight => Class::Ignored(Ignored::EvictionInFlight),
+            Self::FinishedOptedOut => Class::Ignored(Ignored::FinishedOptedOut),
+            Self::Finished => Class::Finished,
+            Self::OptedOut(at) => Class::OptedOut(OPT_OUT_KEYS[usize::from(at)].0),
+            Self::NoController => Class::Unmanaged(Unmanaged::NoController),
+            Self::Controlled => by_controller(),
+        }
+    }
+}
+
+/// The class of a pod of `controller` that nothing about the pod itself classifies (seed [`Seed::Controlled`]),
+/// given the view's owner of the controller's UID (looked up once per controller by the caller): the same for all
+/// the controller's pods.
+pub(crate) fn controller_class<'a>(
+    controller: &'a ControllerRef,
+    entry: Option<&OwnerEntry<'a>>,
+    index: &Lookups<'a>,
+) -> Class<'a> {
+    // k8sm does not watch other kinds: not finding one in the view says nothing about whether it exists.
+    if !is_watched(&controller.kind) {
+        return Class::Other(Workload::of_other(controller));
+    }
+    owner_entry_class(controller, entry, index)
 }
 
 /// The key by which the pod opts out, if any (the first of `OPT_OUT_KEYS` that the pod's labels or annotations set).
@@ -371,7 +412,8 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        let index = Index::new(&view);
+        let mut facts = crate::facts::PodCache::default();
+        let index = Index::new(&view, &mut facts);
         view.pods
             .iter()
             .map(|p| PodClassOf::from(classify(p, &index)))

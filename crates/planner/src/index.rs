@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
     classify::{self, Class, Resolved},
+    facts::PodCache,
     memo::{self, Memo},
     selector::{self, Selector, SelectorError},
     shared::SharedOutput,
@@ -74,7 +75,9 @@ pub(crate) struct Lookups<'a> {
     pub(crate) owners: FastMap<&'a str, OwnerEntry<'a>>,
     /// UIDs of owners that are still in the view but being deleted (`exists: false`).
     pub(crate) deleting_owners: BTreeSet<&'a str>,
-    /// UIDs of pods with an eviction in flight.
+    /// UIDs of pods with an eviction in flight (the index finds them by the addresses of their UIDs; this is for tests
+    /// that classify one pod).
+    #[cfg(test)]
     pub(crate) in_flight_pods: FastSet<&'a str>,
 }
 
@@ -156,7 +159,9 @@ pub(crate) struct Index<'a> {
 }
 
 impl<'a> Index<'a> {
-    pub(crate) fn new(view: &'a ClusterView) -> Self {
+    /// Indexes `view`, with the facts of its pods in `pods` (brought in line with the view here: those of the pods
+    /// seen in the last pass are reused).
+    pub(crate) fn new(view: &'a ClusterView, pods: &mut PodCache) -> Self {
         let nodes: BTreeMap<&str, &NodeView> =
             view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         let mut node_slots: FastMap<&str, u32> =
@@ -164,6 +169,17 @@ impl<'a> Index<'a> {
         for (slot, name) in nodes.keys().enumerate() {
             node_slots.insert(name, slot_of(slot));
         }
+        pods.align(view);
+        pods.place(nodes.keys().copied());
+        // The pods with an eviction in flight, by the address of their UID (a few; not a set of every pod).
+        let in_flight_uids: FastSet<usize> = if view.in_flight.is_empty() {
+            FastSet::default()
+        } else {
+            pods.uid_addresses(view.in_flight.iter().map(|e| e.pod_uid.as_str()))
+                .into_iter()
+                .collect()
+        };
+        let pods: &PodCache = pods;
         // Every owner with the slot of the workload its pods count for, then (once all are in) what its pods are.
         let mut workload_slots: FastMap<&str, u32> =
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
@@ -191,6 +207,7 @@ impl<'a> Index<'a> {
                 .filter(|o| !o.exists)
                 .map(|o| o.uid.as_str())
                 .collect(),
+            #[cfg(test)]
             in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
         };
         let resolved: Vec<(&str, Resolved)> = lookups
@@ -204,10 +221,10 @@ impl<'a> Index<'a> {
                 entry.resolved = Some(r);
             }
         }
-        // One walk over the pods: each classified, counted for its workload, and placed on its node. Sized up front:
-        // growing maps of a large fleet's pods costs rehashing.
+        // One walk over the pods' facts, front to back, without reading a pod that did not change: each classified,
+        // counted for its workload, and placed on its node. Sized up front: growing a large fleet's vectors costs
+        // copies.
         let mut classes = Vec::with_capacity(view.pods.len());
-        let mut pod_slot: Vec<u32> = Vec::with_capacity(view.pods.len());
         let mut per_node = vec![0u32; node_slots.len() + 1];
         let mut workload_pods = vec![PodCounts::default(); workload_slots.len()];
         // Which pods with an eviction in flight are still in the view (a few; not a set of every pod).
@@ -218,66 +235,68 @@ impl<'a> Index<'a> {
             .map(|n| crate::nodes::still_to_drain(n))
             .collect();
         let mut pod_workload: Vec<u32> = Vec::with_capacity(view.pods.len());
-        // The pods of one node share one copy of its name, and those of one controller one copy of their reference
-        // (as the controller's conversion makes them): each shared copy is looked up by its address, so the text of
-        // a name or UID is hashed and compared once per node or controller, not once per pod. Unshared copies (as
-        // tests build them) are looked up once each, with the same result.
-        let mut slot_of_name: FastMap<usize, u32> =
-            FastMap::with_capacity_and_hasher(node_slots.len(), Default::default());
-        let mut owner_of: FastMap<usize, Option<OwnerEntry>> =
+        // Per controller reference (by the address of the copy its pods share, as the controller's conversion makes
+        // them share), the class its pods get when nothing about the pod decides it, and the slot of the workload
+        // they count for: worked out once per controller, not once per pod. Unshared copies (as tests build them)
+        // are worked out once each, with the same result.
+        let mut by_controller: FastMap<usize, (Class, u32)> =
             FastMap::with_capacity_and_hasher(lookups.owners.len(), Default::default());
-        for pod in &view.pods {
-            let going =
-                !lookups.in_flight_pods.is_empty() && lookups.in_flight_pods.contains(&*pod.uid);
+        for (f, pod) in pods.facts.iter().zip(&view.pods) {
+            let going = !in_flight_uids.is_empty() && in_flight_uids.contains(&f.uid);
             if going {
                 in_flight_seen.insert(&pod.uid);
             }
-            let entry = pod.controller.as_ref().and_then(|c| {
-                *owner_of
-                    .entry(memo::address(c))
-                    .or_insert_with(|| lookups.owners.get(c.uid.as_str()).copied())
+            let controlled = (f.controller != 0).then(|| {
+                *by_controller.entry(f.controller).or_insert_with(|| {
+                    // The pod is read once per controller, for the reference its pods share.
+                    let controller = pod
+                        .controller
+                        .as_deref()
+                        .expect("facts with a controller are of a pod with one");
+                    let entry = lookups.owners.get(controller.uid.as_str()).copied();
+                    let class = classify::controller_class(controller, entry.as_ref(), &lookups);
+                    // A controller that is not in the view counts for itself.
+                    let counts = match entry {
+                        Some(e) => e.counts,
+                        None => {
+                            let next = slot_of(workload_slots.len());
+                            let slot = *workload_slots.entry(&controller.uid).or_insert(next);
+                            if slot as usize == workload_pods.len() {
+                                workload_pods.push(PodCounts::default());
+                            }
+                            slot
+                        }
+                    };
+                    (class, counts)
+                })
             });
-            let entry = entry.as_ref();
-            let class = classify::classify_entry(pod, entry, &lookups);
+            let class = f.seed.class(going, || {
+                controlled
+                    .expect("a pod whose seed needs its controller has one")
+                    .0
+            });
             classes.push(class);
-            let slot = pod.node_name.as_ref().map_or(u32::MAX, |name| {
-                *slot_of_name
-                    .entry(memo::address(name))
-                    .or_insert_with(|| node_slots.get(&**name).copied().unwrap_or(u32::MAX))
-            });
+            let slot = f.node;
             if slot != u32::MAX {
                 per_node[slot as usize] += 1;
             }
-            pod_slot.push(slot);
-            let Some(controller) = &pod.controller else {
+            let Some((_, counts)) = controlled else {
                 pod_workload.push(u32::MAX);
                 continue;
             };
-            // A controller that is not in the view counts for itself.
-            let counts = match entry {
-                Some(e) => e.counts as usize,
-                None => {
-                    let next = slot_of(workload_slots.len());
-                    let slot = *workload_slots.entry(&controller.uid).or_insert(next) as usize;
-                    if slot == workload_pods.len() {
-                        workload_pods.push(PodCounts::default());
-                    }
-                    slot
-                }
-            };
-            pod_workload.push(slot_of(counts));
-            let counts = &mut workload_pods[counts];
+            pod_workload.push(counts);
+            let counts = &mut workload_pods[counts as usize];
             if slot != u32::MAX
                 && to_drain[slot as usize]
                 && matches!(class, Class::Owned(_) | Class::Other(_))
             {
                 counts.to_move += 1;
             }
-            if !pod.phase.is_finished() {
+            if !f.finished {
                 counts.seen += 1;
-                if pod.terminating || going {
+                if f.terminating || going {
                     counts.going += 1;
-                } else if pod.ready {
+                } else if f.ready {
                     counts.ready += 1;
                 }
             }
@@ -291,7 +310,8 @@ impl<'a> Index<'a> {
         }
         let mut next = per_node.clone();
         let mut by_node = vec![0u32; start as usize];
-        for (i, &slot) in pod_slot.iter().enumerate() {
+        for (i, f) in pods.facts.iter().enumerate() {
+            let slot = f.node;
             if slot != u32::MAX {
                 let at = &mut next[slot as usize];
                 by_node[*at as usize] = slot_of(i);

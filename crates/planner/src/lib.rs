@@ -14,6 +14,7 @@ mod classify;
 mod conditions;
 mod deleted;
 mod drain;
+mod facts;
 mod health;
 mod index;
 mod memo;
@@ -42,7 +43,7 @@ pub use output::{
     Action, ActionKind, Blocker, Decision, EtaInputs, Eviction, NodePlan, OwnerRef, Plan, PodClass,
     PodPlan, PodRef, PolicyCondition, PolicyPlan,
 };
-pub use plan::plan;
+pub use plan::{Planner, plan};
 pub use progress::format as drain_progress;
 pub use reason::Reason;
 pub use selector::{Selector, SelectorError};

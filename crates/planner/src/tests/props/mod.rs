@@ -18,5 +18,6 @@
 mod build;
 mod checks;
 mod generate;
+mod incremental;
 mod properties;
 mod truth;

@@ -11,7 +11,7 @@ use super::{
     world::{DEADLINE_MINUTES, World},
 };
 use crate::{
-    ActionKind,
+    ActionKind, Planner,
     testing::apply,
     tests::{node_plan, oracle},
 };
@@ -33,6 +33,8 @@ pub(super) fn run(
         .collect();
     let mut done = None;
     let mut step = 0;
+    // The controller's planner, kept across passes: each of its plans must be a fresh plan's.
+    let mut planner = Planner::default();
     while step < steps {
         if done.is_none() && world.upgraded(&stuck_nodes) {
             done = Some(step);
@@ -41,7 +43,12 @@ pub(super) fn run(
             break;
         }
         world.remember_sizes(Vec::new());
-        let plan = crate::plan(&world.view, world.now);
+        let plan = planner.plan(&world.view, world.now);
+        if plan != crate::plan(&world.view, world.now) {
+            return Err(format!(
+                "step {step}: the kept planner's plan differs from a fresh plan"
+            ));
+        }
         let evicted = check_plan(&world, &plan, step)?;
         world.note(&plan);
         let gone: Vec<String> = world

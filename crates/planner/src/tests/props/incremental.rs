@@ -1,0 +1,116 @@
+//! A [`Planner`] that keeps what it derived from each pod across passes plans exactly what a fresh [`plan`] plans,
+//! whatever it planned before: over a sequence of views that change the way a controller's stores change them (pods
+//! replaced by new versions, removed, added, moved around in the vector, nodes added and removed, evictions in
+//! flight coming and going), every pass is compared with a fresh plan of the same view.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::generate::arb_world;
+use crate::{
+    ClusterView, InFlightEviction, NodeView, Planner, PodPhase, PodView, plan,
+    tests::{now, support::Rng},
+};
+
+/// One random change of the kind a watch brings between two passes.
+fn change(view: &mut ClusterView, rng: &mut Rng) -> &'static str {
+    let pods = view.pods.len();
+    match rng.below(9) {
+        // A new version of a pod: a new view, with one of its fields changed (as a watch event replaces it).
+        0..=2 if pods > 0 => {
+            let i = rng.below(pods);
+            let mut pod = PodView::clone(&view.pods[i]);
+            match rng.below(6) {
+                0 => pod.ready = !pod.ready,
+                1 => pod.terminating = !pod.terminating,
+                2 => {
+                    pod.phase = match pod.phase {
+                        PodPhase::Running => PodPhase::Succeeded,
+                        _ => PodPhase::Running,
+                    }
+                }
+                3 => {
+                    pod.node_name = view
+                        .nodes
+                        .get(rng.below(view.nodes.len()))
+                        .map(|n| n.name.as_str().into())
+                }
+                4 => pod.node_name = None,
+                _ => {}
+            }
+            view.pods[i] = Arc::new(pod);
+            "replaced"
+        }
+        3 if pods > 0 => {
+            view.pods.remove(rng.below(pods));
+            "removed"
+        }
+        // A pod added anywhere: a copy under a new name and UID, as a controller's replacement.
+        4 if pods > 0 => {
+            let mut pod = PodView::clone(&view.pods[rng.below(pods)]);
+            let n = rng.below(1_000_000);
+            pod.name = format!("{}-r{n}", pod.name).into();
+            pod.uid = format!("{}-r{n}", pod.uid).into();
+            view.pods.insert(rng.below(pods + 1), Arc::new(pod));
+            "added"
+        }
+        // The store's order changed (a map grown and rehashed), in part or in whole.
+        5 => {
+            let from = rng.below(pods);
+            let to = (from + 1 + rng.below(40)).min(pods);
+            rng.shuffle(&mut view.pods[from..to]);
+            "reordered"
+        }
+        // A node gone (its pods stay bound to its name) or a new one.
+        6 if !view.nodes.is_empty() && rng.chance(50) => {
+            view.nodes.remove(rng.below(view.nodes.len()));
+            "node removed"
+        }
+        6 => {
+            let mut node = view.nodes.first().cloned().unwrap_or_default();
+            node.name = format!("node-new-{}", rng.below(1_000));
+            node.uid = format!("uid-{}", node.name);
+            view.nodes.push(NodeView { ..node });
+            "node added"
+        }
+        // Evictions in flight: one launched on a pod of the view, or one answered and gone.
+        7 if pods > 0 => {
+            let pod = &view.pods[rng.below(pods)];
+            view.in_flight.push(InFlightEviction {
+                pod_uid: pod.uid.to_string(),
+                owner_uid: pod.controller.as_ref().map(|c| c.uid.clone()),
+                at: now(),
+                unanswered: rng.chance(50),
+            });
+            "in flight"
+        }
+        _ if !view.in_flight.is_empty() => {
+            view.in_flight.remove(rng.below(view.in_flight.len()));
+            "answered"
+        }
+        _ => "none",
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_planner_that_planned_other_views_plans_what_a_fresh_one_does(
+        world in arb_world(),
+        seed in 1u64..,
+        passes in 1usize..12,
+    ) {
+        let mut view = world.view;
+        let mut rng = Rng(seed);
+        let mut planner = Planner::default();
+        for pass in 0..passes {
+            let kept = planner.plan(&view, now());
+            prop_assert_eq!(&kept, &plan(&view, now()), "pass {}", pass);
+            for _ in 0..=rng.below(4) {
+                change(&mut view, &mut rng);
+            }
+        }
+    }
+}
