@@ -119,10 +119,13 @@ pub(crate) fn classify<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
         .as_ref()
         .and_then(|c| index.lookups.owners.get(c.uid.as_str()));
     let lookups = &index.lookups;
-    seed(pod).class(lookups.in_flight_pods.contains(&*pod.uid), || {
+    let seed = seed(pod);
+    seed.class(lookups.in_flight_pods.contains(&*pod.uid), || {
         let controller = pod.controller.as_deref();
+        let watched = pod.controller.as_ref().is_some_and(|c| is_watched(&c.kind));
         controller_class(
             controller.expect("a seed that needs the controller has one"),
+            watched,
             entry,
             lookups,
         )
@@ -173,7 +176,7 @@ pub(crate) fn seed(pod: &PodView) -> Seed {
         let at = OPT_OUT_KEYS.iter().position(|&(k, _)| k == key);
         return Seed::OptedOut(at.and_then(|i| u8::try_from(i).ok()).unwrap_or(0));
     }
-    match pod.controller {
+    match &pod.controller {
         None => Seed::NoController,
         Some(_) => Seed::Controlled,
     }
@@ -200,15 +203,16 @@ impl Seed {
 }
 
 /// The class of a pod of `controller` that nothing about the pod itself classifies (seed [`Seed::Controlled`]),
-/// given the view's owner of the controller's UID (looked up once per controller by the caller): the same for all
-/// the controller's pods.
+/// given whether k8sm watches the controller's kind and the view's owner of its UID (looked up once per controller
+/// by the caller): the same for all the controller's pods.
 pub(crate) fn controller_class<'a>(
     controller: &'a ControllerRef,
+    watched: bool,
     entry: Option<&OwnerEntry<'a>>,
     index: &Lookups<'a>,
 ) -> Class<'a> {
     // k8sm does not watch other kinds: not finding one in the view says nothing about whether it exists.
-    if !is_watched(&controller.kind) {
+    if !watched {
         return Class::Other(Workload::of_other(controller));
     }
     owner_entry_class(controller, entry, index)
@@ -231,7 +235,8 @@ pub(crate) fn opted_out(pod: &PodView) -> Option<&'static str> {
         .find_map(|(&(key, _), hit)| hit.then_some(key))
 }
 
-/// What a pod of an owner that exists is, by that owner alone: worked out once per owner and pass, not per pod.
+/// What a pod of an owner that exists is, by that owner alone: worked out when the index first meets a reference to
+/// the owner in a pass (once per controller, not per pod), and only for owners that pods refer to.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Resolved<'a> {
     Job(&'a OwnerView),
@@ -277,7 +282,7 @@ pub(crate) fn resolve<'a>(owner: &'a OwnerView, index: &Lookups<'a>) -> Resolved
 
 /// Whether k8sm watches controllers of this kind: [`OwnerKind::is_watched`], without building an `OwnerKind` (which
 /// copies a kind it does not know) for every pod.
-fn is_watched(kind: &str) -> bool {
+pub(crate) fn is_watched(kind: &str) -> bool {
     matches!(
         kind,
         "Deployment" | "ReplicaSet" | "ReplicationController" | "StatefulSet" | "Job"
@@ -291,10 +296,11 @@ fn owner_entry_class<'a>(
     entry: Option<&OwnerEntry<'a>>,
     index: &Lookups<'a>,
 ) -> Class<'a> {
-    let Some(resolved) = entry.and_then(|e| e.resolved) else {
+    // An owner being deleted replaces nothing: as if it were not there.
+    let Some(entry) = entry.filter(|e| e.owner.exists) else {
         return Class::Unmanaged(missing(controller, index));
     };
-    match resolved {
+    match resolve(entry.owner, index) {
         Resolved::Job(owner) => Class::Job(owner),
         Resolved::Owned(workload) => Class::Owned(workload),
         Resolved::Other(workload) => Class::Other(workload),

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use crate::{
-    ClusterView, PodView,
+    ClusterView, ControllerRef, PodView,
     classify::{self, Seed},
     index::FastMap,
     memo,
@@ -35,6 +35,9 @@ pub(crate) struct PodFacts {
     pub(crate) finished: bool,
     pub(crate) terminating: bool,
     pub(crate) ready: bool,
+    /// Its controller is of a kind k8sm watches (whatever its seed: the pods of one controller share this, and the
+    /// first one met stands for the others).
+    pub(crate) watched: bool,
     /// The slot of its node among the nodes of [`PodCache::node_names`] (`u32::MAX`: unbound, or not in the view).
     pub(crate) node: u32,
     /// The address of the pod's UID, of its controller reference and of its node's name (0: none): the pods of one
@@ -52,6 +55,10 @@ impl PodFacts {
             finished: pod.phase.is_finished(),
             terminating: pod.terminating,
             ready: pod.ready,
+            watched: pod
+                .controller
+                .as_ref()
+                .is_some_and(|c| classify::is_watched(&c.kind)),
             node: u32::MAX,
             uid: memo::address(&pod.uid),
             controller: pod.controller.as_ref().map_or(0, memo::address),
@@ -74,6 +81,11 @@ pub(crate) struct PodCache {
     unplaced: Vec<u32>,
     /// The names of the nodes, sorted, whose positions the facts' node slots are.
     node_names: Vec<String>,
+    /// The controller references of the pods, by address (held, so that an address stays unique): a pass reads the
+    /// reference of each controller once, without reading any of its pods. Entries of controllers gone are dropped
+    /// when they have doubled since the last clean-up.
+    controllers: FastMap<usize, Arc<ControllerRef>>,
+    controllers_kept: usize,
     /// Per pod UID, the UID of the newest version of that pod the cache has seen (held, so its address stays unique):
     /// the few pods with an eviction in flight are found by it. Built at the first pass that needs it, then kept up
     /// to date; dropped when the entries of pods gone outnumber the live ones.
@@ -113,6 +125,11 @@ impl PodCache {
                     if let Some(uids) = &mut self.uids {
                         uids.insert(Arc::clone(&pod.uid), Arc::clone(&pod.uid));
                     }
+                    if let Some(c) = &pod.controller {
+                        self.controllers
+                            .entry(memo::address(c))
+                            .or_insert_with(|| Arc::clone(c));
+                    }
                     next += 1;
                 }
             }
@@ -128,6 +145,21 @@ impl PodCache {
         {
             self.uids = None;
         }
+        if self.controllers.len() > 2 * self.controllers_kept + 1024 {
+            self.controllers = self
+                .held
+                .iter()
+                .flatten()
+                .filter_map(|pod| pod.controller.as_ref())
+                .map(|c| (memo::address(c), Arc::clone(c)))
+                .collect();
+            self.controllers_kept = self.controllers.len();
+        }
+    }
+
+    /// The controller reference at `address` (a fact's `controller`).
+    pub(crate) fn controller(&self, address: usize) -> Option<&ControllerRef> {
+        self.controllers.get(&address).map(|c| &**c)
     }
 
     /// Places the pods on their nodes' slots among `names` (sorted): those derived in this alignment, or every pod

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
-    classify::{self, Class, Resolved},
+    classify::{self, Class},
     facts::PodCache,
     memo::{self, Memo},
     selector::{self, Selector, SelectorError},
@@ -81,12 +81,10 @@ pub(crate) struct Lookups<'a> {
     pub(crate) in_flight_pods: FastSet<&'a str>,
 }
 
-/// An owner, with what is worked out once for all its pods.
+/// An owner, with the slot of the workload its pods count for.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OwnerEntry<'a> {
     pub(crate) owner: &'a OwnerView,
-    /// What its pods are; `None` for an owner being deleted.
-    pub(crate) resolved: Option<Resolved<'a>>,
     /// Where its pods are counted: the slot of the workload they count for (DESIGN.md §2).
     counts: u32,
 }
@@ -161,7 +159,7 @@ pub(crate) struct Index<'a> {
 impl<'a> Index<'a> {
     /// Indexes `view`, with the facts of its pods in `pods` (brought in line with the view here: those of the pods
     /// seen in the last pass are reused).
-    pub(crate) fn new(view: &'a ClusterView, pods: &mut PodCache) -> Self {
+    pub(crate) fn new(view: &'a ClusterView, pods: &'a mut PodCache) -> Self {
         let nodes: BTreeMap<&str, &NodeView> =
             view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         let mut node_slots: FastMap<&str, u32> =
@@ -179,7 +177,7 @@ impl<'a> Index<'a> {
                 .into_iter()
                 .collect()
         };
-        let pods: &PodCache = pods;
+        let pods: &'a PodCache = pods;
         // Every owner with the slot of the workload its pods count for, then (once all are in) what its pods are.
         let mut workload_slots: FastMap<&str, u32> =
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
@@ -190,16 +188,9 @@ impl<'a> Index<'a> {
             let counts = *workload_slots
                 .entry(workload_uid(&owner.uid, Some(owner)))
                 .or_insert(next);
-            owners.insert(
-                &owner.uid,
-                OwnerEntry {
-                    owner,
-                    resolved: None,
-                    counts,
-                },
-            );
+            owners.insert(&owner.uid, OwnerEntry { owner, counts });
         }
-        let mut lookups = Lookups {
+        let lookups = Lookups {
             owners,
             deleting_owners: view
                 .owners
@@ -210,17 +201,6 @@ impl<'a> Index<'a> {
             #[cfg(test)]
             in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
         };
-        let resolved: Vec<(&str, Resolved)> = lookups
-            .owners
-            .iter()
-            .filter(|(_, e)| e.owner.exists)
-            .map(|(&uid, e)| (uid, classify::resolve(e.owner, &lookups)))
-            .collect();
-        for (uid, r) in resolved {
-            if let Some(entry) = lookups.owners.get_mut(uid) {
-                entry.resolved = Some(r);
-            }
-        }
         // One walk over the pods' facts, front to back, without reading a pod that did not change: each classified,
         // counted for its workload, and placed on its node. Sized up front: growing a large fleet's vectors costs
         // copies.
@@ -248,13 +228,14 @@ impl<'a> Index<'a> {
             }
             let controlled = (f.controller != 0).then(|| {
                 *by_controller.entry(f.controller).or_insert_with(|| {
-                    // The pod is read once per controller, for the reference its pods share.
-                    let controller = pod
-                        .controller
-                        .as_deref()
+                    // Read from the cache's copy of the reference its pods share, not from the pod.
+                    let controller = pods
+                        .controller(f.controller)
+                        .or(pod.controller.as_deref())
                         .expect("facts with a controller are of a pod with one");
                     let entry = lookups.owners.get(controller.uid.as_str()).copied();
-                    let class = classify::controller_class(controller, entry.as_ref(), &lookups);
+                    let class =
+                        classify::controller_class(controller, f.watched, entry.as_ref(), &lookups);
                     // A controller that is not in the view counts for itself.
                     let counts = match entry {
                         Some(e) => e.counts,
