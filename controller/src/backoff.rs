@@ -306,11 +306,7 @@ mod tests {
     }
 
     fn pod(uid: &str) -> Subject {
-        Subject::Pod(PodRef {
-            namespace: "shop".into(),
-            name: uid.into(),
-            uid: uid.into(),
-        })
+        Subject::Pod(PodRef::new("shop", uid, uid))
     }
 
     fn fail(backoff: &mut Backoff, subject: &Subject, answer: &str, now: Instant) -> Recorded {
@@ -461,11 +457,7 @@ mod tests {
 
     #[test]
     fn actions_are_described_by_verb_and_object() {
-        let pod = PodRef {
-            namespace: "shop".into(),
-            name: "web-1".into(),
-            uid: "u".into(),
-        };
+        let pod = PodRef::new("shop", "web-1", "u");
         assert_eq!(
             describe(&ActionKind::DeletePod { pod: pod.clone() }),
             "delete pod shop/web-1"

@@ -146,7 +146,7 @@ impl EventSink {
                     continue;
                 }
                 let (key, reference) = match &blocker.pod {
-                    Some(pod) => (format!("pod/{}", pod.uid), pod_ref(pod)),
+                    Some(pod) => (format!("pod/{}", pod.uid()), pod_ref(pod)),
                     None => (
                         format!("node/{}", node.node),
                         node_ref(&node.node, uids.node(&node.node)),
@@ -285,7 +285,7 @@ fn reference(kind: &ActionKind, uids: &impl Uids) -> (String, ObjectReference) {
             | ActionKind::DeletePod { pod }
             | ActionKind::Surge { pod, .. },
             _,
-        ) => (format!("pod/{}", pod.uid), pod_ref(pod)),
+        ) => (format!("pod/{}", pod.uid()), pod_ref(pod)),
         (_, Some(policy)) => (
             format!("policy/{policy}"),
             policy_ref(policy, uids.policy(policy)),

@@ -232,7 +232,8 @@ impl Executor {
                 }
                 _ => Ok(Outcome::Stale(format!(
                     "Deployment {}/{} is not in the cache as planned",
-                    pod.namespace, owner.name
+                    pod.namespace(),
+                    owner.name
                 ))),
             },
             ActionKind::Kamikaze {
@@ -348,14 +349,14 @@ impl Executor {
             "metadata": {
                 "resourceVersion": deployment.resource_version(),
                 "annotations": {
-                    keys::SURGE_MOVE_ANNOTATION: k8sm_planner::surge_move_record(at, &pod.uid),
+                    keys::SURGE_MOVE_ANNOTATION: k8sm_planner::surge_move_record(at, pod.uid()),
                 },
             },
             "spec": {"template": {"metadata": {"annotations": {
                 keys::RESTARTED_AT_ANNOTATION: rfc3339(at),
             }}}},
         });
-        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), pod.namespace());
         self.leadership.ensure()?;
         match api
             .patch(&name, &write_params::patch(), &Patch::Merge(&patch))
@@ -369,12 +370,13 @@ impl Executor {
             Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
                 Ok(Outcome::Stale(format!(
                     "Deployment {}/{name} changed: {}",
-                    pod.namespace, status.message
+                    pod.namespace(),
+                    status.message
                 )))
             }
             Err(source) => Err(Error::Action {
                 action: "starting a surge rollout of",
-                object: format!("Deployment {}/{name}", pod.namespace),
+                object: format!("Deployment {}/{name}", pod.namespace()),
                 source,
             }),
         }
@@ -487,10 +489,10 @@ impl Executor {
     }
 
     async fn evict(&self, pod: &PodRef) -> Result<Outcome, Error> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        let params = write_params::evict(uid_precondition(&pod.uid));
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), pod.namespace());
+        let params = write_params::evict(uid_precondition(pod.uid()));
         self.leadership.ensure()?;
-        match api.evict(&pod.name, &params).await {
+        match api.evict(pod.name(), &params).await {
             Ok(_) => Ok(Outcome::done()),
             Err(kube::Error::Api(status)) if status.code == 429 => {
                 Ok(Outcome::DisruptionBudget(status.message.clone()))
@@ -510,9 +512,9 @@ impl Executor {
     }
 
     async fn delete_pod(&self, pod: &PodRef) -> Result<Outcome, Error> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), pod.namespace());
         self.leadership.ensure()?;
-        match api.delete(&pod.name, &uid_precondition(&pod.uid)).await {
+        match api.delete(pod.name(), &uid_precondition(pod.uid())).await {
             Ok(_) => Ok(Outcome::done()),
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
                 Ok(Outcome::Stale(format!(

@@ -555,7 +555,7 @@ impl Controller {
 
     /// The node a cached pod is bound to.
     fn node_of(&self, pod: &PodRef) -> Option<String> {
-        let key = ObjectRef::<CachedPod>::new(&pod.name).within(&pod.namespace);
+        let key = ObjectRef::<CachedPod>::new(pod.name()).within(pod.namespace());
         self.stores
             .pods
             .get(&key)
@@ -587,7 +587,7 @@ impl Controller {
             ActionKind::Evict { eviction, .. } => Some(eviction.owner.uid.to_string()),
             _ => None,
         };
-        if !self.in_flight.launch(&pod.uid, owner.clone(), Utc::now()) {
+        if !self.in_flight.launch(pod.uid(), owner.clone(), Utc::now()) {
             tracing::warn!(%pod, "a call on this pod is still running: not repeated");
             return false;
         }
@@ -650,7 +650,7 @@ impl Controller {
         result: &mut PassResult,
     ) -> Option<Hold> {
         if let Some(pod) = action.kind.pod() {
-            self.in_flight.answered(&pod.uid, &outcome, Utc::now());
+            self.in_flight.answered(pod.uid(), &outcome, Utc::now());
         }
         match outcome {
             Ok(Outcome::Done {
@@ -682,7 +682,7 @@ impl Controller {
                 } = &action.kind
                 {
                     let (namespace, name) =
-                        (pod.namespace.to_string(), deployment.name.to_string());
+                        (pod.namespace().to_string(), deployment.name.to_string());
                     let before = self
                         .stores
                         .deployments
@@ -744,7 +744,7 @@ async fn carry_out(
             pod, deployment, ..
         } => stores
             .deployments
-            .get(&ObjectRef::new(&deployment.name).within(&pod.namespace)),
+            .get(&ObjectRef::new(&deployment.name).within(pod.namespace())),
         _ => None,
     };
     let cached = Cached {
@@ -866,11 +866,7 @@ mod tests {
     }
 
     fn pod_ref(name: &str) -> PodRef {
-        PodRef {
-            namespace: "ns".into(),
-            name: name.into(),
-            uid: name.into(),
-        }
+        PodRef::new("ns", name, name)
     }
 
     fn evict(pod: &str) -> Action {

@@ -198,8 +198,8 @@ pub(crate) fn blocked_pod(
     let name = |text: &str| bounded(text, MAX_NAME).into_owned();
     BlockedPod {
         node: name(&node.node),
-        namespace: name(&pod_plan.pod.namespace),
-        name: name(&pod_plan.pod.name),
+        namespace: name(pod_plan.pod.namespace()),
+        name: name(pod_plan.pod.name()),
         // "Kind/name": a kind and a name of at most 253 bytes each.
         owner: pod_plan
             .owner
@@ -295,7 +295,7 @@ pub fn report_troubles(
             status_lists::add_blocker(status, node, message);
         }
         for pod_plan in &node.pods {
-            let Some((reason, message)) = troubles.pods.get(&*pod_plan.pod.uid) else {
+            let Some((reason, message)) = troubles.pods.get(pod_plan.pod.uid()) else {
                 continue;
             };
             // Only pods the plan still means to move: one it waits for is reported as the plan says.
@@ -674,11 +674,7 @@ mod tests {
     fn draining() -> (Plan, PolicyPlan) {
         use k8sm_planner::{OwnerKind, OwnerRef, PodClass, PodRef};
         let pod = |name: &str| PodPlan {
-            pod: PodRef {
-                namespace: "shop".into(),
-                name: name.into(),
-                uid: format!("uid-{name}").into(),
-            },
+            pod: PodRef::new("shop", name, format!("uid-{name}")),
             owner: Some(OwnerRef {
                 kind: OwnerKind::ReplicaSet,
                 name: "vault-1".into(),

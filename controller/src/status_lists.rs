@@ -146,8 +146,8 @@ fn pod_key<'a>(
         node.since.is_none(),
         node.since,
         &node.node,
-        &pod.pod.namespace,
-        &pod.pod.name,
+        pod.pod.namespace(),
+        pod.pod.name(),
     )
 }
 

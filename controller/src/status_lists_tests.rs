@@ -32,11 +32,7 @@ fn with_blocker(mut node: NodePlan, reason: Reason, message: &str) -> NodePlan {
 
 /// A pod of `node` that waits with `reason` (a Block decision when only an operator moves it).
 fn waiting_pod(node: &mut NodePlan, name: &str, reason: Reason, message: &str) {
-    let pod = PodRef {
-        namespace: "shop".into(),
-        name: name.to_owned().into(),
-        uid: format!("uid-{name}").into(),
-    };
+    let pod = PodRef::new("shop", name.to_owned(), format!("uid-{name}"));
     let decision = if reason.needs_operator() {
         Decision::Block
     } else {

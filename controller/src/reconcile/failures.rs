@@ -84,9 +84,9 @@ impl Controller {
     pub(super) fn version_of(&self, subject: &Subject) -> Option<String> {
         match subject {
             Subject::Pod(pod) => {
-                let key = ObjectRef::<CachedPod>::new(&pod.name).within(&pod.namespace);
+                let key = ObjectRef::<CachedPod>::new(pod.name()).within(pod.namespace());
                 let cached = self.stores.pods.get(&key)?;
-                (cached.uid().as_deref() == Some(&*pod.uid))
+                (cached.uid().as_deref() == Some(pod.uid()))
                     .then(|| cached.resource_version())
                     .flatten()
             }
@@ -130,7 +130,7 @@ impl Controller {
                 Subject::Pod(pod) => {
                     troubles
                         .pods
-                        .insert(pod.uid.to_string(), (failures.reason, failures.message()));
+                        .insert(pod.uid().to_string(), (failures.reason, failures.message()));
                 }
                 Subject::Node(name) => {
                     troubles.nodes.insert(name.clone(), failures.message());

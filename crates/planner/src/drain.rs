@@ -1,6 +1,6 @@
 //! The per-pod decisions of DESIGN.md §5.3 on one node: what moves now, what waits, and what needs an operator.
 
-use std::sync::Arc;
+use std::{cmp::Ordering, sync::Arc};
 
 use chrono::{DateTime, Utc};
 use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy};
@@ -69,12 +69,35 @@ impl Survey<'_> {
 /// Classifies every pod of the node, in pod order: the survey of a node whose pods are decided in this pass.
 pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
     let mut pods: Vec<_> = index.pods_on(&ctx.node.name).collect();
-    pods.sort_unstable_by(|(a, _), (b, _)| {
-        (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid))
-    });
+    pods.sort_unstable_by(|(a, _), (b, _)| pod_order(a, b));
     let mut survey = count(pods.iter().copied(), ctx, index);
     survey.pods = pods;
     survey
+}
+
+/// The order of [`Survey::pods`]: by namespace, name and UID, exactly as comparing the three strings would, with
+/// fewer reads of their text (this runs for every pair the sort compares, on every draining node's ~30 pods).
+fn pod_order(a: &PodView, b: &PodView) -> Ordering {
+    text_order(&a.namespace, &b.namespace)
+        .then_with(|| text_order(&a.name, &b.name))
+        .then_with(|| text_order(&a.uid, &b.uid))
+}
+
+/// `a.cmp(b)`, answered without reading the text when both are one shared copy (the pods of a namespace share
+/// one), and from the first eight bytes when they differ there (most names of a node's pods do): big-endian, so
+/// the integers order as the bytes do.
+fn text_order(a: &Arc<str>, b: &Arc<str>) -> Ordering {
+    if Arc::ptr_eq(a, b) {
+        return Ordering::Equal;
+    }
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        let (x, y) = (u64::from_be_bytes(*x), u64::from_be_bytes(*y));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    a.cmp(b)
 }
 
 /// Only the counts of a survey: all that admission needs of the many nodes that only queue for a slot, without
@@ -298,36 +321,76 @@ pub(crate) fn decide(
     ledger: &mut Ledger,
 ) -> Drain {
     let mut drain = Drain {
-        pods: Vec::new(),
+        pods: Vec::with_capacity(survey.pods.len()),
         actions: Vec::new(),
         wake: None,
         moving: false,
     };
-    // Decided in the order of the rule, reported in pod order: each decision goes to its pod's place in the survey
-    // (sorted by namespace, name and UID, as the plan's pods are), so no sort of the decisions by name is needed.
-    let mut decided: Vec<Option<PodPlan>> = vec![None; survey.pods.len()];
-    let of_class = |other: bool| {
-        survey.pods.iter().enumerate().filter(move |(_, (_, c))| {
-            matches!(
-                (c, other),
-                (Class::Owned(_), false) | (Class::Other(_), true)
-            )
-        })
+    let is_of = |class: &Class, other: bool| {
+        matches!(
+            (class, other),
+            (Class::Owned(_), false) | (Class::Other(_), true)
+        )
     };
     // An eviction still unanswered may yet be refused: its pod holds back the classes after it, as if it were here.
-    let workload_pods_left = of_class(false).next().is_some() || survey.unanswered > 0;
+    let workload_pods_left =
+        survey.pods.iter().any(|(_, c)| is_of(c, false)) || survey.unanswered > 0;
+    let held_back = workload_pods_left.then_some("the node's workload pods have left");
+    let managed_pods_left = workload_pods_left || survey.pods.iter().any(|(_, c)| is_of(c, true));
+    // The decisions are reported in pod order (the survey's order, as the plan's pods are sorted). Workload pods are
+    // decided before other-controller pods (the evictions of the former count in the ledger and budgets the latter
+    // are judged on); the other pods' decisions read neither. So when no workload pod comes after an
+    // other-controller pod (most nodes have no other-controller pod), deciding in pod order is deciding in the
+    // rule's order, and each decision goes straight to its place, with no copy.
+    let in_pod_order = survey
+        .pods
+        .iter()
+        .skip_while(|(_, c)| !is_of(c, true))
+        .all(|(_, c)| !is_of(c, false));
+    if in_pod_order {
+        // The other pods' actions follow the workload pods' ones, as in the rule's order.
+        let mut rest = Drain {
+            pods: Vec::new(),
+            actions: Vec::new(),
+            wake: None,
+            moving: false,
+        };
+        for &(pod, class) in &survey.pods {
+            let decided = match class {
+                Class::Owned(_) => {
+                    decide_workload(pod, class, ctx, index, ledger, None, &mut drain)
+                }
+                Class::Other(_) => {
+                    decide_workload(pod, class, ctx, index, ledger, held_back, &mut drain)
+                }
+                _ => decide_other(pod, class, ctx, index, managed_pods_left, &mut rest),
+            };
+            drain.pods.push(decided);
+        }
+        drain.actions.append(&mut rest.actions);
+        drain.wake = earliest(drain.wake, rest.wake);
+        drain.moving |= rest.moving;
+        return drain;
+    }
+    // Decided in the order of the rule, reported in pod order: each decision goes to its pod's place in the survey.
+    let mut decided: Vec<Option<PodPlan>> = vec![None; survey.pods.len()];
+    let of_class = |other: bool| {
+        survey
+            .pods
+            .iter()
+            .enumerate()
+            .filter(move |(_, (_, c))| is_of(c, other))
+    };
     for (i, &(pod, class)) in of_class(false) {
         decided[i] = Some(decide_workload(
             pod, class, ctx, index, ledger, None, &mut drain,
         ));
     }
-    let held_back = workload_pods_left.then_some("the node's workload pods have left");
     for (i, &(pod, class)) in of_class(true) {
         decided[i] = Some(decide_workload(
             pod, class, ctx, index, ledger, held_back, &mut drain,
         ));
     }
-    let managed_pods_left = workload_pods_left || of_class(true).next().is_some();
     for (i, &(pod, class)) in survey.pods.iter().enumerate() {
         if class.workload().is_none() {
             decided[i] = Some(decide_other(
@@ -340,7 +403,7 @@ pub(crate) fn decide(
             ));
         }
     }
-    drain.pods = decided.into_iter().flatten().collect();
+    drain.pods.extend(decided.into_iter().flatten());
     drain
 }
 
@@ -785,5 +848,43 @@ pub(crate) fn earliest(
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `text_order` is the order of the texts, shared copies or not, whatever their lengths and where they differ.
+    #[test]
+    fn text_order_is_the_order_of_the_texts() {
+        let texts = [
+            "",
+            "a",
+            "ab",
+            "ab\0",
+            "abcdefg",
+            "abcdefgh",
+            "abcdefgh\0",
+            "abcdefghi",
+            "abcdefgi",
+            "abcdefgz",
+            "abcdefghij",
+            "abcdefhh",
+            "b",
+            "web-10-6d4f-1",
+            "web-1-6d4f-10",
+            "web-2-6d4f-1",
+            "zzzzzzzz",
+            "é",
+            "éa",
+        ];
+        for a in texts {
+            for b in texts {
+                let (x, y): (Arc<str>, Arc<str>) = (a.into(), b.into());
+                assert_eq!(text_order(&x, &y), a.cmp(b), "{a:?} {b:?}");
+                assert_eq!(text_order(&x, &x.clone()), Ordering::Equal);
+            }
+        }
     }
 }

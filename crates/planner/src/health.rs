@@ -21,6 +21,7 @@
 
 use crate::{
     index::{FastMap, Index, PodCounts},
+    memo::Text,
     workload::Workload,
 };
 
@@ -114,9 +115,19 @@ pub fn judge(health: OwnerHealth, threshold: u8, pod_ready: bool) -> Verdict {
 
 /// Workload health and budget allowances, updated with every eviction planned in the pass. A workload's health is
 /// computed from the view the first time the pass asks for it: only workloads with pods on draining nodes are.
+///
+/// Looked up for every decided pod: by where the workload's UID is (the pods of a workload read one copy of it), so
+/// that a lookup neither hashes nor compares its text; by the text itself only for a copy not seen yet, so that two
+/// copies of one UID (a controller reference of an unknown kind that pods do not share) share one health. Like the
+/// index, a ledger is for one pass over one view: the addresses stand for their texts only while the view lives.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Ledger {
-    workloads: FastMap<String, OwnerHealth>,
+    /// Per workload, its health, at the slot its UID's copies point to.
+    health: Vec<OwnerHealth>,
+    /// Per copy of a UID seen so far, its slot in `health`.
+    by_copy: FastMap<Text, u32>,
+    /// Per UID, its slot in `health`.
+    by_uid: FastMap<String, u32>,
     /// Disruptions still allowed per budget, by its position in the index's budgets.
     pdbs: Vec<i64>,
 }
@@ -129,19 +140,34 @@ impl Ledger {
             .map(|p| i64::from(p.view.disruptions_allowed.max(0)))
             .collect();
         Self {
-            workloads: FastMap::default(),
             pdbs,
+            ..Self::default()
         }
     }
 
     /// The workload's health now, counting the evictions planned so far.
     pub(crate) fn health(&mut self, workload: Workload, index: &Index) -> OwnerHealth {
-        if let Some(health) = self.workloads.get(workload.uid()) {
-            return *health;
+        let slot = self.slot(workload, index);
+        self.health[slot]
+    }
+
+    /// The slot of the workload's health, observed from the view the first time it is asked for.
+    fn slot(&mut self, workload: Workload, index: &Index) -> usize {
+        let uid = workload.uid();
+        if let Some(&slot) = self.by_copy.get(&Text::of(uid)) {
+            return slot as usize;
         }
-        let health = observe(workload, index);
-        self.workloads.insert(workload.uid().to_owned(), health);
-        health
+        let slot = match self.by_uid.get(uid) {
+            Some(&slot) => slot,
+            None => {
+                let slot = u32::try_from(self.health.len()).expect("fewer than 2^32 workloads");
+                self.health.push(observe(workload, index));
+                self.by_uid.insert(uid.to_owned(), slot);
+                slot
+            }
+        };
+        self.by_copy.insert(Text::of(uid), slot);
+        slot as usize
     }
 
     /// Disruptions the budget still allows in this pass.
@@ -157,12 +183,12 @@ impl Ledger {
         pod_ready: bool,
         pdbs: &[usize],
     ) {
-        let mut health = self.health(workload, index);
+        let slot = self.slot(workload, index);
+        let health = &mut self.health[slot];
         if pod_ready {
             health.ready = health.ready.saturating_sub(1);
         }
         health.going += 1;
-        self.workloads.insert(workload.uid().to_owned(), health);
         for &pdb in pdbs {
             if let Some(allowed) = self.pdbs.get_mut(pdb) {
                 *allowed -= 1;
@@ -227,6 +253,38 @@ mod tests {
             going,
             replacing: false,
         }
+    }
+
+    /// Two copies of one UID (controller references of an unknown kind that pods do not share) are one workload:
+    /// an eviction recorded through one copy counts for a lookup through the other.
+    #[test]
+    fn ledger_shares_health_between_copies_of_a_uid() {
+        use crate::{ClusterView, ControllerRef};
+        let reference = |name: &str| ControllerRef {
+            kind: "KafkaNodePool".into(),
+            name: "brokers".into(),
+            uid: name.into(),
+        };
+        let (a, b, other) = (reference("uid-1"), reference("uid-1"), reference("uid-2"));
+        let view = ClusterView::default();
+        let index = Index::new(&view);
+        let mut ledger = Ledger::new(&index);
+        let (wa, wb, wo) = (
+            Workload::of_other(&a),
+            Workload::of_other(&b),
+            Workload::of_other(&other),
+        );
+        let start = ledger.health(wa, &index);
+        ledger.record_eviction(wb, &index, true, &[]);
+        let after = ledger.health(wa, &index);
+        assert_eq!(after.going, start.going + 1);
+        assert_eq!(ledger.health(wb, &index), after);
+        assert_eq!(ledger.health(wo, &index), start);
+        // A copy of the ledger goes on from where it was, apart from the original.
+        let mut copy = ledger.clone();
+        copy.record_eviction(wa, &index, false, &[]);
+        assert_eq!(copy.health(wb, &index).going, after.going + 1);
+        assert_eq!(ledger.health(wb, &index), after);
     }
 
     #[test]

@@ -299,24 +299,53 @@ pub struct Eviction {
 }
 
 /// A pod, by name and UID (execute with a UID precondition, so a recreated pod of the same name is never hit).
+///
+/// Serialised as `{namespace, name, uid}`. Read through its methods: what it holds is the planner's business (a pass
+/// refers to every pod of its draining nodes, tens of thousands in a large fleet, so how cheaply a reference is
+/// made and dropped matters).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodRef {
-    /// Namespace.
-    pub namespace: Arc<str>,
-    /// Name.
-    pub name: Arc<str>,
-    /// UID.
-    pub uid: Arc<str>,
+    namespace: Arc<str>,
+    name: Arc<str>,
+    uid: Arc<str>,
 }
 
 impl PodRef {
+    /// A reference to the pod `namespace/name` with this UID.
+    pub fn new(
+        namespace: impl Into<Arc<str>>,
+        name: impl Into<Arc<str>>,
+        uid: impl Into<Arc<str>>,
+    ) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: uid.into(),
+        }
+    }
+
     pub(crate) fn of(pod: &PodView) -> Self {
         Self {
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
             uid: pod.uid.clone(),
         }
+    }
+
+    /// Namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// UID.
+    pub fn uid(&self) -> &str {
+        &self.uid
     }
 }
 
@@ -561,4 +590,22 @@ pub struct EtaInputs {
     pub slots: u32,
     /// Pods still to move on admitted nodes.
     pub pods_left: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape the controller's status, the plugin's JSON and the reports carry, whatever a `PodRef` holds.
+    #[test]
+    fn pod_ref_serialises_as_namespace_name_and_uid() {
+        let pod = PodRef::new("shop", "web-1", "u1");
+        let json = serde_json::to_string(&pod).unwrap();
+        assert_eq!(json, r#"{"namespace":"shop","name":"web-1","uid":"u1"}"#);
+        assert_eq!(serde_json::from_str::<PodRef>(&json).unwrap(), pod);
+        assert_eq!(
+            (pod.namespace(), pod.name(), pod.uid(), pod.to_string()),
+            ("shop", "web-1", "u1", "shop/web-1".to_owned())
+        );
+    }
 }

@@ -32,7 +32,7 @@ fn pass_observed(view: &mut ClusterView, runs: &mut Runs, now: DateTime<Utc>) ->
         let node = action
             .kind
             .about_pod()
-            .and_then(|p| view.pods.iter().find(|v| v.uid == p.uid))
+            .and_then(|p| view.pods.iter().find(|v| *v.uid == *p.uid()))
             .and_then(|p| p.node_name.as_deref().map(str::to_owned));
         record(runs, action, node.as_deref(), now);
     }

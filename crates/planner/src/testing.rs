@@ -380,11 +380,11 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
                     d.replacing = true;
                     let rollout = d.rollout.get_or_insert_with(RolloutView::default);
                     rollout.complete = false;
-                    rollout.surge_move = Some(crate::surge_move_record(*at, &pod.uid));
+                    rollout.surge_move = Some(crate::surge_move_record(*at, pod.uid()));
                 }
             }
             (ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod }, _) => {
-                if let Some(p) = view.pods.iter_mut().find(|p| p.uid == pod.uid) {
+                if let Some(p) = view.pods.iter_mut().find(|p| *p.uid == *pod.uid()) {
                     std::sync::Arc::make_mut(p).terminating = true;
                 }
             }
@@ -467,14 +467,14 @@ pub fn record_in_flight(view: &mut ClusterView, plan: &Plan, when: DateTime<Utc>
         if let ActionKind::Evict { pod, eviction } = &action.kind {
             view.in_flight.push(InFlightEviction {
                 unanswered: false,
-                pod_uid: pod.uid.to_string(),
+                pod_uid: pod.uid().to_string(),
                 owner_uid: Some(eviction.owner.uid.to_string()),
                 at: when,
             });
         } else if let ActionKind::DeletePod { pod } = &action.kind {
             view.in_flight.push(InFlightEviction {
                 unanswered: false,
-                pod_uid: pod.uid.to_string(),
+                pod_uid: pod.uid().to_string(),
                 owner_uid: None,
                 at: when,
             });

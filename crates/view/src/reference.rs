@@ -11,9 +11,9 @@ pub fn pod_ref(pod: &PodRef) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Pod".into()),
-        namespace: Some(pod.namespace.to_string()),
-        name: Some(pod.name.to_string()),
-        uid: Some(pod.uid.to_string()),
+        namespace: Some(pod.namespace().to_string()),
+        name: Some(pod.name().to_string()),
+        uid: Some(pod.uid().to_string()),
         ..ObjectReference::default()
     }
 }
@@ -46,11 +46,7 @@ mod tests {
 
     #[test]
     fn references_name_the_kind_its_version_and_the_object() {
-        let pod = pod_ref(&PodRef {
-            namespace: "shop".into(),
-            name: "web-1".into(),
-            uid: "u1".into(),
-        });
+        let pod = pod_ref(&PodRef::new("shop", "web-1", "u1"));
         let node = node_ref("n1", Some("un1".into()));
         let policy = policy_ref("fleet", Some("up1".into()));
         let read = |r: &ObjectReference| {

@@ -172,11 +172,11 @@ async fn delete(
         }
         Err(e) => return Err(Error::kube(format!("deleting pod {pod_name}"), e)),
     }
-    let reference = pod_ref(&PodRef {
-        namespace: pod.namespace.as_str().into(),
-        name: pod.name.as_str().into(),
-        uid: pod.uid.as_str().into(),
-    });
+    let reference = pod_ref(&PodRef::new(
+        pod.namespace.as_str(),
+        pod.name.as_str(),
+        pod.uid.as_str(),
+    ));
     let note = event_note(user, node, pod);
     let event = record_forced(recorder, &note, &reference, &format!("pod {pod_name}")).await;
     Ok(Outcome::Deleted {

@@ -71,22 +71,22 @@ impl BlockedView {
             .filter(|(_, pod)| pod.is_blocked())
             .filter(|(_, pod)| match namespaces {
                 Namespaces::All => true,
-                Namespaces::One(ns) => *pod.pod.namespace == **ns,
+                Namespaces::One(ns) => *pod.pod.namespace() == **ns,
             })
             .filter_map(|(node, pod)| Some((node, pod, pod.reason?)))
             .map(|(node, pod, reason)| {
-                let arrived = created.get(&*pod.pod.uid).copied();
+                let arrived = created.get(pod.pod.uid()).copied();
                 BlockedPodRow {
                     policy: node.policy.clone(),
                     node: node.node.clone(),
-                    namespace: pod.pod.namespace.to_string(),
-                    name: pod.pod.name.to_string(),
-                    uid: pod.pod.uid.to_string(),
+                    namespace: pod.pod.namespace().to_string(),
+                    name: pod.pod.name().to_string(),
+                    uid: pod.pod.uid().to_string(),
                     owner: pod
                         .owner
                         .as_ref()
                         .map(ToString::to_string)
-                        .or_else(|| controllers.get(&*pod.pod.uid).cloned()),
+                        .or_else(|| controllers.get(pod.pod.uid()).cloned()),
                     class: pod.class.clone(),
                     reason,
                     needs_operator: pod.needs_operator(),

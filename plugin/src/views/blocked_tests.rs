@@ -17,11 +17,7 @@ fn pod_plan(
     message: &str,
 ) -> PodPlan {
     PodPlan {
-        pod: PodRef {
-            namespace: namespace.into(),
-            name: name.into(),
-            uid: format!("{namespace}/{name}").into(),
-        },
+        pod: PodRef::new(namespace, name, format!("{namespace}/{name}")),
         owner: owner.map(|(kind, name)| OwnerRef {
             kind: OwnerKind::from(kind),
             name: name.into(),

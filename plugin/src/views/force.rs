@@ -146,9 +146,9 @@ pub fn event_note(user: &str, node: &str, pod: &ForcedPod) -> String {
 
 fn forced(p: &PodPlan) -> ForcedPod {
     ForcedPod {
-        namespace: p.pod.namespace.to_string(),
-        name: p.pod.name.to_string(),
-        uid: p.pod.uid.to_string(),
+        namespace: p.pod.namespace().to_string(),
+        name: p.pod.name().to_string(),
+        uid: p.pod.uid().to_string(),
         reason: p.reason.unwrap_or(Reason::Forced),
         message: p.message.to_string(),
     }
@@ -240,7 +240,7 @@ mod tests {
     #[test]
     fn opted_out_pods_alone_need_the_flag() {
         let mut plan = node_plan();
-        plan.pods.retain(|p| &*p.pod.name == "pinned");
+        plan.pods.retain(|p| p.pod.name() == "pinned");
         let text = ForceSelection::new(&plan, false).render(Palette::PLAIN);
         assert_eq!(
             text,

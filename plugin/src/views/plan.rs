@@ -425,9 +425,9 @@ fn pod_moves(n: &NodePlan) -> Option<String> {
 
 fn planned_pod(p: &PodPlan) -> PlannedPod {
     PlannedPod {
-        namespace: p.pod.namespace.to_string(),
-        name: p.pod.name.to_string(),
-        uid: p.pod.uid.to_string(),
+        namespace: p.pod.namespace().to_string(),
+        name: p.pod.name().to_string(),
+        uid: p.pod.uid().to_string(),
         owner: p.owner.as_ref().map(ToString::to_string),
         class: p.class.clone(),
         decision: p.decision,

@@ -80,7 +80,10 @@ fn admission_order_is_easiest_first_then_marked_time_then_name() {
         "actions are sorted by node; the order shows in the evictions"
     );
     // 20 ready, threshold 90% needs 18: exactly two evictions, given to the easiest nodes first.
-    let evicted: Vec<_> = plan.evictions().map(|(p, _)| p.name.to_string()).collect();
+    let evicted: Vec<_> = plan
+        .evictions()
+        .map(|(p, _)| p.name().to_string())
+        .collect();
     assert_eq!(evicted, ["ea", "eb"]);
 
     // With one slot, the easiest node alone is admitted.

@@ -68,7 +68,7 @@ proptest! {
         let plan = plan_now(&scenario.view());
         let movers = usize::try_from(slots).unwrap().min(owners);
 
-        let evicted: Vec<&str> = plan.evictions().map(|(p, _)| &*p.name).collect();
+        let evicted: Vec<&str> = plan.evictions().map(|(p, _)| p.name()).collect();
         prop_assert_eq!(evicted.len(), movers, "one pod of each of {} owners: {:?}", movers, evicted);
         let by_owner: BTreeSet<&str> = evicted.iter().map(|p| p.split('-').nth(1).unwrap()).collect();
         prop_assert_eq!(by_owner.len(), movers, "{:?}", evicted);

@@ -109,7 +109,7 @@ fn a_free_slot_goes_to_a_node_of_the_longest_chain_before_lighter_nodes_of_short
     // And `long` moves one pod now, the one its bound allows.
     let long_evicted = plan
         .evictions()
-        .filter(|(p, _)| p.name.starts_with("long-"))
+        .filter(|(p, _)| p.name().starts_with("long-"))
         .count();
     assert_eq!(long_evicted, 1);
 }

@@ -156,7 +156,7 @@ fn pod_decision(plan: &Plan, node: &str, pod: &str) -> (crate::Decision, Option<
     let p = node_plan(plan, node)
         .pods
         .iter()
-        .find(|p| *p.pod.name == *pod)
+        .find(|p| *p.pod.name() == *pod)
         .unwrap_or_else(|| panic!("no decision for pod {pod} on {node}: {plan:#?}"));
     (p.decision, p.reason, p.message.to_string())
 }

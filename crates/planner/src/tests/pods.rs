@@ -413,7 +413,7 @@ fn pods_sharing_labels_across_namespaces_are_covered_by_their_own_namespaces_bud
     let shop_pod = node_plan(&plan, "n1")
         .pods
         .iter()
-        .find(|p| &*p.pod.namespace == "shop")
+        .find(|p| p.pod.namespace() == "shop")
         .expect("shop/web-1 is reported");
     assert_eq!(
         shop_pod.reason,
@@ -440,7 +440,7 @@ fn pods_waiting_on_one_workload_share_its_message() {
         let p = node_plan(&plan, "n1")
             .pods
             .iter()
-            .find(|p| *p.pod.name == *pod);
+            .find(|p| *p.pod.name() == *pod);
         std::sync::Arc::clone(&p.expect("reported").message)
     };
     assert_eq!(

@@ -215,7 +215,7 @@ fn unmanaged_pods_wait_for_the_timeout_under_delete_after_timeout() {
     let tool = node_plan(&early, "n1")
         .pods
         .iter()
-        .find(|p| &*p.pod.name == "tool")
+        .find(|p| p.pod.name() == "tool")
         .unwrap();
     assert_eq!(
         (tool.decision, tool.reason, tool.until),

@@ -30,12 +30,12 @@ pub(super) fn evictions_by_workload(
         .collect();
     let mut by_workload: BTreeMap<String, Vec<Evicted>> = BTreeMap::new();
     for (pod_ref, _) in plan.evictions() {
-        let Some(pod) = truth.pods.get(&*pod_ref.uid) else {
+        let Some(pod) = truth.pods.get(pod_ref.uid()) else {
             return Err(TestCaseError::fail(format!(
                 "{pod_ref} evicted: no such pod"
             )));
         };
-        let what = truth.describe(&pod_ref.uid);
+        let what = truth.describe(pod_ref.uid());
         let PodOf::Workload(key) = &pod.of else {
             return Err(TestCaseError::fail(format!(
                 "{what} evicted: only workload pods are"
@@ -118,26 +118,26 @@ pub(super) fn check_other_controllers_one_at_a_time(
 pub(super) fn check_eviction_api(world: &World, plan: &Plan) -> Result<(), TestCaseError> {
     let truth = &world.truth;
     for pod in plan.deletions() {
-        let Some(p) = truth.pods.get(&*pod.uid) else {
+        let Some(p) = truth.pods.get(pod.uid()) else {
             continue;
         };
         if let PodOf::Workload(_) = &p.of {
             prop_assert!(
                 p.finished,
                 "{} deleted directly (DeletePod)",
-                truth.describe(&pod.uid)
+                truth.describe(pod.uid())
             );
         }
     }
     for (pod, e) in plan.evictions() {
-        let Some(p) = truth.pods.get(&*pod.uid) else {
+        let Some(p) = truth.pods.get(pod.uid()) else {
             continue;
         };
         let expected = truth.through_api(p);
         prop_assert!(
             e.use_eviction_api == expected,
             "{} evicted {}: {}",
-            truth.describe(&pod.uid),
+            truth.describe(pod.uid()),
             if e.use_eviction_api {
                 "through the Eviction API"
             } else {
@@ -165,12 +165,12 @@ pub(super) fn check_unmanaged(
 ) -> Result<(), TestCaseError> {
     let truth = &world.truth;
     for pod_ref in plan.deletions() {
-        let Some(pod) = truth.pods.get(&*pod_ref.uid) else {
+        let Some(pod) = truth.pods.get(pod_ref.uid()) else {
             return Err(TestCaseError::fail(format!(
                 "{pod_ref} deleted: no such pod"
             )));
         };
-        let what = truth.describe(&pod_ref.uid);
+        let what = truth.describe(pod_ref.uid());
         prop_assert!(
             !pod.terminating && !pod.in_flight && !pod.opted_out,
             "{what} deleted, but it is going or opted out"
@@ -239,10 +239,10 @@ pub(super) fn check_budgets(world: &World, plan: &Plan) -> Result<(), TestCaseEr
         .filter(|(pod, _)| {
             truth
                 .pods
-                .get(&*pod.uid)
+                .get(pod.uid())
                 .is_some_and(|p| truth.through_api(p))
         })
-        .map(|(pod, _)| &*pod.uid)
+        .map(|(pod, _)| pod.uid())
         .collect();
     for budget in &truth.budgets {
         let covered: Vec<&&str> = through_api

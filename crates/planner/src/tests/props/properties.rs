@@ -176,7 +176,7 @@ fn the_generator_reaches_the_cases_that_matter() {
             plan.deletions().any(|p| {
                 truth
                     .pods
-                    .get(&*p.uid)
+                    .get(p.uid())
                     .is_some_and(|p| p.of == PodOf::Unmanaged && !p.finished)
             }),
         );
@@ -186,7 +186,7 @@ fn the_generator_reaches_the_cases_that_matter() {
                 b.allowed > 0
                     && plan
                         .evictions()
-                        .filter(|(p, _)| b.covers.contains(&*p.uid))
+                        .filter(|(p, _)| b.covers.contains(p.uid()))
                         .count()
                         == b.allowed as usize
             }),
@@ -207,7 +207,7 @@ fn the_generator_reaches_the_cases_that_matter() {
                     && p.staying()
                     && !p.opted_out
                     && held
-                    && plan.evictions().all(|(e, _)| *e.uid != **uid)
+                    && plan.evictions().all(|(e, _)| *e.uid() != **uid)
             }),
         );
     }

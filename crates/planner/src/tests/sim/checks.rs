@@ -30,7 +30,7 @@ pub(super) fn check_plan(
             .view
             .pods
             .iter()
-            .find(|p| p.uid == pod_ref.uid)
+            .find(|p| *p.uid == *pod_ref.uid())
             .ok_or_else(|| format!("step {step}: {pod_ref} evicted: no such pod"))?;
         let Some(w) = world.workload_of(&pod.uid) else {
             return Err(format!(
@@ -72,7 +72,7 @@ pub(super) fn check_plan(
     }
     check_surge(world, plan, step)?;
     for pod in plan.deletions() {
-        if let Some(w) = world.workload_of(&pod.uid) {
+        if let Some(w) = world.workload_of(pod.uid()) {
             return Err(format!(
                 "step {step}: {pod} of {} deleted directly",
                 world.workloads[w].key
@@ -110,8 +110,8 @@ fn check_surge(world: &World, plan: &Plan, step: usize) -> Result<(), String> {
         let ActionKind::Surge { pod: pod_ref, .. } = &action.kind else {
             continue;
         };
-        let pod = world.view.pods.iter().find(|p| p.uid == pod_ref.uid);
-        let w = world.workload_of(&pod_ref.uid);
+        let pod = world.view.pods.iter().find(|p| *p.uid == *pod_ref.uid());
+        let w = world.workload_of(pod_ref.uid());
         let node = pod
             .and_then(|p| p.node_name.as_deref())
             .and_then(|n| world.view.nodes.iter().find(|x| *x.name == *n));
@@ -130,7 +130,7 @@ fn check_surge(world: &World, plan: &Plan, step: usize) -> Result<(), String> {
     }
     let deadline = chrono::Duration::minutes(super::world::DEADLINE_MINUTES);
     for (pod_ref, _) in plan.evictions() {
-        let Some(pod) = world.view.pods.iter().find(|p| p.uid == pod_ref.uid) else {
+        let Some(pod) = world.view.pods.iter().find(|p| *p.uid == *pod_ref.uid()) else {
             continue;
         };
         let Some(w) = world.workload_of(&pod.uid) else {
@@ -188,8 +188,8 @@ impl World {
         let evictions: Vec<(usize, bool)> = plan
             .evictions()
             .filter_map(|(pod, _)| {
-                let ready = self.view.pods.iter().find(|p| p.uid == pod.uid)?.ready;
-                Some((self.workload_of(&pod.uid)?, ready))
+                let ready = self.view.pods.iter().find(|p| *p.uid == *pod.uid())?.ready;
+                Some((self.workload_of(pod.uid())?, ready))
             })
             .collect();
         for (w, ready) in evictions {

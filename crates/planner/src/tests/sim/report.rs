@@ -43,7 +43,7 @@ impl World {
         for action in &plan.actions {
             let pod = action.kind.about_pod();
             let node = pod
-                .and_then(|p| nodes_of_pods.get(&*p.uid))
+                .and_then(|p| nodes_of_pods.get(p.uid()))
                 .map(String::as_str);
             report::record(&mut self.truth.runs, action, node, self.now);
             match &action.kind {
@@ -51,13 +51,13 @@ impl World {
                     if matches!(action.kind, ActionKind::Evict { .. }) {
                         self.truth.evicted += 1;
                     }
-                    if let Some(w) = self.workload_of(&pod.uid) {
+                    if let Some(w) = self.workload_of(pod.uid()) {
                         *self.truth.disruptions.entry(w).or_default() += 1;
                         disrupted.insert(w);
                     }
                 }
                 ActionKind::DeletePod { pod }
-                    if self.workload_of(&pod.uid).is_none()
+                    if self.workload_of(pod.uid()).is_none()
                         && action.reason == crate::Reason::DeletedUnmanagedPod =>
                 {
                     self.truth.deleted_unmanaged += 1;
