@@ -45,7 +45,7 @@ impl NodeContext<'_> {
 pub(crate) struct Survey<'a> {
     /// Sorted by namespace, name and UID, so that decisions consume owner health in a fixed order. Empty in a
     /// [`tally`], which only counts.
-    pub(crate) pods: Vec<(&'a PodView, Class<'a>)>,
+    pub(crate) pods: Vec<(&'a Arc<PodView>, Class<'a>)>,
     /// Pods that keep the node from being drained.
     pub(crate) left: u32,
     /// Of those, pods that wait for an operator whatever the rest of the cluster does.
@@ -107,7 +107,7 @@ pub(crate) fn tally<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
 }
 
 fn count<'a>(
-    pods: impl Iterator<Item = (&'a PodView, Class<'a>)>,
+    pods: impl Iterator<Item = (&'a Arc<PodView>, Class<'a>)>,
     ctx: &NodeContext,
     index: &Index,
 ) -> Survey<'a> {
@@ -409,7 +409,7 @@ pub(crate) fn decide(
 
 fn pod_plan(
     index: &Index,
-    pod: &PodView,
+    pod: &Arc<PodView>,
     class: Class,
     decision: Decision,
     reason: Option<Reason>,
@@ -435,7 +435,7 @@ fn pod_plan(
 /// (the pause, or a report of a node that waits for a slot).
 fn act(
     index: &Index,
-    pod: &PodView,
+    pod: &Arc<PodView>,
     class: Class,
     ctx: &NodeContext,
     drain: &mut Drain,
@@ -471,7 +471,7 @@ fn act(
 
 /// A workload pod, or (`held_back` tells what it waits for first) a pod of a controller of another kind.
 fn decide_workload(
-    pod: &PodView,
+    pod: &Arc<PodView>,
     class: Class,
     ctx: &NodeContext,
     index: &Index,
@@ -709,7 +709,7 @@ impl std::fmt::Display for Going {
 /// Every pod that is not a workload or other-controller pod. Unmanaged pods (and Job pods past their timeout) go
 /// only once `managed_pods_left` is false.
 fn decide_other(
-    pod: &PodView,
+    pod: &Arc<PodView>,
     class: Class,
     ctx: &NodeContext,
     index: &Index,
@@ -835,7 +835,7 @@ fn decide_other(
     )
 }
 
-fn delete(pod: &PodView) -> ActionKind {
+fn delete(pod: &Arc<PodView>) -> ActionKind {
     ActionKind::DeletePod {
         pod: PodRef::of(pod),
     }

@@ -368,7 +368,7 @@ impl<'a> Index<'a> {
     pub(crate) fn pods_on(
         &self,
         node: &str,
-    ) -> impl ExactSizeIterator<Item = (&'a PodView, Class<'a>)> + '_ {
+    ) -> impl ExactSizeIterator<Item = (&'a Arc<PodView>, Class<'a>)> + '_ {
         let range = match self.node_slots.get(node) {
             Some(&slot) => {
                 let slot = slot as usize;
@@ -378,7 +378,7 @@ impl<'a> Index<'a> {
         };
         self.by_node[range]
             .iter()
-            .map(|&i| (&*self.pods[i as usize], self.classes[i as usize]))
+            .map(|&i| (&self.pods[i as usize], self.classes[i as usize]))
     }
 
     /// The workload or other-controller pods bound to `node`, each with the slot of the workload it counts for (see
