@@ -231,7 +231,7 @@ impl<'a> Index<'a> {
                     // Read from the cache's copy of the reference its pods share, not from the pod.
                     let controller = pods
                         .controller(f.controller)
-                        .or(pod.controller.as_deref())
+                        .or_else(|| pod.controller.as_deref())
                         .expect("facts with a controller are of a pod with one");
                     let entry = lookups.owners.get(controller.uid.as_str()).copied();
                     let class =
