@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::{
     ClusterView, OwnerKind, OwnerView,
+    index::FastMap,
+    memo,
     view::{ControllerRef, RolloutView},
 };
 
@@ -117,14 +119,17 @@ pub fn ready_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
     pods_by_workload(view, |pod| pod.ready)
 }
 
-/// Pods neither finished nor terminating, and `counted`, per workload UID.
+/// Pods neither finished nor terminating, and `counted`, per workload UID. The controller's upgrade report asks on
+/// every pass while a workload it disrupted recovers: the pods of one controller share one reference, so the
+/// workload of each reference is looked up once (by its address), and a UID is copied once per workload, not per pod.
 fn pods_by_workload(
     view: &ClusterView,
     counted: impl Fn(&crate::PodView) -> bool,
 ) -> HashMap<String, u32> {
-    let owners: HashMap<&str, &OwnerView> =
+    let owners: FastMap<&str, &OwnerView> =
         view.owners.iter().map(|o| (o.uid.as_str(), o)).collect();
-    let mut live = HashMap::new();
+    let mut workload_of: FastMap<usize, &str> = FastMap::default();
+    let mut live: FastMap<&str, u32> = FastMap::default();
     for pod in &view.pods {
         let Some(controller) = &pod.controller else {
             continue;
@@ -132,12 +137,19 @@ fn pods_by_workload(
         if pod.terminating || pod.phase.is_finished() || !counted(pod) {
             continue;
         }
-        let owner = owners.get(controller.uid.as_str()).copied();
-        *live
-            .entry(workload_uid(&controller.uid, owner).to_owned())
-            .or_default() += 1;
+        let workload = *workload_of
+            .entry(memo::address(controller))
+            .or_insert_with(|| {
+                workload_uid(
+                    &controller.uid,
+                    owners.get(controller.uid.as_str()).copied(),
+                )
+            });
+        *live.entry(workload).or_default() += 1;
     }
-    live
+    live.into_iter()
+        .map(|(uid, n)| (uid.to_owned(), n))
+        .collect()
 }
 
 /// Grows the remembered sizes of controllers of unknown kinds (see [`crate::ClusterView::observed_sizes`]) with
