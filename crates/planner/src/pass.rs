@@ -174,7 +174,7 @@ impl<'v> PolicyPass<'v, '_> {
         let (acting, waiting) = admission::split(holders, for_holders);
         let acting_count = acting.len();
         self.chains(&mut candidates);
-        candidates.sort_by(admission_order);
+        candidates.sort_by_cached_key(admission_order);
         let free = if spec.paused || !self.gate.open {
             0
         } else {
@@ -448,15 +448,19 @@ impl<'v> PolicyPass<'v, '_> {
 
 /// The order in which admission looks at candidates: by group, then longest chain, then [`candidate_key`]. Only the
 /// nodes whose pods can move now are admitted in this order; the others in key order (see
-/// [`PolicyPass::admit_all`]).
-fn admission_order(a: &Entry, b: &Entry) -> std::cmp::Ordering {
-    group_of(a)
-        .cmp(&group_of(b))
-        .then_with(|| b.chain.cmp(&a.chain))
-        .then_with(|| candidate_key(a).cmp(&candidate_key(b)))
+/// [`PolicyPass::admit_all`]). A key worked out once per candidate (a large fleet queues thousands, and a sort
+/// compares each many times).
+fn admission_order<'v>(
+    e: &Entry<'v>,
+) -> (
+    admission::Group,
+    std::cmp::Reverse<u32>,
+    admission::CandidateKey<'v>,
+) {
+    (group_of(e), std::cmp::Reverse(e.chain), candidate_key(e))
 }
 
-fn candidate_key<'a>(e: &'a Entry) -> admission::CandidateKey<'a> {
+fn candidate_key<'v>(e: &Entry<'v>) -> admission::CandidateKey<'v> {
     let (need_operator, left) = e
         .survey
         .as_ref()
