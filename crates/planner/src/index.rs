@@ -178,7 +178,8 @@ impl<'a> Index<'a> {
                 .collect()
         };
         let pods: &'a PodCache = pods;
-        // Every owner with the slot of the workload its pods count for, then (once all are in) what its pods are.
+        // Every owner with the slot of the workload its pods count for (what its pods are is worked out in the walk,
+        // when a pod first refers to it).
         let mut workload_slots: FastMap<&str, u32> =
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
         let mut owners: FastMap<&str, OwnerEntry> =
