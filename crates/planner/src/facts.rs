@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::{
     ClusterView, ControllerRef, PodView,
     classify::{self, Seed},
-    index::FastMap,
+    index::{FastMap, FastSet},
     memo,
 };
 
@@ -211,7 +211,10 @@ impl PodCache {
     }
 
     /// The addresses of the UIDs (as the facts hold them) of the pods with these UIDs, if the view has them.
-    pub(crate) fn uid_addresses<'u>(&mut self, uids: impl Iterator<Item = &'u str>) -> Vec<usize> {
+    pub(crate) fn uid_addresses<'u>(
+        &mut self,
+        uids: impl Iterator<Item = &'u str>,
+    ) -> FastSet<usize> {
         let held = &self.held;
         let known = self.uids.get_or_insert_with(|| {
             held.iter()

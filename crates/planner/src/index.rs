@@ -174,8 +174,6 @@ impl<'a> Index<'a> {
             FastSet::default()
         } else {
             pods.uid_addresses(view.in_flight.iter().map(|e| e.pod_uid.as_str()))
-                .into_iter()
-                .collect()
         };
         let pods: &'a PodCache = pods;
         // Every owner with the slot of the workload its pods count for (what its pods are is worked out in the walk,

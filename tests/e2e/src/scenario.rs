@@ -12,7 +12,8 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
 use k8sm_api::{
-    ExecutorIdentity, ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, MaxConcurrentNodes, keys,
+    ExecutorIdentity, ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, Kamikaze,
+    KamikazeMechanism, MaxConcurrentNodes, keys,
 };
 use k8sm_testcluster::{ClusterOptions, TestCluster};
 
@@ -406,4 +407,13 @@ pub fn is_ready(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The Http kamikaze of a policy whose executors are simulated by a `k8sm-agent simulate --http-addr={addr}`: the
+/// controller POSTs each node's kamikaze to that agent's endpoint for the node.
+pub fn agent_http_kamikaze(addr: impl std::fmt::Display) -> Kamikaze {
+    Kamikaze {
+        mechanism: KamikazeMechanism::Http,
+        url_template: Some(format!("http://{addr}/kamikaze/{{nodeName}}")),
+    }
 }

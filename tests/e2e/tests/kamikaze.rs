@@ -14,7 +14,7 @@ use k8sm_api::{
 };
 use k8sm_e2e::events::note;
 use k8sm_e2e::http::free_port;
-use k8sm_e2e::scenario::{Scenario, is_upgraded};
+use k8sm_e2e::scenario::{Scenario, agent_http_kamikaze, is_upgraded};
 use k8sm_e2e::status::status_entry;
 use k8sm_e2e::tokens::apply_controller_account;
 use k8sm_e2e::workloads::{create, deployment};
@@ -67,14 +67,7 @@ async fn http_kamikaze_posts_to_the_executor() {
     let addr = format!("127.0.0.1:{}", free_port());
     let mut scenario =
         Scenario::start_with_agent_args(3, "http", "1s", &[format!("--http-addr={addr}")]).await;
-    upgrade_with(
-        &mut scenario,
-        Kamikaze {
-            mechanism: KamikazeMechanism::Http,
-            url_template: Some(format!("http://{addr}/kamikaze/{{nodeName}}")),
-        },
-    )
-    .await;
+    upgrade_with(&mut scenario, agent_http_kamikaze(&addr)).await;
     // The controller records the kamikaze annotation only after the POST was answered 2xx, and the simulated
     // executors answer 2xx only to the controller's token bound to the node, so nodes that restarted prove the
     // endpoint was called with it.
@@ -272,10 +265,7 @@ async fn a_controller_without_system_ca_roots_fails_only_its_http_kamikaze() {
             ExecutorUpgradePolicySpec {
                 target_executor_id: Some(scenario.new_id.clone()),
                 owner_health_threshold: 70,
-                kamikaze: Kamikaze {
-                    mechanism: KamikazeMechanism::Http,
-                    url_template: Some(format!("http://{addr}/kamikaze/{{nodeName}}")),
-                },
+                kamikaze: agent_http_kamikaze(&addr),
                 ..ExecutorUpgradePolicySpec::default()
             },
         )

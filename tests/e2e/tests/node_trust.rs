@@ -17,11 +17,11 @@ use k8sm_api::keys::{
     KAMIKAZE_ANNOTATION, KAMIKAZE_EXECUTOR_ID_ANNOTATION, KAMIKAZE_OBEYED_ANNOTATION,
     KAMIKAZE_TOKEN_AUDIENCE, MARKED_BY_ANNOTATION,
 };
-use k8sm_api::{ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, Kamikaze, KamikazeMechanism};
+use k8sm_api::{ExecutorUpgradePolicy, ExecutorUpgradePolicySpec};
 use k8sm_e2e::binaries::{ChildGuard, binary};
 use k8sm_e2e::events::with_reason;
 use k8sm_e2e::http::free_port;
-use k8sm_e2e::scenario::is_upgraded;
+use k8sm_e2e::scenario::{agent_http_kamikaze, is_upgraded};
 use k8sm_e2e::tokens::{
     AGENT_ACCOUNT, CONTROLLER_ACCOUNT, K8SM_NAMESPACE, apply_controller_account, client_from,
     controller_kamikaze_token, request_token, token_kubeconfig,
@@ -574,10 +574,7 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
             match_labels: Some([("kubernetes.io/hostname".to_owned(), a.clone())].into()),
             ..Default::default()
         },
-        kamikaze: Kamikaze {
-            mechanism: KamikazeMechanism::Http,
-            url_template: Some(format!("http://{addr}/kamikaze/{{nodeName}}")),
-        },
+        kamikaze: agent_http_kamikaze(addr),
         ..ExecutorUpgradePolicySpec::default()
     };
     Api::<ExecutorUpgradePolicy>::all(client.clone())
