@@ -43,6 +43,9 @@ struct StageLabel {
 /// The stages of one pass, in their order: where its time goes at thousands of nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
+    /// Before a pass: waiting until the caches show this controller's own writes of the pass before (outside the
+    /// pass's own time, `k8sm_reconcile_seconds`).
+    Settle,
     /// The view built from the caches, evictions in flight pruned, remembered sizes grown.
     Observe,
     /// The planner call.
@@ -58,6 +61,7 @@ pub enum Stage {
 impl Stage {
     fn as_str(self) -> &'static str {
         match self {
+            Self::Settle => "settle",
             Self::Observe => "observe",
             Self::Plan => "plan",
             Self::Act => "act",

@@ -52,6 +52,8 @@ mod failures;
 
 /// After a pass, how long to wait at most for the caches to show the node writes it made.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A wait for the caches worth a debug line.
+const SLOW_SETTLE: Duration = Duration::from_millis(100);
 /// How soon to plan again when an action was overtaken by a change (a conflict), or held back to the next pass.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How late after a backoff ends the loop wakes, so that the backoff has ended when the pass checks it.
@@ -315,7 +317,20 @@ impl Controller {
                     }
                 }
             }
+            let settling = Instant::now();
             self.settle(changes, &last).await;
+            let settled = settling.elapsed();
+            self.metrics
+                .stage_took(Stage::Settle, settled.as_secs_f64());
+            if settled > SLOW_SETTLE {
+                tracing::debug!(
+                    waited_ms = settled.as_millis(),
+                    nodes = last.written_nodes.len(),
+                    policies = last.written_policies.len(),
+                    deployments = last.written_deployments.len(),
+                    "waited for the caches to show this controller's writes"
+                );
+            }
             self.metrics.set_leader(self.leadership.is_leader());
             if !self.leadership.is_leader() {
                 last = PassResult::default();
@@ -450,7 +465,11 @@ impl Controller {
             let (batch, after) = rest.split_at(batch_len);
             rest = after;
             let mut runnable: Vec<&Action> = Vec::with_capacity(batch.len());
-            for action in batch {
+            let continuing = match batch.first().map(|a| &a.kind) {
+                Some(ActionKind::Evict { .. }) if batch.len() > 1 => self.reaction.continuing(),
+                _ => HashSet::new(),
+            };
+            for action in continuations_first(batch, &continuing) {
                 let launched = self.may_attempt(action, &stale, &written, &mut held, &mut result)
                     && (action.kind.pod().is_none() || self.launch(action, &mut result));
                 if launched && action.kind.pod().is_none() {
@@ -491,7 +510,13 @@ impl Controller {
                 }
             }
         }
-        self.reaction.waiting(waiting_workloads(&plan, unsent));
+        tracing::debug!(
+            workloads_not_sent = unsent.len(),
+            calls = self.in_flight.calls(),
+            "acted"
+        );
+        self.reaction
+            .waiting(waiting_workloads(&plan), unsent, started);
         let eventing = Instant::now();
         self.metrics
             .stage_took(Stage::Act, (eventing - acting).as_secs_f64());
@@ -584,16 +609,28 @@ impl Controller {
             result.deferred = true;
             return false;
         }
-        let owner = match &action.kind {
-            ActionKind::Evict { eviction, .. } => Some(eviction.owner.uid.to_string()),
-            _ => None,
+        let (owner, costs_ready) = match &action.kind {
+            ActionKind::Evict { eviction, .. } => (
+                Some(eviction.owner.uid.to_string()),
+                eviction.ready_after < eviction.ready_before,
+            ),
+            _ => (None, false),
         };
         if !self.in_flight.launch(pod.uid(), owner.clone(), Utc::now()) {
             tracing::warn!(%pod, "a call on this pod is still running: not repeated");
             return false;
         }
-        if let Some(took) = owner.and_then(|o| self.reaction.evicting(&o, Instant::now())) {
-            self.metrics.reaction_took(took.as_secs_f64());
+        if let Some(owner) = &owner
+            && let Some(reacted) = self.reaction.evicting(owner, Instant::now(), costs_ready)
+        {
+            self.metrics.reaction_took(reacted.took.as_secs_f64());
+            tracing::debug!(
+                workload = owner,
+                took_ms = reacted.took.as_millis(),
+                queued_ms = reacted.queued.map(|q| q.as_millis()),
+                calls = self.in_flight.calls(),
+                "eviction sent after a pod of its waiting workload became Ready"
+            );
         }
         let action = action.clone();
         let pod_node = self.node_of(pod);
@@ -767,18 +804,39 @@ async fn carry_out(
     outcome
 }
 
-/// The workloads that wait after a pass (see `crate::reaction`): a pod of theirs waits on the health rule or a
-/// budget, or an eviction of theirs was planned and not launched (`unsent`).
-fn waiting_workloads(plan: &k8sm_planner::Plan, mut unsent: HashSet<String>) -> HashSet<String> {
-    let waits = plan.nodes.iter().flat_map(|n| &n.pods).filter(|p| {
-        p.decision == Decision::Wait
-            && matches!(
-                p.reason,
-                Some(Reason::WaitingForOwner | Reason::BlockedByPDB)
-            )
-    });
-    unsent.extend(waits.filter_map(|p| p.owner.as_ref().map(|o| o.uid.to_string())));
-    unsent
+/// The workloads with a pod that waits on the health rule or a budget after a pass (see `crate::reaction`).
+fn waiting_workloads(plan: &k8sm_planner::Plan) -> HashSet<String> {
+    plan.nodes
+        .iter()
+        .flat_map(|n| &n.pods)
+        .filter(|p| {
+            p.decision == Decision::Wait
+                && matches!(
+                    p.reason,
+                    Some(Reason::WaitingForOwner | Reason::BlockedByPDB)
+                )
+        })
+        .filter_map(|p| p.owner.as_ref().map(|o| o.uid.to_string()))
+        .collect()
+}
+
+/// The order in which a batch's actions are tried: evictions of the `continuing` workloads first (a pod of the
+/// workload became Ready while it waited for one, see `crate::reaction`), then the plan's order. Evictions are the
+/// only batch that may not find a call for each action (see [`MAX_CONCURRENT_CALLS`]); those left wait for a later
+/// pass. The plan counted all of a pass's evictions together, so any of them may go without the others. When calls
+/// are scarce (the apiserver is the bottleneck), finishing what is started keeps each workload's upgrade short and
+/// few workloads in the middle of one at a time, and a workload whose replacement is Ready does not wait behind the
+/// first evictions of workloads not started yet.
+fn continuations_first<'a>(batch: &'a [Action], continuing: &HashSet<String>) -> Vec<&'a Action> {
+    let mut ordered: Vec<&Action> = batch.iter().collect();
+    if !continuing.is_empty() {
+        // Stable: the plan's order within each group.
+        ordered.sort_by_key(|a| match &a.kind {
+            ActionKind::Evict { eviction, .. } => !continuing.contains(&*eviction.owner.uid),
+            _ => true,
+        });
+    }
+    ordered
 }
 
 /// How many of the next actions run together: the next actions of one kind, each on a distinct node for node
@@ -871,13 +929,17 @@ mod tests {
     }
 
     fn evict(pod: &str) -> Action {
+        evict_of(pod, "web")
+    }
+
+    fn evict_of(pod: &str, owner: &str) -> Action {
         action(ActionKind::Evict {
             pod: pod_ref(pod),
             eviction: Eviction {
                 owner: OwnerRef {
                     kind: OwnerKind::ReplicaSet,
-                    name: "web".into(),
-                    uid: "web".into(),
+                    name: owner.into(),
+                    uid: owner.into(),
                 },
                 ready_before: 10,
                 ready_after: 9,
@@ -931,5 +993,26 @@ mod tests {
         ];
         assert_eq!(batches(&actions), [1, 2, 2, 1, 1]);
         assert_eq!(batch_len(&[]), 0);
+    }
+
+    #[test]
+    fn evictions_that_continue_a_workload_go_first_in_plan_order() {
+        let batch = [
+            evict_of("a1", "a"),
+            evict_of("b1", "b"),
+            evict_of("c1", "c"),
+            evict_of("b2", "b"),
+            evict_of("d1", "d"),
+        ];
+        let names = |continuing: &[&str]| -> Vec<String> {
+            let continuing = continuing.iter().map(|s| (*s).to_owned()).collect();
+            continuations_first(&batch, &continuing)
+                .into_iter()
+                .map(|a| a.kind.pod().expect("evictions").name().to_owned())
+                .collect()
+        };
+        assert_eq!(names(&[]), ["a1", "b1", "c1", "b2", "d1"]);
+        assert_eq!(names(&["b", "d"]), ["b1", "b2", "d1", "a1", "c1"]);
+        assert_eq!(names(&["x"]), ["a1", "b1", "c1", "b2", "d1"]);
     }
 }
