@@ -121,15 +121,17 @@ pub fn ready_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
 
 /// Pods neither finished nor terminating, and `counted`, per workload UID. The controller's upgrade report asks on
 /// every pass while a workload it disrupted recovers: the pods of one controller share one reference, so the
-/// workload of each reference is looked up once (by its address), and a UID is copied once per workload, not per pod.
+/// workload of each reference is looked up once (by its address) and a pod costs one lookup of an address, not the
+/// hash of a UID; a UID is hashed and copied once per workload.
 fn pods_by_workload(
     view: &ClusterView,
     counted: impl Fn(&crate::PodView) -> bool,
 ) -> HashMap<String, u32> {
     let owners: FastMap<&str, &OwnerView> =
         view.owners.iter().map(|o| (o.uid.as_str(), o)).collect();
-    let mut workload_of: FastMap<usize, &str> = FastMap::default();
-    let mut live: FastMap<&str, u32> = FastMap::default();
+    // Per controller reference (by address), the position of its workload's count in `counts`.
+    let mut slot_of: FastMap<usize, usize> = FastMap::default();
+    let mut counts: Vec<(&str, u32)> = Vec::new();
     for pod in &view.pods {
         let Some(controller) = &pod.controller else {
             continue;
@@ -137,19 +139,22 @@ fn pods_by_workload(
         if pod.terminating || pod.phase.is_finished() || !counted(pod) {
             continue;
         }
-        let workload = *workload_of
-            .entry(memo::address(controller))
-            .or_insert_with(|| {
-                workload_uid(
-                    &controller.uid,
-                    owners.get(controller.uid.as_str()).copied(),
-                )
-            });
-        *live.entry(workload).or_default() += 1;
+        let slot = *slot_of.entry(memo::address(controller)).or_insert_with(|| {
+            let workload = workload_uid(
+                &controller.uid,
+                owners.get(controller.uid.as_str()).copied(),
+            );
+            counts.push((workload, 0));
+            counts.len() - 1
+        });
+        counts[slot].1 += 1;
     }
-    live.into_iter()
-        .map(|(uid, n)| (uid.to_owned(), n))
-        .collect()
+    // Several references (ReplicaSets of one Deployment, copies of one UID) may count for one workload.
+    let mut by_uid: HashMap<String, u32> = HashMap::with_capacity(counts.len());
+    for (uid, n) in counts {
+        *by_uid.entry(uid.to_owned()).or_default() += n;
+    }
+    by_uid
 }
 
 /// Grows the remembered sizes of controllers of unknown kinds (see [`crate::ClusterView::observed_sizes`]) with
@@ -224,5 +229,38 @@ mod tests {
         // Live pods of a Deployment count for the Deployment.
         let live = live_pods_by_workload(&view(&[], &[]));
         assert_eq!(live[&web.uid], 1);
+    }
+
+    #[test]
+    fn ready_pods_count_for_their_workload_across_its_replica_sets_and_copies_of_a_reference() {
+        let web = deployment("shop", "web", 6);
+        let (old, new) = (web.replica_set("web-1"), web.replica_set("web-2"));
+        let db = crate::testing::stateful_set("shop", "db", 3);
+        let mut pods = vec![
+            old.pod("o1", "n1"),
+            old.pod("o2", "n1").not_ready(),
+            old.pod("o3", "n2").terminating(),
+            new.pod("w1", "n2"),
+            new.pod("w2", "n3"),
+            db.pod("db-0", "n1"),
+            db.pod("db-1", "n2"),
+        ];
+        // w1 and w2 share one reference (as the controller's conversion makes them); w3 has a copy of its own.
+        pods[4].controller = pods[3].controller.clone();
+        pods.push(new.pod("w3", "n3"));
+        let view = ClusterView {
+            pods: crate::testing::shared_pods(pods),
+            owners: vec![web.clone(), old, new, db.clone()],
+            ..ClusterView::default()
+        };
+        let ready = ready_pods_by_workload(&view);
+        assert_eq!(ready.len(), 2, "{ready:?}");
+        assert_eq!(ready[&web.uid], 4, "o1, w1, w2, w3");
+        assert_eq!(ready[&db.uid], 2);
+        assert_eq!(
+            live_pods_by_workload(&view)[&web.uid],
+            5,
+            "o2 is live, not ready"
+        );
     }
 }
