@@ -154,12 +154,18 @@ const METHOD: &[&str] = &[
      authenticate as the cluster admin and are not logged. Window: from the start of the upgrade to the last node \
      upgraded (the controller's initial lists before the policy exists are left out).",
     "Reaction (k8sm): `k8sm_eviction_reaction_seconds` from the controller's /metrics at the end of the run, the \
-     time from the controller observing a replacement Ready to its next eviction of that owner; a histogram, so \
+     time from the controller observing the replacement Ready that let an owner lose another pod to its next \
+     eviction of that owner (Ready pods that a later plan still found too few do not start the clock; the \
+     eviction of a pod that is not Ready stops none); a histogram, so \
      p50/p99 are shown as the bound of the bucket they fall in (\"≤ x\"). Without that metric, and for the \
      baselines, the recorder's estimate is shown: from a replacement becoming Ready (seen by the benchmark's watch) \
      while its owner could not lose another pod and had a pod on a draining node, to the next disruption of that \
      owner.",
     "Controller CPU and peak RSS: `/proc/<pid>/stat` (utime+stime) and `VmHWM` of the controller process.",
+    "The cluster's node lifecycle controller waits 10 minutes for a node's heartbeat (`--node-monitor-grace-period`, \
+     40 s by default): KWOK renews every simulated node's lease from one process, late when the machine is \
+     saturated, and the node lifecycle controller then marked the pods of those nodes not Ready, descents no tool \
+     caused. Reports written before 2026-12-02 ran with the default.",
 ];
 
 /// The lower bound: the concurrency-aware one with its derivation, and the per-owner waves alone.

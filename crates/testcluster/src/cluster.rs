@@ -40,6 +40,8 @@ pub struct ClusterOptions {
     /// kube-controller-manager controllers to leave off, by name (e.g. `disruption-controller`, so that a test
     /// writes PodDisruptionBudget statuses itself).
     pub disabled_controllers: Vec<String>,
+    /// More kube-controller-manager flags, after the harness's own (e.g. a longer `--node-monitor-grace-period`).
+    pub controller_manager_args: Vec<String>,
     /// Run kube-scheduler.
     pub scheduler: bool,
     /// Keep the cluster's files here instead of in a temporary directory removed on drop.
@@ -63,6 +65,7 @@ impl Default for ClusterOptions {
             node_labels: BTreeMap::new(),
             controller_manager: true,
             disabled_controllers: Vec::new(),
+            controller_manager_args: Vec::new(),
             scheduler: true,
             dir: None,
             apiserver_args: Vec::new(),
@@ -192,6 +195,7 @@ impl TestCluster {
                     .collect();
                 args.push(format!("--controllers=*,{}", disabled.join(",")));
             }
+            args.extend(options.controller_manager_args.iter().cloned());
             let process = spawn(
                 "kube-controller-manager",
                 &binaries.kube_controller_manager,
