@@ -152,7 +152,12 @@ fn pods_by_workload(
     // Several references (ReplicaSets of one Deployment, copies of one UID) may count for one workload.
     let mut by_uid: HashMap<String, u32> = HashMap::with_capacity(counts.len());
     for (uid, n) in counts {
-        *by_uid.entry(uid.to_owned()).or_default() += n;
+        match by_uid.get_mut(uid) {
+            Some(total) => *total += n,
+            None => {
+                by_uid.insert(uid.to_owned(), n);
+            }
+        }
     }
     by_uid
 }
