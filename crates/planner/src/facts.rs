@@ -26,6 +26,8 @@ use crate::{
 /// in place). A pod found nowhere near is derived again, which only costs time.
 const LOOK_BEHIND: usize = 32;
 const LOOK_AHEAD: usize = 32;
+/// A view with at most one pod in this many not at its place is aligned in place.
+const IN_PLACE_SHARE: usize = 8;
 
 /// One pod, by its own fields: small and plain, so that a pass reads them front to back and copies them.
 #[derive(Clone, Copy, Debug)]
@@ -95,49 +97,12 @@ pub(crate) struct PodCache {
 impl PodCache {
     /// Brings the facts in line with `view`, position by position, reusing those of every pod seen before.
     pub(crate) fn align(&mut self, view: &ClusterView) {
-        let mut held = std::mem::take(&mut self.spare_held);
-        let mut facts = std::mem::take(&mut self.spare_facts);
-        held.clear();
-        facts.clear();
-        held.reserve(view.pods.len());
-        facts.reserve(view.pods.len());
         self.unplaced.clear();
-        let (old_held, old_facts) = (&mut self.held, &self.facts);
-        // Where the next pod is expected among the old ones: one further after each pod, whether found (just after
-        // where it was found) or not (a new version replaces the old one in its place; a pod inserted before the
-        // others is caught up with by looking behind).
-        let mut next = 0usize;
-        for pod in &view.pods {
-            let same = |k: &usize| old_held[*k].as_ref().is_some_and(|h| Arc::ptr_eq(h, pod));
-            let ahead = next..(next + LOOK_AHEAD).min(old_held.len());
-            let behind = next.saturating_sub(LOOK_BEHIND)..next.min(old_held.len());
-            match ahead.clone().find(same).or_else(|| behind.rev().find(same)) {
-                Some(k) => {
-                    held.push(old_held[k].take());
-                    facts.push(old_facts[k]);
-                    next = k + 1;
-                }
-                None => {
-                    self.unplaced
-                        .push(u32::try_from(facts.len()).unwrap_or(u32::MAX));
-                    facts.push(PodFacts::of(pod));
-                    held.push(Some(Arc::clone(pod)));
-                    if let Some(uids) = &mut self.uids {
-                        uids.insert(Arc::clone(&pod.uid), Arc::clone(&pod.uid));
-                    }
-                    if let Some(c) = &pod.controller {
-                        self.controllers
-                            .entry(memo::address(c))
-                            .or_insert_with(|| Arc::clone(c));
-                    }
-                    next += 1;
-                }
-            }
+        if self.mostly_in_place(view) {
+            self.align_in_place(view);
+        } else {
+            self.realign(view);
         }
-        // The views not carried over (pods gone, or replaced by a new version) are let go here.
-        old_held.clear();
-        self.spare_held = std::mem::replace(&mut self.held, held);
-        self.spare_facts = std::mem::replace(&mut self.facts, facts);
         if self
             .uids
             .as_ref()
@@ -155,6 +120,89 @@ impl PodCache {
                 .collect();
             self.controllers_kept = self.controllers.len();
         }
+    }
+
+    /// Whether the view has the pods of the last pass at the same places, but for a few (new versions, as most
+    /// passes see): then the facts are updated where they stand, instead of copied into new vectors (a large fleet's
+    /// facts are megabytes). A pass with pods added or removed before others is aligned by [`Self::realign`].
+    fn mostly_in_place(&self, view: &ClusterView) -> bool {
+        view.pods.len() == self.held.len()
+            && view
+                .pods
+                .iter()
+                .zip(&self.held)
+                .filter(|(pod, held)| !held.as_ref().is_some_and(|h| Arc::ptr_eq(h, pod)))
+                .count()
+                <= view.pods.len() / IN_PLACE_SHARE
+    }
+
+    /// Derives the facts of the pods that are not the ones at their places.
+    fn align_in_place(&mut self, view: &ClusterView) {
+        for (i, pod) in view.pods.iter().enumerate() {
+            if self.held[i].as_ref().is_some_and(|h| Arc::ptr_eq(h, pod)) {
+                continue;
+            }
+            self.unplaced.push(u32::try_from(i).unwrap_or(u32::MAX));
+            self.facts[i] = self.derive(pod);
+            // The old version is let go here.
+            self.held[i] = Some(Arc::clone(pod));
+        }
+    }
+
+    /// Aligns the facts with a view whose pods moved: each looked for around where it is expected among the last
+    /// pass's, the others derived.
+    fn realign(&mut self, view: &ClusterView) {
+        let mut held = std::mem::take(&mut self.spare_held);
+        let mut facts = std::mem::take(&mut self.spare_facts);
+        held.clear();
+        facts.clear();
+        held.reserve(view.pods.len());
+        facts.reserve(view.pods.len());
+        let mut old_held = std::mem::take(&mut self.held);
+        let mut old_facts = std::mem::take(&mut self.facts);
+        // Where the next pod is expected among the old ones: one further after each pod, whether found (just after
+        // where it was found) or not (a new version replaces the old one in its place; a pod inserted before the
+        // others is caught up with by looking behind).
+        let mut next = 0usize;
+        for pod in &view.pods {
+            let same = |k: &usize| old_held[*k].as_ref().is_some_and(|h| Arc::ptr_eq(h, pod));
+            let ahead = next..(next + LOOK_AHEAD).min(old_held.len());
+            let behind = next.saturating_sub(LOOK_BEHIND)..next.min(old_held.len());
+            match ahead.clone().find(same).or_else(|| behind.rev().find(same)) {
+                Some(k) => {
+                    held.push(old_held[k].take());
+                    facts.push(old_facts[k]);
+                    next = k + 1;
+                }
+                None => {
+                    self.unplaced
+                        .push(u32::try_from(facts.len()).unwrap_or(u32::MAX));
+                    facts.push(self.derive(pod));
+                    held.push(Some(Arc::clone(pod)));
+                    next += 1;
+                }
+            }
+        }
+        // The views not carried over (pods gone, or replaced by a new version) are let go here.
+        old_held.clear();
+        old_facts.clear();
+        self.held = held;
+        self.facts = facts;
+        self.spare_held = old_held;
+        self.spare_facts = old_facts;
+    }
+
+    /// The facts of a pod not seen before, and its UID and controller reference remembered.
+    fn derive(&mut self, pod: &Arc<PodView>) -> PodFacts {
+        if let Some(uids) = &mut self.uids {
+            uids.insert(Arc::clone(&pod.uid), Arc::clone(&pod.uid));
+        }
+        if let Some(c) = &pod.controller {
+            self.controllers
+                .entry(memo::address(c))
+                .or_insert_with(|| Arc::clone(c));
+        }
+        PodFacts::of(pod)
     }
 
     /// The controller reference at `address` (a fact's `controller`).
@@ -224,5 +272,48 @@ impl PodCache {
         });
         uids.filter_map(|uid| known.get(uid).map(memo::address))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, ready: bool) -> Arc<PodView> {
+        Arc::new(PodView {
+            name: name.into(),
+            uid: format!("uid-{name}").into(),
+            ready,
+            ..PodView::default()
+        })
+    }
+
+    #[test]
+    fn only_the_pods_not_seen_before_are_derived_whether_in_place_or_moved() {
+        let mut view = ClusterView {
+            pods: (0..16).map(|i| pod(&format!("p{i}"), true)).collect(),
+            ..ClusterView::default()
+        };
+        let mut cache = PodCache::default();
+        cache.align(&view);
+        assert_eq!(cache.unplaced.len(), 16);
+        // A new version in its place: derived again where it stands.
+        view.pods[5] = pod("p5", false);
+        cache.align(&view);
+        assert_eq!(cache.unplaced, [5]);
+        let ready: Vec<bool> = cache.facts.iter().map(|f| f.ready).collect();
+        assert_eq!(ready, (0..16).map(|i| i != 5).collect::<Vec<_>>());
+        // A pod gone before the others: each of them found a place earlier, none derived.
+        view.pods.remove(0);
+        cache.align(&view);
+        assert!(cache.unplaced.is_empty());
+        let ready: Vec<bool> = cache.facts.iter().map(|f| f.ready).collect();
+        assert_eq!(ready, (1..16).map(|i| i != 5).collect::<Vec<_>>());
+        // Most pods new: derived again, in the view's order.
+        view.pods = (0..15).map(|i| pod(&format!("q{i}"), i % 2 == 0)).collect();
+        cache.align(&view);
+        assert_eq!(cache.unplaced.len(), 15);
+        let ready: Vec<bool> = cache.facts.iter().map(|f| f.ready).collect();
+        assert_eq!(ready, (0..15).map(|i| i % 2 == 0).collect::<Vec<_>>());
     }
 }
