@@ -11,7 +11,8 @@
 //! and never act on it again, while they plan other nodes and owners on every watch event. An answer wakes the loop:
 //! a definite refusal releases the pod (its budget is free again) and backs it off; an accepted call, and one whose
 //! outcome is unknown (a timeout, a 5xx: the eviction may have happened), keeps its entry until the cache shows the
-//! pod going (or a bound passes), the latter backed off too. At most [`MAX_CONCURRENT_CALLS`] calls run at once; what a pass
+//! pod going (or a bound passes), the latter backed off too. At most [`MAX_CONCURRENT_CALLS`] calls run at once, and
+//! [`CONTINUATION_CALLS`] more for the evictions that continue a workload whose replacement is Ready; what a pass
 //! cannot launch waits for a later pass, which the next answer brings.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -61,6 +62,11 @@ const WAKE_MARGIN: Duration = Duration::from_millis(20);
 /// At most this many evictions or deletions are running at once (launched by any pass, not answered yet); likewise,
 /// at most this many node writes of one batch run at once.
 const MAX_CONCURRENT_CALLS: usize = 16;
+/// Calls beyond [`MAX_CONCURRENT_CALLS`] kept for the evictions that continue a workload (a pod of it became Ready
+/// while it waited, see `crate::reaction`): the owners' waves are an upgrade's critical path, and with every call
+/// busy with the first evictions of newly admitted nodes (the apiserver answering each in about half a second under
+/// load) such an eviction waited for a call half of the times it was late.
+const CONTINUATION_CALLS: usize = 4;
 /// How long connecting to the apiserver may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a call's request may wait on the connection (a read or a write) before it fails.
@@ -466,12 +472,14 @@ impl Controller {
             rest = after;
             let mut runnable: Vec<&Action> = Vec::with_capacity(batch.len());
             let continuing = match batch.first().map(|a| &a.kind) {
-                Some(ActionKind::Evict { .. }) if batch.len() > 1 => self.reaction.continuing(),
+                Some(ActionKind::Evict { .. }) => self.reaction.continuing(),
                 _ => HashSet::new(),
             };
             for action in continuations_first(batch, &continuing) {
+                let continuation = continues(action, &continuing);
                 let launched = self.may_attempt(action, &stale, &written, &mut held, &mut result)
-                    && (action.kind.pod().is_none() || self.launch(action, &mut result));
+                    && (action.kind.pod().is_none()
+                        || self.launch(action, continuation, &mut result));
                 if launched && action.kind.pod().is_none() {
                     runnable.push(action);
                 }
@@ -599,13 +607,14 @@ impl Controller {
     }
 
     /// Launches the eviction or deletion `action` as a call of its own, in flight from now on (see the module's
-    /// comment). False when it is not launched: no call is free (a later pass launches it), or a call on its pod is
-    /// still running (a plan never repeats an action in flight; this is the loop's own guard).
-    fn launch(&mut self, action: &Action, result: &mut PassResult) -> bool {
+    /// comment). False when it is not launched: no call is free for it (a later pass launches it; see
+    /// [`call_free`]), or a call on its pod is still running (a plan never repeats an action in flight; this is the
+    /// loop's own guard).
+    fn launch(&mut self, action: &Action, continuation: bool, result: &mut PassResult) -> bool {
         let Some(pod) = action.kind.pod() else {
             return false;
         };
-        if self.in_flight.calls() >= MAX_CONCURRENT_CALLS {
+        if !call_free(self.in_flight.calls(), continuation) {
             result.deferred = true;
             return false;
         }
@@ -831,12 +840,21 @@ fn continuations_first<'a>(batch: &'a [Action], continuing: &HashSet<String>) ->
     let mut ordered: Vec<&Action> = batch.iter().collect();
     if !continuing.is_empty() {
         // Stable: the plan's order within each group.
-        ordered.sort_by_key(|a| match &a.kind {
-            ActionKind::Evict { eviction, .. } => !continuing.contains(&*eviction.owner.uid),
-            _ => true,
-        });
+        ordered.sort_by_key(|a| !continues(a, continuing));
     }
     ordered
+}
+
+/// Whether `action` is an eviction that continues one of the `continuing` workloads.
+fn continues(action: &Action, continuing: &HashSet<String>) -> bool {
+    matches!(&action.kind, ActionKind::Evict { eviction, .. } if continuing.contains(&*eviction.owner.uid))
+}
+
+/// Whether a call may start with `calls` running: [`MAX_CONCURRENT_CALLS`] for any, and [`CONTINUATION_CALLS`]
+/// more for an eviction that continues a workload.
+fn call_free(calls: usize, continues: bool) -> bool {
+    let limit = MAX_CONCURRENT_CALLS + if continues { CONTINUATION_CALLS } else { 0 };
+    calls < limit
 }
 
 /// How many of the next actions run together: the next actions of one kind, each on a distinct node for node
@@ -1014,5 +1032,25 @@ mod tests {
         assert_eq!(names(&[]), ["a1", "b1", "c1", "b2", "d1"]);
         assert_eq!(names(&["b", "d"]), ["b1", "b2", "d1", "a1", "c1"]);
         assert_eq!(names(&["x"]), ["a1", "b1", "c1", "b2", "d1"]);
+    }
+
+    #[test]
+    fn evictions_that_continue_a_workload_have_calls_of_their_own() {
+        let continuing: HashSet<String> = ["b".to_owned()].into();
+        assert!(continues(&evict_of("b1", "b"), &continuing));
+        assert!(!continues(&evict_of("a1", "a"), &continuing));
+        assert!(!continues(&mark("b"), &continuing));
+        for calls in 0..MAX_CONCURRENT_CALLS {
+            assert!(call_free(calls, false) && call_free(calls, true), "{calls}");
+        }
+        // Every ordinary call busy: continuations still start, up to their own calls.
+        for calls in MAX_CONCURRENT_CALLS..MAX_CONCURRENT_CALLS + CONTINUATION_CALLS {
+            assert!(
+                !call_free(calls, false) && call_free(calls, true),
+                "{calls}"
+            );
+        }
+        let all = MAX_CONCURRENT_CALLS + CONTINUATION_CALLS;
+        assert!(!call_free(all, false) && !call_free(all, true));
     }
 }
