@@ -29,7 +29,8 @@
 //!
 //! Slots are enforced strictly: when more nodes hold one than there are slots (after `maxConcurrentNodes` was lowered,
 //! or when a Blocked node's operator problem went away while its slot was reused), the first ones in holder order act
-//! and the rest wait (`WaitingForSlot`) without evicting anything, still admitted.
+//! and the rest wait (`WaitingForSlot`) without evicting anything, still admitted. The holders that act decide their
+//! pods closest to drained first ([`acting_key`]): owners' budgets go where they finish a node.
 
 use chrono::{DateTime, Utc};
 
@@ -51,6 +52,21 @@ pub(crate) fn holder_key(
     name: &str,
 ) -> (Holding, bool, Option<DateTime<Utc>>, &str) {
     (holding, since.is_none(), since, name)
+}
+
+/// Order in which the holders that act decide their pods, and so take the owners' budgets: by kind, then fewest pods
+/// left, then as [`holder_key`]. A node close to drained finishes, gives its slot up and comes back without its
+/// cordon, where the replacements of pods evicted elsewhere can go: an owner's eviction given to the node admitted
+/// first instead could leave its replacement with every node cordoned while that node waits on another pod (one an
+/// admission policy refuses, say) until it stalls. The slots themselves go by [`holder_key`], which pods moving do not
+/// change.
+pub(crate) fn acting_key(
+    holding: Holding,
+    pods_left: u32,
+    since: Option<DateTime<Utc>>,
+    name: &str,
+) -> (Holding, u32, bool, Option<DateTime<Utc>>, &str) {
+    (holding, pods_left, since.is_none(), since, name)
 }
 
 /// The sort key of [`candidate_key`].

@@ -158,12 +158,12 @@ impl<'v> PolicyPass<'v, '_> {
             }
         }
 
+        let since = |e: &Entry| {
+            e.assessment
+                .draining_since
+                .or(e.assessment.incompatible_since)
+        };
         holders.sort_by(|(ha, a), (hb, b)| {
-            let since = |e: &Entry| {
-                e.assessment
-                    .draining_since
-                    .or(e.assessment.incompatible_since)
-            };
             admission::holder_key(*ha, since(a), &a.node.name).cmp(&admission::holder_key(
                 *hb,
                 since(b),
@@ -171,7 +171,16 @@ impl<'v> PolicyPass<'v, '_> {
             ))
         });
         let for_holders = slots.saturating_sub(missing.len());
-        let (acting, waiting) = admission::split(holders, for_holders);
+        let (mut acting, waiting) = admission::split(holders, for_holders);
+        acting.sort_by(|(ha, a), (hb, b)| {
+            let left = |e: &Entry| e.survey.as_ref().map_or(0, |s| s.left);
+            admission::acting_key(*ha, left(a), since(a), &a.node.name).cmp(&admission::acting_key(
+                *hb,
+                left(b),
+                since(b),
+                &b.node.name,
+            ))
+        });
         let acting_count = acting.len();
         self.chains(&mut candidates);
         candidates.sort_by_cached_key(admission_order);

@@ -229,6 +229,46 @@ fn lowering_max_concurrent_nodes_stops_the_excess_drains() {
     }
 }
 
+/// Admitted nodes that share an owner which may lose one pod: its eviction goes to the node it leaves closest to
+/// drained, not to the one admitted first. Found on a real cluster: three nodes admitted a millisecond apart, the
+/// first one also holding a pod whose eviction an admission policy refuses for ever; the shared owner's one eviction
+/// went to that node, its replacement found every node cordoned, and nothing moved until a node stalled. The node
+/// with nothing else on it drains, comes back upgraded and takes the replacement.
+#[test]
+fn a_shared_owners_eviction_goes_to_the_node_closest_to_drained() {
+    // 3 replicas at the default threshold: one may go at a time.
+    let web = replica_set("shop", "web", 3);
+    let guarded = replica_set("shop", "guarded", 1);
+    let api = replica_set("shop", "api", 1);
+    let nodes = vec![
+        node("n1").marked(at(0)).admitted(at(1)),
+        node("n2").marked(at(0)).admitted(at(2)),
+        node("n3").marked(at(0)).admitted(at(3)),
+    ];
+    let pods = vec![
+        guarded.pod("g", "n1"),
+        web.pod("w1", "n1"),
+        api.pod("a", "n2"),
+        web.pod("w2", "n2"),
+        web.pod("w3", "n3"),
+    ];
+    let plan = plan_now(&cluster(
+        nodes,
+        vec![web, guarded, api],
+        pods,
+        vec![policy("p").with(max(3))],
+    ));
+    let web_evictions: Vec<String> = summary(&plan)
+        .into_iter()
+        .filter(|s| s.starts_with("Evict shop/w"))
+        .collect();
+    assert_eq!(
+        web_evictions,
+        ["Evict shop/w3"],
+        "n3 holds nothing else; n1 and n2 were admitted before it"
+    );
+}
+
 #[test]
 fn paused_policies_admit_nothing() {
     let p = policy("p").with(|s| s.paused = true);
