@@ -24,6 +24,7 @@ mod sizes;
 pub mod status;
 mod status_lists;
 mod status_pace;
+pub mod status_writer;
 pub mod stores;
 mod trim;
 pub mod view;

@@ -5,10 +5,10 @@
 //! failed action ending, a failing watch becoming stale) plus a slow resync as a safety net. The pass never branches
 //! on why it woke.
 //!
-//! Pipelined: a pass carries out its node writes itself, in order, but only launches its evictions and pod
-//! deletions, each as a task of its own, and returns without waiting for their answers. A launched call is in
-//! flight from that moment ([`InFlight`]): the next passes count its pod as going (its owner's budget stays held)
-//! and never act on it again, while they plan other nodes and owners on every watch event. An answer wakes the loop:
+//! Pipelined: a pass only launches its evictions and pod deletions, each as a call of its own, and its node, policy
+//! and Deployment writes as one background job (see `writes`), and returns without waiting for their answers. A
+//! launched call is in flight from that moment ([`InFlight`]): the next passes count its pod as going (its owner's
+//! budget stays held) and never act on it again, while they plan other nodes and owners on every watch event. An answer wakes the loop:
 //! a definite refusal releases the pod (its budget is free again) and backs it off; an accepted call, and one whose
 //! outcome is unknown (a timeout, a 5xx: the eviction may have happened), keeps its entry until the cache shows the
 //! pod going (or a bound passes), the latter backed off too. At most [`MAX_CONCURRENT_CALLS`] calls run at once, and
@@ -44,12 +44,15 @@ use crate::reaction::Reaction;
 use crate::reports::Reports;
 use crate::server::{self, Health};
 use crate::sizes::Sizes;
-use crate::status::{CachedPolicy, StatusWriter};
+use crate::status_writer::StatusWriter;
 use crate::stores::{Changes, Stores};
 use crate::watches;
 use crate::{Args, view};
 
 mod failures;
+mod writes;
+
+use writes::{WriteAnswer, WriteCrew, Writes};
 
 /// After a pass, how long to wait at most for the caches to show the node writes it made.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -159,6 +162,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         status: StatusWriter::new(calls.clone(), leadership.clone()),
         reports: Reports::new(calls.clone(), report_namespace, leadership.clone()),
         in_flight: InFlight::default(),
+        writes: Writes::default(),
         planner: Planner::default(),
         calls: JoinSet::new(),
         reaction,
@@ -199,6 +203,8 @@ struct Controller {
     /// The upgrade runs' durable records.
     reports: Reports,
     in_flight: InFlight,
+    /// The node, policy and Deployment writes of a pass, on their way.
+    writes: Writes,
     /// Plans every pass, keeping what it derived from each pod for the next one (only the pods that changed are read
     /// again).
     planner: Planner,
@@ -258,6 +264,8 @@ enum Wake {
     Plan,
     /// Boxed: an answer carries its action, far larger than the other variants.
     Answer(Box<Result<Answer, JoinError>>),
+    /// The answers of a pass's writes.
+    Written(Result<Vec<WriteAnswer>, JoinError>),
 }
 
 impl PassResult {
@@ -273,6 +281,8 @@ enum Hold {
     Soon,
     /// Its action failed or backs off (until then), or the view is stale (`None`: until a watch recovers).
     Later(Option<Instant>),
+    /// A write of the node is on its way (see [`writes`]): its answer wakes the loop.
+    Writing,
 }
 
 impl Controller {
@@ -301,6 +311,7 @@ impl Controller {
                 biased;
                 _ = stopping.wait_for(|stop| *stop) => Wake::Stop,
                 Some(answer) = self.calls.join_next(), if !self.calls.is_empty() => Wake::Answer(Box::new(answer)),
+                Some(answers) = self.writes.answered(), if self.writes.busy() => Wake::Written(answers),
                 next = changes.next() => match next {
                     Some(()) => Wake::Plan,
                     None => anyhow::bail!("the watches ended"),
@@ -311,6 +322,10 @@ impl Controller {
             match wake {
                 Wake::Stop => break,
                 Wake::Plan => {}
+                // The writes held back meanwhile, and the pods of their nodes, wait for the next pass.
+                Wake::Written(answers) => {
+                    self.written(answers, &mut last).await;
+                }
                 Wake::Answer(answer) => {
                     let mut replan = self.answered(*answer, &mut last).await;
                     while let Some(answer) = self.calls.try_join_next() {
@@ -351,6 +366,10 @@ impl Controller {
         while let Some(answer) = self.calls.join_next().await {
             self.answered(answer, &mut last).await;
         }
+        while let Some(answers) = self.writes.answered().await {
+            self.written(answers, &mut last).await;
+        }
+        self.status.flush().await;
         self.reports.flush(true).await;
         self.events.flush(EVENT_FLUSH_TIMEOUT).await;
         self.leadership.release().await;
@@ -446,15 +465,18 @@ impl Controller {
         // The planner accounts for every action of a pass together (an owner's evictions in one pass never take it
         // below its threshold), so the actions of one kind run concurrently: evictions, deletions, and node writes
         // to different nodes (marking a fleet at the start of an upgrade, admissions). The kinds keep their order
-        // (see `batch_len`). Node writes are awaited here; evictions and deletions are launched and answer later
-        // (see the module's comment).
+        // (see `batch_len`). Evictions and deletions are launched as calls of their own; the node, policy and
+        // Deployment writes go together as one background job, and while a job is on its way a pass writes nothing
+        // (see `writes`). Either way the pass returns without waiting for answers (see the module's comment).
         //
         // A node written once in a pass is not written again in it (the second patch would carry a stale
-        // resourceVersion), and the pods of a node whose write did not happen stay: e.g. when a node is marked and
-        // admitted in one pass, the admission waits for the next pass, and so do its pods, which must not move
-        // before their node is admitted and cordoned.
+        // resourceVersion), and the pods of a node whose write is on its way or did not happen stay: e.g. when a
+        // node is marked and admitted in one pass, the admission waits for the next pass, and so do its pods, which
+        // must not move before the cache shows their node admitted and cordoned.
         let mut written: HashSet<&str> = HashSet::new();
-        let mut held: HashMap<String, Hold> = HashMap::new();
+        let mut held: HashMap<String, Hold> = self.writes.holding();
+        let writing = self.writes.busy();
+        let mut job: Vec<Action> = Vec::new();
         // Workloads with an eviction planned and not launched: they wait (see `crate::reaction`).
         let mut unsent: HashSet<String> = HashSet::new();
         let mut rest = plan.actions.as_slice();
@@ -467,56 +489,50 @@ impl Controller {
                 tracing::info!("stopping mid-pass before the next action: told to stop");
                 break;
             }
-            let batch_len = batch_len(rest);
-            let (batch, after) = rest.split_at(batch_len);
+            let (batch, after) = rest.split_at(batch_len(rest));
             rest = after;
-            let mut runnable: Vec<&Action> = Vec::with_capacity(batch.len());
             let continuing = match batch.first().map(|a| &a.kind) {
                 Some(ActionKind::Evict { .. }) => self.reaction.continuing(),
                 _ => HashSet::new(),
             };
             for action in continuations_first(batch, &continuing) {
+                if action.kind.pod().is_none() {
+                    let node = action.kind.node();
+                    if writing {
+                        if let Some(node) = node.filter(|_| writes::holds_pods(&action.kind)) {
+                            held.entry(node.to_owned()).or_insert(Hold::Writing);
+                        }
+                    } else if self.may_attempt(action, &stale, &written, &mut held, &mut result) {
+                        if let Some(node) = node {
+                            written.insert(node);
+                            if writes::holds_pods(&action.kind) {
+                                held.insert(node.to_owned(), Hold::Writing);
+                            }
+                        }
+                        job.push(action.clone());
+                    }
+                    continue;
+                }
                 let continuation = continues(action, &continuing);
                 let launched = self.may_attempt(action, &stale, &written, &mut held, &mut result)
-                    && (action.kind.pod().is_none()
-                        || self.launch(action, continuation, &mut result));
-                if launched && action.kind.pod().is_none() {
-                    runnable.push(action);
-                }
+                    && self.launch(action, continuation, &mut result);
                 if let (false, ActionKind::Evict { eviction, .. }) = (launched, &action.kind) {
                     unsent.insert(eviction.owner.uid.to_string());
                 }
             }
-            let batch = runnable;
-            // Unordered: one slow call must not keep the next ones from starting; the outcomes are put back in
-            // the plan's order below.
-            let mut outcomes: Vec<_> = futures::stream::iter(
-                batch
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| self.carry_out(a).map(move |outcome| (i, outcome))),
-            )
-            .buffer_unordered(MAX_CONCURRENT_CALLS)
-            .collect()
-            .await;
-            outcomes.sort_by_key(|(i, _)| *i);
-            let outcomes = outcomes.into_iter().map(|(_, outcome)| outcome);
-            for (action, (node, outcome)) in batch.into_iter().zip(outcomes) {
-                let pod_node = action.kind.about_pod().and_then(|p| self.node_of(p));
-                let hold = self
-                    .follow_up(action, node, pod_node, outcome, &mut result)
-                    .await;
-                if let Some(name) = action.kind.node() {
-                    match hold {
-                        None => {
-                            written.insert(name);
-                        }
-                        Some(hold) => {
-                            held.insert(name.to_owned(), hold);
-                        }
-                    }
-                }
-            }
+        }
+        if !job.is_empty() {
+            self.writes.launch(
+                job,
+                WriteCrew {
+                    executor: self.executor.clone(),
+                    events: self.events.clone(),
+                    metrics: self.metrics.clone(),
+                    stores: self.stores.clone(),
+                    leadership: self.leadership.clone(),
+                    stopping: self.stopping.clone(),
+                },
+            );
         }
         tracing::debug!(
             workloads_not_sent = unsent.len(),
@@ -532,19 +548,26 @@ impl Controller {
         let reporting = Instant::now();
         self.metrics
             .stage_took(Stage::Events, (reporting - eventing).as_secs_f64());
-        let current = self
+        // Shared, not copied: a policy's status holds a row per node.
+        let current: HashMap<String, Arc<ExecutorUpgradePolicy>> = self
             .stores
             .policies
             .state()
-            .iter()
-            .map(|p| {
-                let cached = CachedPolicy {
-                    resource_version: p.resource_version(),
-                    status: p.status.clone(),
-                };
-                (p.name_any(), cached)
-            })
+            .into_iter()
+            .map(|p| (p.name_any(), p))
             .collect();
+        // A deleted-node record the plan adds or drops is written only once its node's action happened (see
+        // `executed_records`): when that action is in this pass's job, the status waits for the job (rare: once per
+        // node deleted by its kamikaze, and once when it comes back).
+        if records_wait_for(&plan, &current, &written)
+            && let Some(answers) = self.writes.answered().await
+        {
+            let not_done = self.written(answers, &mut result).await;
+            for node in &written {
+                held.remove(*node);
+            }
+            held.extend(not_done);
+        }
         let troubles = self.troubles(&stale);
         let unfinished: HashSet<String> = held.into_keys().collect();
         match self
@@ -579,7 +602,6 @@ impl Controller {
         }
         self.metrics
             .stage_took(Stage::Status, reporting.elapsed().as_secs_f64());
-        self.metrics.observe_plan(&plan);
         self.metrics
             .observe_failures(self.backoff.len(), failing.len(), !stale.is_empty());
         self.reports.flush(false).await;
@@ -594,16 +616,6 @@ impl Controller {
             .pods
             .get(&key)
             .and_then(|p| p.view.node_name.as_deref().map(str::to_owned))
-    }
-
-    /// Executes one node action and, when done, reports it. Returns the cached node it was about.
-    async fn carry_out(&self, action: &Action) -> (Option<Arc<Node>>, Result<Outcome, Error>) {
-        let node = action
-            .kind
-            .node()
-            .and_then(|name| self.stores.nodes.get(&ObjectRef::new(name)));
-        let crew = (&self.executor, &*self.events, &*self.metrics, &self.stores);
-        (node.clone(), carry_out(crew, action, node.as_deref()).await)
     }
 
     /// Launches the eviction or deletion `action` as a call of its own, in flight from now on (see the module's
@@ -684,6 +696,35 @@ impl Controller {
         let done = matches!(outcome, Ok(Outcome::Done { .. }));
         self.follow_up(&action, None, pod_node, outcome, last).await;
         !done || last.deferred
+    }
+
+    /// Takes in the answers of a pass's writes (see [`writes`]): the next pass plans once the cache shows them.
+    /// The nodes whose write did not happen, and why their other actions wait.
+    async fn written(
+        &mut self,
+        answers: Result<Vec<WriteAnswer>, JoinError>,
+        last: &mut PassResult,
+    ) -> HashMap<String, Hold> {
+        let mut not_done = HashMap::new();
+        match answers {
+            Ok(answers) => {
+                for answer in answers {
+                    let WriteAnswer {
+                        action,
+                        node,
+                        pod_node,
+                        outcome,
+                    } = answer;
+                    let hold = self.follow_up(&action, node, pod_node, outcome, last).await;
+                    if let (Some(hold), Some(name)) = (hold, action.kind.node()) {
+                        not_done.insert(name.to_owned(), hold);
+                    }
+                }
+            }
+            // Only when a write panicked (or the runtime shuts down): the next pass plans them again.
+            Err(error) => tracing::error!(%error, "a pass's writes ended without an answer"),
+        }
+        not_done
     }
 
     /// Records what an action's outcome means for the next passes. For a node action that did not happen: why its
@@ -811,6 +852,33 @@ async fn carry_out(
         events.action(action, stores).await;
     }
     outcome
+}
+
+/// Whether the status write of a pass decides on a deleted-node record of a node `written` by the pass's job: a
+/// record the plan adds or drops (compared with what the cache holds).
+fn records_wait_for(
+    plan: &k8sm_planner::Plan,
+    current: &HashMap<String, Arc<ExecutorUpgradePolicy>>,
+    written: &HashSet<&str>,
+) -> bool {
+    if written.is_empty() {
+        return false;
+    }
+    plan.policies.iter().any(|policy| {
+        let cached: HashSet<&str> = current
+            .get(&policy.policy)
+            .and_then(|p| p.status.as_ref())
+            .map(|s| s.deleted_nodes.iter().map(|r| r.name.as_str()).collect())
+            .unwrap_or_default();
+        let planned: HashSet<&str> = policy
+            .deleted_nodes
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
+        cached
+            .symmetric_difference(&planned)
+            .any(|name| written.contains(name))
+    })
 }
 
 /// The workloads with a pod that waits on the health rule or a budget after a pass (see `crate::reaction`).

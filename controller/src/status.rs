@@ -2,26 +2,20 @@
 //! so that writing status never wakes the controller into an endless loop.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::Patch;
-use kube::{Api, Client};
-use serde_json::json;
 
 use k8sm_api::pace;
 use k8sm_api::text::bounded;
 use k8sm_api::{
-    BlockedPod, DeletedNode, ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus, MAX_MESSAGE,
-    MAX_NAME, WindowState, WindowStatus, condition_types,
+    BlockedPod, DeletedNode, ExecutorUpgradePolicyStatus, MAX_MESSAGE, MAX_NAME, WindowState,
+    WindowStatus, condition_types,
 };
 use k8sm_planner::{Decision, NodePlan, Plan, PodPlan, PolicyPlan, Reason};
 
 use crate::Error;
-use crate::leader::Leadership;
 use crate::status_lists::{self, Lists};
-use crate::status_pace::{StatusPace, Verdict};
 use k8sm_view::time::to_time;
 
 /// Whether the policy's maintenance window is closed now.
@@ -213,7 +207,9 @@ pub(crate) fn blocked_pod(
 }
 
 /// A merge patch leaves out fields the status no longer has: they must be sent as null to be removed.
-fn with_explicit_nulls(status: &ExecutorUpgradePolicyStatus) -> Result<serde_json::Value, Error> {
+pub(crate) fn with_explicit_nulls(
+    status: &ExecutorUpgradePolicyStatus,
+) -> Result<serde_json::Value, Error> {
     let mut value = serde_json::to_value(status)?;
     if let Some(object) = value.as_object_mut() {
         for key in [
@@ -348,101 +344,6 @@ pub fn report_troubles(
     transition(degraded, previous, policy.generation, now);
 }
 
-/// Writes each policy's status when it differs from what the cluster holds.
-pub struct StatusWriter {
-    api: Api<ExecutorUpgradePolicy>,
-    /// How often each policy's status is written.
-    writes: StatusPace,
-    /// Checked right before every write.
-    leadership: Leadership,
-}
-
-impl StatusWriter {
-    pub fn new(client: Client, leadership: Leadership) -> Self {
-        Self {
-            api: Api::all(client),
-            writes: StatusPace::default(),
-            leadership,
-        }
-    }
-
-    /// Writes the status of every policy whose status changed, conditional on the cached resourceVersion (a status
-    /// built from a stale cache must not overwrite a newer one, such as a deleted-node record), at the pace of
-    /// [`StatusPace`]: a change that waits is reported in [`Written::postponed`]. `troubles`: what the plan cannot
-    /// know, see [`report_troubles`]. `unfinished`: nodes whose action of this pass was not carried out (see
-    /// [`executed_records`]).
-    pub async fn write(
-        &mut self,
-        plan: &Plan,
-        current: &HashMap<String, CachedPolicy>,
-        troubles: &Troubles,
-        unfinished: &HashSet<String>,
-        now: DateTime<Utc>,
-    ) -> Result<Written, Error> {
-        let mut written = Written::default();
-        self.writes.retain(|name| current.contains_key(name));
-        // A policy being deleted hands its nodes back and goes; nothing to report on it.
-        for policy in plan.policies.iter().filter(|p| !p.deleting) {
-            let Some(cached) = current.get(&policy.policy) else {
-                continue;
-            };
-            let previous = cached.status.as_ref();
-            let mut status = build(plan, policy, previous, now);
-            report_troubles(&mut status, previous, plan, policy, troubles, now);
-            status.deleted_nodes = executed_records(
-                &status.deleted_nodes,
-                previous.map_or(&[][..], |p| &p.deleted_nodes),
-                unfinished,
-            );
-            if previous == Some(&status) {
-                continue;
-            }
-            let started = Instant::now();
-            if let Verdict::At(at) = self
-                .writes
-                .judge(&policy.policy, previous, &status, started)
-            {
-                written.postponed = Some(written.postponed.map_or(at, |p| p.min(at)));
-                continue;
-            }
-            let patch = json!({
-                "metadata": { "resourceVersion": cached.resource_version },
-                "status": with_explicit_nulls(&status)?,
-            });
-            self.leadership.ensure()?;
-            let answer = self
-                .api
-                .patch_status(
-                    &policy.policy,
-                    &crate::write_params::patch(),
-                    &Patch::Merge(&patch),
-                )
-                .await;
-            self.writes
-                .wrote(&policy.policy, started, started.elapsed());
-            match answer {
-                Ok(patched) => written.versions.push((
-                    policy.policy.clone(),
-                    cached.resource_version.clone(),
-                    patched.metadata.resource_version,
-                )),
-                // Deleted meanwhile: nothing to report on.
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                // Changed since the cache saw it: the next pass writes from the fresh object.
-                Err(kube::Error::Api(s)) if s.code == 409 => written.conflicts += 1,
-                Err(source) => {
-                    return Err(Error::Action {
-                        action: "writing status of",
-                        object: policy.policy.clone(),
-                        source,
-                    });
-                }
-            }
-        }
-        Ok(written)
-    }
-}
-
 /// The deleted-node records to write: the plan's, as far as its actions were carried out. A record the plan adds
 /// for a node whose deletion did not happen is left out (the next plan decides again), and one the plan drops for a
 /// node whose completion did not happen is kept (so the next plan completes it, and reports it, again).
@@ -465,25 +366,6 @@ pub fn executed_records(
     );
     records.sort_by(|a, b| a.name.cmp(&b.name));
     records
-}
-
-/// A policy as the cache holds it: what a status write is conditional on and compared with.
-#[derive(Debug, Clone, Default)]
-pub struct CachedPolicy {
-    pub resource_version: Option<String>,
-    pub status: Option<ExecutorUpgradePolicyStatus>,
-}
-
-/// What a round of status writes did.
-#[derive(Debug, Default)]
-pub struct Written {
-    /// Policy name, resourceVersion before and after each write: the cache must show the new one before the next
-    /// plan, or that plan would miss what was just written.
-    pub versions: Vec<(String, Option<String>, Option<String>)>,
-    /// Writes refused because the policy changed since the cache saw it.
-    pub conflicts: usize,
-    /// A changed status waits until then (see [`StatusPace`]): plan again at that moment.
-    pub postponed: Option<Instant>,
 }
 
 #[cfg(test)]

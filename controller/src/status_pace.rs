@@ -4,16 +4,17 @@
 //! before. What the status is for sets the pace instead:
 //!
 //! - what the controller itself relies on (the deleted-node records: a node deleted by `DeleteNode` lives only
-//!   there) and what operators and `kubectl wait` watch (conditions, observedGeneration) are written at once;
-//! - the rest (counts, per-node rows, blocked pods, ETA) at most once per interval per policy; a change that waits
-//!   is written by a pass at the end of the interval, which the loop is asked for, so the status is never more than
-//!   an interval behind.
+//!   there) and what operators and `kubectl wait` watch (conditions, observedGeneration) are written at once, by the
+//!   pass itself ([`Verdict::Urgent`]);
+//! - the rest (counts, per-node rows, blocked pods, ETA) at most once per interval per policy, in the background
+//!   ([`Verdict::Now`], see `crate::status_writer`); a change that waits is written by a pass at the end of the
+//!   interval, which the loop is asked for, so the status is never more than an interval behind.
 //!
 //! The interval is [`MIN_INTERVAL`], or [`TIME_SHARE`] times as long as the policy's last write took if that is
-//! longer (at most [`MAX_INTERVAL`]): the loop awaits each write, and on a loaded apiserver at a thousand nodes one
-//! took about a third of a second, a second apart: a third of the loop's time went to refreshing counts while
-//! evictions waited (the bench's per-stage pass times showed it). So refreshing the status takes at most a tenth of
-//! the loop's time, and the status lags more only where writing it is slow.
+//! longer (at most [`MAX_INTERVAL`]): on a loaded apiserver at a thousand nodes one write took about a third of a
+//! second, and the status rewritten every second kept the apiserver busy with counts while evictions waited. So
+//! refreshing the status takes at most a tenth of the apiserver's time for this controller, and the status lags more
+//! only where writing it is slow.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -36,6 +37,9 @@ pub struct StatusPace {
 /// Whether a changed status is written now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
+    /// A change the controller or an operator acts on: written by the pass itself, before it plans again.
+    Urgent,
+    /// Due: written in the background.
     Now,
     /// Not before then: a pass at that moment writes it.
     At(Instant),
@@ -51,7 +55,7 @@ impl StatusPace {
         now: Instant,
     ) -> Verdict {
         if urgent(previous, status) {
-            return Verdict::Now;
+            return Verdict::Urgent;
         }
         match self.last_write.get(policy) {
             Some(&(last, interval)) if now < last + interval => Verdict::At(last + interval),
@@ -111,7 +115,7 @@ mod tests {
         let pace = StatusPace::default();
         assert_eq!(
             pace.judge("p", None, &status(0), Instant::now()),
-            Verdict::Now
+            Verdict::Urgent
         );
     }
 
@@ -166,7 +170,7 @@ mod tests {
         generation.observed_generation = Some(2);
         assert_eq!(
             pace.judge("p", Some(&status(1)), &generation, t0 + MIN_INTERVAL),
-            Verdict::Now
+            Verdict::Urgent
         );
     }
 
@@ -185,7 +189,7 @@ mod tests {
         });
         assert_eq!(
             pace.judge("p", Some(&status(0)), &record, soon),
-            Verdict::Now
+            Verdict::Urgent
         );
         let mut condition = status(0);
         condition.conditions.push(Condition {
@@ -198,13 +202,13 @@ mod tests {
         });
         assert_eq!(
             pace.judge("p", Some(&status(0)), &condition, soon),
-            Verdict::Now
+            Verdict::Urgent
         );
         let mut generation = status(0);
         generation.observed_generation = Some(2);
         assert_eq!(
             pace.judge("p", Some(&status(0)), &generation, soon),
-            Verdict::Now
+            Verdict::Urgent
         );
     }
 }

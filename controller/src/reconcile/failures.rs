@@ -51,6 +51,8 @@ impl Controller {
                 }
                 return false;
             }
+            // The write's answer wakes the loop.
+            Some(Hold::Writing) => return false,
             None => {}
         }
         let hold = if !stale.is_empty() {

@@ -6,6 +6,7 @@
 pub mod binaries;
 pub mod connect_proxy;
 pub mod deletions;
+pub mod drain_order;
 pub mod events;
 pub mod http;
 pub mod lifecycle;

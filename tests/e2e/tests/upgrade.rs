@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use k8sm_api::{ExecutorUpgradePolicySpec, MaxConcurrentNodes, UnmanagedPodPolicy, UnmanagedPods};
+use k8sm_e2e::drain_order::DrainOrder;
 use k8sm_e2e::http::{free_port, get};
 use k8sm_e2e::scenario::Scenario;
 use k8sm_e2e::sla::SlaWatcher;
@@ -49,6 +50,8 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
         )
         .await;
     sla.arm();
+    // The policy below cordons (the default).
+    let order = DrainOrder::start(&client, NS, true).await;
 
     let metrics_addr = format!("127.0.0.1:{}", free_port());
     scenario.start_controller(&[
@@ -113,6 +116,19 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
         .wait_nodes_upgraded(20, Duration::from_secs(600))
         .await;
     let took = started.elapsed();
+    // Every pod moved only once the cluster showed its node admitted and cordoned (the controller's writes run in
+    // the background while it goes on evicting elsewhere): the replicas, the StatefulSet's and the unmanaged pods.
+    assert!(
+        order.removed() >= 46,
+        "the pods of the 20 nodes were removed: {} seen",
+        order.removed()
+    );
+    let out_of_order = order.out_of_order();
+    assert!(
+        out_of_order.is_empty(),
+        "pods removed before their node was admitted and cordoned:\n{}",
+        out_of_order.join("\n")
+    );
 
     // What an operator sees: the policy's status, and Events that explain every step.
     let policy = scenario
