@@ -14,6 +14,8 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::watch_events::change;
+
 /// What the watch saw of one deleted pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Deletion {
@@ -44,16 +46,8 @@ impl DeletionLog {
         let task = tokio::spawn(async move {
             let mut events = watcher(pods, config).default_backoff().boxed();
             while let Some(event) = events.next().await {
-                let (pod, gone) = match event {
-                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => (pod, false),
-                    Ok(watcher::Event::Delete(pod)) => (pod, true),
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(listed) = listed.take() {
-                            let _ = listed.send(());
-                        }
-                        continue;
-                    }
-                    Ok(watcher::Event::Init) | Err(_) => continue,
+                let Some((pod, gone)) = change(event, &mut listed) else {
+                    continue;
                 };
                 if !gone && pod.metadata.deletion_timestamp.is_none() {
                     continue;

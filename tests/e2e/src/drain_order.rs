@@ -21,6 +21,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::nodes::is_cordoned;
+use crate::watch_events::change;
 
 #[derive(Debug, Default)]
 struct Seen {
@@ -60,15 +61,8 @@ impl DrainOrder {
                 .default_backoff()
                 .boxed();
             while let Some(event) = events.next().await {
-                let node = match event {
-                    Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => node,
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(listed) = listed.take() {
-                            let _ = listed.send(());
-                        }
-                        continue;
-                    }
-                    Ok(_) | Err(_) => continue,
+                let Some((node, false)) = change(event, &mut listed) else {
+                    continue;
                 };
                 let draining = node.annotations().contains_key(DRAINING_ANNOTATION);
                 if draining && (!cordon || is_cordoned(&node)) {
@@ -88,16 +82,8 @@ impl DrainOrder {
                 .default_backoff()
                 .boxed();
             while let Some(event) = events.next().await {
-                let (pod, gone) = match event {
-                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => (pod, false),
-                    Ok(watcher::Event::Delete(pod)) => (pod, true),
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(listed) = listed.take() {
-                            let _ = listed.send(());
-                        }
-                        continue;
-                    }
-                    Ok(watcher::Event::Init) | Err(_) => continue,
+                let Some((pod, gone)) = change(event, &mut listed) else {
+                    continue;
                 };
                 // A DaemonSet's pods stay on drained nodes: k8sm never removes them.
                 let daemon = pod.owner_references().iter().any(|o| o.kind == "DaemonSet");

@@ -21,6 +21,7 @@ pub mod sla;
 pub mod status;
 pub mod tokens;
 pub mod waits;
+pub mod watch_events;
 pub mod workload_policy;
 pub mod workloads;
 
