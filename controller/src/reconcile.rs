@@ -611,11 +611,7 @@ impl Controller {
 
     /// The node a cached pod is bound to.
     fn node_of(&self, pod: &PodRef) -> Option<String> {
-        let key = ObjectRef::<CachedPod>::new(pod.name()).within(pod.namespace());
-        self.stores
-            .pods
-            .get(&key)
-            .and_then(|p| p.view.node_name.as_deref().map(str::to_owned))
+        node_of(&self.stores, pod)
     }
 
     /// Launches the eviction or deletion `action` as a call of its own, in flight from now on (see the module's
@@ -814,6 +810,15 @@ impl Controller {
             }
         }
     }
+}
+
+/// The node a cached pod is bound to.
+fn node_of(stores: &Stores, pod: &PodRef) -> Option<String> {
+    let key = ObjectRef::<CachedPod>::new(pod.name()).within(pod.namespace());
+    stores
+        .pods
+        .get(&key)
+        .and_then(|p| p.view.node_name.as_deref().map(str::to_owned))
 }
 
 /// What one action needs: the executor, and where to report it (Events, metrics; the stores for the UIDs Events

@@ -22,7 +22,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
 
-use super::{Hold, MAX_CONCURRENT_CALLS, batch_len, carry_out};
+use super::{Hold, MAX_CONCURRENT_CALLS, batch_len, carry_out, node_of};
 use crate::Error;
 use crate::events::EventSink;
 use crate::execute::{Executor, Outcome};
@@ -148,13 +148,10 @@ async fn write(crew: &WriteCrew, action: Action) -> WriteAnswer {
         .kind
         .node()
         .and_then(|name| crew.stores.nodes.get(&ObjectRef::new(name)));
-    let pod_node = action.kind.about_pod().and_then(|pod| {
-        let key = ObjectRef::new(pod.name()).within(pod.namespace());
-        crew.stores
-            .pods
-            .get(&key)
-            .and_then(|p| p.view.node_name.as_deref().map(str::to_owned))
-    });
+    let pod_node = action
+        .kind
+        .about_pod()
+        .and_then(|pod| node_of(&crew.stores, pod));
     let borrowed = (&crew.executor, &*crew.events, &*crew.metrics, &crew.stores);
     let outcome = carry_out(borrowed, &action, node.as_deref()).await;
     WriteAnswer {
