@@ -394,7 +394,7 @@ mod tests {
                 unmanaged_pod("ops", "debug", "n1"),
                 unmanaged_pod("ops", "going", "n1").terminating(),
             ]),
-            owners: vec![web],
+            owners: vec![web.into()],
             policies: vec![policy("fleet")],
             ..ClusterView::default()
         };

@@ -30,6 +30,7 @@ use tokio::task::{JoinError, JoinSet};
 
 use k8sm_api::ExecutorUpgradePolicy;
 use k8sm_planner::{Action, ActionKind, Decision, Planner, PodRef, Reason};
+use k8sm_view::OwnerViews;
 
 use crate::Error;
 use crate::backoff::{self, Backoff, Subject};
@@ -164,6 +165,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         in_flight: InFlight::default(),
         writes: Writes::default(),
         planner: Planner::default(),
+        owner_views: OwnerViews::default(),
         calls: JoinSet::new(),
         reaction,
         sizes: Sizes::default(),
@@ -208,6 +210,8 @@ struct Controller {
     /// Plans every pass, keeping what it derived from each pod for the next one (only the pods that changed are read
     /// again).
     planner: Planner,
+    /// The owners' views of the last pass, so that a pass converts only the owners that changed.
+    owner_views: OwnerViews,
     /// The evictions and pod deletions launched and not answered yet (their pods are in `in_flight`).
     calls: JoinSet<Answer>,
     reaction: Reaction,
@@ -421,7 +425,7 @@ impl Controller {
         let now = Utc::now();
         let failing = self.stores.health.failing();
         let stale = watches::stale(&failing, self.max_staleness, started);
-        let mut view = view::build(&self.stores, Vec::new());
+        let mut view = view::build(&self.stores, &mut self.owner_views, Vec::new());
         // While the pod watch fails, the cache cannot show an evicted pod going: its eviction stays counted.
         let pods_failing = failing.contains_key(<CachedPod as k8s_openapi::Resource>::KIND);
         self.in_flight.prune(&view, now, pods_failing);

@@ -2,12 +2,17 @@
 //! ([`k8sm_view`]).
 
 use k8sm_planner::{ClusterView, InFlightEviction};
-use k8sm_view::{Objects, from_objects};
+use k8sm_view::{Objects, OwnerViews, from_objects};
 
 use crate::stores::Stores;
 
-/// Builds the planner's input from the stores' current contents.
-pub fn build(stores: &Stores, in_flight: Vec<InFlightEviction>) -> ClusterView {
+/// Builds the planner's input from the stores' current contents. `owners` is kept from pass to pass: the owners that
+/// did not change since the last build keep their views.
+pub fn build(
+    stores: &Stores,
+    owners: &mut OwnerViews,
+    in_flight: Vec<InFlightEviction>,
+) -> ClusterView {
     from_objects(
         &Objects {
             nodes: &stores.nodes.state(),
@@ -20,6 +25,7 @@ pub fn build(stores: &Stores, in_flight: Vec<InFlightEviction>) -> ClusterView {
             pdbs: &stores.pdbs.state(),
             policies: &stores.policies.state(),
         },
+        owners,
         in_flight,
     )
 }

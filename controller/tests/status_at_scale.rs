@@ -173,7 +173,7 @@ fn fleet() -> Fleet {
                             .not_ready()
                             .into(),
                     );
-                    view.owners.push(workload);
+                    view.owners.push(workload.into());
                     blocked_pods += 1;
                 }
                 Group::OptedOutPod => {

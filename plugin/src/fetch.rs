@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 
 use k8sm_api::ExecutorUpgradePolicy;
 use k8sm_planner::ClusterView;
-use k8sm_view::{Objects, from_objects};
+use k8sm_view::{Objects, OwnerViews, from_objects};
 
 use crate::error::{Error, KubeContext};
 
@@ -94,7 +94,8 @@ pub async fn cluster_view(client: &Client) -> Result<ClusterView, Error> {
         pdbs: &pdbs,
         policies: &policies,
     };
-    Ok(from_objects(&objects, Vec::new()))
+    // A one-shot list: nothing to keep from an earlier build.
+    Ok(from_objects(&objects, &mut OwnerViews::default(), Vec::new()))
 }
 
 /// The label query of the nodes `upgrade status --all` or `-l` lists: the policy's `spec.nodeSelector`, and `extra`

@@ -120,7 +120,7 @@ fn fleet(nodes: usize) -> ClusterView {
     ClusterView {
         nodes: node_views,
         pods: pods.into_iter().map(Arc::new).collect(),
-        owners,
+        owners: owners.into_iter().map(Arc::new).collect(),
         policies: vec![PolicyView {
             name: "fleet".into(),
             generation: Some(1),

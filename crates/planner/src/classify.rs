@@ -407,7 +407,7 @@ mod tests {
     ) -> Vec<PodClassOf> {
         let view = ClusterView {
             pods: crate::testing::shared_pods(pods),
-            owners,
+            owners: crate::testing::shared_owners(owners),
             in_flight: in_flight
                 .into_iter()
                 .map(|uid| InFlightEviction {

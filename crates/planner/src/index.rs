@@ -182,7 +182,7 @@ impl<'a> Index<'a> {
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
         let mut owners: FastMap<&str, OwnerEntry> =
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
-        for owner in &view.owners {
+        for owner in view.owners.iter().map(|o| &**o) {
             let next = slot_of(workload_slots.len());
             let counts = *workload_slots
                 .entry(workload_uid(&owner.uid, Some(owner)))

@@ -13,7 +13,7 @@ fn fleet() -> ClusterView {
             rs.pod("web-b", "n2"),
             rs.pod("web-c", "up"),
         ]),
-        owners: vec![d, rs],
+        owners: crate::testing::shared_owners([d, rs]),
         policies: vec![policy("p").with(|s| s.owner_health_threshold = 50)],
         ..ClusterView::default()
     }

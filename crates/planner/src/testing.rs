@@ -27,6 +27,11 @@ pub fn shared_pods(pods: impl IntoIterator<Item = PodView>) -> Vec<std::sync::Ar
     pods.into_iter().map(std::sync::Arc::new).collect()
 }
 
+/// Owners as a view holds them (shared).
+pub fn shared_owners(owners: impl IntoIterator<Item = OwnerView>) -> Vec<Arc<OwnerView>> {
+    owners.into_iter().map(Arc::new).collect()
+}
+
 pub fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
         .single()
@@ -377,6 +382,7 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
                 // The Deployment's controller sees a new template: a rollout under way, until the new pod is
                 // available and the old one gone (which the caller simulates, if it wants to).
                 if let Some(d) = view.owners.iter_mut().find(|o| *o.uid == *deployment.uid) {
+                    let d = Arc::make_mut(d);
                     d.replacing = true;
                     let rollout = d.rollout.get_or_insert_with(RolloutView::default);
                     rollout.complete = false;

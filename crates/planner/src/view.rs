@@ -24,8 +24,9 @@ pub struct ClusterView {
     /// controller keeps each pod's view in its cache, built once per watch event, and a pass only counts references.
     pub pods: Vec<Arc<PodView>>,
     /// The controllers of those pods and of their ReplicaSets: Deployments, ReplicaSets, ReplicationControllers,
-    /// StatefulSets, Jobs (DaemonSets optional).
-    pub owners: Vec<OwnerView>,
+    /// StatefulSets, Jobs (DaemonSets optional). Shared, not copied, like the pods: the controller converts each owner
+    /// once per watch event.
+    pub owners: Vec<Arc<OwnerView>>,
     /// PodDisruptionBudgets.
     pub pdbs: Vec<PdbView>,
     /// Every `ExecutorUpgradePolicy`.

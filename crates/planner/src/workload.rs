@@ -128,7 +128,7 @@ fn pods_by_workload(
     counted: impl Fn(&crate::PodView) -> bool,
 ) -> HashMap<String, u32> {
     let owners: FastMap<&str, &OwnerView> =
-        view.owners.iter().map(|o| (o.uid.as_str(), o)).collect();
+        view.owners.iter().map(|o| (o.uid.as_str(), &**o)).collect();
     // Per controller reference (by address), the position of its workload's count in `counts`.
     let mut slot_of: FastMap<usize, usize> = FastMap::default();
     let mut counts: Vec<(&str, u32)> = Vec::new();
@@ -213,7 +213,7 @@ mod tests {
                 .chain([rs.pod("w", "n1")])
                 .map(std::sync::Arc::new)
                 .collect(),
-            owners: vec![web.clone(), rs.clone()],
+            owners: crate::testing::shared_owners([web.clone(), rs.clone()]),
             ..ClusterView::default()
         };
         let mut sizes = BTreeMap::new();
@@ -255,7 +255,7 @@ mod tests {
         pods.push(new.pod("w3", "n3"));
         let view = ClusterView {
             pods: crate::testing::shared_pods(pods),
-            owners: vec![web.clone(), old, new, db.clone()],
+            owners: crate::testing::shared_owners([web.clone(), old, new, db.clone()]),
             ..ClusterView::default()
         };
         let ready = ready_pods_by_workload(&view);

@@ -11,6 +11,7 @@ mod meta;
 mod node;
 mod objects;
 mod owner;
+mod owner_views;
 mod pdb;
 mod pod;
 mod policy;
@@ -22,6 +23,7 @@ pub use objects::{Objects, from_objects};
 pub use owner::{
     deployment_view, job_view, replica_set_view, replication_controller_view, stateful_set_view,
 };
+pub use owner_views::OwnerViews;
 pub use pdb::pdb_view;
 pub use pod::{PodFields, PodSource, pod_view};
 pub use policy::{deleted_node_record, deleted_node_status, policy_view};

@@ -8,12 +8,10 @@ use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use k8sm_api::ExecutorUpgradePolicy;
-use k8sm_planner::{ClusterView, InFlightEviction, OwnerView};
+use k8sm_planner::{ClusterView, InFlightEviction};
 
 use crate::node::node_view;
-use crate::owner::{
-    deployment_view, job_view, replica_set_view, replication_controller_view, stateful_set_view,
-};
+use crate::owner_views::OwnerViews;
 use crate::pdb::pdb_view;
 use crate::pod::PodSource;
 use crate::policy::policy_view;
@@ -51,34 +49,24 @@ impl<P> Default for Objects<'_, P> {
     }
 }
 
-/// Builds the planner's input from lists of objects and the controller's evictions not yet visible in them.
+/// Builds the planner's input from lists of objects and the controller's evictions not yet visible in them. `owners`
+/// holds the owners' views of the last build (the controller keeps it from pass to pass; a one-shot list passes a
+/// new one).
 pub fn from_objects<P: PodSource>(
     objects: &Objects<'_, P>,
+    owners: &mut OwnerViews,
     in_flight: Vec<InFlightEviction>,
 ) -> ClusterView {
     ClusterView {
         nodes: objects.nodes.iter().map(|n| node_view(n)).collect(),
         pods: objects.pods.iter().map(|p| p.pod_view()).collect(),
-        owners: owners(objects),
+        owners: owners.views(objects),
         pdbs: objects.pdbs.iter().map(|p| pdb_view(p)).collect(),
         policies: objects.policies.iter().map(|p| policy_view(p)).collect(),
         in_flight,
         // The controller's memory, not an object: it sets them itself.
         observed_sizes: Default::default(),
     }
-}
-
-fn owners<P>(objects: &Objects<'_, P>) -> Vec<OwnerView> {
-    let deployments = objects.deployments.iter().map(|d| deployment_view(d));
-    let replica_sets = objects.replica_sets.iter().map(|r| replica_set_view(r));
-    let rcs = objects.replication_controllers.iter();
-    let stateful_sets = objects.stateful_sets.iter().map(|s| stateful_set_view(s));
-    deployments
-        .chain(replica_sets)
-        .chain(rcs.map(|r| replication_controller_view(r)))
-        .chain(stateful_sets)
-        .chain(objects.jobs.iter().map(|j| job_view(j)))
-        .collect()
 }
 
 #[cfg(test)]

@@ -75,7 +75,7 @@ fn every_pod_bound_or_not_and_every_owner_kind() {
         pdbs: &pdbs,
         policies: &policies,
     };
-    let view = from_objects(&objects, in_flight.clone());
+    let view = from_objects(&objects, &mut OwnerViews::default(), in_flight.clone());
 
     assert_eq!(view.nodes.len(), 1);
     let pods: Vec<(&str, Option<&str>)> = view
@@ -119,7 +119,11 @@ fn every_pod_bound_or_not_and_every_owner_kind() {
 #[test]
 fn no_objects_no_view() {
     assert_eq!(
-        from_objects(&Objects::<Pod>::default(), Vec::new()),
+        from_objects(
+            &Objects::<Pod>::default(),
+            &mut OwnerViews::default(),
+            Vec::new()
+        ),
         ClusterView::default()
     );
 }

@@ -206,7 +206,7 @@ fn the_live_planner_blocks_never_and_opted_out_pods() {
             web.pod("web-2", "n3"),
             web.pod("web-3", "n3"),
         ]),
-        owners: vec![web],
+        owners: vec![web.into()],
         policies: vec![
             policy("fleet").with(|s| s.unmanaged_pods.policy = UnmanagedPodPolicy::Never),
         ],

@@ -44,7 +44,7 @@ pub fn stuck_cluster() -> ClusterView {
             kafka.pod("kafka-0", "n3").label("app", "kafka"),
             kafka.pod("kafka-1", "n4").label("app", "kafka"),
         ]),
-        owners: vec![web, api],
+        owners: vec![web.into(), api.into()],
         pdbs: vec![pdb("data", "kafka", &[("app", "kafka")], 0)],
         policies: vec![policy("fleet").with(|s| {
             s.max_concurrent_nodes =

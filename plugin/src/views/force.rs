@@ -194,7 +194,7 @@ mod tests {
                 web.pod("web-1", "n1").not_ready(),
                 web.pod("web-2", "n1"),
             ]),
-            owners: vec![web],
+            owners: vec![web.into()],
             policies: vec![
                 policy("fleet").with(|s| s.unmanaged_pods.policy = UnmanagedPodPolicy::Never),
             ],

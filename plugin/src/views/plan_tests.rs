@@ -24,7 +24,7 @@ fn cluster() -> ClusterView {
     ClusterView {
         nodes: ["n1", "n2", "n3", "n4"].map(node).to_vec(),
         pods: k8sm_planner::testing::shared_pods(pods),
-        owners: vec![web, api, fill],
+        owners: vec![web.into(), api.into(), fill.into()],
         policies: vec![
             policy("fleet").with(|s| s.unmanaged_pods.policy = UnmanagedPodPolicy::Never),
         ],
@@ -160,7 +160,7 @@ fn ignored_pods_only_in_wide() {
     let mut cluster = cluster();
     let agent = k8sm_planner::testing::daemon_set("kube-system", "agent");
     cluster.pods.push(agent.pod("agent-n1", "n1").into());
-    cluster.owners.push(agent);
+    cluster.owners.push(agent.into());
     let view = view_of(&cluster, at(0));
     assert!(!view.render(false, Palette::PLAIN).contains("agent-n1"));
     let wide = view.render(true, Palette::PLAIN);

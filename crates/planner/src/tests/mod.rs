@@ -41,7 +41,7 @@ fn cluster(
     ClusterView {
         nodes,
         pods: crate::testing::shared_pods(pods),
-        owners,
+        owners: crate::testing::shared_owners(owners),
         policies,
         ..ClusterView::default()
     }

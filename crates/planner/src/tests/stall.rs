@@ -173,7 +173,7 @@ fn a_stalled_node_left_with_nothing_to_move_is_admitted_at_once() {
     let logs = crate::testing::daemon_set("shop", "logs");
     view.pods.retain(|p| &*p.name != "web-1");
     view.pods.push(logs.pod("logs-stuck", "stuck").into());
-    view.owners.push(logs);
+    view.owners.push(logs.into());
     let plan = plan_at(&view, 12);
     assert_eq!(summary(&plan), ["Admit stuck +cordon"]);
     // While its last pod is still terminating, it has something to wait on: it rests.

@@ -3,6 +3,8 @@
 //! before, and says why; a move that brings no new pod in time falls back to eviction; a move under way never stalls
 //! its node silently.
 
+use std::sync::Arc;
+
 use k8sm_api::Surge;
 
 use super::*;
@@ -162,7 +164,7 @@ fn only_the_ready_pod_of_a_single_replica_deployment_moves() {
     assert_eq!(summary(&plan_now(&view)), ["Evict shop/pair-a"]);
     // A pod that is not Ready costs no readiness to evict.
     let mut view = solo(Surge::SingleReplica, |_| {});
-    std::sync::Arc::make_mut(&mut view.pods[0]).ready = false;
+    Arc::make_mut(&mut view.pods[0]).ready = false;
     assert_eq!(summary(&plan_now(&view)), ["Evict shop/solo-x"]);
     // A StatefulSet of one replica has no surge.
     let s = stateful_set("shop", "db", 1);
@@ -183,7 +185,7 @@ fn a_move_under_way_waits_and_its_node_keeps_its_slot() {
         r.surge_move = Some(crate::surge_move_record(at(55), "shop/solo-x"));
     });
     let mut view = view;
-    view.owners[0].replacing = true;
+    Arc::make_mut(&mut view.owners[0]).replacing = true;
     view.nodes[0] = view.nodes[0].clone().progressed(at(50), 1);
     let plan = plan_now(&view);
     assert!(
@@ -211,7 +213,7 @@ fn a_move_that_brings_no_pod_within_the_deadline_falls_back_to_eviction_and_says
         r.complete = false;
         r.surge_move = Some(crate::surge_move_record(at(49), "shop/solo-x"));
     });
-    view.owners[0].replacing = true;
+    Arc::make_mut(&mut view.owners[0]).replacing = true;
     let plan = plan_now(&view);
     assert_eq!(summary(&plan), ["Evict shop/solo-x"]);
     let (_, reason, message) = decision(&plan);
@@ -253,20 +255,24 @@ fn pass_after_pass_the_workload_keeps_a_ready_pod_and_the_node_drains() {
     assert_eq!(ready(&view), 1);
     // 2: the new ReplicaSet's pod runs elsewhere, not Ready yet: the old pod waits.
     let new_rs = view.owners[0].replica_set("solo-2b");
-    view.owners.push(new_rs.clone());
+    view.owners.push(new_rs.clone().into());
     let mut new_pod = new_rs.pod("solo-y", "up");
     new_pod.ready = false;
-    view.pods.push(std::sync::Arc::new(new_pod));
+    view.pods.push(Arc::new(new_pod));
     let second = plan(&view, at(61));
     assert_eq!(summary(&second), Vec::<String>::new());
     assert_eq!(decision(&second).1, Some(Reason::Moving));
     // 3: the new pod is Ready; the Deployment controller deletes the old one.
-    std::sync::Arc::make_mut(view.pods.last_mut().unwrap()).ready = true;
-    std::sync::Arc::make_mut(&mut view.pods[0]).terminating = true;
+    Arc::make_mut(view.pods.last_mut().unwrap()).ready = true;
+    Arc::make_mut(&mut view.pods[0]).terminating = true;
     assert_eq!(ready(&view), 1);
-    view.owners[0].replacing = false;
+    Arc::make_mut(&mut view.owners[0]).replacing = false;
     view.pods.remove(0);
-    view.owners[0].rollout.as_mut().unwrap().complete = true;
+    Arc::make_mut(&mut view.owners[0])
+        .rollout
+        .as_mut()
+        .unwrap()
+        .complete = true;
     // 4: nothing left: the node is drained and its executor told to restart.
     let last = plan(&view, at(62));
     assert_eq!(summary(&last), ["Kamikaze w1"]);

@@ -1,6 +1,8 @@
 //! Turns what the generator drew into the cluster view the planner sees and the record of truth the oracles read:
 //! every object is decided here, and written down as it is decided.
 
+use std::sync::Arc;
+
 use chrono::Duration;
 use k8sm_api::{MaxConcurrentNodes, UnmanagedPodPolicy, keys};
 
@@ -67,7 +69,7 @@ fn build_workload(
     w: &WorkloadGen,
     ns: &str,
     name: &str,
-    owners: &mut Vec<OwnerView>,
+    owners: &mut Vec<Arc<OwnerView>>,
 ) -> Built {
     let spec_replicas = (!w.replicas_unset).then_some(w.desired);
     // The apiserver defaults `replicas` to 1.
@@ -89,10 +91,10 @@ fn build_workload(
                     .count();
                 rs.desired = Some(u32::try_from(runs).unwrap());
                 controllers.push(rs.reference());
-                owners.push(rs);
+                owners.push(rs.into());
             }
             let key = dep.uid.clone();
-            owners.push(dep);
+            owners.push(dep.into());
             Built {
                 key,
                 truth: WorkloadTruth {
@@ -119,7 +121,7 @@ fn build_workload(
                 controllers: vec![o.reference()],
                 pods: plain,
             };
-            owners.push(o);
+            owners.push(o.into());
             built
         }
         Kind::Operator => {
@@ -152,7 +154,7 @@ fn build_workload(
                 let rs = replica_set(ns, &format!("{name}-{s}"), u32::try_from(runs).unwrap())
                     .controlled_by(&rollout);
                 controllers.push(rs.reference());
-                owners.push(rs);
+                owners.push(rs.into());
             }
             Built {
                 key: rollout.uid,
@@ -346,8 +348,8 @@ pub(super) fn build(
     }
 
     let (ds, jb) = (daemon_set("shop", "agent"), job("shop", "batch"));
-    view.owners.push(ds.clone());
-    view.owners.push(jb.clone());
+    view.owners.push(ds.clone().into());
+    view.owners.push(jb.clone().into());
     for (i, &(n, kind, opted_out)) in loose.iter().enumerate() {
         let name = format!("loose-{i}");
         let on = node_name(n);

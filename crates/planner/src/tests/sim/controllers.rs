@@ -3,6 +3,8 @@
 //! the scheduler places new pods; executors told to terminate come back with the target; failures k8sm does not
 //! cause; and the controller's memory of unknown kinds' sizes.
 
+use std::sync::Arc;
+
 use chrono::Duration;
 
 use super::{
@@ -209,7 +211,7 @@ impl World {
             for &s in &sets {
                 let reference = &self.sets[s].reference;
                 if let Some(rs) = self.view.owners.iter_mut().find(|o| o.uid == reference.uid) {
-                    rs.desired = Some(self.sets[s].replicas);
+                    Arc::make_mut(rs).desired = Some(self.sets[s].replicas);
                 }
             }
             // `kubectl rollout status`: the new ReplicaSet has every replica, available, and the old ones none.
@@ -218,6 +220,7 @@ impl World {
                 && ready_in(*new) == i64::from(d);
             let surged = self.workloads[w].surge_seen.is_some();
             if let Some(o) = self.view.owners.iter_mut().find(|o| o.uid == key) {
+                let o = Arc::make_mut(o);
                 // A move's rollout replaces pods until it is complete (`testing::apply` starts it replacing); the
                 // model's other rollouts keep the planner's view of them as the scenarios set it.
                 if surged {

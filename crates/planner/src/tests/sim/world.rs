@@ -206,7 +206,7 @@ impl World {
                         sets.push((surge + unavailable, true, 0));
                     }
                 }
-                self.view.owners.push(dep.clone());
+                self.view.owners.push(dep.clone().into());
                 workload.deployment = Some(dep);
                 None
             }
@@ -272,13 +272,13 @@ impl World {
         let workload = &self.workloads[w];
         let (reference, operator) = if let Some(o) = owner_object {
             let reference = o.reference();
-            self.view.owners.push(o);
+            self.view.owners.push(o.into());
             (reference, false)
         } else if let Some(top) = workload.deployment.as_ref().or(workload.rollout.as_ref()) {
             let mut rs = top.replica_set(&format!("{}-{i}", workload.name));
             rs.desired = Some(replicas);
             let reference = rs.reference();
-            self.view.owners.push(rs);
+            self.view.owners.push(rs.into());
             (reference, false)
         } else {
             // An operator owning its pods: not in the view.
