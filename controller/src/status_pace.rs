@@ -80,6 +80,11 @@ impl StatusPace {
 }
 
 /// A change the controller or an operator acts on: written at once.
+///
+/// A condition counts by its type, status and reason, what `kubectl wait --for=condition=...` and alerts act on. Its
+/// message is a refresh like the counts: "12 of 500 selected nodes still to upgrade" changes with every node
+/// upgraded, and writing it at once made every node's completion a status write the pass awaited (a third of a second
+/// on a loaded apiserver, during which no eviction was sent).
 fn urgent(
     previous: Option<&ExecutorUpgradePolicyStatus>,
     status: &ExecutorUpgradePolicyStatus,
@@ -88,8 +93,16 @@ fn urgent(
         return true;
     };
     previous.deleted_nodes != status.deleted_nodes
-        || previous.conditions != status.conditions
+        || decisive(previous).ne(decisive(status))
         || previous.observed_generation != status.observed_generation
+}
+
+/// What of each condition is acted on: its type, status and reason.
+fn decisive(status: &ExecutorUpgradePolicyStatus) -> impl Iterator<Item = (&str, &str, &str)> {
+    status
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
 }
 
 #[cfg(test)]
@@ -204,11 +217,50 @@ mod tests {
             pace.judge("p", Some(&status(0)), &condition, soon),
             Verdict::Urgent
         );
+        let mut flipped = condition.clone();
+        flipped.conditions[0].status = "False".into();
+        flipped.conditions[0].reason = "NodesRemaining".into();
+        assert_eq!(
+            pace.judge("p", Some(&condition), &flipped, soon),
+            Verdict::Urgent
+        );
         let mut generation = status(0);
         generation.observed_generation = Some(2);
         assert_eq!(
             pace.judge("p", Some(&status(0)), &generation, soon),
             Verdict::Urgent
+        );
+    }
+
+    #[test]
+    fn a_condition_whose_message_alone_changed_waits_for_the_pace() {
+        let mut pace = StatusPace::default();
+        let t0 = Instant::now();
+        pace.wrote("p", t0, Duration::from_millis(20));
+        let soon = t0 + Duration::from_millis(10);
+        let progressing = |message: &str, transition: i64| {
+            let mut s = status(0);
+            s.conditions.push(Condition {
+                type_: "Progressing".into(),
+                status: "True".into(),
+                last_transition_time: k8sm_view::time::to_time(
+                    chrono::DateTime::from_timestamp(transition, 0).unwrap(),
+                ),
+                message: message.into(),
+                observed_generation: Some(1),
+                reason: "Upgrading".into(),
+            });
+            s
+        };
+        let before = progressing("12 of 500 selected nodes still to upgrade", 0);
+        let after = progressing("11 of 500 selected nodes still to upgrade", 0);
+        assert_eq!(
+            pace.judge("p", Some(&before), &after, soon),
+            Verdict::At(t0 + MIN_INTERVAL)
+        );
+        assert_eq!(
+            pace.judge("p", Some(&before), &after, t0 + MIN_INTERVAL),
+            Verdict::Now
         );
     }
 }

@@ -95,7 +95,11 @@ pub async fn cluster_view(client: &Client) -> Result<ClusterView, Error> {
         policies: &policies,
     };
     // A one-shot list: nothing to keep from an earlier build.
-    Ok(from_objects(&objects, &mut OwnerViews::default(), Vec::new()))
+    Ok(from_objects(
+        &objects,
+        &mut OwnerViews::default(),
+        Vec::new(),
+    ))
 }
 
 /// The label query of the nodes `upgrade status --all` or `-l` lists: the policy's `spec.nodeSelector`, and `extra`

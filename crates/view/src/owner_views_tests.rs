@@ -46,7 +46,11 @@ fn an_object_gone_is_not_kept() {
     views(&mut kept, &[Arc::clone(&web)]);
     assert_eq!(Arc::strong_count(&web), 2, "held while its view is kept");
     assert!(views(&mut kept, &[]).is_empty());
-    assert_eq!(Arc::strong_count(&web), 1, "released once gone from the store");
+    assert_eq!(
+        Arc::strong_count(&web),
+        1,
+        "released once gone from the store"
+    );
 }
 
 #[test]

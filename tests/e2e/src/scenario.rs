@@ -258,6 +258,31 @@ impl Scenario {
             .expect("policy")
     }
 
+    /// The policy once its status counts are `(total, compatible, blocked)`. Counts are a paced refresh (written at
+    /// most once a second, later on a slow apiserver), so what a test saw happen to nodes shows in them a moment
+    /// later.
+    pub async fn policy_counting(
+        &self,
+        name: &str,
+        (total, compatible, blocked): (u32, u32, u32),
+    ) -> ExecutorUpgradePolicy {
+        self.wait_until(
+            &format!(
+                "{name}'s status counts {total} nodes, {compatible} compatible, {blocked} blocked"
+            ),
+            Duration::from_secs(30),
+            || async {
+                let policy = self.policy(name).await;
+                let counts = &policy.status.as_ref()?.counts;
+                (counts.total == total
+                    && counts.compatible == compatible
+                    && counts.blocked == blocked)
+                    .then_some(policy)
+            },
+        )
+        .await
+    }
+
     pub async fn nodes(&self) -> Vec<Node> {
         Api::<Node>::all(self.client.clone())
             .list(&ListParams::default())

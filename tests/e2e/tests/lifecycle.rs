@@ -84,7 +84,7 @@ async fn an_executor_back_with_its_old_id_is_reported_once_not_looped() {
             "{other}"
         );
     }
-    let policy = scenario.policy(POLICY).await;
+    let policy = scenario.policy_counting(POLICY, (4, 3, 1)).await;
     let entry = status_entry(&policy, &wrong).expect("the node is in the status");
     assert_eq!(entry.phase, NodePhase::Blocked, "{entry:?}");
     assert_eq!(entry.executor_id.as_deref(), Some(old.as_str()));
@@ -373,7 +373,7 @@ async fn a_deleted_node_that_never_returns_is_remembered_and_reported_overdue() 
         )
         .await;
 
-    let policy = scenario.policy(POLICY).await;
+    let policy = scenario.policy_counting(POLICY, (4, 3, 0)).await;
     let status = policy.status.clone().expect("a status");
     assert_eq!(status.deleted_nodes.len(), 1, "{:?}", status.deleted_nodes);
     let record = &status.deleted_nodes[0];

@@ -229,9 +229,11 @@ async fn unmanaged_never_blocks_its_node_until_an_operator_deletes_it() {
             },
         )
         .await;
-    let status = scenario.policy(POLICY).await.status.expect("status");
-    assert_eq!(status.counts.compatible, 3);
-    assert_eq!(status.counts.blocked, 1);
+    let status = scenario
+        .policy_counting(POLICY, (4, 3, 1))
+        .await
+        .status
+        .expect("status");
     assert!(
         status
             .blocked_pods
