@@ -238,22 +238,20 @@ mod tests {
         let t0 = Instant::now();
         pace.wrote("p", t0, Duration::from_millis(20));
         let soon = t0 + Duration::from_millis(10);
-        let progressing = |message: &str, transition: i64| {
+        let progressing = |message: &str| {
             let mut s = status(0);
             s.conditions.push(Condition {
                 type_: "Progressing".into(),
                 status: "True".into(),
-                last_transition_time: k8sm_view::time::to_time(
-                    chrono::DateTime::from_timestamp(transition, 0).unwrap(),
-                ),
+                last_transition_time: k8sm_view::time::to_time(chrono::DateTime::UNIX_EPOCH),
                 message: message.into(),
                 observed_generation: Some(1),
                 reason: "Upgrading".into(),
             });
             s
         };
-        let before = progressing("12 of 500 selected nodes still to upgrade", 0);
-        let after = progressing("11 of 500 selected nodes still to upgrade", 0);
+        let before = progressing("12 of 500 selected nodes still to upgrade");
+        let after = progressing("11 of 500 selected nodes still to upgrade");
         assert_eq!(
             pace.judge("p", Some(&before), &after, soon),
             Verdict::At(t0 + MIN_INTERVAL)
