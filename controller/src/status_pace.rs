@@ -123,6 +123,25 @@ mod tests {
         }
     }
 
+    /// A status with one condition.
+    fn with_condition(
+        type_: &str,
+        condition_status: &str,
+        reason: &str,
+        message: &str,
+    ) -> ExecutorUpgradePolicyStatus {
+        let mut s = status(0);
+        s.conditions.push(Condition {
+            type_: type_.into(),
+            status: condition_status.into(),
+            last_transition_time: k8sm_view::time::to_time(chrono::DateTime::UNIX_EPOCH),
+            message: message.into(),
+            observed_generation: Some(1),
+            reason: reason.into(),
+        });
+        s
+    }
+
     #[test]
     fn a_first_status_is_written_at_once() {
         let pace = StatusPace::default();
@@ -204,15 +223,12 @@ mod tests {
             pace.judge("p", Some(&status(0)), &record, soon),
             Verdict::Urgent
         );
-        let mut condition = status(0);
-        condition.conditions.push(Condition {
-            type_: "Upgraded".into(),
-            status: "True".into(),
-            last_transition_time: k8sm_view::time::to_time(chrono::Utc::now()),
-            message: "every selected node runs the target executor".into(),
-            observed_generation: Some(1),
-            reason: "Upgraded".into(),
-        });
+        let condition = with_condition(
+            "Upgraded",
+            "True",
+            "Upgraded",
+            "every selected node runs the target executor",
+        );
         assert_eq!(
             pace.judge("p", Some(&status(0)), &condition, soon),
             Verdict::Urgent
@@ -238,18 +254,7 @@ mod tests {
         let t0 = Instant::now();
         pace.wrote("p", t0, Duration::from_millis(20));
         let soon = t0 + Duration::from_millis(10);
-        let progressing = |message: &str| {
-            let mut s = status(0);
-            s.conditions.push(Condition {
-                type_: "Progressing".into(),
-                status: "True".into(),
-                last_transition_time: k8sm_view::time::to_time(chrono::DateTime::UNIX_EPOCH),
-                message: message.into(),
-                observed_generation: Some(1),
-                reason: "Upgrading".into(),
-            });
-            s
-        };
+        let progressing = |message| with_condition("Progressing", "True", "Upgrading", message);
         let before = progressing("12 of 500 selected nodes still to upgrade");
         let after = progressing("11 of 500 selected nodes still to upgrade");
         assert_eq!(
