@@ -66,12 +66,15 @@ type ByAddress<V> = HashMap<usize, V, foldhash::fast::FixedState>;
 /// its view is kept).
 struct Kept<K> {
     views: ByAddress<(Arc<K>, Arc<OwnerView>)>,
+    /// The map of the build before last, emptied: the next build fills it, so that a pass allocates no map.
+    spare: ByAddress<(Arc<K>, Arc<OwnerView>)>,
 }
 
 impl<K> Default for Kept<K> {
     fn default() -> Self {
         Self {
             views: ByAddress::default(),
+            spare: ByAddress::default(),
         }
     }
 }
@@ -83,7 +86,8 @@ impl<K> Kept<K> {
         convert: fn(&K) -> OwnerView,
         out: &mut Vec<Arc<OwnerView>>,
     ) {
-        let mut next = ByAddress::with_capacity_and_hasher(objects.len(), Default::default());
+        let mut next = std::mem::take(&mut self.spare);
+        next.reserve(objects.len());
         for object in objects {
             let address = Arc::as_ptr(object).addr();
             let view = match self.views.remove(&address) {
@@ -93,7 +97,9 @@ impl<K> Kept<K> {
             out.push(Arc::clone(&view));
             next.insert(address, (Arc::clone(object), view));
         }
-        self.views = next;
+        // What is left of the last build is of objects gone: released here.
+        self.spare = std::mem::replace(&mut self.views, next);
+        self.spare.clear();
     }
 }
 
