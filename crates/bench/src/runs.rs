@@ -113,7 +113,7 @@ async fn prepare(
     recorder
         .wait_for(
             "every pod of the workload is Ready",
-            Duration::from_secs(900),
+            fleet_ready_timeout(pods),
             |t| {
                 t.ready_pods() == pods
                     && t.owners_fully_ready()
@@ -496,5 +496,27 @@ async fn wait_budgets_observed(bench: &BenchCluster, ns: &str, count: usize) -> 
             "{observed} of {count} PodDisruptionBudgets observed after 5 minutes"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// How long the fleet may take to become Ready before a run: 15 minutes per 15,000 pods, 15 minutes at least.
+/// Creation time grows with the fleet and with the machine's load: 500 nodes' 15,000 pods took 308 s on a quiet day
+/// and 557 s on a slow one, and 1,000 nodes' 30,000 pods ran out of a fixed 900 s on that slow day.
+fn fleet_ready_timeout(pods: usize) -> Duration {
+    let per_15000_pods = u32::try_from(pods.div_ceil(15_000).max(1)).unwrap_or(u32::MAX);
+    Duration::from_secs(900).saturating_mul(per_15000_pods)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_larger_fleet_may_take_longer_to_become_ready() {
+        let minutes = |pods| fleet_ready_timeout(pods).as_secs() / 60;
+        assert_eq!(minutes(600), 15);
+        assert_eq!(minutes(15_000), 15);
+        assert_eq!(minutes(30_000), 30);
+        assert_eq!(minutes(30_001), 45);
     }
 }

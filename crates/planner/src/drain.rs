@@ -855,6 +855,56 @@ pub(crate) fn earliest(
 mod tests {
     use super::*;
 
+    /// A survey lists the node's pods as comparing their texts orders them, where `text_order` reads past the first
+    /// eight bytes (names and namespaces alike there, pods of one name in one namespace) as elsewhere.
+    #[test]
+    fn a_survey_lists_pods_in_text_order() {
+        use crate::testing::{node, policy, unmanaged_pod};
+        let mut pods = Vec::new();
+        for namespace in ["shop-europe", "shop-eu", "shop", "a"] {
+            for name in [
+                "web-frontend-10",
+                "web-frontend-9",
+                "web-frontend-1",
+                "web-fron",
+                "web",
+                "db-0",
+            ] {
+                pods.push(unmanaged_pod(namespace, name, "n1"));
+            }
+        }
+        // Two versions of one pod name, told apart by their UIDs.
+        let mut twin = unmanaged_pod("shop", "web", "n1");
+        twin.uid = "shop/web-0".into();
+        pods.push(twin);
+        pods.reverse();
+        let view = crate::ClusterView {
+            nodes: vec![node("n1")],
+            pods: crate::testing::shared_pods(pods),
+            ..crate::ClusterView::default()
+        };
+        let mut cache = crate::facts::PodCache::default();
+        let index = Index::new(&view, &mut cache);
+        let policy = policy("p");
+        let ctx = NodeContext {
+            node: &view.nodes[0],
+            spec: &policy.spec,
+            threshold: 90,
+            incompatible_since: None,
+            hold: None,
+            now: crate::testing::t0(),
+        };
+        let listed: Vec<(&str, &str, &str)> = survey(&ctx, &index)
+            .pods
+            .iter()
+            .map(|(p, _)| (&*p.namespace, &*p.name, &*p.uid))
+            .collect();
+        let mut sorted = listed.clone();
+        sorted.sort();
+        assert_eq!(listed.len(), 25);
+        assert_eq!(listed, sorted);
+    }
+
     /// `text_order` is the order of the texts, shared copies or not, whatever their lengths and where they differ.
     #[test]
     fn text_order_is_the_order_of_the_texts() {

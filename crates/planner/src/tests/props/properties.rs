@@ -94,6 +94,22 @@ proptest! {
         prop_assert_eq!(plan_now(&unshared), plan);
     }
 
+    /// (f) A node's pods are reported in the order of their namespaces, names and UIDs, as comparing the texts
+    /// orders them (the pass compares shared copies by address, and other texts by their first eight bytes first).
+    #[test]
+    fn a_nodes_pods_are_reported_in_text_order(world in arb_world()) {
+        for node in plan_now(&world.view).nodes {
+            let reported: Vec<(String, String, String)> = node
+                .pods
+                .iter()
+                .map(|p| (p.pod.namespace().to_owned(), p.pod.name().to_owned(), p.pod.uid().to_owned()))
+                .collect();
+            let mut sorted = reported.clone();
+            sorted.sort();
+            prop_assert_eq!(reported, sorted, "node {}", node.node);
+        }
+    }
+
     /// (f) A paused policy never evicts, deletes, admits, cordons, stalls or sends kamikaze.
     #[test]
     fn paused_policies_never_disrupt(world in arb_world()) {
