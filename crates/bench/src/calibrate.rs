@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use k8sm_testcluster::node_name;
 
 use crate::env::BenchCluster;
+use crate::runs::fleet_ready_timeout;
 use crate::stats::percentile;
 use crate::workload::{DAEMON_SET, Workload};
 
@@ -202,7 +203,7 @@ async fn wait_owned_pods_ready(
         .map(|o| (o.name.as_str(), o.ready_delay_ms))
         .collect();
     let expected: usize = workload.owners.iter().map(|o| o.replicas as usize).sum();
-    let deadline = Instant::now() + Duration::from_secs(900);
+    let deadline = Instant::now() + fleet_ready_timeout(expected);
     loop {
         let list = pods.list(&ListParams::default()).await?;
         let ready: Vec<&Pod> = list
