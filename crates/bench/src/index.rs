@@ -250,7 +250,7 @@ mod tests {
             "{index}"
         );
         assert!(index.contains(
-            "| k8sm's makespan ≤ 1.2× the lower bound (30.0 s) | met (latest: `n10-p100`) | never missed | met (1.10× [1.00×–1.20×]) |"
+            "| k8sm's makespan ≤ 1.2× the scenario's lower bound | met (latest: `n10-p100`) | never missed | met (1.10× [1.00×–1.20×] of 30.0 s) |"
         ));
         assert!(index.contains(
             "| 0 owners below their bound, every tool, every run | **missed** (latest: `n10-p100`) | missed in some report | **missed**:"
