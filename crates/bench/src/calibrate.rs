@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{EvictParams, ListParams, WatchEvent, WatchParams};
+use kube::api::{EvictParams, ListParams};
+use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +57,10 @@ pub struct Throughput {
     pub ready_delay_error_p50_seconds: Option<f64>,
     #[serde(default)]
     pub ready_delay_error_max_seconds: Option<f64>,
+    /// Evicted pods found gone by a list the watch made again rather than by their deletion event (their removal
+    /// time is then the list's, an upper bound).
+    #[serde(default)]
+    pub removals_seen_by_relist: usize,
 }
 
 impl Throughput {
@@ -64,8 +69,8 @@ impl Throughput {
         let ms = |s: Option<f64>| s.map_or("–".into(), |s| format!("{:.0} ms", s * 1000.0));
         format!(
             "{} evictions at {} in flight took {:.1} s: {:.1} evictions/s (apiserver mean {} per eviction, {} refused); \
-             a pod evicted alone was gone after {}, in the bulk after {} (median), {} at most; pods became Ready within {} (median), {} at \
-             most, of their owner's drawn delay",
+             a pod evicted alone was gone after {}, in the bulk after {} (median), {} at most{}; pods became Ready within {} \
+             (median), {} at most, of their owner's drawn delay",
             self.evictions,
             self.concurrency,
             self.wall_seconds,
@@ -75,6 +80,10 @@ impl Throughput {
             ms(Some(self.removal_alone_seconds)),
             ms(self.removal_p50_seconds),
             ms(self.removal_max_seconds),
+            match self.removals_seen_by_relist {
+                0 => String::new(),
+                n => format!(" ({n} seen gone by a list made again, at the list's time)"),
+            },
             ms(self.ready_delay_error_p50_seconds),
             ms(self.ready_delay_error_max_seconds),
         )
@@ -99,14 +108,24 @@ pub async fn eviction_throughput(
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let (owned, ready_errors) = wait_owned_pods_ready(&pods, workload).await?;
 
-    // Watch deletions from the listed version on, so that none is missed.
-    let list = pods.list(&ListParams::default()).await?;
-    let version = list.metadata.resource_version.unwrap_or_default();
+    // Deletions are watched by kube's watcher, which resumes a watch the apiserver ends (every few minutes) and lists
+    // again when its version is too old: evicting a 1,000-node fleet outlasts any single watch. Its first list is
+    // complete before the first eviction, so that no deletion is missed.
     let targets: BTreeSet<String> = owned.iter().map(|(_, uid)| uid.clone()).collect();
-    let watch = pods.watch(&WatchParams::default(), &version).await?;
     let started = Instant::now();
-    let gone = Arc::new(Mutex::new(BTreeMap::new()));
-    let deletions = tokio::spawn(record_deletions(watch, targets, started, gone.clone()));
+    let gone = Arc::new(Mutex::new(Removals::default()));
+    let (listed, first_list) = tokio::sync::oneshot::channel();
+    let deletions = tokio::spawn(record_deletions(
+        pods.clone(),
+        targets,
+        started,
+        gone.clone(),
+        listed,
+    ));
+    tokio::time::timeout(Duration::from_secs(300), first_list)
+        .await
+        .context("the calibration's watch did not list the pods within 5 minutes")?
+        .context("the calibration's watch ended before its first list")?;
 
     // One pod alone first: how long an evicted pod takes to go away on an idle apiserver and KWOK (its grace
     // period, if KWOK honours it, plus little else).
@@ -117,7 +136,7 @@ pub async fn eviction_throughput(
     let answered_alone = started.elapsed().as_secs_f64();
     let alone_deadline = Instant::now() + Duration::from_secs(60);
     let removal_alone_seconds = loop {
-        if let Some(t) = lock(&gone).get(&first.1) {
+        if let Some(t) = lock(&gone).at.get(&first.1) {
             break t - answered_alone;
         }
         anyhow::ensure!(
@@ -146,19 +165,22 @@ pub async fn eviction_throughput(
     answers.push((first.1.as_str(), true, answered_alone));
 
     let accepted_uids: Vec<&str> = answers.iter().filter(|a| a.1).map(|a| a.0).collect();
-    let deadline = Instant::now() + Duration::from_secs(300);
+    // KWOK finalises deletions behind a loaded apiserver: the wait grows with the evictions.
+    let wait = removal_timeout(accepted_uids.len());
+    let deadline = Instant::now() + wait;
     let gone = loop {
         let gone = lock(&gone).clone();
-        if accepted_uids.iter().all(|uid| gone.contains_key(*uid)) {
+        if accepted_uids.iter().all(|uid| gone.at.contains_key(*uid)) {
             break gone;
         }
         if deletions.is_finished() || Instant::now() > deadline {
             deletions.abort();
             let watched = deletions.await;
             anyhow::bail!(
-                "{} of {} evicted pods were seen gone within 5 minutes ({watched:?})",
-                gone.len(),
-                accepted_uids.len()
+                "{} of {} evicted pods were seen gone within {} ({watched:?})",
+                gone.at.len(),
+                accepted_uids.len(),
+                humantime::format_duration(wait)
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -167,7 +189,7 @@ pub async fn eviction_throughput(
     let removals: Vec<f64> = answers
         .iter()
         .filter_map(|(uid, accepted, answered)| {
-            Some(gone.get(*uid)? - answered).filter(|_| *accepted)
+            Some(gone.at.get(*uid)? - answered).filter(|_| *accepted)
         })
         .collect();
     cluster.delete_namespace(NAMESPACE).await?;
@@ -187,7 +209,14 @@ pub async fn eviction_throughput(
         removal_max_seconds: removals.iter().copied().reduce(f64::max),
         ready_delay_error_p50_seconds: percentile(&ready_errors, 50.0),
         ready_delay_error_max_seconds: ready_errors.iter().copied().reduce(f64::max),
+        removals_seen_by_relist: gone.by_relist,
     })
+}
+
+/// How long evicted pods may take to be seen gone: 5 minutes per 5,000 evictions, 5 minutes at least.
+fn removal_timeout(evictions: usize) -> Duration {
+    let per_5000 = u32::try_from(evictions.div_ceil(5_000).max(1)).unwrap_or(u32::MAX);
+    Duration::from_secs(300).saturating_mul(per_5000)
 }
 
 /// Waits (at most 15 minutes: an ordered StatefulSet starts one pod at a time) until every owner's pods run and are
@@ -254,37 +283,83 @@ fn readiness_seconds(pod: &Pod) -> Option<f64> {
     Some((at("Ready")? - at("PodScheduled")?) as f64 / 1000.0)
 }
 
-type Deletions = Arc<Mutex<BTreeMap<String, f64>>>;
+/// When each evicted pod was seen gone, in seconds since the calibration started, by UID.
+#[derive(Clone, Debug, Default)]
+struct Removals {
+    at: BTreeMap<String, f64>,
+    /// Of those, pods found gone by a list the watcher made again (its watch's version too old), not by their
+    /// deletion event: their time is the list's, a little later than the deletion.
+    by_relist: usize,
+}
 
-fn lock(deletions: &Deletions) -> std::sync::MutexGuard<'_, BTreeMap<String, f64>> {
+type Deletions = Arc<Mutex<Removals>>;
+
+fn lock(deletions: &Deletions) -> std::sync::MutexGuard<'_, Removals> {
     deletions
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Records in `gone` the seconds since `started` at which each pod of `targets` (by UID) is seen deleted; returns when
-/// all are, or with the watch's failure.
+/// Records in `gone` the seconds since `started` at which each pod of `targets` (by UID) is seen deleted, signalling
+/// `listed` once the watcher's first list is complete; returns when all are gone. A list made again replaces the
+/// pod set (as the recorder and the project's SLA watcher do): a target it lacks is gone.
 async fn record_deletions(
-    watch: impl futures::Stream<Item = kube::Result<WatchEvent<Pod>>>,
+    pods: Api<Pod>,
     mut targets: BTreeSet<String>,
     started: Instant,
     gone: Deletions,
+    listed: tokio::sync::oneshot::Sender<()>,
 ) -> anyhow::Result<()> {
-    let mut watch = std::pin::pin!(watch);
+    let mut events = std::pin::pin!(watcher(pods, watcher::Config::default()));
+    let mut listed = Some(listed);
+    let mut listing: Option<BTreeSet<String>> = None;
     while !targets.is_empty() {
-        match watch.try_next().await? {
-            Some(WatchEvent::Deleted(pod)) => {
-                let uid = pod.uid().unwrap_or_default();
-                if targets.remove(&uid) {
-                    lock(&gone).insert(uid, started.elapsed().as_secs_f64());
-                }
-            }
-            Some(WatchEvent::Error(e)) => anyhow::bail!("the calibration's watch failed: {e}"),
-            Some(_) => {}
-            None => anyhow::bail!(
+        let event = match events.try_next().await {
+            Ok(Some(event)) => event,
+            Ok(None) => anyhow::bail!(
                 "the calibration's watch ended with {} pods not yet gone",
                 targets.len()
             ),
+            Err(e) => {
+                // The watcher resumes or lists again on its own; a short pause keeps a failing apiserver from
+                // spinning us.
+                tracing::debug!("the calibration's watch: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        match event {
+            watcher::Event::Delete(pod) => {
+                let uid = pod.uid().unwrap_or_default();
+                if targets.remove(&uid) {
+                    lock(&gone).at.insert(uid, started.elapsed().as_secs_f64());
+                }
+            }
+            watcher::Event::Init => listing = Some(BTreeSet::new()),
+            watcher::Event::InitApply(pod) => {
+                if let Some(listing) = &mut listing {
+                    listing.insert(pod.uid().unwrap_or_default());
+                }
+            }
+            watcher::Event::InitDone => {
+                let listing = listing.take().unwrap_or_default();
+                let first = listed.take();
+                let t = started.elapsed().as_secs_f64();
+                let missing: Vec<String> = targets.difference(&listing).cloned().collect();
+                let mut gone = lock(&gone);
+                for uid in missing {
+                    targets.remove(&uid);
+                    gone.at.insert(uid, t);
+                    // The first list precedes every eviction: a target missing from it was never there to evict.
+                    if first.is_none() {
+                        gone.by_relist += 1;
+                    }
+                }
+                if let Some(first) = first {
+                    let _ = first.send(());
+                }
+            }
+            watcher::Event::Apply(_) => {}
         }
     }
     Ok(())
@@ -293,6 +368,15 @@ async fn record_deletions(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn more_evictions_may_take_longer_to_be_seen_gone() {
+        let minutes = |evictions| removal_timeout(evictions).as_secs() / 60;
+        assert_eq!(minutes(0), 5);
+        assert_eq!(minutes(600), 5);
+        assert_eq!(minutes(5_000), 5);
+        assert_eq!(minutes(29_950), 30);
+    }
 
     #[test]
     fn the_calibration_evicts_at_the_controllers_concurrency() {
