@@ -59,6 +59,13 @@ pub struct Args {
     #[arg(long, default_value = "30s", value_parser = humantime_duration)]
     pub resync: Duration,
 
+    /// Largest share of the time the loop spends planning and acting: after a pass that took d, the next starts no
+    /// sooner than d × (1 − share) / share later, and takes in every change meanwhile (1: plan again at once). Every
+    /// pod event wakes the loop; at a thousand nodes a pass takes over 100 ms, and passes back to back would spend a
+    /// whole core.
+    #[arg(long, default_value = "0.5", value_parser = crate::pace::parse_share)]
+    pub max_busy_share: f64,
+
     /// ServiceAccount (NAMESPACE/NAME) whose token the Http kamikaze carries: requested with the TokenRequest API
     /// for --kamikaze-audience, bound to the Node told, and verified by its agent. Default in a cluster:
     /// k8sm-controller in the controller's own namespace.

@@ -15,6 +15,7 @@ mod in_flight;
 pub mod kamikaze_token;
 pub mod leader;
 mod metrics;
+mod pace;
 pub mod permissions;
 mod reaction;
 mod reconcile;

@@ -46,6 +46,9 @@ pub enum Stage {
     /// Before a pass: waiting until the caches show this controller's own writes of the pass before (outside the
     /// pass's own time, `k8sm_reconcile_seconds`).
     Settle,
+    /// Before a pass: a wake held back so that passes take at most `--max-busy-share` of the time (see
+    /// `crate::pace`), outside the pass's own time too.
+    Pace,
     /// The view built from the caches, evictions in flight pruned, remembered sizes grown.
     Observe,
     /// The planner call.
@@ -62,6 +65,7 @@ impl Stage {
     fn as_str(self) -> &'static str {
         match self {
             Self::Settle => "settle",
+            Self::Pace => "pace",
             Self::Observe => "observe",
             Self::Plan => "plan",
             Self::Act => "act",

@@ -1,6 +1,7 @@
 //! The controller's loop: wait for a change (or a timer), then observe → plan → execute → report, as the leader.
 //!
-//! Event-driven: every watch event (and every watch failure) wakes the loop; a burst is handled in one pass. Timers
+//! Event-driven: every watch event (and every watch failure) wakes the loop; a burst is handled in one pass, and a
+//! wake too soon after the last pass waits so that passes take at most `--max-busy-share` of the time ([`Pacer`]). Timers
 //! only cover what no watch event announces (a DeleteAfterTimeout or restart timeout expiring, the backoff of a
 //! failed action ending, a failing watch becoming stale) plus a slow resync as a safety net. The pass never branches
 //! on why it woke.
@@ -41,6 +42,7 @@ use crate::in_flight::InFlight;
 use crate::kamikaze_token::{KamikazeTokens, ServiceAccountRef};
 use crate::leader::{self, Leadership, LeaseConfig};
 use crate::metrics::{Metrics, Stage};
+use crate::pace::Pacer;
 use crate::reaction::Reaction;
 use crate::reports::Reports;
 use crate::server::{self, Health};
@@ -173,6 +175,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         status_failures: 0,
         stale_reported: BTreeSet::new(),
         max_staleness: args.max_watch_staleness,
+        pacer: Pacer::new(args.max_busy_share, args.resync),
         metrics,
         stores,
         leadership,
@@ -224,6 +227,8 @@ struct Controller {
     stale_reported: BTreeSet<String>,
     /// How long a watch may fail before its cache counts as stale (`--max-watch-staleness`).
     max_staleness: Duration,
+    /// When the next pass may start (`--max-busy-share`).
+    pacer: Pacer,
     metrics: Arc<Metrics>,
     stores: Stores,
     leadership: Leadership,
@@ -310,6 +315,9 @@ impl Controller {
                 sleep_for =
                     sleep_for.min(at.saturating_duration_since(Instant::now()) + WAKE_MARGIN);
             }
+            if let Some(at) = self.pacer.waiting_until() {
+                sleep_for = sleep_for.min(at.saturating_duration_since(Instant::now()));
+            }
             let mut stopping = self.stopping.clone();
             let wake = tokio::select! {
                 biased;
@@ -342,6 +350,14 @@ impl Controller {
                     }
                 }
             }
+            // A wake that would plan too soon after the last pass waits, taking in what comes meanwhile; the sleep
+            // above ends at once the hold does.
+            let now = Instant::now();
+            if self.pacer.hold(now).is_some() {
+                continue;
+            }
+            self.metrics
+                .stage_took(Stage::Pace, self.pacer.start(now).as_secs_f64());
             let settling = Instant::now();
             self.settle(changes, &last).await;
             let settled = settling.elapsed();
@@ -361,7 +377,9 @@ impl Controller {
                 last = PassResult::default();
                 continue;
             }
+            let passing = Instant::now();
             last = self.pass().await;
+            self.pacer.passed(Instant::now(), passing.elapsed());
         }
         // The calls in flight end first (each within its own timeout): a standby must not plan on a cache that
         // misses an eviction still on its way. Events are written in the background: the operator should still see

@@ -38,7 +38,9 @@ use crate::workload::Workload;
 pub const REACTION_METRIC: &str = "k8sm_eviction_reaction_seconds";
 /// The controller's histogram of the stages of a pass, and its stages in their order.
 const STAGE_METRIC: &str = "k8sm_reconcile_stage_duration_seconds";
-const STAGES: [&str; 6] = ["settle", "observe", "plan", "act", "events", "status"];
+const STAGES: [&str; 7] = [
+    "pace", "settle", "observe", "plan", "act", "events", "status",
+];
 
 /// What every run shares.
 pub struct RunConfig<'a> {
