@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 
 use k8sm_planner::{POD_ANNOTATIONS_READ, PodView};
@@ -56,11 +58,57 @@ impl k8sm_view::PodSource for CachedPod {
 #[derive(Deserialize)]
 struct Wire {
     #[serde(default)]
-    metadata: ObjectMeta,
+    metadata: WireMeta,
     #[serde(default)]
     spec: Option<WireSpec>,
     #[serde(default)]
     status: Option<WireStatus>,
+}
+
+/// The metadata the conversion and the cache read. Not a whole [`ObjectMeta`]: its `managedFields` are a tree of
+/// JSON values per field manager, parsed into hundreds of small allocations on every watch event of every pod only
+/// to be dropped; skipped here, they cost a scan.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    generate_name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    owner_references: Option<Vec<OwnerReference>>,
+    #[serde(default)]
+    creation_timestamp: Option<Time>,
+    #[serde(default)]
+    deletion_timestamp: Option<Time>,
+}
+
+impl From<WireMeta> for ObjectMeta {
+    fn from(wire: WireMeta) -> Self {
+        Self {
+            name: wire.name,
+            generate_name: wire.generate_name,
+            namespace: wire.namespace,
+            uid: wire.uid,
+            resource_version: wire.resource_version,
+            labels: wire.labels,
+            annotations: wire.annotations,
+            owner_references: wire.owner_references,
+            creation_timestamp: wire.creation_timestamp,
+            deletion_timestamp: wire.deletion_timestamp,
+            ..Self::default()
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -117,7 +165,7 @@ impl From<Wire> for CachedPod {
             .status
             .map_or((None, None), |s| (s.phase, s.conditions));
         let mut parsed = Parsed {
-            metadata: wire.metadata,
+            metadata: wire.metadata.into(),
             node_name: wire.spec.and_then(|s| s.node_name),
             phase,
             ready: conditions

@@ -24,7 +24,11 @@ fn pod_json() -> Value {
             "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "keep-alive", "uid": "cm1"},
                                 {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs1",
                                  "controller": true, "blockOwnerDeletion": true}],
-            "finalizers": ["example.com/hold"]
+            "finalizers": ["example.com/hold"],
+            "managedFields": [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+                               "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+                               "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                                            "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}}}}}}]
         },
         "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]},
         "status": {
@@ -41,6 +45,10 @@ fn pod_json() -> Value {
 #[test]
 fn a_cached_pod_keeps_everything_the_planner_reads() {
     let original: Pod = object(pod_json());
+    assert!(
+        original.metadata.managed_fields.is_some(),
+        "the fixture has managed fields"
+    );
     let cached: CachedPod = object(pod_json());
     let (before, after) = (k8sm_view::pod_view(&original), &*cached.view);
     assert_eq!(after.ready, before.ready);

@@ -9,13 +9,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use tokio::sync::{Mutex, Notify, mpsc};
 
 use k8sm_planner::{Action, ActionKind, Plan, Reason};
 use k8sm_view::reference::{node_ref, pod_ref, policy_ref};
 
 use crate::Error;
+use crate::event_series::EventWriter;
 use crate::leader::Leadership;
 
 /// The reporting controller's name in every Event.
@@ -44,7 +45,7 @@ impl EventSink {
             controller: CONTROLLER_NAME.into(),
             instance: Some(instance),
         };
-        let recorder = Recorder::new(client, reporter);
+        let recorder = EventWriter::new(client, reporter);
         let (queue, mut receiver) = mpsc::channel::<(Event, ObjectReference)>(QUEUE);
         let pending = Arc::new(AtomicUsize::new(0));
         let written = Arc::new(Notify::new());
@@ -238,7 +239,7 @@ const RETRY_DELAYS: [Duration; 5] = [
 /// Writes one Event, trying again after a failure that passes. Written in the background, maybe after leadership
 /// ended: checked right before each try.
 async fn write(
-    recorder: &Recorder,
+    recorder: &EventWriter,
     leadership: &Leadership,
     event: &Event,
     reference: &ObjectReference,

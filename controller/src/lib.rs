@@ -9,6 +9,7 @@ mod args;
 mod backoff;
 pub mod cached_pod;
 mod error;
+mod event_series;
 pub mod events;
 pub mod execute;
 mod in_flight;
