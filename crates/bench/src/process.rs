@@ -2,15 +2,18 @@
 //! cost: CPU seconds and peak resident memory.
 
 use std::fs::File;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::Context;
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::{Pid, SysconfVar, sysconf};
 
 /// A child process, stopped (SIGTERM, then SIGKILL) when dropped. Started under `setpriv --pdeathsig KILL`, like
-/// the end-to-end tests' children, so it cannot outlive the benchmark.
+/// the end-to-end tests' children, so it cannot outlive the benchmark; and in a process group of its own, stopped
+/// whole, so that what it started stops with it (a wrapper script given with `--bin-dir`, e.g. one that runs the
+/// controller under a profiler, would otherwise leave the controller running).
 pub struct ChildProcess {
     pub name: String,
     pub log: PathBuf,
@@ -41,6 +44,7 @@ impl ChildProcess {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
+            .process_group(0)
             .spawn()
             .with_context(|| format!("starting {name} ({})", program.display()))?;
         Ok(Self {
@@ -82,14 +86,18 @@ impl ChildProcess {
 
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+            // The group's id is the child's pid: it leads the group it was started in.
+            let group = Pid::from_raw(child.id() as i32);
+            let _ = killpg(group, Signal::SIGTERM);
             for _ in 0..20 {
                 if child.try_wait().ok().flatten().is_some() {
+                    // Whatever it started and left behind.
+                    let _ = killpg(group, Signal::SIGKILL);
                     return;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
-            let _ = child.kill();
+            let _ = killpg(group, Signal::SIGKILL);
             let _ = child.wait();
         }
     }
@@ -168,5 +176,51 @@ mod tests {
         let sample = ProcSample::read(std::process::id()).unwrap();
         assert!(sample.peak_rss_bytes > 0);
         assert!(sample.cpu_seconds >= 0.0);
+    }
+
+    /// A wrapper that starts the real program as its own child (as a profiling wrapper does): stopping the wrapper
+    /// stops the program too. The program ignores SIGTERM, as a slow one would, so only the group's SIGKILL stops it.
+    #[test]
+    fn stopping_a_wrapper_stops_what_it_started() {
+        let dir = std::env::temp_dir().join(format!("k8sm-bench-process-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pid_file = dir.join("grandchild.pid");
+        let script = format!(
+            "sh -c 'trap \"\" TERM; echo $$ > {pid}; while :; do sleep 1; done' & wait",
+            pid = pid_file.display()
+        );
+        let mut wrapper = ChildProcess::spawn(
+            "wrapper",
+            Path::new("sh"),
+            &["-c".to_owned(), script],
+            &[],
+            &dir.join("log"),
+        )
+        .unwrap();
+        let grandchild = (0..200)
+            .find_map(|_| {
+                let pid = std::fs::read_to_string(&pid_file).ok()?.trim().parse::<i32>().ok();
+                if pid.is_none() {
+                    std::thread::sleep(std::time::Duration::from_millis(25));
+                }
+                pid
+            })
+            .expect("the wrapper's child wrote its pid");
+        wrapper.stop();
+        // Killed, and reaped by init once its parent is gone: give it a moment to disappear.
+        let gone = (0..200).any(|_| {
+            let alive = std::path::Path::new(&format!("/proc/{grandchild}")).exists()
+                && !std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
+                    .is_ok_and(|stat| stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')));
+            if alive {
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            !alive
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        if !gone {
+            let _ = nix::sys::signal::kill(Pid::from_raw(grandchild), Signal::SIGKILL);
+        }
+        assert!(gone, "the wrapper's child {grandchild} outlived the wrapper");
     }
 }
