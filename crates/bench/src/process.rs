@@ -199,7 +199,9 @@ mod tests {
         .unwrap();
         let grandchild = (0..200)
             .find_map(|_| {
-                let pid = std::fs::read_to_string(&pid_file).ok()?.trim().parse::<i32>().ok();
+                let pid = std::fs::read_to_string(&pid_file)
+                    .ok()
+                    .and_then(|text| text.trim().parse::<i32>().ok());
                 if pid.is_none() {
                     std::thread::sleep(std::time::Duration::from_millis(25));
                 }
@@ -210,8 +212,11 @@ mod tests {
         // Killed, and reaped by init once its parent is gone: give it a moment to disappear.
         let gone = (0..200).any(|_| {
             let alive = std::path::Path::new(&format!("/proc/{grandchild}")).exists()
-                && !std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
-                    .is_ok_and(|stat| stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')));
+                && !std::fs::read_to_string(format!("/proc/{grandchild}/stat")).is_ok_and(|stat| {
+                    stat.split(") ")
+                        .nth(1)
+                        .is_some_and(|rest| rest.starts_with('Z'))
+                });
             if alive {
                 std::thread::sleep(std::time::Duration::from_millis(25));
             }
@@ -221,6 +226,9 @@ mod tests {
         if !gone {
             let _ = nix::sys::signal::kill(Pid::from_raw(grandchild), Signal::SIGKILL);
         }
-        assert!(gone, "the wrapper's child {grandchild} outlived the wrapper");
+        assert!(
+            gone,
+            "the wrapper's child {grandchild} outlived the wrapper"
+        );
     }
 }
