@@ -211,7 +211,7 @@ mod tests {
         wrapper.stop();
         // Killed, and reaped by init once its parent is gone: give it a moment to disappear.
         let gone = (0..200).any(|_| {
-            let alive = std::path::Path::new(&format!("/proc/{grandchild}")).exists()
+            let alive = Path::new(&format!("/proc/{grandchild}")).exists()
                 && !std::fs::read_to_string(format!("/proc/{grandchild}/stat")).is_ok_and(|stat| {
                     stat.split(") ")
                         .nth(1)
