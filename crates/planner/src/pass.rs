@@ -274,9 +274,26 @@ impl<'v> PolicyPass<'v, '_> {
 
     /// Sets the chain of every candidate: the longest [`admission::chain`] among the owners of its pods, each owner's
     /// worked out once (a walk over the candidates' pods that reads no UID but those of other kinds' controllers).
+    ///
+    /// A candidate that does not carry the mark yet is marked by this pass: the first pass of an upgrade marks every
+    /// old node and fills the free slots at once. Its pods are still to move, though the index, which reads the
+    /// nodes' keys alone, does not count them (`PodCounts::to_move`): they are added here, or every chain would read
+    /// as none in that pass and its slots would go by the key alone.
     fn chains(&self, candidates: &mut [Entry<'v>]) {
         let threshold = self.spec().owner_health_threshold.clamp(1, 100);
-        let mut chains = vec![u32::MAX; self.index.workload_count()];
+        let workloads = self.index.workload_count();
+        let mut being_marked = vec![0u32; workloads];
+        for entry in candidates.iter() {
+            if nodes::still_to_drain(entry.node) {
+                continue;
+            }
+            for (_, slot) in self.index.workloads_on(&entry.node.name) {
+                if let Some(count) = being_marked.get_mut(slot as usize) {
+                    *count += 1;
+                }
+            }
+        }
+        let mut chains = vec![u32::MAX; workloads];
         for entry in candidates {
             let mut longest = 0;
             for (workload, slot) in self.index.workloads_on(&entry.node.name) {
@@ -286,7 +303,8 @@ impl<'v> PolicyPass<'v, '_> {
                 if *known == u32::MAX {
                     let pods = self.index.workload_at(slot);
                     let desired = health::desired(workload, pods, self.index);
-                    *known = admission::chain(pods.to_move, desired, threshold);
+                    let to_move = pods.to_move + being_marked[slot as usize];
+                    *known = admission::chain(to_move, desired, threshold);
                 }
                 longest = longest.max(*known);
             }

@@ -23,6 +23,8 @@ struct Fixture {
     slots: u32,
     /// Extra marked nodes each holding only a pod of `long` (named after the heavy ones).
     long_only: usize,
+    /// Whether the old nodes carry the mark already; if not, the pass marks them (the first pass of an upgrade).
+    marked: bool,
 }
 
 impl Fixture {
@@ -44,6 +46,10 @@ impl Fixture {
         let mut owners = Vec::new();
         let mut pods = Vec::new();
         let mut nodes = vec![node("upgraded").executor(NEW)];
+        let old = |name: &str| {
+            let n = node(name);
+            if self.marked { n.marked(at(0)) } else { n }
+        };
         let small = |on: &str, owners: &mut Vec<_>, pods: &mut Vec<_>| {
             let rs = replica_set("shop", &format!("small-{}", owners.len()), 2);
             pods.push(rs.pod(&format!("{}-a", rs.name), on));
@@ -56,17 +62,17 @@ impl Fixture {
             for _ in 0..self.smalls_per_heavy {
                 small(&name, &mut owners, &mut pods);
             }
-            nodes.push(node(&name).marked(at(0)));
+            nodes.push(old(&name));
         }
         for i in 0..self.light {
             let name = Self::light_name(i);
             small(&name, &mut owners, &mut pods);
-            nodes.push(node(&name).marked(at(0)));
+            nodes.push(old(&name));
         }
         for i in 0..self.long_only {
             let name = Self::long_only_name(i);
             pods.push(long.pod(&format!("long-only-{i}"), &name));
-            nodes.push(node(&name).marked(at(0)));
+            nodes.push(old(&name));
         }
         owners.push(long);
         let slots = self.slots;
@@ -94,6 +100,7 @@ const SIX_ON_TWO: Fixture = Fixture {
     light: 4,
     slots: 2,
     long_only: 0,
+    marked: true,
 };
 
 #[test]
@@ -112,6 +119,31 @@ fn a_free_slot_goes_to_a_node_of_the_longest_chain_before_lighter_nodes_of_short
         .filter(|(p, _)| p.name().starts_with("long-"))
         .count();
     assert_eq!(long_evicted, 1);
+}
+
+#[test]
+fn the_pass_that_marks_the_nodes_already_ranks_them_by_their_chains() {
+    // The first pass of an upgrade: no node carries the mark yet, the pass marks every old node and admits into the
+    // free slots at once. The pods on nodes it is marking are still to move: `long` has a chain of 6 here as in
+    // any later pass, and its node gets a slot before the lighter nodes of one-wave owners.
+    let fixture = Fixture {
+        marked: false,
+        ..SIX_ON_TWO
+    };
+    let plan = plan_now(&fixture.view());
+    let marked = plan
+        .actions
+        .iter()
+        .filter(|a| matches!(a.kind, ActionKind::Mark { .. }))
+        .count();
+    assert_eq!(marked, fixture.heavy + fixture.light, "the pass marks them");
+    let heavy: BTreeSet<String> = (0..fixture.heavy).map(Fixture::heavy_name).collect();
+    let admitted = admitted(&plan);
+    assert!(
+        admitted.iter().any(|n| heavy.contains(n)),
+        "a node holding a pod of `long` (chain 6) is admitted: {admitted:?}"
+    );
+    assert_eq!(queue_order(&plan)[0], Fixture::heavy_name(2));
 }
 
 #[test]
@@ -140,6 +172,7 @@ fn a_long_chain_that_cannot_move_now_stays_behind_nodes_that_can() {
         light: 2,
         slots: 2,
         long_only: 2,
+        marked: true,
     };
     let plan = plan_now(&fixture.view());
     // `long` has 4 replicas, 4 pods to move, one at a time: chain 4 for every heavy and long-only node. By key,
