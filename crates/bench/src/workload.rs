@@ -58,8 +58,8 @@ const REVISION_ANNOTATION: &str = "bench.k8sm.io/revision";
 const CPU_MILLIS: [u32; 7] = [100, 150, 200, 250, 300, 400, 500];
 const MEMORY_MIB: [u32; 6] = [128, 192, 256, 384, 512, 768];
 /// Requests of the DaemonSet's pods and of the unmanaged pods.
-const DAEMON_REQUESTS: (u32, u32) = (50, 64);
-const UNMANAGED_REQUESTS: (u32, u32) = (100, 128);
+pub(crate) const DAEMON_REQUESTS: (u32, u32) = (50, 64);
+pub(crate) const UNMANAGED_REQUESTS: (u32, u32) = (100, 128);
 /// One owner in this many (of 2 replicas or more) prefers a few nodes instead of spreading.
 const BUNCHED_ONE_IN: u64 = 4;
 /// How many nodes a bunched owner prefers.

@@ -1,0 +1,643 @@
+//! The bench's fleet upgraded in simulated time by the real planner (`k8sm-bench --model`): a deterministic model of
+//! the cluster (a ReplicaSet creates a replacement as soon as its pod terminates, a StatefulSet once its pod is
+//! gone; a scheduler that scores nodes as kube-scheduler's default plugins do; pods Ready after their owner's delay;
+//! executors back after the restart delay) and the controller reacting every tick. It runs in seconds and gives the
+//! same answer every time, so that an admission rule can be judged on its makespan against the lower bound without
+//! the minutes and the noise of a run on a real cluster; the real cluster's run stays the measurement of record.
+//!
+//! What it leaves out, and so what its makespan cannot show: the apiserver's and KWOK's latencies under load (an
+//! evicted pod is gone a fixed `GONE_AFTER` past its grace period, a created pod is scheduled in the next tick), the
+//! rolling Deployment's rollout (its pods are moved as any Deployment's), and the DaemonSet (its requests are taken
+//! off every node's room).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8sm_api::{MaxConcurrentNodes, UnmanagedPodPolicy};
+use k8sm_planner::testing::{self, NEW};
+use k8sm_planner::{ActionKind, ClusterView, ControllerRef, OwnerView, Planner, PodPhase, PodView};
+
+use crate::stats::LowerBound;
+use crate::workload::{self, Kind, Workload};
+
+/// How long past its grace period an evicted pod is gone (KWOK's deletion, measured alone by the calibration).
+const GONE_AFTER: Duration = Duration::from_millis(300);
+/// How long past its owner's delay a scheduled pod becomes Ready (the calibration's median).
+const READY_AFTER: Duration = Duration::from_millis(300);
+const NAMESPACE: &str = "bench";
+
+/// What the model runs.
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    pub nodes: usize,
+    pub max_concurrent_nodes: MaxConcurrentNodes,
+    pub threshold: u8,
+    pub restart_delay: Duration,
+    /// Readiness delay of owners without one of their own (the simple shape).
+    pub pod_ready_delay: Duration,
+    /// The controller plans once per tick: its reaction time is at most one tick.
+    pub tick: Duration,
+    /// Simulated time after which the run stops unfinished.
+    pub limit: Duration,
+}
+
+/// When a node went through each step, seconds from the start.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeTimeline {
+    pub name: String,
+    pub admitted: Option<f64>,
+    pub kamikaze: Option<f64>,
+    pub back: Option<f64>,
+}
+
+/// The model's upgrade.
+#[derive(Clone, Debug, Default)]
+pub struct ModelRun {
+    /// Seconds until every node ran the new executor; `None` if the limit came first.
+    pub makespan: Option<f64>,
+    pub evictions: usize,
+    pub deletions: usize,
+    /// Owners whose Ready pods went below their bound `min(ceil(t·d), d−1)` at some tick (counted by the model).
+    pub owners_below: Vec<String>,
+    pub nodes: Vec<NodeTimeline>,
+    /// Evictions of each owner's pods: more than its replicas when replacements landed on nodes still to drain and
+    /// had to move again (each such move adds a wave to the owner's chain).
+    pub evictions_by_owner: BTreeMap<String, usize>,
+}
+
+/// One owner of the fleet as the model keeps it.
+struct ModelOwner {
+    spec: workload::Owner,
+    /// The reference its pods carry (a Deployment's pods: its ReplicaSet's).
+    reference: Arc<ControllerRef>,
+    labels: Arc<BTreeMap<String, String>>,
+    /// Names handed out, for a ReplicaSet's new pods.
+    created: usize,
+    bound: u32,
+    lowest_ready: u32,
+}
+
+/// A pod's CPU (millicores) and memory (MiB) requests.
+type Requests = (u64, u64);
+
+/// What happens later, at a time in seconds.
+#[derive(Clone, Debug)]
+enum Due {
+    /// A terminating pod is gone.
+    Gone {
+        uid: Arc<str>,
+    },
+    /// An owner creates a pod (pending, unscheduled).
+    Create {
+        owner: usize,
+        name: String,
+    },
+    Ready {
+        uid: Arc<str>,
+    },
+    /// A node's executor is back in the new version.
+    Back {
+        node: String,
+    },
+}
+
+struct Model<'w> {
+    cfg: &'w ModelConfig,
+    fleet: &'w Workload,
+    view: ClusterView,
+    owners: Vec<ModelOwner>,
+    /// Owner of each pod by UID (`None`: unmanaged), and its requests.
+    pods: BTreeMap<Arc<str>, (Option<usize>, Requests)>,
+    due: Vec<(f64, Due)>,
+    /// Room of every node for pods (allocatable less the DaemonSet's pod), CPU millicores and MiB.
+    room: (u64, u64),
+    timelines: BTreeMap<String, NodeTimeline>,
+    next_uid: usize,
+    run: ModelRun,
+}
+
+/// Runs the model: the fleet placed by the model's scheduler, then upgraded by the planner one tick at a time.
+pub fn simulate(fleet: &Workload, cfg: &ModelConfig) -> ModelRun {
+    let mut model = Model::new(fleet, cfg);
+    model.place_fleet();
+    let mut planner = Planner::default();
+    let tick = cfg.tick.as_secs_f64().max(0.01);
+    let mut now = 0.0;
+    while now <= cfg.limit.as_secs_f64() {
+        model.happen(now);
+        model.schedule(now);
+        if model.upgraded() {
+            model.run.makespan = Some(now);
+            break;
+        }
+        let plan = planner.plan(&model.view, at(now));
+        model.execute(&plan, now);
+        testing::apply(&mut model.view, &plan);
+        model.watch_owners();
+        now += tick;
+    }
+    let mut run = model.run;
+    run.nodes = model.timelines.into_values().collect();
+    run.owners_below = model
+        .owners
+        .iter()
+        .filter(|o| o.lowest_ready < o.bound)
+        .map(|o| o.spec.name.clone())
+        .collect();
+    run
+}
+
+fn at(seconds: f64) -> DateTime<Utc> {
+    testing::t0() + chrono::Duration::milliseconds((seconds * 1000.0).round() as i64)
+}
+
+impl<'w> Model<'w> {
+    fn new(fleet: &'w Workload, cfg: &'w ModelConfig) -> Self {
+        let mut view = ClusterView {
+            nodes: (0..cfg.nodes)
+                .map(|i| testing::node(&k8sm_testcluster::node_name(i)))
+                .collect(),
+            policies: vec![testing::policy("bench").with(|spec| {
+                spec.max_concurrent_nodes = cfg.max_concurrent_nodes;
+                spec.owner_health_threshold = cfg.threshold;
+                spec.unmanaged_pods.policy = UnmanagedPodPolicy::Delete;
+            })],
+            ..ClusterView::default()
+        };
+        let mut owners = Vec::new();
+        for spec in &fleet.owners {
+            let reference = match spec.kind {
+                Kind::Deployment => {
+                    let deployment = testing::deployment(NAMESPACE, &spec.name, spec.replicas);
+                    let replica_set = deployment.replica_set(&format!("{}-rs", spec.name));
+                    let reference = replica_set.reference();
+                    view.owners.push(Arc::new(deployment));
+                    view.owners.push(Arc::new(replica_set));
+                    reference
+                }
+                Kind::StatefulSet => {
+                    let set: OwnerView =
+                        testing::stateful_set(NAMESPACE, &spec.name, spec.replicas);
+                    let reference = set.reference();
+                    view.owners.push(Arc::new(set));
+                    reference
+                }
+            };
+            let bound = k8sm_testcluster::sla::bound(spec.replicas, u32::from(cfg.threshold));
+            owners.push(ModelOwner {
+                spec: spec.clone(),
+                reference: Arc::new(reference),
+                labels: Arc::new(BTreeMap::from([("app".to_owned(), spec.name.clone())])),
+                created: 0,
+                bound,
+                lowest_ready: spec.replicas,
+            });
+        }
+        let size = fleet.node_size.unwrap_or(workload::NodeSize {
+            cpu_millis: u64::MAX / 4,
+            memory_mib: u64::MAX / 4,
+        });
+        let room = (
+            size.cpu_millis
+                .saturating_sub(u64::from(workload::DAEMON_REQUESTS.0)),
+            size.memory_mib
+                .saturating_sub(u64::from(workload::DAEMON_REQUESTS.1)),
+        );
+        let timelines = view
+            .nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.name.clone(),
+                    NodeTimeline {
+                        name: n.name.clone(),
+                        ..NodeTimeline::default()
+                    },
+                )
+            })
+            .collect();
+        Self {
+            cfg,
+            fleet,
+            view,
+            owners,
+            pods: BTreeMap::new(),
+            due: Vec::new(),
+            room,
+            timelines,
+            next_uid: 0,
+            run: ModelRun::default(),
+        }
+    }
+
+    /// Every owner's pods and the unmanaged ones, placed by the scheduler and Ready, as the bench waits for before
+    /// the tool starts.
+    fn place_fleet(&mut self) {
+        for owner in 0..self.owners.len() {
+            let (replicas, stateful) = {
+                let o = &self.owners[owner];
+                (o.spec.replicas, o.spec.kind == Kind::StatefulSet)
+            };
+            for i in 0..replicas {
+                let name = if stateful {
+                    format!("{}-{i}", self.owners[owner].spec.name)
+                } else {
+                    self.fresh_name(owner)
+                };
+                self.create(owner, name, 0.0);
+            }
+        }
+        self.schedule(0.0);
+        let unmanaged: Vec<_> = self.fleet.unmanaged.clone();
+        for pod in unmanaged {
+            let node = k8sm_testcluster::node_name(pod.node_index);
+            let mut view = testing::unmanaged_pod(NAMESPACE, &pod.name, &node);
+            view.uid = self.uid(&pod.name);
+            let requests = (
+                u64::from(workload::UNMANAGED_REQUESTS.0),
+                u64::from(workload::UNMANAGED_REQUESTS.1),
+            );
+            self.pods.insert(view.uid.clone(), (None, requests));
+            self.view.pods.push(Arc::new(view));
+        }
+        // Every pod Ready, as the bench waits for before the tool starts.
+        for pod in &mut self.view.pods {
+            let pod = Arc::make_mut(pod);
+            pod.ready = true;
+            pod.phase = PodPhase::Running;
+        }
+        self.due.clear();
+    }
+
+    fn fresh_name(&mut self, owner: usize) -> String {
+        let o = &mut self.owners[owner];
+        o.created += 1;
+        format!("{}-{:05}", o.spec.name, o.created)
+    }
+
+    fn uid(&mut self, name: &str) -> Arc<str> {
+        self.next_uid += 1;
+        format!("{name}#{}", self.next_uid).into()
+    }
+
+    /// A pending pod of `owner`, created at `now` (seconds).
+    fn create(&mut self, owner: usize, name: String, now: f64) {
+        let uid = self.uid(&name);
+        let o = &self.owners[owner];
+        let pod = PodView {
+            namespace: NAMESPACE.into(),
+            name: name.into(),
+            uid: uid.clone(),
+            node_name: None,
+            labels: o.labels.clone(),
+            controller: Some(o.reference.clone()),
+            phase: PodPhase::Pending,
+            ready: false,
+            created: Some(at(now)),
+            ..PodView::default()
+        };
+        let requests = (u64::from(o.spec.cpu_millis), u64::from(o.spec.memory_mib));
+        self.pods.insert(uid, (Some(owner), requests));
+        self.view.pods.push(Arc::new(pod));
+    }
+
+    /// What is due by `now`, in time order.
+    fn happen(&mut self, now: f64) {
+        let (mut ready, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.due)
+            .into_iter()
+            .partition(|(t, _)| *t <= now);
+        self.due = later;
+        ready.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // Each at its own time: a tick may cover several.
+        for (now, due) in ready {
+            match due {
+                Due::Gone { uid } => {
+                    self.view.pods.retain(|p| p.uid != uid);
+                    let owner = self.pods.remove(&uid).and_then(|(o, _)| o);
+                    if let Some(owner) = owner
+                        && self.owners[owner].spec.kind == Kind::StatefulSet
+                    {
+                        // The same name, once the old pod is gone.
+                        let name = uid.split('#').next().unwrap_or_default().to_owned();
+                        self.create(owner, name, now);
+                    }
+                }
+                Due::Create { owner, name } => self.create(owner, name, now),
+                Due::Ready { uid } => {
+                    if let Some(pod) = self.view.pods.iter_mut().find(|p| p.uid == uid) {
+                        let pod = Arc::make_mut(pod);
+                        pod.ready = !pod.terminating;
+                        pod.phase = PodPhase::Running;
+                    }
+                }
+                Due::Back { node } => {
+                    let left = self
+                        .view
+                        .pods
+                        .iter()
+                        .filter(|p| p.node_name.as_deref() == Some(node.as_str()))
+                        .count();
+                    assert_eq!(
+                        left, 0,
+                        "the executor of {node} restarted with {left} pods on it"
+                    );
+                    if let Some(n) = self.view.nodes.iter_mut().find(|n| n.name == node) {
+                        n.executor_id = Some(NEW.to_owned());
+                        n.kamikaze = None;
+                    }
+                    if let Some(t) = self.timelines.get_mut(&node) {
+                        t.back = Some(now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Binds every pending pod, oldest first, to the node kube-scheduler's default plugins would score highest.
+    fn schedule(&mut self, now: f64) {
+        let pending: Vec<usize> = (0..self.view.pods.len())
+            .filter(|&i| self.view.pods[i].node_name.is_none())
+            .collect();
+        for i in pending {
+            let uid = self.view.pods[i].uid.clone();
+            let Some(&(Some(owner), requests)) = self.pods.get(&uid) else {
+                continue;
+            };
+            let Some(node) = self.pick(owner, requests, &uid) else {
+                continue;
+            };
+            Arc::make_mut(&mut self.view.pods[i]).node_name = Some(node.into());
+            let delay = self.owners[owner]
+                .spec
+                .ready_delay(self.cfg.pod_ready_delay)
+                .as_secs_f64();
+            self.due
+                .push((now + delay + READY_AFTER.as_secs_f64(), Due::Ready { uid }));
+        }
+    }
+
+    /// kube-scheduler's choice, in short: among schedulable nodes with room, the highest of least-allocated (1) +
+    /// balanced allocation (1) + preferred node affinity (2) + taint toleration (3: the k8sm mark's PreferNoSchedule
+    /// taint) + topology spread over the node's pods of the same owner (2), each scored 0–100; ties by a hash of the
+    /// pod and node names (the scheduler picks one of the best at random).
+    fn pick(&self, owner: usize, requests: (u64, u64), uid: &str) -> Option<String> {
+        let mut used: BTreeMap<&str, (u64, u64, u32)> = BTreeMap::new();
+        for pod in &self.view.pods {
+            let Some(node) = pod.node_name.as_deref() else {
+                continue;
+            };
+            let (o, (cpu, memory)) = self.pods.get(&pod.uid).copied().unwrap_or((None, (0, 0)));
+            let entry = used.entry(node).or_default();
+            entry.0 += cpu;
+            entry.1 += memory;
+            entry.2 += u32::from(o == Some(owner));
+        }
+        let preferred: BTreeSet<String> = self.owners[owner]
+            .spec
+            .preferred_nodes
+            .iter()
+            .map(|&i| k8sm_testcluster::node_name(i))
+            .collect();
+        let fits: Vec<(&str, (u64, u64, u32), bool)> = self
+            .view
+            .nodes
+            .iter()
+            .filter(|n| !n.unschedulable)
+            .map(|n| {
+                let u = used.get(n.name.as_str()).copied().unwrap_or_default();
+                (n.name.as_str(), u, n.has_k8sm_taint)
+            })
+            .filter(|(_, u, _)| u.0 + requests.0 <= self.room.0 && u.1 + requests.1 <= self.room.1)
+            .collect();
+        let most_same = fits.iter().map(|f| f.1.2).max().unwrap_or(0);
+        let any_tainted = fits.iter().any(|f| f.2);
+        let score = |(name, u, tainted): &(&str, (u64, u64, u32), bool)| {
+            let cpu = (u.0 + requests.0) as f64 / self.room.0 as f64;
+            let memory = (u.1 + requests.1) as f64 / self.room.1 as f64;
+            let least = ((1.0 - cpu) + (1.0 - memory)) * 50.0;
+            let balanced = (1.0 - (cpu - memory).abs() / 2.0) * 100.0;
+            let affinity = if preferred.contains(*name) {
+                200.0
+            } else {
+                0.0
+            };
+            let taint = if any_tainted && *tainted { 0.0 } else { 300.0 };
+            let spread = if most_same == 0 {
+                200.0
+            } else {
+                200.0 * f64::from(most_same - u.2) / f64::from(most_same)
+            };
+            least + balanced + affinity + taint + spread
+        };
+        fits.iter()
+            .map(|f| (score(f), tie(uid, f.0), f.0))
+            .max_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+            .map(|(_, _, name)| name.to_owned())
+    }
+
+    /// The plan's evictions, deletions and kamikazes, as the cluster answers them.
+    fn execute(&mut self, plan: &k8sm_planner::Plan, now: f64) {
+        let grace = f64::from(self.fleet.grace_period_s);
+        for action in &plan.actions {
+            match &action.kind {
+                ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod } => {
+                    if matches!(action.kind, ActionKind::Evict { .. }) {
+                        self.run.evictions += 1;
+                    } else {
+                        self.run.deletions += 1;
+                    }
+                    let uid: Arc<str> = pod.uid().into();
+                    if let Some(&(Some(owner), _)) = self.pods.get(&uid) {
+                        *self
+                            .run
+                            .evictions_by_owner
+                            .entry(self.owners[owner].spec.name.clone())
+                            .or_default() += 1;
+                    }
+                    let gone = now + grace + GONE_AFTER.as_secs_f64();
+                    self.due.push((gone, Due::Gone { uid: uid.clone() }));
+                    // A ReplicaSet replaces a terminating pod at once; a StatefulSet once it is gone.
+                    if let Some(&(Some(owner), _)) = self.pods.get(&uid)
+                        && self.owners[owner].spec.kind == Kind::Deployment
+                    {
+                        let name = self.fresh_name(owner);
+                        self.due.push((now, Due::Create { owner, name }));
+                    }
+                }
+                ActionKind::Admit { node, .. } => {
+                    if let Some(t) = self.timelines.get_mut(node.as_str()) {
+                        t.admitted.get_or_insert(now);
+                    }
+                }
+                ActionKind::Kamikaze { node, .. } => {
+                    if let Some(t) = self.timelines.get_mut(node.as_str()) {
+                        t.kamikaze = Some(now);
+                    }
+                    let back = now + self.cfg.restart_delay.as_secs_f64();
+                    self.due.push((back, Due::Back { node: node.clone() }));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Each owner's lowest count of Ready pods, after the tick's actions.
+    fn watch_owners(&mut self) {
+        let mut ready = vec![0u32; self.owners.len()];
+        for pod in &self.view.pods {
+            if pod.ready
+                && !pod.terminating
+                && let Some(&(Some(owner), _)) = self.pods.get(&pod.uid)
+            {
+                ready[owner] += 1;
+            }
+        }
+        for (owner, ready) in self.owners.iter_mut().zip(ready) {
+            owner.lowest_ready = owner.lowest_ready.min(ready);
+        }
+    }
+
+    fn upgraded(&self) -> bool {
+        self.view
+            .nodes
+            .iter()
+            .all(|n| n.executor_id.as_deref() == Some(NEW))
+    }
+}
+
+/// A deterministic stand-in for the scheduler's random pick among equal scores.
+fn tie(pod: &str, node: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in pod.bytes().chain(node.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// One line of `k8sm-bench --model`: a seed's fleet, its lower bound and the model's upgrade of it.
+pub fn describe(seed: u64, bound: &LowerBound, run: &ModelRun) -> String {
+    let (limit, owner) = bound
+        .terms
+        .as_ref()
+        .map_or(("", ""), |t| (t.limit.as_str(), t.critical_owner.as_str()));
+    let owner_moves = run
+        .evictions_by_owner
+        .get(owner)
+        .map_or_else(String::new, |n| {
+            format!(
+                ", the owner term's {owner} evicted {n}× for {} replicas",
+                bound.critical_replicas
+            )
+        });
+    match run.makespan {
+        Some(makespan) => format!(
+            "seed {seed}: makespan {makespan:.1} s, bound {:.1} s ({limit}): {:.2}×; {} evictions{owner_moves}; owners \
+             below their bound: {}",
+            bound.seconds,
+            makespan / bound.seconds,
+            run.evictions,
+            run.owners_below.len()
+        ),
+        None => format!(
+            "seed {seed}: not upgraded within the limit; bound {:.1} s ({limit})",
+            bound.seconds
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::concurrency_bound;
+    use crate::workload::{Realism, Shape};
+
+    /// A scenario of the bench, as `--scenario` presets it: nodes, pods, slots, readiness delays.
+    struct Preset {
+        nodes: usize,
+        pods: usize,
+        slots: u32,
+        ready_delay: (u64, u64),
+    }
+
+    const OWNERS_PACE: Preset = Preset {
+        nodes: 20,
+        pods: 600,
+        slots: 4,
+        ready_delay: (2, 20),
+    };
+    const RESTARTS_PACE: Preset = Preset {
+        nodes: 30,
+        pods: 90,
+        slots: 2,
+        ready_delay: (1, 3),
+    };
+
+    fn run(preset: &Preset, seed: u64) -> (LowerBound, ModelRun) {
+        let realism = Realism {
+            seed,
+            ready_delay_min: Duration::from_secs(preset.ready_delay.0),
+            ready_delay_max: Duration::from_secs(preset.ready_delay.1),
+            ..Realism::default()
+        };
+        let fleet = Workload::generate(preset.nodes, preset.pods, Shape::Realistic, &realism);
+        let restart = Duration::from_secs(2);
+        let bound = concurrency_bound(&fleet.bound_input(
+            preset.nodes,
+            preset.slots as usize,
+            90,
+            Duration::from_secs(2),
+            restart,
+            None,
+        ));
+        let cfg = ModelConfig {
+            nodes: preset.nodes,
+            max_concurrent_nodes: MaxConcurrentNodes::count(preset.slots).unwrap(),
+            threshold: 90,
+            restart_delay: restart,
+            pod_ready_delay: Duration::from_secs(2),
+            tick: Duration::from_millis(250),
+            limit: Duration::from_secs(3600),
+        };
+        (bound, simulate(&fleet, &cfg))
+    }
+
+    /// The model's owners are counted by the model itself (Ready pods of each owner after every tick), and the bound
+    /// from the fleet alone: neither reads the planner's account. No tool beats the bound, the model included (its
+    /// latencies are at least zero), so a makespan under it would show the bound or the model wrong.
+    #[test]
+    fn every_fleet_is_upgraded_with_no_owner_below_its_bound_and_no_sooner_than_the_bound() {
+        for (preset, seeds) in [(&OWNERS_PACE, 1..=3), (&RESTARTS_PACE, 1..=3)] {
+            for seed in seeds {
+                let (bound, run) = run(preset, seed);
+                let line = describe(seed, &bound, &run);
+                let makespan = run.makespan.unwrap_or_else(|| panic!("{line}"));
+                assert_eq!(run.owners_below, Vec::<String>::new(), "{line}");
+                assert!(makespan >= bound.seconds, "{line}");
+                // Every node went through admission, kamikaze and back, in that order.
+                for node in &run.nodes {
+                    let steps = [node.admitted, node.kamikaze, node.back];
+                    assert!(steps.iter().all(Option::is_some), "{node:?}");
+                    assert!(steps.windows(2).all(|w| w[0] <= w[1]), "{node:?}");
+                }
+                // Every pod of an owner moved at least once (every node is upgraded).
+                let fleet_pods: usize = run.evictions_by_owner.values().sum();
+                assert!(
+                    fleet_pods >= preset.pods - preset.nodes.div_ceil(20),
+                    "{line}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_same_fleet_gives_the_same_upgrade() {
+        let (_, a) = run(&OWNERS_PACE, 1);
+        let (_, b) = run(&OWNERS_PACE, 1);
+        assert_eq!(a.makespan, b.makespan);
+        assert_eq!(a.nodes, b.nodes);
+        assert_eq!(a.evictions_by_owner, b.evictions_by_owner);
+    }
+}
