@@ -884,7 +884,7 @@ mod tests {
             ..crate::ClusterView::default()
         };
         let mut cache = crate::facts::PodCache::default();
-        let index = Index::new(&view, &mut cache);
+        let index = Index::new(&view, &mut cache, &mut Default::default());
         let policy = policy("p");
         let ctx = NodeContext {
             node: &view.nodes[0],

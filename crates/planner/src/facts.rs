@@ -206,8 +206,8 @@ impl PodCache {
     }
 
     /// The controller reference at `address` (a fact's `controller`).
-    pub(crate) fn controller(&self, address: usize) -> Option<&ControllerRef> {
-        self.controllers.get(&address).map(|c| &**c)
+    pub(crate) fn controller(&self, address: usize) -> Option<&Arc<ControllerRef>> {
+        self.controllers.get(&address)
     }
 
     /// Places the pods on their nodes' slots among `names` (sorted): those derived in this alignment, or every pod

@@ -11,6 +11,7 @@ use crate::{
     classify::{self, Class},
     facts::PodCache,
     memo::{self, Memo},
+    resolved::ControllerClasses,
     selector::{self, Selector, SelectorError},
     shared::SharedOutput,
     workload::workload_uid,
@@ -87,6 +88,8 @@ pub(crate) struct OwnerEntry<'a> {
     pub(crate) owner: &'a OwnerView,
     /// Where its pods are counted: the slot of the workload they count for (DESIGN.md §2).
     counts: u32,
+    /// Its position among the view's owners.
+    position: u32,
 }
 
 /// A workload's pods as the view shows them (not finished), counted once per pass for every workload.
@@ -158,8 +161,13 @@ pub(crate) struct Index<'a> {
 
 impl<'a> Index<'a> {
     /// Indexes `view`, with the facts of its pods in `pods` (brought in line with the view here: those of the pods
-    /// seen in the last pass are reused).
-    pub(crate) fn new(view: &'a ClusterView, pods: &'a mut PodCache) -> Self {
+    /// seen in the last pass are reused) and the classes of its controllers kept in `controllers` (those whose
+    /// owners did not change are reused).
+    pub(crate) fn new(
+        view: &'a ClusterView,
+        pods: &'a mut PodCache,
+        controllers: &mut ControllerClasses,
+    ) -> Self {
         let nodes: BTreeMap<&str, &NodeView> =
             view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         let mut node_slots: FastMap<&str, u32> =
@@ -182,13 +190,24 @@ impl<'a> Index<'a> {
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
         let mut owners: FastMap<&str, OwnerEntry> =
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
-        for owner in view.owners.iter().map(|o| &**o) {
+        // Per position in the view's owners, the workload slot its pods count for: what a kept class needs.
+        let mut owner_counts: Vec<u32> = Vec::with_capacity(view.owners.len());
+        // Two owners with one UID (the last one found by it): kept classes, found by position, are not used then.
+        let mut one_owner_per_uid = true;
+        for (position, owner) in view.owners.iter().map(|o| &**o).enumerate() {
             let next = slot_of(workload_slots.len());
             let counts = *workload_slots
                 .entry(workload_uid(&owner.uid, Some(owner)))
                 .or_insert(next);
-            owners.insert(&owner.uid, OwnerEntry { owner, counts });
+            owner_counts.push(counts);
+            let entry = OwnerEntry {
+                owner,
+                counts,
+                position: slot_of(position),
+            };
+            one_owner_per_uid &= owners.insert(&owner.uid, entry).is_none();
         }
+        controllers.trim(view.owners.len());
         let lookups = Lookups {
             owners,
             deleting_owners: view
@@ -228,13 +247,32 @@ impl<'a> Index<'a> {
             let controlled = (f.controller != 0).then(|| {
                 *by_controller.entry(f.controller).or_insert_with(|| {
                     // Read from the cache's copy of the reference its pods share, not from the pod.
-                    let controller = pods
+                    let reference = pods
                         .controller(f.controller)
-                        .or_else(|| pod.controller.as_deref())
+                        .or_else(|| pod.controller.as_ref())
                         .expect("facts with a controller are of a pod with one");
+                    let kept = one_owner_per_uid
+                        .then(|| controllers.get(f.controller, || &**reference, &view.owners))
+                        .flatten();
+                    if let Some((class, owner)) = kept {
+                        return (class, owner_counts[owner as usize]);
+                    }
+                    let controller = &**reference;
                     let entry = lookups.owners.get(controller.uid.as_str()).copied();
                     let class =
                         classify::controller_class(controller, f.watched, entry.as_ref(), &lookups);
+                    if let Some(e) =
+                        entry.filter(|e| f.watched && e.owner.exists && one_owner_per_uid)
+                    {
+                        // The ReplicaSet's controller, which its pods' class may depend on.
+                        let top = e
+                            .owner
+                            .controller
+                            .as_ref()
+                            .and_then(|top| lookups.owners.get(top.uid.as_str()))
+                            .map(|top| top.position);
+                        controllers.keep(reference, class, e.position, top, &view.owners);
+                    }
                     // A controller that is not in the view counts for itself.
                     let counts = match entry {
                         Some(e) => e.counts,

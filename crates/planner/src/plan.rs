@@ -21,6 +21,7 @@ use crate::{
     nodes,
     output::{Action, ActionKind, EtaInputs, Plan, PodRef, PolicyPlan},
     pass::PolicyPass,
+    resolved::ControllerClasses,
     selector::Selector,
     window,
 };
@@ -33,22 +34,29 @@ pub fn plan(view: &ClusterView, now: DateTime<Utc>) -> Plan {
 }
 
 /// A planner for pass after pass over a changing view: it keeps what it worked out from each pod alone (see
-/// `facts`), so that a pass reads only the pods that changed since the last one. Its plans are exactly
-/// [`plan`]'s for the same view and `now`, whatever views it planned before.
+/// `facts`) and from each controller with its owners (see `resolved`), so that a pass reads only the pods and
+/// controllers that changed since the last one. Its plans are exactly [`plan`]'s for the same view and `now`,
+/// whatever views it planned before.
 #[derive(Default)]
 pub struct Planner {
     pods: PodCache,
+    controllers: ControllerClasses,
 }
 
 impl Planner {
     /// Plans one pass, as [`plan`] does.
     pub fn plan(&mut self, view: &ClusterView, now: DateTime<Utc>) -> Plan {
-        plan_with(view, &mut self.pods, now)
+        plan_with(view, &mut self.pods, &mut self.controllers, now)
     }
 }
 
-fn plan_with(view: &ClusterView, pods: &mut PodCache, now: DateTime<Utc>) -> Plan {
-    let index = Index::new(view, pods);
+fn plan_with(
+    view: &ClusterView,
+    pods: &mut PodCache,
+    controllers: &mut ControllerClasses,
+    now: DateTime<Utc>,
+) -> Plan {
+    let index = Index::new(view, pods, controllers);
     let mut policies: Vec<&PolicyView> = view.policies.iter().collect();
     policies.sort_by(|a, b| a.name.cmp(&b.name));
 
