@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
     classify::{self, Class},
-    facts::PodCache,
+    facts::{ClassKey, PodCache, PodFacts},
     memo::{self, Memo},
     resolved::ControllerClasses,
     selector::{self, Selector, SelectorError},
@@ -122,19 +122,24 @@ pub(crate) struct Index<'a> {
     node_slots: FastMap<&'a str, u32>,
     /// Pods of the node in slot `s`: `by_node[node_start[s]..node_start[s + 1]]`, positions in `pods`, in the view's
     /// order.
-    node_start: Vec<u32>,
-    by_node: Vec<u32>,
-    /// The view's pods, and the class of each.
+    node_start: &'a [u32],
+    by_node: &'a [u32],
+    /// The class key of the pod at each position of `by_node`.
+    node_keys: &'a [ClassKey],
+    /// The view's pods, and the facts of each (its class is worked out from them when asked for: a large fleet's
+    /// pass reads few of them, and a vector of every pod's class would cost more to write than those reads).
     pods: &'a [Arc<PodView>],
-    classes: Vec<Class<'a>>,
+    facts: &'a [PodFacts],
+    /// Per controller slot (a fact's `controller`), the class its pods get when nothing about the pod decides it, and
+    /// the slot of the workload they count for (`None`: no pod of the view refers to it).
+    by_controller: Vec<Option<(Class<'a>, u32)>>,
+    /// The pods with an eviction in flight, by the address of their UID (a few; not a set of every pod).
+    in_flight_uids: FastSet<usize>,
     /// Per UID of the workload the pods count for (DESIGN.md §2: a Deployment for the pods of its ReplicaSets), its
     /// slot in `workload_pods` (looked up, never iterated where order matters).
     workload_slots: FastMap<&'a str, u32>,
     /// Per workload slot, its pods, bound to a node or not.
     workload_pods: Vec<PodCounts>,
-    /// Per position in `pods`, the workload slot it counts for (`u32::MAX` for a pod without a controller): so that
-    /// a pass reads a node's workloads without hashing their UIDs.
-    pod_workload: Vec<u32>,
     /// What the pods were classified with (classifying again is for tests: the index holds every pod's class).
     #[cfg(test)]
     pub(crate) lookups: Lookups<'a>,
@@ -177,7 +182,7 @@ impl<'a> Index<'a> {
         }
         pods.align(view);
         pods.place(nodes.keys().copied());
-        // The pods with an eviction in flight, by the address of their UID (a few; not a set of every pod).
+        pods.group_by_node();
         let in_flight_uids: FastSet<usize> = if view.in_flight.is_empty() {
             FastSet::default()
         } else {
@@ -207,7 +212,8 @@ impl<'a> Index<'a> {
             };
             one_owner_per_uid &= owners.insert(&owner.uid, entry).is_none();
         }
-        controllers.trim(view.owners.len());
+        let references = pods.controllers();
+        controllers.fit(references.len());
         let lookups = Lookups {
             owners,
             deleting_owners: view
@@ -222,8 +228,6 @@ impl<'a> Index<'a> {
         // One walk over the pods' facts, front to back, without reading a pod that did not change: each classified,
         // counted for its workload, and placed on its node. Sized up front: growing a large fleet's vectors costs
         // copies.
-        let mut classes = Vec::with_capacity(view.pods.len());
-        let mut per_node = vec![0u32; node_slots.len() + 1];
         let mut workload_pods = vec![PodCounts::default(); workload_slots.len()];
         // Which pods with an eviction in flight are still in the view (a few; not a set of every pod).
         let mut in_flight_seen: FastSet<&str> = FastSet::default();
@@ -232,27 +236,24 @@ impl<'a> Index<'a> {
             .values()
             .map(|n| crate::nodes::still_to_drain(n))
             .collect();
-        let mut pod_workload: Vec<u32> = Vec::with_capacity(view.pods.len());
-        // Per controller reference (by the address of the copy its pods share, as the controller's conversion makes
-        // them share), the class its pods get when nothing about the pod decides it, and the slot of the workload
-        // they count for: worked out once per controller, not once per pod. Unshared copies (as tests build them)
-        // are worked out once each, with the same result.
-        let mut by_controller: FastMap<usize, (Class, u32)> =
-            FastMap::with_capacity_and_hasher(lookups.owners.len(), Default::default());
-        for (f, pod) in pods.facts.iter().zip(&view.pods) {
+        // Per controller reference (by the slot of the copy its pods share, as the controller's conversion makes them
+        // share), the class its pods get when nothing about the pod decides it, and the slot of the workload they
+        // count for: worked out once per controller, not once per pod. Unshared copies (as tests build them) are
+        // worked out once each, with the same result.
+        let mut by_controller: Vec<Option<(Class, u32)>> = vec![None; references.len()];
+        let facts: &'a [PodFacts] = &pods.facts;
+        for (f, pod) in facts.iter().zip(&view.pods) {
             let going = !in_flight_uids.is_empty() && in_flight_uids.contains(&f.uid);
             if going {
                 in_flight_seen.insert(&pod.uid);
             }
-            let controlled = (f.controller != 0).then(|| {
-                *by_controller.entry(f.controller).or_insert_with(|| {
+            let controlled = (f.controller != u32::MAX).then(|| {
+                let known = &mut by_controller[f.controller as usize];
+                *known.get_or_insert_with(|| {
                     // Read from the cache's copy of the reference its pods share, not from the pod.
-                    let reference = pods
-                        .controller(f.controller)
-                        .or_else(|| pod.controller.as_ref())
-                        .expect("facts with a controller are of a pod with one");
+                    let reference = &references[f.controller as usize];
                     let kept = one_owner_per_uid
-                        .then(|| controllers.get(f.controller, || &**reference, &view.owners))
+                        .then(|| controllers.get(f.controller, reference, &view.owners))
                         .flatten();
                     if let Some((class, owner)) = kept {
                         return (class, owner_counts[owner as usize]);
@@ -271,7 +272,14 @@ impl<'a> Index<'a> {
                             .as_ref()
                             .and_then(|top| lookups.owners.get(top.uid.as_str()))
                             .map(|top| top.position);
-                        controllers.keep(reference, class, e.position, top, &view.owners);
+                        controllers.keep(
+                            f.controller,
+                            reference,
+                            class,
+                            e.position,
+                            top,
+                            &view.owners,
+                        );
                     }
                     // A controller that is not in the view counts for itself.
                     let counts = match entry {
@@ -293,16 +301,10 @@ impl<'a> Index<'a> {
                     .expect("a pod whose seed needs its controller has one")
                     .0
             });
-            classes.push(class);
             let slot = f.node;
-            if slot != u32::MAX {
-                per_node[slot as usize] += 1;
-            }
             let Some((_, counts)) = controlled else {
-                pod_workload.push(u32::MAX);
                 continue;
             };
-            pod_workload.push(counts);
             let counts = &mut workload_pods[counts as usize];
             if slot != u32::MAX
                 && to_drain[slot as usize]
@@ -319,23 +321,7 @@ impl<'a> Index<'a> {
                 }
             }
         }
-        // Counts to start positions, then each pod into its node's range.
-        let mut start = 0u32;
-        for count in &mut per_node {
-            let n = *count;
-            *count = start;
-            start += n;
-        }
-        let mut next = per_node.clone();
-        let mut by_node = vec![0u32; start as usize];
-        for (i, f) in pods.facts.iter().enumerate() {
-            let slot = f.node;
-            if slot != u32::MAX {
-                let at = &mut next[slot as usize];
-                by_node[*at as usize] = slot_of(i);
-                *at += 1;
-            }
-        }
+        let (node_start, by_node, node_keys) = pods.by_node();
         let mut pdbs: Vec<Pdb> = view
             .pdbs
             .iter()
@@ -376,13 +362,15 @@ impl<'a> Index<'a> {
         Self {
             nodes,
             node_slots,
-            node_start: per_node,
+            node_start,
             by_node,
+            node_keys,
             pods: &view.pods,
-            classes,
+            facts,
+            by_controller,
+            in_flight_uids,
             workload_slots,
             workload_pods,
-            pod_workload,
             #[cfg(test)]
             lookups,
             pdbs,
@@ -406,16 +394,39 @@ impl<'a> Index<'a> {
         &self,
         node: &str,
     ) -> impl ExactSizeIterator<Item = (&'a Arc<PodView>, Class<'a>)> + '_ {
-        let range = match self.node_slots.get(node) {
+        let range = self.range_of(node);
+        self.by_node[range.clone()]
+            .iter()
+            .zip(&self.node_keys[range])
+            .map(|(&i, key)| (&self.pods[i as usize], self.class_at(i as usize, key)))
+    }
+
+    /// Where the pods of `node` are in `by_node` and `node_keys`.
+    fn range_of(&self, node: &str) -> std::ops::Range<usize> {
+        match self.node_slots.get(node) {
             Some(&slot) => {
                 let slot = slot as usize;
                 self.node_start[slot] as usize..self.node_start[slot + 1] as usize
             }
             None => 0..0,
-        };
-        self.by_node[range]
-            .iter()
-            .map(|&i| (&self.pods[i as usize], self.classes[i as usize]))
+        }
+    }
+
+    /// The class of the pod at position `i`, with the class key `key`.
+    fn class_at(&self, i: usize, key: &ClassKey) -> Class<'a> {
+        let going =
+            !self.in_flight_uids.is_empty() && self.in_flight_uids.contains(&self.facts[i].uid);
+        key.seed.class(going, || {
+            self.controlled(key.controller)
+                .expect("a pod whose seed needs its controller has one")
+                .0
+        })
+    }
+
+    /// The class of the pods of the controller in `slot` when nothing about the pod decides it, and the slot of the
+    /// workload they count for (`None`: a pod without a controller).
+    fn controlled(&self, slot: u32) -> Option<(Class<'a>, u32)> {
+        self.by_controller.get(slot as usize).copied().flatten()
     }
 
     /// The workload or other-controller pods bound to `node`, each with the slot of the workload it counts for (see
@@ -424,19 +435,15 @@ impl<'a> Index<'a> {
         &self,
         node: &str,
     ) -> impl Iterator<Item = (crate::workload::Workload<'a>, u32)> + '_ {
-        let range = match self.node_slots.get(node) {
-            Some(&slot) => {
-                let slot = slot as usize;
-                self.node_start[slot] as usize..self.node_start[slot + 1] as usize
-            }
-            None => 0..0,
-        };
-        self.by_node[range].iter().filter_map(|&i| {
-            let i = i as usize;
-            self.classes[i]
-                .workload()
-                .map(|w| (w, self.pod_workload[i]))
-        })
+        let range = self.range_of(node);
+        self.by_node[range.clone()]
+            .iter()
+            .zip(&self.node_keys[range])
+            .filter_map(|(&i, key)| {
+                let workload = self.class_at(i as usize, key).workload()?;
+                let (_, slot) = self.controlled(key.controller)?;
+                Some((workload, slot))
+            })
     }
 
     /// How many workload slots there are: workload slots are `0..workload_count()`.

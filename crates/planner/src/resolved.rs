@@ -14,17 +14,17 @@
 
 use std::sync::Arc;
 
-use crate::{ControllerRef, OwnerView, classify::Class, index::FastMap, memo, workload::Workload};
+use crate::{ControllerRef, OwnerView, classify::Class, workload::Workload};
 
-/// The kept answers, by the address of the controller reference.
+/// The kept answers, by the slot of the controller reference (a fact's `controller`).
 #[derive(Default)]
 pub(crate) struct ControllerClasses {
-    by_controller: FastMap<usize, Kept>,
+    by_controller: Vec<Option<Kept>>,
 }
 
 /// One controller's class, as positions among the view's owners, with what it was worked out from.
 struct Kept {
-    /// The reference (held: its address is the key).
+    /// The reference (held, so that no other reference takes its slot unnoticed).
     controller: Arc<ControllerRef>,
     /// The owner with the reference's UID, and where it was.
     owner: (u32, Arc<OwnerView>),
@@ -47,24 +47,23 @@ enum KeptClass {
 }
 
 impl ControllerClasses {
-    /// Lets go of what the last passes kept when it outgrows the view (controllers gone, owners replaced): worked
-    /// out again, it only costs time.
-    pub(crate) fn trim(&mut self, owners: usize) {
-        if self.by_controller.len() > 2 * owners + 1024 {
-            self.by_controller.clear();
-        }
+    /// One entry per slot of the `controllers` there are: those of slots given up are let go.
+    pub(crate) fn fit(&mut self, controllers: usize) {
+        self.by_controller.resize_with(controllers, || None);
     }
 
-    /// The class kept for the reference at `address` (`controller`), and the position of the owner with its UID, if
-    /// the view's `owners` are still the ones it was worked out from, at the same positions.
+    /// The class kept for `controller` in `slot`, and the position of the owner with its UID, if the view's `owners`
+    /// are still the ones it was worked out from, at the same positions.
     pub(crate) fn get<'a>(
         &self,
-        address: usize,
-        controller: impl FnOnce() -> &'a ControllerRef,
+        slot: u32,
+        controller: &'a Arc<ControllerRef>,
         owners: &'a [Arc<OwnerView>],
     ) -> Option<(Class<'a>, u32)> {
-        let kept = self.by_controller.get(&address)?;
-        debug_assert_eq!(memo::address(&kept.controller), address);
+        let kept = self.by_controller.get(slot as usize)?.as_ref()?;
+        if !Arc::ptr_eq(&kept.controller, controller) {
+            return None;
+        }
         let at = |(i, held): &(u32, Arc<OwnerView>)| {
             owners
                 .get(*i as usize)
@@ -81,7 +80,7 @@ impl ControllerClasses {
             KeptClass::OtherOfOwner(i) => {
                 Class::Other(Workload::of_other(owner(i).controller.as_ref()?))
             }
-            KeptClass::OtherSelf => Class::Other(Workload::of_other(controller())),
+            KeptClass::OtherSelf => Class::Other(Workload::of_other(controller)),
         };
         Some((class, kept.owner.0))
     }
@@ -90,6 +89,7 @@ impl ControllerClasses {
     /// a ReplicaSet's pod, the ReplicaSet's controller at position `top`, if it is of a kind kept.
     pub(crate) fn keep(
         &mut self,
+        slot: u32,
         controller: &Arc<ControllerRef>,
         class: Class,
         owner: u32,
@@ -123,16 +123,13 @@ impl ControllerClasses {
             }
             _ => None,
         };
-        if let Some(class) = kept {
-            self.by_controller.insert(
-                memo::address(controller),
-                Kept {
-                    controller: Arc::clone(controller),
-                    owner: (owner, Arc::clone(held)),
-                    top,
-                    class,
-                },
-            );
+        if let (Some(class), Some(entry)) = (kept, self.by_controller.get_mut(slot as usize)) {
+            *entry = Some(Kept {
+                controller: Arc::clone(controller),
+                owner: (owner, Arc::clone(held)),
+                top,
+                class,
+            });
         }
     }
 }
