@@ -50,6 +50,39 @@ pub(crate) struct PodFacts {
     /// looks them up by address without reading the pod. Unique while the cache holds the pod.
     pub(crate) uid: usize,
     pub(crate) node_name: usize,
+    pub(crate) order: OrderKey,
+}
+
+/// Enough of a pod's namespace and name to order most pods of a node without reading them (see [`OrderKey::cmp`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OrderKey {
+    /// The address of the pod's namespace: the pods of a namespace share one copy.
+    namespace: usize,
+    /// The first eight bytes of its name, big-endian (so that the integers order as the bytes do); `None` for a
+    /// shorter name.
+    name_head: Option<u64>,
+}
+
+impl OrderKey {
+    fn of(pod: &PodView) -> Self {
+        Self {
+            namespace: memo::address(&pod.namespace),
+            name_head: pod
+                .name
+                .as_bytes()
+                .first_chunk::<8>()
+                .map(|head| u64::from_be_bytes(*head)),
+        }
+    }
+
+    /// How the namespaces and names of the two pods compare, when the keys tell: both in one copy of a namespace,
+    /// and names that differ in their first eight bytes. `None`: the pods must be read.
+    pub(crate) fn cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        match (self.name_head, other.name_head) {
+            (Some(a), Some(b)) if self.namespace == other.namespace && a != b => Some(a.cmp(&b)),
+            _ => None,
+        }
+    }
 }
 
 impl PodFacts {
@@ -67,6 +100,7 @@ impl PodFacts {
             controller: u32::MAX,
             uid: memo::address(&pod.uid),
             node_name: pod.node_name.as_ref().map_or(0, memo::address),
+            order: OrderKey::of(pod),
         }
     }
 }
@@ -113,6 +147,8 @@ pub(crate) struct PodCache {
     /// unbound), to bring its key up to date when a new version of it stays on its node.
     node_keys: Vec<ClassKey>,
     grouped_at: Vec<u32>,
+    /// The order key of the pod at each position of `by_node` (read only for the nodes whose pods are sorted).
+    node_orders: Vec<OrderKey>,
     /// Whether `node_start`, `by_node` and `node_keys` are those of the facts.
     grouped: bool,
     /// The controller references of the pods, by slot (held, so that an address stays unique): a pass reads the
@@ -316,6 +352,7 @@ impl PodCache {
                     && let Some(key) = self.node_keys.get_mut(at as usize)
                 {
                     *key = ClassKey::of(&self.facts[i]);
+                    self.node_orders[at as usize] = self.facts[i].order;
                 }
             }
         } else {
@@ -361,6 +398,8 @@ impl PodCache {
                 controller: u32::MAX,
             },
         );
+        self.node_orders.clear();
+        self.node_orders.resize(start as usize, OrderKey::default());
         self.grouped_at.clear();
         self.grouped_at.resize(self.facts.len(), u32::MAX);
         for (i, f) in self.facts.iter().enumerate() {
@@ -368,6 +407,7 @@ impl PodCache {
                 let at = &mut next[f.node as usize];
                 self.by_node[*at as usize] = u32::try_from(i).unwrap_or(u32::MAX);
                 self.node_keys[*at as usize] = ClassKey::of(f);
+                self.node_orders[*at as usize] = f.order;
                 self.grouped_at[i] = *at;
                 *at += 1;
             }
@@ -376,9 +416,15 @@ impl PodCache {
     }
 
     /// The facts' positions grouped by node, as [`Self::group_by_node`] left them: per node slot, where its pods
-    /// start among the positions (and end, where the next slot's start), the positions, and the class key of each.
-    pub(crate) fn by_node(&self) -> (&[u32], &[u32], &[ClassKey]) {
-        (&self.node_start, &self.by_node, &self.node_keys)
+    /// start among the positions (and end, where the next slot's start), the positions, and the class and order
+    /// keys of each.
+    pub(crate) fn by_node(&self) -> (&[u32], &[u32], &[ClassKey], &[OrderKey]) {
+        (
+            &self.node_start,
+            &self.by_node,
+            &self.node_keys,
+            &self.node_orders,
+        )
     }
 
     /// The addresses of the UIDs (as the facts hold them) of the pods with these UIDs, if the view has them.

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
     classify::{self, Class},
-    facts::{ClassKey, PodCache, PodFacts},
+    facts::{ClassKey, OrderKey, PodCache, PodFacts},
     memo::{self, Memo},
     resolved::ControllerClasses,
     selector::{self, Selector, SelectorError},
@@ -124,8 +124,9 @@ pub(crate) struct Index<'a> {
     /// order.
     node_start: &'a [u32],
     by_node: &'a [u32],
-    /// The class key of the pod at each position of `by_node`.
+    /// The class and order keys of the pod at each position of `by_node`.
     node_keys: &'a [ClassKey],
+    node_orders: &'a [OrderKey],
     /// The view's pods, and the facts of each (its class is worked out from them when asked for: a large fleet's
     /// pass reads few of them, and a vector of every pod's class would cost more to write than those reads).
     pods: &'a [Arc<PodView>],
@@ -321,7 +322,7 @@ impl<'a> Index<'a> {
                 }
             }
         }
-        let (node_start, by_node, node_keys) = pods.by_node();
+        let (node_start, by_node, node_keys, node_orders) = pods.by_node();
         let mut pdbs: Vec<Pdb> = view
             .pdbs
             .iter()
@@ -365,6 +366,7 @@ impl<'a> Index<'a> {
             node_start,
             by_node,
             node_keys,
+            node_orders,
             pods: &view.pods,
             facts,
             by_controller,
@@ -399,6 +401,17 @@ impl<'a> Index<'a> {
             .iter()
             .zip(&self.node_keys[range])
             .map(|(&i, key)| (&self.pods[i as usize], self.class_at(i as usize, key)))
+    }
+
+    /// [`Self::pods_on`], each with its order key.
+    pub(crate) fn pods_on_keyed(
+        &self,
+        node: &str,
+    ) -> impl ExactSizeIterator<Item = (&'a Arc<PodView>, Class<'a>, OrderKey)> + '_ {
+        let range = self.range_of(node);
+        self.pods_on(node)
+            .zip(&self.node_orders[range])
+            .map(|((pod, class), &order)| (pod, class, order))
     }
 
     /// Where the pods of `node` are in `by_node` and `node_keys`.
