@@ -6,8 +6,6 @@
 //! nothing for the others. A policy being deleted plans nothing: it only waits until every node it held is handed
 //! back. Nodes that no live policy selects and that carry k8sm's state are handed back (DESIGN.md §5.2).
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 use k8sm_api::NodeCounts;
 
@@ -17,7 +15,7 @@ use crate::{
     drain::earliest,
     facts::PodCache,
     health::Ledger,
-    index::Index,
+    index::{FastMap, Index},
     nodes,
     output::{Action, ActionKind, EtaInputs, Plan, PodRef, PolicyPlan},
     pass::PolicyPass,
@@ -25,6 +23,9 @@ use crate::{
     selector::Selector,
     window,
 };
+
+/// The live policies that select each node, by node name, in name order: looked up for every node, never iterated.
+pub(crate) type Claims<'v> = FastMap<&'v str, Vec<&'v str>>;
 
 /// Plans one pass: what to do now, and where every selected node stands. Pure: the same view and `now` always give
 /// the same plan, whatever the order of the view's vectors. A caller that plans again and again (the controller)
@@ -77,7 +78,7 @@ fn plan_with(
         .collect();
     // Selection first: a node claimed by two live policies is acted on by neither. A policy being deleted claims
     // nothing: it hands its nodes back.
-    let mut claims: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut claims: Claims = Claims::default();
     for (policy, selection) in policies.iter().zip(&selections) {
         if policy.deleting {
             continue;
@@ -144,7 +145,7 @@ fn plan_with(
 fn hand_back(
     policies: &[&PolicyView],
     selections: &[Result<Vec<&NodeView>, String>],
-    claims: &BTreeMap<&str, Vec<&str>>,
+    claims: &Claims,
     index: &Index,
     plan: &mut Plan,
 ) {
