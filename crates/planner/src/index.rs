@@ -10,7 +10,7 @@ use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
     classify::{self, Class},
     facts::{ClassKey, OrderKey, PodCache, PodFacts},
-    memo::{self, Memo},
+    memo::{self, Memo, Text},
     resolved::ControllerClasses,
     selector::{self, Selector, SelectorError},
     shared::SharedOutput,
@@ -118,8 +118,10 @@ pub(crate) struct PodCounts {
 pub(crate) struct Index<'a> {
     /// Nodes by name.
     pub(crate) nodes: BTreeMap<&'a str, &'a NodeView>,
-    /// Position of each node name in `node_start`.
+    /// Position of each node name in `node_start`, by name and by the copy of the name its node holds (which is the
+    /// one a pass asks with: found without reading the text).
     node_slots: FastMap<&'a str, u32>,
+    node_slots_by_copy: FastMap<Text, u32>,
     /// Pods of the node in slot `s`: `by_node[node_start[s]..node_start[s + 1]]`, positions in `pods`, in the view's
     /// order.
     node_start: &'a [u32],
@@ -178,8 +180,11 @@ impl<'a> Index<'a> {
             view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         let mut node_slots: FastMap<&str, u32> =
             FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
+        let mut node_slots_by_copy: FastMap<Text, u32> =
+            FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
         for (slot, name) in nodes.keys().enumerate() {
             node_slots.insert(name, slot_of(slot));
+            node_slots_by_copy.insert(Text::of(name), slot_of(slot));
         }
         pods.align(view);
         pods.place(nodes.keys().copied());
@@ -363,6 +368,7 @@ impl<'a> Index<'a> {
         Self {
             nodes,
             node_slots,
+            node_slots_by_copy,
             node_start,
             by_node,
             node_keys,
@@ -416,7 +422,11 @@ impl<'a> Index<'a> {
 
     /// Where the pods of `node` are in `by_node` and `node_keys`.
     fn range_of(&self, node: &str) -> std::ops::Range<usize> {
-        match self.node_slots.get(node) {
+        let slot = self
+            .node_slots_by_copy
+            .get(&Text::of(node))
+            .or_else(|| self.node_slots.get(node));
+        match slot {
             Some(&slot) => {
                 let slot = slot as usize;
                 self.node_start[slot] as usize..self.node_start[slot + 1] as usize
