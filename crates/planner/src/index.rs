@@ -82,6 +82,33 @@ pub(crate) struct Lookups<'a> {
     pub(crate) in_flight_pods: FastSet<&'a str>,
 }
 
+impl<'a> Lookups<'a> {
+    /// The lookups of `view`, whose owners' pods count for the workload slots `owner_counts`, position by position.
+    fn new(view: &'a ClusterView, owner_counts: &[u32]) -> Self {
+        let mut owners: FastMap<&str, OwnerEntry> =
+            FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
+        for (position, (owner, &counts)) in view.owners.iter().zip(owner_counts).enumerate() {
+            let entry = OwnerEntry {
+                owner,
+                counts,
+                position: slot_of(position),
+            };
+            owners.insert(&owner.uid, entry);
+        }
+        Self {
+            owners,
+            deleting_owners: view
+                .owners
+                .iter()
+                .filter(|o| !o.exists)
+                .map(|o| o.uid.as_str())
+                .collect(),
+            #[cfg(test)]
+            in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
+        }
+    }
+}
+
 /// An owner, with the slot of the workload its pods count for.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OwnerEntry<'a> {
@@ -199,37 +226,31 @@ impl<'a> Index<'a> {
         // when a pod first refers to it).
         let mut workload_slots: FastMap<&str, u32> =
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
-        let mut owners: FastMap<&str, OwnerEntry> =
-            FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
         // Per position in the view's owners, the workload slot its pods count for: what a kept class needs.
         let mut owner_counts: Vec<u32> = Vec::with_capacity(view.owners.len());
-        // Two owners with one UID (the last one found by it): kept classes, found by position, are not used then.
-        let mut one_owner_per_uid = true;
-        for (position, owner) in view.owners.iter().map(|o| &**o).enumerate() {
+        for owner in view.owners.iter().map(|o| &**o) {
             let next = slot_of(workload_slots.len());
             let counts = *workload_slots
                 .entry(workload_uid(&owner.uid, Some(owner)))
                 .or_insert(next);
             owner_counts.push(counts);
-            let entry = OwnerEntry {
-                owner,
-                counts,
-                position: slot_of(position),
-            };
-            one_owner_per_uid &= owners.insert(&owner.uid, entry).is_none();
         }
         let references = pods.controllers();
         controllers.fit(references.len());
-        let lookups = Lookups {
-            owners,
-            deleting_owners: view
-                .owners
-                .iter()
-                .filter(|o| !o.exists)
-                .map(|o| o.uid.as_str())
-                .collect(),
-            #[cfg(test)]
-            in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
+        // The owners by UID are looked up only for controllers whose class is not kept: built when the first one is
+        // met (a pass over the owners of the last pass, whose controllers are all kept, builds none), or at once for
+        // owners not seen in the last pass, to tell whether two of them share a UID.
+        let mut lookups: Option<Lookups> = None;
+        // Two owners with one UID (the last one found by it): kept classes, found by position, are not used then.
+        let one_owner_per_uid = match controllers.owners_unchanged(&view.owners) {
+            Some(unique) => unique,
+            None => {
+                let built = Lookups::new(view, &owner_counts);
+                let unique = built.owners.len() == view.owners.len();
+                controllers.remember_owners(&view.owners, unique);
+                lookups = Some(built);
+                unique
+            }
         };
         // One walk over the pods' facts, front to back, without reading a pod that did not change: each classified,
         // counted for its workload, and placed on its node. Sized up front: growing a large fleet's vectors costs
@@ -265,9 +286,10 @@ impl<'a> Index<'a> {
                         return (class, owner_counts[owner as usize]);
                     }
                     let controller = &**reference;
+                    let lookups = lookups.get_or_insert_with(|| Lookups::new(view, &owner_counts));
                     let entry = lookups.owners.get(controller.uid.as_str()).copied();
                     let class =
-                        classify::controller_class(controller, f.watched, entry.as_ref(), &lookups);
+                        classify::controller_class(controller, f.watched, entry.as_ref(), lookups);
                     if let Some(e) =
                         entry.filter(|e| f.watched && e.owner.exists && one_owner_per_uid)
                     {
@@ -380,7 +402,7 @@ impl<'a> Index<'a> {
             workload_slots,
             workload_pods,
             #[cfg(test)]
-            lookups,
+            lookups: lookups.unwrap_or_else(|| Lookups::new(view, &owner_counts)),
             pdbs,
             pdbs_by_label,
             pdbs_by_namespace,

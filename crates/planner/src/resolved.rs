@@ -20,6 +20,10 @@ use crate::{ControllerRef, OwnerView, classify::Class, workload::Workload};
 #[derive(Default)]
 pub(crate) struct ControllerClasses {
     by_controller: Vec<Option<Kept>>,
+    /// The last pass's owners (held, so that the next pass can tell them by address), and whether no two of them
+    /// share a UID.
+    owners: Vec<Arc<OwnerView>>,
+    one_owner_per_uid: bool,
 }
 
 /// One controller's class, as positions among the view's owners, with what it was worked out from.
@@ -47,6 +51,24 @@ enum KeptClass {
 }
 
 impl ControllerClasses {
+    /// Whether no two of `owners` share a UID, if they are the last pass's owners in the same order (told without
+    /// reading them); `None` otherwise.
+    pub(crate) fn owners_unchanged(&self, owners: &[Arc<OwnerView>]) -> Option<bool> {
+        let same = owners.len() == self.owners.len()
+            && owners
+                .iter()
+                .zip(&self.owners)
+                .all(|(a, b)| Arc::ptr_eq(a, b));
+        same.then_some(self.one_owner_per_uid)
+    }
+
+    /// Remembers this pass's owners, and whether no two of them share a UID.
+    pub(crate) fn remember_owners(&mut self, owners: &[Arc<OwnerView>], one_owner_per_uid: bool) {
+        self.owners.clear();
+        self.owners.extend(owners.iter().cloned());
+        self.one_owner_per_uid = one_owner_per_uid;
+    }
+
     /// One entry per slot of the `controllers` there are: those of slots given up are let go.
     pub(crate) fn fit(&mut self, controllers: usize) {
         self.by_controller.resize_with(controllers, || None);
