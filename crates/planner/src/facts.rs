@@ -149,7 +149,7 @@ pub(crate) struct PodCache {
     grouped_at: Vec<u32>,
     /// The order key of the pod at each position of `by_node` (read only for the nodes whose pods are sorted).
     node_orders: Vec<OrderKey>,
-    /// Whether `node_start`, `by_node` and `node_keys` are those of the facts.
+    /// Whether `node_start`, `by_node`, `node_keys` and `node_orders` are those of the facts.
     grouped: bool,
     /// The controller references of the pods, by slot (held, so that an address stays unique): a pass reads the
     /// reference of each controller once, without reading any of its pods. The slots of controllers gone are given
@@ -180,7 +180,10 @@ impl PodCache {
         {
             self.uids = None;
         }
-        if self.controllers.len() > 2 * self.controllers_kept + 1024 {
+        if self.controllers_kept == 0 {
+            // The first controllers met: none of them is gone, nothing to number again.
+            self.controllers_kept = self.controllers.len();
+        } else if self.controllers.len() > 2 * self.controllers_kept + 1024 {
             self.controllers.clear();
             self.controller_slots.clear();
             for (f, pod) in self.facts.iter_mut().zip(&self.held) {
