@@ -58,9 +58,9 @@ pub(crate) struct PodFacts {
 pub(crate) struct OrderKey {
     /// The address of the pod's namespace: the pods of a namespace share one copy.
     namespace: usize,
-    /// The first eight bytes of its name, big-endian (so that the integers order as the bytes do); `None` for a
-    /// shorter name.
-    name_head: Option<u64>,
+    /// The first eight bytes of its name, big-endian (so that the integers order as the bytes do); 0 for a shorter
+    /// name (or one of eight NUL bytes, which no Kubernetes name is): then the names must be read.
+    name_head: u64,
 }
 
 impl OrderKey {
@@ -71,17 +71,15 @@ impl OrderKey {
                 .name
                 .as_bytes()
                 .first_chunk::<8>()
-                .map(|head| u64::from_be_bytes(*head)),
+                .map_or(0, |head| u64::from_be_bytes(*head)),
         }
     }
 
     /// How the namespaces and names of the two pods compare, when the keys tell: both in one copy of a namespace,
     /// and names that differ in their first eight bytes. `None`: the pods must be read.
     pub(crate) fn cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        match (self.name_head, other.name_head) {
-            (Some(a), Some(b)) if self.namespace == other.namespace && a != b => Some(a.cmp(&b)),
-            _ => None,
-        }
+        let (a, b) = (self.name_head, other.name_head);
+        (a != 0 && b != 0 && a != b && self.namespace == other.namespace).then(|| a.cmp(&b))
     }
 }
 
