@@ -419,7 +419,7 @@ mod tests {
             ..Default::default()
         };
         let mut facts = crate::facts::PodCache::default();
-        let index = Index::new(&view, &mut facts);
+        let index = Index::new(&view, &mut facts, &mut Default::default());
         view.pods
             .iter()
             .map(|p| PodClassOf::from(classify(p, &index)))

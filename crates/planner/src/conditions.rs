@@ -9,6 +9,7 @@ use k8sm_api::{
 use crate::{
     NodeView, Reason,
     output::{NodePlan, PolicyCondition},
+    plan::Claims,
 };
 
 pub(crate) fn condition(reason: Reason, message: String, nodes: Vec<String>) -> PolicyCondition {
@@ -58,7 +59,7 @@ pub(crate) fn spec_conditions(spec: &ExecutorUpgradePolicySpec) -> Vec<PolicyCon
 pub(crate) fn conflicts(
     policy: &str,
     shared: &[&NodeView],
-    claims: &BTreeMap<&str, Vec<&str>>,
+    claims: &Claims,
 ) -> Vec<PolicyCondition> {
     let mut by_others: BTreeMap<Vec<&str>, Vec<String>> = BTreeMap::new();
     for node in shared {

@@ -42,12 +42,45 @@ pub(crate) struct PodFacts {
     pub(crate) watched: bool,
     /// The slot of its node among the nodes of [`PodCache::node_names`] (`u32::MAX`: unbound, or not in the view).
     pub(crate) node: u32,
-    /// The address of the pod's UID, of its controller reference and of its node's name (0: none): the pods of one
-    /// controller or node share one copy, so a pass looks them up by address without reading the pod. Unique while
-    /// the cache holds the pod.
+    /// The slot of its controller reference among [`PodCache::controllers`] (`u32::MAX`: none): the pods of one
+    /// controller share one copy of its reference, so a pass works out what follows from it once per slot, in a
+    /// vector, without reading the pod nor hashing anything.
+    pub(crate) controller: u32,
+    /// The address of the pod's UID and of its node's name (0: none): the pods of one node share one copy, so a pass
+    /// looks them up by address without reading the pod. Unique while the cache holds the pod.
     pub(crate) uid: usize,
-    pub(crate) controller: usize,
     pub(crate) node_name: usize,
+    pub(crate) order: OrderKey,
+}
+
+/// Enough of a pod's namespace and name to order most pods of a node without reading them (see [`OrderKey::cmp`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OrderKey {
+    /// The address of the pod's namespace: the pods of a namespace share one copy.
+    namespace: usize,
+    /// The first eight bytes of its name, big-endian (so that the integers order as the bytes do); 0 for a shorter
+    /// name (or one of eight NUL bytes, which no Kubernetes name is): then the names must be read.
+    name_head: u64,
+}
+
+impl OrderKey {
+    fn of(pod: &PodView) -> Self {
+        Self {
+            namespace: memo::address(&pod.namespace),
+            name_head: pod
+                .name
+                .as_bytes()
+                .first_chunk::<8>()
+                .map_or(0, |head| u64::from_be_bytes(*head)),
+        }
+    }
+
+    /// How the namespaces and names of the two pods compare, when the keys tell: both in one copy of a namespace,
+    /// and names that differ in their first eight bytes. `None`: the pods must be read.
+    pub(crate) fn cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        let (a, b) = (self.name_head, other.name_head);
+        (a != 0 && b != 0 && a != b && self.namespace == other.namespace).then(|| a.cmp(&b))
+    }
 }
 
 impl PodFacts {
@@ -62,9 +95,29 @@ impl PodFacts {
                 .as_ref()
                 .is_some_and(|c| classify::is_watched(&c.kind)),
             node: u32::MAX,
+            controller: u32::MAX,
             uid: memo::address(&pod.uid),
-            controller: pod.controller.as_ref().map_or(0, memo::address),
             node_name: pod.node_name.as_ref().map_or(0, memo::address),
+            order: OrderKey::of(pod),
+        }
+    }
+}
+
+/// What classifying a pod reads of its facts (but for its UID, read only while evictions are in flight), kept in the
+/// order of the pods grouped by node: a pass reads the pods of a node together, whose facts are scattered over the
+/// view's order (a cache miss each).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClassKey {
+    pub(crate) seed: Seed,
+    /// See [`PodFacts::controller`].
+    pub(crate) controller: u32,
+}
+
+impl ClassKey {
+    fn of(f: &PodFacts) -> Self {
+        Self {
+            seed: f.seed,
+            controller: f.controller,
         }
     }
 }
@@ -83,10 +136,25 @@ pub(crate) struct PodCache {
     unplaced: Vec<u32>,
     /// The names of the nodes, sorted, whose positions the facts' node slots are.
     node_names: Vec<String>,
-    /// The controller references of the pods, by address (held, so that an address stays unique): a pass reads the
-    /// reference of each controller once, without reading any of its pods. Entries of controllers gone are dropped
-    /// when they have doubled since the last clean-up.
-    controllers: FastMap<usize, Arc<ControllerRef>>,
+    /// The positions of the facts grouped by node: those of the node in slot `s` are
+    /// `by_node[node_start[s]..node_start[s + 1]]`, in the view's order. Kept from pass to pass (a large fleet's are
+    /// megabytes, and most passes move no pod), grouped again only when a pod came, went, or changed its node.
+    node_start: Vec<u32>,
+    by_node: Vec<u32>,
+    /// The class key of the pod at each position of `by_node`, and where in `by_node` each pod is (`u32::MAX`:
+    /// unbound), to bring its key up to date when a new version of it stays on its node.
+    node_keys: Vec<ClassKey>,
+    grouped_at: Vec<u32>,
+    /// The order key of the pod at each position of `by_node` (read only for the nodes whose pods are sorted).
+    node_orders: Vec<OrderKey>,
+    /// Whether `node_start`, `by_node`, `node_keys` and `node_orders` are those of the facts.
+    grouped: bool,
+    /// The controller references of the pods, by slot (held, so that an address stays unique): a pass reads the
+    /// reference of each controller once, without reading any of its pods. The slots of controllers gone are given
+    /// up (and the others numbered again) when they have doubled since the last clean-up.
+    controllers: Vec<Arc<ControllerRef>>,
+    /// The slot of each reference in `controllers`, by its address.
+    controller_slots: FastMap<usize, u32>,
     controllers_kept: usize,
     /// Per pod UID, the UID of the newest version of that pod the cache has seen (held, so its address stays unique):
     /// the few pods with an eviction in flight are found by it. Built at the first pass that needs it, then kept up
@@ -110,16 +178,39 @@ impl PodCache {
         {
             self.uids = None;
         }
-        if self.controllers.len() > 2 * self.controllers_kept + 1024 {
-            self.controllers = self
-                .held
-                .iter()
-                .flatten()
-                .filter_map(|pod| pod.controller.as_ref())
-                .map(|c| (memo::address(c), Arc::clone(c)))
-                .collect();
+        if self.controllers_kept == 0 {
+            // The first controllers met: none of them is gone, nothing to number again.
             self.controllers_kept = self.controllers.len();
+        } else if self.controllers.len() > 2 * self.controllers_kept + 1024 {
+            self.controllers.clear();
+            self.controller_slots.clear();
+            for (f, pod) in self.facts.iter_mut().zip(&self.held) {
+                let pod = pod.as_deref().expect("aligned");
+                f.controller = Self::controller_slot(
+                    &mut self.controllers,
+                    &mut self.controller_slots,
+                    pod.controller.as_ref(),
+                );
+            }
+            self.controllers_kept = self.controllers.len();
+            // The class keys hold the slots numbered again.
+            self.grouped = false;
         }
+    }
+
+    /// The slot of `controller` among `controllers`, given one if it has none.
+    fn controller_slot(
+        controllers: &mut Vec<Arc<ControllerRef>>,
+        slots: &mut FastMap<usize, u32>,
+        controller: Option<&Arc<ControllerRef>>,
+    ) -> u32 {
+        let Some(controller) = controller else {
+            return u32::MAX;
+        };
+        *slots.entry(memo::address(controller)).or_insert_with(|| {
+            controllers.push(Arc::clone(controller));
+            u32::try_from(controllers.len() - 1).unwrap_or(u32::MAX)
+        })
     }
 
     /// Whether the view has the pods of the last pass at the same places, but for a few (new versions, as most
@@ -143,7 +234,11 @@ impl PodCache {
                 continue;
             }
             self.unplaced.push(u32::try_from(i).unwrap_or(u32::MAX));
-            self.facts[i] = self.derive(pod);
+            // Its node kept until it is placed again, to tell whether it moved.
+            self.facts[i] = PodFacts {
+                node: self.facts[i].node,
+                ..self.derive(pod)
+            };
             // The old version is let go here.
             self.held[i] = Some(Arc::clone(pod));
         }
@@ -188,6 +283,7 @@ impl PodCache {
         old_facts.clear();
         self.held = held;
         self.facts = facts;
+        self.grouped = false;
         self.spare_held = old_held;
         self.spare_facts = old_facts;
     }
@@ -197,17 +293,19 @@ impl PodCache {
         if let Some(uids) = &mut self.uids {
             uids.insert(Arc::clone(&pod.uid), Arc::clone(&pod.uid));
         }
-        if let Some(c) = &pod.controller {
-            self.controllers
-                .entry(memo::address(c))
-                .or_insert_with(|| Arc::clone(c));
+        PodFacts {
+            controller: Self::controller_slot(
+                &mut self.controllers,
+                &mut self.controller_slots,
+                pod.controller.as_ref(),
+            ),
+            ..PodFacts::of(pod)
         }
-        PodFacts::of(pod)
     }
 
-    /// The controller reference at `address` (a fact's `controller`).
-    pub(crate) fn controller(&self, address: usize) -> Option<&ControllerRef> {
-        self.controllers.get(&address).map(|c| &**c)
+    /// The controller references, by slot (a fact's `controller`).
+    pub(crate) fn controllers(&self) -> &[Arc<ControllerRef>] {
+        &self.controllers
     }
 
     /// Places the pods on their nodes' slots among `names` (sorted): those derived in this alignment, or every pod
@@ -217,6 +315,7 @@ impl PodCache {
             && names.clone().zip(&self.node_names).all(|(a, b)| a == b);
         if !same {
             self.node_names = names.clone().map(str::to_owned).collect();
+            self.grouped = false;
         }
         let names = &self.node_names;
         let mut slot_of_name: Option<FastMap<&str, u32>> = None;
@@ -243,19 +342,90 @@ impl PodCache {
         if same {
             for &i in &self.unplaced {
                 let i = i as usize;
+                let before = self.facts[i].node;
                 place(
                     &mut self.facts[i],
                     self.held[i].as_deref().expect("aligned"),
                 );
+                self.grouped &= self.facts[i].node == before;
+                if self.grouped
+                    && let Some(&at) = self.grouped_at.get(i)
+                    && let Some(key) = self.node_keys.get_mut(at as usize)
+                {
+                    *key = ClassKey::of(&self.facts[i]);
+                    self.node_orders[at as usize] = self.facts[i].order;
+                }
             }
         } else {
             for (f, pod) in self.facts.iter_mut().zip(pods) {
                 if f.node_name != 0 {
                     place(f, pod);
+                } else {
+                    // Unbound (a new version may still hold the old one's node, see `align_in_place`).
+                    f.node = u32::MAX;
                 }
             }
         }
         self.unplaced.clear();
+    }
+
+    /// Groups the facts' positions by node (see [`Self::by_node`]), unless they are grouped already.
+    pub(crate) fn group_by_node(&mut self) {
+        if self.grouped && self.node_start.len() == self.node_names.len() + 1 {
+            return;
+        }
+        // Counts to start positions, then each pod into its node's range.
+        self.node_start.clear();
+        self.node_start.resize(self.node_names.len() + 1, 0);
+        for f in &self.facts {
+            if f.node != u32::MAX {
+                self.node_start[f.node as usize] += 1;
+            }
+        }
+        let mut start = 0u32;
+        for count in &mut self.node_start {
+            let n = *count;
+            *count = start;
+            start += n;
+        }
+        let mut next = self.node_start.clone();
+        self.by_node.clear();
+        self.by_node.resize(start as usize, 0);
+        self.node_keys.clear();
+        self.node_keys.resize(
+            start as usize,
+            ClassKey {
+                seed: Seed::NoController,
+                controller: u32::MAX,
+            },
+        );
+        self.node_orders.clear();
+        self.node_orders.resize(start as usize, OrderKey::default());
+        self.grouped_at.clear();
+        self.grouped_at.resize(self.facts.len(), u32::MAX);
+        for (i, f) in self.facts.iter().enumerate() {
+            if f.node != u32::MAX {
+                let at = &mut next[f.node as usize];
+                self.by_node[*at as usize] = u32::try_from(i).unwrap_or(u32::MAX);
+                self.node_keys[*at as usize] = ClassKey::of(f);
+                self.node_orders[*at as usize] = f.order;
+                self.grouped_at[i] = *at;
+                *at += 1;
+            }
+        }
+        self.grouped = true;
+    }
+
+    /// The facts' positions grouped by node, as [`Self::group_by_node`] left them: per node slot, where its pods
+    /// start among the positions (and end, where the next slot's start), the positions, and the class and order
+    /// keys of each.
+    pub(crate) fn by_node(&self) -> (&[u32], &[u32], &[ClassKey], &[OrderKey]) {
+        (
+            &self.node_start,
+            &self.by_node,
+            &self.node_keys,
+            &self.node_orders,
+        )
     }
 
     /// The addresses of the UIDs (as the facts hold them) of the pods with these UIDs, if the view has them.

@@ -277,7 +277,7 @@ mod tests {
         let (a, b, other) = (reference("uid-1"), reference("uid-1"), reference("uid-2"));
         let view = ClusterView::default();
         let mut pods = crate::facts::PodCache::default();
-        let index = Index::new(&view, &mut pods);
+        let index = Index::new(&view, &mut pods, &mut Default::default());
         let mut ledger = Ledger::new(&index);
         let (wa, wb, wo) = (
             Workload::of_other(&a),

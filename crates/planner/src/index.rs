@@ -9,8 +9,9 @@ use chrono::{DateTime, Utc};
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
     classify::{self, Class},
-    facts::PodCache,
-    memo::{self, Memo},
+    facts::{ClassKey, OrderKey, PodCache, PodFacts},
+    memo::{self, Memo, Text},
+    resolved::ControllerClasses,
     selector::{self, Selector, SelectorError},
     shared::SharedOutput,
     workload::workload_uid,
@@ -81,12 +82,41 @@ pub(crate) struct Lookups<'a> {
     pub(crate) in_flight_pods: FastSet<&'a str>,
 }
 
+impl<'a> Lookups<'a> {
+    /// The lookups of `view`, whose owners' pods count for the workload slots `owner_counts`, position by position.
+    fn new(view: &'a ClusterView, owner_counts: &[u32]) -> Self {
+        let mut owners: FastMap<&str, OwnerEntry> =
+            FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
+        for (position, (owner, &counts)) in view.owners.iter().zip(owner_counts).enumerate() {
+            let entry = OwnerEntry {
+                owner,
+                counts,
+                position: slot_of(position),
+            };
+            owners.insert(&owner.uid, entry);
+        }
+        Self {
+            owners,
+            deleting_owners: view
+                .owners
+                .iter()
+                .filter(|o| !o.exists)
+                .map(|o| o.uid.as_str())
+                .collect(),
+            #[cfg(test)]
+            in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
+        }
+    }
+}
+
 /// An owner, with the slot of the workload its pods count for.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OwnerEntry<'a> {
     pub(crate) owner: &'a OwnerView,
     /// Where its pods are counted: the slot of the workload they count for (DESIGN.md §2).
     counts: u32,
+    /// Its position among the view's owners.
+    position: u32,
 }
 
 /// A workload's pods as the view shows them (not finished), counted once per pass for every workload.
@@ -115,23 +145,31 @@ pub(crate) struct PodCounts {
 pub(crate) struct Index<'a> {
     /// Nodes by name.
     pub(crate) nodes: BTreeMap<&'a str, &'a NodeView>,
-    /// Position of each node name in `node_start`.
+    /// Position of each node name in `node_start`, by name and by the copy of the name its node holds (which is the
+    /// one a pass asks with: found without reading the text).
     node_slots: FastMap<&'a str, u32>,
+    node_slots_by_copy: FastMap<Text, u32>,
     /// Pods of the node in slot `s`: `by_node[node_start[s]..node_start[s + 1]]`, positions in `pods`, in the view's
     /// order.
-    node_start: Vec<u32>,
-    by_node: Vec<u32>,
-    /// The view's pods, and the class of each.
+    node_start: &'a [u32],
+    by_node: &'a [u32],
+    /// The class and order keys of the pod at each position of `by_node`.
+    node_keys: &'a [ClassKey],
+    node_orders: &'a [OrderKey],
+    /// The view's pods, and the facts of each (its class is worked out from them when asked for: a large fleet's
+    /// pass reads few of them, and a vector of every pod's class would cost more to write than those reads).
     pods: &'a [Arc<PodView>],
-    classes: Vec<Class<'a>>,
+    facts: &'a [PodFacts],
+    /// Per controller slot (a fact's `controller`), the class its pods get when nothing about the pod decides it, and
+    /// the slot of the workload they count for (`None`: no pod of the view refers to it).
+    by_controller: Vec<Option<(Class<'a>, u32)>>,
+    /// The pods with an eviction in flight, by the address of their UID (a few; not a set of every pod).
+    in_flight_uids: FastSet<usize>,
     /// Per UID of the workload the pods count for (DESIGN.md §2: a Deployment for the pods of its ReplicaSets), its
     /// slot in `workload_pods` (looked up, never iterated where order matters).
     workload_slots: FastMap<&'a str, u32>,
     /// Per workload slot, its pods, bound to a node or not.
     workload_pods: Vec<PodCounts>,
-    /// Per position in `pods`, the workload slot it counts for (`u32::MAX` for a pod without a controller): so that
-    /// a pass reads a node's workloads without hashing their UIDs.
-    pod_workload: Vec<u32>,
     /// What the pods were classified with (classifying again is for tests: the index holds every pod's class).
     #[cfg(test)]
     pub(crate) lookups: Lookups<'a>,
@@ -158,18 +196,26 @@ pub(crate) struct Index<'a> {
 
 impl<'a> Index<'a> {
     /// Indexes `view`, with the facts of its pods in `pods` (brought in line with the view here: those of the pods
-    /// seen in the last pass are reused).
-    pub(crate) fn new(view: &'a ClusterView, pods: &'a mut PodCache) -> Self {
+    /// seen in the last pass are reused) and the classes of its controllers kept in `controllers` (those whose
+    /// owners did not change are reused).
+    pub(crate) fn new(
+        view: &'a ClusterView,
+        pods: &'a mut PodCache,
+        controllers: &mut ControllerClasses,
+    ) -> Self {
         let nodes: BTreeMap<&str, &NodeView> =
             view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         let mut node_slots: FastMap<&str, u32> =
             FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
+        let mut node_slots_by_copy: FastMap<Text, u32> =
+            FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
         for (slot, name) in nodes.keys().enumerate() {
             node_slots.insert(name, slot_of(slot));
+            node_slots_by_copy.insert(Text::of(name), slot_of(slot));
         }
         pods.align(view);
         pods.place(nodes.keys().copied());
-        // The pods with an eviction in flight, by the address of their UID (a few; not a set of every pod).
+        pods.group_by_node();
         let in_flight_uids: FastSet<usize> = if view.in_flight.is_empty() {
             FastSet::default()
         } else {
@@ -180,31 +226,35 @@ impl<'a> Index<'a> {
         // when a pod first refers to it).
         let mut workload_slots: FastMap<&str, u32> =
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
-        let mut owners: FastMap<&str, OwnerEntry> =
-            FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
+        // Per position in the view's owners, the workload slot its pods count for: what a kept class needs.
+        let mut owner_counts: Vec<u32> = Vec::with_capacity(view.owners.len());
         for owner in view.owners.iter().map(|o| &**o) {
             let next = slot_of(workload_slots.len());
             let counts = *workload_slots
                 .entry(workload_uid(&owner.uid, Some(owner)))
                 .or_insert(next);
-            owners.insert(&owner.uid, OwnerEntry { owner, counts });
+            owner_counts.push(counts);
         }
-        let lookups = Lookups {
-            owners,
-            deleting_owners: view
-                .owners
-                .iter()
-                .filter(|o| !o.exists)
-                .map(|o| o.uid.as_str())
-                .collect(),
-            #[cfg(test)]
-            in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
+        let references = pods.controllers();
+        controllers.fit(references.len());
+        // The owners by UID are looked up only for controllers whose class is not kept: built when the first one is
+        // met (a pass over the owners of the last pass, whose controllers are all kept, builds none), or at once for
+        // owners not seen in the last pass, to tell whether two of them share a UID.
+        let mut lookups: Option<Lookups> = None;
+        // Two owners with one UID (the last one found by it): kept classes, found by position, are not used then.
+        let one_owner_per_uid = match controllers.owners_unchanged(&view.owners) {
+            Some(unique) => unique,
+            None => {
+                let built = Lookups::new(view, &owner_counts);
+                let unique = built.owners.len() == view.owners.len();
+                controllers.remember_owners(&view.owners, unique);
+                lookups = Some(built);
+                unique
+            }
         };
         // One walk over the pods' facts, front to back, without reading a pod that did not change: each classified,
         // counted for its workload, and placed on its node. Sized up front: growing a large fleet's vectors costs
         // copies.
-        let mut classes = Vec::with_capacity(view.pods.len());
-        let mut per_node = vec![0u32; node_slots.len() + 1];
         let mut workload_pods = vec![PodCounts::default(); workload_slots.len()];
         // Which pods with an eviction in flight are still in the view (a few; not a set of every pod).
         let mut in_flight_seen: FastSet<&str> = FastSet::default();
@@ -213,28 +263,52 @@ impl<'a> Index<'a> {
             .values()
             .map(|n| crate::nodes::still_to_drain(n))
             .collect();
-        let mut pod_workload: Vec<u32> = Vec::with_capacity(view.pods.len());
-        // Per controller reference (by the address of the copy its pods share, as the controller's conversion makes
-        // them share), the class its pods get when nothing about the pod decides it, and the slot of the workload
-        // they count for: worked out once per controller, not once per pod. Unshared copies (as tests build them)
-        // are worked out once each, with the same result.
-        let mut by_controller: FastMap<usize, (Class, u32)> =
-            FastMap::with_capacity_and_hasher(lookups.owners.len(), Default::default());
-        for (f, pod) in pods.facts.iter().zip(&view.pods) {
+        // Per controller reference (by the slot of the copy its pods share, as the controller's conversion makes them
+        // share), the class its pods get when nothing about the pod decides it, and the slot of the workload they
+        // count for: worked out once per controller, not once per pod. Unshared copies (as tests build them) are
+        // worked out once each, with the same result.
+        let mut by_controller: Vec<Option<(Class, u32)>> = vec![None; references.len()];
+        let facts: &'a [PodFacts] = &pods.facts;
+        for (f, pod) in facts.iter().zip(&view.pods) {
             let going = !in_flight_uids.is_empty() && in_flight_uids.contains(&f.uid);
             if going {
                 in_flight_seen.insert(&pod.uid);
             }
-            let controlled = (f.controller != 0).then(|| {
-                *by_controller.entry(f.controller).or_insert_with(|| {
+            let controlled = (f.controller != u32::MAX).then(|| {
+                let known = &mut by_controller[f.controller as usize];
+                *known.get_or_insert_with(|| {
                     // Read from the cache's copy of the reference its pods share, not from the pod.
-                    let controller = pods
-                        .controller(f.controller)
-                        .or_else(|| pod.controller.as_deref())
-                        .expect("facts with a controller are of a pod with one");
+                    let reference = &references[f.controller as usize];
+                    let kept = one_owner_per_uid
+                        .then(|| controllers.get(f.controller, reference, &view.owners))
+                        .flatten();
+                    if let Some((class, owner)) = kept {
+                        return (class, owner_counts[owner as usize]);
+                    }
+                    let controller = &**reference;
+                    let lookups = lookups.get_or_insert_with(|| Lookups::new(view, &owner_counts));
                     let entry = lookups.owners.get(controller.uid.as_str()).copied();
                     let class =
-                        classify::controller_class(controller, f.watched, entry.as_ref(), &lookups);
+                        classify::controller_class(controller, f.watched, entry.as_ref(), lookups);
+                    if let Some(e) =
+                        entry.filter(|e| f.watched && e.owner.exists && one_owner_per_uid)
+                    {
+                        // The ReplicaSet's controller, which its pods' class may depend on.
+                        let top = e
+                            .owner
+                            .controller
+                            .as_ref()
+                            .and_then(|top| lookups.owners.get(top.uid.as_str()))
+                            .map(|top| top.position);
+                        controllers.keep(
+                            f.controller,
+                            reference,
+                            class,
+                            e.position,
+                            top,
+                            &view.owners,
+                        );
+                    }
                     // A controller that is not in the view counts for itself.
                     let counts = match entry {
                         Some(e) => e.counts,
@@ -255,16 +329,10 @@ impl<'a> Index<'a> {
                     .expect("a pod whose seed needs its controller has one")
                     .0
             });
-            classes.push(class);
             let slot = f.node;
-            if slot != u32::MAX {
-                per_node[slot as usize] += 1;
-            }
             let Some((_, counts)) = controlled else {
-                pod_workload.push(u32::MAX);
                 continue;
             };
-            pod_workload.push(counts);
             let counts = &mut workload_pods[counts as usize];
             if slot != u32::MAX
                 && to_drain[slot as usize]
@@ -281,23 +349,7 @@ impl<'a> Index<'a> {
                 }
             }
         }
-        // Counts to start positions, then each pod into its node's range.
-        let mut start = 0u32;
-        for count in &mut per_node {
-            let n = *count;
-            *count = start;
-            start += n;
-        }
-        let mut next = per_node.clone();
-        let mut by_node = vec![0u32; start as usize];
-        for (i, f) in pods.facts.iter().enumerate() {
-            let slot = f.node;
-            if slot != u32::MAX {
-                let at = &mut next[slot as usize];
-                by_node[*at as usize] = slot_of(i);
-                *at += 1;
-            }
-        }
+        let (node_start, by_node, node_keys, node_orders) = pods.by_node();
         let mut pdbs: Vec<Pdb> = view
             .pdbs
             .iter()
@@ -338,15 +390,19 @@ impl<'a> Index<'a> {
         Self {
             nodes,
             node_slots,
-            node_start: per_node,
+            node_slots_by_copy,
+            node_start,
             by_node,
+            node_keys,
+            node_orders,
             pods: &view.pods,
-            classes,
+            facts,
+            by_controller,
+            in_flight_uids,
             workload_slots,
             workload_pods,
-            pod_workload,
             #[cfg(test)]
-            lookups,
+            lookups: lookups.unwrap_or_else(|| Lookups::new(view, &owner_counts)),
             pdbs,
             pdbs_by_label,
             pdbs_by_namespace,
@@ -368,16 +424,54 @@ impl<'a> Index<'a> {
         &self,
         node: &str,
     ) -> impl ExactSizeIterator<Item = (&'a Arc<PodView>, Class<'a>)> + '_ {
-        let range = match self.node_slots.get(node) {
+        let range = self.range_of(node);
+        self.by_node[range.clone()]
+            .iter()
+            .zip(&self.node_keys[range])
+            .map(|(&i, key)| (&self.pods[i as usize], self.class_at(i as usize, key)))
+    }
+
+    /// [`Self::pods_on`], each with its order key.
+    pub(crate) fn pods_on_keyed(
+        &self,
+        node: &str,
+    ) -> impl ExactSizeIterator<Item = (&'a Arc<PodView>, Class<'a>, OrderKey)> + '_ {
+        let range = self.range_of(node);
+        self.pods_on(node)
+            .zip(&self.node_orders[range])
+            .map(|((pod, class), &order)| (pod, class, order))
+    }
+
+    /// Where the pods of `node` are in `by_node` and `node_keys`.
+    fn range_of(&self, node: &str) -> std::ops::Range<usize> {
+        let slot = self
+            .node_slots_by_copy
+            .get(&Text::of(node))
+            .or_else(|| self.node_slots.get(node));
+        match slot {
             Some(&slot) => {
                 let slot = slot as usize;
                 self.node_start[slot] as usize..self.node_start[slot + 1] as usize
             }
             None => 0..0,
-        };
-        self.by_node[range]
-            .iter()
-            .map(|&i| (&self.pods[i as usize], self.classes[i as usize]))
+        }
+    }
+
+    /// The class of the pod at position `i`, with the class key `key`.
+    fn class_at(&self, i: usize, key: &ClassKey) -> Class<'a> {
+        let going =
+            !self.in_flight_uids.is_empty() && self.in_flight_uids.contains(&self.facts[i].uid);
+        key.seed.class(going, || {
+            self.controlled(key.controller)
+                .expect("a pod whose seed needs its controller has one")
+                .0
+        })
+    }
+
+    /// The class of the pods of the controller in `slot` when nothing about the pod decides it, and the slot of the
+    /// workload they count for (`None`: a pod without a controller).
+    fn controlled(&self, slot: u32) -> Option<(Class<'a>, u32)> {
+        self.by_controller.get(slot as usize).copied().flatten()
     }
 
     /// The workload or other-controller pods bound to `node`, each with the slot of the workload it counts for (see
@@ -386,19 +480,15 @@ impl<'a> Index<'a> {
         &self,
         node: &str,
     ) -> impl Iterator<Item = (crate::workload::Workload<'a>, u32)> + '_ {
-        let range = match self.node_slots.get(node) {
-            Some(&slot) => {
-                let slot = slot as usize;
-                self.node_start[slot] as usize..self.node_start[slot + 1] as usize
-            }
-            None => 0..0,
-        };
-        self.by_node[range].iter().filter_map(|&i| {
-            let i = i as usize;
-            self.classes[i]
-                .workload()
-                .map(|w| (w, self.pod_workload[i]))
-        })
+        let range = self.range_of(node);
+        self.by_node[range.clone()]
+            .iter()
+            .zip(&self.node_keys[range])
+            .filter_map(|(&i, key)| {
+                let workload = self.class_at(i as usize, key).workload()?;
+                let (_, slot) = self.controlled(key.controller)?;
+                Some((workload, slot))
+            })
     }
 
     /// How many workload slots there are: workload slots are `0..workload_count()`.

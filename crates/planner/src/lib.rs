@@ -25,6 +25,7 @@ mod plan;
 mod progress;
 mod reason;
 pub mod report;
+mod resolved;
 mod selector;
 mod shared;
 mod surge;

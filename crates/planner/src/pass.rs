@@ -19,6 +19,7 @@ use crate::{
     index::Index,
     nodes::{self, Assessment, Stage},
     output::{Action, ActionKind, Blocker, Decision, EtaInputs, NodePlan, PodPlan, PolicyPlan},
+    plan::Claims,
     selector,
     window::Gate,
 };
@@ -27,7 +28,7 @@ use crate::{
 pub(crate) struct PolicyPass<'v, 'i> {
     pub(crate) policy: &'v PolicyView,
     pub(crate) index: &'i Index<'v>,
-    pub(crate) claims: &'i BTreeMap<&'v str, Vec<&'v str>>,
+    pub(crate) claims: &'i Claims<'v>,
     pub(crate) now: DateTime<Utc>,
     /// What the policy's maintenance window allows in this pass.
     pub(crate) gate: Gate,

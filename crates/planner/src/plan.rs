@@ -6,8 +6,6 @@
 //! nothing for the others. A policy being deleted plans nothing: it only waits until every node it held is handed
 //! back. Nodes that no live policy selects and that carry k8sm's state are handed back (DESIGN.md §5.2).
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 use k8sm_api::NodeCounts;
 
@@ -17,13 +15,17 @@ use crate::{
     drain::earliest,
     facts::PodCache,
     health::Ledger,
-    index::Index,
+    index::{FastMap, Index},
     nodes,
     output::{Action, ActionKind, EtaInputs, Plan, PodRef, PolicyPlan},
     pass::PolicyPass,
+    resolved::ControllerClasses,
     selector::Selector,
     window,
 };
+
+/// The live policies that select each node, by node name, in name order: looked up for every node, never iterated.
+pub(crate) type Claims<'v> = FastMap<&'v str, Vec<&'v str>>;
 
 /// Plans one pass: what to do now, and where every selected node stands. Pure: the same view and `now` always give
 /// the same plan, whatever the order of the view's vectors. A caller that plans again and again (the controller)
@@ -33,22 +35,29 @@ pub fn plan(view: &ClusterView, now: DateTime<Utc>) -> Plan {
 }
 
 /// A planner for pass after pass over a changing view: it keeps what it worked out from each pod alone (see
-/// `facts`), so that a pass reads only the pods that changed since the last one. Its plans are exactly
-/// [`plan`]'s for the same view and `now`, whatever views it planned before.
+/// `facts`) and from each controller with its owners (see `resolved`), so that a pass reads only the pods and
+/// controllers that changed since the last one. Its plans are exactly [`plan`]'s for the same view and `now`,
+/// whatever views it planned before.
 #[derive(Default)]
 pub struct Planner {
     pods: PodCache,
+    controllers: ControllerClasses,
 }
 
 impl Planner {
     /// Plans one pass, as [`plan`] does.
     pub fn plan(&mut self, view: &ClusterView, now: DateTime<Utc>) -> Plan {
-        plan_with(view, &mut self.pods, now)
+        plan_with(view, &mut self.pods, &mut self.controllers, now)
     }
 }
 
-fn plan_with(view: &ClusterView, pods: &mut PodCache, now: DateTime<Utc>) -> Plan {
-    let index = Index::new(view, pods);
+fn plan_with(
+    view: &ClusterView,
+    pods: &mut PodCache,
+    controllers: &mut ControllerClasses,
+    now: DateTime<Utc>,
+) -> Plan {
+    let index = Index::new(view, pods, controllers);
     let mut policies: Vec<&PolicyView> = view.policies.iter().collect();
     policies.sort_by(|a, b| a.name.cmp(&b.name));
 
@@ -69,7 +78,7 @@ fn plan_with(view: &ClusterView, pods: &mut PodCache, now: DateTime<Utc>) -> Pla
         .collect();
     // Selection first: a node claimed by two live policies is acted on by neither. A policy being deleted claims
     // nothing: it hands its nodes back.
-    let mut claims: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut claims: Claims = Claims::default();
     for (policy, selection) in policies.iter().zip(&selections) {
         if policy.deleting {
             continue;
@@ -136,7 +145,7 @@ fn plan_with(view: &ClusterView, pods: &mut PodCache, now: DateTime<Utc>) -> Pla
 fn hand_back(
     policies: &[&PolicyView],
     selections: &[Result<Vec<&NodeView>, String>],
-    claims: &BTreeMap<&str, Vec<&str>>,
+    claims: &Claims,
     index: &Index,
     plan: &mut Plan,
 ) {
