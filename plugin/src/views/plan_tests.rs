@@ -40,7 +40,9 @@ fn view_of(cluster: &ClusterView, now: DateTime<Utc>) -> PlanView {
 #[test]
 fn the_first_wave_of_a_new_target() {
     let view = view_of(&cluster(), at(0));
-    assert_eq!(view.evictions(), ["shop/api-1", "shop/web-1"]);
+    // `fill` (6 replicas, one may go at a time) has 6 waves to go, `web` 2: the one slot goes to a node of the longest
+    // chain, in the pass that marks the nodes as in every later one; n3 before n4 by name.
+    assert_eq!(view.evictions(), ["shop/fill-1"]);
     let order: Vec<(&str, Option<u32>, Option<u32>, u32)> = view
         .nodes
         .iter()
@@ -50,8 +52,8 @@ fn the_first_wave_of_a_new_target() {
     assert_eq!(
         order,
         [
-            ("n1", Some(1), None, 0),
-            ("n3", Some(2), Some(1), 0),
+            ("n3", Some(1), None, 0),
+            ("n1", Some(2), Some(1), 0),
             ("n4", Some(3), Some(2), 0),
             ("n2", Some(4), Some(3), 1)
         ]
@@ -59,19 +61,19 @@ fn the_first_wave_of_a_new_target() {
     let text = view.render(false, Palette::PLAIN);
     let expected = "Dry run of policy fleet at 2026-01-01T00:00:00Z, target sha256:new (as if `kubectl k8sm upgrade start` set it now)
 Drain slots: 1, 1 in use after this pass
-This pass: mark 4 nodes, admit or cordon 1 node, evict 2 pods
+This pass: mark 4 nodes, admit or cordon 1 node, evict 1 pod
 
 ORDER   NODE   PHASE          PODS LEFT   NEXT
-1       n1     Draining       3           admitted now; pods: 2 evict, 1 wait
-2       n3     Incompatible   3           waits for a drain slot; place 1 in the queue
+1       n3     Draining       3           admitted now; pods: 1 evict, 2 wait
+2       n1     Incompatible   3           waits for a drain slot; place 1 in the queue
 3       n4     Incompatible   3           waits for a drain slot; place 2 in the queue
 4       n2     Incompatible   1           waits for a drain slot; place 3 in the queue; 1 pod needs an operator
 
-n1 (Draining):
-  POD          OWNER            DECISION
-  shop/api-1   ReplicaSet/api   evict now: workload ReplicaSet api ready 1/1 → 0 (threshold 90% needs 1)
-  shop/web-1   ReplicaSet/web   evict now: workload ReplicaSet web ready 2/2 → 1 (threshold 90% needs 2)
-  shop/web-2   ReplicaSet/web   wait: workload ReplicaSet web 1/2 ready, 1 terminating or not replaced, needs 2 (threshold 90%)
+n3 (Draining):
+  POD           OWNER             DECISION
+  shop/fill-1   ReplicaSet/fill   evict now: workload ReplicaSet fill ready 6/6 → 5 (threshold 90% needs 6)
+  shop/fill-2   ReplicaSet/fill   wait: workload ReplicaSet fill 5/6 ready, 1 terminating or not replaced, needs 6 (threshold 90%)
+  shop/fill-3   ReplicaSet/fill   wait: workload ReplicaSet fill 5/6 ready, 1 terminating or not replaced, needs 6 (threshold 90%)
 ";
     assert_eq!(text, expected);
 }
@@ -159,10 +161,11 @@ fn a_paused_policy_says_what_it_would_do() {
 fn ignored_pods_only_in_wide() {
     let mut cluster = cluster();
     let agent = k8sm_planner::testing::daemon_set("kube-system", "agent");
-    cluster.pods.push(agent.pod("agent-n1", "n1").into());
+    // On n3, the node admitted first (see `the_first_wave_of_a_new_target`).
+    cluster.pods.push(agent.pod("agent-n3", "n3").into());
     cluster.owners.push(agent.into());
     let view = view_of(&cluster, at(0));
-    assert!(!view.render(false, Palette::PLAIN).contains("agent-n1"));
+    assert!(!view.render(false, Palette::PLAIN).contains("agent-n3"));
     let wide = view.render(true, Palette::PLAIN);
     assert!(
         wide.contains("ignore: DaemonSet pod: restarts with the node"),
@@ -197,7 +200,7 @@ fn summaries_lead_with_the_decision() {
 fn json_carries_decisions_and_reasons() {
     let value = serde_json::to_value(view_of(&cluster(), at(0))).unwrap();
     assert_eq!(value["policy"], "fleet");
-    assert_eq!(value["nodes"][0]["name"], "n1");
+    assert_eq!(value["nodes"][0]["name"], "n3");
     assert_eq!(value["nodes"][0]["pods"][0]["decision"], "Evict");
     assert_eq!(value["nodes"][0]["pods"][0]["reason"], "Evicted");
     assert_eq!(value["nodes"][0]["pods"][2]["reason"], "WaitingForOwner");
