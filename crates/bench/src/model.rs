@@ -82,6 +82,23 @@ struct ModelOwner {
 /// A pod's CPU (millicores) and memory (MiB) requests.
 type Requests = (u64, u64);
 
+/// What the pods bound to a node request, in all and per owner (its pods count for topology spread).
+#[derive(Default)]
+struct NodeUse {
+    requests: Requests,
+    owners: BTreeMap<usize, u32>,
+}
+
+impl NodeUse {
+    fn add(&mut self, owner: Option<usize>, (cpu, memory): Requests) {
+        self.requests.0 += cpu;
+        self.requests.1 += memory;
+        if let Some(owner) = owner {
+            *self.owners.entry(owner).or_default() += 1;
+        }
+    }
+}
+
 /// What happens later, at a time in seconds.
 #[derive(Clone, Debug)]
 enum Due {
@@ -360,14 +377,31 @@ impl<'w> Model<'w> {
         let pending: Vec<usize> = (0..self.view.pods.len())
             .filter(|&i| self.view.pods[i].node_name.is_none())
             .collect();
+        if pending.is_empty() {
+            return;
+        }
+        // What the bound pods use of each node, worked out once and kept up to date as pods are bound.
+        let mut used: BTreeMap<String, NodeUse> = BTreeMap::new();
+        for pod in &self.view.pods {
+            if let Some(node) = pod.node_name.as_deref()
+                && let Some(&(owner, requests)) = self.pods.get(&pod.uid)
+            {
+                used.entry(node.to_owned())
+                    .or_default()
+                    .add(owner, requests);
+            }
+        }
         for i in pending {
             let uid = self.view.pods[i].uid.clone();
             let Some(&(Some(owner), requests)) = self.pods.get(&uid) else {
                 continue;
             };
-            let Some(node) = self.pick(owner, requests, &uid) else {
+            let Some(node) = self.pick(owner, requests, &uid, &used) else {
                 continue;
             };
+            used.entry(node.clone())
+                .or_default()
+                .add(Some(owner), requests);
             Arc::make_mut(&mut self.view.pods[i]).node_name = Some(node.into());
             let delay = self.owners[owner]
                 .spec
@@ -382,52 +416,47 @@ impl<'w> Model<'w> {
     /// balanced allocation (1) + preferred node affinity (2) + taint toleration (3: the k8sm mark's PreferNoSchedule
     /// taint) + topology spread over the node's pods of the same owner (2), each scored 0–100; ties by a hash of the
     /// pod and node names (the scheduler picks one of the best at random).
-    fn pick(&self, owner: usize, requests: (u64, u64), uid: &str) -> Option<String> {
-        let mut used: BTreeMap<&str, (u64, u64, u32)> = BTreeMap::new();
-        for pod in &self.view.pods {
-            let Some(node) = pod.node_name.as_deref() else {
-                continue;
-            };
-            let (o, (cpu, memory)) = self.pods.get(&pod.uid).copied().unwrap_or((None, (0, 0)));
-            let entry = used.entry(node).or_default();
-            entry.0 += cpu;
-            entry.1 += memory;
-            entry.2 += u32::from(o == Some(owner));
-        }
+    fn pick(
+        &self,
+        owner: usize,
+        requests: Requests,
+        uid: &str,
+        used: &BTreeMap<String, NodeUse>,
+    ) -> Option<String> {
         let preferred: BTreeSet<String> = self.owners[owner]
             .spec
             .preferred_nodes
             .iter()
             .map(|&i| k8sm_testcluster::node_name(i))
             .collect();
-        let fits: Vec<(&str, (u64, u64, u32), bool)> = self
+        let empty = NodeUse::default();
+        let fits: Vec<(&str, Requests, u32, bool)> = self
             .view
             .nodes
             .iter()
             .filter(|n| !n.unschedulable)
             .map(|n| {
-                let u = used.get(n.name.as_str()).copied().unwrap_or_default();
-                (n.name.as_str(), u, n.has_k8sm_taint)
+                let u = used.get(&n.name).unwrap_or(&empty);
+                let same = u.owners.get(&owner).copied().unwrap_or(0);
+                (n.name.as_str(), u.requests, same, n.has_k8sm_taint)
             })
-            .filter(|(_, u, _)| u.0 + requests.0 <= self.room.0 && u.1 + requests.1 <= self.room.1)
+            .filter(|(_, (cpu, memory), _, _)| {
+                cpu + requests.0 <= self.room.0 && memory + requests.1 <= self.room.1
+            })
             .collect();
-        let most_same = fits.iter().map(|f| f.1.2).max().unwrap_or(0);
-        let any_tainted = fits.iter().any(|f| f.2);
-        let score = |(name, u, tainted): &(&str, (u64, u64, u32), bool)| {
-            let cpu = (u.0 + requests.0) as f64 / self.room.0 as f64;
-            let memory = (u.1 + requests.1) as f64 / self.room.1 as f64;
+        let most_same = fits.iter().map(|f| f.2).max().unwrap_or(0);
+        let any_tainted = fits.iter().any(|f| f.3);
+        let score = |&(name, (cpu, memory), same, tainted): &(&str, Requests, u32, bool)| {
+            let cpu = (cpu + requests.0) as f64 / self.room.0 as f64;
+            let memory = (memory + requests.1) as f64 / self.room.1 as f64;
             let least = ((1.0 - cpu) + (1.0 - memory)) * 50.0;
             let balanced = (1.0 - (cpu - memory).abs() / 2.0) * 100.0;
-            let affinity = if preferred.contains(*name) {
-                200.0
-            } else {
-                0.0
-            };
-            let taint = if any_tainted && *tainted { 0.0 } else { 300.0 };
+            let affinity = if preferred.contains(name) { 200.0 } else { 0.0 };
+            let taint = if any_tainted && tainted { 0.0 } else { 300.0 };
             let spread = if most_same == 0 {
                 200.0
             } else {
-                200.0 * f64::from(most_same - u.2) / f64::from(most_same)
+                200.0 * f64::from(most_same - same) / f64::from(most_same)
             };
             least + balanced + affinity + taint + spread
         };
@@ -449,22 +478,20 @@ impl<'w> Model<'w> {
                         self.run.deletions += 1;
                     }
                     let uid: Arc<str> = pod.uid().into();
+                    let gone = now + grace + GONE_AFTER.as_secs_f64();
                     if let Some(&(Some(owner), _)) = self.pods.get(&uid) {
                         *self
                             .run
                             .evictions_by_owner
                             .entry(self.owners[owner].spec.name.clone())
                             .or_default() += 1;
+                        // A ReplicaSet replaces a terminating pod at once; a StatefulSet once it is gone.
+                        if self.owners[owner].spec.kind == Kind::Deployment {
+                            let name = self.fresh_name(owner);
+                            self.due.push((now, Due::Create { owner, name }));
+                        }
                     }
-                    let gone = now + grace + GONE_AFTER.as_secs_f64();
-                    self.due.push((gone, Due::Gone { uid: uid.clone() }));
-                    // A ReplicaSet replaces a terminating pod at once; a StatefulSet once it is gone.
-                    if let Some(&(Some(owner), _)) = self.pods.get(&uid)
-                        && self.owners[owner].spec.kind == Kind::Deployment
-                    {
-                        let name = self.fresh_name(owner);
-                        self.due.push((now, Due::Create { owner, name }));
-                    }
+                    self.due.push((gone, Due::Gone { uid }));
                 }
                 ActionKind::Admit { node, .. } => {
                     if let Some(t) = self.timelines.get_mut(node.as_str()) {
@@ -507,7 +534,9 @@ impl<'w> Model<'w> {
     }
 }
 
-/// A deterministic stand-in for the scheduler's random pick among equal scores.
+/// A deterministic stand-in for the scheduler's random pick among equal scores: FNV-1a of the pod's and the node's
+/// names, spelled out so that the figures the model gave stay what it gives (another hash picks otherwise among
+/// equals, and moves a fleet's makespan by several percent).
 fn tie(pod: &str, node: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in pod.bytes().chain(node.bytes()) {
