@@ -9,7 +9,7 @@ use crate::{
     NodeView, PodView, Reason,
     classify::{Class, Unmanaged, ignored_message, unmanaged_message},
     health::{self, Ledger, Verdict},
-    index::{Index, Pdb},
+    index::{Index, OnNode, Pdb},
     memo::Text,
     output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
     shared::{MessageKey, WaitsOn},
@@ -45,7 +45,7 @@ impl NodeContext<'_> {
 pub(crate) struct Survey<'a> {
     /// Sorted by namespace, name and UID, so that decisions consume owner health in a fixed order. Empty in a
     /// [`tally`], which only counts.
-    pub(crate) pods: Vec<(&'a Arc<PodView>, Class<'a>)>,
+    pub(crate) pods: Vec<OnNode<'a>>,
     /// Pods that keep the node from being drained.
     pub(crate) left: u32,
     /// Of those, pods that wait for an operator whatever the rest of the cluster does.
@@ -71,11 +71,9 @@ pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
     // Sorted by the pods' order keys where they tell, which reads no pod (the pods of a node are scattered over the
     // heap, a cache miss each, and their names more).
     let mut keyed: Vec<_> = index.pods_on_keyed(&ctx.node.name).collect();
-    keyed.sort_unstable_by(|(a, _, ka), (b, _, kb)| ka.cmp(kb).unwrap_or_else(|| pod_order(a, b)));
-    let pods: Vec<_> = keyed
-        .into_iter()
-        .map(|(pod, class, _)| (pod, class))
-        .collect();
+    keyed
+        .sort_unstable_by(|(a, ka), (b, kb)| ka.cmp(kb).unwrap_or_else(|| pod_order(a.pod, b.pod)));
+    let pods: Vec<_> = keyed.into_iter().map(|(on, _)| on).collect();
     let mut survey = count(pods.iter().copied(), ctx, index);
     survey.pods = pods;
     survey
@@ -107,19 +105,46 @@ fn text_order(a: &Arc<str>, b: &Arc<str>) -> Ordering {
 }
 
 /// Only the counts of a survey: all that admission needs of the many nodes that only queue for a slot, without
-/// keeping or sorting their pods (most of a large fleet's pods are on such nodes).
+/// keeping or sorting their pods (most of a large fleet's pods are on such nodes). Read from the classes the index
+/// counted on the node when none of its pods can need an operator, nor has an eviction unanswered: [`needs_operator`]
+/// answers `None` for every pod but opted-out, Job and unmanaged ones, and workload or other-controller pods covered
+/// by budgets. Otherwise the pods are counted one by one.
 pub(crate) fn tally<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
-    count(index.pods_on(&ctx.node.name), ctx, index)
+    let classes = index.classes_on(&ctx.node.name);
+    let from_classes = classes.judged_by_policy == 0
+        && (classes.workload == 0 || index.pdbs.is_empty())
+        && index.unanswered_pods.is_empty();
+    if !from_classes {
+        return count(index.pods_on(&ctx.node.name), ctx, index);
+    }
+    let survey = Survey {
+        pods: Vec::new(),
+        left: classes.holding,
+        need_operator: 0,
+        unanswered: 0,
+    };
+    // Every test's pass checks the shortcut against the count.
+    #[cfg(test)]
+    {
+        let counted = count(index.pods_on(&ctx.node.name), ctx, index);
+        assert_eq!(
+            (survey.left, survey.need_operator, survey.unanswered),
+            (counted.left, counted.need_operator, counted.unanswered),
+            "the tally of {} read from its classes",
+            ctx.node.name
+        );
+    }
+    survey
 }
 
 fn count<'a>(
-    pods: impl Iterator<Item = (&'a Arc<PodView>, Class<'a>)>,
+    pods: impl Iterator<Item = OnNode<'a>>,
     ctx: &NodeContext,
     index: &Index,
 ) -> Survey<'a> {
     let (mut left, mut need_operator, mut unanswered) = (0u32, 0u32, 0u32);
     let any_unanswered = !index.unanswered_pods.is_empty();
-    for (pod, class) in pods {
+    for OnNode { pod, class, .. } in pods {
         left += u32::from(class.holds_node());
         need_operator += u32::from(needs_operator(pod, class, ctx, index).is_some());
         unanswered += u32::from(any_unanswered && index.unanswered_pods.contains(&*pod.uid));
@@ -243,20 +268,20 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
     let mut managed = false;
     for other in [false, true] {
         let workload_pods_left = other && managed;
-        for (pod, class) in index.pods_on(&ctx.node.name) {
+        for OnNode { pod, class, ready } in index.pods_on(&ctx.node.name) {
             let workload = match (class, other) {
                 (Class::Owned(w), false) | (Class::Other(w), true) => w,
                 _ => continue,
             };
             // Held back behind the node's workload pods (see `decide_workload`).
-            let held_back = workload_pods_left && pod.ready;
+            let held_back = workload_pods_left && ready;
             managed = true;
             if held_back || needs_operator(pod, class, ctx, index).is_some() {
                 continue;
             }
             let health = ledger.health(workload, index);
             if !matches!(
-                health::judge(health, ctx.threshold, pod.ready),
+                health::judge(health, ctx.threshold, ready),
                 Verdict::Evict { .. } | Verdict::EvictNotReady { .. }
             ) {
                 continue;
@@ -274,10 +299,10 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
         Movement::Nothing
     } else if index
         .pods_on(&ctx.node.name)
-        .all(|(_, class)| !class.holds_node())
+        .all(|on| !on.class.holds_node())
         || index
             .pods_on(&ctx.node.name)
-            .any(|(pod, class)| deletable_now(pod, class, ctx, index))
+            .any(|on| deletable_now(on.pod, on.class, ctx, index))
     {
         // Nothing left that holds the node (what it waited on is gone): admitted, it is drained at once and its
         // executor told to restart, so it never waits for anything.
@@ -326,6 +351,16 @@ pub(crate) fn decide(
     index: &Index,
     ledger: &mut Ledger,
 ) -> Drain {
+    // Each decision refers to its pod's view, a cache miss each (the views are scattered over the heap), and a
+    // decision takes long enough that the processor never reaches the next pod's view while waiting for one. Touched
+    // here first, in a loop of independent reads, the misses of the node's pods overlap instead of adding up.
+    std::hint::black_box(
+        survey
+            .pods
+            .iter()
+            .map(|on| Arc::strong_count(on.pod))
+            .sum::<usize>(),
+    );
     let mut drain = Drain {
         pods: Vec::with_capacity(survey.pods.len()),
         actions: Vec::new(),
@@ -340,9 +375,10 @@ pub(crate) fn decide(
     };
     // An eviction still unanswered may yet be refused: its pod holds back the classes after it, as if it were here.
     let workload_pods_left =
-        survey.pods.iter().any(|(_, c)| is_of(c, false)) || survey.unanswered > 0;
+        survey.pods.iter().any(|on| is_of(&on.class, false)) || survey.unanswered > 0;
     let held_back = workload_pods_left.then_some("the node's workload pods have left");
-    let managed_pods_left = workload_pods_left || survey.pods.iter().any(|(_, c)| is_of(c, true));
+    let managed_pods_left =
+        workload_pods_left || survey.pods.iter().any(|on| is_of(&on.class, true));
     // The decisions are reported in pod order (the survey's order, as the plan's pods are sorted). Workload pods are
     // decided before other-controller pods (the evictions of the former count in the ledger and budgets the latter
     // are judged on); the other pods' decisions read neither. So when no workload pod comes after an
@@ -351,8 +387,8 @@ pub(crate) fn decide(
     let in_pod_order = survey
         .pods
         .iter()
-        .skip_while(|(_, c)| !is_of(c, true))
-        .all(|(_, c)| !is_of(c, false));
+        .skip_while(|on| !is_of(&on.class, true))
+        .all(|on| !is_of(&on.class, false));
     if in_pod_order {
         // The other pods' actions follow the workload pods' ones, as in the rule's order.
         let mut rest = Drain {
@@ -361,15 +397,11 @@ pub(crate) fn decide(
             wake: None,
             moving: false,
         };
-        for &(pod, class) in &survey.pods {
-            let decided = match class {
-                Class::Owned(_) => {
-                    decide_workload(pod, class, ctx, index, ledger, None, &mut drain)
-                }
-                Class::Other(_) => {
-                    decide_workload(pod, class, ctx, index, ledger, held_back, &mut drain)
-                }
-                _ => decide_other(pod, class, ctx, index, managed_pods_left, &mut rest),
+        for &on in &survey.pods {
+            let decided = match on.class {
+                Class::Owned(_) => decide_workload(on, ctx, index, ledger, None, &mut drain),
+                Class::Other(_) => decide_workload(on, ctx, index, ledger, held_back, &mut drain),
+                _ => decide_other(on.pod, on.class, ctx, index, managed_pods_left, &mut rest),
             };
             drain.pods.push(decided);
         }
@@ -385,19 +417,17 @@ pub(crate) fn decide(
             .pods
             .iter()
             .enumerate()
-            .filter(move |(_, (_, c))| is_of(c, other))
+            .filter(move |(_, on)| is_of(&on.class, other))
     };
-    for (i, &(pod, class)) in of_class(false) {
+    for (i, &on) in of_class(false) {
+        decided[i] = Some(decide_workload(on, ctx, index, ledger, None, &mut drain));
+    }
+    for (i, &on) in of_class(true) {
         decided[i] = Some(decide_workload(
-            pod, class, ctx, index, ledger, None, &mut drain,
+            on, ctx, index, ledger, held_back, &mut drain,
         ));
     }
-    for (i, &(pod, class)) in of_class(true) {
-        decided[i] = Some(decide_workload(
-            pod, class, ctx, index, ledger, held_back, &mut drain,
-        ));
-    }
-    for (i, &(pod, class)) in survey.pods.iter().enumerate() {
+    for (i, &OnNode { pod, class, .. }) in survey.pods.iter().enumerate() {
         if class.workload().is_none() {
             decided[i] = Some(decide_other(
                 pod,
@@ -477,8 +507,7 @@ fn act(
 
 /// A workload pod, or (`held_back` tells what it waits for first) a pod of a controller of another kind.
 fn decide_workload(
-    pod: &Arc<PodView>,
-    class: Class,
+    OnNode { pod, class, ready }: OnNode,
     ctx: &NodeContext,
     index: &Index,
     ledger: &mut Ledger,
@@ -505,7 +534,7 @@ fn decide_workload(
     };
     // A pod that is not Ready costs no readiness to move: holding it back behind the node's workload pods would only
     // keep its controller below its floor, and the controller's pods on other nodes waiting.
-    if let Some(first) = held_back.filter(|_| pod.ready) {
+    if let Some(first) = held_back.filter(|_| ready) {
         return wait(MessageKey::HeldBack(Text::of(first)), &|| {
             format!("wait: goes once {first}")
         });
@@ -600,7 +629,7 @@ fn decide_workload(
             );
         }
     }
-    let message = match health::judge(health, t, pod.ready) {
+    let message = match health::judge(health, t, ready) {
         Verdict::RollingOut => {
             return wait(key(WaitsOn::RollingOut), &|| {
                 format!(
@@ -614,7 +643,7 @@ fn decide_workload(
                 format!("wait: {who} is scaled to 0; its controller removes the pod")
             });
         }
-        Verdict::Unhealthy if pod.ready => {
+        Verdict::Unhealthy if ready => {
             return wait(key(WaitsOn::Unhealthy), &|| {
                 format!(
                     "wait: {who} {}/{} ready{going}, needs {needed} (threshold {t}%)",
@@ -661,11 +690,11 @@ fn decide_workload(
         );
     }
     let pdbs: Vec<usize> = pdbs.into_iter().map(|(i, _)| i).collect();
-    ledger.record_eviction(workload, index, pod.ready, &pdbs);
+    ledger.record_eviction(workload, index, ready, &pdbs);
     let eviction = Eviction {
         owner: index.shared.owner(workload),
         ready_before: health.ready,
-        ready_after: health.ready - u32::from(pod.ready && health.ready > 0),
+        ready_after: health.ready - u32::from(ready && health.ready > 0),
         desired: health.desired,
         needed,
         threshold: t,
@@ -903,7 +932,7 @@ mod tests {
         let listed: Vec<(&str, &str, &str)> = survey(&ctx, &index)
             .pods
             .iter()
-            .map(|(p, _)| (&*p.namespace, &*p.name, &*p.uid))
+            .map(|on| (&*on.pod.namespace, &*on.pod.name, &*on.pod.uid))
             .collect();
         let mut sorted = listed.clone();
         sorted.sort();

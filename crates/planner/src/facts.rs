@@ -103,14 +103,16 @@ impl PodFacts {
     }
 }
 
-/// What classifying a pod reads of its facts (but for its UID, read only while evictions are in flight), kept in the
-/// order of the pods grouped by node: a pass reads the pods of a node together, whose facts are scattered over the
-/// view's order (a cache miss each).
+/// What classifying a pod reads of its facts (but for its UID, read only while evictions are in flight), and whether
+/// it is Ready, kept in the order of the pods grouped by node: a pass reads the pods of a node together, whose facts
+/// are scattered over the view's order (a cache miss each), and whose views more (readiness is what deciding and
+/// judging a node's pods read most of them).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ClassKey {
     pub(crate) seed: Seed,
     /// See [`PodFacts::controller`].
     pub(crate) controller: u32,
+    pub(crate) ready: bool,
 }
 
 impl ClassKey {
@@ -118,6 +120,7 @@ impl ClassKey {
         Self {
             seed: f.seed,
             controller: f.controller,
+            ready: f.ready,
         }
     }
 }
@@ -397,6 +400,7 @@ impl PodCache {
             ClassKey {
                 seed: Seed::NoController,
                 controller: u32::MAX,
+                ready: false,
             },
         );
         self.node_orders.clear();

@@ -137,6 +137,19 @@ pub(crate) struct PodCounts {
     pub(crate) to_move: u32,
 }
 
+/// How many pods of a node are of the classes that its tally reads (see `drain::tally`), counted in the walk that
+/// classifies every pod: most of a large fleet's nodes only queue for a slot, and their tally is then read from here
+/// rather than from a walk over their pods.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct NodeClasses {
+    /// Pods that keep the node from being drained ([`Class::holds_node`]).
+    pub(crate) holding: u32,
+    /// Workload and other-controller pods.
+    pub(crate) workload: u32,
+    /// Opted-out, Job and unmanaged pods: those whose obstacle depends on the policy.
+    pub(crate) judged_by_policy: u32,
+}
+
 /// The view, indexed. Every collection iterates in a fixed order, whatever the order of the view's vectors.
 ///
 /// Each pod is classified once per pass, and grouped by node as positions in the view's pod list (one flat array,
@@ -156,6 +169,8 @@ pub(crate) struct Index<'a> {
     /// The class and order keys of the pod at each position of `by_node`.
     node_keys: &'a [ClassKey],
     node_orders: &'a [OrderKey],
+    /// Per node slot, the classes of its pods.
+    node_classes: Vec<NodeClasses>,
     /// The view's pods, and the facts of each (its class is worked out from them when asked for: a large fleet's
     /// pass reads few of them, and a vector of every pod's class would cost more to write than those reads).
     pods: &'a [Arc<PodView>],
@@ -268,6 +283,7 @@ impl<'a> Index<'a> {
         // count for: worked out once per controller, not once per pod. Unshared copies (as tests build them) are
         // worked out once each, with the same result.
         let mut by_controller: Vec<Option<(Class, u32)>> = vec![None; references.len()];
+        let mut node_classes = vec![NodeClasses::default(); nodes.len()];
         let facts: &'a [PodFacts] = &pods.facts;
         for (f, pod) in facts.iter().zip(&view.pods) {
             let going = !in_flight_uids.is_empty() && in_flight_uids.contains(&f.uid);
@@ -330,6 +346,16 @@ impl<'a> Index<'a> {
                     .0
             });
             let slot = f.node;
+            if let Some(on_node) = node_classes.get_mut(slot as usize) {
+                on_node.holding += u32::from(class.holds_node());
+                match class {
+                    Class::Owned(_) | Class::Other(_) => on_node.workload += 1,
+                    Class::OptedOut(_) | Class::Job(_) | Class::Unmanaged(_) => {
+                        on_node.judged_by_policy += 1
+                    }
+                    Class::Ignored(_) | Class::Finished => {}
+                }
+            }
             let Some((_, counts)) = controlled else {
                 continue;
             };
@@ -395,6 +421,7 @@ impl<'a> Index<'a> {
             by_node,
             node_keys,
             node_orders,
+            node_classes,
             pods: &view.pods,
             facts,
             by_controller,
@@ -420,41 +447,49 @@ impl<'a> Index<'a> {
     }
 
     /// Pods bound to `node`, each with its class, in the view's order.
-    pub(crate) fn pods_on(
-        &self,
-        node: &str,
-    ) -> impl ExactSizeIterator<Item = (&'a Arc<PodView>, Class<'a>)> + '_ {
+    pub(crate) fn pods_on(&self, node: &str) -> impl ExactSizeIterator<Item = OnNode<'a>> + '_ {
         let range = self.range_of(node);
         self.by_node[range.clone()]
             .iter()
             .zip(&self.node_keys[range])
-            .map(|(&i, key)| (&self.pods[i as usize], self.class_at(i as usize, key)))
+            .map(|(&i, key)| OnNode {
+                pod: &self.pods[i as usize],
+                class: self.class_at(i as usize, key),
+                ready: key.ready,
+            })
     }
 
     /// [`Self::pods_on`], each with its order key.
     pub(crate) fn pods_on_keyed(
         &self,
         node: &str,
-    ) -> impl ExactSizeIterator<Item = (&'a Arc<PodView>, Class<'a>, OrderKey)> + '_ {
+    ) -> impl ExactSizeIterator<Item = (OnNode<'a>, OrderKey)> + '_ {
         let range = self.range_of(node);
         self.pods_on(node)
-            .zip(&self.node_orders[range])
-            .map(|((pod, class), &order)| (pod, class, order))
+            .zip(self.node_orders[range].iter().copied())
+    }
+
+    /// The classes of the pods bound to `node`.
+    pub(crate) fn classes_on(&self, node: &str) -> NodeClasses {
+        self.node_slot(node)
+            .map(|slot| self.node_classes[slot])
+            .unwrap_or_default()
     }
 
     /// Where the pods of `node` are in `by_node` and `node_keys`.
     fn range_of(&self, node: &str) -> std::ops::Range<usize> {
-        let slot = self
-            .node_slots_by_copy
-            .get(&Text::of(node))
-            .or_else(|| self.node_slots.get(node));
-        match slot {
-            Some(&slot) => {
-                let slot = slot as usize;
-                self.node_start[slot] as usize..self.node_start[slot + 1] as usize
-            }
+        match self.node_slot(node) {
+            Some(slot) => self.node_start[slot] as usize..self.node_start[slot + 1] as usize,
             None => 0..0,
         }
+    }
+
+    /// The slot of `node`, found by the copy of its name that its view holds where it can be.
+    fn node_slot(&self, node: &str) -> Option<usize> {
+        self.node_slots_by_copy
+            .get(&Text::of(node))
+            .or_else(|| self.node_slots.get(node))
+            .map(|&slot| slot as usize)
     }
 
     /// The class of the pod at position `i`, with the class key `key`.
@@ -555,6 +590,16 @@ impl<'a> Index<'a> {
         found.sort_unstable();
         found.into()
     }
+}
+
+/// A pod bound to a node, as [`Index::pods_on`] finds it.
+#[derive(Clone, Copy)]
+pub(crate) struct OnNode<'a> {
+    pub(crate) pod: &'a Arc<PodView>,
+    pub(crate) class: Class<'a>,
+    /// Whether the pod is Ready, read from the index rather than from the pod: most pods of a large fleet's nodes are
+    /// judged by their readiness and class alone, and reading a pod's view is a cache miss.
+    pub(crate) ready: bool,
 }
 
 /// A position, as the `u32` the index stores (a view holds far fewer than 4 billion objects).
