@@ -268,7 +268,13 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
     let mut managed = false;
     for other in [false, true] {
         let workload_pods_left = other && managed;
-        for OnNode { pod, class, ready } in index.pods_on(&ctx.node.name) {
+        for OnNode {
+            pod,
+            class,
+            ready,
+            counts_for,
+        } in index.pods_on(&ctx.node.name)
+        {
             let workload = match (class, other) {
                 (Class::Owned(w), false) | (Class::Other(w), true) => w,
                 _ => continue,
@@ -279,7 +285,7 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
             if held_back || needs_operator(pod, class, ctx, index).is_some() {
                 continue;
             }
-            let health = ledger.health(workload, index);
+            let health = ledger.health(workload, counts_for, index);
             if !matches!(
                 health::judge(health, ctx.threshold, ready),
                 Verdict::Evict { .. } | Verdict::EvictNotReady { .. }
@@ -507,7 +513,12 @@ fn act(
 
 /// A workload pod, or (`held_back` tells what it waits for first) a pod of a controller of another kind.
 fn decide_workload(
-    OnNode { pod, class, ready }: OnNode,
+    OnNode {
+        pod,
+        class,
+        ready,
+        counts_for,
+    }: OnNode,
     ctx: &NodeContext,
     index: &Index,
     ledger: &mut Ledger,
@@ -540,7 +551,7 @@ fn decide_workload(
         });
     }
     let surge = surge::judge(pod, workload, ctx);
-    let mut health = ledger.health(workload, index);
+    let mut health = ledger.health(workload, counts_for, index);
     let t = ctx.threshold;
     let needed = health::needed(t, health.desired);
     let floor = health::sla_floor(t, health.desired);
@@ -690,7 +701,7 @@ fn decide_workload(
         );
     }
     let pdbs: Vec<usize> = pdbs.into_iter().map(|(i, _)| i).collect();
-    ledger.record_eviction(workload, index, ready, &pdbs);
+    ledger.record_eviction(workload, counts_for, index, ready, &pdbs);
     let eviction = Eviction {
         owner: index.shared.owner(workload),
         ready_before: health.ready,

@@ -139,6 +139,9 @@ pub(crate) struct Ledger {
     by_uid: FastMap<String, u32>,
     /// Disruptions still allowed per budget, by its position in the index's budgets.
     pdbs: Vec<i64>,
+    /// Per workload slot of the index, its slot in `health` (`u32::MAX`: not asked for yet): a pod's workload found
+    /// without hashing anything (the index numbers each workload UID once).
+    by_workload: Vec<u32>,
 }
 
 impl Ledger {
@@ -150,18 +153,41 @@ impl Ledger {
             .collect();
         Self {
             pdbs,
+            by_workload: vec![u32::MAX; index.workload_count()],
             ..Self::default()
         }
     }
 
-    /// The workload's health now, counting the evictions planned so far.
-    pub(crate) fn health(&mut self, workload: Workload, index: &Index) -> OwnerHealth {
-        let slot = self.slot(workload, index);
+    /// The workload's health now, counting the evictions planned so far. `counts_for` is the slot of the workload
+    /// in the index (`OnNode::counts_for`), or `u32::MAX` where not known.
+    pub(crate) fn health(
+        &mut self,
+        workload: Workload,
+        counts_for: u32,
+        index: &Index,
+    ) -> OwnerHealth {
+        let slot = self.slot(workload, counts_for, index);
         self.health[slot]
     }
 
-    /// The slot of the workload's health, observed from the view the first time it is asked for.
-    fn slot(&mut self, workload: Workload, index: &Index) -> usize {
+    /// The slot of the workload's health: by the workload's slot in the index when known, else by its UID.
+    fn slot(&mut self, workload: Workload, counts_for: u32, index: &Index) -> usize {
+        let known = self.by_workload.get(counts_for as usize).copied();
+        if let Some(slot) = known.filter(|&s| s != u32::MAX) {
+            // Every test's pass checks that the index's slot stands for the workload's UID.
+            #[cfg(test)]
+            assert_eq!(slot as usize, self.slot_by_uid(workload, counts_for, index));
+            return slot as usize;
+        }
+        let slot = self.slot_by_uid(workload, counts_for, index);
+        if let Some(known) = self.by_workload.get_mut(counts_for as usize) {
+            *known = u32::try_from(slot).expect("fewer than 2^32 workloads");
+        }
+        slot
+    }
+
+    /// The slot of the workload's health by its UID, observed from the view the first time it is asked for.
+    fn slot_by_uid(&mut self, workload: Workload, counts_for: u32, index: &Index) -> usize {
         let uid = workload.uid();
         if let Some(&slot) = self.by_copy.get(&Text::of(uid)) {
             return slot as usize;
@@ -170,7 +196,7 @@ impl Ledger {
             Some(&slot) => slot,
             None => {
                 let slot = u32::try_from(self.health.len()).expect("fewer than 2^32 workloads");
-                self.health.push(observe(workload, index));
+                self.health.push(observe(workload, counts_for, index));
                 self.by_uid.insert(uid.to_owned(), slot);
                 slot
             }
@@ -188,11 +214,12 @@ impl Ledger {
     pub(crate) fn record_eviction(
         &mut self,
         workload: Workload,
+        counts_for: u32,
         index: &Index,
         pod_ready: bool,
         pdbs: &[usize],
     ) {
-        let slot = self.slot(workload, index);
+        let slot = self.slot(workload, counts_for, index);
         let health = &mut self.health[slot];
         if pod_ready {
             health.ready = health.ready.saturating_sub(1);
@@ -206,14 +233,27 @@ impl Ledger {
     }
 }
 
-/// A workload's health as the view shows it.
-fn observe(workload: Workload, index: &Index) -> OwnerHealth {
-    let gone = index
-        .in_flight_gone
-        .get(workload.uid())
-        .copied()
-        .unwrap_or(0);
-    let pods = index.workload_pods(workload.uid());
+/// A workload's health as the view shows it (`counts_for`: as in [`Ledger::health`]).
+fn observe(workload: Workload, counts_for: u32, index: &Index) -> OwnerHealth {
+    // Neither looked up by UID when it can be helped: a large fleet's pass observes thousands of workloads.
+    let gone = if index.in_flight_gone.is_empty() {
+        0
+    } else {
+        index
+            .in_flight_gone
+            .get(workload.uid())
+            .copied()
+            .unwrap_or(0)
+    };
+    let pods = if (counts_for as usize) < index.workload_count() {
+        let pods = index.workload_at(counts_for);
+        // Every test's pass checks that the index's slot stands for the workload's UID.
+        #[cfg(test)]
+        assert_eq!(pods, index.workload_pods(workload.uid()));
+        pods
+    } else {
+        index.workload_pods(workload.uid())
+    };
     OwnerHealth {
         desired: desired_of(workload, pods, gone, index),
         ready: pods.ready,
@@ -284,17 +324,17 @@ mod tests {
             Workload::of_other(&b),
             Workload::of_other(&other),
         );
-        let start = ledger.health(wa, &index);
-        ledger.record_eviction(wb, &index, true, &[]);
-        let after = ledger.health(wa, &index);
+        let start = ledger.health(wa, u32::MAX, &index);
+        ledger.record_eviction(wb, u32::MAX, &index, true, &[]);
+        let after = ledger.health(wa, u32::MAX, &index);
         assert_eq!(after.going, start.going + 1);
-        assert_eq!(ledger.health(wb, &index), after);
-        assert_eq!(ledger.health(wo, &index), start);
+        assert_eq!(ledger.health(wb, u32::MAX, &index), after);
+        assert_eq!(ledger.health(wo, u32::MAX, &index), start);
         // A copy of the ledger goes on from where it was, apart from the original.
         let mut copy = ledger.clone();
-        copy.record_eviction(wa, &index, false, &[]);
-        assert_eq!(copy.health(wb, &index).going, after.going + 1);
-        assert_eq!(ledger.health(wb, &index), after);
+        copy.record_eviction(wa, u32::MAX, &index, false, &[]);
+        assert_eq!(copy.health(wb, u32::MAX, &index).going, after.going + 1);
+        assert_eq!(ledger.health(wb, u32::MAX, &index), after);
     }
 
     #[test]

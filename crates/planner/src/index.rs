@@ -120,7 +120,7 @@ pub(crate) struct OwnerEntry<'a> {
 }
 
 /// A workload's pods as the view shows them (not finished), counted once per pass for every workload.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PodCounts {
     /// Pods not finished, bound to a node or not.
     pub(crate) seen: u32,
@@ -456,6 +456,9 @@ impl<'a> Index<'a> {
                 pod: &self.pods[i as usize],
                 class: self.class_at(i as usize, key),
                 ready: key.ready,
+                counts_for: self
+                    .controlled(key.controller)
+                    .map_or(u32::MAX, |(_, slot)| slot),
             })
     }
 
@@ -600,6 +603,9 @@ pub(crate) struct OnNode<'a> {
     /// Whether the pod is Ready, read from the index rather than from the pod: most pods of a large fleet's nodes are
     /// judged by their readiness and class alone, and reading a pod's view is a cache miss.
     pub(crate) ready: bool,
+    /// The slot of the workload it counts for ([`Index::workload_at`]; `u32::MAX` without a controller): what the
+    /// ledger finds the workload's health by, without hashing its UID.
+    pub(crate) counts_for: u32,
 }
 
 /// A position, as the `u32` the index stores (a view holds far fewer than 4 billion objects).

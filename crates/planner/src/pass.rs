@@ -184,12 +184,16 @@ impl<'v> PolicyPass<'v, '_> {
         });
         let acting_count = acting.len();
         self.chains(&mut candidates);
-        candidates.sort_by_cached_key(admission_order);
         let free = if spec.paused || !self.gate.open {
             0
         } else {
             for_holders - acting_count
         };
+        // In admission's order, when a slot is free to admit one (while every slot is in use, as through most of a
+        // large fleet's upgrade, the candidates only queue, and the queue has its own order).
+        if free > 0 {
+            candidates.sort_by_cached_key(admission_order);
+        }
         for (holding, entry) in acting {
             self.act(holding, entry, ledger, &mut out);
         }
@@ -313,11 +317,11 @@ impl<'v> PolicyPass<'v, '_> {
         }
     }
 
-    /// Admits candidates (sorted by [`admission_order`]) into `free` slots, and drains each at once: within each group
+    /// Admits candidates (sorted by [`admission_order`] when `free` is not 0) into `free` slots, and drains each at once: within each group
     /// of [`admission::group`], first the nodes whose pods can move now, longest chain first then in key order, then
     /// the others in key order; a group is exhausted before the next is looked at. A node that stalled less than
     /// `nodeProgressDeadline` ago rests (is not admitted) unless one of its pods can go now. Returns how many were
-    /// admitted, and the candidates left.
+    /// admitted, and the candidates left (in no particular order).
     fn admit_all(
         &self,
         candidates: Vec<Entry<'v>>,
@@ -367,10 +371,8 @@ impl<'v> PolicyPass<'v, '_> {
                 admitted += 1;
             }
         }
+        // In no particular order: the queue's order is decided in one place, `queue`.
         left.extend(candidates);
-        // `left` holds the rest of the groups looked at, then the untouched groups: sorted again by key, so that the
-        // queue's order is decided in one place.
-        left.sort_by_cached_key(|e| candidate_key(e));
         (admitted, left)
     }
 
