@@ -189,11 +189,6 @@ impl<'v> PolicyPass<'v, '_> {
         } else {
             for_holders - acting_count
         };
-        // In admission's order, when a slot is free to admit one (while every slot is in use, as through most of a
-        // large fleet's upgrade, the candidates only queue, and the queue has its own order).
-        if free > 0 {
-            candidates.sort_by_cached_key(admission_order);
-        }
         for (holding, entry) in acting {
             self.act(holding, entry, ledger, &mut out);
         }
@@ -317,19 +312,24 @@ impl<'v> PolicyPass<'v, '_> {
         }
     }
 
-    /// Admits candidates (sorted by [`admission_order`] when `free` is not 0) into `free` slots, and drains each at once: within each group
-    /// of [`admission::group`], first the nodes whose pods can move now, longest chain first then in key order, then
+    /// Admits candidates, in [`admission_order`], into `free` slots, and drains each at once: within each group of
+    /// [`admission::group`], first the nodes whose pods can move now, longest chain first then in key order, then
     /// the others in key order; a group is exhausted before the next is looked at. A node that stalled less than
     /// `nodeProgressDeadline` ago rests (is not admitted) unless one of its pods can go now. Returns how many were
     /// admitted, and the candidates left (in no particular order).
     fn admit_all(
         &self,
-        candidates: Vec<Entry<'v>>,
+        mut candidates: Vec<Entry<'v>>,
         free: usize,
         slots: usize,
         ledger: &mut Ledger,
         out: &mut Output,
     ) -> (usize, Vec<Entry<'v>>) {
+        // With no slot free (through most of a large fleet's upgrade) nothing is admitted, and the queue sorts them.
+        if free == 0 {
+            return (0, candidates);
+        }
+        candidates.sort_by_cached_key(admission_order);
         let mut admitted = 0;
         let mut left = Vec::new();
         let mut candidates = candidates.into_iter().peekable();
