@@ -114,11 +114,21 @@ pub fn observe(
             .collect();
         if !recovering.is_empty() {
             let ready = ready.get_or_insert_with(|| workload::ready_pods_by_workload(view));
+            // An unknown kind's size as the planner infers it now, not as it was at the eviction: a pod terminating
+            // then (a failure's, its replacement already there) counted in the size, and would keep the workload
+            // "recovering" for good.
+            let inferred = workload::inferred_sizes(
+                view,
+                recovering
+                    .iter()
+                    .map(|key| run.workloads[key].uid.as_str())
+                    .filter(|uid| !desired.contains_key(uid)),
+            );
             for key in recovering {
                 let w = run.workloads.get_mut(&key).expect("listed above");
                 let before = w.clone();
                 let now_ready = ready.get(&w.uid).copied().unwrap_or(0);
-                if let Some(&d) = desired.get(w.uid.as_str()) {
+                if let Some(&d) = desired.get(w.uid.as_str()).or_else(|| inferred.get(&w.uid)) {
                     w.desired = d;
                     w.bound = sla_floor(run.threshold, d);
                 }

@@ -111,15 +111,43 @@ pub(crate) fn workload_uid<'a>(controller_uid: &'a str, owner: Option<&'a OwnerV
 
 /// Pods neither finished nor terminating, bound to a node or not, per workload UID.
 pub fn live_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
-    pods_by_workload(view, |_| true)
+    pods_by_workload(view, |pod| !pod.terminating)
 }
 
 /// Ready pods, not terminating, per workload UID: what the upgrade report observes of the workloads it disrupted.
 pub fn ready_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
-    pods_by_workload(view, |pod| pod.ready)
+    pods_by_workload(view, |pod| pod.ready && !pod.terminating)
 }
 
-/// Pods neither finished nor terminating, and `counted`, per workload UID. The controller's upgrade report asks on
+/// The sizes the planner infers, on `view`, of the workloads among `uids` whose desired count k8sm cannot read
+/// (controllers of unknown kinds, DESIGN.md §5.3): their live pods (neither finished nor terminating, bound or not),
+/// plus their evictions in flight whose pod is gone, or their remembered size, whichever is larger. What the upgrade
+/// report holds such a workload to while it recovers. Unlike the planner's `d`, which counts terminating pods too
+/// (more careful before an eviction), a pod terminating once its replacement exists is not counted twice here: the
+/// workload is whole again when as many pods are Ready as it keeps alive.
+pub fn inferred_sizes<'u>(
+    view: &ClusterView,
+    uids: impl IntoIterator<Item = &'u str>,
+) -> HashMap<String, u32> {
+    let live = live_pods_by_workload(view);
+    let pods: std::collections::HashSet<&str> = view.pods.iter().map(|p| &*p.uid).collect();
+    uids.into_iter()
+        .map(|uid| {
+            let gone = view
+                .in_flight
+                .iter()
+                .filter(|e| {
+                    e.owner_uid.as_deref() == Some(uid) && !pods.contains(e.pod_uid.as_str())
+                })
+                .count() as u32;
+            let counted = live.get(uid).copied().unwrap_or(0) + gone;
+            let remembered = view.observed_sizes.get(uid).copied().unwrap_or(0);
+            (uid.to_owned(), counted.max(remembered))
+        })
+        .collect()
+}
+
+/// Pods not finished, and `counted`, per workload UID. The controller's upgrade report asks on
 /// every pass while a workload it disrupted recovers: the pods of one controller share one reference, so the
 /// workload of each reference is looked up once (by its address) and a pod costs one lookup of an address, not the
 /// hash of a UID; a UID is hashed and copied once per workload.
@@ -136,7 +164,7 @@ fn pods_by_workload(
         let Some(controller) = &pod.controller else {
             continue;
         };
-        if pod.terminating || pod.phase.is_finished() || !counted(pod) {
+        if pod.phase.is_finished() || !counted(pod) {
             continue;
         }
         let slot = *slot_of.entry(memo::address(controller)).or_insert_with(|| {
