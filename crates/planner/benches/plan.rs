@@ -190,31 +190,45 @@ fn churn(view: &ClusterView, every: usize, round: usize) -> ClusterView {
 /// Pass after pass with the controller's [`Planner`], which keeps what it derived from each pod: between two passes
 /// one pod in 200 changes (750 at 5,000 nodes), which the pass reads again. Only the pass is timed (and the drop of
 /// its plan, as in `plan/nodes`): the changed view is built before it, as the controller builds its view from its
-/// caches.
+/// caches. With and without a budget on every workload, as `plan/…`: most real clusters' workloads have one.
 fn kept_passes(c: &mut Criterion) {
     let mut group = c.benchmark_group("plan-kept");
     group.sample_size(20);
     let now = t0() + chrono::Duration::minutes(5);
-    for nodes in [1000, 5000] {
-        let mut view = fleet(nodes);
-        let mut planner = Planner::default();
-        assert_eq!(planner.plan(&view, now), plan(&view, now));
-        let mut round = 0;
-        group.bench_function(BenchmarkId::new("nodes", nodes), |b| {
-            b.iter_custom(|iterations| {
-                let mut took = Duration::ZERO;
-                for _ in 0..iterations {
-                    round += 1;
-                    view = churn(&view, 200, round);
-                    let started = Instant::now();
-                    black_box(planner.plan(black_box(&view), now));
-                    took += started.elapsed();
-                }
-                took
-            });
-        });
+    for (name, budgets) in [("nodes", false), ("nodes-with-budgets", true)] {
+        for nodes in [1000, 5000] {
+            kept_pass(&mut group, name, nodes, budgets, now);
+        }
     }
     group.finish();
+}
+
+/// One `plan-kept/<name>/<nodes>` benchmark.
+fn kept_pass(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    nodes: usize,
+    budgets: bool,
+    now: DateTime<Utc>,
+) {
+    let view = fleet(nodes);
+    let mut view = if budgets { with_budgets(view) } else { view };
+    let mut planner = Planner::default();
+    assert_eq!(planner.plan(&view, now), plan(&view, now));
+    let mut round = 0;
+    group.bench_function(BenchmarkId::new(name, nodes), |b| {
+        b.iter_custom(|iterations| {
+            let mut took = Duration::ZERO;
+            for _ in 0..iterations {
+                round += 1;
+                view = churn(&view, 200, round);
+                let started = Instant::now();
+                black_box(planner.plan(black_box(&view), now));
+                took += started.elapsed();
+            }
+            took
+        });
+    });
 }
 
 criterion_group!(benches, one_pass, kept_passes);

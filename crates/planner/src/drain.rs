@@ -107,12 +107,12 @@ fn text_order(a: &Arc<str>, b: &Arc<str>) -> Ordering {
 /// Only the counts of a survey: all that admission needs of the many nodes that only queue for a slot, without
 /// keeping or sorting their pods (most of a large fleet's pods are on such nodes). Read from the classes the index
 /// counted on the node when none of its pods can need an operator, nor has an eviction unanswered: [`needs_operator`]
-/// answers `None` for every pod but opted-out, Job and unmanaged ones, and workload or other-controller pods covered
-/// by budgets. Otherwise the pods are counted one by one.
+/// answers `None` for every pod but opted-out, Job and unmanaged ones, and workload or other-controller pods that more
+/// than one budget covers (counted by the index too). Otherwise the pods are counted one by one.
 pub(crate) fn tally<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
     let classes = index.classes_on(&ctx.node.name);
     let from_classes = classes.judged_by_policy == 0
-        && (classes.workload == 0 || index.pdbs.is_empty())
+        && classes.multi_covered == 0
         && index.unanswered_pods.is_empty();
     if !from_classes {
         return count(index.pods_on(&ctx.node.name), ctx, index);
@@ -144,9 +144,15 @@ fn count<'a>(
 ) -> Survey<'a> {
     let (mut left, mut need_operator, mut unanswered) = (0u32, 0u32, 0u32);
     let any_unanswered = !index.unanswered_pods.is_empty();
-    for OnNode { pod, class, .. } in pods {
+    for OnNode {
+        pod,
+        class,
+        multi_covered,
+        ..
+    } in pods
+    {
         left += u32::from(class.holds_node());
-        need_operator += u32::from(needs_operator(pod, class, ctx, index).is_some());
+        need_operator += u32::from(needs_operator(pod, class, multi_covered, ctx, index).is_some());
         unanswered += u32::from(any_unanswered && index.unanswered_pods.contains(&*pod.uid));
     }
     Survey {
@@ -159,12 +165,24 @@ fn count<'a>(
 
 /// The operator-only obstacle of a pod, if it has one: decided by the pod, its node and policy, never by other
 /// nodes' decisions, so that Blocked is known before any slot is handed out.
+/// `multi_covered`: a workload or other-controller pod that more than one budget covers ([`OnNode::multi_covered`]).
 fn needs_operator(
     pod: &PodView,
     class: Class,
+    multi_covered: bool,
     ctx: &NodeContext,
     index: &Index,
 ) -> Option<(Reason, String)> {
+    // Every test's pass checks the index's answer against the pod's budgets.
+    #[cfg(test)]
+    if matches!(class, Class::Owned(_) | Class::Other(_)) {
+        assert_eq!(
+            multi_covered,
+            index.pdbs_covering(pod).nth(1).is_some(),
+            "budgets covering {}",
+            pod.name
+        );
+    }
     match class {
         Class::OptedOut(key) => Some((
             Reason::BlockedOptOut,
@@ -181,9 +199,7 @@ fn needs_operator(
             ctx,
         ),
         // Counted before any name is formatted: this runs for every pod of every surveyed node.
-        Class::Owned(_) | Class::Other(_)
-            if uses_eviction_api(class, ctx) && index.pdbs_covering(pod).nth(1).is_some() =>
-        {
+        Class::Owned(_) | Class::Other(_) if multi_covered && uses_eviction_api(class, ctx) => {
             let names: Vec<String> = index
                 .pdbs_for(pod)
                 .into_iter()
@@ -272,6 +288,7 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
             pod,
             class,
             ready,
+            multi_covered,
             counts_for,
         } in index.pods_on(&ctx.node.name)
         {
@@ -282,7 +299,7 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
             // Held back behind the node's workload pods (see `decide_workload`).
             let held_back = workload_pods_left && ready;
             managed = true;
-            if held_back || needs_operator(pod, class, ctx, index).is_some() {
+            if held_back || needs_operator(pod, class, multi_covered, ctx, index).is_some() {
                 continue;
             }
             let health = ledger.health(workload, counts_for, index);
@@ -321,7 +338,7 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
 /// Whether [`decide_other`] would delete a pod now on a node without workload or other-controller pods (judged by the
 /// same rules, without building the decision).
 fn deletable_now(pod: &PodView, class: Class, ctx: &NodeContext, index: &Index) -> bool {
-    if needs_operator(pod, class, ctx, index).is_some() {
+    if needs_operator(pod, class, false, ctx, index).is_some() {
         return false;
     }
     match class {
@@ -517,6 +534,7 @@ fn decide_workload(
         pod,
         class,
         ready,
+        multi_covered,
         counts_for,
     }: OnNode,
     ctx: &NodeContext,
@@ -528,7 +546,7 @@ fn decide_workload(
     let Some(workload) = class.workload() else {
         unreachable!("decide_workload is called for workload and other-controller pods only")
     };
-    if let Some((reason, message)) = needs_operator(pod, class, ctx, index) {
+    if let Some((reason, message)) = needs_operator(pod, class, multi_covered, ctx, index) {
         return pod_plan(index, pod, class, Decision::Block, Some(reason), message);
     }
     // Waits are written once per pass for all the pods that wait for the same thing (this runs for every pod of
@@ -762,7 +780,8 @@ fn decide_other(
     managed_pods_left: bool,
     drain: &mut Drain,
 ) -> PodPlan {
-    if let Some((reason, message)) = needs_operator(pod, class, ctx, index) {
+    // Not a workload pod: whether budgets cover it does not matter.
+    if let Some((reason, message)) = needs_operator(pod, class, false, ctx, index) {
         return pod_plan(index, pod, class, Decision::Block, Some(reason), message);
     }
     let unmanaged = match class {

@@ -50,6 +50,9 @@ pub(crate) struct PodFacts {
     /// looks them up by address without reading the pod. Unique while the cache holds the pod.
     pub(crate) uid: usize,
     pub(crate) node_name: usize,
+    /// The address of its labels: the pods of one controller share one copy, so the budgets covering a pod are found
+    /// by it and its namespace's without reading the pod (see [`OrderKey::namespace`]).
+    pub(crate) labels: usize,
     pub(crate) order: OrderKey,
 }
 
@@ -64,6 +67,11 @@ pub(crate) struct OrderKey {
 }
 
 impl OrderKey {
+    /// The address of the pod's namespace.
+    pub(crate) fn namespace(&self) -> usize {
+        self.namespace
+    }
+
     fn of(pod: &PodView) -> Self {
         Self {
             namespace: memo::address(&pod.namespace),
@@ -98,6 +106,7 @@ impl PodFacts {
             controller: u32::MAX,
             uid: memo::address(&pod.uid),
             node_name: pod.node_name.as_ref().map_or(0, memo::address),
+            labels: memo::address(&pod.labels),
             order: OrderKey::of(pod),
         }
     }

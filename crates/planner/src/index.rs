@@ -146,6 +146,9 @@ pub(crate) struct NodeClasses {
     pub(crate) holding: u32,
     /// Workload and other-controller pods.
     pub(crate) workload: u32,
+    /// Of those, pods that more than one budget covers (whose eviction the Eviction API refuses: see
+    /// `drain::needs_operator`).
+    pub(crate) multi_covered: u32,
     /// Opted-out, Job and unmanaged pods: those whose obstacle depends on the policy.
     pub(crate) judged_by_policy: u32,
 }
@@ -199,6 +202,9 @@ pub(crate) struct Index<'a> {
     /// ascending order, as asked for: the pods of one controller share both, so selectors are matched once per
     /// controller, not once per pod and look.
     cover: Memo<(usize, usize), Rc<[u32]>>,
+    /// Per workload or other-controller pod (by its position in the view), whether more than one budget covers it;
+    /// empty without budgets.
+    multi_covered: Vec<bool>,
     /// What the pass writes once and shares among the pods it reports.
     pub(crate) shared: SharedOutput,
     /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not replaced yet.
@@ -283,9 +289,22 @@ impl<'a> Index<'a> {
         // count for: worked out once per controller, not once per pod. Unshared copies (as tests build them) are
         // worked out once each, with the same result.
         let mut by_controller: Vec<Option<(Class, u32)>> = vec![None; references.len()];
+        let (pdbs, pdbs_by_label, pdbs_by_namespace) = budgets(view);
+        // Budgets covering the pods of each namespace and label set, found once per pass (kept in the index for the
+        // pass's decisions); the walk only asks which pods more than one covers, for the consecutive pods of one
+        // controller once.
+        let cover: Memo<(usize, usize), Rc<[u32]>> = Memo::default();
+        let mut last_cover: Option<((usize, usize), bool)> = None;
         let mut node_classes = vec![NodeClasses::default(); nodes.len()];
         let facts: &'a [PodFacts] = &pods.facts;
-        for (f, pod) in facts.iter().zip(&view.pods) {
+        // Per pod (by its position in the view), whether more than one budget covers it: what deciding a draining
+        // node's pods asks of every one of them, answered here without reading the pod. Empty without budgets.
+        let mut multi_covered = if pdbs.is_empty() {
+            Vec::new()
+        } else {
+            vec![false; view.pods.len()]
+        };
+        for (position, (f, pod)) in facts.iter().zip(&view.pods).enumerate() {
             let going = !in_flight_uids.is_empty() && in_flight_uids.contains(&f.uid);
             if going {
                 in_flight_seen.insert(&pod.uid);
@@ -349,7 +368,30 @@ impl<'a> Index<'a> {
             if let Some(on_node) = node_classes.get_mut(slot as usize) {
                 on_node.holding += u32::from(class.holds_node());
                 match class {
-                    Class::Owned(_) | Class::Other(_) => on_node.workload += 1,
+                    Class::Owned(_) | Class::Other(_) => {
+                        on_node.workload += 1;
+                        if !pdbs.is_empty() {
+                            let key = (f.order.namespace(), f.labels);
+                            let multi = match last_cover {
+                                Some((last, multi)) if last == key => multi,
+                                _ => {
+                                    let covering = cover.get_or(key, || {
+                                        search_covering(
+                                            &pdbs,
+                                            &pdbs_by_namespace,
+                                            &pdbs_by_label,
+                                            pod,
+                                        )
+                                    });
+                                    let multi = covering.len() > 1;
+                                    last_cover = Some((key, multi));
+                                    multi
+                                }
+                            };
+                            on_node.multi_covered += u32::from(multi);
+                            multi_covered[position] = multi;
+                        }
+                    }
                     Class::OptedOut(_) | Class::Job(_) | Class::Unmanaged(_) => {
                         on_node.judged_by_policy += 1
                     }
@@ -376,35 +418,6 @@ impl<'a> Index<'a> {
             }
         }
         let (node_start, by_node, node_keys, node_orders) = pods.by_node();
-        let mut pdbs: Vec<Pdb> = view
-            .pdbs
-            .iter()
-            .map(|view| Pdb {
-                view,
-                selector: view.selector.as_ref().map(Selector::new),
-            })
-            .collect();
-        pdbs.sort_by(|a, b| {
-            (&a.view.namespace, &a.view.name).cmp(&(&b.view.namespace, &b.view.name))
-        });
-        let mut pdbs_by_label: FastMap<(&str, &str, &str), Vec<u32>> = FastMap::default();
-        let mut pdbs_by_namespace: FastMap<&str, Vec<u32>> = FastMap::default();
-        for (i, pdb) in pdbs.iter().enumerate() {
-            let namespace = pdb.view.namespace.as_str();
-            // A null or invalid selector covers nothing.
-            if let (Some(Ok(_)), Some(selector)) = (&pdb.selector, &pdb.view.selector) {
-                match selector::required_label(selector) {
-                    Some((key, value)) => pdbs_by_label
-                        .entry((namespace, key, value))
-                        .or_default()
-                        .push(slot_of(i)),
-                    None => pdbs_by_namespace
-                        .entry(namespace)
-                        .or_default()
-                        .push(slot_of(i)),
-                }
-            }
-        }
         let mut in_flight_gone: FastMap<&str, u32> = FastMap::default();
         for eviction in &view.in_flight {
             if let Some(owner) = &eviction.owner_uid
@@ -433,7 +446,8 @@ impl<'a> Index<'a> {
             pdbs,
             pdbs_by_label,
             pdbs_by_namespace,
-            cover: Memo::default(),
+            cover,
+            multi_covered,
             shared: SharedOutput::default(),
             in_flight_gone,
             unanswered_pods: view
@@ -456,6 +470,7 @@ impl<'a> Index<'a> {
                 pod: &self.pods[i as usize],
                 class: self.class_at(i as usize, key),
                 ready: key.ready,
+                multi_covered: self.multi_covered.get(i as usize).copied().unwrap_or(false),
                 counts_for: self
                     .controlled(key.controller)
                     .map_or(u32::MAX, |(_, slot)| slot),
@@ -564,7 +579,14 @@ impl<'a> Index<'a> {
     ) -> impl Iterator<Item = (usize, &'s Pdb<'a>)> + 's {
         let budgets = (!self.pdbs.is_empty()).then(|| {
             let key = (memo::address(&pod.namespace), memo::address(&pod.labels));
-            self.cover.get_or(key, || self.search_covering(pod))
+            self.cover.get_or(key, || {
+                search_covering(
+                    &self.pdbs,
+                    &self.pdbs_by_namespace,
+                    &self.pdbs_by_label,
+                    pod,
+                )
+            })
         });
         budgets.into_iter().flat_map(move |budgets| {
             (0..budgets.len()).map(move |k| {
@@ -573,26 +595,71 @@ impl<'a> Index<'a> {
             })
         })
     }
+}
 
-    /// Budgets that cover `pod`, looked up among those of the pod's namespace without a required label and those of
-    /// each of its labels. Each budget is indexed once, under one label, so none comes twice.
-    fn search_covering(&self, pod: &PodView) -> Rc<[u32]> {
-        let namespace = &*pod.namespace;
-        let by_namespace = self.pdbs_by_namespace.get(namespace).into_iter().flatten();
-        let by_label = pod.labels.iter().flat_map(move |(key, value)| {
-            self.pdbs_by_label
-                .get(&(namespace, key.as_str(), value.as_str()))
-                .into_iter()
-                .flatten()
-        });
-        let mut found: Vec<u32> = by_namespace
-            .chain(by_label)
-            .copied()
-            .filter(|&i| self.pdbs[i as usize].covers(pod))
-            .collect();
-        found.sort_unstable();
-        found.into()
+/// Budgets sorted by namespace and name, with their positions by required label and by namespace (see
+/// [`Index::pdbs_by_label`]).
+type Budgets<'a> = (
+    Vec<Pdb<'a>>,
+    FastMap<(&'a str, &'a str, &'a str), Vec<u32>>,
+    FastMap<&'a str, Vec<u32>>,
+);
+
+/// The budgets of `view`, indexed.
+fn budgets(view: &ClusterView) -> Budgets<'_> {
+    let mut pdbs: Vec<Pdb> = view
+        .pdbs
+        .iter()
+        .map(|view| Pdb {
+            view,
+            selector: view.selector.as_ref().map(Selector::new),
+        })
+        .collect();
+    pdbs.sort_by(|a, b| (&a.view.namespace, &a.view.name).cmp(&(&b.view.namespace, &b.view.name)));
+    let mut pdbs_by_label: FastMap<(&str, &str, &str), Vec<u32>> = FastMap::default();
+    let mut pdbs_by_namespace: FastMap<&str, Vec<u32>> = FastMap::default();
+    for (i, pdb) in pdbs.iter().enumerate() {
+        let namespace = pdb.view.namespace.as_str();
+        // A null or invalid selector covers nothing.
+        if let (Some(Ok(_)), Some(selector)) = (&pdb.selector, &pdb.view.selector) {
+            match selector::required_label(selector) {
+                Some((key, value)) => pdbs_by_label
+                    .entry((namespace, key, value))
+                    .or_default()
+                    .push(slot_of(i)),
+                None => pdbs_by_namespace
+                    .entry(namespace)
+                    .or_default()
+                    .push(slot_of(i)),
+            }
+        }
     }
+    (pdbs, pdbs_by_label, pdbs_by_namespace)
+}
+
+/// Budgets that cover `pod`, looked up among those of the pod's namespace without a required label (`by_namespace`)
+/// and those of each of its labels (`by_label`). Each budget is indexed once, under one label, so none comes twice.
+fn search_covering(
+    pdbs: &[Pdb],
+    by_namespace: &FastMap<&str, Vec<u32>>,
+    by_label: &FastMap<(&str, &str, &str), Vec<u32>>,
+    pod: &PodView,
+) -> Rc<[u32]> {
+    let namespace = &*pod.namespace;
+    let in_namespace = by_namespace.get(namespace).into_iter().flatten();
+    let labelled = pod.labels.iter().flat_map(move |(key, value)| {
+        by_label
+            .get(&(namespace, key.as_str(), value.as_str()))
+            .into_iter()
+            .flatten()
+    });
+    let mut found: Vec<u32> = in_namespace
+        .chain(labelled)
+        .copied()
+        .filter(|&i| pdbs[i as usize].covers(pod))
+        .collect();
+    found.sort_unstable();
+    found.into()
 }
 
 /// A pod bound to a node, as [`Index::pods_on`] finds it.
@@ -603,6 +670,9 @@ pub(crate) struct OnNode<'a> {
     /// Whether the pod is Ready, read from the index rather than from the pod: most pods of a large fleet's nodes are
     /// judged by their readiness and class alone, and reading a pod's view is a cache miss.
     pub(crate) ready: bool,
+    /// A workload or other-controller pod that more than one budget covers, read from the index rather than from the
+    /// pod's budgets (see [`NodeClasses::multi_covered`]).
+    pub(crate) multi_covered: bool,
     /// The slot of the workload it counts for ([`Index::workload_at`]; `u32::MAX` without a controller): what the
     /// ledger finds the workload's health by, without hashing its UID.
     pub(crate) counts_for: u32,
