@@ -72,6 +72,32 @@ impl Agent {
         self.wait_exit("exit on SIGTERM")
     }
 
+    /// The loopback address its HTTP endpoint bound, read from its log (it binds before anything else).
+    fn http_addr(&mut self) -> SocketAddr {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let log = self.log();
+            // The port follows the address in the line, whether or not the log is coloured.
+            let bound = log
+                .lines()
+                .filter(|line| line.contains("serving POST /kamikaze"))
+                .find_map(|line| {
+                    let (_, rest) = line.split_once("127.0.0.1:")?;
+                    let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                    format!("127.0.0.1:{port}").parse().ok()
+                });
+            if let Some(addr) = bound {
+                return addr;
+            }
+            self.check_running();
+            assert!(
+                Instant::now() < deadline,
+                "k8sm-agent did not serve HTTP:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Waits for the agent to exit by itself.
     fn wait_exit(&mut self, what: &str) -> std::process::ExitStatus {
         let deadline = Instant::now() + WAIT;
@@ -503,12 +529,13 @@ impl<'a> RunAgents<'a> {
         self.cluster.dir().join("kamikaze-runs")
     }
 
-    /// Starts an agent of executor `id`, serving HTTP on a free port.
+    /// Starts an agent of executor `id`, serving HTTP on a port the system picks when the agent binds: a port found
+    /// free beforehand could be taken, before the agent bound it, by the connections of the clusters of the tests
+    /// running beside it (it was, once, and the agent rightly refused to start).
     fn start(&mut self, id: &str) -> (Agent, SocketAddr) {
         self.started += 1;
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let command = format!("echo {id} >> '{}'", self.runs_file().display());
-        let agent = Agent::spawn(
+        let mut agent = Agent::spawn(
             &[
                 "run",
                 "--kubeconfig",
@@ -520,12 +547,13 @@ impl<'a> RunAgents<'a> {
                 "--on-kamikaze",
                 &command,
                 "--http-addr",
-                &addr.to_string(),
+                "127.0.0.1:0",
             ],
             self.cluster
                 .dir()
                 .join(format!("k8sm-agent-run-{}.log", self.started)),
         );
+        let addr = agent.http_addr();
         (agent, addr)
     }
 
