@@ -129,16 +129,35 @@ pub fn inferred_sizes<'u>(
     view: &ClusterView,
     uids: impl IntoIterator<Item = &'u str>,
 ) -> HashMap<String, u32> {
+    let uids: Vec<&str> = uids.into_iter().collect();
+    // Most passes ask for none (the workloads recovering are of kinds k8sm knows): no walk over every pod then.
+    if uids.is_empty() {
+        return HashMap::new();
+    }
     let live = live_pods_by_workload(view);
-    let pods: std::collections::HashSet<&str> = view.pods.iter().map(|p| &*p.uid).collect();
+    // Their evictions in flight (a few), and of those the pods still in the view, found in one walk over the pods
+    // only when there are any.
+    let evicted: Vec<(&str, &str)> = view
+        .in_flight
+        .iter()
+        .filter_map(|e| Some((e.owner_uid.as_deref()?, e.pod_uid.as_str())))
+        .filter(|(owner, _)| uids.contains(owner))
+        .collect();
+    let still_here: std::collections::HashSet<&str> = if evicted.is_empty() {
+        Default::default()
+    } else {
+        let wanted: std::collections::HashSet<&str> = evicted.iter().map(|&(_, pod)| pod).collect();
+        view.pods
+            .iter()
+            .map(|p| &*p.uid)
+            .filter(|uid| wanted.contains(uid))
+            .collect()
+    };
     uids.into_iter()
         .map(|uid| {
-            let gone = view
-                .in_flight
+            let gone = evicted
                 .iter()
-                .filter(|e| {
-                    e.owner_uid.as_deref() == Some(uid) && !pods.contains(e.pod_uid.as_str())
-                })
+                .filter(|&&(owner, pod)| owner == uid && !still_here.contains(pod))
                 .count() as u32;
             let counted = live.get(uid).copied().unwrap_or(0) + gone;
             let remembered = view.observed_sizes.get(uid).copied().unwrap_or(0);
@@ -147,10 +166,10 @@ pub fn inferred_sizes<'u>(
         .collect()
 }
 
-/// Pods not finished, and `counted`, per workload UID. The controller's upgrade report asks on
-/// every pass while a workload it disrupted recovers: the pods of one controller share one reference, so the
-/// workload of each reference is looked up once (by its address) and a pod costs one lookup of an address, not the
-/// hash of a UID; a UID is hashed and copied once per workload.
+/// Pods not finished, and `counted`, per workload UID. The controller's upgrade report asks on every pass while a
+/// workload it disrupted recovers: the pods of one controller share one reference, so the workload of each reference
+/// is looked up once (by its address) and a pod costs one lookup of an address, not the hash of a UID; a UID is
+/// hashed and copied once per workload.
 fn pods_by_workload(
     view: &ClusterView,
     counted: impl Fn(&crate::PodView) -> bool,
