@@ -193,15 +193,8 @@ pub(crate) struct Index<'a> {
     pub(crate) lookups: Lookups<'a>,
     /// Budgets, sorted by namespace and name.
     pub(crate) pdbs: Vec<Pdb<'a>>,
-    /// Positions in `pdbs` of the budgets with a required label, by namespace, label key and value; of the others
-    /// that can cover a pod (a selector with no such label, such as the empty one), by namespace. So that the budgets
-    /// of a pod are found among a few, not among every budget of the cluster.
-    pdbs_by_label: FastMap<(&'a str, &'a str, &'a str), Vec<u32>>,
-    pdbs_by_namespace: FastMap<&'a str, Vec<u32>>,
-    /// Positions of the budgets covering the pods of each shared namespace and label set (by their addresses), in
-    /// ascending order, as asked for: the pods of one controller share both, so selectors are matched once per
-    /// controller, not once per pod and look.
-    cover: Memo<(usize, usize), Rc<[u32]>>,
+    /// Which budgets cover which pods.
+    cover: Cover<'a>,
     /// Per workload or other-controller pod (by its position in the view), whether more than one budget covers it;
     /// empty without budgets.
     multi_covered: Vec<bool>,
@@ -289,11 +282,9 @@ impl<'a> Index<'a> {
         // count for: worked out once per controller, not once per pod. Unshared copies (as tests build them) are
         // worked out once each, with the same result.
         let mut by_controller: Vec<Option<(Class, u32)>> = vec![None; references.len()];
-        let (pdbs, pdbs_by_label, pdbs_by_namespace) = budgets(view);
-        // Budgets covering the pods of each namespace and label set, found once per pass (kept in the index for the
-        // pass's decisions); the walk only asks which pods more than one covers, for the consecutive pods of one
-        // controller once.
-        let cover: Memo<(usize, usize), Rc<[u32]>> = Memo::default();
+        let (pdbs, cover) = budgets(view);
+        // The walk asks which pods more than one budget covers, for the consecutive pods of one controller once (the
+        // answers are kept in `cover` for the pass's decisions).
         let mut last_cover: Option<((usize, usize), bool)> = None;
         let mut node_classes = vec![NodeClasses::default(); nodes.len()];
         let facts: &'a [PodFacts] = &pods.facts;
@@ -375,15 +366,7 @@ impl<'a> Index<'a> {
                             let multi = match last_cover {
                                 Some((last, multi)) if last == key => multi,
                                 _ => {
-                                    let covering = cover.get_or(key, || {
-                                        search_covering(
-                                            &pdbs,
-                                            &pdbs_by_namespace,
-                                            &pdbs_by_label,
-                                            pod,
-                                        )
-                                    });
-                                    let multi = covering.len() > 1;
+                                    let multi = cover.covering(&pdbs, key, pod).len() > 1;
                                     last_cover = Some((key, multi));
                                     multi
                                 }
@@ -444,8 +427,6 @@ impl<'a> Index<'a> {
             #[cfg(test)]
             lookups: lookups.unwrap_or_else(|| Lookups::new(view, &owner_counts)),
             pdbs,
-            pdbs_by_label,
-            pdbs_by_namespace,
             cover,
             multi_covered,
             shared: SharedOutput::default(),
@@ -579,14 +560,7 @@ impl<'a> Index<'a> {
     ) -> impl Iterator<Item = (usize, &'s Pdb<'a>)> + 's {
         let budgets = (!self.pdbs.is_empty()).then(|| {
             let key = (memo::address(&pod.namespace), memo::address(&pod.labels));
-            self.cover.get_or(key, || {
-                search_covering(
-                    &self.pdbs,
-                    &self.pdbs_by_namespace,
-                    &self.pdbs_by_label,
-                    pod,
-                )
-            })
+            self.cover.covering(&self.pdbs, key, pod)
         });
         budgets.into_iter().flat_map(move |budgets| {
             (0..budgets.len()).map(move |k| {
@@ -597,16 +571,44 @@ impl<'a> Index<'a> {
     }
 }
 
-/// Budgets sorted by namespace and name, with their positions by required label and by namespace (see
-/// [`Index::pdbs_by_label`]).
-type Budgets<'a> = (
-    Vec<Pdb<'a>>,
-    FastMap<(&'a str, &'a str, &'a str), Vec<u32>>,
-    FastMap<&'a str, Vec<u32>>,
-);
+/// Which budgets cover which pods: the positions (in the index's sorted budgets) of the budgets with a required
+/// label, by namespace, label key and value, and of the others that can cover a pod (a selector with no such label,
+/// such as the empty one) by namespace, so that a pod's budgets are found among a few, not among every budget of the
+/// cluster; and the answers, by the addresses of the namespace and label set asked for (the pods of one controller
+/// share both, so selectors are matched once per controller and pass, not once per pod and look).
+#[derive(Default)]
+struct Cover<'a> {
+    by_label: FastMap<(&'a str, &'a str, &'a str), Vec<u32>>,
+    by_namespace: FastMap<&'a str, Vec<u32>>,
+    answers: Memo<(usize, usize), Rc<[u32]>>,
+}
 
-/// The budgets of `view`, indexed.
-fn budgets(view: &ClusterView) -> Budgets<'_> {
+impl Cover<'_> {
+    /// Positions of the budgets among `pdbs` that cover `pod`, in ascending order; `key`: the addresses of its
+    /// namespace and labels. Each budget is indexed once, under one label, so none comes twice.
+    fn covering(&self, pdbs: &[Pdb], key: (usize, usize), pod: &PodView) -> Rc<[u32]> {
+        self.answers.get_or(key, || {
+            let namespace = &*pod.namespace;
+            let in_namespace = self.by_namespace.get(namespace).into_iter().flatten();
+            let labelled = pod.labels.iter().flat_map(move |(key, value)| {
+                self.by_label
+                    .get(&(namespace, key.as_str(), value.as_str()))
+                    .into_iter()
+                    .flatten()
+            });
+            let mut found: Vec<u32> = in_namespace
+                .chain(labelled)
+                .copied()
+                .filter(|&i| pdbs[i as usize].covers(pod))
+                .collect();
+            found.sort_unstable();
+            found.into()
+        })
+    }
+}
+
+/// The budgets of `view`, sorted by namespace and name, and how to find those covering a pod.
+fn budgets(view: &ClusterView) -> (Vec<Pdb<'_>>, Cover<'_>) {
     let mut pdbs: Vec<Pdb> = view
         .pdbs
         .iter()
@@ -616,50 +618,26 @@ fn budgets(view: &ClusterView) -> Budgets<'_> {
         })
         .collect();
     pdbs.sort_by(|a, b| (&a.view.namespace, &a.view.name).cmp(&(&b.view.namespace, &b.view.name)));
-    let mut pdbs_by_label: FastMap<(&str, &str, &str), Vec<u32>> = FastMap::default();
-    let mut pdbs_by_namespace: FastMap<&str, Vec<u32>> = FastMap::default();
+    let mut cover = Cover::default();
     for (i, pdb) in pdbs.iter().enumerate() {
         let namespace = pdb.view.namespace.as_str();
         // A null or invalid selector covers nothing.
         if let (Some(Ok(_)), Some(selector)) = (&pdb.selector, &pdb.view.selector) {
             match selector::required_label(selector) {
-                Some((key, value)) => pdbs_by_label
+                Some((key, value)) => cover
+                    .by_label
                     .entry((namespace, key, value))
                     .or_default()
                     .push(slot_of(i)),
-                None => pdbs_by_namespace
+                None => cover
+                    .by_namespace
                     .entry(namespace)
                     .or_default()
                     .push(slot_of(i)),
             }
         }
     }
-    (pdbs, pdbs_by_label, pdbs_by_namespace)
-}
-
-/// Budgets that cover `pod`, looked up among those of the pod's namespace without a required label (`by_namespace`)
-/// and those of each of its labels (`by_label`). Each budget is indexed once, under one label, so none comes twice.
-fn search_covering(
-    pdbs: &[Pdb],
-    by_namespace: &FastMap<&str, Vec<u32>>,
-    by_label: &FastMap<(&str, &str, &str), Vec<u32>>,
-    pod: &PodView,
-) -> Rc<[u32]> {
-    let namespace = &*pod.namespace;
-    let in_namespace = by_namespace.get(namespace).into_iter().flatten();
-    let labelled = pod.labels.iter().flat_map(move |(key, value)| {
-        by_label
-            .get(&(namespace, key.as_str(), value.as_str()))
-            .into_iter()
-            .flatten()
-    });
-    let mut found: Vec<u32> = in_namespace
-        .chain(labelled)
-        .copied()
-        .filter(|&i| pdbs[i as usize].covers(pod))
-        .collect();
-    found.sort_unstable();
-    found.into()
+    (pdbs, cover)
 }
 
 /// A pod bound to a node, as [`Index::pods_on`] finds it.
