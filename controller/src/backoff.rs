@@ -29,6 +29,10 @@ const MAX_DELAY: Duration = Duration::from_secs(300);
 /// Each delay is lengthened by up to this fraction, at random, so that the objects a single cause refused (a webhook
 /// denying every eviction) do not come back all at once. Below one half, delays still grow with every failure.
 const JITTER: f64 = 0.2;
+/// The longest delay after a budget's refusal (429), kubectl drain's interval between attempts: a budget frees up
+/// as a replacement becomes Ready, a change of the budget and not of the pod, so a longer delay would leave the pod
+/// waiting after drain would have gone.
+const BUDGET_RETRY: Duration = Duration::from_secs(5);
 /// Failures in a row after which an object is reported blocked in status (a budget's refusal is reported at once).
 pub const BLOCKED_AFTER: u32 = 3;
 /// Longest apiserver answer kept (an admission webhook's message can be long).
@@ -164,7 +168,10 @@ impl Backoff {
             .get(subject)
             .filter(|e| e.version == version)
             .map_or(1, |e| e.count + 1);
-        let delay = delay(count, (self.random)());
+        let mut delay = delay(count, (self.random)());
+        if reason == Reason::BlockedByPDB {
+            delay = delay.min(BUDGET_RETRY);
+        }
         let retry_at = now + delay;
         // A failure is reported once per attempt, and attempts come no more often than the backoff allows; the same
         // answer is not reported again within the window that preceded this attempt (after a reset by a change).
@@ -455,11 +462,38 @@ mod tests {
         assert!(backoff.entries[&pod("long")].answer.len() <= MAX_ANSWER + 3);
     }
 
+    /// A budget's refusal is asked again at least as often as kubectl drain asks (every 5 s), however many refusals
+    /// came before: the budget frees up without the pod changing. Other failures keep doubling.
+    #[test]
+    fn a_budget_refusal_is_retried_as_often_as_drain_retries() {
+        let mut backoff = Backoff::with_random(most_jitter);
+        let t0 = Instant::now();
+        let (vault, web) = (pod("vault-1"), pod("web-1"));
+        let mut last = (Duration::ZERO, Duration::ZERO);
+        for _ in 0..10 {
+            let refused = backoff.failed(
+                &vault,
+                "evict pod shop/vault-1".into(),
+                Reason::BlockedByPDB,
+                "429 Too Many Requests",
+                None,
+                t0,
+            );
+            let failed = fail(&mut backoff, &web, "403 Forbidden: denied", t0);
+            last = (refused.retry_at - t0, failed.retry_at - t0);
+            assert!(last.0 <= BUDGET_RETRY, "{last:?}");
+        }
+        assert!(last.1 > Duration::from_secs(60), "{last:?}");
+    }
+
     #[test]
     fn actions_are_described_by_verb_and_object() {
         let pod = PodRef::new("shop", "web-1", "u");
         assert_eq!(
-            describe(&ActionKind::DeletePod { pod: pod.clone() }),
+            describe(&ActionKind::DeletePod {
+                pod: pod.clone(),
+                eviction_api: false,
+            }),
             "delete pod shop/web-1"
         );
         assert_eq!(
@@ -473,7 +507,10 @@ mod tests {
             "remove the finalizer of policy fleet"
         );
         assert_eq!(
-            Subject::of(&ActionKind::DeletePod { pod: pod.clone() }),
+            Subject::of(&ActionKind::DeletePod {
+                pod: pod.clone(),
+                eviction_api: false,
+            }),
             Subject::Pod(pod)
         );
     }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 
@@ -91,6 +92,8 @@ struct WireMeta {
     creation_timestamp: Option<Time>,
     #[serde(default)]
     deletion_timestamp: Option<Time>,
+    #[serde(default)]
+    finalizers: Option<Vec<String>>,
 }
 
 impl From<WireMeta> for ObjectMeta {
@@ -106,6 +109,7 @@ impl From<WireMeta> for ObjectMeta {
             owner_references: wire.owner_references,
             creation_timestamp: wire.creation_timestamp,
             deletion_timestamp: wire.deletion_timestamp,
+            finalizers: wire.finalizers,
             ..Self::default()
         }
     }
@@ -127,10 +131,13 @@ struct WireStatus {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct WireCondition {
     #[serde(rename = "type")]
     type_: String,
     status: String,
+    #[serde(default)]
+    last_transition_time: Option<Time>,
 }
 
 /// What the conversion reads, as parsed.
@@ -139,6 +146,7 @@ struct Parsed {
     node_name: Option<String>,
     phase: Option<String>,
     ready: bool,
+    ready_changed: Option<DateTime<Utc>>,
 }
 
 impl k8sm_view::PodFields for Parsed {
@@ -157,6 +165,10 @@ impl k8sm_view::PodFields for Parsed {
     fn ready(&self) -> bool {
         self.ready
     }
+
+    fn ready_changed(&self) -> Option<DateTime<Utc>> {
+        self.ready_changed
+    }
 }
 
 impl From<Wire> for CachedPod {
@@ -164,14 +176,18 @@ impl From<Wire> for CachedPod {
         let (phase, conditions) = wire
             .status
             .map_or((None, None), |s| (s.phase, s.conditions));
+        let ready_condition = conditions
+            .into_iter()
+            .flatten()
+            .find(|c| c.type_ == "Ready");
         let mut parsed = Parsed {
             metadata: wire.metadata.into(),
             node_name: wire.spec.and_then(|s| s.node_name),
             phase,
-            ready: conditions
-                .into_iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "True"),
+            ready: ready_condition.as_ref().is_some_and(|c| c.status == "True"),
+            ready_changed: ready_condition
+                .and_then(|c| c.last_transition_time)
+                .map(|t| k8sm_view::time::from_time(&t)),
         };
         // The view keeps only the annotations the planner reads (a sidecar's status blob is not one of them).
         if let Some(annotations) = parsed.metadata.annotations.as_mut() {

@@ -283,7 +283,7 @@ fn reference(kind: &ActionKind, uids: &impl Uids) -> (String, ObjectReference) {
     match (kind, kind.policy()) {
         (
             ActionKind::Evict { pod, .. }
-            | ActionKind::DeletePod { pod }
+            | ActionKind::DeletePod { pod, .. }
             | ActionKind::Surge { pod, .. },
             _,
         ) => (format!("pod/{}", pod.uid()), pod_ref(pod)),

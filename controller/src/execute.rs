@@ -221,7 +221,13 @@ impl Executor {
                     self.delete_pod(pod).await
                 }
             }
-            ActionKind::DeletePod { pod } => self.delete_pod(pod).await,
+            ActionKind::DeletePod { pod, eviction_api } => {
+                if *eviction_api {
+                    self.evict(pod).await
+                } else {
+                    self.delete_pod(pod).await
+                }
+            }
             ActionKind::Surge {
                 pod,
                 deployment: owner,
@@ -241,6 +247,7 @@ impl Executor {
                 url,
                 executor_id,
                 at,
+                target,
                 ..
             } => {
                 let node = require(node)?;
@@ -286,6 +293,9 @@ impl Executor {
                             ],
                             json!(executor_id.clone().unwrap_or_default()),
                         );
+                        if let Some(target) = target {
+                            annotate(&mut patch, keys::KAMIKAZE_TARGET_ANNOTATION, json!(target));
+                        }
                         self.patch_node(node, patch).await
                     }
                 }
@@ -685,9 +695,10 @@ fn require_policy(policy: Option<&ExecutorUpgradePolicy>) -> Result<&ExecutorUpg
 }
 
 /// Every annotation k8sm writes on a Node besides the mark: what completing or handing a node back removes.
-const K8SM_NODE_ANNOTATIONS: [&str; 9] = [
+const K8SM_NODE_ANNOTATIONS: [&str; 10] = [
     keys::KAMIKAZE_ANNOTATION,
     keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+    keys::KAMIKAZE_TARGET_ANNOTATION,
     keys::KAMIKAZE_OBEYED_ANNOTATION,
     keys::DRAINING_ANNOTATION,
     keys::DRAIN_PROGRESS_ANNOTATION,

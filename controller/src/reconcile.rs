@@ -1066,7 +1066,10 @@ mod tests {
     }
 
     fn delete(pod: &str) -> Action {
-        action(ActionKind::DeletePod { pod: pod_ref(pod) })
+        action(ActionKind::DeletePod {
+            pod: pod_ref(pod),
+            eviction_api: false,
+        })
     }
 
     /// Lengths of the batches `actions` is cut into.

@@ -368,6 +368,12 @@ pub struct ForceArgs {
     #[arg(long, conflicts_with = "include_opted_out")]
     pub retry_kamikaze: bool,
 
+    /// Also delete pods stuck terminating (past their grace period; reason StuckTerminating) with a grace period of 0,
+    /// as `kubectl delete --grace-period=0 --force` would: for a pod whose kubelet is gone. A finalizer still holds
+    /// such a pod until what set it removes it.
+    #[arg(long, conflicts_with = "retry_kamikaze")]
+    pub terminating: bool,
+
     /// Only print what would be deleted or removed.
     #[arg(long)]
     pub dry_run: bool,

@@ -39,6 +39,11 @@ pub const DRAINING_ANNOTATION: &str = "k8s.mesosphere.io/draining";
 /// the kamikaze annotation.
 pub const KAMIKAZE_EXECUTOR_ID_ANNOTATION: &str = "k8s.mesosphere.io/kamikaze-executor-id";
 
+/// Node annotation, written by the controller with the kamikaze when the policy has a target: the executor ID the node
+/// was told to restart into. A node that comes back on it after the target moved (a hotfix release) restarted as told:
+/// it is simply incompatible with the new target and goes round again, where any other ID means it came back wrong.
+pub const KAMIKAZE_TARGET_ANNOTATION: &str = "k8s.mesosphere.io/kamikaze-target";
+
 /// Node annotation written by the executor (or agent) when it obeys a kamikaze, before it restarts: the value of the
 /// [`KAMIKAZE_ANNOTATION`] it obeyed (for the `Http` mechanism, the value the controller POSTed, which it then writes as
 /// the kamikaze annotation). Written with a merge patch conditional on the resourceVersion the executor read.
@@ -148,6 +153,7 @@ mod tests {
             KAMIKAZE_ANNOTATION,
             DRAINING_ANNOTATION,
             KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+            KAMIKAZE_TARGET_ANNOTATION,
             KAMIKAZE_OBEYED_ANNOTATION,
             DRAIN_PROGRESS_ANNOTATION,
             STALLED_ANNOTATION,

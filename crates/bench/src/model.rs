@@ -471,7 +471,7 @@ impl<'w> Model<'w> {
         let grace = f64::from(self.fleet.grace_period_s);
         for action in &plan.actions {
             match &action.kind {
-                ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod } => {
+                ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod, .. } => {
                     if matches!(action.kind, ActionKind::Evict { .. }) {
                         self.run.evictions += 1;
                     } else {

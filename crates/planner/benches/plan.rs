@@ -152,6 +152,7 @@ fn with_budgets(mut view: ClusterView) -> ClusterView {
                 ..LabelSelector::default()
             }),
             disruptions_allowed: 1,
+            ..PdbView::default()
         })
         .collect();
     view

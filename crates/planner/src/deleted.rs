@@ -31,6 +31,7 @@ pub(crate) fn assess(
                 url: None,
                 executor_id: node.executor_id.clone(),
                 at: now,
+                target: spec.target_executor_id.clone(),
             },
             Reason::KamikazeSent,
             "the Node is still there after k8sm deleted it: deleting it again".to_owned(),

@@ -3,12 +3,13 @@
 use std::{cmp::Ordering, sync::Arc};
 
 use chrono::{DateTime, Utc};
+use k8sm_api::text::{MAX_QUOTED_VALUE, quoted};
 use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy};
 
 use crate::{
-    NodeView, PodView, Reason,
-    classify::{Class, Unmanaged, ignored_message, unmanaged_message},
-    health::{self, Ledger, Verdict},
+    NodeView, PodPhase, PodView, Reason,
+    classify::{Class, Ignored, Unmanaged, ignored_message, unmanaged_message},
+    health::{self, Ledger, PodState, Verdict},
     index::{Index, OnNode, Pdb},
     memo::Text,
     output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
@@ -113,6 +114,7 @@ pub(crate) fn tally<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
     let classes = index.classes_on(&ctx.node.name);
     let from_classes = classes.judged_by_policy == 0
         && classes.multi_covered == 0
+        && classes.terminating == 0
         && index.unanswered_pods.is_empty();
     if !from_classes {
         return count(index.pods_on(&ctx.node.name), ctx, index);
@@ -184,6 +186,7 @@ fn needs_operator(
         );
     }
     match class {
+        Class::Ignored(Ignored::Terminating) => stuck_terminating(pod, ctx),
         Class::OptedOut(key) => Some((
             Reason::BlockedOptOut,
             format!(
@@ -218,10 +221,81 @@ fn needs_operator(
     }
 }
 
+/// How long past the end of its grace period a terminating pod may take before it counts as stuck: a kubelet
+/// confirms a pod gone within seconds of its containers stopping.
+const TERMINATION_OVERDUE: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
+
+/// When a terminating pod counts as stuck: [`TERMINATION_OVERDUE`] after its `deletionTimestamp` (the end of its grace
+/// period). `None`: not known to be terminating, or its time is not known.
+fn stuck_at(pod: &PodView) -> Option<DateTime<Utc>> {
+    pod.deletion?.checked_add_signed(TERMINATION_OVERDUE)
+}
+
+/// The obstacle of a pod stuck terminating: a finalizer holds it, or its kubelet never confirms it stopped. It holds
+/// its own node only (its workload counts it as gone), and only an operator clears it.
+fn stuck_terminating(pod: &PodView, ctx: &NodeContext) -> Option<(Reason, String)> {
+    let at = stuck_at(pod).filter(|&at| ctx.now >= at)?;
+    let held_by = match pod.finalizers.as_slice() {
+        [] => "no finalizer: its kubelet has not confirmed that it stopped (is the node down?)"
+            .to_owned(),
+        finalizers => {
+            let shown: Vec<String> = finalizers
+                .iter()
+                .take(3)
+                .map(|f| quoted(f, MAX_QUOTED_VALUE))
+                .collect();
+            let more = finalizers.len().saturating_sub(shown.len());
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!("the finalizers {}{more}", shown.join(", "))
+        }
+    };
+    let since = at - TERMINATION_OVERDUE;
+    Some((
+        Reason::StuckTerminating,
+        format!(
+            "stuck terminating: its grace period ended at {}, and it is held by {held_by}; remove what holds it, or \
+             `kubectl k8sm force {} --terminating`",
+            since.to_rfc3339(),
+            ctx.node.name
+        ),
+    ))
+}
+
 /// Whether the pod goes through the Eviction API: always for a pod of a controller of another kind (its budget is
 /// often all that guards a quorum), else as the policy says.
 fn uses_eviction_api(class: Class, ctx: &NodeContext) -> bool {
     matches!(class, Class::Other(_)) || ctx.spec.respect_pod_disruption_budgets
+}
+
+/// Whether evicting the pod uses up one of `pdb`'s disruptions, as the Eviction API decides: a Pending pod's eviction
+/// is a plain deletion, and a Running pod that is not Ready goes freely where the budget's
+/// `unhealthyPodEvictionPolicy` lets it (pkg/registry/core/pod/storage/eviction.go).
+fn uses_budget(pod: &PodView, ready: bool, pdb: &Pdb) -> bool {
+    ready || !(pod.phase == PodPhase::Pending || pdb.view.admits_not_ready_freely())
+}
+
+/// How the pod stands for the health rule, and, for a pod not Ready that is not broken yet, when it will be: a pod
+/// not Ready (since its Ready condition last changed, or since its creation) for `nodeProgressDeadline` is broken.
+/// The same bound after which a node that made no progress gives up its slot: a wait that long does not end by
+/// itself, and a replacement still starting within it is not churned.
+fn pod_state(pod: &PodView, ready: bool, ctx: &NodeContext) -> (PodState, Option<DateTime<Utc>>) {
+    if ready {
+        return (PodState::Ready, None);
+    }
+    let bound = chrono::Duration::from_std(ctx.spec.node_progress_deadline.as_duration())
+        .unwrap_or(chrono::Duration::MAX);
+    let broken_at = pod
+        .ready_changed
+        .or(pod.created)
+        .and_then(|since| since.checked_add_signed(bound));
+    match broken_at {
+        Some(at) if ctx.now >= at => (PodState::Broken, None),
+        at => (PodState::NotReady, at),
+    }
 }
 
 fn unmanaged_needs_operator(what: &str, ctx: &NodeContext) -> Option<(Reason, String)> {
@@ -303,16 +377,17 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
                 continue;
             }
             let health = ledger.health(workload, counts_for, index);
+            let (state, _) = pod_state(pod, ready, ctx);
             if !matches!(
-                health::judge(health, ctx.threshold, ready),
-                Verdict::Evict { .. } | Verdict::EvictNotReady { .. }
+                health::judge(health, ctx.threshold, state),
+                Verdict::Evict { .. } | Verdict::EvictNotReady { .. } | Verdict::EvictBroken { .. }
             ) {
                 continue;
             }
             let budgets_allow = !uses_eviction_api(class, ctx)
                 || index
                     .pdbs_covering(pod)
-                    .all(|(i, _)| ledger.pdb_allowance(i) > 0);
+                    .all(|(i, p)| ledger.pdb_allowance(i) > 0 || !uses_budget(pod, ready, p));
             if budgets_allow {
                 return Movement::Now;
             }
@@ -361,6 +436,9 @@ pub(crate) struct Drain {
     pub(crate) wake: Option<DateTime<Utc>>,
     /// A surge rollout moves a pod of the node: progress under way, bounded by its own deadline.
     pub(crate) moving: bool,
+    /// Of `actions`, evictions asked for against a budget that allows no disruption now (the Eviction API decides):
+    /// likely refused, so not progress by themselves.
+    pub(crate) asked: usize,
 }
 
 /// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of DESIGN.md §5.3: workload
@@ -389,6 +467,7 @@ pub(crate) fn decide(
         actions: Vec::new(),
         wake: None,
         moving: false,
+        asked: 0,
     };
     let is_of = |class: &Class, other: bool| {
         matches!(
@@ -419,6 +498,7 @@ pub(crate) fn decide(
             actions: Vec::new(),
             wake: None,
             moving: false,
+            asked: 0,
         };
         for &on in &survey.pods {
             let decided = match on.class {
@@ -658,7 +738,25 @@ fn decide_workload(
             );
         }
     }
-    let message = match health::judge(health, t, ready) {
+    if ledger.planned(workload, counts_for, index).1 {
+        // Another pod of the workload is asked for against a budget at zero: the budget is what this one waits on.
+        if let Some((i, pdb)) = exhausted_budget(pod, class, ready, ctx, index, ledger) {
+            return budget_wait(index, pod, class, i, pdb);
+        }
+        return pod_plan(
+            index,
+            pod,
+            class,
+            Decision::Wait,
+            Some(Reason::WaitingForOwner),
+            format!(
+                "wait: an eviction of another pod of {who} is asked for against its PodDisruptionBudget in this \
+                 pass; the next pass goes on from its answer"
+            ),
+        );
+    }
+    let (state, broken_at) = pod_state(pod, ready, ctx);
+    let message = match health::judge(health, t, state) {
         Verdict::RollingOut => {
             return wait(key(WaitsOn::RollingOut), &|| {
                 format!(
@@ -681,11 +779,13 @@ fn decide_workload(
             });
         }
         Verdict::Unhealthy => {
+            // Nothing else may change before it counts as broken: plan again then.
+            drain.wake = earliest(drain.wake, broken_at);
             return wait(key(WaitsOn::BelowFloor), &|| {
                 format!(
                     "wait: pod not Ready, and {who} has {}/{} ready{going}, below its floor {floor} (threshold \
-                     {t}%)",
-                    health.ready, health.desired
+                     {t}%); goes once not Ready for nodeProgressDeadline {}",
+                    health.ready, health.desired, ctx.spec.node_progress_deadline
                 )
             });
         }
@@ -697,6 +797,11 @@ fn decide_workload(
             "evict: pod not Ready, so moving it costs no readiness; {who} keeps {ready}/{} ready (floor {floor} at threshold {t}%){note}",
             health.desired
         ),
+        Verdict::EvictBroken { ready } => format!(
+            "evict: pod broken (not Ready for nodeProgressDeadline {}), so moving it costs no readiness; {who} \
+             stays at {ready}/{} ready, below its floor {floor} (threshold {t}%){note}",
+            ctx.spec.node_progress_deadline, health.desired
+        ),
     };
     let use_eviction_api = uses_eviction_api(class, ctx);
     let pdbs: Vec<(usize, &Pdb)> = if use_eviction_api {
@@ -704,22 +809,41 @@ fn decide_workload(
     } else {
         Vec::new()
     };
-    if let Some(&(i, pdb)) = pdbs.iter().find(|(i, _)| ledger.pdb_allowance(*i) <= 0) {
-        let message = index.shared.message(MessageKey::Budget(i), || {
-            let (ns, name) = (&pdb.view.namespace, &pdb.view.name);
-            format!("wait: PodDisruptionBudget {ns}/{name} allows no disruption now")
-        });
-        return pod_plan(
-            index,
-            pod,
-            class,
-            Decision::Wait,
-            Some(Reason::BlockedByPDB),
-            message,
-        );
+    // A pod that is not Ready uses up no disruption where the budget's `unhealthyPodEvictionPolicy` lets it go freely.
+    // A pod of another controller is asked for whatever the count: its eviction webhook may be what moves it (a VM's
+    // live migration), and the API's answer decides (a refusal backs off and is reported).
+    // One such ask of a workload per pass, alone: the other evictions' counts of Ready pods left would rest on it.
+    // Not for a node that is only reported (queued, paused): nothing is asked for there.
+    let exhausted = pdbs
+        .iter()
+        .find(|(i, p)| ledger.pdb_allowance(*i) <= 0 && uses_budget(pod, ready, p));
+    let asks = matches!(class, Class::Other(_))
+        && ctx.hold.is_none()
+        && exhausted.is_some()
+        && ledger.planned(workload, counts_for, index) == (0, false);
+    if let Some(&(i, pdb)) = exhausted.filter(|_| !asks) {
+        return budget_wait(index, pod, class, i, pdb);
     }
-    let pdbs: Vec<usize> = pdbs.into_iter().map(|(i, _)| i).collect();
+    let mut message = message;
+    if let Some((_, pdb)) = exhausted {
+        let (ns, name) = (&pdb.view.namespace, &pdb.view.name);
+        message.push_str(&format!(
+            " (PodDisruptionBudget {ns}/{name} allows no disruption now: the Eviction API decides)"
+        ));
+        if ctx.hold.is_none() {
+            drain.asked += 1;
+        }
+    }
+    let asked = exhausted.is_some();
+    let pdbs: Vec<usize> = pdbs
+        .into_iter()
+        .filter(|(_, p)| uses_budget(pod, ready, p))
+        .map(|(i, _)| i)
+        .collect();
     ledger.record_eviction(workload, counts_for, index, ready, &pdbs);
+    if asked {
+        ledger.record_ask(workload, counts_for, index);
+    }
     let eviction = Eviction {
         owner: index.shared.owner(workload),
         ready_before: health.ready,
@@ -741,6 +865,41 @@ fn decide_workload(
         ctx,
         drain,
         (action, Reason::Evicted, message),
+    )
+}
+
+/// The first budget covering the pod that allows no disruption its eviction would use, if the pod goes through the
+/// Eviction API.
+fn exhausted_budget<'i>(
+    pod: &'i PodView,
+    class: Class,
+    ready: bool,
+    ctx: &NodeContext,
+    index: &'i Index,
+    ledger: &Ledger,
+) -> Option<(usize, &'i Pdb<'i>)> {
+    if !uses_eviction_api(class, ctx) {
+        return None;
+    }
+    index
+        .pdbs_for(pod)
+        .into_iter()
+        .find(|(i, p)| ledger.pdb_allowance(*i) <= 0 && uses_budget(pod, ready, p))
+}
+
+/// A pod that waits for a budget that allows no disruption now.
+fn budget_wait(index: &Index, pod: &Arc<PodView>, class: Class, i: usize, pdb: &Pdb) -> PodPlan {
+    let message = index.shared.message(MessageKey::Budget(i), || {
+        let (ns, name) = (&pdb.view.namespace, &pdb.view.name);
+        format!("wait: PodDisruptionBudget {ns}/{name} allows no disruption now")
+    });
+    pod_plan(
+        index,
+        pod,
+        class,
+        Decision::Wait,
+        Some(Reason::BlockedByPDB),
+        message,
     )
 }
 
@@ -791,6 +950,10 @@ fn decide_other(
             } else {
                 (Decision::Ignore, None)
             };
+            if why == Ignored::Terminating {
+                // Plan again when it would count as stuck, though nothing else changes by then.
+                drain.wake = earliest(drain.wake, stuck_at(pod));
+            }
             return pod_plan(
                 index,
                 pod,
@@ -808,7 +971,7 @@ fn decide_other(
                 class,
                 ctx,
                 drain,
-                (delete(pod), Reason::DeletedFinishedPod, message),
+                (delete(pod, false), Reason::DeletedFinishedPod, message),
             );
         }
         Class::Job(owner) if !job_expired(ctx) => {
@@ -889,20 +1052,33 @@ fn decide_other(
             message,
         );
     }
-    let message = format!("delete {unmanaged}");
+    // Through the Eviction API where the policy respects budgets: the API marks the pod `DisruptionTarget`, so a
+    // Job's `podFailurePolicy` can tell the kill from a failure, and a budget or webhook has its say.
+    let eviction_api = ctx.spec.respect_pod_disruption_budgets;
+    let how = if eviction_api {
+        "by eviction"
+    } else {
+        "by a plain DELETE: respectPodDisruptionBudgets is false"
+    };
+    let message = format!("delete {unmanaged} ({how})");
     act(
         index,
         pod,
         class,
         ctx,
         drain,
-        (delete(pod), Reason::DeletedUnmanagedPod, message),
+        (
+            delete(pod, eviction_api),
+            Reason::DeletedUnmanagedPod,
+            message,
+        ),
     )
 }
 
-fn delete(pod: &Arc<PodView>) -> ActionKind {
+fn delete(pod: &Arc<PodView>, eviction_api: bool) -> ActionKind {
     ActionKind::DeletePod {
         pod: PodRef::of(pod),
+        eviction_api,
     }
 }
 

@@ -51,6 +51,22 @@ pub struct OwnerHealth {
     pub replacing: bool,
 }
 
+/// How a pod stands for the rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodState {
+    Ready,
+    /// Not Ready for less than the bound after which it counts as broken: a replacement still starting, say.
+    NotReady,
+    /// Not Ready for longer than the bound (`nodeProgressDeadline`): crash-looping, or stuck on its image.
+    Broken,
+}
+
+impl PodState {
+    pub fn is_ready(self) -> bool {
+        self == Self::Ready
+    }
+}
+
 /// What the rule says about one pod of a workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -66,6 +82,12 @@ pub enum Verdict {
         /// Ready pods, before and after.
         ready: u32,
     },
+    /// The pod is broken and the workload below its floor: moving it costs no readiness either, and holding it
+    /// would hold its node for as long as the workload stays broken.
+    EvictBroken {
+        /// Ready pods, before and after.
+        ready: u32,
+    },
     /// The workload is scaled to zero: its controller removes the pod.
     ScaledToZero,
     /// Too few ready pods to lose one.
@@ -77,13 +99,13 @@ pub enum Verdict {
 }
 
 /// The rule, exactly: for a Ready pod `r - 1 >= needed`, or `r >= d` with nothing going, and never while the
-/// workload's own controller is replacing pods; for a pod that is not Ready, `r >= min(needed, d - 1)`, and while
-/// the workload's controller is replacing pods `r - going - 1 >= min(needed, d - 1)`.
-pub fn judge(health: OwnerHealth, threshold: u8, pod_ready: bool) -> Verdict {
+/// workload's own controller is replacing pods; for a pod that is not Ready, `r >= min(needed, d - 1)` or the pod is
+/// broken, and while the workload's controller is replacing pods `r - going - 1 >= min(needed, d - 1)`.
+pub fn judge(health: OwnerHealth, threshold: u8, pod: PodState) -> Verdict {
     if health.desired == 0 {
         return Verdict::ScaledToZero;
     }
-    if !pod_ready {
+    if !pod.is_ready() {
         let floor = sla_floor(threshold, health.desired);
         // During a rollout a pod that is not Ready may become Ready before its eviction lands, and the rollout's
         // controller, counting it available, removes a Ready pod of the old version in exchange: each pod going may
@@ -93,12 +115,11 @@ pub fn judge(health: OwnerHealth, threshold: u8, pod_ready: bool) -> Verdict {
             return Verdict::RollingOut;
         }
         // Otherwise moving a pod that is not Ready costs no readiness.
-        return if health.ready >= floor {
-            Verdict::EvictNotReady {
-                ready: health.ready,
-            }
-        } else {
-            Verdict::Unhealthy
+        let ready = health.ready;
+        return match pod {
+            _ if ready >= floor => Verdict::EvictNotReady { ready },
+            PodState::Broken => Verdict::EvictBroken { ready },
+            _ => Verdict::Unhealthy,
         };
     }
     if health.replacing {
@@ -133,6 +154,10 @@ pub fn judge(health: OwnerHealth, threshold: u8, pod_ready: bool) -> Verdict {
 pub(crate) struct Ledger {
     /// Per workload, its health, at the slot its UID's copies point to.
     health: Vec<OwnerHealth>,
+    /// Per workload (as `health`), evictions planned in this pass, and whether one of them was asked for against a
+    /// budget that allows no disruption now: the API may refuse it, so no other pod of the workload goes in this pass
+    /// (each eviction's count of Ready pods left would otherwise rest on one that may not happen).
+    planned: Vec<(u32, bool)>,
     /// Per copy of a UID seen so far, its slot in `health`.
     by_copy: FastMap<Text, u32>,
     /// Per UID, its slot in `health`.
@@ -197,12 +222,31 @@ impl Ledger {
             None => {
                 let slot = u32::try_from(self.health.len()).expect("fewer than 2^32 workloads");
                 self.health.push(observe(workload, counts_for, index));
+                self.planned.push((0, false));
                 self.by_uid.insert(uid.to_owned(), slot);
                 slot
             }
         };
         self.by_copy.insert(Text::of(uid), slot);
         slot as usize
+    }
+
+    /// Evictions of the workload planned so far in this pass, and whether one was asked for against an exhausted
+    /// budget (see [`Self::record_ask`]).
+    pub(crate) fn planned(
+        &mut self,
+        workload: Workload,
+        counts_for: u32,
+        index: &Index,
+    ) -> (u32, bool) {
+        let slot = self.slot(workload, counts_for, index);
+        self.planned[slot]
+    }
+
+    /// The eviction just recorded for the workload was asked for against a budget that allows no disruption now.
+    pub(crate) fn record_ask(&mut self, workload: Workload, counts_for: u32, index: &Index) {
+        let slot = self.slot(workload, counts_for, index);
+        self.planned[slot].1 = true;
     }
 
     /// Disruptions the budget still allows in this pass.
@@ -220,6 +264,7 @@ impl Ledger {
         pdbs: &[usize],
     ) {
         let slot = self.slot(workload, counts_for, index);
+        self.planned[slot].0 += 1;
         let health = &mut self.health[slot];
         if pod_ready {
             health.ready = health.ready.saturating_sub(1);
@@ -294,6 +339,14 @@ fn desired_of(workload: Workload, pods: PodCounts, gone: u32, index: &Index) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn state(ready: bool) -> PodState {
+        if ready {
+            PodState::Ready
+        } else {
+            PodState::NotReady
+        }
+    }
 
     fn health(desired: u32, ready: u32, going: u32) -> OwnerHealth {
         OwnerHealth {
@@ -489,7 +542,7 @@ mod tests {
             ("nothing ready", 1, health(5, 0, 0), false, Unhealthy),
         ];
         for (name, t, h, pod_ready, expected) in cases {
-            assert_eq!(judge(h, t, pod_ready), expected, "{name}");
+            assert_eq!(judge(h, t, state(pod_ready)), expected, "{name}");
         }
     }
 
@@ -501,12 +554,12 @@ mod tests {
         };
         // 5 Ready of 4: by the count alone a Ready pod could go.
         assert!(matches!(
-            judge(health(4, 5, 0), 90, true),
+            judge(health(4, 5, 0), 90, PodState::Ready),
             Verdict::Evict { .. }
         ));
-        assert_eq!(judge(rolling, 90, true), Verdict::RollingOut);
+        assert_eq!(judge(rolling, 90, PodState::Ready), Verdict::RollingOut);
         assert_eq!(
-            judge(rolling, 90, false),
+            judge(rolling, 90, PodState::NotReady),
             Verdict::EvictNotReady { ready: 5 }
         );
         // Floor 3 of 4: with two pods going, a third that turned Ready meanwhile could leave 5 - 3 = 2.
@@ -514,13 +567,17 @@ mod tests {
             going: 2,
             ..rolling
         };
-        assert_eq!(judge(two_going, 90, false), Verdict::RollingOut);
+        assert_eq!(
+            judge(two_going, 90, PodState::NotReady),
+            Verdict::RollingOut
+        );
+        assert_eq!(judge(two_going, 90, PodState::Broken), Verdict::RollingOut);
         let one_going = OwnerHealth {
             going: 1,
             ..rolling
         };
         assert_eq!(
-            judge(one_going, 90, false),
+            judge(one_going, 90, PodState::NotReady),
             Verdict::EvictNotReady { ready: 5 }
         );
     }
@@ -537,7 +594,14 @@ mod tests {
                             replacing: true,
                             ..health(d, r, going)
                         };
-                        if let Verdict::EvictNotReady { .. } = judge(rolling, t, false) {
+                        let verdicts =
+                            [PodState::NotReady, PodState::Broken].map(|p| judge(rolling, t, p));
+                        for verdict in verdicts {
+                            let (Verdict::EvictNotReady { .. } | Verdict::EvictBroken { .. }) =
+                                verdict
+                            else {
+                                continue;
+                            };
                             let worst = r.checked_sub(going + 1);
                             assert!(
                                 worst.is_some_and(|left| left >= sla_floor(t, d)),
@@ -556,30 +620,59 @@ mod tests {
             for d in 1..=30 {
                 for r in 0..=d + 2 {
                     for going in 0..=2 {
-                        for pod_ready in [true, false] {
+                        for pod in [PodState::Ready, PodState::NotReady, PodState::Broken] {
                             // The oracle: the Ready pods left once the pod is gone, counted here.
-                            let left = r - u32::from(pod_ready && r > 0);
-                            match judge(health(d, r, going), t, pod_ready) {
+                            let left = r - u32::from(pod.is_ready() && r > 0);
+                            let why = format!("t={t} d={d} r={r} going={going} {pod:?}");
+                            match judge(health(d, r, going), t, pod) {
                                 Verdict::Evict { ready_after, .. } => {
-                                    assert!(pod_ready);
+                                    assert!(pod.is_ready());
                                     assert_eq!(ready_after, left);
                                 }
                                 Verdict::EvictNotReady { ready } => {
-                                    assert!(!pod_ready);
+                                    assert!(!pod.is_ready());
                                     assert_eq!(ready, left);
+                                }
+                                // Below the floor already, and left there: moving it takes no Ready pod away.
+                                Verdict::EvictBroken { ready } => {
+                                    assert_eq!(pod, PodState::Broken, "{why}");
+                                    assert_eq!((ready, left), (r, r), "{why}");
+                                    assert!(r < sla_floor(t, d), "{why}");
+                                    continue;
                                 }
                                 Verdict::Unhealthy
                                 | Verdict::ScaledToZero
                                 | Verdict::RollingOut => continue,
                             }
-                            assert!(
-                                left >= sla_floor(t, d),
-                                "t={t} d={d} r={r} going={going} ready={pod_ready}"
-                            );
+                            assert!(left >= sla_floor(t, d), "{why}");
                         }
                     }
                 }
             }
         }
+    }
+
+    /// A broken pod goes whatever its workload's Ready count; a pod merely not Ready yet (a replacement starting)
+    /// does not while the workload is below its floor.
+    #[test]
+    fn a_broken_pod_goes_below_the_floor_and_a_starting_one_does_not() {
+        // A Deployment of 3 crash-looping: nothing Ready.
+        assert_eq!(
+            judge(health(3, 0, 0), 90, PodState::Broken),
+            Verdict::EvictBroken { ready: 0 }
+        );
+        assert_eq!(
+            judge(health(3, 0, 0), 90, PodState::NotReady),
+            Verdict::Unhealthy
+        );
+        // At the floor, either may go.
+        assert_eq!(
+            judge(health(3, 2, 0), 90, PodState::NotReady),
+            Verdict::EvictNotReady { ready: 2 }
+        );
+        assert_eq!(
+            judge(health(3, 2, 0), 90, PodState::Broken),
+            Verdict::EvictNotReady { ready: 2 }
+        );
     }
 }

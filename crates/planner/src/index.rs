@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use crate::{
     ClusterView, NodeView, OwnerView, PdbView, PodView,
-    classify::{self, Class},
+    classify::{self, Class, Ignored},
     facts::{ClassKey, OrderKey, PodCache, PodFacts},
     memo::{self, Memo, Text},
     resolved::ControllerClasses,
@@ -124,7 +124,7 @@ pub(crate) struct OwnerEntry<'a> {
 pub(crate) struct PodCounts {
     /// Pods not finished, bound to a node or not.
     pub(crate) seen: u32,
-    /// Of those, pods terminating or with an eviction in flight.
+    /// Of those, pods with an eviction in flight (a pod terminating on its own is gone, not going).
     pub(crate) going: u32,
     /// Of the others, Ready pods.
     pub(crate) ready: u32,
@@ -151,6 +151,8 @@ pub(crate) struct NodeClasses {
     pub(crate) multi_covered: u32,
     /// Opted-out, Job and unmanaged pods: those whose obstacle depends on the policy.
     pub(crate) judged_by_policy: u32,
+    /// Pods terminating: whether one is stuck depends on the time.
+    pub(crate) terminating: u32,
 }
 
 /// The view, indexed. Every collection iterates in a fixed order, whatever the order of the view's vectors.
@@ -378,6 +380,7 @@ impl<'a> Index<'a> {
                     Class::OptedOut(_) | Class::Job(_) | Class::Unmanaged(_) => {
                         on_node.judged_by_policy += 1
                     }
+                    Class::Ignored(Ignored::Terminating) => on_node.terminating += 1,
                     Class::Ignored(_) | Class::Finished => {}
                 }
             }
@@ -393,9 +396,11 @@ impl<'a> Index<'a> {
             }
             if !f.finished {
                 counts.seen += 1;
-                if f.terminating || going {
+                // A pod terminating is gone for its workload, as the disruption controller counts it (its controller
+                // replaces it at once); only k8sm's own evictions not yet shown are still going.
+                if going {
                     counts.going += 1;
-                } else if f.ready {
+                } else if f.ready && !f.terminating {
                     counts.ready += 1;
                 }
             }

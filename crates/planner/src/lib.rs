@@ -51,6 +51,6 @@ pub use selector::{Selector, SelectorError};
 pub use surge::move_record as surge_move_record;
 pub use view::{
     ClusterView, ControllerRef, DeletedNodeRecord, InFlightEviction, NodeView, OwnerKind,
-    OwnerView, PdbView, PodPhase, PodView, PolicyView, RolloutView,
+    OwnerView, PdbView, PodPhase, PodView, PolicyView, RolloutView, UnhealthyPodEvictionPolicy,
 };
 pub use workload::{grow_observed_sizes, live_pods_by_workload, ready_pods_by_workload};

@@ -117,6 +117,29 @@ pub(crate) fn still_to_drain(node: &NodeView) -> bool {
     is_marked(node) && !is_kamikaze_sent(node) && !node_opted_out(node)
 }
 
+/// Why a marked node cannot be drained now, if it cannot: NotReady or unreachable (no kubelet to confirm a pod gone),
+/// or no executor ID (no executor to obey a kamikaze, nor to say it came back). Such a node is not admitted and holds
+/// no slot until it is back; a node told to restart that is not back keeps its slot instead (`RestartOverdue`).
+pub(crate) fn unavailable(node: &NodeView) -> Option<String> {
+    if !node.ready {
+        return Some(
+            "NotReady: its kubelet does not report (down or unreachable); not admitted until it is Ready again"
+                .to_owned(),
+        );
+    }
+    if node
+        .executor_id
+        .as_deref()
+        .is_none_or(|id| id.trim().is_empty())
+    {
+        return Some(format!(
+            "{}: no executor would obey a kamikaze; not admitted until it reports one",
+            reported_executor(node.executor_id.as_deref())
+        ));
+    }
+    None
+}
+
 /// Assesses `node` under `spec` at `now`.
 pub(crate) fn assess(
     node: &NodeView,
@@ -141,7 +164,15 @@ pub(crate) fn assess(
     // An executor that came back with its old ID acknowledged the kamikaze by removing its annotation.
     let came_back_unchanged = recorded.is_some() && !kamikaze.is_present() && !restarted;
     let upgraded = at_target || (target.is_none() && restarted);
-    let came_back_wrong = kamikaze_sent && !upgraded && (restarted || came_back_unchanged);
+    // Back on the target it was told to restart into, which is not the target any more (it moved mid-upgrade): it
+    // restarted as told, and is simply incompatible with the new target.
+    let on_earlier_target = kamikaze_sent
+        && restarted
+        && !upgraded
+        && current.is_some()
+        && current == node.kamikaze_target.as_deref();
+    let came_back_wrong =
+        kamikaze_sent && !upgraded && !on_earlier_target && (restarted || came_back_unchanged);
     let has_state = marked || node.has_k8sm_taint || has_k8sm_state(node);
 
     if node_opted_out(node) {
@@ -180,6 +211,23 @@ pub(crate) fn assess(
             };
             a.actions.push((complete(node), Reason::Upgraded, message));
         }
+        return a;
+    }
+
+    if on_earlier_target {
+        // Its upgrade state goes, mark included; the next pass marks it for the new target, and it goes round again.
+        let mut a = Assessment::new(Stage::Settled(NodePhase::Incompatible));
+        a.incompatible_since = incompatible.time();
+        let id = bounded(current.unwrap_or_default(), MAX_EXECUTOR_ID);
+        a.actions.push((
+            complete(node),
+            Reason::Upgraded,
+            format!(
+                "executor came back as {id}, the target it was told to restart into; the target is now {}: its \
+                 upgrade state was removed, and it is marked again for the new target",
+                target.unwrap_or("(none)")
+            ),
+        ));
         return a;
     }
 
@@ -294,6 +342,7 @@ pub(crate) fn has_k8sm_state(node: &NodeView) -> bool {
         || node.marked_by_k8sm
         || node.kamikaze.is_some()
         || node.kamikaze_executor_id.is_some()
+        || node.kamikaze_target.is_some()
         || node.kamikaze_obeyed
 }
 

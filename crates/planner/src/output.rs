@@ -47,7 +47,7 @@ impl Plan {
     /// The pods planned for deletion, in order.
     pub fn deletions(&self) -> impl Iterator<Item = &PodRef> {
         self.actions.iter().filter_map(|a| match &a.kind {
-            ActionKind::DeletePod { pod } => Some(pod),
+            ActionKind::DeletePod { pod, .. } => Some(pod),
             _ => None,
         })
     }
@@ -142,6 +142,10 @@ pub enum ActionKind {
     DeletePod {
         /// The pod.
         pod: PodRef,
+        /// Through the Eviction API (an unmanaged or Job pod under a policy that respects budgets: the API sets its
+        /// `DisruptionTarget` condition, which a Job's `podFailurePolicy` reads), or by a plain DELETE.
+        #[serde(default)]
+        eviction_api: bool,
     },
     /// Record drain progress: set [`k8sm_api::keys::DRAIN_PROGRESS_ANNOTATION`] to `at` and `pods_left`.
     Progress {
@@ -165,7 +169,7 @@ pub enum ActionKind {
     },
     /// Tell a drained node's executor to terminate. With `Annotation` (and, as the record, with `Http` after the
     /// POST) set [`k8sm_api::keys::KAMIKAZE_ANNOTATION`] to `at` and
-    /// [`k8sm_api::keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION`] to `executor_id` (empty for none), in one patch, so the
+    /// [`k8sm_api::keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION`] to `executor_id` (empty for none), and the target, in one patch, so the
     /// state survives a controller restart; with `DeleteNode`, first record the node in the policy's
     /// `status.deletedNodes` (unless it is there already), then delete the Node object.
     Kamikaze {
@@ -179,6 +183,10 @@ pub enum ActionKind {
         executor_id: Option<String>,
         /// The kamikaze time, to record.
         at: DateTime<Utc>,
+        /// The target the node is told to restart into, to record
+        /// ([`k8sm_api::keys::KAMIKAZE_TARGET_ANNOTATION`]); none without a target.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
     },
     /// Remove all of k8sm's upgrade state from a node (it runs the target executor, or its mark was removed): the
     /// incompatible-executor annotation and label, the taint, and every k8sm annotation (kamikaze,
@@ -227,7 +235,7 @@ impl ActionKind {
     /// The pod the action removes (an eviction or a deletion): a call launched and tracked until it answers.
     pub fn pod(&self) -> Option<&PodRef> {
         match self {
-            Self::Evict { pod, .. } | Self::DeletePod { pod } => Some(pod),
+            Self::Evict { pod, .. } | Self::DeletePod { pod, .. } => Some(pod),
             _ => None,
         }
     }

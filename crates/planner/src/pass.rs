@@ -109,6 +109,9 @@ impl<'v> PolicyPass<'v, '_> {
         let mut holders: Vec<(Holding, Entry)> = Vec::new();
         let mut blocked: Vec<Entry> = Vec::new();
         let mut candidates: Vec<Entry> = Vec::new();
+        // Candidates never started: down (with why), or holding a pod only an operator can clear.
+        let mut unavailable: Vec<(Entry, String)> = Vec::new();
+        let mut operator_only: Vec<Entry> = Vec::new();
         for node in own {
             let assessment = match records.get(node.name.as_str()) {
                 Some(record) => {
@@ -153,8 +156,16 @@ impl<'v> PolicyPass<'v, '_> {
                     }
                 }
                 Stage::Candidate => {
-                    entry.survey = Some(drain::tally(&self.context(&entry, None), self.index));
-                    candidates.push(entry);
+                    let survey = drain::tally(&self.context(&entry, None), self.index);
+                    let need_operator = survey.need_operator;
+                    entry.survey = Some(survey);
+                    if let Some(why) = nodes::unavailable(entry.node) {
+                        unavailable.push((entry, why));
+                    } else if need_operator > 0 {
+                        operator_only.push(entry);
+                    } else {
+                        candidates.push(entry);
+                    }
                 }
             }
         }
@@ -206,6 +217,7 @@ impl<'v> PolicyPass<'v, '_> {
             out.report(node_plan);
         }
         for entry in blocked {
+            self.hand_back(entry.node, &mut out);
             self.drain(entry, NodePhase::Blocked, ledger, &mut out);
         }
         // Queued nodes that stalled before are reported with what their pods would wait on, decided on one copy
@@ -214,6 +226,14 @@ impl<'v> PolicyPass<'v, '_> {
         for (position, entry) in self.queue(queued, ledger).into_iter().enumerate() {
             let position = u32::try_from(position + 1).unwrap_or(u32::MAX);
             self.report_queued(entry, position, ledger, &mut hypothetical, &mut out);
+        }
+        for (entry, why) in unavailable {
+            let mut node_plan = self.node_plan(&entry, NodePhase::Blocked);
+            node_plan.blockers.push(blocker(Reason::NodeNotReady, why));
+            out.report(node_plan);
+        }
+        for entry in operator_only {
+            self.report_operator_only(entry, ledger, &mut hypothetical, &mut out);
         }
 
         conditions.extend(conditions::node_conditions(&out.nodes));

@@ -84,6 +84,12 @@ pub enum Reason {
     /// retried with exponential backoff, and after a few failures in a row its pod or node is reported blocked.
     /// Reported by the controller, never planned.
     ActionFailed,
+    /// A node is NotReady or unreachable, or reports no executor ID: it is not admitted and holds no drain slot until
+    /// it is back (a node told to restart that does not come back is `RestartOverdue` instead, and keeps its slot).
+    NodeNotReady,
+    /// A pod has been terminating for longer than its grace period plus a minute: a finalizer holds it, or its
+    /// kubelet is gone. Only its own node waits for it; an operator clears it (`kubectl k8sm force --terminating`).
+    StuckTerminating,
     /// A watch the planner depends on has been failing for longer than the controller's bound: it takes no action
     /// until the watch recovers (the policies' Degraded condition). Reported by the controller, never planned.
     WatchFailing,
@@ -91,7 +97,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Self; 35] = [
+    pub const ALL: [Self; 37] = [
         Self::Marked,
         Self::Cordoned,
         Self::Admitted,
@@ -126,6 +132,8 @@ impl Reason {
         Self::Finalizer,
         Self::DrainProgress,
         Self::ActionFailed,
+        Self::NodeNotReady,
+        Self::StuckTerminating,
         Self::WatchFailing,
     ];
 
@@ -166,6 +174,8 @@ impl Reason {
             Self::Finalizer => "Finalizer",
             Self::DrainProgress => "DrainProgress",
             Self::ActionFailed => "ActionFailed",
+            Self::NodeNotReady => "NodeNotReady",
+            Self::StuckTerminating => "StuckTerminating",
             Self::WatchFailing => "WatchFailing",
         }
     }
@@ -191,6 +201,8 @@ impl Reason {
                 | Self::NodeAddressMissing
                 | Self::ActionFailed
                 | Self::NodeAddressInvalid
+                | Self::NodeNotReady
+                | Self::StuckTerminating
         )
     }
 
@@ -207,6 +219,8 @@ impl Reason {
                 | Self::MalformedAnnotation
                 | Self::NodeAddressMissing
                 | Self::NodeAddressInvalid
+                | Self::NodeNotReady
+                | Self::StuckTerminating
         )
     }
 }

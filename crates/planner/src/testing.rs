@@ -220,10 +220,24 @@ pub fn unmanaged_pod(namespace: &str, name: &str, node: &str) -> PodView {
 }
 
 impl PodView {
-    /// Not ready.
+    /// Not ready, since a time the view does not tell (no Ready condition time, no creation time): never broken.
     pub fn not_ready(mut self) -> Self {
         self.ready = false;
+        self.ready_changed = None;
+        self.created = None;
         self
+    }
+
+    /// Not ready since `since` (the Ready condition's last change): broken once `nodeProgressDeadline` has passed.
+    pub fn not_ready_since(mut self, since: DateTime<Utc>) -> Self {
+        self.ready = false;
+        self.ready_changed = Some(since);
+        self
+    }
+
+    /// Not ready since [`t0`]: broken by any later plan under the default `nodeProgressDeadline` (10 minutes).
+    pub fn broken(self) -> Self {
+        self.not_ready_since(t0())
     }
 
     /// Terminating (deletionTimestamp set).
@@ -306,6 +320,7 @@ pub fn pdb(namespace: &str, name: &str, pairs: &[(&str, &str)], allowed: i32) ->
         name: name.to_owned(),
         selector: Some(labels_selector(pairs)),
         disruptions_allowed: allowed,
+        ..Default::default()
     }
 }
 
@@ -389,7 +404,7 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
                     rollout.surge_move = Some(crate::surge_move_record(*at, pod.uid()));
                 }
             }
-            (ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod }, _) => {
+            (ActionKind::Evict { pod, .. } | ActionKind::DeletePod { pod, .. }, _) => {
                 if let Some(p) = view.pods.iter_mut().find(|p| *p.uid == *pod.uid()) {
                     std::sync::Arc::make_mut(p).terminating = true;
                 }
@@ -399,6 +414,7 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
                     mechanism,
                     executor_id,
                     at,
+                    target,
                     ..
                 },
                 Some(i),
@@ -409,6 +425,7 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
                     let n = &mut view.nodes[i];
                     n.kamikaze = Some(at.to_rfc3339());
                     n.kamikaze_executor_id = Some(executor_id.clone().unwrap_or_default());
+                    n.kamikaze_target = target.clone();
                 }
             }
             (ActionKind::Complete { uncordon, .. }, Some(i)) => {
@@ -455,6 +472,7 @@ fn release(n: &mut NodeView, uncordon: bool, remove_mark: bool) {
     }
     n.kamikaze = None;
     n.kamikaze_executor_id = None;
+    n.kamikaze_target = None;
     n.kamikaze_obeyed = false;
     n.draining_since = None;
     n.drain_progress = None;
@@ -477,7 +495,7 @@ pub fn record_in_flight(view: &mut ClusterView, plan: &Plan, when: DateTime<Utc>
                 owner_uid: Some(eviction.owner.uid.to_string()),
                 at: when,
             });
-        } else if let ActionKind::DeletePod { pod } = &action.kind {
+        } else if let ActionKind::DeletePod { pod, .. } = &action.kind {
             view.in_flight.push(InFlightEviction {
                 unanswered: false,
                 pod_uid: pod.uid().to_string(),

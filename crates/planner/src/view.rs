@@ -67,6 +67,9 @@ pub struct NodeView {
     /// kamikaze was sent (empty when it reported none). It survives the executor clearing the kamikaze annotation on
     /// restart, so a restart is recognised by a changed executor ID.
     pub kamikaze_executor_id: Option<String>,
+    /// The [`k8sm_api::keys::KAMIKAZE_TARGET_ANNOTATION`] as found: the target the node was told to restart into.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kamikaze_target: Option<String>,
     /// Whether the `k8s.mesosphere.io/cordoned-by: k8sm` annotation is present.
     pub cordoned_by_k8sm: bool,
     /// Whether the `k8s.mesosphere.io/marked-by: k8sm` annotation is present: k8sm set the mark itself.
@@ -154,6 +157,17 @@ pub struct PodView {
     pub mirror: bool,
     /// `metadata.creationTimestamp`; lets reports list blocked pods oldest first.
     pub created: Option<DateTime<Utc>>,
+    /// The `lastTransitionTime` of the `Ready` condition: since when the pod is Ready, or not Ready (`None`: it has
+    /// no Ready condition yet; a pod not Ready is then not Ready since its creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_changed: Option<DateTime<Utc>>,
+    /// `metadata.deletionTimestamp`: when its grace period ends, after which only its kubelet's confirmation or a
+    /// finalizer keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion: Option<DateTime<Utc>>,
+    /// `metadata.finalizers`: what may keep a terminating pod after its grace period.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finalizers: Vec<String>,
 }
 
 /// The kinds of pod controllers (and of their own controllers) that the planner tells apart.
@@ -323,6 +337,38 @@ pub struct PdbView {
     pub selector: Option<LabelSelector>,
     /// `status.disruptionsAllowed`, as the apiserver reports it.
     pub disruptions_allowed: i32,
+    /// `spec.unhealthyPodEvictionPolicy`: when the Eviction API lets a pod that is Running but not Ready go.
+    #[serde(default)]
+    pub unhealthy_pod_eviction_policy: UnhealthyPodEvictionPolicy,
+    /// `status.currentHealthy` and `status.desiredHealthy`: under `IfHealthyBudget`, a pod that is not Ready goes
+    /// while the first is at least the second.
+    #[serde(default)]
+    pub current_healthy: i32,
+    #[serde(default)]
+    pub desired_healthy: i32,
+}
+
+/// `spec.unhealthyPodEvictionPolicy` of a PodDisruptionBudget.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UnhealthyPodEvictionPolicy {
+    /// The default: a Running pod that is not Ready goes while the budget is healthy, without using a disruption.
+    #[default]
+    IfHealthyBudget,
+    /// A Running pod that is not Ready always goes.
+    AlwaysAllow,
+}
+
+impl PdbView {
+    /// Whether the Eviction API lets a Running pod that is not Ready go without using one of the budget's
+    /// disruptions (pkg/registry/core/pod/storage/eviction.go).
+    pub fn admits_not_ready_freely(&self) -> bool {
+        match self.unhealthy_pod_eviction_policy {
+            UnhealthyPodEvictionPolicy::AlwaysAllow => true,
+            UnhealthyPodEvictionPolicy::IfHealthyBudget => {
+                self.desired_healthy > 0 && self.current_healthy >= self.desired_healthy
+            }
+        }
+    }
 }
 
 /// An `ExecutorUpgradePolicy`.

@@ -23,6 +23,7 @@ pub fn node_view(node: &Node) -> NodeView {
         draining_since: annotation(meta, keys::DRAINING_ANNOTATION),
         kamikaze: annotation(meta, keys::KAMIKAZE_ANNOTATION),
         kamikaze_executor_id: annotation(meta, keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION),
+        kamikaze_target: annotation(meta, keys::KAMIKAZE_TARGET_ANNOTATION),
         cordoned_by_k8sm: annotation(meta, keys::CORDONED_BY_ANNOTATION).as_deref()
             == Some(keys::CORDONED_BY_VALUE),
         marked_by_k8sm: annotation(meta, keys::MARKED_BY_ANNOTATION).as_deref()

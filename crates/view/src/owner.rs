@@ -57,9 +57,7 @@ fn rollout_complete(deployment: &Deployment) -> bool {
         (None, _) => true,
         (Some(_), None) => false,
     };
-    let timed_out = status.conditions.iter().flatten().any(|c| {
-        c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
-    });
+    let timed_out = progress_deadline_exceeded(deployment);
     let desired = deployment
         .spec
         .as_ref()
@@ -71,10 +69,26 @@ fn rollout_complete(deployment: &Deployment) -> bool {
     observed && !timed_out && updated >= desired && replicas <= updated && available >= updated
 }
 
-/// Whether a Deployment's controller is replacing pods itself: not paused, and either a generation it has not
-/// observed yet (a rollout about to start) or pods of older ReplicaSets left (`status.replicas` counts every
-/// ReplicaSet's pods, `status.updatedReplicas` the newest one's), the first half of `kubectl rollout status`'s test.
+/// The Deployment's Progressing condition says its rollout is stuck (`kubectl rollout status` fails with it).
+fn progress_deadline_exceeded(deployment: &Deployment) -> bool {
+    let conditions = deployment
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref());
+    conditions.into_iter().flatten().any(|c| {
+        c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+    })
+}
+
+/// Whether a Deployment's controller is replacing pods itself: not paused, not past its progress deadline, and either
+/// a generation it has not observed yet (a rollout about to start) or pods of older ReplicaSets left
+/// (`status.replicas` counts every ReplicaSet's pods, `status.updatedReplicas` the newest one's), the first half of
+/// `kubectl rollout status`'s test. A rollout past its deadline replaces a pod only as a new one becomes available,
+/// which adds as much readiness as it takes: its pods then move within the headroom of its Ready count.
 fn replacing_pods(deployment: &Deployment) -> bool {
+    if progress_deadline_exceeded(deployment) {
+        return false;
+    }
     let paused = deployment
         .spec
         .as_ref()
@@ -108,7 +122,41 @@ pub fn replication_controller_view(controller: &ReplicationController) -> OwnerV
 
 pub fn stateful_set_view(stateful_set: &StatefulSet) -> OwnerView {
     let replicas = stateful_set.spec.as_ref().and_then(|s| s.replicas);
-    replicated(OwnerKind::StatefulSet, &stateful_set.metadata, replicas)
+    let mut view = replicated(OwnerKind::StatefulSet, &stateful_set.metadata, replicas);
+    view.replacing = stateful_set_replacing(stateful_set);
+    view
+}
+
+/// Whether a StatefulSet's controller is about to replace a Ready pod: a rolling update not done (a generation not
+/// observed yet, or fewer pods of the update revision than the partition asks for) while every replica is Ready,
+/// which is when it deletes the next old pod. While a pod is not Ready it waits for it, as with a rollout stuck on a
+/// bad image: its pods then move within the headroom of its Ready count. `OnDelete` replaces nothing itself.
+fn stateful_set_replacing(stateful_set: &StatefulSet) -> bool {
+    let spec = stateful_set.spec.as_ref();
+    let strategy = spec.and_then(|s| s.update_strategy.as_ref());
+    if strategy.and_then(|s| s.type_.as_deref()) == Some("OnDelete") {
+        return false;
+    }
+    let Some(status) = stateful_set.status.as_ref() else {
+        return false;
+    };
+    let replicas = spec.and_then(|s| s.replicas).unwrap_or(1);
+    let partition = strategy
+        .and_then(|s| s.rolling_update.as_ref())
+        .and_then(|r| r.partition)
+        .unwrap_or(0)
+        .clamp(0, replicas);
+    let unobserved = match (stateful_set.metadata.generation, status.observed_generation) {
+        (Some(generation), Some(observed)) => generation > observed,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let revisions_differ = status.update_revision.is_some()
+        && status.current_revision.is_some()
+        && status.update_revision != status.current_revision;
+    let updating = revisions_differ && status.updated_replicas.unwrap_or(0) < replicas - partition;
+    let all_ready = status.ready_replicas.unwrap_or(0) >= replicas;
+    (unobserved || updating) && all_ready
 }
 
 /// A Job: its pods wait for completion, so it has no desired count.

@@ -175,3 +175,72 @@ fn a_rollout_is_complete_only_by_kubectl_rollout_status_s_test() {
         assert!(!single(Value::Null, json!({}), status).complete, "{why}");
     }
 }
+
+/// A Deployment of 4 rolling out (generation observed, 5 pods of which 1 updated), with `conditions`.
+fn rolling_deployment(conditions: Value) -> OwnerView {
+    let mut object: Deployment = object(
+        "apps/v1",
+        "Deployment",
+        json!({"generation": 2}),
+        json!({"replicas": 4}),
+    );
+    object.status = serde_json::from_value(json!({
+        "observedGeneration": 2, "replicas": 5, "updatedReplicas": 1, "readyReplicas": 4,
+        "availableReplicas": 4, "conditions": conditions
+    }))
+    .expect("a status");
+    deployment_view(&object)
+}
+
+/// A rollout stuck past its progress deadline replaces a pod only as a new one becomes available: no longer
+/// "replacing", so its pods move within the headroom of its Ready count.
+#[test]
+fn a_rollout_past_its_progress_deadline_is_not_replacing() {
+    let progressing =
+        json!([{"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}]);
+    assert!(rolling_deployment(progressing).replacing);
+    let stuck =
+        json!([{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]);
+    assert!(!rolling_deployment(stuck).replacing);
+}
+
+/// A StatefulSet of 3 with `spec` merged over a rolling update, and `status`.
+fn stateful(spec: Value, status: Value) -> OwnerView {
+    let mut base = json!({"replicas": 3});
+    for (key, value) in spec.as_object().expect("an object") {
+        base[key] = value.clone();
+    }
+    let mut object: StatefulSet = object("apps/v1", "StatefulSet", json!({"generation": 2}), base);
+    object.status = serde_json::from_value(status).expect("a status");
+    stateful_set_view(&object)
+}
+
+/// A StatefulSet's controller deletes the next old pod of a rolling update once every replica is Ready: k8sm adds
+/// no eviction then. While one is not Ready (a bad image), or once the partition is reached, it replaces nothing.
+#[test]
+fn a_stateful_set_replaces_while_its_update_goes_on_with_every_replica_ready() {
+    let status = |updated: i32, ready: i32| {
+        json!({"observedGeneration": 2, "replicas": 3, "readyReplicas": ready, "updatedReplicas": updated,
+               "currentRevision": "web-1", "updateRevision": "web-2"})
+    };
+    assert!(stateful(json!({}), status(1, 3)).replacing);
+    assert!(
+        !stateful(json!({}), status(1, 2)).replacing,
+        "stuck on a pod that is not Ready"
+    );
+    let done = json!({"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 3,
+                      "currentRevision": "web-2", "updateRevision": "web-2"});
+    assert!(!stateful(json!({}), done).replacing);
+    let partition =
+        json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}});
+    assert!(
+        !stateful(partition.clone(), status(1, 3)).replacing,
+        "partition reached"
+    );
+    assert!(stateful(partition, status(0, 3)).replacing);
+    let on_delete = json!({"updateStrategy": {"type": "OnDelete"}});
+    assert!(!stateful(on_delete, status(1, 3)).replacing);
+    let unobserved = json!({"observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 3,
+                            "currentRevision": "web-2", "updateRevision": "web-2"});
+    assert!(stateful(json!({}), unobserved).replacing);
+}

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
+use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -32,6 +33,8 @@ pub trait PodFields {
     fn phase(&self) -> Option<&str>;
     /// Whether `status.conditions` has Ready True.
     fn ready(&self) -> bool;
+    /// The `lastTransitionTime` of the Ready condition, if it has one.
+    fn ready_changed(&self) -> Option<DateTime<Utc>>;
 }
 
 impl PodFields for Pod {
@@ -52,6 +55,15 @@ impl PodFields for Pod {
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    }
+
+    fn ready_changed(&self) -> Option<DateTime<Utc>> {
+        let conditions = self.status.as_ref()?.conditions.as_ref()?;
+        let ready = conditions.iter().find(|c| c.type_ == "Ready")?;
+        ready
+            .last_transition_time
+            .as_ref()
+            .map(|t| from_timestamp(&t.0))
     }
 }
 
@@ -91,6 +103,12 @@ pub fn pod_view(pod: &impl PodFields) -> PodView {
             .creation_timestamp
             .as_ref()
             .map(|t| from_timestamp(&t.0)),
+        ready_changed: pod.ready_changed(),
+        deletion: meta
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| from_timestamp(&t.0)),
+        finalizers: meta.finalizers.clone().unwrap_or_default(),
     }
 }
 

@@ -45,7 +45,7 @@ pub async fn run(
     if args.retry_kamikaze {
         return super::retry::run(connection, node, args, terminal).await;
     }
-    let selection = ForceSelection::new(node, args.include_opted_out);
+    let selection = ForceSelection::new(node, args.include_opted_out, args.terminating);
     print(&selection.render(terminal.palette))?;
     if selection.delete.is_empty() {
         return Ok(());
@@ -159,6 +159,7 @@ async fn delete(
             uid: Some(pod.uid.clone()),
             resource_version: None,
         }),
+        grace_period_seconds: pod.at_once().then_some(0),
         ..DeleteParams::default()
     };
     let pod_name = name(pod);

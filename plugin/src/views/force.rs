@@ -27,13 +27,16 @@ pub struct ForceSelection {
     pub delete: Vec<ForcedPod>,
     /// Opted-out pods, left alone without `--include-opted-out`.
     pub opted_out_left: Vec<ForcedPod>,
+    /// Pods stuck terminating, left alone without `--terminating`.
+    pub terminating_left: Vec<ForcedPod>,
 }
 
 impl ForceSelection {
-    /// Pods the planner blocks on an operator: unmanaged pods under policy Never (or past a timeout without one),
-    /// and, with `include_opted_out`, opted-out pods. Pods that wait for owners, budgets or time are never forced:
-    /// deleting them could break the SLA that k8sm exists to keep.
-    pub fn new(node: &NodePlan, include_opted_out: bool) -> Self {
+    /// Pods the planner blocks on an operator: unmanaged pods under policy Never (or past a timeout without one);
+    /// with `include_opted_out`, opted-out pods; with `terminating`, pods stuck terminating (deleted with a grace
+    /// period of 0, as `kubectl drain --force` users expect of a pod whose kubelet is gone). Pods that wait for owners,
+    /// budgets or time are never forced: deleting them could break the SLA that k8sm exists to keep.
+    pub fn new(node: &NodePlan, include_opted_out: bool, terminating: bool) -> Self {
         let blocked = |reason: Reason| {
             node.pods
                 .iter()
@@ -48,12 +51,20 @@ impl ForceSelection {
         } else {
             opted_out
         };
+        let stuck: Vec<ForcedPod> = blocked(Reason::StuckTerminating).collect();
+        let terminating_left = if terminating {
+            delete.extend(stuck);
+            Vec::new()
+        } else {
+            stuck
+        };
         delete.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         Self {
             node: node.node.clone(),
             phase: node.phase,
             delete,
             opted_out_left,
+            terminating_left,
         }
     }
 
@@ -93,6 +104,14 @@ impl ForceSelection {
         if let (false, Some(opted_out)) = (self.delete.is_empty(), &opted_out) {
             out.push_str(&format!(
                 "Left alone: {opted_out}; add --include-opted-out to delete opted-out pods too.\n"
+            ));
+        }
+        if !self.terminating_left.is_empty() {
+            out.push_str(&format!(
+                "Left alone: {} ({}); add --terminating to delete them with a grace period of 0 (a finalizer still \
+                 holds a pod until what set it removes it).\n",
+                count(self.terminating_left.len(), "pod stuck terminating", "pods stuck terminating"),
+                names(&self.terminating_left)
             ));
         }
         out
@@ -138,10 +157,22 @@ impl Outcome {
 
 /// The note of the `Forced` Event: who deleted the pod, how, and what it had been blocking.
 pub fn event_note(user: &str, node: &str, pod: &ForcedPod) -> String {
+    let how = if pod.at_once() {
+        format!("with a grace period of 0 by {user} with `kubectl k8sm force {node} --terminating`")
+    } else {
+        format!("by {user} with `kubectl k8sm force {node}`")
+    };
     format!(
-        "deleted by {user} with `kubectl k8sm force {node}`; it was blocking the node's upgrade ({}: {})",
+        "deleted {how}; it was blocking the node's upgrade ({}: {})",
         pod.reason, pod.message
     )
+}
+
+impl ForcedPod {
+    /// Deleted with a grace period of 0: a pod stuck terminating, whose grace period is over.
+    pub fn at_once(&self) -> bool {
+        self.reason == Reason::StuckTerminating
+    }
 }
 
 fn forced(p: &PodPlan) -> ForcedPod {
@@ -209,7 +240,7 @@ mod tests {
 
     #[test]
     fn only_operator_blocked_unmanaged_pods_by_default() {
-        let selection = ForceSelection::new(&node_plan(), false);
+        let selection = ForceSelection::new(&node_plan(), false, false);
         assert_eq!(pods(&selection.delete), ["debug"]);
         assert_eq!(pods(&selection.opted_out_left), ["pinned"]);
         let text = selection.render(Palette::PLAIN);
@@ -231,7 +262,7 @@ mod tests {
 
     #[test]
     fn opted_out_pods_only_with_the_flag_and_never_owned_pods() {
-        let selection = ForceSelection::new(&node_plan(), true);
+        let selection = ForceSelection::new(&node_plan(), true, false);
         assert_eq!(pods(&selection.delete), ["debug", "pinned"]);
         assert!(selection.opted_out_left.is_empty());
         assert!(!selection.render(Palette::PLAIN).contains("web-"));
@@ -241,10 +272,43 @@ mod tests {
     fn opted_out_pods_alone_need_the_flag() {
         let mut plan = node_plan();
         plan.pods.retain(|p| p.pod.name() == "pinned");
-        let text = ForceSelection::new(&plan, false).render(Palette::PLAIN);
+        let text = ForceSelection::new(&plan, false, false).render(Palette::PLAIN);
         assert_eq!(
             text,
             "Nothing deleted on node n1: only 1 opted-out pod (ops/pinned) blocks it; add --include-opted-out to delete opted-out pods too.\n"
+        );
+    }
+
+    /// A pod stuck terminating is deleted with a grace period of 0 only with `--terminating`, and its Event says so.
+    #[test]
+    fn pods_stuck_terminating_need_the_flag_and_go_at_once() {
+        let web = replica_set("shop", "web", 2);
+        let mut zombie = web.pod("web-old", "n1").terminating();
+        zombie.deletion = Some(at(0));
+        zombie.finalizers = vec!["example.com/hold".into()];
+        let view = ClusterView {
+            nodes: vec![node("n1").marked(at(0)).admitted(at(1))],
+            pods: k8sm_planner::testing::shared_pods([zombie]),
+            owners: vec![web.into()],
+            policies: vec![policy("fleet")],
+            ..ClusterView::default()
+        };
+        let plan = k8sm_planner::plan(&view, at(5)).node("n1").unwrap().clone();
+        let without = ForceSelection::new(&plan, false, false);
+        assert!(without.delete.is_empty());
+        assert_eq!(pods(&without.terminating_left), ["web-old"]);
+        assert!(
+            without.render(Palette::PLAIN).contains("add --terminating"),
+            "{}",
+            without.render(Palette::PLAIN)
+        );
+        let with = ForceSelection::new(&plan, false, true);
+        assert_eq!(pods(&with.delete), ["web-old"]);
+        assert!(with.delete[0].at_once());
+        let note = event_note("admin", "n1", &with.delete[0]);
+        assert!(
+            note.starts_with("deleted with a grace period of 0 by admin with `kubectl k8sm force n1 --terminating`"),
+            "{note}"
         );
     }
 
@@ -253,7 +317,7 @@ mod tests {
         let mut plan = node_plan();
         plan.phase = NodePhase::Incompatible;
         plan.pods.clear();
-        let text = ForceSelection::new(&plan, true).render(Palette::PLAIN);
+        let text = ForceSelection::new(&plan, true, false).render(Palette::PLAIN);
         assert_eq!(
             text,
             "Nothing to force on node n1 (Incompatible): it is not draining, so no pod blocks it.\n"
@@ -262,7 +326,7 @@ mod tests {
 
     #[test]
     fn outcomes_and_the_event_note() {
-        let pod = ForceSelection::new(&node_plan(), false).delete[0].clone();
+        let pod = ForceSelection::new(&node_plan(), false, false).delete[0].clone();
         let note = event_note("admin", "n1", &pod);
         assert!(
             note.starts_with(

@@ -48,14 +48,15 @@ fn the_first_wave_of_a_new_target() {
         .iter()
         .map(|n| (n.name.as_str(), n.order, n.queue_position, n.operator_pods))
         .collect();
-    // n2 has the fewest pods but needs an operator: the planner queues it last.
+    // n2 has the fewest pods but needs an operator: it is never started (Blocked, no place in the queue), and the
+    // table shows it before the queue.
     assert_eq!(
         order,
         [
             ("n3", Some(1), None, 0),
-            ("n1", Some(2), Some(1), 0),
-            ("n4", Some(3), Some(2), 0),
-            ("n2", Some(4), Some(3), 1)
+            ("n2", Some(2), None, 1),
+            ("n1", Some(3), Some(1), 0),
+            ("n4", Some(4), Some(2), 0)
         ]
     );
     let text = view.render(false, Palette::PLAIN);
@@ -65,15 +66,20 @@ This pass: mark 4 nodes, admit or cordon 1 node, evict 1 pod
 
 ORDER   NODE   PHASE          PODS LEFT   NEXT
 1       n3     Draining       3           admitted now; pods: 1 evict, 2 wait
-2       n1     Incompatible   3           waits for a drain slot; place 1 in the queue
-3       n4     Incompatible   3           waits for a drain slot; place 2 in the queue
-4       n2     Incompatible   1           waits for a drain slot; place 3 in the queue; 1 pod needs an operator
+2       n2     Blocked        1           blocked: BlockedUnmanagedPod; pods: 1 need an operator
+3       n1     Incompatible   3           waits for a drain slot; place 1 in the queue
+4       n4     Incompatible   3           waits for a drain slot; place 2 in the queue
 
 n3 (Draining):
   POD           OWNER             DECISION
   shop/fill-1   ReplicaSet/fill   evict now: workload ReplicaSet fill ready 6/6 → 5 (threshold 90% needs 6)
   shop/fill-2   ReplicaSet/fill   wait: workload ReplicaSet fill 5/6 ready, 1 terminating or not replaced, needs 6 (threshold 90%)
   shop/fill-3   ReplicaSet/fill   wait: workload ReplicaSet fill 5/6 ready, 1 terminating or not replaced, needs 6 (threshold 90%)
+
+n2 (Blocked):
+  not started while a pod on it needs an operator (1 in all): not cordoned, nothing evicted; admitted like any other node once they are cleared
+  POD         OWNER   DECISION
+  ops/debug   none    never: unmanaged pod (no controller): policy Never; delete it, or `kubectl k8sm force n2`
 ";
     assert_eq!(text, expected);
 }
@@ -218,7 +224,7 @@ fn stalled_and_came_back_wrong_nodes_are_blocked_and_say_why() {
     assert_eq!(
         rows,
         [
-            ("n3", NodePhase::Draining, None, "pods: 1 wait"),
+            ("n3", NodePhase::Draining, None, "pods: 1 evict"),
             (
                 "n5",
                 NodePhase::Blocked,
@@ -249,7 +255,10 @@ fn stalled_and_came_back_wrong_nodes_are_blocked_and_say_why() {
         ("n1", "shop/api-1   ReplicaSet/api   wait: waits for a drain slot; would evict".to_owned()),
         (
             "n3",
-            "data/kafka-0   KafkaNodePool/kafka (other controller)   wait: PodDisruptionBudget data/kafka".to_owned(),
+            "data/kafka-0   KafkaNodePool/kafka (other controller)   evict now: controller KafkaNodePool kafka (2 pods \
+             seen) ready 2/2 → 1 (threshold 90% needs 2) (PodDisruptionBudget data/kafka allows no disruption now: the \
+             Eviction API decides)"
+                .to_owned(),
         ),
     ];
     for (node, text) in expected {

@@ -18,9 +18,10 @@ use crate::error::Error;
 use crate::render::{Palette, clean};
 
 /// The node annotations that record a kamikaze.
-pub const KAMIKAZE_RECORD: [&str; 3] = [
+pub const KAMIKAZE_RECORD: [&str; 4] = [
     keys::KAMIKAZE_ANNOTATION,
     keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
+    keys::KAMIKAZE_TARGET_ANNOTATION,
     keys::KAMIKAZE_OBEYED_ANNOTATION,
 ];
 

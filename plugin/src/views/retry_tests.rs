@@ -110,6 +110,7 @@ fn every_kamikaze_key_present_is_removed() {
     let node = node_object(json!({
         "k8s.mesosphere.io/kamikaze": "2026-01-01T00:05:00Z",
         "k8s.mesosphere.io/kamikaze-executor-id": "sha256:old",
+        "k8s.mesosphere.io/kamikaze-target": "sha256:new",
         "k8s.mesosphere.io/kamikaze-obeyed": "2026-01-01T00:05:00Z"
     }));
     let retry =

@@ -1,7 +1,8 @@
 //! Failures on the real cluster, as an SRE meets them:
 //!
 //! - actions the apiserver refuses: ValidatingAdmissionPolicies deny the eviction of one pod (403 Forbidden) and the
-//!   deletion of an unmanaged pod (422 Invalid). Each refused object backs off (the intervals between attempts, read
+//!   deletion of an unmanaged pod (422 Invalid; k8sm deletes unmanaged pods by eviction, so it is the eviction that
+//!   the policy denies). Each refused object backs off (the intervals between attempts, read
 //!   from the series of its `ActionFailed` Event, at least double each time), every attempt's answer is reported, the
 //!   status lists both pods as blocked with the apiserver's message, and the node without a refused pod finishes.
 //!   Once the policies go, everything finishes.
@@ -50,7 +51,7 @@ const DELETION_DENIED: &str = "pinned pods may not be deleted";
 const ATTEMPTS: u32 = 5;
 
 /// Two ValidatingAdmissionPolicies with their bindings: evictions (CREATE of `pods/eviction`) of pods named
-/// `guarded-*` are forbidden (403), deletions of pods named `pinned-*` are invalid (422).
+/// `guarded-*` are forbidden (403), and of pods named `pinned-*` invalid (422).
 fn admission_policies() -> String {
     let policy =
         |name: &str, operation: &str, resource: &str, prefix: &str, reason: &str, message: &str| {
@@ -93,8 +94,8 @@ spec:
         ),
         policy(
             "protect-pinned-pods",
-            "DELETE",
-            "pods",
+            "CREATE",
+            "pods/eviction",
             "pinned-",
             "Invalid",
             DELETION_DENIED,
@@ -103,7 +104,7 @@ spec:
     .join("---\n")
 }
 
-/// Waits until the admission policies refuse a (dry-run) eviction of `evicted` and a (dry-run) deletion of `deleted`.
+/// Waits until the admission policies refuse (dry-run) evictions of `evicted` and of `deleted`.
 async fn wait_until_refused(scenario: &Scenario, evicted: &str, deleted: &str) {
     let pods: Api<Pod> = Api::namespaced(scenario.client.clone(), &scenario.namespace);
     let eviction = EvictParams {
@@ -116,10 +117,6 @@ async fn wait_until_refused(scenario: &Scenario, evicted: &str, deleted: &str) {
             ..PostParams::default()
         },
     };
-    let deletion = DeleteParams {
-        dry_run: true,
-        ..DeleteParams::default()
-    };
     let refused = |answer: kube::Result<()>, words: &str| match answer {
         Err(kube::Error::Api(status)) => status.message.contains(words),
         _ => false,
@@ -127,7 +124,7 @@ async fn wait_until_refused(scenario: &Scenario, evicted: &str, deleted: &str) {
     scenario
         .wait_until("the admission policies are in force", SETUP, || async {
             let evict = pods.evict(evicted, &eviction).await.map(|_| ());
-            let delete = pods.delete(deleted, &deletion).await.map(|_| ());
+            let delete = pods.evict(deleted, &eviction).await.map(|_| ());
             (refused(evict, EVICTION_DENIED) && refused(delete, DELETION_DENIED)).then_some(())
         })
         .await;

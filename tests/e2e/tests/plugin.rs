@@ -506,7 +506,8 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
         "kamikaze went on after resume"
     );
 
-    // Both remaining nodes end up Blocked, holding nothing but the two pods only an operator can move.
+    // Both remaining nodes end up Blocked, each with a pod only an operator can move; neither is started (a pod of
+    // `web` stays on node-0002 until the opted-out pod goes), and only those two pods are blocked.
     scenario
         .wait_until(
             "two nodes are Blocked",

@@ -7,7 +7,7 @@ use k8sm_api::{KamikazeMechanism, KamikazeUrlError, NodePhase};
 
 use super::{Entry, Output, PolicyPass, blocker, pod_blocker};
 use crate::{
-    DeletedNodeRecord, NodeView, Reason,
+    Decision, DeletedNodeRecord, NodeView, Reason,
     admission::Holding,
     deleted,
     drain::{self, earliest},
@@ -134,7 +134,9 @@ impl PolicyPass<'_, '_> {
             unreachable!("admitted nodes are surveyed")
         };
         let decided = drain::decide(survey, &ctx, self.index, ledger);
-        let moving = !decided.actions.is_empty();
+        // An eviction asked for against a budget at zero is likely refused: not progress by itself, or a node whose
+        // pod the API keeps refusing would never give its slot up.
+        let moving = decided.actions.len() > decided.asked;
         // A surge rollout under way is progress on its way, bounded by its own deadline (the pod is evicted then):
         // the node keeps its slot meanwhile, as while held.
         let held = hold.is_some() || decided.moving;
@@ -308,6 +310,78 @@ impl PolicyPass<'_, '_> {
         out.report(node_plan);
     }
 
+    /// Gives up the slot of an admitted node whose every pod left needs an operator, and uncordons it if k8sm cordoned
+    /// it: it waits for the operator at no cost to anyone, and is admitted again like any node once they are cleared.
+    /// Not while the policy is paused (nothing changes then).
+    pub(super) fn hand_back(&self, node: &NodeView, out: &mut Output) {
+        if self.spec().paused {
+            return;
+        }
+        let uncordon = node.cordoned_by_k8sm && node.unschedulable;
+        let message = format!(
+            "every pod left on it needs an operator: it gave up its drain slot{}, and is admitted again once they are \
+             cleared",
+            if uncordon { " and was uncordoned" } else { "" }
+        );
+        let kind = ActionKind::Stall {
+            node: node.name.clone(),
+            at: self.now,
+            uncordon,
+        };
+        out.action(&self.policy.name, kind, Reason::Stalled, message);
+    }
+
+    /// Reports a candidate that is never started while a pod on it needs an operator (not admitted, not cordoned,
+    /// nothing on it evicted): Blocked, naming those pods and what clears each, decided on `hypothetical` as in
+    /// [`Self::report_queued`].
+    pub(super) fn report_operator_only(
+        &self,
+        entry: Entry,
+        ledger: &Ledger,
+        hypothetical: &mut Option<Ledger>,
+        out: &mut Output,
+    ) {
+        let ctx = self.context(&entry, Some(Reason::WaitingForSlot));
+        let survey = drain::survey(&ctx, self.index);
+        let scratch = hypothetical.get_or_insert_with(|| ledger.clone());
+        let decided = drain::decide(&survey, &ctx, self.index, scratch);
+        let mut node_plan = self.node_plan(&entry, NodePhase::Blocked);
+        node_plan.pods_left = survey.left;
+        node_plan.operator_pods = survey.need_operator;
+        let operator_pods: Vec<Blocker> = decided
+            .pods
+            .iter()
+            .filter(|p| p.decision == Decision::Block)
+            .filter_map(pod_blocker)
+            .collect();
+        let reason = operator_pods
+            .first()
+            .map_or(Reason::BlockedUnmanagedPod, |b| b.reason);
+        node_plan.blockers.push(blocker(
+            reason,
+            format!(
+                "not started while a pod on it needs an operator ({} in all): not cordoned, nothing evicted; admitted \
+                 like any other node once they are cleared",
+                survey.need_operator
+            ),
+        ));
+        node_plan.blockers.extend(operator_pods);
+        // The other pods wait for nothing but the node's start: reported so, not as waits of their own.
+        node_plan.pods = decided
+            .pods
+            .into_iter()
+            .map(|mut pod| {
+                if pod.decision == Decision::Wait && pod.reason != Some(Reason::WaitingForSlot) {
+                    pod.reason = Some(Reason::WaitingForSlot);
+                    pod.message =
+                        format!("its node is not started yet; then: {}", pod.message).into();
+                }
+                pod
+            })
+            .collect();
+        out.report(node_plan);
+    }
+
     /// Reports a node this policy deleted that has not registered again: it holds a slot.
     pub(super) fn report_missing(&self, record: &DeletedNodeRecord, out: &mut Output) {
         let (blockers, overdue_at) = deleted::missing(record, self.spec(), self.now);
@@ -395,6 +469,7 @@ impl PolicyPass<'_, '_> {
             url,
             executor_id: node.executor_id.clone(),
             at: self.now,
+            target: spec.target_executor_id.clone(),
         };
         if mechanism == KamikazeMechanism::DeleteNode {
             out.records.push(DeletedNodeRecord {

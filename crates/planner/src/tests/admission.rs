@@ -68,17 +68,18 @@ fn admission_order_is_easiest_first_then_marked_time_then_name() {
     view.nodes
         .push(node("upgraded").executor(crate::testing::NEW));
     let plan = plan_now(&view);
+    // The node with a pod only an operator can clear is never started (DESIGN.md §5.7), though a slot is free.
     assert_eq!(
         admitted(&plan),
         [
             "Admit big +cordon",
-            "Admit blocker +cordon",
             "Admit small-early-a +cordon",
             "Admit small-early-b +cordon",
             "Admit small-late +cordon",
         ],
         "actions are sorted by node; the order shows in the evictions"
     );
+    assert_eq!(phase(&plan, "blocker"), NodePhase::Blocked);
     // 20 ready, threshold 90% needs 18: exactly two evictions, given to the easiest nodes first.
     let evicted: Vec<_> = plan
         .evictions()
@@ -162,13 +163,26 @@ fn a_blocked_node_gives_up_its_slot_and_is_revisited() {
     let pods = vec![unmanaged_pod("ops", "debug", "stuck")];
     let mut view = cluster(vec![stuck, next], vec![], pods, vec![policy("p")]);
     let plan = plan_now(&view);
-    assert_eq!(summary(&plan), ["Admit next +cordon"]);
+    // Handed back: its slot given up and its cordon lifted, so it costs nothing while it waits for the operator.
+    assert_eq!(
+        summary(&plan),
+        ["Admit next +cordon", "Stall stuck +uncordon"]
+    );
     assert_eq!(phase(&plan, "stuck"), NodePhase::Blocked);
     assert_eq!(
         blocker_reasons(&plan, "stuck"),
         [Reason::BlockedUnmanagedPod]
     );
     assert_eq!(plan.policy("p").unwrap().counts.blocked, 1);
+    // Handed back, it is not started again while the pod is there.
+    let mut handed_back = view.clone();
+    crate::testing::apply(&mut handed_back, &plan);
+    handed_back.nodes.retain(|n| n.name == "stuck");
+    let again = plan_now(&handed_back);
+    assert!(summary(&again).is_empty(), "{:?}", summary(&again));
+    assert_eq!(phase(&again, "stuck"), NodePhase::Blocked);
+    let stuck = &handed_back.nodes[0];
+    assert!(!stuck.unschedulable && !stuck.cordoned_by_k8sm);
 
     // Once the operator changes the policy to Delete, the blocked node is revisited and proceeds.
     view.policies =

@@ -218,8 +218,7 @@ fn owners_do_not_override_stalls_or_operator_pods() {
     let plan = plan_now(&view);
     assert_eq!(admitted(&plan), BTreeSet::from(["blocked".to_owned()]));
     let order: BTreeMap<u32, String> = queue(&plan).into_iter().collect();
-    assert_eq!(
-        order.into_values().collect::<Vec<_>>(),
-        ["operator", "stalled"]
-    );
+    // The node with a pod only an operator can clear is not even queued: it is never started (DESIGN.md §5.7).
+    assert_eq!(order.into_values().collect::<Vec<_>>(), ["stalled"]);
+    assert_eq!(phase(&plan, "operator"), k8sm_api::NodePhase::Blocked);
 }

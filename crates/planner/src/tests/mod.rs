@@ -6,6 +6,7 @@ mod critical_path;
 mod handback;
 mod hostile;
 mod lifecycle;
+mod liveness;
 mod marking;
 mod oracle;
 mod pods;
@@ -102,7 +103,7 @@ fn with_bookkeeping(plan: &Plan) -> Vec<String> {
             ActionKind::Surge {
                 pod, deployment, ..
             } => format!("Surge {pod} by {}", deployment.name),
-            ActionKind::DeletePod { pod } => format!("Delete {pod}"),
+            ActionKind::DeletePod { pod, .. } => format!("Delete {pod}"),
             ActionKind::Kamikaze { node, .. } => format!("Kamikaze {node}"),
             ActionKind::Complete { node, uncordon } => {
                 format!(

@@ -25,8 +25,8 @@ pub(super) struct Truth {
     pub(super) desired: u32,
     /// Pods Ready, not finished, neither terminating nor with an eviction in flight.
     pub(super) ready: u32,
-    /// Pods not finished that are terminating or have an eviction in flight, plus evictions in flight whose pod is
-    /// gone (not replaced yet).
+    /// Pods with an eviction in flight, plus evictions in flight whose pod is gone (not replaced yet). A pod
+    /// terminating on its own is gone, as the disruption controller counts it.
     pub(super) going: u32,
 }
 
@@ -35,12 +35,15 @@ pub(super) struct Truth {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Evicted {
     pub(super) ready: bool,
+    /// Not Ready for longer than its policy's `nodeProgressDeadline`: it may go whatever the workload's Ready count.
+    pub(super) broken: bool,
     pub(super) threshold: u8,
 }
 
 /// Whether a plan's evictions of one workload can be made one after the other so that each one is allowed by the
 /// rule at its moment: a Ready pod when `r - 1 >= ceil(t * d)`, or as the very first when the workload is fully
-/// ready (`r >= d`, nothing going); a pod that is not Ready when `r >= min(ceil(t * d), d - 1)`. The planner makes
+/// ready (`r >= d`, nothing going); a pod that is not Ready when `r >= min(ceil(t * d), d - 1)`, or at any time
+/// when it is broken (moving it costs no Ready pod). The planner makes
 /// them in one such order; which one does not matter here, so any order is tried (in effect: the best one).
 ///
 /// The best order: not-Ready pods as early as they may go (first, or right after a fully-ready first eviction, as
@@ -65,7 +68,7 @@ pub(super) fn check(w: Truth, evicted: &[Evicted]) -> Result<(), String> {
     ready_needs.sort_unstable_by(|a, b| b.cmp(a));
     let not_ready_floor = evicted
         .iter()
-        .filter(|e| !e.ready)
+        .filter(|e| !e.ready && !e.broken)
         .map(|e| i64::from(bound(e.threshold, d)))
         .max();
     // The k-th Ready eviction (from 1) leaves r - k Ready pods; on room alone that must be at least its `needed`.
@@ -122,7 +125,11 @@ fn w(desired: u32, ready: u32, going: u32) -> Truth {
 }
 
 fn ev(ready: bool, threshold: u8) -> Evicted {
-    Evicted { ready, threshold }
+    Evicted {
+        ready,
+        broken: false,
+        threshold,
+    }
 }
 
 #[test]
@@ -136,6 +143,13 @@ fn the_oracle_accepts_what_the_rule_allows_and_nothing_more() {
     assert!(check(w(4, 3, 0), &[ev(true, 90)]).is_err());
     assert!(check(w(4, 3, 0), &[ev(false, 90)]).is_ok());
     assert!(check(w(4, 2, 0), &[ev(false, 90)]).is_err());
+    // Broken pods go whatever the count: a Deployment of 3 crash-looping.
+    let broken = Evicted {
+        broken: true,
+        ..ev(false, 90)
+    };
+    assert!(check(w(3, 0, 0), &[broken, broken, broken]).is_ok());
+    assert!(check(w(3, 0, 0), &[broken, ev(false, 90)]).is_err());
     // Something going: not fully ready.
     assert!(check(w(3, 3, 1), &[ev(true, 90)]).is_err());
     // A not-Ready pod after a fully-ready first eviction judges at r - 1.

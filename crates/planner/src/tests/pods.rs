@@ -119,6 +119,8 @@ fn evictions_planned_in_the_same_pass_count_across_nodes() {
     assert_eq!(evictions, [(20, 19), (19, 18)]);
 }
 
+/// A pod stuck terminating (a finalizer, a dead kubelet) counts for nothing, as the disruption controller counts
+/// it: its ReplicaSet replaced it, and it freezes none of the workload's pods on other nodes.
 #[test]
 fn terminating_pods_of_the_owner_count_as_gone() {
     let rs = replica_set("shop", "web", 3);
@@ -128,11 +130,15 @@ fn terminating_pods_of_the_owner_count_as_gone() {
         rs.pod("b", "up"),
         rs.pod("c", "n1"),
     ];
-    let plan = plan_now(&draining(vec![rs], pods, policy("p")));
-    assert!(
-        summary(&plan).is_empty(),
-        "3/3 ready but one terminating: not fully ready"
-    );
+    let plan = plan_now(&draining(vec![rs.clone()], pods, policy("p")));
+    assert_eq!(summary(&plan), ["Evict shop/c"], "3/3 Ready: one may go");
+    // Not replaced yet: 2/3 Ready, and the terminating pod does not count as Ready.
+    let pods = vec![
+        rs.pod("old", "up").terminating(),
+        rs.pod("a", "up"),
+        rs.pod("c", "n1"),
+    ];
+    assert!(summary(&plan_now(&draining(vec![rs], pods, policy("p")))).is_empty());
 }
 
 #[test]
@@ -278,7 +284,11 @@ fn a_pod_whose_owner_is_being_deleted_is_unmanaged_and_says_so() {
         pods.clone(),
         unmanaged(UnmanagedPodPolicy::Never, None),
     ));
-    assert!(summary(&never).is_empty(), "{:?}", summary(&never));
+    assert_eq!(
+        summary(&never),
+        ["Stall n1 +uncordon"],
+        "handed back, nothing deleted"
+    );
     let (decision, reason, message) = pod_decision(&never, "n1", "web-1");
     assert_eq!(
         (decision, reason, message.as_str()),
@@ -296,7 +306,7 @@ fn a_pod_whose_owner_is_being_deleted_is_unmanaged_and_says_so() {
     assert_eq!(summary(&delete), ["Delete shop/web-1", "Delete shop/web-2"]);
     assert_eq!(
         delete.actions[0].message,
-        "shop/web-1 on n1: delete unmanaged pod: its controller ReplicaSet/web is being deleted"
+        "shop/web-1 on n1: delete unmanaged pod: its controller ReplicaSet/web is being deleted (by eviction)"
     );
 }
 
@@ -502,6 +512,7 @@ fn a_budget_with_a_null_selector_covers_nothing() {
         name: "null".into(),
         selector: None,
         disruptions_allowed: 0,
+        ..Default::default()
     });
     assert_eq!(summary(&plan_now(&view)), ["Evict shop/web-1"]);
 }
@@ -515,7 +526,8 @@ fn an_opted_out_pod_blocks_its_node() {
             .annotation(keys::KARPENTER_DO_NOT_DISRUPT_ANNOTATION, "true"),
     );
     let plan = plan_now(&draining(vec![rs], pods, policy("p")));
-    assert!(summary(&plan).is_empty());
+    // Nothing evicted; the node is handed back (DESIGN.md §5.7).
+    assert_eq!(summary(&plan), ["Stall n1 +uncordon"]);
     assert_eq!(phase(&plan, "n1"), NodePhase::Blocked);
     let (decision, reason, message) = pod_decision(&plan, "n1", "precious");
     assert_eq!(

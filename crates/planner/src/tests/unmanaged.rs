@@ -89,8 +89,23 @@ fn unmanaged_pods_are_deleted_at_once_under_delete() {
     assert_eq!(summary(&plan), ["Delete ops/tool"]);
     assert_eq!(
         plan.actions[0].message,
-        "ops/tool on n1: delete unmanaged pod (no controller)"
+        "ops/tool on n1: delete unmanaged pod (no controller) (by eviction)"
     );
+    // Through the Eviction API, which marks it DisruptionTarget; by a plain DELETE only where the policy says not to
+    // go through the API.
+    let through_api = |plan: &crate::Plan| match &plan.actions[0].kind {
+        ActionKind::DeletePod { eviction_api, .. } => *eviction_api,
+        other => panic!("{other:?}"),
+    };
+    assert!(through_api(&plan));
+    let plain = plan_now(&draining(
+        vec![],
+        vec![unmanaged_pod("ops", "tool", "n1")],
+        unmanaged(UnmanagedPodPolicy::Delete, None)
+            .with(|s| s.respect_pod_disruption_budgets = false),
+    ));
+    assert!(!through_api(&plain));
+    assert!(plain.actions[0].message.contains("plain DELETE"));
 }
 
 #[test]
@@ -254,7 +269,8 @@ fn delete_after_timeout_without_a_readable_mark_time_needs_an_operator() {
     );
     view.nodes[0].incompatible_since = Some("garbage".into());
     let plan = plan_now(&view);
-    assert!(summary(&plan).is_empty());
+    // Nothing evicted or deleted; the node is handed back (DESIGN.md §5.7).
+    assert_eq!(summary(&plan), ["Stall n1 +uncordon"]);
     assert_eq!(
         pod_decision(&plan, "n1", "tool").1,
         Some(Reason::MalformedAnnotation)
@@ -269,7 +285,8 @@ fn delete_after_timeout_without_a_timeout_keeps_the_pods_and_reports_the_policy(
         vec![unmanaged_pod("ops", "tool", "n1")],
         unmanaged(UnmanagedPodPolicy::DeleteAfterTimeout, None),
     ));
-    assert!(summary(&plan).is_empty());
+    // Nothing evicted or deleted; the node is handed back (DESIGN.md §5.7).
+    assert_eq!(summary(&plan), ["Stall n1 +uncordon"]);
     assert_eq!(
         pod_decision(&plan, "n1", "tool").1,
         Some(Reason::InvalidPolicy)
@@ -289,7 +306,8 @@ fn unmanaged_pods_block_the_node_under_never() {
         vec![unmanaged_pod("ops", "tool", "n1")],
         policy("p"),
     ));
-    assert!(summary(&plan).is_empty());
+    // Nothing evicted or deleted; the node is handed back (DESIGN.md §5.7).
+    assert_eq!(summary(&plan), ["Stall n1 +uncordon"]);
     let (decision, reason, message) = pod_decision(&plan, "n1", "tool");
     assert_eq!(
         (decision, reason),

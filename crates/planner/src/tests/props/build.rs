@@ -28,6 +28,10 @@ fn push_pod(view: &mut ClusterView, truth: &mut Truth, mut pod: PodView, g: &Pod
     } else {
         pod.ready = g.ready;
     }
+    // The plans are made at(60), under the default nodeProgressDeadline of 10 minutes.
+    if !pod.ready {
+        pod.ready_changed = Some(if g.broken { at(0) } else { at(58) });
+    }
     if g.finished {
         pod = pod.phase(PodPhase::Failed);
     }
@@ -43,6 +47,7 @@ fn push_pod(view: &mut ClusterView, truth: &mut Truth, mut pod: PodView, g: &Pod
             of,
             node: pod.node_name.as_deref().map(str::to_owned),
             ready: pod.ready,
+            broken: !pod.ready && g.broken,
             terminating: pod.terminating,
             in_flight: false,
             finished: pod.phase.is_finished(),
@@ -367,6 +372,7 @@ pub(super) fn build(
         let g = PodGen {
             node: n,
             ready: pod.ready,
+            broken: false,
             terminating: false,
             opted_out,
             finished: pod.phase.is_finished(),

@@ -53,6 +53,8 @@ pub(super) type Kind = support::Kind<Shape>;
 pub(super) struct PodGen {
     pub(super) node: usize,
     pub(super) ready: bool,
+    /// Not Ready for longer than `nodeProgressDeadline` (when not Ready).
+    pub(super) broken: bool,
     pub(super) terminating: bool,
     pub(super) opted_out: bool,
     pub(super) finished: bool,
@@ -139,13 +141,14 @@ prop_compose! {
     fn arb_pod()(
         node in 0usize..8,
         ready in prop::bool::weighted(0.85),
+        broken in prop::bool::weighted(0.5),
         terminating in prop::bool::weighted(0.06),
         opted_out in prop::bool::weighted(0.03),
         finished in prop::bool::weighted(0.04),
         unscheduled in prop::bool::weighted(0.04),
         set in 0usize..3,
     ) -> PodGen {
-        PodGen { node, ready, terminating, opted_out, finished, unscheduled, set }
+        PodGen { node, ready, broken, terminating, opted_out, finished, unscheduled, set }
     }
 }
 

@@ -59,6 +59,8 @@ pub(super) struct PodTruth {
     pub(super) of: PodOf,
     pub(super) node: Option<String>,
     pub(super) ready: bool,
+    /// Not Ready for longer than its policy's `nodeProgressDeadline`.
+    pub(super) broken: bool,
     pub(super) terminating: bool,
     pub(super) in_flight: bool,
     pub(super) finished: bool,
@@ -110,9 +112,10 @@ impl Truth {
                 continue;
             }
             seen += 1;
-            if pod.terminating || pod.in_flight {
+            // Terminating on its own: gone, as the disruption controller counts it.
+            if pod.in_flight {
                 going += 1;
-            } else if pod.ready {
+            } else if pod.ready && !pod.terminating {
                 ready += 1;
             }
         }

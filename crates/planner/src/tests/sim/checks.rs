@@ -17,7 +17,7 @@ use crate::{
 };
 
 /// Before execution: each workload's evictions keep the rule (oracle), budgets hold, unknown kinds go through the
-/// Eviction API, no workload pod is deleted directly.
+/// Eviction API, no workload pod is deleted directly. Returns the workloads that lost a pod that was not broken.
 pub(super) fn check_plan(
     world: &World,
     plan: &Plan,
@@ -43,8 +43,13 @@ pub(super) fn check_plan(
                 "step {step}: {pod_ref} of an unknown kind evicted around the Eviction API"
             ));
         }
+        // Not Ready for the model's nodeProgressDeadline, by the model's own clock and the pod's times.
+        let not_ready_since = pod.ready_changed.or(pod.created);
+        let deadline = chrono::Duration::minutes(super::world::DEADLINE_MINUTES);
+        let broken = !pod.ready && not_ready_since.is_some_and(|t| t + deadline <= world.now);
         evicted.entry(w).or_default().push(Evicted {
             ready: pod.ready,
+            broken,
             threshold: t,
         });
     }
@@ -55,18 +60,22 @@ pub(super) fn check_plan(
                 world.workloads[w].kind, world.workloads[w].key
             )
         })?;
+        // k8sm predicts a budget only for Ready pods of kinds it knows; for the others the Eviction API decides.
+        let predicted = if world.workloads[w].known() {
+            list.iter().filter(|e| e.ready).count()
+        } else {
+            0
+        };
         if let Some(budget) = world
             .view
             .pdbs
             .iter()
             .find(|b| b.name == world.workloads[w].name)
-            && list.len() > budget.disruptions_allowed.max(0) as usize
+            && predicted > budget.disruptions_allowed.max(0) as usize
         {
             return Err(format!(
-                "step {step}: {} pods of {} evicted, its budget allows {}",
-                list.len(),
-                world.workloads[w].key,
-                budget.disruptions_allowed
+                "step {step}: {predicted} Ready pods of {} evicted, its budget allows {}",
+                world.workloads[w].key, budget.disruptions_allowed
             ));
         }
     }
@@ -79,7 +88,12 @@ pub(super) fn check_plan(
             ));
         }
     }
-    Ok(evicted.into_keys().collect())
+    // Workloads that lost a pod that was not broken: only those can lose readiness by it.
+    Ok(evicted
+        .into_iter()
+        .filter(|(_, list)| list.iter().any(|e| !e.broken))
+        .map(|(w, _)| w)
+        .collect())
 }
 
 /// Surge moves against the model: a move starts only for the Ready pod of a single-replica Deployment whose last
@@ -185,14 +199,17 @@ impl World {
             .iter()
             .any(|a| matches!(a.kind, ActionKind::Stall { .. }));
         self.seen.saw("a node gave up its slot", stalls);
-        let evictions: Vec<(usize, bool)> = plan
+        let deadline = chrono::Duration::minutes(super::world::DEADLINE_MINUTES);
+        let evictions: Vec<(usize, bool, bool)> = plan
             .evictions()
             .filter_map(|(pod, _)| {
-                let ready = self.view.pods.iter().find(|p| *p.uid == *pod.uid())?.ready;
-                Some((self.workload_of(pod.uid())?, ready))
+                let pod = self.view.pods.iter().find(|p| *p.uid == *pod.uid())?;
+                let since = pod.ready_changed.or(pod.created);
+                let broken = !pod.ready && since.is_some_and(|t| t + deadline <= self.now);
+                Some((self.workload_of(&pod.uid)?, pod.ready, broken))
             })
             .collect();
-        for (w, ready) in evictions {
+        for (w, ready, broken) in evictions {
             let sets_with_pods = self.workloads[w]
                 .sets
                 .iter()
@@ -202,6 +219,10 @@ impl World {
             self.seen.saw("an eviction", true);
             self.seen
                 .saw("an eviction of a pod that is not Ready", !ready);
+            self.seen.saw(
+                "an eviction of a broken pod of a workload below its bound",
+                broken && self.ready(w) < oracle::bound(self.threshold, self.workloads[w].desired),
+            );
             self.seen.saw(
                 "an eviction from a Deployment with pods in several ReplicaSets",
                 matches!(kind, Kind::Deployment(_)) && sets_with_pods > 1,

@@ -30,9 +30,68 @@ impl World {
                 i32::try_from((i64::from(self.ready(w)) - min).max(0)).unwrap()
             })
             .collect();
-        for (budget, allowed) in self.view.pdbs.iter_mut().zip(allowed) {
+        let healthy: Vec<(i32, i32)> = self
+            .view
+            .pdbs
+            .iter()
+            .map(|b| {
+                let w = self
+                    .workloads
+                    .iter()
+                    .position(|w| w.name == b.name)
+                    .unwrap();
+                let min = self.workloads[w].min_available.unwrap();
+                (
+                    i32::try_from(self.ready(w)).unwrap(),
+                    i32::try_from(min).unwrap(),
+                )
+            })
+            .collect();
+        for ((budget, allowed), (current, desired)) in
+            self.view.pdbs.iter_mut().zip(allowed).zip(healthy)
+        {
             budget.disruptions_allowed = allowed;
+            budget.current_healthy = current;
+            budget.desired_healthy = desired;
         }
+    }
+
+    /// The Eviction API: of the plan's evictions through it, those its budgets let go, in the plan's order (a budget
+    /// refuses once its disruptions are used up; a pod that is not Ready goes freely under a healthy budget), and the
+    /// plan with the refused ones taken out (the controller backs off and plans again).
+    pub(super) fn eviction_api(&mut self, plan: &crate::Plan) -> crate::Plan {
+        let mut allowed: Vec<i32> = self
+            .view
+            .pdbs
+            .iter()
+            .map(|b| b.disruptions_allowed)
+            .collect();
+        let mut admitted = plan.clone();
+        admitted.actions.retain(|action| {
+            let crate::ActionKind::Evict { pod, eviction } = &action.kind else {
+                return true;
+            };
+            if !eviction.use_eviction_api {
+                return true;
+            }
+            let Some(view) = self.view.pods.iter().find(|p| *p.uid == *pod.uid()) else {
+                return true;
+            };
+            let app = view.labels.get("app");
+            let Some(i) = self.view.pdbs.iter().position(|b| Some(&b.name) == app) else {
+                return true;
+            };
+            if !view.ready && self.view.pdbs[i].admits_not_ready_freely() {
+                return true;
+            }
+            if allowed[i] <= 0 {
+                self.seen.saw("the Eviction API refused an eviction", true);
+                return false;
+            }
+            allowed[i] -= 1;
+            true
+        });
+        admitted
     }
 
     /// The controller's memory of unknown kinds' sizes (`crate::grow_observed_sizes`): grown with what the cache
@@ -88,7 +147,9 @@ impl World {
                 .get(&*pod.uid)
                 .is_some_and(|&at| at <= step + 1)
             {
-                std::sync::Arc::make_mut(pod).ready = true;
+                let pod = std::sync::Arc::make_mut(pod);
+                pod.ready = true;
+                pod.ready_changed = Some(self.now);
                 self.ready_at.remove(&*pod.uid);
             }
         }
@@ -297,7 +358,9 @@ impl World {
         let uid = self.view.pods[i].uid.to_string();
         if self.rng.chance(50) {
             if self.view.pods[i].ready {
-                std::sync::Arc::make_mut(&mut self.view.pods[i]).ready = false;
+                let pod = std::sync::Arc::make_mut(&mut self.view.pods[i]);
+                pod.ready = false;
+                pod.ready_changed = Some(self.now);
                 self.ready_at
                     .insert(uid.clone(), step + 1 + self.rng.below(4));
             }

@@ -55,7 +55,7 @@ fn the_model_reaches_the_cases_that_matter() {
             } else {
                 bound(&s)
             };
-            let (done, world) = run(&s, limit, 0).unwrap();
+            let (done, world) = run(&s, limit, 0).unwrap_or_else(|e| panic!("{e}\n{s:?}"));
             seen.add(&world.seen);
             if mode == Mode::Stuck
                 && done.is_some()
@@ -65,7 +65,7 @@ fn the_model_reaches_the_cases_that_matter() {
             }
         }
     }
-    seen.assert_all_met(10, "the sample");
+    seen.assert_all_met(12, "the sample");
     assert!(
         upgraded_after_a_stall > 0,
         "no stuck node ever gave up its slot for the others"

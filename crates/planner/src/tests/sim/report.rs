@@ -56,7 +56,7 @@ impl World {
                         disrupted.insert(w);
                     }
                 }
-                ActionKind::DeletePod { pod }
+                ActionKind::DeletePod { pod, .. }
                     if self.workload_of(pod.uid()).is_none()
                         && action.reason == crate::Reason::DeletedUnmanagedPod =>
                 {

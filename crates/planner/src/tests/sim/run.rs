@@ -50,6 +50,7 @@ pub(super) fn run(
             ));
         }
         let evicted = check_plan(&world, &plan, step)?;
+        let plan = world.eviction_api(&plan);
         world.note(&plan);
         let gone: Vec<String> = world
             .view

@@ -182,22 +182,31 @@ pub(super) fn surge_and_unavailable(d: u32) -> (u32, u32) {
 }
 
 /// Whether a workload can never move one of its pods at threshold `t`, whatever the upgrade does: a budget that
-/// allows nothing, pods that never become Ready with the Ready ones below the bound (or a budget that cannot spare
-/// one), or a stuck rollout whose Ready pods are at its bound (or held by its budget). With `surge` (asked for, on
-/// nodes that are cordoned), a single-replica Deployment whose rollout is stuck too: its pod moves by a new rollout
-/// only once the last one is complete.
+/// allows nothing; pods that never become Ready that the Eviction API will not let go (a disrupted budget), or whose
+/// workload, whole again, its budget cannot spare a pod of; or a stuck rollout whose Ready pods are at its bound (or
+/// held by its budget). Pods that never become Ready are broken once not Ready for `nodeProgressDeadline`: they go
+/// whatever the workload's Ready count, and their replacements become Ready. With `surge` (asked for, on nodes that
+/// are cordoned), a single-replica Deployment whose rollout is stuck too: its pod moves by a new rollout only once
+/// the last one is complete.
 pub(super) fn stuck(w: &WorkloadSpec, t: u8, surge: bool) -> bool {
     let d = w.desired;
     if surge && d == 1 && w.kind == Kind::Deployment(Rollout::Stuck) {
         return true;
     }
     let budget_spares = |ready: u32| w.min_available.is_none_or(|m| ready > m);
+    if w.never_ready > 0 {
+        // The Eviction API lets a pod that is not Ready go freely while its budget is not disrupted (and asks for a
+        // healthy pod), else while it allows a disruption.
+        let ready = d - w.never_ready;
+        let api_lets_them_go = w
+            .min_available
+            .is_none_or(|m| (m > 0 && ready >= m) || ready > m);
+        return !api_lets_them_go || !budget_spares(d);
+    }
     let ready = match w.kind {
         Kind::Deployment(Rollout::Stuck) => d - surge_and_unavailable(d).1,
-        _ => d - w.never_ready,
+        _ => d,
     };
-    let pods_not_ready = w.never_ready > 0;
-    let room = ready > oracle::needed(t, d) || (ready >= d && !pods_not_ready);
-    let not_ready_may_go = pods_not_ready && ready >= oracle::bound(t, d);
-    !budget_spares(ready) || !(room || not_ready_may_go)
+    let room = ready > oracle::needed(t, d) || ready >= d;
+    !budget_spares(ready) || !room
 }

@@ -240,7 +240,9 @@ impl World {
                 let never = i == 0 && j < spec.never_ready;
                 if never || j < starting {
                     let pod = self.view.pods.iter_mut().find(|p| *p.uid == *uid).unwrap();
-                    std::sync::Arc::make_mut(pod).ready = false;
+                    let pod = std::sync::Arc::make_mut(pod);
+                    pod.ready = false;
+                    pod.ready_changed = Some(self.now);
                     if never {
                         self.ready_at.remove(&uid);
                     } else {
@@ -255,6 +257,7 @@ impl World {
                 name: name.clone(),
                 selector: Some(labels_selector(&[("app", &name)])),
                 disruptions_allowed: i32::try_from(min).unwrap(),
+                ..Default::default()
             });
         }
     }
@@ -313,6 +316,7 @@ impl World {
             ..unmanaged_pod("ns", &name, "")
         }
         .label("app", &workload.name);
+        pod.created = Some(self.now);
         if s.unschedulable {
             pod.node_name = None;
             pod.phase = PodPhase::Pending;
@@ -357,20 +361,21 @@ impl World {
         self.counts(w).0
     }
 
-    /// The model's truth about workload `w` before a plan: `d`, Ready, and going (terminating, or, for an operator,
-    /// deleted and not recreated yet).
+    /// The model's truth about workload `w` before a plan: `d`, Ready, and going (for an operator, deleted and not
+    /// recreated yet; a terminating pod is gone).
     pub(super) fn truth(&self, w: usize) -> oracle::Truth {
-        let (ready, terminating, all) = self.counts(w);
+        let (ready, _terminating, all) = self.counts(w);
         let d = self.workloads[w].desired;
         let missing = if self.workloads[w].known() {
             0
         } else {
             d.saturating_sub(all)
         };
+        // A terminating pod is gone for its workload, as the disruption controller counts it.
         oracle::Truth {
             desired: d,
             ready,
-            going: terminating + missing,
+            going: missing,
         }
     }
 
