@@ -140,8 +140,8 @@ fn plan_with(
     plan
 }
 
-/// Hands back every node that no live policy selects and that carries k8sm's state, and lets a policy being deleted
-/// go once none of its nodes needs it any more.
+/// Hands back every node that carries k8sm's state and that no live policy selects, or two do (neither acts on it,
+/// so neither may leave it cordoned), and lets a policy being deleted go once none of its nodes needs it any more.
 fn hand_back(
     policies: &[&PolicyView],
     selections: &[Result<Vec<&NodeView>, String>],
@@ -156,7 +156,8 @@ fn hand_back(
         .map(|(p, s)| (*p, s.as_deref().unwrap_or_default()))
         .collect();
     for node in index.nodes.values() {
-        if claims.contains_key(node.name.as_str()) {
+        let claimed_by = claims.get(node.name.as_str());
+        if claimed_by.is_some_and(|c| c.len() == 1) {
             continue;
         }
         let Some(kind) = nodes::release(node) else {
@@ -166,9 +167,13 @@ fn hand_back(
             .iter()
             .find(|(_, selected)| selected.iter().any(|n| n.name == node.name))
             .map(|(p, _)| p.name.as_str());
-        let why = match by {
-            Some(policy) => format!("policy {policy} is being deleted"),
-            None => "no policy selects the node any more".to_owned(),
+        let why = match (claimed_by, by) {
+            (Some(both), _) => format!(
+                "policies {} select the node: neither acts on it",
+                both.join(" and ")
+            ),
+            (None, Some(policy)) => format!("policy {policy} is being deleted"),
+            (None, None) => "no policy selects the node any more".to_owned(),
         };
         plan.actions.push(Action {
             policy: by.unwrap_or_default().to_owned(),
@@ -183,7 +188,10 @@ fn hand_back(
     for (policy, selected) in deleting {
         let pending: Vec<String> = selected
             .iter()
-            .filter(|n| !claims.contains_key(n.name.as_str()) && nodes::release(n).is_some())
+            .filter(|n| {
+                claims.get(n.name.as_str()).is_none_or(|c| c.len() > 1)
+                    && nodes::release(n).is_some()
+            })
             .map(|n| n.name.clone())
             .collect();
         if pending.is_empty() && policy.has_finalizer {

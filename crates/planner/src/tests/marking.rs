@@ -398,6 +398,37 @@ fn a_node_selected_by_two_policies_is_left_alone_and_reported_on_both() {
     }
 }
 
+/// A node that a second policy starts to select mid-drain is handed back: neither policy acts on it, so neither may
+/// leave it cordoned and marked.
+#[test]
+fn a_node_that_becomes_shared_mid_drain_is_handed_back() {
+    let mut draining = node("shared")
+        .label("pool", "web")
+        .marked(at(0))
+        .admitted(at(1));
+    draining.marked_by_k8sm = true;
+    let web = policy("web").selecting("pool", "web");
+    let all = policy("all");
+    let plan = plan_now(&cluster(vec![draining], vec![], vec![], vec![web, all]));
+    assert_eq!(summary(&plan), ["Release shared +uncordon +unmark"]);
+    let released = &plan.actions[0];
+    assert_eq!(released.reason, Reason::Released);
+    assert!(
+        released
+            .message
+            .starts_with("policies all and web select the node: neither acts on it"),
+        "{}",
+        released.message
+    );
+    assert!(
+        plan.policy("web")
+            .unwrap()
+            .conditions
+            .iter()
+            .any(|c| c.reason == Reason::PolicyConflict && c.nodes == ["shared"])
+    );
+}
+
 #[test]
 fn a_conflict_names_at_most_five_of_the_shared_nodes() {
     let nodes: Vec<NodeView> = (0..7).map(|i| node(&format!("n{i}"))).collect();
