@@ -71,6 +71,7 @@ fn fleet(nodes: usize) -> ClusterView {
             controller: None,
             exists: true,
             replacing: false,
+            min_ready_seconds: 0,
             rollout: None,
         };
         let owner = OwnerView {

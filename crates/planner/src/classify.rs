@@ -419,7 +419,12 @@ mod tests {
             ..Default::default()
         };
         let mut facts = crate::facts::PodCache::default();
-        let index = Index::new(&view, &mut facts, &mut Default::default());
+        let index = Index::new(
+            &view,
+            &mut facts,
+            &mut Default::default(),
+            crate::testing::t0(),
+        );
         view.pods
             .iter()
             .map(|p| PodClassOf::from(classify(p, &index)))

@@ -370,6 +370,8 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
                 (Class::Owned(w), false) | (Class::Other(w), true) => w,
                 _ => continue,
             };
+            // Ready but not yet available counts as not Ready (its workload's minReadySeconds).
+            let ready = ready && workload.available(pod, ctx.now);
             // Held back behind the node's workload pods (see `decide_workload`).
             let held_back = workload_pods_left && ready;
             managed = true;
@@ -626,6 +628,9 @@ fn decide_workload(
     let Some(workload) = class.workload() else {
         unreachable!("decide_workload is called for workload and other-controller pods only")
     };
+    // Ready but not yet available (its workload's minReadySeconds) counts as not Ready: its controller does not count
+    // it either, and moving it takes no available pod away.
+    let ready = ready && workload.available(pod, ctx.now);
     if let Some((reason, message)) = needs_operator(pod, class, multi_covered, ctx, index) {
         return pod_plan(index, pod, class, Decision::Block, Some(reason), message);
     }
@@ -1125,7 +1130,12 @@ mod tests {
             ..crate::ClusterView::default()
         };
         let mut cache = crate::facts::PodCache::default();
-        let index = Index::new(&view, &mut cache, &mut Default::default());
+        let index = Index::new(
+            &view,
+            &mut cache,
+            &mut Default::default(),
+            crate::testing::t0(),
+        );
         let policy = policy("p");
         let ctx = NodeContext {
             node: &view.nodes[0],

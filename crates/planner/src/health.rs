@@ -370,7 +370,12 @@ mod tests {
         let (a, b, other) = (reference("uid-1"), reference("uid-1"), reference("uid-2"));
         let view = ClusterView::default();
         let mut pods = crate::facts::PodCache::default();
-        let index = Index::new(&view, &mut pods, &mut Default::default());
+        let index = Index::new(
+            &view,
+            &mut pods,
+            &mut Default::default(),
+            crate::testing::t0(),
+        );
         let mut ledger = Ledger::new(&index);
         let (wa, wb, wo) = (
             Workload::of_other(&a),

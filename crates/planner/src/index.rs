@@ -208,6 +208,9 @@ pub(crate) struct Index<'a> {
     pub(crate) unanswered_pods: FastSet<&'a str>,
     /// The remembered sizes of controllers of unknown kinds.
     pub(crate) observed_sizes: &'a BTreeMap<String, u32>,
+    /// The earliest time a Ready pod not yet available (Ready for less than its workload's `minReadySeconds`) becomes
+    /// available: its workload's health changes then, whatever else does.
+    pub(crate) next_available: Option<DateTime<Utc>>,
 }
 
 impl<'a> Index<'a> {
@@ -218,6 +221,7 @@ impl<'a> Index<'a> {
         view: &'a ClusterView,
         pods: &'a mut PodCache,
         controllers: &mut ControllerClasses,
+        now: DateTime<Utc>,
     ) -> Self {
         let nodes: BTreeMap<&str, &NodeView> =
             view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
@@ -289,6 +293,7 @@ impl<'a> Index<'a> {
         // answers are kept in `cover` for the pass's decisions).
         let mut last_cover: Option<((usize, usize), bool)> = None;
         let mut node_classes = vec![NodeClasses::default(); nodes.len()];
+        let mut next_available: Option<DateTime<Utc>> = None;
         let facts: &'a [PodFacts] = &pods.facts;
         // Per pod (by its position in the view), whether more than one budget covers it: what deciding a draining
         // node's pods asks of every one of them, answered here without reading the pod. Empty without budgets.
@@ -401,7 +406,18 @@ impl<'a> Index<'a> {
                 if going {
                     counts.going += 1;
                 } else if f.ready && !f.terminating {
-                    counts.ready += 1;
+                    // Where its workload sets minReadySeconds, a Ready pod counts once available.
+                    let available_at = match class {
+                        Class::Owned(w) | Class::Other(w) => w.available_at(pod),
+                        _ => Some(None),
+                    };
+                    match available_at {
+                        Some(Some(at)) if at > now => {
+                            next_available = Some(next_available.map_or(at, |n| n.min(at)));
+                        }
+                        Some(_) => counts.ready += 1,
+                        None => {}
+                    }
                 }
             }
         }
@@ -443,6 +459,7 @@ impl<'a> Index<'a> {
                 .map(|e| e.pod_uid.as_str())
                 .collect(),
             observed_sizes: &view.observed_sizes,
+            next_available,
         }
     }
 

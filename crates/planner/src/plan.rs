@@ -57,7 +57,7 @@ fn plan_with(
     controllers: &mut ControllerClasses,
     now: DateTime<Utc>,
 ) -> Plan {
-    let index = Index::new(view, pods, controllers);
+    let index = Index::new(view, pods, controllers, now);
     let mut policies: Vec<&PolicyView> = view.policies.iter().collect();
     policies.sort_by(|a, b| a.name.cmp(&b.name));
 
@@ -131,6 +131,7 @@ fn plan_with(
         plan.policies.push(policy_plan);
     }
     hand_back(&policies, &selections, &claims, &index, &mut plan);
+    plan.next_wake = earliest(plan.next_wake, index.next_available);
 
     plan.actions
         .sort_by(|a, b| action_order(a).cmp(&action_order(b)));

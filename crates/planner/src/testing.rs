@@ -127,6 +127,7 @@ pub fn owner(kind: OwnerKind, namespace: &str, name: &str, desired: Option<u32>)
         controller: None,
         exists: true,
         replacing: false,
+        min_ready_seconds: 0,
         rollout: None,
     }
 }

@@ -279,10 +279,18 @@ pub struct OwnerView {
     /// saw the other's deletion. `false` for every other kind.
     #[serde(default)]
     pub replacing: bool,
+    /// `spec.minReadySeconds` of a Deployment, ReplicaSet, ReplicationController or StatefulSet: a pod counts as
+    /// available, and so as Ready for the health rule, once Ready for this long, as its controller counts it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub min_ready_seconds: u32,
     /// For a Deployment: what moving its single pod by a surge rollout needs (`spec.workloads.surge`). `None` for
     /// every other kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutView>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A Deployment's rollout: its strategy, whether its last rollout is complete, and the annotations by which it

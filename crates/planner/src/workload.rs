@@ -7,6 +7,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use chrono::{DateTime, Utc};
+
 use crate::{
     ClusterView, OwnerKind, OwnerView,
     index::FastMap,
@@ -73,6 +75,36 @@ impl<'a> Workload<'a> {
         match self {
             Self::Owner(o) => o.replacing,
             Self::Other(_) => false,
+        }
+    }
+
+    /// `spec.minReadySeconds` (see [`OwnerView::min_ready_seconds`]); 0 for a controller of another kind.
+    pub(crate) fn min_ready_seconds(self) -> u32 {
+        match self {
+            Self::Owner(o) => o.min_ready_seconds,
+            Self::Other(_) => 0,
+        }
+    }
+
+    /// When a Ready pod of this workload is available (Ready for `minReadySeconds`, as the Deployment controller
+    /// counts it): at once without `minReadySeconds`; `None` when its Ready time is unknown (never, as for its
+    /// controller).
+    pub(crate) fn available_at(self, pod: &crate::PodView) -> Option<Option<DateTime<Utc>>> {
+        match self.min_ready_seconds() {
+            0 => Some(None),
+            seconds => {
+                let since = pod.ready_changed?;
+                Some(since.checked_add_signed(chrono::Duration::seconds(i64::from(seconds))))
+            }
+        }
+    }
+
+    /// Whether a Ready pod of this workload is available at `now`.
+    pub(crate) fn available(self, pod: &crate::PodView, now: DateTime<Utc>) -> bool {
+        match self.available_at(pod) {
+            Some(None) => true,
+            Some(Some(at)) => at <= now,
+            None => false,
         }
     }
 

@@ -14,6 +14,7 @@ use crate::meta::controller_ref;
 pub fn deployment_view(deployment: &Deployment) -> OwnerView {
     let replicas = deployment.spec.as_ref().and_then(|s| s.replicas);
     let mut view = replicated(OwnerKind::Deployment, &deployment.metadata, replicas);
+    view.min_ready_seconds = seconds(deployment.spec.as_ref().and_then(|s| s.min_ready_seconds));
     view.replacing = replacing_pods(deployment);
     view.rollout = Some(rollout(deployment));
     view
@@ -107,22 +108,36 @@ fn replacing_pods(deployment: &Deployment) -> bool {
 }
 
 pub fn replica_set_view(replica_set: &ReplicaSet) -> OwnerView {
-    let replicas = replica_set.spec.as_ref().and_then(|s| s.replicas);
-    replicated(OwnerKind::ReplicaSet, &replica_set.metadata, replicas)
+    let spec = replica_set.spec.as_ref();
+    let mut view = replicated(
+        OwnerKind::ReplicaSet,
+        &replica_set.metadata,
+        spec.and_then(|s| s.replicas),
+    );
+    view.min_ready_seconds = seconds(spec.and_then(|s| s.min_ready_seconds));
+    view
+}
+
+/// `spec.minReadySeconds`; unset or negative (which the apiserver rejects) is 0.
+fn seconds(min_ready_seconds: Option<i32>) -> u32 {
+    min_ready_seconds.map_or(0, |s| u32::try_from(s).unwrap_or(0))
 }
 
 pub fn replication_controller_view(controller: &ReplicationController) -> OwnerView {
-    let replicas = controller.spec.as_ref().and_then(|s| s.replicas);
-    replicated(
+    let spec = controller.spec.as_ref();
+    let mut view = replicated(
         OwnerKind::ReplicationController,
         &controller.metadata,
-        replicas,
-    )
+        spec.and_then(|s| s.replicas),
+    );
+    view.min_ready_seconds = seconds(spec.and_then(|s| s.min_ready_seconds));
+    view
 }
 
 pub fn stateful_set_view(stateful_set: &StatefulSet) -> OwnerView {
     let replicas = stateful_set.spec.as_ref().and_then(|s| s.replicas);
     let mut view = replicated(OwnerKind::StatefulSet, &stateful_set.metadata, replicas);
+    view.min_ready_seconds = seconds(stateful_set.spec.as_ref().and_then(|s| s.min_ready_seconds));
     view.replacing = stateful_set_replacing(stateful_set);
     view
 }
@@ -181,6 +196,7 @@ fn owner(kind: OwnerKind, meta: &ObjectMeta, desired: Option<u32>) -> OwnerView 
         controller: controller_ref(meta),
         exists: meta.deletion_timestamp.is_none(),
         replacing: false,
+        min_ready_seconds: 0,
         rollout: None,
     }
 }

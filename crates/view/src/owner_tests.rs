@@ -244,3 +244,18 @@ fn a_stateful_set_replaces_while_its_update_goes_on_with_every_replica_ready() {
                             "currentRevision": "web-2", "updateRevision": "web-2"});
     assert!(stateful(json!({}), unobserved).replacing);
 }
+
+/// `spec.minReadySeconds` of every replicated kind: its pods count as available once Ready for that long.
+#[test]
+fn min_ready_seconds_is_read_for_every_replicated_kind() {
+    let read: Vec<u32> = views(json!({}), json!({"minReadySeconds": 30}))
+        .iter()
+        .map(|o| o.min_ready_seconds)
+        .collect();
+    assert_eq!(read, [30, 30, 30, 30, 0]);
+    let unset: Vec<u32> = views(json!({}), json!({}))
+        .iter()
+        .map(|o| o.min_ready_seconds)
+        .collect();
+    assert_eq!(unset, [0; 5]);
+}

@@ -332,3 +332,61 @@ fn a_node_back_on_the_target_it_was_told_goes_round_again_after_the_target_moved
     assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
     assert_eq!(blocker_reasons(&plan, "n1"), [Reason::UnexpectedExecutor]);
 }
+
+/// With `minReadySeconds`, "Ready" in the rule means available (Ready for that long), as the Deployment controller
+/// counts it: a replacement Ready for 10 s of 60 does not count yet, so the workload's Ready pods on the draining
+/// node wait, and the plan wakes when it becomes available; a pod not yet available itself moves as a pod that is not
+/// Ready does (its controller does not count it either).
+#[test]
+fn with_min_ready_seconds_ready_means_available() {
+    let mut rs = replica_set("shop", "web", 3);
+    rs.min_ready_seconds = 60;
+    let long_ago = now() - chrono::Duration::minutes(30);
+    let just = now() - chrono::Duration::seconds(10);
+    let available = |p: PodView| PodView {
+        ready_changed: Some(long_ago),
+        ..p
+    };
+    let pods = vec![
+        available(rs.pod("web-a", "up")),
+        PodView {
+            ready_changed: Some(just),
+            ..rs.pod("web-new", "up")
+        },
+        available(rs.pod("web-c", "n1")),
+    ];
+    let plan = plan_now(&draining(vec![rs.clone()], pods, policy("p")));
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
+    let (_, reason, message) = pod_decision(&plan, "n1", "web-c");
+    assert_eq!(reason, Some(Reason::WaitingForOwner));
+    assert!(message.contains("2/3 ready"), "{message}");
+    assert_eq!(plan.next_wake, Some(just + chrono::Duration::seconds(60)));
+    // Once available: 3/3, one may go.
+    let later = crate::plan(
+        &draining(
+            vec![rs.clone()],
+            vec![
+                available(rs.pod("web-a", "up")),
+                available(rs.pod("web-new", "up")),
+                available(rs.pod("web-c", "n1")),
+            ],
+            policy("p"),
+        ),
+        now(),
+    );
+    assert_eq!(summary(&later), ["Evict shop/web-c"]);
+    // A pod on the node that is Ready but not yet available moves like one that is not Ready: 2 available of 3 is
+    // the floor.
+    let pods = vec![
+        available(rs.pod("web-a", "up")),
+        available(rs.pod("web-b", "up")),
+        PodView {
+            ready_changed: Some(just),
+            ..rs.pod("web-c", "n1")
+        },
+    ];
+    let plan = plan_now(&draining(vec![rs], pods, policy("p")));
+    assert_eq!(summary(&plan), ["Evict shop/web-c"]);
+    let (_, eviction) = plan.evictions().next().unwrap();
+    assert_eq!((eviction.ready_before, eviction.ready_after), (2, 2));
+}
