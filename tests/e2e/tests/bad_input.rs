@@ -2,7 +2,7 @@
 //! Event, status condition or one-sentence error), while the controller keeps running and upgrades everything else.
 //!
 //! - nodes: an incompatible-executor annotation that is not a time ("yesterday"), a garbage executor-id annotation,
-//!   no executor-id annotation at all (its executor only shows up later);
+//!   no executor-id annotation at all (never started, nor cordoned, until its executor shows up);
 //! - pods whose owner is gone: a ReplicaSet deleted with `propagationPolicy: Orphan` (the garbage collector strips
 //!   the pods' owner references, so they are unmanaged pods) and a ReplicaSet held in deletion by a finalizer (its pods
 //!   keep a controller reference to an owner that replaces nothing any more); a Deployment scaled to 0 whose pods stay
@@ -30,6 +30,7 @@ use k8sm_api::{
     ExecutorUpgradePolicySpec, NodePhase, UnmanagedPodPolicy, UnmanagedPods, condition_types, keys,
 };
 use k8sm_e2e::events::{events_about, k8sm_events, print_k8sm_events};
+use k8sm_e2e::nodes::is_cordoned;
 use k8sm_e2e::objects::{get_node, merge_patch, names, patch_node, pods_in};
 use k8sm_e2e::plugin;
 use k8sm_e2e::scenario::{Scenario, is_upgraded};
@@ -205,12 +206,12 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
     };
     scenario.create_policy("fleet", spec).await;
 
-    // Everything else is upgraded; the node without an executor is told to restart (nothing obeys yet), and the node
-    // of `sunset` waits for its terminating pods, never evicting them.
+    // Everything else is upgraded; the node without an executor is never started (nothing would obey a kamikaze),
+    // and the node of `sunset` waits for its terminating pods, never evicting them.
     let ordinary = [0, 1, 3, 5, 6, 7].map(node_name);
     scenario
         .wait_until(
-            "the other nodes are upgraded, the node without executor got kamikaze, sunset's node waits",
+            "the other nodes are upgraded, the node without executor is reported and untouched, sunset's node waits",
             PROGRESS,
             || async {
                 scenario.controllers[0].assert_running();
@@ -228,14 +229,23 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
                         .iter()
                         .any(|n| n.name_any() == *name && is_upgraded(n, &scenario.new_id))
                 });
-                let told = nodes.iter().any(|n| {
-                    n.name_any() == no_id && n.annotations().contains_key(keys::KAMIKAZE_ANNOTATION)
+                let untouched = nodes.iter().any(|n| {
+                    n.name_any() == no_id
+                        && !is_cordoned(n)
+                        && !n.annotations().contains_key(keys::DRAINING_ANNOTATION)
+                        && !n.annotations().contains_key(keys::KAMIKAZE_ANNOTATION)
                 });
+                assert!(untouched, "{no_id} is never started");
                 let status = scenario.policy("fleet").await.status?;
                 let waiting = status.nodes.iter().any(|n| {
                     n.name == sunset_node && n.phase == NodePhase::Draining && n.pods_left == 2
                 });
-                (upgraded && told && waiting).then_some(())
+                let reported = status.nodes.iter().any(|n| {
+                    n.name == no_id
+                        && n.phase == NodePhase::Blocked
+                        && n.blockers.iter().any(|b| b.contains("no executor would obey a kamikaze"))
+                });
+                (upgraded && waiting && reported).then_some(())
             },
         )
         .await;
@@ -308,7 +318,7 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
                 .map(note)
                 .collect::<Vec<_>>(),
             [format!(
-                "{OWNERS}/{pod} on {orphans_node}: delete unmanaged pod (no controller)"
+                "{OWNERS}/{pod} on {orphans_node}: delete unmanaged pod (no controller) (by eviction)"
             )]
         );
     }
@@ -320,7 +330,8 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
                 .map(note)
                 .collect::<Vec<_>>(),
             [format!(
-                "{OWNERS}/{pod} on {orphans_node}: delete unmanaged pod: its controller ReplicaSet/ghost is being deleted"
+                "{OWNERS}/{pod} on {orphans_node}: delete unmanaged pod: its controller ReplicaSet/ghost is being deleted \
+                 (by eviction)"
             )]
         );
     }
@@ -337,7 +348,8 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
         "{waiting:?}"
     );
 
-    // The node without an executor ID: an agent starts on it and obeys the kamikaze that waits for it.
+    // The node without an executor ID: an agent starts on it and publishes its ID; the node is then drained and told
+    // to restart like any other.
     patch_node(
         &client,
         &no_id,
