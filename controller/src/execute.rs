@@ -255,7 +255,7 @@ impl Executor {
                     KamikazeMechanism::DeleteNode => {
                         // Recorded first: once the Node is gone, nothing else remembers that it was told.
                         let policy_version = match self
-                            .record_deletion(require_policy(policy)?, node, *at)
+                            .record_deletion(require_policy(policy)?, node, *at, target.as_ref())
                             .await?
                         {
                             Ok(version) => version,
@@ -431,6 +431,7 @@ impl Executor {
         policy: &ExecutorUpgradePolicy,
         node: &Node,
         at: DateTime<Utc>,
+        target: Option<&String>,
     ) -> Result<Result<Option<String>, Outcome>, Error> {
         let api: Api<ExecutorUpgradePolicy> = Api::all(self.client.clone());
         let policy_name = policy.name_any();
@@ -445,6 +446,7 @@ impl Executor {
                 .get(keys::EXECUTOR_ID_ANNOTATION)
                 .map(|id| k8sm_api::text::recorded_id(id).into_owned()),
             deleted_at: to_time(at),
+            target: target.cloned(),
         };
         for _ in 0..RECORD_ATTEMPTS {
             let fresh = match api.get_opt(&policy_name).await {

@@ -417,6 +417,7 @@ mod tests {
             uid: format!("uid-{name}"),
             executor_id: None,
             deleted_at: k8sm_view::time::to_time(Utc::now()),
+            target: None,
         };
         let unfinished: HashSet<String> = ["added-failed", "completed-failed"]
             .into_iter()

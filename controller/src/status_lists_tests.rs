@@ -251,6 +251,7 @@ fn deleted_nodes_keep_a_bounded_executor_id() {
         uid: "uid-gone".into(),
         executor_id: Some(id.to_owned()),
         deleted_at: at(0),
+        target: None,
     };
     let huge = "x".repeat(200 * 1024);
     let written = deleted_nodes(&[record(&huge), record("sha256:old")]);

@@ -218,6 +218,7 @@ mod tests {
             uid: "uid-1".into(),
             executor_id: None,
             deleted_at: k8sm_view::time::to_time(chrono::Utc::now()),
+            target: None,
         });
         assert_eq!(
             pace.judge("p", Some(&status(0)), &record, soon),

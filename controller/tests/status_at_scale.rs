@@ -155,6 +155,7 @@ fn fleet() -> Fleet {
                         // As an earlier version recorded it: raw.
                         executor_id: Some(value),
                         deleted_at: at(59),
+                        target: None,
                     });
                     continue;
                 }

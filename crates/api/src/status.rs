@@ -309,6 +309,10 @@ pub struct DeletedNode {
     pub executor_id: Option<String>,
     /// When k8sm deleted it.
     pub deleted_at: Time,
+    /// The target executor ID it was told to restart into, as recorded (absent without a target): a node back on
+    /// it after the target moved restarted as told, and goes round again for the new target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
 }
 
 /// A pod that keeps a draining node from finishing.

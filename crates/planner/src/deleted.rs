@@ -49,7 +49,26 @@ pub(crate) fn assess(
         (None, Some(id)) => !unchanged(id),
         (_, None) => false,
     };
+    // Back on the target it was told to restart into, which the policy moved since: it restarted as told.
+    let on_earlier_target = current.is_some() && current == record.target.as_deref();
     match current {
+        Some(id) if !upgraded && on_earlier_target => {
+            a = Assessment::new(Stage::Settled(NodePhase::Incompatible));
+            a.actions.push((
+                ActionKind::Complete {
+                    node: node.name.clone(),
+                    uncordon: node.cordoned_by_k8sm && node.unschedulable,
+                },
+                Reason::Upgraded,
+                format!(
+                    "the node came back as {} after k8sm deleted it, the target it was told to restart into; the \
+                     target is now {}: it is marked again for the new target",
+                    bounded(id, MAX_EXECUTOR_ID),
+                    target.unwrap_or("(none)")
+                ),
+            ));
+            (a, false)
+        }
         _ if upgraded => {
             a = Assessment::new(Stage::Settled(NodePhase::Compatible));
             // Also on a clean node (a new Node object): the Event says the node came back.

@@ -411,6 +411,9 @@ pub struct DeletedNodeRecord {
     pub executor_id: Option<String>,
     /// When it was deleted.
     pub deleted_at: DateTime<Utc>,
+    /// The target it was told to restart into, as recorded: back on it after the target moved, it goes round again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
 }
 
 /// An eviction (or deletion) the controller executed that its pod cache may not show yet. The pod counts as

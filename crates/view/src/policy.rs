@@ -34,6 +34,7 @@ pub fn deleted_node_record(node: &DeletedNode) -> DeletedNodeRecord {
         uid: node.uid.clone(),
         executor_id: node.executor_id.clone(),
         deleted_at: from_time(&node.deleted_at),
+        target: node.target.clone(),
     }
 }
 
@@ -44,6 +45,7 @@ pub fn deleted_node_status(record: &DeletedNodeRecord) -> DeletedNode {
         uid: record.uid.clone(),
         executor_id: record.executor_id.clone(),
         deleted_at: to_time(record.deleted_at),
+        target: record.target.clone(),
     }
 }
 

@@ -87,12 +87,14 @@ fn deleted_nodes_come_from_the_status() {
                 uid: "old-n1".into(),
                 executor_id: Some("sha256:old".into()),
                 deleted_at: rfc3339("2026-01-01T00:10:00Z"),
+                target: None,
             },
             DeletedNodeRecord {
                 name: "n2".into(),
                 uid: "old-n2".into(),
                 executor_id: None,
                 deleted_at: rfc3339("2026-01-01T00:12:30.5Z"),
+                target: None,
             },
         ]
     );
@@ -116,6 +118,7 @@ fn a_record_written_back_reads_the_same() {
         uid: "old-n1".into(),
         executor_id: None,
         deleted_at: rfc3339("2026-01-01T00:10:00Z"),
+        target: None,
     };
     let written = deleted_node_status(&record);
     assert_eq!(

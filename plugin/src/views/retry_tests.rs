@@ -38,6 +38,7 @@ fn came_back_after_delete() -> NodePlan {
         uid: "uid-old-n1".into(),
         executor_id: Some(OLD.into()),
         deleted_at: at(5),
+        target: None,
     }];
     node_plan(&ClusterView {
         nodes: vec![node("n1")],

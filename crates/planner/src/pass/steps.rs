@@ -480,6 +480,7 @@ impl PolicyPass<'_, '_> {
                     .as_deref()
                     .map(|id| k8sm_api::text::recorded_id(id).into_owned()),
                 deleted_at: self.now,
+                target: spec.target_executor_id.clone(),
             });
         }
         let message = format!("drained: executor told to terminate ({how})");

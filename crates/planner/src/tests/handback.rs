@@ -120,6 +120,7 @@ fn a_deleted_node_is_recorded_and_holds_its_slot_until_it_comes_back() {
             uid: "uid-n1".into(),
             executor_id: Some(OLD.into()),
             deleted_at: now(),
+            target: Some(crate::testing::NEW.into()),
         }]
     );
     apply(&mut view, &plan);
@@ -163,6 +164,7 @@ fn a_deleted_node_that_comes_back_with_its_old_executor_is_never_deleted_again()
         uid: "uid-n1".into(),
         executor_id: Some(OLD.into()),
         deleted_at: at(50),
+        target: None,
     };
     let mut p = delete_node_policy();
     p.deleted_nodes = vec![record];
@@ -179,6 +181,35 @@ fn a_deleted_node_that_comes_back_with_its_old_executor_is_never_deleted_again()
     }
 }
 
+/// Deleted as its kamikaze toward a target that moved since (a hotfix release), the node comes back on the target it
+/// was told about: it goes round again for the new target, where a third ID still means it came back wrong.
+#[test]
+fn a_deleted_node_back_on_the_target_it_was_told_goes_round_again() {
+    let told = "sha256:first-target";
+    let record = DeletedNodeRecord {
+        name: "n1".into(),
+        uid: "uid-n1".into(),
+        executor_id: Some(OLD.into()),
+        deleted_at: at(50),
+        target: Some(told.into()),
+    };
+    let mut p = delete_node_policy();
+    p.deleted_nodes = vec![record];
+    let mut back = node("n1").executor(told);
+    back.uid = "uid-n1-new".into();
+    let mut view = cluster(vec![back.clone()], vec![], vec![], vec![p.clone()]);
+    let plan = plan_now(&view);
+    assert_eq!(summary(&plan), ["Complete n1"]);
+    assert!(plan.policy("p").unwrap().deleted_nodes.is_empty());
+    apply(&mut view, &plan);
+    view.policies[0].deleted_nodes.clear();
+    assert_eq!(summary(&plan_now(&view)), ["Mark n1 @", "Admit n1 +cordon"]);
+    // A third ID: came back wrong, as before.
+    back.executor_id = Some("sha256:neither".into());
+    let plan = plan_now(&cluster(vec![back], vec![], vec![], vec![p]));
+    assert_eq!(blocker_reasons(&plan, "n1"), [Reason::UnexpectedExecutor]);
+}
+
 #[test]
 fn a_node_still_there_after_its_deletion_is_deleted_again() {
     let mut p = delete_node_policy();
@@ -187,6 +218,7 @@ fn a_node_still_there_after_its_deletion_is_deleted_again() {
         uid: "uid-n1".into(),
         executor_id: Some(OLD.into()),
         deleted_at: at(59),
+        target: None,
     }];
     let view = cluster(
         vec![node("n1").marked(at(0)).admitted(at(1))],
