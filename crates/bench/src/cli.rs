@@ -110,6 +110,11 @@ pub struct Args {
     /// instead of minutes and no noise, to compare admission rules; writes no report.
     #[arg(long)]
     pub model: bool,
+    /// With `--model`: make the fleet messy, as real clusters are (crash-looping owners, dead nodes, pods stuck
+    /// terminating, a stuck rollout, bare pods under `unmanagedPods.policy: Never`, pinned pods; see
+    /// `workload::Messy`), and say for each fleet what k8sm left to an operator and what it did to those nodes.
+    #[arg(long, requires = "model")]
+    pub messy: bool,
 }
 
 impl Args {
@@ -122,6 +127,7 @@ impl Args {
             grace_period_s: u32::try_from(Duration::from(self.grace_period).as_secs())
                 .unwrap_or(u32::MAX),
             fill_percent: self.node_fill,
+            messy: self.messy.then(crate::workload::MessRates::default),
         }
     }
 }
@@ -144,8 +150,13 @@ fn model(args: &Args, pods: usize, concurrency: usize) {
         pod_ready_delay: args.pod_ready_delay.into(),
         tick: Duration::from_millis(250),
         limit: Duration::from_secs(24 * 3600),
+        // A messy fleet waits out `nodeProgressDeadline` for its broken replacements, and settles for minutes after:
+        // plan as the controller does, on changes and wakes (the tidy fleets' figures stay those of every tick).
+        event_driven: args.messy,
     };
     let mut ratios = Vec::new();
+    // A messy fleet's totals: nodes left to an operator, those left cordoned, evictions on them, owners below.
+    let mut messy = [0usize; 4];
     for seed in (args.seed..).take(args.runs) {
         let realism = Realism {
             seed,
@@ -165,6 +176,21 @@ fn model(args: &Args, pods: usize, concurrency: usize) {
             ratios.push(makespan / bound.seconds);
         }
         println!("{}", crate::model::describe(seed, &bound, &run));
+        for (total, n) in messy.iter_mut().zip([
+            run.unfinishable.len(),
+            run.unfinishable_left_cordoned(),
+            run.evictions_on_unfinishable(),
+            run.owners_below.len(),
+        ]) {
+            *total += n;
+        }
+    }
+    if args.messy {
+        let [unfinishable, cordoned, evictions, below] = messy;
+        println!(
+            "messy fleets: {unfinishable} nodes only an operator can clear, {cordoned} of them left cordoned, \
+             {evictions} evictions on them; {below} owners below their bound"
+        );
     }
     if !ratios.is_empty() {
         ratios.sort_by(f64::total_cmp);

@@ -9,6 +9,12 @@
 //! evicted pod is gone a fixed `GONE_AFTER` past its grace period, a created pod is scheduled in the next tick), the
 //! rolling Deployment's rollout (its pods are moved as any Deployment's), and the DaemonSet (its requests are taken
 //! off every node's room).
+//!
+//! A messy fleet ([`crate::workload::Messy`]) is played as its truth says: crash-looping pods and a stuck rollout's
+//! new pods never become Ready, dead nodes are NotReady and take no pod, zombies never go, bare pods stay under
+//! `unmanagedPods.policy: Never`, and a pinned pod's replacement waits Pending until its node is back and
+//! schedulable. Its run stops once every node but those only an operator can clear ([`Workload::unfinishable`]) is
+//! upgraded, and goes on for [`SETTLE`] to see what k8sm still does to the others.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,6 +33,16 @@ const GONE_AFTER: Duration = Duration::from_millis(300);
 /// How long past its owner's delay a scheduled pod becomes Ready (the calibration's median).
 const READY_AFTER: Duration = Duration::from_millis(300);
 const NAMESPACE: &str = "bench";
+/// The controller plans at least this often when nothing changes (its `--resync` default): the pace of an
+/// event-driven run's idle stretches.
+const RESYNC: Duration = Duration::from_secs(30);
+/// How long a messy run goes on once every node it can finish is upgraded, for anything k8sm would still do to the
+/// nodes left to an operator to show: past the policy's default `nodeProgressDeadline` (10 minutes), the longest
+/// wait of the planner's.
+pub const SETTLE: Duration = Duration::from_secs(11 * 60);
+/// When a messy fleet's pods were created, seconds from the start: an hour before, so that a crash loop of before
+/// the upgrade counts as broken at once (its replacements only after `nodeProgressDeadline`).
+const CREATED_BEFORE: f64 = -3600.0;
 
 /// What the model runs.
 #[derive(Clone, Debug)]
@@ -41,46 +57,107 @@ pub struct ModelConfig {
     pub tick: Duration,
     /// Simulated time after which the run stops unfinished.
     pub limit: Duration,
+    /// Plan at a tick only when something changed since the last pass, when the last plan asked to be woken
+    /// (`next_wake`), or [`RESYNC`] after the last pass, as the controller does; `false`: at every tick. The same
+    /// upgrade as long as the planner says when its decisions change with time alone, in a fraction of the passes.
+    pub event_driven: bool,
 }
 
-/// When a node went through each step, seconds from the start.
+/// When a node went through each step, seconds from the start, and what happened to it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeTimeline {
     pub name: String,
     pub admitted: Option<f64>,
     pub kamikaze: Option<f64>,
     pub back: Option<f64>,
+    /// The first time it was seen cordoned (`spec.unschedulable`) after a pass.
+    pub cordoned: Option<f64>,
+    /// Its pods evicted or deleted by k8sm, over the whole run.
+    pub evicted: usize,
+    /// At the end: cordoned, or carrying k8sm's drain state (`draining_since`, `cordoned_by_k8sm`).
+    pub cordoned_at_end: bool,
 }
 
 /// The model's upgrade.
 #[derive(Clone, Debug, Default)]
 pub struct ModelRun {
-    /// Seconds until every node ran the new executor; `None` if the limit came first.
+    /// Seconds until every node ran the new executor (of a messy fleet: every node but those only an operator can
+    /// clear); `None` if the limit came first.
     pub makespan: Option<f64>,
     pub evictions: usize,
     pub deletions: usize,
-    /// Owners whose Ready pods went below their bound `min(ceil(t·d), d−1)` at some tick (counted by the model).
+    /// Owners whose Ready pods k8sm took below their bound `min(ceil(t·d), d−1)` (counted by the model): an owner
+    /// Ready at the start whose Ready pods went below it at some tick, or any owner left below it by an eviction of
+    /// one of its Ready pods (an owner below its bound from the start, as a crash-looping one, may not lose one).
     pub owners_below: Vec<String>,
     pub nodes: Vec<NodeTimeline>,
     /// Evictions of each owner's pods: more than its replicas when replacements landed on nodes still to drain and
     /// had to move again (each such move adds a wave to the owner's chain).
     pub evictions_by_owner: BTreeMap<String, usize>,
+    /// Nodes that only an operator can clear, by the fleet's truth ([`Workload::unfinishable`]): empty for a tidy
+    /// fleet.
+    pub unfinishable: Vec<String>,
+    /// Times a draining node gave its slot up (`Stall`).
+    pub stalls: usize,
+}
+
+impl ModelRun {
+    /// Nodes left to an operator that were still cordoned, or carried k8sm's drain state, at the end.
+    pub fn unfinishable_left_cordoned(&self) -> usize {
+        self.unfinishable_nodes()
+            .filter(|n| n.cordoned_at_end)
+            .count()
+    }
+
+    /// Pods evicted or deleted from nodes left to an operator.
+    pub fn evictions_on_unfinishable(&self) -> usize {
+        self.unfinishable_nodes().map(|n| n.evicted).sum()
+    }
+
+    fn unfinishable_nodes(&self) -> impl Iterator<Item = &NodeTimeline> {
+        self.nodes
+            .iter()
+            .filter(|n| self.unfinishable.contains(&n.name))
+    }
 }
 
 /// One owner of the fleet as the model keeps it.
 struct ModelOwner {
     spec: workload::Owner,
-    /// The reference its pods carry (a Deployment's pods: its ReplicaSet's).
-    reference: Arc<ControllerRef>,
+    /// The references its pods carry, by ReplicaSet (a Deployment's pods: its ReplicaSet's; a stuck rollout's
+    /// second is its new ReplicaSet's).
+    references: Vec<Arc<ControllerRef>>,
     labels: Arc<BTreeMap<String, String>>,
     /// Names handed out, for a ReplicaSet's new pods.
     created: usize,
     bound: u32,
+    /// Ready pods when the upgrade starts.
+    initial_ready: u32,
     lowest_ready: u32,
+    /// One of its Ready pods was evicted or deleted in this tick.
+    lost_ready: bool,
+    /// An eviction of one of its Ready pods left it below its bound.
+    taken_below: bool,
 }
 
 /// A pod's CPU (millicores) and memory (MiB) requests.
 type Requests = (u64, u64);
+
+/// A pod as the model plays it.
+#[derive(Clone)]
+struct ModelPod {
+    /// Its owner (`None`: unmanaged).
+    owner: Option<usize>,
+    requests: Requests,
+    /// Which of its owner's ReplicaSets made it ([`ModelOwner::references`]).
+    replica_set: usize,
+    /// Crash-looping, or of a stuck rollout's new ReplicaSet.
+    never_ready: bool,
+    /// A zombie: deleting it again changes nothing.
+    stays: bool,
+    /// The only node it can run on.
+    pin: Option<String>,
+}
 
 /// What the pods bound to a node request, in all and per owner (its pods count for topology spread).
 #[derive(Default)]
@@ -106,9 +183,10 @@ enum Due {
     Gone {
         uid: Arc<str>,
     },
-    /// An owner creates a pod (pending, unscheduled).
+    /// An owner's ReplicaSet creates a pod (pending, unscheduled).
     Create {
         owner: usize,
+        replica_set: usize,
         name: String,
     },
     Ready {
@@ -125,12 +203,14 @@ struct Model<'w> {
     fleet: &'w Workload,
     view: ClusterView,
     owners: Vec<ModelOwner>,
-    /// Owner of each pod by UID (`None`: unmanaged), and its requests.
-    pods: BTreeMap<Arc<str>, (Option<usize>, Requests)>,
+    /// Every pod by UID.
+    pods: BTreeMap<Arc<str>, ModelPod>,
     due: Vec<(f64, Due)>,
     /// Room of every node for pods (allocatable less the DaemonSet's pod), CPU millicores and MiB.
     room: (u64, u64),
     timelines: BTreeMap<String, NodeTimeline>,
+    /// Names of the nodes only an operator can clear.
+    unfinishable: BTreeSet<String>,
     next_uid: usize,
     run: ModelRun,
 }
@@ -141,75 +221,123 @@ pub fn simulate(fleet: &Workload, cfg: &ModelConfig) -> ModelRun {
     model.place_fleet();
     let mut planner = Planner::default();
     let tick = cfg.tick.as_secs_f64().max(0.01);
+    let limit = cfg.limit.as_secs_f64();
     let mut now = 0.0;
-    while now <= cfg.limit.as_secs_f64() {
-        model.happen(now);
-        model.schedule(now);
-        if model.upgraded() {
+    // Event-driven: when the next pass is due though nothing changes.
+    let mut plan_at = 0.0;
+    let mut stop_at = f64::INFINITY;
+    while now <= limit && now <= stop_at {
+        let happened = model.happen(now);
+        let bound = model.schedule(now);
+        if model.run.makespan.is_none() && model.finished() {
             model.run.makespan = Some(now);
-            break;
+            if model.unfinishable.is_empty() {
+                break;
+            }
+            stop_at = now + SETTLE.as_secs_f64();
         }
-        let plan = planner.plan(&model.view, at(now));
-        model.execute(&plan, now);
-        testing::apply(&mut model.view, &plan);
-        model.watch_owners();
-        now += tick;
+        if !cfg.event_driven || happened || bound || now >= plan_at {
+            let before = cfg.event_driven.then(|| model.view.clone());
+            let plan = planner.plan(&model.view, at(now));
+            model.execute(&plan, now);
+            testing::apply(&mut model.view, &plan);
+            model.watch_owners();
+            model.watch_nodes(now);
+            plan_at = if before.is_some_and(|b| b != model.view) {
+                now
+            } else {
+                let wake = plan.next_wake.map_or(f64::INFINITY, seconds);
+                wake.min(now + RESYNC.as_secs_f64())
+            };
+        }
+        if cfg.event_driven {
+            // The next tick at which something is due, or the planner plans; always a tick later at least.
+            let due = model
+                .due
+                .iter()
+                .map(|(t, _)| *t)
+                .fold(plan_at, f64::min)
+                .min(stop_at);
+            now = ((due / tick).ceil() * tick).max(now + tick);
+        } else {
+            now += tick;
+        }
     }
-    let mut run = model.run;
-    run.nodes = model.timelines.into_values().collect();
-    run.owners_below = model
-        .owners
-        .iter()
-        .filter(|o| o.lowest_ready < o.bound)
-        .map(|o| o.spec.name.clone())
-        .collect();
-    run
+    model.finish()
 }
 
 fn at(seconds: f64) -> DateTime<Utc> {
     testing::t0() + chrono::Duration::milliseconds((seconds * 1000.0).round() as i64)
 }
 
+/// Seconds from the start.
+fn seconds(t: DateTime<Utc>) -> f64 {
+    (t - testing::t0()).num_milliseconds() as f64 / 1000.0
+}
+
 impl<'w> Model<'w> {
     fn new(fleet: &'w Workload, cfg: &'w ModelConfig) -> Self {
+        let messy = fleet.messy.as_ref();
+        let dead: BTreeSet<usize> = messy
+            .map(|m| m.dead_nodes.iter().copied().collect())
+            .unwrap_or_default();
         let mut view = ClusterView {
             nodes: (0..cfg.nodes)
-                .map(|i| testing::node(&k8sm_testcluster::node_name(i)))
+                .map(|i| {
+                    let mut node = testing::node(&k8sm_testcluster::node_name(i));
+                    node.ready = !dead.contains(&i);
+                    node
+                })
                 .collect(),
             policies: vec![testing::policy("bench").with(|spec| {
                 spec.max_concurrent_nodes = cfg.max_concurrent_nodes;
                 spec.owner_health_threshold = cfg.threshold;
-                spec.unmanaged_pods.policy = UnmanagedPodPolicy::Delete;
+                spec.unmanaged_pods.policy =
+                    messy.map_or(UnmanagedPodPolicy::Delete, |m| m.unmanaged_policy);
             })],
             ..ClusterView::default()
         };
         let mut owners = Vec::new();
         for spec in &fleet.owners {
-            let reference = match spec.kind {
+            let references = match spec.kind {
                 Kind::Deployment => {
-                    let deployment = testing::deployment(NAMESPACE, &spec.name, spec.replicas);
-                    let replica_set = deployment.replica_set(&format!("{}-rs", spec.name));
-                    let reference = replica_set.reference();
+                    let mut deployment = testing::deployment(NAMESPACE, &spec.name, spec.replicas);
+                    let mut replica_sets =
+                        vec![deployment.replica_set(&format!("{}-rs", spec.name))];
+                    if spec.stuck_rollout > 0 {
+                        // Past its progress deadline: its rollout is not complete, and its controller replaces
+                        // nothing any more.
+                        deployment = deployment.rollout(|r| r.complete = false);
+                        deployment.replacing = false;
+                        replica_sets.push(deployment.replica_set(&format!("{}-rs2", spec.name)));
+                    }
                     view.owners.push(Arc::new(deployment));
-                    view.owners.push(Arc::new(replica_set));
-                    reference
+                    let references = replica_sets
+                        .iter()
+                        .map(|r| Arc::new(r.reference()))
+                        .collect();
+                    view.owners.extend(replica_sets.into_iter().map(Arc::new));
+                    references
                 }
                 Kind::StatefulSet => {
                     let set: OwnerView =
                         testing::stateful_set(NAMESPACE, &spec.name, spec.replicas);
                     let reference = set.reference();
                     view.owners.push(Arc::new(set));
-                    reference
+                    vec![Arc::new(reference)]
                 }
             };
             let bound = k8sm_testcluster::sla::bound(spec.replicas, u32::from(cfg.threshold));
             owners.push(ModelOwner {
                 spec: spec.clone(),
-                reference: Arc::new(reference),
+                references,
                 labels: Arc::new(BTreeMap::from([("app".to_owned(), spec.name.clone())])),
                 created: 0,
                 bound,
+                initial_ready: spec.replicas,
                 lowest_ready: spec.replicas,
+                lost_ready: false,
+                taken_below: false,
             });
         }
         let size = fleet.node_size.unwrap_or(workload::NodeSize {
@@ -235,6 +363,12 @@ impl<'w> Model<'w> {
                 )
             })
             .collect();
+        let unfinishable = fleet
+            .unfinishable()
+            .into_iter()
+            .filter(|&i| i < cfg.nodes)
+            .map(k8sm_testcluster::node_name)
+            .collect();
         Self {
             cfg,
             fleet,
@@ -244,18 +378,23 @@ impl<'w> Model<'w> {
             due: Vec::new(),
             room,
             timelines,
+            unfinishable,
             next_uid: 0,
             run: ModelRun::default(),
         }
     }
 
     /// Every owner's pods and the unmanaged ones, placed by the scheduler and Ready, as the bench waits for before
-    /// the tool starts.
+    /// the tool starts (but those of a messy fleet that never become Ready), and a messy fleet's zombies.
     fn place_fleet(&mut self) {
         for owner in 0..self.owners.len() {
-            let (replicas, stateful) = {
+            let (replicas, stateful, stuck) = {
                 let o = &self.owners[owner];
-                (o.spec.replicas, o.spec.kind == Kind::StatefulSet)
+                (
+                    o.spec.replicas,
+                    o.spec.kind == Kind::StatefulSet,
+                    o.spec.stuck_rollout,
+                )
             };
             for i in 0..replicas {
                 let name = if stateful {
@@ -263,7 +402,12 @@ impl<'w> Model<'w> {
                 } else {
                     self.fresh_name(owner)
                 };
-                self.create(owner, name, 0.0);
+                self.create(owner, 0, name, 0.0);
+            }
+            // A stuck rollout's new pods, which never become Ready.
+            for _ in 0..stuck {
+                let name = self.fresh_name(owner);
+                self.create(owner, 1, name, 0.0);
             }
         }
         self.schedule(0.0);
@@ -276,16 +420,94 @@ impl<'w> Model<'w> {
                 u64::from(workload::UNMANAGED_REQUESTS.0),
                 u64::from(workload::UNMANAGED_REQUESTS.1),
             );
-            self.pods.insert(view.uid.clone(), (None, requests));
+            self.pods.insert(
+                view.uid.clone(),
+                ModelPod {
+                    owner: None,
+                    requests,
+                    replica_set: 0,
+                    never_ready: false,
+                    stays: false,
+                    pin: None,
+                },
+            );
             self.view.pods.push(Arc::new(view));
         }
-        // Every pod Ready, as the bench waits for before the tool starts.
+        let messy = self.fleet.messy.is_some();
+        // Every pod Ready, as the bench waits for before the tool starts; a messy fleet's were there an hour before
+        // (those the scheduler could not place stay Pending: pinned to a node without room, say).
         for pod in &mut self.view.pods {
+            let never_ready = self.pods.get(&pod.uid).is_some_and(|p| p.never_ready);
+            if messy && pod.node_name.is_none() {
+                continue;
+            }
             let pod = Arc::make_mut(pod);
-            pod.ready = true;
+            pod.ready = !never_ready;
             pod.phase = PodPhase::Running;
+            if messy {
+                pod.created = Some(at(CREATED_BEFORE));
+                pod.ready_changed = pod.ready.then(|| at(CREATED_BEFORE / 2.0));
+            }
         }
+        self.place_zombies();
         self.due.clear();
+        let mut ready = vec![0u32; self.owners.len()];
+        self.count_ready(&mut ready);
+        for (owner, ready) in self.owners.iter_mut().zip(ready) {
+            owner.initial_ready = ready;
+            owner.lowest_ready = ready;
+        }
+    }
+
+    /// A messy fleet's pods stuck terminating: past their grace period, not Ready, counted by their Deployment as
+    /// gone (it replaced them: they come on top of its replicas).
+    fn place_zombies(&mut self) {
+        let zombies = self
+            .fleet
+            .messy
+            .as_ref()
+            .map(|m| m.zombies.clone())
+            .unwrap_or_default();
+        for zombie in zombies {
+            let Some(owner) = self.owners.iter().position(|o| o.spec.name == zombie.owner) else {
+                continue;
+            };
+            let uid = self.uid(&zombie.name);
+            let o = &self.owners[owner];
+            let pod = PodView {
+                namespace: NAMESPACE.into(),
+                name: zombie.name.as_str().into(),
+                uid: uid.clone(),
+                node_name: Some(k8sm_testcluster::node_name(zombie.node_index).into()),
+                labels: o.labels.clone(),
+                controller: Some(o.references[0].clone()),
+                phase: PodPhase::Running,
+                ready: false,
+                terminating: true,
+                created: Some(at(CREATED_BEFORE)),
+                ready_changed: Some(at(-f64::from(zombie.deleted_before_s))),
+                deletion: Some(at(-f64::from(zombie.deleted_before_s))),
+                finalizers: if zombie.finalizer {
+                    vec![workload::ZOMBIE_FINALIZER.to_owned()]
+                } else {
+                    Vec::new()
+                },
+                ..PodView::default()
+            };
+            let requests = (u64::from(o.spec.cpu_millis), u64::from(o.spec.memory_mib));
+            self.pods.insert(
+                uid,
+                ModelPod {
+                    owner: Some(owner),
+                    requests,
+                    replica_set: 0,
+                    never_ready: true,
+                    stays: true,
+                    pin: None,
+                },
+            );
+            self.view.pods.push(Arc::new(pod));
+        }
     }
 
     fn fresh_name(&mut self, owner: usize) -> String {
@@ -299,54 +521,73 @@ impl<'w> Model<'w> {
         format!("{name}#{}", self.next_uid).into()
     }
 
-    /// A pending pod of `owner`, created at `now` (seconds).
-    fn create(&mut self, owner: usize, name: String, now: f64) {
+    /// A pending pod of `owner`'s ReplicaSet `replica_set`, created at `now` (seconds).
+    fn create(&mut self, owner: usize, replica_set: usize, name: String, now: f64) {
         let uid = self.uid(&name);
         let o = &self.owners[owner];
+        let pin = o.spec.pinned_node(&name).map(k8sm_testcluster::node_name);
         let pod = PodView {
             namespace: NAMESPACE.into(),
             name: name.into(),
             uid: uid.clone(),
             node_name: None,
             labels: o.labels.clone(),
-            controller: Some(o.reference.clone()),
+            controller: Some(o.references[replica_set].clone()),
             phase: PodPhase::Pending,
             ready: false,
             created: Some(at(now)),
             ..PodView::default()
         };
         let requests = (u64::from(o.spec.cpu_millis), u64::from(o.spec.memory_mib));
-        self.pods.insert(uid, (Some(owner), requests));
+        self.pods.insert(
+            uid,
+            ModelPod {
+                owner: Some(owner),
+                requests,
+                replica_set,
+                never_ready: o.spec.crash_looping || replica_set > 0,
+                stays: false,
+                pin,
+            },
+        );
         self.view.pods.push(Arc::new(pod));
     }
 
-    /// What is due by `now`, in time order.
-    fn happen(&mut self, now: f64) {
+    /// What is due by `now`, in time order; whether anything was.
+    fn happen(&mut self, now: f64) -> bool {
         let (mut ready, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.due)
             .into_iter()
             .partition(|(t, _)| *t <= now);
         self.due = later;
         ready.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let happened = !ready.is_empty();
         // Each at its own time: a tick may cover several.
         for (now, due) in ready {
             match due {
                 Due::Gone { uid } => {
                     self.view.pods.retain(|p| p.uid != uid);
-                    let owner = self.pods.remove(&uid).and_then(|(o, _)| o);
+                    let owner = self.pods.remove(&uid).and_then(|p| p.owner);
                     if let Some(owner) = owner
                         && self.owners[owner].spec.kind == Kind::StatefulSet
                     {
                         // The same name, once the old pod is gone.
                         let name = uid.split('#').next().unwrap_or_default().to_owned();
-                        self.create(owner, name, now);
+                        self.create(owner, 0, name, now);
                     }
                 }
-                Due::Create { owner, name } => self.create(owner, name, now),
+                Due::Create {
+                    owner,
+                    replica_set,
+                    name,
+                } => self.create(owner, replica_set, name, now),
                 Due::Ready { uid } => {
                     if let Some(pod) = self.view.pods.iter_mut().find(|p| p.uid == uid) {
                         let pod = Arc::make_mut(pod);
                         pod.ready = !pod.terminating;
                         pod.phase = PodPhase::Running;
+                        if pod.ready {
+                            pod.ready_changed = Some(at(now));
+                        }
                     }
                 }
                 Due::Back { node } => {
@@ -370,39 +611,52 @@ impl<'w> Model<'w> {
                 }
             }
         }
+        happened
     }
 
-    /// Binds every pending pod, oldest first, to the node kube-scheduler's default plugins would score highest.
-    fn schedule(&mut self, now: f64) {
+    /// Binds every pending pod, oldest first, to the node kube-scheduler's default plugins would score highest;
+    /// whether it bound any.
+    fn schedule(&mut self, now: f64) -> bool {
         let pending: Vec<usize> = (0..self.view.pods.len())
             .filter(|&i| self.view.pods[i].node_name.is_none())
             .collect();
         if pending.is_empty() {
-            return;
+            return false;
         }
         // What the bound pods use of each node, worked out once and kept up to date as pods are bound.
         let mut used: BTreeMap<String, NodeUse> = BTreeMap::new();
         for pod in &self.view.pods {
             if let Some(node) = pod.node_name.as_deref()
-                && let Some(&(owner, requests)) = self.pods.get(&pod.uid)
+                && let Some(p) = self.pods.get(&pod.uid)
             {
                 used.entry(node.to_owned())
                     .or_default()
-                    .add(owner, requests);
+                    .add(p.owner, p.requests);
             }
         }
+        let mut bound = false;
         for i in pending {
             let uid = self.view.pods[i].uid.clone();
-            let Some(&(Some(owner), requests)) = self.pods.get(&uid) else {
+            let Some(p) = self.pods.get(&uid) else {
                 continue;
             };
-            let Some(node) = self.pick(owner, requests, &uid, &used) else {
+            let Some(owner) = p.owner else {
+                continue;
+            };
+            let (requests, never_ready) = (p.requests, p.never_ready);
+            let Some(node) = self.pick(owner, requests, p.pin.as_deref(), &uid, &used) else {
                 continue;
             };
             used.entry(node.clone())
                 .or_default()
                 .add(Some(owner), requests);
             Arc::make_mut(&mut self.view.pods[i]).node_name = Some(node.into());
+            bound = true;
+            if never_ready {
+                let pod = Arc::make_mut(&mut self.view.pods[i]);
+                pod.phase = PodPhase::Running;
+                continue;
+            }
             let delay = self.owners[owner]
                 .spec
                 .ready_delay(self.cfg.pod_ready_delay)
@@ -410,16 +664,19 @@ impl<'w> Model<'w> {
             self.due
                 .push((now + delay + READY_AFTER.as_secs_f64(), Due::Ready { uid }));
         }
+        bound
     }
 
-    /// kube-scheduler's choice, in short: among schedulable nodes with room, the highest of least-allocated (1) +
-    /// balanced allocation (1) + preferred node affinity (2) + taint toleration (3: the k8sm mark's PreferNoSchedule
-    /// taint) + topology spread over the node's pods of the same owner (2), each scored 0–100; ties by a hash of the
-    /// pod and node names (the scheduler picks one of the best at random).
+    /// kube-scheduler's choice, in short: among schedulable Ready nodes with room (the pod's own node only, when it
+    /// is pinned), the highest of least-allocated (1) + balanced allocation (1) + preferred node affinity (2) + taint
+    /// toleration (3: the k8sm mark's PreferNoSchedule taint) + topology spread over the node's pods of the same owner
+    /// (2), each scored 0–100; ties by a hash of the pod and node names (the scheduler picks one of the best at
+    /// random).
     fn pick(
         &self,
         owner: usize,
         requests: Requests,
+        pin: Option<&str>,
         uid: &str,
         used: &BTreeMap<String, NodeUse>,
     ) -> Option<String> {
@@ -434,7 +691,7 @@ impl<'w> Model<'w> {
             .view
             .nodes
             .iter()
-            .filter(|n| !n.unschedulable)
+            .filter(|n| !n.unschedulable && n.ready && pin.is_none_or(|p| p == n.name))
             .map(|n| {
                 let u = used.get(&n.name).unwrap_or(&empty);
                 let same = u.owners.get(&owner).copied().unwrap_or(0);
@@ -479,25 +736,51 @@ impl<'w> Model<'w> {
                     }
                     let uid: Arc<str> = pod.uid().into();
                     let gone = now + grace + GONE_AFTER.as_secs_f64();
-                    if let Some(&(Some(owner), _)) = self.pods.get(&uid) {
+                    // The pod as it stands before the pass's actions apply.
+                    let seen = self.view.pods.iter().find(|p| p.uid == uid).cloned();
+                    if let Some(node) = seen.as_ref().and_then(|p| p.node_name.as_deref())
+                        && let Some(t) = self.timelines.get_mut(node)
+                    {
+                        t.evicted += 1;
+                    }
+                    let terminating = seen.as_ref().is_some_and(|p| p.terminating);
+                    let Some(model_pod) = self.pods.get(&uid).cloned() else {
+                        continue;
+                    };
+                    if let Some(owner) = model_pod.owner {
                         *self
                             .run
                             .evictions_by_owner
                             .entry(self.owners[owner].spec.name.clone())
                             .or_default() += 1;
-                        // A ReplicaSet replaces a terminating pod at once; a StatefulSet once it is gone.
-                        if self.owners[owner].spec.kind == Kind::Deployment {
+                        if seen.as_ref().is_some_and(|p| p.ready && !p.terminating) {
+                            self.owners[owner].lost_ready = true;
+                        }
+                        // A ReplicaSet replaces a terminating pod at once (if it had not yet); a StatefulSet once
+                        // it is gone.
+                        if self.owners[owner].spec.kind == Kind::Deployment && !terminating {
                             let name = self.fresh_name(owner);
-                            self.due.push((now, Due::Create { owner, name }));
+                            let replica_set = model_pod.replica_set;
+                            self.due.push((
+                                now,
+                                Due::Create {
+                                    owner,
+                                    replica_set,
+                                    name,
+                                },
+                            ));
                         }
                     }
-                    self.due.push((gone, Due::Gone { uid }));
+                    if !model_pod.stays {
+                        self.due.push((gone, Due::Gone { uid }));
+                    }
                 }
                 ActionKind::Admit { node, .. } => {
                     if let Some(t) = self.timelines.get_mut(node.as_str()) {
                         t.admitted.get_or_insert(now);
                     }
                 }
+                ActionKind::Stall { .. } => self.run.stalls += 1,
                 ActionKind::Kamikaze { node, .. } => {
                     if let Some(t) = self.timelines.get_mut(node.as_str()) {
                         t.kamikaze = Some(now);
@@ -510,27 +793,71 @@ impl<'w> Model<'w> {
         }
     }
 
-    /// Each owner's lowest count of Ready pods, after the tick's actions.
-    fn watch_owners(&mut self) {
-        let mut ready = vec![0u32; self.owners.len()];
+    /// Each owner's Ready pods (not terminating), by owner.
+    fn count_ready(&self, ready: &mut [u32]) {
         for pod in &self.view.pods {
             if pod.ready
                 && !pod.terminating
-                && let Some(&(Some(owner), _)) = self.pods.get(&pod.uid)
+                && let Some(ModelPod {
+                    owner: Some(owner), ..
+                }) = self.pods.get(&pod.uid)
             {
-                ready[owner] += 1;
+                ready[*owner] += 1;
             }
-        }
-        for (owner, ready) in self.owners.iter_mut().zip(ready) {
-            owner.lowest_ready = owner.lowest_ready.min(ready);
         }
     }
 
-    fn upgraded(&self) -> bool {
+    /// Each owner's lowest count of Ready pods, after the tick's actions, and whether the tick's evictions took one
+    /// below its bound.
+    fn watch_owners(&mut self) {
+        let mut ready = vec![0u32; self.owners.len()];
+        self.count_ready(&mut ready);
+        for (owner, ready) in self.owners.iter_mut().zip(ready) {
+            owner.lowest_ready = owner.lowest_ready.min(ready);
+            if std::mem::take(&mut owner.lost_ready) && ready < owner.bound {
+                owner.taken_below = true;
+            }
+        }
+    }
+
+    /// When each node was first seen cordoned.
+    fn watch_nodes(&mut self, now: f64) {
+        for node in &self.view.nodes {
+            if node.unschedulable
+                && let Some(t) = self.timelines.get_mut(&node.name)
+            {
+                t.cordoned.get_or_insert(now);
+            }
+        }
+    }
+
+    /// Every node upgraded but those only an operator can clear.
+    fn finished(&self) -> bool {
         self.view
             .nodes
             .iter()
-            .all(|n| n.executor_id.as_deref() == Some(NEW))
+            .all(|n| n.executor_id.as_deref() == Some(NEW) || self.unfinishable.contains(&n.name))
+    }
+
+    /// The run, with each node's state at the end and the owners k8sm took below their bound.
+    fn finish(self) -> ModelRun {
+        let mut run = self.run;
+        let mut timelines = self.timelines;
+        for node in &self.view.nodes {
+            if let Some(t) = timelines.get_mut(&node.name) {
+                t.cordoned_at_end =
+                    node.unschedulable || node.draining_since.is_some() || node.cordoned_by_k8sm;
+            }
+        }
+        run.nodes = timelines.into_values().collect();
+        run.owners_below = self
+            .owners
+            .iter()
+            .filter(|o| (o.initial_ready >= o.bound && o.lowest_ready < o.bound) || o.taken_below)
+            .map(|o| o.spec.name.clone())
+            .collect();
+        run.unfinishable = self.unfinishable.into_iter().collect();
+        run
     }
 }
 
@@ -546,7 +873,8 @@ fn tie(pod: &str, node: &str) -> u64 {
     h
 }
 
-/// One line of `k8sm-bench --model`: a seed's fleet, its lower bound and the model's upgrade of it.
+/// One line of `k8sm-bench --model`: a seed's fleet, its lower bound and the model's upgrade of it; for a messy
+/// fleet, a second line with the nodes left to an operator and what k8sm did to them.
 pub fn describe(seed: u64, bound: &LowerBound, run: &ModelRun) -> String {
     let (limit, owner) = bound
         .terms
@@ -561,10 +889,17 @@ pub fn describe(seed: u64, bound: &LowerBound, run: &ModelRun) -> String {
                 bound.critical_replicas
             )
         });
-    match run.makespan {
+    // A messy fleet's owners include some that cannot move, and crash loops whose replacements wait: the bound of
+    // the tidy fleet is only a reference.
+    let of = if run.unfinishable.is_empty() {
+        ""
+    } else {
+        " of the tidy fleet"
+    };
+    let line = match run.makespan {
         Some(makespan) => format!(
-            "seed {seed}: makespan {makespan:.1} s, bound {:.1} s ({limit}): {:.2}×; {} evictions{owner_moves}; owners \
-             below their bound: {}",
+            "seed {seed}: makespan {makespan:.1} s, bound{of} {:.1} s ({limit}): {:.2}×; {} evictions{owner_moves}; \
+             owners below their bound: {}",
             bound.seconds,
             makespan / bound.seconds,
             run.evictions,
@@ -574,8 +909,28 @@ pub fn describe(seed: u64, bound: &LowerBound, run: &ModelRun) -> String {
             "seed {seed}: not upgraded within the limit; bound {:.1} s ({limit})",
             bound.seconds
         ),
+    };
+    if run.unfinishable.is_empty() {
+        return line;
     }
+    let left = run
+        .nodes
+        .iter()
+        .filter(|n| n.back.is_none() && !run.unfinishable.contains(&n.name))
+        .count();
+    format!(
+        "{line}\n  messy: {} nodes only an operator can clear ({}), {} of them left cordoned, {} evictions on them; \
+         {left} other nodes not upgraded; {} slots given up",
+        run.unfinishable.len(),
+        run.unfinishable.join(", "),
+        run.unfinishable_left_cordoned(),
+        run.evictions_on_unfinishable(),
+        run.stalls,
+    )
 }
+
+#[cfg(test)]
+mod messy_tests;
 
 #[cfg(test)]
 mod tests {
@@ -629,6 +984,7 @@ mod tests {
             pod_ready_delay: Duration::from_secs(2),
             tick: Duration::from_millis(250),
             limit: Duration::from_secs(3600),
+            event_driven: false,
         };
         (bound, simulate(&fleet, &cfg))
     }

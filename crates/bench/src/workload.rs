@@ -6,8 +6,13 @@
 //! requests); [`Shape::Realistic`] gives each owner its own readiness delay, CPU and memory requests that fill the
 //! nodes to a target, a termination grace period, some owners bunched on a few nodes, one Deployment rolling out
 //! when the tool starts and a StatefulSet of 10 with `OrderedReady`.
+//!
+//! Either shape may be made messy ([`Realism::messy`], for the model only: `k8sm-bench --model --messy`), with what
+//! real clusters have that no upgrade tool can wish away: crash-looping owners, dead nodes, pods stuck terminating,
+//! a rollout stuck past its progress deadline, bare pods under `unmanagedPods.policy: Never`, and pods that can only
+//! run on their node. [`Workload::unfinishable`] says, from these alone, which nodes only an operator can clear.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -29,6 +34,7 @@ use k8sm_e2e::rng::SplitMix64;
 use k8sm_e2e::workloads;
 
 use crate::stats::{BoundInput, BoundOwner};
+use k8sm_api::UnmanagedPodPolicy;
 use k8sm_testcluster::READY_DELAY_ANNOTATION;
 
 /// Replica counts of the owners, in the order they are created, repeated until the pods are placed. Sizes that are
@@ -64,6 +70,13 @@ pub(crate) const UNMANAGED_REQUESTS: (u32, u32) = (100, 128);
 const BUNCHED_ONE_IN: u64 = 4;
 /// How many nodes a bunched owner prefers.
 const BUNCH_NODES: usize = 3;
+/// How long before the upgrade the grace period of a messy fleet's zombies ended (but the fresh ones').
+const STALE_ZOMBIE_S: u32 = 600;
+/// The finalizer that holds a messy fleet's zombies.
+pub const ZOMBIE_FINALIZER: &str = "bench.k8sm.io/never-released";
+/// Salt of the messy draws: a separate stream, so that a messy fleet's owners draw what the same seed's tidy fleet
+/// draws.
+const MESSY_SALT: u64 = 0x6d65_7373_7921;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Kind {
@@ -91,7 +104,7 @@ pub enum Shape {
     Realistic,
 }
 
-/// The realistic shape's parameters (the simple shape ignores them).
+/// The realistic shape's parameters (the simple shape ignores them, but `messy`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Realism {
     /// Same seed, same fleet.
@@ -103,6 +116,62 @@ pub struct Realism {
     pub grace_period_s: u32,
     /// How full the nodes are on average, percent of their allocatable CPU and memory.
     pub fill_percent: u8,
+    /// Add the shapes of real clusters that only the model knows how to play (see [`Messy`]), this often: off by
+    /// default, so that the presets' fleets stay what they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messy: Option<MessRates>,
+}
+
+/// How often a messy fleet has each of its shapes (see [`Workload::mess_up`]): each a chance of one in so many.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessRates {
+    /// A node dead (NotReady since before the upgrade).
+    pub dead_node_one_in: u64,
+    /// An owner crash-looping (its pods never become Ready).
+    pub crash_looping_one_in: u64,
+    /// A Deployment of 2 replicas or more with a rollout stuck past its progress deadline.
+    pub stuck_rollout_one_in: u64,
+    /// A 1-replica Deployment pinned to its node, and a StatefulSet of 3 or fewer pinned by ordinal.
+    pub pinned_one_in: u64,
+    /// At most this many pods stuck terminating on live nodes, drawn from 0.
+    pub max_zombies: u64,
+    /// At most this many more whose grace period ended less than a minute before the upgrade ([`Zombie`]).
+    pub max_fresh_zombies: u64,
+    /// Whether more than one StatefulSet may be pinned (two such sets on the same nodes can wait on each other).
+    pub pinned_sets: bool,
+}
+
+impl Default for MessRates {
+    /// What real clusters have: about one node in a hundred dead, one owner in twenty crash-looping, a stuck rollout
+    /// in one Deployment in twenty, half the 1-replica Deployments and one small StatefulSet pinned, up to two
+    /// zombies.
+    fn default() -> Self {
+        Self {
+            dead_node_one_in: 100,
+            crash_looping_one_in: 20,
+            stuck_rollout_one_in: 20,
+            pinned_one_in: 2,
+            max_zombies: 2,
+            max_fresh_zombies: 0,
+            pinned_sets: false,
+        }
+    }
+}
+
+impl MessRates {
+    /// Far messier than any cluster should be, to press the planner: a node in eight dead, an owner in four
+    /// crash-looping, a Deployment in three stuck, every small owner pinned, up to four zombies and two fresh ones.
+    pub fn harsh() -> Self {
+        Self {
+            dead_node_one_in: 8,
+            crash_looping_one_in: 4,
+            stuck_rollout_one_in: 3,
+            pinned_one_in: 1,
+            max_zombies: 4,
+            max_fresh_zombies: 2,
+            pinned_sets: true,
+        }
+    }
 }
 
 impl Default for Realism {
@@ -113,6 +182,7 @@ impl Default for Realism {
             ready_delay_max: Duration::from_secs(20),
             grace_period_s: 3,
             fill_percent: 75,
+            messy: None,
         }
     }
 }
@@ -140,6 +210,24 @@ pub struct Owner {
     /// A Deployment whose template changes just before the tool starts (`maxSurge: 25%`, `maxUnavailable: 0`).
     #[serde(default)]
     pub rolling: bool,
+    /// Messy fleets: its pods never become Ready (CrashLoopBackOff, a bad image), those of before the upgrade as
+    /// its replacements.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub crash_looping: bool,
+    /// Messy fleets: a Deployment whose rollout is past its progress deadline (`ProgressDeadlineExceeded`, so not
+    /// replacing anything), with this many pods of its new ReplicaSet that never become Ready, on top of its
+    /// replicas (all Ready, of the old ReplicaSet).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stuck_rollout: u32,
+    /// Messy fleets: the nodes its pods can only run on (a `kubernetes.io/hostname` selector, a local volume): a
+    /// Deployment's single node, or a StatefulSet's node per ordinal. A replacement waits Pending until its node is
+    /// back and schedulable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned_nodes: Vec<usize>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Owner {
@@ -154,6 +242,21 @@ impl Owner {
             preferred_nodes: Vec::new(),
             ordered: false,
             rolling: false,
+            crash_looping: false,
+            stuck_rollout: 0,
+            pinned_nodes: Vec::new(),
+        }
+    }
+
+    /// The node the pod of this name can only run on, if it is pinned: a Deployment's one node, a StatefulSet's by
+    /// the ordinal its name ends with.
+    pub fn pinned_node(&self, pod_name: &str) -> Option<usize> {
+        match self.kind {
+            Kind::Deployment => self.pinned_nodes.first().copied(),
+            Kind::StatefulSet => {
+                let ordinal: usize = pod_name.rsplit('-').next()?.parse().ok()?;
+                self.pinned_nodes.get(ordinal).copied()
+            }
         }
     }
 
@@ -165,6 +268,35 @@ impl Owner {
             Duration::from_millis(self.ready_delay_ms)
         }
     }
+}
+
+/// What a messy fleet has besides its owners' traits ([`Owner::crash_looping`], [`Owner::stuck_rollout`],
+/// [`Owner::pinned_nodes`]): the truth the model plays and that [`Workload::unfinishable`] reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Messy {
+    /// Nodes NotReady since before the upgrade (their kubelet down), on the old executor: no pod is scheduled there.
+    pub dead_nodes: Vec<usize>,
+    /// Pods stuck terminating, past their grace period, that never go: on live nodes held by a finalizer nobody
+    /// removes, on dead nodes because no kubelet confirms them gone. Their owner's controller replaced them.
+    pub zombies: Vec<Zombie>,
+    /// The policy's `unmanagedPods.policy` for the fleet's bare pods ([`Workload::unmanaged`]): `Never` leaves their
+    /// nodes to an operator.
+    pub unmanaged_policy: UnmanagedPodPolicy,
+}
+
+/// A pod of a Deployment stuck terminating on a node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Zombie {
+    pub name: String,
+    /// The Deployment's name.
+    pub owner: String,
+    pub node_index: usize,
+    /// Held by [`ZOMBIE_FINALIZER`] (on a live node); without one on a dead node.
+    pub finalizer: bool,
+    /// How long before the upgrade starts its grace period ended (its `deletionTimestamp`): a minute or more, and it
+    /// is stuck from the start; less ("fresh"), and it looks like any terminating pod until that minute is up, so a
+    /// tool may start its node before it knows.
+    pub deleted_before_s: u32,
 }
 
 /// An unmanaged pod bound to the node of this index.
@@ -192,6 +324,10 @@ pub struct Workload {
     /// The nodes' allocatable resources when pods request some (realistic shape).
     #[serde(default)]
     pub node_size: Option<NodeSize>,
+    /// A messy fleet's dead nodes, zombies and unmanaged-pod policy; `None`: a tidy fleet (every node Ready, no
+    /// zombie, unmanaged pods deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messy: Option<Messy>,
 }
 
 impl Workload {
@@ -205,15 +341,22 @@ impl Workload {
             unmanaged,
             grace_period_s: 0,
             node_size: None,
+            messy: None,
         }
     }
 
     /// The fleet of `shape`: [`Workload::plan`] for the simple one; for the realistic one, the same pod count with
     /// the ordered StatefulSet and the rolling Deployment first, then owners cycling through [`SIZES`], each with
     /// its readiness delay and requests drawn from `realism.seed`, and nodes sized to `realism.fill_percent`.
+    /// With `realism.messy`, either shape gets the messy traits too (see [`Workload::mess_up`]), drawn from a stream
+    /// of its own: the owners draw what the tidy fleet of the same seed draws.
     pub fn generate(nodes: usize, pods: usize, shape: Shape, realism: &Realism) -> Self {
         if shape == Shape::Simple {
-            return Self::plan(nodes, pods);
+            let mut workload = Self::plan(nodes, pods);
+            if let Some(rates) = &realism.messy {
+                workload.mess_up(nodes, realism.seed, rates);
+            }
+            return workload;
         }
         let unmanaged = unmanaged_pods(nodes, pods);
         let mut left = u32::try_from(pods - unmanaged.len()).unwrap_or(u32::MAX);
@@ -254,18 +397,142 @@ impl Workload {
             unmanaged,
             grace_period_s: realism.grace_period_s,
             node_size: None,
+            messy: None,
         };
+        if let Some(rates) = &realism.messy {
+            workload.mess_up(nodes, realism.seed, rates);
+        }
         workload.node_size = Some(workload.size_nodes(nodes, realism.fill_percent));
         workload
+    }
+
+    /// Makes the fleet messy, deterministically from `seed` (a stream apart from the owners' draws), at `rates`:
+    /// - dead nodes, each with one pod of a Deployment stuck terminating (no kubelet to confirm it gone; its
+    ///   Deployment replaced it);
+    /// - crash-looping owners (not the rolling Deployment);
+    /// - up to `rates.max_zombies` pods of Deployments stuck terminating on live nodes, held by a finalizer, their
+    ///   grace period over 10 minutes before the upgrade; up to `rates.max_fresh_zombies` more over 0 to 50 seconds
+    ///   before;
+    /// - Deployments of 2 replicas or more with a rollout stuck past its progress deadline, a quarter of their
+    ///   replicas (rounded up) of not-Ready new pods on top;
+    /// - 1-replica Deployments pinned to a live node, and StatefulSets of at most 3 (the first only, unless
+    ///   `rates.pinned_sets`) each ordinal to a node of its own (local volumes);
+    /// - the bare pods on drawn live nodes, under `unmanagedPods.policy: Never`.
+    pub fn mess_up(&mut self, nodes: usize, seed: u64, rates: &MessRates) {
+        let mut rng = SplitMix64(seed ^ MESSY_SALT);
+        let mut dead_nodes: Vec<usize> = (0..nodes)
+            .filter(|_| rng.below(rates.dead_node_one_in.max(1)) == 0)
+            .collect();
+        // Never every node: the fleet's pods must run somewhere.
+        dead_nodes.truncate(nodes.saturating_sub(1));
+        let live: Vec<usize> = (0..nodes).filter(|i| !dead_nodes.contains(i)).collect();
+        let draw_live = |rng: &mut SplitMix64| live[rng.below(live.len() as u64) as usize];
+        for owner in &mut self.owners {
+            // Drawn for every owner, so that one owner's trait does not shift the others' draws.
+            let crash = rng.below(rates.crash_looping_one_in.max(1)) == 0;
+            owner.crash_looping = crash && !owner.rolling;
+            let stuck = rng.below(rates.stuck_rollout_one_in.max(1)) == 0;
+            let steady = owner.kind == Kind::Deployment
+                && !owner.rolling
+                && !owner.crash_looping
+                && owner.replicas >= 2;
+            if stuck && steady {
+                owner.stuck_rollout = owner.replicas.div_ceil(4);
+            }
+        }
+        let mut pinned_set = false;
+        for owner in &mut self.owners {
+            let pin = rng.below(rates.pinned_one_in.max(1)) == 0;
+            let free = !owner.rolling && !owner.crash_looping && owner.stuck_rollout == 0;
+            if !pin || !free {
+                continue;
+            }
+            if owner.kind == Kind::Deployment && owner.replicas == 1 {
+                owner.pinned_nodes = vec![draw_live(&mut rng)];
+            } else if owner.kind == Kind::StatefulSet
+                && owner.replicas <= 3
+                && (!pinned_set || rates.pinned_sets)
+                && live.len() >= owner.replicas as usize
+            {
+                pinned_set = true;
+                let mut picked: Vec<usize> = Vec::new();
+                while picked.len() < owner.replicas as usize {
+                    let node = draw_live(&mut rng);
+                    if !picked.contains(&node) {
+                        picked.push(node);
+                    }
+                }
+                owner.pinned_nodes = picked;
+            } else {
+                continue;
+            }
+            // Required, so no preference besides.
+            owner.preferred_nodes.clear();
+        }
+        let deployments: Vec<String> = self
+            .owners
+            .iter()
+            .filter(|o| o.kind == Kind::Deployment && !o.rolling)
+            .map(|o| o.name.clone())
+            .collect();
+        let mut zombies = Vec::new();
+        if !deployments.is_empty() {
+            let on_live = rng.below(rates.max_zombies + 1) as usize;
+            let mut places = dead_nodes
+                .iter()
+                .map(|&n| (n, false, STALE_ZOMBIE_S))
+                .chain((0..on_live).map(|_| (draw_live(&mut rng), true, STALE_ZOMBIE_S)))
+                .collect::<Vec<_>>();
+            let fresh = rng.below(rates.max_fresh_zombies + 1) as usize;
+            for _ in 0..fresh {
+                let node = draw_live(&mut rng);
+                places.push((node, true, rng.below(51) as u32));
+            }
+            for (i, (node_index, finalizer, deleted_before_s)) in places.into_iter().enumerate() {
+                let owner = deployments[rng.below(deployments.len() as u64) as usize].clone();
+                zombies.push(Zombie {
+                    name: format!("{owner}-zombie-{i}"),
+                    owner,
+                    node_index,
+                    finalizer,
+                    deleted_before_s,
+                });
+            }
+        }
+        for pod in &mut self.unmanaged {
+            pod.node_index = draw_live(&mut rng);
+        }
+        self.messy = Some(Messy {
+            dead_nodes,
+            zombies,
+            unmanaged_policy: UnmanagedPodPolicy::Never,
+        });
+    }
+
+    /// The nodes that no upgrade tool can finish without an operator, from the fleet's truth alone: dead nodes,
+    /// nodes holding a zombie, and nodes holding a bare pod under `unmanagedPods.policy: Never`. Empty for a tidy
+    /// fleet.
+    pub fn unfinishable(&self) -> BTreeSet<usize> {
+        let Some(messy) = &self.messy else {
+            return BTreeSet::new();
+        };
+        let mut nodes: BTreeSet<usize> = messy.dead_nodes.iter().copied().collect();
+        nodes.extend(messy.zombies.iter().map(|z| z.node_index));
+        if messy.unmanaged_policy == UnmanagedPodPolicy::Never {
+            nodes.extend(self.unmanaged.iter().map(|u| u.node_index));
+        }
+        nodes
     }
 
     /// Nodes whose allocatable is the fleet's total requests over `fill_percent` of the node count, in whole tenths
     /// of a core and whole 64 MiB, and at least four of the largest pod (light fleets: a pod must always fit somewhere,
     /// whatever the fragmentation).
+    /// A messy fleet's are sized over its live nodes only (its dead nodes run nothing).
     fn size_nodes(&self, nodes: usize, fill_percent: u8) -> NodeSize {
         let (cpu, memory) = self.requested(nodes);
         let fill = u64::from(fill_percent.clamp(1, 100));
-        let share = |total: u64| (total * 100).div_ceil(nodes.max(1) as u64 * fill);
+        let live = nodes - self.messy.as_ref().map_or(0, |m| m.dead_nodes.len());
+        let share = |total: u64| (total * 100).div_ceil(live.max(1) as u64 * fill);
         let largest_cpu = self.owners.iter().map(|o| o.cpu_millis).max().unwrap_or(0);
         let largest_memory = self.owners.iter().map(|o| o.memory_mib).max().unwrap_or(0);
         NodeSize {
@@ -278,12 +545,19 @@ impl Workload {
     }
 
     /// Total CPU (millicores) and memory (MiB) the realistic fleet's pods request once every pod runs (before the
-    /// rollout's surge): owners, unmanaged pods and one DaemonSet pod on each of `nodes`.
+    /// rollout's surge): owners (with a stuck rollout's new pods and zombies), unmanaged pods and one DaemonSet pod on
+    /// each of `nodes`.
     fn requested(&self, nodes: usize) -> (u64, u64) {
+        let zombies = |o: &Owner| {
+            self.messy.as_ref().map_or(0, |m| {
+                m.zombies.iter().filter(|z| z.owner == o.name).count() as u32
+            })
+        };
         let owned = self.owners.iter().fold((0, 0), |(c, m), o| {
+            let pods = u64::from(o.replicas + o.stuck_rollout + zombies(o));
             (
-                c + u64::from(o.replicas) * u64::from(o.cpu_millis),
-                m + u64::from(o.replicas) * u64::from(o.memory_mib),
+                c + pods * u64::from(o.cpu_millis),
+                m + pods * u64::from(o.memory_mib),
             )
         });
         let unmanaged = self.unmanaged.len() as u64;
@@ -388,6 +662,10 @@ impl Workload {
         node_name: impl Fn(usize) -> String,
         pdb_threshold: Option<u8>,
     ) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.messy.is_none(),
+            "a messy fleet's dead nodes and zombies exist only in the model (`--model --messy`)"
+        );
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
         let stateful_sets: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
         let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
@@ -698,6 +976,154 @@ mod tests {
         // Only the draws differ: the owners are the same.
         let names = |w: &Workload| w.owners.iter().map(|o| o.name.clone()).collect::<Vec<_>>();
         assert_eq!(names(&a), names(&other));
+    }
+
+    fn messy(nodes: usize, pods: usize, seed: u64, rates: MessRates) -> Workload {
+        let realism = Realism {
+            seed,
+            messy: Some(rates),
+            ..Realism::default()
+        };
+        Workload::generate(nodes, pods, Shape::Realistic, &realism)
+    }
+
+    #[test]
+    fn messy_is_off_by_default_and_a_tidy_fleet_serializes_as_before() {
+        assert_eq!(Realism::default().messy, None);
+        let tidy = realistic(20, 600);
+        assert!(tidy.messy.is_none() && tidy.unfinishable().is_empty());
+        assert!(
+            tidy.owners
+                .iter()
+                .all(|o| { !o.crash_looping && o.stuck_rollout == 0 && o.pinned_nodes.is_empty() })
+        );
+        // No key of the messy shapes in a tidy fleet's JSON: its summaries and reports read as they did.
+        let json = serde_json::to_string(&tidy).unwrap();
+        for key in ["messy", "crash_looping", "stuck_rollout", "pinned_nodes"] {
+            assert!(!json.contains(key), "{key}");
+        }
+        assert_eq!(serde_json::from_str::<Workload>(&json).unwrap(), tidy);
+    }
+
+    #[test]
+    fn a_messy_fleet_is_the_tidy_fleet_of_its_seed_with_the_messy_shapes_on_top() {
+        for seed in 1..=20 {
+            let tidy = Workload::generate(
+                20,
+                600,
+                Shape::Realistic,
+                &Realism {
+                    seed,
+                    ..Realism::default()
+                },
+            );
+            let w = messy(20, 600, seed, MessRates::default());
+            assert_eq!(w, messy(20, 600, seed, MessRates::default()));
+            // The same owners, sizes, delays and requests; the bare pods as many (moved to drawn live nodes).
+            assert_eq!(w.owners.len(), tidy.owners.len());
+            for (a, b) in w.owners.iter().zip(&tidy.owners) {
+                assert_eq!(
+                    (
+                        &a.name,
+                        a.replicas,
+                        a.ready_delay_ms,
+                        a.cpu_millis,
+                        a.memory_mib
+                    ),
+                    (
+                        &b.name,
+                        b.replicas,
+                        b.ready_delay_ms,
+                        b.cpu_millis,
+                        b.memory_mib
+                    )
+                );
+            }
+            assert_eq!(w.pods(), 600);
+            assert_eq!(w.unmanaged.len(), tidy.unmanaged.len());
+            let m = w.messy.as_ref().unwrap();
+            assert_eq!(m.unmanaged_policy, UnmanagedPodPolicy::Never);
+            // Nothing placed on a dead node but the zombies no kubelet confirms gone.
+            let dead: BTreeSet<usize> = m.dead_nodes.iter().copied().collect();
+            assert!(w.unmanaged.iter().all(|u| !dead.contains(&u.node_index)));
+            assert!(
+                w.owners
+                    .iter()
+                    .flat_map(|o| &o.pinned_nodes)
+                    .all(|n| !dead.contains(n))
+            );
+            for z in &m.zombies {
+                assert_eq!(z.finalizer, !dead.contains(&z.node_index), "{z:?}");
+                let owner = w.owners.iter().find(|o| o.name == z.owner).unwrap();
+                assert_eq!(owner.kind, Kind::Deployment);
+            }
+            // The oracle: dead nodes, zombies' nodes, bare pods' nodes.
+            let mut expected = dead.clone();
+            expected.extend(m.zombies.iter().map(|z| z.node_index));
+            expected.extend(w.unmanaged.iter().map(|u| u.node_index));
+            assert_eq!(w.unfinishable(), expected);
+            // Pinned owners: a 1-replica Deployment on one node, a StatefulSet on a node of its own per ordinal.
+            for o in w.owners.iter().filter(|o| !o.pinned_nodes.is_empty()) {
+                assert!(o.preferred_nodes.is_empty() && !o.crash_looping && o.stuck_rollout == 0);
+                match o.kind {
+                    Kind::Deployment => assert_eq!((o.replicas, o.pinned_nodes.len()), (1, 1)),
+                    Kind::StatefulSet => {
+                        let distinct: BTreeSet<usize> = o.pinned_nodes.iter().copied().collect();
+                        assert_eq!(distinct.len(), o.replicas as usize);
+                        assert_eq!(
+                            o.pinned_node(&format!("{}-1", o.name)),
+                            Some(o.pinned_nodes[1])
+                        );
+                    }
+                }
+            }
+            for o in w.owners.iter().filter(|o| o.stuck_rollout > 0) {
+                assert!(o.kind == Kind::Deployment && o.replicas >= 2 && !o.rolling);
+                assert_eq!(o.stuck_rollout, o.replicas.div_ceil(4));
+            }
+        }
+    }
+
+    #[test]
+    fn messy_fleets_have_every_shape_at_their_rates() {
+        let count = |rates: &MessRates| {
+            let mut seen = [0usize; 7];
+            for seed in 1..=50 {
+                let w = messy(20, 600, seed, rates.clone());
+                let m = w.messy.as_ref().unwrap();
+                seen[0] += m.dead_nodes.len();
+                seen[1] += w.owners.iter().filter(|o| o.crash_looping).count();
+                seen[2] += w.owners.iter().filter(|o| o.stuck_rollout > 0).count();
+                seen[3] += w
+                    .owners
+                    .iter()
+                    .filter(|o| !o.pinned_nodes.is_empty() && o.kind == Kind::Deployment)
+                    .count();
+                seen[4] += w
+                    .owners
+                    .iter()
+                    .filter(|o| !o.pinned_nodes.is_empty() && o.kind == Kind::StatefulSet)
+                    .count();
+                seen[5] += m.zombies.iter().filter(|z| z.finalizer).count();
+                seen[6] += m.zombies.iter().filter(|z| z.deleted_before_s < 60).count();
+            }
+            seen
+        };
+        // 50 fleets of 20 nodes and about 50 owners: ~10 dead nodes, ~125 crash-looping owners, ...
+        let [dead, crash, stuck, pinned, pinned_sets, zombies, fresh] =
+            count(&MessRates::default());
+        assert!((3..=25).contains(&dead), "{dead}");
+        assert!((50..=250).contains(&crash), "{crash}");
+        assert!(
+            stuck > 50 && pinned > 20 && pinned_sets > 10 && zombies > 20,
+            "{stuck} {pinned} {pinned_sets} {zombies}"
+        );
+        assert_eq!(fresh, 0);
+        let [dead, crash, .., fresh] = count(&MessRates::harsh());
+        assert!(
+            dead > 80 && crash > 400 && fresh > 20,
+            "{dead} {crash} {fresh}"
+        );
     }
 
     #[test]
