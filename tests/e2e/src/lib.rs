@@ -5,12 +5,14 @@
 
 pub mod binaries;
 pub mod connect_proxy;
+pub mod crash_loop;
 pub mod deletions;
 pub mod drain_order;
 pub mod events;
 pub mod http;
 pub mod lifecycle;
 pub mod manifests;
+pub mod node_starts;
 pub mod nodes;
 pub mod objects;
 pub mod plugin;

@@ -2,7 +2,7 @@
 //! about when the apiserver refuses it; and the few facts of a pod the tests ask about.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::NamespaceResourceScope;
 use kube::{Api, Client, Resource, ResourceExt};
 
@@ -87,4 +87,36 @@ pub fn is_live(pod: &Pod) -> bool {
 /// The objects' names, in order.
 pub fn names<K: ResourceExt>(objects: &[K]) -> Vec<String> {
     objects.iter().map(ResourceExt::name_any).collect()
+}
+
+/// A client of the cluster of `kubeconfig` that takes every answer as it comes: kube's default client retries a 429
+/// (a budget's refusal of an eviction) for minutes before it tells.
+pub async fn client_without_retries(kubeconfig: &std::path::Path) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig).expect("a kubeconfig");
+    let options = kube::config::KubeConfigOptions::default();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .expect("a client configuration");
+    config.default_retry = false;
+    Client::try_from(config).expect("a client")
+}
+
+/// Asks the Eviction API to evict the pod `name` of `namespace` as a server-side dry run (`kubectl drain
+/// --dry-run=server`): `Ok` when the apiserver would evict it, else its answer (429 when a budget refuses; pass a
+/// [`client_without_retries`] to hear it at once).
+pub async fn dry_run_eviction(client: &Client, namespace: &str, name: &str) -> kube::Result<()> {
+    let params = EvictParams {
+        delete_options: Some(DeleteParams {
+            dry_run: true,
+            ..DeleteParams::default()
+        }),
+        post_options: PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        },
+    };
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .evict(name, &params)
+        .await
+        .map(|_| ())
 }

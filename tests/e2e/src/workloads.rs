@@ -74,6 +74,20 @@ pub fn deployment(namespace: &str, name: &str, replicas: i32) -> Deployment {
     }
 }
 
+/// `deployment` with `key: value` among its pod template's annotations (a readiness delay, a neighbouring tool's
+/// opt-out).
+pub fn with_template_annotation(mut deployment: Deployment, key: &str, value: &str) -> Deployment {
+    if let Some(spec) = deployment.spec.as_mut() {
+        spec.template
+            .metadata
+            .get_or_insert_with(ObjectMeta::default)
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_owned(), value.to_owned());
+    }
+    deployment
+}
+
 /// A ReplicationController: the workload kind the original design was written for, judged for itself.
 pub fn replication_controller(namespace: &str, name: &str, replicas: i32) -> ReplicationController {
     ReplicationController {

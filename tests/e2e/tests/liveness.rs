@@ -1,0 +1,963 @@
+//! Liveness on the real cluster (DESIGN.md §5.7): every node that `kubectl drain` with PodDisruptionBudgets could
+//! finish, k8sm finishes; a node that only an operator can finish costs nothing. One shape per test, each on its own
+//! small cluster with one drain slot and a 30 s `nodeProgressDeadline`, each with a control that must behave as
+//! before:
+//!
+//! - pods that are never Ready (crash-looping, or Pending for ever), without a budget, move and every node
+//!   finishes;
+//! - crash-looping pods under a budget that allows no disruption but has `unhealthyPodEvictionPolicy: AlwaysAllow`
+//!   are evicted, as the Eviction API allows; a Ready pod under a budget of 0 stays until the budget is relaxed;
+//! - a Deployment whose rollout exceeded its progress deadline moves within the headroom of its Ready pods;
+//! - a pod stuck Terminating holds only its own node, not its workload's pods elsewhere, and is reported;
+//! - a dead node (NotReady) holds no drain slot and is never cordoned; once alive, it is upgraded;
+//! - a node with an unmanaged pod under `Never`, or with a pod a neighbouring tool opted out, is never started (not
+//!   cordoned, no pod lost) and is reported; once the operator clears the pod, it is upgraded.
+//!
+//! Every oracle comes from what the test set up and from the cluster's own objects, never from what k8sm reports:
+//! a node is upgraded when its executor reports the new ID and it carries no upgrade state; a node was started when a
+//! watch of Nodes saw it cordoned or carrying an admission key; the SLA watcher, armed before the controller starts,
+//! checks at every pod change that no workload's Ready pods fall below `min(ceil(t·d), d−1)`; a server-side dry-run
+//! eviction shows what `kubectl drain` would be let do. What k8sm reports is checked only where reporting is the
+//! contract. A test that times out prints the nodes, the policy's status, `kubectl k8sm blocked` and the pods.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, RollingUpdateDeployment};
+use k8s_openapi::api::core::v1::{NodeCondition, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::DeleteParams;
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+use k8sm_api::{
+    ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, UnmanagedPodPolicy, UnmanagedPods, keys,
+};
+use k8sm_e2e::crash_loop::{CrashLoop, NEVER, READY_DELAY_ANNOTATION};
+use k8sm_e2e::deletions::DeletionLog;
+use k8sm_e2e::node_starts::NodeStarts;
+use k8sm_e2e::nodes::{is_cordoned, k8sm_keys};
+use k8sm_e2e::objects::{
+    client_without_retries, dry_run_eviction, get_node, get_pod_opt, merge_patch, node_of,
+    patch_node, register_node,
+};
+use k8sm_e2e::plugin::{k8sm, k8sm_ok};
+use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
+use k8sm_e2e::sla::{SlaWatcher, assert_no_violations, assert_within_bounds};
+use k8sm_e2e::waits::observe_for;
+use k8sm_e2e::workloads::{
+    create, deployment, pdb_min_available, unmanaged_pod, with_template_annotation,
+};
+use k8sm_testcluster::node_name;
+
+const POLICY: &str = "fleet";
+const THRESHOLD: u8 = 90;
+/// Short, so that a test takes minutes: a pod not Ready for this long is broken, a node without progress for this
+/// long gives up its slot.
+const NODE_PROGRESS_DEADLINE: &str = "30s";
+/// Generous deadlines: the clusters of this file run two at a time on small machines.
+const SETUP: Duration = Duration::from_secs(120);
+const UPGRADE: Duration = Duration::from_secs(300);
+/// How long a node that only an operator can finish is watched once the others are done.
+const AFTERWARDS: Duration = Duration::from_secs(5);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Crash-looping pods
+// ---------------------------------------------------------------------------------------------------------------
+
+/// Two Deployments whose pods are never Ready, without a budget (`kubectl drain` evicts them): `crashing` (3 pods
+/// Running, their container in `CrashLoopBackOff`, Ready False since they were created) and `unpullable` (2 pods
+/// Pending for ever, as with an image that cannot be pulled, without a Ready condition). Each pod is broken once not
+/// Ready for `nodeProgressDeadline` (since its Ready condition's last transition, or its creation), and goes whatever
+/// its owner's Ready count (0, below the bound). Every node is upgraded. Control: a healthy Deployment of 3 never
+/// falls below its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_looping_pods_move_and_every_node_finishes() {
+    const NS: &str = "crash-loop";
+    let mut scenario = Scenario::start(4, NS, "1s").await;
+    let client = scenario.client.clone();
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    let _crash_loop = CrashLoop::start(&client, NS, "app=crashing");
+    create(&client, &deployment(NS, "web", 3)).await;
+    create(&client, &never_ready(deployment(NS, "crashing", 3))).await;
+    create(&client, &never_ready(deployment(NS, "unpullable", 2))).await;
+    scenario.wait_ready(3).await;
+    let mut broken = wait_scheduled_not_ready(&scenario, "crashing", 3, true).await;
+    broken.extend(wait_scheduled_not_ready(&scenario, "unpullable", 2, false).await);
+    sla.arm();
+    // Nothing refuses their eviction: `kubectl drain` gets through.
+    for pod in &broken {
+        dry_run_eviction(&client, NS, pod)
+            .await
+            .unwrap_or_else(|e| panic!("a dry-run eviction of {pod} is allowed: {e}"));
+    }
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy).await;
+    wait_upgraded(&scenario, &node_names(4), || async {}).await;
+
+    let left: Vec<String> = scenario
+        .live_pods()
+        .await
+        .into_keys()
+        .filter(|p| broken.contains(p))
+        .collect();
+    assert!(left.is_empty(), "the broken pods moved: {left:?} left");
+    assert_no_violations(&sla);
+    assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 3)]);
+}
+
+/// A Deployment of 3 whose pods crash-loop (Running, never Ready) under a budget `minAvailable: 3` with
+/// `unhealthyPodEvictionPolicy: AlwaysAllow`: `disruptionsAllowed` is 0, yet the Eviction API evicts each of them.
+/// k8sm asks instead of predicting a refusal, and every node without a guarded pod is upgraded. Control: a Deployment
+/// of 2, both Ready on one node, under a budget `minAvailable: 2`: the Eviction API refuses (429), its pods stay and
+/// its node is not upgraded while the budget allows nothing; relaxed to 1, that node is upgraded too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_looping_pods_under_an_always_allow_budget_move_and_a_closed_budget_holds_its_node() {
+    const NS: &str = "always-allow";
+    let mut scenario = Scenario::start(4, NS, "1s").await;
+    let client = scenario.client.clone();
+    let guarded_node = node_name(0);
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    scenario
+        .pin_to(&guarded_node, 2, || async {
+            create(&client, &deployment(NS, "guarded", 2)).await;
+        })
+        .await;
+    create(
+        &client,
+        &pdb_min_available(NS, "guarded", "guarded", IntOrString::Int(2)),
+    )
+    .await;
+    let _crash_loop = CrashLoop::start(&client, NS, "app=crashing");
+    create(&client, &never_ready(deployment(NS, "crashing", 3))).await;
+    let mut budget = pdb_min_available(NS, "crashing", "crashing", IntOrString::Int(3));
+    if let Some(spec) = budget.spec.as_mut() {
+        spec.unhealthy_pod_eviction_policy = Some("AlwaysAllow".into());
+    }
+    create(&client, &budget).await;
+    let crashing = wait_scheduled_not_ready(&scenario, "crashing", 3, true).await;
+    scenario.wait_budget("guarded", 2, 0).await;
+    scenario.wait_budget("crashing", 0, 0).await;
+    let guarded: BTreeMap<String, String> = uids(&scenario.app_pods("guarded").await);
+    let asker = client_without_retries(scenario.cluster.kubeconfig()).await;
+
+    // The Eviction API lets every crash-looping pod go, and refuses the guarded ones.
+    for pod in &crashing {
+        dry_run_eviction(&asker, NS, pod).await.unwrap_or_else(|e| {
+            panic!("AlwaysAllow: a dry-run eviction of the crash-looping {pod} is allowed: {e}")
+        });
+    }
+    for pod in guarded.keys() {
+        match dry_run_eviction(&asker, NS, pod).await {
+            Err(kube::Error::Api(status)) if status.code == 429 => {}
+            other => panic!("the budget refuses a dry-run eviction of {pod} with 429: {other:?}"),
+        }
+    }
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy).await;
+    let guarded_stay = || async {
+        let live = scenario.live_pods().await;
+        for (pod, uid) in &guarded {
+            assert_eq!(
+                live.get(pod),
+                Some(uid),
+                "{pod} stays while its budget allows no disruption"
+            );
+        }
+        assert!(
+            !upgraded(&scenario).await.contains(&guarded_node),
+            "{guarded_node} upgraded with its guarded pods"
+        );
+    };
+    let others: Vec<String> = (1..4).map(node_name).collect();
+    wait_upgraded(&scenario, &others, guarded_stay).await;
+    observe_for(AFTERWARDS, guarded_stay).await;
+
+    // The operator relaxes the budget: the guarded node finishes too, one guarded pod at a time.
+    merge_patch::<PodDisruptionBudget>(
+        &client,
+        NS,
+        "guarded",
+        json!({ "spec": { "minAvailable": 1 } }),
+    )
+    .await;
+    wait_upgraded(&scenario, &node_names(4), || async {}).await;
+    assert_no_violations(&sla);
+    assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "guarded", 2)]);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A rollout past its progress deadline
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A Deployment of 4 (surge 1, no unavailable, `progressDeadlineSeconds: 10`) rolled out to a template whose pods are
+/// never Ready: 4 old pods Ready, 1 new one not, and its Progressing condition says `ProgressDeadlineExceeded`. It is
+/// no longer rolling out: its pods move within the headroom of its Ready pods over both ReplicaSets (bound 3 at
+/// threshold 90: one at a time), and every node is upgraded. (Each replacement that becomes Ready counts as progress
+/// to the Deployment controller, which then reports the rollout progressing again until the deadline passes anew.)
+/// Control: a healthy Deployment of 3 alongside, within its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_past_its_progress_deadline_moves_within_its_headroom() {
+    const NS: &str = "stuck-rollout";
+    const REPLICAS: u32 = 4;
+    let mut scenario = Scenario::start(4, NS, "1s").await;
+    let client = scenario.client.clone();
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    let mut web = deployment(NS, "web", REPLICAS as i32);
+    if let Some(spec) = web.spec.as_mut() {
+        spec.strategy = Some(DeploymentStrategy {
+            type_: Some("RollingUpdate".into()),
+            rolling_update: Some(RollingUpdateDeployment {
+                max_surge: Some(IntOrString::Int(1)),
+                max_unavailable: Some(IntOrString::Int(0)),
+            }),
+        });
+        spec.progress_deadline_seconds = Some(10);
+    }
+    create(&client, &web).await;
+    create(&client, &deployment(NS, "api", 3)).await;
+    scenario.wait_ready(REPLICAS as usize + 3).await;
+
+    let never = json!({ "spec": { "template": { "metadata": { "annotations": {
+        READY_DELAY_ANNOTATION: NEVER } } } } });
+    merge_patch::<Deployment>(&client, NS, "web", never).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let old_ready = wait_for(
+        &scenario,
+        "web's rollout exceeded its progress deadline: 4 old pods Ready, 1 new one not",
+        SETUP,
+        || async {
+            let exceeded = deployments
+                .get_status("web")
+                .await
+                .ok()?
+                .status?
+                .conditions?
+                .iter()
+                .any(|c| {
+                    c.type_ == "Progressing"
+                        && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+                });
+            let pods = scenario.app_pods("web").await;
+            let ready: Vec<String> = pods
+                .iter()
+                .filter(|p| is_ready(p))
+                .map(ResourceExt::name_any)
+                .collect();
+            (exceeded && pods.len() == 5 && ready.len() == 4).then_some(ready)
+        },
+    )
+    .await;
+    sla.arm();
+    scenario
+        .wait_until("the SLA watcher sees 4 web pods Ready", SETUP, || async {
+            (sla.ready("Deployment", "web") == REPLICAS).then_some(())
+        })
+        .await;
+    // No budget: `kubectl drain` evicts its pods.
+    dry_run_eviction(&client, NS, &old_ready[0])
+        .await
+        .unwrap_or_else(|e| panic!("a dry-run eviction of {} is allowed: {e}", old_ready[0]));
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy).await;
+    wait_upgraded(&scenario, &node_names(4), || async {
+        assert_no_violations(&sla);
+    })
+    .await;
+    let left: Vec<&String> = {
+        let live = scenario.live_pods().await;
+        old_ready.iter().filter(|p| live.contains_key(*p)).collect()
+    };
+    assert!(left.is_empty(), "every old web pod moved: {left:?} left");
+    assert_within_bounds(
+        &sla,
+        THRESHOLD,
+        &[("Deployment", "web", REPLICAS), ("Deployment", "api", 3)],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A pod stuck Terminating
+// ---------------------------------------------------------------------------------------------------------------
+
+/// The finalizer that holds the zombie: nobody in the cluster removes it but the test.
+const HOLD: &str = "k8sm.test/hold";
+
+/// A Deployment of 3, one of whose pods is stuck Terminating (a finalizer holds it; KWOK's deletion leaves
+/// finalizers alone): its ReplicaSet replaced it, so the Deployment has 3 Ready pods and a zombie. The zombie counts
+/// as gone for its workload, as the disruption controller counts it: the Deployment is whole and its pods on other
+/// nodes move one at a time. Every node but the zombie's is upgraded; the zombie's node is reported with the pod, and
+/// k8sm never removes the finalizer. Once the operator does, that node is upgraded too. Control: a healthy Deployment
+/// of 3 alongside, within its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_stuck_terminating_holds_only_its_own_node() {
+    const NS: &str = "zombie";
+    let mut scenario = Scenario::start(4, NS, "1s").await;
+    let client = scenario.client.clone();
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    create(&client, &deployment(NS, "web", 3)).await;
+    create(&client, &deployment(NS, "api", 3)).await;
+    scenario.wait_ready(6).await;
+    let first = scenario.app_pods("web").await.remove(0);
+    let zombie = first.name_any();
+    let zombie_uid = first.uid().expect("a uid");
+    let zombie_node = node_of(&first).expect("scheduled").to_owned();
+    merge_patch::<Pod>(
+        &client,
+        NS,
+        &zombie,
+        json!({ "metadata": { "finalizers": [HOLD] } }),
+    )
+    .await;
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .delete(&zombie, &DeleteParams::default())
+        .await
+        .expect("the zombie is deleted");
+    let zombie_held = || async {
+        let pod = get_pod_opt(&client, NS, &zombie).await;
+        assert!(
+            pod.as_ref()
+                .is_some_and(|p| p.uid().as_deref() == Some(&*zombie_uid)
+                    && p.metadata.deletion_timestamp.is_some()
+                    && p.finalizers().iter().any(|f| f == HOLD)),
+            "{zombie} stays Terminating, held by {HOLD}: {:?}",
+            pod.map(|p| p.metadata)
+        );
+    };
+    scenario
+        .wait_until("web has 3 Ready pods besides its zombie", SETUP, || async {
+            (sla.ready("Deployment", "web") == 3).then_some(())
+        })
+        .await;
+    observe_for(Duration::from_secs(3), zombie_held).await;
+    sla.arm();
+    // The shape: web pods elsewhere, which the zombie must not freeze; `kubectl drain` evicts them (no budget).
+    let elsewhere: Vec<String> = scenario
+        .app_pods("web")
+        .await
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && node_of(p) != Some(&*zombie_node))
+        .map(ResourceExt::name_any)
+        .collect();
+    assert!(
+        !elsewhere.is_empty(),
+        "a live web pod runs elsewhere than {zombie_node}"
+    );
+    for pod in &elsewhere {
+        dry_run_eviction(&client, NS, pod)
+            .await
+            .unwrap_or_else(|e| panic!("a dry-run eviction of {pod} is allowed: {e}"));
+    }
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy).await;
+    let others: Vec<String> = node_names(4)
+        .into_iter()
+        .filter(|n| *n != zombie_node)
+        .collect();
+    wait_upgraded(&scenario, &others, zombie_held).await;
+    let report = wait_for(
+        &scenario,
+        &format!("the status lists {zombie_node} with {zombie}"),
+        SETUP,
+        || async {
+            zombie_held().await;
+            let status = scenario.policy(POLICY).await.status?;
+            let pod = status
+                .blocked_pods
+                .iter()
+                .find(|p| p.name == zombie && p.node == zombie_node)
+                .map(|p| format!("blockedPods: {} {}: {}", p.name, p.reason, p.message));
+            let node = status
+                .nodes
+                .iter()
+                .find(|n| n.name == zombie_node && n.blockers.iter().any(|b| b.contains(&zombie)))
+                .map(|n| format!("nodes: {} {}: {:?}", n.name, n.phase, n.blockers));
+            pod.or(node)
+        },
+    )
+    .await;
+    println!("{zombie_node} reported: {report}");
+
+    // The operator removes the finalizer: the zombie goes, and its node finishes.
+    merge_patch::<Pod>(
+        &client,
+        NS,
+        &zombie,
+        json!({ "metadata": { "finalizers": null } }),
+    )
+    .await;
+    wait_upgraded(&scenario, &node_names(4), || async {}).await;
+    assert_within_bounds(
+        &sla,
+        THRESHOLD,
+        &[("Deployment", "web", 3), ("Deployment", "api", 3)],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A dead node
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A node that no KWOK manages and no executor plays: registered with the old executor ID, it never becomes Ready
+/// (a machine that died). It is marked like every node, but never admitted, never cordoned, holds no drain slot
+/// (one slot: the 4 live nodes are upgraded all the same) and is reported `NodeNotReady`. Control: once KWOK manages it
+/// and the simulated executor plays it (the machine is back), it is admitted and upgraded like any other. A healthy
+/// Deployment of 4 stays within its bound throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_node_holds_no_slot_and_is_never_cordoned() {
+    const NS: &str = "dead-node";
+    const DEAD: &str = "node-dead";
+    let mut scenario = Scenario::start(4, NS, "1s").await;
+    let client = scenario.client.clone();
+    let mut dead = scenario.cluster.kwok_node(DEAD);
+    dead.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .remove(KWOK_NODE_ANNOTATION);
+    dead.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(keys::EXECUTOR_ID_ANNOTATION.into(), scenario.old_id.clone());
+    dead.metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .remove("type");
+    // As the node lifecycle controller leaves a node whose kubelet stopped posting: Ready Unknown. (Without a Ready
+    // condition the controller removes the NoSchedule taint that Unknown brings until its startup grace period ends,
+    // and meanwhile the scheduler may bind a pod there: a pod of `web` that would never be Ready, holding `web` at its
+    // bound, its Ready pods elsewhere frozen, until the taint manager deleted it.)
+    dead.status.get_or_insert_with(Default::default).conditions = Some(vec![NodeCondition {
+        type_: "Ready".into(),
+        status: "Unknown".into(),
+        reason: Some("NodeStatusUnknown".into()),
+        message: Some("Kubelet stopped posting node status.".into()),
+        ..NodeCondition::default()
+    }]);
+    register_node(&client, &dead).await;
+    wait_for(
+        &scenario,
+        &format!("{DEAD} is Ready Unknown and tainted unreachable NoSchedule"),
+        SETUP,
+        || async {
+            let node = get_node(&client, DEAD).await;
+            let unknown = node
+                .status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "Unknown");
+            let tainted = node
+                .spec?
+                .taints?
+                .iter()
+                .any(|t| t.effect == "NoSchedule" && t.key == "node.kubernetes.io/unreachable");
+            (unknown && tainted).then_some(())
+        },
+    )
+    .await;
+    // Stays so: the scheduler keeps away.
+    observe_for(Duration::from_secs(3), || async {
+        let taints = get_node(&client, DEAD)
+            .await
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default();
+        assert!(
+            taints
+                .iter()
+                .any(|t| t.effect == "NoSchedule" && t.key == "node.kubernetes.io/unreachable"),
+            "{DEAD} stays tainted: {taints:?}"
+        );
+    })
+    .await;
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    create(&client, &deployment(NS, "web", 4)).await;
+    scenario.wait_ready(4).await;
+    let not_ready = || async {
+        let node = get_node(&client, DEAD).await;
+        let ready = node
+            .status
+            .and_then(|s| s.conditions)
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        assert!(!ready, "{DEAD} is not Ready");
+    };
+    observe_for(Duration::from_secs(3), not_ready).await;
+    let starts = NodeStarts::start(&client).await;
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy).await;
+    let dead_untouched = || async {
+        starts.assert_never_started(&[DEAD.to_owned()]);
+        not_ready().await;
+        let there = scenario.pods_on(DEAD).await;
+        assert!(
+            there.is_empty(),
+            "no pod runs on {DEAD}: {:?}",
+            uids(&there)
+        );
+    };
+    wait_upgraded(&scenario, &node_names(4), dead_untouched).await;
+    let (status_line, planned) = wait_for(
+        &scenario,
+        &format!("{DEAD} is reported NodeNotReady"),
+        SETUP,
+        || async {
+            let status = scenario.policy(POLICY).await.status?;
+            let entry = status.nodes.iter().find(|n| n.name == DEAD)?;
+            let line = format!("{} {}: {:?}", entry.name, entry.phase, entry.blockers);
+            let plan: Value =
+                serde_json::from_str(&k8sm_ok(&scenario.cluster, &["plan", "-o", "json"])).ok()?;
+            let node = plan["nodes"]
+                .as_array()?
+                .iter()
+                .find(|n| n["name"] == DEAD)?
+                .clone();
+            let not_ready = node["blockers"]
+                .as_array()?
+                .iter()
+                .any(|b| b["reason"] == "NodeNotReady");
+            (not_ready && !entry.blockers.is_empty()).then_some((line, node))
+        },
+    )
+    .await;
+    println!("status: {status_line}\nplan: {planned}");
+    observe_for(AFTERWARDS, dead_untouched).await;
+
+    // The machine comes back: KWOK manages it, the simulated executor plays it (with the old executor). KWOK takes
+    // on a node only when it lists or first sees it, not when a node it saw gains its annotation: it is restarted.
+    patch_node(
+        &client,
+        DEAD,
+        json!({ "metadata": {
+            "annotations": { KWOK_NODE_ANNOTATION: "fake" },
+            "labels": { "type": "kwok" },
+        } }),
+    )
+    .await;
+    scenario
+        .cluster
+        .process_mut("kwok")
+        .expect("KWOK runs")
+        .respawn()
+        .expect("KWOK restarts");
+    let mut all = node_names(4);
+    all.push(DEAD.to_owned());
+    wait_upgraded(&scenario, &all, || async {}).await;
+    assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 4)]);
+}
+
+/// The annotation by which KWOK manages a node (`k8sm_testcluster::kwok::KWOK_NODE_ANNOTATION`).
+const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+
+// ---------------------------------------------------------------------------------------------------------------
+// Nodes only an operator can finish
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A node with an unmanaged pod under `unmanagedPods.policy: Never` and the 2 pods of a healthy Deployment: only an
+/// operator can clear the unmanaged pod (`kubectl drain` refuses it without `--force`). The node is never started:
+/// never cordoned, none of its pods evicted; it is reported blocked, naming the pod (`BlockedUnmanagedPod`). Every
+/// other node is upgraded. Once the operator deletes the pod, the node is admitted and upgraded like any other.
+/// Control: a healthy Deployment of 4 spread over the fleet moves within its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_a_bare_pod_is_never_started_until_the_operator_clears_it() {
+    const NS: &str = "bare-pod";
+    let mut scenario = Scenario::start(4, NS, "1s").await;
+    let client = scenario.client.clone();
+    let held = node_name(0);
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    scenario
+        .pin_to(&held, 2, || async {
+            create(&client, &deployment(NS, "local", 2)).await;
+        })
+        .await;
+    create(&client, &unmanaged_pod(NS, "pet", &held, &[])).await;
+    create(&client, &deployment(NS, "web", 4)).await;
+    scenario.wait_ready(7).await;
+    let guard = OperatorOnly::record(&scenario, std::slice::from_ref(&held)).await;
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy).await;
+    let others: Vec<String> = (1..4).map(node_name).collect();
+    wait_upgraded(&scenario, &others, || guard.check(&scenario)).await;
+    wait_reported(&scenario, &guard, &[(&held, "pet", "BlockedUnmanagedPod")]).await;
+    observe_for(AFTERWARDS, || guard.check(&scenario)).await;
+
+    // The operator clears it.
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .delete("pet", &DeleteParams::default())
+        .await
+        .expect("pet deleted by hand");
+    wait_upgraded(&scenario, &node_names(4), || async {}).await;
+    assert_within_bounds(
+        &sla,
+        THRESHOLD,
+        &[("Deployment", "local", 2), ("Deployment", "web", 4)],
+    );
+}
+
+/// Two nodes, each with a pod a neighbouring tool opted out of disruption (`karpenter.sh/do-not-disrupt: "true"` on
+/// one, `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` on the other; both pods of Deployments) beside a pod
+/// of another healthy Deployment. Neither node is ever started: never cordoned, none of their pods evicted; each is
+/// reported blocked naming its pod (`BlockedOptOut`). The 3 other nodes are upgraded. Once the operator removes the
+/// annotations, both are admitted and upgraded. Control: a healthy Deployment of 4 spread over the fleet moves within
+/// its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_with_pods_opted_out_by_neighbouring_tools_are_never_started_until_cleared() {
+    const NS: &str = "opted-out";
+    let mut scenario = Scenario::start(5, NS, "1s").await;
+    let client = scenario.client.clone();
+    let (karpenter_node, autoscaler_node) = (node_name(0), node_name(1));
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    let karpenter = with_template_annotation(
+        deployment(NS, "karpenter-pinned", 1),
+        keys::KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
+        keys::KARPENTER_DO_NOT_DISRUPT_VALUE,
+    );
+    let autoscaler = with_template_annotation(
+        deployment(NS, "autoscaler-pinned", 1),
+        keys::CLUSTER_AUTOSCALER_SAFE_TO_EVICT_ANNOTATION,
+        keys::CLUSTER_AUTOSCALER_SAFE_TO_EVICT_VALUE,
+    );
+    scenario
+        .pin_to(&karpenter_node, 2, || async {
+            create(&client, &karpenter).await;
+            create(&client, &deployment(NS, "local-a", 1)).await;
+        })
+        .await;
+    scenario
+        .pin_to(&autoscaler_node, 4, || async {
+            create(&client, &autoscaler).await;
+            create(&client, &deployment(NS, "local-b", 1)).await;
+        })
+        .await;
+    create(&client, &deployment(NS, "web", 4)).await;
+    scenario.wait_ready(8).await;
+    let karpenter_pod = scenario.app_pods("karpenter-pinned").await[0].name_any();
+    let autoscaler_pod = scenario.app_pods("autoscaler-pinned").await[0].name_any();
+    let held = [karpenter_node.clone(), autoscaler_node.clone()];
+    let guard = OperatorOnly::record(&scenario, &held).await;
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy).await;
+    let others: Vec<String> = (2..5).map(node_name).collect();
+    wait_upgraded(&scenario, &others, || guard.check(&scenario)).await;
+    wait_reported(
+        &scenario,
+        &guard,
+        &[
+            (&karpenter_node, &karpenter_pod, "BlockedOptOut"),
+            (&autoscaler_node, &autoscaler_pod, "BlockedOptOut"),
+        ],
+    )
+    .await;
+    observe_for(AFTERWARDS, || guard.check(&scenario)).await;
+
+    // The operator lifts both opt-outs.
+    for (pod, key) in [
+        (&karpenter_pod, keys::KARPENTER_DO_NOT_DISRUPT_ANNOTATION),
+        (
+            &autoscaler_pod,
+            keys::CLUSTER_AUTOSCALER_SAFE_TO_EVICT_ANNOTATION,
+        ),
+    ] {
+        let lift = json!({ "metadata": { "annotations": { key: null } } });
+        merge_patch::<Pod>(&client, NS, pod, lift).await;
+    }
+    wait_upgraded(&scenario, &node_names(5), || async {}).await;
+    assert_within_bounds(
+        &sla,
+        THRESHOLD,
+        &[
+            ("Deployment", "karpenter-pinned", 1),
+            ("Deployment", "autoscaler-pinned", 1),
+            ("Deployment", "local-a", 1),
+            ("Deployment", "local-b", 1),
+            ("Deployment", "web", 4),
+        ],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------------------------
+
+/// One drain slot, [`THRESHOLD`], `unmanaged`, and the short [`NODE_PROGRESS_DEADLINE`].
+fn liveness_policy(
+    scenario: &Scenario,
+    unmanaged: UnmanagedPodPolicy,
+) -> ExecutorUpgradePolicySpec {
+    ExecutorUpgradePolicySpec {
+        owner_health_threshold: THRESHOLD,
+        unmanaged_pods: UnmanagedPods {
+            policy: unmanaged,
+            timeout: None,
+        },
+        node_progress_deadline: NODE_PROGRESS_DEADLINE.parse().expect("a duration"),
+        ..scenario.policy_spec(1)
+    }
+}
+
+/// `deployment` whose pods KWOK never makes Ready: they stay Pending.
+fn never_ready(deployment: Deployment) -> Deployment {
+    with_template_annotation(deployment, READY_DELAY_ANNOTATION, NEVER)
+}
+
+/// The names of the first `count` KWOK nodes.
+fn node_names(count: usize) -> Vec<String> {
+    (0..count).map(node_name).collect()
+}
+
+/// Pod name → UID.
+fn uids(pods: &[Pod]) -> BTreeMap<String, String> {
+    pods.iter()
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+        .collect()
+}
+
+/// The nodes that run the new executor and carry none of k8sm's upgrade state.
+async fn upgraded(scenario: &Scenario) -> BTreeSet<String> {
+    scenario
+        .nodes()
+        .await
+        .iter()
+        .filter(|n| is_upgraded(n, &scenario.new_id))
+        .map(ResourceExt::name_any)
+        .collect()
+}
+
+/// Waits until `count` pods of the Deployment `app` are bound to nodes, none Ready (and, with `running`, each
+/// Running: crash-looping); returns their names.
+async fn wait_scheduled_not_ready(
+    scenario: &Scenario,
+    app: &str,
+    count: usize,
+    running: bool,
+) -> BTreeSet<String> {
+    wait_for(
+        scenario,
+        &format!("{count} pods of {app} are scheduled and not Ready"),
+        SETUP,
+        || async {
+            let pods = scenario.app_pods(app).await;
+            let placed = pods.iter().filter(|p| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                node_of(p).is_some() && !is_ready(p) && (!running || phase == Some("Running"))
+            });
+            let names: BTreeSet<String> = placed.map(ResourceExt::name_any).collect();
+            (names.len() == count && pods.len() == count).then_some(names)
+        },
+    )
+    .await
+}
+
+/// Waits (up to [`UPGRADE`]) until every one of `nodes` is upgraded, calling `check` (which panics on a violation) at
+/// each look, while the controller keeps running.
+async fn wait_upgraded<F, Fut>(scenario: &Scenario, nodes: &[String], mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let started = Instant::now();
+    wait_for(
+        scenario,
+        &format!("{} are upgraded", nodes.join(", ")),
+        UPGRADE,
+        || {
+            let checked = check();
+            async move {
+                checked.await;
+                scenario.controllers[0].assert_running();
+                let up = upgraded(scenario).await;
+                nodes.iter().all(|n| up.contains(n)).then_some(())
+            }
+        },
+    )
+    .await;
+    println!(
+        "{} upgraded after {:.1}s",
+        nodes.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Waits until the policy's status lists each `(node, pod, reason)` among its blocked pods, while `guard` holds.
+async fn wait_reported(scenario: &Scenario, guard: &OperatorOnly, expected: &[(&str, &str, &str)]) {
+    let lines = wait_for(
+        scenario,
+        &format!("the status reports {expected:?}"),
+        SETUP,
+        || async {
+            guard.check(scenario).await;
+            let status = scenario.policy(POLICY).await.status?;
+            expected
+                .iter()
+                .map(|(node, pod, reason)| {
+                    status
+                        .blocked_pods
+                        .iter()
+                        .find(|p| p.node == *node && p.name == *pod && p.reason == *reason)
+                        .map(|p| format!("{} {} {}: {}", p.node, p.name, p.reason, p.message))
+                })
+                .collect::<Option<Vec<String>>>()
+        },
+    )
+    .await;
+    println!("reported:\n{}", lines.join("\n"));
+}
+
+/// Nodes that only an operator can finish, and the pods on them when the test recorded them.
+struct OperatorOnly {
+    nodes: Vec<String>,
+    /// pod name → uid
+    pods: BTreeMap<String, String>,
+    starts: NodeStarts,
+    deletions: DeletionLog,
+}
+
+impl OperatorOnly {
+    async fn record(scenario: &Scenario, nodes: &[String]) -> Self {
+        let mut pods = BTreeMap::new();
+        for node in nodes {
+            pods.extend(uids(&scenario.pods_on(node).await));
+        }
+        assert!(!pods.is_empty(), "pods run on {nodes:?}");
+        Self {
+            nodes: nodes.to_vec(),
+            pods,
+            starts: NodeStarts::start(&scenario.client).await,
+            deletions: DeletionLog::start(&scenario.client, &scenario.namespace, "").await,
+        }
+    }
+
+    /// Panics if one of the nodes was ever cordoned or admitted, or one of their pods was ever deleted or evicted (as
+    /// the watches saw), or is not there now.
+    async fn check(&self, scenario: &Scenario) {
+        self.starts.assert_never_started(&self.nodes);
+        let uids: BTreeSet<&String> = self.pods.values().collect();
+        let taken: Vec<String> = self
+            .deletions
+            .deleted()
+            .into_iter()
+            .filter(|d| uids.contains(&d.uid))
+            .map(|d| format!("{} (evicted: {})", d.name, d.evicted))
+            .collect();
+        assert!(
+            taken.is_empty(),
+            "pods of {:?}, which only an operator can finish, were taken: {taken:?}",
+            self.nodes
+        );
+        let live = scenario.live_pods().await;
+        for (pod, uid) in &self.pods {
+            assert_eq!(live.get(pod), Some(uid), "{pod} stays where it ran");
+        }
+    }
+}
+
+/// Polls `check` until it yields a value; after `timeout`, panics with what an operator would look at.
+async fn wait_for<T, F, Fut>(scenario: &Scenario, what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "timed out after {timeout:?} waiting until {what}\n{}",
+                diagnosis(scenario).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The nodes (executor, k8sm's keys, cordon), the policy's status, `kubectl k8sm blocked`, the pods and the
+/// controller's last log lines.
+async fn diagnosis(scenario: &Scenario) -> String {
+    let mut out = String::from("--- nodes ---\n");
+    for node in scenario.nodes().await {
+        let id = node.annotations().get(keys::EXECUTOR_ID_ANNOTATION);
+        let executor = match id {
+            Some(id) if *id == scenario.new_id => "new",
+            Some(id) if *id == scenario.old_id => "old",
+            Some(_) => "other",
+            None => "none",
+        };
+        let _ = writeln!(
+            out,
+            "{}: executor {executor}, upgraded {}, cordoned {}, {:?}",
+            node.name_any(),
+            is_upgraded(&node, &scenario.new_id),
+            is_cordoned(&node),
+            k8sm_keys(&node)
+        );
+    }
+    let policy = Api::<ExecutorUpgradePolicy>::all(scenario.client.clone())
+        .get_opt(POLICY)
+        .await
+        .ok()
+        .flatten();
+    if let Some(status) = policy.and_then(|p| p.status) {
+        let _ = writeln!(out, "--- status: upgraded {:?} ---", status.upgraded);
+        for node in &status.nodes {
+            let _ = writeln!(
+                out,
+                "node {} {}: {:?}",
+                node.name, node.phase, node.blockers
+            );
+        }
+        for pod in &status.blocked_pods {
+            let _ = writeln!(
+                out,
+                "pod {} {} {}: {}",
+                pod.node, pod.name, pod.reason, pod.message
+            );
+        }
+    }
+    let blocked = k8sm(&scenario.cluster, &["blocked"]);
+    let _ = writeln!(
+        out,
+        "--- kubectl k8sm blocked ---\n{}{}",
+        blocked.stdout, blocked.stderr
+    );
+    out.push_str("--- pods ---\n");
+    for pod in scenario.pods().await {
+        let _ = writeln!(
+            out,
+            "{} on {:?}: ready {}, terminating {}",
+            pod.name_any(),
+            node_of(&pod),
+            is_ready(&pod),
+            pod.metadata.deletion_timestamp.is_some()
+        );
+    }
+    for controller in &scenario.controllers {
+        let _ = writeln!(
+            out,
+            "--- {} ---\n{}",
+            controller.log.display(),
+            controller.log_tail(30)
+        );
+    }
+    out
+}
