@@ -55,10 +55,7 @@ pub(crate) fn assess(
         Some(id) if !upgraded && on_earlier_target => {
             a = Assessment::new(Stage::Settled(NodePhase::Incompatible));
             a.actions.push((
-                ActionKind::Complete {
-                    node: node.name.clone(),
-                    uncordon: node.cordoned_by_k8sm && node.unschedulable,
-                },
+                complete(node),
                 Reason::Upgraded,
                 format!(
                     "the node came back as {} after k8sm deleted it, the target it was told to restart into; the \
@@ -73,10 +70,7 @@ pub(crate) fn assess(
             a = Assessment::new(Stage::Settled(NodePhase::Compatible));
             // Also on a clean node (a new Node object): the Event says the node came back.
             a.actions.push((
-                ActionKind::Complete {
-                    node: node.name.clone(),
-                    uncordon: node.cordoned_by_k8sm && node.unschedulable,
-                },
+                complete(node),
                 Reason::Upgraded,
                 format!(
                     "the node came back as {} after k8sm deleted it: upgraded",
@@ -150,5 +144,13 @@ fn overdue(
                 spec.restart_timeout
             ),
         ),
+    }
+}
+
+/// Completes a node that came back: k8sm's state removed, uncordoned if k8sm cordoned it.
+fn complete(node: &NodeView) -> ActionKind {
+    ActionKind::Complete {
+        node: node.name.clone(),
+        uncordon: node.cordoned_by_k8sm && node.unschedulable,
     }
 }

@@ -18,18 +18,15 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::Api;
-use kube::api::{DeleteParams, EvictParams, PostParams};
 use serde_json::json;
 
 use k8sm_api::{ExecutorUpgradePolicy, UnmanagedPodPolicy, UnmanagedPods, condition_types};
 use k8sm_e2e::events::{first_seen, k8sm_events_about, note, occurrences, utc, with_reason};
 use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::nodes::has_k8sm_state;
-use k8sm_e2e::objects::patch_node;
+use k8sm_e2e::objects::{dry_run_eviction, patch_node};
 use k8sm_e2e::scenario::{Scenario, is_upgraded};
 use k8sm_e2e::status::condition;
 use k8sm_e2e::waits::observe_for;
@@ -106,25 +103,15 @@ spec:
 
 /// Waits until the admission policies refuse (dry-run) evictions of `evicted` and of `deleted`.
 async fn wait_until_refused(scenario: &Scenario, evicted: &str, deleted: &str) {
-    let pods: Api<Pod> = Api::namespaced(scenario.client.clone(), &scenario.namespace);
-    let eviction = EvictParams {
-        delete_options: Some(DeleteParams {
-            dry_run: true,
-            ..DeleteParams::default()
-        }),
-        post_options: PostParams {
-            dry_run: true,
-            ..PostParams::default()
-        },
-    };
+    let (client, ns) = (&scenario.client, &scenario.namespace);
     let refused = |answer: kube::Result<()>, words: &str| match answer {
         Err(kube::Error::Api(status)) => status.message.contains(words),
         _ => false,
     };
     scenario
         .wait_until("the admission policies are in force", SETUP, || async {
-            let evict = pods.evict(evicted, &eviction).await.map(|_| ());
-            let delete = pods.evict(deleted, &eviction).await.map(|_| ());
+            let evict = dry_run_eviction(client, ns, evicted).await;
+            let delete = dry_run_eviction(client, ns, deleted).await;
             (refused(evict, EVICTION_DENIED) && refused(delete, DELETION_DENIED)).then_some(())
         })
         .await;

@@ -14,23 +14,10 @@ use super::{
 use crate::{NodeView, testing::NEW};
 
 impl World {
-    /// The disruption controller: `disruptionsAllowed = Ready pods - minAvailable`.
+    /// The disruption controller: `currentHealthy` = Ready pods, `desiredHealthy` = minAvailable,
+    /// `disruptionsAllowed` = their difference (at least 0).
     pub(super) fn update_budgets(&mut self) {
-        let allowed: Vec<i32> = self
-            .view
-            .pdbs
-            .iter()
-            .map(|b| {
-                let w = self
-                    .workloads
-                    .iter()
-                    .position(|w| w.name == b.name)
-                    .unwrap();
-                let min = i64::from(self.workloads[w].min_available.unwrap());
-                i32::try_from((i64::from(self.ready(w)) - min).max(0)).unwrap()
-            })
-            .collect();
-        let healthy: Vec<(i32, i32)> = self
+        let counts: Vec<(i32, i32)> = self
             .view
             .pdbs
             .iter()
@@ -47,10 +34,8 @@ impl World {
                 )
             })
             .collect();
-        for ((budget, allowed), (current, desired)) in
-            self.view.pdbs.iter_mut().zip(allowed).zip(healthy)
-        {
-            budget.disruptions_allowed = allowed;
+        for (budget, (current, desired)) in self.view.pdbs.iter_mut().zip(counts) {
+            budget.disruptions_allowed = (current - desired).max(0);
             budget.current_healthy = current;
             budget.desired_healthy = desired;
         }
