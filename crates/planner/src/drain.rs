@@ -370,8 +370,8 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
                 (Class::Owned(w), false) | (Class::Other(w), true) => w,
                 _ => continue,
             };
-            // Ready but not yet available counts as not Ready (its workload's minReadySeconds).
-            let ready = ready && workload.available(pod, ctx.now);
+            // Ready but not yet available counts as not Ready (its workload's minReadySeconds); budgets count it Ready.
+            let (pod_ready, ready) = (ready, ready && workload.available(pod, ctx.now));
             // Held back behind the node's workload pods (see `decide_workload`).
             let held_back = workload_pods_left && ready;
             managed = true;
@@ -389,7 +389,7 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
             let budgets_allow = !uses_eviction_api(class, ctx)
                 || index
                     .pdbs_covering(pod)
-                    .all(|(i, p)| ledger.pdb_allowance(i) > 0 || !uses_budget(pod, ready, p));
+                    .all(|(i, p)| ledger.pdb_allowance(i) > 0 || !uses_budget(pod, pod_ready, p));
             if budgets_allow {
                 return Movement::Now;
             }
@@ -629,8 +629,8 @@ fn decide_workload(
         unreachable!("decide_workload is called for workload and other-controller pods only")
     };
     // Ready but not yet available (its workload's minReadySeconds) counts as not Ready: its controller does not count
-    // it either, and moving it takes no available pod away.
-    let ready = ready && workload.available(pod, ctx.now);
+    // it either, and moving it takes no available pod away. Budgets count it Ready, as the Eviction API does.
+    let (pod_ready, ready) = (ready, ready && workload.available(pod, ctx.now));
     if let Some((reason, message)) = needs_operator(pod, class, multi_covered, ctx, index) {
         return pod_plan(index, pod, class, Decision::Block, Some(reason), message);
     }
@@ -745,7 +745,7 @@ fn decide_workload(
     }
     if ledger.planned(workload, counts_for, index).1 {
         // Another pod of the workload is asked for against a budget at zero: the budget is what this one waits on.
-        if let Some((i, pdb)) = exhausted_budget(pod, class, ready, ctx, index, ledger) {
+        if let Some((i, pdb)) = exhausted_budget(pod, class, pod_ready, ctx, index, ledger) {
             return budget_wait(index, pod, class, i, pdb);
         }
         return pod_plan(
@@ -821,7 +821,7 @@ fn decide_workload(
     // Not for a node that is only reported (queued, paused): nothing is asked for there.
     let exhausted = pdbs
         .iter()
-        .find(|(i, p)| ledger.pdb_allowance(*i) <= 0 && uses_budget(pod, ready, p));
+        .find(|(i, p)| ledger.pdb_allowance(*i) <= 0 && uses_budget(pod, pod_ready, p));
     let asks = matches!(class, Class::Other(_))
         && ctx.hold.is_none()
         && exhausted.is_some()
@@ -842,7 +842,7 @@ fn decide_workload(
     let asked = exhausted.is_some();
     let pdbs: Vec<usize> = pdbs
         .into_iter()
-        .filter(|(_, p)| uses_budget(pod, ready, p))
+        .filter(|(_, p)| uses_budget(pod, pod_ready, p))
         .map(|(i, _)| i)
         .collect();
     ledger.record_eviction(workload, counts_for, index, ready, &pdbs);

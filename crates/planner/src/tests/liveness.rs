@@ -385,8 +385,21 @@ fn with_min_ready_seconds_ready_means_available() {
             ..rs.pod("web-c", "n1")
         },
     ];
-    let plan = plan_now(&draining(vec![rs], pods, policy("p")));
+    let mut view = draining(vec![rs], pods, policy("p"));
+    let plan = plan_now(&view);
     assert_eq!(summary(&plan), ["Evict shop/web-c"]);
     let (_, eviction) = plan.evictions().next().unwrap();
     assert_eq!((eviction.ready_before, eviction.ready_after), (2, 2));
+    // A budget counts it Ready, as the Eviction API does: at zero it refuses, whatever unhealthyPodEvictionPolicy says.
+    view.pdbs.push(PdbView {
+        current_healthy: 3,
+        desired_healthy: 2,
+        ..pdb("shop", "web", &[], 0)
+    });
+    let plan = plan_now(&view);
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
+    assert_eq!(
+        pod_decision(&plan, "n1", "web-c").1,
+        Some(Reason::BlockedByPDB)
+    );
 }
