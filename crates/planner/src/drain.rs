@@ -10,7 +10,7 @@ use crate::{
     NodeView, PodPhase, PodView, Reason,
     classify::{Class, Ignored, Unmanaged, ignored_message, unmanaged_message},
     health::{self, Ledger, PodState, Verdict},
-    index::{Index, OnNode, Pdb},
+    index::{Index, OnNode, Pdb, PodCounts},
     memo::Text,
     output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
     shared::{MessageKey, WaitsOn},
@@ -281,20 +281,35 @@ fn uses_budget(pod: &PodView, ready: bool, pdb: &Pdb) -> bool {
 /// How the pod stands for the health rule, and, for a pod not Ready that is not broken yet, when it will be: a pod
 /// not Ready (since its Ready condition last changed, or since its creation) for `nodeProgressDeadline` is broken.
 /// The same bound after which a node that made no progress gives up its slot: a wait that long does not end by
-/// itself, and a replacement still starting within it is not churned.
-fn pod_state(pod: &PodView, ready: bool, ctx: &NodeContext) -> (PodState, Option<DateTime<Utc>>) {
+/// itself, and a replacement still starting within it is not churned. A workload with no pod Ready, one of which is
+/// broken, is broken as a whole: its other pods, replacements of broken ones, run the same template and are broken
+/// too (a rollout that may fix it is guarded apart, see `health::judge`).
+fn pod_state(
+    pod: &PodView,
+    ready: bool,
+    workload: PodCounts,
+    ctx: &NodeContext,
+) -> (PodState, Option<DateTime<Utc>>) {
     if ready {
         return (PodState::Ready, None);
     }
     let bound = chrono::Duration::from_std(ctx.spec.node_progress_deadline.as_duration())
         .unwrap_or(chrono::Duration::MAX);
-    let broken_at = pod
-        .ready_changed
-        .or(pod.created)
-        .and_then(|since| since.checked_add_signed(bound));
-    match broken_at {
+    let broken_at = |since: Option<DateTime<Utc>>| since.and_then(|s| s.checked_add_signed(bound));
+    let own = broken_at(pod.ready_changed.or(pod.created));
+    let whole = broken_at(workload.not_ready_since).filter(|_| workload.ready == 0);
+    match [own, whole].into_iter().flatten().min() {
         Some(at) if ctx.now >= at => (PodState::Broken, None),
         at => (PodState::NotReady, at),
+    }
+}
+
+/// The pods of the workload in slot `counts_for` of the index (or of its UID where the slot is not known).
+fn workload_counts(workload: Workload, counts_for: u32, index: &Index) -> PodCounts {
+    if (counts_for as usize) < index.workload_count() {
+        index.workload_at(counts_for)
+    } else {
+        index.workload_pods(workload.uid())
     }
 }
 
@@ -379,7 +394,8 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
                 continue;
             }
             let health = ledger.health(workload, counts_for, index);
-            let (state, _) = pod_state(pod, ready, ctx);
+            let counts = workload_counts(workload, counts_for, index);
+            let (state, _) = pod_state(pod, ready, counts, ctx);
             if !matches!(
                 health::judge(health, ctx.threshold, state),
                 Verdict::Evict { .. } | Verdict::EvictNotReady { .. } | Verdict::EvictBroken { .. }
@@ -760,7 +776,8 @@ fn decide_workload(
             ),
         );
     }
-    let (state, broken_at) = pod_state(pod, ready, ctx);
+    let counts = workload_counts(workload, counts_for, index);
+    let (state, broken_at) = pod_state(pod, ready, counts, ctx);
     let message = match health::judge(health, t, state) {
         Verdict::RollingOut => {
             return wait(key(WaitsOn::RollingOut), &|| {

@@ -135,6 +135,9 @@ pub(crate) struct PodCounts {
     /// walk as the rest, from one flag per node: which policy selects the node is not known here, and a node marked
     /// in this very pass counts from the next one. See `admission::chain`.
     pub(crate) to_move: u32,
+    /// Since when its pod that has been not Ready longest is not Ready (its Ready condition's last change, or its
+    /// creation): with no pod Ready, the workload is broken as a whole once that is `nodeProgressDeadline` ago.
+    pub(crate) not_ready_since: Option<DateTime<Utc>>,
 }
 
 /// How many pods of a node are of the classes that its tally reads (see `drain::tally`), counted in the walk that
@@ -405,6 +408,11 @@ impl<'a> Index<'a> {
                 // replaces it at once); only k8sm's own evictions not yet shown are still going.
                 if going {
                     counts.going += 1;
+                } else if !f.ready && !f.terminating {
+                    if let Some(since) = pod.ready_changed.or(pod.created) {
+                        let known = counts.not_ready_since.get_or_insert(since);
+                        *known = (*known).min(since);
+                    }
                 } else if f.ready && !f.terminating {
                     // Where its workload sets minReadySeconds, a Ready pod counts once available.
                     let available_at = match class {

@@ -403,3 +403,28 @@ fn with_min_ready_seconds_ready_means_available() {
         Some(Reason::BlockedByPDB)
     );
 }
+
+/// A workload with no pod Ready and one broken is broken as a whole: a replacement of a crash-looping pod, created a
+/// minute ago from the same template, goes at once instead of holding its node for `nodeProgressDeadline` (found by
+/// the bench's model: such nodes kept every slot for ten minutes). With a pod Ready, a replacement still starting is
+/// not churned.
+#[test]
+fn the_replacement_of_a_crash_looping_pod_is_broken_at_once() {
+    let rs = replica_set("shop", "web", 3);
+    let minute_ago = now() - chrono::Duration::minutes(1);
+    let pods = vec![
+        rs.pod("web-a", "up").broken(),
+        rs.pod("web-b", "up").broken(),
+        rs.pod("web-new", "n1").not_ready_since(minute_ago),
+    ];
+    let plan = plan_now(&draining(vec![rs.clone()], pods, policy("p")));
+    assert_eq!(summary(&plan), ["Evict shop/web-new"]);
+    // One Ready: the workload is not broken as a whole, and the replacement waits.
+    let pods = vec![
+        rs.pod("web-a", "up"),
+        rs.pod("web-b", "up").broken(),
+        rs.pod("web-new", "n1").not_ready_since(minute_ago),
+    ];
+    let plan = plan_now(&draining(vec![rs], pods, policy("p")));
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
+}
