@@ -63,7 +63,7 @@ pub(super) fn evictions_by_workload(
         );
         by_workload.entry(key.clone()).or_default().push(Evicted {
             ready: pod.ready,
-            broken: pod.broken,
+            broken: pod.broken || (!pod.ready && truth.broken_as_a_whole(key)),
             threshold: p.threshold,
         });
     }

@@ -127,6 +127,18 @@ impl Truth {
         }
     }
 
+    /// No pod of the workload Ready, and one of its live pods broken: its other pods, of the same template, are
+    /// broken too.
+    pub(super) fn broken_as_a_whole(&self, key: &str) -> bool {
+        let mine = |p: &&PodTruth| p.of == PodOf::Workload(key.to_owned());
+        self.workload(key).ready == 0
+            && self
+                .pods
+                .values()
+                .filter(mine)
+                .any(|p| p.broken && !p.terminating && !p.in_flight && !p.finished)
+    }
+
     /// A controller of a kind k8sm does not know: its `d` is not in the view.
     pub(super) fn is_unknown_kind(&self, key: &str) -> bool {
         self.workloads[key].desired.is_none()

@@ -43,10 +43,7 @@ pub(super) fn check_plan(
                 "step {step}: {pod_ref} of an unknown kind evicted around the Eviction API"
             ));
         }
-        // Not Ready for the model's nodeProgressDeadline, by the model's own clock and the pod's times.
-        let not_ready_since = pod.ready_changed.or(pod.created);
-        let deadline = chrono::Duration::minutes(super::world::DEADLINE_MINUTES);
-        let broken = !pod.ready && not_ready_since.is_some_and(|t| t + deadline <= world.now);
+        let broken = world.broken(pod);
         evicted.entry(w).or_default().push(Evicted {
             ready: pod.ready,
             broken,
@@ -199,14 +196,11 @@ impl World {
             .iter()
             .any(|a| matches!(a.kind, ActionKind::Stall { .. }));
         self.seen.saw("a node gave up its slot", stalls);
-        let deadline = chrono::Duration::minutes(super::world::DEADLINE_MINUTES);
         let evictions: Vec<(usize, bool, bool)> = plan
             .evictions()
             .filter_map(|(pod, _)| {
                 let pod = self.view.pods.iter().find(|p| *p.uid == *pod.uid())?;
-                let since = pod.ready_changed.or(pod.created);
-                let broken = !pod.ready && since.is_some_and(|t| t + deadline <= self.now);
-                Some((self.workload_of(&pod.uid)?, pod.ready, broken))
+                Some((self.workload_of(&pod.uid)?, pod.ready, self.broken(pod)))
             })
             .collect();
         for (w, ready, broken) in evictions {

@@ -361,6 +361,30 @@ impl World {
         self.counts(w).0
     }
 
+    /// Whether `pod`, not Ready, is broken by the model's clock and the pods' times: not Ready for the model's
+    /// nodeProgressDeadline itself, or of a workload with no pod Ready and one live pod broken.
+    pub(super) fn broken(&self, pod: &PodView) -> bool {
+        let deadline = chrono::Duration::minutes(DEADLINE_MINUTES);
+        let own = |p: &PodView| {
+            !p.ready
+                && p.ready_changed
+                    .or(p.created)
+                    .is_some_and(|t| t + deadline <= self.now)
+        };
+        if pod.ready {
+            return false;
+        }
+        own(pod)
+            || self.workload_of(&pod.uid).is_some_and(|w| {
+                self.ready(w) == 0
+                    && self
+                        .view
+                        .pods
+                        .iter()
+                        .any(|p| !p.terminating && self.workload_of(&p.uid) == Some(w) && own(p))
+            })
+    }
+
     /// The model's truth about workload `w` before a plan: `d`, Ready, and going (for an operator, deleted and not
     /// recreated yet; a terminating pod is gone).
     pub(super) fn truth(&self, w: usize) -> oracle::Truth {
