@@ -33,9 +33,7 @@ use kube::api::DeleteParams;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use k8sm_api::{
-    ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, UnmanagedPodPolicy, UnmanagedPods, keys,
-};
+use k8sm_api::{ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, UnmanagedPodPolicy, keys};
 use k8sm_e2e::crash_loop::{CrashLoop, NEVER, READY_DELAY_ANNOTATION};
 use k8sm_e2e::deletions::DeletionLog;
 use k8sm_e2e::node_starts::NodeStarts;
@@ -48,13 +46,13 @@ use k8sm_e2e::plugin::{k8sm, k8sm_ok};
 use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
 use k8sm_e2e::sla::{SlaWatcher, assert_no_violations, assert_within_bounds};
 use k8sm_e2e::waits::observe_for;
+use k8sm_e2e::workload_policy::{THRESHOLD, workload_policy};
 use k8sm_e2e::workloads::{
     create, deployment, pdb_min_available, unmanaged_pod, with_template_annotation,
 };
 use k8sm_testcluster::node_name;
 
 const POLICY: &str = "fleet";
-const THRESHOLD: u8 = 90;
 /// Short, so that a test takes minutes: a pod not Ready for this long is broken, a node without progress for this
 /// long gives up its slot.
 const NODE_PROGRESS_DEADLINE: &str = "30s";
@@ -698,19 +696,15 @@ async fn nodes_with_pods_opted_out_by_neighbouring_tools_are_never_started_until
 // Helpers
 // ---------------------------------------------------------------------------------------------------------------
 
-/// One drain slot, [`THRESHOLD`], `unmanaged`, and the short [`NODE_PROGRESS_DEADLINE`].
+/// The workload tests' policy (one drain slot, [`THRESHOLD`], `unmanaged`) with this file's
+/// [`NODE_PROGRESS_DEADLINE`].
 fn liveness_policy(
     scenario: &Scenario,
     unmanaged: UnmanagedPodPolicy,
 ) -> ExecutorUpgradePolicySpec {
     ExecutorUpgradePolicySpec {
-        owner_health_threshold: THRESHOLD,
-        unmanaged_pods: UnmanagedPods {
-            policy: unmanaged,
-            timeout: None,
-        },
         node_progress_deadline: NODE_PROGRESS_DEADLINE.parse().expect("a duration"),
-        ..scenario.policy_spec(1)
+        ..workload_policy(scenario, unmanaged)
     }
 }
 

@@ -276,10 +276,7 @@ impl PolicyPass<'_, '_> {
             out.report(node_plan);
             return;
         };
-        let ctx = self.context(&entry, Some(Reason::WaitingForSlot));
-        let survey = drain::survey(&ctx, self.index);
-        let scratch = hypothetical.get_or_insert_with(|| ledger.clone());
-        let decided = drain::decide(&survey, &ctx, self.index, scratch);
+        let (survey, decided) = self.decide_unadmitted(&entry, ledger, hypothetical);
         let mut node_plan = self.node_plan(&entry, NodePhase::Blocked);
         node_plan.since = stalled.or(node_plan.since);
         node_plan.pods_left = survey.left;
@@ -341,10 +338,7 @@ impl PolicyPass<'_, '_> {
         hypothetical: &mut Option<Ledger>,
         out: &mut Output,
     ) {
-        let ctx = self.context(&entry, Some(Reason::WaitingForSlot));
-        let survey = drain::survey(&ctx, self.index);
-        let scratch = hypothetical.get_or_insert_with(|| ledger.clone());
-        let decided = drain::decide(&survey, &ctx, self.index, scratch);
+        let (survey, decided) = self.decide_unadmitted(&entry, ledger, hypothetical);
         let mut node_plan = self.node_plan(&entry, NodePhase::Blocked);
         node_plan.pods_left = survey.left;
         node_plan.operator_pods = survey.need_operator;
@@ -486,5 +480,23 @@ impl PolicyPass<'_, '_> {
         let message = format!("drained: executor told to terminate ({how})");
         out.action(&self.policy.name, kind, Reason::KamikazeSent, message);
         NodePhase::KamikazeSent
+    }
+}
+
+impl<'v> PolicyPass<'v, '_> {
+    /// What the pods of a node that is not admitted would do if it were, acting on nothing: decided on
+    /// `hypothetical`, a copy of `ledger` made for the first such node and shared by the next ones (a copy each would
+    /// cost a large fleet's whole ledger per node).
+    fn decide_unadmitted(
+        &self,
+        entry: &Entry<'v>,
+        ledger: &Ledger,
+        hypothetical: &mut Option<Ledger>,
+    ) -> (drain::Survey<'v>, drain::Drain) {
+        let ctx = self.context(entry, Some(Reason::WaitingForSlot));
+        let survey = drain::survey(&ctx, self.index);
+        let scratch = hypothetical.get_or_insert_with(|| ledger.clone());
+        let decided = drain::decide(&survey, &ctx, self.index, scratch);
+        (survey, decided)
     }
 }
