@@ -15,7 +15,8 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 
-use k8sm_planner::{POD_ANNOTATIONS_READ, PodView};
+use k8s_openapi::api::core::v1::NodeSelector;
+use k8sm_planner::{POD_ANNOTATIONS_READ, PodPins, PodView};
 
 /// A pod as the controller caches it. Read and written like a Pod by kube (same API path, kind and version);
 /// never sent to the apiserver.
@@ -120,6 +121,45 @@ impl From<WireMeta> for ObjectMeta {
 struct WireSpec {
     #[serde(default)]
     node_name: Option<String>,
+    #[serde(default)]
+    node_selector: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    affinity: Option<WireAffinity>,
+    #[serde(default)]
+    volumes: Option<Vec<WireVolume>>,
+}
+
+/// Of `spec.affinity`, the required node affinity only (what may pin the pod to a node).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireAffinity {
+    #[serde(default)]
+    node_affinity: Option<WireNodeAffinity>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireNodeAffinity {
+    #[serde(default)]
+    required_during_scheduling_ignored_during_execution: Option<NodeSelector>,
+}
+
+/// Of a volume, its name and the claim it uses, if any (a claim's volume may pin the pod to a node).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireVolume {
+    name: String,
+    #[serde(default)]
+    persistent_volume_claim: Option<WireClaim>,
+    /// A generic ephemeral volume: its claim is `<pod>-<volume>` (its template is not read).
+    #[serde(default)]
+    ephemeral: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireClaim {
+    claim_name: String,
 }
 
 #[derive(Deserialize)]
@@ -140,6 +180,35 @@ struct WireCondition {
     last_transition_time: Option<Time>,
 }
 
+impl WireSpec {
+    /// What of the spec may pin the pod to one node (`pod`: its name, which names its ephemeral volumes' claims).
+    fn pins(&self, pod: &str) -> Option<Box<PodPins>> {
+        let required = self
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|n| {
+                n.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            });
+        let claims = self
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| {
+                let claim = v.persistent_volume_claim.as_ref();
+                k8sm_view::volume_claim(
+                    pod,
+                    &v.name,
+                    claim.map(|c| c.claim_name.as_str()),
+                    v.ephemeral.is_some(),
+                )
+            })
+            .collect();
+        k8sm_view::pod_pins(self.node_selector.as_ref(), required, claims)
+    }
+}
+
 /// What the conversion reads, as parsed.
 struct Parsed {
     metadata: ObjectMeta,
@@ -147,6 +216,7 @@ struct Parsed {
     phase: Option<String>,
     ready: bool,
     ready_changed: Option<DateTime<Utc>>,
+    pins: Option<Box<PodPins>>,
 }
 
 impl k8sm_view::PodFields for Parsed {
@@ -169,6 +239,10 @@ impl k8sm_view::PodFields for Parsed {
     fn ready_changed(&self) -> Option<DateTime<Utc>> {
         self.ready_changed
     }
+
+    fn pins(&self) -> Option<Box<PodPins>> {
+        self.pins.clone()
+    }
 }
 
 impl From<Wire> for CachedPod {
@@ -180,9 +254,15 @@ impl From<Wire> for CachedPod {
             .into_iter()
             .flatten()
             .find(|c| c.type_ == "Ready");
+        let metadata: ObjectMeta = wire.metadata.into();
+        let (node_name, pins) = wire.spec.map_or((None, None), |spec| {
+            let pins = spec.pins(metadata.name.as_deref().unwrap_or_default());
+            (spec.node_name, pins)
+        });
         let mut parsed = Parsed {
-            metadata: wire.metadata.into(),
-            node_name: wire.spec.and_then(|s| s.node_name),
+            metadata,
+            node_name,
+            pins,
             phase,
             ready: ready_condition.as_ref().is_some_and(|c| c.status == "True"),
             ready_changed: ready_condition

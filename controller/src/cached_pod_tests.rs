@@ -95,3 +95,46 @@ fn a_cached_pod_reads_what_a_pod_reads_whatever_is_missing_or_not_ready() {
         assert_eq!(*cached.view, k8sm_view::pod_view(&pod), "{case}");
     }
 }
+
+/// What may pin a pod to its node is read from the slimmer copy exactly as from the whole Pod: a hostname node
+/// selector, the required node affinity (not the preferred one), and the claims of its volumes.
+#[test]
+fn a_cached_pod_reads_what_may_pin_it() {
+    let mut value = pod_json();
+    value["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "host-1", "disk": "ssd"});
+    value["spec"]["affinity"] = json!({
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["host-1"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+            ]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["host-2"]}]}}]
+        },
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}]}
+    });
+    value["spec"]["volumes"] = json!([
+        {"name": "config", "configMap": {"name": "web"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-1"}},
+        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}
+    ]);
+    let original: Pod = object(value.clone());
+    let cached: CachedPod = object(value);
+    let pins = cached.view.pins.as_deref().expect("pins");
+    assert_eq!(
+        cached.view.pins,
+        k8sm_view::pod_view(&original).pins,
+        "as read from the Pod"
+    );
+    assert_eq!(pins.hostname.as_deref(), Some("host-1"));
+    let affinity = pins
+        .affinity
+        .as_ref()
+        .expect("a required affinity naming nodes");
+    assert_eq!(affinity.terms.len(), 2);
+    assert_eq!(pins.claims, ["data-web-1", "web-1-scratch"]);
+    // A pod with none of it has none.
+    let plain: CachedPod = object(pod_json());
+    assert_eq!(plain.view.pins, None);
+}

@@ -57,6 +57,8 @@ pub const REQUIRED: &[Permission] = &[
     cluster("policy", "poddisruptionbudgets", "", "watch"),
     cluster("k8s.mesosphere.io", "executorupgradepolicies", "", "list"),
     cluster("k8s.mesosphere.io", "executorupgradepolicies", "", "watch"),
+    cluster("", "persistentvolumes", "", "list"),
+    cluster("", "persistentvolumes", "", "watch"),
     // Act.
     cluster("", "nodes", "", "patch"),
     cluster("", "nodes", "", "delete"),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, ReplicationController};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -21,8 +21,8 @@ use k8sm_api::ExecutorUpgradePolicy;
 use crate::cached_pod::CachedPod;
 use crate::reaction::Reaction;
 use crate::trim::{
-    trim_deployment, trim_job, trim_meta, trim_node, trim_replica_set, trim_replication_controller,
-    trim_stateful_set,
+    trim_deployment, trim_job, trim_meta, trim_node, trim_persistent_volume, trim_replica_set,
+    trim_replication_controller, trim_stateful_set,
 };
 use crate::watches::WatchHealth;
 
@@ -45,6 +45,8 @@ pub struct Stores {
     pub jobs: Store<Job>,
     pub pdbs: Store<PodDisruptionBudget>,
     pub policies: Store<ExecutorUpgradePolicy>,
+    /// PersistentVolumes, as much of them as may pin a pod to a node (their claim and node affinity).
+    pub persistent_volumes: Store<PersistentVolume>,
     /// Which watches are failing, since when and why.
     pub health: WatchHealth,
 }
@@ -86,6 +88,7 @@ impl Stores {
             jobs: watches.reflect(trim_job),
             pdbs: watches.reflect(trim_meta),
             policies: watches.reflect(trim_meta),
+            persistent_volumes: watches.reflect(trim_persistent_volume),
             health: health.clone(),
         };
         (stores, drive(futures::stream::select_all(changes)))
@@ -103,6 +106,7 @@ impl Stores {
         let _ = self.jobs.wait_until_ready().await;
         let _ = self.pdbs.wait_until_ready().await;
         let _ = self.policies.wait_until_ready().await;
+        let _ = self.persistent_volumes.wait_until_ready().await;
     }
 }
 

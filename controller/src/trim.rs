@@ -7,7 +7,8 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
-    Node, NodeStatus, ReplicationController, ReplicationControllerSpec,
+    Node, NodeStatus, ObjectReference, PersistentVolume, PersistentVolumeSpec,
+    ReplicationController, ReplicationControllerSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8sm_api::keys;
@@ -32,6 +33,28 @@ pub(crate) fn trim_node(node: &mut Node) {
             ..NodeStatus::default()
         });
     }
+}
+
+/// PersistentVolumes: the claim each is bound to and its node affinity (what may pin the claim's pods to a node);
+/// its source, capacity, labels and status go.
+pub(crate) fn trim_persistent_volume(volume: &mut PersistentVolume) {
+    let meta = &mut volume.metadata;
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        uid: meta.uid.take(),
+        resource_version: meta.resource_version.take(),
+        ..ObjectMeta::default()
+    };
+    volume.status = None;
+    volume.spec = volume.spec.take().map(|spec| PersistentVolumeSpec {
+        claim_ref: spec.claim_ref.map(|claim| ObjectReference {
+            namespace: claim.namespace,
+            name: claim.name,
+            ..ObjectReference::default()
+        }),
+        node_affinity: spec.node_affinity,
+        ..PersistentVolumeSpec::default()
+    });
 }
 
 /// Pod controllers: the planner reads their identity, controller reference, deletion and desired replicas. The pod

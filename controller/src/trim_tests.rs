@@ -202,3 +202,39 @@ fn replicas_left_unset_stay_unset() {
         "the apiserver default applies: 1"
     );
 }
+
+/// A trimmed PersistentVolume keeps its claim and node affinity (its view is the same) and loses the rest.
+#[test]
+fn a_trimmed_persistent_volume_keeps_what_may_pin_a_pod() {
+    let volume = || -> PersistentVolume {
+        object(json!({
+            "metadata": {"name": "local-1", "uid": "pv1", "resourceVersion": "7",
+                         "labels": {"disk": "ssd"}, "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"},
+                         "finalizers": ["kubernetes.io/pv-protection"]},
+            "spec": {
+                "capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "local", "local": {"path": "/mnt/disks/ssd1"},
+                "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "shop", "name": "data-db-0",
+                             "uid": "pvc1", "resourceVersion": "5"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": ["host-1"]}]}]}}
+            },
+            "status": {"phase": "Bound"}
+        }))
+    };
+    let mut trimmed = volume();
+    trim_persistent_volume(&mut trimmed);
+    let view = k8sm_view::volume_view(&trimmed);
+    assert_eq!(view, k8sm_view::volume_view(&volume()));
+    assert_eq!(view.map(|v| v.claim_name), Some("data-db-0".to_owned()));
+    let spec = trimmed.spec.as_ref().unwrap();
+    assert_eq!(
+        (
+            spec.local.as_ref(),
+            spec.capacity.as_ref(),
+            trimmed.status.as_ref()
+        ),
+        (None, None, None)
+    );
+    assert_eq!(trimmed.metadata.labels, None);
+}

@@ -24,6 +24,7 @@ pub fn build(
             jobs: &stores.jobs.state(),
             pdbs: &stores.pdbs.state(),
             policies: &stores.policies.state(),
+            persistent_volumes: &stores.persistent_volumes.state(),
         },
         owners,
         in_flight,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
 use kube::core::{PartialObjectMeta, Selector};
@@ -73,6 +73,7 @@ pub async fn cluster_view(client: &Client) -> Result<ClusterView, Error> {
         stateful_sets,
         jobs,
         pdbs,
+        persistent_volumes,
     ) = futures::try_join!(
         list::<Node>(client, "nodes"),
         list::<Pod>(client, "pods"),
@@ -82,6 +83,7 @@ pub async fn cluster_view(client: &Client) -> Result<ClusterView, Error> {
         list::<StatefulSet>(client, "statefulsets"),
         list::<Job>(client, "jobs"),
         list::<PodDisruptionBudget>(client, "poddisruptionbudgets"),
+        list::<PersistentVolume>(client, "persistentvolumes"),
     )?;
     let objects = Objects {
         nodes: &nodes,
@@ -93,6 +95,7 @@ pub async fn cluster_view(client: &Client) -> Result<ClusterView, Error> {
         jobs: &jobs,
         pdbs: &pdbs,
         policies: &policies,
+        persistent_volumes: &persistent_volumes,
     };
     // A one-shot list: nothing to keep from an earlier build.
     Ok(from_objects(

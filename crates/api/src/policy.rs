@@ -211,6 +211,26 @@ pub struct Workloads {
     /// annotated "k8s.mesosphere.io/surge" with "SingleReplica" or "Never" chooses for itself.
     #[serde(default)]
     pub surge: Surge,
+
+    /// What to do with a pod whose replacement can only run on its own node: a pod whose nodeSelector
+    /// "kubernetes.io/hostname", or whose required node affinity, names only its node, or that uses a
+    /// PersistentVolume (such as a local volume) whose node affinity only its node satisfies. "Block" (default): its
+    /// node is not started (not cordoned, nothing on it evicted) and is listed as blocked, naming the pod and what
+    /// pins it, until the pod is moved or deleted. "Evict": evict it like any other pod, as `kubectl drain` does; its
+    /// replacement waits Pending until the node is back and uncordoned, so the workload is down meanwhile if that was
+    /// its only Ready pod.
+    #[serde(default)]
+    pub pinned_pods: PinnedPods,
+}
+
+/// What happens to a pod whose replacement can only run on its own node.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum PinnedPods {
+    /// Keep its node for the operator: not started, listed as blocked.
+    #[default]
+    Block,
+    /// Evict it like any other pod; its replacement waits Pending until the node is back.
+    Evict,
 }
 
 /// Whether single-replica Deployments move by a surge rollout.

@@ -13,6 +13,7 @@ use crate::{
     index::{Index, OnNode, Pdb, PodCounts},
     memo::Text,
     output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
+    pin,
     shared::{MessageKey, WaitsOn},
     surge::{self, Move},
     workload::Workload,
@@ -109,12 +110,14 @@ fn text_order(a: &Arc<str>, b: &Arc<str>) -> Ordering {
 /// keeping or sorting their pods (most of a large fleet's pods are on such nodes). Read from the classes the index
 /// counted on the node when none of its pods can need an operator, nor has an eviction unanswered: [`needs_operator`]
 /// answers `None` for every pod but opted-out, Job and unmanaged ones, and workload or other-controller pods that more
-/// than one budget covers (counted by the index too). Otherwise the pods are counted one by one.
+/// than one budget covers or whose spec may pin them to the node (counted by the index too). Otherwise the pods are
+/// counted one by one.
 pub(crate) fn tally<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
     let classes = index.classes_on(&ctx.node.name);
     let from_classes = classes.judged_by_policy == 0
         && classes.multi_covered == 0
         && classes.terminating == 0
+        && classes.pinnable == 0
         && index.unanswered_pods.is_empty();
     if !from_classes {
         return count(index.pods_on(&ctx.node.name), ctx, index);
@@ -185,7 +188,7 @@ fn needs_operator(
             pod.name
         );
     }
-    match class {
+    let found = match class {
         Class::Ignored(Ignored::Terminating) => stuck_terminating(pod, ctx),
         Class::OptedOut(key) => Some((
             Reason::BlockedOptOut,
@@ -218,7 +221,16 @@ fn needs_operator(
             ))
         }
         _ => None,
-    }
+    };
+    found.or_else(|| {
+        pin::needs_operator(
+            pod,
+            class,
+            ctx.node,
+            ctx.spec.workloads.pinned_pods,
+            &index.volumes,
+        )
+    })
 }
 
 /// How long past the end of its grace period a terminating pod may take before it counts as stuck: a kubelet

@@ -37,6 +37,8 @@ pub(crate) struct PodFacts {
     pub(crate) finished: bool,
     pub(crate) terminating: bool,
     pub(crate) ready: bool,
+    /// Its spec may pin it to its node ([`PodView::pins`]): whether it does depends on the node and volumes.
+    pub(crate) pinnable: bool,
     /// Its controller is of a kind k8sm watches (whatever its seed: the pods of one controller share this, and the
     /// first one met stands for the others).
     pub(crate) watched: bool,
@@ -98,6 +100,7 @@ impl PodFacts {
             finished: pod.phase.is_finished(),
             terminating: pod.terminating,
             ready: pod.ready,
+            pinnable: pod.pins.is_some(),
             watched: pod
                 .controller
                 .as_ref()

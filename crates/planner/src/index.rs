@@ -156,6 +156,9 @@ pub(crate) struct NodeClasses {
     pub(crate) judged_by_policy: u32,
     /// Pods terminating: whether one is stuck depends on the time.
     pub(crate) terminating: u32,
+    /// Workload and other-controller pods whose spec may pin them to the node: whether one does depends on the node,
+    /// the volumes and the policy.
+    pub(crate) pinnable: u32,
 }
 
 /// The view, indexed. Every collection iterates in a fixed order, whatever the order of the view's vectors.
@@ -211,6 +214,8 @@ pub(crate) struct Index<'a> {
     pub(crate) unanswered_pods: FastSet<&'a str>,
     /// The remembered sizes of controllers of unknown kinds.
     pub(crate) observed_sizes: &'a BTreeMap<String, u32>,
+    /// The volumes that may pin a pod, by claim.
+    pub(crate) volumes: crate::pin::Volumes<'a>,
     /// The earliest time a Ready pod not yet available (Ready for less than its workload's `minReadySeconds`) becomes
     /// available: its workload's health changes then, whatever else does.
     pub(crate) next_available: Option<DateTime<Utc>>,
@@ -371,6 +376,7 @@ impl<'a> Index<'a> {
                 match class {
                     Class::Owned(_) | Class::Other(_) => {
                         on_node.workload += 1;
+                        on_node.pinnable += u32::from(f.pinnable);
                         if !pdbs.is_empty() {
                             let key = (f.order.namespace(), f.labels);
                             let multi = match last_cover {
@@ -467,6 +473,7 @@ impl<'a> Index<'a> {
                 .map(|e| e.pod_uid.as_str())
                 .collect(),
             observed_sizes: &view.observed_sizes,
+            volumes: crate::pin::volumes(&view.volumes),
             next_available,
         }
     }

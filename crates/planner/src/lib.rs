@@ -21,6 +21,7 @@ mod memo;
 mod nodes;
 mod output;
 mod pass;
+mod pin;
 mod plan;
 mod progress;
 mod reason;
@@ -50,7 +51,8 @@ pub use reason::Reason;
 pub use selector::{Selector, SelectorError};
 pub use surge::move_record as surge_move_record;
 pub use view::{
-    ClusterView, ControllerRef, DeletedNodeRecord, InFlightEviction, NodeView, OwnerKind,
-    OwnerView, PdbView, PodPhase, PodView, PolicyView, RolloutView, UnhealthyPodEvictionPolicy,
+    ClusterView, ControllerRef, DeletedNodeRecord, HOSTNAME_LABEL, InFlightEviction, NodeName,
+    NodePin, NodeView, OwnerKind, OwnerView, PdbView, PodPhase, PodPins, PodView, PolicyView,
+    RolloutView, UnhealthyPodEvictionPolicy, VolumeView, node_hostname,
 };
 pub use workload::{grow_observed_sizes, live_pods_by_workload, ready_pods_by_workload};

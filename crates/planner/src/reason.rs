@@ -90,6 +90,9 @@ pub enum Reason {
     /// A pod has been terminating for longer than its grace period plus a minute: a finalizer holds it, or its
     /// kubelet is gone. Only its own node waits for it; an operator clears it (`kubectl k8sm force --terminating`).
     StuckTerminating,
+    /// A pod whose replacement can only run on its node (a hostname node selector, a required node affinity or a
+    /// local volume naming that node alone) keeps its node for an operator under `spec.workloads.pinnedPods: Block`.
+    BlockedPinnedPod,
     /// A watch the planner depends on has been failing for longer than the controller's bound: it takes no action
     /// until the watch recovers (the policies' Degraded condition). Reported by the controller, never planned.
     WatchFailing,
@@ -97,7 +100,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Self; 37] = [
+    pub const ALL: [Self; 38] = [
         Self::Marked,
         Self::Cordoned,
         Self::Admitted,
@@ -134,6 +137,7 @@ impl Reason {
         Self::ActionFailed,
         Self::NodeNotReady,
         Self::StuckTerminating,
+        Self::BlockedPinnedPod,
         Self::WatchFailing,
     ];
 
@@ -176,6 +180,7 @@ impl Reason {
             Self::ActionFailed => "ActionFailed",
             Self::NodeNotReady => "NodeNotReady",
             Self::StuckTerminating => "StuckTerminating",
+            Self::BlockedPinnedPod => "BlockedPinnedPod",
             Self::WatchFailing => "WatchFailing",
         }
     }
@@ -203,6 +208,7 @@ impl Reason {
                 | Self::NodeAddressInvalid
                 | Self::NodeNotReady
                 | Self::StuckTerminating
+                | Self::BlockedPinnedPod
         )
     }
 
@@ -221,6 +227,7 @@ impl Reason {
                 | Self::NodeAddressInvalid
                 | Self::NodeNotReady
                 | Self::StuckTerminating
+                | Self::BlockedPinnedPod
         )
     }
 }

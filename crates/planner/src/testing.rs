@@ -271,6 +271,27 @@ impl PodView {
         self.mirror = true;
         self
     }
+
+    /// Edits what may pin the pod to a node.
+    pub fn pinned(mut self, edit: impl FnOnce(&mut crate::PodPins)) -> Self {
+        edit(self.pins.get_or_insert_with(Default::default));
+        self
+    }
+}
+
+/// A required node selector of one term per entry, each term requiring the hostnames given (`kubernetes.io/hostname`
+/// In one value each).
+pub fn hostname_terms(terms: &[&[&str]]) -> crate::NodePin {
+    crate::NodePin {
+        terms: terms
+            .iter()
+            .map(|t| {
+                t.iter()
+                    .map(|h| crate::NodeName::Hostname((*h).to_owned()))
+                    .collect()
+            })
+            .collect(),
+    }
 }
 
 /// A policy with target [`NEW`] and every other field at its default.

@@ -38,6 +38,10 @@ pub struct ClusterView {
     /// [`crate::grow_observed_sizes`]). Such a controller's size is inferred from its pods; once an evicted pod is
     /// gone and before its replacement exists, it would look one pod smaller, and healthy, without this.
     pub observed_sizes: BTreeMap<String, u32>,
+    /// PersistentVolumes bound to a claim whose node affinity names a node in every term (the others cannot pin a
+    /// pod).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeView>,
 }
 
 /// One Node, reduced to what the upgrade needs.
@@ -168,6 +172,92 @@ pub struct PodView {
     /// `metadata.finalizers`: what may keep a terminating pod after its grace period.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finalizers: Vec<String>,
+    /// What in its spec may tie its replacement to one node (`None`, for most pods: nothing). Boxed: a few pods have
+    /// any, and every pod's view is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pins: Option<Box<PodPins>>,
+}
+
+/// The parts of a pod's spec that may allow its replacement on one node only. Whether they name the pod's own node
+/// is the planner's to decide (the node's hostname label, and the claims' volumes, are other objects).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodPins {
+    /// `spec.nodeSelector["kubernetes.io/hostname"]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`, where every term of it names a
+    /// node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<NodePin>,
+    /// The PersistentVolumeClaims of its volumes, in its namespace (`persistentVolumeClaim.claimName`, and
+    /// `<pod>-<volume>` for a generic ephemeral volume): a volume bound to one of them may have a node affinity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<String>,
+}
+
+/// A required node selector (its `nodeSelectorTerms`, ORed) that names a node in every term: per term, the nodes
+/// its requirements name one at a time (`kubernetes.io/hostname` In one value, or the field `metadata.name` In one
+/// value). A term naming none may select any number of nodes, so a selector with one is no `NodePin`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePin {
+    pub terms: Vec<Vec<NodeName>>,
+}
+
+/// One node, as a requirement names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeName {
+    /// The value of its `kubernetes.io/hostname` label.
+    Hostname(String),
+    /// Its `metadata.name`.
+    Name(String),
+}
+
+/// The label the kubelet sets to the node's hostname, unique per node.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
+impl NodeName {
+    /// Whether `node` is the node named.
+    pub fn names(&self, node: &NodeView) -> bool {
+        match self {
+            Self::Hostname(hostname) => node_hostname(node) == hostname,
+            Self::Name(name) => node.name == *name,
+        }
+    }
+}
+
+/// The node's `kubernetes.io/hostname` label, or its name where it has none.
+pub fn node_hostname(node: &NodeView) -> &str {
+    node.labels
+        .get(HOSTNAME_LABEL)
+        .map_or(node.name.as_str(), String::as_str)
+}
+
+impl NodePin {
+    /// Whether `node` is the only node that satisfies it: every term requires that node (the terms are ORed).
+    pub fn only(&self, node: &NodeView) -> bool {
+        !self.terms.is_empty()
+            && self
+                .terms
+                .iter()
+                .all(|term| term.iter().any(|name| name.names(node)))
+    }
+}
+
+/// A PersistentVolume bound (or reserved) to a claim, whose node affinity names a node in every term: only such
+/// volumes can pin a pod.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeView {
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.claimRef.namespace` and `spec.claimRef.name`.
+    pub claim_namespace: String,
+    pub claim_name: String,
+    /// `spec.nodeAffinity.required`.
+    pub pin: NodePin,
 }
 
 /// The kinds of pod controllers (and of their own controllers) that the planner tells apart.

@@ -13,6 +13,7 @@ mod objects;
 mod owner;
 mod owner_views;
 mod pdb;
+mod pin;
 mod pod;
 mod policy;
 pub mod reference;
@@ -25,5 +26,6 @@ pub use owner::{
 };
 pub use owner_views::OwnerViews;
 pub use pdb::pdb_view;
+pub use pin::{node_pin, pins_of, pod_pins, volume_claim, volume_view};
 pub use pod::{PodFields, PodSource, pod_view};
 pub use policy::{deleted_node_record, deleted_node_status, policy_view};

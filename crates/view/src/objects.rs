@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use k8sm_api::ExecutorUpgradePolicy;
@@ -13,6 +13,7 @@ use k8sm_planner::{ClusterView, InFlightEviction};
 use crate::node::node_view;
 use crate::owner_views::OwnerViews;
 use crate::pdb::pdb_view;
+use crate::pin::volume_view;
 use crate::pod::PodSource;
 use crate::policy::policy_view;
 
@@ -31,6 +32,8 @@ pub struct Objects<'a, P = Pod> {
     pub jobs: &'a [Arc<Job>],
     pub pdbs: &'a [Arc<PodDisruptionBudget>],
     pub policies: &'a [Arc<ExecutorUpgradePolicy>],
+    /// PersistentVolumes: those bound to a claim with a node affinity may pin its pods to a node.
+    pub persistent_volumes: &'a [Arc<PersistentVolume>],
 }
 
 impl<P> Default for Objects<'_, P> {
@@ -45,6 +48,7 @@ impl<P> Default for Objects<'_, P> {
             jobs: &[],
             pdbs: &[],
             policies: &[],
+            persistent_volumes: &[],
         }
     }
 }
@@ -66,6 +70,11 @@ pub fn from_objects<P: PodSource>(
         in_flight,
         // The controller's memory, not an object: it sets them itself.
         observed_sizes: Default::default(),
+        volumes: objects
+            .persistent_volumes
+            .iter()
+            .filter_map(|v| volume_view(v))
+            .collect(),
     }
 }
 

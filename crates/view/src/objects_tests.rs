@@ -64,6 +64,21 @@ fn every_pod_bound_or_not_and_every_owner_kind() {
         owner_uid: Some("d-web".into()),
         at: DateTime::UNIX_EPOCH,
     }];
+    // A local volume of a claim, a volume of none, and one that any node of a zone can mount.
+    let volume = |name: &str, claim: bool, key: &str| {
+        let claim_ref = claim.then(|| json!({"namespace": "shop", "name": format!("data-{name}")}));
+        arc(json!({
+            "metadata": {"name": name},
+            "spec": {"claimRef": claim_ref, "local": {"path": "/mnt/disk"},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": key, "operator": "In", "values": ["n1"]}]}]}}}
+        }))
+    };
+    let volumes = [
+        volume("local-1", true, "kubernetes.io/hostname"),
+        volume("free", false, "kubernetes.io/hostname"),
+        volume("zonal", true, "topology.kubernetes.io/zone"),
+    ];
     let objects = Objects {
         nodes: &nodes,
         pods: &pods,
@@ -74,6 +89,7 @@ fn every_pod_bound_or_not_and_every_owner_kind() {
         jobs: &jobs,
         pdbs: &pdbs,
         policies: &policies,
+        persistent_volumes: &volumes,
     };
     let view = from_objects(&objects, &mut OwnerViews::default(), in_flight.clone());
 
@@ -114,6 +130,16 @@ fn every_pod_bound_or_not_and_every_owner_kind() {
     assert_eq!(view.pdbs.len(), 1);
     assert_eq!(view.policies[0].name, "fleet");
     assert_eq!(view.in_flight, in_flight);
+    let volumes: Vec<(&str, &str)> = view
+        .volumes
+        .iter()
+        .map(|v| (&*v.name, &*v.claim_name))
+        .collect();
+    assert_eq!(
+        volumes,
+        [("local-1", "data-local-1")],
+        "only volumes of a claim that name a node"
+    );
 }
 
 #[test]

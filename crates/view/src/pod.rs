@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use k8sm_planner::{ControllerRef, PodPhase, PodView};
+use k8sm_planner::{ControllerRef, PodPhase, PodPins, PodView};
 
 use crate::intern::Interner;
 use crate::meta::controller_ref;
@@ -35,6 +35,8 @@ pub trait PodFields {
     fn ready(&self) -> bool;
     /// The `lastTransitionTime` of the Ready condition, if it has one.
     fn ready_changed(&self) -> Option<DateTime<Utc>>;
+    /// What may pin it to one node ([`crate::pod_pins`]).
+    fn pins(&self) -> Option<Box<PodPins>>;
 }
 
 impl PodFields for Pod {
@@ -64,6 +66,10 @@ impl PodFields for Pod {
             .last_transition_time
             .as_ref()
             .map(|t| from_timestamp(&t.0))
+    }
+
+    fn pins(&self) -> Option<Box<PodPins>> {
+        crate::pins_of(self)
     }
 }
 
@@ -109,6 +115,7 @@ pub fn pod_view(pod: &impl PodFields) -> PodView {
             .as_ref()
             .map(|t| from_timestamp(&t.0)),
         finalizers: meta.finalizers.clone().unwrap_or_default(),
+        pins: pod.pins(),
     }
 }
 

@@ -11,7 +11,9 @@
 //! - a pod stuck Terminating holds only its own node, not its workload's pods elsewhere, and is reported;
 //! - a dead node (NotReady) holds no drain slot and is never cordoned; once alive, it is upgraded;
 //! - a node with an unmanaged pod under `Never`, or with a pod a neighbouring tool opted out, is never started (not
-//!   cordoned, no pod lost) and is reported; once the operator clears the pod, it is upgraded.
+//!   cordoned, no pod lost) and is reported; once the operator clears the pod, it is upgraded;
+//! - a node with a pod whose replacement could only run there (a hostname node selector, a local volume) is never
+//!   started and is reported; once the operator sets `workloads.pinnedPods: Evict`, it is upgraded.
 //!
 //! Every oracle comes from what the test set up and from the cluster's own objects, never from what k8sm reports:
 //! a node is upgraded when its executor reports the new ID and it carries no upgrade state; a node was started when a
@@ -26,10 +28,10 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, RollingUpdateDeployment};
-use k8s_openapi::api::core::v1::{NodeCondition, Pod};
+use k8s_openapi::api::core::v1::{NodeCondition, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
@@ -42,7 +44,7 @@ use k8sm_e2e::objects::{
     client_without_retries, dry_run_eviction, get_node, get_pod_opt, merge_patch, node_of,
     patch_node, register_node,
 };
-use k8sm_e2e::plugin::{k8sm, k8sm_ok};
+use k8sm_e2e::plugin::{blocked_rows, k8sm, k8sm_ok};
 use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
 use k8sm_e2e::sla::{SlaWatcher, assert_no_violations, assert_within_bounds};
 use k8sm_e2e::waits::observe_for;
@@ -692,6 +694,99 @@ async fn nodes_with_pods_opted_out_by_neighbouring_tools_are_never_started_until
     );
 }
 
+/// Two nodes whose pods' replacements could only run where they are: a Deployment of 1 with `nodeSelector:
+/// kubernetes.io/hostname: <node 0>`, and a Deployment of 1 whose claim is bound to a local PersistentVolume of node 1
+/// (`spec.local` with node affinity to node 1, pre-bound: no provisioner). `kubectl drain` would evict both (a
+/// server-side dry-run eviction is allowed) and their replacements would wait Pending until the node is back. Under
+/// `workloads.pinnedPods: Block` (the default), neither node is ever started: never cordoned, none of their pods
+/// evicted; each is reported blocked naming its pod (`BlockedPinnedPod`), in the status and by `kubectl k8sm
+/// blocked`. The control node 2, with a healthy Deployment of 2, is upgraded. Once the operator sets `pinnedPods:
+/// Evict`, both are upgraded too, and no workload ever falls below its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_with_pinned_pods_are_never_started_until_the_operator_lets_them_go() {
+    const NS: &str = "pinned";
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    let client = scenario.client.clone();
+    let (by_selector, by_volume, control) = (node_name(0), node_name(1), node_name(2));
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    create(&client, &on_host(deployment(NS, "pinned", 1), &by_selector)).await;
+    local_volume(&client, NS, "data", &by_volume).await;
+    create(&client, &with_claim(deployment(NS, "db", 1), "data")).await;
+    // Running before the other nodes are cordoned to put `web` on the control node.
+    scenario.wait_ready(2).await;
+    scenario
+        .pin_to(&control, 4, || async {
+            create(&client, &deployment(NS, "web", 2)).await;
+        })
+        .await;
+    let pinned_pod = scenario.app_pods("pinned").await[0].clone();
+    let db_pod = scenario.app_pods("db").await[0].clone();
+    assert_eq!(node_of(&pinned_pod), Some(by_selector.as_str()));
+    assert_eq!(
+        node_of(&db_pod),
+        Some(by_volume.as_str()),
+        "the scheduler follows the local volume"
+    );
+    let (pinned_pod, db_pod) = (pinned_pod.name_any(), db_pod.name_any());
+    for pod in [&pinned_pod, &db_pod] {
+        dry_run_eviction(&client, NS, pod)
+            .await
+            .unwrap_or_else(|e| panic!("a dry-run eviction of {pod} is allowed: {e}"));
+    }
+    let held = [by_selector.clone(), by_volume.clone()];
+    let guard = OperatorOnly::record(&scenario, &held).await;
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy).await;
+    wait_upgraded(&scenario, std::slice::from_ref(&control), || {
+        guard.check(&scenario)
+    })
+    .await;
+    wait_reported(
+        &scenario,
+        &guard,
+        &[
+            (&by_selector, &pinned_pod, "BlockedPinnedPod"),
+            (&by_volume, &db_pod, "BlockedPinnedPod"),
+        ],
+    )
+    .await;
+    let rows = blocked_rows(&k8sm_ok(&scenario.cluster, &["blocked", "-o", "json"]));
+    for (node, pod) in [(&by_selector, &pinned_pod), (&by_volume, &db_pod)] {
+        assert!(
+            rows.iter()
+                .any(|r| r.node == *node && r.name == *pod && r.reason == "BlockedPinnedPod"),
+            "`kubectl k8sm blocked` names {pod} on {node}: {rows:?}"
+        );
+    }
+    let table = k8sm_ok(&scenario.cluster, &["blocked", "-o", "wide"]);
+    for what in [
+        "kubernetes.io/hostname=",
+        "PersistentVolume local-data",
+        "pinnedPods: Evict",
+    ] {
+        assert!(table.contains(what), "`blocked` says {what:?}:\n{table}");
+    }
+    observe_for(AFTERWARDS, || guard.check(&scenario)).await;
+
+    // The operator accepts that the replacements wait Pending until their nodes are back.
+    scenario
+        .patch_policy(POLICY, json!({ "workloads": { "pinnedPods": "Evict" } }))
+        .await;
+    wait_upgraded(&scenario, &node_names(3), || async {}).await;
+    assert_within_bounds(
+        &sla,
+        THRESHOLD,
+        &[
+            ("Deployment", "pinned", 1),
+            ("Deployment", "db", 1),
+            ("Deployment", "web", 2),
+        ],
+    );
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------------------------
@@ -705,6 +800,85 @@ fn liveness_policy(
     ExecutorUpgradePolicySpec {
         node_progress_deadline: NODE_PROGRESS_DEADLINE.parse().expect("a duration"),
         ..workload_policy(scenario, unmanaged)
+    }
+}
+
+/// `deployment` whose pods may run only on `node` (`nodeSelector: kubernetes.io/hostname`).
+fn on_host(mut deployment: Deployment, node: &str) -> Deployment {
+    let spec = deployment
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut());
+    spec.expect("a pod template")
+        .node_selector
+        .get_or_insert_with(BTreeMap::new)
+        .insert("kubernetes.io/hostname".to_owned(), node.to_owned());
+    deployment
+}
+
+/// `deployment` whose pods mount the claim `claim`.
+fn with_claim(mut deployment: Deployment, claim: &str) -> Deployment {
+    let spec = deployment
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut());
+    spec.expect("a pod template")
+        .volumes
+        .get_or_insert_with(Vec::new)
+        .push(
+            serde_json::from_value(
+                json!({"name": "data", "persistentVolumeClaim": {"claimName": claim}}),
+            )
+            .expect("a volume"),
+        );
+    deployment
+}
+
+/// A local PersistentVolume `local-<claim>` of `node` (node affinity to its hostname) and the claim `claim` bound to
+/// it, both naming the other, so that no provisioner is needed; returns once the claim is Bound.
+async fn local_volume(client: &kube::Client, namespace: &str, claim: &str, node: &str) {
+    let class = "k8sm-local";
+    let volume: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": format!("local-{claim}")},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": class,
+            "local": {"path": "/mnt/disks/data"},
+            "claimRef": {"namespace": namespace, "name": claim},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
+        }
+    }))
+    .expect("a PersistentVolume");
+    Api::<PersistentVolume>::all(client.clone())
+        .create(&PostParams::default(), &volume)
+        .await
+        .expect("PersistentVolume created");
+    let claimed: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": claim, "namespace": namespace},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": class,
+            "volumeName": format!("local-{claim}"),
+            "resources": {"requests": {"storage": "1Gi"}}
+        }
+    }))
+    .expect("a PersistentVolumeClaim");
+    create(client, &claimed).await;
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace);
+    let deadline = Instant::now() + SETUP;
+    loop {
+        let phase = claims.get(claim).await.ok().and_then(|c| c.status?.phase);
+        if phase.as_deref() == Some("Bound") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "claim {claim} is Bound: {phase:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

@@ -107,7 +107,10 @@ fn spec_fields_are_the_public_api_with_their_defaults() {
         ("kamikaze", json!({"mechanism": "Annotation"})),
         ("restartTimeout", json!("10m")),
         ("nodeProgressDeadline", json!("10m")),
-        ("workloads", json!({"surge": "Never"})),
+        (
+            "workloads",
+            json!({"surge": "Never", "pinnedPods": "Block"}),
+        ),
         ("paused", json!(false)),
     ];
     for (field, default) in defaults {

@@ -74,7 +74,7 @@ fn default_spec_serialises_every_defaulted_field() {
             "kamikaze": {"mechanism": "Annotation"},
             "restartTimeout": "10m",
             "nodeProgressDeadline": "10m",
-            "workloads": {"surge": "Never"},
+            "workloads": {"surge": "Never", "pinnedPods": "Block"},
             "paused": false,
         })
     );

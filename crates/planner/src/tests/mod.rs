@@ -9,6 +9,7 @@ mod lifecycle;
 mod liveness;
 mod marking;
 mod oracle;
+mod pinned;
 mod pods;
 mod props;
 mod sim;
