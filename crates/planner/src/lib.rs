@@ -50,7 +50,8 @@ pub use reason::Reason;
 pub use selector::{Selector, SelectorError};
 pub use surge::move_record as surge_move_record;
 pub use view::{
-    ClusterView, ControllerRef, DeletedNodeRecord, InFlightEviction, NodeView, OwnerKind,
-    OwnerView, PdbView, PodPhase, PodView, PolicyView, RolloutView, UnhealthyPodEvictionPolicy,
+    ClusterView, ControllerRef, DEFAULT_PROGRESS_DEADLINE_SECONDS, DeletedNodeRecord,
+    InFlightEviction, NodeView, OwnerKind, OwnerView, PdbView, PodPhase, PodView, PolicyView,
+    RolloutView, UnhealthyPodEvictionPolicy,
 };
 pub use workload::{grow_observed_sizes, live_pods_by_workload, ready_pods_by_workload};
