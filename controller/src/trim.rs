@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
-    StatefulSet, StatefulSetSpec,
+    StatefulSet, StatefulSetSpec, StatefulSetStatus,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
@@ -71,19 +71,59 @@ fn trim_owner_meta(meta: &mut ObjectMeta) {
     };
 }
 
-/// A controller whose `spec.replicas` is its desired count: keep that and the identity, nothing else.
+/// A controller whose `spec.replicas` is its desired count: keep that, `spec.minReadySeconds` and the identity,
+/// nothing else.
 macro_rules! trim_replicated {
     ($name:ident, $kind:ty, $spec:ident) => {
         pub(crate) fn $name(object: &mut $kind) {
             trim_owner_meta(&mut object.metadata);
-            let replicas = object.spec.as_ref().and_then(|s| s.replicas);
+            let spec = object.spec.as_ref();
             object.spec = Some($spec {
-                replicas,
+                replicas: spec.and_then(|s| s.replicas),
+                min_ready_seconds: spec.and_then(|s| s.min_ready_seconds),
                 ..$spec::default()
             });
             object.status = None;
         }
     };
+}
+
+/// A ReplicaSet: what [`trim_replicated`] keeps, and its revision (which of a Deployment's ReplicaSets is the newest).
+pub(crate) fn trim_replica_set(replica_set: &mut ReplicaSet) {
+    let revision = replica_set
+        .metadata
+        .annotations
+        .as_mut()
+        .and_then(|a| a.remove(k8sm_view::REVISION_ANNOTATION));
+    trim_replicated_set(replica_set);
+    replica_set.metadata.annotations = revision.map(|r| {
+        std::collections::BTreeMap::from([(k8sm_view::REVISION_ANNOTATION.to_owned(), r)])
+    });
+}
+
+/// A StatefulSet: what [`trim_replicated`] keeps, and what tells whether its controller is replacing pods
+/// (`k8sm_view::stateful_set_view`): its generation, update strategy, and revisions and counts of its status.
+pub(crate) fn trim_stateful_set(stateful_set: &mut StatefulSet) {
+    let generation = stateful_set.metadata.generation;
+    let update_strategy = stateful_set
+        .spec
+        .as_mut()
+        .and_then(|s| s.update_strategy.take());
+    let status = stateful_set.status.take();
+    trim_replicated_stateful_set(stateful_set);
+    stateful_set.metadata.generation = generation;
+    if let Some(spec) = stateful_set.spec.as_mut() {
+        spec.update_strategy = update_strategy;
+    }
+    stateful_set.status = status.map(|status| StatefulSetStatus {
+        observed_generation: status.observed_generation,
+        replicas: status.replicas,
+        ready_replicas: status.ready_replicas,
+        updated_replicas: status.updated_replicas,
+        current_revision: status.current_revision,
+        update_revision: status.update_revision,
+        ..StatefulSetStatus::default()
+    });
 }
 
 /// A Deployment: its desired count, what tells whether its controller is replacing pods and whether its last rollout
@@ -101,6 +141,8 @@ pub(crate) fn trim_deployment(deployment: &mut Deployment) {
     let spec = deployment.spec.take();
     deployment.spec = Some(DeploymentSpec {
         replicas: spec.as_ref().and_then(|s| s.replicas),
+        min_ready_seconds: spec.as_ref().and_then(|s| s.min_ready_seconds),
+        progress_deadline_seconds: spec.as_ref().and_then(|s| s.progress_deadline_seconds),
         paused: spec.as_ref().and_then(|s| s.paused),
         strategy: spec.and_then(|s| s.strategy),
         ..DeploymentSpec::default()
@@ -124,13 +166,13 @@ pub(crate) fn trim_deployment(deployment: &mut Deployment) {
         ..DeploymentStatus::default()
     });
 }
-trim_replicated!(trim_replica_set, ReplicaSet, ReplicaSetSpec);
+trim_replicated!(trim_replicated_set, ReplicaSet, ReplicaSetSpec);
 trim_replicated!(
     trim_replication_controller,
     ReplicationController,
     ReplicationControllerSpec
 );
-trim_replicated!(trim_stateful_set, StatefulSet, StatefulSetSpec);
+trim_replicated!(trim_replicated_stateful_set, StatefulSet, StatefulSetSpec);
 
 /// Jobs: a Job's pods wait for completion, which the planner reads from the pods; nothing of the Job but its
 /// identity is read.

@@ -14,6 +14,7 @@ fn template() -> Value {
     json!({
         "metadata": {"labels": {"app": "web"}, "annotations": {"checksum/config": "abc"}},
         "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "env": [{"name": "A", "value": "1"}],
+                                 "args": ["--config=/etc/web/config.yaml", "--listen=:8080", "--log-format=json"],
                                  "resources": {"requests": {"cpu": "100m"}}}]}
     })
 }
@@ -60,7 +61,7 @@ fn assert_trim_keeps_view<K>(
     assert_eq!(view(&trimmed), view(&original));
     let kept = serde_json::to_value(&trimmed).unwrap();
     assert_eq!(
-        kept["status"]["readyReplicas"],
+        kept["status"]["collisionCount"],
         Value::Null,
         "status not read dropped: {kept}"
     );
@@ -85,15 +86,32 @@ fn assert_trim_keeps_view<K>(
 #[test]
 fn trimmed_controllers_convert_to_the_same_views() {
     let selector = json!({"matchLabels": {"app": "web"}});
-    let replicated = json!({"replicas": 3, "selector": selector, "template": template()});
-    let rc = json!({"replicas": 3, "selector": {"app": "web"}, "template": template()});
-    let sts = json!({"replicas": 3, "selector": selector, "serviceName": "web", "template": template(),
+    let replicated =
+        json!({"replicas": 3, "minReadySeconds": 10, "selector": selector, "template": template()});
+    let deployment = json!({"replicas": 3, "minReadySeconds": 10, "progressDeadlineSeconds": 120,
+                            "selector": selector, "template": template()});
+    let rc = json!({"replicas": 3, "minReadySeconds": 10, "selector": {"app": "web"}, "template": template()});
+    let sts = json!({"replicas": 3, "minReadySeconds": 10, "selector": selector, "serviceName": "web",
+                     "template": template(),
+                     "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}},
                      "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]});
     let job = json!({"completions": 1, "template": template()});
-    let status =
-        json!({"replicas": 3, "readyReplicas": 2, "availableReplicas": 2, "observedGeneration": 7});
+    let status = json!({"replicas": 3, "readyReplicas": 2, "availableReplicas": 2, "observedGeneration": 7,
+                        "collisionCount": 1});
+    // Mid-update, every replica Ready: its controller is about to replace a pod.
+    let sts_status = json!({"replicas": 3, "readyReplicas": 3, "updatedReplicas": 1, "observedGeneration": 7,
+                            "currentRevision": "web-1", "updateRevision": "web-2", "collisionCount": 1});
+    assert!(
+        k8sm_view::stateful_set_view(&object(controller(
+            "apps/v1",
+            "StatefulSet",
+            sts.clone(),
+            sts_status.clone()
+        )))
+        .replacing
+    );
     assert_trim_keeps_view(
-        controller("apps/v1", "Deployment", replicated.clone(), status.clone()),
+        controller("apps/v1", "Deployment", deployment, status.clone()),
         trim_deployment,
         k8sm_view::deployment_view,
     );
@@ -108,7 +126,7 @@ fn trimmed_controllers_convert_to_the_same_views() {
         k8sm_view::replication_controller_view,
     );
     assert_trim_keeps_view(
-        controller("apps/v1", "StatefulSet", sts, status),
+        controller("apps/v1", "StatefulSet", sts, sts_status),
         trim_stateful_set,
         k8sm_view::stateful_set_view,
     );

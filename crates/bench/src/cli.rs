@@ -110,10 +110,11 @@ pub struct Args {
     /// instead of minutes and no noise, to compare admission rules; writes no report.
     #[arg(long)]
     pub model: bool,
-    /// With `--model`: make the fleet messy, as real clusters are (crash-looping owners, dead nodes, pods stuck
-    /// terminating, a stuck rollout, bare pods under `unmanagedPods.policy: Never`, pinned pods; see
-    /// `workload::Messy`), and say for each fleet what k8sm left to an operator and what it did to those nodes.
-    #[arg(long, requires = "model")]
+    /// Make the fleet messy, as real clusters are (crash-looping owners, dead nodes, pods stuck terminating, a stuck
+    /// rollout, bare pods under `unmanagedPods.policy: Never`, pinned pods; see `workload::Messy`), and say what
+    /// each tool finished, what it left to an operator and what it did to those nodes. Every tool's fleet then has
+    /// budgets at the bound. On the cluster, it needs `--skip-calibration`.
+    #[arg(long)]
     pub messy: bool,
 }
 
@@ -289,6 +290,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         model(&args, pods, concurrency);
         return Ok(());
     }
+    anyhow::ensure!(
+        !args.messy || args.skip_calibration,
+        "the calibration needs a tidy fleet: pass --skip-calibration with --messy"
+    );
     // The apiserver's eviction throughput, measured alone on a cluster of its own (its pods are evicted).
     let throughput = if args.skip_calibration {
         None
@@ -353,7 +358,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         bound: Some(bound.clone()),
         fleet: (args.shape == Shape::Realistic).then(|| {
             let realism = args.realism();
-            format!(
+            let mut fleet = format!(
                 "realistic, seed {}: each owner's pods Ready {}–{} after scheduling (drawn per owner), \
                  termination grace period {} s honoured, requests filling nodes to {}% on average, about a quarter \
                  of the owners bunched on 3 nodes, one Deployment mid-rollout, one OrderedReady StatefulSet of 10",
@@ -362,7 +367,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 args.ready_delay_max,
                 realism.grace_period_s,
                 realism.fill_percent,
-            )
+            );
+            if let Some(mess) = workload.mess_summary(args.nodes) {
+                fleet += &format!("; messy: {mess}");
+            }
+            fleet
         }),
     };
     let command = format!(
@@ -380,6 +389,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         work_dir.display()
     );
     eprintln!("==> {}", bound.derivation);
+    if let Some(mess) = workload.mess_summary(args.nodes) {
+        eprintln!("==> messy fleet: {mess}");
+    }
 
     let charted: Vec<&crate::workload::Owner> = workload.charted(waves.critical_replicas);
     let config = RunConfig {

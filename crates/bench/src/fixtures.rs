@@ -69,6 +69,7 @@ pub fn run(tool: Tool, round: usize, makespan: f64, unavailable: f64) -> Run {
             owner("b", 15, 14, 0, unavailable / 4.0),
             owner("c", 15, 15, 0, unavailable / 4.0),
         ],
+        leftovers: None,
         notes: vec![],
         series: BTreeMap::new(),
     }

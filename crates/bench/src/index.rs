@@ -81,6 +81,8 @@ fn reports_and_targets(out: &mut String, current: &[&Summary]) {
         );
     }
 
+    messy_fleets(out, current);
+
     let _ = writeln!(out, "\n## Targets\n");
     let _ = writeln!(
         out,
@@ -125,6 +127,55 @@ fn reports_and_targets(out: &mut String, current: &[&Summary]) {
                 cells.join(" | ")
             );
         }
+    }
+}
+
+/// The messy fleets' liveness figures, per report and tool (the median run's, by makespan).
+fn messy_fleets(out: &mut String, current: &[&Summary]) {
+    let rows: Vec<String> = current
+        .iter()
+        .flat_map(|s| {
+            s.tools().into_iter().filter_map(move |tool| {
+                let runs = s.runs_of(tool);
+                let mut messy: Vec<_> = runs
+                    .iter()
+                    .filter_map(|r| Some((r, r.leftovers.as_ref()?)))
+                    .collect();
+                messy.sort_by(|a, b| {
+                    let key = |r: &crate::results::Run| r.makespan_s.unwrap_or(f64::INFINITY);
+                    key(a.0).total_cmp(&key(b.0))
+                });
+                let (run, left) = messy.get(messy.len().checked_sub(1)? / 2)?;
+                Some(format!(
+                    "| [`{name}`]({name}.md) | {} | {} of {} in {} | {} | {} | {} |",
+                    tool.slug(),
+                    left.finishable_upgraded,
+                    left.finishable,
+                    run.makespan_s
+                        .map_or_else(|| "–".into(), crate::report::secs),
+                    left.stranded_cordons,
+                    left.disruptions_on_unfinished,
+                    run.owners_violated(),
+                    name = s.scenario.name,
+                ))
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n### Messy fleets\n\nPer tool, its median run: finishable nodes upgraded and how soon, nodes left cordoned \
+         and not upgraded, pods disrupted on nodes that never finished, owners below their bound.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| report | tool | finishable nodes upgraded | left cordoned | disrupted on unfinished | below bound |\n\
+         |---|---|---:|---:|---:|---:|"
+    );
+    for row in rows {
+        let _ = writeln!(out, "{row}");
     }
 }
 

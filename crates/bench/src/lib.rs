@@ -13,6 +13,7 @@ pub mod env;
 mod fixtures;
 pub mod index;
 pub mod machine;
+pub mod mess;
 pub mod model;
 pub mod presets;
 pub mod process;

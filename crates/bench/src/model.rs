@@ -12,8 +12,8 @@
 //!
 //! A messy fleet ([`crate::workload::Messy`]) is played as its truth says: crash-looping pods and a stuck rollout's
 //! new pods never become Ready, dead nodes are NotReady and take no pod, zombies never go, bare pods stay under
-//! `unmanagedPods.policy: Never`, and a pinned pod's replacement waits Pending until its node is back and
-//! schedulable. Its run stops once every node but those only an operator can clear ([`Workload::unfinishable`]) is
+//! `unmanagedPods.policy: Never`, and pinned pods stay where they are pinned (under `pinnedPods: Block`, k8sm leaves
+//! their nodes to an operator). Its run stops once every node but those only an operator can clear ([`Workload::unfinishable`]) is
 //! upgraded, and goes on for [`SETTLE`] to see what k8sm still does to the others.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,7 +23,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8sm_api::{MaxConcurrentNodes, UnmanagedPodPolicy};
 use k8sm_planner::testing::{self, NEW};
-use k8sm_planner::{ActionKind, ClusterView, ControllerRef, OwnerView, Planner, PodPhase, PodView};
+use k8sm_planner::{
+    ActionKind, ClusterView, ControllerRef, OwnerView, Planner, PodPhase, PodPins, PodView,
+};
 
 use crate::stats::LowerBound;
 use crate::workload::{self, Kind, Workload};
@@ -536,6 +538,13 @@ impl<'w> Model<'w> {
             phase: PodPhase::Pending,
             ready: false,
             created: Some(at(now)),
+            // A hostname selector for either kind: which pin it is does not change what the planner decides.
+            pins: pin.as_ref().map(|node| {
+                Box::new(PodPins {
+                    hostname: Some(node.clone()),
+                    ..PodPins::default()
+                })
+            }),
             ..PodView::default()
         };
         let requests = (u64::from(o.spec.cpu_millis), u64::from(o.spec.memory_mib));

@@ -29,6 +29,25 @@ pub const PRESETS: &[(&str, &str, &[&str])] = &[
             "--ready-delay-max=3s",
         ],
     ),
+    (
+        "messy-fleet",
+        "200 nodes of 30 pods, 20 at a time, with what real clusters have: crash-looping owners, dead nodes, a stuck \
+         rollout, pods stuck terminating, bare and pinned pods; k8sm against parallel drain, both with budgets",
+        &[
+            "--name=messy-fleet",
+            "--nodes=200",
+            "--max-concurrent-nodes=10%",
+            "--shape=realistic",
+            "--pod-ready-delay=2s",
+            "--ready-delay-max=20s",
+            "--messy",
+            "--skip-calibration",
+            "--tools=k8sm,drain-pdb-parallel",
+            "--runs=1",
+            "--upgrade-timeout=40m",
+            "--drain-timeout=5m",
+        ],
+    ),
 ];
 
 /// `args` (the program name first) with the arguments of the `--scenario NAME` (or `--scenario=NAME`) it names

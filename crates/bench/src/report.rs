@@ -9,6 +9,7 @@ use crate::requests::ByVerb;
 use crate::results::{BucketBound, ReactionSource, Run, Summary, Tool};
 use crate::spread::Spread;
 use crate::targets::{self, Verdict};
+use crate::timeline::Leftovers;
 
 /// Renders the report; `charts` are (title, file name relative to the report).
 pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
@@ -74,6 +75,7 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
     out.push_str(&targets_table(summary));
     out.push('\n');
     out.push_str(&planner_table(summary));
+    out.push_str(&leftovers_table(summary));
     out.push_str(&runs_table(summary));
     out.push('\n');
     out.push_str(&sizes_table(summary));
@@ -487,6 +489,59 @@ fn planner_table(summary: &Summary) -> String {
 }
 
 /// Every run, in the order it ran.
+/// A messy fleet's liveness figures, per run: what each tool finished, and what it left and at what cost.
+fn leftovers_table(summary: &Summary) -> String {
+    let mut out = String::new();
+    let mut runs: Vec<(&Run, &Leftovers)> = summary
+        .runs
+        .iter()
+        .filter_map(|r| Some((r, r.leftovers.as_ref()?)))
+        .collect();
+    if runs.is_empty() {
+        return out;
+    }
+    runs.sort_by_key(|(r, _)| r.round);
+    let _ = writeln!(
+        out,
+        "### Messy fleet: what each tool finished and what it left
+"
+    );
+    let _ = writeln!(
+        out,
+        "Nodes only an operator can clear are the fleet's truth (dead nodes, nodes holding a pod stuck terminating, \
+         nodes holding a bare pod under `unmanagedPods.policy: Never`, nodes holding a pod pinned there under `pinnedPods: \
+         Block`); every other node is finishable. The drain \
+         baseline runs as SREs run it: PodDisruptionBudgets at the bound with `unhealthyPodEvictionPolicy: \
+         AlwaysAllow` (k8sm's fleet has the same budgets), `kubectl drain --ignore-daemonsets --delete-emptydir-data \
+         --skip-wait-for-delete-timeout=60 --timeout=…` without `--force`, and a node whose drain fails or whose \
+         executor is not back within 2 minutes is left as it is, cordoned.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| run | tool | finishable nodes upgraded | time to upgrade them | unfinishable nodes upgraded anyway | \
+         nodes left cordoned, not upgraded | disruptions on nodes not upgraded | owners below bound |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|"
+    );
+    for (r, left) in runs {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} of {} | {} | {} of {} | {} | {} | {} |",
+            r.round + 1,
+            r.tool.slug(),
+            left.finishable_upgraded,
+            left.finishable,
+            r.makespan_s.map_or_else(|| "**not all**".into(), secs),
+            left.unfinishable_upgraded,
+            left.unfinishable,
+            left.stranded_cordons,
+            left.disruptions_on_unfinished,
+            r.owners_violated(),
+        );
+    }
+    out.push('\n');
+    out
+}
+
 fn runs_table(summary: &Summary) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### Every run\n");

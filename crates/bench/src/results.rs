@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::ToolRequests;
 use crate::stats::{LowerBound, percentile};
-use crate::timeline::{OwnerOutcome, Timeline};
+use crate::timeline::{Leftovers, OwnerOutcome, Timeline};
 
 /// The tools compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -200,6 +200,9 @@ pub struct Run {
     /// Baselines: nodes whose eviction-based drain hit `--timeout` and were drained with `--disable-eviction`.
     pub forced_nodes: Option<usize>,
     pub owners: Vec<OwnerOutcome>,
+    /// A messy fleet's: what the run left to an operator, and at what cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leftovers: Option<Leftovers>,
     pub notes: Vec<String>,
     /// Ready pods over time of the charted owners: (seconds since the run's start, ready).
     #[serde(default)]
@@ -230,6 +233,7 @@ impl Run {
             tool_requests: None,
             forced_nodes: None,
             owners: timeline.outcomes(),
+            leftovers: timeline.leftovers(),
             notes: Vec::new(),
             series: BTreeMap::new(),
         }

@@ -23,10 +23,12 @@ use k8sm_api::{
     ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, MaxConcurrentNodes, UnmanagedPodPolicy,
     UnmanagedPods, keys,
 };
+use k8sm_e2e::crash_loop::CrashLoop;
 use k8sm_testcluster::node_name;
 
 use crate::audit;
 use crate::env::{BenchCluster, free_port, http_get};
+use crate::mess;
 use crate::process::ChildProcess;
 use crate::recorder::Recorder;
 use crate::requests::{histogram_quantiles, metric_sum};
@@ -83,41 +85,64 @@ fn tool_requests(
 }
 
 /// A fresh namespace with the workload (and PDBs), every pod Ready, every node on the old executor: the recorder is
-/// watching, not yet armed.
+/// watching, not yet armed. A messy fleet's mess is made too: its crash loops go on while the returned guard lives.
 async fn prepare(
     bench: &mut BenchCluster,
     cfg: &RunConfig<'_>,
     tool: Tool,
-) -> anyhow::Result<Recorder> {
+) -> anyhow::Result<(Recorder, Option<CrashLoop>)> {
     // Each run has a fresh cluster: its nodes run the old executor, no namespace of another run exists.
     let ns = namespace(tool);
+    let workload = cfg.workload;
     bench.create_namespace(&ns).await?;
-    cfg.workload
+    mess::kill_nodes(
+        &bench.cluster,
+        &bench.client,
+        workload,
+        &bench.old_id,
+        node_name,
+    )
+    .await
+    .context("killing the messy fleet's dead nodes")?;
+    let crash_loop = workload
+        .messy
+        .is_some()
+        .then(|| mess::crash_loop(&bench.client, &ns));
+    let budgets = has_budgets(cfg, tool);
+    workload
         .create(
             &bench.client,
             &ns,
             node_name,
-            matches!(tool, Tool::DrainPdb | Tool::DrainPdbParallel).then_some(cfg.threshold),
+            budgets.then_some(cfg.threshold),
         )
         .await
         .context("creating the workload")?;
-    let timeline = Timeline::new(
+    let mut timeline = Timeline::new(
         cfg.threshold,
-        cfg.workload
+        workload
             .owners
             .iter()
             .map(|o| (o.name.as_str(), o.kind.as_str(), o.replicas)),
-        cfg.workload.unmanaged.iter().map(|u| u.name.as_str()),
+        workload.unmanaged.iter().map(|u| u.name.as_str()),
     );
+    let crashing: Vec<&str> = workload
+        .owners
+        .iter()
+        .filter(|o| o.crash_looping)
+        .map(|o| o.name.as_str())
+        .collect();
+    timeline.waive(&crashing);
+    timeline.set_unfinishable(workload.unfinishable().into_iter().map(node_name));
     let recorder = Recorder::start(&bench.client, &ns, &bench.new_id, timeline);
-    let pods = cfg.workload.pods();
+    let ready = workload.pods_ready_when_created();
     let started = Instant::now();
     recorder
         .wait_for(
             "every pod of the workload is Ready",
-            fleet_ready_timeout(pods),
+            fleet_ready_timeout(workload.pods()),
             |t| {
-                t.ready_pods() == pods
+                t.ready_pods() == ready
                     && t.owners_fully_ready()
                     && t.nodes() == cfg.nodes
                     && t.all_nodes_match(false)
@@ -126,13 +151,30 @@ async fn prepare(
         )
         .await?;
     eprintln!(
-        "==> {}: {pods} pods Ready in {:.0}s",
+        "==> {}: {ready} pods Ready in {:.0}s",
         tool.label(),
         started.elapsed().as_secs_f64()
     );
+    if budgets {
+        wait_budgets_observed(bench, &ns, workload.owners.len(), &crashing).await?;
+    }
+    mess::finish(&bench.client, &ns, workload, node_name)
+        .await
+        .context("making the messy fleet's stuck rollouts and zombies")?;
+    // Replacements crash-loop from their start, not for an hour.
+    let crash_loop = crash_loop.map(|old| {
+        drop(old);
+        mess::crash_loop_replacements(&bench.client, &ns)
+    });
     // A Deployment of the realistic fleet is mid-rollout when the tool starts.
-    cfg.workload.start_rollout(&bench.client, &ns).await?;
-    Ok(recorder)
+    workload.start_rollout(&bench.client, &ns).await?;
+    Ok((recorder, crash_loop))
+}
+
+/// Whether the tool's fleet has PodDisruptionBudgets at the bound: the drain baselines', and every tool's in a messy
+/// fleet (as real clusters have them).
+fn has_budgets(cfg: &RunConfig<'_>, tool: Tool) -> bool {
+    cfg.workload.messy.is_some() || matches!(tool, Tool::DrainPdb | Tool::DrainPdbParallel)
 }
 
 fn namespace(tool: Tool) -> String {
@@ -177,7 +219,7 @@ fn output(recorder: &Recorder, cfg: &RunConfig<'_>, mut run: Run, settle_s: Opti
 }
 
 async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<Run> {
-    let recorder = prepare(bench, cfg, Tool::K8sm).await?;
+    let (recorder, _crash_loop) = prepare(bench, cfg, Tool::K8sm).await?;
     let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let log = bench.work_dir.join("controller.log");
     let _ = std::fs::remove_file(&log);
@@ -212,7 +254,11 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
         max_concurrent_nodes: cfg.max_concurrent_nodes,
         owner_health_threshold: cfg.threshold,
         unmanaged_pods: UnmanagedPods {
-            policy: UnmanagedPodPolicy::Delete,
+            policy: cfg
+                .workload
+                .messy
+                .as_ref()
+                .map_or(UnmanagedPodPolicy::Delete, |m| m.unmanaged_policy),
             timeout: None,
         },
         ..ExecutorUpgradePolicySpec::default()
@@ -296,11 +342,9 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
 async fn drain(bench: &mut BenchCluster, cfg: &RunConfig<'_>, tool: Tool) -> anyhow::Result<Run> {
     let pdb = tool != Tool::Drain;
     let concurrency = tool.concurrency(cfg.concurrency).max(1);
-    let recorder = prepare(bench, cfg, tool).await?;
-    if pdb {
-        wait_budgets_observed(bench, &namespace(tool), cfg.workload.owners.len()).await?;
-    }
-    let operator = Operator::new(bench, tool, cfg.drain_timeout).await?;
+    let (recorder, _crash_loop) = prepare(bench, cfg, tool).await?;
+    let messy = cfg.workload.messy.is_some();
+    let operator = Operator::new(bench, tool, cfg.drain_timeout, messy).await?;
     let from = Utc::now();
     {
         let mut timeline = recorder.timeline();
@@ -350,6 +394,15 @@ async fn drain(bench: &mut BenchCluster, cfg: &RunConfig<'_>, tool: Tool) -> any
     tool_requests(bench, audit::OPERATOR_USER, from, to, &mut run);
     let forced = operator.forced.load(std::sync::atomic::Ordering::Relaxed);
     run.forced_nodes = Some(forced);
+    let left = operator.left.lock().map(|l| l.clone()).unwrap_or_default();
+    if !left.is_empty() {
+        run.notes.push(format!(
+            "{} of {} nodes were left to an operator, cordoned, as a drain script leaves them: {}",
+            left.len(),
+            cfg.nodes,
+            left.join("; ")
+        ));
+    }
     if pdb && forced > 0 {
         run.notes.push(format!(
             "{forced} of {} nodes could not be drained through the Eviction API within `--timeout={}s` and were \
@@ -381,10 +434,19 @@ struct Operator {
     new_id: String,
     /// Nodes whose drain through the Eviction API failed (hit `--timeout`).
     forced: std::sync::atomic::AtomicUsize,
+    /// A messy fleet: drain as SREs run it (no `--force`, `--skip-wait-for-delete-timeout`), and a node that
+    /// fails is left as it is, with why, instead of forced.
+    messy: bool,
+    left: std::sync::Mutex<Vec<String>>,
 }
 
 impl Operator {
-    async fn new(bench: &BenchCluster, tool: Tool, timeout: Duration) -> anyhow::Result<Self> {
+    async fn new(
+        bench: &BenchCluster,
+        tool: Tool,
+        timeout: Duration,
+        messy: bool,
+    ) -> anyhow::Result<Self> {
         let kubeconfig = user_kubeconfig(bench, audit::OPERATOR_USER)?;
         let config = kube::Config::from_custom_kubeconfig(
             Kubeconfig::read_from(&kubeconfig)?,
@@ -401,6 +463,8 @@ impl Operator {
             timeout: format!("--timeout={}s", timeout.as_secs().max(1)),
             new_id: bench.new_id.clone(),
             forced: std::sync::atomic::AtomicUsize::new(0),
+            messy,
+            left: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -428,16 +492,31 @@ impl Operator {
             .with_context(|| format!("upgrading {name}"))
     }
 
+    /// A node given up on: left cordoned, as a script that goes on to the next node leaves it.
+    fn leave(&self, name: &str, why: &str) {
+        if let Ok(mut left) = self.left.lock() {
+            left.push(format!("{name} ({why})"));
+        }
+    }
+
     async fn drain(&self, name: &str) -> anyhow::Result<()> {
-        let drain_args = [
+        let mut drain_args = vec![
             "drain",
             name,
             "--ignore-daemonsets",
             "--delete-emptydir-data",
-            "--force",
             &self.timeout,
         ];
+        drain_args.push(if self.messy {
+            "--skip-wait-for-delete-timeout=60"
+        } else {
+            "--force"
+        });
         if !self.kubectl(&drain_args).await?.success() {
+            if self.messy {
+                self.leave(name, "kubectl drain failed");
+                return Ok(());
+            }
             self.forced
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let mut forced = drain_args.to_vec();
@@ -463,20 +542,30 @@ impl Operator {
                     && !annotations.contains_key(keys::KAMIKAZE_ANNOTATION)
             })
         };
-        tokio::time::timeout(
+        let restart = tokio::time::timeout(
             Duration::from_secs(120),
             await_condition(nodes, name, restarted),
         )
-        .await
-        .context("the executor did not restart in 2 minutes")??;
+        .await;
+        if self.messy && restart.is_err() {
+            self.leave(name, "the executor did not restart in 2 minutes");
+            return Ok(());
+        }
+        restart.context("the executor did not restart in 2 minutes")??;
         let status = self.kubectl(&["uncordon", name]).await?;
         anyhow::ensure!(status.success(), "kubectl uncordon failed ({status})");
         Ok(())
     }
 }
 
-/// Evictions are refused until the disruption controller has computed a budget's status.
-async fn wait_budgets_observed(bench: &BenchCluster, ns: &str, count: usize) -> anyhow::Result<()> {
+/// Evictions are refused until the disruption controller has computed a budget's status. The budgets of `broken`
+/// owners (named as their owners) never see their pods healthy.
+async fn wait_budgets_observed(
+    bench: &BenchCluster,
+    ns: &str,
+    count: usize,
+    broken: &[&str],
+) -> anyhow::Result<()> {
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(bench.client.clone(), ns);
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
@@ -485,8 +574,11 @@ async fn wait_budgets_observed(bench: &BenchCluster, ns: &str, count: usize) -> 
             .items
             .iter()
             .filter(|b| {
+                let broken = broken.contains(&b.name_any().as_str());
                 b.status.as_ref().is_some_and(|s| {
-                    s.observed_generation.is_some() && s.current_healthy >= s.expected_pods
+                    s.observed_generation.is_some()
+                        && (s.current_healthy >= s.expected_pods
+                            || broken && s.expected_pods.is_some_and(|n| n > 0))
                 })
             })
             .count();

@@ -36,6 +36,21 @@ pub struct NodeObs {
     pub upgraded: bool,
 }
 
+/// What a run left on a messy fleet when it ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Leftovers {
+    pub finishable: usize,
+    pub finishable_upgraded: usize,
+    /// Nodes only an operator can clear ([`Timeline::set_unfinishable`]), and those upgraded all the same (a tool
+    /// that restarted an executor under a pod stuck terminating).
+    pub unfinishable: usize,
+    pub unfinishable_upgraded: usize,
+    /// Nodes cordoned (or in a drain slot) and not upgraded.
+    pub stranded_cordons: usize,
+    /// Pods disrupted on nodes that were not upgraded: lost for nothing.
+    pub disruptions_on_unfinished: u64,
+}
+
 /// Per owner, what the run did to it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OwnerOutcome {
@@ -84,6 +99,8 @@ struct Owner {
     /// `∫ max(0, desired − ready) dt` up to `integrated_to`.
     unavailable_replica_s: f64,
     integrated_to: f64,
+    /// Broken before the run (crash-looping): no Ready pod to keep, so no bound.
+    waived: bool,
 }
 
 impl Owner {
@@ -130,6 +147,10 @@ pub struct Timeline {
     /// Watch relists after the first list, of pods and of nodes: each replaces the whole set (see
     /// [`Timeline::pods_relisted`]).
     relists: u64,
+    /// Nodes that no tool can finish without an operator (a messy fleet's truth): left out of the makespan.
+    unfinishable: BTreeSet<String>,
+    /// Disruptions while armed, by the node of the pod.
+    disruptions_by_node: BTreeMap<String, u64>,
 }
 
 impl Timeline {
@@ -162,6 +183,7 @@ impl Timeline {
                     waiting_since: None,
                     unavailable_replica_s: 0.0,
                     integrated_to: 0.0,
+                    waived: false,
                 };
                 (name.to_owned(), owner)
             })
@@ -180,7 +202,26 @@ impl Timeline {
             outside_disruptions: 0,
             latencies: Vec::new(),
             relists: 0,
+            unfinishable: BTreeSet::new(),
+            disruptions_by_node: BTreeMap::new(),
         }
+    }
+
+    /// `apps` are broken before the run (crash-looping): they have no Ready pod to keep, so no bound to hold, and
+    /// they count as whole without one.
+    pub fn waive(&mut self, apps: impl IntoIterator<Item = impl AsRef<str>>) {
+        for app in apps {
+            if let Some(owner) = self.owners.get_mut(app.as_ref()) {
+                owner.waived = true;
+                owner.floor = 0;
+                owner.needed = 0;
+            }
+        }
+    }
+
+    /// `nodes` cannot finish without an operator: the makespan is that of the others.
+    pub fn set_unfinishable(&mut self, nodes: impl IntoIterator<Item = String>) {
+        self.unfinishable = nodes.into_iter().collect();
     }
 
     pub fn threshold(&self) -> u8 {
@@ -246,7 +287,7 @@ impl Timeline {
         }
         let evicted = obs.evicted || before.as_ref().is_some_and(|p| p.evicted);
         if obs.terminating && !was_terminating && before.is_some() {
-            self.disrupted(t, &obs.app, evicted);
+            self.disrupted(t, &obs.app, obs.node.as_deref(), evicted);
         }
         let lost_outside = was_available && !available && !evicted;
         self.pods.insert(
@@ -268,7 +309,7 @@ impl Timeline {
             return;
         };
         if !pod.terminating {
-            self.disrupted(t, &pod.app, pod.evicted);
+            self.disrupted(t, &pod.app, pod.node.as_deref(), pod.evicted);
         }
         self.recount(t, &pod.app, pod.available && !pod.evicted);
     }
@@ -344,12 +385,15 @@ impl Timeline {
         }
     }
 
-    /// A pod of `app` started going; `evicted`: through the Eviction API.
-    fn disrupted(&mut self, t: f64, app: &str, evicted: bool) {
+    /// A pod of `app` on `node` started going; `evicted`: through the Eviction API.
+    fn disrupted(&mut self, t: f64, app: &str, node: Option<&str>, evicted: bool) {
         if !self.armed() {
             return;
         }
         self.disruptions += 1;
+        if let Some(node) = node {
+            *self.disruptions_by_node.entry(node.to_owned()).or_default() += 1;
+        }
         self.outside_disruptions += u64::from(!evicted);
         if let Some(owner) = self.owners.get_mut(app) {
             owner.disruptions += 1;
@@ -407,9 +451,11 @@ impl Timeline {
         self.pods.values().filter(|p| p.available).count()
     }
 
-    /// Every owner has all its replicas Ready.
+    /// Every owner has all its replicas Ready (a waived one has none to have).
     pub fn owners_fully_ready(&self) -> bool {
-        self.owners.values().all(|o| o.ready >= o.desired)
+        self.owners
+            .values()
+            .all(|o| o.waived || o.ready >= o.desired)
     }
 
     pub fn nodes(&self) -> usize {
@@ -433,14 +479,48 @@ impl Timeline {
         !self.nodes.is_empty() && self.nodes.values().all(|n| n.upgraded == upgraded)
     }
 
-    /// From the first mark (or [`Timeline::start`]) to the last node upgraded, once every node was upgraded.
+    /// From the first mark (or [`Timeline::start`]) to the last node upgraded, once every node was upgraded (but the
+    /// unfinishable ones).
     pub fn makespan(&self) -> Option<(f64, f64)> {
         let start = self.started_at?;
         let mut end = start;
-        for node in self.nodes.values() {
+        for (name, node) in &self.nodes {
+            if self.unfinishable.contains(name) {
+                continue;
+            }
             end = end.max(node.upgraded_at.filter(|_| node.upgraded)?);
         }
         Some((start, end))
+    }
+
+    /// What a messy fleet's run left, if the fleet has unfinishable nodes.
+    pub fn leftovers(&self) -> Option<Leftovers> {
+        if self.unfinishable.is_empty() {
+            return None;
+        }
+        let (unfinishable, finishable): (Vec<_>, Vec<_>) = self
+            .nodes
+            .iter()
+            .partition(|(name, _)| self.unfinishable.contains(*name));
+        let upgraded =
+            |nodes: &[(&String, &Node)]| nodes.iter().filter(|(_, n)| n.upgraded).count();
+        Some(Leftovers {
+            finishable: finishable.len(),
+            finishable_upgraded: upgraded(&finishable),
+            unfinishable: unfinishable.len(),
+            unfinishable_upgraded: upgraded(&unfinishable),
+            stranded_cordons: self
+                .nodes
+                .values()
+                .filter(|n| n.draining && !n.upgraded)
+                .count(),
+            disruptions_on_unfinished: self
+                .disruptions_by_node
+                .iter()
+                .filter(|(name, _)| !self.node_upgraded(name))
+                .map(|(_, n)| n)
+                .sum(),
+        })
     }
 
     pub fn disruptions(&self) -> u64 {
@@ -524,6 +604,61 @@ mod tests {
         timeline.pod_applied(-1.0, pod("x", "node-logs", "n1", true, false));
         timeline.arm(0.0);
         timeline
+    }
+
+    /// A messy fleet: `web` on n1 and n2, n3 only an operator can clear, `broken` crash-looping on n3.
+    #[test]
+    fn a_messy_fleets_makespan_leaves_out_the_unfinishable_nodes_and_counts_what_was_left() {
+        let mut t = Timeline::new(
+            90,
+            [("web", "Deployment", 2), ("broken", "Deployment", 2)],
+            [],
+        );
+        t.waive(["broken"]);
+        t.set_unfinishable(["n3".to_owned()]);
+        for n in ["n1", "n2", "n3"] {
+            t.node_applied(-1.0, node(n, false, false, false));
+        }
+        t.pod_applied(-1.0, pod("a", "web", "n1", true, false));
+        t.pod_applied(-1.0, pod("b", "web", "n2", true, false));
+        t.pod_applied(-1.0, pod("c", "broken", "n3", false, false));
+        t.pod_applied(-1.0, pod("e", "broken", "n3", false, false));
+        assert!(
+            t.owners_fully_ready(),
+            "a waived owner has no Ready pod to wait for"
+        );
+        t.arm(0.0);
+        t.node_applied(1.0, node("n1", true, true, false));
+        t.node_applied(1.0, node("n3", true, true, false));
+        t.pod_applied(2.0, pod("a", "web", "n1", true, true));
+        t.pod_applied(2.0, pod("c", "broken", "n3", false, true));
+        t.node_applied(5.0, node("n1", false, false, true));
+        assert_eq!(t.makespan(), None, "n2 is finishable and not upgraded");
+        t.node_applied(7.0, node("n2", false, false, true));
+        assert_eq!(t.makespan(), Some((1.0, 7.0)), "n3 does not count");
+        t.finish(8.0);
+        assert_eq!(
+            t.leftovers(),
+            Some(Leftovers {
+                finishable: 2,
+                finishable_upgraded: 2,
+                unfinishable: 1,
+                unfinishable_upgraded: 0,
+                stranded_cordons: 1,
+                disruptions_on_unfinished: 1,
+            })
+        );
+        let broken = t
+            .outcomes()
+            .into_iter()
+            .find(|o| o.name == "broken")
+            .unwrap();
+        assert_eq!(
+            (broken.floor, broken.violations),
+            (0, 0),
+            "waived: no bound"
+        );
+        assert_eq!(running().leftovers(), None, "a tidy fleet has none");
     }
 
     #[test]

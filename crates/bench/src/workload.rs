@@ -7,10 +7,11 @@
 //! nodes to a target, a termination grace period, some owners bunched on a few nodes, one Deployment rolling out
 //! when the tool starts and a StatefulSet of 10 with `OrderedReady`.
 //!
-//! Either shape may be made messy ([`Realism::messy`], for the model only: `k8sm-bench --model --messy`), with what
-//! real clusters have that no upgrade tool can wish away: crash-looping owners, dead nodes, pods stuck terminating,
-//! a rollout stuck past its progress deadline, bare pods under `unmanagedPods.policy: Never`, and pods that can only
-//! run on their node. [`Workload::unfinishable`] says, from these alone, which nodes only an operator can clear.
+//! Either shape may be made messy ([`Realism::messy`], `--messy`; made real on the cluster by `crate::mess`), with
+//! what real clusters have that no upgrade tool can wish away: crash-looping owners, dead nodes, pods stuck
+//! terminating, a rollout stuck past its progress deadline, bare pods under `unmanagedPods.policy: Never`, and pods
+//! that can only run on their node. [`Workload::unfinishable`] says, from these alone, which nodes only an operator
+//! can clear.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -33,6 +34,7 @@ use serde_json::json;
 use k8sm_e2e::rng::SplitMix64;
 use k8sm_e2e::workloads;
 
+use crate::mess;
 use crate::stats::{BoundInput, BoundOwner};
 use k8sm_api::UnmanagedPodPolicy;
 use k8sm_testcluster::READY_DELAY_ANNOTATION;
@@ -509,9 +511,31 @@ impl Workload {
         });
     }
 
+    /// A messy fleet's shapes, counted for the report.
+    pub fn mess_summary(&self, nodes: usize) -> Option<String> {
+        let messy = self.messy.as_ref()?;
+        let count = |f: fn(&Owner) -> bool| self.owners.iter().filter(|o| f(o)).count();
+        Some(format!(
+            "{} of {} owners crash-looping for an hour, {} dead nodes, {} Deployments with a rollout stuck past its \
+             progress deadline, {} pinned owners (1-replica Deployments by hostname selector, StatefulSets by local \
+             volumes), {} pods stuck terminating, {} bare pods under `unmanagedPods.policy: {:?}`; {} of {nodes} nodes only \
+             an operator can clear",
+            count(|o| o.crash_looping),
+            self.owners.len(),
+            messy.dead_nodes.len(),
+            count(|o| o.stuck_rollout > 0),
+            count(|o| !o.pinned_nodes.is_empty()),
+            messy.zombies.len(),
+            self.unmanaged.len(),
+            messy.unmanaged_policy,
+            self.unfinishable().len(),
+        ))
+    }
+
     /// The nodes that no upgrade tool can finish without an operator, from the fleet's truth alone: dead nodes,
-    /// nodes holding a zombie, and nodes holding a bare pod under `unmanagedPods.policy: Never`. Empty for a tidy
-    /// fleet.
+    /// nodes holding a zombie, nodes holding a bare pod under `unmanagedPods.policy: Never`, and nodes holding a pod
+    /// pinned there (whose eviction is downtime until the node is back: `pinnedPods: Block`, the default). Empty for
+    /// a tidy fleet.
     pub fn unfinishable(&self) -> BTreeSet<usize> {
         let Some(messy) = &self.messy else {
             return BTreeSet::new();
@@ -521,6 +545,11 @@ impl Workload {
         if messy.unmanaged_policy == UnmanagedPodPolicy::Never {
             nodes.extend(self.unmanaged.iter().map(|u| u.node_index));
         }
+        nodes.extend(
+            self.owners
+                .iter()
+                .flat_map(|o| o.pinned_nodes.iter().copied()),
+        );
         nodes
     }
 
@@ -630,6 +659,17 @@ impl Workload {
             + self.unmanaged.len()
     }
 
+    /// The pods that become Ready when the fleet is created: all but the crash-looping owners'.
+    pub fn pods_ready_when_created(&self) -> usize {
+        self.pods()
+            - self
+                .owners
+                .iter()
+                .filter(|o| o.crash_looping)
+                .map(|o| o.replicas as usize)
+                .sum::<usize>()
+    }
+
     pub fn replicas(&self) -> Vec<u32> {
         self.owners.iter().map(|o| o.replicas).collect()
     }
@@ -655,6 +695,7 @@ impl Workload {
 
     /// Creates every object in `namespace`, with a PodDisruptionBudget per owner when `pdb_threshold` is set: its
     /// `minAvailable` is the owner's SLA bound at that threshold, `min(ceil(t·d), d−1)` (see [`budget_at_bound`]).
+    /// A messy fleet's owners get their traits here; its dead nodes, stuck rollouts and zombies are `crate::mess`'s.
     pub async fn create(
         &self,
         client: &Client,
@@ -662,10 +703,6 @@ impl Workload {
         node_name: impl Fn(usize) -> String,
         pdb_threshold: Option<u8>,
     ) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            self.messy.is_none(),
-            "a messy fleet's dead nodes and zombies exist only in the model (`--model --messy`)"
-        );
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
         let stateful_sets: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
         let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
@@ -686,12 +723,18 @@ impl Workload {
                 async move {
                     let replicas = i32::try_from(owner.replicas)?;
                     if let Some(threshold) = pdb_threshold {
-                        let pdb = workloads::pdb_min_available(
+                        let mut pdb = workloads::pdb_min_available(
                             namespace,
                             &owner.name,
                             &owner.name,
                             budget_at_bound(owner.replicas, threshold),
                         );
+                        if self.messy.is_some()
+                            && let Some(spec) = pdb.spec.as_mut()
+                        {
+                            // As Kubernetes' docs advise, so that drains get past crash-looping apps.
+                            spec.unhealthy_pod_eviction_policy = Some("AlwaysAllow".into());
+                        }
                         budgets.create(post, &pdb).await?;
                     }
                     let realise = |template: &mut PodTemplateSpec| {
@@ -702,6 +745,7 @@ impl Workload {
                             &owner.preferred_nodes,
                             node_name,
                         );
+                        mess::realise_owner(owner, template, node_name);
                     };
                     match owner.kind {
                         Kind::Deployment => {
@@ -712,6 +756,7 @@ impl Workload {
                                 if owner.rolling {
                                     spec.strategy = Some(rolling_strategy());
                                 }
+                                mess::realise_deployment(owner, spec);
                             }
                             deployments.create(post, &object).await?;
                         }
@@ -723,7 +768,9 @@ impl Workload {
                                 if owner.ordered {
                                     spec.pod_management_policy = Some("OrderedReady".into());
                                 }
+                                mess::realise_stateful_set(owner, spec);
                             }
+                            mess::create_local_volumes(client, namespace, owner, node_name).await?;
                             stateful_sets.create(post, &object).await?;
                         }
                     }
@@ -1057,10 +1104,11 @@ mod tests {
                 let owner = w.owners.iter().find(|o| o.name == z.owner).unwrap();
                 assert_eq!(owner.kind, Kind::Deployment);
             }
-            // The oracle: dead nodes, zombies' nodes, bare pods' nodes.
+            // The oracle: dead nodes, zombies' nodes, bare pods' nodes, pinned pods' nodes.
             let mut expected = dead.clone();
             expected.extend(m.zombies.iter().map(|z| z.node_index));
             expected.extend(w.unmanaged.iter().map(|u| u.node_index));
+            expected.extend(w.owners.iter().flat_map(|o| o.pinned_nodes.iter().copied()));
             assert_eq!(w.unfinishable(), expected);
             // Pinned owners: a 1-replica Deployment on one node, a StatefulSet on a node of its own per ordinal.
             for o in w.owners.iter().filter(|o| !o.pinned_nodes.is_empty()) {

@@ -72,6 +72,7 @@ fn fleet(nodes: usize) -> ClusterView {
             exists: true,
             replacing: false,
             min_ready_seconds: 0,
+            revision: 0,
             rollout: None,
         };
         let owner = OwnerView {

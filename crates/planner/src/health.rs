@@ -304,7 +304,7 @@ fn observe(workload: Workload, counts_for: u32, index: &Index) -> OwnerHealth {
         ready: pods.ready,
         // An eviction in flight whose pod already left the cache still means "not replaced yet".
         going: gone + pods.going,
-        replacing: workload.replacing(),
+        replacing: workload.replacing() && !pods.rollout_stalled,
     }
 }
 

@@ -109,6 +109,55 @@ impl<'a> Lookups<'a> {
     }
 }
 
+/// The Deployments whose controller is replacing pods, with their progress deadline, and the newest ReplicaSet of
+/// each (the highest revision): a few, during rollouts.
+struct Rollouts<'a> {
+    deadlines: Vec<(&'a str, chrono::Duration)>,
+    newest: FastSet<&'a str>,
+}
+
+impl<'a> Rollouts<'a> {
+    fn new(view: &'a ClusterView) -> Self {
+        let deadlines: Vec<(&str, chrono::Duration)> = view
+            .owners
+            .iter()
+            .filter(|o| o.kind == crate::OwnerKind::Deployment && o.replacing)
+            .filter_map(|o| {
+                let seconds = o.rollout.as_ref()?.progress_deadline_seconds;
+                Some((
+                    o.uid.as_str(),
+                    chrono::Duration::seconds(i64::from(seconds)),
+                ))
+            })
+            .collect();
+        let mut newest: FastSet<&str> = FastSet::default();
+        if !deadlines.is_empty() {
+            let mut by_deployment: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
+            // Without a revision (never, from a Deployment controller) which one is newest is unknown.
+            let sets = view
+                .owners
+                .iter()
+                .filter(|o| o.kind == crate::OwnerKind::ReplicaSet && o.revision > 0);
+            for set in sets {
+                let Some(parent) = set.controller.as_ref() else {
+                    continue;
+                };
+                if !deadlines.iter().any(|(uid, _)| *uid == parent.uid) {
+                    continue;
+                }
+                let best = by_deployment
+                    .entry(parent.uid.as_str())
+                    .or_insert((set.revision, set.uid.as_str()));
+                if set.revision > best.0 {
+                    *best = (set.revision, set.uid.as_str());
+                }
+            }
+            newest.extend(by_deployment.values().map(|(_, uid)| *uid));
+        }
+        Self { deadlines, newest }
+    }
+}
+
 /// An owner, with the slot of the workload its pods count for.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OwnerEntry<'a> {
@@ -138,6 +187,13 @@ pub(crate) struct PodCounts {
     /// Since when its pod that has been not Ready longest is not Ready (its Ready condition's last change, or its
     /// creation): with no pod Ready, the workload is broken as a whole once that is `nodeProgressDeadline` ago.
     pub(crate) not_ready_since: Option<DateTime<Utc>>,
+    /// A Deployment whose controller is replacing pods: the last time its newest ReplicaSet started a pod or saw one
+    /// become Ready, the rollout's own progress.
+    rollout_progress: Option<DateTime<Utc>>,
+    /// That was longer ago than its `progressDeadlineSeconds`: the rollout is stuck, and its pods move within the
+    /// headroom of its Ready count. Its Progressing condition says so only until a replacement of an old pod
+    /// becomes Ready, which the Deployment controller counts as progress (for `progressDeadlineSeconds` more).
+    pub(crate) rollout_stalled: bool,
 }
 
 /// How many pods of a node are of the classes that its tally reads (see `drain::tally`), counted in the walk that
@@ -217,7 +273,8 @@ pub(crate) struct Index<'a> {
     /// The volumes that may pin a pod, by claim.
     pub(crate) volumes: crate::pin::Volumes<'a>,
     /// The earliest time a Ready pod not yet available (Ready for less than its workload's `minReadySeconds`) becomes
-    /// available: its workload's health changes then, whatever else does.
+    /// available, or a rollout without progress becomes stuck: its workload's health changes then, whatever else
+    /// does.
     pub(crate) next_available: Option<DateTime<Utc>>,
 }
 
@@ -302,6 +359,7 @@ impl<'a> Index<'a> {
         let mut last_cover: Option<((usize, usize), bool)> = None;
         let mut node_classes = vec![NodeClasses::default(); nodes.len()];
         let mut next_available: Option<DateTime<Utc>> = None;
+        let rollouts = Rollouts::new(view);
         let facts: &'a [PodFacts] = &pods.facts;
         // Per pod (by its position in the view), whether more than one budget covers it: what deciding a draining
         // node's pods asks of every one of them, answered here without reading the pod. Empty without budgets.
@@ -402,6 +460,15 @@ impl<'a> Index<'a> {
                 continue;
             };
             let counts = &mut workload_pods[counts as usize];
+            if !rollouts.newest.is_empty()
+                && rollouts
+                    .newest
+                    .contains(references[f.controller as usize].uid.as_str())
+            {
+                let readied = pod.ready_changed.filter(|_| f.ready);
+                let progress = pod.created.max(readied);
+                counts.rollout_progress = counts.rollout_progress.max(progress);
+            }
             if slot != u32::MAX
                 && to_drain[slot as usize]
                 && matches!(class, Class::Owned(_) | Class::Other(_))
@@ -432,6 +499,19 @@ impl<'a> Index<'a> {
                         Some(_) => counts.ready += 1,
                         None => {}
                     }
+                }
+            }
+        }
+        for (deployment, deadline) in &rollouts.deadlines {
+            let Some(&slot) = workload_slots.get(deployment) else {
+                continue;
+            };
+            let counts = &mut workload_pods[slot as usize];
+            if let Some(stall) = counts.rollout_progress.map(|p| p + *deadline) {
+                if stall <= now {
+                    counts.rollout_stalled = true;
+                } else {
+                    next_available = Some(next_available.map_or(stall, |n| n.min(stall)));
                 }
             }
         }

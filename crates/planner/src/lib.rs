@@ -51,8 +51,9 @@ pub use reason::Reason;
 pub use selector::{Selector, SelectorError};
 pub use surge::move_record as surge_move_record;
 pub use view::{
-    ClusterView, ControllerRef, DeletedNodeRecord, HOSTNAME_LABEL, InFlightEviction, NodeName,
-    NodePin, NodeView, OwnerKind, OwnerView, PdbView, PodPhase, PodPins, PodView, PolicyView,
-    RolloutView, UnhealthyPodEvictionPolicy, VolumeView, node_hostname,
+    ClusterView, ControllerRef, DEFAULT_PROGRESS_DEADLINE_SECONDS, DeletedNodeRecord,
+    HOSTNAME_LABEL, InFlightEviction, NodeName, NodePin, NodeView, OwnerKind, OwnerView, PdbView,
+    PodPhase, PodPins, PodView, PolicyView, RolloutView, UnhealthyPodEvictionPolicy, VolumeView,
+    node_hostname,
 };
 pub use workload::{grow_observed_sizes, live_pods_by_workload, ready_pods_by_workload};

@@ -128,6 +128,7 @@ pub fn owner(kind: OwnerKind, namespace: &str, name: &str, desired: Option<u32>)
         exists: true,
         replacing: false,
         min_ready_seconds: 0,
+        revision: 0,
         rollout: None,
     }
 }

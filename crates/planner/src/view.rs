@@ -373,6 +373,10 @@ pub struct OwnerView {
     /// available, and so as Ready for the health rule, once Ready for this long, as its controller counts it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub min_ready_seconds: u32,
+    /// A ReplicaSet's `deployment.kubernetes.io/revision`: the highest of a Deployment's ReplicaSets is its newest,
+    /// whose pods tell whether its rollout still progresses. 0 when absent, and for every other kind.
+    #[serde(default, skip_serializing_if = "is_zero_revision")]
+    pub revision: u64,
     /// For a Deployment: what moving its single pod by a surge rollout needs (`spec.workloads.surge`). `None` for
     /// every other kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -380,6 +384,10 @@ pub struct OwnerView {
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_revision(n: &u64) -> bool {
     *n == 0
 }
 
@@ -406,6 +414,17 @@ pub struct RolloutView {
     /// The [`k8sm_api::keys::SURGE_MOVE_ANNOTATION`] as found: `<RFC 3339 time> <pod UID>`, the move k8sm started
     /// last.
     pub surge_move: Option<String>,
+    /// `spec.progressDeadlineSeconds`: a rollout whose newest ReplicaSet has neither started nor readied a pod for
+    /// this long is stuck, whatever its Progressing condition says since.
+    #[serde(default = "default_progress_deadline")]
+    pub progress_deadline_seconds: u32,
+}
+
+/// The apiserver's default `spec.progressDeadlineSeconds`.
+pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: u32 = 600;
+
+fn default_progress_deadline() -> u32 {
+    DEFAULT_PROGRESS_DEADLINE_SECONDS
 }
 
 impl Default for RolloutView {
@@ -419,6 +438,7 @@ impl Default for RolloutView {
             complete: true,
             surge: None,
             surge_move: None,
+            progress_deadline_seconds: DEFAULT_PROGRESS_DEADLINE_SECONDS,
         }
     }
 }

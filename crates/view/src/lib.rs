@@ -22,7 +22,8 @@ pub mod time;
 pub use node::node_view;
 pub use objects::{Objects, from_objects};
 pub use owner::{
-    deployment_view, job_view, replica_set_view, replication_controller_view, stateful_set_view,
+    REVISION_ANNOTATION, deployment_view, job_view, replica_set_view, replication_controller_view,
+    stateful_set_view,
 };
 pub use owner_views::OwnerViews;
 pub use pdb::pdb_view;

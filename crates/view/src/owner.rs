@@ -11,6 +11,9 @@ use k8sm_planner::{OwnerKind, OwnerView, RolloutView};
 
 use crate::meta::controller_ref;
 
+/// The annotation by which a Deployment's controller numbers its ReplicaSets: the highest is the newest.
+pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
+
 pub fn deployment_view(deployment: &Deployment) -> OwnerView {
     let replicas = deployment.spec.as_ref().and_then(|s| s.replicas);
     let mut view = replicated(OwnerKind::Deployment, &deployment.metadata, replicas);
@@ -44,6 +47,10 @@ fn rollout(deployment: &Deployment) -> RolloutView {
         complete: rollout_complete(deployment),
         surge: annotation(keys::SURGE_ANNOTATION),
         surge_move: annotation(keys::SURGE_MOVE_ANNOTATION),
+        progress_deadline_seconds: spec
+            .and_then(|s| s.progress_deadline_seconds)
+            .and_then(|s| u32::try_from(s).ok())
+            .unwrap_or(k8sm_planner::DEFAULT_PROGRESS_DEADLINE_SECONDS),
     }
 }
 
@@ -115,6 +122,13 @@ pub fn replica_set_view(replica_set: &ReplicaSet) -> OwnerView {
         spec.and_then(|s| s.replicas),
     );
     view.min_ready_seconds = seconds(spec.and_then(|s| s.min_ready_seconds));
+    view.revision = replica_set
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REVISION_ANNOTATION))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0);
     view
 }
 
@@ -197,6 +211,7 @@ fn owner(kind: OwnerKind, meta: &ObjectMeta, desired: Option<u32>) -> OwnerView 
         exists: meta.deletion_timestamp.is_none(),
         replacing: false,
         min_ready_seconds: 0,
+        revision: 0,
         rollout: None,
     }
 }

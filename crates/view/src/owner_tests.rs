@@ -259,3 +259,21 @@ fn min_ready_seconds_is_read_for_every_replicated_kind() {
         .collect();
     assert_eq!(unset, [0; 5]);
 }
+
+#[test]
+fn a_replica_set_tells_its_revision_and_a_deployment_its_progress_deadline() {
+    let with_revision = |revision: &str| {
+        let metadata = json!({"annotations": {REVISION_ANNOTATION: revision}});
+        replica_set_view(&object("apps/v1", "ReplicaSet", metadata, json!({}))).revision
+    };
+    assert_eq!(with_revision("12"), 12);
+    assert_eq!(with_revision("not a number"), 0);
+    let unset = views(json!({}), json!({}));
+    assert!(unset.iter().all(|v| v.revision == 0));
+    let deadline = |spec: Value| {
+        let view = deployment_view(&object("apps/v1", "Deployment", json!({}), spec));
+        view.rollout.map(|r| r.progress_deadline_seconds)
+    };
+    assert_eq!(deadline(json!({"progressDeadlineSeconds": 120})), Some(120));
+    assert_eq!(deadline(json!({})), Some(600), "the apiserver's default");
+}

@@ -26,6 +26,26 @@ impl CrashLoop {
     /// Watches (by polling) the pods of `namespace` that match `selector`, such as `app=crashing`; their template
     /// must carry the [`READY_DELAY_ANNOTATION`] [`NEVER`], else KWOK makes them Ready first.
     pub fn start(client: &Client, namespace: &str, selector: &str) -> Self {
+        Self::spawn(client, namespace, selector, None)
+    }
+
+    /// [`CrashLoop::start`], for pods that have been crash-looping since `since` (long before the test: their Ready
+    /// condition changed then), as in a cluster where a broken app has been left alone for hours.
+    pub fn start_since(
+        client: &Client,
+        namespace: &str,
+        selector: &str,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Self {
+        Self::spawn(client, namespace, selector, Some(since))
+    }
+
+    fn spawn(
+        client: &Client,
+        namespace: &str,
+        selector: &str,
+        since: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Self {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let params = ListParams::default().labels(selector);
         let task = tokio::spawn(async move {
@@ -37,7 +57,7 @@ impl CrashLoop {
                             .patch_status(
                                 &pod.name_any(),
                                 &PatchParams::default(),
-                                &Patch::Merge(crash_status(pod)),
+                                &Patch::Merge(crash_status(pod, since)),
                             )
                             .await;
                     }
@@ -62,9 +82,11 @@ fn needs_crash(pod: &Pod) -> bool {
     scheduled && pod.metadata.deletion_timestamp.is_none() && phase.is_none_or(|p| p == "Pending")
 }
 
-/// The status a kubelet reports of a pod whose container keeps crashing: Running, not Ready since it was created.
-fn crash_status(pod: &Pod) -> serde_json::Value {
+/// The status a kubelet reports of a pod whose container keeps crashing: Running, not Ready since it was created (or
+/// since `since`).
+fn crash_status(pod: &Pod, since: Option<chrono::DateTime<chrono::Utc>>) -> serde_json::Value {
     let created = json!(pod.metadata.creation_timestamp);
+    let changed = since.map_or_else(|| created.clone(), |t| json!(t));
     let containers: Vec<serde_json::Value> = pod
         .spec
         .iter()
@@ -90,7 +112,7 @@ fn crash_status(pod: &Pod) -> serde_json::Value {
             "status": "False",
             "reason": "ContainersNotReady",
             "message": "containers with unready status: [app]",
-            "lastTransitionTime": created,
+            "lastTransitionTime": changed,
         })
     };
     json!({ "status": {

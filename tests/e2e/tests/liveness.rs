@@ -202,7 +202,8 @@ async fn crash_looping_pods_under_an_always_allow_budget_move_and_a_closed_budge
 /// never Ready: 4 old pods Ready, 1 new one not, and its Progressing condition says `ProgressDeadlineExceeded`. It is
 /// no longer rolling out: its pods move within the headroom of its Ready pods over both ReplicaSets (bound 3 at
 /// threshold 90: one at a time), and every node is upgraded. (Each replacement that becomes Ready counts as progress
-/// to the Deployment controller, which then reports the rollout progressing again until the deadline passes anew.)
+/// to the Deployment controller, which then reports the rollout progressing again; k8sm goes by the newest
+/// ReplicaSet's pods, which made none.)
 /// Control: a healthy Deployment of 3 alongside, within its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_past_its_progress_deadline_moves_within_its_headroom() {

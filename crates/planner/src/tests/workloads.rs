@@ -100,6 +100,50 @@ fn a_deployment_rolling_out_keeps_its_ready_pods_until_the_rollout_is_complete()
     );
 }
 
+/// A rollout is in progress while its newest ReplicaSet starts pods or sees them become Ready. One stuck on a bad
+/// image made neither for longer than its `progressDeadlineSeconds`: it replaces nothing any more, and its pods move
+/// within the headroom of its Ready count, although its Progressing condition may say it progresses (the Deployment
+/// controller counts a replacement of an old pod becoming Ready as progress, for `progressDeadlineSeconds` more).
+/// Control: a new pod started within the deadline is a rollout in progress, and the plan wakes when its deadline
+/// passes.
+#[test]
+fn a_rollout_whose_newest_replica_set_made_no_progress_within_its_deadline_is_stuck() {
+    let mut web = deployment("shop", "web", 4);
+    web.replacing = true;
+    let mut old = web.replica_set("web-old");
+    old.revision = 1;
+    let mut new = web.replica_set("web-new");
+    new.revision = 2;
+    let with_new_pod_started = |started: DateTime<Utc>| {
+        let mut stuck = new.pod("web-new-1", "up").not_ready();
+        stuck.created = Some(started);
+        let pods = vec![
+            old.pod("web-old-1", "n1"),
+            old.pod("web-old-2", "n1"),
+            old.pod("web-old-3", "up"),
+            old.pod("web-old-4", "up"),
+            stuck,
+        ];
+        plan_now(&draining(vec![web.clone(), old.clone(), new.clone()], pods))
+    };
+    // 4 Ready, bound 3 at threshold 90: one may go, once the rollout is stuck.
+    let stuck = with_new_pod_started(now() - chrono::Duration::seconds(601));
+    assert_eq!(summary(&stuck), ["Evict shop/web-old-1"]);
+    let started = now() - chrono::Duration::seconds(300);
+    let rolling = with_new_pod_started(started);
+    assert!(summary(&rolling).is_empty(), "{:?}", summary(&rolling));
+    let (_, reason, message) = pod_decision(&rolling, "n1", "web-old-1");
+    assert_eq!(reason, Some(Reason::WaitingForOwner));
+    assert!(message.contains("is rolling out"), "{message}");
+    assert!(
+        rolling
+            .next_wake
+            .is_some_and(|w| w <= started + chrono::Duration::seconds(600)),
+        "{:?}",
+        rolling.next_wake
+    );
+}
+
 /// Admission judges a free slot by the same rule: a node whose only pods are Ready pods of a Deployment rolling out
 /// cannot move anything now, so the slot goes to a node that can, although by pod count the rolling one comes first
 /// (and a rolling Deployment's node that stalled keeps resting instead of being admitted again at once).
