@@ -13,17 +13,19 @@ pub fn assert_no_violations(sla: &SlaWatcher) {
     );
 }
 
-/// Zero SLA violations, and for each workload `(kind, name, d)` the test created: a record, whose fewest Ready pods
-/// stayed at or above the bound computed from `d` and `threshold`. Prints each record against its bound.
+/// Zero SLA violations, and for each workload `(kind, name, d)` the test created: a record, whose fewest Ready pods,
+/// and fewest available pods (Ready for its `minReadySeconds`), stayed at or above the bound computed from `d` and
+/// `threshold`. Prints each record against its bound.
 pub fn assert_within_bounds(sla: &SlaWatcher, threshold: u8, workloads: &[(&str, &str, u32)]) {
     let records = sla.records();
     for record in &records {
         println!(
-            "SLA: {} {}: desired {}, min ready {} (bound {}), {} samples",
+            "SLA: {} {}: desired {}, min ready {}, min available {} (bound {}), {} samples",
             record.kind,
             record.name,
             record.desired,
             record.min_ready,
+            record.min_available,
             record.bound,
             record.samples
         );
@@ -40,6 +42,11 @@ pub fn assert_within_bounds(sla: &SlaWatcher, threshold: u8, workloads: &[(&str,
             record.min_ready >= floor,
             "{kind} {name} fell to {} Ready, below its bound {floor}",
             record.min_ready
+        );
+        assert!(
+            record.min_available >= floor,
+            "{kind} {name} fell to {} available, below its bound {floor}",
+            record.min_available
         );
     }
 }

@@ -52,7 +52,7 @@ use k8sm_e2e::workload_policy::{THRESHOLD, workload_policy};
 use k8sm_e2e::workloads::{
     create, deployment, pdb_min_available, unmanaged_pod, with_template_annotation,
 };
-use k8sm_testcluster::node_name;
+use k8sm_testcluster::{KWOK_NODE_ANNOTATION, node_name};
 
 const POLICY: &str = "fleet";
 /// Short, so that a test takes minutes: a pod not Ready for this long is broken, a node without progress for this
@@ -408,6 +408,51 @@ async fn a_pod_stuck_terminating_holds_only_its_own_node() {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Availability
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A Deployment of 3 with `minReadySeconds: 15` (bound 2 at threshold 90): its pods count once available, Ready for
+/// 15 s, as the Deployment controller and its `availableReplicas` count them. Each of its pods goes only once the
+/// replacement of the last one is available, so its available pods, not only its Ready ones, never fall below the
+/// bound, while every node is upgraded (`kubectl drain` gets through: a dry-run eviction is allowed). Control: a
+/// Deployment of 3 without `minReadySeconds` alongside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_min_ready_seconds_a_pod_goes_once_its_predecessor_s_replacement_is_available() {
+    const NS: &str = "available";
+    let mut scenario = Scenario::start(4, NS, "1s").await;
+    let client = scenario.client.clone();
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    let mut web = deployment(NS, "web", 3);
+    if let Some(spec) = web.spec.as_mut() {
+        spec.min_ready_seconds = Some(15);
+    }
+    create(&client, &web).await;
+    create(&client, &deployment(NS, "api", 3)).await;
+    scenario.wait_ready(6).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    wait_for(&scenario, "web's 3 pods are available", SETUP, || async {
+        let status = deployments.get_status("web").await.ok()?.status?;
+        (status.available_replicas == Some(3)).then_some(())
+    })
+    .await;
+    let first = scenario.app_pods("web").await.remove(0).name_any();
+    dry_run_eviction(&client, NS, &first)
+        .await
+        .unwrap_or_else(|e| panic!("a dry-run eviction of {first} is allowed: {e}"));
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy).await;
+    wait_upgraded(&scenario, &node_names(4), || async {}).await;
+    assert_within_bounds(
+        &sla,
+        THRESHOLD,
+        &[("Deployment", "web", 3), ("Deployment", "api", 3)],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // A dead node
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -559,9 +604,6 @@ async fn a_dead_node_holds_no_slot_and_is_never_cordoned() {
     wait_upgraded(&scenario, &all, || async {}).await;
     assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 4)]);
 }
-
-/// The annotation by which KWOK manages a node (`k8sm_testcluster::kwok::KWOK_NODE_ANNOTATION`).
-const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Nodes only an operator can finish

@@ -145,7 +145,12 @@ impl Oracle {
                     .map(|z| z.node_index),
             )
             .chain(fleet.unmanaged.iter().map(|u| u.node_index))
-            .chain(fleet.owners.iter().flat_map(|o| o.pinned_nodes.iter().copied()))
+            .chain(
+                fleet
+                    .owners
+                    .iter()
+                    .flat_map(|o| o.pinned_nodes.iter().copied()),
+            )
             .map(k8sm_testcluster::node_name)
             .collect();
         let handed_back = messy

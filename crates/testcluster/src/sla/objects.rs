@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
 /// The kind of a workload (DESIGN.md §2): the top-level owner whose health is judged.
@@ -99,6 +100,8 @@ pub struct PodFacts {
     pub controller: Option<PodController>,
     /// The Ready condition is True and there is no deletion timestamp.
     pub ready: bool,
+    /// Since when it is Ready (its Ready condition's last transition), if it is.
+    pub ready_since: Option<Timestamp>,
     /// Neither terminating nor finished (Succeeded or Failed): one of its controller's replicas.
     pub live: bool,
 }
@@ -112,10 +115,15 @@ impl PodFacts {
             .is_some_and(|phase| phase == "Succeeded" || phase == "Failed");
         let ready_condition = status
             .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"));
+        let ready = ready_condition.is_some() && !terminating;
         Self {
             controller: controller_of(pod).map(PodController::of),
-            ready: ready_condition && !terminating,
+            ready,
+            ready_since: ready_condition
+                .filter(|_| ready)
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0),
             live: !terminating && !finished,
         }
     }
@@ -128,6 +136,8 @@ pub struct ControllerFacts {
     pub uid: String,
     /// `spec.replicas`; the apiserver defaults it to 1.
     pub replicas: u32,
+    /// `spec.minReadySeconds`: its pods are available once Ready this long.
+    pub min_ready_seconds: u32,
     /// A deletion timestamp: it replaces nothing any more, so its losses are no breach of the SLA.
     pub deleting: bool,
     /// For a ReplicaSet: the name and uid of the Deployment that controls it.
@@ -143,13 +153,18 @@ fn controller_of<K: Resource>(object: &K) -> Option<&OwnerReference> {
         .find(|r| r.controller == Some(true))
 }
 
-fn controller_facts<K: Resource>(object: &K, replicas: Option<i32>) -> ControllerFacts {
+fn controller_facts<K: Resource>(
+    object: &K,
+    replicas: Option<i32>,
+    min_ready_seconds: Option<i32>,
+) -> ControllerFacts {
     let deployment = controller_of(object)
         .filter(|r| r.kind == "Deployment" && r.api_version.starts_with("apps/"))
         .map(|r| (r.name.clone(), r.uid.clone()));
     ControllerFacts {
         uid: object.meta().uid.clone().unwrap_or_default(),
         replicas: u32::try_from(replicas.unwrap_or(1)).unwrap_or(0),
+        min_ready_seconds: u32::try_from(min_ready_seconds.unwrap_or(0)).unwrap_or(0),
         deleting: object.meta().deletion_timestamp.is_some(),
         deployment,
     }
@@ -252,7 +267,12 @@ macro_rules! tracked_controller {
                 self.name_any()
             }
             fn facts(&self) -> ControllerFacts {
-                controller_facts(self, self.spec.as_ref().and_then(|s| s.replicas))
+                let spec = self.spec.as_ref();
+                controller_facts(
+                    self,
+                    spec.and_then(|s| s.replicas),
+                    spec.and_then(|s| s.min_ready_seconds),
+                )
             }
             fn store(objects: &mut Objects) -> &mut Store<ControllerFacts> {
                 &mut objects.$store

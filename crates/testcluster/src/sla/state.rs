@@ -6,10 +6,16 @@
 //! `min(ceil(t·d/100), d−1)` of the `d` in force is a violation. Only a descent counts: k8sm only ever takes pods away,
 //! while a scale-up raises the bound above the Ready pods through no one's fault until the new pods are Ready (a
 //! descent while still below that bound is a violation again).
+//!
+//! Where a workload sets `minReadySeconds`, its *available* pods (Ready for that long, as its controller counts them)
+//! are judged the same way, beside the Ready ones. A pod becomes available with no event, but it only ever stops
+//! being available with one (not Ready, deleted), so the fewest available pods are seen at events, by the wall
+//! clock then.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::watcher;
 
 use super::bound;
@@ -29,6 +35,8 @@ pub struct WorkloadRecord {
     pub bound: u32,
     /// The fewest Ready pods seen.
     pub min_ready: u32,
+    /// The fewest available pods seen (Ready for the workload's `minReadySeconds`; the Ready ones without it).
+    pub min_available: u32,
     /// The smallest `Ready − bound` seen, each against the bound in force then; negative after a scale-up, or when
     /// the SLA was broken.
     pub min_margin: i64,
@@ -38,10 +46,11 @@ pub struct WorkloadRecord {
     pub excused: u64,
 }
 
-/// Ready and live pods of one workload.
+/// Ready, available and live pods of one workload.
 #[derive(Clone, Copy, Debug, Default)]
 struct Tally {
     ready: u32,
+    available: u32,
     live: u32,
 }
 
@@ -49,6 +58,7 @@ struct Tally {
 #[derive(Clone, Copy, Debug)]
 struct Last {
     ready: u32,
+    available: u32,
     desired: u32,
     /// The replicas of the workload's ReplicaSets together (a Deployment's), to notice its rollout steps.
     replica_sets: u32,
@@ -69,6 +79,8 @@ pub struct State {
     last: HashMap<WorkloadKey, Last>,
     records: BTreeMap<WorkloadKey, WorkloadRecord>,
     violations: Vec<String>,
+    /// The wall clock that availability is judged by: the system's, or a test's.
+    wall: Option<Timestamp>,
 }
 
 impl State {
@@ -83,7 +95,14 @@ impl State {
             last: HashMap::new(),
             records: BTreeMap::new(),
             violations: Vec::new(),
+            wall: None,
         }
+    }
+
+    /// Judges availability at `now` instead of the system's clock (tests).
+    #[cfg(test)]
+    pub fn set_wall_clock(&mut self, now: Timestamp) {
+        self.wall = Some(now);
     }
 
     /// Declares `d` of a controller of a kind other than the built-in workload kinds.
@@ -137,17 +156,38 @@ impl State {
         self.tally().get(&key).map_or(0, |t| t.ready)
     }
 
-    /// Ready and live pods per workload.
+    /// Ready, available and live pods per workload.
     fn tally(&self) -> HashMap<WorkloadKey, Tally> {
+        let wall = self.wall.unwrap_or_else(Timestamp::now);
         let mut tally: HashMap<WorkloadKey, Tally> = HashMap::new();
         for pod in self.objects.pods.objects.values() {
             if let Some(workload) = self.workload_of(pod) {
+                let min_ready = self.min_ready_seconds(&workload);
+                let available = pod.ready
+                    && (min_ready == 0
+                        || pod.ready_since.is_some_and(|since| {
+                            since + SignedDuration::from_secs(i64::from(min_ready)) <= wall
+                        }));
                 let entry = tally.entry(workload).or_default();
                 entry.ready += u32::from(pod.ready);
+                entry.available += u32::from(available);
                 entry.live += u32::from(pod.live);
             }
         }
         tally
+    }
+
+    /// The workload's `spec.minReadySeconds` (0 for another controller's: its spec can't be read generically).
+    fn min_ready_seconds(&self, (kind, name): &WorkloadKey) -> u32 {
+        let objects = &self.objects;
+        let store = match kind {
+            WorkloadKind::Deployment => &objects.deployments,
+            WorkloadKind::ReplicaSet => &objects.replica_sets,
+            WorkloadKind::ReplicationController => &objects.replication_controllers,
+            WorkloadKind::StatefulSet => &objects.stateful_sets,
+            WorkloadKind::Other(_) => return 0,
+        };
+        store.objects.get(name).map_or(0, |c| c.min_ready_seconds)
     }
 
     /// The workload a pod counts for, if its controller is one (or belongs to one) and is known.
@@ -243,12 +283,13 @@ impl State {
         // A workload that can no longer be judged starts afresh if it comes back (say, deleted and re-created).
         self.last.retain(|key, _| desired.contains_key(key));
         for (key, (d, replica_sets)) in desired {
-            let ready = tally.get(&key).map_or(0, |t| t.ready);
-            self.sample(key, ready, d, replica_sets, now);
+            let counts = tally.get(&key).copied().unwrap_or_default();
+            self.sample(key, counts, d, replica_sets, now);
         }
     }
 
-    fn sample(&mut self, key: WorkloadKey, ready: u32, d: u32, replica_sets: u32, now: Instant) {
+    fn sample(&mut self, key: WorkloadKey, counts: Tally, d: u32, replica_sets: u32, now: Instant) {
+        let (ready, available) = (counts.ready, counts.available);
         let bound = bound(d, self.threshold);
         let previous = self.last.get(&key).copied();
         let scaled_down = previous.is_some_and(|p| d < p.desired || replica_sets < p.replica_sets);
@@ -261,12 +302,14 @@ impl State {
             key.clone(),
             Last {
                 ready,
+                available,
                 desired: d,
                 replica_sets,
                 scaled_down_at,
             },
         );
-        if previous.is_some_and(|p| p.ready == ready && p.desired == d) {
+        if previous.is_some_and(|p| p.ready == ready && p.available == available && p.desired == d)
+        {
             return;
         }
         let margin = i64::from(ready) - i64::from(bound);
@@ -279,6 +322,7 @@ impl State {
                 desired: d,
                 bound,
                 min_ready: ready,
+                min_available: available,
                 min_margin: margin,
                 samples: 0,
                 excused: 0,
@@ -286,19 +330,29 @@ impl State {
         record.desired = d;
         record.bound = bound;
         record.min_ready = record.min_ready.min(ready);
+        record.min_available = record.min_available.min(available);
         record.min_margin = record.min_margin.min(margin);
         record.samples += 1;
         let fell_below = previous.is_some_and(|p| ready < p.ready) && ready < bound;
-        if !fell_below {
+        let availability_fell_below =
+            previous.is_some_and(|p| available < p.available) && available < bound;
+        if !fell_below && !availability_fell_below {
             return;
         }
         let in_grace =
             scaled_down_at.is_some_and(|at| now.saturating_duration_since(at) < self.grace);
         if in_grace {
             record.excused += 1;
-        } else {
+        } else if fell_below {
             self.violations.push(format!(
                 "{} {}: {ready} Ready of {d} desired, below the bound {bound}",
+                key.0.as_str(),
+                key.1
+            ));
+        } else {
+            self.violations.push(format!(
+                "{} {}: {available} available (Ready for minReadySeconds) of {d} desired, below the bound \
+                 {bound}",
                 key.0.as_str(),
                 key.1
             ));

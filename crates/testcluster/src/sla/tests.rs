@@ -473,3 +473,56 @@ fn a_pod_of_a_deleted_namesake_counts_for_nobody() {
     world.apply(pod("db-0", "StatefulSet", "db", true));
     assert_eq!(world.state.ready("StatefulSet", "db"), 1);
 }
+
+/// A pod of `replica_set`, Ready since `since` (RFC 3339).
+fn ready_since(name: &str, replica_set: &str, since: &str) -> Pod {
+    let mut pod = pod(name, "ReplicaSet", replica_set, true);
+    let conditions = pod.status.as_mut().and_then(|s| s.conditions.as_mut());
+    for condition in conditions.into_iter().flatten() {
+        condition.last_transition_time = Some(object(json!(since)));
+    }
+    pod
+}
+
+/// With `minReadySeconds`, a replacement Ready for less than that is not available yet: taking another pod then
+/// keeps the Ready count at the bound but takes the available count below it, which is a violation too. Control:
+/// the same eviction once the replacement is available.
+#[test]
+fn with_min_ready_seconds_available_pods_are_judged_beside_ready_ones() {
+    let run = |second_eviction_at: &str| {
+        let mut world = World::new();
+        let mut web: Deployment = deployment("web", 3);
+        if let Some(spec) = web.spec.as_mut() {
+            spec.min_ready_seconds = Some(30);
+        }
+        world.apply(web);
+        world.apply(replica_set("web-1", 3, Some("web")));
+        let [a, b, _] = ["a", "b", "c"].map(|n| {
+            let pod = ready_since(n, "web-1", "2026-01-01T00:00:00Z");
+            world.apply(pod.clone());
+            pod
+        });
+        world
+            .state
+            .set_wall_clock("2026-01-01T00:10:00Z".parse().unwrap());
+        world.arm();
+        // One evicted (bound 2 of 3), its replacement Ready at 00:10:00.
+        world.apply(terminating(a.clone()));
+        world.delete(a);
+        world.apply(ready_since("a2", "web-1", "2026-01-01T00:10:00Z"));
+        world
+            .state
+            .set_wall_clock(second_eviction_at.parse().unwrap());
+        world.apply(terminating(b));
+        (world.violations(), world.record("Deployment", "web"))
+    };
+    let (violations, web) = run("2026-01-01T00:10:05Z");
+    assert_eq!(
+        violations,
+        ["Deployment web: 1 available (Ready for minReadySeconds) of 3 desired, below the bound 2"]
+    );
+    assert_eq!((web.min_ready, web.min_available), (2, 1));
+    let (violations, web) = run("2026-01-01T00:10:30Z");
+    assert!(violations.is_empty(), "{violations:?}");
+    assert_eq!((web.min_ready, web.min_available), (2, 2));
+}
