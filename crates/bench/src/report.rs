@@ -514,7 +514,8 @@ fn leftovers_table(summary: &Summary) -> String {
          baseline runs as SREs run it: PodDisruptionBudgets at the bound with `unhealthyPodEvictionPolicy: \
          AlwaysAllow` (k8sm's fleet has the same budgets), `kubectl drain --ignore-daemonsets --delete-emptydir-data \
          --skip-wait-for-delete-timeout=60 --timeout=…` without `--force`, and a node whose drain fails or whose \
-         executor is not back within 2 minutes is left as it is, cordoned.\n"
+         executor is not back within 2 minutes is left as it is, cordoned. Disruptions on nodes not upgraded count every \
+         pod that went there, whoever removed it (the tool, or a rollout's own controller replacing its pods).\n"
     );
     let _ = writeln!(
         out,

@@ -47,7 +47,8 @@ pub struct Leftovers {
     pub unfinishable_upgraded: usize,
     /// Nodes cordoned (or in a drain slot) and not upgraded.
     pub stranded_cordons: usize,
-    /// Pods disrupted on nodes that were not upgraded: lost for nothing.
+    /// Pods disrupted on nodes that were not upgraded, whoever removed them (the tool, or a rollout's own controller
+    /// replacing its pods): lost for nothing.
     pub disruptions_on_unfinished: u64,
 }
 
