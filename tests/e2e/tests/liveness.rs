@@ -453,6 +453,69 @@ async fn with_min_ready_seconds_a_pod_goes_once_its_predecessor_s_replacement_is
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// The target moved
+// ---------------------------------------------------------------------------------------------------------------
+
+/// The target moved mid-upgrade (a hotfix release): the node told to restart into the first target comes back on
+/// it, and, incompatible with the new target, simply goes round again, as the nodes still on the old executor go
+/// straight to the new one. Nothing waits on an operator (`force --retry-kamikaze`), and no node is reported as
+/// having come back wrong (`UnexpectedExecutor`) or overdue. Every node ends on the new target; a healthy Deployment
+/// of 3 stays within its bound throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_moved_mid_upgrade_sends_the_nodes_round_to_the_new_one() {
+    const NS: &str = "target-moved";
+    // Restarts slow enough to move the target while one is under way.
+    let mut scenario = Scenario::start(4, NS, "8s").await;
+    let client = scenario.client.clone();
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    create(&client, &deployment(NS, "web", 3)).await;
+    scenario.wait_ready(3).await;
+    sla.arm();
+    let first = scenario.new_id.clone();
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy).await;
+    let told = wait_for(
+        &scenario,
+        "a node is told to restart into the first target",
+        UPGRADE,
+        || async {
+            scenario.nodes().await.into_iter().find_map(|n| {
+                let annotations = n.annotations();
+                (annotations.contains_key(keys::KAMIKAZE_ANNOTATION)
+                    && annotations.get(keys::KAMIKAZE_TARGET_ANNOTATION) == Some(&first))
+                .then(|| n.name_any())
+            })
+        },
+    )
+    .await;
+    let hotfix = k8sm_e2e::scenario::executor_id("2.0.1");
+    scenario
+        .patch_policy(POLICY, json!({ "targetExecutorId": hotfix }))
+        .await;
+    wait_for(
+        &scenario,
+        &format!("{told} is back on the first target"),
+        SETUP,
+        || async {
+            let node = get_node(&client, &told).await;
+            (node.annotations().get(keys::EXECUTOR_ID_ANNOTATION) == Some(&first)).then_some(())
+        },
+    )
+    .await;
+    // From now on the executors restart into the hotfix.
+    scenario.new_id = hotfix;
+    scenario.restart_agent("1s", &[]);
+    wait_upgraded(&scenario, &node_names(4), || async {}).await;
+    for reason in ["UnexpectedExecutor", "RestartOverdue"] {
+        let events = scenario.events(reason).await;
+        assert!(events.is_empty(), "no {reason} Event: {events:?}");
+    }
+    assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 3)]);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // A dead node
 // ---------------------------------------------------------------------------------------------------------------
 
