@@ -18,6 +18,10 @@ pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 /// such as `7300ms`. Benchmarks give each owner its own readiness delay, as real applications start at their own pace.
 pub const READY_DELAY_ANNOTATION: &str = "k8sm.test/ready-delay";
 
+/// A Job pod's annotation: how long it runs before KWOK completes it (a Go duration such as `100h`; without it, at
+/// once).
+pub const COMPLETE_DELAY_ANNOTATION: &str = "k8sm.test/complete-delay";
+
 /// What KWOK's pod Stages simulate beyond KWOK's fast defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PodStages {
@@ -59,6 +63,9 @@ pub fn write_stage_config(stages_dir: &Path, stages: PodStages, out: &Path) -> R
             Some("pod-ready") => {
                 stage["spec"]["delay"] = delay_yaml(&ready_delay(stages.ready_delay))?;
             }
+            Some("pod-complete") => {
+                stage["spec"]["delay"] = delay_yaml(&complete_delay())?;
+            }
             Some("pod-delete") if stages.honour_grace_periods => {
                 stage["spec"]["delay"] = delay_yaml(&grace_period_delay())?;
             }
@@ -87,6 +94,16 @@ fn ready_delay(default: Duration) -> serde_json::Value {
         "durationMilliseconds": u64::try_from(default.as_millis()).unwrap_or(u64::MAX),
         "durationFrom": {
             "expressionFrom": format!(".metadata.annotations[\"{READY_DELAY_ANNOTATION}\"]"),
+        },
+    })
+}
+
+/// KWOK's `StageDelay` for the pod-complete stage (Job pods): the pod's [`COMPLETE_DELAY_ANNOTATION`], else none.
+fn complete_delay() -> serde_json::Value {
+    serde_json::json!({
+        "durationMilliseconds": 0,
+        "durationFrom": {
+            "expressionFrom": format!(".metadata.annotations[\"{COMPLETE_DELAY_ANNOTATION}\"]"),
         },
     })
 }

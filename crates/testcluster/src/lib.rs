@@ -20,6 +20,9 @@ pub mod sla;
 pub use binaries::{Binaries, cache_root, go_modules_dir};
 pub use cluster::{ClusterOptions, TestCluster};
 pub use error::Error;
-pub use kwok::{KWOK_NODE_ANNOTATION, NodeResources, READY_DELAY_ANNOTATION, node_name};
+pub use kwok::{
+    COMPLETE_DELAY_ANNOTATION, KWOK_NODE_ANNOTATION, NodeResources, READY_DELAY_ANNOTATION,
+    node_name,
+};
 pub use process::ManagedProcess;
 pub use tools::{Krew, crane, krew};

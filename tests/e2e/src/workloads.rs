@@ -117,7 +117,8 @@ pub fn stateful_set(namespace: &str, name: &str, replicas: i32) -> StatefulSet {
     }
 }
 
-/// A Job whose pods run "forever" (KWOK keeps them Running).
+/// A Job of `parallelism` pods (KWOK completes each once Running, unless its template says otherwise:
+/// `k8sm_testcluster::COMPLETE_DELAY_ANNOTATION`).
 pub fn job(namespace: &str, name: &str, parallelism: i32) -> Job {
     let mut spec = template(name, &BTreeMap::new());
     if let Some(pod) = spec.spec.as_mut() {

@@ -52,7 +52,7 @@ use k8sm_e2e::workload_policy::{THRESHOLD, workload_policy};
 use k8sm_e2e::workloads::{
     create, deployment, pdb_min_available, unmanaged_pod, with_template_annotation,
 };
-use k8sm_testcluster::{KWOK_NODE_ANNOTATION, node_name};
+use k8sm_testcluster::{COMPLETE_DELAY_ANNOTATION, KWOK_NODE_ANNOTATION, node_name};
 
 const POLICY: &str = "fleet";
 /// Short, so that a test takes minutes: a pod not Ready for this long is broken, a node without progress for this
@@ -511,6 +511,63 @@ async fn a_target_moved_mid_upgrade_sends_the_nodes_round_to_the_new_one() {
     for reason in ["UnexpectedExecutor", "RestartOverdue"] {
         let events = scenario.events(reason).await;
         assert!(events.is_empty(), "no {reason} Event: {events:?}");
+    }
+    assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 3)]);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Evictions for every owned pod
+// ---------------------------------------------------------------------------------------------------------------
+
+/// Under `unmanagedPods: DeleteAfterTimeout` (10 s) a Job's pod (running for ever) and a bare pod go once the timeout
+/// has passed, and both go through the Eviction API, as `kubectl drain` sends them: the apiserver marks each with
+/// `DisruptionTarget`, which a Job's `podFailurePolicy` can tell from a failure. Every node is upgraded; a healthy
+/// Deployment of 3 stays within its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_and_bare_pods_go_through_the_eviction_api() {
+    const NS: &str = "by-eviction";
+    let mut scenario = Scenario::start(4, NS, "1s").await;
+    let client = scenario.client.clone();
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    create(&client, &deployment(NS, "web", 3)).await;
+    // KWOK completes a Job's pods once Running, unless told to wait.
+    let mut report = k8sm_e2e::workloads::job(NS, "report", 1);
+    if let Some(spec) = report.spec.as_mut() {
+        spec.template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(COMPLETE_DELAY_ANNOTATION.into(), NEVER.into());
+    }
+    create(&client, &report).await;
+    create(&client, &unmanaged_pod(NS, "debug", &node_name(1), &[])).await;
+    scenario.wait_ready(5).await;
+    let job_pod = scenario.app_pods("report").await.remove(0).name_any();
+    for pod in [job_pod.as_str(), "debug"] {
+        dry_run_eviction(&client, NS, pod)
+            .await
+            .unwrap_or_else(|e| panic!("a dry-run eviction of {pod} is allowed: {e}"));
+    }
+    let deletions = DeletionLog::start(&client, NS, "").await;
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    let mut policy = liveness_policy(&scenario, UnmanagedPodPolicy::DeleteAfterTimeout);
+    policy.unmanaged_pods.timeout = Some("10s".parse().expect("a duration"));
+    scenario.create_policy(POLICY, policy).await;
+    wait_upgraded(&scenario, &node_names(4), || async {}).await;
+
+    let deleted = deletions.deleted();
+    for pod in [job_pod.as_str(), "debug"] {
+        let deletion = deleted
+            .iter()
+            .find(|d| d.name == pod)
+            .unwrap_or_else(|| panic!("{pod} went: {deleted:?}"));
+        assert!(
+            deletion.evicted,
+            "{pod} went through the Eviction API: {deletion:?}"
+        );
     }
     assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 3)]);
 }
