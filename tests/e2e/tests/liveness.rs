@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{NodeCondition, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -570,6 +571,103 @@ async fn job_and_bare_pods_go_through_the_eviction_api() {
         );
     }
     assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 3)]);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Two policies
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A second policy comes to select a node that the first is draining (cordoned, held by a budget at zero): neither
+/// may act on a shared node, so the first hands it back: uncordoned, none of k8sm's keys left, its pods untouched,
+/// and both policies report the Conflict. Once the second policy goes and the budget allows, the node is upgraded
+/// like the others (control: the other nodes are upgraded meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_a_second_policy_selects_mid_drain_is_handed_back() {
+    const NS: &str = "two-policies";
+    let mut scenario = Scenario::start(3, NS, "1s").await;
+    let client = scenario.client.clone();
+    let shared = node_name(0);
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    scenario
+        .pin_to(&shared, 2, || async {
+            create(&client, &deployment(NS, "web", 2)).await;
+        })
+        .await;
+    create(
+        &client,
+        &pdb_min_available(NS, "web", "web", IntOrString::Int(2)),
+    )
+    .await;
+    let web_pods = uids(&scenario.app_pods("web").await);
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy.clone()).await;
+    wait_upgraded(&scenario, &[node_name(1), node_name(2)], || async {}).await;
+    wait_for(
+        &scenario,
+        &format!("{shared} is cordoned by k8sm"),
+        SETUP,
+        || async { is_cordoned(&get_node(&client, &shared).await).then_some(()) },
+    )
+    .await;
+
+    patch_node(
+        &client,
+        &shared,
+        json!({ "metadata": { "labels": { "second": "true" } } }),
+    )
+    .await;
+    let mut second = policy;
+    second.node_selector = LabelSelector {
+        match_labels: Some(BTreeMap::from([("second".to_owned(), "true".to_owned())])),
+        ..LabelSelector::default()
+    };
+    scenario.create_policy("second", second).await;
+    wait_for(
+        &scenario,
+        &format!("{shared} is handed back, both policies report the conflict"),
+        SETUP,
+        || async {
+            let node = get_node(&client, &shared).await;
+            // The executor's own ID is the executor's, not k8sm's state.
+            let released = !is_cordoned(&node)
+                && k8sm_keys(&node)
+                    .iter()
+                    .all(|k| k.ends_with(keys::EXECUTOR_ID_ANNOTATION));
+            let mut conflict = true;
+            for name in [POLICY, "second"] {
+                let status = scenario.policy(name).await.status;
+                conflict &= status.is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == "Conflict" && c.status == "True" && c.message.contains(&shared)
+                    })
+                });
+            }
+            (released && conflict).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        uids(&scenario.app_pods("web").await),
+        web_pods,
+        "the shared node's pods are untouched"
+    );
+
+    Api::<ExecutorUpgradePolicy>::all(client.clone())
+        .delete("second", &DeleteParams::default())
+        .await
+        .expect("the second policy is deleted");
+    merge_patch::<PodDisruptionBudget>(
+        &client,
+        NS,
+        "web",
+        json!({ "spec": { "minAvailable": 1 } }),
+    )
+    .await;
+    wait_upgraded(&scenario, &node_names(3), || async {}).await;
+    assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 2)]);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
