@@ -33,8 +33,8 @@ use nix::sys::signal::Signal;
 use serde_json::json;
 
 use k8sm_api::{
-    ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, MaxConcurrentNodes, NodePhase,
-    UnmanagedPodPolicy, UnmanagedPods, condition_types, keys,
+    ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, MaxConcurrentNodes, NodePhase, PinnedPods,
+    UnmanagedPodPolicy, UnmanagedPods, Workloads, condition_types, keys,
 };
 use k8sm_e2e::events::ACTIONS;
 use k8sm_e2e::http::{free_port, get};
@@ -835,6 +835,11 @@ impl Fleet {
                 timeout: None,
             },
             restart_timeout: restart_timeout.parse().expect("a duration"),
+            // `ledger` and `vault` are pinned only to place them: their budgets are what these tests are about.
+            workloads: Workloads {
+                pinned_pods: PinnedPods::Evict,
+                ..Workloads::default()
+            },
             ..ExecutorUpgradePolicySpec::default()
         };
         let not_strict = LabelSelector {
