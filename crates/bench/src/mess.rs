@@ -11,10 +11,10 @@ use k8s_openapi::api::apps::v1::{
     StatefulSetSpec,
 };
 use k8s_openapi::api::core::v1::{
-    LocalVolumeSource, Node, NodeCondition, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, ObjectReference, PersistentVolume, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeSpec, Pod, PodSpec, PodTemplateSpec,
-    VolumeNodeAffinity, VolumeResourceRequirements,
+    LocalVolumeSource, Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeSpec, Pod, PodSpec, PodTemplateSpec, VolumeNodeAffinity,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -23,9 +23,8 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
-use k8sm_api::keys;
 use k8sm_e2e::crash_loop::{CrashLoop, NEVER};
-use k8sm_testcluster::{KWOK_NODE_ANNOTATION, READY_DELAY_ANNOTATION, TestCluster};
+use k8sm_testcluster::{READY_DELAY_ANNOTATION, TestCluster};
 
 use crate::workload::{Kind, Owner, Workload, ZOMBIE_FINALIZER};
 
@@ -198,21 +197,7 @@ pub async fn kill_nodes(
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        let mut dead = cluster.kwok_node(&name);
-        let annotations = dead.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        annotations.remove(KWOK_NODE_ANNOTATION);
-        annotations.insert(keys::EXECUTOR_ID_ANNOTATION.into(), old_id.into());
-        dead.metadata
-            .labels
-            .get_or_insert_with(BTreeMap::new)
-            .remove("type");
-        dead.status.get_or_insert_with(Default::default).conditions = Some(vec![NodeCondition {
-            type_: "Ready".into(),
-            status: "Unknown".into(),
-            reason: Some("NodeStatusUnknown".into()),
-            message: Some("Kubelet stopped posting node status.".into()),
-            ..NodeCondition::default()
-        }]);
+        let dead = k8sm_e2e::nodes::dead_node(cluster, &name, old_id);
         nodes.create(&PostParams::default(), &dead).await?;
     }
     for &index in &messy.dead_nodes {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::{Client, ResourceExt};
 
 use k8sm_api::keys;
@@ -12,6 +12,29 @@ use crate::objects::get_node;
 
 /// Prefix of every key of k8sm's contract (DESIGN.md §3).
 pub const K8SM_PREFIX: &str = "k8s.mesosphere.io/";
+
+/// The Node object of a machine that died: `cluster`'s node `name` that no KWOK manages and no simulated executor
+/// plays, reporting `executor_id`, Ready Unknown as the node lifecycle controller leaves a node whose kubelet stopped
+/// posting. (Without a Ready condition the controller removes the NoSchedule taint that Unknown brings until its
+/// startup grace period ends, and meanwhile the scheduler may bind a pod there.)
+pub fn dead_node(cluster: &k8sm_testcluster::TestCluster, name: &str, executor_id: &str) -> Node {
+    let mut dead = cluster.kwok_node(name);
+    let annotations = dead.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.remove(k8sm_testcluster::KWOK_NODE_ANNOTATION);
+    annotations.insert(keys::EXECUTOR_ID_ANNOTATION.into(), executor_id.into());
+    dead.metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .remove("type");
+    dead.status.get_or_insert_with(Default::default).conditions = Some(vec![NodeCondition {
+        type_: "Ready".into(),
+        status: "Unknown".into(),
+        reason: Some("NodeStatusUnknown".into()),
+        message: Some("Kubelet stopped posting node status.".into()),
+        ..NodeCondition::default()
+    }]);
+    dead
+}
 
 pub fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     node.annotations().get(key).map(String::as_str)

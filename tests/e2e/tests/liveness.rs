@@ -28,7 +28,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, RollingUpdateDeployment};
-use k8s_openapi::api::core::v1::{NodeCondition, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -685,30 +685,7 @@ async fn a_dead_node_holds_no_slot_and_is_never_cordoned() {
     const DEAD: &str = "node-dead";
     let mut scenario = Scenario::start(4, NS, "1s").await;
     let client = scenario.client.clone();
-    let mut dead = scenario.cluster.kwok_node(DEAD);
-    dead.metadata
-        .annotations
-        .get_or_insert_with(BTreeMap::new)
-        .remove(KWOK_NODE_ANNOTATION);
-    dead.metadata
-        .annotations
-        .get_or_insert_with(BTreeMap::new)
-        .insert(keys::EXECUTOR_ID_ANNOTATION.into(), scenario.old_id.clone());
-    dead.metadata
-        .labels
-        .get_or_insert_with(BTreeMap::new)
-        .remove("type");
-    // As the node lifecycle controller leaves a node whose kubelet stopped posting: Ready Unknown. (Without a Ready
-    // condition the controller removes the NoSchedule taint that Unknown brings until its startup grace period ends,
-    // and meanwhile the scheduler may bind a pod there: a pod of `web` that would never be Ready, holding `web` at its
-    // bound, its Ready pods elsewhere frozen, until the taint manager deleted it.)
-    dead.status.get_or_insert_with(Default::default).conditions = Some(vec![NodeCondition {
-        type_: "Ready".into(),
-        status: "Unknown".into(),
-        reason: Some("NodeStatusUnknown".into()),
-        message: Some("Kubelet stopped posting node status.".into()),
-        ..NodeCondition::default()
-    }]);
+    let dead = k8sm_e2e::nodes::dead_node(&scenario.cluster, DEAD, &scenario.old_id);
     register_node(&client, &dead).await;
     wait_for(
         &scenario,
