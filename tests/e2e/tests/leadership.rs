@@ -8,7 +8,8 @@
 //!   leader's ServiceAccount but its Lease calls, and such a refusal would be in the leader's log); its log says it
 //!   found its deadline passed; the two replicas' spans of Events do not overlap; no pod is evicted twice; the
 //!   upgrade completes.
-//! - The leader SIGTERMed as work appears: it releases the Lease on its way out and the standby acts within 2 s.
+//! - The leader SIGTERMed as work appears: it releases the Lease on its way out and the standby
+//!   takes it before it could have expired.
 //!
 //! The measured takeover times are printed: run with `--nocapture`.
 
@@ -162,12 +163,15 @@ async fn leader_frozen_past_its_deadline_takes_no_action_and_the_standby_takes_o
 // ---------------------------------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leader_sigtermed_releases_the_lease_and_the_standby_acts_within_two_seconds() {
+async fn leader_sigtermed_releases_the_lease_and_the_standby_takes_it_before_it_expires() {
     const NODES: usize = 4;
     let pair = Pair::start("sigterm", NODES, 4, "1s").await;
     // A rollout of the controller as work comes in: the policy appears as the leader is told to stop, so the next
     // leader has work from the moment it leads.
     let leader = pair.scenario.controllers[0].pid();
+    // The Lease as last renewed before the SIGTERM: had the leader not released it, nobody could take it before
+    // this renewal plus the lease duration (a renewal after this read only pushes that later).
+    let renewed = pair.renew_time().await;
     kill(Pid::from_raw(leader as i32), Signal::SIGTERM).expect("SIGTERM");
     let sigterm_at = Utc::now();
     pair.create_policy(4).await;
@@ -197,9 +201,11 @@ async fn leader_sigtermed_releases_the_lease_and_the_standby_acts_within_two_sec
         log.contains("released the Lease"),
         "the leader says it released the Lease:\n{log}"
     );
+    // Released, not expired. How soon the standby acts is printed, never asserted: a loaded machine stretches it.
+    let expiry = renewed + chrono::Duration::from_std(LEASE).expect("a short lease");
     assert!(
-        takeover <= Duration::from_secs(2),
-        "the standby first acted {takeover:?} after the SIGTERM, more than 2 s"
+        acquired_at < expiry,
+        "the standby acquired the Lease at {acquired_at}, not before it could expire at {expiry}: not released"
     );
     // Whatever the old leader still did before it stopped came before the new leader's first write.
     let spans = pair.spans().await;
@@ -275,6 +281,13 @@ impl Pair {
                     .flatten()
             })
             .await
+    }
+
+    /// The Lease's last renewal.
+    async fn renew_time(&self) -> DateTime<Utc> {
+        let spec = self.leases.get(LEASE_NAME).await.expect("the Lease").spec;
+        let renewed = spec.and_then(|s| s.renew_time).expect("a renewed Lease");
+        utc(&renewed.0)
     }
 
     /// Waits until all `nodes` run the new executor and carry no upgrade state.
