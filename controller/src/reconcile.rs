@@ -1056,6 +1056,7 @@ mod tests {
                 },
                 ready_before: 10,
                 ready_after: 9,
+                warming_after: 0,
                 desired: 10,
                 needed: 9,
                 threshold: 90,

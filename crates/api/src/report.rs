@@ -135,8 +135,8 @@ impl NodeRecord {
     }
 }
 
-/// What one workload went through: its size and bound, the fewest Ready pods the controller observed from its first
-/// disruption until it was whole again, and how many of its pods k8sm moved.
+/// What one workload went through: its size and bound, the fewest Ready and available pods the controller observed
+/// from its first disruption until it was whole again, and how many of its pods k8sm moved.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadRecord {
@@ -148,10 +148,15 @@ pub struct WorkloadRecord {
     pub desired: u32,
     /// `min(ceil(t·d), d−1)`: what k8sm never takes it below.
     pub bound: u32,
+    /// The fewest Ready pods.
     pub min_ready: u32,
+    /// The fewest available pods (Ready for the workload's `minReadySeconds`; without them, its Ready pods): what
+    /// the bound is kept on. Absent from records written before it was kept, whose `min_ready` counted these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_available: Option<u32>,
     /// Pods evicted or moved by k8sm.
     pub disruptions: u32,
-    /// Still short of `desired` Ready pods at the last observation: observed again at the next pass.
+    /// Still short of `desired` available pods at the last observation: observed again at the next pass.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recovering: bool,
 }
@@ -160,6 +165,11 @@ impl WorkloadRecord {
     /// `Kind namespace/name`.
     pub fn key(kind: &str, namespace: &str, name: &str) -> String {
         format!("{kind} {namespace}/{name}")
+    }
+
+    /// The fewest available pods, which the bound is kept on.
+    pub fn min_counted(&self) -> u32 {
+        self.min_available.unwrap_or(self.min_ready)
     }
 }
 
@@ -202,8 +212,12 @@ impl UpgradeReport {
                 .workloads
                 .iter()
                 .map(|(k, w)| {
-                    let room = w.min_ready.saturating_sub(w.bound);
-                    (w.min_ready < w.desired, std::cmp::Reverse(room), k.clone())
+                    let room = w.min_counted().saturating_sub(w.bound);
+                    (
+                        w.min_counted() < w.desired,
+                        std::cmp::Reverse(room),
+                        k.clone(),
+                    )
                 })
                 .collect();
             keys.sort();

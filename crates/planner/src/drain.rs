@@ -874,7 +874,7 @@ fn decide_workload(
         .filter(|(_, p)| uses_budget(pod, pod_ready, p))
         .map(|(i, _)| i)
         .collect();
-    ledger.record_eviction(workload, counts_for, index, ready, &pdbs);
+    ledger.record_eviction(workload, counts_for, index, (pod_ready, ready), &pdbs);
     if asked {
         ledger.record_ask(workload, counts_for, index);
     }
@@ -882,6 +882,7 @@ fn decide_workload(
         owner: index.shared.owner(workload),
         ready_before: health.ready,
         ready_after: health.ready - u32::from(ready && health.ready > 0),
+        warming_after: health.warming - u32::from(pod_ready && !ready && health.warming > 0),
         desired: health.desired,
         needed,
         threshold: t,

@@ -42,8 +42,11 @@ pub fn sla_floor(threshold: u8, desired: u32) -> u32 {
 pub struct OwnerHealth {
     /// Desired replicas.
     pub desired: u32,
-    /// Pods ready and neither terminating nor being evicted.
+    /// Pods available (Ready, for `minReadySeconds` where the workload sets them) and neither terminating nor
+    /// being evicted: what the bound is kept on.
     pub ready: u32,
+    /// Pods Ready and not available yet, neither terminating nor being evicted.
+    pub warming: u32,
     /// Pods terminating or being evicted (observed, in flight, or planned in this pass), and evicted pods that are
     /// gone but not replaced yet.
     pub going: u32,
@@ -254,20 +257,22 @@ impl Ledger {
         self.pdbs.get(pdb).copied().unwrap_or(0)
     }
 
-    /// Records a planned eviction of a pod of `workload` covered by `pdbs`.
+    /// Records a planned eviction of a pod of `workload` covered by `pdbs`, Ready or not, available or not.
     pub(crate) fn record_eviction(
         &mut self,
         workload: Workload,
         counts_for: u32,
         index: &Index,
-        pod_ready: bool,
+        (pod_ready, pod_available): (bool, bool),
         pdbs: &[usize],
     ) {
         let slot = self.slot(workload, counts_for, index);
         self.planned[slot].0 += 1;
         let health = &mut self.health[slot];
-        if pod_ready {
+        if pod_available {
             health.ready = health.ready.saturating_sub(1);
+        } else if pod_ready {
+            health.warming = health.warming.saturating_sub(1);
         }
         health.going += 1;
         for &pdb in pdbs {
@@ -302,6 +307,7 @@ fn observe(workload: Workload, counts_for: u32, index: &Index) -> OwnerHealth {
     OwnerHealth {
         desired: desired_of(workload, pods, gone, index),
         ready: pods.ready,
+        warming: pods.warming,
         // An eviction in flight whose pod already left the cache still means "not replaced yet".
         going: gone + pods.going,
         replacing: workload.replacing() && !pods.rollout_stalled,
@@ -352,6 +358,7 @@ mod tests {
         OwnerHealth {
             desired,
             ready,
+            warming: 0,
             going,
             replacing: false,
         }
@@ -383,14 +390,14 @@ mod tests {
             Workload::of_other(&other),
         );
         let start = ledger.health(wa, u32::MAX, &index);
-        ledger.record_eviction(wb, u32::MAX, &index, true, &[]);
+        ledger.record_eviction(wb, u32::MAX, &index, (true, true), &[]);
         let after = ledger.health(wa, u32::MAX, &index);
         assert_eq!(after.going, start.going + 1);
         assert_eq!(ledger.health(wb, u32::MAX, &index), after);
         assert_eq!(ledger.health(wo, u32::MAX, &index), start);
         // A copy of the ledger goes on from where it was, apart from the original.
         let mut copy = ledger.clone();
-        copy.record_eviction(wa, u32::MAX, &index, false, &[]);
+        copy.record_eviction(wa, u32::MAX, &index, (false, false), &[]);
         assert_eq!(copy.health(wb, u32::MAX, &index).going, after.going + 1);
         assert_eq!(ledger.health(wb, u32::MAX, &index), after);
     }

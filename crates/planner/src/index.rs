@@ -175,8 +175,10 @@ pub(crate) struct PodCounts {
     pub(crate) seen: u32,
     /// Of those, pods with an eviction in flight (a pod terminating on its own is gone, not going).
     pub(crate) going: u32,
-    /// Of the others, Ready pods.
+    /// Of the others, available pods: Ready, for the workload's `minReadySeconds` where it sets them.
     pub(crate) ready: u32,
+    /// Of the others, Ready pods not available yet: what the upgrade report counts as Ready beside `ready`.
+    pub(crate) warming: u32,
     /// Pods this upgrade still has to move: workload or other-controller pods (so neither finished nor terminating
     /// nor with an eviction in flight) bound to a node that must still be drained, by its contract keys alone — one
     /// that carries the mark (annotation or label), was not told to terminate (no kamikaze annotation nor recorded
@@ -494,10 +496,11 @@ impl<'a> Index<'a> {
                     };
                     match available_at {
                         Some(Some(at)) if at > now => {
+                            counts.warming += 1;
                             next_available = Some(next_available.map_or(at, |n| n.min(at)));
                         }
                         Some(_) => counts.ready += 1,
-                        None => {}
+                        None => counts.warming += 1,
                     }
                 }
             }

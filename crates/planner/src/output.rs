@@ -287,10 +287,15 @@ impl ActionKind {
 pub struct Eviction {
     /// The workload the pod counts for (DESIGN.md §2): a Deployment for a pod of one of its ReplicaSets.
     pub owner: OwnerRef,
-    /// Ready, not terminating pods of the workload before this eviction (counting the evictions planned before it).
+    /// Available (Ready, for its `minReadySeconds` where it sets them), not terminating pods of the workload before
+    /// this eviction (counting the evictions planned before it).
     pub ready_before: u32,
     /// The same after it.
     pub ready_after: u32,
+    /// Ready pods of the workload not available yet after it (Ready for less than its `minReadySeconds`): not in
+    /// `ready_after`, which counts available pods as the bound does.
+    #[serde(default)]
+    pub warming_after: u32,
     /// `spec.replicas` of the workload; for a controller of another kind, the pods k8sm counts for it.
     pub desired: u32,
     /// `ceil(threshold * desired / 100)`.

@@ -26,7 +26,7 @@ pub fn observe(
     known: impl Fn(&str, &str) -> bool,
 ) -> Observed {
     let mut observed = Observed::default();
-    let mut ready: Option<HashMap<String, u32>> = None;
+    let mut counted: Option<(HashMap<String, u32>, HashMap<String, u32>)> = None;
     let desired: HashMap<&str, u32> = view
         .owners
         .iter()
@@ -113,7 +113,12 @@ pub fn observe(
             .map(|(k, _)| k.clone())
             .collect();
         if !recovering.is_empty() {
-            let ready = ready.get_or_insert_with(|| workload::ready_pods_by_workload(view));
+            let (ready, available) = counted.get_or_insert_with(|| {
+                (
+                    workload::ready_pods_by_workload(view),
+                    workload::available_pods_by_workload(view, now),
+                )
+            });
             // An unknown kind's size as the planner infers it now, not as it was at the eviction: a pod terminating
             // then (a failure's, its replacement already there) counted in the size, and would keep the workload
             // "recovering" for good.
@@ -128,12 +133,14 @@ pub fn observe(
                 let w = run.workloads.get_mut(&key).expect("listed above");
                 let before = w.clone();
                 let now_ready = ready.get(&w.uid).copied().unwrap_or(0);
+                let now_available = available.get(&w.uid).copied().unwrap_or(0);
                 if let Some(&d) = desired.get(w.uid.as_str()).or_else(|| inferred.get(&w.uid)) {
                     w.desired = d;
                     w.bound = sla_floor(run.threshold, d);
                 }
                 w.min_ready = w.min_ready.min(now_ready);
-                w.recovering = now_ready < w.desired;
+                w.min_available = Some(w.min_counted().min(now_available));
+                w.recovering = now_available < w.desired;
                 changed |= *w != before;
             }
         }
@@ -223,7 +230,10 @@ pub fn record(runs: &mut Runs, action: &Action, node: Option<&str>, now: DateTim
                 pod.namespace(),
                 &owner.name,
                 eviction.desired,
-                eviction.ready_after,
+                (
+                    eviction.ready_after + eviction.warming_after,
+                    eviction.ready_after,
+                ),
             );
         }
         ActionKind::Surge {
@@ -240,7 +250,7 @@ pub fn record(runs: &mut Runs, action: &Action, node: Option<&str>, now: DateTim
                 pod.namespace(),
                 &deployment.name,
                 1,
-                1,
+                (1, 1),
             );
         }
         _ => {}
@@ -249,8 +259,8 @@ pub fn record(runs: &mut Runs, action: &Action, node: Option<&str>, now: DateTim
     true
 }
 
-/// A workload lost a pod (or started moving one) and has `ready_after` Ready pods of `desired`: recorded, and
-/// observed until whole again.
+/// A workload lost a pod (or started moving one) and has `ready_after` Ready pods of `desired`, `available_after` of
+/// them available: recorded, and observed until whole again.
 fn disrupted(
     run: &mut UpgradeReport,
     uid: &str,
@@ -258,7 +268,7 @@ fn disrupted(
     namespace: &str,
     name: &str,
     desired: u32,
-    ready_after: u32,
+    (ready_after, available_after): (u32, u32),
 ) {
     let threshold = run.threshold;
     let w = run
@@ -272,6 +282,7 @@ fn disrupted(
             desired,
             bound: sla_floor(threshold, desired),
             min_ready: ready_after,
+            min_available: Some(available_after),
             disruptions: 0,
             recovering: true,
         });
@@ -279,6 +290,7 @@ fn disrupted(
     w.desired = desired;
     w.bound = sla_floor(threshold, desired);
     w.min_ready = w.min_ready.min(ready_after);
+    w.min_available = Some(w.min_counted().min(available_after));
     w.disruptions += 1;
     w.recovering = true;
 }

@@ -201,3 +201,52 @@ fn what_an_operator_forced_on_a_node_is_recorded_once() {
         ("n1", "alice", at(1))
     );
 }
+
+/// Where a workload sets `minReadySeconds`, the record keeps its fewest Ready pods and its fewest available ones
+/// apart: a pod Ready for 10 s of 60 is Ready and not available. Whole again once as many are available as desired.
+#[test]
+fn with_min_ready_seconds_the_record_keeps_ready_and_available_apart() {
+    let mut d = deployment("shop", "web", 4);
+    d.min_ready_seconds = 60;
+    let rs = d.replica_set("web-1");
+    let since = |p: crate::PodView, t: DateTime<Utc>| crate::PodView {
+        ready_changed: Some(t),
+        ..p
+    };
+    let long_ago = at(0) - chrono::Duration::minutes(30);
+    let mut view = ClusterView {
+        nodes: vec![node("n1"), node("up").executor(NEW)],
+        pods: crate::testing::shared_pods([
+            since(rs.pod("web-a", "n1"), long_ago),
+            since(rs.pod("web-b", "up"), long_ago),
+            since(rs.pod("web-c", "up"), long_ago),
+            since(rs.pod("web-d", "up"), at(0) - chrono::Duration::seconds(10)),
+        ]),
+        owners: crate::testing::shared_owners([d, rs.clone()]),
+        policies: vec![policy("p").with(|s| s.owner_health_threshold = 50)],
+        ..ClusterView::default()
+    };
+    let mut runs = Runs::new();
+    let plan = pass(&mut view, &mut runs, at(0));
+    assert_eq!(plan.evictions().count(), 1, "3 available of 4, bound 2");
+    let key = "Deployment shop/web";
+    let w = &runs["p"].workloads[key];
+    assert_eq!(
+        (w.bound, w.min_ready, w.min_available),
+        (2, 3, Some(2)),
+        "{w:?}"
+    );
+    // The evicted pod replaced, Ready from at(1): 4 Ready, 3 available (web-d is by now).
+    view.pods.retain(|p| !p.terminating);
+    view.pods
+        .push(std::sync::Arc::new(since(rs.pod("web-e", "up"), at(1))));
+    pass(&mut view, &mut runs, at(1));
+    let w = &runs["p"].workloads[key];
+    assert_eq!(
+        (w.min_ready, w.min_available, w.recovering),
+        (3, Some(2), true)
+    );
+    // Available a minute later: whole again.
+    pass(&mut view, &mut runs, at(2) + chrono::Duration::seconds(1));
+    assert!(!runs["p"].workloads[key].recovering);
+}

@@ -143,12 +143,21 @@ pub(crate) fn workload_uid<'a>(controller_uid: &'a str, owner: Option<&'a OwnerV
 
 /// Pods neither finished nor terminating, bound to a node or not, per workload UID.
 pub fn live_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
-    pods_by_workload(view, |pod| !pod.terminating)
+    pods_by_workload(view, |pod, _| !pod.terminating)
 }
 
 /// Ready pods, not terminating, per workload UID: what the upgrade report observes of the workloads it disrupted.
 pub fn ready_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
-    pods_by_workload(view, |pod| pod.ready && !pod.terminating)
+    pods_by_workload(view, |pod, _| pod.ready && !pod.terminating)
+}
+
+/// Of those, the pods available at `now` (Ready for their workload's `minReadySeconds`), as the planner counts them.
+pub fn available_pods_by_workload(view: &ClusterView, now: DateTime<Utc>) -> HashMap<String, u32> {
+    pods_by_workload(view, |pod, workload| {
+        pod.ready
+            && !pod.terminating
+            && workload.is_none_or(|w| Workload::Owner(w).available(pod, now))
+    })
 }
 
 /// The sizes the planner infers, on `view`, of the workloads among `uids` whose desired count k8sm cannot read
@@ -198,24 +207,25 @@ pub fn inferred_sizes<'u>(
         .collect()
 }
 
-/// Pods not finished, and `counted`, per workload UID. The controller's upgrade report asks on every pass while a
+/// Pods not finished, and `counted` (given the workload's object where k8sm knows its kind), per workload UID. The
+/// controller's upgrade report asks on every pass while a
 /// workload it disrupted recovers: the pods of one controller share one reference, so the workload of each reference
 /// is looked up once (by its address) and a pod costs one lookup of an address, not the hash of a UID; a UID is
 /// hashed and copied once per workload.
 fn pods_by_workload(
     view: &ClusterView,
-    counted: impl Fn(&crate::PodView) -> bool,
+    counted: impl Fn(&crate::PodView, Option<&OwnerView>) -> bool,
 ) -> HashMap<String, u32> {
     let owners: FastMap<&str, &OwnerView> =
         view.owners.iter().map(|o| (o.uid.as_str(), &**o)).collect();
     // Per controller reference (by address), the position of its workload's count in `counts`.
     let mut slot_of: FastMap<usize, usize> = FastMap::default();
-    let mut counts: Vec<(&str, u32)> = Vec::new();
+    let mut counts: Vec<(&str, Option<&OwnerView>, u32)> = Vec::new();
     for pod in &view.pods {
         let Some(controller) = &pod.controller else {
             continue;
         };
-        if pod.phase.is_finished() || !counted(pod) {
+        if pod.phase.is_finished() {
             continue;
         }
         let slot = *slot_of.entry(memo::address(controller)).or_insert_with(|| {
@@ -223,14 +233,16 @@ fn pods_by_workload(
                 &controller.uid,
                 owners.get(controller.uid.as_str()).copied(),
             );
-            counts.push((workload, 0));
+            counts.push((workload, owners.get(workload).copied(), 0));
             counts.len() - 1
         });
-        counts[slot].1 += 1;
+        if counted(pod, counts[slot].1) {
+            counts[slot].2 += 1;
+        }
     }
     // Several references (ReplicaSets of one Deployment, copies of one UID) may count for one workload.
     let mut by_uid: HashMap<String, u32> = HashMap::with_capacity(counts.len());
-    for (uid, n) in counts {
+    for (uid, _, n) in counts {
         match by_uid.get_mut(uid) {
             Some(total) => *total += n,
             None => {

@@ -58,12 +58,12 @@ pub fn render(report: &UpgradeReport, now: DateTime<Utc>, style: Style) -> Strin
             report
                 .workloads
                 .values()
-                .filter(|w| w.min_ready < w.desired)
+                .filter(|w| w.min_counted() < w.desired)
                 .count(),
             report
                 .workloads
                 .values()
-                .filter(|w| w.min_ready < w.bound)
+                .filter(|w| w.min_counted() < w.bound)
                 .count(),
             if report.dropped_workloads > 0 {
                 format!(
@@ -109,11 +109,19 @@ pub fn render(report: &UpgradeReport, now: DateTime<Utc>, style: Style) -> Strin
                 w.desired.to_string(),
                 w.bound.to_string(),
                 w.min_ready.to_string(),
+                w.min_counted().to_string(),
                 w.disruptions.to_string(),
             ]
         })
         .collect();
-    let workload_headers = ["WORKLOAD", "DESIRED", "BOUND", "MIN READY", "DISRUPTIONS"];
+    let workload_headers = [
+        "WORKLOAD",
+        "DESIRED",
+        "BOUND",
+        "MIN READY",
+        "MIN AVAILABLE",
+        "DISRUPTIONS",
+    ];
     let forced: Vec<Vec<String>> = report
         .forced
         .iter()

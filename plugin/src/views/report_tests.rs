@@ -38,7 +38,9 @@ fn sample() -> UpgradeReport {
             name: "web|x".into(),
             desired: 10,
             bound: 9,
-            min_ready: 9,
+            // Its minReadySeconds: one pod Ready and not yet available at the low.
+            min_ready: 10,
+            min_available: Some(9),
             disruptions: 2,
             recovering: false,
         },
@@ -78,7 +80,7 @@ fn the_table_says_where_the_run_stands_then_per_node_and_per_workload() {
         .expect("a row per workload");
     assert_eq!(
         row.split_whitespace().collect::<Vec<_>>()[2..],
-        ["10", "9", "9", "2"]
+        ["10", "9", "10", "9", "2"]
     );
     let row = text
         .lines()
@@ -102,7 +104,26 @@ fn markdown_is_a_document_with_escaped_tables() {
     );
     assert!(text.contains("\n## Nodes\n\n| NODE | ADMITTED |"), "{text}");
     assert!(
-        text.contains("| Deployment shop/web\\|x | 10 | 9 | 9 | 2 |"),
+        text.contains("| Deployment shop/web\\|x | 10 | 9 | 10 | 9 | 2 |"),
         "{text}"
+    );
+}
+
+/// A record written before available pods were kept counted them as Ready: both columns show that count, and the
+/// bound is judged on it.
+#[test]
+fn a_record_without_available_pods_shows_its_ready_ones_for_both() {
+    let mut report = sample();
+    let web = report.workloads.values_mut().next().unwrap();
+    (web.min_ready, web.min_available) = (8, None);
+    let text = render(&report, at(600), Style::Terminal(Palette::PLAIN));
+    assert!(text.contains(", 1 below their bound"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("Deployment shop/web"))
+        .expect("a row per workload");
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>()[2..],
+        ["10", "9", "8", "8", "2"]
     );
 }

@@ -406,6 +406,20 @@ async fn a_pod_stuck_terminating_holds_only_its_own_node() {
         THRESHOLD,
         &[("Deployment", "web", 3), ("Deployment", "api", 3)],
     );
+    // The upgrade report shows both counts: for web its fewest available pods apart from its fewest Ready ones.
+    let report: k8sm_api::report::UpgradeReport = serde_json::from_str(&k8sm_ok(
+        &scenario.cluster,
+        &["upgrade", "report", "-o", "json"],
+    ))
+    .expect("the report as JSON");
+    let record = &report.workloads[&format!("Deployment {NS}/web")];
+    let available = record.min_available.expect("available pods recorded");
+    assert!(
+        available >= record.bound && record.min_ready >= available,
+        "the report's record of web: {record:?}"
+    );
+    let text = k8sm_ok(&scenario.cluster, &["upgrade", "report"]);
+    assert!(text.contains("MIN AVAILABLE"), "{text}");
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -415,8 +429,9 @@ async fn a_pod_stuck_terminating_holds_only_its_own_node() {
 /// A Deployment of 3 with `minReadySeconds: 15` (bound 2 at threshold 90): its pods count once available, Ready for
 /// 15 s, as the Deployment controller and its `availableReplicas` count them. Each of its pods goes only once the
 /// replacement of the last one is available, so its available pods, not only its Ready ones, never fall below the
-/// bound, while every node is upgraded (`kubectl drain` gets through: a dry-run eviction is allowed). Control: a
-/// Deployment of 3 without `minReadySeconds` alongside.
+/// bound, while every node is upgraded (`kubectl drain` gets through: a dry-run eviction is allowed), and the upgrade
+/// report keeps its fewest available pods beside its fewest Ready ones. Control: a Deployment of 3 without
+/// `minReadySeconds` alongside.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_min_ready_seconds_a_pod_goes_once_its_predecessor_s_replacement_is_available() {
     const NS: &str = "available";

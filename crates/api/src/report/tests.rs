@@ -50,6 +50,7 @@ fn big(nodes: u64, workloads: u64) -> UpgradeReport {
                 desired,
                 bound: desired / 2,
                 min_ready: desired - 1,
+                min_available: Some(desired - 1),
                 disruptions: desired,
                 recovering: false,
             },
@@ -95,9 +96,9 @@ fn past_the_bound_the_least_telling_workloads_go_first_and_are_counted() {
     // One workload that went below its desired count and to its bound: kept.
     let telling = report.workloads.keys().next().unwrap().clone();
     let w = report.workloads.get_mut(&telling).unwrap();
-    (w.desired, w.bound, w.min_ready) = (10, 9, 9);
+    (w.desired, w.bound, w.min_ready, w.min_available) = (10, 9, 9, Some(9));
     for w in report.workloads.values_mut().skip(1).step_by(2) {
-        w.min_ready = w.desired;
+        (w.min_ready, w.min_available) = (w.desired, Some(w.desired));
     }
     let before = report.workloads.len();
     let bytes = report.encode();
@@ -109,7 +110,7 @@ fn past_the_bound_the_least_telling_workloads_go_first_and_are_counted() {
     let whole_left = report
         .workloads
         .values()
-        .filter(|w| w.min_ready >= w.desired)
+        .filter(|w| w.min_counted() >= w.desired)
         .count();
     assert!(
         whole_left < 60_000,

@@ -109,10 +109,17 @@ impl World {
                 .values()
                 .find(|r| r.uid == *key)
                 .ok_or_else(|| format!("no record of disrupted workload {key}"))?;
-            if record.min_ready != min || record.disruptions != self.truth.disruptions[&w] {
+            // The model's workloads set no minReadySeconds: their available pods are their Ready pods.
+            if record.min_ready != min
+                || record.min_available != Some(min)
+                || record.disruptions != self.truth.disruptions[&w]
+            {
                 return Err(format!(
-                    "{key}: recorded min Ready {} and {} disruptions, the model saw {min} and {}",
-                    record.min_ready, record.disruptions, self.truth.disruptions[&w]
+                    "{key}: recorded min Ready {} (available {:?}) and {} disruptions, the model saw {min} and {}",
+                    record.min_ready,
+                    record.min_available,
+                    record.disruptions,
+                    self.truth.disruptions[&w]
                 ));
             }
         }
