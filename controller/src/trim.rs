@@ -128,7 +128,7 @@ pub(crate) fn trim_stateful_set(stateful_set: &mut StatefulSet) {
 
 /// A Deployment: its desired count, what tells whether its controller is replacing pods and whether its last rollout
 /// is complete (`k8sm_view::deployment_view`): its generation, whether it is paused, the observed generation, pod
-/// counts and progress condition of its status; and what a surge move needs: its strategy and k8sm's annotations.
+/// counts, and progress and availability conditions of its status; and what a surge move needs: its strategy and k8sm's annotations.
 pub(crate) fn trim_deployment(deployment: &mut Deployment) {
     let generation = deployment.metadata.generation;
     let annotations = deployment.metadata.annotations.take().map(|mut all| {
@@ -154,11 +154,12 @@ pub(crate) fn trim_deployment(deployment: &mut Deployment) {
         available_replicas: status.available_replicas,
         conditions: status.conditions.map(|all| {
             all.into_iter()
-                .filter(|c| c.type_ == "Progressing")
+                .filter(|c| c.type_ == "Progressing" || c.type_ == "Available")
                 .map(|c| DeploymentCondition {
                     type_: c.type_,
                     status: c.status,
                     reason: c.reason,
+                    last_transition_time: c.last_transition_time,
                     ..DeploymentCondition::default()
                 })
                 .collect()

@@ -177,6 +177,10 @@ fn a_trimmed_deployment_still_tells_a_rollout_under_way() {
     ]);
     let mut unavailable = status(7, 4, 4);
     unavailable["availableReplicas"] = json!(3);
+    unavailable["conditions"] = json!([
+        {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": "long",
+         "lastTransitionTime": "2026-01-01T00:00:00Z", "lastUpdateTime": "2026-01-01T00:00:00Z"}
+    ]);
     let cases = cases.into_iter().chain([
         ("recreate", surge(json!({"type": "Recreate"})), status(7, 4, 4), false),
         (

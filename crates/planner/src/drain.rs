@@ -295,11 +295,12 @@ fn uses_budget(pod: &PodView, ready: bool, pdb: &Pdb) -> bool {
 /// The same bound after which a node that made no progress gives up its slot: a wait that long does not end by
 /// itself, and a replacement still starting within it is not churned. A workload with no pod Ready, one of which is
 /// broken, is broken as a whole: its other pods, replacements of broken ones, run the same template and are broken
-/// too (a rollout that may fix it is guarded apart, see `health::judge`).
+/// too (a rollout that may fix it is guarded apart, see `health::judge`). So is one with no pod Ready whose
+/// Deployment has been unavailable that long: a replacement of its last broken pod, say.
 fn pod_state(
     pod: &PodView,
     ready: bool,
-    workload: PodCounts,
+    (workload, counts): (Workload, PodCounts),
     ctx: &NodeContext,
 ) -> (PodState, Option<DateTime<Utc>>) {
     if ready {
@@ -309,7 +310,12 @@ fn pod_state(
         .unwrap_or(chrono::Duration::MAX);
     let broken_at = |since: Option<DateTime<Utc>>| since.and_then(|s| s.checked_add_signed(bound));
     let own = broken_at(pod.ready_changed.or(pod.created));
-    let whole = broken_at(workload.not_ready_since).filter(|_| workload.ready == 0);
+    let unavailable_since = workload.rollout().and_then(|r| r.unavailable_since);
+    let whole = [counts.not_ready_since, unavailable_since]
+        .into_iter()
+        .filter_map(broken_at)
+        .min()
+        .filter(|_| counts.ready == 0 && counts.warming == 0);
     match [own, whole].into_iter().flatten().min() {
         Some(at) if ctx.now >= at => (PodState::Broken, None),
         at => (PodState::NotReady, at),
@@ -407,7 +413,7 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
             }
             let health = ledger.health(workload, counts_for, index);
             let counts = workload_counts(workload, counts_for, index);
-            let (state, _) = pod_state(pod, ready, counts, ctx);
+            let (state, _) = pod_state(pod, ready, (workload, counts), ctx);
             if !matches!(
                 health::judge(health, ctx.threshold, state),
                 Verdict::Evict { .. } | Verdict::EvictNotReady { .. } | Verdict::EvictBroken { .. }
@@ -789,7 +795,7 @@ fn decide_workload(
         );
     }
     let counts = workload_counts(workload, counts_for, index);
-    let (state, broken_at) = pod_state(pod, ready, counts, ctx);
+    let (state, broken_at) = pod_state(pod, ready, (workload, counts), ctx);
     let message = match health::judge(health, t, state) {
         Verdict::RollingOut => {
             return wait(key(WaitsOn::RollingOut), &|| {

@@ -418,6 +418,11 @@ pub struct RolloutView {
     /// this long is stuck, whatever its Progressing condition says since.
     #[serde(default = "default_progress_deadline")]
     pub progress_deadline_seconds: u32,
+    /// Since when its Available condition has been False (fewer available pods than `replicas - maxUnavailable`),
+    /// its last transition: with no pod Ready, a Deployment unavailable for `nodeProgressDeadline` is broken as a
+    /// whole, however young its pods (a crash loop of one replica replaced by a pod that crashes the same way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable_since: Option<DateTime<Utc>>,
 }
 
 /// The apiserver's default `spec.progressDeadlineSeconds`.
@@ -439,6 +444,7 @@ impl Default for RolloutView {
             surge: None,
             surge_move: None,
             progress_deadline_seconds: DEFAULT_PROGRESS_DEADLINE_SECONDS,
+            unavailable_since: None,
         }
     }
 }

@@ -51,7 +51,23 @@ fn rollout(deployment: &Deployment) -> RolloutView {
             .and_then(|s| s.progress_deadline_seconds)
             .and_then(|s| u32::try_from(s).ok())
             .unwrap_or(k8sm_planner::DEFAULT_PROGRESS_DEADLINE_SECONDS),
+        unavailable_since: unavailable_since(deployment),
     }
+}
+
+/// When the Deployment's Available condition last turned False, if it is False.
+fn unavailable_since(deployment: &Deployment) -> Option<chrono::DateTime<chrono::Utc>> {
+    let conditions = deployment
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref());
+    conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "Available")
+        .filter(|c| c.status == "False")
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(crate::time::from_time)
 }
 
 /// `kubectl rollout status`'s test of a Deployment: its generation observed, not past its progress deadline, and

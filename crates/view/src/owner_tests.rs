@@ -277,3 +277,23 @@ fn a_replica_set_tells_its_revision_and_a_deployment_its_progress_deadline() {
     assert_eq!(deadline(json!({"progressDeadlineSeconds": 120})), Some(120));
     assert_eq!(deadline(json!({})), Some(600), "the apiserver's default");
 }
+
+/// A Deployment's Available condition, False since its last transition: how long it has been unavailable.
+#[test]
+fn a_deployment_tells_since_when_it_is_unavailable() {
+    let since = |conditions: Value| {
+        rolling_deployment(conditions)
+            .rollout
+            .and_then(|r| r.unavailable_since)
+    };
+    let unavailable = json!([{"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+                              "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+    assert_eq!(
+        since(unavailable),
+        Some("2026-01-01T00:00:00Z".parse().unwrap())
+    );
+    let available = json!([{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+    assert_eq!(since(available), None);
+    assert_eq!(since(json!([])), None);
+}

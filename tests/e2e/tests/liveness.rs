@@ -112,6 +112,104 @@ async fn crash_looping_pods_move_and_every_node_finishes() {
     assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 3)]);
 }
 
+/// A crash loop whose broken pods were all replaced already (evicted by an earlier run, or deleted by hand): its
+/// Deployment of 2 has been unavailable for an hour (its Available condition False since then), and its pods are
+/// replacements seconds old, never Ready. Nothing on the pods says the workload is broken; its Deployment does, so
+/// they go at once, as `kubectl drain` evicts them, and every node is upgraded while `nodeProgressDeadline` (10
+/// minutes here, longer than the test waits) has not passed for any of them: without the rule they would hold their
+/// nodes that long. Control: a healthy Deployment of 3 stays within its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replacements_of_a_crash_loop_go_once_their_deployment_is_unavailable_that_long() {
+    const NS: &str = "unavailable";
+    let mut scenario = Scenario::start(4, NS, "1s").await;
+    let client = scenario.client.clone();
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    let _crash_loop = CrashLoop::start(&client, NS, "app=crashing");
+    create(&client, &deployment(NS, "web", 3)).await;
+    create(&client, &never_ready(deployment(NS, "crashing", 2))).await;
+    scenario.wait_ready(3).await;
+    let first = wait_scheduled_not_ready(&scenario, "crashing", 2, true).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let since = unavailable_for_an_hour(&scenario, &deployments, "crashing").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    for pod in &first {
+        pods.delete(pod, &DeleteParams::default())
+            .await
+            .expect("a crash-looping pod deleted");
+    }
+    let young = wait_for(&scenario, "crashing's pods are replaced", SETUP, || async {
+        let names = wait_scheduled_not_ready(&scenario, "crashing", 2, true).await;
+        names.is_disjoint(&first).then_some(names)
+    })
+    .await;
+    for pod in &young {
+        dry_run_eviction(&client, NS, pod)
+            .await
+            .unwrap_or_else(|e| panic!("a dry-run eviction of {pod} is allowed: {e}"));
+    }
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    let policy = ExecutorUpgradePolicySpec {
+        node_progress_deadline: "10m".parse().expect("a duration"),
+        ..workload_policy(&scenario, UnmanagedPodPolicy::Never)
+    };
+    scenario.create_policy(POLICY, policy).await;
+    wait_upgraded(&scenario, &node_names(4), || async {}).await;
+    // The premise held throughout: unavailable since an hour before the run.
+    assert_eq!(
+        unavailable_since(&deployments, "crashing").await,
+        Some(since)
+    );
+    assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 3)]);
+}
+
+/// Waits until the Deployment `name` reports itself unavailable, then backdates that condition by an hour, as in a
+/// cluster where a crash loop was left alone: its controller keeps a condition's transition time while its status and
+/// reason stay. Returns that time.
+async fn unavailable_for_an_hour(
+    scenario: &Scenario,
+    deployments: &Api<Deployment>,
+    name: &str,
+) -> chrono::DateTime<chrono::Utc> {
+    wait_for(scenario, &format!("{name} is unavailable"), SETUP, || {
+        unavailable_since(deployments, name)
+    })
+    .await;
+    let since = chrono::Utc::now() - chrono::Duration::hours(1);
+    let since = chrono::DateTime::from_timestamp(since.timestamp(), 0).expect("a time");
+    let at = since.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let patch = json!({"status": {"conditions": [{
+        "type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+        "message": "Deployment does not have minimum availability.",
+        "lastTransitionTime": at, "lastUpdateTime": at,
+    }]}});
+    deployments
+        .patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(patch),
+        )
+        .await
+        .expect("the Available condition backdated");
+    assert_eq!(unavailable_since(deployments, name).await, Some(since));
+    since
+}
+
+/// When the Deployment's Available condition turned False, if it is False.
+async fn unavailable_since(
+    deployments: &Api<Deployment>,
+    name: &str,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    let status = deployments.get_status(name).await.ok()?.status?;
+    let available = status
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == "Available" && c.status == "False")?;
+    let at = available.last_transition_time?.0;
+    chrono::DateTime::from_timestamp(at.as_second(), 0)
+}
+
 /// A Deployment of 3 whose pods crash-loop (Running, never Ready) under a budget `minAvailable: 3` with
 /// `unhealthyPodEvictionPolicy: AlwaysAllow`: `disruptionsAllowed` is 0, yet the Eviction API evicts each of them.
 /// k8sm asks instead of predicting a refusal, and every node without a guarded pod is upgraded. Control: a Deployment

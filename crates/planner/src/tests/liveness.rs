@@ -428,3 +428,39 @@ fn the_replacement_of_a_crash_looping_pod_is_broken_at_once() {
     let plan = plan_now(&draining(vec![rs], pods, policy("p")));
     assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
 }
+
+/// A crash loop whose broken pods were all evicted already: its pods are replacements a minute old, none Ready,
+/// and nothing on the pods says the workload was broken. Its Deployment does: unavailable for an hour, it is broken
+/// as a whole, and a replacement goes at once, as `kubectl drain` would evict it, instead of holding its node for
+/// `nodeProgressDeadline`. A Deployment unavailable only since a minute (its pods evicted while healthy, say) is
+/// not: the replacement waits, and the plan wakes when it would count as broken.
+#[test]
+fn replacements_of_a_crash_loop_go_once_their_deployment_is_unavailable_that_long() {
+    let minute_ago = now() - chrono::Duration::minutes(1);
+    let unavailable = |since| {
+        let mut d = crate::testing::deployment("shop", "web", 2);
+        if let Some(rollout) = d.rollout.as_mut() {
+            rollout.unavailable_since = Some(since);
+        }
+        d
+    };
+    let broken = unavailable(now() - chrono::Duration::hours(1));
+    let rs = broken.replica_set("web-1");
+    let pods = vec![
+        rs.pod("web-new-a", "up").not_ready_since(minute_ago),
+        rs.pod("web-new-b", "n1").not_ready_since(minute_ago),
+    ];
+    let plan = plan_now(&draining(
+        vec![broken, rs.clone()],
+        pods.clone(),
+        policy("p"),
+    ));
+    assert_eq!(summary(&plan), ["Evict shop/web-new-b"]);
+    let restarted = unavailable(minute_ago);
+    let plan = plan_now(&draining(vec![restarted, rs], pods, policy("p")));
+    assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
+    assert_eq!(
+        plan.next_wake,
+        Some(minute_ago + chrono::Duration::minutes(10))
+    );
+}
