@@ -26,14 +26,23 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
         "# Benchmark `{}`: k8sm against kubectl drain\n",
         s.name
     );
+    // A messy fleet's drain runs as SREs run it, described with its figures below.
+    let drain = if summary.runs.iter().any(|r| r.leftovers.is_some()) {
+        "`kubectl drain` without `--force`, as SREs run it (see *Messy fleet* below)".to_owned()
+    } else {
+        format!(
+            "`kubectl drain --ignore-daemonsets --delete-emptydir-data --force --timeout={:.0}s` (falling back to \
+             `--disable-eviction` only if that timeout is hit)",
+            s.drain_timeout_s
+        )
+    };
     let _ = writeln!(
         out,
         "{} KWOK nodes, {} pods ({} Deployments, {} StatefulSets, unmanaged pods: {}; plus a DaemonSet), pods Ready \
          {} after scheduling, executors restarting in {}. Threshold {}% for every tool; `maxConcurrentNodes: {}` = \
-         **C = {}** nodes at once for k8sm and for the parallel baseline. Baselines: `kubectl drain \
-         --ignore-daemonsets --delete-emptydir-data --force --timeout={:.0}s` (falling back to `--disable-eviction` only \
-         if that timeout is hit), then the executor restarted (kamikaze annotation, wait for the new executor) and \
-         `kubectl uncordon`; PodDisruptionBudgets at each owner's SLA bound `min(ceil(t·d), d−1)`.\n",
+         **C = {}** nodes at once for k8sm and for the parallel baseline. Baselines: {drain}, then the executor \
+         restarted (kamikaze annotation, wait for the new executor) and `kubectl uncordon`; PodDisruptionBudgets at \
+         each owner's SLA bound `min(ceil(t·d), d−1)`.\n",
         s.nodes,
         s.pods,
         s.deployments,
@@ -44,7 +53,6 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
         s.threshold_percent,
         s.max_concurrent_nodes,
         s.concurrency,
-        s.drain_timeout_s,
     );
     if let Some(fleet) = &s.fleet {
         let _ = writeln!(out, "Fleet: {fleet}.\n");
@@ -488,7 +496,6 @@ fn planner_table(summary: &Summary) -> String {
     out
 }
 
-/// Every run, in the order it ran.
 /// A messy fleet's liveness figures, per run: what each tool finished, and what it left and at what cost.
 fn leftovers_table(summary: &Summary) -> String {
     let mut out = String::new();
@@ -543,6 +550,7 @@ fn leftovers_table(summary: &Summary) -> String {
     out
 }
 
+/// Every run, in the order it ran.
 fn runs_table(summary: &Summary) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### Every run\n");

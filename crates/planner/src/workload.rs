@@ -208,10 +208,9 @@ pub fn inferred_sizes<'u>(
 }
 
 /// Pods not finished, and `counted` (given the workload's object where k8sm knows its kind), per workload UID. The
-/// controller's upgrade report asks on every pass while a
-/// workload it disrupted recovers: the pods of one controller share one reference, so the workload of each reference
-/// is looked up once (by its address) and a pod costs one lookup of an address, not the hash of a UID; a UID is
-/// hashed and copied once per workload.
+/// controller's upgrade report asks on every pass while a workload it disrupted recovers: the pods of one controller
+/// share one reference, so the workload of each reference is looked up once (by its address) and a pod costs one
+/// lookup of an address, not the hash of a UID; a UID is hashed and copied once per workload.
 fn pods_by_workload(
     view: &ClusterView,
     counted: impl Fn(&crate::PodView, Option<&OwnerView>) -> bool,

@@ -52,7 +52,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         .args(["run", "--release", "-p", "k8sm-bench", "--"])
         .args(&args.args);
     // The report must not present criterion figures left by an earlier run as this invocation's.
-    if args.no_planner_bench {
+    if args.no_planner_bench && !args.args.iter().any(|a| a == "--planner-measured-earlier") {
         bench.arg("--planner-measured-earlier");
     }
     workspace::run("cargo run --release -p k8sm-bench", &mut bench)
