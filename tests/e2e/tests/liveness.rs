@@ -27,7 +27,10 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, RollingUpdateDeployment};
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentStrategy, RollingUpdateDeployment, RollingUpdateStatefulSetStrategy,
+    StatefulSet, StatefulSetUpdateStrategy,
+};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -51,7 +54,7 @@ use k8sm_e2e::sla::{SlaWatcher, assert_no_violations, assert_within_bounds};
 use k8sm_e2e::waits::observe_for;
 use k8sm_e2e::workload_policy::{THRESHOLD, workload_policy};
 use k8sm_e2e::workloads::{
-    create, deployment, pdb_min_available, unmanaged_pod, with_template_annotation,
+    create, deployment, pdb_min_available, stateful_set, unmanaged_pod, with_template_annotation,
 };
 use k8sm_testcluster::{COMPLETE_DELAY_ANNOTATION, KWOK_NODE_ANNOTATION, node_name};
 
@@ -383,6 +386,79 @@ async fn a_rollout_past_its_progress_deadline_moves_within_its_headroom() {
         &sla,
         THRESHOLD,
         &[("Deployment", "web", REPLICAS), ("Deployment", "api", 3)],
+    );
+}
+
+/// A StatefulSet of 3 whose rolling update stopped at its partition (2): its last pod runs the new revision, the
+/// others the old one, and its `currentRevision` and `updateRevision` differ for as long as the partition stays. Its
+/// controller replaces nothing more, so it is not rolling out: its pods move one at a time (bound 2 at threshold 90),
+/// each replaced at the revision its ordinal asks for, and every node is upgraded. (While an update goes on with every
+/// replica Ready, its controller deletes the next old pod and k8sm adds no eviction: that instant is tested in the
+/// view and the planner.) Control: a healthy Deployment of 3 alongside, within its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateful_set_whose_update_stopped_at_its_partition_holds_no_node() {
+    const NS: &str = "partition";
+    let mut scenario = Scenario::start(4, NS, "1s").await;
+    let client = scenario.client.clone();
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    let mut db = stateful_set(NS, "db", 3);
+    if let Some(spec) = db.spec.as_mut() {
+        spec.update_strategy = Some(StatefulSetUpdateStrategy {
+            type_: Some("RollingUpdate".into()),
+            rolling_update: Some(RollingUpdateStatefulSetStrategy {
+                partition: Some(2),
+                ..RollingUpdateStatefulSetStrategy::default()
+            }),
+        });
+    }
+    create(&client, &db).await;
+    create(&client, &deployment(NS, "api", 3)).await;
+    scenario.wait_ready(6).await;
+    let template = json!({ "spec": { "template": { "metadata": { "annotations": {
+        "k8sm.test/revision": "2" } } } } });
+    merge_patch::<StatefulSet>(&client, NS, "db", template).await;
+    let stateful_sets: Api<StatefulSet> = Api::namespaced(client.clone(), NS);
+    wait_for(
+        &scenario,
+        "db's update stopped at its partition: db-2 updated, 3 pods Ready",
+        SETUP,
+        || async {
+            let status = stateful_sets.get_status("db").await.ok()?.status?;
+            let stopped = status.current_revision.is_some()
+                && status.current_revision != status.update_revision
+                && status.updated_replicas == Some(1)
+                && status.ready_replicas == Some(3);
+            stopped.then_some(())
+        },
+    )
+    .await;
+    let old = scenario.app_pods("db").await;
+    sla.arm();
+    // No budget: `kubectl drain` evicts its pods.
+    for pod in &old {
+        dry_run_eviction(&client, NS, &pod.name_any())
+            .await
+            .unwrap_or_else(|e| panic!("a dry-run eviction of {} is allowed: {e}", pod.name_any()));
+    }
+
+    scenario.start_controller(&[]);
+    let policy = liveness_policy(&scenario, UnmanagedPodPolicy::Never);
+    scenario.create_policy(POLICY, policy).await;
+    wait_upgraded(&scenario, &node_names(4), || async {
+        assert_no_violations(&sla);
+    })
+    .await;
+    let moved = uids(&scenario.app_pods("db").await);
+    let stayed: Vec<String> = uids(&old)
+        .into_iter()
+        .filter(|(name, uid)| moved.get(name) == Some(uid))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(stayed.is_empty(), "every db pod moved: {stayed:?} stayed");
+    assert_within_bounds(
+        &sla,
+        THRESHOLD,
+        &[("StatefulSet", "db", 3), ("Deployment", "api", 3)],
     );
 }
 
