@@ -15,6 +15,21 @@ pub const DURATION_PATTERN: &str = "^([0-9]{1,9}(ms|s|m|h))+$";
 /// Longest accepted duration string. Bounded so that the apiserver can estimate the cost of CEL rules.
 pub const DURATION_MAX_LENGTH: usize = 32;
 
+/// The longest duration accepted, as written in the schema's rule: longer ones (up to 9 digits per part, 3 billion
+/// hours) overflowed the arithmetic on times.
+pub const DURATION_MAX: &str = "8760h";
+
+/// The same, in seconds (365 days).
+const DURATION_MAX_SECONDS: u64 = 8760 * 3600;
+
+/// The schema's rule for [`DURATION_MAX`]. A string off the grammar passes it: the pattern reports that alone. Go's
+/// `time.ParseDuration`, which CEL's `duration()` uses, fails past about 2.5 million hours: the second term turns away
+/// the parts too large for the maximum anyway (5-digit hours, 7-digit minutes, 9-digit seconds) before `duration()`
+/// reads them, so the operator reads the message, not a parse error. What is left sums to at most about 10^18 ns,
+/// within Go's range.
+pub const DURATION_MAX_RULE: &str = "!self.matches('^([0-9]{1,9}(ms|s|m|h))+$') \
+     || (!self.matches('[0-9]{5,}h|[0-9]{7,}m([0-9]|$)|[0-9]{9,}s') && duration(self) <= duration('8760h'))";
+
 /// A duration string such as `"90s"`, `"10m"` or `"1h30m"`, kept as written (so it round-trips unchanged) together
 /// with its parsed value.
 #[derive(Clone, Debug)]
@@ -44,6 +59,26 @@ impl DurationString {
     /// The text as written.
     pub fn as_str(&self) -> &str {
         &self.text
+    }
+
+    /// The grammar and its value, however long.
+    fn parse_unbounded(text: &str) -> Result<Self, InvalidDuration> {
+        let invalid = |reason: String| InvalidDuration {
+            input: text.to_owned(),
+            reason,
+        };
+        check_grammar(text).map_err(invalid)?;
+        let duration = humantime::parse_duration(text).map_err(|e| invalid(e.to_string()))?;
+        Ok(Self {
+            text: text.to_owned(),
+            duration,
+        })
+    }
+
+    /// Whether `text` is of the schema's grammar ([`DURATION_PATTERN`], [`DURATION_MAX_LENGTH`]), whatever its length
+    /// of time.
+    pub fn is_grammatical(text: &str) -> bool {
+        check_grammar(text).is_ok()
     }
 
     /// Parses a literal known to be valid, such as a default. Panics otherwise, so use it only on literals that a
@@ -96,16 +131,16 @@ impl FromStr for DurationString {
     type Err = InvalidDuration;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let invalid = |reason: String| InvalidDuration {
-            input: text.to_owned(),
-            reason,
-        };
-        check_grammar(text).map_err(invalid)?;
-        let duration = humantime::parse_duration(text).map_err(|e| invalid(e.to_string()))?;
-        Ok(Self {
-            text: text.to_owned(),
-            duration,
-        })
+        let parsed = Self::parse_unbounded(text)?;
+        if parsed.duration > Duration::from_secs(DURATION_MAX_SECONDS) {
+            return Err(InvalidDuration {
+                input: text.to_owned(),
+                reason: format!(
+                    "it is longer than {DURATION_MAX} (365 days), the longest accepted"
+                ),
+            });
+        }
+        Ok(parsed)
     }
 }
 
@@ -134,7 +169,13 @@ impl Serialize for DurationString {
 impl<'de> Deserialize<'de> for DurationString {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
+        // A policy stored before the schema had its maximum is read at the maximum, not refused: refusing it would
+        // stop the whole watch of policies.
+        let mut parsed = Self::parse_unbounded(&text).map_err(serde::de::Error::custom)?;
+        parsed.duration = parsed
+            .duration
+            .min(Duration::from_secs(DURATION_MAX_SECONDS));
+        Ok(parsed)
     }
 }
 
@@ -152,6 +193,10 @@ impl JsonSchema for DurationString {
             "type": "string",
             "pattern": DURATION_PATTERN,
             "maxLength": DURATION_MAX_LENGTH,
+            "x-kubernetes-validations": [{
+                "rule": DURATION_MAX_RULE,
+                "message": format!("must be at most {DURATION_MAX} (365 days)"),
+            }],
         })
     }
 }
@@ -171,6 +216,8 @@ mod tests {
             ("0s", 0),
             ("2h0m5s", 7205),
             ("100m", 6000),
+            ("8760h", 8760 * 3600),
+            ("525600m", 8760 * 3600),
         ];
         for (text, secs) in ok {
             let d: DurationString = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -195,6 +242,10 @@ mod tests {
             "1d",
             "10M",
             "1234567890s",
+            "8761h",
+            "999999999h999999999h999999999h",
+            "525601m",
+            "8760h1ms",
         ] {
             let err = bad.parse::<DurationString>().expect_err(bad);
             assert_eq!(err.input, bad);
@@ -206,12 +257,32 @@ mod tests {
     }
 
     #[test]
+    fn the_maximum_s_rule_leaves_the_grammar_to_the_pattern() {
+        assert!(DURATION_MAX_RULE.starts_with(&format!("!self.matches('{DURATION_PATTERN}')")));
+        assert!(DURATION_MAX_RULE.ends_with(&format!("<= duration('{DURATION_MAX}'))")));
+    }
+
+    #[test]
     fn serde_round_trip_keeps_the_text() {
         let d: DurationString = serde_json::from_str("\"1h30m\"").unwrap();
         assert_eq!(serde_json::to_string(&d).unwrap(), "\"1h30m\"");
         let err = serde_json::from_str::<DurationString>("\"soon\"").unwrap_err();
         assert!(err.to_string().contains("soon"), "{err}");
         assert!(serde_json::from_str::<DurationString>("600").is_err());
+    }
+
+    /// Stored before the schema's maximum: read at the maximum, the text kept, where parsing it refuses it.
+    #[test]
+    fn a_stored_duration_past_the_maximum_reads_as_the_maximum() {
+        let text = "\"999999999h999999999h999999999h\"";
+        let d: DurationString = serde_json::from_str(text).unwrap();
+        assert_eq!(d.as_duration(), Duration::from_secs(DURATION_MAX_SECONDS));
+        assert_eq!(serde_json::to_string(&d).unwrap(), text);
+        assert!(
+            "999999999h999999999h999999999h"
+                .parse::<DurationString>()
+                .is_err()
+        );
     }
 
     #[test]
@@ -223,10 +294,18 @@ mod tests {
     }
 
     proptest! {
-        /// Every string of the schema's grammar parses, to the sum of its parts.
+        /// Every string of the schema's grammar parses, to the sum of its parts, up to the maximum; past it, none
+        /// does. Parts up to 9 digits each, as the grammar allows.
         #[test]
         fn every_string_the_apiserver_accepts_parses(
-            parts in prop::collection::vec((0u64..1_000_000_000, prop::sample::select(vec!["ms", "s", "m", "h"])), 1..4)
+            parts in prop::collection::vec(
+                (0u64..1_000_000_000, prop::sample::select(vec!["ms", "s", "m", "h"])).prop_flat_map(|(n, u)| {
+                    // Mostly near the maximum's scale of each unit, sometimes any 9-digit number.
+                    let scale = match u { "ms" => 1_000_000_000, "s" => 40_000_000, "m" => 600_000, _ => 10_000 };
+                    prop_oneof![Just(n % scale), Just(n)].prop_map(move |n| (n, u))
+                }),
+                1..4,
+            )
         ) {
             let text: String = parts.iter().map(|(n, u)| format!("{n}{u}")).collect();
             let expected: Duration = parts.iter().map(|&(n, u)| match u {
@@ -236,8 +315,14 @@ mod tests {
                 _ => Duration::from_secs(n * 3600),
             }).sum();
             prop_assume!(text.len() <= DURATION_MAX_LENGTH);
-            let d: DurationString = text.parse().map_err(|e| TestCaseError::fail(format!("{e}")))?;
-            prop_assert_eq!(d.as_duration(), expected);
+            let parsed = text.parse::<DurationString>();
+            if expected <= Duration::from_secs(DURATION_MAX_SECONDS) {
+                let d = parsed.map_err(|e| TestCaseError::fail(format!("{e}")))?;
+                prop_assert_eq!(d.as_duration(), expected);
+            } else {
+                let e = parsed.expect_err("past the maximum");
+                prop_assert!(e.reason.contains("longer than 8760h"), "{}", e);
+            }
         }
 
         /// Arbitrary text never panics, and whatever the grammar rejects, `FromStr` rejects.

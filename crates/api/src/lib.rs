@@ -16,7 +16,10 @@ pub mod text;
 mod window;
 
 pub use crd::{crd, crd_yaml};
-pub use duration::{DURATION_MAX_LENGTH, DURATION_PATTERN, DurationString, InvalidDuration};
+pub use duration::{
+    DURATION_MAX, DURATION_MAX_LENGTH, DURATION_MAX_RULE, DURATION_PATTERN, DurationString,
+    InvalidDuration,
+};
 pub use executor_id::{
     EXECUTOR_ID_PREFIX, ExecutorId, ExecutorIdError, ExecutorIdentity, InvalidExecutorId,
     binary_sha256_of,
