@@ -128,7 +128,8 @@ pub(crate) fn trim_stateful_set(stateful_set: &mut StatefulSet) {
 
 /// A Deployment: its desired count, what tells whether its controller is replacing pods and whether its last rollout
 /// is complete (`k8sm_view::deployment_view`): its generation, whether it is paused, the observed generation, pod
-/// counts, and progress and availability conditions of its status; and what a surge move needs: its strategy and k8sm's annotations.
+/// counts, and progress and availability conditions of its status; and what a surge move needs: its strategy and
+/// k8sm's annotations.
 pub(crate) fn trim_deployment(deployment: &mut Deployment) {
     let generation = deployment.metadata.generation;
     let annotations = deployment.metadata.annotations.take().map(|mut all| {

@@ -169,8 +169,8 @@ pub enum ActionKind {
     },
     /// Tell a drained node's executor to terminate. With `Annotation` (and, as the record, with `Http` after the
     /// POST) set [`k8sm_api::keys::KAMIKAZE_ANNOTATION`] to `at` and
-    /// [`k8sm_api::keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION`] to `executor_id` (empty for none), and the target, in one patch, so the
-    /// state survives a controller restart; with `DeleteNode`, first record the node in the policy's
+    /// [`k8sm_api::keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION`] to `executor_id` (empty for none), and the target, in one
+    /// patch, so the state survives a controller restart; with `DeleteNode`, first record the node in the policy's
     /// `status.deletedNodes` (unless it is there already), then delete the Node object.
     Kamikaze {
         /// Node name.

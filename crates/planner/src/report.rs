@@ -14,8 +14,8 @@ pub type Runs = BTreeMap<String, UpgradeReport>;
 
 /// Folds one pass (its view and plan, at `now`) into `runs`: a policy with a new target starts a new run; each node
 /// of a run records when it was admitted, told to restart and back (from its own annotations, so that a run picked
-/// up after a restart keeps the times) and what an operator forced on it; the workloads a run disrupted are observed until they are whole again; a run
-/// whose nodes all run the target is finished. Returns the policies whose record changed, and those whose run was
+/// up after a restart keeps the times) and what an operator forced on it; the workloads a run disrupted are observed
+/// until they are whole again; a run whose nodes all run the target is finished. Returns the policies whose record changed, and those whose run was
 /// replaced by a new one (with the record they had). Only the policies `known` says yes to: the caller may not know
 /// yet where a policy's run stands (its stored record not read back yet).
 pub fn observe(

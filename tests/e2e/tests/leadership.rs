@@ -238,8 +238,9 @@ struct Pair {
 
 impl Pair {
     /// `nodes` KWOK nodes (their executors come back `restart_delay` after a kamikaze), a Deployment `web` of
-    /// `replicas` Ready pods, and two controllers electing a leader on a 6 s Lease: controller-0, the leader, authenticated as the deployed ServiceAccount (deploy/rbac.yaml), and
-    /// controller-1, a standby with synced caches, as the cluster admin.
+    /// `replicas` Ready pods, and two controllers electing a leader on a 6 s Lease: controller-0, the leader,
+    /// authenticated as the deployed ServiceAccount (deploy/rbac.yaml), and controller-1, a standby with synced
+    /// caches, as the cluster admin.
     async fn start(namespace: &str, nodes: usize, replicas: i32, restart_delay: &str) -> Self {
         let mut scenario = Scenario::start(nodes, namespace, restart_delay).await;
         let (kubeconfig, _) = scenario.deployed_controller_identity();
