@@ -386,10 +386,9 @@ impl<'w> Model<'w> {
         }
     }
 
-    /// Every owner's pods and the unmanaged ones, placed by the scheduler and Ready, as the bench waits for before
-    /// the tool starts (but those of a messy fleet that never become Ready), and a messy fleet's zombies.
-    fn place_fleet(&mut self) {
-        for owner in 0..self.owners.len() {
+    /// The pods of `owners`, Pending: each owner's replicas, and a stuck rollout's new pods.
+    fn create_owners(&mut self, owners: &[usize]) {
+        for &owner in owners {
             let (replicas, stateful, stuck) = {
                 let o = &self.owners[owner];
                 (
@@ -412,7 +411,19 @@ impl<'w> Model<'w> {
                 self.create(owner, 1, name, 0.0);
             }
         }
-        self.schedule(0.0);
+    }
+
+    /// Every owner's pods and the unmanaged ones, placed by the scheduler and Ready, as the bench waits for before
+    /// the tool starts (but those of a messy fleet that never become Ready), and a messy fleet's zombies.
+    fn place_fleet(&mut self) {
+        // Pinned owners first, each pass bound before the next: a pinned pod that found its node full would stay
+        // Pending off it, and its node, which the fleet's truth leaves to the operator, would be finishable.
+        let (pinned, free): (Vec<usize>, Vec<usize>) =
+            (0..self.owners.len()).partition(|&o| !self.owners[o].spec.pinned_nodes.is_empty());
+        for owners in [pinned, free] {
+            self.create_owners(&owners);
+            self.schedule(0.0);
+        }
         let unmanaged: Vec<_> = self.fleet.unmanaged.clone();
         for pod in unmanaged {
             let node = k8sm_testcluster::node_name(pod.node_index);
