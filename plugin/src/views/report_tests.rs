@@ -74,14 +74,7 @@ fn the_table_says_where_the_run_stands_then_per_node_and_per_workload() {
         ["60s", "30s"],
         "{row}"
     );
-    let row = text
-        .lines()
-        .find(|l| l.starts_with("Deployment shop/web"))
-        .expect("a row per workload");
-    assert_eq!(
-        row.split_whitespace().collect::<Vec<_>>()[2..],
-        ["10", "9", "10", "9", "2"]
-    );
+    assert_eq!(workload_row(&text)[2..], ["10", "9", "10", "9", "2"]);
     let row = text
         .lines()
         .find(|l| l.contains("alice"))
@@ -118,12 +111,14 @@ fn a_record_without_available_pods_shows_its_ready_ones_for_both() {
     (web.min_ready, web.min_available) = (8, None);
     let text = render(&report, at(600), Style::Terminal(Palette::PLAIN));
     assert!(text.contains(", 1 below their bound"), "{text}");
-    let row = text
-        .lines()
+    assert_eq!(workload_row(&text)[2..], ["10", "9", "8", "8", "2"]);
+}
+
+/// The cells of web's row in the workloads table.
+fn workload_row(text: &str) -> Vec<&str> {
+    text.lines()
         .find(|l| l.starts_with("Deployment shop/web"))
-        .expect("a row per workload");
-    assert_eq!(
-        row.split_whitespace().collect::<Vec<_>>()[2..],
-        ["10", "9", "8", "8", "2"]
-    );
+        .expect("a row per workload")
+        .split_whitespace()
+        .collect()
 }
