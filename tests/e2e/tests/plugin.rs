@@ -8,6 +8,7 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
@@ -69,17 +70,36 @@ fn planned_evictions(plan: &Value) -> BTreeSet<String> {
         .collect()
 }
 
+const WEB_MIN_READY_SECONDS: i32 = 5;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
     const NS: &str = "shop";
     let mut scenario = Scenario::start(4, NS, "2s").await;
     let client = scenario.client.clone();
     // node-0000: both pods of `web` (2 replicas, so one may go at a time) and the only pod of `api`; the other nodes
-    // three unmanaged pods each. Equal pod counts: the admission queue takes node-0000 first, by name.
+    // three unmanaged pods each. Equal pod counts: the admission queue takes node-0000 first, by name. `web` counts a
+    // pod only after 5 s Ready: KWOK readies a replacement within a pass, which would let web's second pod join the
+    // first wave.
     cordon(&scenario, &[1, 2, 3], true);
-    create(&client, &deployment(NS, "web", 2)).await;
+    let mut web = deployment(NS, "web", 2);
+    if let Some(spec) = web.spec.as_mut() {
+        spec.min_ready_seconds = Some(WEB_MIN_READY_SECONDS);
+    }
+    create(&client, &web).await;
     create(&client, &deployment(NS, "api", 1)).await;
     scenario.wait_ready(3).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    scenario
+        .wait_until(
+            "web's 2 pods are available",
+            Duration::from_secs(60),
+            || async {
+                let status = deployments.get_status("web").await.ok()?.status?;
+                (status.available_replicas == Some(2)).then_some(())
+            },
+        )
+        .await;
     cordon(&scenario, &[1, 2, 3], false);
     for node in 1..4 {
         for i in 0..3 {
