@@ -59,18 +59,16 @@ mod tests {
                 .collect(),
             ..ClusterView::default()
         };
+        let key = kafka.unseen_key();
         let mut sizes = Sizes::default();
         assert!(sizes.observe(&view(3), vec![], at(0)).is_empty());
+        assert_eq!(sizes.observe(&view(3), vec![key.clone()], at(1))[&key], 3);
         assert_eq!(
-            sizes.observe(&view(3), vec![kafka.uid.clone()], at(1))[&kafka.uid],
-            3
-        );
-        assert_eq!(
-            sizes.observe(&view(2), vec![], at(2))[&kafka.uid],
+            sizes.observe(&view(2), vec![], at(2))[&key],
             3,
             "a pod gone"
         );
-        assert_eq!(sizes.observe(&view(2), vec![], at(30))[&kafka.uid], 3);
+        assert_eq!(sizes.observe(&view(2), vec![], at(30))[&key], 3);
         assert!(
             sizes.observe(&view(2), vec![], at(31)).is_empty(),
             "forgotten"

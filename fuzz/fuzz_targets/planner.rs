@@ -561,12 +561,13 @@ fn build(input: &Input) -> (ClusterView, DateTime<Utc>) {
                 }
             }
             LooseController::Missing(k, kind) => {
-                pod.controller = Some(ControllerRef {
-                    kind: kind.owner_kind().to_string(),
-                    name: format!("gone{k}"),
-                    uid: format!("gone/{k}"),
-                    ..ControllerRef::default()
-                });
+                pod.controller = Some(Arc::new(ControllerRef::new(
+                    &pod.namespace,
+                    "apps/v1",
+                    kind.owner_kind().as_str(),
+                    &format!("gone{k}"),
+                    &format!("gone/{k}"),
+                )));
             }
         }
         pods.push((pod, p));

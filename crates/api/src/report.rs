@@ -140,7 +140,8 @@ impl NodeRecord {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadRecord {
-    /// UID of the workload object (a Deployment for the pods of its ReplicaSets), to observe it by.
+    /// UID of the workload object (a Deployment for the pods of its ReplicaSets), to observe it by; for a controller
+    /// of a kind k8sm does not know, its whole reference (`namespace/group/kind/name/uid`).
     pub uid: String,
     pub kind: String,
     pub namespace: String,

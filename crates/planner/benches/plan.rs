@@ -80,21 +80,25 @@ fn fleet(nodes: usize) -> ClusterView {
             name: format!("{}-6d4f", deployment.name),
             uid: format!("rs-{workload}"),
             desired: Some(size as u32),
-            controller: Some(ControllerRef {
-                kind: "Deployment".into(),
-                name: deployment.name.clone(),
-                uid: deployment.uid.clone(),
-            }),
+            controller: Some(ControllerRef::new(
+                "shop",
+                "apps/v1",
+                "Deployment",
+                &deployment.name,
+                &deployment.uid,
+            )),
             ..deployment.clone()
         };
         // One copy of the labels and of the controller reference for all the owner's pods, as the controller's
         // conversion shares them.
         let labels = Arc::new([("app".to_owned(), owner.name.clone())].into());
-        let reference = Arc::new(ControllerRef {
-            kind: "ReplicaSet".into(),
-            name: owner.name.clone(),
-            uid: owner.uid.clone(),
-        });
+        let reference = Arc::new(ControllerRef::new(
+            "shop",
+            "apps/v1",
+            "ReplicaSet",
+            &owner.name,
+            &owner.uid,
+        ));
         for replica in 0..size {
             let slot = placed + replica;
             let node = slot % nodes;

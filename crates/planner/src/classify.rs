@@ -114,10 +114,7 @@ impl<'a> Class<'a> {
 /// Classifies `pod` (the index classifies each pod of its view once, from its [`Seed`]).
 #[cfg(test)]
 pub(crate) fn classify<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
-    let entry = pod
-        .controller
-        .as_ref()
-        .and_then(|c| index.lookups.owners.get(c.uid.as_str()));
+    let entry = pod.controller.as_ref().and_then(|c| index.lookups.owner(c));
     let lookups = &index.lookups;
     let seed = seed(pod);
     seed.class(lookups.in_flight_pods.contains(&*pod.uid), || {
@@ -126,7 +123,7 @@ pub(crate) fn classify<'a>(pod: &'a PodView, index: &Index<'a>) -> Class<'a> {
         controller_class(
             controller.expect("a seed that needs the controller has one"),
             watched,
-            entry,
+            entry.as_ref(),
             lookups,
         )
     })
@@ -259,12 +256,8 @@ pub(crate) fn resolve<'a>(owner: &'a OwnerView, index: &Lookups<'a>) -> Resolved
             if !is_watched(&top.kind) {
                 return Resolved::Other(Workload::of_other(top));
             }
-            match index
-                .owners
-                .get(top.uid.as_str())
-                .filter(|e| e.owner.exists)
-            {
-                Some(&OwnerEntry {
+            match index.owner(top).filter(|e| e.owner.exists) {
+                Some(OwnerEntry {
                     owner: top_owner, ..
                 }) if top_owner.kind.is_replicated() => {
                     Resolved::Owned(Workload::of_owner(top_owner))
@@ -311,7 +304,7 @@ fn owner_entry_class<'a>(
 
 /// Why a controller of a watched kind is not in the view: being deleted, or gone (or not seen yet).
 fn missing<'a>(controller: &'a ControllerRef, index: &Lookups) -> Unmanaged<'a> {
-    if index.deleting_owners.contains(controller.uid.as_str()) {
+    if index.owner(controller).is_some_and(|e| !e.owner.exists) {
         Unmanaged::OwnerDeleting(controller)
     } else {
         Unmanaged::OwnerGone(controller)

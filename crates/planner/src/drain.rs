@@ -327,7 +327,7 @@ fn workload_counts(workload: Workload, counts_for: u32, index: &Index) -> PodCou
     if (counts_for as usize) < index.workload_count() {
         index.workload_at(counts_for)
     } else {
-        index.workload_pods(workload.uid())
+        index.workload_pods(workload.key())
     }
 }
 
@@ -695,7 +695,7 @@ fn decide_workload(
     let who = Who(workload, health.desired);
     let going = Going(health.going);
     let key = |why| MessageKey::Workload {
-        uid: Text::of(workload.uid()),
+        uid: Text::of(workload.key()),
         kind: Text::of(workload.kind()),
         name: Text::of(workload.name()),
         why,

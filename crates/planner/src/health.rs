@@ -216,7 +216,7 @@ impl Ledger {
 
     /// The slot of the workload's health by its UID, observed from the view the first time it is asked for.
     fn slot_by_uid(&mut self, workload: Workload, counts_for: u32, index: &Index) -> usize {
-        let uid = workload.uid();
+        let uid = workload.key();
         if let Some(&slot) = self.by_copy.get(&Text::of(uid)) {
             return slot as usize;
         }
@@ -291,7 +291,7 @@ fn observe(workload: Workload, counts_for: u32, index: &Index) -> OwnerHealth {
     } else {
         index
             .in_flight_gone
-            .get(workload.uid())
+            .get(workload.key())
             .copied()
             .unwrap_or(0)
     };
@@ -299,10 +299,10 @@ fn observe(workload: Workload, counts_for: u32, index: &Index) -> OwnerHealth {
         let pods = index.workload_at(counts_for);
         // Every test's pass checks that the index's slot stands for the workload's UID.
         #[cfg(test)]
-        assert_eq!(pods, index.workload_pods(workload.uid()));
+        assert_eq!(pods, index.workload_pods(workload.key()));
         pods
     } else {
-        index.workload_pods(workload.uid())
+        index.workload_pods(workload.key())
     };
     OwnerHealth {
         desired: desired_of(workload, pods, gone, index),
@@ -323,7 +323,7 @@ pub(crate) fn desired(workload: Workload, pods: PodCounts, index: &Index) -> u32
         None => {
             let gone = index
                 .in_flight_gone
-                .get(workload.uid())
+                .get(workload.key())
                 .copied()
                 .unwrap_or(0);
             desired_of(workload, pods, gone, index)
@@ -335,7 +335,7 @@ fn desired_of(workload: Workload, pods: PodCounts, gone: u32, index: &Index) -> 
     workload.desired().unwrap_or_else(|| {
         let remembered = index
             .observed_sizes
-            .get(workload.uid())
+            .get(workload.key())
             .copied()
             .unwrap_or(0);
         (gone + pods.seen).max(remembered)
@@ -369,10 +369,8 @@ mod tests {
     #[test]
     fn ledger_shares_health_between_copies_of_a_uid() {
         use crate::{ClusterView, ControllerRef};
-        let reference = |name: &str| ControllerRef {
-            kind: "KafkaNodePool".into(),
-            name: "brokers".into(),
-            uid: name.into(),
+        let reference = |uid: &str| {
+            ControllerRef::new("k", "kafka.strimzi.io/v1", "KafkaNodePool", "brokers", uid)
         };
         let (a, b, other) = (reference("uid-1"), reference("uid-1"), reference("uid-2"));
         let view = ClusterView::default();

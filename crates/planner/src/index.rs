@@ -1,20 +1,20 @@
 //! Lookups over the view, built once per plan, and the parsing of the time annotations.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
 use crate::{
-    ClusterView, NodeView, OwnerView, PdbView, PodView,
+    ClusterView, ControllerRef, NodeView, OwnerView, PdbView, PodView,
     classify::{self, Class, Ignored},
     facts::{ClassKey, OrderKey, PodCache, PodFacts},
     memo::{self, Memo, Text},
     resolved::ControllerClasses,
     selector::{self, Selector, SelectorError},
     shared::SharedOutput,
-    workload::workload_uid,
+    workload::{OwnersByUid, workload_key},
 };
 
 /// The hash maps and sets of a pass: lookups by UID or name, rebuilt every pass and never iterated where order
@@ -72,10 +72,8 @@ impl Pdb<'_> {
 /// What classifying a pod looks up: the owners and the evictions in flight.
 pub(crate) struct Lookups<'a> {
     /// Owners by UID, those that exist and those being deleted (looked up; iterated only where order does not
-    /// matter).
-    pub(crate) owners: FastMap<&'a str, OwnerEntry<'a>>,
-    /// UIDs of owners that are still in the view but being deleted (`exists: false`).
-    pub(crate) deleting_owners: BTreeSet<&'a str>,
+    /// matter). Found for a reference only through [`Self::owner`], which checks the rest of its identity.
+    owners: FastMap<&'a str, OwnerEntry<'a>>,
     /// UIDs of pods with an eviction in flight (the index finds them by the addresses of their UIDs; this is for tests
     /// that classify one pod).
     #[cfg(test)]
@@ -97,37 +95,41 @@ impl<'a> Lookups<'a> {
         }
         Self {
             owners,
-            deleting_owners: view
-                .owners
-                .iter()
-                .filter(|o| !o.exists)
-                .map(|o| o.uid.as_str())
-                .collect(),
             #[cfg(test)]
             in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
         }
+    }
+
+    /// The owner that `reference` names (its UID, kind, API group and namespace), existing or being deleted.
+    pub(crate) fn owner(&self, reference: &ControllerRef) -> Option<OwnerEntry<'a>> {
+        self.owners
+            .get(reference.uid.as_str())
+            .filter(|e| reference.names(e.owner))
+            .copied()
+    }
+
+    /// How many owners have a UID of their own (fewer than the owners when two share one).
+    fn distinct_uids(&self) -> usize {
+        self.owners.len()
     }
 }
 
 /// The Deployments whose controller is replacing pods, with their progress deadline, and the newest ReplicaSet of
 /// each (the highest revision): a few, during rollouts.
 struct Rollouts<'a> {
-    deadlines: Vec<(&'a str, chrono::Duration)>,
+    deadlines: Vec<(&'a OwnerView, chrono::Duration)>,
     newest: FastSet<&'a str>,
 }
 
 impl<'a> Rollouts<'a> {
     fn new(view: &'a ClusterView) -> Self {
-        let deadlines: Vec<(&str, chrono::Duration)> = view
+        let deadlines: Vec<(&OwnerView, chrono::Duration)> = view
             .owners
             .iter()
             .filter(|o| o.kind == crate::OwnerKind::Deployment && o.replacing)
             .filter_map(|o| {
                 let seconds = o.rollout.as_ref()?.progress_deadline_seconds;
-                Some((
-                    o.uid.as_str(),
-                    chrono::Duration::seconds(i64::from(seconds)),
-                ))
+                Some((&**o, chrono::Duration::seconds(i64::from(seconds))))
             })
             .collect();
         let mut newest: FastSet<&str> = FastSet::default();
@@ -142,7 +144,10 @@ impl<'a> Rollouts<'a> {
                 let Some(parent) = set.controller.as_ref() else {
                     continue;
                 };
-                if !deadlines.iter().any(|(uid, _)| *uid == parent.uid) {
+                if !deadlines
+                    .iter()
+                    .any(|(deployment, _)| parent.names(deployment))
+                {
                     continue;
                 }
                 let best = by_deployment
@@ -315,10 +320,11 @@ impl<'a> Index<'a> {
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
         // Per position in the view's owners, the workload slot its pods count for: what a kept class needs.
         let mut owner_counts: Vec<u32> = Vec::with_capacity(view.owners.len());
+        let tops = OwnersByUid::new(&view.owners);
         for owner in view.owners.iter().map(|o| &**o) {
             let next = slot_of(workload_slots.len());
             let counts = *workload_slots
-                .entry(workload_uid(&owner.uid, Some(owner)))
+                .entry(workload_key(owner, |top| tops.named(top)))
                 .or_insert(next);
             owner_counts.push(counts);
         }
@@ -333,7 +339,7 @@ impl<'a> Index<'a> {
             Some(unique) => unique,
             None => {
                 let built = Lookups::new(view, &owner_counts);
-                let unique = built.owners.len() == view.owners.len();
+                let unique = built.distinct_uids() == view.owners.len();
                 controllers.remember_owners(&view.owners, unique);
                 lookups = Some(built);
                 unique
@@ -388,7 +394,7 @@ impl<'a> Index<'a> {
                     }
                     let controller = &**reference;
                     let lookups = lookups.get_or_insert_with(|| Lookups::new(view, &owner_counts));
-                    let entry = lookups.owners.get(controller.uid.as_str()).copied();
+                    let entry = lookups.owner(controller);
                     let class =
                         classify::controller_class(controller, f.watched, entry.as_ref(), lookups);
                     if let Some(e) =
@@ -399,7 +405,7 @@ impl<'a> Index<'a> {
                             .owner
                             .controller
                             .as_ref()
-                            .and_then(|top| lookups.owners.get(top.uid.as_str()))
+                            .and_then(|top| lookups.owner(top))
                             .map(|top| top.position);
                         controllers.keep(
                             f.controller,
@@ -410,12 +416,12 @@ impl<'a> Index<'a> {
                             &view.owners,
                         );
                     }
-                    // A controller that is not in the view counts for itself.
+                    // A controller that is not in the view counts for itself, by its whole reference.
                     let counts = match entry {
                         Some(e) => e.counts,
                         None => {
                             let next = slot_of(workload_slots.len());
-                            let slot = *workload_slots.entry(&controller.uid).or_insert(next);
+                            let slot = *workload_slots.entry(controller.key()).or_insert(next);
                             if slot as usize == workload_pods.len() {
                                 workload_pods.push(PodCounts::default());
                             }
@@ -506,7 +512,7 @@ impl<'a> Index<'a> {
             }
         }
         for (deployment, deadline) in &rollouts.deadlines {
-            let Some(&slot) = workload_slots.get(deployment) else {
+            let Some(&slot) = workload_slots.get(deployment.uid.as_str()) else {
                 continue;
             };
             let counts = &mut workload_pods[slot as usize];

@@ -441,7 +441,9 @@ pub struct OwnerRef {
     pub kind: OwnerKind,
     /// Name (in the pod's namespace).
     pub name: Arc<str>,
-    /// UID.
+    /// The workload's key: its UID, or for a controller k8sm does not see (a kind it does not know), the whole
+    /// reference as `namespace/group/kind/name/uid`, so that a reference copied into another namespace names
+    /// another workload.
     pub uid: Arc<str>,
 }
 

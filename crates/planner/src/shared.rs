@@ -62,14 +62,14 @@ impl SharedOutput {
     /// The reference to `workload`, sharing its name and UID with every other.
     pub(crate) fn owner(&self, workload: Workload) -> OwnerRef {
         let key = (
-            Text::of(workload.uid()),
+            Text::of(workload.key()),
             Text::of(workload.kind()),
             Text::of(workload.name()),
         );
         self.owners.get_or(key, || OwnerRef {
             kind: OwnerKind::from(workload.kind()),
             name: workload.name().into(),
-            uid: workload.uid().into(),
+            uid: workload.key().into(),
         })
     }
 }

@@ -189,13 +189,26 @@ impl OwnerView {
         replica_set(&self.namespace, name, 0).controlled_by(self)
     }
 
+    /// The key its pods count for when it is not in the view, as for a controller of a kind k8sm does not know: the
+    /// whole reference (see [`ControllerRef::key`]).
+    pub fn unseen_key(&self) -> String {
+        self.reference().key().to_owned()
+    }
+
     /// Its controller reference, as a pod (or ReplicaSet) carries it.
     pub fn reference(&self) -> ControllerRef {
-        ControllerRef {
-            kind: self.kind.to_string(),
-            name: self.name.clone(),
-            uid: self.uid.clone(),
-        }
+        let api_version = match self.kind.group() {
+            Some("") => "v1".to_owned(),
+            Some(group) => format!("{group}/v1"),
+            None => "example.com/v1".to_owned(),
+        };
+        ControllerRef::new(
+            &self.namespace,
+            &api_version,
+            self.kind.as_str(),
+            &self.name,
+            &self.uid,
+        )
     }
 
     /// A ready, running pod of this owner on `node`; UID `namespace/name`.

@@ -120,16 +120,100 @@ impl PodPhase {
     }
 }
 
-/// The controller owner reference of a pod (`metadata.ownerReferences[?controller]`).
+/// The controller owner reference of a pod or ReplicaSet (`metadata.ownerReferences[?controller]`), with the namespace
+/// of the object that holds it: an owner reference names an object in that namespace (or a cluster-scoped one), so a
+/// pod belongs to an owner only when the owner's UID, kind, API group and namespace all match (see [`Self::names`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ControllerRef {
+    /// `metadata.namespace` of the object holding the reference.
+    #[serde(default)]
+    pub namespace: String,
+    /// `apiVersion`, such as `apps/v1`.
+    #[serde(default)]
+    pub api_version: String,
     /// `kind`, such as `ReplicaSet`.
     pub kind: String,
     /// `name`.
     pub name: String,
-    /// `uid`: owners are matched by UID, so a pod of a deleted-and-recreated owner counts as orphaned.
+    /// `uid`: a pod of a deleted-and-recreated owner counts as orphaned.
     pub uid: String,
+    #[serde(skip)]
+    key: KeyCache,
+}
+
+impl ControllerRef {
+    /// The reference held by an object in `namespace`.
+    pub fn new(namespace: &str, api_version: &str, kind: &str, name: &str, uid: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+            key: KeyCache::default(),
+        }
+    }
+
+    /// The API group of `apiVersion` (`""` for the core group).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group)
+    }
+
+    /// Whether the reference names `owner`: the same UID, kind and API group, in the same namespace. A tenant that
+    /// copies another namespace's UID, or names a kind nothing serves, names nothing k8sm sees.
+    pub fn names(&self, owner: &OwnerView) -> bool {
+        self.uid == owner.uid
+            && self.namespace == owner.namespace
+            && self.kind == owner.kind.as_str()
+            && owner.kind.group() == Some(self.group())
+    }
+
+    /// The key of the workload the reference stands for when it names no owner k8sm sees: the whole reference, as
+    /// `namespace/group/kind/name/uid`. It never equals an owner's UID (which the apiserver makes, without a slash),
+    /// and references held in different namespaces never share one.
+    pub fn key(&self) -> &str {
+        self.key.0.get_or_init(|| {
+            format!(
+                "{}/{}/{}/{}/{}",
+                self.namespace,
+                self.group(),
+                self.kind,
+                self.name,
+                self.uid
+            )
+        })
+    }
+}
+
+/// [`ControllerRef::key`], worked out once: no part of the reference's identity.
+#[derive(Clone, Debug, Default)]
+struct KeyCache(std::sync::OnceLock<String>);
+
+impl PartialEq for KeyCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for KeyCache {}
+
+impl PartialOrd for KeyCache {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for KeyCache {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+impl std::hash::Hash for KeyCache {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 /// One Pod, reduced to what the drain needs.
@@ -301,6 +385,18 @@ impl OwnerKind {
             self,
             Self::Deployment | Self::ReplicaSet | Self::ReplicationController | Self::StatefulSet
         )
+    }
+
+    /// The API group of the kind (`""` for the core group); `None` for a kind k8sm does not know.
+    pub fn group(&self) -> Option<&'static str> {
+        match self {
+            Self::Deployment | Self::ReplicaSet | Self::StatefulSet | Self::DaemonSet => {
+                Some("apps")
+            }
+            Self::ReplicationController => Some(""),
+            Self::Job => Some("batch"),
+            Self::Other(_) => None,
+        }
     }
 
     /// A kind that k8sm watches, so that an owner of it missing from the view is gone (or not seen yet).

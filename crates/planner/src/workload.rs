@@ -37,11 +37,12 @@ impl<'a> Workload<'a> {
         Self::Other(controller)
     }
 
-    /// UID: the key of its health in the ledger.
-    pub(crate) fn uid(self) -> &'a str {
+    /// The key of its counts and health: an owner's UID, or for a controller k8sm does not see, its whole reference
+    /// (see [`ControllerRef::key`]).
+    pub(crate) fn key(self) -> &'a str {
         match self {
             Self::Owner(o) => &o.uid,
-            Self::Other(c) => &c.uid,
+            Self::Other(c) => c.key(),
         }
     }
 
@@ -128,25 +129,64 @@ impl std::fmt::Display for Workload<'_> {
     }
 }
 
-/// The UID of the workload that a pod with controller `controller_uid` counts for, given the owners in the view: a
-/// ReplicaSet with a controller of its own (a Deployment, or an operator's kind such as an Argo Rollout) counts for
-/// that controller; every other controller counts for itself.
-pub(crate) fn workload_uid<'a>(controller_uid: &'a str, owner: Option<&'a OwnerView>) -> &'a str {
-    match owner {
-        Some(owner) if owner.kind == OwnerKind::ReplicaSet => owner
-            .controller
-            .as_ref()
-            .map_or(controller_uid, |c| c.uid.as_str()),
-        _ => controller_uid,
+/// The key of the workload that the pods of `owner` count for: a ReplicaSet with a controller of its own (a
+/// Deployment, or an operator's kind such as an Argo Rollout) counts for that controller, by its UID when `named`
+/// finds the owner it names, else by its whole reference; every other owner counts for itself, by its UID.
+pub(crate) fn workload_key<'a>(
+    owner: &'a OwnerView,
+    named: impl FnOnce(&ControllerRef) -> Option<&'a OwnerView>,
+) -> &'a str {
+    match (&owner.kind, &owner.controller) {
+        (OwnerKind::ReplicaSet, Some(top)) => named(top).map_or(top.key(), |o| o.uid.as_str()),
+        _ => &owner.uid,
     }
 }
 
-/// Pods neither finished nor terminating, bound to a node or not, per workload UID.
+/// The view's owners by UID, found for a reference only when the rest of its identity matches; built when first
+/// asked (most owners are not ReplicaSets with a controller).
+pub(crate) struct OwnersByUid<'a> {
+    owners: &'a [std::sync::Arc<OwnerView>],
+    by_uid: std::cell::OnceCell<FastMap<&'a str, &'a OwnerView>>,
+}
+
+impl<'a> OwnersByUid<'a> {
+    pub(crate) fn new(owners: &'a [std::sync::Arc<OwnerView>]) -> Self {
+        Self {
+            owners,
+            by_uid: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The owner that `reference` names (see [`ControllerRef::names`]).
+    pub(crate) fn named(&self, reference: &ControllerRef) -> Option<&'a OwnerView> {
+        self.with_uid(&reference.uid).filter(|o| reference.names(o))
+    }
+
+    /// The owner with UID `uid`.
+    fn with_uid(&self, uid: &str) -> Option<&'a OwnerView> {
+        let by_uid = self
+            .by_uid
+            .get_or_init(|| self.owners.iter().map(|o| (o.uid.as_str(), &**o)).collect());
+        by_uid.get(uid).copied()
+    }
+}
+
+/// The key of the workload that a pod with controller `reference` counts for: see [`workload_key`]; a reference that
+/// names no owner in the view counts for itself, by its whole reference.
+fn pod_workload_key<'a>(reference: &'a ControllerRef, owners: &OwnersByUid<'a>) -> &'a str {
+    match owners.named(reference) {
+        Some(owner) => workload_key(owner, |top| owners.named(top)),
+        None => reference.key(),
+    }
+}
+
+/// Pods neither finished nor terminating, bound to a node or not, per workload key (see
+/// [`Workload::key`]).
 pub fn live_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
     pods_by_workload(view, |pod, _| !pod.terminating)
 }
 
-/// Ready pods, not terminating, per workload UID: what the upgrade report observes of the workloads it disrupted.
+/// Ready pods, not terminating, per workload key: what the upgrade report observes of the workloads it disrupted.
 pub fn ready_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
     pods_by_workload(view, |pod, _| pod.ready && !pod.terminating)
 }
@@ -207,7 +247,7 @@ pub fn inferred_sizes<'u>(
         .collect()
 }
 
-/// Pods not finished, and `counted` (given the workload's object where k8sm knows its kind), per workload UID. The
+/// Pods not finished, and `counted` (given the workload's object where k8sm knows its kind), per workload key. The
 /// controller's upgrade report asks on every pass while a workload it disrupted recovers: the pods of one controller
 /// share one reference, so the workload of each reference is looked up once (by its address) and a pod costs one
 /// lookup of an address, not the hash of a UID; a UID is hashed and copied once per workload.
@@ -215,8 +255,7 @@ fn pods_by_workload(
     view: &ClusterView,
     counted: impl Fn(&crate::PodView, Option<&OwnerView>) -> bool,
 ) -> HashMap<String, u32> {
-    let owners: FastMap<&str, &OwnerView> =
-        view.owners.iter().map(|o| (o.uid.as_str(), &**o)).collect();
+    let named = OwnersByUid::new(&view.owners);
     // Per controller reference (by address), the position of its workload's count in `counts`.
     let mut slot_of: FastMap<usize, usize> = FastMap::default();
     let mut counts: Vec<(&str, Option<&OwnerView>, u32)> = Vec::new();
@@ -228,11 +267,8 @@ fn pods_by_workload(
             continue;
         }
         let slot = *slot_of.entry(memo::address(controller)).or_insert_with(|| {
-            let workload = workload_uid(
-                &controller.uid,
-                owners.get(controller.uid.as_str()).copied(),
-            );
-            counts.push((workload, owners.get(workload).copied(), 0));
+            let workload = pod_workload_key(controller, &named);
+            counts.push((workload, named.with_uid(workload), 0));
             counts.len() - 1
         });
         if counted(pod, counts[slot].1) {
@@ -311,16 +347,16 @@ mod tests {
         grow_observed_sizes(&view(&["b0", "b1", "b2"], &[]), &mut sizes, []);
         assert!(sizes.is_empty());
         // Evicting b0: three live pods then.
-        let evicting = [kafka.uid.clone()];
+        let evicting = [kafka.unseen_key()];
         grow_observed_sizes(&view(&["b0", "b1", "b2"], &[]), &mut sizes, evicting);
-        assert_eq!(sizes[&kafka.uid], 3);
+        assert_eq!(sizes[&kafka.unseen_key()], 3);
         // b0 terminating, then gone, then replaced: the size stays 3, never 2.
         grow_observed_sizes(&view(&["b0", "b1", "b2"], &["b0"]), &mut sizes, []);
         grow_observed_sizes(&view(&["b1", "b2"], &[]), &mut sizes, []);
-        assert_eq!(sizes[&kafka.uid], 3);
+        assert_eq!(sizes[&kafka.unseen_key()], 3);
         // Scaled up: it grows.
         grow_observed_sizes(&view(&["b1", "b2", "b3", "b4"], &[]), &mut sizes, []);
-        assert_eq!(sizes[&kafka.uid], 4);
+        assert_eq!(sizes[&kafka.unseen_key()], 4);
         // Live pods of a Deployment count for the Deployment.
         let live = live_pods_by_workload(&view(&[], &[]));
         assert_eq!(live[&web.uid], 1);

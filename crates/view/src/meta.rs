@@ -8,17 +8,21 @@ pub(crate) fn annotation(meta: &ObjectMeta, key: &str) -> Option<String> {
     meta.annotations.as_ref()?.get(key).cloned()
 }
 
-/// The controlling owner reference (`ownerReferences[?controller]`): a pod's ReplicaSet, a ReplicaSet's Deployment
-/// (or an operator's kind, such as an Argo Rollout). Other owner references only keep an object alive; they do not
-/// replace its pods.
+/// The controlling owner reference (`ownerReferences[?controller]`), which names an object in the holder's namespace:
+/// a pod's ReplicaSet, a ReplicaSet's Deployment (or an operator's kind, such as an Argo Rollout). Other owner
+/// references only keep an object alive; they do not replace its pods.
 pub(crate) fn controller_ref(meta: &ObjectMeta) -> Option<ControllerRef> {
     meta.owner_references
         .as_ref()?
         .iter()
         .find(|r| r.controller == Some(true))
-        .map(|r| ControllerRef {
-            kind: r.kind.clone(),
-            name: r.name.clone(),
-            uid: r.uid.clone(),
+        .map(|r| {
+            ControllerRef::new(
+                meta.namespace.as_deref().unwrap_or_default(),
+                &r.api_version,
+                &r.kind,
+                &r.name,
+                &r.uid,
+            )
         })
 }

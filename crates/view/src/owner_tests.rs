@@ -91,14 +91,19 @@ fn the_controller_is_the_controlling_owner_reference() {
     let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d1", "controller": true});
     let rollout = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "web", "uid": "r1", "controller": true});
     let plain = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "cm1"});
-    let reference = |kind: &str, uid: &str| ControllerRef {
-        kind: kind.into(),
-        name: "web".into(),
-        uid: uid.into(),
+    // Resolved in the holder's namespace: an owner reference names nothing elsewhere.
+    let reference = |api_version: &str, kind: &str, uid: &str| {
+        ControllerRef::new("shop", api_version, kind, "web", uid)
     };
     for (references, expected) in [
-        (json!([deployment]), Some(reference("Deployment", "d1"))),
-        (json!([plain, rollout]), Some(reference("Rollout", "r1"))),
+        (
+            json!([deployment]),
+            Some(reference("apps/v1", "Deployment", "d1")),
+        ),
+        (
+            json!([plain, rollout]),
+            Some(reference("argoproj.io/v1alpha1", "Rollout", "r1")),
+        ),
         (json!([plain]), None),
         (Value::Null, None),
     ] {

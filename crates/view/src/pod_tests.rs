@@ -91,11 +91,13 @@ fn the_controller_is_the_owner_reference_marked_controller() {
     let replica_set = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-6d4f", "uid": "rs1", "controller": true});
     let keeper = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "cm1"});
     let not_controller = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "old", "uid": "rs0", "controller": false});
-    let web = Some(ControllerRef {
-        kind: "ReplicaSet".into(),
-        name: "web-6d4f".into(),
-        uid: "rs1".into(),
-    });
+    let web = Some(ControllerRef::new(
+        "shop",
+        "apps/v1",
+        "ReplicaSet",
+        "web-6d4f",
+        "rs1",
+    ));
     for (references, expected) in [
         (json!([keeper, replica_set]), web),
         (json!([keeper, not_controller]), None),

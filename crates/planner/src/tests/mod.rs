@@ -5,6 +5,7 @@ mod convoy;
 mod critical_path;
 mod handback;
 mod hostile;
+mod identity;
 mod lifecycle;
 mod liveness;
 mod marking;

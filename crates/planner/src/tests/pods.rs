@@ -343,7 +343,7 @@ fn pods_of_another_controller_kind_go_one_at_a_time_until_replaced() {
     gone.in_flight.push(InFlightEviction {
         unanswered: false,
         pod_uid: "kafka/broker-0".into(),
-        owner_uid: Some(kafka.uid.clone()),
+        owner_uid: Some(kafka.unseen_key()),
         at: at(59),
     });
     assert!(

@@ -131,13 +131,15 @@ fn build_workload(
         }
         Kind::Operator => {
             let kind = OPERATOR_KINDS[k % OPERATOR_KINDS.len()];
-            let controller = ControllerRef {
-                kind: kind.to_owned(),
-                name: name.to_owned(),
-                uid: format!("{kind}/{ns}/{name}"),
-            };
+            let controller = ControllerRef::new(
+                ns,
+                "example.com/v1",
+                kind,
+                name,
+                &format!("{kind}/{ns}/{name}"),
+            );
             Built {
-                key: controller.uid.clone(),
+                key: controller.key().to_owned(),
                 truth: WorkloadTruth {
                     what: format!("{kind} {ns}/{name} (not in the view)"),
                     desired: None,
@@ -162,7 +164,7 @@ fn build_workload(
                 owners.push(rs.into());
             }
             Built {
-                key: rollout.uid,
+                key: rollout.unseen_key(),
                 truth: WorkloadTruth {
                     what: format!("Rollout {ns}/{name} over {sets} ReplicaSets (not in the view)"),
                     desired: None,

@@ -218,13 +218,13 @@ impl World {
             }
             Kind::Operator => {
                 let o = owner(OwnerKind::Other("KafkaNodePool".into()), "ns", &name, None);
-                workload.key = o.uid.clone();
+                workload.key = o.unseen_key();
                 sets.push((d, false, 0));
                 None
             }
             Kind::OperatorReplicaSets => {
                 let rollout = owner(OwnerKind::Other("Rollout".into()), "ns", &name, None);
-                workload.key = rollout.uid.clone();
+                workload.key = rollout.unseen_key();
                 workload.rollout = Some(rollout);
                 sets.push((d, false, 0));
                 None
@@ -285,12 +285,8 @@ impl World {
             (reference, false)
         } else {
             // An operator owning its pods: not in the view.
-            let kind = "KafkaNodePool";
-            let reference = ControllerRef {
-                kind: kind.into(),
-                name: workload.name.clone(),
-                uid: workload.key.clone(),
-            };
+            let kafka = OwnerKind::Other("KafkaNodePool".into());
+            let reference = owner(kafka, "ns", &workload.name, None).reference();
             (reference, true)
         };
         self.sets.push(Set {
