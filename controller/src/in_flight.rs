@@ -20,10 +20,23 @@ use crate::Error;
 use crate::execute::Outcome;
 
 /// How long an accepted removal may wait for the cache: far longer than watch latency, short enough to never wedge
-/// a workload. Only while the pod watch works: a failing watch keeps the cache as it was, with the evicted pods
-/// Ready in it, so an entry must stay until the cache really shows its pod going. An unanswered call has no bound
-/// here (the call has its own timeout, and its answer decides).
+/// a workload. Only once the pod watch has delivered something newer than the answer: a watch that fails, or
+/// stalls without an error, keeps the cache as it was, with the evicted pods Ready in it, so an entry must stay until
+/// the cache really shows its pod going. An unanswered call has no bound here (the call has its own timeout, and its
+/// answer decides).
 const MAX_AGE: Duration = Duration::from_secs(120);
+/// How much later than an answer a delivery of the pod watch must come to be newer than it: the apiserver's watch
+/// cache follows etcd within milliseconds, so what it sends this long after the answer comes after the removal.
+const WATCH_LAG: Duration = Duration::from_secs(5);
+
+/// How the pod watch is doing, as [`InFlight::prune`] asks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PodWatch {
+    /// Failing now.
+    pub failing: bool,
+    /// When it last delivered an event or a bookmark.
+    pub delivered: Option<DateTime<Utc>>,
+}
 
 #[derive(Debug, Default)]
 pub struct InFlight {
@@ -95,8 +108,9 @@ impl InFlight {
     }
 
     /// Drops the entries whose pod `view` (built from the caches, without in-flight entries) shows terminating or
-    /// gone, and, unless `pod_watch_failing`, accepted ones past the bound.
-    pub fn prune(&mut self, view: &ClusterView, now: DateTime<Utc>, pod_watch_failing: bool) {
+    /// gone, and accepted ones past the bound whose answer the pod watch has moved past: it delivered something
+    /// (`pods_delivered`, before the view was built) newer than the answer, and is not failing.
+    pub fn prune(&mut self, view: &ClusterView, now: DateTime<Utc>, pods: PodWatch) {
         // Only the entries' pods (a few), not a map of every pod of the fleet on every pass.
         let mut alive: HashMap<&str, bool> = HashMap::with_capacity(self.entries.len());
         if !self.entries.is_empty() {
@@ -108,7 +122,11 @@ impl InFlight {
         }
         let calling = &self.calling;
         self.entries.retain(|uid, entry| {
-            let young = pod_watch_failing
+            let seen_since = !pods.failing
+                && pods
+                    .delivered
+                    .is_some_and(|at| (at - entry.at).to_std().is_ok_and(|lag| lag > WATCH_LAG));
+            let young = !seen_since
                 || calling.contains(uid)
                 || (now - entry.at).to_std().is_ok_and(|age| age < MAX_AGE);
             young && alive.get(uid.as_str()).copied().unwrap_or(false)
@@ -160,6 +178,19 @@ mod tests {
         in_flight.accepted(pod, at);
     }
 
+    /// The pod watch delivering, last at `at`.
+    fn working(at: DateTime<Utc>) -> PodWatch {
+        PodWatch {
+            failing: false,
+            delivered: Some(at),
+        }
+    }
+
+    const FAILING: PodWatch = PodWatch {
+        failing: true,
+        delivered: None,
+    };
+
     fn view(pods: Vec<k8sm_planner::PodView>) -> ClusterView {
         ClusterView {
             pods: k8sm_planner::testing::shared_pods(pods),
@@ -172,19 +203,19 @@ mod tests {
         let rs = replica_set("shop", "web", 3);
         let mut in_flight = InFlight::default();
         launched(&mut in_flight, "shop/web-1", &rs.uid, at(0));
-        in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(1), false);
+        in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(1), working(at(1)));
         assert_eq!(in_flight.len(), 1, "not terminating in the cache yet");
         in_flight.prune(
             &view(vec![rs.pod("web-1", "n1").terminating()]),
             at(1),
-            false,
+            working(at(1)),
         );
         assert_eq!(in_flight.len(), 0);
         launched(&mut in_flight, "shop/web-2", &rs.uid, at(0));
-        in_flight.prune(&view(vec![]), at(1), false);
+        in_flight.prune(&view(vec![]), at(1), working(at(1)));
         assert_eq!(in_flight.len(), 0, "gone");
         launched(&mut in_flight, "shop/web-3", &rs.uid, at(0));
-        in_flight.prune(&view(vec![rs.pod("web-3", "n1")]), at(3), false);
+        in_flight.prune(&view(vec![rs.pod("web-3", "n1")]), at(3), working(at(3)));
         assert_eq!(in_flight.len(), 0, "past the bound");
     }
 
@@ -195,10 +226,35 @@ mod tests {
         launched(&mut in_flight, "shop/web-1", &rs.uid, at(0));
         // The frozen cache still shows the pod Ready, an hour later: it still counts as evicted.
         let frozen = view(vec![rs.pod("web-1", "n1")]);
-        in_flight.prune(&frozen, at(60), true);
+        in_flight.prune(&frozen, at(60), FAILING);
         assert_eq!(in_flight.len(), 1);
         // Once the watch works again, the fresh cache decides (here it shows the pod gone).
-        in_flight.prune(&view(vec![]), at(61), false);
+        in_flight.prune(&view(vec![]), at(61), working(at(61)));
+        assert_eq!(in_flight.len(), 0);
+    }
+
+    #[test]
+    fn an_eviction_is_kept_past_the_bound_until_the_pod_watch_delivers_something_newer() {
+        let rs = replica_set("shop", "web", 3);
+        let mut in_flight = InFlight::default();
+        launched(&mut in_flight, "shop/web-1", &rs.uid, at(0));
+        // A watch that stalled without an error: not failing, its last delivery before the answer (or just after
+        // it, within the watch cache's lag). The cache still shows the pod Ready an hour later: still evicted.
+        let frozen = view(vec![rs.pod("web-1", "n1")]);
+        for delivered in [
+            None,
+            Some(at(0) - chrono::Duration::seconds(1)),
+            Some(at(0) + chrono::Duration::seconds(4)),
+        ] {
+            let stalled = PodWatch {
+                failing: false,
+                delivered,
+            };
+            in_flight.prune(&frozen, at(60), stalled);
+            assert_eq!(in_flight.len(), 1, "{delivered:?}");
+        }
+        // Once it delivers something newer than the answer, the cache is past it: the entry goes at the bound.
+        in_flight.prune(&frozen, at(61), working(at(61)));
         assert_eq!(in_flight.len(), 0);
     }
 
@@ -215,14 +271,26 @@ mod tests {
         assert!(!in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(1)));
         assert!(in_flight.is_calling("shop/web-1"));
         // A slow call is not dropped by the age bound: its answer decides.
-        in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(600), false);
+        in_flight.prune(
+            &view(vec![rs.pod("web-1", "n1")]),
+            at(600),
+            working(at(600)),
+        );
         assert_eq!(in_flight.len(), 1);
         in_flight.accepted("shop/web-1", at(600));
         assert!(!in_flight.is_calling("shop/web-1"));
         // Accepted: kept until the cache shows it, the bound counted from the answer.
-        in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(601), false);
+        in_flight.prune(
+            &view(vec![rs.pod("web-1", "n1")]),
+            at(601),
+            working(at(601)),
+        );
         assert_eq!(in_flight.len(), 1);
-        in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(800), false);
+        in_flight.prune(
+            &view(vec![rs.pod("web-1", "n1")]),
+            at(800),
+            working(at(800)),
+        );
         assert_eq!(in_flight.len(), 0);
     }
 
@@ -267,14 +335,14 @@ mod tests {
             assert_eq!(held(&in_flight), [Some(rs.uid.clone())], "{outcome:?}");
             // The call is over: the pod's entry now waits for the cache, the bound counted from the failure.
             assert_eq!(in_flight.calls(), 0);
-            in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(11), false);
+            in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(11), working(at(11)));
             assert_eq!(in_flight.len(), 1, "{outcome:?}");
-            in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(13), false);
+            in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(13), working(at(13)));
             assert_eq!(in_flight.len(), 0, "{outcome:?}");
             // The cache showing the pod going releases it at once, too.
             assert!(in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(20)));
             in_flight.answered("shop/web-1", &outcome, at(20));
-            in_flight.prune(&view(vec![]), at(20), false);
+            in_flight.prune(&view(vec![]), at(20), working(at(20)));
             assert_eq!(in_flight.len(), 0, "{outcome:?}");
         }
     }
@@ -325,7 +393,7 @@ mod tests {
         in_flight.prune(
             &view(vec![rs.pod("web-1", "n1").terminating()]),
             at(1),
-            false,
+            working(at(1)),
         );
         assert_eq!(in_flight.len(), 0);
         // Still calling: the pod gets no second call…

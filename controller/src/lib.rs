@@ -8,6 +8,7 @@
 mod args;
 mod backoff;
 pub mod cached_pod;
+pub mod deliveries;
 mod error;
 mod event_series;
 pub mod events;

@@ -1,4 +1,7 @@
-//! Prometheus metrics. Every label comes from a bounded enum (phases, reasons), never from an object's name.
+//! Prometheus metrics. Every label comes from a bounded enum (phases, reasons) or the kinds watched, never from an
+//! object's name.
+
+use std::collections::BTreeMap;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -32,6 +35,12 @@ struct FailureLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabel {
     cause: &'static str,
+}
+
+/// The kind a watch watches, such as `Pod`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
 }
 
 /// A stage of a pass, for `k8sm_reconcile_stage_duration_seconds`.
@@ -95,6 +104,7 @@ pub struct Metrics {
     actions_withheld: Family<CauseLabel, Counter>,
     backing_off: Gauge,
     watches_failing: Gauge,
+    watch_silences: Family<KindLabel, Counter>,
     view_stale: Gauge,
     blocked_pods: Gauge,
     is_leader: Gauge,
@@ -154,6 +164,13 @@ impl Metrics {
             "watches_failing",
             "Watches failing now, however briefly",
             watches_failing.clone(),
+        );
+        let watch_silences = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "watch_silences",
+            "Watches that delivered nothing (no response, event nor bookmark) for 75 s, a stalled connection, and were \
+             started again with a fresh list, by kind",
+            watch_silences.clone(),
         );
         let view_stale = Gauge::default();
         registry.register(
@@ -216,6 +233,7 @@ impl Metrics {
             actions_withheld,
             backing_off,
             watches_failing,
+            watch_silences,
             view_stale,
             blocked_pods,
             is_leader,
@@ -297,6 +315,16 @@ impl Metrics {
         self.backing_off.set(backing_off as i64);
         self.watches_failing.set(watches_failing as i64);
         self.view_stale.set(i64::from(stale));
+    }
+
+    /// Brings the silences counted per kind (see `WatchHealth::silences`) up to `totals`.
+    pub fn observe_silences(&self, totals: &BTreeMap<String, u64>) {
+        for (kind, &total) in totals {
+            let counter = self
+                .watch_silences
+                .get_or_create(&KindLabel { kind: kind.clone() });
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
     }
 
     pub fn set_leader(&self, leader: bool) {

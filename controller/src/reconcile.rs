@@ -36,9 +36,10 @@ use k8sm_view::OwnerViews;
 use crate::Error;
 use crate::backoff::{self, Backoff, Subject};
 use crate::cached_pod::CachedPod;
+use crate::deliveries::Deliveries;
 use crate::events::EventSink;
 use crate::execute::{Cached, Executor, Outcome};
-use crate::in_flight::InFlight;
+use crate::in_flight::{InFlight, PodWatch};
 use crate::kamikaze_token::{KamikazeTokens, ServiceAccountRef};
 use crate::leader::{self, Leadership, LeaseConfig};
 use crate::metrics::{Metrics, Stage};
@@ -100,9 +101,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let mut config = config(&args).await?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
-    // The watches' client keeps kube's read timeout (295 s, beyond a watch's own 290 s server-side timeout); every
-    // other call goes through `calls`, bounded much tighter.
-    let client = Client::try_from(config.clone())?;
+    // The watches' client keeps kube's read timeout (295 s), sets each watch's server-side timeout, and records what
+    // each watch delivers (`stores::WATCH_SILENCE`); every other call goes through `calls`, bounded much tighter.
+    let deliveries = Deliveries::default();
+    let client = kube::client::ClientBuilder::try_from(config.clone())?
+        .with_layer(&tower::util::MapRequestLayer::new(
+            crate::stores::with_watch_timeout,
+        ))
+        .with_layer(&deliveries.layer())
+        .build();
     let calls = calls_client(config)?;
     let lease_namespace = args
         .leader_elect
@@ -133,7 +140,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(%addr, %identity, "serving /metrics, /healthz and /readyz");
 
     let reaction = Reaction::default();
-    let (stores, mut changes) = Stores::start(&client, reaction.clone());
+    let (stores, mut changes) = Stores::start(&client, deliveries, reaction.clone());
     {
         let synced = stores.wait_until_ready();
         tokio::pin!(synced);
@@ -443,10 +450,19 @@ impl Controller {
         let now = Utc::now();
         let failing = self.stores.health.failing();
         let stale = watches::stale(&failing, self.max_staleness, started);
+        // Read before the view: what the pod watch delivered by then is in the caches the view is built from.
+        let pods = PodWatch {
+            failing: failing.contains_key(<CachedPod as k8s_openapi::Resource>::KIND),
+            delivered: self
+                .stores
+                .deliveries
+                .last_data(&self.stores.pods_path)
+                .map(|d| d.wall),
+        };
         let mut view = view::build(&self.stores, &mut self.owner_views, Vec::new());
-        // While the pod watch fails, the cache cannot show an evicted pod going: its eviction stays counted.
-        let pods_failing = failing.contains_key(<CachedPod as k8s_openapi::Resource>::KIND);
-        self.in_flight.prune(&view, now, pods_failing);
+        // Until the pod watch delivers something newer, the cache cannot show an evicted pod going: its eviction
+        // stays counted.
+        self.in_flight.prune(&view, now, pods);
         view.in_flight = self.in_flight.snapshot();
         view.observed_sizes = self.sizes.observe(&view, Vec::new(), now);
         let planning = Instant::now();
@@ -626,6 +642,8 @@ impl Controller {
             .stage_took(Stage::Status, reporting.elapsed().as_secs_f64());
         self.metrics
             .observe_failures(self.backoff.len(), failing.len(), !stale.is_empty());
+        self.metrics
+            .observe_silences(&self.stores.health.silences());
         self.reports.flush(false).await;
         self.metrics.reconcile_took(started.elapsed().as_secs_f64());
         result

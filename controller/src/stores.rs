@@ -19,6 +19,7 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 use k8sm_api::ExecutorUpgradePolicy;
 
 use crate::cached_pod::CachedPod;
+use crate::deliveries::{Deliveries, Delivery};
 use crate::reaction::Reaction;
 use crate::trim::{
     trim_deployment, trim_job, trim_meta, trim_node, trim_persistent_volume, trim_replica_set,
@@ -31,6 +32,47 @@ use crate::watches::WatchHealth;
 const FIRST_RESTART_DELAY: Duration = Duration::from_millis(500);
 /// The longest pause between two starts of a failing watch: how late, at worst, its recovery is noticed.
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(8);
+/// How long the apiserver keeps each watch open before it ends it; the watcher then resumes it where it was. The
+/// response of each resumed watch shows that the path to the apiserver works, which bookmarks cannot show on a quiet
+/// collection: the apiserver sends a bookmark only once its watch cache has moved past what the watch has seen.
+pub const WATCH_TIMEOUT: Duration = Duration::from_secs(45);
+/// A watch that delivers nothing (no response started, no event, no bookmark) for this long has stalled without an
+/// error: it counts as failing since its last delivery (its view is stale at once, as this is longer than
+/// `--max-watch-staleness`'s default) and starts again with a fresh list. A working watch delivers at least every
+/// [`WATCH_TIMEOUT`], plus the time a resumed watch takes to start.
+pub const WATCH_SILENCE: Duration = Duration::from_secs(75);
+
+/// Sets the server's timeout of a watch request to [`WATCH_TIMEOUT`]. kube's watcher asks for its own `timeout`
+/// and gives a watch up once it has yielded nothing for that long plus 5 s, which would resume a stalled watch
+/// silently (or, with its default of 290 s, leave it stalled for 295 s). The watches ask for no timeout
+/// (`timeoutSeconds=0`, which turns kube's own check off) and this sets the server's, so that the silence bound is
+/// [`WATCH_SILENCE`] and a stalled watch is seen, reported and started afresh.
+pub fn with_watch_timeout<B>(mut request: http::Request<B>) -> http::Request<B> {
+    let uri = request.uri();
+    let Some(query) = uri.query() else {
+        return request;
+    };
+    let watch = query.split('&').any(|p| p == "watch=true");
+    if !watch || !query.split('&').any(|p| p == "timeoutSeconds=0") {
+        return request;
+    }
+    let query: Vec<String> = query
+        .split('&')
+        .map(|p| match p {
+            "timeoutSeconds=0" => format!("timeoutSeconds={}", WATCH_TIMEOUT.as_secs()),
+            other => other.to_owned(),
+        })
+        .collect();
+    let path_and_query = format!("{}?{}", uri.path(), query.join("&"));
+    let mut parts = uri.clone().into_parts();
+    if let Ok(path_and_query) = path_and_query.parse() {
+        parts.path_and_query = Some(path_and_query);
+        if let Ok(uri) = http::Uri::from_parts(parts) {
+            *request.uri_mut() = uri;
+        }
+    }
+    request
+}
 
 /// Read-only caches of everything the planner looks at.
 #[derive(Clone)]
@@ -49,6 +91,10 @@ pub struct Stores {
     pub persistent_volumes: Store<PersistentVolume>,
     /// Which watches are failing, since when and why.
     pub health: WatchHealth,
+    /// When each watch last delivered something: a response started, an event or a bookmark.
+    pub deliveries: Deliveries,
+    /// The path of the pods' collection, under which [`Self::deliveries`] records the pod watch.
+    pub pods_path: String,
 }
 
 /// A stream that yields `()` when any watched object changed since it was last polled (changes are coalesced), and
@@ -56,16 +102,20 @@ pub struct Stores {
 pub type Changes = Pin<Box<dyn Stream<Item = ()> + Send>>;
 
 impl Stores {
-    /// Starts the reflectors in a task of their own (so it must be called within the Tokio runtime). `reaction`
-    /// stamps the pods it sees become Ready.
-    pub fn start(client: &Client, reaction: Reaction) -> (Self, Changes) {
+    /// Starts the reflectors in a task of their own (so it must be called within the Tokio runtime), on `client`,
+    /// whose responses `deliveries` records ([`Deliveries::layer`]). `reaction` stamps the pods it sees become Ready.
+    pub fn start(client: &Client, deliveries: Deliveries, reaction: Reaction) -> (Self, Changes) {
         let mut changes: Vec<Changes> = Vec::new();
         let health = WatchHealth::default();
         let mut watches = Watches {
             client,
             health: &health,
+            deliveries: &deliveries,
             changes: &mut changes,
         };
+        let pods_path = Api::<CachedPod>::all(client.clone())
+            .resource_url()
+            .to_owned();
         let replica_sets = watches.reflect(trim_replica_set);
         let owners = replica_sets.clone();
         // Pods are cut down while they are parsed (`CachedPod`): nothing is left to trim.
@@ -90,6 +140,8 @@ impl Stores {
             policies: watches.reflect(trim_meta),
             persistent_volumes: watches.reflect(trim_persistent_volume),
             health: health.clone(),
+            deliveries: deliveries.clone(),
+            pods_path,
         };
         (stores, drive(futures::stream::select_all(changes)))
     }
@@ -141,6 +193,7 @@ fn drive(mut watches: impl Stream<Item = ()> + Send + Unpin + 'static) -> Change
 struct Watches<'a> {
     client: &'a Client,
     health: &'a WatchHealth,
+    deliveries: &'a Deliveries,
     changes: &'a mut Vec<Changes>,
 }
 
@@ -170,8 +223,11 @@ impl Watches<'_> {
         let events = restarting_watch(
             Api::all(self.client.clone()),
             trim,
-            self.health.clone(),
-            kind,
+            Health {
+                watches: self.health.clone(),
+                deliveries: self.deliveries.clone(),
+                kind,
+            },
         )
         .inspect(move |event| {
             if let Ok(event) = event {
@@ -186,55 +242,99 @@ impl Watches<'_> {
     }
 }
 
+/// Where a watch reports how it is doing.
+#[derive(Clone)]
+struct Health {
+    watches: WatchHealth,
+    deliveries: Deliveries,
+    /// The kind watched, such as `Pod`.
+    kind: String,
+}
+
 /// A watcher that starts afresh, with a complete list, after any error (after a pause that grows while it keeps
-/// failing). kube's watcher resumes a failed watch where it was, and a resumed watch says nothing until the next
-/// change: a quiet cluster would never tell that the watch works again, and a stale view would stop the controller
-/// for ever. A fresh start ends its list with `InitDone`, the proof that the store is current again; until then, the
-/// reflector keeps the store as it last was.
+/// failing), or once it has delivered nothing for [`WATCH_SILENCE`]. kube's watcher resumes a failed watch where it
+/// was, and a resumed watch says nothing until the next change: a quiet cluster would never tell that the watch works
+/// again, and a stale view would stop the controller for ever. A fresh start ends its list with `InitDone`, the proof
+/// that the store is current again; until then, the reflector keeps the store as it last was.
 fn restarting_watch<K>(
     api: Api<K>,
     trim: fn(&mut K),
-    health: WatchHealth,
-    kind: String,
+    health: Health,
 ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send
 where
     K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let start = move || {
-        watcher(api.clone(), watcher::Config::default())
-            .modify(trim)
-            .boxed()
-    };
+    let path = api.resource_url().to_owned();
+    // No client-side timeout: see `with_watch_timeout`.
+    let config = watcher::Config::default().timeout(0);
+    let start = move || watcher(api.clone(), config.clone()).modify(trim).boxed();
     let first = start();
+    // When the stream started: a start counts as a delivery, for as long as it has delivered nothing since.
+    let started = Delivery::now();
     futures::stream::unfold(
-        (first, 0u32, None::<Duration>),
-        move |(mut stream, failures, pause)| {
-            let (start, health, kind) = (start.clone(), health.clone(), kind.clone());
+        (first, 0u32, None::<Duration>, started),
+        move |(mut stream, failures, pause, mut started)| {
+            let (start, health, path) = (start.clone(), health.clone(), path.clone());
             async move {
                 if let Some(pause) = pause {
                     tokio::time::sleep(pause).await;
                     stream = start();
+                    started = Delivery::now();
                 }
-                let event = stream.next().await?;
+                // Silent since its last delivery, or since it started if it has delivered nothing since.
+                let silent_since = || {
+                    health
+                        .deliveries
+                        .last(&path)
+                        .filter(|d| d.at > started.at)
+                        .unwrap_or(started)
+                };
+                let mut since = silent_since();
+                let event = loop {
+                    let deadline = tokio::time::Instant::from_std(since.at + WATCH_SILENCE);
+                    match tokio::time::timeout_at(deadline, stream.next()).await {
+                        Ok(event) => break event?,
+                        // A resumed watch, or bookmarks, which kube's watcher does not yield: it works.
+                        Err(_) if silent_since().at > since.at => since = silent_since(),
+                        Err(_) => {
+                            let kind = &health.kind;
+                            tracing::warn!(
+                                %kind,
+                                "watch delivered nothing for {WATCH_SILENCE:?}; starting it again with a fresh list"
+                            );
+                            health.watches.silent(kind, (since.at, since.wall));
+                            // A fresh start, announced as one: the loop wakes to find the view stale.
+                            return Some((
+                                Ok(watcher::Event::Init),
+                                (start(), failures, None, Delivery::now()),
+                            ));
+                        }
+                    }
+                };
                 let failures = match &event {
                     Ok(
                         watcher::Event::InitDone
                         | watcher::Event::Apply(_)
                         | watcher::Event::Delete(_),
                     ) => {
-                        health.succeeded(&kind);
+                        health.watches.succeeded(&health.kind);
                         0
                     }
                     Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => failures,
                     Err(error) => {
+                        let kind = &health.kind;
                         tracing::warn!(%kind, %error, "watch failed; starting it again");
-                        health.failed(&kind, &error.to_string(), Instant::now());
+                        health.watches.failed(
+                            kind,
+                            &error.to_string(),
+                            (Instant::now(), chrono::Utc::now()),
+                        );
                         let pause = restart_delay(failures);
-                        return Some((event, (stream, failures + 1, Some(pause))));
+                        return Some((event, (stream, failures + 1, Some(pause), started)));
                     }
                 };
-                Some((event, (stream, failures, None)))
+                Some((event, (stream, failures, None, started)))
             }
         },
     )
@@ -250,6 +350,28 @@ fn restart_delay(failures: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watches_without_a_timeout_get_the_server_timeout_and_nothing_else_changes() {
+        let uri = |u: &str| {
+            with_watch_timeout(http::Request::get(u).body(()).unwrap())
+                .uri()
+                .to_string()
+        };
+        assert_eq!(
+            uri(
+                "/api/v1/pods?&watch=true&timeoutSeconds=0&allowWatchBookmarks=true&resourceVersion=7"
+            ),
+            "/api/v1/pods?&watch=true&timeoutSeconds=45&allowWatchBookmarks=true&resourceVersion=7"
+        );
+        for unchanged in [
+            "/api/v1/pods?&watch=true&timeoutSeconds=290&resourceVersion=7",
+            "/api/v1/pods?&limit=500&timeoutSeconds=0",
+            "/api/v1/pods",
+        ] {
+            assert_eq!(uri(unchanged), unchanged);
+        }
+    }
 
     #[test]
     fn a_failing_watch_starts_again_ever_later_up_to_a_bound() {

@@ -24,6 +24,8 @@ pub struct Failing {
 pub struct WatchHealth {
     /// Kind (such as `Pod`) → since when its watch has been failing; absent while it is healthy.
     failing: Arc<Mutex<BTreeMap<String, Failing>>>,
+    /// Kind → how many times its watch stalled without an error and was started again.
+    silences: Arc<Mutex<BTreeMap<String, u64>>>,
 }
 
 /// Longest error kept: the status condition quotes it.
@@ -44,16 +46,37 @@ impl WatchHealth {
         }
     }
 
-    /// The watch of `kind` failed with `error`.
-    pub fn failed(&self, kind: &str, error: &str, now: Instant) {
+    /// The watch of `kind` failed with `error`, at `now` (on the monotonic and the wall clock), or has been failing
+    /// since then (a watch found silent).
+    pub fn failed(&self, kind: &str, error: &str, (now, now_wall): (Instant, DateTime<Utc>)) {
         let error: String = error.chars().take(MAX_ERROR).collect();
         let mut failing = self.lock();
         let entry = failing.entry(kind.to_owned()).or_insert_with(|| Failing {
             since: now,
-            since_wall: Utc::now(),
+            since_wall: now_wall,
             error: String::new(),
         });
         entry.error = error;
+    }
+
+    /// The watch of `kind` delivered nothing for [`crate::stores::WATCH_SILENCE`] since `since`: it is failing
+    /// since then, and starts again.
+    pub fn silent(&self, kind: &str, since: (Instant, DateTime<Utc>)) {
+        let why = format!(
+            "no response, event nor bookmark for {}s (a stalled connection)",
+            crate::stores::WATCH_SILENCE.as_secs()
+        );
+        self.failed(kind, &why, since);
+        let mut silences = self.silences.lock().unwrap_or_else(|e| e.into_inner());
+        *silences.entry(kind.to_owned()).or_default() += 1;
+    }
+
+    /// Kind → how many times its watch stalled without an error.
+    pub fn silences(&self) -> BTreeMap<String, u64> {
+        self.silences
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Whether the watch of `kind` is failing now, for however short a time.
@@ -122,8 +145,13 @@ mod tests {
         let health = WatchHealth::default();
         let t0 = Instant::now();
         let bound = Duration::from_secs(30);
-        health.failed("Pod", "connection refused", t0);
-        health.failed("Pod", "pods is forbidden", t0 + Duration::from_secs(5));
+        let wall = Utc::now();
+        health.failed("Pod", "connection refused", (t0, wall));
+        health.failed(
+            "Pod",
+            "pods is forbidden",
+            (t0 + Duration::from_secs(5), wall),
+        );
         assert!(health.is_failing("Pod") && !health.is_failing("Node"));
         let failing = health.failing();
         assert_eq!(failing["Pod"].since, t0, "failing since the first error");
@@ -147,7 +175,7 @@ mod tests {
         );
         health.succeeded("Pod");
         assert!(health.failing().is_empty());
-        health.failed("Pod", &"x".repeat(1000), later);
+        health.failed("Pod", &"x".repeat(1000), (later, wall));
         assert_eq!(health.failing()["Pod"].since, later, "a new episode");
         assert_eq!(health.failing()["Pod"].error.len(), MAX_ERROR);
     }

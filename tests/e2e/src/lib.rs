@@ -9,6 +9,7 @@ pub mod crash_loop;
 pub mod deletions;
 pub mod drain_order;
 pub mod events;
+pub mod freezing_proxy;
 pub mod http;
 pub mod lifecycle;
 pub mod manifests;

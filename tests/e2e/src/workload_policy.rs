@@ -2,7 +2,10 @@
 //! owner-health threshold, and a `nodeProgressDeadline` short enough that a node whose pods cannot move stalls within
 //! a test.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy, UnmanagedPods};
 
@@ -29,5 +32,17 @@ pub fn workload_policy(
             .parse()
             .expect("a duration"),
         ..scenario.policy_spec(1)
+    }
+}
+
+/// A policy's `nodeSelector` that selects `node` alone (by its hostname label), as if the fleet's other nodes were
+/// upgraded already.
+pub fn only_node(node: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(BTreeMap::from([(
+            "kubernetes.io/hostname".to_owned(),
+            node.to_owned(),
+        )])),
+        ..LabelSelector::default()
     }
 }

@@ -3,11 +3,10 @@
 //! ReplicaSet. The garbage collector cannot resolve such a kind and leaves the pods alone; k8sm must not count them as
 //! the victim's replicas.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
@@ -18,7 +17,7 @@ use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::scenario::Scenario;
 use k8sm_e2e::sla::{SlaWatcher, assert_within_bounds};
 use k8sm_e2e::waits::observe_for;
-use k8sm_e2e::workload_policy::{THRESHOLD, workload_policy};
+use k8sm_e2e::workload_policy::{THRESHOLD, only_node, workload_policy};
 use k8sm_e2e::workloads::{create, deployment, unmanaged_pod};
 use k8sm_testcluster::node_name;
 
@@ -99,13 +98,7 @@ async fn pods_claiming_another_namespace_s_replica_set_never_take_it_below_its_b
     // The policy upgrades node-0000 alone: node-0001 stands for the fleet's upgraded nodes.
     let mut policy = workload_policy(&scenario, UnmanagedPodPolicy::Never);
     policy.node_progress_deadline = "60s".parse().expect("a duration");
-    policy.node_selector = LabelSelector {
-        match_labels: Some(BTreeMap::from([(
-            "kubernetes.io/hostname".to_owned(),
-            held.clone(),
-        )])),
-        ..LabelSelector::default()
-    };
+    policy.node_selector = only_node(&held);
     scenario.create_policy("fleet", policy).await;
 
     // One pod of the victim goes and its replacement stays Pending: for as long as the node does not stall, which
