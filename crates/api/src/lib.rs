@@ -30,11 +30,11 @@ pub use max_concurrent::{
     MaxConcurrentNodes,
 };
 pub use policy::{
-    DEFAULT_NODE_PROGRESS_DEADLINE, DEFAULT_OWNER_HEALTH_THRESHOLD, DEFAULT_RESTART_TIMEOUT,
-    ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, Kamikaze, KamikazeMechanism, PinnedPods,
-    Surge, TARGET_EXECUTOR_ID_MAX_LENGTH, TARGET_EXECUTOR_ID_PATTERN, URL_PLACEHOLDER_NODE_IP,
-    URL_PLACEHOLDER_NODE_NAME, URL_TEMPLATE_MAX_LENGTH, UnmanagedPodPolicy, UnmanagedPods,
-    Workloads,
+    CLOCK_SKEW_ALLOWANCE, DEFAULT_NODE_PROGRESS_DEADLINE, DEFAULT_OWNER_HEALTH_THRESHOLD,
+    DEFAULT_RESTART_TIMEOUT, ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, Kamikaze,
+    KamikazeMechanism, PinnedPods, Surge, TARGET_EXECUTOR_ID_MAX_LENGTH,
+    TARGET_EXECUTOR_ID_PATTERN, URL_PLACEHOLDER_NODE_IP, URL_PLACEHOLDER_NODE_NAME,
+    URL_TEMPLATE_MAX_LENGTH, UnmanagedPodPolicy, UnmanagedPods, Workloads,
 };
 pub use status::{
     BLOCKED_PODS_BUDGET, BlockedPod, DeletedNode, ExecutorUpgradePolicyStatus, MAX_BLOCKED_PODS,

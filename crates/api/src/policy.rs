@@ -163,6 +163,10 @@ pub struct ExecutorUpgradePolicySpec {
     pub paused: bool,
 }
 
+/// How far the clocks of two controller replicas may disagree: a timeout counted from a time written by one replica
+/// (the node's mark) and judged by another expires this much later than it says (see [`UnmanagedPods::timeout`]).
+pub const CLOCK_SKEW_ALLOWANCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What k8sm does with unmanaged pods: pods without a controlling owner, which nothing recreates once deleted.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
@@ -180,7 +184,8 @@ pub struct UnmanagedPods {
 
     /// With policy DeleteAfterTimeout (and required there): how long after a node is marked incompatible its
     /// unmanaged pods, and Job pods that have not finished, may be deleted. A duration such as "90s", "10m" or
-    /// "1h30m" (units ms, s, m, h).
+    /// "1h30m" (units ms, s, m, h). They go 30 s later than that: the mark's time is written by the controller
+    /// replica that marked the node and judged by whichever replica leads later, whose clock may differ.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<DurationString>,
 }

@@ -34,12 +34,15 @@ pub(crate) struct NodeContext<'a> {
 }
 
 impl NodeContext<'_> {
-    /// When the unmanaged-pod timeout of this node expires: `None` without a timeout or a known mark time.
+    /// When the unmanaged-pod timeout of this node expires (plus [`k8sm_api::CLOCK_SKEW_ALLOWANCE`]): `None` without
+    /// a timeout or a known mark time.
     fn timeout_deadline(&self) -> Option<DateTime<Utc>> {
         let timeout =
             chrono::Duration::from_std(self.spec.unmanaged_pods.timeout.as_ref()?.as_duration())
                 .ok()?;
-        self.incompatible_since?.checked_add_signed(timeout)
+        self.incompatible_since?
+            .checked_add_signed(timeout)?
+            .checked_add_signed(chrono::Duration::from_std(k8sm_api::CLOCK_SKEW_ALLOWANCE).ok()?)
     }
 }
 

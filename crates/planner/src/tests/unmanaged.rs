@@ -47,6 +47,11 @@ fn a_job_pod_waits_for_completion() {
     assert_eq!(plan.next_wake, None, "no timeout: completion is an event");
 }
 
+/// [`k8sm_api::CLOCK_SKEW_ALLOWANCE`], as the plan's times count it.
+fn skew() -> chrono::Duration {
+    chrono::Duration::from_std(k8sm_api::CLOCK_SKEW_ALLOWANCE).unwrap()
+}
+
 #[test]
 fn a_job_pod_past_the_unmanaged_timeout_is_handled_like_an_unmanaged_pod() {
     let jb = job("batch", "report");
@@ -64,7 +69,7 @@ fn a_job_pod_past_the_unmanaged_timeout_is_handled_like_an_unmanaged_pod() {
         unmanaged(UnmanagedPodPolicy::DeleteAfterTimeout, Some("90m")),
     ));
     assert!(summary(&pending).is_empty());
-    assert_eq!(pending.next_wake, Some(at(90)));
+    assert_eq!(pending.next_wake, Some(at(90) + skew()));
     let (_, _, message) = pod_decision(&pending, "n1", "r");
     assert!(message.contains("to complete, or until"), "{message}");
     let never = plan_now(&draining(
@@ -237,12 +242,12 @@ fn unmanaged_pods_wait_for_the_timeout_under_delete_after_timeout() {
         (
             Decision::Wait,
             Some(Reason::WaitingForTimeout),
-            Some(at(90))
+            Some(at(90) + skew())
         )
     );
     assert_eq!(
         early.next_wake,
-        Some(at(90)),
+        Some(at(90) + skew()),
         "requeue exactly when it becomes deletable"
     );
     assert_eq!(
@@ -250,14 +255,17 @@ fn unmanaged_pods_wait_for_the_timeout_under_delete_after_timeout() {
         NodePhase::Draining,
         "time resolves it: not Blocked"
     );
-    // At exactly marked + timeout it may go.
+    // At exactly marked + timeout + the clock skew allowance it may go (another replica may have marked it, by its
+    // own clock).
     let view = draining(
         vec![],
         pods,
         unmanaged(UnmanagedPodPolicy::DeleteAfterTimeout, Some("1h")),
     );
-    assert_eq!(summary(&crate::plan(&view, at(60))), ["Delete ops/tool"]);
-    assert!(summary(&crate::plan(&view, at(60) - chrono::Duration::seconds(1))).is_empty());
+    let deadline = at(60) + skew();
+    assert_eq!(summary(&crate::plan(&view, deadline)), ["Delete ops/tool"]);
+    assert!(summary(&crate::plan(&view, deadline - chrono::Duration::seconds(1))).is_empty());
+    assert!(summary(&crate::plan(&view, at(60))).is_empty());
 }
 
 #[test]
