@@ -14,7 +14,7 @@ use crate::{
     resolved::ControllerClasses,
     selector::{self, Selector, SelectorError},
     shared::SharedOutput,
-    workload::{OwnersByUid, workload_key},
+    workload,
 };
 
 /// The hash maps and sets of a pass: lookups by UID or name, rebuilt every pass and never iterated where order
@@ -320,11 +320,18 @@ impl<'a> Index<'a> {
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
         // Per position in the view's owners, the workload slot its pods count for: what a kept class needs.
         let mut owner_counts: Vec<u32> = Vec::with_capacity(view.owners.len());
-        let tops = OwnersByUid::new(&view.owners);
-        for owner in view.owners.iter().map(|o| &**o) {
+        let unchanged = controllers.owners_unchanged(&view.owners);
+        // What each owner's pods count for, worked out again only when the owners changed.
+        let counted_for = unchanged
+            .is_none()
+            .then(|| workload::counts_for(&view.owners));
+        let each = counted_for
+            .as_deref()
+            .unwrap_or_else(|| controllers.counts_for());
+        for (owner, counts_for) in view.owners.iter().zip(each) {
             let next = slot_of(workload_slots.len());
             let counts = *workload_slots
-                .entry(workload_key(owner, |top| tops.named(top)))
+                .entry(counts_for.key(owner, &view.owners))
                 .or_insert(next);
             owner_counts.push(counts);
         }
@@ -335,12 +342,12 @@ impl<'a> Index<'a> {
         // owners not seen in the last pass, to tell whether two of them share a UID.
         let mut lookups: Option<Lookups> = None;
         // Two owners with one UID (the last one found by it): kept classes, found by position, are not used then.
-        let one_owner_per_uid = match controllers.owners_unchanged(&view.owners) {
+        let one_owner_per_uid = match unchanged {
             Some(unique) => unique,
             None => {
                 let built = Lookups::new(view, &owner_counts);
                 let unique = built.distinct_uids() == view.owners.len();
-                controllers.remember_owners(&view.owners, unique);
+                controllers.remember_owners(&view.owners, unique, counted_for.unwrap_or_default());
                 lookups = Some(built);
                 unique
             }

@@ -14,7 +14,11 @@
 
 use std::sync::Arc;
 
-use crate::{ControllerRef, OwnerView, classify::Class, workload::Workload};
+use crate::{
+    ControllerRef, OwnerView,
+    classify::Class,
+    workload::{CountsFor, Workload},
+};
 
 /// The kept answers, by the slot of the controller reference (a fact's `controller`).
 #[derive(Default)]
@@ -24,6 +28,8 @@ pub(crate) struct ControllerClasses {
     /// share a UID.
     owners: Vec<Arc<OwnerView>>,
     one_owner_per_uid: bool,
+    /// What the pods of each of those owners count for.
+    counts_for: Vec<CountsFor>,
 }
 
 /// One controller's class, as positions among the view's owners, with what it was worked out from.
@@ -62,11 +68,23 @@ impl ControllerClasses {
         same.then_some(self.one_owner_per_uid)
     }
 
-    /// Remembers this pass's owners, and whether no two of them share a UID.
-    pub(crate) fn remember_owners(&mut self, owners: &[Arc<OwnerView>], one_owner_per_uid: bool) {
+    /// Remembers this pass's owners, whether no two of them share a UID, and what the pods of each count for.
+    pub(crate) fn remember_owners(
+        &mut self,
+        owners: &[Arc<OwnerView>],
+        one_owner_per_uid: bool,
+        counts_for: Vec<CountsFor>,
+    ) {
         self.owners.clear();
         self.owners.extend(owners.iter().cloned());
         self.one_owner_per_uid = one_owner_per_uid;
+        self.counts_for = counts_for;
+    }
+
+    /// What the pods of each of the remembered owners count for: the view's, when
+    /// [`Self::owners_unchanged`] says they are the same.
+    pub(crate) fn counts_for(&self) -> &[CountsFor] {
+        &self.counts_for
     }
 
     /// One entry per slot of the `controllers` there are: those of slots given up are let go.

@@ -6,6 +6,7 @@
 //! ready" and lets both lose a pod at once. Judged as one workload, it loses at most what its own bound allows.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
@@ -129,53 +130,92 @@ impl std::fmt::Display for Workload<'_> {
     }
 }
 
-/// The key of the workload that the pods of `owner` count for: a ReplicaSet with a controller of its own (a
-/// Deployment, or an operator's kind such as an Argo Rollout) counts for that controller, by its UID when `named`
-/// finds the owner it names, else by its whole reference; every other owner counts for itself, by its UID.
-pub(crate) fn workload_key<'a>(
-    owner: &'a OwnerView,
-    named: impl FnOnce(&ControllerRef) -> Option<&'a OwnerView>,
-) -> &'a str {
-    match (&owner.kind, &owner.controller) {
-        (OwnerKind::ReplicaSet, Some(top)) => named(top).map_or(top.key(), |o| o.uid.as_str()),
-        _ => &owner.uid,
+/// Which workload the pods of an owner count for, by position among the view's owners. It needs the owner that a
+/// ReplicaSet's controller reference names, so the index keeps it while the view's owners stay the same objects
+/// (see `resolved::ControllerClasses`) rather than looking every ReplicaSet's controller up on every pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CountsFor {
+    /// Itself, by its UID: every owner but a ReplicaSet with a controller of its own.
+    Itself,
+    /// The owner at this position, which the ReplicaSet's controller reference names (a Deployment, or an
+    /// operator's kind such as an Argo Rollout).
+    Owner(u32),
+    /// The ReplicaSet's controller, which names no owner in the view: by its whole reference.
+    Unseen,
+}
+
+impl CountsFor {
+    /// What the pods of `owner` count for.
+    fn of(owner: &OwnerView, owners: &OwnersByUid) -> Self {
+        match (&owner.kind, &owner.controller) {
+            (OwnerKind::ReplicaSet, Some(top)) => {
+                owners.named(top).map_or(Self::Unseen, Self::Owner)
+            }
+            _ => Self::Itself,
+        }
+    }
+
+    /// The key of that workload (see [`Workload::key`]), for `owner` among `owners`.
+    pub(crate) fn key<'a>(self, owner: &'a OwnerView, owners: &'a [Arc<OwnerView>]) -> &'a str {
+        match (self, &owner.controller) {
+            (Self::Owner(position), _) => &owners[position as usize].uid,
+            (Self::Unseen, Some(top)) => top.key(),
+            _ => &owner.uid,
+        }
     }
 }
 
+/// What the pods of each of `owners` count for, position by position.
+pub(crate) fn counts_for(owners: &[Arc<OwnerView>]) -> Vec<CountsFor> {
+    let named = OwnersByUid::new(owners);
+    owners.iter().map(|o| CountsFor::of(o, &named)).collect()
+}
+
 /// The view's owners by UID, found for a reference only when the rest of its identity matches; built when first
-/// asked (most owners are not ReplicaSets with a controller).
-pub(crate) struct OwnersByUid<'a> {
-    owners: &'a [std::sync::Arc<OwnerView>],
-    by_uid: std::cell::OnceCell<FastMap<&'a str, &'a OwnerView>>,
+/// asked.
+struct OwnersByUid<'a> {
+    owners: &'a [Arc<OwnerView>],
+    by_uid: std::cell::OnceCell<FastMap<&'a str, u32>>,
 }
 
 impl<'a> OwnersByUid<'a> {
-    pub(crate) fn new(owners: &'a [std::sync::Arc<OwnerView>]) -> Self {
+    fn new(owners: &'a [Arc<OwnerView>]) -> Self {
         Self {
             owners,
             by_uid: std::cell::OnceCell::new(),
         }
     }
 
-    /// The owner that `reference` names (see [`ControllerRef::names`]).
-    pub(crate) fn named(&self, reference: &ControllerRef) -> Option<&'a OwnerView> {
-        self.with_uid(&reference.uid).filter(|o| reference.names(o))
+    /// The position of the owner that `reference` names (see [`ControllerRef::names`]).
+    fn named(&self, reference: &ControllerRef) -> Option<u32> {
+        self.position(&reference.uid)
+            .filter(|&p| reference.names(&self.owners[p as usize]))
     }
 
     /// The owner with UID `uid`.
     fn with_uid(&self, uid: &str) -> Option<&'a OwnerView> {
-        let by_uid = self
-            .by_uid
-            .get_or_init(|| self.owners.iter().map(|o| (o.uid.as_str(), &**o)).collect());
+        Some(&self.owners[self.position(uid)? as usize])
+    }
+
+    fn position(&self, uid: &str) -> Option<u32> {
+        let by_uid = self.by_uid.get_or_init(|| {
+            (0u32..)
+                .zip(self.owners)
+                .map(|(p, o)| (o.uid.as_str(), p))
+                .collect()
+        });
         by_uid.get(uid).copied()
     }
 }
 
-/// The key of the workload that a pod with controller `reference` counts for: see [`workload_key`]; a reference that
+/// The key of the workload that a pod with controller `reference` counts for: see [`CountsFor`]; a reference that
 /// names no owner in the view counts for itself, by its whole reference.
 fn pod_workload_key<'a>(reference: &'a ControllerRef, owners: &OwnersByUid<'a>) -> &'a str {
     match owners.named(reference) {
-        Some(owner) => workload_key(owner, |top| owners.named(top)),
+        Some(position) => {
+            let owner = &owners.owners[position as usize];
+            CountsFor::of(owner, owners).key(owner, owners.owners)
+        }
         None => reference.key(),
     }
 }
