@@ -2,25 +2,41 @@
 //! agent's own node) and `GET /healthz`, shared by `run` and `simulate`.
 //!
 //! A request is obeyed only when the [`Gate`] admits it: the controller's token, bound to the node, on a node k8sm
-//! drained (401, 403 or 409 otherwise, and nothing happens). The controller's POST carries
+//! drained (401, 403 or 409 otherwise, and nothing happens). Before the gate's TokenReview, requests are limited in
+//! rate (429) and concurrency (503), each answered with `Retry-After`; the body is read only after the gate. The controller's POST carries
 //! `{"kamikaze": "<RFC 3339 time>"}`: the value it then writes as the kamikaze annotation, which the executor records
 //! as obeyed so that the annotation is not obeyed a second time. A POST without a body is accepted too.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use crate::Error;
 use crate::gate::{Gate, Refusal};
 use crate::shutdown::Shutdown;
 use crate::validate::is_node_name;
+
+/// Most TokenReviews (requests not yet authenticated) in flight at once; more get 503 at once.
+pub const MAX_CONCURRENT_REVIEWS: usize = 4;
+
+/// Requests that may reach the TokenReview in a burst, refilled at [`REVIEWS_PER_SECOND`]; more get 429.
+pub const REVIEW_BURST: usize = 20;
+
+/// Steady rate of requests that may reach the TokenReview.
+pub const REVIEWS_PER_SECOND: usize = 5;
+
+/// Longest body read, once authenticated: the controller's is under 40 bytes.
+const MAX_BODY: usize = 4096;
 
 /// How a mode answers a kamikaze request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,11 +88,80 @@ fn is_rfc3339(time: &str) -> bool {
 
 /// The routes, on top of `target`, each request admitted by `gate`.
 pub fn router<T: KamikazeTarget, G: Gate>(target: T, gate: G) -> Router {
+    let state = Endpoint {
+        target,
+        gate,
+        limits: Arc::new(Limits::new()),
+    };
     Router::new()
         .route("/kamikaze", post(kamikaze_own::<T, G>))
         .route("/kamikaze/{node}", post(kamikaze_named::<T, G>))
         .route("/healthz", get(|| async { "ok\n" }))
-        .with_state((target, gate))
+        .with_state(state)
+}
+
+/// What every kamikaze request shares.
+#[derive(Clone)]
+struct Endpoint<T, G> {
+    target: T,
+    gate: G,
+    limits: Arc<Limits>,
+}
+
+/// Bounds on the work that requests can cause before they are authenticated: each costs a TokenReview (and a read
+/// of the Node) on the apiserver, so without a bound anyone who reaches the port could load the apiserver through
+/// every agent at once.
+struct Limits {
+    reviews: Semaphore,
+    bucket: Mutex<Bucket>,
+}
+
+impl Limits {
+    fn new() -> Self {
+        Self {
+            reviews: Semaphore::new(MAX_CONCURRENT_REVIEWS),
+            bucket: Mutex::new(Bucket::full(
+                REVIEW_BURST,
+                REVIEWS_PER_SECOND,
+                Instant::now(),
+            )),
+        }
+    }
+}
+
+/// A token bucket: `capacity` requests at once, refilled at `per_second`.
+#[derive(Debug)]
+struct Bucket {
+    capacity: f64,
+    per_second: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn full(capacity: usize, per_second: usize, now: Instant) -> Self {
+        Self {
+            capacity: capacity as f64,
+            per_second: per_second as f64,
+            tokens: capacity as f64,
+            at: now,
+        }
+    }
+
+    /// Takes one token at `now`, or says how long until one is there.
+    fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.per_second).min(self.capacity);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64(
+                (1.0 - self.tokens) / self.per_second,
+            ))
+        }
+    }
 }
 
 /// Binds `addr` now, so a taken port fails the start, and serves `router` until `shutdown`.
@@ -104,24 +189,24 @@ fn answer(status: StatusCode, message: String) -> Response {
 }
 
 async fn kamikaze_own<T: KamikazeTarget, G: Gate>(
-    State((target, gate)): State<(T, G)>,
+    State(endpoint): State<Endpoint<T, G>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
-    let Some(node) = target.node_for(None) else {
+    let Some(node) = endpoint.target.node_for(None) else {
         return answer(
             StatusCode::NOT_FOUND,
             "this agent plays many nodes: POST /kamikaze/{nodeName}".into(),
         );
     };
-    handle(target, gate, node, &headers, &body).await
+    handle(endpoint, node, &headers, body).await
 }
 
 async fn kamikaze_named<T: KamikazeTarget, G: Gate>(
-    State((target, gate)): State<(T, G)>,
+    State(endpoint): State<Endpoint<T, G>>,
     Path(node): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     // A template whose placeholder was not substituted (`{nodeName}`) lands here: say so rather than "unknown".
     if !is_node_name(&node) {
@@ -130,33 +215,74 @@ async fn kamikaze_named<T: KamikazeTarget, G: Gate>(
             format!("{node:?} is not a node name"),
         );
     }
-    let Some(node) = target.node_for(Some(&node)) else {
+    let Some(node) = endpoint.target.node_for(Some(&node)) else {
         return answer(
             StatusCode::NOT_FOUND,
             format!("this agent does not run node {node}"),
         );
     };
-    handle(target, gate, node, &headers, &body).await
+    handle(endpoint, node, &headers, body).await
 }
 
-/// A request for `node`, which this agent plays: a well-formed body, then the gate, then the restart.
+/// A request for `node`, which this agent plays: within the limits, the gate, then a well-formed body, then the
+/// restart. The body is read only once the request is authenticated.
 async fn handle<T: KamikazeTarget, G: Gate>(
-    target: T,
-    gate: G,
+    endpoint: Endpoint<T, G>,
     node: String,
     headers: &HeaderMap,
-    body: &[u8],
+    body: Body,
 ) -> Response {
-    let kamikaze = match kamikaze_of(body) {
-        Ok(kamikaze) => kamikaze,
-        Err(message) => return answer(StatusCode::BAD_REQUEST, message),
-    };
+    let Endpoint {
+        target,
+        gate,
+        limits,
+    } = endpoint;
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok());
-    if let Err(refusal) = gate.admit(&node, authorization).await {
+    let taken = limits
+        .bucket
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take(Instant::now());
+    if let Err(wait) = taken {
+        return limited(
+            &node,
+            StatusCode::TOO_MANY_REQUESTS,
+            wait,
+            format!(
+                "too many kamikaze requests: at most {REVIEWS_PER_SECOND} a second are checked"
+            ),
+        );
+    }
+    let Ok(permit) = limits.reviews.try_acquire() else {
+        return limited(
+            &node,
+            StatusCode::SERVICE_UNAVAILABLE,
+            Duration::from_secs(1),
+            format!(
+                "too many kamikaze requests at once: at most {MAX_CONCURRENT_REVIEWS} are checked at a time"
+            ),
+        );
+    };
+    let admitted = gate.admit(&node, authorization).await;
+    drop(permit);
+    if let Err(refusal) = admitted {
         return refuse(&node, &refusal);
     }
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(body) => body,
+        Err(error) => {
+            return answer(
+                StatusCode::BAD_REQUEST,
+                format!("{EXPECTED_BODY} (could not read it, at most {MAX_BODY} bytes: {error})"),
+            );
+        }
+    };
+    let kamikaze = match kamikaze_of(&body) {
+        Ok(kamikaze) => kamikaze,
+        Err(message) => return answer(StatusCode::BAD_REQUEST, message),
+    };
     match target.kamikaze(&node, kamikaze.as_deref()) {
         Answer::Accepted => answer(
             StatusCode::ACCEPTED,
@@ -167,6 +293,22 @@ async fn handle<T: KamikazeTarget, G: Gate>(
             format!("this agent does not run node {node}"),
         ),
     }
+}
+
+/// The answer to a request over the limits, with when to come back; logged at debug only, since a flood would
+/// otherwise fill the log.
+fn limited(node: &str, status: StatusCode, wait: Duration, message: String) -> Response {
+    tracing::debug!(
+        node,
+        status = status.as_u16(),
+        "kamikaze request over the limits; not checked"
+    );
+    let mut response = answer(status, message);
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+    response
 }
 
 /// The answer to a refused request; logged, since a refusal of the controller is an operator's problem and any other
@@ -346,6 +488,145 @@ mod tests {
 
         trigger.fire();
         server.await.unwrap().unwrap();
+    }
+
+    /// A gate that takes `delay` to answer (a TokenReview on a slow apiserver) and refuses every token; counts the
+    /// reviews it was asked for and the most at once.
+    #[derive(Clone, Default)]
+    struct SlowGate {
+        delay: std::time::Duration,
+        reviews: Arc<Mutex<(usize, usize, usize)>>,
+    }
+
+    impl Gate for SlowGate {
+        async fn admit(&self, _: &str, _: Option<&str>) -> Result<(), Refusal> {
+            {
+                let mut counts = self.reviews.lock().unwrap();
+                counts.0 += 1;
+                counts.1 += 1;
+                counts.2 = counts.2.max(counts.1);
+            }
+            tokio::time::sleep(self.delay).await;
+            self.reviews.lock().unwrap().1 -= 1;
+            Err(Refusal::InvalidToken {
+                audience: "a".into(),
+                why: "forged".into(),
+            })
+        }
+    }
+
+    /// Serves `router` on a loopback port until the test ends.
+    async fn serve_router(router: Router) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        addr
+    }
+
+    #[tokio::test]
+    async fn the_body_is_read_only_after_authentication() {
+        let addr = serve_router(router(Recorder::default(), FakeGate)).await;
+        // A malformed body costs nothing to someone who cannot authenticate: the answer is about the token.
+        let not_json = "{\"kamikaze\": ";
+        assert_eq!(
+            request(addr, "POST", "/kamikaze/node-0000", None, not_json)
+                .await
+                .0,
+            401
+        );
+        assert_eq!(
+            request(addr, "POST", "/kamikaze/node-0000", Some("bad"), not_json)
+                .await
+                .0,
+            403
+        );
+        // A request that announces a large body and never sends it is answered at once, without waiting for it.
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "POST /kamikaze/node-0000 HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer bad\r\n\
+             Content-Length: 1000000\r\n\r\n{{"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = [0; 12];
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            stream.read_exact(&mut answer),
+        )
+        .await
+        .expect("answered without the body")
+        .unwrap();
+        assert_eq!(&answer, b"HTTP/1.1 403");
+    }
+
+    #[tokio::test]
+    async fn token_reviews_are_limited_in_concurrency() {
+        let gate = SlowGate {
+            delay: std::time::Duration::from_millis(500),
+            ..SlowGate::default()
+        };
+        let addr = serve_router(router(Recorder::default(), gate.clone())).await;
+        let requests = (0..12).map(|_| request(addr, "POST", "/kamikaze", Some("forged"), ""));
+        let codes: Vec<u16> = futures::future::join_all(requests)
+            .await
+            .into_iter()
+            .map(|(code, _)| code)
+            .collect();
+        let (reviews, _, most_at_once) = *gate.reviews.lock().unwrap();
+        assert_eq!(
+            most_at_once, MAX_CONCURRENT_REVIEWS,
+            "at most {MAX_CONCURRENT_REVIEWS} TokenReviews at once: {codes:?}"
+        );
+        assert_eq!(reviews, MAX_CONCURRENT_REVIEWS, "{codes:?}");
+        assert_eq!(codes.iter().filter(|c| **c == 401).count(), reviews);
+        assert_eq!(
+            codes.iter().filter(|c| **c == 503).count(),
+            12 - reviews,
+            "the others are told to come back: {codes:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn token_reviews_are_limited_in_rate() {
+        let gate = SlowGate::default();
+        let addr = serve_router(router(Recorder::default(), gate.clone())).await;
+        let mut codes = Vec::new();
+        for _ in 0..REVIEW_BURST + 5 {
+            codes.push(request(addr, "POST", "/kamikaze", Some("forged"), "").await);
+        }
+        let reviews = gate.reviews.lock().unwrap().0;
+        // A few may have come back into the bucket while the requests were sent.
+        assert!(
+            (REVIEW_BURST..REVIEW_BURST + 3).contains(&reviews),
+            "{reviews} reviews for {} requests",
+            codes.len()
+        );
+        let (code, last) = codes.last().unwrap();
+        assert_eq!(*code, 429, "{last}");
+        assert!(
+            last.to_ascii_lowercase().contains("retry-after: 1"),
+            "{last}"
+        );
+    }
+
+    #[test]
+    fn the_bucket_lets_a_burst_through_then_its_rate() {
+        let start = Instant::now();
+        let mut bucket = Bucket::full(3, 2, start);
+        for _ in 0..3 {
+            assert_eq!(bucket.take(start), Ok(()));
+        }
+        assert_eq!(bucket.take(start), Err(Duration::from_millis(500)));
+        let later = start + Duration::from_millis(500);
+        assert_eq!(bucket.take(later), Ok(()), "one back after 1/rate");
+        assert!(bucket.take(later).is_err());
+        let much_later = later + Duration::from_secs(60);
+        for _ in 0..3 {
+            assert_eq!(bucket.take(much_later), Ok(()));
+        }
+        assert!(
+            bucket.take(much_later).is_err(),
+            "never more than the burst"
+        );
     }
 
     #[test]

@@ -425,8 +425,8 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
     assert!(capacity.contains_key("pods"), "capacity kept: {capacity:?}");
 
     // Http mechanism: the controller's POST (its token bound to the node, its body) restarts node-0000, which k8sm
-    // drained, and records its kamikaze as obeyed; an unknown node, a malformed body, a POST without the token and
-    // one before the node was drained are refused.
+    // drained, and records its kamikaze as obeyed; an unknown node, a POST without the token (whatever its body), one
+    // before the node was drained, and a malformed body once authenticated are refused.
     let told = r#"{"kamikaze": "2025-01-01T00:00:04Z"}"#;
     let token = controller_token(&cluster, &n0).await;
     let token = Some(token.as_str());
@@ -438,16 +438,17 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
         404
     );
     assert_eq!(
-        http_with_body(addr, "POST", &n0_path, token, "{}")
-            .await
-            .unwrap(),
-        400
-    );
-    assert_eq!(
         http_with_body(addr, "POST", &n0_path, None, told)
             .await
             .unwrap(),
         401
+    );
+    assert_eq!(
+        http_with_body(addr, "POST", &n0_path, None, "{")
+            .await
+            .unwrap(),
+        401,
+        "the body is read only after authentication"
     );
     assert_eq!(
         http_with_body(addr, "POST", &n0_path, token, told)
@@ -457,6 +458,13 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
         "node-0000 is not drained yet"
     );
     drain_as_controller(&nodes, &n0).await;
+    assert_eq!(
+        http_with_body(addr, "POST", &n0_path, token, "{}")
+            .await
+            .unwrap(),
+        400,
+        "authenticated, with a malformed body"
+    );
     assert_eq!(
         http_with_body(addr, "POST", &n0_path, token, told)
             .await
@@ -471,6 +479,20 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
     assert_eq!(
         annotation(&restarted, KAMIKAZE_OBEYED_ANNOTATION),
         Some("2025-01-01T00:00:04Z")
+    );
+
+    // A flood of forged requests costs a bounded number of TokenReviews: past the burst, the agent answers 429 (or
+    // 503 while its few reviews run) without asking the apiserver.
+    let flood = (0..40).map(|_| http_with_body(addr, "POST", &n0_path, Some("forged"), told));
+    let codes: Vec<u16> = futures::future::join_all(flood)
+        .await
+        .into_iter()
+        .map(|code| code.expect("an answer"))
+        .collect();
+    let limited = codes.iter().filter(|c| [429, 503].contains(*c)).count();
+    assert!(
+        limited >= 20 && codes.iter().all(|c| [401, 429, 503].contains(c)),
+        "{codes:?}"
     );
 
     // Every restart was logged, node-0003's once, and SIGTERM stops the agent cleanly.
@@ -648,6 +670,16 @@ async fn run_publishes_its_id_and_runs_the_restart_command_once_per_kamikaze() {
             .unwrap(),
         404
     );
+    assert_eq!(http(new_addr, "POST", &path).await.unwrap(), 401);
+    assert_eq!(
+        http_with_body(new_addr, "POST", &path, token, "")
+            .await
+            .unwrap(),
+        409,
+        "not drained"
+    );
+    new.check_running();
+    drain_as_controller(&nodes, &node).await;
     assert_eq!(
         http_with_body(
             new_addr,
@@ -660,16 +692,6 @@ async fn run_publishes_its_id_and_runs_the_restart_command_once_per_kamikaze() {
         .unwrap(),
         400
     );
-    assert_eq!(http(new_addr, "POST", &path).await.unwrap(), 401);
-    assert_eq!(
-        http_with_body(new_addr, "POST", &path, token, "")
-            .await
-            .unwrap(),
-        409,
-        "not drained"
-    );
-    new.check_running();
-    drain_as_controller(&nodes, &node).await;
     assert_eq!(
         http_with_body(new_addr, "POST", &path, token, "")
             .await
