@@ -295,7 +295,16 @@ pub fn answer(error: &Error) -> String {
         | Error::Action {
             source: kube::Error::Api(status),
             ..
-        } => format!("{} {}: {}", status.code, status.reason, status.message),
+        } => {
+            match crate::permissions::opt_in_hint(&status.message).filter(|_| status.code == 403) {
+                // RBAC refused a verb only surge moves or DeleteNode use: say what grants it.
+                Some(hint) => format!(
+                    "{} {}: {}; {hint}",
+                    status.code, status.reason, status.message
+                ),
+                None => format!("{} {}: {}", status.code, status.reason, status.message),
+            }
+        }
         other => other.to_string(),
     }
 }

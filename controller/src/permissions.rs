@@ -1,5 +1,9 @@
 //! The permissions the controller uses — exactly what `deploy/rbac.yaml` grants — checked at start-up with
 //! SelfSubjectAccessReviews, so a missing verb is one clear error instead of a watch that retries forever.
+//!
+//! Surge moves and the DeleteNode kamikaze need more ([`OPT_IN`]), granted only by the components
+//! `deploy/components/surge` and `delete-node` (Helm: `rbac.surge`, `rbac.deleteNode`): without them the controller
+//! starts, logs what it lacks, and a refused action says which component to enable ([`opt_in_hint`]).
 
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
@@ -19,7 +23,13 @@ pub struct Permission {
     pub verb: &'static str,
     /// Only needed in the leader-election namespace (a Role, not the ClusterRole).
     pub lease: bool,
+    /// Limited to one object (`resourceNames`): its default name, as the deployed Role names it. The start-up check
+    /// asks about the configured name.
+    pub name: Option<&'static str>,
 }
+
+/// The Lease's default name (`--leader-elect-lease`), which the deployed Role limits `get` and `update` to.
+pub const DEFAULT_LEASE: &str = "k8sm-controller";
 
 const fn cluster(
     group: &'static str,
@@ -33,6 +43,7 @@ const fn cluster(
         subresource,
         verb,
         lease: false,
+        name: None,
     }
 }
 
@@ -61,11 +72,8 @@ pub const REQUIRED: &[Permission] = &[
     cluster("", "persistentvolumes", "", "watch"),
     // Act.
     cluster("", "nodes", "", "patch"),
-    cluster("", "nodes", "", "delete"),
     cluster("", "pods", "eviction", "create"),
     cluster("", "pods", "", "delete"),
-    // Surge moves: a Deployment's pod template annotation and k8sm's record of the move.
-    cluster("apps", "deployments", "", "patch"),
     // The policy finalizer (added, and removed once every node is handed back), a patch of metadata.finalizers.
     cluster("k8s.mesosphere.io", "executorupgradepolicies", "", "patch"),
     cluster(
@@ -77,32 +85,81 @@ pub const REQUIRED: &[Permission] = &[
     // Report.
     cluster("events.k8s.io", "events", "", "create"),
     cluster("events.k8s.io", "events", "", "patch"),
-    // Leader election.
-    Permission {
-        group: "coordination.k8s.io",
-        resource: "leases",
-        subresource: "",
-        verb: "get",
-        lease: true,
-    },
-    Permission {
-        group: "coordination.k8s.io",
-        resource: "leases",
-        subresource: "",
-        verb: "create",
-        lease: true,
-    },
-    Permission {
-        group: "coordination.k8s.io",
-        resource: "leases",
-        subresource: "",
-        verb: "update",
-        lease: true,
-    },
+    // Leader election: create cannot be limited by name in Kubernetes, get and update are.
+    lease("get", Some(DEFAULT_LEASE)),
+    lease("create", None),
+    lease("update", Some(DEFAULT_LEASE)),
 ];
 
+const fn lease(verb: &'static str, name: Option<&'static str>) -> Permission {
+    Permission {
+        group: "coordination.k8s.io",
+        resource: "leases",
+        subresource: "",
+        verb,
+        lease: true,
+        name,
+    }
+}
+
+/// A permission that only one mechanism needs, granted only when the operator opts in to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptIn {
+    pub permission: Permission,
+    /// What needs it, as a policy asks for it.
+    pub used_by: &'static str,
+    /// The kustomize component that grants it (a directory under `deploy/`).
+    pub component: &'static str,
+    /// The Helm value that grants it.
+    pub helm_value: &'static str,
+}
+
+/// Surge moves patch a Deployment: its pod template's restart annotation and k8sm's record of the move. Cluster-wide
+/// that reaches kube-system's pod templates, so the component ships an admission policy that allows nothing else.
+pub const SURGE: OptIn = OptIn {
+    permission: cluster("apps", "deployments", "", "patch"),
+    used_by: "surge moves (spec.workloads.surge)",
+    component: "deploy/components/surge",
+    helm_value: "rbac.surge",
+};
+
+/// The DeleteNode kamikaze deletes the drained Node object.
+pub const DELETE_NODE: OptIn = OptIn {
+    permission: cluster("", "nodes", "", "delete"),
+    used_by: "the DeleteNode kamikaze (spec.kamikaze.mechanism: DeleteNode)",
+    component: "deploy/components/delete-node",
+    helm_value: "rbac.deleteNode",
+};
+
+pub const OPT_IN: &[OptIn] = &[SURGE, DELETE_NODE];
+
+impl OptIn {
+    /// How to grant it.
+    pub fn how(&self) -> String {
+        format!(
+            "{} needs `{}`: apply the kustomize component {} (docs/permissions.md) or set the Helm value {}=true",
+            self.used_by, self.permission, self.component, self.helm_value
+        )
+    }
+}
+
+/// What to enable when the apiserver refused an action with `message` for lack of an opt-in permission (RBAC's
+/// answer names the verb, resource and group: `cannot patch resource "deployments" in API group "apps"`).
+pub fn opt_in_hint(message: &str) -> Option<String> {
+    OPT_IN
+        .iter()
+        .find(|opt_in| {
+            let p = opt_in.permission;
+            message.contains(&format!(
+                "cannot {} resource \"{}\" in API group \"{}\"",
+                p.verb, p.resource, p.group
+            ))
+        })
+        .map(OptIn::how)
+}
+
 /// The upgrade reports (see [`crate::reports`]): one ConfigMap per run in the controller's namespace, read back,
-/// applied, and the oldest deleted (a Role there).
+/// applied, and the oldest deleted (a Role there). Not limited by name: each run's is known only once it starts.
 pub const REPORTS: &[Permission] = &[
     namespaced("", "configmaps", "get"),
     namespaced("", "configmaps", "list"),
@@ -118,6 +175,7 @@ const fn namespaced(group: &'static str, resource: &'static str, verb: &'static 
         subresource: "",
         verb,
         lease: true,
+        name: None,
     }
 }
 
@@ -130,6 +188,7 @@ pub const KAMIKAZE_TOKEN: Permission = Permission {
     subresource: "token",
     verb: "create",
     lease: true,
+    name: Some(crate::kamikaze_token::DEFAULT_SERVICE_ACCOUNT),
 };
 
 impl std::fmt::Display for Permission {
@@ -148,24 +207,23 @@ impl std::fmt::Display for Permission {
     }
 }
 
-/// Fails with every permission this identity lacks (leases only when leader election is on; the reports' in their
-/// namespace; the kamikaze token only when the controller knows its ServiceAccount).
+/// Fails with every permission this identity lacks (leases only when leader election is on, as `lease`: namespace
+/// and name; the reports' in their namespace; the kamikaze token only when the controller knows its ServiceAccount).
+/// The [`OPT_IN`] permissions are not required: it logs which are missing.
 pub async fn check(
     client: &Client,
-    lease_namespace: Option<&str>,
+    lease: Option<(&str, &str)>,
     report_namespace: &str,
     kamikaze_account: Option<&ServiceAccountRef>,
 ) -> Result<(), Error> {
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut missing = Vec::new();
-    let required =
-        REQUIRED
-            .iter()
-            .filter_map(|permission| match (permission.lease, lease_namespace) {
-                (true, None) => None,
-                (true, Some(ns)) => Some((permission, Some(ns), None)),
-                (false, _) => Some((permission, None, None)),
-            });
+    let required = REQUIRED
+        .iter()
+        .filter_map(|permission| match (permission.lease, lease) {
+            (true, None) => None,
+            (true, Some((ns, name))) => Some((permission, Some(ns), permission.name.map(|_| name))),
+            (false, _) => Some((permission, None, None)),
+        });
     let token = kamikaze_account.map(|account| {
         (
             &KAMIKAZE_TOKEN,
@@ -177,23 +235,7 @@ pub async fn check(
         .iter()
         .map(|permission| (permission, Some(report_namespace), None));
     for (permission, namespace, name) in required.chain(reports).chain(token) {
-        let review = SelfSubjectAccessReview {
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(permission.group.to_owned()),
-                    resource: Some(permission.resource.to_owned()),
-                    subresource: Some(permission.subresource.to_owned()).filter(|s| !s.is_empty()),
-                    verb: Some(permission.verb.to_owned()),
-                    namespace: namespace.map(str::to_owned),
-                    name: name.map(str::to_owned),
-                    ..ResourceAttributes::default()
-                }),
-                ..SelfSubjectAccessReviewSpec::default()
-            },
-            ..SelfSubjectAccessReview::default()
-        };
-        let answer = reviews.create(&PostParams::default(), &review).await?;
-        if !answer.status.is_some_and(|s| s.allowed) {
+        if !allowed(client, permission, namespace, name).await? {
             missing.push(match (namespace, name) {
                 (Some(ns), Some(name)) => format!("{permission} (of {ns}/{name})"),
                 (Some(ns), None) => format!("{permission} (in namespace {ns})"),
@@ -201,11 +243,47 @@ pub async fn check(
             });
         }
     }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::MissingPermissions(missing))
+    if !missing.is_empty() {
+        return Err(Error::MissingPermissions(missing));
     }
+    for opt_in in OPT_IN {
+        if allowed(client, &opt_in.permission, None, None).await? {
+            tracing::info!(permission = %opt_in.permission, "granted: {}", opt_in.used_by);
+        } else {
+            tracing::warn!(
+                "not granted, so refused if a policy asks for it: {}",
+                opt_in.how()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Whether this identity may make the call (a SelfSubjectAccessReview).
+async fn allowed(
+    client: &Client,
+    permission: &Permission,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Result<bool, Error> {
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(permission.group.to_owned()),
+                resource: Some(permission.resource.to_owned()),
+                subresource: Some(permission.subresource.to_owned()).filter(|s| !s.is_empty()),
+                verb: Some(permission.verb.to_owned()),
+                namespace: namespace.map(str::to_owned),
+                name: name.map(str::to_owned),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let answer = reviews.create(&PostParams::default(), &review).await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
 #[cfg(test)]
@@ -230,39 +308,37 @@ mod tests {
         );
     }
 
-    /// deploy/rbac.yaml grants exactly what the controller uses: no more, no less.
-    #[test]
-    fn the_deployed_roles_grant_exactly_the_required_permissions() {
+    /// A granted or required permission: `group|resource[/subresource]`, verb, in the controller's namespace (a
+    /// Role), limited to these names.
+    type Grant = (String, String, bool, Vec<String>);
+
+    /// What the ClusterRoles and Roles of one manifest file grant.
+    fn granted(path: &str) -> Vec<Grant> {
         let text =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml"))
-                .unwrap();
-        let mut granted: Vec<(String, String, bool)> = Vec::new();
+            std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let mut granted = Vec::new();
         for document in serde_yaml::Deserializer::from_str(&text) {
             let value = serde_yaml::Value::deserialize(document).unwrap();
             let kind = value["kind"].as_str().unwrap_or_default();
             if kind != "ClusterRole" && kind != "Role" {
                 continue;
             }
-            if value["metadata"]["name"].as_str() != Some("k8sm-controller") {
-                continue;
-            }
+            let role = value["metadata"]["name"].as_str().unwrap_or_default();
+            assert!(
+                role.starts_with("k8sm-controller"),
+                "{path}: a role of the controller: {role}"
+            );
             for rule in value["rules"].as_sequence().unwrap() {
-                let resources = rule["resources"].as_sequence().unwrap();
-                if resources
-                    .iter()
-                    .any(|r| r.as_str() == Some("serviceaccounts/token"))
-                {
-                    // Its own ServiceAccount's tokens only: any other would be a way to act as that account.
-                    let names: Vec<&str> = rule["resourceNames"]
-                        .as_sequence()
-                        .map(|names| names.iter().filter_map(|n| n.as_str()).collect())
-                        .unwrap_or_default();
-                    assert_eq!(
-                        names,
-                        [crate::kamikaze_token::DEFAULT_SERVICE_ACCOUNT],
-                        "serviceaccounts/token limited to the controller's own"
-                    );
-                }
+                let names: Vec<String> = rule["resourceNames"]
+                    .as_sequence()
+                    .map(|names| {
+                        names
+                            .iter()
+                            .filter_map(|n| n.as_str())
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 for group in rule["apiGroups"].as_sequence().unwrap() {
                     for resource in rule["resources"].as_sequence().unwrap() {
                         for verb in rule["verbs"].as_sequence().unwrap() {
@@ -274,16 +350,20 @@ mod tests {
                                 ),
                                 verb.as_str().unwrap().to_owned(),
                                 kind == "Role",
+                                names.clone(),
                             ));
                         }
                     }
                 }
             }
         }
-        let mut required: Vec<(String, String, bool)> = REQUIRED
-            .iter()
-            .chain(REPORTS)
-            .chain([&KAMIKAZE_TOKEN])
+        granted.sort();
+        granted
+    }
+
+    fn grants<'a>(permissions: impl IntoIterator<Item = &'a Permission>) -> Vec<Grant> {
+        let mut grants: Vec<Grant> = permissions
+            .into_iter()
             .map(|p| {
                 let resource = if p.subresource.is_empty() {
                     p.resource.to_owned()
@@ -294,12 +374,83 @@ mod tests {
                     format!("{}|{resource}", p.group),
                     p.verb.to_owned(),
                     p.lease,
+                    p.name.into_iter().map(str::to_owned).collect(),
                 )
             })
             .collect();
-        granted.sort();
-        required.sort();
-        assert_eq!(granted, required);
+        grants.sort();
+        grants
+    }
+
+    /// deploy/rbac.yaml grants exactly what the controller's default mechanisms use: no more, no less. The Lease
+    /// and the token are limited to their names; the token to the controller's own ServiceAccount, since any other
+    /// would be a way to act as that account.
+    #[test]
+    fn the_deployed_roles_grant_exactly_the_required_permissions() {
+        assert_eq!(
+            granted("deploy/rbac.yaml"),
+            grants(REQUIRED.iter().chain(REPORTS).chain([&KAMIKAZE_TOKEN]))
+        );
+        assert_eq!(
+            KAMIKAZE_TOKEN.name,
+            Some(crate::kamikaze_token::DEFAULT_SERVICE_ACCOUNT)
+        );
+    }
+
+    /// Each opt-in component grants exactly its permission, which the default role does not.
+    #[test]
+    fn each_component_grants_exactly_its_opt_in_permission() {
+        let default = granted("deploy/rbac.yaml");
+        for opt_in in OPT_IN {
+            let want = grants([&opt_in.permission]);
+            assert_eq!(
+                granted(&format!("{}/rbac.yaml", opt_in.component)),
+                want,
+                "{}",
+                opt_in.component
+            );
+            assert!(
+                !default.contains(&want[0]),
+                "the default role grants {}",
+                opt_in.permission
+            );
+            assert!(!REQUIRED.contains(&opt_in.permission));
+        }
+    }
+
+    /// The Lease name the deployed Role allows is the flag's default.
+    #[test]
+    fn the_lease_name_is_the_flags_default() {
+        use clap::Parser;
+        let args = crate::args::Args::try_parse_from(["k8sm-controller"]).unwrap();
+        assert_eq!(args.leader_elect_lease, DEFAULT_LEASE);
+    }
+
+    /// RBAC's refusal of an opt-in verb names what to enable; other refusals (an admission policy's) do not.
+    #[test]
+    fn a_refused_opt_in_verb_names_its_component_and_helm_value() {
+        let rbac = "deployments.apps \"web\" is forbidden: User \"system:serviceaccount:k8sm-system:k8sm-controller\" \
+                    cannot patch resource \"deployments\" in API group \"apps\" in the namespace \"shop\"";
+        let hint = opt_in_hint(rbac).expect("a hint");
+        assert!(
+            hint.contains("deploy/components/surge") && hint.contains("rbac.surge=true"),
+            "{hint}"
+        );
+        let node = "nodes \"n1\" is forbidden: User \"x\" cannot delete resource \"nodes\" in API group \"\" at the \
+                    cluster scope";
+        let hint = opt_in_hint(node).expect("a hint");
+        assert!(
+            hint.contains("deploy/components/delete-node") && hint.contains("rbac.deleteNode=true"),
+            "{hint}"
+        );
+        assert_eq!(
+            opt_in_hint("denied by ValidatingAdmissionPolicy 'k8sm-controller-surge'"),
+            None
+        );
+        assert_eq!(
+            opt_in_hint("cannot delete resource \"pods\" in API group \"\""),
+            None
+        );
     }
 
     use serde::Deserialize;

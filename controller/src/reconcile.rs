@@ -111,9 +111,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_layer(&deliveries.layer())
         .build();
     let calls = calls_client(config)?;
-    let lease_namespace = args
-        .leader_elect
-        .then_some(args.leader_elect_namespace.as_str());
+    let lease_name = args.leader_elect.then_some((
+        args.leader_elect_namespace.as_str(),
+        args.leader_elect_lease.as_str(),
+    ));
     let kamikaze_account =
         ServiceAccountRef::or_in_cluster_default(args.kamikaze_service_account.clone());
     let report_namespace = args
@@ -122,7 +123,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(|| args.leader_elect_namespace.clone());
     crate::permissions::check(
         &calls,
-        lease_namespace,
+        lease_name,
         &report_namespace,
         kamikaze_account.as_ref(),
     )

@@ -144,6 +144,32 @@ fn diff_values(path: &str, want: &Value, have: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// Writes, in `dir`, a kustomize overlay of deploy/ with `components` (directories under deploy/components), as an
+/// operator opting in to surge moves or DeleteNode writes one; returns `dir`, for `kubectl kustomize` or `apply -k`.
+pub fn overlay_with_components(dir: &std::path::Path, components: &[&str]) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).expect("overlay dir");
+    // Kustomize takes relative paths only: from the overlay up to / and down to the workspace.
+    let dir = dir.canonicalize().expect("overlay dir");
+    let root = crate::workspace_root()
+        .canonicalize()
+        .expect("workspace root");
+    let up = "../".repeat(dir.components().count() - 1);
+    let deploy = format!(
+        "{up}{}/deploy",
+        root.display().to_string().trim_start_matches('/')
+    );
+    let components: String = components
+        .iter()
+        .map(|c| format!("  - {deploy}/components/{c}\n"))
+        .collect();
+    let kustomization = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {deploy}\n\
+         components:\n{components}"
+    );
+    std::fs::write(dir.join("kustomization.yaml"), kustomization).expect("kustomization");
+    dir
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,8 @@
 //! - `helm lint` passes, with the default values and with every option on;
 //! - with the default values, the chart renders exactly the objects of `kubectl kustomize deploy/`, object for object
 //!   and field for field (no normalisation: the chart adds no label or annotation the base lacks); with the agent on it
-//!   adds exactly `kubectl kustomize deploy/agent`, and its `policies` render exactly the example policies;
+//!   adds exactly `kubectl kustomize deploy/agent`, with `rbac.surge` and `rbac.deleteNode` exactly what the
+//!   components deploy/components/surge and delete-node add, and its `policies` render exactly the example policies;
 //! - the comparison fails on a change (a negative control: one extra controller argument is reported);
 //! - values that would install something broken are refused, with the fix in the message;
 //! - `helm install` installs the CRD from the chart's crds/ before the policies that need it, and `helm uninstall`
@@ -198,6 +199,25 @@ async fn helm_chart_renders_the_kustomize_base_and_the_apiserver_accepts_it() {
         &added(&with_agent, &default),
     );
 
+    // The opt-in permissions: exactly what the kustomize components add to the base.
+    for (values, components) in [
+        ("rbac.surge=true", &["surge"][..]),
+        ("rbac.deleteNode=true", &["delete-node"][..]),
+        (
+            "rbac.surge=true,rbac.deleteNode=true",
+            &["surge", "delete-node"][..],
+        ),
+    ] {
+        let overlay = manifests::overlay_with_components(&cluster.dir().join(values), components);
+        let overlay = kustomize(&cluster, overlay.to_str().unwrap());
+        assert_same(
+            &format!("deploy/components {components:?} (less the base)"),
+            &added(&overlay, &base),
+            &format!("the chart's {values} render (less the base)"),
+            &added(&helm.render(&["--set", values]), &default),
+        );
+    }
+
     // Policies: each renders as the example it was taken from.
     let (examples, policies) = example_policies();
     let policies_file = helm.values_file("policies.yaml", &policies);
@@ -320,6 +340,7 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
             "tolerations": [{ "key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule" }],
         },
         "metrics": { "serviceMonitor": { "enabled": true, "labels": { "release": "prometheus" }, "scrapeTimeout": "10s" } },
+        "rbac": { "surge": true, "deleteNode": true },
         "agent": {
             "enabled": true,
             "hostNetwork": true,
@@ -371,6 +392,18 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
             "ExecutorUpgradePolicy",
             "",
             "conservative",
+        ),
+        (
+            "admissionregistration.k8s.io/v1",
+            "ValidatingAdmissionPolicy",
+            "",
+            "k8sm-controller-surge",
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            "",
+            "k8sm-controller-delete-node",
         ),
     ] {
         assert!(
