@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use k8sm_api::keys::KAMIKAZE_TOKEN_AUDIENCE;
 
 use crate::gate::{DEFAULT_CONTROLLER_USER, Expected};
+use crate::obeyed::ObeyedTokens;
 use crate::simulate::Comeback;
 use crate::validate;
 
@@ -92,9 +93,28 @@ pub struct KamikazeAuthArgs {
     /// User the `Http` kamikaze's token must authenticate as: the controller's ServiceAccount.
     #[arg(long, value_name = "USER", default_value = DEFAULT_CONTROLLER_USER)]
     pub kamikaze_from: String,
+
+    /// File that remembers the hashes of the tokens obeyed, until they expire, so that the agent started after a
+    /// kamikaze refuses them too (each token is obeyed once). Without it they are remembered in memory only.
+    #[arg(long, value_name = "PATH")]
+    pub obeyed_tokens_file: Option<PathBuf>,
 }
 
 impl KamikazeAuthArgs {
+    /// The tokens obeyed so far: those of the file, if one is given.
+    pub fn obeyed_tokens(&self) -> Result<std::sync::Arc<ObeyedTokens>, crate::Error> {
+        let obeyed = match &self.obeyed_tokens_file {
+            Some(path) => ObeyedTokens::in_file(path.clone()).map_err(|source| {
+                crate::Error::ObeyedTokens {
+                    path: path.clone(),
+                    source,
+                }
+            })?,
+            None => ObeyedTokens::in_memory(),
+        };
+        Ok(std::sync::Arc::new(obeyed))
+    }
+
     pub fn expected(&self) -> Expected {
         Expected {
             audience: self.kamikaze_audience.clone(),

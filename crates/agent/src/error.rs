@@ -27,6 +27,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("reading the tokens obeyed so far from {}: {source}", path.display())]
+    ObeyedTokens {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("installing the signal handlers: {0}")]
     Signal(#[source] std::io::Error),
     #[error("running the kamikaze command `{command}`: {source}")]

@@ -36,6 +36,12 @@ pub enum Refusal {
     /// 401: the apiserver does not accept the token for the kamikaze audience.
     #[error("the token is not valid for audience {audience}: {why}")]
     InvalidToken { audience: String, why: String },
+    /// 401: the controller's token, obeyed once already: each token is obeyed once (`crate::obeyed`).
+    #[error(
+        "this token was already obeyed: each kamikaze token is obeyed once, so a captured one cannot be replayed; \
+         request a new token"
+    )]
+    Replayed,
     /// 403: a valid token of someone other than the controller.
     #[error("the token authenticates {user}, not the controller ({controller})")]
     NotController { user: String, controller: String },
@@ -59,7 +65,7 @@ impl Refusal {
     /// The HTTP status of the answer.
     pub fn status(&self) -> u16 {
         match self {
-            Self::NoToken(_) | Self::InvalidToken { .. } => 401,
+            Self::NoToken(_) | Self::InvalidToken { .. } | Self::Replayed => 401,
             Self::NotController { .. } | Self::OtherNode { .. } => 403,
             Self::NoNode(_) | Self::NotDrained { .. } => 409,
             Self::Unavailable(_) => 503,

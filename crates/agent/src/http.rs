@@ -3,7 +3,8 @@
 //!
 //! A request is obeyed only when the [`Gate`] admits it: the controller's token, bound to the node, on a node k8sm
 //! drained (401, 403 or 409 otherwise, and nothing happens). Before the gate's TokenReview, requests are limited in
-//! rate (429) and concurrency (503), each answered with `Retry-After`; the body is read only after the gate. The controller's POST carries
+//! rate (429) and concurrency (503), each answered with `Retry-After`; the body is read only after the gate. A token
+//! is obeyed once (401 after that, see [`crate::obeyed`]). The controller's POST carries
 //! `{"kamikaze": "<RFC 3339 time>"}`: the value it then writes as the kamikaze annotation, which the executor records
 //! as obeyed so that the annotation is not obeyed a second time. A POST without a body is accepted too.
 
@@ -23,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use crate::Error;
 use crate::gate::{Gate, Refusal};
+use crate::obeyed::ObeyedTokens;
 use crate::shutdown::Shutdown;
 use crate::validate::is_node_name;
 
@@ -86,12 +88,13 @@ fn is_rfc3339(time: &str) -> bool {
     !time.contains('[') && time.parse::<k8s_openapi::jiff::Timestamp>().is_ok()
 }
 
-/// The routes, on top of `target`, each request admitted by `gate`.
-pub fn router<T: KamikazeTarget, G: Gate>(target: T, gate: G) -> Router {
+/// The routes, on top of `target`, each request admitted by `gate` and its token obeyed once (`obeyed`).
+pub fn router<T: KamikazeTarget, G: Gate>(target: T, gate: G, obeyed: Arc<ObeyedTokens>) -> Router {
     let state = Endpoint {
         target,
         gate,
         limits: Arc::new(Limits::new()),
+        obeyed,
     };
     Router::new()
         .route("/kamikaze", post(kamikaze_own::<T, G>))
@@ -106,6 +109,7 @@ struct Endpoint<T, G> {
     target: T,
     gate: G,
     limits: Arc<Limits>,
+    obeyed: Arc<ObeyedTokens>,
 }
 
 /// Bounds on the work that requests can cause before they are authenticated: each costs a TokenReview (and a read
@@ -236,6 +240,7 @@ async fn handle<T: KamikazeTarget, G: Gate>(
         target,
         gate,
         limits,
+        obeyed,
     } = endpoint;
     let authorization = headers
         .get(header::AUTHORIZATION)
@@ -283,6 +288,11 @@ async fn handle<T: KamikazeTarget, G: Gate>(
         Ok(kamikaze) => kamikaze,
         Err(message) => return answer(StatusCode::BAD_REQUEST, message),
     };
+    // Remembered before it is obeyed: the gate admitted it, so it is there.
+    let token = crate::gate::bearer(authorization).unwrap_or_default();
+    if let Err(refusal) = obeyed.claim(token) {
+        return refuse(&node, &refusal);
+    }
     match target.kamikaze(&node, kamikaze.as_deref()) {
         Answer::Accepted => answer(
             StatusCode::ACCEPTED,
@@ -368,17 +378,36 @@ mod tests {
         async fn admit(&self, node: &str, authorization: Option<&str>) -> Result<(), Refusal> {
             match crate::gate::bearer(authorization) {
                 None => Err(Refusal::NoToken("a".into())),
-                Some("good") if node == "node-0001" => Err(Refusal::NotDrained {
-                    node: node.into(),
-                    why: crate::contract::NotDrained::NotAdmitted,
-                }),
-                Some("good") => Ok(()),
+                Some(t) if t.starts_with("good.") && node == "node-0001" => {
+                    Err(Refusal::NotDrained {
+                        node: node.into(),
+                        why: crate::contract::NotDrained::NotAdmitted,
+                    })
+                }
+                Some(t) if t.starts_with("good.") => Ok(()),
                 Some(_) => Err(Refusal::NotController {
                     user: "someone".into(),
                     controller: "controller".into(),
                 }),
             }
         }
+    }
+
+    /// A token [`FakeGate`] admits, the `n`th: a JWT whose claims expire in ten minutes.
+    fn good(n: u32) -> String {
+        use base64::Engine;
+        let exp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 600;
+        let claims = serde_json::json!({ "exp": exp, "jti": n }).to_string();
+        let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims);
+        format!("good.{claims}.signature")
+    }
+
+    fn obeyed() -> Arc<ObeyedTokens> {
+        Arc::new(ObeyedTokens::in_memory())
     }
 
     /// Sends one raw HTTP/1.1 request with `token` as bearer token (if any) and returns the status code and the
@@ -416,26 +445,32 @@ mod tests {
         let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let router = router(recorder.clone(), FakeGate);
+        let router = router(recorder.clone(), FakeGate, obeyed());
         let mut wait = shutdown.clone();
         let server = tokio::spawn(async move {
             axum::serve(listener, router)
                 .with_graceful_shutdown(async move { wait.wait().await })
                 .await
         });
-        let good = Some("good");
+        let tokens: Vec<String> = (0..5).map(good).collect();
+        let [t0, t1, t2, t3, t4] = [0, 1, 2, 3, 4].map(|n| Some(tokens[n].as_str()));
+        let good = t4;
         let code = |method, path, token, body| async move {
             request(addr, method, path, token, body).await.0
         };
         let told = format!(r#"{{"kamikaze": "{AT}"}}"#);
 
-        assert_eq!(code("POST", "/kamikaze/node-0000", good, "").await, 202);
-        assert_eq!(code("POST", "/kamikaze/node-0000", good, &told).await, 202);
-        assert_eq!(code("POST", "/kamikaze", good, "").await, 202);
+        assert_eq!(code("POST", "/kamikaze/node-0000", t0, "").await, 202);
+        assert_eq!(code("POST", "/kamikaze/node-0000", t1, &told).await, 202);
+        assert_eq!(code("POST", "/kamikaze", t2, "").await, 202);
         assert_eq!(
-            code("POST", "/kamikaze?node=node-0000", good, &told).await,
+            code("POST", "/kamikaze?node=node-0000", t3, &told).await,
             202
         );
+        // Each token is obeyed once: a replay, with whatever body, is refused.
+        let (status, replayed) = request(addr, "POST", "/kamikaze", t0, &told).await;
+        assert_eq!(status, 401, "{replayed}");
+        assert!(replayed.contains("already obeyed"), "{replayed}");
         // Refused by the gate: nothing reaches the target.
         let (status, unauthenticated) =
             request(addr, "POST", "/kamikaze/node-0000", None, &told).await;
@@ -525,7 +560,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_body_is_read_only_after_authentication() {
-        let addr = serve_router(router(Recorder::default(), FakeGate)).await;
+        let addr = serve_router(router(Recorder::default(), FakeGate, obeyed())).await;
         // A malformed body costs nothing to someone who cannot authenticate: the answer is about the token.
         let not_json = "{\"kamikaze\": ";
         assert_eq!(
@@ -564,7 +599,7 @@ mod tests {
             delay: std::time::Duration::from_millis(500),
             ..SlowGate::default()
         };
-        let addr = serve_router(router(Recorder::default(), gate.clone())).await;
+        let addr = serve_router(router(Recorder::default(), gate.clone(), obeyed())).await;
         let requests = (0..12).map(|_| request(addr, "POST", "/kamikaze", Some("forged"), ""));
         let codes: Vec<u16> = futures::future::join_all(requests)
             .await
@@ -588,7 +623,7 @@ mod tests {
     #[tokio::test]
     async fn token_reviews_are_limited_in_rate() {
         let gate = SlowGate::default();
-        let addr = serve_router(router(Recorder::default(), gate.clone())).await;
+        let addr = serve_router(router(Recorder::default(), gate.clone(), obeyed())).await;
         let mut codes = Vec::new();
         for _ in 0..REVIEW_BURST + 5 {
             codes.push(request(addr, "POST", "/kamikaze", Some("forged"), "").await);

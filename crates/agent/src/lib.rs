@@ -9,6 +9,7 @@ mod error;
 mod gate;
 mod http;
 pub mod kubelet;
+mod obeyed;
 mod retry;
 pub mod run;
 mod shutdown;

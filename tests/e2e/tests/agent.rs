@@ -481,6 +481,21 @@ async fn simulate_publishes_ids_and_restarts_nodes_on_every_kamikaze_mechanism()
         Some("2025-01-01T00:00:04Z")
     );
 
+    // The token is spent: replayed, with another kamikaze, it is refused while node-0000 still shows it drained.
+    let replay = r#"{"kamikaze": "2025-01-01T00:00:05Z"}"#;
+    assert_eq!(
+        http_with_body(addr, "POST", &n0_path, token, replay)
+            .await
+            .unwrap(),
+        401,
+        "a replayed token"
+    );
+    assert!(
+        agent.log().contains("this token was already obeyed"),
+        "{}",
+        agent.log()
+    );
+
     // A flood of forged requests costs a bounded number of TokenReviews: past the burst, the agent answers 429 (or
     // 503 while its few reviews run) without asking the apiserver.
     let flood = (0..40).map(|_| http_with_body(addr, "POST", &n0_path, Some("forged"), told));
@@ -557,6 +572,13 @@ impl<'a> RunAgents<'a> {
     fn start(&mut self, id: &str) -> (Agent, SocketAddr) {
         self.started += 1;
         let command = format!("echo {id} >> '{}'", self.runs_file().display());
+        // Shared by the agents of the node, as the DaemonSet's hostPath is.
+        let obeyed_tokens = self
+            .cluster
+            .dir()
+            .join("obeyed-tokens")
+            .display()
+            .to_string();
         let mut agent = Agent::spawn(
             &[
                 "run",
@@ -570,6 +592,8 @@ impl<'a> RunAgents<'a> {
                 &command,
                 "--http-addr",
                 "127.0.0.1:0",
+                "--obeyed-tokens-file",
+                &obeyed_tokens,
             ],
             self.cluster
                 .dir()
@@ -707,6 +731,29 @@ async fn run_publishes_its_id_and_runs_the_restart_command_once_per_kamikaze() {
         obeyed != "2025-01-01T00:00:00Z" && chrono::DateTime::parse_from_rfc3339(obeyed).is_ok(),
         "the time of the POST recorded as obeyed: {obeyed:?}"
     );
+
+    // The token is spent, also for the agent started next: replayed with another kamikaze while the node still shows
+    // it drained, it is refused and the command does not run again.
+    let (mut next, next_addr) = agents.start(NEW);
+    wait_for_http(&mut next, next_addr).await;
+    assert_eq!(
+        http_with_body(
+            next_addr,
+            "POST",
+            &path,
+            token,
+            r#"{"kamikaze": "2025-01-01T00:00:09Z"}"#
+        )
+        .await
+        .unwrap(),
+        401,
+        "a replayed token:\n{}",
+        next.log()
+    );
+    next.check_running();
+    assert_eq!(agents.runs(), [OLD, NEW], "{}", next.log());
+    let status = next.terminate();
+    assert!(status.success(), "exit status {status}:\n{}", next.log());
 }
 
 /// Waits until the agent that came back with `id` acknowledged the kamikaze it obeyed before, and checks the node

@@ -70,7 +70,8 @@ pub async fn run(args: RunArgs, mut shutdown: Shutdown) -> Result<Outcome, Error
     let server = match args.http_addr {
         Some(addr) => {
             let gate = TokenGate::new(client, args.kamikaze_auth.expected());
-            Some(http::serve(addr, http::router(own.clone(), gate), server_shutdown).await?)
+            let router = http::router(own.clone(), gate, args.kamikaze_auth.obeyed_tokens()?);
+            Some(http::serve(addr, router, server_shutdown).await?)
         }
         None => None,
     };

@@ -47,7 +47,8 @@ pub async fn run(args: SimulateArgs, mut shutdown: Shutdown) -> Result<(), Error
     let server = match args.http_addr {
         Some(addr) => {
             let gate = TokenGate::new(client, args.kamikaze_auth.expected());
-            let router = http::router(simulator.clone(), gate);
+            let obeyed = args.kamikaze_auth.obeyed_tokens()?;
+            let router = http::router(simulator.clone(), gate, obeyed);
             Some(http::serve(addr, router, shutdown.clone()).await?)
         }
         None => None,
