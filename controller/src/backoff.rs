@@ -297,9 +297,9 @@ pub fn answer(error: &Error) -> String {
             ..
         } => {
             match crate::permissions::opt_in_hint(&status.message).filter(|_| status.code == 403) {
-                // RBAC refused a verb only surge moves or DeleteNode use: say what grants it.
+                // RBAC refused a verb only surge moves or DeleteNode use: first (answers are bounded), what grants it.
                 Some(hint) => format!(
-                    "{} {}: {}; {hint}",
+                    "{} {}: {hint}; {}",
                     status.code, status.reason, status.message
                 ),
                 None => format!("{} {}: {}", status.code, status.reason, status.message),

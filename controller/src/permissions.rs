@@ -118,7 +118,7 @@ pub struct OptIn {
 /// that reaches kube-system's pod templates, so the component ships an admission policy that allows nothing else.
 pub const SURGE: OptIn = OptIn {
     permission: cluster("apps", "deployments", "", "patch"),
-    used_by: "surge moves (spec.workloads.surge)",
+    used_by: "a surge move (spec.workloads.surge)",
     component: "deploy/components/surge",
     helm_value: "rbac.surge",
 };
@@ -137,7 +137,7 @@ impl OptIn {
     /// How to grant it.
     pub fn how(&self) -> String {
         format!(
-            "{} needs `{}`: apply the kustomize component {} (docs/permissions.md) or set the Helm value {}=true",
+            "{} needs `{}`: apply the kustomize component {} or set the Helm value {}=true",
             self.used_by, self.permission, self.component, self.helm_value
         )
     }

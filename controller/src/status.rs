@@ -294,8 +294,11 @@ pub fn report_troubles(
             let Some((reason, message)) = troubles.pods.get(pod_plan.pod.uid()) else {
                 continue;
             };
-            // Only pods the plan still means to move: one it waits for is reported as the plan says.
-            if !matches!(pod_plan.decision, Decision::Evict | Decision::Delete) {
+            // Only pods the plan still means to move (a surge move too): one it waits for is reported as the plan says.
+            if !matches!(
+                pod_plan.decision,
+                Decision::Evict | Decision::Move | Decision::Delete
+            ) {
                 continue;
             }
             if *reason == Reason::ActionFailed {

@@ -4,7 +4,8 @@
 //!   verb taken away it refuses to start, naming the missing permission;
 //! - with the shipped install, the controller's ServiceAccount cannot change a kube-system Deployment's pod template
 //!   (before: a PATCH of its image was accepted, HTTP 200);
-//! - with deploy/components/surge it moves a single-replica Deployment by a surge rollout, and the component's
+//! - without deploy/components/surge a policy asking for surge moves is Degraded, naming the component and the Helm
+//!   value; with it the controller moves a single-replica Deployment by a surge rollout, and the component's
 //!   admission policy refuses any other change to a Deployment by that account;
 //! - `kubectl auth can-i --list` for the account equals the lists in docs/permissions.md, without and with the
 //!   opt-in components.
@@ -19,10 +20,11 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use k8sm_api::keys::{RESTARTED_AT_ANNOTATION, SURGE_MOVE_ANNOTATION};
-use k8sm_api::{ExecutorUpgradePolicySpec, Surge};
-use k8sm_e2e::events::regards;
+use k8sm_api::{ExecutorUpgradePolicySpec, Surge, condition_types};
+use k8sm_e2e::events::{note, regards};
 use k8sm_e2e::manifests::overlay_with_components;
 use k8sm_e2e::scenario::Scenario;
+use k8sm_e2e::status::condition;
 use k8sm_e2e::tokens::{
     CONTROLLER_ACCOUNT, K8SM_NAMESPACE, apply_controller_account, client_from, request_token,
     token_kubeconfig,
@@ -218,7 +220,6 @@ async fn with_the_surge_component_it_moves_a_deployment_and_nothing_more() {
     const NS: &str = "surge-rbac";
     let mut scenario = Scenario::start(2, NS, "1s").await;
     let (kubeconfig, token) = scenario.deployed_controller_identity();
-    apply_with_components(&scenario.cluster, &["surge"]);
     let client = scenario.client.clone();
     scenario
         .pin_to(&node_name(0), 1, || async {
@@ -227,6 +228,7 @@ async fn with_the_surge_component_it_moves_a_deployment_and_nothing_more() {
         .await;
     let pod = scenario.app_pods("solo").await[0].name_any();
 
+    // Without the component: the controller starts, and the refused move says what to enable; the pod stays.
     scenario.start_controller_as(
         &kubeconfig,
         &["--leader-elect", "--leader-elect-namespace=k8sm-system"],
@@ -238,6 +240,34 @@ async fn with_the_surge_component_it_moves_a_deployment_and_nothing_more() {
     spec.workloads.surge = Surge::SingleReplica;
     spec.node_progress_deadline = "3m".parse().expect("a duration");
     scenario.create_policy("fleet", spec).await;
+    let says_what_to_enable =
+        |text: &str| text.contains("deploy/components/surge") && text.contains("rbac.surge=true");
+    let message = scenario
+        .wait_until(
+            "the policy is Degraded, naming the component",
+            Duration::from_secs(120),
+            || async {
+                let policy = scenario.policy("fleet").await;
+                let degraded = condition(&policy, condition_types::DEGRADED)?;
+                says_what_to_enable(&degraded.message).then(|| degraded.message.clone())
+            },
+        )
+        .await;
+    println!("Degraded without the surge component: {message}");
+    let failed = scenario.events("ActionFailed").await;
+    assert!(
+        failed
+            .iter()
+            .any(|e| regards(e, &pod) && says_what_to_enable(note(e))),
+        "an ActionFailed Event on {pod} names the component: {failed:?}"
+    );
+    assert!(
+        scenario.pod(&pod).await.is_some(),
+        "{pod} was not evicted instead"
+    );
+
+    // With it, the move is retried and completes.
+    apply_with_components(&scenario.cluster, &["surge"]);
     scenario
         .wait_all_upgraded("fleet", 2, Duration::from_secs(300))
         .await;
