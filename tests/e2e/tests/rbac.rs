@@ -336,19 +336,22 @@ async fn the_service_account_can_do_exactly_the_documented_list() {
     apply_controller_account(&cluster);
     let doc = std::fs::read_to_string(workspace_root().join("docs/permissions.md"))
         .expect("docs/permissions.md");
-    let opt_in = documented(&doc, "opt-in");
+    // k8sm's rows, and what Kubernetes grants every ServiceAccount.
+    let listed = |blocks: &[&str]| {
+        let mut want = Rules::new();
+        for block in blocks.iter().chain(&["everyone"]) {
+            for (key, verbs) in documented(&doc, block) {
+                want.entry(key).or_default().extend(verbs);
+            }
+        }
+        want
+    };
     for (block, namespace) in [("default", "default"), ("k8sm-system", K8SM_NAMESPACE)] {
-        assert_lists(&cluster, namespace, &documented(&doc, block));
+        assert_lists(&cluster, namespace, &listed(&[block]));
     }
     apply_with_components(&cluster, &["surge", "delete-node"]);
     for (block, namespace) in [("default", "default"), ("k8sm-system", K8SM_NAMESPACE)] {
-        let mut want = documented(&doc, block);
-        for (key, verbs) in &opt_in {
-            want.entry(key.clone())
-                .or_default()
-                .extend(verbs.iter().cloned());
-        }
-        assert_lists(&cluster, namespace, &want);
+        assert_lists(&cluster, namespace, &listed(&[block, "opt-in"]));
     }
 }
 
