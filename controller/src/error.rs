@@ -29,6 +29,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the request was never sent: leadership ended, or had too little left, before it
+    /// ([`crate::fence`]).
+    pub fn never_sent(&self) -> bool {
+        match self {
+            Self::NotLeader(_) => true,
+            Self::Kube(error) | Self::Action { source: error, .. } => {
+                crate::fence::never_sent(error).is_some()
+            }
+            _ => false,
+        }
+    }
+
     /// The API's HTTP status code, if the error came from the apiserver.
     pub fn status_code(&self) -> Option<u16> {
         match self {

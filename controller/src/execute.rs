@@ -574,8 +574,15 @@ impl Executor {
             }
         };
         let token = self.kamikaze_tokens.token_for(node).await?;
-        self.leadership.ensure()?;
-        let refused = post_kamikaze(http, url, &token, body).await?;
+        // Fenced as the API writes are (`crate::fence`): answered or abandoned within the term.
+        let timeout = self.leadership.write_timeout();
+        self.leadership.ensure_for(timeout)?;
+        let refused = tokio::time::timeout(timeout, post_kamikaze(http, url, &token, body))
+            .await
+            .map_err(|_| Error::Http {
+                url: url.to_owned(),
+                message: format!("no answer within the write timeout ({timeout:?})"),
+            })??;
         match refused {
             None => Ok(()),
             Some(refusal) => {

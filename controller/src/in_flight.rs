@@ -160,7 +160,7 @@ fn refused(outcome: &Result<Outcome, Error>) -> bool {
     match outcome {
         Ok(Outcome::DisruptionBudget(_)) => true,
         Ok(Outcome::Done { .. } | Outcome::Stale(_)) => false,
-        Err(Error::NotLeader(_)) => true,
+        Err(error) if error.never_sent() => true,
         Err(error) => error
             .status_code()
             .is_some_and(|code| (400..500).contains(&code) && code != 404 && code != 409),

@@ -1,19 +1,23 @@
 //! Leader election on a `coordination.k8s.io` Lease, in the manner of client-go's `leaderelection`: of several
 //! replicas at most one acts at any moment, also when a replica freezes, its Lease calls hang, or its clock is off.
 //!
-//! - **Leadership is a deadline on this process's monotonic clock**: the start of the last successful renewal round
-//!   plus the renew deadline. [`Leadership::ensure`] compares it with `Instant::now()` and is called right before
-//!   every write the controller makes, so a process that was frozen (SIGSTOP, a paused VM) or whose renewals hang
-//!   knows it no longer leads the moment it runs again, with no help from the election task.
+//! - **Leadership is a deadline**: the start of the last successful renewal round plus the renew deadline, measured
+//!   on CLOCK_BOOTTIME and on the wall clock ([`crate::term_clock`]), never on the monotonic clock, which stops while
+//!   a VM is paused. [`Leadership::ensure`] compares it with the time now and is called before every write, so a
+//!   process that was frozen (SIGSTOP, a paused or suspended VM) or whose renewals hang knows it no longer leads the
+//!   moment it runs again, with no help from the election task.
+//! - **Writes are fenced** ([`crate::fence`]): a write starts only while the term has at least the write's timeout
+//!   left ([`Leadership::ensure_for`]), so every write is answered or abandoned before the deadline; the timeout
+//!   itself stays below the lease duration minus the renew deadline ([`LeaseConfig::write_timeout`]).
 //! - **Another holder's claim expires by this replica's own observation**: a candidate remembers when, on its
 //!   monotonic clock, it first saw the current record (holder, renewTime, resourceVersion), and takes over only once
 //!   that record has stood unchanged for its `leaseDurationSeconds`. The holder's wall-clock renewTime is written
 //!   (for people and other tools) but never compared with this replica's clock, so skew cannot shorten a claim.
 //! - **Why this cannot split.** The holder's round starts (instant `s`) before its write reaches the apiserver; a
 //!   candidate sees the written record only after that (`o ≥ s`), so it can take over no earlier than
-//!   `o + leaseDuration ≥ s + leaseDuration`, while the holder stopped acting at `s + renewDeadline`. The margin
-//!   `leaseDuration − renewDeadline` absorbs a difference in clock rates and a write already on the wire when the
-//!   deadline passes. Every Lease write carries the resourceVersion read in the same round, so two candidates never
+//!   `o + leaseDuration ≥ s + leaseDuration`, while the holder's last write was answered or abandoned by
+//!   `s + renewDeadline`. The margin `leaseDuration − renewDeadline` absorbs a difference in clock rates and bytes
+//!   still on the wire when a write is abandoned. Every Lease write carries the resourceVersion read in the same round, so two candidates never
 //!   both win one record. (As with client-go, an operator who deletes the Lease lets a candidate create it at once;
 //!   the old holder stops at its next round, within a retry period, when it sees another holder.)
 //! - **Every round is time-boxed** (get, then create or replace) to half the renew deadline: a hung call cannot
@@ -49,11 +53,17 @@ use tokio::task::JoinHandle;
 
 use k8sm_view::time::to_micro_time;
 
+use crate::term_clock::Reading;
+
 /// The longest pause between two rounds: how soon a candidate sees a released Lease.
 const MAX_RETRY_PERIOD: Duration = Duration::from_secs(1);
 const MIN_RETRY_PERIOD: Duration = Duration::from_millis(100);
 /// Attempts to clear the Lease on release when it changes under us (our own renewal still landing, say).
 const RELEASE_ATTEMPTS: usize = 3;
+/// The longest a write may take, when nothing shorter is needed: also the bound without leader election.
+pub const MAX_WRITE_TIMEOUT: Duration = Duration::from_secs(15);
+/// The shortest write timeout a configuration may imply: shorter, a loaded apiserver would time out ordinary writes.
+const MIN_WRITE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The election's settings, validated: [`LeaseConfig::new`].
 #[derive(Debug, Clone)]
@@ -104,7 +114,26 @@ impl LeaseConfig {
                 config.retry_period()
             ));
         }
+        if config.write_timeout() < MIN_WRITE_TIMEOUT {
+            return Err(format!(
+                "--leader-elect-lease-duration ({lease_duration:?}) and --leader-elect-renew-deadline \
+                 ({renew_deadline:?}) leave writes {:?}, less than {MIN_WRITE_TIMEOUT:?}: a write must be answered \
+                 within four fifths of the difference between the two, and within the renew deadline less two retry \
+                 periods; lengthen the lease duration",
+                config.write_timeout()
+            ));
+        }
         Ok(config)
+    }
+
+    /// How long one write may take. A write starts only while the term has this much left, so it is answered or
+    /// abandoned before the deadline; and it stays below `lease_duration − renew_deadline` (four fifths of it), so
+    /// that even a write checked only at the deadline ends before a standby may take over. It also leaves room in a
+    /// term renewed on time: the term has `renew_deadline` less one retry period and one round left at worst.
+    pub fn write_timeout(&self) -> Duration {
+        let margin = (self.lease_duration - self.renew_deadline) * 4 / 5;
+        let in_term = self.renew_deadline.saturating_sub(self.retry_period() * 2);
+        MAX_WRITE_TIMEOUT.min(margin).min(in_term)
     }
 
     /// The pause between rounds: the leader renews this often, and a candidate looks at the Lease this often.
@@ -136,6 +165,12 @@ pub enum NotLeader {
     Superseded,
     #[error("not the leader (stepped down to release the Lease)")]
     Released,
+    #[error(
+        "not the leader for long enough (the term ends in {:.1}s, a write may take {:.1}s)",
+        left.as_secs_f64(),
+        needed.as_secs_f64()
+    )]
+    TooLittleLeft { left: Duration, needed: Duration },
 }
 
 /// Whether this replica may act now: a cheap check ([`Leadership::ensure`]) made right before every write.
@@ -143,6 +178,8 @@ pub enum NotLeader {
 pub struct Leadership {
     shared: Arc<Shared>,
     changes: watch::Receiver<bool>,
+    /// See [`LeaseConfig::write_timeout`].
+    write_timeout: Duration,
 }
 
 #[derive(Debug)]
@@ -168,16 +205,51 @@ impl Leadership {
                 task: Mutex::new(None),
             }),
             changes: receiver,
+            write_timeout: MAX_WRITE_TIMEOUT,
         }
     }
 
-    /// `Ok` while this process's leadership deadline lies ahead on its monotonic clock. Call it right before every
-    /// write: the answer holds for that instant only.
+    /// A replica that has not acquired the Lease (and never will: no election runs).
+    #[cfg(test)]
+    pub fn not_acquired() -> Self {
+        let (changes, receiver) = watch::channel(false);
+        let (stop, _) = watch::channel(false);
+        Self {
+            shared: Arc::new(Shared {
+                term: Some(Mutex::new(Term::NotAcquired)),
+                changes,
+                stop,
+                task: Mutex::new(None),
+            }),
+            changes: receiver,
+            write_timeout: MAX_WRITE_TIMEOUT,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn with_write_timeout(mut self, write_timeout: Duration) -> Self {
+        self.write_timeout = write_timeout;
+        self
+    }
+
+    /// `Ok` while this process's leadership deadline lies ahead. The answer holds for that instant only: a write
+    /// checks [`Leadership::ensure_for`].
     pub fn ensure(&self) -> Result<(), NotLeader> {
+        self.ensure_for(Duration::ZERO)
+    }
+
+    /// `Ok` while this process's term has at least `needed` left: a write bounded by `needed` that starts now is
+    /// answered or abandoned within the term.
+    pub fn ensure_for(&self, needed: Duration) -> Result<(), NotLeader> {
         match &self.shared.term {
             None => Ok(()),
-            Some(term) => lock(term).check(Instant::now()),
+            Some(term) => lock(term).check(Reading::now(), needed),
         }
+    }
+
+    /// How long a write may take (see [`LeaseConfig::write_timeout`]).
+    pub fn write_timeout(&self) -> Duration {
+        self.write_timeout
     }
 
     pub fn is_leader(&self) -> bool {
@@ -216,8 +288,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 enum Term {
     #[default]
     NotAcquired,
-    /// Leading until this instant of the monotonic clock.
-    Until(Instant),
+    /// Leading until this moment (on both clocks of [`Reading`]).
+    Until(Reading),
     /// A round found another holder.
     Superseded,
     /// Stepped down for good, to release the Lease.
@@ -225,10 +297,14 @@ enum Term {
 }
 
 impl Term {
-    fn check(&self, now: Instant) -> Result<(), NotLeader> {
+    /// `Ok` when the term has at least `needed` left at `now`.
+    fn check(&self, now: Reading, needed: Duration) -> Result<(), NotLeader> {
         match *self {
-            Self::Until(deadline) if now < deadline => Ok(()),
-            Self::Until(deadline) => Err(NotLeader::DeadlinePassed(now - deadline)),
+            Self::Until(deadline) => match now.until(deadline) {
+                Ok(left) if left >= needed => Ok(()),
+                Ok(left) => Err(NotLeader::TooLittleLeft { left, needed }),
+                Err(ago) => Err(NotLeader::DeadlinePassed(ago)),
+            },
             Self::NotAcquired => Err(NotLeader::NotAcquired),
             Self::Superseded => Err(NotLeader::Superseded),
             Self::Released => Err(NotLeader::Released),
@@ -236,9 +312,9 @@ impl Term {
     }
 
     /// A round that started at `round_started` wrote the Lease as its holder.
-    fn renewed(&mut self, round_started: Instant, renew_deadline: Duration) {
+    fn renewed(&mut self, round_started: Reading, renew_deadline: Duration) {
         if *self != Self::Released {
-            *self = Self::Until(round_started + renew_deadline);
+            *self = Self::Until(round_started.plus(renew_deadline));
         }
     }
 
@@ -324,11 +400,13 @@ pub fn start(client: Client, config: LeaseConfig) -> Leadership {
         task: Mutex::new(None),
     });
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let write_timeout = config.write_timeout();
     let task = tokio::spawn(elect(api, config, shared.clone(), stopping));
     *lock(&shared.task) = Some(task);
     Leadership {
         shared,
         changes: receiver,
+        write_timeout,
     }
 }
 
@@ -361,7 +439,7 @@ async fn elect(
     // Logs and announces a change of leadership; called before each round too, so that a process that wakes from a
     // freeze says at once that its deadline passed (its writes were refused from that moment on anyway).
     let report = |leading: &mut bool| {
-        let now = lock(term).check(Instant::now());
+        let now = lock(term).check(Reading::now(), Duration::ZERO);
         if now.is_ok() != *leading {
             *leading = now.is_ok();
             match &now {
@@ -373,7 +451,7 @@ async fn elect(
     };
     loop {
         report(&mut leading);
-        let started = Instant::now();
+        let started = Reading::now();
         let round =
             tokio::time::timeout(config.round_timeout(), round(&api, &config, &mut observed));
         let outcome = tokio::select! {

@@ -1,5 +1,5 @@
 //! The election's pure logic: claims judged by observation time, whatever the holder's clock says; leadership as a
-//! deadline on the monotonic clock; the settings' validation.
+//! deadline on clocks that count through suspend; the write timeout's arithmetic; the settings' validation.
 
 use super::*;
 
@@ -14,6 +14,8 @@ fn in_millis(lease_ms: u64, renew_ms: Option<u64>) -> Result<LeaseConfig, String
         renew_ms.map(Duration::from_millis),
     )
 }
+
+const MS: Duration = Duration::from_millis(1);
 
 fn in_secs(lease: u64, renew: Option<u64>) -> Result<LeaseConfig, String> {
     in_millis(lease * 1000, renew.map(|r| r * 1000))
@@ -101,38 +103,126 @@ fn the_holders_promised_duration_counts_not_ours() {
     assert_eq!(observed.claim_of_other(ME, t0 + 60 * S), None);
 }
 
+/// A reading `secs` after an origin, on both clocks.
+fn at(secs: Duration) -> Reading {
+    Reading::at(secs + 1000 * S, secs + 1_000_000 * S)
+}
+
 #[test]
 fn leadership_is_a_deadline_from_the_start_of_the_last_successful_round() {
-    let t0 = Instant::now();
+    let zero = Duration::ZERO;
     let mut term = Term::default();
-    assert_eq!(term.check(t0), Err(NotLeader::NotAcquired));
-    term.renewed(t0, 10 * S);
-    assert_eq!(term.check(t0 + 9 * S), Ok(()));
+    assert_eq!(term.check(at(zero), zero), Err(NotLeader::NotAcquired));
+    term.renewed(at(zero), 10 * S);
+    assert_eq!(term.check(at(9 * S), zero), Ok(()));
     // A process frozen past its deadline learns it at the first check after it wakes, with no round in between.
     assert_eq!(
-        term.check(t0 + 12 * S),
+        term.check(at(12 * S), zero),
         Err(NotLeader::DeadlinePassed(2 * S))
     );
-    term.renewed(t0 + 11 * S, 10 * S);
-    assert_eq!(term.check(t0 + 20 * S), Ok(()));
+    term.renewed(at(11 * S), 10 * S);
+    assert_eq!(term.check(at(20 * S), zero), Ok(()));
     assert_eq!(
-        term.check(t0 + 21 * S),
+        term.check(at(21 * S), zero),
         Err(NotLeader::DeadlinePassed(Duration::ZERO))
     );
     term.lost();
-    assert_eq!(term.check(t0 + 12 * S), Err(NotLeader::Superseded));
+    assert_eq!(term.check(at(12 * S), zero), Err(NotLeader::Superseded));
+}
+
+#[test]
+fn a_write_starts_only_while_the_term_has_its_timeout_left() {
+    let mut term = Term::default();
+    term.renewed(at(Duration::ZERO), 10 * S);
+    assert_eq!(term.check(at(6 * S), 4 * S), Ok(()));
+    assert_eq!(
+        term.check(at(7 * S), 4 * S),
+        Err(NotLeader::TooLittleLeft {
+            left: 3 * S,
+            needed: 4 * S
+        })
+    );
+    assert_eq!(
+        NotLeader::TooLittleLeft {
+            left: 3 * S,
+            needed: 4 * S
+        }
+        .to_string(),
+        "not the leader for long enough (the term ends in 3.0s, a write may take 4.0s)"
+    );
+}
+
+#[test]
+fn a_pause_of_the_monotonic_clock_does_not_extend_the_term() {
+    let mut term = Term::default();
+    term.renewed(Reading::at(100 * S, 1000 * S), 10 * S);
+    // Paused for a minute one second after renewing: the monotonic clock would read 101 s, boot time and the wall
+    // clock read 161 s and 1061 s.
+    assert_eq!(
+        term.check(Reading::at(161 * S, 1061 * S), Duration::ZERO),
+        Err(NotLeader::DeadlinePassed(51 * S))
+    );
 }
 
 #[test]
 fn a_released_term_never_comes_back() {
-    let t0 = Instant::now();
     let mut term = Term::default();
-    term.renewed(t0, 10 * S);
+    term.renewed(at(Duration::ZERO), 10 * S);
     term.release();
-    assert_eq!(term.check(t0), Err(NotLeader::Released));
+    assert_eq!(
+        term.check(at(Duration::ZERO), Duration::ZERO),
+        Err(NotLeader::Released)
+    );
     // A renewal round that was under way when the release began does not revive it.
-    term.renewed(t0 + S, 10 * S);
-    assert_eq!(term.check(t0 + S), Err(NotLeader::Released));
+    term.renewed(at(S), 10 * S);
+    assert_eq!(term.check(at(S), Duration::ZERO), Err(NotLeader::Released));
+}
+
+#[test]
+fn every_write_ends_before_a_standby_may_take_over_and_fits_a_term_renewed_on_time() {
+    assert_eq!(in_secs(15, None).unwrap().write_timeout(), 4 * S);
+    assert_eq!(in_secs(6, None).unwrap().write_timeout(), 1600 * MS);
+    assert_eq!(
+        in_secs(60, Some(40)).unwrap().write_timeout(),
+        MAX_WRITE_TIMEOUT
+    );
+    let mut checked = 0;
+    for lease_ms in (1_000..=120_000).step_by(1_000) {
+        for renew_ms in (100..lease_ms).step_by(250) {
+            let Ok(config) = in_millis(lease_ms, Some(renew_ms)) else {
+                continue;
+            };
+            checked += 1;
+            let (lease, renew, write) = (
+                config.lease_duration,
+                config.renew_deadline,
+                config.write_timeout(),
+            );
+            assert!(
+                write >= MIN_WRITE_TIMEOUT && write <= MAX_WRITE_TIMEOUT,
+                "{config:?}"
+            );
+            // Checked only by `ensure` at the deadline's last instant, a write still ends before a standby's turn.
+            assert!(write < lease - renew, "{config:?}");
+            // A term renewed on time (every retry period, a round taking up to another) leaves room for a write.
+            assert!(write <= renew - 2 * config.retry_period(), "{config:?}");
+            // A write allowed by `ensure_for` at any moment of the term ends within it.
+            let mut term = Term::default();
+            term.renewed(at(Duration::ZERO), renew);
+            for started_ms in (0..renew_ms).step_by(100) {
+                let started = Duration::from_millis(started_ms);
+                if term.check(at(started), write).is_ok() {
+                    assert!(started + write <= renew, "{config:?} at {started:?}");
+                }
+            }
+        }
+    }
+    assert!(checked > 5_000, "{checked} configurations");
+    assert!(
+        in_millis(15_000, Some(14_500))
+            .unwrap_err()
+            .contains("leave writes")
+    );
 }
 
 #[test]

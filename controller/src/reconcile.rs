@@ -39,6 +39,7 @@ use crate::cached_pod::CachedPod;
 use crate::deliveries::Deliveries;
 use crate::events::EventSink;
 use crate::execute::{Cached, Executor, Outcome};
+use crate::fence::FenceLayer;
 use crate::in_flight::{InFlight, PodWatch};
 use crate::kamikaze_token::{KamikazeTokens, ServiceAccountRef};
 use crate::leader::{self, Leadership, LeaseConfig};
@@ -110,7 +111,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ))
         .with_layer(&deliveries.layer())
         .build();
-    let calls = calls_client(config)?;
+    let calls = calls_client(config.clone(), None)?;
     let lease_name = args.leader_elect.then_some((
         args.leader_elect_namespace.as_str(),
         args.leader_elect_lease.as_str(),
@@ -159,9 +160,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Some(lease) => leader::start(calls.clone(), lease),
         None => Leadership::always(),
     };
+    // Every write but the Lease's own goes through the fence.
+    let writes = calls_client(config, Some(FenceLayer::new(leadership.clone())))?;
     let mut controller = Controller {
         executor: Executor::new(
-            calls.clone(),
+            writes.clone(),
             leadership.clone(),
             KamikazeTokens::new(
                 calls.clone(),
@@ -169,9 +172,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 args.kamikaze_audience.clone(),
             ),
         ),
-        events: Arc::new(EventSink::new(calls.clone(), identity, leadership.clone())),
-        status: StatusWriter::new(calls.clone(), leadership.clone()),
-        reports: Reports::new(calls.clone(), report_namespace, leadership.clone()),
+        events: Arc::new(EventSink::new(writes.clone(), identity, leadership.clone())),
+        status: StatusWriter::new(writes.clone(), leadership.clone()),
+        reports: Reports::new(writes, report_namespace, leadership.clone()),
         in_flight: InFlight::default(),
         writes: Writes::default(),
         planner: Planner::default(),
@@ -1012,11 +1015,17 @@ async fn config(args: &Args) -> anyhow::Result<kube::Config> {
 /// until the action's timeout (15 s), holding up every other node, and the refusal would never be reported as
 /// BlockedByPDB. The loop retries a failed or refused action itself, with a per-object backoff
 /// ([`crate::backoff`]), on fresh data.
-fn calls_client(mut config: kube::Config) -> anyhow::Result<Client> {
+///
+/// `fence`: the writes' client, whose writes are fenced by leadership ([`crate::fence`]).
+fn calls_client(mut config: kube::Config, fence: Option<FenceLayer>) -> anyhow::Result<Client> {
     config.default_retry = false;
     config.read_timeout = Some(CALL_IO_TIMEOUT);
     config.write_timeout = Some(CALL_IO_TIMEOUT);
-    Ok(Client::try_from(config)?)
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(match fence {
+        Some(fence) => builder.with_layer(&fence).build(),
+        None => builder.build(),
+    })
 }
 
 fn default_identity() -> String {

@@ -3,9 +3,11 @@
 //! Pods, Events and a policy's status.
 #![forbid(unsafe_code)]
 
+pub mod audit_log;
 pub mod binaries;
 pub mod connect_proxy;
 pub mod crash_loop;
+pub mod delaying_proxy;
 pub mod deletions;
 pub mod drain_order;
 pub mod events;

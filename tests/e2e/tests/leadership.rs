@@ -10,6 +10,9 @@
 //!   upgrade completes.
 //! - The leader SIGTERMed as work appears: it releases the Lease on its way out and the standby
 //!   takes it before it could have expired.
+//! - The leader's requests delayed beyond the lease mid-upgrade (a TCP proxy holds what it sends; answers come back
+//!   at once, so it goes on acting on a live view): the standby takes over, and none of the old leader's writes
+//!   reaches the apiserver after the standby's first write, by the apiserver's audit log.
 //!
 //! The measured takeover times are printed: run with `--nocapture`.
 
@@ -27,10 +30,13 @@ use nix::unistd::Pid;
 use serde_json::json;
 
 use k8sm_api::ExecutorUpgradePolicySpec;
+use k8sm_e2e::audit_log;
+use k8sm_e2e::delaying_proxy::DelayingProxy;
 use k8sm_e2e::events::{ACTIONS, CONTROLLER, first_seen, k8sm_events, utc};
 use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::scenario::Scenario;
 use k8sm_e2e::workloads::{create, deployment};
+use k8sm_testcluster::ClusterOptions;
 
 const LEASE: Duration = Duration::from_secs(6);
 /// The controller's default renew deadline for a 6 s Lease: how long after its last renewal the leader may act.
@@ -220,6 +226,160 @@ async fn leader_sigtermed_releases_the_lease_and_the_standby_takes_it_before_it_
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// The leader's requests delayed beyond the lease
+// ---------------------------------------------------------------------------------------------------------------
+
+/// The users the two replicas authenticate as in the delayed-leader test (client certificates), so that the audit log
+/// tells their requests apart.
+const LEADER_CERT_USER: &str = "k8sm-leader";
+const STANDBY_CERT_USER: &str = "k8sm-standby";
+/// How long the path from the leader to the apiserver holds each request: well beyond the lease (the standby has
+/// taken over when a request sent at the delay's start arrives), and below the 15 s that a call could once take, so
+/// that a write not abandoned in time lands.
+const PATH_DELAY: Duration = Duration::from_secs(10);
+/// What a replica creates or writes that changes nothing of the cluster's workloads: its permission checks, and the
+/// Lease (whose writes carry the resourceVersion they read, so an old holder's late write is refused anyway).
+const CHECKS_AND_LEASES: [&str; 2] = ["selfsubjectaccessreviews", "leases"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_delayed_beyond_the_lease_lands_no_write_after_the_standby_takes_over() {
+    const NODES: usize = 10;
+    const NS: &str = "delayed";
+    let audit_dir = std::env::temp_dir().join(format!("k8sm-e2e-delayed-{}", std::process::id()));
+    let (apiserver_args, audit_path) =
+        audit_log::apiserver_args(&audit_dir, &[LEADER_CERT_USER, STANDBY_CERT_USER]);
+    let mut options = ClusterOptions::default().with_nodes(NODES);
+    options.apiserver_args = apiserver_args;
+    options.users = vec![LEADER_CERT_USER.to_owned(), STANDBY_CERT_USER.to_owned()];
+    let mut scenario = Scenario::start_with_options(options, NS, "3s", &[]).await;
+    scenario
+        .cluster
+        .create_namespace(LEASE_NAMESPACE)
+        .await
+        .expect("the Lease's namespace");
+    for name in ["web", "api", "db"] {
+        create(&scenario.client, &deployment(NS, name, 8)).await;
+    }
+    scenario.wait_ready(24).await;
+
+    // controller-0 talks to the apiserver through the proxy; controller-1 directly.
+    let upstream = scenario
+        .cluster
+        .server()
+        .trim_start_matches("https://")
+        .parse()
+        .expect("the apiserver's address");
+    let proxy = DelayingProxy::start(upstream);
+    let direct = scenario
+        .cluster
+        .user_kubeconfig(LEADER_CERT_USER)
+        .expect("the leader's kubeconfig");
+    let through_proxy = scenario
+        .cluster
+        .dir()
+        .join("leader-through-proxy.kubeconfig");
+    let text = std::fs::read_to_string(&direct).expect("the kubeconfig");
+    std::fs::write(
+        &through_proxy,
+        text.replace(
+            scenario.cluster.server(),
+            &format!("https://{}", proxy.address()),
+        ),
+    )
+    .expect("a kubeconfig through the proxy");
+    scenario.start_controller_as(&through_proxy, &ELECTION);
+    let leases = Api::namespaced(scenario.client.clone(), LEASE_NAMESPACE);
+    let mut pair = Pair { scenario, leases };
+    pair.wait_holder(LEADER).await;
+    let standby = pair
+        .scenario
+        .cluster
+        .user_kubeconfig(STANDBY_CERT_USER)
+        .expect("the standby's kubeconfig");
+    pair.scenario.start_controller_as(&standby, &ELECTION);
+    pair.wait_standby().await;
+    pair.create_policy(NODES as u32).await;
+
+    // Delay the leader's path right after one of its actions is reported, while its writes go on.
+    let before = pair
+        .scenario
+        .wait_until("the leader drains", UPGRADE, || async {
+            let actions = pair.actions_of(LEADER).await;
+            (!actions.is_empty()).then_some(actions.len())
+        })
+        .await;
+    pair.scenario
+        .wait_until("the leader reports another action", UPGRADE, || async {
+            (pair.actions_of(LEADER).await.len() > before).then_some(())
+        })
+        .await;
+    proxy.delay_requests(PATH_DELAY);
+    let delayed_at = Utc::now();
+    let acquired_at = pair.wait_holder(STANDBY).await;
+    pair.wait_upgraded(NODES).await;
+    // Whatever the path still held of the leader's has arrived or been dropped by now.
+    let held_until =
+        delayed_at + chrono::Duration::from_std(PATH_DELAY + Duration::from_secs(2)).unwrap();
+    if let Ok(left) = (held_until - Utc::now()).to_std() {
+        tokio::time::sleep(left).await;
+    }
+
+    let requests = audit_log::read(&audit_path);
+    // The standby's first write as the leader: the Lease it acquired (its start-up permission checks came before).
+    let standby_first = requests
+        .iter()
+        .filter(|r| {
+            r.user == STANDBY_CERT_USER && r.writes() && r.resource == "leases" && r.succeeded()
+        })
+        .min_by_key(|r| r.received)
+        .expect("the standby acquired the Lease")
+        .clone();
+    let leader_writes: Vec<_> = requests
+        .iter()
+        .filter(|r| {
+            r.user == LEADER_CERT_USER
+                && r.writes()
+                && !CHECKS_AND_LEASES.contains(&r.resource.as_str())
+        })
+        .collect();
+    let late: Vec<_> = leader_writes
+        .iter()
+        .filter(|r| r.received > standby_first.received)
+        .collect();
+    let log = pair.scenario.controllers[0].log_tail(usize::MAX);
+    let abandoned = log.matches("no answer within the write timeout").count();
+    let refused = log.matches("not the leader for long enough").count();
+    let rel = |t: DateTime<Utc>| (t - delayed_at).num_milliseconds() as f64 / 1000.0;
+    eprintln!(
+        "[delayed] leader's requests delayed by {PATH_DELAY:?}; standby acquired the Lease {:+.2}s (its first write \
+         {} {} received {:+.2}s); leader: {} writes before, {} after the standby's first write; {abandoned} \
+         abandoned at the write timeout, {refused} not started for lack of term",
+        rel(acquired_at),
+        standby_first.verb,
+        standby_first.resource,
+        rel(standby_first.received),
+        leader_writes.len() - late.len(),
+        late.len(),
+    );
+    assert!(
+        late.is_empty(),
+        "writes of the old leader reached the apiserver after the standby's first write ({} received at {}): {late:#?}",
+        standby_first.resource,
+        standby_first.received
+    );
+    let twice: Vec<_> = pair
+        .scenario
+        .evictions_per_pod()
+        .await
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .collect();
+    assert!(twice.is_empty(), "pods evicted more than once: {twice:?}");
+    pair.scenario.controllers[1].assert_running();
+    let _ = std::fs::remove_dir_all(&audit_dir);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Two replicas
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -251,17 +411,22 @@ impl Pair {
         let mut pair = Self { scenario, leases };
         pair.wait_holder(LEADER).await;
         pair.scenario.start_controller(&ELECTION);
-        pair.scenario
+        pair.wait_standby().await;
+        pair
+    }
+
+    /// Waits until controller-1 is up as a standby, its caches synced.
+    async fn wait_standby(&self) {
+        self.scenario
             .wait_until(
                 "controller-1 is up as a standby",
                 Duration::from_secs(60),
                 || async {
-                    let log = std::fs::read_to_string(&pair.scenario.controllers[1].log).ok()?;
+                    let log = std::fs::read_to_string(&self.scenario.controllers[1].log).ok()?;
                     log.contains("caches synced").then_some(())
                 },
             )
             .await;
-        pair
     }
 
     async fn create_policy(&self, slots: u32) {
