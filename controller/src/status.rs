@@ -681,6 +681,32 @@ mod tests {
         );
     }
 
+    /// A surge move that keeps failing (RBAC without the surge component, say) degrades the policy like an eviction.
+    #[test]
+    fn a_move_that_keeps_failing_degrades_the_policy() {
+        let (mut plan, policy) = draining();
+        plan.nodes[0].pods[0].decision = Decision::Move;
+        let now = Utc::now();
+        let mut status = build(&plan, &policy, None, now);
+        let refused = "start a surge rollout failed 3 times in a row: 403 Forbidden: apply deploy/components/surge";
+        let troubles = Troubles {
+            pods: HashMap::from([(
+                "uid-a".to_owned(),
+                (Reason::ActionFailed, refused.to_owned()),
+            )]),
+            ..Troubles::default()
+        };
+        report_troubles(&mut status, None, &plan, &policy, &troubles, now);
+        assert_eq!(
+            degraded_says(&status),
+            (
+                "True",
+                "ActionFailed",
+                format!("ActionFailed: {refused}").as_str()
+            )
+        );
+    }
+
     #[test]
     fn a_stale_view_degrades_every_policy_first_and_keeps_its_transition_time() {
         let (plan, policy) = draining();
