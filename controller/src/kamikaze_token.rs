@@ -6,10 +6,8 @@
 //! bound node is its own, so a node that captures the token of its own kamikaze cannot replay it to another. A token
 //! is cached per Node object until shortly before it expires, so a POST retried after a failure reuses it.
 
-use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
@@ -23,12 +21,8 @@ pub const DEFAULT_SERVICE_ACCOUNT: &str = "k8sm-controller";
 /// Where a Pod finds its own namespace.
 const IN_CLUSTER_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
-/// Lifetime asked for: the shortest the TokenRequest API grants.
+/// Lifetime asked for: the shortest the TokenRequest API grants (the agent remembers it until then).
 const TOKEN_LIFETIME: Duration = Duration::from_secs(600);
-
-/// A cached token is replaced this long before it expires, so that it never expires between the request and the
-/// agent's TokenReview.
-const RENEW_BEFORE_EXPIRY: Duration = Duration::from_secs(120);
 
 /// A ServiceAccount, `NAMESPACE/NAME` on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,44 +74,11 @@ impl ServiceAccountRef {
     }
 }
 
-/// A token and when to stop using it.
-struct Cached {
-    token: String,
-    renew_at: Instant,
-}
-
-/// Tokens by Node UID, each used until [`RENEW_BEFORE_EXPIRY`] before it expires.
-#[derive(Default)]
-struct TokenCache(HashMap<String, Cached>);
-
-impl TokenCache {
-    /// The token of `uid`, unless it is due for renewal at `now`.
-    fn get(&self, uid: &str, now: Instant) -> Option<String> {
-        self.0
-            .get(uid)
-            .filter(|cached| cached.renew_at > now)
-            .map(|cached| cached.token.clone())
-    }
-
-    /// Remembers `token`, issued at `issued` for [`TOKEN_LIFETIME`], and forgets every token due for renewal.
-    fn put(&mut self, uid: String, token: String, issued: Instant) {
-        self.0.retain(|_, cached| cached.renew_at > issued);
-        let renew_at = issued + TOKEN_LIFETIME.saturating_sub(RENEW_BEFORE_EXPIRY);
-        self.0.insert(uid, Cached { token, renew_at });
-    }
-
-    fn forget(&mut self, uid: &str) {
-        self.0.remove(uid);
-    }
-}
-
-/// Issues and caches the kamikaze tokens.
+/// Issues the kamikaze tokens.
 pub struct KamikazeTokens {
     client: Client,
     account: Option<ServiceAccountRef>,
     audience: String,
-    /// By Node UID: a Node deleted and registered again under the same name is another object.
-    cache: Mutex<TokenCache>,
 }
 
 impl KamikazeTokens {
@@ -126,17 +87,11 @@ impl KamikazeTokens {
             client,
             account,
             audience,
-            cache: Mutex::new(TokenCache::default()),
         }
     }
 
-    /// A token for the kamikaze of `node`, from the cache or newly requested.
+    /// A new token for one kamikaze POST to `node`.
     pub async fn token_for(&self, node: &Node) -> Result<String, Error> {
-        let uid = node.uid().unwrap_or_default();
-        let now = Instant::now();
-        if let Some(token) = self.lock().get(&uid, now) {
-            return Ok(token);
-        }
         let account = self.account.as_ref().ok_or_else(|| {
             Error::Other(
                 "no ServiceAccount to authenticate the Http kamikaze with: the controller runs outside a cluster; \
@@ -173,59 +128,16 @@ impl KamikazeTokens {
             .ok_or_else(|| {
                 Error::Other(format!("the TokenRequest of {account} returned no token"))
             })?;
-        self.lock().put(uid, token.clone(), now);
         Ok(token)
     }
 
-    /// Drops the cached token of `node`: the agent refused it (revoked, say), so the next attempt asks for a new one.
-    pub fn forget(&self, node: &Node) {
-        self.lock().forget(&node.uid().unwrap_or_default());
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, TokenCache> {
-        // Every update is a single step: a panic elsewhere leaves the cache usable.
-        self.cache
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
+    /// Called when the agent refused the token of `node`. Nothing to drop: no token is used twice.
+    pub fn forget(&self, _node: &Node) {}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_token_is_reused_for_its_node_until_shortly_before_it_expires() {
-        let issued = Instant::now();
-        let mut cache = TokenCache::default();
-        cache.put("uid-a".into(), "token-a".into(), issued);
-        let renew_at = issued + Duration::from_secs(600 - 120);
-        assert_eq!(cache.get("uid-a", issued).as_deref(), Some("token-a"));
-        assert_eq!(
-            cache
-                .get("uid-a", renew_at - Duration::from_millis(1))
-                .as_deref(),
-            Some("token-a")
-        );
-        assert_eq!(
-            cache.get("uid-a", renew_at),
-            None,
-            "renewed 2 minutes before it expires"
-        );
-        assert_eq!(
-            cache.get("uid-b", issued),
-            None,
-            "another Node has its own token"
-        );
-        cache.put("uid-b".into(), "token-b".into(), renew_at);
-        assert_eq!(cache.0.len(), 1, "tokens due for renewal are dropped");
-        cache.forget("uid-b");
-        assert_eq!(
-            cache.get("uid-b", renew_at),
-            None,
-            "a refused token is forgotten"
-        );
-    }
 
     #[test]
     fn a_service_account_is_namespace_slash_name() {

@@ -144,9 +144,15 @@ async fn the_agent_changes_only_its_own_node_and_only_its_own_keys() {
     )
     .await
     .expect("publishing its own executor ID");
-    merge(&admin, &a, &annotations(json!({ KAMIKAZE_ANNOTATION: AT })))
-        .await
-        .unwrap();
+    // Only the controller may set a kamikaze (the policy k8sm-kamikaze-from-controller).
+    let controller: Api<Node> = Api::all(client_from(&controller_kubeconfig(&cluster)).await);
+    merge(
+        &controller,
+        &a,
+        &annotations(json!({ KAMIKAZE_ANNOTATION: AT })),
+    )
+    .await
+    .unwrap();
     merge(
         &agent,
         &a,
@@ -181,9 +187,9 @@ async fn the_agent_changes_only_its_own_node_and_only_its_own_keys() {
     assert_eq!(annotation(&after, KAMIKAZE_ANNOTATION), None);
 
     // Everything else is denied, and says what is allowed. The state each attempt would change is set up by the
-    // controller (admin) first where it matters.
+    // controller first where it matters.
     merge(
-        &admin,
+        &controller,
         &a,
         &annotations(json!({ KAMIKAZE_ANNOTATION: LATER, KAMIKAZE_EXECUTOR_ID_ANNOTATION: OLD })),
     )
@@ -255,12 +261,6 @@ async fn the_agent_changes_only_its_own_node_and_only_its_own_keys() {
             ONLY_AGENT_ANNOTATIONS,
         ),
         (
-            "a kamikaze",
-            a.clone(),
-            annotations(json!({ KAMIKAZE_ANNOTATION: "2027-01-01T00:00:00Z" })),
-            "may not set or change the kamikaze annotation",
-        ),
-        (
             "removing a kamikaze it did not obey",
             a.clone(),
             annotations(json!({ KAMIKAZE_ANNOTATION: null })),
@@ -281,6 +281,26 @@ async fn the_agent_changes_only_its_own_node_and_only_its_own_keys() {
     ];
     for (what, node, patch, says) in attempts {
         assert_denied(what, merge(&agent, &node, &patch).await, says);
+    }
+    // A kamikaze is denied to everyone but the controller: both policies deny it, and the apiserver names either.
+    match merge(
+        &agent,
+        &a,
+        &annotations(json!({ KAMIKAZE_ANNOTATION: "2027-01-01T00:00:00Z" })),
+    )
+    .await
+    {
+        Err(kube::Error::Api(status)) => assert!(
+            status.code == 403
+                && (status.message.contains(KAMIKAZE_POLICY)
+                    && status.message.contains("only the controller")
+                    || status.message.contains("k8sm-agent-own-node")
+                        && status
+                            .message
+                            .contains("may not set or change the kamikaze annotation")),
+            "a kamikaze: {status:?}"
+        ),
+        other => panic!("a kamikaze: {other:?}"),
     }
     let unchanged = |before: &Node, after: &Node| {
         before.metadata.labels == after.metadata.labels
@@ -625,4 +645,181 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
     assert_eq!(post_kamikaze(addr, &a, Some(&for_a)).await, 409);
     assert_eq!(runs(&runs_file), [OLD]);
     new_agent.assert_running();
+}
+
+/// The name of the admission policy that keeps the Annotation kamikaze to the controller; its denials name it.
+const KAMIKAZE_POLICY: &str = "k8sm-kamikaze-from-controller";
+
+/// A client of a ServiceAccount `default/node-admin` that RBAC lets get, list and patch every Node: a cluster operator
+/// or another component, anyone but the controller.
+async fn node_patcher(cluster: &TestCluster) -> Api<Node> {
+    kubectl_ok(
+        cluster,
+        &["create", "serviceaccount", "node-admin", "-n", "default"],
+    );
+    kubectl_ok(
+        cluster,
+        &[
+            "create",
+            "clusterrole",
+            "node-patcher",
+            "--verb=get,list,patch",
+            "--resource=nodes",
+        ],
+    );
+    kubectl_ok(
+        cluster,
+        &[
+            "create",
+            "clusterrolebinding",
+            "node-patcher",
+            "--clusterrole=node-patcher",
+            "--serviceaccount=default:node-admin",
+        ],
+    );
+    let token = request_token::<Pod>(&cluster.client(), "default", "node-admin", None, None).await;
+    Api::all(client_from(&token_kubeconfig(cluster, "node-admin", &token)).await)
+}
+
+/// A kubeconfig with a token of the controller's ServiceAccount (deploy/rbac.yaml), as the controller's Pod has.
+fn controller_kubeconfig(cluster: &TestCluster) -> PathBuf {
+    let token = kubectl_ok(
+        cluster,
+        &[
+            "create",
+            "token",
+            CONTROLLER_ACCOUNT,
+            "-n",
+            K8SM_NAMESPACE,
+            "--duration=2h",
+        ],
+    );
+    token_kubeconfig(cluster, "controller", token.trim())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_controller_sets_the_annotation_kamikaze() {
+    let cluster = TestCluster::start(ClusterOptions::default().with_nodes(2))
+        .await
+        .expect("cluster starts");
+    apply_deploy(&cluster);
+    install_crd(&cluster);
+    let client = cluster.client();
+    let admin: Api<Node> = Api::all(client.clone());
+    let [a, b] = [0, 1].map(node_name);
+    let patcher = node_patcher(&cluster).await;
+    let controller: Api<Node> = Api::all(client_from(&controller_kubeconfig(&cluster)).await);
+
+    // Whoever may patch Nodes, the cluster's admin included, may not tell an executor to terminate: the denial names
+    // the policy and who may. The policy is loaded asynchronously: wait until it denies a dry run.
+    let set = |at: &str| annotations(json!({ KAMIKAZE_ANNOTATION: at }));
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    wait_until("the kamikaze policy is in force", &[], || async {
+        matches!(
+            patcher.patch(&a, &dry_run, &Patch::Merge(&set(AT))).await,
+            Err(kube::Error::Api(status)) if status.message.contains(KAMIKAZE_POLICY)
+        )
+    })
+    .await;
+    let denied = |what: &str, result: Result<Node, kube::Error>| match result {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{what}: {status:?}");
+            assert!(
+                status.message.contains(KAMIKAZE_POLICY)
+                    && status.message.contains(
+                        "only the controller (system:serviceaccount:k8sm-system:k8sm-controller)"
+                    ),
+                "{what}: the denial says who may: {}",
+                status.message
+            );
+        }
+        other => panic!("{what}: {other:?}"),
+    };
+    denied(
+        "a user with nodes patch",
+        merge(&patcher, &a, &set(AT)).await,
+    );
+    denied("the cluster's admin", merge(&admin, &a, &set(AT)).await);
+    denied("an empty kamikaze", merge(&patcher, &a, &set("")).await);
+
+    // The controller may; nobody else may change its kamikaze, but anyone may withdraw it, and other writes to a
+    // Node that carries one pass.
+    merge(&controller, &b, &set(AT))
+        .await
+        .expect("the controller sets a kamikaze");
+    denied(
+        "changing the controller's kamikaze",
+        merge(&patcher, &b, &set(LATER)).await,
+    );
+    merge(
+        &patcher,
+        &b,
+        &annotations(json!({ "example.com/owner": "me" })),
+    )
+    .await
+    .expect("another annotation of a Node with a kamikaze");
+    merge(
+        &patcher,
+        &b,
+        &annotations(json!({ KAMIKAZE_ANNOTATION: null })),
+    )
+    .await
+    .expect("withdrawing a kamikaze");
+    let annotations_of = |node: Node| node.metadata.annotations.unwrap_or_default();
+    assert!(!annotations_of(admin.get(&a).await.unwrap()).contains_key(KAMIKAZE_ANNOTATION));
+    assert!(!annotations_of(admin.get(&b).await.unwrap()).contains_key(KAMIKAZE_ANNOTATION));
+
+    // The controller, with its own ServiceAccount, still upgrades both nodes by the Annotation kamikaze; the simulated
+    // executors obey it (and remove it, which anyone may).
+    let simulator = ChildGuard::spawn(
+        "k8sm-agent",
+        &binary("k8sm-agent"),
+        &[
+            "simulate".to_owned(),
+            format!("--kubeconfig={}", cluster.kubeconfig().display()),
+            format!("--new-executor-id={NEW}"),
+            format!("--initial-executor-id={OLD}"),
+            "--restart-delay=1s".to_owned(),
+        ],
+        &cluster.dir().join("simulator.log"),
+    );
+    let controller = ChildGuard::spawn(
+        "k8sm-controller",
+        &binary("k8sm-controller"),
+        &[
+            format!("--kubeconfig={}", controller_kubeconfig(&cluster).display()),
+            "--identity=controller-0".to_owned(),
+            "--metrics-addr=127.0.0.1:0".to_owned(),
+            format!("--report-namespace={K8SM_NAMESPACE}"),
+        ],
+        &cluster.dir().join("controller.log"),
+    );
+    let spec = ExecutorUpgradePolicySpec {
+        target_executor_id: Some(NEW.into()),
+        ..ExecutorUpgradePolicySpec::default()
+    };
+    Api::<ExecutorUpgradePolicy>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &ExecutorUpgradePolicy::new("trust", spec),
+        )
+        .await
+        .expect("policy created");
+    wait_until(
+        "both nodes are upgraded",
+        &[&simulator, &controller],
+        || async {
+            controller.assert_running();
+            simulator.assert_running();
+            let upgraded = admin.list(&ListParams::default()).await.map_or(0, |list| {
+                list.items.iter().filter(|n| is_upgraded(n, NEW)).count()
+            });
+            upgraded == 2
+        },
+    )
+    .await;
+    assert_eq!(with_reason(&client, "KamikazeSent").await.len(), 2);
 }
