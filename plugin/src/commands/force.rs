@@ -1,5 +1,7 @@
 //! `force NODE`: deletes the node's pods that only an operator can move, after confirmation, each with a UID
-//! precondition (a new pod of the same name is never hit), and records a `Forced` Event naming the user on each.
+//! precondition (a new pod of the same name is never hit). The audit comes first: what is forced is recorded on the
+//! node, then a `Forced` Event naming the user on each pod right before its deletion; when a record cannot be
+//! written, nothing more is deleted.
 //! With `--retry-kamikaze`, retries the kamikaze of a node that came back wrong instead (see [`super::retry`]).
 
 use std::io::{BufRead, Write};
@@ -63,33 +65,48 @@ pub async fn run(
     }
     let user = connection.user().await?;
     let recorder = recorder(client);
-    let mut deleted = Vec::new();
+    let names: Vec<String> = selection.delete.iter().map(name).collect();
+    annotate_forced(
+        client,
+        &args.node,
+        &user,
+        &format!("deleted {}", names.join(", ")),
+        "nothing was deleted",
+    )
+    .await?;
     for pod in &selection.delete {
         let outcome = delete(client, pod, &recorder, &user, &args.node).await?;
-        if let Outcome::Deleted { pod, .. } = &outcome {
-            deleted.push(pod.clone());
-        }
         print(&format!("{}\n", outcome.line()))?;
-    }
-    if !deleted.is_empty() {
-        let what = format!("deleted {}", deleted.join(", "));
-        annotate_forced(client, &args.node, &user, &what).await;
     }
     Ok(())
 }
 
-/// Records on the node what `user` forced on it ([`k8s.mesosphere.io/forced`](k8sm_api::keys::FORCED_ANNOTATION)),
-/// for the controller's upgrade report, which outlives the Forced Events. Like the Events, a failure is reported,
-/// not fatal: the forced change is done.
-pub(super) async fn annotate_forced(client: &Client, node: &str, user: &str, what: &str) {
-    let value = ForcedRecord::annotation(Utc::now(), user, &k8sm_api::text::bounded(what, 512));
-    let patch = serde_json::json!({"metadata": {"annotations": {keys::FORCED_ANNOTATION: value}}});
-    let result = Api::<Node>::all(client.clone())
+/// Records on the node what `user` forces on it ([`k8s.mesosphere.io/forced`](k8sm_api::keys::FORCED_ANNOTATION)),
+/// for the controller's upgrade report, which outlives the Forced Events. Written before the change: a failure
+/// refuses it (`unchanged` says what was left alone, such as "nothing was deleted").
+pub(super) async fn annotate_forced(
+    client: &Client,
+    node: &str,
+    user: &str,
+    what: &str,
+    unchanged: &str,
+) -> Result<(), Error> {
+    let patch = serde_json::json!({"metadata": {"annotations": {keys::FORCED_ANNOTATION: forced_record(user, what)}}});
+    Api::<Node>::all(client.clone())
         .patch(node, &crate::connect::patch_params(), &Patch::Merge(&patch))
-        .await;
-    if let Err(e) = result {
-        eprintln!("warning: recording on node {node} what was forced, for the upgrade report: {e}");
-    }
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            Error::kube(
+                format!("recording on node {node} what is forced, which comes first ({unchanged})"),
+                e,
+            )
+        })
+}
+
+/// The value of the node's record of what `user` forces now.
+pub(super) fn forced_record(user: &str, what: &str) -> String {
+    ForcedRecord::annotation(Utc::now(), user, &k8sm_api::text::bounded(what, 512))
 }
 
 /// Asks `question` on the terminal; without one, refuses (a script must say `--yes`). `(act, done)` word the
@@ -124,14 +141,15 @@ pub(super) fn recorder(client: &Client) -> Recorder {
     )
 }
 
-/// Records a `Forced` Warning about `reference` with `note`; whether it was recorded. The change it reports is
-/// done either way: a missing audit Event is reported, not fatal.
+/// Records a `Forced` Warning about `reference` with `note`, before the change it reports: a failure refuses the
+/// change (`what`: what it is about, such as "pod ns/name"; `unchanged`: what is left alone).
 pub(super) async fn record_forced(
     recorder: &Recorder,
     note: &str,
     reference: &ObjectReference,
     what: &str,
-) -> bool {
+    unchanged: &str,
+) -> Result<(), Error> {
     let event = Event {
         type_: EventType::Warning,
         reason: Reason::Forced.as_str().to_owned(),
@@ -139,11 +157,12 @@ pub(super) async fn record_forced(
         action: Reason::Forced.as_str().to_owned(),
         secondary: None,
     };
-    let recorded = recorder.publish(&event, reference).await;
-    if let Err(e) = &recorded {
-        eprintln!("warning: recording the Forced event of {what}: {e}");
-    }
-    recorded.is_ok()
+    recorder.publish(&event, reference).await.map_err(|e| {
+        Error::kube(
+            format!("recording the Forced event of {what}, which comes first ({unchanged})"),
+            e,
+        )
+    })
 }
 
 async fn delete(
@@ -163,27 +182,28 @@ async fn delete(
         ..DeleteParams::default()
     };
     let pod_name = name(pod);
-    match api.delete(&pod.name, &params).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => {
-            return Ok(Outcome::Gone { pod: pod_name });
-        }
-        Err(kube::Error::Api(status)) if status.code == 409 => {
-            return Ok(Outcome::Replaced { pod: pod_name });
-        }
-        Err(e) => return Err(Error::kube(format!("deleting pod {pod_name}"), e)),
-    }
     let reference = pod_ref(&PodRef::new(
         pod.namespace.as_str(),
         pod.name.as_str(),
         pod.uid.as_str(),
     ));
     let note = event_note(user, node, pod);
-    let event = record_forced(recorder, &note, &reference, &format!("pod {pod_name}")).await;
-    Ok(Outcome::Deleted {
-        pod: pod_name,
-        event,
-    })
+    record_forced(
+        recorder,
+        &note,
+        &reference,
+        &format!("pod {pod_name}"),
+        &format!("pod {pod_name} and those after it were not deleted"),
+    )
+    .await?;
+    match api.delete(&pod.name, &params).await {
+        Ok(_) => Ok(Outcome::Deleted { pod: pod_name }),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Outcome::Gone { pod: pod_name }),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            Ok(Outcome::Replaced { pod: pod_name })
+        }
+        Err(e) => Err(Error::kube(format!("deleting pod {pod_name}"), e)),
+    }
 }
 
 fn name(pod: &ForcedPod) -> String {

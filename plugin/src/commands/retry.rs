@@ -1,6 +1,7 @@
 //! `force NODE --retry-kamikaze`: removes the kamikaze record of a node that came back from kamikaze with the wrong
-//! executor, after confirmation, with a JSON merge patch conditional on the resourceVersion read, and records a
-//! `Forced` Event naming the user on the Node. k8sm then drains the node and tells it to terminate once more.
+//! executor, after confirmation, with a JSON merge patch conditional on the resourceVersion read. A `Forced` Event
+//! naming the user on the Node and the node's record of what was forced come first: when either cannot be written,
+//! nothing is removed. k8sm then drains the node and tells it to terminate once more.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Patch;
@@ -17,7 +18,7 @@ use crate::fetch;
 use crate::output::{Terminal, print};
 use crate::views::retry::{Change, RetryKamikaze, RetryOutcome};
 
-use super::force::{annotate_forced, confirm, record_forced, recorder};
+use super::force::{annotate_forced, confirm, forced_record, record_forced, recorder};
 
 pub async fn run(
     connection: &Connection,
@@ -43,29 +44,34 @@ pub async fn run(
         confirm(&retry.question(), ("retry a kamikaze", "removed"), terminal)?;
     }
     let user = connection.user().await?;
-    let outcome = match remove(client, &retry).await? {
-        RetryOutcome::Removed { node: name, .. } => {
-            let reference = node_ref(&name, node.uid());
-            let note = retry.event_note(&user);
-            let what = format!("node {name}");
-            let event = record_forced(&recorder(client), &note, &reference, &what).await;
-            annotate_forced(
-                client,
-                &name,
-                &user,
-                "removed the record of its kamikaze, to tell it once more",
-            )
-            .await;
-            RetryOutcome::Removed { node: name, event }
-        }
-        other => other,
-    };
+    let name = retry.node.clone();
+    let reference = node_ref(&name, node.uid());
+    let unchanged = "nothing was removed";
+    record_forced(
+        &recorder(client),
+        &retry.event_note(&user),
+        &reference,
+        &format!("node {name}"),
+        unchanged,
+    )
+    .await?;
+    let what = "removed the record of its kamikaze, to tell it once more";
+    // On the Node, the record goes in the removal's own patch (a separate write first would change the
+    // resourceVersion that patch is conditional on); for a record in the policy's status, it is written first.
+    if let Change::DeletedNode { .. } = retry.change {
+        annotate_forced(client, &name, &user, what, unchanged).await?;
+    }
+    let outcome = remove(client, &retry, &forced_record(&user, what)).await?;
     print(&format!("{}\n", outcome.line()))
 }
 
 /// Applies the merge patch; a 409 means the object changed since it was read, and nothing was removed.
-async fn remove(client: &Client, retry: &RetryKamikaze) -> Result<RetryOutcome, Error> {
-    let patch = Patch::Merge(retry.patch());
+async fn remove(
+    client: &Client,
+    retry: &RetryKamikaze,
+    forced: &str,
+) -> Result<RetryOutcome, Error> {
+    let patch = Patch::Merge(retry.patch(forced));
     let params = crate::connect::patch_params();
     let result = match &retry.change {
         Change::NodeAnnotations { .. } => Api::<Node>::all(client.clone())
@@ -79,7 +85,7 @@ async fn remove(client: &Client, retry: &RetryKamikaze) -> Result<RetryOutcome, 
     };
     let node = retry.node.clone();
     match result {
-        Ok(()) => Ok(RetryOutcome::Removed { node, event: false }),
+        Ok(()) => Ok(RetryOutcome::Removed { node }),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(RetryOutcome::Changed { node }),
         Err(e) => Err(Error::kube(
             format!("removing the kamikaze record of node {node}"),

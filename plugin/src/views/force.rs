@@ -131,7 +131,7 @@ impl ForceSelection {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "result")]
 pub enum Outcome {
-    Deleted { pod: String, event: bool },
+    Deleted { pod: String },
     WouldDelete { pod: String },
     Gone { pod: String },
     Replaced { pod: String },
@@ -140,12 +140,7 @@ pub enum Outcome {
 impl Outcome {
     pub fn line(&self) -> String {
         match self {
-            Self::Deleted { pod, event: true } => {
-                format!("pod/{pod} deleted; Forced event recorded")
-            }
-            Self::Deleted { pod, event: false } => {
-                format!("pod/{pod} deleted; the Forced event could not be recorded")
-            }
+            Self::Deleted { pod } => format!("pod/{pod} deleted; Forced event recorded"),
             Self::WouldDelete { pod } => format!("pod/{pod} would be deleted (dry run)"),
             Self::Gone { pod } => format!("pod/{pod} is already gone"),
             Self::Replaced { pod } => {
@@ -155,7 +150,7 @@ impl Outcome {
     }
 }
 
-/// The note of the `Forced` Event: who deleted the pod, how, and what it had been blocking.
+/// The note of the `Forced` Event, written before the deletion: who forces it, how, and what the pod is blocking.
 pub fn event_note(user: &str, node: &str, pod: &ForcedPod) -> String {
     let how = if pod.at_once() {
         format!("with a grace period of 0 by {user} with `kubectl k8sm force {node} --terminating`")
@@ -163,7 +158,7 @@ pub fn event_note(user: &str, node: &str, pod: &ForcedPod) -> String {
         format!("by {user} with `kubectl k8sm force {node}`")
     };
     format!(
-        "deleted {how}; it was blocking the node's upgrade ({}: {})",
+        "deletion forced {how}; it blocks the node's upgrade ({}: {})",
         pod.reason, pod.message
     )
 }
@@ -307,7 +302,7 @@ mod tests {
         assert!(with.delete[0].at_once());
         let note = event_note("admin", "n1", &with.delete[0]);
         assert!(
-            note.starts_with("deleted with a grace period of 0 by admin with `kubectl k8sm force n1 --terminating`"),
+            note.starts_with("deletion forced with a grace period of 0 by admin with `kubectl k8sm force n1 --terminating`"),
             "{note}"
         );
     }
@@ -330,14 +325,13 @@ mod tests {
         let note = event_note("admin", "n1", &pod);
         assert!(
             note.starts_with(
-                "deleted by admin with `kubectl k8sm force n1`; it was blocking the node's upgrade (BlockedUnmanagedPod: "
+                "deletion forced by admin with `kubectl k8sm force n1`; it blocks the node's upgrade (BlockedUnmanagedPod: "
             ),
             "{note}"
         );
         let lines: Vec<String> = [
             Outcome::Deleted {
                 pod: "ops/debug".into(),
-                event: true,
             },
             Outcome::WouldDelete {
                 pod: "ops/debug".into(),

@@ -95,16 +95,18 @@ impl RetryKamikaze {
         })
     }
 
-    /// The JSON merge patch: of the Node, or of the policy's status subresource.
-    pub fn patch(&self) -> Value {
+    /// The JSON merge patch: of the Node, or of the policy's status subresource. `forced`: the node's record of what
+    /// was forced ([`keys::FORCED_ANNOTATION`]), written in the same patch as the removal when that is the Node's.
+    pub fn patch(&self, forced: &str) -> Value {
         match &self.change {
             Change::NodeAnnotations {
                 resource_version,
                 present,
             } => {
-                let removed: serde_json::Map<String, Value> =
+                let mut annotations: serde_json::Map<String, Value> =
                     present.iter().map(|k| (k.clone(), Value::Null)).collect();
-                json!({"metadata": {"resourceVersion": resource_version, "annotations": removed}})
+                annotations.insert(keys::FORCED_ANNOTATION.to_owned(), json!(forced));
+                json!({"metadata": {"resourceVersion": resource_version, "annotations": annotations}})
             }
             Change::DeletedNode {
                 resource_version,
@@ -196,7 +198,6 @@ fn node_annotations(node: &Node) -> Option<Change> {
 pub enum RetryOutcome {
     Removed {
         node: String,
-        event: bool,
     },
     WouldRemove {
         node: String,
@@ -210,11 +211,8 @@ pub enum RetryOutcome {
 impl RetryOutcome {
     pub fn line(&self) -> String {
         match self {
-            Self::Removed { node, event: true } => format!(
+            Self::Removed { node } => format!(
                 "node/{node}: kamikaze record removed, k8sm drains it and tells it to terminate once more; Forced event recorded"
-            ),
-            Self::Removed { node, event: false } => format!(
-                "node/{node}: kamikaze record removed, k8sm drains it and tells it to terminate once more; the Forced event could not be recorded"
             ),
             Self::WouldRemove { node } => {
                 format!("node/{node}: kamikaze record would be removed (dry run)")

@@ -76,12 +76,13 @@ fn a_node_that_came_back_unchanged_loses_its_kamikaze_annotations() {
     let retry =
         RetryKamikaze::decide(&came_back_unchanged(), &node, &policy_object(json!([]))).unwrap();
     assert_eq!(
-        retry.patch(),
+        retry.patch("RECORD"),
         json!({"metadata": {"resourceVersion": "812", "annotations": {
             "k8s.mesosphere.io/kamikaze-executor-id": null,
-            "k8s.mesosphere.io/kamikaze-obeyed": null
+            "k8s.mesosphere.io/kamikaze-obeyed": null,
+            "k8s.mesosphere.io/forced": "RECORD"
         }}}),
-        "only the kamikaze record goes, conditional on the Node read"
+        "only the kamikaze record goes, with the record of what was forced, conditional on the Node read"
     );
     let text = retry.render(Palette::PLAIN);
     assert!(
@@ -133,7 +134,7 @@ fn a_node_deleted_as_its_kamikaze_leaves_the_policy_status() {
     let retry =
         RetryKamikaze::decide(&came_back_after_delete(), &node, &policy_object(deleted)).unwrap();
     assert_eq!(
-        retry.patch(),
+        retry.patch("RECORD"),
         json!({
             "metadata": {"resourceVersion": "77"},
             "status": {"deletedNodes": [{"name": "n0", "uid": "uid-old-n0", "deletedAt": "2026-01-01T00:04:00Z"}]}
@@ -167,7 +168,7 @@ fn the_last_deleted_node_leaves_an_empty_list() {
         &policy_object(deleted),
     )
     .unwrap();
-    assert_eq!(retry.patch()["status"], json!({"deletedNodes": []}));
+    assert_eq!(retry.patch("RECORD")["status"], json!({"deletedNodes": []}));
 }
 
 #[test]
@@ -214,10 +215,7 @@ fn without_a_record_there_is_nothing_to_retry() {
 #[test]
 fn outcomes() {
     let lines: Vec<String> = [
-        RetryOutcome::Removed {
-            node: "n1".into(),
-            event: true,
-        },
+        RetryOutcome::Removed { node: "n1".into() },
         RetryOutcome::WouldRemove { node: "n1".into() },
         RetryOutcome::Changed { node: "n1".into() },
     ]

@@ -609,6 +609,55 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
     assert!(pods.get_opt("debug").await.unwrap().is_some());
     assert!(pods.get_opt("pinned").await.unwrap().is_some());
 
+    // The audit comes first: a user who may delete the pod but not record what is forced is refused, and the pod
+    // stays.
+    kubectl_ok(
+        cluster,
+        &[
+            "create",
+            "clusterrole",
+            "delete-without-audit",
+            "--verb=get,list,watch",
+            "--resource=*.*",
+        ],
+    );
+    kubectl_ok(
+        cluster,
+        &[
+            "create",
+            "clusterrole",
+            "delete-pods",
+            "--verb=delete",
+            "--resource=pods",
+        ],
+    );
+    for role in ["delete-without-audit", "delete-pods"] {
+        kubectl_ok(
+            cluster,
+            &[
+                "create",
+                "clusterrolebinding",
+                role,
+                &format!("--clusterrole={role}"),
+                "--user=no-audit",
+            ],
+        );
+    }
+    let refused = k8sm(cluster, &["force", "node-0001", "--yes", "--as=no-audit"]);
+    assert!(
+        !refused.success
+            && refused.stderr.starts_with(
+                "error: recording on node node-0001 what is forced, which comes first (nothing was deleted): "
+            ),
+        "{}{}",
+        refused.stdout,
+        refused.stderr
+    );
+    assert!(
+        pods.get_opt("debug").await.unwrap().is_some(),
+        "the pod stays"
+    );
+
     let forced = k8sm_ok(cluster, &["force", "node-0001", "--yes"]);
     assert!(
         forced.contains("pod/ops/debug deleted; Forced event recorded"),
@@ -631,7 +680,7 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
     let note = event.note.as_deref().unwrap_or_default();
     assert!(
         note.starts_with(&format!(
-            "deleted by {me} with `kubectl k8sm force node-0001`"
+            "deletion forced by {me} with `kubectl k8sm force node-0001`"
         )),
         "the event names the user {me}: {note}"
     );
