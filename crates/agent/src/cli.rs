@@ -98,6 +98,15 @@ pub struct KamikazeAuthArgs {
     /// kamikaze refuses them too (each token is obeyed once). Without it they are remembered in memory only.
     #[arg(long, value_name = "PATH")]
     pub obeyed_tokens_file: Option<PathBuf>,
+
+    /// Serve the `Http` kamikaze over HTTPS with this certificate chain (PEM; a mounted Secret's `tls.crt`), so that
+    /// the controller can verify the agent and the token crosses the network encrypted. With `--tls-key-file`.
+    #[arg(long, value_name = "PATH", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// The private key of `--tls-cert-file` (PEM; `tls.key`).
+    #[arg(long, value_name = "PATH", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
 }
 
 impl KamikazeAuthArgs {
@@ -113,6 +122,16 @@ impl KamikazeAuthArgs {
             None => ObeyedTokens::in_memory(),
         };
         Ok(std::sync::Arc::new(obeyed))
+    }
+
+    /// The HTTPS configuration, if a certificate and key are given.
+    pub fn tls(&self) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, crate::Error> {
+        match (&self.tls_cert_file, &self.tls_key_file) {
+            (Some(cert), Some(key)) => crate::tls::server_config(cert, key)
+                .map(Some)
+                .map_err(crate::Error::Tls),
+            _ => Ok(None),
+        }
     }
 
     pub fn expected(&self) -> Expected {

@@ -33,6 +33,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("the HTTPS endpoint's certificate: {0}")]
+    Tls(String),
     #[error("installing the signal handlers: {0}")]
     Signal(#[source] std::io::Error),
     #[error("running the kamikaze command `{command}`: {source}")]

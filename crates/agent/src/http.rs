@@ -26,6 +26,7 @@ use crate::Error;
 use crate::gate::{Gate, Refusal};
 use crate::obeyed::ObeyedTokens;
 use crate::shutdown::Shutdown;
+use crate::tls::TlsListener;
 use crate::validate::is_node_name;
 
 /// Most TokenReviews (requests not yet authenticated) in flight at once; more get 503 at once.
@@ -168,24 +169,39 @@ impl Bucket {
     }
 }
 
-/// Binds `addr` now, so a taken port fails the start, and serves `router` until `shutdown`.
+/// Binds `addr` now, so a taken port fails the start, and serves `router` until `shutdown`: over HTTPS with `tls`,
+/// over plain HTTP without.
 pub async fn serve(
     addr: SocketAddr,
     router: Router,
     mut shutdown: Shutdown,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) -> Result<JoinHandle<()>, Error> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Bind { addr, source })?;
     let local = listener.local_addr().unwrap_or(addr);
-    tracing::info!(addr = %local, "serving POST /kamikaze/{{nodeName}} and GET /healthz");
-    Ok(tokio::spawn(async move {
-        let server = axum::serve(listener, router)
-            .with_graceful_shutdown(async move { shutdown.wait().await });
-        if let Err(error) = server.await {
-            tracing::error!(%error, "HTTP server failed");
+    let scheme = if tls.is_some() { "HTTPS" } else { "HTTP" };
+    tracing::info!(addr = %local, scheme, "serving POST /kamikaze/{{nodeName}} and GET /healthz");
+    let stop = async move { shutdown.wait().await };
+    Ok(match tls {
+        Some(config) => {
+            let listener = TlsListener::new(listener, config)
+                .map_err(|source| Error::Bind { addr, source })?;
+            tokio::spawn(async move {
+                let server = axum::serve(listener, router).with_graceful_shutdown(stop);
+                if let Err(error) = server.await {
+                    tracing::error!(%error, "HTTPS server failed");
+                }
+            })
         }
-    }))
+        None => tokio::spawn(async move {
+            let server = axum::serve(listener, router).with_graceful_shutdown(stop);
+            if let Err(error) = server.await {
+                tracing::error!(%error, "HTTP server failed");
+            }
+        }),
+    })
 }
 
 fn answer(status: StatusCode, message: String) -> Response {

@@ -15,6 +15,7 @@ pub mod run;
 mod shutdown;
 pub mod simulate;
 mod template;
+mod tls;
 mod validate;
 
 pub use error::Error;

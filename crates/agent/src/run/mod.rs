@@ -71,7 +71,8 @@ pub async fn run(args: RunArgs, mut shutdown: Shutdown) -> Result<Outcome, Error
         Some(addr) => {
             let gate = TokenGate::new(client, args.kamikaze_auth.expected());
             let router = http::router(own.clone(), gate, args.kamikaze_auth.obeyed_tokens()?);
-            Some(http::serve(addr, router, server_shutdown).await?)
+            let tls = args.kamikaze_auth.tls()?;
+            Some(http::serve(addr, router, server_shutdown, tls).await?)
         }
         None => None,
     };

@@ -49,7 +49,8 @@ pub async fn run(args: SimulateArgs, mut shutdown: Shutdown) -> Result<(), Error
             let gate = TokenGate::new(client, args.kamikaze_auth.expected());
             let obeyed = args.kamikaze_auth.obeyed_tokens()?;
             let router = http::router(simulator.clone(), gate, obeyed);
-            Some(http::serve(addr, router, shutdown.clone()).await?)
+            let tls = args.kamikaze_auth.tls()?;
+            Some(http::serve(addr, router, shutdown.clone(), tls).await?)
         }
         None => None,
     };
