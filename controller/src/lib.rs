@@ -25,6 +25,7 @@ mod reconcile;
 pub mod reports;
 mod server;
 mod sizes;
+mod sizes_store;
 pub mod status;
 mod status_lists;
 mod status_pace;

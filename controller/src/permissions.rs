@@ -160,6 +160,7 @@ pub fn opt_in_hint(message: &str) -> Option<String> {
 
 /// The upgrade reports (see [`crate::reports`]): one ConfigMap per run in the controller's namespace, read back,
 /// applied, and the oldest deleted (a Role there). Not limited by name: each run's is known only once it starts.
+/// The remembered sizes of unknown kinds ([`crate::sizes_store`]) are one more ConfigMap there, read and applied.
 pub const REPORTS: &[Permission] = &[
     namespaced("", "configmaps", "get"),
     namespaced("", "configmaps", "list"),

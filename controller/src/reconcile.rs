@@ -49,6 +49,7 @@ use crate::reaction::Reaction;
 use crate::reports::Reports;
 use crate::server::{self, Health};
 use crate::sizes::Sizes;
+use crate::sizes_store::SizesStore;
 use crate::status_writer::StatusWriter;
 use crate::stores::{Changes, Stores};
 use crate::watches;
@@ -174,7 +175,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ),
         events: Arc::new(EventSink::new(writes.clone(), identity, leadership.clone())),
         status: StatusWriter::new(writes.clone(), leadership.clone()),
-        reports: Reports::new(writes, report_namespace, leadership.clone()),
+        reports: Reports::new(writes.clone(), report_namespace.clone(), leadership.clone()),
         in_flight: InFlight::default(),
         writes: Writes::default(),
         planner: Planner::default(),
@@ -182,6 +183,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         calls: JoinSet::new(),
         reaction,
         sizes: Sizes::default(),
+        sizes_store: SizesStore::new(writes.clone(), &report_namespace),
+        sizes_read: false,
         backoff: Backoff::default(),
         status_failures: 0,
         stale_reported: BTreeSet::new(),
@@ -230,6 +233,10 @@ struct Controller {
     calls: JoinSet<Answer>,
     reaction: Reaction,
     sizes: Sizes,
+    sizes_store: SizesStore,
+    /// Whether the stored sizes were read in this term: until then, and when storing them before an eviction that
+    /// counts on them fails, such evictions wait.
+    sizes_read: bool,
     /// Objects whose last action failed, backing off.
     backoff: Backoff,
     /// Status writes that failed in a row (the next one backs off too).
@@ -449,6 +456,44 @@ impl Controller {
         }
     }
 
+    /// Reads the stored sizes once per term (a standby's copy is behind its leader's), before anything is planned.
+    async fn read_sizes(&mut self) {
+        if !self.leadership.is_leader() {
+            self.sizes_read = false;
+            return;
+        }
+        if self.sizes_read {
+            return;
+        }
+        match self.sizes_store.load().await {
+            Ok(stored) => {
+                self.sizes.merge(stored);
+                self.sizes_read = true;
+            }
+            Err(error) => tracing::warn!(
+                %error,
+                "could not read the remembered sizes of unknown kinds: their evictions wait"
+            ),
+        }
+    }
+
+    /// Stores the remembered sizes before the evictions that count on them; whether they may go.
+    async fn store_sizes(&mut self) -> bool {
+        if !self.sizes_read {
+            return false;
+        }
+        match self.sizes_store.save(&self.sizes.stored()).await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    "could not store the remembered sizes of unknown kinds: their evictions wait"
+                );
+                false
+            }
+        }
+    }
+
     async fn pass(&mut self) -> PassResult {
         let started = Instant::now();
         let now = Utc::now();
@@ -468,6 +513,7 @@ impl Controller {
         // stays counted.
         self.in_flight.prune(&view, now, pods);
         view.in_flight = self.in_flight.snapshot();
+        self.read_sizes().await;
         view.observed_sizes = self.sizes.observe(&view, Vec::new(), now);
         let planning = Instant::now();
         self.metrics
@@ -484,8 +530,10 @@ impl Controller {
             .filter(|(_, e)| e.size_inferred)
             .map(|(_, e)| e.owner.uid.to_string())
             .collect();
+        let mut sizes_stored = true;
         if !evicting.is_empty() {
             self.sizes.observe(&view, evicting, now);
+            sizes_stored = self.store_sizes().await;
         }
         self.metrics.observe_plan(&plan);
         self.metrics
@@ -553,6 +601,14 @@ impl Controller {
                         }
                         job.push(action.clone());
                     }
+                    continue;
+                }
+                if let ActionKind::Evict { eviction, .. } = &action.kind
+                    && eviction.size_inferred
+                    && !sizes_stored
+                {
+                    result.retry_soon = true;
+                    unsent.insert(eviction.owner.uid.to_string());
                     continue;
                 }
                 let continuation = continues(action, &continuing);

@@ -4,14 +4,18 @@
 //! while the other nodes finish; otherwise they go through the Eviction API one at a time, even when their operator
 //! is slow to replace them.
 //!
+//! A killed controller's successor keeps the size it must hold such a workload to, while an evicted pod is not
+//! replaced yet.
+//!
 //! Each test prints, per workload, the fewest Ready pods seen against the bound `min(ceil(t·d), d−1)` computed from the
 //! workload the test created.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
+use nix::sys::signal::Signal;
 
 use k8sm_api::UnmanagedPodPolicy;
 use k8sm_e2e::deletions::DeletionLog;
@@ -21,7 +25,7 @@ use k8sm_e2e::podset;
 use k8sm_e2e::scenario::Scenario;
 use k8sm_e2e::sla::{SlaWatcher, assert_within_bounds};
 use k8sm_e2e::waits::observe_for;
-use k8sm_e2e::workload_policy::{THRESHOLD, workload_policy};
+use k8sm_e2e::workload_policy::{THRESHOLD, only_node, workload_policy};
 use k8sm_e2e::workloads::{create, fill_nodes, pdb_min_available, unmanaged_pod};
 use k8sm_testcluster::node_name;
 
@@ -293,4 +297,64 @@ async fn custom_resource_pods_move_one_at_a_time_through_the_eviction_api() {
             (podset::KIND, "ledger", REPLICAS),
         ],
     );
+}
+
+/// The remembered size of an unknown kind outlives the controller: a `PodSet` of 3 on one node, whose operator takes
+/// 40 s to replace a pod. The controller is SIGKILLed right after the first eviction, and a new one started while the
+/// evicted pod is gone and not replaced: it reads the size it must keep (3) back, sees 2 of 3, and waits for the
+/// replacement instead of taking the 2 left for a whole PodSet of 2 and evicting a second pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_kinds_size_outlives_a_killed_controller() {
+    const NS: &str = "podset-kill";
+    const REPLICAS: u32 = 3;
+    const REPLACE_AFTER: Duration = Duration::from_secs(40);
+    let mut scenario = Scenario::start(2, NS, "1s").await;
+    let client = scenario.client.clone();
+    let node = node_name(0);
+    podset::install_crd(&client).await;
+    let uid = podset::create(&client, NS, "ledger", REPLICAS).await;
+    let operator = scenario
+        .pin_to(&node, REPLICAS as usize, || async {
+            podset::Operator::start(&client, NS, "ledger", &uid, REPLICAS, REPLACE_AFTER)
+        })
+        .await;
+    let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
+    sla.expect(podset::KIND, "ledger", REPLICAS);
+    let deletions = DeletionLog::start(&client, NS, "app=ledger").await;
+    sla.arm();
+
+    scenario.start_controller(&[]);
+    let mut policy = workload_policy(&scenario, UnmanagedPodPolicy::Never);
+    policy.node_selector = only_node(&node);
+    scenario.create_policy(POLICY, policy).await;
+    scenario
+        .wait_until("the first pod is evicted", PROGRESS, || async {
+            (!deletions.deleted().is_empty()).then_some(())
+        })
+        .await;
+    let evicted_at = Instant::now();
+    scenario.controllers[0].kill_with(Signal::SIGKILL);
+    scenario.start_controller(&[]);
+    let watched = REPLACE_AFTER.saturating_sub(evicted_at.elapsed() + Duration::from_secs(5));
+    observe_for(watched, || async {
+        let deleted = deletions.deleted();
+        assert_eq!(
+            deleted.len(),
+            1,
+            "a second pod went before the first one's replacement: {deleted:?}\n{}",
+            scenario.controllers[1].log_tail(30)
+        );
+    })
+    .await;
+    println!(
+        "watched {watched:?} after the kill: 1 pod evicted; the operator created {:?}",
+        operator.created()
+    );
+    scenario
+        .wait_until("the node is upgraded", PROGRESS, || async {
+            scenario.controllers[1].assert_running();
+            (scenario.upgraded_nodes().await == 1).then_some(())
+        })
+        .await;
+    assert_within_bounds(&sla, THRESHOLD, &[(podset::KIND, "ledger", REPLICAS)]);
 }
