@@ -76,6 +76,12 @@ pub struct Args {
     #[arg(long, default_value = k8sm_api::keys::KAMIKAZE_TOKEN_AUDIENCE)]
     pub kamikaze_audience: String,
 
+    /// PEM file of the CA certificates that sign the agents' serving certificates (`k8sm-agent --tls-cert-file`):
+    /// the Http kamikaze trusts only these, not the system's roots. Read again when it changes. Default: the
+    /// system's roots.
+    #[arg(long, value_name = "PATH")]
+    pub kamikaze_ca_file: Option<std::path::PathBuf>,
+
     /// Log lines as text, or as one JSON object per line (for log collectors). Either goes to stderr, with colour
     /// codes only when stderr is a terminal.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]

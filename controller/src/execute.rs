@@ -1,7 +1,7 @@
 //! Carrying out the planner's actions: precondition-safe patches of the contract keys, evictions, deletions and
 //! kamikaze. Every mutation has a timeout; none decides anything.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use k8sm_api::{DeletedNode, ExecutorUpgradePolicy, KamikazeMechanism, keys};
 use k8sm_planner::{Action, ActionKind, PodRef};
 
+use crate::kamikaze_client::KamikazeClient;
 use crate::kamikaze_token::KamikazeTokens;
 use crate::leader::Leadership;
 use crate::{Error, write_params};
@@ -21,10 +22,6 @@ use k8sm_view::time::to_time;
 
 /// Longest any single API call or kamikaze POST may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
-/// Longest the kamikaze POST may take to connect: an address nobody answers at fails fast and is retried.
-const KAMIKAZE_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How much of an agent's refusal an error quotes.
-const ANSWER_MAX_CHARS: usize = 200;
 /// Read-modify-write attempts on a policy's status before giving up for this pass.
 const RECORD_ATTEMPTS: usize = 3;
 
@@ -67,21 +64,23 @@ pub struct Cached<'a> {
 #[derive(Clone)]
 pub struct Executor {
     client: Client,
-    /// The `Http` kamikaze's client, built when first needed: building it loads the system's CA roots, and a
-    /// controller whose policies never POST a kamikaze must not fail to start where there are none (a minimal image).
-    /// A build that fails is tried again at the next POST (roots mounted since are taken).
-    http: Arc<OnceLock<reqwest::Client>>,
+    kamikaze: Arc<KamikazeClient>,
     kamikaze_tokens: Arc<KamikazeTokens>,
     /// Checked right before every write.
     leadership: Leadership,
 }
 
 impl Executor {
-    /// `kamikaze_tokens`: the credential of the `Http` kamikaze.
-    pub fn new(client: Client, leadership: Leadership, kamikaze_tokens: KamikazeTokens) -> Self {
+    /// `kamikaze`: the `Http` kamikaze's client; `kamikaze_tokens`: its credential.
+    pub fn new(
+        client: Client,
+        leadership: Leadership,
+        kamikaze: KamikazeClient,
+        kamikaze_tokens: KamikazeTokens,
+    ) -> Self {
         Self {
             client,
-            http: Arc::new(OnceLock::new()),
+            kamikaze: Arc::new(kamikaze),
             kamikaze_tokens: Arc::new(kamikaze_tokens),
             leadership,
         }
@@ -566,18 +565,11 @@ impl Executor {
     /// POSTs the kamikaze `body` (see [`kamikaze_body`]) to `url`, the agent of `node`, with a token the agent
     /// verifies (see [`crate::kamikaze_token`]).
     async fn post_kamikaze(&self, node: &Node, url: &str, body: String) -> Result<(), Error> {
-        let http = match self.http.get() {
-            Some(http) => http,
-            None => {
-                let built = kamikaze_client().map_err(Error::Other)?;
-                self.http.get_or_init(|| built)
-            }
-        };
         let token = self.kamikaze_tokens.token_for(node).await?;
         // Fenced as the API writes are (`crate::fence`): answered or abandoned within the term.
         let timeout = self.leadership.write_timeout();
         self.leadership.ensure_for(timeout)?;
-        let refused = tokio::time::timeout(timeout, post_kamikaze(http, url, &token, body))
+        let refused = tokio::time::timeout(timeout, self.kamikaze.post(url, &token, body))
             .await
             .map_err(|_| Error::Http {
                 url: url.to_owned(),
@@ -585,106 +577,11 @@ impl Executor {
             })??;
         match refused {
             None => Ok(()),
-            Some(refusal) => {
-                if refusal.status == reqwest::StatusCode::UNAUTHORIZED {
-                    // Revoked or expired early: the next attempt asks for a new one.
-                    self.kamikaze_tokens.forget(node);
-                }
-                Err(Error::Http {
-                    url: url.to_owned(),
-                    message: refusal.to_string(),
-                })
-            }
+            Some(refusal) => Err(Error::Http {
+                url: url.to_owned(),
+                message: refusal.to_string(),
+            }),
         }
-    }
-}
-
-/// The HTTP client of the `Http` kamikaze.
-fn kamikaze_client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .timeout(CALL_TIMEOUT)
-        .connect_timeout(KAMIKAZE_CONNECT_TIMEOUT)
-        // A redirect would take the POST, and its token, wherever the answer points: never followed, a 3xx is a
-        // failure.
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| {
-            // reqwest's own message is only "builder error": the causes say what is missing (CA roots, say).
-            let mut message = format!("building the kamikaze HTTP client: {e}");
-            let mut cause = std::error::Error::source(&e);
-            while let Some(c) = cause {
-                message.push_str(&format!(": {c}"));
-                cause = c.source();
-            }
-            message
-        })
-}
-
-/// An answer other than 2xx.
-#[derive(Debug)]
-struct Refusal {
-    status: reqwest::StatusCode,
-    /// Why, from the answer: the first line of the agent's body, bounded and escaped.
-    why: String,
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "answered {}: {}", self.status, self.why)
-    }
-}
-
-/// POSTs `body` with `token` to `url`. `Ok(None)`: a 2xx answer; `Ok(Some(refusal))`: any other answer, a redirect
-/// included (not followed); `Err`: no answer. Only 2xx counts: the agent answers 401/403 for a token it does not
-/// accept and 409 for a node it does not see drained by k8sm.
-async fn post_kamikaze(
-    http: &reqwest::Client,
-    url: &str,
-    token: &str,
-    body: String,
-) -> Result<Option<Refusal>, Error> {
-    let http_error = |message: String| Error::Http {
-        url: url.to_owned(),
-        message,
-    };
-    // The URL was built from the template and parsed values; parsing it again catches what neither could see (a
-    // port out of range, say) before anything is sent.
-    let parsed = reqwest::Url::parse(url).map_err(|e| http_error(format!("not a URL: {e}")))?;
-    let response = http
-        .post(parsed)
-        .bearer_auth(token)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body)
-        .send()
-        .await
-        // reqwest's error names the URL and the cause, never the request's headers (the token).
-        .map_err(|e| http_error(e.to_string()))?;
-    let status = response.status();
-    if status.is_success() {
-        return Ok(None);
-    }
-    let why = if status.is_redirection() {
-        "redirects are not followed".to_owned()
-    } else {
-        let text = tokio::time::timeout(KAMIKAZE_CONNECT_TIMEOUT, response.text())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        quote_answer(&text)
-    };
-    Ok(Some(Refusal { status, why }))
-}
-
-/// The first line of an agent's answer, at most [`ANSWER_MAX_CHARS`] characters, control characters escaped.
-fn quote_answer(text: &str) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    let cut: String = line.chars().take(ANSWER_MAX_CHARS).collect();
-    let escaped: String = cut.escape_debug().collect();
-    if cut.len() < line.len() {
-        format!("{escaped}…")
-    } else {
-        escaped
     }
 }
 
@@ -865,141 +762,6 @@ mod tests {
             .unwrap()
             .with_timezone(&Utc);
         assert_eq!(kamikaze_body(at), r#"{"kamikaze":"2026-11-29T17:00:00Z"}"#);
-    }
-
-    /// Accepts one connection on a loopback port, answers it with `answer` (a raw HTTP response), and hands back
-    /// the request it read.
-    async fn answer_once(answer: String) -> (String, tokio::task::JoinHandle<String>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let served = tokio::spawn(async move {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let mut request = Vec::new();
-            let mut buffer = [0u8; 4096];
-            // The head, then as many bytes as its Content-Length says.
-            let complete = |request: &[u8]| {
-                let text = String::from_utf8_lossy(request).to_ascii_lowercase();
-                let Some((head, body)) = text.split_once("\r\n\r\n") else {
-                    return false;
-                };
-                let length = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length: "))
-                    .and_then(|l| l.trim().parse::<usize>().ok())
-                    .unwrap_or(0);
-                body.len() >= length
-            };
-            while !complete(&request) {
-                let n = stream.read(&mut buffer).await.unwrap();
-                assert!(n > 0, "the client hung up mid-request");
-                request.extend_from_slice(&buffer[..n]);
-            }
-            stream.write_all(answer.as_bytes()).await.unwrap();
-            String::from_utf8_lossy(&request).into_owned()
-        });
-        (format!("http://{addr}/kamikaze/n"), served)
-    }
-
-    /// The kamikaze client, with the crypto provider `run` installs for the process.
-    fn test_client() -> reqwest::Client {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        kamikaze_client().unwrap()
-    }
-
-    fn response(status: &str, headers: &str, body: &str) -> String {
-        format!(
-            "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-    }
-
-    #[tokio::test]
-    async fn the_kamikaze_post_carries_the_token_and_the_body() {
-        let (url, served) = answer_once(response("202 Accepted", "", "ok")).await;
-        let body = r#"{"kamikaze":"2026-11-29T17:00:00Z"}"#.to_owned();
-        let answer = post_kamikaze(&test_client(), &url, "secret-token", body)
-            .await
-            .unwrap();
-        assert!(answer.is_none(), "{answer:?}");
-        let request = served.await.unwrap().to_ascii_lowercase();
-        assert!(
-            request.starts_with("post /kamikaze/n http/1.1"),
-            "{request}"
-        );
-        assert!(
-            request.contains("authorization: bearer secret-token"),
-            "{request}"
-        );
-        assert!(
-            request.contains("content-type: application/json"),
-            "{request}"
-        );
-        assert!(
-            request.ends_with(r#"{"kamikaze":"2026-11-29t17:00:00z"}"#),
-            "{request}"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_redirect_is_a_refusal_and_is_not_followed() {
-        let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        elsewhere.set_nonblocking(true).unwrap();
-        let location = format!(
-            "Location: http://{}/kamikaze/n\r\n",
-            elsewhere.local_addr().unwrap()
-        );
-        for status in [
-            "302 Found",
-            "307 Temporary Redirect",
-            "308 Permanent Redirect",
-        ] {
-            let (url, served) = answer_once(response(status, &location, "")).await;
-            let refusal = post_kamikaze(&test_client(), &url, "t", "{}".into())
-                .await
-                .unwrap()
-                .expect("a refusal");
-            served.await.unwrap();
-            assert!(refusal.status.is_redirection(), "{status}");
-            assert_eq!(refusal.why, "redirects are not followed");
-        }
-        // A client that followed would have connected before its answer came back.
-        assert_eq!(
-            elsewhere.accept().map_err(|e| e.kind()).err(),
-            Some(std::io::ErrorKind::WouldBlock),
-            "nothing went to the redirect's target"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_refusal_quotes_the_agents_first_line() {
-        let (url, served) = answer_once(response(
-            "409 Conflict",
-            "",
-            "node n is not drained by k8sm\nsecond line",
-        ))
-        .await;
-        let refusal = post_kamikaze(&test_client(), &url, "t", "{}".into())
-            .await
-            .unwrap()
-            .expect("a refusal");
-        served.await.unwrap();
-        assert_eq!(
-            refusal.to_string(),
-            "answered 409 Conflict: node n is not drained by k8sm"
-        );
-    }
-
-    #[test]
-    fn an_answer_is_quoted_short_and_escaped() {
-        assert_eq!(
-            quote_answer("bad\u{1b}[31m token\r\nmore"),
-            "bad\\u{1b}[31m token"
-        );
-        let long = quote_answer(&"x".repeat(5_000));
-        assert_eq!(long.chars().count(), ANSWER_MAX_CHARS + 1);
-        assert!(long.ends_with('…'));
-        assert_eq!(quote_answer(""), "");
     }
 
     #[test]

@@ -130,9 +130,6 @@ impl KamikazeTokens {
             })?;
         Ok(token)
     }
-
-    /// Called when the agent refused the token of `node`. Nothing to drop: no token is used twice.
-    pub fn forget(&self, _node: &Node) {}
 }
 
 #[cfg(test)]

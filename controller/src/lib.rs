@@ -15,6 +15,7 @@ pub mod events;
 pub mod execute;
 mod fence;
 mod in_flight;
+pub mod kamikaze_client;
 pub mod kamikaze_token;
 pub mod leader;
 mod metrics;

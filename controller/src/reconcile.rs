@@ -41,6 +41,7 @@ use crate::events::EventSink;
 use crate::execute::{Cached, Executor, Outcome};
 use crate::fence::FenceLayer;
 use crate::in_flight::{InFlight, PodWatch};
+use crate::kamikaze_client::KamikazeClient;
 use crate::kamikaze_token::{KamikazeTokens, ServiceAccountRef};
 use crate::leader::{self, Leadership, LeaseConfig};
 use crate::metrics::{Metrics, Stage};
@@ -167,6 +168,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         executor: Executor::new(
             writes.clone(),
             leadership.clone(),
+            KamikazeClient::new(args.kamikaze_ca_file.clone()),
             KamikazeTokens::new(
                 calls.clone(),
                 kamikaze_account,

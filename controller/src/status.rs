@@ -110,7 +110,10 @@ pub fn build(
         .filter(|c| {
             !matches!(
                 c.reason,
-                Reason::PolicyConflict | Reason::Paused | Reason::OutsideWindow
+                Reason::PolicyConflict
+                    | Reason::Paused
+                    | Reason::OutsideWindow
+                    | Reason::InsecureKamikaze
             )
         })
         .map(|c| format!("{}: {}", c.reason.as_str(), c.message))
@@ -124,7 +127,10 @@ pub fn build(
             .find(|c| {
                 !matches!(
                     c.reason,
-                    Reason::PolicyConflict | Reason::Paused | Reason::OutsideWindow
+                    Reason::PolicyConflict
+                        | Reason::Paused
+                        | Reason::OutsideWindow
+                        | Reason::InsecureKamikaze
                 )
             })
             .map_or("AsExpected", |c| c.reason.as_str()),

@@ -23,6 +23,12 @@ pub enum KamikazeUrlError {
     /// The template itself can never give a safe URL.
     #[error("kamikaze.urlTemplate {0}")]
     Template(&'static str),
+    /// A plain http:// template without `allowInsecureHttp` (an old CRD did not refuse it).
+    #[error(
+        "kamikaze.urlTemplate is a plain http:// URL, which carries the controller's token unencrypted: use https://, \
+         or set kamikaze.allowInsecureHttp: true"
+    )]
+    InsecureHttp,
     /// The template needs the node's InternalIP address and the node reports none.
     #[error("the kamikaze URL needs the node's InternalIP address, and the node reports none")]
     AddressMissing,
@@ -50,10 +56,7 @@ impl Kamikaze {
         node_name: &str,
         node_ip: Option<&str>,
     ) -> Result<String, KamikazeUrlError> {
-        let template = self
-            .url_template
-            .as_deref()
-            .ok_or(KamikazeUrlError::NoTemplate)?;
+        let template = self.secure_template()?;
         let parts = Parts::of(template)?;
         let needs_ip = parts.ip_host || parts.rest.contains(URL_PLACEHOLDER_NODE_IP);
         let ip = if needs_ip {
@@ -78,12 +81,31 @@ impl Kamikaze {
 
     /// Whether `urlTemplate` can give safe URLs at all (independent of any node): `Err` says why not.
     pub fn check_url_template(&self) -> Result<(), KamikazeUrlError> {
+        Parts::of(self.secure_template()?).map(|_| ())
+    }
+
+    /// Whether the kamikaze is POSTed over plain http:// (allowed by `allowInsecureHttp`).
+    pub fn is_insecure_http(&self) -> bool {
+        self.url_template.as_deref().is_some_and(is_plain_http)
+    }
+
+    /// The template, unless it is plain http:// without the opt-in.
+    fn secure_template(&self) -> Result<&str, KamikazeUrlError> {
         let template = self
             .url_template
             .as_deref()
             .ok_or(KamikazeUrlError::NoTemplate)?;
-        Parts::of(template).map(|_| ())
+        if is_plain_http(template) && !self.allow_insecure_http {
+            return Err(KamikazeUrlError::InsecureHttp);
+        }
+        Ok(template)
     }
+}
+
+fn is_plain_http(template: &str) -> bool {
+    template
+        .get(.."http://".len())
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
 }
 
 /// A template split around its host.
@@ -226,7 +248,33 @@ mod tests {
         Kamikaze {
             mechanism: KamikazeMechanism::Http,
             url_template: Some(template.into()),
+            allow_insecure_http: true,
         }
+    }
+
+    #[test]
+    fn plain_http_needs_the_opt_in() {
+        let mut kamikaze = http("http://{nodeIP}:10260/kamikaze");
+        assert!(kamikaze.is_insecure_http());
+        assert!(kamikaze.url_for("n1", Some("10.0.0.1")).is_ok());
+        kamikaze.allow_insecure_http = false;
+        assert_eq!(
+            kamikaze.check_url_template(),
+            Err(KamikazeUrlError::InsecureHttp)
+        );
+        assert_eq!(
+            kamikaze.url_for("n1", Some("10.0.0.1")),
+            Err(KamikazeUrlError::InsecureHttp)
+        );
+        let secure = Kamikaze {
+            allow_insecure_http: false,
+            ..http("https://{nodeIP}:10260/kamikaze")
+        };
+        assert!(!secure.is_insecure_http());
+        assert_eq!(
+            secure.url_for("n1", Some("10.0.0.1")).as_deref(),
+            Ok("https://10.0.0.1:10260/kamikaze")
+        );
     }
 
     fn url(template: &str, name: &str, ip: Option<&str>) -> Result<String, KamikazeUrlError> {

@@ -271,17 +271,21 @@ impl Surge {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.mechanism) || self.mechanism != 'Http' || has(self.urlTemplate)")
-    .message("spec.kamikaze.urlTemplate is required when spec.kamikaze.mechanism is Http: set it to a URL such as \"http://{nodeIP}:10260/kamikaze\"")
+    .message("spec.kamikaze.urlTemplate is required when spec.kamikaze.mechanism is Http: set it to a URL such as \"https://{nodeIP}:10260/kamikaze\"")
     .field_path(".urlTemplate")
     .reason(Reason::FieldValueRequired))]
+#[x_kube(validation = Rule::new(
+    "!has(self.urlTemplate) || !self.urlTemplate.startsWith('http://') || (has(self.allowInsecureHttp) && self.allowInsecureHttp)"
+).message("spec.kamikaze.urlTemplate is a plain http:// URL, which carries the controller's token unencrypted: use https:// (the agent's --tls-cert-file, the controller's --kamikaze-ca-file), or set spec.kamikaze.allowInsecureHttp: true to accept the risk")
+    .field_path(".urlTemplate"))]
 pub struct Kamikaze {
     /// "Annotation" (default): set the "k8s.mesosphere.io/kamikaze" annotation on the Node; the executor watches its
     /// own Node and exits. "Http": send an HTTP POST to urlTemplate. "DeleteNode": delete the Node object.
     #[serde(default)]
     pub mechanism: KamikazeMechanism,
 
-    /// With mechanism Http (and required there): the URL to POST to, an http:// or https:// URL containing
-    /// "{nodeName}" or "{nodeIP}" (or both), such as "http://{nodeIP}:10260/kamikaze". Its host is fixed, or exactly
+    /// With mechanism Http (and required there): the URL to POST to, an https:// URL (http:// only with
+    /// allowInsecureHttp) containing "{nodeName}" or "{nodeIP}" (or both), such as "https://{nodeIP}:10260/kamikaze". Its host is fixed, or exactly
     /// "{nodeIP}": the node's InternalIP address (IPv6 in brackets; a node whose InternalIP is not an IP address is
     /// reported, never POSTed to). In the path, query and fragment both are replaced by their percent-encoded values.
     /// The POST carries a ServiceAccount token for the agent to verify; redirects are not followed. At most 2048
@@ -290,8 +294,13 @@ pub struct Kamikaze {
     #[schemars(length(max = URL_TEMPLATE_MAX_LENGTH))]
     #[x_kube(validation = Rule::new(
         "self.matches('^https?://[!-~]+$') && (self.contains('{nodeName}') || self.contains('{nodeIP}'))"
-    ).message("spec.kamikaze.urlTemplate must be an http:// or https:// URL without whitespace that contains {nodeName} or {nodeIP}, such as \"http://{nodeIP}:10260/kamikaze\""))]
+    ).message("spec.kamikaze.urlTemplate must be an http:// or https:// URL without whitespace that contains {nodeName} or {nodeIP}, such as \"https://{nodeIP}:10260/kamikaze\""))]
     pub url_template: Option<String>,
+
+    /// Accept a plain http:// urlTemplate (default false): the POST then carries the controller's token unencrypted,
+    /// for anyone on the path to read and replay before it expires. Each policy that allows it gets a Warning Event.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_insecure_http: bool,
 }
 
 /// Kamikaze mechanism.

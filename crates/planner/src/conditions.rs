@@ -51,6 +51,12 @@ pub(crate) fn spec_conditions(spec: &ExecutorUpgradePolicySpec) -> Vec<PolicyCon
                 out.push(condition(Reason::InvalidPolicy, message, vec![]));
             }
         }
+        if spec.kamikaze.is_insecure_http() && spec.kamikaze.allow_insecure_http {
+            let message = "kamikaze.urlTemplate is plain http:// (kamikaze.allowInsecureHttp): the controller's token \
+                           crosses the network unencrypted, for anyone on the path to read and replay; serve the agent \
+                           over https:// instead";
+            out.push(condition(Reason::InsecureKamikaze, message.into(), vec![]));
+        }
     }
     out
 }

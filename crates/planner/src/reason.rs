@@ -64,6 +64,9 @@ pub enum Reason {
     NoNodesSelected,
     /// The policy cannot be applied as written (a bad selector, a missing timeout or URL template).
     InvalidPolicy,
+    /// The policy POSTs the Http kamikaze over plain http:// (`kamikaze.allowInsecureHttp`): the controller's token
+    /// crosses the network unencrypted. A warning only; nothing waits for it.
+    InsecureKamikaze,
     /// A k8sm annotation on a node cannot be read.
     MalformedAnnotation,
     /// The kamikaze URL needs the node's InternalIP address and the node has none.
@@ -100,7 +103,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Self; 38] = [
+    pub const ALL: [Self; 39] = [
         Self::Marked,
         Self::Cordoned,
         Self::Admitted,
@@ -127,6 +130,7 @@ impl Reason {
         Self::PolicyConflict,
         Self::NoNodesSelected,
         Self::InvalidPolicy,
+        Self::InsecureKamikaze,
         Self::MalformedAnnotation,
         Self::NodeAddressMissing,
         Self::NodeAddressInvalid,
@@ -170,6 +174,7 @@ impl Reason {
             Self::PolicyConflict => "PolicyConflict",
             Self::NoNodesSelected => "NoNodesSelected",
             Self::InvalidPolicy => "InvalidPolicy",
+            Self::InsecureKamikaze => "InsecureKamikaze",
             Self::MalformedAnnotation => "MalformedAnnotation",
             Self::NodeAddressMissing => "NodeAddressMissing",
             Self::NodeAddressInvalid => "NodeAddressInvalid",

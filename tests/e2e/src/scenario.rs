@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -440,5 +440,28 @@ pub fn agent_http_kamikaze(addr: impl std::fmt::Display) -> Kamikaze {
     Kamikaze {
         mechanism: KamikazeMechanism::Http,
         url_template: Some(format!("http://{addr}/kamikaze/{{nodeName}}")),
+        allow_insecure_http: true,
     }
+}
+
+/// A CA (its certificate, PEM) and a serving certificate it signed for 127.0.0.1, written to `dir` as `ca.crt`,
+/// `tls.crt` and `tls.key`: what an operator distributes for the agents' HTTPS; the paths of the three files.
+pub fn agent_pki(dir: &Path) -> [PathBuf; 3] {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    std::fs::create_dir_all(dir).expect("the PKI directory");
+    let ca_key = KeyPair::generate().expect("a CA key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_pem = ca.self_signed(&ca_key).expect("the CA certificate").pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().expect("a serving key");
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .expect("serving parameters")
+        .signed_by(&key, &issuer)
+        .expect("the serving certificate");
+    let paths = ["ca.crt", "tls.crt", "tls.key"].map(|name| dir.join(name));
+    for (path, text) in paths.iter().zip([ca_pem, cert.pem(), key.serialize_pem()]) {
+        std::fs::write(path, text).expect("a PKI file");
+    }
+    paths
 }

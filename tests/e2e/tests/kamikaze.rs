@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use k8sm_api::{
@@ -14,7 +14,7 @@ use k8sm_api::{
 };
 use k8sm_e2e::events::note;
 use k8sm_e2e::http::free_port;
-use k8sm_e2e::scenario::{Scenario, agent_http_kamikaze, is_upgraded};
+use k8sm_e2e::scenario::{Scenario, agent_http_kamikaze, agent_pki, is_upgraded};
 use k8sm_e2e::status::status_entry;
 use k8sm_e2e::tokens::apply_controller_account;
 use k8sm_e2e::workloads::{create, deployment};
@@ -76,6 +76,73 @@ async fn http_kamikaze_posts_to_the_executor() {
         !log.contains("kamikaze over HTTP refused"),
         "the controller's POSTs were refused:\n{log}"
     );
+    // Plain http:// was allowed by the policy, and warned about.
+    let warned = scenario.events("InsecureKamikaze").await;
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(note(&warned[0]).contains("unencrypted"), "{warned:?}");
+}
+
+/// The Http kamikaze over HTTPS: the agents serve a certificate of the operator's CA (`--tls-cert-file`), the
+/// controller trusts only that CA (`--kamikaze-ca-file`); a plain http:// URL without the opt-in is refused by the
+/// apiserver with a message that says what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_kamikaze_over_https_is_verified_by_the_operators_ca() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let dir = std::env::temp_dir().join(format!("k8sm-e2e-pki-{}", std::process::id()));
+    let [ca, cert, key] = agent_pki(&dir);
+    let agent_args = [
+        format!("--http-addr={addr}"),
+        format!("--tls-cert-file={}", cert.display()),
+        format!("--tls-key-file={}", key.display()),
+    ];
+    let mut scenario = Scenario::start_with_agent_args(3, "https", "1s", &agent_args).await;
+    let plain = ExecutorUpgradePolicySpec {
+        kamikaze: Kamikaze {
+            allow_insecure_http: false,
+            ..agent_http_kamikaze(&addr)
+        },
+        ..ExecutorUpgradePolicySpec::default()
+    };
+    let refused = Api::<ExecutorUpgradePolicy>::all(scenario.client.clone())
+        .create(
+            &PostParams::default(),
+            &ExecutorUpgradePolicy::new("plain", plain),
+        )
+        .await
+        .expect_err("a plain http:// URL without the opt-in is refused")
+        .to_string();
+    assert!(
+        refused.contains("is a plain http:// URL") && refused.contains("allowInsecureHttp: true"),
+        "{refused}"
+    );
+
+    deploy_web(&scenario).await;
+    apply_controller_account(&scenario.cluster);
+    scenario.start_controller(&[
+        "--kamikaze-service-account=k8sm-system/k8sm-controller",
+        &format!("--kamikaze-ca-file={}", ca.display()),
+    ]);
+    scenario
+        .create_policy(
+            "fleet",
+            ExecutorUpgradePolicySpec {
+                target_executor_id: Some(scenario.new_id.clone()),
+                owner_health_threshold: 70,
+                kamikaze: Kamikaze {
+                    mechanism: KamikazeMechanism::Http,
+                    url_template: Some(format!("https://{addr}/kamikaze/{{nodeName}}")),
+                    allow_insecure_http: false,
+                },
+                ..ExecutorUpgradePolicySpec::default()
+            },
+        )
+        .await;
+    scenario
+        .wait_nodes_upgraded(3, Duration::from_secs(300))
+        .await;
+    assert_eq!(scenario.events("KamikazeSent").await.len(), 3);
+    assert!(scenario.events("InsecureKamikaze").await.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Sets the node's addresses to an InternalIP of `address` (as its kubelet would report it) and waits until the
@@ -134,6 +201,7 @@ async fn http_kamikaze_brackets_an_ipv6_address_and_never_posts_to_a_host_name()
                 kamikaze: Kamikaze {
                     mechanism: KamikazeMechanism::Http,
                     url_template: Some(format!("http://{{nodeIP}}:{port}/kamikaze/{{nodeName}}")),
+                    allow_insecure_http: true,
                 },
                 ..scenario.policy_spec(2)
             },
@@ -222,7 +290,7 @@ async fn delete_node_kamikaze_replaces_the_node_object() {
         &mut scenario,
         Kamikaze {
             mechanism: KamikazeMechanism::DeleteNode,
-            url_template: None,
+            ..Kamikaze::default()
         },
     )
     .await;

@@ -335,7 +335,7 @@ async fn a_deleted_node_that_never_returns_is_remembered_and_reported_overdue() 
     let mut delete_node = spec(&scenario, 2);
     delete_node.kamikaze = Kamikaze {
         mechanism: KamikazeMechanism::DeleteNode,
-        url_template: None,
+        ..Kamikaze::default()
     };
     scenario.create_policy(POLICY, delete_node).await;
 

@@ -140,6 +140,7 @@ async fn policy_crd_installs_validates_defaults_and_documents() {
         "cordon",
         "kamikaze.mechanism",
         "kamikaze.urlTemplate",
+        "kamikaze.allowInsecureHttp",
         "restartTimeout",
         "paused",
     ];

@@ -239,7 +239,10 @@ fn cel_rules_are_where_they_belong() {
     );
     assert_eq!(
         rules(&props["kamikaze"]),
-        ["!has(self.mechanism) || self.mechanism != 'Http' || has(self.urlTemplate)"]
+        [
+            "!has(self.mechanism) || self.mechanism != 'Http' || has(self.urlTemplate)",
+            "!has(self.urlTemplate) || !self.urlTemplate.startsWith('http://') || (has(self.allowInsecureHttp) && self.allowInsecureHttp)"
+        ]
     );
     assert_eq!(
         rules(&props["kamikaze"]["properties"]["urlTemplate"]).len(),
@@ -383,7 +386,8 @@ fn cel_accepts_good_specs() {
         json!({"unmanagedPods": {"policy": "Delete"}}),
         json!({"unmanagedPods": {"policy": "DeleteAfterTimeout", "timeout": "5m"}}),
         json!({"unmanagedPods": {"policy": "Never", "timeout": "5m"}}),
-        json!({"kamikaze": {"mechanism": "Http", "urlTemplate": "http://{nodeIP}:10260/kamikaze"}}),
+        json!({"kamikaze": {"mechanism": "Http", "urlTemplate": "https://{nodeIP}:10260/kamikaze"}}),
+        json!({"kamikaze": {"mechanism": "Http", "urlTemplate": "http://{nodeIP}:10260/kamikaze", "allowInsecureHttp": true}}),
         json!({"kamikaze": {"mechanism": "Http", "urlTemplate": "https://agent.example/{nodeName}"}}),
         json!({"kamikaze": {"mechanism": "DeleteNode"}}),
     ] {
@@ -450,14 +454,24 @@ fn cel_rejects_bad_specs_naming_the_field() {
             "urlTemplate must",
         ),
         (
-            json!({"kamikaze": {"mechanism": "Http", "urlTemplate": "http://10.0.0.1/kamikaze"}}),
+            json!({"kamikaze": {"mechanism": "Http", "urlTemplate": "https://10.0.0.1/kamikaze"}}),
             "spec.kamikaze.urlTemplate",
             "urlTemplate must",
         ),
         (
-            json!({"kamikaze": {"mechanism": "Http", "urlTemplate": "http://{nodeIP}/a b"}}),
+            json!({"kamikaze": {"mechanism": "Http", "urlTemplate": "https://{nodeIP}/a b"}}),
             "spec.kamikaze.urlTemplate",
             "urlTemplate must",
+        ),
+        (
+            json!({"kamikaze": {"mechanism": "Http", "urlTemplate": "http://{nodeIP}/kamikaze"}}),
+            "spec.kamikaze.urlTemplate",
+            "is a plain http:// URL",
+        ),
+        (
+            json!({"kamikaze": {"mechanism": "Http", "urlTemplate": "http://{nodeIP}/kamikaze", "allowInsecureHttp": false}}),
+            "spec.kamikaze.urlTemplate",
+            "set spec.kamikaze.allowInsecureHttp: true",
         ),
     ];
     for (spec, path, message) in table {

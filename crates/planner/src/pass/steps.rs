@@ -416,9 +416,9 @@ impl PolicyPass<'_, '_> {
                     Ok(url) => Some(url),
                     Err(error) => {
                         let reason = match error {
-                            KamikazeUrlError::NoTemplate | KamikazeUrlError::Template(_) => {
-                                Reason::InvalidPolicy
-                            }
+                            KamikazeUrlError::NoTemplate
+                            | KamikazeUrlError::Template(_)
+                            | KamikazeUrlError::InsecureHttp => Reason::InvalidPolicy,
                             KamikazeUrlError::AddressMissing => Reason::NodeAddressMissing,
                             KamikazeUrlError::AddressNotIp(_)
                             | KamikazeUrlError::AddressNotUnicast(..) => Reason::NodeAddressInvalid,

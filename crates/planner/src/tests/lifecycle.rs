@@ -100,10 +100,10 @@ fn kamikaze_by_annotation_records_the_executor_it_replaces() {
 fn kamikaze_by_http_fills_in_the_url_template() {
     let p = policy("p").with(|s| {
         s.kamikaze.mechanism = KamikazeMechanism::Http;
-        s.kamikaze.url_template = Some("http://{nodeIP}:10250/kamikaze?node={nodeName}".into());
+        s.kamikaze.url_template = Some("https://{nodeIP}:10250/kamikaze?node={nodeName}".into());
     });
     let plan = plan_now(&cluster(vec![drained_node()], vec![], vec![], vec![p]));
-    let url = Some("http://10.0.0.1:10250/kamikaze?node=n1".to_owned());
+    let url = Some("https://10.0.0.1:10250/kamikaze?node=n1".to_owned());
     assert_eq!(
         kamikaze_of(&plan),
         (KamikazeMechanism::Http, url, Some(OLD.into()))
@@ -114,7 +114,7 @@ fn kamikaze_by_http_fills_in_the_url_template() {
 fn kamikaze_by_http_waits_for_a_node_address_it_needs() {
     let p = policy("p").with(|s| {
         s.kamikaze.mechanism = KamikazeMechanism::Http;
-        s.kamikaze.url_template = Some("http://{nodeIP}/kamikaze".into());
+        s.kamikaze.url_template = Some("https://{nodeIP}/kamikaze".into());
     });
     let mut n1 = drained_node();
     n1.internal_ip = None;
@@ -128,12 +128,12 @@ fn kamikaze_by_http_waits_for_a_node_address_it_needs() {
 fn kamikaze_by_http_brackets_an_ipv6_address() {
     let p = policy("p").with(|s| {
         s.kamikaze.mechanism = KamikazeMechanism::Http;
-        s.kamikaze.url_template = Some("http://{nodeIP}:10260/kamikaze/{nodeName}".into());
+        s.kamikaze.url_template = Some("https://{nodeIP}:10260/kamikaze/{nodeName}".into());
     });
     let mut n1 = drained_node();
     n1.internal_ip = Some("fd00::7".into());
     let plan = plan_now(&cluster(vec![n1], vec![], vec![], vec![p]));
-    let url = Some("http://[fd00::7]:10260/kamikaze/n1".to_owned());
+    let url = Some("https://[fd00::7]:10260/kamikaze/n1".to_owned());
     assert_eq!(
         kamikaze_of(&plan),
         (KamikazeMechanism::Http, url, Some(OLD.into()))
@@ -144,7 +144,7 @@ fn kamikaze_by_http_brackets_an_ipv6_address() {
 fn kamikaze_by_http_never_posts_to_an_address_that_is_not_an_ip() {
     let p = policy("p").with(|s| {
         s.kamikaze.mechanism = KamikazeMechanism::Http;
-        s.kamikaze.url_template = Some("http://{nodeIP}:10260/kamikaze".into());
+        s.kamikaze.url_template = Some("https://{nodeIP}:10260/kamikaze".into());
     });
     for address in ["metadata.internal", "169.254.169.254"] {
         let mut n1 = drained_node();
@@ -165,11 +165,50 @@ fn kamikaze_by_http_never_posts_to_an_address_that_is_not_an_ip() {
 fn kamikaze_by_http_refuses_a_host_made_from_the_node_name() {
     let p = policy("p").with(|s| {
         s.kamikaze.mechanism = KamikazeMechanism::Http;
-        s.kamikaze.url_template = Some("http://{nodeName}.nodes.example/kamikaze".into());
+        s.kamikaze.url_template = Some("https://{nodeName}.nodes.example/kamikaze".into());
     });
     let plan = plan_now(&cluster(vec![drained_node()], vec![], vec![], vec![p]));
     assert!(summary(&plan).is_empty());
     assert_eq!(blocker_reasons(&plan, "n1"), [Reason::InvalidPolicy]);
+}
+
+#[test]
+fn kamikaze_by_plain_http_needs_the_opt_in_and_is_warned_about() {
+    let plain = policy("p").with(|s| {
+        s.kamikaze.mechanism = KamikazeMechanism::Http;
+        s.kamikaze.url_template = Some("http://{nodeIP}:10260/kamikaze".into());
+    });
+    let plan = plan_now(&cluster(
+        vec![drained_node()],
+        vec![],
+        vec![],
+        vec![plain.clone()],
+    ));
+    assert!(
+        summary(&plan).is_empty(),
+        "no kamikaze over plain http:// unless allowed"
+    );
+    assert_eq!(blocker_reasons(&plan, "n1"), [Reason::InvalidPolicy]);
+
+    let allowed = plain.with(|s| s.kamikaze.allow_insecure_http = true);
+    let plan = plan_now(&cluster(
+        vec![drained_node()],
+        vec![],
+        vec![],
+        vec![allowed],
+    ));
+    let url = Some("http://10.0.0.1:10260/kamikaze".to_owned());
+    assert_eq!(
+        kamikaze_of(&plan),
+        (KamikazeMechanism::Http, url, Some(OLD.into()))
+    );
+    let reasons: Vec<Reason> = plan.policies[0]
+        .conditions
+        .iter()
+        .map(|c| c.reason)
+        .collect();
+    assert_eq!(reasons, [Reason::InsecureKamikaze]);
+    assert!(!Reason::InsecureKamikaze.blocks());
 }
 
 #[test]
