@@ -649,6 +649,7 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
 
 /// The name of the admission policy that keeps the Annotation kamikaze to the controller; its denials name it.
 const KAMIKAZE_POLICY: &str = "k8sm-kamikaze-from-controller";
+const EXECUTOR_ID_POLICY: &str = "k8sm-executor-id-from-agent";
 
 /// A client of a ServiceAccount `default/node-admin` that RBAC lets get, list and patch every Node: a cluster operator
 /// or another component, anyone but the controller.
@@ -769,6 +770,47 @@ async fn only_the_controller_sets_the_annotation_kamikaze() {
     .await
     .expect("withdrawing a kamikaze");
     let annotations_of = |node: Node| node.metadata.annotations.unwrap_or_default();
+
+    // The executor ID: a user with nodes patch may not claim a node runs the target (its executor would never
+    // restart); the cluster's administrators may.
+    let claim = |id: &str| annotations(json!({ EXECUTOR_ID_ANNOTATION: id }));
+    wait_until("the executor ID policy is in force", &[], || async {
+        matches!(
+            patcher.patch(&a, &dry_run, &Patch::Merge(&claim(NEW))).await,
+            Err(kube::Error::Api(status)) if status.message.contains(EXECUTOR_ID_POLICY)
+        )
+    })
+    .await;
+    match merge(&patcher, &a, &claim(NEW)).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{status:?}");
+            assert!(
+                status.message.contains(
+                    "only the agent (system:serviceaccount:k8sm-system:k8sm-agent) and cluster administrators"
+                ),
+                "the denial says who may: {}",
+                status.message
+            );
+        }
+        other => panic!("a user with nodes patch set the executor ID: {other:?}"),
+    }
+    merge(
+        &patcher,
+        &a,
+        &annotations(json!({ "example.com/owner": "me" })),
+    )
+    .await
+    .expect("another annotation of a Node");
+    merge(&admin, &a, &claim("sha256:set-by-hand"))
+        .await
+        .expect("an administrator sets the executor ID");
+    merge(&admin, &a, &claim(OLD)).await.expect("and back");
+    assert_eq!(
+        annotations_of(admin.get(&a).await.unwrap())
+            .get(EXECUTOR_ID_ANNOTATION)
+            .map(String::as_str),
+        Some(OLD)
+    );
     assert!(!annotations_of(admin.get(&a).await.unwrap()).contains_key(KAMIKAZE_ANNOTATION));
     assert!(!annotations_of(admin.get(&b).await.unwrap()).contains_key(KAMIKAZE_ANNOTATION));
 
