@@ -333,6 +333,7 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
             "imagePullSecrets": [{ "name": "registry" }],
             "extraArgs": ["--log-format=json"],
             "extraEnv": [{ "name": "TZ", "value": "UTC" }],
+            "kamikazeCA": { "configMap": "agents-ca" },
             "resources": { "requests": { "cpu": "200m", "memory": "256Mi" }, "limits": { "memory": "1Gi" } },
             "podLabels": { "team": "platform" },
             "podAnnotations": { "example.com/owner": "platform" },
@@ -366,7 +367,19 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
     assert_eq!(deployment["spec"]["replicas"], 3);
     assert_eq!(container["image"], "k8sm/k8sm-controller:0.1.1");
     assert_eq!(container["resources"]["limits"]["memory"], "1Gi");
-    assert_eq!(container["args"][2], "--log-format=json");
+    assert_eq!(
+        container["args"][2],
+        "--kamikaze-ca-file=/etc/k8sm/kamikaze-ca/ca.crt"
+    );
+    assert_eq!(container["args"][3], "--log-format=json");
+    assert_eq!(
+        container["volumeMounts"][0],
+        json!({ "name": "kamikaze-ca", "mountPath": "/etc/k8sm/kamikaze-ca", "readOnly": true })
+    );
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"],
+        "agents-ca"
+    );
     for (api_version, kind, namespace, name) in [
         (
             "monitoring.coreos.com/v1",
