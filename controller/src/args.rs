@@ -8,7 +8,10 @@ use crate::kamikaze_token::ServiceAccountRef;
 
 /// SLA-safe rolling upgrades of node executors: marks, drains and restarts nodes as ExecutorUpgradePolicies say.
 #[derive(clap::Parser, Debug, Clone)]
-#[command(name = "k8sm-controller", version)]
+#[command(
+    name = "k8sm-controller",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("K8SM_COMMIT"), ")")
+)]
 pub struct Args {
     /// Kubeconfig file; without it the in-cluster configuration (or $KUBECONFIG) is used.
     #[arg(long, env = "KUBECONFIG")]

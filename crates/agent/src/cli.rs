@@ -13,7 +13,10 @@ use crate::validate;
 
 /// The node side of k8sm: publishes the executor ID on the Node and obeys kamikaze.
 #[derive(Debug, Parser)]
-#[command(name = "k8sm-agent", version)]
+#[command(
+    name = "k8sm-agent",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("K8SM_COMMIT"), ")")
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

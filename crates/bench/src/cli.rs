@@ -10,7 +10,7 @@ use k8sm_api::MaxConcurrentNodes;
 
 use crate::calibrate::{CONTROLLER_CALL_CONCURRENCY, eviction_throughput};
 use crate::env::BenchCluster;
-use crate::results::{BoundFigure, Run, Scenario, Summary, Tool};
+use crate::results::{BoundFigure, Machine, Run, Scenario, Summary, Tool};
 use crate::runs::{self, RunConfig};
 use crate::stats::concurrency_bound;
 use crate::workload::{Kind, Realism, Shape, Workload};
@@ -95,7 +95,8 @@ pub struct Args {
     /// Realistic fleet: how full the nodes are on average, percent of allocatable CPU and memory.
     #[arg(long, default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub node_fill: u8,
-    /// Do not measure the apiserver's eviction throughput before the runs (the bound then leaves it out).
+    /// Do not measure the apiserver's eviction throughput before the runs: the bound is then unknown, and no run is
+    /// judged against it.
     #[arg(long)]
     pub skip_calibration: bool,
     /// The planner's criterion figures under target/criterion come from an earlier `cargo bench`, not from this
@@ -113,7 +114,7 @@ pub struct Args {
     /// Make the fleet messy, as real clusters are (crash-looping owners, dead nodes, pods stuck terminating, a stuck
     /// rollout, bare pods under `unmanagedPods.policy: Never`, pinned pods; see `workload::Messy`), and say what
     /// each tool finished, what it left to an operator and what it did to those nodes. Every tool's fleet then has
-    /// budgets at the bound. On the cluster, it needs `--skip-calibration`.
+    /// budgets at the bound. The calibration evicts the same seed's tidy fleet.
     #[arg(long)]
     pub messy: bool,
 }
@@ -290,27 +291,40 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         model(&args, pods, concurrency);
         return Ok(());
     }
-    anyhow::ensure!(
-        !args.messy || args.skip_calibration,
-        "the calibration needs a tidy fleet: pass --skip-calibration with --messy"
-    );
-    // The apiserver's eviction throughput, measured alone on a cluster of its own (its pods are evicted).
+    // Figures of binaries of another commit must not be reported as this checkout's.
+    let commit = machine::git_commit(&root);
+    let binaries_commit = if commit.is_empty() {
+        eprintln!("==> not a git checkout: the binaries' commit is not checked");
+        None
+    } else {
+        Some(machine::check_binaries(&bin_dir, &commit)?)
+    };
+    // The apiserver's eviction throughput, measured alone on a cluster of its own (its pods are evicted). A messy
+    // fleet is measured by its tidy twin (the same seed's owners): crash loops never become Ready to be evicted.
     let throughput = if args.skip_calibration {
         None
     } else {
+        let tidy = Realism {
+            messy: None,
+            ..args.realism()
+        };
+        let tidy = args
+            .messy
+            .then(|| Workload::generate(args.nodes, pods, args.shape, &tidy));
+        let measured = tidy.as_ref().unwrap_or(&workload);
         let dir = work_dir.join("calibration");
         std::fs::create_dir_all(&dir)?;
         let mut bench = BenchCluster::start(
             args.nodes,
             pod_ready_delay,
             restart_delay,
-            &workload,
+            measured,
             &bin_dir,
             &dir,
         )
         .await?;
         let throughput =
-            eviction_throughput(&mut bench, &workload, CONTROLLER_CALL_CONCURRENCY).await?;
+            eviction_throughput(&mut bench, measured, CONTROLLER_CALL_CONCURRENCY).await?;
         drop(bench);
         let _ = std::fs::remove_dir_all(dir.join("cluster/etcd-data"));
         eprintln!("==> eviction throughput: {}", throughput.describe());
@@ -330,10 +344,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let bound = BoundFigure {
         seconds: waves.seconds,
         derivation: waves.derivation.clone(),
-        owners_set_pace: waves.terms.as_ref().map(|t| {
-            t.owner_waves_s >= t.node_waves_s
-                && t.eviction_throughput_s.is_none_or(|e| t.owner_waves_s >= e)
-        }),
     };
     let mut owner_sizes = BTreeMap::new();
     for owner in &workload.owners {
@@ -354,6 +364,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         max_concurrent_nodes: args.max_concurrent_nodes.to_string(),
         drain_timeout_s: Duration::from(args.drain_timeout).as_secs_f64(),
         lower_bound: waves.clone(),
+        k8sm_budgets: true,
         concurrency,
         bound: Some(bound.clone()),
         fleet: (args.shape == Shape::Realistic).then(|| {
@@ -410,7 +421,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // criterion ran first in this invocation (`cargo xtask bench`), unless told otherwise: its estimates are read now.
     let mut summary = Summary {
         scenario,
-        machine: machine::machine(&root, "", command),
+        machine: Machine {
+            binaries_commit,
+            ..machine::machine(&root, "", command)
+        },
         runs: Vec::new(),
         planner: machine::planner_benches(&target_dir),
         planner_measured_earlier: args.planner_measured_earlier,

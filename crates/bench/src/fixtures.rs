@@ -10,7 +10,7 @@ use crate::results::{
     BoundFigure, BucketBound, ControllerCost, HistogramQuantiles, Machine, PlannerBench, Run,
     Scenario, Summary, Tool,
 };
-use crate::stats::lower_bound;
+use crate::stats::{BoundTerms, LowerBound, lower_bound};
 use crate::timeline::OwnerOutcome;
 
 pub fn owner(
@@ -122,19 +122,33 @@ pub fn summary() -> Summary {
             threshold_percent: 90,
             max_concurrent_nodes: "20%".into(),
             drain_timeout_s: 300.0,
-            lower_bound: lower_bound(
-                &[10, 15, 15],
-                90,
-                Duration::from_secs(2),
-                Duration::from_secs(2),
-            ),
+            lower_bound: LowerBound {
+                terms: Some(BoundTerms {
+                    node_waves_s: 20.0,
+                    node_waves: 5,
+                    max_concurrent_nodes: 2,
+                    owner_waves_s: 30.0,
+                    critical_owner: "web-15".into(),
+                    eviction_throughput_s: Some(4.0),
+                    evictions: 40,
+                    evictions_per_second: Some(10.0),
+                    grace_period_s: 1.0,
+                    limit: "owner waves".into(),
+                }),
+                ..lower_bound(
+                    &[10, 15, 15],
+                    90,
+                    Duration::from_secs(2),
+                    Duration::from_secs(2),
+                )
+            },
             concurrency: 2,
             bound: Some(BoundFigure {
                 seconds: 30.0,
                 derivation: "a placeholder derivation".into(),
-                owners_set_pace: Some(true),
             }),
             fleet: None,
+            k8sm_budgets: true,
         },
         machine: Machine {
             command: "cargo xtask bench --nodes 10".into(),

@@ -70,7 +70,10 @@ fn reports_and_targets(out: &mut String, current: &[&Summary]) {
             sc.nodes,
             sc.pods,
             sc.concurrency,
-            crate::report::secs(sc.bound_seconds()),
+            match sc.bound_unknown() {
+                None => crate::report::secs(sc.bound_seconds()),
+                Some(_) => format!("unknown (≥ {})", crate::report::secs(sc.bound_seconds())),
+            },
             makespan(Tool::K8sm),
             makespan(Tool::DrainPdbParallel),
             makespan(Tool::DrainPdb),

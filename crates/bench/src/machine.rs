@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use anyhow::Context;
+
 use crate::results::{Machine, PlannerBench};
 
 /// Reads what the report states about the machine; `command` is how the benchmark was invoked.
@@ -41,10 +43,63 @@ pub fn machine(root: &Path, kubernetes: &str, command: String) -> Machine {
             .join(" "),
         rustc: output("rustc", &["-V"]),
         kubernetes: kubernetes.to_owned(),
-        git_commit: output("git", &["rev-parse", "--short=12", "HEAD"]),
+        git_commit: git_commit(root),
+        binaries_commit: None,
         git_dirty: !output("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty(),
         command,
     }
+}
+
+/// The checkout's commit, abbreviated as the binaries name it ("" outside a git checkout).
+pub fn git_commit(root: &Path) -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// The commit `binary --version` names, as the k8sm binaries print it: `k8sm-controller 0.1.0 (commit 0123abcd4567)`.
+pub fn binary_commit(binary: &Path) -> anyhow::Result<String> {
+    let output = Command::new(binary)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {} --version", binary.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    commit_of_version(&text).with_context(|| {
+        format!(
+            "{} --version names no commit ({:?}): build it from this checkout",
+            binary.display(),
+            text.trim()
+        )
+    })
+}
+
+fn commit_of_version(text: &str) -> Option<String> {
+    let commit = text.split_once("(commit ")?.1.split_once(')')?.0;
+    (!commit.is_empty() && commit != "unknown").then(|| commit.to_owned())
+}
+
+/// Refuses binaries in `bin_dir` built from another commit than `commit`, the one the report records: figures of
+/// other binaries would be presented as this commit's. Returns the binaries' commit.
+pub fn check_binaries(bin_dir: &Path, commit: &str) -> anyhow::Result<String> {
+    let mut found = String::new();
+    for name in ["k8sm-controller", "k8sm-agent"] {
+        let binary = bin_dir.join(name);
+        let built = binary_commit(&binary)?;
+        anyhow::ensure!(
+            built == commit,
+            "{} was built from commit {built}, but the report records this checkout's {commit}: rebuild it \
+             (`cargo build --release -p k8sm-controller -p k8sm-agent`, which `cargo xtask bench` runs) or check \
+             out {built}",
+            binary.display()
+        );
+        found = built;
+    }
+    Ok(found)
 }
 
 /// criterion's estimates under `target/criterion` (every `<id>/new/estimates.json`, e.g. `plan/nodes/5000`), with the
@@ -147,5 +202,43 @@ mod tests {
         );
         assert_eq!(found[3].median_ms, 6.25);
         assert!(found[3].measured_at.is_some());
+    }
+
+    #[test]
+    fn the_commit_is_read_from_the_version_line() {
+        assert_eq!(
+            commit_of_version("k8sm-controller 0.1.0 (commit 0123abcd4567)\n").as_deref(),
+            Some("0123abcd4567")
+        );
+        assert_eq!(commit_of_version("k8sm-agent 0.1.0 (commit unknown)"), None);
+        assert_eq!(commit_of_version("k8sm-agent 0.1.0"), None);
+    }
+
+    /// A binary of another commit is refused, naming both commits; one of this commit passes.
+    #[test]
+    fn binaries_of_another_commit_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["k8sm-controller", "k8sm-agent"] {
+            let path = dir.path().join(name);
+            std::fs::write(
+                &path,
+                format!("#!/bin/sh\necho '{name} 0.1.0 (commit 0123abcd4567)'\n"),
+            )
+            .unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        assert_eq!(
+            check_binaries(dir.path(), "0123abcd4567").unwrap(),
+            "0123abcd4567"
+        );
+        let refused = check_binaries(dir.path(), "89abcdef0123")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("built from commit 0123abcd4567")
+                && refused.contains("this checkout's 89abcdef0123"),
+            "{refused}"
+        );
     }
 }

@@ -41,7 +41,6 @@ pub const PRESETS: &[(&str, &str, &[&str])] = &[
             "--pod-ready-delay=2s",
             "--ready-delay-max=20s",
             "--messy",
-            "--skip-calibration",
             "--tools=k8sm,drain-pdb-parallel",
             "--runs=1",
             "--upgrade-timeout=40m",

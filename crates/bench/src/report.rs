@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::requests::ByVerb;
-use crate::results::{BucketBound, ReactionSource, Run, Summary, Tool};
+use crate::results::{BucketBound, Run, Summary, Tool};
 use crate::spread::Spread;
 use crate::targets::{self, Verdict};
 use crate::timeline::Leftovers;
@@ -41,8 +41,8 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
         "{} KWOK nodes, {} pods ({} Deployments, {} StatefulSets, unmanaged pods: {}; plus a DaemonSet), pods Ready \
          {} after scheduling, executors restarting in {}. Threshold {}% for every tool; `maxConcurrentNodes: {}` = \
          **C = {}** nodes at once for k8sm and for the parallel baseline. Baselines: {drain}, then the executor \
-         restarted (kamikaze annotation, wait for the new executor) and `kubectl uncordon`; PodDisruptionBudgets at \
-         each owner's SLA bound `min(ceil(t·d), d−1)`.\n",
+         restarted (kamikaze annotation, wait for the new executor) and `kubectl uncordon`. PodDisruptionBudgets at \
+         each owner's SLA bound `min(ceil(t·d), d−1)` {}.\n",
         s.nodes,
         s.pods,
         s.deployments,
@@ -53,6 +53,11 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
         s.threshold_percent,
         s.max_concurrent_nodes,
         s.concurrency,
+        if s.k8sm_budgets {
+            "for k8sm and the baselines alike (but `kubectl drain, no PDB`): k8sm meets their 429s too"
+        } else {
+            "for the baselines with PDB only: **k8sm's fleet had none** (reports before the budgets were shared)"
+        },
     );
     if let Some(fleet) = &s.fleet {
         let _ = writeln!(out, "Fleet: {fleet}.\n");
@@ -134,6 +139,13 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
                 }
             ),
         ),
+        (
+            "binaries (controller, agents)",
+            m.binaries_commit.as_ref().map_or_else(
+                || "not checked against the commit".into(),
+                |c| format!("built from {c}, checked before the runs"),
+            ),
+        ),
     ];
     for (k, v) in rows {
         let _ = writeln!(out, "| {k} | {v} |");
@@ -163,14 +175,12 @@ const METHOD: &[&str] = &[
      its own; the harness (workload, watches, polls), the cluster's components and the simulated executors \
      authenticate as the cluster admin and are not logged. Window: from the start of the upgrade to the last node \
      upgraded (the controller's initial lists before the policy exists are left out).",
-    "Reaction (k8sm): `k8sm_eviction_reaction_seconds` from the controller's /metrics at the end of the run, the \
-     time from the controller observing the replacement Ready that let an owner lose another pod to its next \
-     eviction of that owner (Ready pods that a later plan still found too few do not start the clock; the \
-     eviction of a pod that is not Ready stops none); a histogram, so \
-     p50/p99 are shown as the bound of the bucket they fall in (\"≤ x\"). Without that metric, and for the \
-     baselines, the recorder's estimate is shown: from a replacement becoming Ready (seen by the benchmark's watch) \
-     while its owner could not lose another pod and had a pod on a draining node, to the next disruption of that \
-     owner.",
+    "Reaction, for every tool by the same clock, the benchmark's watches: from a replacement becoming Ready while \
+     its owner could not lose another pod and had a pod on a draining node, to the next disruption of that owner. \
+     Beside it, for k8sm only and never instead, the controller's own `k8sm_eviction_reaction_seconds` from its \
+     /metrics at the end of the run: from the controller observing the replacement Ready to its next eviction of \
+     that owner, which leaves out the watch's delivery and the eviction's answer; a histogram, so p50/p99 are shown \
+     as the bound of the bucket they fall in (\"≤ x\").",
     "Controller CPU and peak RSS: `/proc/<pid>/stat` (utime+stime) and `VmHWM` of the controller process.",
     "The cluster's node lifecycle controller waits 10 minutes for a node's heartbeat (`--node-monitor-grace-period`, \
      40 s by default): KWOK renews every simulated node's lease from one process, late when the machine is \
@@ -185,21 +195,31 @@ fn bound_section(summary: &Summary) -> String {
     let lb = &s.lower_bound;
     let _ = writeln!(out, "## Lower bound\n");
     if let Some(bound) = &s.bound {
-        let _ = writeln!(out, "**{}**\n", secs(bound.seconds));
+        let _ = match s.bound_unknown() {
+            None => writeln!(out, "**{}**\n", secs(bound.seconds)),
+            Some(_) => writeln!(out, "**unknown** (≥ {})\n", secs(bound.seconds)),
+        };
         let _ = writeln!(out, "{}\n", bound.derivation.trim_end());
-        match bound.owners_set_pace {
-            Some(true) => {
-                let _ = writeln!(out, "In this scenario the owners' waves set the pace.\n");
+        let _ = match (s.bound_set_by(), s.bound_unknown()) {
+            (Some("owner waves"), _) => {
+                writeln!(out, "In this scenario the owners' waves set the pace.\n")
             }
-            Some(false) => {
-                let _ = writeln!(
-                    out,
-                    "In this scenario the nodes (drains and restarts at the allowed concurrency) set the pace, \
-                     not the owners.\n"
-                );
-            }
-            None => {}
-        }
+            (Some("node waves"), _) => writeln!(
+                out,
+                "In this scenario the nodes (drains and restarts at the allowed concurrency) set the pace, not \
+                 the owners.\n"
+            ),
+            (Some(term), _) => writeln!(
+                out,
+                "In this scenario the {term} sets the pace, neither the owners nor the nodes.\n"
+            ),
+            (None, Some(why)) => writeln!(
+                out,
+                "**Bound unknown**: {why}, so the term it would give may be the largest; the runs are not judged \
+                 against the terms above.\n"
+            ),
+            (None, None) => Ok(()),
+        };
     }
     if s.bound.is_some() {
         // The concurrency-aware derivation above already holds the owners' term, with their drawn delays.
@@ -251,7 +271,14 @@ fn figures_table(summary: &Summary) -> String {
             .map_or("–".into(), |c| c.to_string())
     });
     row("makespan", &|r| spread(r, &|r| r.makespan_s, &secs));
-    row(&format!("makespan / lower bound ({})", secs(bound)), &|r| {
+    let bound_name = match summary.scenario.bound_unknown() {
+        None => format!("makespan / lower bound ({})", secs(bound)),
+        Some(_) => format!(
+            "makespan / known terms of the bound ({}; bound unknown)",
+            secs(bound)
+        ),
+    };
+    row(&bound_name, &|r| {
         spread(r, &|r| r.makespan_s.map(|m| m / bound), &ratio)
     });
     row("median makespan / k8sm's", &|r| match (
@@ -398,41 +425,44 @@ fn stages(runs: &[&Run]) -> String {
         )
 }
 
-/// Reaction p50 / p99 of a tool's runs: from the controller's histogram when it has one (bucket bounds), else the
-/// recorder's estimate, saying which.
+/// Reaction p50 / p99 of a tool's runs by the benchmark's watches, and beside it, for k8sm, the controller's own
+/// histogram (bucket bounds).
 fn reaction(runs: &[&Run]) -> String {
-    let histograms: Vec<_> = runs
+    let p50 = Spread::over(runs, |r| r.reaction_p50_s);
+    let p99 = Spread::over(runs, |r| r.reaction_p99_s);
+    let mut text = match (p50, p99) {
+        (Some(p50), Some(p99)) => format!("{} / {} (watches)", p50.show(millis), p99.show(millis)),
+        _ => "–".into(),
+    };
+    let mut histograms: Vec<_> = runs
         .iter()
-        .filter_map(|r| r.controller.as_ref()?.reaction.as_ref())
-        .filter(|h| h.count > 0)
+        .filter_map(|r| r.controller_reaction())
         .collect();
     if !histograms.is_empty() {
-        let bound = |b: BucketBound| match b {
-            BucketBound::AtMost(s) => format!("≤ {}", millis(s)),
-            BucketBound::Above(s) => format!("> {}", secs(s)),
-        };
         // The median run by p99 bucket, and the worst.
-        let mut by_p99 = histograms.clone();
-        by_p99.sort_by(|a, b| a.p99.seconds().total_cmp(&b.p99.seconds()));
-        let median = by_p99[(by_p99.len() - 1) / 2];
-        let worst = by_p99[by_p99.len() - 1];
-        let mut text = format!(
-            "{} / {} (controller histogram, {} samples",
-            bound(median.p50),
-            bound(median.p99),
+        histograms.sort_by(|a, b| a.p99.seconds().total_cmp(&b.p99.seconds()));
+        let median = histograms[(histograms.len() - 1) / 2];
+        let worst = histograms[histograms.len() - 1];
+        let _ = write!(
+            text,
+            "; controller histogram {} / {} ({} samples",
+            bucket(median.p50),
+            bucket(median.p99),
             median.count
         );
         if worst != median {
-            let _ = write!(text, "; worst run's p99 {}", bound(worst.p99));
+            let _ = write!(text, "; worst run's p99 {}", bucket(worst.p99));
         }
         text.push(')');
-        return text;
     }
-    let p50 = Spread::over(runs, |r| r.reaction_p50_s);
-    let p99 = Spread::over(runs, |r| r.reaction_p99_s);
-    match (p50, p99) {
-        (Some(p50), Some(p99)) => format!("{} / {} (recorder)", p50.show(millis), p99.show(millis)),
-        _ => "–".into(),
+    text
+}
+
+/// A histogram quantile as far as its buckets tell.
+pub fn bucket(b: BucketBound) -> String {
+    match b {
+        BucketBound::AtMost(s) => format!("≤ {}", millis(s)),
+        BucketBound::Above(s) => format!("> {}", secs(s)),
     }
 }
 
@@ -565,11 +595,10 @@ fn runs_table(summary: &Summary) -> String {
         let worst = r
             .worst_unavailable()
             .map_or("–".into(), |(name, v)| format!("{v:.1}, {name}"));
-        let reaction = match r.reaction_p99() {
-            Some((p, ReactionSource::Controller)) => format!("≤ {} (controller)", millis(p)),
-            Some((p, ReactionSource::Recorder)) => format!("{} (recorder)", millis(p)),
-            None => "–".into(),
-        };
+        let mut reaction = r.reaction_p99().map_or("–".into(), millis);
+        if let Some(h) = r.controller_reaction() {
+            let _ = write!(reaction, " (histogram {})", bucket(h.p99));
+        }
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {:.1} ({worst}) | {} | {} | {reaction} |",
@@ -733,11 +762,57 @@ mod tests {
         );
         assert_eq!(
             line(&report, "| reaction p50 / p99"),
-            "| reaction p50 / p99 | ≤ 50 ms / ≤ 500 ms (controller histogram, 40 samples; worst run's p99 > 120 s) | \
-             50 ms / 250 ms (recorder) | 50 ms / 250 ms (recorder) |"
+            "| reaction p50 / p99 | 50 ms / 250 ms (watches); controller histogram ≤ 50 ms / ≤ 500 ms (40 samples; \
+             worst run's p99 > 120 s) | 50 ms / 250 ms (watches) | 50 ms / 250 ms (watches) |"
         );
         assert!(report.contains("a placeholder derivation"), "{report}");
         assert!(report.contains("- kubectl drain + PDB at the bound (run 1): a note"));
+    }
+
+    /// Without the eviction throughput, the report says the bound is unknown and which terms it has, not what set
+    /// the pace.
+    #[test]
+    fn an_uncalibrated_bound_is_reported_unknown() {
+        let report = render(&summary(), &[]);
+        assert!(
+            report.contains("In this scenario the owners' waves set the pace."),
+            "{report}"
+        );
+        assert!(
+            report.contains("| makespan / lower bound (30.0 s) |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("for k8sm and the baselines alike"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| binaries (controller, agents) | not checked against the commit |")
+        );
+
+        let mut s = summary();
+        s.scenario
+            .lower_bound
+            .terms
+            .as_mut()
+            .unwrap()
+            .evictions_per_second = None;
+        s.scenario.k8sm_budgets = false;
+        let report = render(&s, &[]);
+        assert!(
+            report.contains(
+                "**Bound unknown**: the apiserver's eviction throughput was not calibrated, so the term it would \
+                 give may be the largest"
+            ),
+            "{report}"
+        );
+        assert!(!report.contains("In this scenario"), "{report}");
+        assert!(
+            report.contains("## Lower bound\n\n**unknown** (≥ 30.0 s)\n"),
+            "{report}"
+        );
+        assert!(report.contains("| makespan / known terms of the bound (30.0 s; bound unknown) |"));
+        assert!(report.contains("**k8sm's fleet had none**"), "{report}");
     }
 
     #[test]

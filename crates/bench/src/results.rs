@@ -70,9 +70,6 @@ impl Tool {
 pub struct BoundFigure {
     pub seconds: f64,
     pub derivation: String,
-    /// Whether the owners' waves (not the nodes' drains and restarts at the allowed concurrency) set the pace.
-    #[serde(default)]
-    pub owners_set_pace: Option<bool>,
 }
 
 /// What the scenario was.
@@ -102,6 +99,9 @@ pub struct Scenario {
     /// How the fleet was drawn (shape, seed, readiness spread, grace period, fill), when not the simple one.
     #[serde(default)]
     pub fleet: Option<String>,
+    /// k8sm's fleet had the same PodDisruptionBudgets as the drain baselines' (false in reports before they did).
+    #[serde(default)]
+    pub k8sm_budgets: bool,
 }
 
 impl Scenario {
@@ -110,6 +110,26 @@ impl Scenario {
         self.bound
             .as_ref()
             .map_or(self.lower_bound.seconds, |b| b.seconds)
+    }
+
+    /// Why the bound is unknown, if it is: without the apiserver's eviction throughput, the term left out may be the
+    /// largest, so no run is judged against the terms that were measured.
+    pub fn bound_unknown(&self) -> Option<&'static str> {
+        match &self.lower_bound.terms {
+            None => Some("the report has no eviction throughput term"),
+            Some(t) if t.evictions_per_second.is_none() => {
+                Some("the apiserver's eviction throughput was not calibrated")
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// The term that sets the bound (`node waves`, `owner waves` or `eviction throughput`), when it is known.
+    pub fn bound_set_by(&self) -> Option<&str> {
+        if self.bound_unknown().is_some() {
+            return None;
+        }
+        self.lower_bound.terms.as_ref().map(|t| t.limit.as_str())
     }
 }
 
@@ -276,17 +296,17 @@ impl Run {
         (self.nodes_upgraded > 0).then(|| requests.total as f64 / self.nodes_upgraded as f64)
     }
 
-    /// Reaction p99 in seconds: the controller's histogram when it has samples, else the recorder's estimate.
-    pub fn reaction_p99(&self) -> Option<(f64, ReactionSource)> {
-        if let Some(h) = self
-            .controller
+    /// Reaction p99 in seconds, by the benchmark's own watches: the same clock for every tool.
+    pub fn reaction_p99(&self) -> Option<f64> {
+        self.reaction_p99_s
+    }
+
+    /// The controller's own reaction histogram (k8sm only), shown beside the watches' figure, never instead.
+    pub fn controller_reaction(&self) -> Option<&HistogramQuantiles> {
+        self.controller
             .as_ref()
             .and_then(|c| c.reaction.as_ref())
             .filter(|h| h.count > 0)
-        {
-            return Some((h.p99.seconds(), ReactionSource::Controller));
-        }
-        self.reaction_p99_s.map(|p| (p, ReactionSource::Recorder))
     }
 
     /// The smallest `min ready − floor` over owners: negative means some owner went below its bound.
@@ -307,15 +327,6 @@ impl Run {
     }
 }
 
-/// Where a reaction figure comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReactionSource {
-    /// `k8sm_eviction_reaction_seconds`: bucket bounds.
-    Controller,
-    /// The benchmark's watches: replacement Ready seen → next disruption of the owner seen.
-    Recorder,
-}
-
 /// The machine and software the figures come from.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
@@ -330,6 +341,10 @@ pub struct Machine {
     pub kubernetes: String,
     pub git_commit: String,
     pub git_dirty: bool,
+    /// The commit the controller's and the agents' binaries say they were built from, checked equal to
+    /// `git_commit` before the runs (absent in reports before the check).
+    #[serde(default)]
+    pub binaries_commit: Option<String>,
     pub command: String,
 }
 

@@ -203,12 +203,19 @@ pub fn concurrency_bound(input: &BoundInput) -> LowerBound {
     }
     let seconds = limit.1;
 
+    let headline = if eviction_throughput_s.is_some() {
+        format!("**{seconds:.1} s**, set by the {}", limit.0)
+    } else {
+        format!(
+            "unknown, since the third was not measured; the two others give at least {seconds:.1} s (the {})",
+            limit.0
+        )
+    };
     let mut derivation = format!(
         "The lower bound is the largest of three bounds, each valid alone (scheduling and reaction latencies taken as \
-         zero): **{seconds:.1} s**, set by the {}. *Node waves*: {} nodes, at most {slots} in progress at once, each \
+         zero): {headline}. *Node waves*: {} nodes, at most {slots} in progress at once, each \
          for at least {}the {restart:.1} s restart: ceil({} / {slots}) = {node_waves} waves × {:.1} s = \
          {node_waves_s:.1} s. ",
-        limit.0,
         input.nodes,
         if node_grace > 0.0 {
             format!("the {grace:.1} s grace period of its pods plus ")
@@ -414,9 +421,22 @@ mod tests {
         let bound = concurrency_bound(&many);
         assert_eq!(bound.seconds, 150.0);
         assert_eq!(bound.terms.unwrap().limit, "eviction throughput");
-        // Unmeasured: the other terms only.
+        assert!(
+            bound
+                .derivation
+                .contains("**150.0 s**, set by the eviction throughput")
+        );
+        // Unmeasured: the other terms only, and the derivation says the bound is unknown.
         many.evictions_per_second = None;
-        assert_eq!(concurrency_bound(&many).seconds, 25.0);
+        let unknown = concurrency_bound(&many);
+        assert_eq!(unknown.seconds, 25.0);
+        assert!(
+            unknown.derivation.contains(
+                "unknown, since the third was not measured; the two others give at least 25.0 s"
+            ),
+            "{}",
+            unknown.derivation
+        );
     }
 
     #[test]
