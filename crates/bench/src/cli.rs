@@ -111,6 +111,17 @@ pub struct Args {
     /// instead of minutes and no noise, to compare admission rules; writes no report.
     #[arg(long)]
     pub model: bool,
+    /// With `--model`: a replacement lands on a node still to drain only when no other node has room for it (the
+    /// "land once" experiment of issue 43).
+    #[arg(long, requires = "model")]
+    pub no_schedule_to_drain: bool,
+    /// With `--model`: one node at a time until the first is upgraded (another "land once" experiment).
+    #[arg(long, requires = "model")]
+    pub one_node_first: bool,
+    /// With `--model`: admit a node only while nodes not to drain have room for what the nodes in progress hold and
+    /// a node's mean, but always this many (another "land once" experiment; docs/decisions/0002-land-once.md).
+    #[arg(long, requires = "model", value_name = "LEAST_NODES")]
+    pub room_paced: Option<u32>,
     /// Make the fleet messy, as real clusters are (crash-looping owners, dead nodes, pods stuck terminating, a stuck
     /// rollout, bare pods under `unmanagedPods.policy: Never`, pinned pods; see `workload::Messy`), and say what
     /// each tool finished, what it left to an operator and what it did to those nodes. Every tool's fleet then has
@@ -155,10 +166,14 @@ fn model(args: &Args, pods: usize, concurrency: usize) {
         // A messy fleet waits out `nodeProgressDeadline` for its broken replacements, and settles for minutes after:
         // plan as the controller does, on changes and wakes (the tidy fleets' figures stay those of every tick).
         event_driven: args.messy,
+        no_schedule_to_drain: args.no_schedule_to_drain,
+        one_node_first: args.one_node_first,
+        room_paced: args.room_paced,
     };
     let mut ratios = Vec::new();
     // A messy fleet's totals: nodes left to an operator, those left cordoned, evictions on them, owners below.
     let mut messy = [0usize; 4];
+    let (mut disruptions, mut above_floor) = (Vec::new(), Vec::new());
     for seed in (args.seed..).take(args.runs) {
         let realism = Realism {
             seed,
@@ -177,6 +192,8 @@ fn model(args: &Args, pods: usize, concurrency: usize) {
         if let Some(makespan) = run.makespan {
             ratios.push(makespan / bound.seconds);
         }
+        disruptions.push(run.disruptions_per_pod());
+        above_floor.push(run.disruptions_per_pod() - run.disruptions_floor());
         println!("{}", crate::model::describe(seed, &bound, &run));
         for (total, n) in messy.iter_mut().zip([
             run.unfinishable.len(),
@@ -192,6 +209,22 @@ fn model(args: &Args, pods: usize, concurrency: usize) {
         println!(
             "messy fleets: {unfinishable} nodes only an operator can clear, {cordoned} of them left cordoned, \
              {evictions} evictions on them; {below} owners below their bound"
+        );
+    }
+    for (name, figures) in [
+        ("disruptions per pod", &mut disruptions),
+        ("disruptions per pod above the floor", &mut above_floor),
+    ] {
+        if figures.is_empty() {
+            continue;
+        }
+        figures.sort_by(f64::total_cmp);
+        println!(
+            "{name} over {} fleets: median {:.3}, min {:.3}, max {:.3}",
+            figures.len(),
+            figures[figures.len() / 2],
+            figures[0],
+            figures[figures.len() - 1]
         );
     }
     if !ratios.is_empty() {

@@ -63,6 +63,15 @@ pub struct ModelConfig {
     /// (`next_wake`), or [`RESYNC`] after the last pass, as the controller does; `false`: at every tick. The same
     /// upgrade as long as the planner says when its decisions change with time alone, in a fraction of the passes.
     pub event_driven: bool,
+    /// An experiment of issue 43 ("land once"): a replacement may land on a node still to drain only when no other
+    /// node has room for it, as if those nodes were NoSchedule exactly while other capacity suffices.
+    pub no_schedule_to_drain: bool,
+    /// Another: one node at a time until the first node is upgraded, so that replacements find upgraded room
+    /// sooner.
+    pub one_node_first: bool,
+    /// Another: admit a node only while the room on nodes not to drain can take the pods of the nodes in progress
+    /// and of that node, but always this many nodes (at least 1) up to the policy's.
+    pub room_paced: Option<u32>,
 }
 
 /// When a node went through each step, seconds from the start, and what happened to it.
@@ -101,6 +110,28 @@ pub struct ModelRun {
     pub unfinishable: Vec<String>,
     /// Times a draining node gave its slot up (`Stall`).
     pub stalls: usize,
+    /// Pods created during the upgrade (replacements).
+    pub replacements: usize,
+    /// Replacements bound to a node still to drain: each must move again.
+    pub landed_to_drain: usize,
+    /// Of those, the ones no other node had room for when they were bound: the floor the fleet's free capacity
+    /// allows.
+    pub landed_to_drain_forced: usize,
+    /// Pods of owners at the start.
+    pub initial_owned_pods: usize,
+}
+
+impl ModelRun {
+    /// Evictions per pod of owners at the start.
+    pub fn disruptions_per_pod(&self) -> f64 {
+        self.evictions as f64 / self.initial_owned_pods.max(1) as f64
+    }
+
+    /// The least disruptions per pod the fleet's free capacity allows, as this run placed its replacements: one per
+    /// pod, and one more for each replacement that had nowhere to go but a node still to drain.
+    pub fn disruptions_floor(&self) -> f64 {
+        1.0 + self.landed_to_drain_forced as f64 / self.initial_owned_pods.max(1) as f64
+    }
 }
 
 impl ModelRun {
@@ -215,12 +246,16 @@ struct Model<'w> {
     unfinishable: BTreeSet<String>,
     next_uid: usize,
     run: ModelRun,
+    /// The fleet is placed and the upgrade runs: pods bound from now on are replacements.
+    upgrading: bool,
 }
 
 /// Runs the model: the fleet placed by the model's scheduler, then upgraded by the planner one tick at a time.
 pub fn simulate(fleet: &Workload, cfg: &ModelConfig) -> ModelRun {
     let mut model = Model::new(fleet, cfg);
     model.place_fleet();
+    model.upgrading = true;
+    model.run.initial_owned_pods = model.pods.values().filter(|p| p.owner.is_some()).count();
     let mut planner = Planner::default();
     let tick = cfg.tick.as_secs_f64().max(0.01);
     let limit = cfg.limit.as_secs_f64();
@@ -237,6 +272,23 @@ pub fn simulate(fleet: &Workload, cfg: &ModelConfig) -> ModelRun {
                 break;
             }
             stop_at = now + SETTLE.as_secs_f64();
+        }
+        if cfg.one_node_first {
+            let first_back = model
+                .view
+                .nodes
+                .iter()
+                .any(|n| n.executor_id.as_deref() == Some(NEW));
+            model.view.policies[0].spec.max_concurrent_nodes = if first_back {
+                cfg.max_concurrent_nodes
+            } else {
+                MaxConcurrentNodes::count(1).expect("1 is a valid count")
+            };
+        }
+        if let Some(least) = cfg.room_paced {
+            let slots = model.room_paced_slots(least);
+            model.view.policies[0].spec.max_concurrent_nodes =
+                MaxConcurrentNodes::count(slots).expect("at least 1");
         }
         if !cfg.event_driven || happened || bound || now >= plan_at {
             let before = cfg.event_driven.then(|| model.view.clone());
@@ -383,6 +435,7 @@ impl<'w> Model<'w> {
             unfinishable,
             next_uid: 0,
             run: ModelRun::default(),
+            upgrading: false,
         }
     }
 
@@ -664,9 +717,17 @@ impl<'w> Model<'w> {
                 continue;
             };
             let (requests, never_ready) = (p.requests, p.never_ready);
-            let Some(node) = self.pick(owner, requests, p.pin.as_deref(), &uid, &used) else {
+            let Some((node, elsewhere)) = self.pick(owner, requests, p.pin.as_deref(), &uid, &used)
+            else {
                 continue;
             };
+            if self.upgrading {
+                self.run.replacements += 1;
+                if self.to_drain(&node) {
+                    self.run.landed_to_drain += 1;
+                    self.run.landed_to_drain_forced += usize::from(!elsewhere);
+                }
+            }
             used.entry(node.clone())
                 .or_default()
                 .add(Some(owner), requests);
@@ -687,11 +748,56 @@ impl<'w> Model<'w> {
         bound
     }
 
+    /// The slots of the room-paced experiment: the nodes in progress, and one more while the CPU free on nodes not
+    /// to drain exceeds what the nodes in progress still hold plus a node's mean; at least `least`, at most the
+    /// policy's.
+    fn room_paced_slots(&self, least: u32) -> u32 {
+        let mut used: BTreeMap<&str, u64> = BTreeMap::new();
+        for pod in &self.view.pods {
+            if let (Some(node), Some(p)) = (pod.node_name.as_deref(), self.pods.get(&pod.uid)) {
+                *used.entry(node).or_default() += p.requests.0;
+            }
+        }
+        let (mut free, mut held, mut in_progress, mut still) = (0u64, 0u64, 0u32, (0u64, 0u64));
+        for n in &self.view.nodes {
+            let on_node = used.get(n.name.as_str()).copied().unwrap_or(0);
+            if !self.to_drain(&n.name) {
+                if !n.unschedulable && n.ready {
+                    free += self.room.0.saturating_sub(on_node);
+                }
+            } else if n.unschedulable {
+                in_progress += 1;
+                held += on_node;
+            } else {
+                still.0 += on_node;
+                still.1 += 1;
+            }
+        }
+        let mean = still.0 / still.1.max(1);
+        let cap = u32::try_from(self.cfg.max_concurrent_nodes.resolve(self.cfg.nodes)).unwrap_or(1);
+        let slots = if free >= held + mean {
+            in_progress + 1
+        } else {
+            in_progress
+        };
+        slots.clamp(least.clamp(1, cap.max(1)), cap.max(1))
+    }
+
+    /// A node that k8sm has still to drain: not on the new executor, and not left to an operator.
+    fn to_drain(&self, name: &str) -> bool {
+        !self.unfinishable.contains(name)
+            && self
+                .view
+                .nodes
+                .iter()
+                .any(|n| n.name == name && n.executor_id.as_deref() != Some(NEW))
+    }
+
     /// kube-scheduler's choice, in short: among schedulable Ready nodes with room (the pod's own node only, when it
     /// is pinned), the highest of least-allocated (1) + balanced allocation (1) + preferred node affinity (2) + taint
     /// toleration (3: the k8sm mark's PreferNoSchedule taint) + topology spread over the node's pods of the same owner
     /// (2), each scored 0–100; ties by a hash of the pod and node names (the scheduler picks one of the best at
-    /// random).
+    /// random). Also says whether a node that is not to drain had room for the pod.
     fn pick(
         &self,
         owner: usize,
@@ -699,7 +805,7 @@ impl<'w> Model<'w> {
         pin: Option<&str>,
         uid: &str,
         used: &BTreeMap<String, NodeUse>,
-    ) -> Option<String> {
+    ) -> Option<(String, bool)> {
         let preferred: BTreeSet<String> = self.owners[owner]
             .spec
             .preferred_nodes
@@ -721,6 +827,12 @@ impl<'w> Model<'w> {
                 cpu + requests.0 <= self.room.0 && memory + requests.1 <= self.room.1
             })
             .collect();
+        let elsewhere = fits.iter().any(|f| !self.to_drain(f.0));
+        let fits: Vec<_> = if self.cfg.no_schedule_to_drain && elsewhere {
+            fits.into_iter().filter(|f| !self.to_drain(f.0)).collect()
+        } else {
+            fits
+        };
         let most_same = fits.iter().map(|f| f.2).max().unwrap_or(0);
         let any_tainted = fits.iter().any(|f| f.3);
         let score = |&(name, (cpu, memory), same, tainted): &(&str, Requests, u32, bool)| {
@@ -740,7 +852,7 @@ impl<'w> Model<'w> {
         fits.iter()
             .map(|f| (score(f), tie(uid, f.0), f.0))
             .max_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
-            .map(|(_, _, name)| name.to_owned())
+            .map(|(_, _, name)| (name.to_owned(), elsewhere))
     }
 
     /// The plan's evictions, deletions and kamikazes, as the cluster answers them.
@@ -919,11 +1031,17 @@ pub fn describe(seed: u64, bound: &LowerBound, run: &ModelRun) -> String {
     let line = match run.makespan {
         Some(makespan) => format!(
             "seed {seed}: makespan {makespan:.1} s, bound{of} {:.1} s ({limit}): {:.2}×; {} evictions{owner_moves}; \
-             owners below their bound: {}",
+             owners below their bound: {}; {:.3} disruptions/pod, floor {:.3} ({} of {} replacements landed on nodes \
+             to drain, {} with no room elsewhere)",
             bound.seconds,
             makespan / bound.seconds,
             run.evictions,
-            run.owners_below.len()
+            run.owners_below.len(),
+            run.disruptions_per_pod(),
+            run.disruptions_floor(),
+            run.landed_to_drain,
+            run.replacements,
+            run.landed_to_drain_forced,
         ),
         None => format!(
             "seed {seed}: not upgraded within the limit; bound {:.1} s ({limit})",
@@ -980,6 +1098,10 @@ mod tests {
     };
 
     fn run(preset: &Preset, seed: u64) -> (LowerBound, ModelRun) {
+        run_with(preset, seed, None)
+    }
+
+    fn run_with(preset: &Preset, seed: u64, room_paced: Option<u32>) -> (LowerBound, ModelRun) {
         let realism = Realism {
             seed,
             ready_delay_min: Duration::from_secs(preset.ready_delay.0),
@@ -1005,6 +1127,9 @@ mod tests {
             tick: Duration::from_millis(250),
             limit: Duration::from_secs(3600),
             event_driven: false,
+            no_schedule_to_drain: false,
+            one_node_first: false,
+            room_paced,
         };
         (bound, simulate(&fleet, &cfg))
     }
@@ -1034,6 +1159,47 @@ mod tests {
                     "{line}"
                 );
             }
+        }
+    }
+
+    /// The landings account for every second move: in a tidy fleet each owned pod is evicted once, and once more
+    /// for every replacement that landed on a node still to drain (all of them are drained by the end). The counts
+    /// come from where the model's scheduler bound each pod, not from the planner.
+    #[test]
+    fn every_second_move_is_a_replacement_that_landed_on_a_node_still_to_drain() {
+        for room_paced in [None, Some(1)] {
+            for seed in 1..=3 {
+                let (bound, run) = run_with(&OWNERS_PACE, seed, room_paced);
+                let line = describe(seed, &bound, &run);
+                assert_eq!(
+                    run.evictions,
+                    run.initial_owned_pods + run.landed_to_drain,
+                    "{line}"
+                );
+                assert!(run.landed_to_drain_forced <= run.landed_to_drain, "{line}");
+                assert!(
+                    run.disruptions_per_pod() >= run.disruptions_floor(),
+                    "{line}"
+                );
+            }
+        }
+    }
+
+    /// Admission paced by the room on upgraded nodes halves the second moves at owners pace (docs/decisions/
+    /// 0002-land-once.md), and keeps the bound.
+    #[test]
+    fn admission_paced_by_room_lands_replacements_once() {
+        for seed in 1..=3 {
+            let (_, today) = run(&OWNERS_PACE, seed);
+            let (bound, paced) = run_with(&OWNERS_PACE, seed, Some(1));
+            let line = describe(seed, &bound, &paced);
+            assert!(paced.disruptions_per_pod() <= 1.075, "{line}");
+            assert!(
+                today.disruptions_per_pod() > 1.1,
+                "{}",
+                describe(seed, &bound, &today)
+            );
+            assert_eq!(paced.owners_below, Vec::<String>::new(), "{line}");
         }
     }
 

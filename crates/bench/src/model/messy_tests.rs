@@ -105,6 +105,9 @@ impl Case {
             // Generous: a crash loop's replacement waits `nodeProgressDeadline` (10 minutes) before it moves.
             limit: Duration::from_secs(12 * 3600),
             event_driven: true,
+            no_schedule_to_drain: false,
+            one_node_first: false,
+            room_paced: None,
         }
     }
 
@@ -351,6 +354,9 @@ fn planning_on_changes_and_wakes_gives_the_upgrade_of_planning_every_tick() {
             &fleet,
             &ModelConfig {
                 event_driven: false,
+                no_schedule_to_drain: false,
+                one_node_first: false,
+                room_paced: None,
                 ..case.config()
             },
         );
