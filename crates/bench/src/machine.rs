@@ -20,16 +20,7 @@ pub fn machine(root: &Path, kubernetes: &str, command: String) -> Machine {
         })
         .unwrap_or_else(|| "unknown".into());
     let memory_kb = crate::process::status_kb(&read("/proc/meminfo"), "MemTotal").unwrap_or(0);
-    let output = |program: &str, args: &[&str]| {
-        Command::new(program)
-            .args(args)
-            .current_dir(root)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .unwrap_or_default()
-    };
+    let output = |program: &str, args: &[&str]| output(root, program, args);
     Machine {
         date: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         cpu_model,
@@ -50,16 +41,21 @@ pub fn machine(root: &Path, kubernetes: &str, command: String) -> Machine {
     }
 }
 
-/// The checkout's commit, abbreviated as the binaries name it ("" outside a git checkout).
-pub fn git_commit(root: &Path) -> String {
-    Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .current_dir(root)
+/// What `program args…` prints in `dir`, trimmed ("" if it fails).
+fn output(dir: &Path, program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .current_dir(dir)
         .output()
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default()
+}
+
+/// The checkout's commit, abbreviated as the binaries name it ("" outside a git checkout).
+pub fn git_commit(root: &Path) -> String {
+    output(root, "git", &["rev-parse", "--short=12", "HEAD"])
 }
 
 /// The commit `binary --version` names, as the k8sm binaries print it: `k8sm-controller 0.1.0 (commit 0123abcd4567)`.

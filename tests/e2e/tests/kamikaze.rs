@@ -22,9 +22,14 @@ use k8sm_testcluster::node_name;
 
 /// Starts the controller (admin kubeconfig) with deploy/rbac.yaml's ServiceAccount as the one whose token the Http
 /// kamikaze carries.
-fn start_controller(scenario: &mut Scenario) {
+fn start_controller(scenario: &mut Scenario, extra_args: &[&str]) {
     apply_controller_account(&scenario.cluster);
-    scenario.start_controller(&["--kamikaze-service-account=k8sm-system/k8sm-controller"]);
+    let args = [
+        &["--kamikaze-service-account=k8sm-system/k8sm-controller"],
+        extra_args,
+    ]
+    .concat();
+    scenario.start_controller(&args);
 }
 
 /// A Deployment of 4 to move, Ready.
@@ -38,9 +43,10 @@ async fn deploy_web(scenario: &Scenario) {
         .await;
 }
 
-async fn upgrade_with(scenario: &mut Scenario, kamikaze: Kamikaze) {
+/// Upgrades 3 nodes under a Deployment of 4 with `kamikaze`, the controller started with `controller_args` too.
+async fn upgrade_with(scenario: &mut Scenario, kamikaze: Kamikaze, controller_args: &[&str]) {
     deploy_web(scenario).await;
-    start_controller(scenario);
+    start_controller(scenario, controller_args);
     scenario
         .create_policy(
             "fleet",
@@ -67,7 +73,7 @@ async fn http_kamikaze_posts_to_the_executor() {
     let addr = format!("127.0.0.1:{}", free_port());
     let mut scenario =
         Scenario::start_with_agent_args(3, "http", "1s", &[format!("--http-addr={addr}")]).await;
-    upgrade_with(&mut scenario, agent_http_kamikaze(&addr)).await;
+    upgrade_with(&mut scenario, agent_http_kamikaze(&addr), &[]).await;
     // The controller records the kamikaze annotation only after the POST was answered 2xx, and the simulated
     // executors answer 2xx only to the controller's token bound to the node, so nodes that restarted prove the
     // endpoint was called with it.
@@ -116,31 +122,13 @@ async fn http_kamikaze_over_https_is_verified_by_the_operators_ca() {
         "{refused}"
     );
 
-    deploy_web(&scenario).await;
-    apply_controller_account(&scenario.cluster);
-    scenario.start_controller(&[
-        "--kamikaze-service-account=k8sm-system/k8sm-controller",
-        &format!("--kamikaze-ca-file={}", ca.display()),
-    ]);
-    scenario
-        .create_policy(
-            "fleet",
-            ExecutorUpgradePolicySpec {
-                target_executor_id: Some(scenario.new_id.clone()),
-                owner_health_threshold: 70,
-                kamikaze: Kamikaze {
-                    mechanism: KamikazeMechanism::Http,
-                    url_template: Some(format!("https://{addr}/kamikaze/{{nodeName}}")),
-                    allow_insecure_http: false,
-                },
-                ..ExecutorUpgradePolicySpec::default()
-            },
-        )
-        .await;
-    scenario
-        .wait_nodes_upgraded(3, Duration::from_secs(300))
-        .await;
-    assert_eq!(scenario.events("KamikazeSent").await.len(), 3);
+    let kamikaze = Kamikaze {
+        mechanism: KamikazeMechanism::Http,
+        url_template: Some(format!("https://{addr}/kamikaze/{{nodeName}}")),
+        allow_insecure_http: false,
+    };
+    let ca_file = format!("--kamikaze-ca-file={}", ca.display());
+    upgrade_with(&mut scenario, kamikaze, &[&ca_file]).await;
     assert!(scenario.events("InsecureKamikaze").await.is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -193,7 +181,7 @@ async fn http_kamikaze_brackets_an_ipv6_address_and_never_posts_to_a_host_name()
     let [ipv6, named] = [0, 1].map(node_name);
     set_internal_ip(&scenario, &ipv6, "::1").await;
     set_internal_ip(&scenario, &named, "localhost").await;
-    start_controller(&mut scenario);
+    start_controller(&mut scenario, &[]);
     scenario
         .create_policy(
             "fleet",
@@ -292,6 +280,7 @@ async fn delete_node_kamikaze_replaces_the_node_object() {
             mechanism: KamikazeMechanism::DeleteNode,
             ..Kamikaze::default()
         },
+        &[],
     )
     .await;
     let uids_after: Vec<String> = scenario
