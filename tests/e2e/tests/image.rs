@@ -278,9 +278,16 @@ fn agent_image_has_what_its_daemonset_runs() {
         lines.iter().any(|l| l.starts_with("Usage: nsenter")),
         "{stdout}"
     );
+    // The binary names the commit it was built from: this checkout's.
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(workspace_root())
+        .output()
+        .expect("git runs");
+    let head = String::from_utf8_lossy(&head.stdout);
     assert_eq!(
         lines.last().copied(),
-        Some(&*format!("k8sm-agent {VERSION}"))
+        Some(&*format!("k8sm-agent {VERSION} (commit {})", head.trim()))
     );
 }
 
