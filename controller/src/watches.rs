@@ -26,6 +26,9 @@ pub struct WatchHealth {
     failing: Arc<Mutex<BTreeMap<String, Failing>>>,
     /// Kind → how many times its watch stalled without an error and was started again.
     silences: Arc<Mutex<BTreeMap<String, u64>>>,
+    /// Kind → its last silence, until a pass reports it: the fresh list often brings the watch back before any pass
+    /// sees it failing, and the operator must still hear of the stalled connection.
+    unreported_silences: Arc<Mutex<BTreeMap<String, Failing>>>,
 }
 
 /// Longest error kept: the status condition quotes it.
@@ -69,6 +72,27 @@ impl WatchHealth {
         self.failed(kind, &why, since);
         let mut silences = self.silences.lock().unwrap_or_else(|e| e.into_inner());
         *silences.entry(kind.to_owned()).or_default() += 1;
+        self.unreported_silences
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                kind.to_owned(),
+                Failing {
+                    since: since.0,
+                    since_wall: since.1,
+                    error: why,
+                },
+            );
+    }
+
+    /// The silences found since the last call, whether or not their watches work again.
+    pub fn take_silences(&self) -> BTreeMap<String, Failing> {
+        std::mem::take(
+            &mut *self
+                .unreported_silences
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        )
     }
 
     /// Kind → how many times its watch stalled without an error.
@@ -136,9 +160,47 @@ pub fn describe(stale: &BTreeMap<String, Failing>, bound: Duration) -> String {
     )
 }
 
+/// What a Warning Event says of watches that went silent and were started again, whether or not they work again.
+pub fn describe_silences(silences: &BTreeMap<String, Failing>) -> String {
+    let watches: Vec<String> = silences
+        .iter()
+        .map(|(kind, f)| {
+            format!(
+                "the watch of {kind} objects went silent at {} ({})",
+                f.since_wall
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                f.error
+            )
+        })
+        .collect();
+    format!(
+        "{}: started again with a fresh list; nothing was carried out on the silent view",
+        watches.join("; ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A silence is reported once even when the fresh list brought the watch back before any pass saw it failing.
+    #[test]
+    fn a_silence_is_reported_once_even_after_the_watch_recovered() {
+        let health = WatchHealth::default();
+        let t0 = (Instant::now(), Utc::now());
+        health.silent("Pod", t0);
+        health.succeeded("Pod");
+        assert!(health.failing().is_empty());
+        let silences = health.take_silences();
+        assert_eq!(silences.keys().collect::<Vec<_>>(), ["Pod"]);
+        let message = describe_silences(&silences);
+        assert!(
+            message.starts_with("the watch of Pod objects went silent at ")
+                && message.contains("no response, event nor bookmark for 75s"),
+            "{message}"
+        );
+        assert!(health.take_silences().is_empty());
+    }
 
     #[test]
     fn a_watch_is_stale_once_it_has_failed_for_longer_than_the_bound() {

@@ -153,15 +153,24 @@ impl Controller {
         }
         let new = !kinds.is_subset(&self.stale_reported);
         self.stale_reported = kinds;
-        if !new {
-            return;
-        }
-        let message = watches::describe(stale, self.max_staleness);
-        tracing::warn!("{message}");
         let policies: Vec<&str> = plan.policies.iter().map(|p| p.policy.as_str()).collect();
-        self.events
-            .stale_view(&policies, &message, &self.stores)
-            .await;
+        if new {
+            let message = watches::describe(stale, self.max_staleness);
+            tracing::warn!("{message}");
+            self.events
+                .stale_view(&policies, &message, &self.stores)
+                .await;
+        }
+        // Silences whose watch came back before this pass saw it failing: reported all the same.
+        let mut recovered = self.stores.health.take_silences();
+        recovered.retain(|kind, _| !stale.contains_key(kind));
+        if !recovered.is_empty() {
+            let message = watches::describe_silences(&recovered);
+            tracing::warn!("{message}");
+            self.events
+                .stale_view(&policies, &message, &self.stores)
+                .await;
+        }
     }
 
     /// Records a failed or refused attempt at `action`, answered `answer` (HTTP `code`): its object backs off, and
