@@ -16,7 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use serde::Deserialize;
 
 use k8s_openapi::api::core::v1::NodeSelector;
-use k8sm_planner::{POD_ANNOTATIONS_READ, PodPins, PodView};
+use k8sm_planner::{POD_ANNOTATIONS_READ, PodPins, PodView, Resources};
+use k8sm_view::{ContainerRequests, ResourceList};
 
 /// A pod as the controller caches it. Read and written like a Pod by kube (same API path, kind and version);
 /// never sent to the apiserver.
@@ -127,6 +128,37 @@ struct WireSpec {
     affinity: Option<WireAffinity>,
     #[serde(default)]
     volumes: Option<Vec<WireVolume>>,
+    #[serde(default)]
+    containers: Vec<WireContainer>,
+    #[serde(default)]
+    init_containers: Vec<WireContainer>,
+    /// Pod-level `resources`.
+    #[serde(default)]
+    resources: Option<WireResources>,
+    #[serde(default)]
+    overhead: Option<ResourceList>,
+}
+
+/// Of a container, what it asks the scheduler for.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireContainer {
+    #[serde(default)]
+    resources: Option<WireResources>,
+    #[serde(default)]
+    restart_policy: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireResources {
+    #[serde(default)]
+    requests: Option<ResourceList>,
+}
+
+impl WireResources {
+    fn requests(resources: Option<&Self>) -> Option<&ResourceList> {
+        resources?.requests.as_ref()
+    }
 }
 
 /// Of `spec.affinity`, the required node affinity only (what may pin the pod to a node).
@@ -207,6 +239,20 @@ impl WireSpec {
             .collect();
         k8sm_view::pod_pins(self.node_selector.as_ref(), required, claims)
     }
+
+    fn requests(&self) -> Resources {
+        k8sm_view::pod_requests(
+            self.containers
+                .iter()
+                .map(|c| WireResources::requests(c.resources.as_ref())),
+            self.init_containers.iter().map(|c| ContainerRequests {
+                requests: WireResources::requests(c.resources.as_ref()),
+                sidecar: c.restart_policy.as_deref() == Some("Always"),
+            }),
+            WireResources::requests(self.resources.as_ref()),
+            self.overhead.as_ref(),
+        )
+    }
 }
 
 /// What the conversion reads, as parsed.
@@ -217,6 +263,7 @@ struct Parsed {
     ready: bool,
     ready_changed: Option<DateTime<Utc>>,
     pins: Option<Box<PodPins>>,
+    requests: Resources,
 }
 
 impl k8sm_view::PodFields for Parsed {
@@ -243,6 +290,10 @@ impl k8sm_view::PodFields for Parsed {
     fn pins(&self) -> Option<Box<PodPins>> {
         self.pins.clone()
     }
+
+    fn requests(&self) -> Resources {
+        self.requests
+    }
 }
 
 impl From<Wire> for CachedPod {
@@ -255,14 +306,18 @@ impl From<Wire> for CachedPod {
             .flatten()
             .find(|c| c.type_ == "Ready");
         let metadata: ObjectMeta = wire.metadata.into();
-        let (node_name, pins) = wire.spec.map_or((None, None), |spec| {
-            let pins = spec.pins(metadata.name.as_deref().unwrap_or_default());
-            (spec.node_name, pins)
-        });
+        let (node_name, pins, requests) =
+            wire.spec
+                .map_or((None, None, Resources::default()), |spec| {
+                    let pins = spec.pins(metadata.name.as_deref().unwrap_or_default());
+                    let requests = spec.requests();
+                    (spec.node_name, pins, requests)
+                });
         let mut parsed = Parsed {
             metadata,
             node_name,
             pins,
+            requests,
             phase,
             ready: ready_condition.as_ref().is_some_and(|c| c.status == "True"),
             ready_changed: ready_condition

@@ -96,6 +96,30 @@ fn a_cached_pod_reads_what_a_pod_reads_whatever_is_missing_or_not_ready() {
     }
 }
 
+/// A pod's requests are read from the slimmer copy as from the whole Pod: containers, init containers and sidecars,
+/// pod-level requests and overhead.
+#[test]
+fn a_cached_pod_reads_what_the_scheduler_reserves_for_it() {
+    let cases = [
+        json!({"metadata": {"name": "plain", "namespace": "shop"},
+               "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}},
+                                       {"name": "b", "resources": {"limits": {"cpu": "1"}}}]}}),
+        json!({"metadata": {"name": "meshed", "namespace": "shop"},
+               "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}],
+                        "initContainers": [{"name": "proxy", "restartPolicy": "Always",
+                                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}},
+                                           {"name": "migrate", "resources": {"requests": {"cpu": "3"}}}],
+                        "overhead": {"cpu": "10m"},
+                        "resources": {"requests": {"memory": "2Gi"}}}}),
+    ];
+    for case in cases {
+        let pod: Pod = object(case.clone());
+        let cached: CachedPod = object(case.clone());
+        assert_eq!(cached.view.requests, k8sm_view::requests_of(&pod), "{case}");
+        assert!(cached.view.requests.cpu_millis > 0, "{case}");
+    }
+}
+
 /// What may pin a pod to its node is read from the slimmer copy exactly as from the whole Pod: a hostname node
 /// selector, the required node affinity (not the preferred one), and the claims of its volumes.
 #[test]

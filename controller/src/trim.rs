@@ -23,13 +23,14 @@ pub(crate) fn trim_meta<K: Resource>(object: &mut K) {
     }
 }
 
-/// Nodes: keep addresses and conditions; drop images, volumes and daemon endpoints.
+/// Nodes: keep addresses, conditions and allocatable resources; drop images, volumes and daemon endpoints.
 pub(crate) fn trim_node(node: &mut Node) {
     trim_meta(node);
     if let Some(status) = node.status.take() {
         node.status = Some(NodeStatus {
             addresses: status.addresses,
             conditions: status.conditions,
+            allocatable: status.allocatable,
             ..NodeStatus::default()
         });
     }

@@ -260,3 +260,27 @@ fn a_trimmed_persistent_volume_keeps_what_may_pin_a_pod() {
     );
     assert_eq!(trimmed.metadata.labels, None);
 }
+
+/// A trimmed Node converts to the same view, allocatable resources included, and loses its images.
+#[test]
+fn a_trimmed_node_keeps_its_view() {
+    let node: Node = object(json!({
+        "metadata": {"name": "n1", "uid": "u1", "labels": {"kubernetes.io/hostname": "n1"},
+                     "annotations": {"k8s.mesosphere.io/executor-id": "v1"}},
+        "spec": {"unschedulable": true},
+        "status": {
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "allocatable": {"cpu": "3800m", "memory": "15Gi", "pods": "110"},
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "images": [{"names": ["registry.example/app:1"], "sizeBytes": 123456789}]
+        }
+    }));
+    let mut trimmed = node.clone();
+    trim_node(&mut trimmed);
+    let view = k8sm_view::node_view(&trimmed);
+    assert_eq!(view, k8sm_view::node_view(&node));
+    assert_eq!(view.allocatable.map(|a| a.cpu_millis), Some(3800));
+    let status = trimmed.status.expect("status kept");
+    assert_eq!((status.images, status.capacity), (None, None));
+}

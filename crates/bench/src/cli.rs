@@ -118,10 +118,10 @@ pub struct Args {
     /// With `--model`: one node at a time until the first is upgraded (another "land once" experiment).
     #[arg(long, requires = "model")]
     pub one_node_first: bool,
-    /// With `--model`: admit a node only while nodes not to drain have room for what the nodes in progress hold and
-    /// a node's mean, but always this many (another "land once" experiment; docs/decisions/0002-land-once.md).
-    #[arg(long, requires = "model", value_name = "LEAST_NODES")]
-    pub room_paced: Option<u32>,
+    /// With `--model`: the planner is not told the nodes' allocatable resources, so room does not pace admission
+    /// (the baseline of docs/decisions/0002-land-once.md).
+    #[arg(long, requires = "model")]
+    pub no_room: bool,
     /// Make the fleet messy, as real clusters are (crash-looping owners, dead nodes, pods stuck terminating, a stuck
     /// rollout, bare pods under `unmanagedPods.policy: Never`, pinned pods; see `workload::Messy`), and say what
     /// each tool finished, what it left to an operator and what it did to those nodes. Every tool's fleet then has
@@ -168,7 +168,7 @@ fn model(args: &Args, pods: usize, concurrency: usize) {
         event_driven: args.messy,
         no_schedule_to_drain: args.no_schedule_to_drain,
         one_node_first: args.one_node_first,
-        room_paced: args.room_paced,
+        no_room: args.no_room,
     };
     let mut ratios = Vec::new();
     // A messy fleet's totals: nodes left to an operator, those left cordoned, evictions on them, owners below.

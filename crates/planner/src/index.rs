@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    ClusterView, ControllerRef, NodeView, OwnerView, PdbView, PodView,
+    ClusterView, ControllerRef, NodeView, OwnerView, PdbView, PodView, Resources,
     classify::{self, Class, Ignored},
     facts::{ClassKey, OrderKey, PodCache, PodFacts},
     memo::{self, Memo, Text},
@@ -245,6 +245,12 @@ pub(crate) struct Index<'a> {
     node_orders: &'a [OrderKey],
     /// Per node slot, the classes of its pods.
     node_classes: Vec<NodeClasses>,
+    /// Per node slot, what its pods that have not finished reserve, and what its pods that need a place elsewhere
+    /// once evicted (workload, other-controller and Job pods, not terminating) reserve.
+    node_used: Vec<Resources>,
+    node_moving: Vec<Resources>,
+    /// What the pods waiting to be scheduled (not finished nor terminating) will reserve.
+    pub(crate) pending: Resources,
     /// The view's pods, and the facts of each (its class is worked out from them when asked for: a large fleet's
     /// pass reads few of them, and a vector of every pod's class would cost more to write than those reads).
     pods: &'a [Arc<PodView>],
@@ -373,6 +379,9 @@ impl<'a> Index<'a> {
         // answers are kept in `cover` for the pass's decisions).
         let mut last_cover: Option<((usize, usize), bool)> = None;
         let mut node_classes = vec![NodeClasses::default(); nodes.len()];
+        let mut node_used = vec![Resources::default(); nodes.len()];
+        let mut node_moving = vec![Resources::default(); nodes.len()];
+        let mut pending = Resources::default();
         let mut next_available: Option<DateTime<Utc>> = None;
         let rollouts = Rollouts::new(view);
         let facts: &'a [PodFacts] = &pods.facts;
@@ -444,6 +453,16 @@ impl<'a> Index<'a> {
                     .0
             });
             let slot = f.node;
+            if let Some(used) = node_used.get_mut(slot as usize) {
+                if !f.finished {
+                    *used += f.requests.resources();
+                }
+                if matches!(class, Class::Owned(_) | Class::Other(_) | Class::Job(_)) {
+                    node_moving[slot as usize] += f.requests.resources();
+                }
+            } else if !f.finished && !f.terminating {
+                pending += f.requests.resources();
+            }
             if let Some(on_node) = node_classes.get_mut(slot as usize) {
                 on_node.holding += u32::from(class.holds_node());
                 match class {
@@ -549,6 +568,9 @@ impl<'a> Index<'a> {
             node_keys,
             node_orders,
             node_classes,
+            node_used,
+            node_moving,
+            pending,
             pods: &view.pods,
             facts,
             by_controller,
@@ -599,6 +621,20 @@ impl<'a> Index<'a> {
         let range = self.range_of(node);
         self.pods_on(node)
             .zip(self.node_orders[range].iter().copied())
+    }
+
+    /// What the pods bound to `node` reserve ([`Self::node_used`]).
+    pub(crate) fn used_on(&self, node: &str) -> Resources {
+        self.node_slot(node)
+            .map(|slot| self.node_used[slot])
+            .unwrap_or_default()
+    }
+
+    /// What the pods of `node` that need a place elsewhere once evicted reserve ([`Self::node_moving`]).
+    pub(crate) fn moving_on(&self, node: &str) -> Resources {
+        self.node_slot(node)
+            .map(|slot| self.node_moving[slot])
+            .unwrap_or_default()
     }
 
     /// The classes of the pods bound to `node`.

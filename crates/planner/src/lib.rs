@@ -27,6 +27,7 @@ mod progress;
 mod reason;
 pub mod report;
 mod resolved;
+mod room;
 mod selector;
 mod shared;
 mod surge;
@@ -53,7 +54,7 @@ pub use surge::move_record as surge_move_record;
 pub use view::{
     ClusterView, ControllerRef, DEFAULT_PROGRESS_DEADLINE_SECONDS, DeletedNodeRecord,
     HOSTNAME_LABEL, InFlightEviction, NodeName, NodePin, NodeView, OwnerKind, OwnerView, PdbView,
-    PodPhase, PodPins, PodView, PolicyView, RolloutView, UnhealthyPodEvictionPolicy, VolumeView,
-    node_hostname,
+    PodPhase, PodPins, PodView, PolicyView, Resources, RolloutView, UnhealthyPodEvictionPolicy,
+    VolumeView, node_hostname,
 };
 pub use workload::{grow_observed_sizes, live_pods_by_workload, ready_pods_by_workload};

@@ -3,7 +3,7 @@
 
 mod steps;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use k8sm_api::text::bounded;
@@ -20,6 +20,7 @@ use crate::{
     nodes::{self, Assessment, Stage},
     output::{Action, ActionKind, Blocker, Decision, EtaInputs, NodePlan, PodPlan, PolicyPlan},
     plan::Claims,
+    room::{self, Room},
     selector,
     window::Gate,
 };
@@ -32,6 +33,17 @@ pub(crate) struct PolicyPass<'v, 'i> {
     pub(crate) now: DateTime<Utc>,
     /// What the policy's maintenance window allows in this pass.
     pub(crate) gate: Gate,
+}
+
+/// Admission paced by room ([`room`]) in one pass.
+struct Pacing {
+    room: Room,
+    /// Nodes draining that room never holds back.
+    least: usize,
+    /// Nodes in progress before this pass's admissions, but those waiting for an operator.
+    draining: usize,
+    /// A candidate was held back for want of room.
+    short: bool,
 }
 
 /// A selected node on its way through the pass.
@@ -200,10 +212,12 @@ impl<'v> PolicyPass<'v, '_> {
         } else {
             for_holders - acting_count
         };
+        let mut pacing = self.pacing(&acting, &waiting, &blocked, &candidates, slots);
         for (holding, entry) in acting {
             self.act(holding, entry, ledger, &mut out);
         }
-        let (admitted, queued) = self.admit_all(candidates, free, slots, ledger, &mut out);
+        let (admitted, queued) =
+            self.admit_all(candidates, free, slots, &mut pacing, ledger, &mut out);
         let in_use = missing.len() + acting_count + admitted;
         for (_, entry) in waiting {
             let mut node_plan = self.node_plan(&entry, self.holding_phase(&entry));
@@ -223,9 +237,18 @@ impl<'v> PolicyPass<'v, '_> {
         // Queued nodes that stalled before are reported with what their pods would wait on, decided on one copy
         // of the ledger for all of them (a copy each would cost a large fleet's whole ledger per such node).
         let mut hypothetical: Option<Ledger> = None;
+        let waits_for_room = pacing.short.then(|| pacing.room.describe(pacing.least));
         for (position, entry) in self.queue(queued, ledger).into_iter().enumerate() {
             let position = u32::try_from(position + 1).unwrap_or(u32::MAX);
-            self.report_queued(entry, position, ledger, &mut hypothetical, &mut out);
+            let waits_for_room = waits_for_room.as_deref();
+            self.report_queued(
+                entry,
+                position,
+                waits_for_room,
+                ledger,
+                &mut hypothetical,
+                &mut out,
+            );
         }
         for (entry, why) in unavailable {
             let mut node_plan = self.node_plan(&entry, NodePhase::Blocked);
@@ -342,6 +365,7 @@ impl<'v> PolicyPass<'v, '_> {
         mut candidates: Vec<Entry<'v>>,
         free: usize,
         slots: usize,
+        pacing: &mut Pacing,
         ledger: &mut Ledger,
         out: &mut Output,
     ) -> (usize, Vec<Entry<'v>>) {
@@ -367,10 +391,11 @@ impl<'v> PolicyPass<'v, '_> {
                     left.push(entry);
                 } else {
                     match self.readiness(&entry, ledger) {
-                        Readiness::Moves => {
+                        Readiness::Moves if self.room_for(&entry, admitted, pacing) => {
                             self.admit(entry, slots, ledger, out);
                             admitted += 1;
                         }
+                        Readiness::Moves => left.push(entry),
                         Readiness::Waits => cannot_move.push(entry),
                         Readiness::Rests { until } => {
                             out.wake = earliest(out.wake, Some(until));
@@ -383,7 +408,7 @@ impl<'v> PolicyPass<'v, '_> {
             // Those whose pods cannot move now still go before the next group, in key order.
             cannot_move.sort_by_cached_key(|e| candidate_key(e));
             for entry in cannot_move {
-                if admitted == free {
+                if admitted == free || !self.room_for(&entry, admitted, pacing) {
                     left.push(entry);
                     continue;
                 }
@@ -394,6 +419,51 @@ impl<'v> PolicyPass<'v, '_> {
         // In no particular order: the queue's order is decided in one place, `queue`.
         left.extend(candidates);
         (admitted, left)
+    }
+
+    /// The room of this pass, and how many nodes in progress it never holds back ([`room`]): `holders` and
+    /// `waiting` hold a slot, `blocked` and `candidates` are still to drain.
+    fn pacing(
+        &self,
+        holders: &[(Holding, Entry)],
+        waiting: &[(Holding, Entry)],
+        blocked: &[Entry],
+        candidates: &[Entry],
+        slots: usize,
+    ) -> Pacing {
+        let in_progress = || holders.iter().chain(waiting).map(|(_, e)| e.node);
+        let to_drain: BTreeSet<&str> = in_progress()
+            .chain(blocked.iter().chain(candidates).map(|e| e.node))
+            .map(|n| n.name.as_str())
+            .collect();
+        let longest_chain = candidates.iter().map(|e| e.chain).max().unwrap_or(0);
+        Pacing {
+            room: Room::new(self.index, &to_drain, in_progress()),
+            least: room::least_in_progress(slots, longest_chain, to_drain.len()),
+            // A node whose restart is overdue, or that came back wrong, waits for an operator: it must not hold
+            // admission back as well as its slot.
+            draining: holders
+                .iter()
+                .filter(|(_, e)| !e.assessment.blockers.iter().any(|b| b.reason.blocks()))
+                .count(),
+            short: false,
+        }
+    }
+
+    /// Whether `entry` may be admitted as far as room goes ([`room`]), after `admitted` admissions in this pass;
+    /// counts its pods as held if so. Once one candidate is held back, so are the ones after it: the queue's order
+    /// stays the order of admission.
+    fn room_for(&self, entry: &Entry, admitted: usize, pacing: &mut Pacing) -> bool {
+        if pacing.short {
+            return false;
+        }
+        let moving = self.index.moving_on(&entry.node.name);
+        if pacing.draining + admitted >= pacing.least && !pacing.room.admits(moving) {
+            pacing.short = true;
+            return false;
+        }
+        pacing.room.hold(moving);
+        true
     }
 
     /// The admission queue: candidates sorted by [`candidate_key`], reordered within each group of

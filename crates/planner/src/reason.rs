@@ -33,6 +33,9 @@ pub enum Reason {
     WaitingForTermination,
     /// A draining node waits for a free drain slot (after `maxConcurrentNodes` was lowered, or after it was blocked).
     WaitingForSlot,
+    /// A node to drain waits for room: the nodes k8sm will not drain cannot take its pods yet beside those of the
+    /// nodes in progress (admission paced by room, so that replacements land once).
+    WaitingForRoom,
     /// A PodDisruptionBudget allows no disruption now (or the Eviction API refused with 429).
     BlockedByPDB,
     /// An unmanaged pod blocks its node until an operator deletes it.
@@ -103,7 +106,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Self; 39] = [
+    pub const ALL: [Self; 40] = [
         Self::Marked,
         Self::Cordoned,
         Self::Admitted,
@@ -115,6 +118,7 @@ impl Reason {
         Self::WaitingForTimeout,
         Self::WaitingForTermination,
         Self::WaitingForSlot,
+        Self::WaitingForRoom,
         Self::BlockedByPDB,
         Self::BlockedUnmanagedPod,
         Self::BlockedOptOut,
@@ -159,6 +163,7 @@ impl Reason {
             Self::WaitingForTimeout => "WaitingForTimeout",
             Self::WaitingForTermination => "WaitingForTermination",
             Self::WaitingForSlot => "WaitingForSlot",
+            Self::WaitingForRoom => "WaitingForRoom",
             Self::BlockedByPDB => "BlockedByPDB",
             Self::BlockedUnmanagedPod => "BlockedUnmanagedPod",
             Self::BlockedOptOut => "BlockedOptOut",

@@ -108,6 +108,16 @@ impl NodeView {
         self
     }
 
+    /// Has room for pods requesting `cpu_millis` in all (memory and pods without limit).
+    pub fn allocatable(mut self, cpu_millis: u64) -> Self {
+        self.allocatable = Some(crate::Resources {
+            cpu_millis,
+            memory_bytes: u64::MAX,
+            pods: u64::MAX,
+        });
+        self
+    }
+
     /// Told to terminate at `when`, recording the executor it runs now.
     pub fn kamikazed(mut self, when: DateTime<Utc>) -> Self {
         self.kamikaze = Some(when.to_rfc3339());
@@ -277,6 +287,12 @@ impl PodView {
     /// Sets an annotation.
     pub fn annotation(mut self, key: &str, value: &str) -> Self {
         self.annotations.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// Requests `cpu_millis` of CPU.
+    pub fn requests(mut self, cpu_millis: u64) -> Self {
+        self.requests.cpu_millis = cpu_millis;
         self
     }
 

@@ -93,6 +93,74 @@ pub struct NodeView {
     pub internal_ip: Option<String>,
     /// The `Ready` condition is `True`. Reported, not used in decisions.
     pub ready: bool,
+    /// `status.allocatable`: what the scheduler may place on the node (`None`: not reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocatable: Option<Resources>,
+}
+
+/// An amount of the resources the scheduler places pods by: CPU, memory and pod count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    /// CPU in millicores.
+    pub cpu_millis: u64,
+    /// Memory in bytes.
+    pub memory_bytes: u64,
+    /// Pods.
+    pub pods: u64,
+}
+
+impl Resources {
+    /// Nothing of anything.
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Whether `self` has room for `other` in every resource.
+    pub fn covers(self, other: Self) -> bool {
+        self.cpu_millis >= other.cpu_millis
+            && self.memory_bytes >= other.memory_bytes
+            && self.pods >= other.pods
+    }
+
+    /// `self - other` in every resource, at least zero.
+    pub fn less(self, other: Self) -> Self {
+        Self {
+            cpu_millis: self.cpu_millis.saturating_sub(other.cpu_millis),
+            memory_bytes: self.memory_bytes.saturating_sub(other.memory_bytes),
+            pods: self.pods.saturating_sub(other.pods),
+        }
+    }
+}
+
+impl std::ops::Add for Resources {
+    type Output = Self;
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            cpu_millis: self.cpu_millis.saturating_add(other.cpu_millis),
+            memory_bytes: self.memory_bytes.saturating_add(other.memory_bytes),
+            pods: self.pods.saturating_add(other.pods),
+        }
+    }
+}
+
+impl std::ops::AddAssign for Resources {
+    fn add_assign(&mut self, other: Self) {
+        *self = *self + other;
+    }
+}
+
+impl fmt::Display for Resources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}m CPU, {} MiB, {} pods",
+            self.cpu_millis,
+            self.memory_bytes >> 20,
+            self.pods
+        )
+    }
 }
 
 /// The phase of a pod (`status.phase`).
@@ -260,6 +328,10 @@ pub struct PodView {
     /// any, and every pod's view is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pins: Option<Box<PodPins>>,
+    /// The CPU and memory the scheduler reserves for it: its containers' requests as kube-scheduler sums them (init
+    /// containers, sidecars and overhead included). `pods` is left 0: where room is counted, each pod counts one.
+    #[serde(default, skip_serializing_if = "Resources::is_zero")]
+    pub requests: Resources,
 }
 
 /// The parts of a pod's spec that may allow its replacement on one node only. Whether they name the pod's own node

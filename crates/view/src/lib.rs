@@ -17,6 +17,7 @@ mod pin;
 mod pod;
 mod policy;
 pub mod reference;
+mod resources;
 pub mod time;
 
 pub use node::node_view;
@@ -30,3 +31,4 @@ pub use pdb::pdb_view;
 pub use pin::{node_pin, pins_of, pod_pins, volume_claim, volume_view};
 pub use pod::{PodFields, PodSource, pod_view};
 pub use policy::{deleted_node_record, deleted_node_status, policy_view};
+pub use resources::{ContainerRequests, ResourceList, allocatable, pod_requests, requests_of};

@@ -1,4 +1,5 @@
-//! Node → [`NodeView`]: the contract keys of DESIGN.md §3 as found, the cordon, the address and the Ready condition.
+//! Node → [`NodeView`]: the contract keys of DESIGN.md §3 as found, the cordon, the address, the Ready condition and
+//! the allocatable resources.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -45,6 +46,9 @@ pub fn node_view(node: &Node) -> NodeView {
         ready: status
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+        allocatable: status
+            .and_then(|s| s.allocatable.as_ref())
+            .map(crate::allocatable),
     }
 }
 

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use k8sm_planner::{ControllerRef, PodPhase, PodPins, PodView};
+use k8sm_planner::{ControllerRef, PodPhase, PodPins, PodView, Resources};
 
 use crate::intern::Interner;
 use crate::meta::controller_ref;
@@ -37,6 +37,8 @@ pub trait PodFields {
     fn ready_changed(&self) -> Option<DateTime<Utc>>;
     /// What may pin it to one node ([`crate::pod_pins`]).
     fn pins(&self) -> Option<Box<PodPins>>;
+    /// What the scheduler reserves for it ([`crate::pod_requests`]).
+    fn requests(&self) -> Resources;
 }
 
 impl PodFields for Pod {
@@ -70,6 +72,10 @@ impl PodFields for Pod {
 
     fn pins(&self) -> Option<Box<PodPins>> {
         crate::pins_of(self)
+    }
+
+    fn requests(&self) -> Resources {
+        crate::requests_of(self)
     }
 }
 
@@ -116,6 +122,7 @@ pub fn pod_view(pod: &impl PodFields) -> PodView {
             .map(|t| from_timestamp(&t.0)),
         finalizers: meta.finalizers.clone().unwrap_or_default(),
         pins: pod.pins(),
+        requests: pod.requests(),
     }
 }
 

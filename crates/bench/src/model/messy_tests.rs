@@ -107,7 +107,7 @@ impl Case {
             event_driven: true,
             no_schedule_to_drain: false,
             one_node_first: false,
-            room_paced: None,
+            no_room: false,
         }
     }
 
@@ -356,7 +356,7 @@ fn planning_on_changes_and_wakes_gives_the_upgrade_of_planning_every_tick() {
                 event_driven: false,
                 no_schedule_to_drain: false,
                 one_node_first: false,
-                room_paced: None,
+                no_room: false,
                 ..case.config()
             },
         );

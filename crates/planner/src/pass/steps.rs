@@ -247,13 +247,15 @@ impl PolicyPass<'_, '_> {
         );
     }
 
-    /// Reports a candidate that waits for a slot. One that stalled before is Blocked, with what its pods wait on,
+    /// Reports a candidate that waits for a slot, or for room (`waits_for_room`: what it is told). One that stalled
+    /// before is Blocked, with what its pods wait on,
     /// decided on `hypothetical`, a copy of `ledger` made for the first such node and shared by the next ones: what
     /// they would do if admitted in queue order, acting on nothing.
     pub(super) fn report_queued(
         &self,
         entry: Entry,
         position: u32,
+        waits_for_room: Option<&str>,
         ledger: &Ledger,
         hypothetical: &mut Option<Ledger>,
         out: &mut Output,
@@ -262,7 +264,11 @@ impl PolicyPass<'_, '_> {
         let Some(stalled) = entry.assessment.stalled else {
             let mut node_plan = self.node_plan(&entry, NodePhase::Incompatible);
             node_plan.admission_position = Some(position);
-            if spec.paused {
+            if let Some(message) = waits_for_room {
+                node_plan
+                    .blockers
+                    .push(blocker(Reason::WaitingForRoom, message.to_owned()));
+            } else if spec.paused {
                 node_plan.blockers.push(blocker(
                     Reason::Paused,
                     "paused: no node is admitted".into(),

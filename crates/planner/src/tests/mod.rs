@@ -13,6 +13,7 @@ mod oracle;
 mod pinned;
 mod pods;
 mod props;
+mod room;
 mod sim;
 mod stall;
 mod support;
