@@ -42,6 +42,18 @@ impl Error {
     }
 
     /// The API's HTTP status code, if the error came from the apiserver.
+    /// Whether the apiserver was overloaded: it turned the request away (429), failed (5xx), or did not answer.
+    pub fn overloaded(&self) -> bool {
+        match self {
+            Self::Kube(source) | Self::Action { source, .. } => match source {
+                kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+                kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
     pub fn status_code(&self) -> Option<u16> {
         match self {
             Self::Kube(kube::Error::Api(status))

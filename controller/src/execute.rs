@@ -41,6 +41,9 @@ pub enum Outcome {
     Stale(String),
     /// The Eviction API refused because of a PodDisruptionBudget (HTTP 429): wait and try again.
     DisruptionBudget(String),
+    /// The apiserver's priority and fairness refused the call (HTTP 429 without a budget's cause): it is
+    /// overloaded; try again soon.
+    Throttled(String),
 }
 
 impl Outcome {
@@ -52,6 +55,24 @@ impl Outcome {
         }
     }
 }
+
+/// What an eviction's 429 means: a budget's refusal carries the `DisruptionBudget` cause (the Eviction API adds it to
+/// every refusal of a budget, as `kubectl drain` and the disruption tests read it); without it, the apiserver's
+/// priority and fairness turned the request away before the Eviction API saw it.
+fn refusal(status: &kube::core::Status) -> Outcome {
+    let budget = status
+        .details
+        .as_ref()
+        .is_some_and(|d| d.causes.iter().any(|c| c.reason == DISRUPTION_BUDGET_CAUSE));
+    if budget {
+        Outcome::DisruptionBudget(status.message.clone())
+    } else {
+        Outcome::Throttled(status.message.clone())
+    }
+}
+
+/// The cause type of a budget's refusal (`policy/v1` `DisruptionBudgetCause`).
+const DISRUPTION_BUDGET_CAUSE: &str = "DisruptionBudget";
 
 /// The cached objects an action is about, for its preconditions.
 #[derive(Clone, Copy, Default)]
@@ -505,9 +526,7 @@ impl Executor {
         self.leadership.ensure()?;
         match api.evict(pod.name(), &params).await {
             Ok(_) => Ok(Outcome::done()),
-            Err(kube::Error::Api(status)) if status.code == 429 => {
-                Ok(Outcome::DisruptionBudget(status.message.clone()))
-            }
+            Err(kube::Error::Api(status)) if status.code == 429 => Ok(refusal(&status)),
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
                 Ok(Outcome::Stale(format!(
                     "pod {pod} is gone or was replaced: {}",
@@ -718,6 +737,29 @@ fn put(target: &mut Value, path: &[&str], value: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An eviction's 429 as the apiserver sends it: a budget's (`policy/v1` adds the `DisruptionBudget` cause), or
+    /// priority and fairness's (no cause).
+    #[test]
+    fn a_budgets_refusal_is_told_from_the_apiservers_throttling() {
+        let budget: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429, "reason": "TooManyRequests",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "details": {"causes": [{"reason": "DisruptionBudget",
+                                    "message": "The disruption budget web needs 3 healthy pods and has 3 currently"}]}
+        }))
+        .unwrap();
+        assert!(
+            matches!(refusal(&budget), Outcome::DisruptionBudget(m) if m.contains("disruption budget"))
+        );
+        let throttled: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429, "reason": "TooManyRequests",
+            "message": "Too many requests, please try again later.",
+            "details": {"retryAfterSeconds": 1}
+        }))
+        .unwrap();
+        assert!(matches!(refusal(&throttled), Outcome::Throttled(_)));
+    }
 
     #[test]
     fn put_builds_nested_objects_and_keeps_siblings() {

@@ -150,7 +150,7 @@ impl InFlight {
 
 /// Whether a call's answer says that its pod was not removed, and is not going because of it.
 ///
-/// Definite: a PodDisruptionBudget's refusal (429), any other 4xx but 404 and 409 (the request was rejected before
+/// Definite: a PodDisruptionBudget's refusal or the apiserver's throttling (429), any other 4xx but 404 and 409 (the request was rejected before
 /// it was carried out: forbidden, invalid, throttled), and a call never sent (leadership lost before it). Not
 /// definite: no answer at all (a timeout, a reset connection, a panic: the request may have been carried out and
 /// its answer lost), a 5xx (the apiserver or a proxy failed somewhere, perhaps after the pod's deletion was stored),
@@ -158,7 +158,7 @@ impl InFlight {
 /// ready, so the entry holds until the cache shows it, which is at once once the watch delivers).
 fn refused(outcome: &Result<Outcome, Error>) -> bool {
     match outcome {
-        Ok(Outcome::DisruptionBudget(_)) => true,
+        Ok(Outcome::DisruptionBudget(_) | Outcome::Throttled(_)) => true,
         Ok(Outcome::Done { .. } | Outcome::Stale(_)) => false,
         Err(error) if error.never_sent() => true,
         Err(error) => error

@@ -108,6 +108,8 @@ pub struct Metrics {
     view_stale: Gauge,
     blocked_pods: Gauge,
     is_leader: Gauge,
+    call_limit: Gauge,
+    calls_throttled: Counter,
     reconcile_seconds: Histogram,
     plan_seconds: Histogram,
     stage_seconds: Family<StageLabel, Histogram, fn() -> Histogram>,
@@ -190,6 +192,19 @@ impl Metrics {
             "1 when this replica is the leader",
             is_leader.clone(),
         );
+        let call_limit = Gauge::default();
+        registry.register(
+            "call_limit",
+            "How many evictions and deletions may run at once now: grows while the apiserver answers quickly, halves \
+             when it is overloaded",
+            call_limit.clone(),
+        );
+        let calls_throttled = Counter::default();
+        registry.register(
+            "calls_throttled",
+            "Evictions the apiserver's priority and fairness refused (429 without a budget's cause): tried again",
+            calls_throttled.clone(),
+        );
         let reconcile_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         registry.register(
             "reconcile_duration_seconds",
@@ -237,6 +252,8 @@ impl Metrics {
             view_stale,
             blocked_pods,
             is_leader,
+            call_limit,
+            calls_throttled,
             reconcile_seconds,
             plan_seconds,
             stage_seconds,
@@ -325,6 +342,15 @@ impl Metrics {
                 .get_or_create(&KindLabel { kind: kind.clone() });
             counter.inc_by(total.saturating_sub(counter.get()));
         }
+    }
+
+    pub fn set_call_limit(&self, limit: usize) {
+        self.call_limit
+            .set(i64::try_from(limit).unwrap_or(i64::MAX));
+    }
+
+    pub fn throttled(&self) {
+        self.calls_throttled.inc();
     }
 
     pub fn set_leader(&self, leader: bool) {

@@ -12,8 +12,8 @@
 //! budget stays held) and never act on it again, while they plan other nodes and owners on every watch event. An answer wakes the loop:
 //! a definite refusal releases the pod (its budget is free again) and backs it off; an accepted call, and one whose
 //! outcome is unknown (a timeout, a 5xx: the eviction may have happened), keeps its entry until the cache shows the
-//! pod going (or a bound passes), the latter backed off too. At most [`MAX_CONCURRENT_CALLS`] calls run at once, and
-//! [`CONTINUATION_CALLS`] more for the evictions that continue a workload whose replacement is Ready; what a pass
+//! pod going (or a bound passes), the latter backed off too. At most [`CallLimit::current`] calls run at once (it
+//! adapts to the apiserver's latency and overload), and [`CONTINUATION_CALLS`] more for the evictions that continue a workload whose replacement is Ready; what a pass
 //! cannot launch waits for a later pass, which the next answer brings.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -36,6 +36,7 @@ use k8sm_view::OwnerViews;
 use crate::Error;
 use crate::backoff::{self, Backoff, Subject};
 use crate::cached_pod::CachedPod;
+use crate::call_limit::{self, CallLimit};
 use crate::deliveries::Deliveries;
 use crate::events::EventSink;
 use crate::execute::{Cached, Executor, Outcome};
@@ -69,10 +70,10 @@ const SLOW_SETTLE: Duration = Duration::from_millis(100);
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How late after a backoff ends the loop wakes, so that the backoff has ended when the pass checks it.
 const WAKE_MARGIN: Duration = Duration::from_millis(20);
-/// At most this many evictions or deletions are running at once (launched by any pass, not answered yet); likewise,
-/// at most this many node writes of one batch run at once.
+/// At most this many node writes of one batch run at once. Evictions and deletions have a limit that adapts
+/// ([`CallLimit`]).
 const MAX_CONCURRENT_CALLS: usize = 16;
-/// Calls beyond [`MAX_CONCURRENT_CALLS`] kept for the evictions that continue a workload (a pod of it became Ready
+/// Calls beyond the [`CallLimit`] kept for the evictions that continue a workload (a pod of it became Ready
 /// while it waited, see `crate::reaction`): the owners' waves are an upgrade's critical path, and with every call
 /// busy with the first evictions of newly admitted nodes (the apiserver answering each in about half a second under
 /// load) such an eviction waited for a call half of the times it was late.
@@ -183,6 +184,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         planner: Planner::default(),
         owner_views: OwnerViews::default(),
         calls: JoinSet::new(),
+        call_limit: CallLimit::default(),
         reaction,
         sizes: Sizes::default(),
         sizes_store: SizesStore::new(writes.clone(), &report_namespace),
@@ -233,6 +235,8 @@ struct Controller {
     owner_views: OwnerViews,
     /// The evictions and pod deletions launched and not answered yet (their pods are in `in_flight`).
     calls: JoinSet<Answer>,
+    /// How many of them may run at once.
+    call_limit: CallLimit,
     reaction: Reaction,
     sizes: Sizes,
     sizes_store: SizesStore,
@@ -284,6 +288,8 @@ struct Answer {
     /// The node the pod was on when the call was launched (the report counts the pod there: once it is gone, the
     /// cache no longer tells).
     pod_node: Option<String>,
+    /// How long the call took.
+    took: Duration,
 }
 
 /// What woke the loop.
@@ -724,7 +730,11 @@ impl Controller {
         let Some(pod) = action.kind.pod() else {
             return false;
         };
-        if !call_free(self.in_flight.calls(), continuation) {
+        if !call_free(
+            self.in_flight.calls(),
+            self.call_limit.current(),
+            continuation,
+        ) {
             result.deferred = true;
             return false;
         }
@@ -760,6 +770,7 @@ impl Controller {
             self.stores.clone(),
         );
         self.calls.spawn(async move {
+            let started = Instant::now();
             let crew = (&executor, &*events, &*metrics, &stores);
             // A panic must still answer: the pod's entry would otherwise hold its budget for ever.
             let outcome = std::panic::AssertUnwindSafe(carry_out(crew, &action, None))
@@ -770,6 +781,7 @@ impl Controller {
                 action,
                 outcome,
                 pod_node,
+                took: started.elapsed(),
             }
         });
         true
@@ -783,6 +795,7 @@ impl Controller {
             action,
             outcome,
             pod_node,
+            took,
         } = match answer {
             Ok(answer) => answer,
             // Only when the runtime shuts down: the calls are never aborted, and a panic answers as a failure.
@@ -791,6 +804,13 @@ impl Controller {
                 return true;
             }
         };
+        let load = match &outcome {
+            Ok(Outcome::Throttled(_)) => call_limit::Answer::Overloaded,
+            Err(error) if error.overloaded() => call_limit::Answer::Overloaded,
+            _ => call_limit::Answer::Took(took),
+        };
+        self.call_limit.answered(load, Instant::now());
+        self.metrics.set_call_limit(self.call_limit.current());
         let done = matches!(outcome, Ok(Outcome::Done { .. }));
         self.follow_up(&action, None, pod_node, outcome, last).await;
         !done || last.deferred
@@ -885,6 +905,13 @@ impl Controller {
                 // The object changed: not a failure, and the next plan decides again from the fresh object.
                 tracing::debug!(%why, "action overtaken by a change; planning again");
                 self.backoff.succeeded(&Subject::of(&action.kind));
+                result.retry_soon = true;
+                Some(Hold::Soon)
+            }
+            Ok(Outcome::Throttled(why)) => {
+                // The apiserver is overloaded: the call limit came down; not a failure of the pod's.
+                tracing::debug!(%why, "call throttled by the apiserver; trying again soon");
+                self.metrics.throttled();
                 result.retry_soon = true;
                 Some(Hold::Soon)
             }
@@ -1025,11 +1052,10 @@ fn continues(action: &Action, continuing: &HashSet<String>) -> bool {
     matches!(&action.kind, ActionKind::Evict { eviction, .. } if continuing.contains(&*eviction.owner.uid))
 }
 
-/// Whether a call may start with `calls` running: [`MAX_CONCURRENT_CALLS`] for any, and [`CONTINUATION_CALLS`]
-/// more for an eviction that continues a workload.
-fn call_free(calls: usize, continues: bool) -> bool {
-    let limit = MAX_CONCURRENT_CALLS + if continues { CONTINUATION_CALLS } else { 0 };
-    calls < limit
+/// Whether a call may start with `calls` running: `limit` for any, and [`CONTINUATION_CALLS`] more for an eviction
+/// that continues a workload.
+fn call_free(calls: usize, limit: usize, continues: bool) -> bool {
+    calls < limit + if continues { CONTINUATION_CALLS } else { 0 }
 }
 
 /// How many of the next actions run together: the next actions of one kind, each on a distinct node for node
@@ -1225,17 +1251,21 @@ mod tests {
         assert!(continues(&evict_of("b1", "b"), &continuing));
         assert!(!continues(&evict_of("a1", "a"), &continuing));
         assert!(!continues(&mark("b"), &continuing));
-        for calls in 0..MAX_CONCURRENT_CALLS {
-            assert!(call_free(calls, false) && call_free(calls, true), "{calls}");
-        }
-        // Every ordinary call busy: continuations still start, up to their own calls.
-        for calls in MAX_CONCURRENT_CALLS..MAX_CONCURRENT_CALLS + CONTINUATION_CALLS {
+        let limit = 16;
+        for calls in 0..limit {
             assert!(
-                !call_free(calls, false) && call_free(calls, true),
+                call_free(calls, limit, false) && call_free(calls, limit, true),
                 "{calls}"
             );
         }
-        let all = MAX_CONCURRENT_CALLS + CONTINUATION_CALLS;
-        assert!(!call_free(all, false) && !call_free(all, true));
+        // Every ordinary call busy: continuations still start, up to their own calls.
+        for calls in limit..limit + CONTINUATION_CALLS {
+            assert!(
+                !call_free(calls, limit, false) && call_free(calls, limit, true),
+                "{calls}"
+            );
+        }
+        let all = limit + CONTINUATION_CALLS;
+        assert!(!call_free(all, limit, false) && !call_free(all, limit, true));
     }
 }
