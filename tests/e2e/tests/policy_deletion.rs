@@ -35,11 +35,12 @@ const PROGRESS: Duration = Duration::from_secs(180);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
     const NS: &str = "hand-back";
-    let [hung, _, foreign, external, cordoned_by_operator] = [0, 1, 2, 3, 4].map(node_name);
+    let [hung, _, foreign, external, cordoned_by_operator, spare] =
+        [0, 1, 2, 3, 4, 5].map(node_name);
     let options = ClusterOptions {
         // Replacements take a moment to become Ready, so the Deployment moves one pod at a time, slowly.
         pod_ready_delay: Duration::from_secs(3),
-        ..ClusterOptions::default().with_nodes(5)
+        ..ClusterOptions::default().with_nodes(6)
     };
     // The empty node is admitted first, drained at once and told kamikaze, and its executor never comes back: it
     // is mid-kamikaze when the policy goes. The node the operator cordoned holds only an unmanaged pod that may go
@@ -47,7 +48,15 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
     let mut scenario =
         Scenario::start_with_options(options, NS, "1s", &[format!("--never-restart={hung}")]).await;
     let client = scenario.client.clone();
-    for name in [&hung, &cordoned_by_operator] {
+    // A node the policy leaves alone (opted out), empty: room for the replacements, so that admission, paced by
+    // room, fills the three slots at once.
+    patch_node(
+        &client,
+        &spare,
+        json!({ "metadata": { "labels": { keys::UPGRADE_OPT_OUT_LABEL: keys::UPGRADE_OPT_OUT_VALUE } } }),
+    )
+    .await;
+    for name in [&hung, &cordoned_by_operator, &spare] {
         patch_node(&client, name, json!({ "spec": { "unschedulable": true } })).await;
     }
     create(&client, &deployment(NS, "web", 8)).await;
@@ -58,7 +67,9 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
     .await;
     scenario.wait_ready(9).await;
     // The operator's cordon stays.
-    patch_node(&client, &hung, json!({ "spec": { "unschedulable": null } })).await;
+    for name in [&hung, &spare] {
+        patch_node(&client, name, json!({ "spec": { "unschedulable": null } })).await;
+    }
 
     // What others put on nodes: the operator's cordon (above), a storage team's label and taint, another marker's
     // mark.

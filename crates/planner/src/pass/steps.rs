@@ -248,9 +248,8 @@ impl PolicyPass<'_, '_> {
     }
 
     /// Reports a candidate that waits for a slot, or for room (`waits_for_room`: what it is told). One that stalled
-    /// before is Blocked, with what its pods wait on,
-    /// decided on `hypothetical`, a copy of `ledger` made for the first such node and shared by the next ones: what
-    /// they would do if admitted in queue order, acting on nothing.
+    /// before is Blocked, with what its pods wait on, decided on `hypothetical`, a copy of `ledger` made for the first
+    /// such node and shared by the next ones: what they would do if admitted in queue order, acting on nothing.
     pub(super) fn report_queued(
         &self,
         entry: Entry,
