@@ -41,19 +41,15 @@ impl Error {
         }
     }
 
-    /// The API's HTTP status code, if the error came from the apiserver.
-    /// Whether the apiserver was overloaded: it turned the request away (429), failed (5xx), or did not answer.
+    /// Whether the apiserver was overloaded ([`apiserver_busy`]).
     pub fn overloaded(&self) -> bool {
         match self {
-            Self::Kube(source) | Self::Action { source, .. } => match source {
-                kube::Error::Api(status) => status.code == 429 || status.code >= 500,
-                kube::Error::HyperError(_) | kube::Error::Service(_) => true,
-                _ => false,
-            },
+            Self::Kube(source) | Self::Action { source, .. } => apiserver_busy(source),
             _ => false,
         }
     }
 
+    /// The API's HTTP status code, if the error came from the apiserver.
     pub fn status_code(&self) -> Option<u16> {
         match self {
             Self::Kube(kube::Error::Api(status))
@@ -63,5 +59,16 @@ impl Error {
             } => Some(status.code),
             _ => None,
         }
+    }
+}
+
+/// Whether the apiserver was busy (429: its priority and fairness limits), failing (5xx), or unreachable or slow (no
+/// answer): the same request may succeed later. Any other answer (forbidden, invalid, the namespace is gone) would
+/// come again.
+pub fn apiserver_busy(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
     }
 }

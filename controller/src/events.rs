@@ -16,6 +16,7 @@ use k8sm_planner::{Action, ActionKind, Plan, Reason};
 use k8sm_view::reference::{node_ref, pod_ref, policy_ref};
 
 use crate::Error;
+use crate::error::apiserver_busy;
 use crate::event_series::EventWriter;
 use crate::leader::Leadership;
 
@@ -225,7 +226,7 @@ impl EventSink {
     }
 }
 
-/// Waits between tries of an Event write that failed for a reason that passes (like client-go's recorder, which
+/// Waits between tries of an Event write that failed because the apiserver was busy (like client-go's recorder, which
 /// tries an Event up to 12 times): an apiserver that is busy, restarting or slow to answer must not cost the operator
 /// the record of an eviction. About 15 s in all, so that a lasting failure does not hold a writer for long.
 const RETRY_DELAYS: [Duration; 5] = [
@@ -236,7 +237,7 @@ const RETRY_DELAYS: [Duration; 5] = [
     Duration::from_secs(8),
 ];
 
-/// Writes one Event, trying again after a failure that passes. Written in the background, maybe after leadership
+/// Writes one Event, trying again after a failure while the apiserver was busy. Written in the background, maybe after leadership
 /// ended: checked right before each try.
 async fn write(
     recorder: &EventWriter,
@@ -250,24 +251,13 @@ async fn write(
         match recorder.publish(event, reference).await {
             Ok(()) => return Ok(()),
             Err(error) => match delays.next() {
-                Some(delay) if passes(&error) => {
+                Some(delay) if apiserver_busy(&error) => {
                     tracing::debug!(%error, reason = %event.reason, "Event write failed; trying again");
                     tokio::time::sleep(*delay).await;
                 }
                 _ => return Err(error.into()),
             },
         }
-    }
-}
-
-/// Whether a failed write may succeed if tried again: the apiserver was busy (429: its priority and fairness
-/// limits), failing (5xx) or unreachable or slow (no answer). Any other answer (forbidden, invalid, the namespace
-/// is gone) would come again.
-fn passes(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
-        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
-        _ => false,
     }
 }
 
@@ -311,12 +301,12 @@ mod tests {
     #[test]
     fn a_busy_or_failing_apiserver_is_tried_again_a_refusal_is_not() {
         for code in [429, 500, 503, 504] {
-            assert!(passes(&answer(code)), "{code}");
+            assert!(apiserver_busy(&answer(code)), "{code}");
         }
         for code in [400, 403, 404, 409, 422] {
-            assert!(!passes(&answer(code)), "{code}");
+            assert!(!apiserver_busy(&answer(code)), "{code}");
         }
         let unreachable = kube::Error::Service("connection refused".into());
-        assert!(passes(&unreachable));
+        assert!(apiserver_busy(&unreachable));
     }
 }

@@ -143,40 +143,32 @@ pub fn next_stale(
 /// What the policies' Degraded condition says of stale watches. Stable while the same watches fail with the same
 /// errors, so the status is not rewritten at every pass.
 pub fn describe(stale: &BTreeMap<String, Failing>, bound: Duration) -> String {
-    let watches: Vec<String> = stale
-        .iter()
-        .map(|(kind, f)| {
-            format!(
-                "the watch of {kind} objects has been failing since {} ({})",
-                f.since_wall
-                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                f.error
-            )
-        })
-        .collect();
     format!(
         "{}: longer than {bound:?}, so no eviction, deletion or node change until it recovers",
-        watches.join("; "),
+        each(stale, "has been failing since"),
     )
 }
 
 /// What a Warning Event says of watches that went silent and were started again, whether or not they work again.
 pub fn describe_silences(silences: &BTreeMap<String, Failing>) -> String {
-    let watches: Vec<String> = silences
-        .iter()
-        .map(|(kind, f)| {
-            format!(
-                "the watch of {kind} objects went silent at {} ({})",
-                f.since_wall
-                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                f.error
-            )
-        })
-        .collect();
     format!(
         "{}: started again with a fresh list; nothing was carried out on the silent view",
-        watches.join("; ")
+        each(silences, "went silent at"),
     )
+}
+
+/// "the watch of <kind> objects <what> <time> (<error>)" for each watch, joined by "; ".
+fn each(watches: &BTreeMap<String, Failing>, what: &str) -> String {
+    let each: Vec<String> = watches
+        .iter()
+        .map(|(kind, f)| {
+            let at = f
+                .since_wall
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            format!("the watch of {kind} objects {what} {at} ({})", f.error)
+        })
+        .collect();
+    each.join("; ")
 }
 
 #[cfg(test)]

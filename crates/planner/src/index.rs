@@ -249,7 +249,7 @@ pub(crate) struct Index<'a> {
     /// once evicted (workload, other-controller and Job pods, not terminating) reserve.
     node_used: Vec<Resources>,
     node_moving: Vec<Resources>,
-    /// What the pods waiting to be scheduled (not finished nor terminating) will reserve.
+    /// What the pods waiting to be scheduled (bound to no node, not finished nor terminating) will reserve.
     pub(crate) pending: Resources,
     /// The view's pods, and the facts of each (its class is worked out from them when asked for: a large fleet's
     /// pass reads few of them, and a vector of every pod's class would cost more to write than those reads).
@@ -460,7 +460,7 @@ impl<'a> Index<'a> {
                 if matches!(class, Class::Owned(_) | Class::Other(_) | Class::Job(_)) {
                     node_moving[slot as usize] += f.requests.resources();
                 }
-            } else if !f.finished && !f.terminating {
+            } else if f.node_name == 0 && !f.finished && !f.terminating {
                 pending += f.requests.resources();
             }
             if let Some(on_node) = node_classes.get_mut(slot as usize) {
