@@ -14,7 +14,7 @@
 //! new pods never become Ready, dead nodes are NotReady and take no pod, zombies never go, bare pods stay under
 //! `unmanagedPods.policy: Never`, and pinned pods stay where they are pinned (under `pinnedPods: Block`, k8sm leaves
 //! their nodes to an operator). Its run stops once every node but those only an operator can clear ([`Workload::unfinishable`]) is
-//! upgraded, and goes on for [`SETTLE`] to see what k8sm still does to the others.
+//! upgraded, and goes on for [`SETTLE`] (after its last eviction) to see what k8sm still does to the others.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -39,9 +39,9 @@ const NAMESPACE: &str = "bench";
 /// The controller plans at least this often when nothing changes (its `--resync` default): the pace of an
 /// event-driven run's idle stretches.
 const RESYNC: Duration = Duration::from_secs(30);
-/// How long a messy run goes on once every node it can finish is upgraded, for anything k8sm would still do to the
-/// nodes left to an operator to show: past the policy's default `nodeProgressDeadline` (10 minutes), the longest
-/// wait of the planner's.
+/// How long a messy run goes on once every node it can finish is upgraded, and after k8sm's last eviction or
+/// deletion from then on, for anything k8sm would still do to the nodes left to an operator to show: past the
+/// policy's default `nodeProgressDeadline` (10 minutes), the longest wait of the planner's.
 pub const SETTLE: Duration = Duration::from_secs(11 * 60);
 /// When a messy fleet's pods were created, seconds from the start: an hour before, so that a crash loop of before
 /// the upgrade counts as broken at once (its replacements only after `nodeProgressDeadline`).
@@ -299,7 +299,12 @@ pub fn simulate(fleet: &Workload, cfg: &ModelConfig) -> ModelRun {
         if !cfg.event_driven || happened || bound || now >= plan_at {
             let before = cfg.event_driven.then(|| model.view.clone());
             let plan = planner.plan(&model.view, at(now));
+            let moved = model.run.evictions + model.run.deletions;
             model.execute(&plan, now);
+            if stop_at.is_finite() && model.run.evictions + model.run.deletions > moved {
+                // Still moving pods: a node that made progress keeps its slot for `nodeProgressDeadline` after it.
+                stop_at = now + SETTLE.as_secs_f64();
+            }
             testing::apply(&mut model.view, &plan);
             model.watch_owners();
             model.watch_nodes(now);

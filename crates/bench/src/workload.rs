@@ -556,11 +556,16 @@ impl Workload {
     /// Nodes whose allocatable is the fleet's total requests over `fill_percent` of the node count, in whole tenths
     /// of a core and whole 64 MiB, and at least four of the largest pod (light fleets: a pod must always fit somewhere,
     /// whatever the fragmentation).
-    /// A messy fleet's are sized over its live nodes only (its dead nodes run nothing).
+    /// A messy fleet's are sized over its live nodes only (its dead nodes run nothing), and no fuller than lets the
+    /// other live nodes take one node's pods with a fifth to spare (where few nodes are left alive, two say, 60 % full
+    /// would leave the other 40 % free: no tool could drain either).
     fn size_nodes(&self, nodes: usize, fill_percent: u8) -> NodeSize {
         let (cpu, memory) = self.requested(nodes);
-        let fill = u64::from(fill_percent.clamp(1, 100));
         let live = nodes - self.messy.as_ref().map_or(0, |m| m.dead_nodes.len());
+        let mut fill = u64::from(fill_percent.clamp(1, 100));
+        if self.messy.is_some() && live >= 2 {
+            fill = fill.min(80 * (live as u64 - 1) / live as u64);
+        }
         let share = |total: u64| (total * 100).div_ceil(live.max(1) as u64 * fill);
         let largest_cpu = self.owners.iter().map(|o| o.cpu_millis).max().unwrap_or(0);
         let largest_memory = self.owners.iter().map(|o| o.memory_mib).max().unwrap_or(0);

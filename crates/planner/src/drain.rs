@@ -7,7 +7,7 @@ use k8sm_api::text::{MAX_QUOTED_VALUE, quoted};
 use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy};
 
 use crate::{
-    NodeView, PodPhase, PodView, Reason,
+    NodeView, PodPhase, PodView, Reason, Resources,
     classify::{Class, Ignored, Unmanaged, ignored_message, unmanaged_message},
     health::{self, Ledger, PodState, Verdict},
     index::{Index, OnNode, Pdb, PodCounts},
@@ -417,11 +417,12 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
             let health = ledger.health(workload, counts_for, index);
             let counts = workload_counts(workload, counts_for, index);
             let (state, _) = pod_state(pod, ready, (workload, counts), ctx);
-            if !matches!(
-                health::judge(health, ctx.threshold, state),
-                Verdict::Evict { .. } | Verdict::EvictNotReady { .. } | Verdict::EvictBroken { .. }
-            ) {
-                continue;
+            match health::judge(health, ctx.threshold, state) {
+                Verdict::Evict { .. } | Verdict::EvictNotReady { .. } => {}
+                Verdict::EvictBroken { .. }
+                    if broken_waits_for_room(pod, counts_for, ctx, index, Resources::default())
+                        .is_none() => {}
+                _ => continue,
             }
             let budgets_allow = !uses_eviction_api(class, ctx)
                 || index
@@ -478,6 +479,8 @@ pub(crate) struct Drain {
     /// Of `actions`, evictions asked for against a budget that allows no disruption now (the Eviction API decides):
     /// likely refused, so not progress by themselves.
     pub(crate) asked: usize,
+    /// What the replacements of the broken pods evicted in this pass will reserve ([`broken_waits_for_room`]).
+    pub(crate) broken_taken: Resources,
 }
 
 /// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of DESIGN.md §5.3: workload
@@ -507,6 +510,7 @@ pub(crate) fn decide(
         wake: None,
         moving: false,
         asked: 0,
+        broken_taken: Resources::default(),
     };
     let is_of = |class: &Class, other: bool| {
         matches!(
@@ -538,6 +542,7 @@ pub(crate) fn decide(
             wake: None,
             moving: false,
             asked: 0,
+            broken_taken: Resources::default(),
         };
         for &on in &survey.pods {
             let decided = match on.class {
@@ -840,6 +845,19 @@ fn decide_workload(
             "evict: pod not Ready, so moving it costs no readiness; {who} keeps {ready}/{} ready (floor {floor} at threshold {t}%){note}",
             health.desired
         ),
+        Verdict::EvictBroken { .. }
+            if let Some(message) =
+                broken_waits_for_room(pod, counts_for, ctx, index, drain.broken_taken) =>
+        {
+            return pod_plan(
+                index,
+                pod,
+                class,
+                Decision::Wait,
+                Some(Reason::WaitingForRoom),
+                message,
+            );
+        }
         Verdict::EvictBroken { ready } => format!(
             "evict: pod broken (not Ready for nodeProgressDeadline {}), so moving it costs no readiness; {who} \
              stays at {ready}/{} ready, below its floor {floor} (threshold {t}%){note}",
@@ -884,6 +902,9 @@ fn decide_workload(
         .map(|(i, _)| i)
         .collect();
     ledger.record_eviction(workload, counts_for, index, (pod_ready, ready), &pdbs);
+    if state == PodState::Broken && !ready && ctx.hold.is_none() {
+        drain.broken_taken += place_for(pod);
+    }
     if asked {
         ledger.record_ask(workload, counts_for, index);
     }
@@ -910,6 +931,64 @@ fn decide_workload(
         drain,
         (action, Reason::Evicted, message),
     )
+}
+
+/// Why a broken pod of the workload in slot `counts_for` waits, if it does: its replacement is as broken as it is,
+/// and must not take the room the replacements of the node's Ready pods of other workloads need (a crash-looping
+/// StatefulSet's pods landing first would leave a healthy workload's pods nowhere to go, and the node would never
+/// finish). It goes once the schedulable nodes have room for those pods, for the replacements still to come of the
+/// node's pods already going, for `taken` (the broken pods evicted before it in this pass) and for its own; or once
+/// those Ready pods have left. Never waits where room is unknown, nor for its own workload's Ready pods: they wait for
+/// the workload's health, which its move may restore.
+fn broken_waits_for_room(
+    pod: &PodView,
+    counts_for: u32,
+    ctx: &NodeContext,
+    index: &Index,
+    taken: Resources,
+) -> Option<String> {
+    let free = index.free_beside(&ctx.node.name)?;
+    let (mut needed, mut coming) = (Resources::default(), Resources::default());
+    for on in index.pods_on(&ctx.node.name) {
+        match on.class {
+            Class::Owned(_) | Class::Other(_) if on.ready && on.counts_for != counts_for => {
+                needed += place_for(on.pod);
+            }
+            Class::Ignored(Ignored::EvictionInFlight) => coming += place_for(on.pod),
+            Class::Ignored(Ignored::Terminating) if replaced_once_gone(on.pod) => {
+                coming += place_for(on.pod);
+            }
+            _ => {}
+        }
+    }
+    if needed.is_zero() || free.covers(needed + coming + taken + place_for(pod)) {
+        return None;
+    }
+    Some(format!(
+        "wait: pod broken, and its replacement would be too; the schedulable nodes have {free} free, and the node's \
+         Ready pods need {needed} of it first (pods already going, {coming} more): goes once they have left or room \
+         frees up"
+    ))
+}
+
+/// What a pod takes of a node's room: its requests, and one pod.
+fn place_for(pod: &PodView) -> Resources {
+    Resources {
+        pods: 1,
+        ..pod.requests
+    }
+}
+
+/// Whether a terminating pod's controller creates its replacement only once it is gone (a StatefulSet, and any kind
+/// k8sm does not know), so that the replacement is not yet among the pods waiting to be scheduled. A ReplicaSet's is
+/// created at once; DaemonSet and Job pods are not replaced elsewhere.
+fn replaced_once_gone(pod: &PodView) -> bool {
+    pod.controller.as_ref().is_some_and(|c| {
+        !matches!(
+            c.kind.as_str(),
+            "ReplicaSet" | "ReplicationController" | "DaemonSet" | "Job"
+        )
+    })
 }
 
 /// The first budget covering the pod that allows no disruption its eviction would use, if the pod goes through the

@@ -630,6 +630,23 @@ impl<'a> Index<'a> {
             .unwrap_or_default()
     }
 
+    /// What the schedulable Ready nodes but `node` have free, less what the pods waiting to be scheduled will
+    /// reserve: where the replacements of `node`'s pods can land. `None` where no node reports its allocatable.
+    pub(crate) fn free_beside(&self, node: &str) -> Option<Resources> {
+        let mut known = false;
+        let mut free = Resources::default();
+        for (&name, view) in &self.nodes {
+            let Some(allocatable) = view.allocatable else {
+                continue;
+            };
+            known = true;
+            if view.ready && !view.unschedulable && name != node {
+                free += allocatable.less(self.used_on(name));
+            }
+        }
+        known.then(|| free.less(self.pending))
+    }
+
     /// What the pods of `node` that need a place elsewhere once evicted reserve ([`Self::node_moving`]).
     pub(crate) fn moving_on(&self, node: &str) -> Resources {
         self.node_slot(node)

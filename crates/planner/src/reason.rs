@@ -34,7 +34,8 @@ pub enum Reason {
     /// A draining node waits for a free drain slot (after `maxConcurrentNodes` was lowered, or after it was blocked).
     WaitingForSlot,
     /// A node to drain waits for room: the nodes k8sm will not drain cannot take its pods yet beside those of the
-    /// nodes in progress (admission paced by room, so that replacements land once).
+    /// nodes in progress (admission paced by room, so that replacements land once). On a pod: a broken pod leaves
+    /// the room its node's Ready pods need to them first.
     WaitingForRoom,
     /// A PodDisruptionBudget allows no disruption now (or the Eviction API refused with 429).
     BlockedByPDB,

@@ -2,6 +2,7 @@
 //! and a pod stuck terminating freezes none of its workload's other pods. Each case fails on the rule it is about.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use k8sm_api::{MaxConcurrentNodes, NodePhase};
 
@@ -462,5 +463,104 @@ fn replacements_of_a_crash_loop_go_once_their_deployment_is_unavailable_that_lon
     assert_eq!(
         plan.next_wake,
         Some(minute_ago + chrono::Duration::minutes(10))
+    );
+}
+
+/// The room a draining node's Ready pods need elsewhere goes to them, not to replacements of broken pods: a
+/// crash-looping StatefulSet's replacement is as broken as its pod, and once it has taken the last room, the healthy
+/// workload's pods cannot move and the node never finishes (the messy model's case
+/// 8271499481746269433,6,25,1,75,true: evicted 271 times over 12 hours). `up` has 1000m free; web's two Ready pods on
+/// n1 need 1000m of it, db's broken pod 500m more.
+fn short_of_room(free_millis: u64) -> ClusterView {
+    let web = replica_set("shop", "web", 4);
+    let db = owner(OwnerKind::StatefulSet, "shop", "db", Some(2));
+    let filler = replica_set("shop", "filler", 1);
+    let pods = vec![
+        web.pod("web-a", "up"),
+        web.pod("web-b", "up"),
+        web.pod("web-c", "n1").requests(500),
+        web.pod("web-d", "n1").requests(500),
+        db.pod("db-0", "up").broken(),
+        db.pod("db-1", "n1").broken().requests(500),
+        filler.pod("filler", "up").requests(4000 - free_millis),
+    ];
+    let nodes = vec![
+        node("n1").marked(at(0)).admitted(at(1)).allocatable(4000),
+        node("up").executor(crate::testing::NEW).allocatable(4000),
+    ];
+    let p = policy("p").with(|s| s.owner_health_threshold = 50);
+    cluster(nodes, vec![web, db, filler], pods, vec![p])
+}
+
+#[test]
+fn a_broken_pod_leaves_the_room_to_the_ready_pods_of_its_node() {
+    let plan = plan_now(&short_of_room(1000));
+    assert_eq!(summary(&plan), ["Evict shop/web-c", "Evict shop/web-d"]);
+    let (decision, reason, message) = pod_decision(&plan, "n1", "db-1");
+    assert_eq!(
+        (decision, reason),
+        (crate::Decision::Wait, Some(Reason::WaitingForRoom))
+    );
+    assert!(message.contains("1000m CPU"), "{message}");
+    // With room for all three, the broken pod goes at once.
+    let plan = plan_now(&short_of_room(1500));
+    assert_eq!(
+        summary(&plan),
+        ["Evict shop/db-1", "Evict shop/web-c", "Evict shop/web-d"]
+    );
+}
+
+/// Once the Ready pods of other workloads have left (terminating), the broken pod goes, whatever the room: nothing
+/// else on the node needs it.
+#[test]
+fn a_broken_pod_goes_once_the_ready_pods_of_other_workloads_have_left() {
+    let mut view = short_of_room(0);
+    for pod in &mut view.pods {
+        if pod.name.starts_with("web-c") || pod.name.starts_with("web-d") {
+            *pod = Arc::new((**pod).clone().terminating());
+        }
+    }
+    let plan = plan_now(&view);
+    assert_eq!(summary(&plan), ["Evict shop/db-1"]);
+}
+
+/// Nor does it wait for a Ready pod of its own workload: that pod waits for the workload's health, which the broken
+/// pod's move may restore (db needs 3 of 4 Ready and has 1: db-0, on n1).
+#[test]
+fn a_broken_pod_does_not_wait_for_the_ready_pods_of_its_own_workload() {
+    let db = owner(OwnerKind::StatefulSet, "shop", "db", Some(4));
+    let pods = vec![
+        db.pod("db-0", "n1").requests(500),
+        db.pod("db-1", "n1").broken().requests(500),
+        db.pod("db-2", "up").broken(),
+        db.pod("db-3", "up").broken(),
+    ];
+    let nodes = vec![
+        node("n1").marked(at(0)).admitted(at(1)).allocatable(4000),
+        node("up").executor(crate::testing::NEW).allocatable(0),
+    ];
+    let plan = plan_now(&cluster(nodes, vec![db], pods, vec![policy("p")]));
+    assert_eq!(summary(&plan), ["Evict shop/db-1"]);
+}
+
+/// A StatefulSet creates a pod's replacement only once the pod is gone: the replacements of its broken pods evicted
+/// in an earlier pass (terminating now) are not waiting to be scheduled yet, but will take room all the same. With
+/// 1500m free, web's two Ready pods (1000m) and db-1's terminating pod (500m) leave nothing for db-2.
+#[test]
+fn the_replacements_still_to_come_of_terminating_pods_count_against_the_room() {
+    let mut view = short_of_room(1500);
+    let db = owner(OwnerKind::StatefulSet, "shop", "db", Some(2));
+    view.pods
+        .push(Arc::new(db.pod("db-2", "n1").broken().requests(500)));
+    for pod in &mut view.pods {
+        if *pod.name == *"db-1" {
+            *pod = Arc::new((**pod).clone().terminating());
+        }
+    }
+    let plan = plan_now(&view);
+    assert_eq!(summary(&plan), ["Evict shop/web-c", "Evict shop/web-d"]);
+    assert_eq!(
+        pod_decision(&plan, "n1", "db-2").1,
+        Some(Reason::WaitingForRoom)
     );
 }
