@@ -70,6 +70,7 @@ pub fn run(tool: Tool, round: usize, makespan: f64, unavailable: f64) -> Run {
             owner("c", 15, 15, 0, unavailable / 4.0),
         ],
         leftovers: None,
+        node_phases: None,
         notes: vec![],
         series: BTreeMap::new(),
     }

@@ -201,5 +201,12 @@ fn node_obs(node: &Node, new_id: &str) -> NodeObs {
                 .and_then(|s| s.unschedulable)
                 .unwrap_or(false),
         upgraded: is_upgraded(node, new_id),
+        // Whoever wrote it: k8sm, or the baselines' operator (runs.rs), both with this annotation.
+        kamikaze: node.annotations().contains_key(keys::KAMIKAZE_ANNOTATION),
+        // The ID part of `is_upgraded`.
+        executor_new: node
+            .annotations()
+            .get(keys::EXECUTOR_ID_ANNOTATION)
+            .is_some_and(|id| id == new_id),
     }
 }

@@ -9,7 +9,7 @@ use crate::requests::ByVerb;
 use crate::results::{BucketBound, Run, Summary, Tool};
 use crate::spread::Spread;
 use crate::targets::{self, Verdict};
-use crate::timeline::Leftovers;
+use crate::timeline::{Leftovers, NodePhases};
 
 /// Renders the report; `charts` are (title, file name relative to the report).
 pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
@@ -87,6 +87,7 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
     out.push('\n');
     out.push_str(&targets_table(summary));
     out.push('\n');
+    out.push_str(&phases_table(summary));
     out.push_str(&planner_table(summary));
     out.push_str(&leftovers_table(summary));
     out.push_str(&runs_table(summary));
@@ -397,6 +398,68 @@ fn figures_table(summary: &Summary) -> String {
         stages(r)
     });
     out
+}
+
+/// Where each tool's nodes spent their time, from the runs that measured it (none before it was).
+fn phases_table(summary: &Summary) -> String {
+    let mut out = String::new();
+    if summary.runs.iter().all(|r| r.node_phases.is_none()) {
+        return out;
+    }
+    let tools = summary.tools();
+    let _ = writeln!(out, "### Where a node's time goes\n");
+    let _ = writeln!(
+        out,
+        "Per node upgraded, by the benchmark's watches: **drain** from first seen draining (cordoned, or k8sm's \
+         draining annotation) until no pod of the workload is bound to it (a terminating pod counts until deleted; \
+         the DaemonSet's pods do not count), **to kamikaze** from then to the kamikaze annotation (k8sm's, or the \
+         baselines' patch), **restart** from then to the new executor's ID, **to done** from then to upgraded (no \
+         upgrade state left, uncordoned). Each cell: median / p90 over a run's nodes, then the median [min–max] of \
+         those over the tool's runs. **Idle slot-seconds**: `∫ max(0, C − nodes in progress) dt` from the first \
+         node started to the last, C the nodes the tool upgrades at once: slots left free while nodes still waited \
+         to start.\n"
+    );
+    let header: Vec<&str> = tools.iter().map(|t| t.label()).collect();
+    let _ = writeln!(out, "| phase | {} |", header.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---:|".repeat(tools.len()));
+    let runs: Vec<Vec<&Run>> = tools.iter().map(|t| summary.runs_of(*t)).collect();
+    let mut row = |name: &str, cell: &dyn Fn(&[&Run]) -> String| {
+        let cells: Vec<String> = runs.iter().map(|r| cell(r)).collect();
+        let _ = writeln!(out, "| {name} | {} |", cells.join(" | "));
+    };
+    let spread =
+        |runs: &[&Run], figure: &dyn Fn(&NodePhases) -> f64, show: &dyn Fn(f64) -> String| {
+            Spread::over(runs, |r| r.node_phases.as_ref().map(figure))
+                .map_or("–".into(), |s| s.show(show))
+        };
+    row("nodes summarised", &|r| {
+        spread(r, &|p| p.nodes as f64, &count)
+    });
+    for (i, name) in NodePhases::NAMES.into_iter().enumerate() {
+        let phase = |p: &NodePhases| p.phases()[i];
+        row(name, &|r| {
+            if r.iter().all(|r| r.node_phases.is_none()) {
+                return "–".into();
+            }
+            let p50 = spread(r, &|p| phase(p).p50_s, &phase_secs);
+            let p90 = spread(r, &|p| phase(p).p90_s, &phase_secs);
+            format!("{p50} / {p90}")
+        });
+    }
+    row("idle slot-seconds", &|r| {
+        spread(r, &|p| p.idle_slot_s, &one_decimal)
+    });
+    out.push('\n');
+    out
+}
+
+/// Seconds with two decimals below 10 s: some phases last a fraction of a second.
+fn phase_secs(s: f64) -> String {
+    if s.abs() < 10.0 {
+        format!("{s:.2} s")
+    } else {
+        secs(s)
+    }
 }
 
 /// The mean of each stage of a pass, from the run with the median pass time (stages of different runs are not added
@@ -711,6 +774,7 @@ fn two_decimals(v: f64) -> String {
 mod tests {
     use super::*;
     use crate::fixtures::summary;
+    use crate::timeline::PhaseQuantiles;
 
     fn line<'a>(report: &'a str, start: &str) -> &'a str {
         report
@@ -865,5 +929,66 @@ mod tests {
             "| 10 | 1 | 9 | 9 (0) | 9 (0) | **8** (1) |"
         );
         assert!(report.contains("![Ready pods](x-ready.png)"));
+    }
+
+    #[test]
+    fn where_a_nodes_time_goes_is_shown_once_measured() {
+        let report = render(&summary(), &[]);
+        assert!(!report.contains("Where a node's time goes"), "{report}");
+        let phases = |drain: f64, idle: f64| NodePhases {
+            nodes: 10,
+            drain: PhaseQuantiles {
+                p50_s: drain,
+                p90_s: drain * 2.0,
+            },
+            to_kamikaze: PhaseQuantiles {
+                p50_s: 0.05,
+                p90_s: 0.1,
+            },
+            restart: PhaseQuantiles {
+                p50_s: 2.0,
+                p90_s: 2.5,
+            },
+            to_done: PhaseQuantiles {
+                p50_s: 0.3,
+                p90_s: 0.4,
+            },
+            whole: PhaseQuantiles {
+                p50_s: drain + 2.35,
+                p90_s: 30.0,
+            },
+            slots: 2,
+            idle_slot_s: idle,
+        };
+        let mut s = summary();
+        // k8sm's three runs and one of the parallel baseline's: the sequential one has none.
+        for (i, drain, idle) in [(0, 4.0, 1.0), (3, 5.0, 2.0), (5, 6.0, 4.0), (1, 20.0, 10.0)] {
+            s.runs[i].node_phases = Some(phases(drain, idle));
+        }
+        let report = render(&s, &[]);
+        assert_eq!(
+            line(&report, "| phase |"),
+            "| phase | k8sm | parallel kubectl drain + PDB at the bound, C at once | kubectl drain + PDB at the bound |"
+        );
+        assert_eq!(
+            line(&report, "| drain |"),
+            "| drain | 5.00 s [4.00 s–6.00 s] / 10.0 s [8.00 s–12.0 s] | 20.0 s / 40.0 s | – |"
+        );
+        assert_eq!(
+            line(&report, "| to kamikaze |"),
+            "| to kamikaze | 0.05 s / 0.10 s | 0.05 s / 0.10 s | – |"
+        );
+        assert_eq!(
+            line(&report, "| idle slot-seconds |"),
+            "| idle slot-seconds | 2.0 [1.0–4.0] | 10.0 | – |"
+        );
+        for row in [
+            "| nodes summarised | 10 |",
+            "| restart |",
+            "| to done |",
+            "| whole |",
+        ] {
+            assert!(report.contains(row), "{row} in\n{report}");
+        }
     }
 }

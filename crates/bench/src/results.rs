@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::ToolRequests;
 use crate::stats::{LowerBound, percentile};
-use crate::timeline::{Leftovers, OwnerOutcome, Timeline};
+use crate::timeline::{Leftovers, NodePhases, OwnerOutcome, Timeline};
 
 /// The tools compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -223,6 +223,9 @@ pub struct Run {
     /// A messy fleet's: what the run left to an operator, and at what cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leftovers: Option<Leftovers>,
+    /// Where the upgraded nodes' time went, by the watches (absent in reports before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_phases: Option<NodePhases>,
     pub notes: Vec<String>,
     /// Ready pods over time of the charted owners: (seconds since the run's start, ready).
     #[serde(default)]
@@ -254,6 +257,8 @@ impl Run {
             forced_nodes: None,
             owners: timeline.outcomes(),
             leftovers: timeline.leftovers(),
+            // Needs the nodes the tool drained at once, set by the caller (runs.rs).
+            node_phases: None,
             notes: Vec::new(),
             series: BTreeMap::new(),
         }
@@ -391,5 +396,53 @@ impl Summary {
             .into_iter()
             .filter(|t| self.runs.iter().any(|r| r.tool == *t))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::PhaseQuantiles;
+
+    /// The committed reports predate some fields: they must still load, and render (`--render-only`, the index).
+    #[test]
+    fn every_committed_summary_still_loads_and_renders() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let summary: Summary =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            crate::report::render(&summary, &[]);
+            loaded += 1;
+        }
+        assert!(loaded > 0, "no summary in {}", dir.display());
+    }
+
+    #[test]
+    fn node_phases_round_trip_and_are_left_out_when_unmeasured() {
+        let mut run = crate::fixtures::run(Tool::K8sm, 0, 30.0, 10.0);
+        let json = serde_json::to_value(&run).unwrap();
+        assert!(json.get("node_phases").is_none(), "{json}");
+        let q = PhaseQuantiles {
+            p50_s: 1.0,
+            p90_s: 2.0,
+        };
+        run.node_phases = Some(NodePhases {
+            nodes: 3,
+            drain: q,
+            to_kamikaze: q,
+            restart: q,
+            to_done: q,
+            whole: q,
+            slots: 2,
+            idle_slot_s: 4.5,
+        });
+        let text = serde_json::to_string(&run).unwrap();
+        assert_eq!(serde_json::from_str::<Run>(&text).unwrap(), run);
     }
 }

@@ -215,6 +215,7 @@ fn output(recorder: &Recorder, cfg: &RunConfig<'_>, mut run: Run, settle_s: Opti
         })
         .collect();
     run.settle_s = settle_s;
+    run.node_phases = timeline.node_phases(run.concurrency.unwrap_or(1));
     run
 }
 

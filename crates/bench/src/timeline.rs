@@ -1,5 +1,6 @@
 //! What happened during one run, rebuilt from the pod and node watch events in the order they arrived: ready pods
-//! per owner over time, the SLA invariant checked at every change, disruptions, reaction latencies and node upgrades.
+//! per owner over time, the SLA invariant checked at every change, disruptions, reaction latencies, node upgrades and
+//! where each upgraded node's time went (drain, kamikaze, restart).
 //!
 //! Pure: the recorder feeds it observations stamped with seconds since the recorder started, so the whole logic is
 //! tested with synthetic events.
@@ -7,6 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
+
+use crate::stats::percentile;
 
 /// One observation of a pod of the benchmark's namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +37,10 @@ pub struct NodeObs {
     pub draining: bool,
     /// Runs the new executor and carries no upgrade state (see `k8sm_e2e::scenario::is_upgraded`).
     pub upgraded: bool,
+    /// Carries the kamikaze annotation: k8sm and the baselines' operator both tell the executor to restart with it.
+    pub kamikaze: bool,
+    /// Reports the new executor's ID, upgrade state or not.
+    pub executor_new: bool,
 }
 
 /// What a run left on a messy fleet when it ended.
@@ -50,6 +57,62 @@ pub struct Leftovers {
     /// Pods disrupted on nodes that were not upgraded, whoever removed them (the tool, or a rollout's own controller
     /// replacing its pods): lost for nothing.
     pub disruptions_on_unfinished: u64,
+}
+
+/// Where the upgraded nodes' time went, by the benchmark's watches: per phase, the median and p90 over the nodes.
+///
+/// The pod and node watches stamp their events apart, so a phase between a pod event and a node event (`drain`,
+/// `to_kamikaze`) can come out a few milliseconds off, even below zero.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodePhases {
+    /// Nodes upgraded while armed with every phase time: the ones summarised.
+    pub nodes: usize,
+    /// First seen draining → no pod of a tracked app bound to it any more.
+    pub drain: PhaseQuantiles,
+    /// Emptied → kamikaze annotation seen.
+    pub to_kamikaze: PhaseQuantiles,
+    /// Kamikaze → the new executor's ID reported.
+    pub restart: PhaseQuantiles,
+    /// New executor → upgraded (no upgrade state left, uncordoned).
+    pub to_done: PhaseQuantiles,
+    /// First seen draining → upgraded.
+    pub whole: PhaseQuantiles,
+    /// Drain slots C the idle time is counted against.
+    pub slots: usize,
+    /// `∫ max(0, C − nodes in progress) dt` from the first node started to the last: slots left free while nodes
+    /// still waited to start. In progress: started and not upgraded.
+    pub idle_slot_s: f64,
+}
+
+impl NodePhases {
+    /// The phases' names, in the order of [`NodePhases::phases`].
+    pub const NAMES: [&str; 5] = ["drain", "to kamikaze", "restart", "to done", "whole"];
+
+    pub fn phases(&self) -> [PhaseQuantiles; 5] {
+        [
+            self.drain,
+            self.to_kamikaze,
+            self.restart,
+            self.to_done,
+            self.whole,
+        ]
+    }
+}
+
+/// Median and p90 (nearest rank) of one phase, in seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseQuantiles {
+    pub p50_s: f64,
+    pub p90_s: f64,
+}
+
+impl PhaseQuantiles {
+    fn of(samples: &[f64]) -> Option<Self> {
+        Some(Self {
+            p50_s: percentile(samples, 50.0)?,
+            p90_s: percentile(samples, 90.0)?,
+        })
+    }
 }
 
 /// Per owner, what the run did to it.
@@ -129,6 +192,11 @@ struct Node {
     draining: bool,
     upgraded: bool,
     upgraded_at: Option<f64>,
+    /// The phase times of [`NodePhases`], each the first while armed.
+    started_at: Option<f64>,
+    emptied_at: Option<f64>,
+    kamikaze_at: Option<f64>,
+    back_at: Option<f64>,
 }
 
 #[derive(Clone, Debug)]
@@ -152,6 +220,9 @@ pub struct Timeline {
     unfinishable: BTreeSet<String>,
     /// Disruptions while armed, by the node of the pod.
     disruptions_by_node: BTreeMap<String, u64>,
+    /// Pods in `pods` bound to each node (terminating ones included), kept apart from `nodes` because a pod may be
+    /// seen before its node.
+    pods_on: HashMap<String, usize>,
 }
 
 impl Timeline {
@@ -205,6 +276,7 @@ impl Timeline {
             relists: 0,
             unfinishable: BTreeSet::new(),
             disruptions_by_node: BTreeMap::new(),
+            pods_on: HashMap::new(),
         }
     }
 
@@ -239,6 +311,16 @@ impl Timeline {
         self.initial_pods = self.pods.len();
         for pod in self.pods.values_mut() {
             pod.initial = true;
+        }
+        // Nodes already draining are seen draining now.
+        let draining: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.draining)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in draining {
+            self.started(t, &name);
         }
         for owner in self.owners.values_mut() {
             owner.min_ready = owner.ready;
@@ -291,6 +373,16 @@ impl Timeline {
             self.disrupted(t, &obs.app, obs.node.as_deref(), evicted);
         }
         let lost_outside = was_available && !available && !evicted;
+        // A re-applied pod on the same node is already counted there.
+        let was_on = before.as_ref().and_then(|p| p.node.clone());
+        if was_on != obs.node {
+            if let Some(node) = &obs.node {
+                *self.pods_on.entry(node.clone()).or_default() += 1;
+            }
+            if let Some(node) = was_on {
+                self.unbound(t, &node);
+            }
+        }
         self.pods.insert(
             obs.uid,
             Pod {
@@ -312,6 +404,9 @@ impl Timeline {
         if !pod.terminating {
             self.disrupted(t, &pod.app, pod.node.as_deref(), pod.evicted);
         }
+        if let Some(node) = &pod.node {
+            self.unbound(t, node);
+        }
         self.recount(t, &pod.app, pod.available && !pod.evicted);
     }
 
@@ -320,12 +415,52 @@ impl Timeline {
         if armed && obs.marked {
             self.started_at.get_or_insert(t);
         }
+        if armed && obs.draining {
+            self.started(t, &obs.name);
+        }
         let node = self.nodes.entry(obs.name).or_default();
         if armed && obs.upgraded && !node.upgraded {
             node.upgraded_at = Some(t);
         }
+        if armed && obs.kamikaze && node.started_at.is_some() {
+            node.kamikaze_at.get_or_insert(t);
+        }
+        if armed && obs.executor_new && node.kamikaze_at.is_some() {
+            node.back_at.get_or_insert(t);
+        }
         node.upgraded = obs.upgraded;
         node.draining = obs.draining;
+    }
+
+    /// Node `name` is seen draining (while armed): it starts, and is empty at once if no tracked pod is on it.
+    fn started(&mut self, t: f64, name: &str) {
+        let empty = !self.pods_on.contains_key(name);
+        let node = self.nodes.entry(name.to_owned()).or_default();
+        if node.started_at.is_none() {
+            node.started_at = Some(t);
+            if empty {
+                node.emptied_at = Some(t);
+            }
+        }
+    }
+
+    /// A tracked pod left node `name` (deleted, or bound elsewhere): the node's drain ends with its last one.
+    fn unbound(&mut self, t: f64, name: &str) {
+        let Some(count) = self.pods_on.get_mut(name) else {
+            return;
+        };
+        *count -= 1;
+        if *count > 0 {
+            return;
+        }
+        self.pods_on.remove(name);
+        let armed = self.armed();
+        if let Some(node) = self.nodes.get_mut(name)
+            && armed
+            && node.started_at.is_some()
+        {
+            node.emptied_at.get_or_insert(t);
+        }
     }
 
     pub fn node_deleted(&mut self, name: &str) {
@@ -494,6 +629,75 @@ impl Timeline {
         Some((start, end))
     }
 
+    /// Where the time of the nodes upgraded while armed went, over those with every phase time; `slots`: the nodes
+    /// the tool upgrades at once (C), for the idle slot time. `None` without such a node.
+    pub fn node_phases(&self, slots: usize) -> Option<NodePhases> {
+        let mut phases: [Vec<f64>; 5] = Default::default();
+        for node in self.nodes.values().filter(|n| n.upgraded) {
+            let (Some(started), Some(emptied), Some(kamikaze), Some(back), Some(upgraded)) = (
+                node.started_at,
+                node.emptied_at,
+                node.kamikaze_at,
+                node.back_at,
+                node.upgraded_at,
+            ) else {
+                continue;
+            };
+            let durations = [
+                emptied - started,
+                kamikaze - emptied,
+                back - kamikaze,
+                upgraded - back,
+                upgraded - started,
+            ];
+            for (phase, d) in phases.iter_mut().zip(durations) {
+                phase.push(d);
+            }
+        }
+        let [drain, to_kamikaze, restart, to_done, whole] = phases;
+        Some(NodePhases {
+            nodes: whole.len(),
+            drain: PhaseQuantiles::of(&drain)?,
+            to_kamikaze: PhaseQuantiles::of(&to_kamikaze)?,
+            restart: PhaseQuantiles::of(&restart)?,
+            to_done: PhaseQuantiles::of(&to_done)?,
+            whole: PhaseQuantiles::of(&whole)?,
+            slots,
+            idle_slot_s: self.idle_slot_s(slots),
+        })
+    }
+
+    /// `∫ max(0, slots − nodes in progress) dt` from the first node started to the last.
+    fn idle_slot_s(&self, slots: usize) -> f64 {
+        // (time, change of the nodes in progress); a node not upgraded after its start holds its slot to the end.
+        let mut changes: Vec<(f64, i64)> = Vec::new();
+        for node in self.nodes.values() {
+            let Some(started) = node.started_at else {
+                continue;
+            };
+            changes.push((started, 1));
+            if let Some(upgraded) = node.upgraded_at.filter(|u| node.upgraded && *u >= started) {
+                changes.push((upgraded, -1));
+            }
+        }
+        let starts = changes.iter().filter(|(_, d)| *d > 0).map(|(t, _)| *t);
+        let (Some(first), Some(last)) = (
+            starts.clone().min_by(f64::total_cmp),
+            starts.max_by(f64::total_cmp),
+        ) else {
+            return 0.0;
+        };
+        changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let slots = slots as f64;
+        let (mut idle, mut since, mut in_progress) = (0.0, first, 0i64);
+        for (t, change) in changes.into_iter().take_while(|(t, _)| *t <= last) {
+            idle += (slots - in_progress as f64).max(0.0) * (t - since);
+            since = t;
+            in_progress += change;
+        }
+        idle + (slots - in_progress as f64).max(0.0) * (last - since)
+    }
+
     /// What a messy fleet's run left, if the fleet has unfinishable nodes.
     pub fn leftovers(&self) -> Option<Leftovers> {
         if self.unfinishable.is_empty() {
@@ -590,7 +794,31 @@ mod tests {
             marked,
             draining,
             upgraded,
+            kamikaze: false,
+            executor_new: upgraded,
         }
+    }
+
+    /// A node in no phase: to be changed with struct update syntax.
+    fn obs(name: &str) -> NodeObs {
+        NodeObs {
+            name: name.into(),
+            marked: false,
+            draining: false,
+            upgraded: false,
+            kamikaze: false,
+            executor_new: false,
+        }
+    }
+
+    fn close(actual: f64, expected: f64) -> bool {
+        (actual - expected).abs() < 1e-9
+    }
+
+    /// Each phase's median and p90 (equal with one node).
+    fn phase(q: PhaseQuantiles) -> f64 {
+        assert!(close(q.p50_s, q.p90_s), "{q:?}");
+        q.p50_s
     }
 
     /// An owner `web` of 3 on n1 and n2, an unmanaged pod, all Ready; armed at t=0.
@@ -833,5 +1061,178 @@ mod tests {
         assert_eq!((t.relists(), t.ready_pods()), (1, 3));
         t.nodes_relisted(&["n1".to_owned()].into(), false);
         assert_eq!((t.relists(), t.nodes()), (2, 1));
+    }
+
+    #[test]
+    fn a_nodes_time_is_split_into_drain_kamikaze_restart_and_the_rest() {
+        let mut t = Timeline::new(90, [("web", "Deployment", 3)], []);
+        t.node_applied(-1.0, obs("n1"));
+        t.node_applied(-1.0, obs("n2"));
+        t.pod_applied(-1.0, pod("a", "web", "n1", true, false));
+        t.pod_applied(-1.0, pod("b", "web", "n1", true, false));
+        t.pod_applied(-1.0, pod("c", "web", "n2", true, false));
+        // The DaemonSet's pod is not tracked: it stays, and the node is empty all the same.
+        t.pod_applied(-1.0, pod("x", "node-logs", "n1", true, false));
+        t.arm(0.0);
+        let cordoned = NodeObs {
+            draining: true,
+            ..obs("n1")
+        };
+        t.node_applied(1.0, cordoned.clone());
+        // Evicted, then re-applied as its status changes: still one pod on n1 until it is deleted.
+        t.pod_applied(2.0, pod("a", "web", "n1", true, true));
+        t.pod_applied(3.0, pod("a", "web", "n1", false, true));
+        t.pod_deleted(4.0, "a");
+        t.pod_applied(4.5, pod("b", "web", "n1", true, true));
+        assert_eq!(t.node_phases(2), None, "n1 is not upgraded yet");
+        t.pod_deleted(5.0, "b");
+        let kamikaze = NodeObs {
+            kamikaze: true,
+            ..cordoned.clone()
+        };
+        t.node_applied(5.2, kamikaze.clone());
+        // The old executor obeys: the node still carries the kamikaze and the old ID.
+        t.node_applied(6.0, kamikaze);
+        t.node_applied(
+            7.2,
+            NodeObs {
+                executor_new: true,
+                ..cordoned
+            },
+        );
+        t.node_applied(
+            7.5,
+            NodeObs {
+                executor_new: true,
+                upgraded: true,
+                ..obs("n1")
+            },
+        );
+        let phases = t.node_phases(2).expect("n1 has every phase");
+        assert_eq!((phases.nodes, phases.slots), (1, 2), "n2 was not upgraded");
+        let got = [
+            phase(phases.drain),
+            phase(phases.to_kamikaze),
+            phase(phases.restart),
+            phase(phases.to_done),
+            phase(phases.whole),
+        ];
+        for (got, want) in got.into_iter().zip([4.0, 0.2, 2.0, 0.3, 6.5]) {
+            assert!(close(got, want), "{phases:?}");
+        }
+        // One node started: no wait for a slot.
+        assert!(close(phases.idle_slot_s, 0.0), "{phases:?}");
+    }
+
+    #[test]
+    fn a_pod_is_counted_once_on_its_node_until_it_goes() {
+        let mut t = Timeline::new(90, [("web", "Deployment", 3)], ["debug"]);
+        t.node_applied(-1.0, obs("n1"));
+        t.node_applied(-1.0, obs("n2"));
+        t.pod_applied(-1.0, pod("a", "web", "n1", true, false));
+        t.pod_applied(-1.0, pod("b", "web", "n1", true, false));
+        // Pending when armed, bound to n1 afterwards: counted there from then on.
+        t.pod_applied(
+            -1.0,
+            PodObs {
+                node: None,
+                ..pod("p", "debug", "n1", false, false)
+            },
+        );
+        t.arm(0.0);
+        t.pod_applied(0.5, pod("p", "debug", "n1", false, false));
+        t.pod_applied(0.8, pod("p", "debug", "n1", true, false));
+        t.node_applied(
+            1.0,
+            NodeObs {
+                draining: true,
+                ..obs("n1")
+            },
+        );
+        // n2 holds no tracked pod: empty as soon as it starts.
+        t.node_applied(
+            1.5,
+            NodeObs {
+                draining: true,
+                ..obs("n2")
+            },
+        );
+        for at in [2.0, 2.5, 2.7] {
+            t.pod_applied(at, pod("a", "web", "n1", false, true));
+        }
+        t.pod_deleted(3.0, "a");
+        t.pod_deleted(3.1, "a");
+        // b went in a watch gap: the relist removes it.
+        t.pods_relisted(4.0, &["p".to_owned()].into(), false);
+        t.pod_deleted(6.0, "p");
+        for (name, start) in [("n1", 1.0), ("n2", 1.5)] {
+            t.node_applied(
+                start + 6.0,
+                NodeObs {
+                    draining: true,
+                    kamikaze: true,
+                    ..obs(name)
+                },
+            );
+            t.node_applied(
+                start + 7.0,
+                NodeObs {
+                    executor_new: true,
+                    upgraded: true,
+                    ..obs(name)
+                },
+            );
+        }
+        let phases = t.node_phases(2).expect("both nodes have every phase");
+        assert_eq!(phases.nodes, 2);
+        // Drains of 5 s (n1, until p went at 6 s) and 0 s (n2): the nearest-rank median is the lower one.
+        assert!(close(phases.drain.p50_s, 0.0), "{phases:?}");
+        assert!(close(phases.drain.p90_s, 5.0), "{phases:?}");
+        assert!(close(phases.whole.p90_s, 7.0), "{phases:?}");
+    }
+
+    #[test]
+    fn idle_slot_seconds_count_the_free_slots_until_the_last_node_starts() {
+        let mut t = Timeline::new(90, [], []);
+        // (node, started, upgraded)
+        let nodes = [
+            ("n1", 0.0, 4.0),
+            ("n2", 1.0, 3.0),
+            ("n3", 3.0, 6.0),
+            ("n4", 5.0, 8.0),
+        ];
+        for (name, _, _) in nodes {
+            t.node_applied(-1.0, obs(name));
+        }
+        t.arm(-0.5);
+        for (name, started, upgraded) in nodes {
+            let draining = NodeObs {
+                draining: true,
+                ..obs(name)
+            };
+            t.node_applied(started, draining.clone());
+            t.node_applied(
+                started + 0.5,
+                NodeObs {
+                    kamikaze: true,
+                    ..draining
+                },
+            );
+            t.node_applied(
+                upgraded,
+                NodeObs {
+                    executor_new: true,
+                    upgraded: true,
+                    ..obs(name)
+                },
+            );
+        }
+        // In progress from 0 to 5 s: 1 node on [0, 1), 2 on [1, 4) (n2 hands its slot to n3 at 3 s), 1 on [4, 5).
+        // Two slots: 1·1 + 0·3 + 1·1 = 2 slot-seconds. Three: 2·1 + 1·3 + 2·1 = 7. One: never idle.
+        let idle = |slots| t.node_phases(slots).unwrap().idle_slot_s;
+        assert!(close(idle(2), 2.0), "{}", idle(2));
+        assert!(close(idle(3), 7.0), "{}", idle(3));
+        assert!(close(idle(1), 0.0), "{}", idle(1));
+        assert_eq!(t.node_phases(2).unwrap().nodes, 4);
     }
 }
