@@ -133,6 +133,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     let metrics = Arc::new(Metrics::new());
+    // Reported from the start, not from the first answer: a scrape before any call reads the limit in force.
+    metrics.set_call_limit(CallLimit::default().current());
     let ready = Arc::new(AtomicBool::new(false));
     let addr = server::serve(
         args.metrics_addr,

@@ -12,26 +12,39 @@
 //!   reads Degraded (WatchFailing) and nothing is done even when nodes become selected; once the rule is back it
 //!   recovers by itself and the upgrade finishes.
 //!
-//! Two clusters, one per test, run side by side.
+//! - the apiserver throttling the controller's evictions (priority and fairness, 429 without a budget's cause): the
+//!   call limit comes down, the evictions are tried again soon, and the node finishes within its owner's bound.
+//!
+//! Three clusters, one per test, run side by side.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::json;
 
-use k8sm_api::{ExecutorUpgradePolicy, UnmanagedPodPolicy, UnmanagedPods, condition_types};
+use k8sm_api::{
+    ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, UnmanagedPodPolicy, UnmanagedPods,
+    condition_types,
+};
 use k8sm_e2e::events::{first_seen, k8sm_events_about, note, occurrences, utc, with_reason};
+use k8sm_e2e::http::{free_port, get};
 use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::nodes::has_k8sm_state;
 use k8sm_e2e::objects::{dry_run_eviction, patch_node};
 use k8sm_e2e::scenario::{Scenario, is_upgraded};
+use k8sm_e2e::sla::{SlaWatcher, assert_within_bounds};
 use k8sm_e2e::status::condition;
 use k8sm_e2e::waits::observe_for;
+use k8sm_e2e::workload_policy::only_node;
 use k8sm_e2e::workloads::{create, deployment, unmanaged_pod};
 use k8sm_testcluster::node_name;
+use kube::Api;
 
 /// Generous deadlines: the two clusters of this file run side by side on small machines.
 const SETUP: Duration = Duration::from_secs(90);
@@ -569,4 +582,143 @@ async fn a_stale_pod_watch_stops_every_action_until_it_recovers() {
         stopped_for.as_secs_f64(),
         to_recover.as_secs_f64(),
     );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The apiserver throttles evictions
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A priority level of one share (7 of the test apiserver's 1,500 seats), lending and borrowing none, that rejects
+/// what it cannot seat at once; and a FlowSchema that sends the controller's evictions there, and nothing else of it.
+const STARVED_EVICTIONS: &str = "apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata:
+  name: k8sm-evictions-starved
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 1
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse:
+      type: Reject
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata:
+  name: k8sm-evictions-starved
+spec:
+  priorityLevelConfiguration:
+    name: k8sm-evictions-starved
+  matchingPrecedence: 100
+  distinguisherMethod:
+    type: ByUser
+  rules:
+  - subjects:
+    - kind: ServiceAccount
+      serviceAccount:
+        namespace: k8sm-system
+        name: k8sm-controller
+    resourceRules:
+    - verbs: [create]
+      apiGroups: [\"\"]
+      resources: [pods/eviction]
+      namespaces: [\"*\"]
+";
+
+/// The value of the unlabelled metric `name` in a Prometheus text scrape.
+fn metric(scrape: &str, name: &str) -> Option<f64> {
+    scrape.lines().find_map(|line| {
+        let value = line.strip_prefix(name)?.strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
+}
+
+/// The apiserver's priority and fairness throttles the controller's evictions: web's 40 pods on one node, half of
+/// which may go at once, are launched 16 at a time against 7 seats. The 429s carry no budget's cause: the controller
+/// reads them as the apiserver's (never BlockedByPDB), lowers its call limit, tries again soon, and finishes the node
+/// without taking web below its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_evictions_lower_the_call_limit_and_the_node_finishes() {
+    const REPLICAS: u32 = 40;
+    const THRESHOLD: u8 = 50;
+    let mut scenario = Scenario::start(2, "throttled", "1s").await;
+    let client = scenario.client.clone();
+    let ns = scenario.namespace.clone();
+    let held = node_name(0);
+    let web = deployment(&ns, "web", REPLICAS as i32);
+    scenario
+        .pin_to(&held, REPLICAS as usize, || create(&client, &web))
+        .await;
+    let rules = scenario.cluster.dir().join("starved-evictions.yaml");
+    std::fs::write(&rules, STARVED_EVICTIONS).expect("the flow schema written");
+    kubectl_ok(
+        &scenario.cluster,
+        &["apply", "-f", &rules.display().to_string()],
+    );
+    let sla = SlaWatcher::start(client.clone(), &ns, u32::from(THRESHOLD));
+    sla.arm();
+
+    let (kubeconfig, _) = scenario.deployed_controller_identity();
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    scenario.start_controller_as(
+        &kubeconfig,
+        &[
+            "--leader-elect",
+            "--leader-elect-namespace=k8sm-system",
+            &format!("--metrics-addr={metrics_addr}"),
+        ],
+    );
+    // The lowest call limit the controller reports while it works.
+    let lowest = Arc::new(AtomicU64::new(u64::MAX));
+    let watching = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (lowest, watching, addr) = (lowest.clone(), watching.clone(), metrics_addr.clone());
+        std::thread::spawn(move || {
+            while watching.load(Ordering::Relaxed) {
+                if let Some(limit) = get(&addr, "/metrics")
+                    .ok()
+                    .and_then(|(_, scrape)| metric(&scrape, "k8sm_call_limit"))
+                {
+                    lowest.fetch_min(limit as u64, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    scenario
+        .create_policy(
+            "fleet",
+            ExecutorUpgradePolicySpec {
+                target_executor_id: Some(scenario.new_id.clone()),
+                owner_health_threshold: THRESHOLD,
+                node_selector: only_node(&held),
+                ..ExecutorUpgradePolicySpec::default()
+            },
+        )
+        .await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let new_id = scenario.new_id.clone();
+    scenario
+        .wait_until(&format!("{held} is upgraded"), PROGRESS * 2, || async {
+            let node = nodes.get(&held).await.ok()?;
+            is_upgraded(&node, &new_id).then_some(())
+        })
+        .await;
+    let (_, scrape) = get(&metrics_addr, "/metrics").expect("the controller's metrics");
+    watching.store(false, Ordering::Relaxed);
+    sampler.join().expect("the metrics sampler");
+    let throttled = metric(&scrape, "k8sm_calls_throttled_total").unwrap_or_default();
+    let lowest = lowest.load(Ordering::Relaxed);
+    eprintln!("[throttled] {throttled} evictions throttled; call limit down to {lowest}");
+    assert!(
+        throttled > 0.0,
+        "the apiserver throttled evictions: {scrape}"
+    );
+    assert!(lowest < 16, "the call limit came down from 16: {lowest}");
+    assert!(
+        scenario.events("BlockedByPDB").await.is_empty(),
+        "a 429 of priority and fairness is not a budget's refusal"
+    );
+    assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", REPLICAS)]);
 }
