@@ -122,6 +122,10 @@ pub struct Args {
     /// (the baseline of docs/decisions/0002-land-once.md).
     #[arg(long, requires = "model")]
     pub no_room: bool,
+    /// With `--model`: compare the model's upgrade of the first seed's fleet, owner by owner, with k8sm's runs of
+    /// this report's JSON summary (the same fleet: pass the report's scenario and seed).
+    #[arg(long, requires = "model", value_name = "JSON")]
+    pub compare_with: Option<PathBuf>,
     /// Make the fleet messy, as real clusters are (crash-looping owners, dead nodes, pods stuck terminating, a stuck
     /// rollout, bare pods under `unmanagedPods.policy: Never`, pinned pods; see `workload::Messy`), and say what
     /// each tool finished, what it left to an operator and what it did to those nodes. Every tool's fleet then has
@@ -154,7 +158,7 @@ fn workspace_root() -> PathBuf {
 
 /// `--model`: each seed's fleet upgraded in simulated time, against its lower bound (no throughput term: the model
 /// has no apiserver).
-fn model(args: &Args, pods: usize, concurrency: usize) {
+fn model(args: &Args, pods: usize, concurrency: usize) -> anyhow::Result<()> {
     let cfg = crate::model::ModelConfig {
         nodes: args.nodes,
         max_concurrent_nodes: args.max_concurrent_nodes,
@@ -191,6 +195,9 @@ fn model(args: &Args, pods: usize, concurrency: usize) {
         let run = crate::model::simulate(&fleet, &cfg);
         if let Some(makespan) = run.makespan {
             ratios.push(makespan / bound.seconds);
+        }
+        if let Some(path) = args.compare_with.as_ref().filter(|_| seed == args.seed) {
+            compare_with(path, &fleet, &run)?;
         }
         disruptions.push(run.disruptions_per_pod());
         above_floor.push(run.disruptions_per_pod() - run.disruptions_floor());
@@ -237,6 +244,28 @@ fn model(args: &Args, pods: usize, concurrency: usize) {
             ratios[ratios.len() - 1]
         );
     }
+    Ok(())
+}
+
+/// `--compare-with`: the model's run of `fleet` against k8sm's runs in the report at `path`, owner by owner.
+fn compare_with(path: &Path, fleet: &Workload, run: &crate::model::ModelRun) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the report {}", path.display()))?;
+    let summary: Summary = serde_json::from_str(&text)
+        .with_context(|| format!("parsing the report {}", path.display()))?;
+    let compared = crate::validate::compare(fleet, run, &summary)?;
+    let cluster: Vec<f64> = summary
+        .runs_of(Tool::K8sm)
+        .iter()
+        .filter_map(|r| r.makespan_s)
+        .collect();
+    println!(
+        "model against {} ({} k8sm runs), owner by owner:\n\n{}",
+        path.display(),
+        cluster.len(),
+        crate::validate::render(&compared, run.makespan, &cluster)
+    );
+    Ok(())
 }
 
 fn parse_tool(name: &str) -> anyhow::Result<Tool> {
@@ -321,7 +350,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         check_room(args.nodes, concurrency, args.node_fill)?;
     }
     if args.model {
-        model(&args, pods, concurrency);
+        model(&args, pods, concurrency)?;
         return Ok(());
     }
     // Figures of binaries of another commit must not be reported as this checkout's.

@@ -32,6 +32,7 @@ pub fn owner(
         outside_disruptions: 0,
         outside_violations: 0,
         unavailable_replica_s: unavailable,
+        restored_s: None,
     }
 }
 

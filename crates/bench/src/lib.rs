@@ -26,4 +26,5 @@ pub mod spread;
 pub mod stats;
 pub mod targets;
 pub mod timeline;
+pub mod validate;
 pub mod workload;

@@ -120,6 +120,9 @@ pub struct ModelRun {
     pub landed_to_drain_forced: usize,
     /// Pods of owners at the start.
     pub initial_owned_pods: usize,
+    /// Per owner that lost a Ready pod, seconds from the start until it last had all its replicas Ready again: its
+    /// own makespan, to compare with the cluster's owner by owner.
+    pub owner_restored: BTreeMap<String, f64>,
 }
 
 impl ModelRun {
@@ -172,6 +175,10 @@ struct ModelOwner {
     lost_ready: bool,
     /// An eviction of one of its Ready pods left it below its bound.
     taken_below: bool,
+    /// Fewer Ready pods than its replicas since the last pass that saw all of them.
+    short: bool,
+    /// When it last had all its replicas Ready again.
+    restored_at: Option<f64>,
 }
 
 /// A pod's CPU (millicores) and memory (MiB) requests.
@@ -306,7 +313,7 @@ pub fn simulate(fleet: &Workload, cfg: &ModelConfig) -> ModelRun {
                 stop_at = now + SETTLE.as_secs_f64();
             }
             testing::apply(&mut model.view, &plan);
-            model.watch_owners();
+            model.watch_owners(now);
             model.watch_nodes(now);
             plan_at = if before.is_some_and(|b| b != model.view) {
                 now
@@ -412,6 +419,8 @@ impl<'w> Model<'w> {
                 lowest_ready: spec.replicas,
                 lost_ready: false,
                 taken_below: false,
+                short: false,
+                restored_at: None,
             });
         }
         let size = fleet.node_size.unwrap_or(workload::NodeSize {
@@ -938,13 +947,18 @@ impl<'w> Model<'w> {
         }
     }
 
-    /// Each owner's lowest count of Ready pods, after the tick's actions, and whether the tick's evictions took one
-    /// below its bound.
-    fn watch_owners(&mut self) {
+    /// Each owner's lowest count of Ready pods, after the tick's actions, whether the tick's evictions took one
+    /// below its bound, and when it had all its replicas Ready again.
+    fn watch_owners(&mut self, now: f64) {
         let mut ready = vec![0u32; self.owners.len()];
         self.count_ready(&mut ready);
         for (owner, ready) in self.owners.iter_mut().zip(ready) {
             owner.lowest_ready = owner.lowest_ready.min(ready);
+            if ready < owner.spec.replicas {
+                owner.short = true;
+            } else if std::mem::take(&mut owner.short) {
+                owner.restored_at = Some(now);
+            }
             if std::mem::take(&mut owner.lost_ready) && ready < owner.bound {
                 owner.taken_below = true;
             }
@@ -988,6 +1002,11 @@ impl<'w> Model<'w> {
             .map(|o| o.spec.name.clone())
             .collect();
         run.unfinishable = self.unfinishable.into_iter().collect();
+        run.owner_restored = self
+            .owners
+            .iter()
+            .filter_map(|o| Some((o.spec.name.clone(), o.restored_at?)))
+            .collect();
         run
     }
 }

@@ -137,6 +137,10 @@ pub struct OwnerOutcome {
     /// Unavailable replica-seconds: `∫ max(0, desired − ready) dt` from arming to finishing.
     #[serde(default)]
     pub unavailable_replica_s: f64,
+    /// Seconds from the upgrade's start until it last had all its replicas Ready again after losing one: its own
+    /// makespan (none if it never lost one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_s: Option<f64>,
 }
 
 #[derive(Clone, Debug)]
@@ -165,6 +169,8 @@ struct Owner {
     integrated_to: f64,
     /// Broken before the run (crash-looping): no Ready pod to keep, so no bound.
     waived: bool,
+    /// When it last had all its replicas Ready again after fewer, while armed.
+    restored_at: Option<f64>,
 }
 
 impl Owner {
@@ -256,6 +262,7 @@ impl Timeline {
                     unavailable_replica_s: 0.0,
                     integrated_to: 0.0,
                     waived: false,
+                    restored_at: None,
                 };
                 (name.to_owned(), owner)
             })
@@ -556,10 +563,13 @@ impl Timeline {
         if armed && changed {
             owner.integrate(t);
         }
-        owner.ready = ready;
+        let before = std::mem::replace(&mut owner.ready, ready);
         owner.going = going;
         if !armed || !changed {
             return;
+        }
+        if ready >= owner.desired && before < owner.desired {
+            owner.restored_at = Some(t);
         }
         owner.series.push((t, ready));
         owner.min_ready = owner.min_ready.min(ready);
@@ -756,6 +766,9 @@ impl Timeline {
                 outside_disruptions: o.outside_disruptions,
                 outside_violations: o.outside_violations,
                 unavailable_replica_s: o.unavailable_replica_s,
+                restored_s: o
+                    .restored_at
+                    .map(|t| t - self.started_at.or(self.armed_at).unwrap_or(t)),
             })
             .collect()
     }
@@ -1032,6 +1045,25 @@ mod tests {
             "{}",
             outcome.unavailable_replica_s
         );
+    }
+
+    /// An owner's own makespan: from the upgrade's start (its first mark) until it last had all its replicas Ready
+    /// again, a second loss after the first recovery included.
+    #[test]
+    fn an_owner_is_restored_when_it_last_has_all_its_replicas_ready_again() {
+        let mut t = running();
+        t.node_applied(1.0, node("n1", true, false, false));
+        t.pod_applied(2.0, pod("a", "web", "n1", true, true));
+        t.pod_applied(5.0, pod("a2", "web", "n2", true, false));
+        assert_eq!(t.outcomes()[0].restored_s, Some(4.0));
+        t.pod_applied(6.0, pod("b", "web", "n1", true, true));
+        t.pod_applied(9.5, pod("b2", "web", "n2", true, false));
+        t.finish(12.0);
+        assert_eq!(t.outcomes()[0].restored_s, Some(8.5));
+        // An owner that never lost a pod has none.
+        let mut untouched = running();
+        untouched.finish(3.0);
+        assert_eq!(untouched.outcomes()[0].restored_s, None);
     }
 
     #[test]
