@@ -122,6 +122,17 @@ pub struct Args {
     /// (the baseline of docs/decisions/0002-land-once.md).
     #[arg(long, requires = "model")]
     pub no_room: bool,
+    /// An extra flag of k8sm-controller, for a comparison (e.g. `--k8sm-arg=--no-room-pacing`); repeatable. Each
+    /// k8sm run of the report notes it.
+    #[arg(long = "k8sm-arg", value_name = "FLAG", allow_hyphen_values = true)]
+    pub k8sm_args: Vec<String>,
+    /// With `--model`: how long past its grace period an evicted pod is gone (a calibration's median in the bulk,
+    /// less the grace period, matches a cluster's load better than the pod alone).
+    #[arg(long, requires = "model", default_value = "300ms")]
+    pub model_gone_after: humantime::Duration,
+    /// With `--model`: how long past its owner's delay a scheduled pod becomes Ready.
+    #[arg(long, requires = "model", default_value = "300ms")]
+    pub model_ready_after: humantime::Duration,
     /// With `--model`: compare the model's upgrade of the first seed's fleet, owner by owner, with k8sm's runs of
     /// this report's JSON summary (the same fleet: pass the report's scenario and seed).
     #[arg(long, requires = "model", value_name = "JSON")]
@@ -173,6 +184,8 @@ fn model(args: &Args, pods: usize, concurrency: usize) -> anyhow::Result<()> {
         no_schedule_to_drain: args.no_schedule_to_drain,
         one_node_first: args.one_node_first,
         no_room: args.no_room,
+        gone_after: args.model_gone_after.into(),
+        ready_after: args.model_ready_after.into(),
     };
     let mut ratios = Vec::new();
     // A messy fleet's totals: nodes left to an operator, those left cordoned, evictions on them, owners below.
@@ -479,6 +492,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             Duration::from,
         ),
         charted: charted.iter().map(|o| o.name.clone()).collect(),
+        controller_args: args.k8sm_args.clone(),
     };
     // criterion ran first in this invocation (`cargo xtask bench`), unless told otherwise: its estimates are read now.
     let mut summary = Summary {

@@ -31,10 +31,11 @@ use k8sm_planner::{
 use crate::stats::LowerBound;
 use crate::workload::{self, Kind, Workload};
 
-/// How long past its grace period an evicted pod is gone (KWOK's deletion, measured alone by the calibration).
-const GONE_AFTER: Duration = Duration::from_millis(300);
-/// How long past its owner's delay a scheduled pod becomes Ready (the calibration's median).
-const READY_AFTER: Duration = Duration::from_millis(300);
+/// How long past its grace period an evicted pod is gone, unless told otherwise (KWOK's deletion, measured alone by
+/// the calibration).
+pub const GONE_AFTER: Duration = Duration::from_millis(300);
+/// How long past its owner's delay a scheduled pod becomes Ready, unless told otherwise (the calibration's median).
+pub const READY_AFTER: Duration = Duration::from_millis(300);
 const NAMESPACE: &str = "bench";
 /// The controller plans at least this often when nothing changes (its `--resync` default): the pace of an
 /// event-driven run's idle stretches.
@@ -73,6 +74,11 @@ pub struct ModelConfig {
     /// The planner is not told the nodes' allocatable resources, so room does not pace admission (every slot
     /// fills at once, as before issue 43): the baseline of the land-once comparison.
     pub no_room: bool,
+    /// How long past its grace period an evicted pod is gone ([`GONE_AFTER`]; a calibration's bulk median is
+    /// longer: KWOK's deletions queue).
+    pub gone_after: Duration,
+    /// How long past its owner's delay a scheduled pod becomes Ready ([`READY_AFTER`]).
+    pub ready_after: Duration,
 }
 
 /// When a node went through each step, seconds from the start, and what happened to it.
@@ -785,8 +791,10 @@ impl<'w> Model<'w> {
                 .spec
                 .ready_delay(self.cfg.pod_ready_delay)
                 .as_secs_f64();
-            self.due
-                .push((now + delay + READY_AFTER.as_secs_f64(), Due::Ready { uid }));
+            self.due.push((
+                now + delay + self.cfg.ready_after.as_secs_f64(),
+                Due::Ready { uid },
+            ));
         }
         bound
     }
@@ -875,7 +883,7 @@ impl<'w> Model<'w> {
                         self.run.deletions += 1;
                     }
                     let uid: Arc<str> = pod.uid().into();
-                    let gone = now + grace + GONE_AFTER.as_secs_f64();
+                    let gone = now + grace + self.cfg.gone_after.as_secs_f64();
                     // The pod as it stands before the pass's actions apply.
                     let seen = self.view.pods.iter().find(|p| p.uid == uid).cloned();
                     if let Some(node) = seen.as_ref().and_then(|p| p.node_name.as_deref())
@@ -1148,6 +1156,8 @@ mod tests {
             no_schedule_to_drain: false,
             one_node_first: false,
             no_room,
+            gone_after: GONE_AFTER,
+            ready_after: READY_AFTER,
         };
         (bound, simulate(&fleet, &cfg))
     }

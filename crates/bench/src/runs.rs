@@ -57,6 +57,8 @@ pub struct RunConfig<'a> {
     pub upgrade_timeout: Duration,
     /// Owners whose ready pods over time are kept for the charts.
     pub charted: Vec<String>,
+    /// Extra flags of k8sm-controller (`--k8sm-arg`), noted in each of its runs.
+    pub controller_args: Vec<String>,
 }
 
 const POLICY: &str = "bench";
@@ -232,7 +234,10 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
             format!("--kubeconfig={}", kubeconfig.display()),
             format!("--metrics-addr={addr}"),
             "--identity=k8sm-bench".into(),
-        ],
+        ]
+        .into_iter()
+        .chain(cfg.controller_args.iter().cloned())
+        .collect::<Vec<String>>(),
         &[("RUST_LOG", "info,kube=warn"), ("NO_COLOR", "1")],
         &log,
     )?;
@@ -303,6 +308,12 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
     run.concurrency = Some(cfg.concurrency);
     if let Err(error) = upgraded {
         run.notes.push(format!("incomplete: {error:#}"));
+    }
+    if !cfg.controller_args.is_empty() {
+        run.notes.push(format!(
+            "k8sm-controller ran with {}",
+            cfg.controller_args.join(" ")
+        ));
     }
     let mean_ms = |name: &str| {
         let count = metric_sum(&metrics, &format!("{name}_count")).filter(|n| *n > 0.0)?;

@@ -108,6 +108,8 @@ impl Case {
             no_schedule_to_drain: false,
             one_node_first: false,
             no_room: false,
+            gone_after: GONE_AFTER,
+            ready_after: READY_AFTER,
         }
     }
 
@@ -412,6 +414,8 @@ fn planning_on_changes_and_wakes_gives_the_upgrade_of_planning_every_tick() {
                 no_schedule_to_drain: false,
                 one_node_first: false,
                 no_room: false,
+                gone_after: GONE_AFTER,
+                ready_after: READY_AFTER,
                 ..case.config()
             },
         );
