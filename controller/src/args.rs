@@ -69,11 +69,11 @@ pub struct Args {
     #[arg(long, default_value = "0.5", value_parser = crate::pace::parse_share)]
     pub max_busy_share: f64,
 
-    /// Plan as if no node reported its allocatable resources: every drain slot fills at once whatever the room on
-    /// the nodes that stay, and a broken pod never waits for room. For comparisons with the behaviour before room
-    /// pacing (docs/decisions/0002-land-once.md).
+    /// Pace admission by room: past a floor of nodes in progress, admit a node only while the nodes that stay can
+    /// take its pods, so that replacements land once. Fewer disruptions, a longer upgrade: at owners pace 1.12
+    /// disruptions per pod against 1.19, and 440 s against 309 s (docs/decisions/0002-land-once.md).
     #[arg(long)]
-    pub no_room_pacing: bool,
+    pub pace_by_room: bool,
 
     /// ServiceAccount (NAMESPACE/NAME) whose token the Http kamikaze carries: requested with the TokenRequest API
     /// for --kamikaze-audience, bound to the Node told, and verified by its agent. Default in a cluster:

@@ -187,7 +187,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         owner_views: OwnerViews::default(),
         calls: JoinSet::new(),
         call_limit: CallLimit::default(),
-        no_room_pacing: args.no_room_pacing,
+        pace_by_room: args.pace_by_room,
         reaction,
         sizes: Sizes::default(),
         sizes_store: SizesStore::new(writes.clone(), &report_namespace),
@@ -240,8 +240,8 @@ struct Controller {
     calls: JoinSet<Answer>,
     /// How many of them may run at once.
     call_limit: CallLimit,
-    /// `--no-room-pacing`: the planner is not told the nodes' allocatable resources.
-    no_room_pacing: bool,
+    /// `--pace-by-room`.
+    pace_by_room: bool,
     reaction: Reaction,
     sizes: Sizes,
     sizes_store: SizesStore,
@@ -522,11 +522,7 @@ impl Controller {
                 .map(|d| d.wall),
         };
         let mut view = view::build(&self.stores, &mut self.owner_views, Vec::new());
-        if self.no_room_pacing {
-            for node in &mut view.nodes {
-                node.allocatable = None;
-            }
-        }
+        view.pace_by_room = self.pace_by_room;
         // Until the pod watch delivers something newer, the cache cannot show an evicted pod going: its eviction
         // stays counted.
         self.in_flight.prune(&view, now, pods);

@@ -126,6 +126,9 @@ pub struct Args {
     /// k8sm run of the report notes it.
     #[arg(long = "k8sm-arg", value_name = "FLAG", allow_hyphen_values = true)]
     pub k8sm_args: Vec<String>,
+    /// With `--model`: admission paced by room, as the controller's `--pace-by-room`.
+    #[arg(long, requires = "model")]
+    pub pace_by_room: bool,
     /// With `--model`: how long past its grace period an evicted pod is gone (a calibration's median in the bulk,
     /// less the grace period, matches a cluster's load better than the pod alone).
     #[arg(long, requires = "model", default_value = "300ms")]
@@ -184,6 +187,7 @@ fn model(args: &Args, pods: usize, concurrency: usize) -> anyhow::Result<()> {
         no_schedule_to_drain: args.no_schedule_to_drain,
         one_node_first: args.one_node_first,
         no_room: args.no_room,
+        pace_by_room: args.pace_by_room,
         gone_after: args.model_gone_after.into(),
         ready_after: args.model_ready_after.into(),
     };

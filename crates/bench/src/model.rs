@@ -71,9 +71,11 @@ pub struct ModelConfig {
     /// Another: one node at a time until the first node is upgraded, so that replacements find upgraded room
     /// sooner.
     pub one_node_first: bool,
-    /// The planner is not told the nodes' allocatable resources, so room does not pace admission (every slot
-    /// fills at once, as before issue 43): the baseline of the land-once comparison.
+    /// The planner is not told the nodes' allocatable resources: room is unknown (no pacing, and no broken pod
+    /// waits for room).
     pub no_room: bool,
+    /// Admission paced by room (`ClusterView::pace_by_room`, the controller's `--pace-by-room`).
+    pub pace_by_room: bool,
     /// How long past its grace period an evicted pod is gone ([`GONE_AFTER`]; a calibration's bulk median is
     /// longer: KWOK's deletions queue).
     pub gone_after: Duration,
@@ -441,6 +443,7 @@ impl<'w> Model<'w> {
         );
         // The planner is told what the model's scheduler places pods by (the DaemonSet's pod, which the view does
         // not hold, already taken off).
+        view.pace_by_room = cfg.pace_by_room;
         if fleet.node_size.is_some() && !cfg.no_room {
             for node in &mut view.nodes {
                 node.allocatable = Some(Resources {
@@ -1156,6 +1159,7 @@ mod tests {
             no_schedule_to_drain: false,
             one_node_first: false,
             no_room,
+            pace_by_room: !no_room,
             gone_after: GONE_AFTER,
             ready_after: READY_AFTER,
         };

@@ -33,6 +33,8 @@ pub(crate) struct PolicyPass<'v, 'i> {
     pub(crate) now: DateTime<Utc>,
     /// What the policy's maintenance window allows in this pass.
     pub(crate) gate: Gate,
+    /// [`crate::ClusterView::pace_by_room`].
+    pub(crate) pace_by_room: bool,
 }
 
 /// Admission paced by room ([`room`]) in one pass.
@@ -439,7 +441,12 @@ impl<'v> PolicyPass<'v, '_> {
         let longest_chain = candidates.iter().map(|e| e.chain).max().unwrap_or(0);
         Pacing {
             room: Room::new(self.index, &to_drain, in_progress()),
-            least: room::least_in_progress(slots, longest_chain, to_drain.len()),
+            // Without pacing, room never holds a node back.
+            least: if self.pace_by_room {
+                room::least_in_progress(slots, longest_chain, to_drain.len())
+            } else {
+                usize::MAX
+            },
             // A node whose restart is overdue, or that came back wrong, waits for an operator: it must not hold
             // admission back as well as its slot.
             draining: holders

@@ -111,6 +111,7 @@ fn plan_with(
             claims: &claims,
             now,
             gate: window::gate(&policy.spec, now),
+            pace_by_room: view.pace_by_room,
         };
         let (mut out, policy_plan) = pass.run(&selections[i], ledger);
         if !policy.has_finalizer {

@@ -75,6 +75,8 @@ pub fn from_objects<P: PodSource>(
             .iter()
             .filter_map(|v| volume_view(v))
             .collect(),
+        // A flag of the controller's, not an object.
+        pace_by_room: false,
     }
 }
 

@@ -108,6 +108,7 @@ impl Case {
             no_schedule_to_drain: false,
             one_node_first: false,
             no_room: false,
+            pace_by_room: false,
             gone_after: GONE_AFTER,
             ready_after: READY_AFTER,
         }

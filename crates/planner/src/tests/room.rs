@@ -32,7 +32,9 @@ fn fleet(max: u32, free_millis: u64) -> ClusterView {
         s.max_concurrent_nodes = MaxConcurrentNodes::count(max).unwrap();
         s.owner_health_threshold = 50;
     });
-    cluster(nodes, vec![web], pods, vec![p])
+    let mut view = cluster(nodes, vec![web], pods, vec![p]);
+    view.pace_by_room = true;
+    view
 }
 
 fn without_allocatable(mut view: ClusterView) -> ClusterView {
@@ -60,6 +62,14 @@ fn past_half_the_slots_a_node_waits_until_nodes_that_stay_can_take_its_pods() {
     );
     // 4000m free takes all four.
     assert_eq!(admitted(&plan_now(&fleet(4, 4000))).len(), 4);
+}
+
+/// Off by default: every slot fills whatever the room, as `kubectl drain` in parallel would.
+#[test]
+fn without_pacing_every_slot_fills_whatever_the_room() {
+    let mut view = fleet(4, 0);
+    view.pace_by_room = false;
+    assert_eq!(admitted(&plan_now(&view)).len(), 4);
 }
 
 #[test]
