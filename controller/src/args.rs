@@ -70,8 +70,8 @@ pub struct Args {
     pub max_busy_share: f64,
 
     /// Pace admission by room: past a floor of nodes in progress, admit a node only while the nodes that stay can
-    /// take its pods, so that replacements land once. Fewer disruptions, a longer upgrade: at owners pace 1.12
-    /// disruptions per pod against 1.19, and 440 s against 309 s (docs/decisions/0002-land-once.md).
+    /// take its pods, so that replacements land once: fewer disruptions, a longer upgrade
+    /// (docs/decisions/0002-land-once.md has the figures).
     #[arg(long)]
     pub pace_by_room: bool,
 

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 use crate::model::ModelRun;
 use crate::results::{Summary, Tool};
+use crate::spread::Spread;
 use crate::workload::Workload;
 
 /// One owner's figures in the model and over the cluster's runs.
@@ -91,9 +92,10 @@ pub fn render(
          (median [min–max]) | error |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
-    let spread = |values: &[f64], unit: &str| match (median(values), min_max(values)) {
-        (Some(m), Some((lo, hi))) => format!("{m:.1}{unit} [{lo:.1}–{hi:.1}{unit}]"),
-        _ => "–".to_owned(),
+    let spread = |values: &[f64], unit: &str| {
+        Spread::of(values.iter().copied()).map_or("–".to_owned(), |s| {
+            format!("{:.1}{unit} [{:.1}–{:.1}{unit}]", s.median, s.min, s.max)
+        })
     };
     let percent = |e: Option<f64>| e.map_or("–".to_owned(), |e| format!("{:+.0} %", e * 100.0));
     for c in compared {
@@ -147,20 +149,7 @@ fn relative_error(model: f64, cluster: f64) -> Option<f64> {
 
 /// The median (the mean of the two middle values of an even count).
 fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(sorted[n / 2]),
-        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
-    }
-}
-
-fn min_max(values: &[f64]) -> Option<(f64, f64)> {
-    let lo = values.iter().copied().reduce(f64::min)?;
-    let hi = values.iter().copied().reduce(f64::max)?;
-    Some((lo, hi))
+    Spread::of(values.iter().copied()).map(|s| s.median)
 }
 
 #[cfg(test)]
