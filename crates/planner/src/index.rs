@@ -1,5 +1,6 @@
 //! Lookups over the view, built once per plan, and the parsing of the time annotations.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -251,6 +252,9 @@ pub(crate) struct Index<'a> {
     node_moving: Vec<Resources>,
     /// What the pods waiting to be scheduled (bound to no node, not finished nor terminating) will reserve.
     pub(crate) pending: Resources,
+    /// What every schedulable Ready node has free (`None`: no node reports its allocatable), worked out once per
+    /// pass, when a broken pod first asks ([`Self::free_beside`]).
+    schedulable_free: OnceCell<Option<Resources>>,
     /// The view's pods, and the facts of each (its class is worked out from them when asked for: a large fleet's
     /// pass reads few of them, and a vector of every pod's class would cost more to write than those reads).
     pods: &'a [Arc<PodView>],
@@ -571,6 +575,7 @@ impl<'a> Index<'a> {
             node_used,
             node_moving,
             pending,
+            schedulable_free: OnceCell::new(),
             pods: &view.pods,
             facts,
             by_controller,
@@ -633,18 +638,27 @@ impl<'a> Index<'a> {
     /// What the schedulable Ready nodes but `node` have free, less what the pods waiting to be scheduled will
     /// reserve: where the replacements of `node`'s pods can land. `None` where no node reports its allocatable.
     pub(crate) fn free_beside(&self, node: &str) -> Option<Resources> {
-        let mut known = false;
-        let mut free = Resources::default();
-        for (&name, view) in &self.nodes {
-            let Some(allocatable) = view.allocatable else {
-                continue;
-            };
-            known = true;
-            if view.ready && !view.unschedulable && name != node {
-                free += allocatable.less(self.used_on(name));
+        let total = (*self.schedulable_free.get_or_init(|| {
+            let mut known = false;
+            let mut free = Resources::default();
+            for (&name, view) in &self.nodes {
+                known |= view.allocatable.is_some();
+                free += self.free_on(name, view);
             }
+            known.then_some(free)
+        }))?;
+        let own = self.nodes.get(node).map(|view| self.free_on(node, view));
+        Some(total.less(own.unwrap_or_default()).less(self.pending))
+    }
+
+    /// What a schedulable Ready node has free (nothing for the others, and where it reports no allocatable).
+    fn free_on(&self, name: &str, view: &NodeView) -> Resources {
+        match view.allocatable {
+            Some(allocatable) if view.ready && !view.unschedulable => {
+                allocatable.less(self.used_on(name))
+            }
+            _ => Resources::default(),
         }
-        known.then(|| free.less(self.pending))
     }
 
     /// What the pods of `node` that need a place elsewhere once evicted reserve ([`Self::node_moving`]).
