@@ -30,9 +30,9 @@ use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
 
 use k8sm_api::ExecutorUpgradePolicy;
-use k8sm_planner::{Action, ActionKind, Decision, Planner, PodRef, Reason};
-use k8sm_view::OwnerViews;
+use k8sm_planner::{Action, ActionKind, Decision, PodRef, Reason};
 
+use crate::Args;
 use crate::Error;
 use crate::backoff::{self, Backoff, Subject};
 use crate::cached_pod::CachedPod;
@@ -47,15 +47,14 @@ use crate::kamikaze_token::{KamikazeTokens, ServiceAccountRef};
 use crate::leader::{self, Leadership, LeaseConfig};
 use crate::metrics::{Metrics, Stage};
 use crate::pace::Pacer;
+use crate::planning::{Planned, Planning};
 use crate::reaction::Reaction;
 use crate::reports::Reports;
 use crate::server::{self, Health};
-use crate::sizes::Sizes;
 use crate::sizes_store::SizesStore;
 use crate::status_writer::StatusWriter;
 use crate::stores::{Changes, Stores};
 use crate::watches;
-use crate::{Args, view};
 
 mod failures;
 mod writes;
@@ -183,13 +182,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         reports: Reports::new(writes.clone(), report_namespace.clone(), leadership.clone()),
         in_flight: InFlight::default(),
         writes: Writes::default(),
-        planner: Planner::default(),
-        owner_views: OwnerViews::default(),
+        planning: Planning::new(args.pace_by_room),
         calls: JoinSet::new(),
         call_limit: CallLimit::default(),
-        pace_by_room: args.pace_by_room,
         reaction,
-        sizes: Sizes::default(),
         sizes_store: SizesStore::new(writes.clone(), &report_namespace),
         sizes_read: false,
         backoff: Backoff::default(),
@@ -231,19 +227,13 @@ struct Controller {
     in_flight: InFlight,
     /// The node, policy and Deployment writes of a pass, on their way.
     writes: Writes,
-    /// Plans every pass, keeping what it derived from each pod for the next one (only the pods that changed are read
-    /// again).
-    planner: Planner,
-    /// The owners' views of the last pass, so that a pass converts only the owners that changed.
-    owner_views: OwnerViews,
+    /// Builds the view and plans every pass, keeping what it can for the next.
+    planning: Planning,
     /// The evictions and pod deletions launched and not answered yet (their pods are in `in_flight`).
     calls: JoinSet<Answer>,
     /// How many of them may run at once.
     call_limit: CallLimit,
-    /// `--pace-by-room`.
-    pace_by_room: bool,
     reaction: Reaction,
-    sizes: Sizes,
     sizes_store: SizesStore,
     /// Whether the stored sizes were read in this term: until then, and when storing them before an eviction that
     /// counts on them fails, such evictions wait.
@@ -480,7 +470,7 @@ impl Controller {
         }
         match self.sizes_store.load().await {
             Ok(stored) => {
-                self.sizes.merge(stored);
+                self.planning.sizes.merge(stored);
                 self.sizes_read = true;
             }
             Err(error) => tracing::warn!(
@@ -495,7 +485,7 @@ impl Controller {
         if !self.sizes_read {
             return false;
         }
-        match self.sizes_store.save(&self.sizes.stored()).await {
+        match self.sizes_store.save(&self.planning.sizes.stored()).await {
             Ok(()) => true,
             Err(error) => {
                 tracing::warn!(
@@ -521,20 +511,20 @@ impl Controller {
                 .last_data(&self.stores.pods_path)
                 .map(|d| d.wall),
         };
-        let mut view = view::build(&self.stores, &mut self.owner_views, Vec::new());
-        view.pace_by_room = self.pace_by_room;
-        // Until the pod watch delivers something newer, the cache cannot show an evicted pod going: its eviction
-        // stays counted.
-        self.in_flight.prune(&view, now, pods);
-        view.in_flight = self.in_flight.snapshot();
         self.read_sizes().await;
-        view.observed_sizes = self.sizes.observe(&view, Vec::new(), now);
-        let planning = Instant::now();
+        let Planned {
+            view,
+            plan,
+            planned_in,
+            ..
+        } = self
+            .planning
+            .plan_with(&self.stores, &mut self.in_flight, pods, now);
+        let planning = Instant::now() - planned_in;
         self.metrics
             .stage_took(Stage::Observe, (planning - started).as_secs_f64());
-        let plan = self.planner.plan(&view, now);
         // The planner's call alone (the stage below also counts the report's and the sizes' observation).
-        self.metrics.plan_took(planning.elapsed().as_secs_f64());
+        self.metrics.plan_took(planned_in.as_secs_f64());
         self.reports.look_up(&view);
         self.reports.observe(&view, &plan, now);
         // A controller of an unknown kind is remembered from its first eviction on. The plan counted its size from
@@ -546,7 +536,7 @@ impl Controller {
             .collect();
         let mut sizes_stored = true;
         if !evicting.is_empty() {
-            self.sizes.observe(&view, evicting, now);
+            self.planning.sizes.observe(&view, evicting, now);
             sizes_stored = self.store_sizes().await;
         }
         self.metrics.observe_plan(&plan);

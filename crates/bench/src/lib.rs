@@ -18,6 +18,7 @@ pub mod model;
 pub mod presets;
 pub mod process;
 pub mod recorder;
+pub mod replay;
 pub mod report;
 pub mod requests;
 pub mod results;
