@@ -17,6 +17,7 @@ use k8sm_controller::planning::Planning;
 use k8sm_controller::stores::Stores;
 
 use crate::process::status_kb;
+use crate::spread::Spread;
 use crate::stats::percentile;
 use fleet::Fleet;
 
@@ -160,23 +161,52 @@ pub fn run(config: &Config) -> Figures {
     }
 }
 
-/// The figures as a Markdown table row per replay.
+/// The figures as Markdown: per fleet size, each figure's median [min–max] over its runs; then a row per run.
 pub fn render(all: &[Figures]) -> String {
+    let mut sizes: Vec<(usize, usize)> = all.iter().map(|f| (f.nodes, f.draining_nodes)).collect();
+    sizes.dedup();
     let mut out = String::from(
-        "| nodes | pods | draining | events/step | pass p50 | pass p90 | pass p99 | pass max | observe p99 \
-         | plan p99 | first pass | RSS listed | RSS peak | per pod |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| nodes | pods | draining | runs | pass p50 | pass p99 | observe p99 | plan p99 | RSS peak | per pod |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
     );
-    for f in all {
-        let per_pod_kb = (f.rss_peak_mb - f.rss_start_mb) * 1024.0 / f.pods.max(1) as f64;
+    for (nodes, draining) in sizes {
+        let runs: Vec<&Figures> = all
+            .iter()
+            .filter(|f| (f.nodes, f.draining_nodes) == (nodes, draining))
+            .collect();
+        let spread = |figure: fn(&Figures) -> f64, format: fn(f64) -> String| {
+            Spread::of(runs.iter().map(|f| figure(f)))
+                .map(|s| s.show(format))
+                .unwrap_or_default()
+        };
+        let ms = |v: f64| format!("{v:.1} ms");
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} ms \
-             | {:.0} MB | {:.0} MB | {:.2} KB |",
+            "| {nodes} | {} | {draining} | {} | {} | {} | {} | {} | {} | {} |",
+            runs.first().map_or(0, |f| f.pods),
+            runs.len(),
+            spread(|f| f.pass_ms.p50, ms),
+            spread(|f| f.pass_ms.p99, ms),
+            spread(|f| f.observe_ms.p99, ms),
+            spread(|f| f.plan_ms.p99, ms),
+            spread(|f| f.rss_peak_mb, |v| format!("{v:.0} MB")),
+            spread(per_pod_kb, |v| format!("{v:.2} KB")),
+        );
+    }
+    out.push_str(
+        "\n| nodes | draining | events/step | evictions/step | pass p50 | p90 | p99 | max | observe p99 | plan p99 \
+         | first pass | list | RSS listed | RSS peak | below bound |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for f in all {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} | {:.1} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} ms \
+             | {:.1} s | {:.0} MB | {:.0} MB | {} |",
             f.nodes,
-            f.pods,
             f.draining_nodes,
             f.events_per_step,
+            f.evictions_per_step,
             f.pass_ms.p50,
             f.pass_ms.p90,
             f.pass_ms.p99,
@@ -184,12 +214,18 @@ pub fn render(all: &[Figures]) -> String {
             f.observe_ms.p99,
             f.plan_ms.p99,
             f.first_pass_ms,
+            f.list_s,
             f.rss_listed_mb,
             f.rss_peak_mb,
-            per_pod_kb,
+            f.owners_below_bound,
         );
     }
     out
+}
+
+/// Peak resident memory above the process's start, per pod.
+fn per_pod_kb(f: &Figures) -> f64 {
+    (f.rss_peak_mb - f.rss_start_mb) * 1024.0 / f.pods.max(1) as f64
 }
 
 #[cfg(test)]

@@ -31,6 +31,9 @@ struct Args {
     /// Evictions carried out per step, at most: the calls the controller may have at once.
     #[arg(long, default_value_t = 16)]
     calls: usize,
+    /// Processes per fleet size: the summary gives each figure's median [min–max] over them.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
     /// Writes the figures (JSON) here, besides the table on stdout.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -57,7 +60,11 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let mut all = Vec::new();
-    for &nodes in &args.nodes {
+    for &nodes in args
+        .nodes
+        .iter()
+        .flat_map(|n| std::iter::repeat_n(n, args.runs))
+    {
         let output = std::process::Command::new(std::env::current_exe()?)
             .args(["--one", "--nodes", &nodes.to_string()])
             .args(["--pods-per-node", &args.pods_per_node.to_string()])
