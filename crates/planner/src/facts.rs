@@ -14,8 +14,10 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
 use crate::{
-    ClusterView, ControllerRef, PodView, Resources,
+    ClusterView, ControllerRef, PdbView, PodView, Resources,
     classify::{self, Seed},
     index::{FastMap, FastSet},
     memo,
@@ -58,6 +60,20 @@ pub(crate) struct PodFacts {
     pub(crate) order: OrderKey,
     /// What the scheduler reserves for it.
     pub(crate) requests: Requested,
+    /// How many of the view's budgets cover it, worked out once for the budgets it was worked out with (see
+    /// [`PodCache::know_cover`]).
+    pub(crate) covered: Covered,
+}
+
+/// How many budgets cover a pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Covered {
+    /// Not worked out since the pod or the budgets changed.
+    Unknown,
+    /// None or one.
+    AtMostOne,
+    /// More than one: the Eviction API refuses to evict it.
+    Several,
 }
 
 /// A pod's requests, compact: a pass sums every pod's (millicores and KiB, rounded up; 4,000 cores and 4 TiB at
@@ -140,6 +156,7 @@ impl PodFacts {
             labels: memo::address(&pod.labels),
             order: OrderKey::of(pod),
             requests: Requested::of(pod.requests),
+            covered: Covered::Unknown,
         }
     }
 }
@@ -204,6 +221,8 @@ pub(crate) struct PodCache {
     /// the few pods with an eviction in flight are found by it. Built at the first pass that needs it, then kept up
     /// to date; dropped when the entries of pods gone outnumber the live ones.
     uids: Option<FastMap<Arc<str>, Arc<str>>>,
+    /// The namespace and selector of each budget the facts' `covered` were worked out with, in the index's order.
+    budgets: Vec<(String, Option<LabelSelector>)>,
 }
 
 impl PodCache {
@@ -344,6 +363,55 @@ impl PodCache {
                 pod.controller.as_ref(),
             ),
             ..PodFacts::of(pod)
+        }
+    }
+
+    /// Works out how many budgets cover each pod whose answer is not known for `budgets` (in the index's order):
+    /// those that changed since the last pass, or every pod when the budgets' namespaces or selectors changed.
+    /// `several(key, pod)`: whether more than one covers `pod`, whose key is the addresses of its namespace and labels
+    /// (the pods of one controller share them, and consecutive pods are asked once).
+    pub(crate) fn know_cover(
+        &mut self,
+        budgets: &[&PdbView],
+        mut several: impl FnMut((usize, usize), &PodView) -> bool,
+    ) {
+        let same = budgets.len() == self.budgets.len()
+            && budgets
+                .iter()
+                .zip(&self.budgets)
+                .all(|(now, (namespace, selector))| {
+                    now.namespace == *namespace && now.selector == *selector
+                });
+        if !same {
+            self.budgets = budgets
+                .iter()
+                .map(|b| (b.namespace.clone(), b.selector.clone()))
+                .collect();
+            for f in &mut self.facts {
+                f.covered = Covered::Unknown;
+            }
+        }
+        let mut last: Option<((usize, usize), Covered)> = None;
+        for (f, pod) in self.facts.iter_mut().zip(&self.held) {
+            if f.covered != Covered::Unknown {
+                continue;
+            }
+            let Some(pod) = pod.as_deref() else {
+                continue;
+            };
+            let key = (f.order.namespace(), f.labels);
+            f.covered = match last {
+                Some((seen, covered)) if seen == key => covered,
+                _ => {
+                    let covered = if several(key, pod) {
+                        Covered::Several
+                    } else {
+                        Covered::AtMostOne
+                    };
+                    last = Some((key, covered));
+                    covered
+                }
+            };
         }
     }
 

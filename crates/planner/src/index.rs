@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use crate::{
     ClusterView, ControllerRef, NodeView, OwnerView, PdbView, PodView, Resources,
     classify::{self, Class, Ignored},
-    facts::{ClassKey, OrderKey, PodCache, PodFacts},
+    facts::{ClassKey, Covered, OrderKey, PodCache, PodFacts},
     memo::{self, Memo, Text},
     resolved::ControllerClasses,
     selector::{self, Selector, SelectorError},
@@ -318,6 +318,11 @@ impl<'a> Index<'a> {
         pods.align(view);
         pods.place(nodes.keys().copied());
         pods.group_by_node();
+        let (pdbs, cover) = budgets(view);
+        if !pdbs.is_empty() {
+            let views: Vec<&PdbView> = pdbs.iter().map(|p| p.view).collect();
+            pods.know_cover(&views, |key, pod| cover.covering(&pdbs, key, pod).len() > 1);
+        }
         let in_flight_uids: FastSet<usize> = if view.in_flight.is_empty() {
             FastSet::default()
         } else {
@@ -378,10 +383,6 @@ impl<'a> Index<'a> {
         // count for: worked out once per controller, not once per pod. Unshared copies (as tests build them) are
         // worked out once each, with the same result.
         let mut by_controller: Vec<Option<(Class, u32)>> = vec![None; references.len()];
-        let (pdbs, cover) = budgets(view);
-        // The walk asks which pods more than one budget covers, for the consecutive pods of one controller once (the
-        // answers are kept in `cover` for the pass's decisions).
-        let mut last_cover: Option<((usize, usize), bool)> = None;
         let mut node_classes = vec![NodeClasses::default(); nodes.len()];
         let mut node_used = vec![Resources::default(); nodes.len()];
         let mut node_moving = vec![Resources::default(); nodes.len()];
@@ -474,15 +475,7 @@ impl<'a> Index<'a> {
                         on_node.workload += 1;
                         on_node.pinnable += u32::from(f.pinnable);
                         if !pdbs.is_empty() {
-                            let key = (f.order.namespace(), f.labels);
-                            let multi = match last_cover {
-                                Some((last, multi)) if last == key => multi,
-                                _ => {
-                                    let multi = cover.covering(&pdbs, key, pod).len() > 1;
-                                    last_cover = Some((key, multi));
-                                    multi
-                                }
-                            };
+                            let multi = f.covered == Covered::Several;
                             on_node.multi_covered += u32::from(multi);
                             multi_covered[position] = multi;
                         }

@@ -16,7 +16,7 @@ use crate::{
 /// One random change of the kind a watch brings between two passes.
 fn change(view: &mut ClusterView, rng: &mut Rng) -> &'static str {
     let pods = view.pods.len();
-    match rng.below(9) {
+    match rng.below(12) {
         // A new version of a pod: a new view, with one of its fields changed (as a watch event replaces it).
         0..=2 if pods > 0 => {
             let i = rng.below(pods);
@@ -37,6 +37,8 @@ fn change(view: &mut ClusterView, rng: &mut Rng) -> &'static str {
                         .map(|n| n.name.as_str().into())
                 }
                 4 => pod.node_name = None,
+                // Relabelled like another pod (the budgets covering it may change).
+                5 => pod.labels = Arc::clone(&view.pods[rng.below(pods)].labels),
                 _ => {}
             }
             view.pods[i] = Arc::new(pod);
@@ -84,6 +86,27 @@ fn change(view: &mut ClusterView, rng: &mut Rng) -> &'static str {
                 unanswered: rng.chance(50),
             });
             "in flight"
+        }
+        // A budget added (a copy under a new name: its pods now have two), removed, or its selector changed.
+        8..=10 if !view.pdbs.is_empty() => {
+            let i = rng.below(view.pdbs.len());
+            match rng.below(3) {
+                0 => {
+                    let mut pdb = view.pdbs[i].clone();
+                    pdb.name = format!("{}-copy-{}", pdb.name, rng.below(1_000));
+                    view.pdbs.push(pdb);
+                    "budget added"
+                }
+                1 => {
+                    view.pdbs.remove(i);
+                    "budget removed"
+                }
+                _ => {
+                    let other = view.pdbs[rng.below(view.pdbs.len())].selector.clone();
+                    view.pdbs[i].selector = other;
+                    "budget selector changed"
+                }
+            }
         }
         _ if !view.in_flight.is_empty() => {
             view.in_flight.remove(rng.below(view.in_flight.len()));
