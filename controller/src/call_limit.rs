@@ -1,4 +1,4 @@
-//! How many evictions and deletions run at once: additive increase, multiplicative decrease (AIMD), as TCP paces a
+//! How many calls run at once (evictions and deletions, and a pass's node writes): additive increase, multiplicative decrease (AIMD), as TCP paces a
 //! connection, on the apiserver's own signals.
 //!
 //! A fixed cap holds throughput to the cap over the latency whatever the apiserver can take, and overloads one that
@@ -28,6 +28,17 @@ pub enum Answer {
     /// The apiserver is overloaded: priority and fairness refused it (429 without a budget's cause), it failed
     /// (5xx), or it did not answer.
     Overloaded,
+}
+
+impl Answer {
+    /// What a call's `outcome`, answered after `took`, says of the apiserver's load.
+    pub fn of(outcome: &Result<crate::execute::Outcome, crate::Error>, took: Duration) -> Self {
+        match outcome {
+            Ok(crate::execute::Outcome::Throttled(_)) => Self::Overloaded,
+            Err(error) if error.overloaded() => Self::Overloaded,
+            _ => Self::Took(took),
+        }
+    }
 }
 
 /// The current limit and what moves it.
@@ -112,6 +123,37 @@ mod tests {
             limit.answered(Answer::Overloaded, start + COOL_DOWN * i);
         }
         assert_eq!(limit.current(), FLOOR);
+    }
+
+    #[test]
+    fn only_throttling_failures_and_missing_answers_are_overload() {
+        use crate::execute::Outcome;
+        let took = Duration::from_millis(30);
+        let api = |code: u16| -> Result<Outcome, crate::Error> {
+            let status = kube::core::Status::failure("no", "Whatever").with_code(code);
+            Err(crate::Error::Action {
+                action: "patching",
+                object: "node-1".into(),
+                source: kube::Error::Api(Box::new(status)),
+            })
+        };
+        let throttled = Ok(Outcome::Throttled("too many requests".into()));
+        for overloaded in [throttled, api(429), api(500), api(503)] {
+            assert_eq!(
+                Answer::of(&overloaded, took),
+                Answer::Overloaded,
+                "{overloaded:?}"
+            );
+        }
+        let refused = Ok(Outcome::DisruptionBudget("budget".into()));
+        let stale = Ok(Outcome::Stale("gone".into()));
+        for answered in [refused, stale, api(404), api(409), api(422)] {
+            assert_eq!(
+                Answer::of(&answered, took),
+                Answer::Took(took),
+                "{answered:?}"
+            );
+        }
     }
 
     #[test]

@@ -69,9 +69,6 @@ const SLOW_SETTLE: Duration = Duration::from_millis(100);
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How late after a backoff ends the loop wakes, so that the backoff has ended when the pass checks it.
 const WAKE_MARGIN: Duration = Duration::from_millis(20);
-/// At most this many node writes of one batch run at once. Evictions and deletions have a limit that adapts
-/// ([`CallLimit`]).
-const MAX_CONCURRENT_CALLS: usize = 16;
 /// Calls beyond the [`CallLimit`] kept for the evictions that continue a workload (a pod of it became Ready
 /// while it waited, see `crate::reaction`): the owners' waves are an upgrade's critical path, and with every call
 /// busy with the first evictions of newly admitted nodes (the apiserver answering each in about half a second under
@@ -626,6 +623,7 @@ impl Controller {
         if !job.is_empty() {
             self.writes.launch(
                 job,
+                self.call_limit.current(),
                 WriteCrew {
                     executor: self.executor.clone(),
                     events: self.events.clone(),
@@ -800,16 +798,16 @@ impl Controller {
                 return true;
             }
         };
-        let load = match &outcome {
-            Ok(Outcome::Throttled(_)) => call_limit::Answer::Overloaded,
-            Err(error) if error.overloaded() => call_limit::Answer::Overloaded,
-            _ => call_limit::Answer::Took(took),
-        };
-        self.call_limit.answered(load, Instant::now());
-        self.metrics.set_call_limit(self.call_limit.current());
+        self.answered_in(call_limit::Answer::of(&outcome, took));
         let done = matches!(outcome, Ok(Outcome::Done { .. }));
         self.follow_up(&action, None, pod_node, outcome, last).await;
         !done || last.deferred
+    }
+
+    /// Takes in what one call's answer says of the apiserver's load.
+    fn answered_in(&mut self, load: call_limit::Answer) {
+        self.call_limit.answered(load, Instant::now());
+        self.metrics.set_call_limit(self.call_limit.current());
     }
 
     /// Takes in the answers of a pass's writes (see [`writes`]): the next pass plans once the cache shows them.
@@ -828,7 +826,9 @@ impl Controller {
                         node,
                         pod_node,
                         outcome,
+                        took,
                     } = answer;
+                    self.answered_in(call_limit::Answer::of(&outcome, took));
                     let hold = self.follow_up(&action, node, pod_node, outcome, last).await;
                     if let (Some(hold), Some(name)) = (hold, action.kind.node()) {
                         not_done.insert(name.to_owned(), hold);
@@ -1029,7 +1029,7 @@ fn waiting_workloads(plan: &k8sm_planner::Plan) -> HashSet<String> {
 
 /// The order in which a batch's actions are tried: evictions of the `continuing` workloads first (a pod of the
 /// workload became Ready while it waited for one, see `crate::reaction`), then the plan's order. Evictions are the
-/// only batch that may not find a call for each action (see [`MAX_CONCURRENT_CALLS`]); those left wait for a later
+/// only batch that may not find a call for each action (see [`CallLimit`]); those left wait for a later
 /// pass. The plan counted all of a pass's evictions together, so any of them may go without the others. When calls
 /// are scarce (the apiserver is the bottleneck), finishing what is started keeps each workload's upgrade short and
 /// few workloads in the middle of one at a time, and a workload whose replacement is Ready does not wait behind the

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -22,7 +22,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
 
-use super::{Hold, MAX_CONCURRENT_CALLS, batch_len, carry_out, node_of};
+use super::{Hold, batch_len, carry_out, node_of};
 use crate::Error;
 use crate::events::EventSink;
 use crate::execute::{Executor, Outcome};
@@ -49,6 +49,8 @@ pub(super) struct WriteAnswer {
     /// For a surge move, the node its pod was on.
     pub pod_node: Option<String>,
     pub outcome: Result<Outcome, Error>,
+    /// How long the write took, for the call limit.
+    pub took: Duration,
 }
 
 /// The job on its way, if any.
@@ -84,8 +86,8 @@ impl Writes {
     }
 
     /// Starts the job of `actions`, in their order (the plan's order of kinds, see `batch_len`; one action per
-    /// node), each batch's writes at once.
-    pub fn launch(&mut self, actions: Vec<Action>, crew: WriteCrew) {
+    /// node), each batch's writes at once, at most `width` at a time (the call limit when the job starts).
+    pub fn launch(&mut self, actions: Vec<Action>, width: usize, crew: WriteCrew) {
         debug_assert!(!self.busy(), "one job at a time");
         self.nodes = actions
             .iter()
@@ -117,7 +119,7 @@ impl Writes {
                         let crew = crew.clone();
                         async move { (i, write(&crew, action).await) }
                     }))
-                    .buffer_unordered(MAX_CONCURRENT_CALLS)
+                    .buffer_unordered(width.max(1))
                     .collect()
                     .await;
                 batch_answers.sort_by_key(|(i, _)| *i);
@@ -153,11 +155,13 @@ async fn write(crew: &WriteCrew, action: Action) -> WriteAnswer {
         .about_pod()
         .and_then(|pod| node_of(&crew.stores, pod));
     let borrowed = (&crew.executor, &*crew.events, &*crew.metrics, &crew.stores);
+    let started = Instant::now();
     let outcome = carry_out(borrowed, &action, node.as_deref()).await;
     WriteAnswer {
         action,
         node,
         pod_node,
         outcome,
+        took: started.elapsed(),
     }
 }

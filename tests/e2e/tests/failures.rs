@@ -29,8 +29,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::json;
 
 use k8sm_api::{
-    ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, UnmanagedPodPolicy, UnmanagedPods,
-    condition_types,
+    ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, MaxConcurrentNodes, UnmanagedPodPolicy,
+    UnmanagedPods, condition_types,
 };
 use k8sm_e2e::events::{first_seen, k8sm_events_about, note, occurrences, utc, with_reason};
 use k8sm_e2e::http::{free_port, get};
@@ -589,11 +589,14 @@ async fn a_stale_pod_watch_stops_every_action_until_it_recovers() {
 // ---------------------------------------------------------------------------------------------------------------
 
 /// A priority level of one share (7 of the test apiserver's 1,500 seats), lending and borrowing none, that rejects
-/// what it cannot seat at once; and a FlowSchema that sends the controller's evictions there, and nothing else of it.
-const STARVED_EVICTIONS: &str = "apiVersion: flowcontrol.apiserver.k8s.io/v1
+/// what it cannot seat at once; and a FlowSchema that sends the controller's `verb` calls on `resource` there, and
+/// nothing else of it.
+fn starved(name: &str, verb: &str, group: &str, resource: &str) -> String {
+    format!(
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1
 kind: PriorityLevelConfiguration
 metadata:
-  name: k8sm-evictions-starved
+  name: {name}
 spec:
   type: Limited
   limited:
@@ -606,10 +609,10 @@ spec:
 apiVersion: flowcontrol.apiserver.k8s.io/v1
 kind: FlowSchema
 metadata:
-  name: k8sm-evictions-starved
+  name: {name}
 spec:
   priorityLevelConfiguration:
-    name: k8sm-evictions-starved
+    name: {name}
   matchingPrecedence: 100
   distinguisherMethod:
     type: ByUser
@@ -620,11 +623,64 @@ spec:
         namespace: k8sm-system
         name: k8sm-controller
     resourceRules:
-    - verbs: [create]
-      apiGroups: [\"\"]
-      resources: [pods/eviction]
+    - verbs: [{verb}]
+      apiGroups: [\"{group}\"]
+      resources: [{resource}]
+      clusterScope: true
       namespaces: [\"*\"]
-";
+"
+    )
+}
+
+/// Applies [`starved`] to the scenario's cluster.
+fn starve(scenario: &Scenario, name: &str, verb: &str, resource: &str) {
+    let rules = scenario.cluster.dir().join(format!("{name}.yaml"));
+    std::fs::write(&rules, starved(name, verb, "", resource)).expect("the flow schema written");
+    kubectl_ok(
+        &scenario.cluster,
+        &["apply", "-f", &rules.display().to_string()],
+    );
+}
+
+/// The lowest call limit a controller's metrics report, sampled every 100 ms until stopped.
+struct LowestCallLimit {
+    lowest: Arc<AtomicU64>,
+    watching: Arc<AtomicBool>,
+    sampler: std::thread::JoinHandle<()>,
+}
+
+impl LowestCallLimit {
+    fn start(metrics_addr: &str) -> Self {
+        let lowest = Arc::new(AtomicU64::new(u64::MAX));
+        let watching = Arc::new(AtomicBool::new(true));
+        let sampler = {
+            let (lowest, watching) = (lowest.clone(), watching.clone());
+            let addr = metrics_addr.to_owned();
+            std::thread::spawn(move || {
+                while watching.load(Ordering::Relaxed) {
+                    if let Some(limit) = get(&addr, "/metrics")
+                        .ok()
+                        .and_then(|(_, scrape)| metric(&scrape, "k8sm_call_limit"))
+                    {
+                        lowest.fetch_min(limit as u64, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        };
+        Self {
+            lowest,
+            watching,
+            sampler,
+        }
+    }
+
+    fn stop(self) -> u64 {
+        self.watching.store(false, Ordering::Relaxed);
+        self.sampler.join().expect("the metrics sampler");
+        self.lowest.load(Ordering::Relaxed)
+    }
+}
 
 /// The value of the unlabelled metric `name` in a Prometheus text scrape.
 fn metric(scrape: &str, name: &str) -> Option<f64> {
@@ -650,11 +706,11 @@ async fn throttled_evictions_lower_the_call_limit_and_the_node_finishes() {
     scenario
         .pin_to(&held, REPLICAS as usize, || create(&client, &web))
         .await;
-    let rules = scenario.cluster.dir().join("starved-evictions.yaml");
-    std::fs::write(&rules, STARVED_EVICTIONS).expect("the flow schema written");
-    kubectl_ok(
-        &scenario.cluster,
-        &["apply", "-f", &rules.display().to_string()],
+    starve(
+        &scenario,
+        "k8sm-evictions-starved",
+        "create",
+        "pods/eviction",
     );
     let sla = SlaWatcher::start(client.clone(), &ns, u32::from(THRESHOLD));
     sla.arm();
@@ -670,22 +726,7 @@ async fn throttled_evictions_lower_the_call_limit_and_the_node_finishes() {
         ],
     );
     // The lowest call limit the controller reports while it works.
-    let lowest = Arc::new(AtomicU64::new(u64::MAX));
-    let watching = Arc::new(AtomicBool::new(true));
-    let sampler = {
-        let (lowest, watching, addr) = (lowest.clone(), watching.clone(), metrics_addr.clone());
-        std::thread::spawn(move || {
-            while watching.load(Ordering::Relaxed) {
-                if let Some(limit) = get(&addr, "/metrics")
-                    .ok()
-                    .and_then(|(_, scrape)| metric(&scrape, "k8sm_call_limit"))
-                {
-                    lowest.fetch_min(limit as u64, Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    };
+    let lowest = LowestCallLimit::start(&metrics_addr);
     scenario
         .create_policy(
             "fleet",
@@ -706,10 +747,8 @@ async fn throttled_evictions_lower_the_call_limit_and_the_node_finishes() {
         })
         .await;
     let (_, scrape) = get(&metrics_addr, "/metrics").expect("the controller's metrics");
-    watching.store(false, Ordering::Relaxed);
-    sampler.join().expect("the metrics sampler");
+    let lowest = lowest.stop();
     let throttled = metric(&scrape, "k8sm_calls_throttled_total").unwrap_or_default();
-    let lowest = lowest.load(Ordering::Relaxed);
     eprintln!("[throttled] {throttled} evictions throttled; call limit down to {lowest}");
     assert!(
         throttled > 0.0,
@@ -721,4 +760,51 @@ async fn throttled_evictions_lower_the_call_limit_and_the_node_finishes() {
         "a 429 of priority and fairness is not a budget's refusal"
     );
     assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", REPLICAS)]);
+}
+
+/// The apiserver's priority and fairness throttles the controller's node writes: 24 empty nodes, all of which may
+/// drain at once, are marked, admitted, told to restart and completed, each batch's patches at once against 7 seats.
+/// The throttled writes lower the call limit (the width of the next batches) and are tried again, and every node is
+/// upgraded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_node_writes_lower_the_call_limit_and_every_node_finishes() {
+    const NODES: usize = 24;
+    let mut scenario = Scenario::start(NODES, "throttled-writes", "1s").await;
+    starve(&scenario, "k8sm-node-writes-starved", "patch", "nodes");
+    let (kubeconfig, _) = scenario.deployed_controller_identity();
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    scenario.start_controller_as(
+        &kubeconfig,
+        &[
+            "--leader-elect",
+            "--leader-elect-namespace=k8sm-system",
+            &format!("--metrics-addr={metrics_addr}"),
+        ],
+    );
+    let lowest = LowestCallLimit::start(&metrics_addr);
+    scenario
+        .create_policy(
+            "fleet",
+            ExecutorUpgradePolicySpec {
+                target_executor_id: Some(scenario.new_id.clone()),
+                max_concurrent_nodes: MaxConcurrentNodes::Percent(100),
+                ..ExecutorUpgradePolicySpec::default()
+            },
+        )
+        .await;
+    let nodes: Api<Node> = Api::all(scenario.client.clone());
+    let new_id = scenario.new_id.clone();
+    scenario
+        .wait_until("every node is upgraded", PROGRESS * 2, || async {
+            let list = nodes.list(&Default::default()).await.ok()?;
+            (list.items.len() == NODES && list.items.iter().all(|n| is_upgraded(n, &new_id)))
+                .then_some(())
+        })
+        .await;
+    let lowest = lowest.stop();
+    eprintln!("[throttled writes] call limit down to {lowest}");
+    assert!(
+        lowest < 16,
+        "throttled node writes brought the call limit down from 16: {lowest}"
+    );
 }
