@@ -1,5 +1,5 @@
-//! How many calls run at once (evictions and deletions, and a pass's node writes): additive increase, multiplicative decrease (AIMD), as TCP paces a
-//! connection, on the apiserver's own signals.
+//! How many calls run at once (evictions and deletions, and a pass's node writes): additive increase,
+//! multiplicative decrease (AIMD), as TCP paces a connection, on the apiserver's own signals.
 //!
 //! A fixed cap holds throughput to the cap over the latency whatever the apiserver can take, and overloads one that
 //! can take less. The limit grows by one for each limit's worth of calls answered quickly, and halves when the

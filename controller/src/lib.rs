@@ -8,7 +8,7 @@
 mod args;
 mod backoff;
 pub mod cached_pod;
-mod call_limit;
+pub mod call_limit;
 pub mod deliveries;
 mod error;
 mod event_series;

@@ -828,7 +828,10 @@ impl Controller {
                         outcome,
                         took,
                     } = answer;
-                    self.answered_in(call_limit::Answer::of(&outcome, took));
+                    // A kamikaze's time is also the executor's, which answers its POST: not the apiserver's load.
+                    if !matches!(action.kind, ActionKind::Kamikaze { .. }) {
+                        self.answered_in(call_limit::Answer::of(&outcome, took));
+                    }
                     let hold = self.follow_up(&action, node, pod_node, outcome, last).await;
                     if let (Some(hold), Some(name)) = (hold, action.kind.node()) {
                         not_done.insert(name.to_owned(), hold);

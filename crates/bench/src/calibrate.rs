@@ -23,9 +23,9 @@ use crate::runs::fleet_ready_timeout;
 use crate::stats::percentile;
 use crate::workload::{DAEMON_SET, Workload};
 
-/// The controller's limit on its concurrent API calls (`MAX_CONCURRENT_CALLS` in controller/src/reconcile.rs; a test
-/// below keeps the two equal): the calibration evicts at the same concurrency.
-pub const CONTROLLER_CALL_CONCURRENCY: usize = 16;
+/// The limit on concurrent API calls the controller starts with (it adapts from there): the calibration evicts at
+/// the same concurrency.
+pub const CONTROLLER_CALL_CONCURRENCY: usize = k8sm_controller::call_limit::INITIAL;
 
 const NAMESPACE: &str = "bench-calibrate";
 
@@ -376,18 +376,5 @@ mod tests {
         assert_eq!(minutes(600), 5);
         assert_eq!(minutes(5_000), 5);
         assert_eq!(minutes(29_950), 30);
-    }
-
-    #[test]
-    fn the_calibration_evicts_at_the_controllers_concurrency() {
-        let source = include_str!("../../../controller/src/reconcile.rs");
-        let line = source
-            .lines()
-            .find(|l| l.contains("const MAX_CONCURRENT_CALLS"))
-            .expect("MAX_CONCURRENT_CALLS in the controller");
-        assert!(
-            line.contains(&format!("= {CONTROLLER_CALL_CONCURRENCY};")),
-            "the controller's {line:?} differs from the calibration's {CONTROLLER_CALL_CONCURRENCY}"
-        );
     }
 }

@@ -28,8 +28,8 @@ struct Args {
     /// Timed passes, one per step of the upgrade.
     #[arg(long, default_value_t = 200)]
     passes: usize,
-    /// Evictions carried out per step, at most: the calls the controller may have at once.
-    #[arg(long, default_value_t = 16)]
+    /// Evictions carried out per step, at most: the calls the controller may have at once (its starting limit).
+    #[arg(long, default_value_t = k8sm_controller::call_limit::INITIAL)]
     calls: usize,
     /// Processes per fleet size: the summary gives each figure's median [min–max] over them.
     #[arg(long, default_value_t = 3)]
