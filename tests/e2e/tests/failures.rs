@@ -642,6 +642,23 @@ fn starve(scenario: &Scenario, name: &str, verb: &str, resource: &str) {
     );
 }
 
+/// Starts the controller as its deployed ServiceAccount (which the flow schemas of [`starved`] match), serving
+/// metrics; its address, and the lowest call limit the controller reports while it works.
+fn start_sampled_controller(scenario: &mut Scenario) -> (String, LowestCallLimit) {
+    let (kubeconfig, _) = scenario.deployed_controller_identity();
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    scenario.start_controller_as(
+        &kubeconfig,
+        &[
+            "--leader-elect",
+            "--leader-elect-namespace=k8sm-system",
+            &format!("--metrics-addr={metrics_addr}"),
+        ],
+    );
+    let lowest = LowestCallLimit::start(&metrics_addr);
+    (metrics_addr, lowest)
+}
+
 /// The lowest call limit a controller's metrics report, sampled every 100 ms until stopped.
 struct LowestCallLimit {
     lowest: Arc<AtomicU64>,
@@ -715,18 +732,7 @@ async fn throttled_evictions_lower_the_call_limit_and_the_node_finishes() {
     let sla = SlaWatcher::start(client.clone(), &ns, u32::from(THRESHOLD));
     sla.arm();
 
-    let (kubeconfig, _) = scenario.deployed_controller_identity();
-    let metrics_addr = format!("127.0.0.1:{}", free_port());
-    scenario.start_controller_as(
-        &kubeconfig,
-        &[
-            "--leader-elect",
-            "--leader-elect-namespace=k8sm-system",
-            &format!("--metrics-addr={metrics_addr}"),
-        ],
-    );
-    // The lowest call limit the controller reports while it works.
-    let lowest = LowestCallLimit::start(&metrics_addr);
+    let (metrics_addr, lowest) = start_sampled_controller(&mut scenario);
     scenario
         .create_policy(
             "fleet",
@@ -771,17 +777,7 @@ async fn throttled_node_writes_lower_the_call_limit_and_every_node_finishes() {
     const NODES: usize = 24;
     let mut scenario = Scenario::start(NODES, "throttled-writes", "1s").await;
     starve(&scenario, "k8sm-node-writes-starved", "patch", "nodes");
-    let (kubeconfig, _) = scenario.deployed_controller_identity();
-    let metrics_addr = format!("127.0.0.1:{}", free_port());
-    scenario.start_controller_as(
-        &kubeconfig,
-        &[
-            "--leader-elect",
-            "--leader-elect-namespace=k8sm-system",
-            &format!("--metrics-addr={metrics_addr}"),
-        ],
-    );
-    let lowest = LowestCallLimit::start(&metrics_addr);
+    let (_, lowest) = start_sampled_controller(&mut scenario);
     scenario
         .create_policy(
             "fleet",
