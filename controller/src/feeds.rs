@@ -12,6 +12,7 @@ use k8sm_api::ExecutorUpgradePolicy;
 
 use crate::cached_pod::CachedPod;
 use crate::deliveries::Deliveries;
+use crate::mirror::Mirrors;
 use crate::stores::Stores;
 use crate::trim::{trim_deployment, trim_meta, trim_node, trim_replica_set, trim_stateful_set};
 use crate::watches::WatchHealth;
@@ -26,6 +27,7 @@ pub struct Feeds {
     stateful_sets: Writer<StatefulSet>,
     pdbs: Writer<PodDisruptionBudget>,
     policies: Writer<ExecutorUpgradePolicy>,
+    mirrors: Mirrors,
 }
 
 impl Stores {
@@ -38,6 +40,7 @@ impl Stores {
         let (stateful_sets, stateful_set_writer) = reflector::store();
         let (pdbs, pdb_writer) = reflector::store();
         let (policies, policy_writer) = reflector::store();
+        let mirrors = Mirrors::default();
         let stores = Self {
             nodes,
             pods,
@@ -52,6 +55,7 @@ impl Stores {
             health: WatchHealth::default(),
             deliveries: Deliveries::default(),
             pods_path: CachedPod::url_path(&(), None),
+            mirrors: mirrors.clone(),
         };
         let feeds = Feeds {
             nodes: node_writer,
@@ -61,6 +65,7 @@ impl Stores {
             stateful_sets: stateful_set_writer,
             pdbs: pdb_writer,
             policies: policy_writer,
+            mirrors,
         };
         (stores, feeds)
     }
@@ -68,12 +73,16 @@ impl Stores {
 
 impl Feeds {
     pub fn node(&mut self, event: Event<Node>) {
-        apply(&mut self.nodes, event, trim_node);
+        self.mirrors
+            .nodes
+            .observe(&apply(&mut self.nodes, event, trim_node));
     }
 
     /// A pod as the watch delivers it: the JSON of a Pod, parsed into the cache's own type.
     pub fn pod(&mut self, event: Event<CachedPod>) {
-        apply(&mut self.pods, event, |_| {});
+        self.mirrors
+            .pods
+            .observe(&apply(&mut self.pods, event, |_| {}));
     }
 
     pub fn deployment(&mut self, event: Event<Deployment>) {
@@ -89,7 +98,9 @@ impl Feeds {
     }
 
     pub fn pdb(&mut self, event: Event<PodDisruptionBudget>) {
-        apply(&mut self.pdbs, event, trim_meta);
+        self.mirrors
+            .pdbs
+            .observe(&apply(&mut self.pdbs, event, trim_meta));
     }
 
     pub fn policy(&mut self, event: Event<ExecutorUpgradePolicy>) {
@@ -100,16 +111,20 @@ impl Feeds {
     /// first list.
     pub fn listed(&mut self) {
         self.nodes.apply_watcher_event(&Event::InitDone);
+        self.mirrors.nodes.observe(&Event::InitDone);
         self.pods.apply_watcher_event(&Event::InitDone);
+        self.mirrors.pods.observe(&Event::InitDone);
         self.deployments.apply_watcher_event(&Event::InitDone);
         self.replica_sets.apply_watcher_event(&Event::InitDone);
         self.stateful_sets.apply_watcher_event(&Event::InitDone);
         self.pdbs.apply_watcher_event(&Event::InitDone);
+        self.mirrors.pdbs.observe(&Event::InitDone);
         self.policies.apply_watcher_event(&Event::InitDone);
     }
 }
 
-fn apply<K>(writer: &mut Writer<K>, event: Event<K>, trim: fn(&mut K))
+/// Applies `event`, trimmed, as the reflector does, and returns it.
+fn apply<K>(writer: &mut Writer<K>, event: Event<K>, trim: fn(&mut K)) -> Event<K>
 where
     K: Resource + Clone,
     K::DynamicType: Clone + Eq + std::hash::Hash + Default,
@@ -126,4 +141,5 @@ where
         other => other,
     };
     writer.apply_watcher_event(&event);
+    event
 }

@@ -21,6 +21,7 @@ pub mod kamikaze_client;
 pub mod kamikaze_token;
 pub mod leader;
 mod metrics;
+pub mod mirror;
 mod pace;
 pub mod permissions;
 pub mod planning;

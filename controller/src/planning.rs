@@ -1,23 +1,24 @@
 //! A pass's thinking, with no I/O: the planner's view built from the caches, then the plan. The loop runs it every
 //! pass on the watched caches; the replay harness runs the same on caches it feeds.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use k8sm_planner::{ClusterView, Plan, Planner};
-use k8sm_view::OwnerViews;
 
 use crate::in_flight::{InFlight, PodWatch};
 use crate::sizes::Sizes;
 use crate::stores::Stores;
-use crate::view;
+use crate::view::{self, KeptView};
 
-/// What a pass keeps for the next: each owner's view, what the planner derived from each pod, and the remembered
-/// sizes of controllers of unknown kinds.
+/// What a pass keeps for the next: the view, what the planner derived from each pod, and the remembered sizes of
+/// controllers of unknown kinds.
 #[derive(Default)]
 pub struct Planning {
-    /// The owners' views of the last pass, so that a pass converts only the owners that changed.
-    owner_views: OwnerViews,
+    /// The last pass's view, brought up to date by the next, which converts only the objects that changed.
+    view: Arc<ClusterView>,
+    kept: KeptView,
     /// Keeps what it derived from each pod for the next pass (only the pods that changed are read again).
     planner: Planner,
     pub(crate) sizes: Sizes,
@@ -27,7 +28,8 @@ pub struct Planning {
 
 /// One pass's view and plan, and how long each took.
 pub struct Planned {
-    pub view: ClusterView,
+    /// Shared with the planning, which updates it in place at the next pass once this is dropped.
+    pub view: Arc<ClusterView>,
     pub plan: Plan,
     /// Building the view from the caches.
     pub observed_in: Duration,
@@ -61,17 +63,21 @@ impl Planning {
         now: DateTime<Utc>,
     ) -> Planned {
         let started = Instant::now();
-        let mut view = view::build(stores, &mut self.owner_views, Vec::new());
+        // Not copied: the last pass's `Planned` is gone by now.
+        let view = Arc::make_mut(&mut self.view);
+        view::build(stores, &mut self.kept, view);
         view.pace_by_room = self.pace_by_room;
         // Until the pod watch delivers something newer, the cache cannot show an evicted pod going: its eviction
         // stays counted.
-        in_flight.prune(&view, now, pods);
+        view.in_flight.clear();
+        view.observed_sizes.clear();
+        in_flight.prune(view, now, pods);
         view.in_flight = in_flight.snapshot();
-        view.observed_sizes = self.sizes.observe(&view, Vec::new(), now);
+        view.observed_sizes = self.sizes.observe(view, Vec::new(), now);
         let planning = Instant::now();
-        let plan = self.planner.plan(&view, now);
+        let plan = self.planner.plan(view, now);
         Planned {
-            view,
+            view: Arc::clone(&self.view),
             plan,
             observed_in: planning - started,
             planned_in: planning.elapsed(),

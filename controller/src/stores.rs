@@ -20,6 +20,7 @@ use k8sm_api::ExecutorUpgradePolicy;
 
 use crate::cached_pod::CachedPod;
 use crate::deliveries::{Deliveries, Delivery};
+use crate::mirror::{Mirror, Mirrored, Mirrors};
 use crate::reaction::Reaction;
 use crate::trim::{
     trim_deployment, trim_job, trim_meta, trim_node, trim_persistent_volume, trim_replica_set,
@@ -95,6 +96,8 @@ pub struct Stores {
     pub deliveries: Deliveries,
     /// The path of the pods' collection, under which [`Self::deliveries`] records the pod watch.
     pub pods_path: String,
+    /// The changes of the most numerous kinds, converted for the view that a pass keeps.
+    pub mirrors: Mirrors,
 }
 
 /// A stream that yields `()` when any watched object changed since it was last polled (changes are coalesced), and
@@ -116,6 +119,7 @@ impl Stores {
         let pods_path = Api::<CachedPod>::all(client.clone())
             .resource_url()
             .to_owned();
+        let mirrors = Mirrors::default();
         let replica_sets = watches.reflect(trim_replica_set);
         let owners = replica_sets.clone();
         // Pods are cut down while they are parsed (`CachedPod`): nothing is left to trim.
@@ -127,21 +131,26 @@ impl Stores {
                     reaction.observe_pod(pods, &owners, pod);
                 }
             },
+            {
+                let mirror = mirrors.pods.clone();
+                move |event| mirror.observe(event)
+            },
         );
         let stores = Self {
-            nodes: watches.reflect(trim_node),
+            nodes: watches.reflect_mirrored(trim_node, mirrors.nodes.clone()),
             pods,
             deployments: watches.reflect(trim_deployment),
             replica_sets,
             replication_controllers: watches.reflect(trim_replication_controller),
             stateful_sets: watches.reflect(trim_stateful_set),
             jobs: watches.reflect(trim_job),
-            pdbs: watches.reflect(trim_meta),
+            pdbs: watches.reflect_mirrored(trim_meta, mirrors.pdbs.clone()),
             policies: watches.reflect(trim_meta),
             persistent_volumes: watches.reflect(trim_persistent_volume),
             health: health.clone(),
             deliveries: deliveries.clone(),
             pods_path,
+            mirrors,
         };
         (stores, drive(futures::stream::select_all(changes)))
     }
@@ -203,15 +212,27 @@ impl Watches<'_> {
         K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
     {
-        self.reflect_observed(trim, |_, _| {})
+        self.reflect_observed(trim, |_, _| {}, |_| {})
     }
 
-    /// Like [`Watches::reflect`], and `observe` sees each (trimmed) event with the store as it was right before the
-    /// event is applied to it.
+    /// Like [`Watches::reflect`], and `mirror` records each event once the store holds it.
+    fn reflect_mirrored<K, V>(&mut self, trim: fn(&mut K), mirror: Mirror<K, V>) -> Store<K>
+    where
+        K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+        V: Mirrored + Send + 'static,
+        V::Key: Send,
+    {
+        self.reflect_observed(trim, |_, _| {}, move |event| mirror.observe(event))
+    }
+
+    /// Like [`Watches::reflect`]: `observe` sees each (trimmed) event with the store as it was right before the
+    /// event is applied to it, and `held` sees it once the store holds it.
     fn reflect_observed<K>(
         &mut self,
         trim: fn(&mut K),
         observe: impl Fn(&Store<K>, &watcher::Event<K>) + Send + 'static,
+        held: impl Fn(&watcher::Event<K>) + Send + 'static,
     ) -> Store<K>
     where
         K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
@@ -236,7 +257,13 @@ impl Watches<'_> {
         });
         // A failure signals a change too: the loop must learn when a watch starts failing (to stop acting once it
         // has failed for too long) as it learns of its recovery (a complete list, which changes the store).
-        let stream = reflector::reflector(writer, events).map(|_| ());
+        let stream = reflector::reflector(writer, events)
+            .inspect(move |event| {
+                if let Ok(event) = event {
+                    held(event);
+                }
+            })
+            .map(|_| ());
         self.changes.push(Box::pin(stream));
         reader
     }

@@ -276,31 +276,48 @@ impl PodCache {
         })
     }
 
-    /// Whether the view has the pods of the last pass at the same places, but for a few (new versions, as most
-    /// passes see): then the facts are updated where they stand, instead of copied into new vectors (a large fleet's
-    /// facts are megabytes). A pass with pods added or removed before others is aligned by [`Self::realign`].
+    /// Whether the view has the pods of the last pass at the same places, but for a few (new versions, pods gone
+    /// from the end or put in the place of one gone, new pods at the end: what a view kept across passes shows):
+    /// then the facts are updated where they stand, instead of copied into new vectors (a large fleet's facts are
+    /// megabytes). A pass with pods added or removed before others is aligned by [`Self::realign`].
     fn mostly_in_place(&self, view: &ClusterView) -> bool {
-        view.pods.len() == self.held.len()
-            && view
-                .pods
-                .iter()
-                .zip(&self.held)
-                .filter(|(pod, held)| !held.as_ref().is_some_and(|h| Arc::ptr_eq(h, pod)))
-                .count()
-                <= view.pods.len() / IN_PLACE_SHARE
+        let moved = view
+            .pods
+            .iter()
+            .zip(&self.held)
+            .filter(|(pod, held)| !held.as_ref().is_some_and(|h| Arc::ptr_eq(h, pod)))
+            .count();
+        moved + view.pods.len().abs_diff(self.held.len()) <= view.pods.len() / IN_PLACE_SHARE
     }
 
     /// Derives the facts of the pods that are not the ones at their places.
     fn align_in_place(&mut self, view: &ClusterView) {
+        if view.pods.len() < self.held.len() {
+            // The pods past the view's end are gone (let go here), and their positions with them.
+            self.held.truncate(view.pods.len());
+            self.facts.truncate(view.pods.len());
+            self.grouped = false;
+        }
         for (i, pod) in view.pods.iter().enumerate() {
-            if self.held[i].as_ref().is_some_and(|h| Arc::ptr_eq(h, pod)) {
+            if self
+                .held
+                .get(i)
+                .and_then(Option::as_ref)
+                .is_some_and(|h| Arc::ptr_eq(h, pod))
+            {
                 continue;
             }
             self.unplaced.push(u32::try_from(i).unwrap_or(u32::MAX));
+            let derived = self.derive(pod);
+            if i == self.held.len() {
+                self.facts.push(derived);
+                self.held.push(Some(Arc::clone(pod)));
+                continue;
+            }
             // Its node kept until it is placed again, to tell whether it moved.
             self.facts[i] = PodFacts {
                 node: self.facts[i].node,
-                ..self.derive(pod)
+                ..derived
             };
             // The old version is let go here.
             self.held[i] = Some(Arc::clone(pod));
@@ -586,6 +603,27 @@ mod tests {
         assert_eq!(cache.unplaced, [5]);
         let ready: Vec<bool> = cache.facts.iter().map(|f| f.ready).collect();
         assert_eq!(ready, (0..16).map(|i| i != 5).collect::<Vec<_>>());
+        // A pod gone, the last one put in its place, and a new one at the end, as a kept view shows them: only those
+        // two derived, where they stand.
+        view.pods.swap_remove(3);
+        view.pods.push(pod("p16", false));
+        cache.align(&view);
+        assert_eq!(cache.unplaced, [3, 15]);
+        let names: Vec<&str> = cache
+            .held
+            .iter()
+            .map(|h| &*h.as_ref().unwrap().name)
+            .collect();
+        let expected: Vec<&str> = view.pods.iter().map(|p| &*p.name).collect();
+        assert_eq!(names, expected);
+        // The last one gone: nothing derived.
+        view.pods.pop();
+        cache.align(&view);
+        assert!(cache.unplaced.is_empty());
+        assert_eq!(cache.facts.len(), 15);
+        // Back to the first sixteen, in order, for what follows.
+        view.pods = (0..16).map(|i| pod(&format!("p{i}"), i != 5)).collect();
+        cache.align(&view);
         // A pod gone before the others: each of them found a place earlier, none derived.
         view.pods.remove(0);
         cache.align(&view);
