@@ -412,10 +412,12 @@ mod tests {
             ..Default::default()
         };
         let mut facts = crate::facts::PodCache::default();
+        let mut budgets = crate::budgets::KeptBudgets::default();
         let index = Index::new(
             &view,
             &mut facts,
             &mut Default::default(),
+            &mut budgets,
             crate::testing::t0(),
         );
         view.pods

@@ -8,9 +8,10 @@ use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy};
 
 use crate::{
     NodeView, PodPhase, PodView, Reason, Resources,
+    budgets::Pdb,
     classify::{Class, Ignored, Unmanaged, ignored_message, unmanaged_message},
     health::{self, Ledger, PodState, Verdict},
-    index::{Index, OnNode, Pdb, PodCounts},
+    index::{Index, OnNode, PodCounts},
     memo::Text,
     output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
     pin,
@@ -1248,10 +1249,12 @@ mod tests {
             ..crate::ClusterView::default()
         };
         let mut cache = crate::facts::PodCache::default();
+        let mut budgets = crate::budgets::KeptBudgets::default();
         let index = Index::new(
             &view,
             &mut cache,
             &mut Default::default(),
+            &mut budgets,
             crate::testing::t0(),
         );
         let policy = policy("p");

@@ -14,10 +14,8 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-
 use crate::{
-    ClusterView, ControllerRef, PdbView, PodView, Resources,
+    ClusterView, ControllerRef, PodView, Resources,
     classify::{self, Seed},
     index::{FastMap, FastSet},
     memo,
@@ -221,8 +219,6 @@ pub(crate) struct PodCache {
     /// the few pods with an eviction in flight are found by it. Built at the first pass that needs it, then kept up
     /// to date; dropped when the entries of pods gone outnumber the live ones.
     uids: Option<FastMap<Arc<str>, Arc<str>>>,
-    /// The namespace and selector of each budget the facts' `covered` were worked out with, in the index's order.
-    budgets: Vec<(String, Option<LabelSelector>)>,
 }
 
 impl PodCache {
@@ -383,27 +379,16 @@ impl PodCache {
         }
     }
 
-    /// Works out how many budgets cover each pod whose answer is not known for `budgets` (in the index's order):
-    /// those that changed since the last pass, or every pod when the budgets' namespaces or selectors changed.
-    /// `several(key, pod)`: whether more than one covers `pod`, whose key is the addresses of its namespace and labels
-    /// (the pods of one controller share them, and consecutive pods are asked once).
+    /// Works out how many budgets cover each pod whose answer is not known: those that changed since the last pass,
+    /// or every pod when the budgets changed (`budgets_changed`: one came, went, or changed its selector).
+    /// `several(pod)`: whether more than one covers `pod`, asked once for consecutive pods with one copy of a
+    /// namespace and of labels (the pods of one controller share them).
     pub(crate) fn know_cover(
         &mut self,
-        budgets: &[&PdbView],
-        mut several: impl FnMut((usize, usize), &PodView) -> bool,
+        budgets_changed: bool,
+        mut several: impl FnMut(&PodView) -> bool,
     ) {
-        let same = budgets.len() == self.budgets.len()
-            && budgets
-                .iter()
-                .zip(&self.budgets)
-                .all(|(now, (namespace, selector))| {
-                    now.namespace == *namespace && now.selector == *selector
-                });
-        if !same {
-            self.budgets = budgets
-                .iter()
-                .map(|b| (b.namespace.clone(), b.selector.clone()))
-                .collect();
+        if budgets_changed {
             for f in &mut self.facts {
                 f.covered = Covered::Unknown;
             }
@@ -420,7 +405,7 @@ impl PodCache {
             f.covered = match last {
                 Some((seen, covered)) if seen == key => covered,
                 _ => {
-                    let covered = if several(key, pod) {
+                    let covered = if several(pod) {
                         Covered::Several
                     } else {
                         Covered::AtMostOne

@@ -375,10 +375,12 @@ mod tests {
         let (a, b, other) = (reference("uid-1"), reference("uid-1"), reference("uid-2"));
         let view = ClusterView::default();
         let mut pods = crate::facts::PodCache::default();
+        let mut budgets = crate::budgets::KeptBudgets::default();
         let index = Index::new(
             &view,
             &mut pods,
             &mut Default::default(),
+            &mut budgets,
             crate::testing::t0(),
         );
         let mut ledger = Ledger::new(&index);

@@ -2,18 +2,17 @@
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::rc::Rc;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
 use crate::{
-    ClusterView, ControllerRef, NodeView, OwnerView, PdbView, PodView, Resources,
+    ClusterView, ControllerRef, NodeView, OwnerView, PodView, Resources,
+    budgets::{Cover, KeptBudgets, Pdb},
     classify::{self, Class, Ignored},
     facts::{ClassKey, Covered, OrderKey, PodCache, PodFacts},
-    memo::{self, Memo, Text},
+    memo::Text,
     resolved::ControllerClasses,
-    selector::{self, Selector, SelectorError},
     shared::SharedOutput,
     workload,
 };
@@ -53,20 +52,6 @@ impl Stamp {
 
     pub(crate) fn is_present(self) -> bool {
         self != Self::Absent
-    }
-}
-
-/// A budget with its parsed selector.
-pub(crate) struct Pdb<'a> {
-    pub(crate) view: &'a PdbView,
-    /// `None`: a null selector (selects nothing) or an invalid one.
-    pub(crate) selector: Option<Result<Selector, SelectorError>>,
-}
-
-impl Pdb<'_> {
-    pub(crate) fn covers(&self, pod: &PodView) -> bool {
-        *pod.namespace == *self.view.namespace
-            && matches!(&self.selector, Some(Ok(selector)) if selector.matches(&pod.labels))
     }
 }
 
@@ -297,12 +282,13 @@ pub(crate) struct Index<'a> {
 
 impl<'a> Index<'a> {
     /// Indexes `view`, with the facts of its pods in `pods` (brought in line with the view here: those of the pods
-    /// seen in the last pass are reused) and the classes of its controllers kept in `controllers` (those whose
-    /// owners did not change are reused).
+    /// seen in the last pass are reused), the classes of its controllers kept in `controllers` (those whose owners
+    /// did not change are reused) and its budgets' selectors kept in `budgets` (reused unless one changed).
     pub(crate) fn new(
         view: &'a ClusterView,
         pods: &'a mut PodCache,
         controllers: &mut ControllerClasses,
+        budgets: &'a mut KeptBudgets,
         now: DateTime<Utc>,
     ) -> Self {
         let nodes: BTreeMap<&str, &NodeView> =
@@ -318,10 +304,9 @@ impl<'a> Index<'a> {
         pods.align(view);
         pods.place(nodes.keys().copied());
         pods.group_by_node();
-        let (pdbs, cover) = budgets(view);
+        let (pdbs, cover, budgets_changed) = budgets.index(view);
         if !pdbs.is_empty() {
-            let views: Vec<&PdbView> = pdbs.iter().map(|p| p.view).collect();
-            pods.know_cover(&views, |key, pod| cover.covering(&pdbs, key, pod).len() > 1);
+            pods.know_cover(budgets_changed, |pod| cover.covering(&pdbs, pod).len() > 1);
         }
         let in_flight_uids: FastSet<usize> = if view.in_flight.is_empty() {
             FastSet::default()
@@ -751,10 +736,7 @@ impl<'a> Index<'a> {
         &'s self,
         pod: &'s PodView,
     ) -> impl Iterator<Item = (usize, &'s Pdb<'a>)> + 's {
-        let budgets = (!self.pdbs.is_empty()).then(|| {
-            let key = (memo::address(&pod.namespace), memo::address(&pod.labels));
-            self.cover.covering(&self.pdbs, key, pod)
-        });
+        let budgets = (!self.pdbs.is_empty()).then(|| self.cover.covering(&self.pdbs, pod));
         budgets.into_iter().flat_map(move |budgets| {
             (0..budgets.len()).map(move |k| {
                 let i = budgets[k] as usize;
@@ -762,75 +744,6 @@ impl<'a> Index<'a> {
             })
         })
     }
-}
-
-/// Which budgets cover which pods: the positions (in the index's sorted budgets) of the budgets with a required
-/// label, by namespace, label key and value, and of the others that can cover a pod (a selector with no such label,
-/// such as the empty one) by namespace, so that a pod's budgets are found among a few, not among every budget of the
-/// cluster; and the answers, by the addresses of the namespace and label set asked for (the pods of one controller
-/// share both, so selectors are matched once per controller and pass, not once per pod and look).
-#[derive(Default)]
-struct Cover<'a> {
-    by_label: FastMap<(&'a str, &'a str, &'a str), Vec<u32>>,
-    by_namespace: FastMap<&'a str, Vec<u32>>,
-    answers: Memo<(usize, usize), Rc<[u32]>>,
-}
-
-impl Cover<'_> {
-    /// Positions of the budgets among `pdbs` that cover `pod`, in ascending order; `key`: the addresses of its
-    /// namespace and labels. Each budget is indexed once, under one label, so none comes twice.
-    fn covering(&self, pdbs: &[Pdb], key: (usize, usize), pod: &PodView) -> Rc<[u32]> {
-        self.answers.get_or(key, || {
-            let namespace = &*pod.namespace;
-            let in_namespace = self.by_namespace.get(namespace).into_iter().flatten();
-            let labelled = pod.labels.iter().flat_map(move |(key, value)| {
-                self.by_label
-                    .get(&(namespace, key.as_str(), value.as_str()))
-                    .into_iter()
-                    .flatten()
-            });
-            let mut found: Vec<u32> = in_namespace
-                .chain(labelled)
-                .copied()
-                .filter(|&i| pdbs[i as usize].covers(pod))
-                .collect();
-            found.sort_unstable();
-            found.into()
-        })
-    }
-}
-
-/// The budgets of `view`, sorted by namespace and name, and how to find those covering a pod.
-fn budgets(view: &ClusterView) -> (Vec<Pdb<'_>>, Cover<'_>) {
-    let mut pdbs: Vec<Pdb> = view
-        .pdbs
-        .iter()
-        .map(|view| Pdb {
-            view,
-            selector: view.selector.as_ref().map(Selector::new),
-        })
-        .collect();
-    pdbs.sort_by(|a, b| (&a.view.namespace, &a.view.name).cmp(&(&b.view.namespace, &b.view.name)));
-    let mut cover = Cover::default();
-    for (i, pdb) in pdbs.iter().enumerate() {
-        let namespace = pdb.view.namespace.as_str();
-        // A null or invalid selector covers nothing.
-        if let (Some(Ok(_)), Some(selector)) = (&pdb.selector, &pdb.view.selector) {
-            match selector::required_label(selector) {
-                Some((key, value)) => cover
-                    .by_label
-                    .entry((namespace, key, value))
-                    .or_default()
-                    .push(slot_of(i)),
-                None => cover
-                    .by_namespace
-                    .entry(namespace)
-                    .or_default()
-                    .push(slot_of(i)),
-            }
-        }
-    }
-    (pdbs, cover)
 }
 
 /// A pod bound to a node, as [`Index::pods_on`] finds it.

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod admission;
+mod budgets;
 mod classify;
 mod conditions;
 mod deleted;

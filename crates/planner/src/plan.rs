@@ -11,6 +11,7 @@ use k8sm_api::NodeCounts;
 
 use crate::{
     ClusterView, NodeView, PolicyView, Reason,
+    budgets::KeptBudgets,
     conditions::{self, condition},
     drain::earliest,
     facts::PodCache,
@@ -42,12 +43,19 @@ pub fn plan(view: &ClusterView, now: DateTime<Utc>) -> Plan {
 pub struct Planner {
     pods: PodCache,
     controllers: ControllerClasses,
+    budgets: KeptBudgets,
 }
 
 impl Planner {
     /// Plans one pass, as [`plan`] does.
     pub fn plan(&mut self, view: &ClusterView, now: DateTime<Utc>) -> Plan {
-        plan_with(view, &mut self.pods, &mut self.controllers, now)
+        plan_with(
+            view,
+            &mut self.pods,
+            &mut self.controllers,
+            &mut self.budgets,
+            now,
+        )
     }
 }
 
@@ -55,9 +63,10 @@ fn plan_with(
     view: &ClusterView,
     pods: &mut PodCache,
     controllers: &mut ControllerClasses,
+    budgets: &mut KeptBudgets,
     now: DateTime<Utc>,
 ) -> Plan {
-    let index = Index::new(view, pods, controllers, now);
+    let index = Index::new(view, pods, controllers, budgets, now);
     let mut policies: Vec<&PolicyView> = view.policies.iter().collect();
     policies.sort_by(|a, b| a.name.cmp(&b.name));
 
