@@ -22,7 +22,7 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 type Answers = FastMap<(usize, usize), Answer>;
 
 struct Answer {
-    _held: (Arc<str>, Arc<BTreeMap<String, String>>),
+    held: (Arc<str>, Arc<BTreeMap<String, String>>),
     covering: Arc<[u32]>,
 }
 
@@ -89,7 +89,7 @@ impl KeptBudgets {
         let answers = self.answers.get_mut();
         if answers.len() > (2 * self.answers_cleaned).max(MIN_ANSWERS_CLEANED) {
             // Those of label sets no pod has any more go.
-            answers.retain(|_, a| Arc::strong_count(&a._held.1) > 1);
+            answers.retain(|_, a| Arc::strong_count(&a.held.1) > 1);
             self.answers_cleaned = answers.len();
         }
         let this: &'a Self = self;
@@ -192,7 +192,7 @@ impl Cover<'_> {
             Arc::<[u32]>::from(found)
         };
         let answer = Answer {
-            _held: (Arc::clone(&pod.namespace), Arc::clone(&pod.labels)),
+            held: (Arc::clone(&pod.namespace), Arc::clone(&pod.labels)),
             covering: Arc::clone(&found),
         };
         self.kept.answers.borrow_mut().insert(key, answer);
