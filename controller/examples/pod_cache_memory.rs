@@ -1,12 +1,12 @@
 //! How much memory the controller's pod cache takes, measured the way the controller fills it: pages of a pod list
 //! (files of a `PodList` each, as `kubectl get pods -A -o json --chunk-size=500` pages split them) parsed into
-//! [`CachedPod`]s and applied to a kube reflector store as a watcher's initial list, then `VmRSS`/`VmHWM` read from
+//! [`CachedPod`]s and applied to the controller's pod cache as a watcher's initial list, then `VmRSS`/`VmHWM` read from
 //! `/proc/self/status`. Usage: `cargo run --release -p k8sm-controller --example pod_cache_memory -- <dir of pages>`.
 
 use std::path::PathBuf;
 
 use k8sm_controller::cached_pod::CachedPod;
-use kube::runtime::reflector;
+use k8sm_controller::pod_store::pod_store;
 use kube::runtime::watcher::Event;
 
 fn status_kb(field: &str) -> u64 {
@@ -35,20 +35,20 @@ fn main() {
         .collect();
     pages.sort();
     let before = status_kb("VmRSS:");
-    let (store, mut writer) = reflector::store::<CachedPod>();
-    writer.apply_watcher_event(&Event::Init);
+    let (store, mut writer) = pod_store();
+    writer.apply(&Event::Init);
     for page in &pages {
         let body = std::fs::read(page).expect("readable page");
         let list: kube::core::ObjectList<CachedPod> =
             serde_json::from_slice(&body).expect("a PodList");
         for pod in list.items {
-            writer.apply_watcher_event(&Event::InitApply(pod));
+            writer.apply(&Event::InitApply(pod));
         }
     }
-    writer.apply_watcher_event(&Event::InitDone);
+    writer.apply(&Event::InitDone);
     println!(
         "{} pods cached: VmRSS {} kB (before {} kB), VmHWM {} kB",
-        store.state().len(),
+        store.len(),
         status_kb("VmRSS:"),
         before,
         status_kb("VmHWM:")

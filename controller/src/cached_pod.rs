@@ -1,11 +1,11 @@
-//! The pod cache's own pod type: a pod's identity and the planner's view of it, converted once per watch event and
-//! shared by every pass after that.
+//! The pod watch's own pod type: a pod's identity and the planner's view of it, converted once per watch event; the
+//! pod cache (`pod_store`) keeps the view, shared by every pass after that.
 //!
 //! Pods are most of the controller's memory at fleet size, and a [`Pod`](k8s_openapi::api::core::v1::Pod) holds
 //! every field of its spec and status inline (2.4 KB on 64-bit) however few are set: only the fields the conversion
 //! reads are parsed (the rest is skipped), converted to the planner's [`PodView`] at once, and the metadata is then
-//! cut down to the identity kube's cache and the controller's version checks use. A pass shares each view (an
-//! [`Arc`]) instead of converting tens of thousands of pods again: no pass copies a pod.
+//! cut down to the identity the watch resumes from. A pass shares each view (an [`Arc`]) instead of converting tens
+//! of thousands of pods again: no pass copies a pod.
 
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ use k8sm_view::{ContainerRequests, ResourceList};
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(from = "Wire")]
 pub struct CachedPod {
-    /// Name, namespace, UID and resourceVersion only: what the cache keys on and the controller's backoff compares.
+    /// Name, namespace, UID and resourceVersion only: what the watch resumes from and the pod cache keeps.
     pub metadata: ObjectMeta,
     /// Everything the planner reads of the pod.
     pub view: Arc<PodView>,

@@ -13,6 +13,7 @@ use k8sm_api::ExecutorUpgradePolicy;
 use crate::cached_pod::CachedPod;
 use crate::deliveries::Deliveries;
 use crate::mirror::Mirrors;
+use crate::pod_store::{PodWriter, pod_store};
 use crate::stores::Stores;
 use crate::trim::{trim_deployment, trim_meta, trim_node, trim_replica_set, trim_stateful_set};
 use crate::watches::WatchHealth;
@@ -21,7 +22,7 @@ use crate::watches::WatchHealth;
 /// empty and complete.
 pub struct Feeds {
     nodes: Writer<Node>,
-    pods: Writer<CachedPod>,
+    pods: PodWriter,
     deployments: Writer<Deployment>,
     replica_sets: Writer<ReplicaSet>,
     stateful_sets: Writer<StatefulSet>,
@@ -34,7 +35,7 @@ impl Stores {
     /// Caches that no watch feeds: [`Feeds`] does.
     pub fn fed() -> (Self, Feeds) {
         let (nodes, node_writer) = reflector::store();
-        let (pods, pod_writer) = reflector::store();
+        let (pods, pod_writer) = pod_store();
         let (deployments, deployment_writer) = reflector::store();
         let (replica_sets, replica_set_writer) = reflector::store();
         let (stateful_sets, stateful_set_writer) = reflector::store();
@@ -80,9 +81,8 @@ impl Feeds {
 
     /// A pod as the watch delivers it: the JSON of a Pod, parsed into the cache's own type.
     pub fn pod(&mut self, event: Event<CachedPod>) {
-        self.mirrors
-            .pods
-            .observe(&apply(&mut self.pods, event, |_| {}));
+        self.pods.apply(&event);
+        self.mirrors.pods.observe(&event);
     }
 
     pub fn deployment(&mut self, event: Event<Deployment>) {
@@ -112,7 +112,7 @@ impl Feeds {
     pub fn listed(&mut self) {
         self.nodes.apply_watcher_event(&Event::InitDone);
         self.mirrors.nodes.observe(&Event::InitDone);
-        self.pods.apply_watcher_event(&Event::InitDone);
+        self.pods.apply(&Event::InitDone);
         self.mirrors.pods.observe(&Event::InitDone);
         self.deployments.apply_watcher_event(&Event::InitDone);
         self.replica_sets.apply_watcher_event(&Event::InitDone);

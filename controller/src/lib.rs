@@ -25,6 +25,7 @@ pub mod mirror;
 mod pace;
 pub mod permissions;
 pub mod planning;
+pub mod pod_store;
 mod reaction;
 mod reconcile;
 pub mod reports;

@@ -2,9 +2,9 @@
 //! events, converted as they arrive, are applied to the view by the next pass, so that a pass costs the objects that
 //! changed, not every object cached.
 //!
-//! The reflector's store stays the truth. After a relist, or for a new reader, the view is rebuilt from the store; in
-//! between, it is brought up to date with the latest version of each object that changed. The hook sees an event only
-//! once the store holds it, so an event that one update misses is read by the next one.
+//! The cache stays the truth. After a relist, or for a new reader, the view is rebuilt from the cache; in between, it
+//! is brought up to date with the latest version of each object that changed. The hook sees an event only once the
+//! cache holds it, so an event that one update misses is read by the next one.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -164,17 +164,37 @@ impl<V: Mirrored> Default for Kept<V> {
 impl<V: Mirrored> Kept<V> {
     /// Brings `items` (the view's vector, which only this changes) up to date with what `mirror` recorded, or with
     /// the whole `store` after a relist or at the first update.
-    pub fn update<K>(&mut self, mirror: &Mirror<K, V>, store: &Store<K>, items: &mut Vec<V>)
-    where
+    pub fn update_from_store<K>(
+        &mut self,
+        mirror: &Mirror<K, V>,
+        store: &Store<K>,
+        items: &mut Vec<V>,
+    ) where
         K: Resource + Clone + 'static,
         K::DynamicType: Eq + Hash + Clone,
     {
+        let convert = mirror.convert;
+        self.update(
+            mirror,
+            || store.state().iter().map(|o| convert(o)).collect(),
+            items,
+        );
+    }
+
+    /// Brings `items` up to date with what `mirror` recorded, or with `everything` (every object the cache holds,
+    /// converted) after a relist or at the first update.
+    pub fn update<K>(
+        &mut self,
+        mirror: &Mirror<K, V>,
+        everything: impl FnOnce() -> Vec<V>,
+        items: &mut Vec<V>,
+    ) {
         let (resync, changes) = mirror.take(self.reader);
         if resync {
             items.clear();
             self.slots.clear();
-            for object in store.state() {
-                self.put(items, (mirror.convert)(&object));
+            for view in everything() {
+                self.put(items, view);
             }
         }
         for (key, version) in changes {

@@ -79,7 +79,7 @@ proptest! {
                     }
                 }
                 Step::Update => {
-                    kept.update(&mirror, &store, &mut items);
+                    kept.update_from_store(&mirror, &store, &mut items);
                     let truth: Vec<NodeView> =
                         store.state().iter().map(|n| k8sm_view::node_view(n)).collect();
                     prop_assert_eq!(by_name(&items), by_name(&truth));

@@ -31,7 +31,10 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use k8sm_planner::PodView;
+
 use crate::cached_pod::CachedPod;
+use crate::pod_store::PodStore;
 
 #[derive(Debug, Default)]
 struct State {
@@ -135,19 +138,13 @@ impl Reaction {
     }
 
     /// Stamps a pod watch event, before it is applied to `pods`: a pod whose Ready condition turns True.
-    pub fn observe_pod(
-        &self,
-        pods: &Store<CachedPod>,
-        replica_sets: &Store<ReplicaSet>,
-        pod: &CachedPod,
-    ) {
-        if !is_ready(pod) {
+    pub fn observe_pod(&self, pods: &PodStore, replica_sets: &Store<ReplicaSet>, pod: &CachedPod) {
+        if !is_ready(&pod.view) {
             return;
         }
-        let key = ObjectRef::from_obj(pod);
         if pods
-            .get(&key)
-            .is_some_and(|old| is_ready(&old) && old.uid() == pod.uid())
+            .get(&pod.view.namespace, &pod.view.name)
+            .is_some_and(|old| is_ready(&old.view) && old.view.uid == pod.view.uid)
         {
             return;
         }
@@ -159,8 +156,8 @@ impl Reaction {
 }
 
 /// Ready and not on its way out, as the planner counts a pod ready (`k8sm_view::pod`).
-fn is_ready(pod: &CachedPod) -> bool {
-    !pod.view.terminating && pod.view.ready
+fn is_ready(pod: &PodView) -> bool {
+    !pod.terminating && pod.ready
 }
 
 /// The workload a pod counts for, as the planner names it (`workload_uid` in the planner): its controller, or for a

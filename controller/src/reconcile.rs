@@ -942,10 +942,9 @@ impl Controller {
 
 /// The node a cached pod is bound to.
 fn node_of(stores: &Stores, pod: &PodRef) -> Option<String> {
-    let key = ObjectRef::<CachedPod>::new(pod.name()).within(pod.namespace());
     stores
         .pods
-        .get(&key)
+        .get(pod.namespace(), pod.name())
         .and_then(|p| p.view.node_name.as_deref().map(str::to_owned))
 }
 

@@ -20,7 +20,8 @@ use k8sm_api::ExecutorUpgradePolicy;
 
 use crate::cached_pod::CachedPod;
 use crate::deliveries::{Deliveries, Delivery};
-use crate::mirror::{Mirror, Mirrored, Mirrors};
+use crate::mirror::{Mirror, Mirrored, Mirrors, PodMirror};
+use crate::pod_store::{PodStore, pod_store};
 use crate::reaction::Reaction;
 use crate::trim::{
     trim_deployment, trim_job, trim_meta, trim_node, trim_persistent_volume, trim_replica_set,
@@ -80,7 +81,7 @@ pub fn with_watch_timeout<B>(mut request: http::Request<B>) -> http::Request<B> 
 pub struct Stores {
     pub nodes: Store<Node>,
     /// Pods, as much of them as the planner reads.
-    pub pods: Store<CachedPod>,
+    pub pods: PodStore,
     pub deployments: Store<Deployment>,
     pub replica_sets: Store<ReplicaSet>,
     pub replication_controllers: Store<ReplicationController>,
@@ -122,19 +123,14 @@ impl Stores {
         let mirrors = Mirrors::default();
         let replica_sets = watches.reflect(trim_replica_set);
         let owners = replica_sets.clone();
-        // Pods are cut down while they are parsed (`CachedPod`): nothing is left to trim.
-        let pods = watches.reflect_observed(
-            |_: &mut CachedPod| {},
+        let pods = watches.reflect_pods(
             move |pods, event| {
                 // Live changes only: a relist replaces the store at its end, with no moment a pod became Ready.
                 if let watcher::Event::Apply(pod) = event {
                     reaction.observe_pod(pods, &owners, pod);
                 }
             },
-            {
-                let mirror = mirrors.pods.clone();
-                move |event| mirror.observe(event)
-            },
+            mirrors.pods.clone(),
         );
         let stores = Self {
             nodes: watches.reflect_mirrored(trim_node, mirrors.nodes.clone()),
@@ -159,7 +155,7 @@ impl Stores {
     pub async fn wait_until_ready(&self) {
         // A store's writer lives inside the change stream, which outlives this call: these never fail.
         let _ = self.nodes.wait_until_ready().await;
-        let _ = self.pods.wait_until_ready().await;
+        self.pods.wait_until_ready().await;
         let _ = self.deployments.wait_until_ready().await;
         let _ = self.replica_sets.wait_until_ready().await;
         let _ = self.replication_controllers.wait_until_ready().await;
@@ -226,6 +222,42 @@ impl Watches<'_> {
         self.reflect_observed(trim, |_, _| {}, move |event| mirror.observe(event))
     }
 
+    /// The pods, into the controller's own cache ([`PodStore`]; they are cut down while they are parsed, so nothing
+    /// is left to trim): `observe` sees each event with the cache as it was right before the event is applied to it,
+    /// and `mirror` records it once the cache holds it.
+    fn reflect_pods(
+        &mut self,
+        observe: impl Fn(&PodStore, &watcher::Event<CachedPod>) + Send + 'static,
+        mirror: PodMirror,
+    ) -> PodStore {
+        let (reader, mut writer) = pod_store();
+        let before = reader.clone();
+        let events = restarting_watch(
+            Api::all(self.client.clone()),
+            |_| {},
+            self.health(<CachedPod as k8s_openapi::Resource>::KIND),
+        );
+        // As kube's reflector: every item signals a change, a failure too (see `reflect_observed`).
+        let stream = events.map(move |event| {
+            if let Ok(event) = event {
+                observe(&before, &event);
+                writer.apply(&event);
+                mirror.observe(&event);
+            }
+        });
+        self.changes.push(Box::pin(stream));
+        reader
+    }
+
+    /// Where a watch of `kind` reports how it is doing.
+    fn health(&self, kind: &str) -> Health {
+        Health {
+            watches: self.health.clone(),
+            deliveries: self.deliveries.clone(),
+            kind: kind.to_owned(),
+        }
+    }
+
     /// Like [`Watches::reflect`]: `observe` sees each (trimmed) event with the store as it was right before the
     /// event is applied to it, and `held` sees it once the store holds it.
     fn reflect_observed<K>(
@@ -241,20 +273,12 @@ impl Watches<'_> {
         let (reader, writer) = reflector::store();
         let before = reader.clone();
         let kind = K::kind(&Default::default()).into_owned();
-        let events = restarting_watch(
-            Api::all(self.client.clone()),
-            trim,
-            Health {
-                watches: self.health.clone(),
-                deliveries: self.deliveries.clone(),
-                kind,
-            },
-        )
-        .inspect(move |event| {
-            if let Ok(event) = event {
-                observe(&before, event);
-            }
-        });
+        let events = restarting_watch(Api::all(self.client.clone()), trim, self.health(&kind))
+            .inspect(move |event| {
+                if let Ok(event) = event {
+                    observe(&before, event);
+                }
+            });
         // A failure signals a change too: the loop must learn when a watch starts failing (to stop acting once it
         // has failed for too long) as it learns of its recovery (a complete list, which changes the store).
         let stream = reflector::reflector(writer, events)

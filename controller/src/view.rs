@@ -25,11 +25,11 @@ pub struct KeptView {
 pub fn build(stores: &Stores, kept: &mut KeptView, view: &mut ClusterView) {
     let mirrors = &stores.mirrors;
     kept.pods
-        .update(&mirrors.pods, &stores.pods, &mut view.pods);
+        .update(&mirrors.pods, || stores.pods.views(), &mut view.pods);
     kept.nodes
-        .update(&mirrors.nodes, &stores.nodes, &mut view.nodes);
+        .update_from_store(&mirrors.nodes, &stores.nodes, &mut view.nodes);
     kept.pdbs
-        .update(&mirrors.pdbs, &stores.pdbs, &mut view.pdbs);
+        .update_from_store(&mirrors.pdbs, &stores.pdbs, &mut view.pdbs);
     let rest = from_objects(
         &Objects::<CachedPod> {
             deployments: &stores.deployments.state(),

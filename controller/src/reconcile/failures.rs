@@ -5,14 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 
-use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use k8sm_planner::{Action, Plan, Reason};
 
 use super::{Controller, Hold, PassResult};
 use crate::backoff::{self, Subject};
-use crate::cached_pod::CachedPod;
 use crate::metrics::Withheld;
 use crate::status::Troubles;
 use crate::watches::{self, Failing};
@@ -86,11 +84,8 @@ impl Controller {
     pub(super) fn version_of(&self, subject: &Subject) -> Option<String> {
         match subject {
             Subject::Pod(pod) => {
-                let key = ObjectRef::<CachedPod>::new(pod.name()).within(pod.namespace());
-                let cached = self.stores.pods.get(&key)?;
-                (cached.uid().as_deref() == Some(pod.uid()))
-                    .then(|| cached.resource_version())
-                    .flatten()
+                let cached = self.stores.pods.get(pod.namespace(), pod.name())?;
+                (*cached.view.uid == *pod.uid()).then(|| cached.resource_version.into())
             }
             Subject::Node(name) => {
                 let node = self.stores.nodes.get(&ObjectRef::new(name))?;
