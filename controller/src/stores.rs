@@ -208,7 +208,7 @@ impl Watches<'_> {
         K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
     {
-        self.reflect_observed(trim, |_, _| {}, |_| {})
+        self.reflect_held(trim, |_| {})
     }
 
     /// Like [`Watches::reflect`], and `mirror` records each event once the store holds it.
@@ -219,7 +219,7 @@ impl Watches<'_> {
         V: Mirrored + Send + 'static,
         V::Key: Send,
     {
-        self.reflect_observed(trim, |_, _| {}, move |event| mirror.observe(event))
+        self.reflect_held(trim, move |event| mirror.observe(event))
     }
 
     /// The pods, into the controller's own cache ([`PodStore`]; they are cut down while they are parsed, so nothing
@@ -237,7 +237,7 @@ impl Watches<'_> {
             |_| {},
             self.health(<CachedPod as k8s_openapi::Resource>::KIND),
         );
-        // As kube's reflector: every item signals a change, a failure too (see `reflect_observed`).
+        // As kube's reflector: every item signals a change, a failure too (see `reflect_held`).
         let stream = events.map(move |event| {
             if let Ok(event) = event {
                 observe(&before, &event);
@@ -258,12 +258,10 @@ impl Watches<'_> {
         }
     }
 
-    /// Like [`Watches::reflect`]: `observe` sees each (trimmed) event with the store as it was right before the
-    /// event is applied to it, and `held` sees it once the store holds it.
-    fn reflect_observed<K>(
+    /// Like [`Watches::reflect`], and `held` sees each (trimmed) event once the store holds it.
+    fn reflect_held<K>(
         &mut self,
         trim: fn(&mut K),
-        observe: impl Fn(&Store<K>, &watcher::Event<K>) + Send + 'static,
         held: impl Fn(&watcher::Event<K>) + Send + 'static,
     ) -> Store<K>
     where
@@ -271,14 +269,8 @@ impl Watches<'_> {
         K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
     {
         let (reader, writer) = reflector::store();
-        let before = reader.clone();
         let kind = K::kind(&Default::default()).into_owned();
-        let events = restarting_watch(Api::all(self.client.clone()), trim, self.health(&kind))
-            .inspect(move |event| {
-                if let Ok(event) = event {
-                    observe(&before, event);
-                }
-            });
+        let events = restarting_watch(Api::all(self.client.clone()), trim, self.health(&kind));
         // A failure signals a change too: the loop must learn when a watch starts failing (to stop acting once it
         // has failed for too long) as it learns of its recovery (a complete list, which changes the store).
         let stream = reflector::reflector(writer, events)
