@@ -69,6 +69,12 @@ impl PodStore {
         pods.get(namespace)?.get(name).cloned()
     }
 
+    /// The view of the pod of that namespace and name, if cached (no copy of its version).
+    pub fn view(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {
+        let pods = self.pods.read().unwrap_or_else(PoisonError::into_inner);
+        Some(Arc::clone(&pods.get(namespace)?.get(name)?.view))
+    }
+
     /// Every cached pod's view.
     pub fn views(&self) -> Vec<Arc<PodView>> {
         let pods = self.pods.read().unwrap_or_else(PoisonError::into_inner);
@@ -119,7 +125,12 @@ impl PodWriter {
             Event::InitApply(pod) => insert(self.listing.get_or_insert_with(Pods::default), pod),
             Event::InitDone => {
                 let listed = self.listing.take().unwrap_or_default();
-                *self.pods.write().unwrap_or_else(PoisonError::into_inner) = listed;
+                let replaced = {
+                    let mut pods = self.pods.write().unwrap_or_else(PoisonError::into_inner);
+                    std::mem::replace(&mut *pods, listed)
+                };
+                // The old pods are let go outside the lock: readers need not wait for a fleet's worth of frees.
+                drop(replaced);
                 self.ready.send_replace(true);
             }
         }

@@ -74,6 +74,10 @@ fn of_pod_store(store: &PodStore) -> Contents {
                 .get(&view.namespace, &view.name)
                 .expect("found by its name");
             assert!(Arc::ptr_eq(&cached.view, view));
+            assert!(Arc::ptr_eq(
+                &store.view(&view.namespace, &view.name).expect("found"),
+                view
+            ));
             let key = (view.namespace.to_string(), view.name.to_string());
             (
                 key,

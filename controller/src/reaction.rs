@@ -143,8 +143,8 @@ impl Reaction {
             return;
         }
         if pods
-            .get(&pod.view.namespace, &pod.view.name)
-            .is_some_and(|old| is_ready(&old.view) && old.view.uid == pod.view.uid)
+            .view(&pod.view.namespace, &pod.view.name)
+            .is_some_and(|old| is_ready(&old) && old.uid == pod.view.uid)
         {
             return;
         }

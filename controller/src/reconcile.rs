@@ -944,8 +944,8 @@ impl Controller {
 fn node_of(stores: &Stores, pod: &PodRef) -> Option<String> {
     stores
         .pods
-        .get(pod.namespace(), pod.name())
-        .and_then(|p| p.view.node_name.as_deref().map(str::to_owned))
+        .view(pod.namespace(), pod.name())
+        .and_then(|view| view.node_name.as_deref().map(str::to_owned))
 }
 
 /// What one action needs: the executor, and where to report it (Events, metrics; the stores for the UIDs Events
