@@ -185,7 +185,7 @@ pub struct Leadership {
 #[derive(Debug)]
 struct Shared {
     /// `None`: election off, always the leader.
-    term: Option<Mutex<Term>>,
+    term: Option<Mutex<Tenure>>,
     /// What the election task last reported (`true`: leading); wakes the loop when leadership is won.
     changes: watch::Sender<bool>,
     stop: watch::Sender<bool>,
@@ -216,7 +216,7 @@ impl Leadership {
         let (stop, _) = watch::channel(false);
         Self {
             shared: Arc::new(Shared {
-                term: Some(Mutex::new(Term::NotAcquired)),
+                term: Some(Mutex::new(Tenure::default())),
                 changes,
                 stop,
                 task: Mutex::new(None),
@@ -243,7 +243,7 @@ impl Leadership {
     pub fn ensure_for(&self, needed: Duration) -> Result<(), NotLeader> {
         match &self.shared.term {
             None => Ok(()),
-            Some(term) => lock(term).check(Reading::now(), needed),
+            Some(term) => lock(term).term.check(Reading::now(), needed),
         }
     }
 
@@ -254,6 +254,15 @@ impl Leadership {
 
     pub fn is_leader(&self) -> bool {
         self.ensure().is_ok()
+    }
+
+    /// While leading, which of this process's terms it is. Another replica may have led between two terms, so
+    /// what a term read from the cluster is read again in the next.
+    pub fn term(&self) -> Option<u64> {
+        match &self.shared.term {
+            None => Some(0),
+            Some(term) => lock(term).current(Reading::now()),
+        }
     }
 
     /// Resolves when the election task reports a change (never, when leadership is fixed). Leadership can also
@@ -269,7 +278,7 @@ impl Leadership {
         let Some(term) = &self.shared.term else {
             return;
         };
-        lock(term).release();
+        lock(term).term.release();
         let _ = self.shared.stop.send(true);
         let task = lock(&self.shared.task).take();
         if let Some(task) = task {
@@ -328,6 +337,33 @@ impl Term {
 
     fn release(&mut self) {
         *self = Self::Released;
+    }
+}
+
+/// This replica's term, and how many it has begun.
+#[derive(Debug, Default)]
+struct Tenure {
+    term: Term,
+    begun: u64,
+}
+
+impl Tenure {
+    /// A round that started at `round_started` wrote the Lease as its holder: a new term unless the last one still
+    /// held when the round started.
+    fn renewed(&mut self, round_started: Reading, renew_deadline: Duration) {
+        let held = self.term.check(round_started, Duration::ZERO).is_ok();
+        self.term.renewed(round_started, renew_deadline);
+        if !held && matches!(self.term, Term::Until(_)) {
+            self.begun += 1;
+        }
+    }
+
+    /// The number of the term under way at `now`, if any.
+    fn current(&self, now: Reading) -> Option<u64> {
+        self.term
+            .check(now, Duration::ZERO)
+            .ok()
+            .map(|()| self.begun)
     }
 }
 
@@ -394,7 +430,7 @@ pub fn start(client: Client, config: LeaseConfig) -> Leadership {
     let (changes, receiver) = watch::channel(false);
     let (stop, stopping) = watch::channel(false);
     let shared = Arc::new(Shared {
-        term: Some(Mutex::new(Term::default())),
+        term: Some(Mutex::new(Tenure::default())),
         changes,
         stop,
         task: Mutex::new(None),
@@ -439,7 +475,7 @@ async fn elect(
     // Logs and announces a change of leadership; called before each round too, so that a process that wakes from a
     // freeze says at once that its deadline passed (its writes were refused from that moment on anyway).
     let report = |leading: &mut bool| {
-        let now = lock(term).check(Reading::now(), Duration::ZERO);
+        let now = lock(term).term.check(Reading::now(), Duration::ZERO);
         if now.is_ok() != *leading {
             *leading = now.is_ok();
             match &now {
@@ -470,7 +506,7 @@ async fn elect(
             }
             Ok(Ok(Round::HeldByOther { holder, expires_in })) => {
                 may_hold = false;
-                lock(term).lost();
+                lock(term).term.lost();
                 // Try again right when the claim lapses (by our own observation), not up to a period later.
                 sleep_for = retry.min(expires_in + Duration::from_millis(10));
                 tracing::debug!(%holder, ?expires_in, "the Lease is held by another replica");

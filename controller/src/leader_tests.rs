@@ -280,3 +280,32 @@ fn a_records_duration_is_the_holders_or_ours_when_it_has_none() {
     assert_eq!(Record::of(&lease, &config).lease_duration, 6 * S);
     assert_eq!(Record::of(&Lease::default(), &config).holder, "");
 }
+
+#[test]
+fn a_term_won_again_is_a_new_term_and_a_renewal_is_not() {
+    let renew = 10 * S;
+    let mut tenure = Tenure::default();
+    assert_eq!(tenure.current(at(Duration::ZERO)), None);
+    tenure.renewed(at(Duration::ZERO), renew);
+    assert_eq!(tenure.current(at(1 * S)), Some(1));
+    tenure.renewed(at(5 * S), renew);
+    assert_eq!(
+        tenure.current(at(12 * S)),
+        Some(1),
+        "renewed within the term"
+    );
+    tenure.term.lost();
+    assert_eq!(tenure.current(at(13 * S)), None);
+    tenure.renewed(at(40 * S), renew);
+    assert_eq!(
+        tenure.current(at(41 * S)),
+        Some(2),
+        "won again after another holder"
+    );
+    // The deadline (50 s) passed before the next round: another replica may have led in between.
+    tenure.renewed(at(70 * S), renew);
+    assert_eq!(tenure.current(at(71 * S)), Some(3));
+    tenure.term.release();
+    tenure.renewed(at(72 * S), renew);
+    assert_eq!(tenure.current(at(73 * S)), None, "released for good");
+}

@@ -184,7 +184,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         call_limit: CallLimit::default(),
         reaction,
         sizes_store: SizesStore::new(writes.clone(), &report_namespace),
-        sizes_read: false,
+        sizes_read: None,
         backoff: Backoff::default(),
         status_failures: 0,
         stale_reported: BTreeSet::new(),
@@ -232,9 +232,9 @@ struct Controller {
     call_limit: CallLimit,
     reaction: Reaction,
     sizes_store: SizesStore,
-    /// Whether the stored sizes were read in this term: until then, and when storing them before an eviction that
-    /// counts on them fails, such evictions wait.
-    sizes_read: bool,
+    /// The term ([`Leadership::term`]) in which the stored sizes were last read: until they are read in the current
+    /// one, and when storing them before an eviction that counts on them fails, such evictions wait.
+    sizes_read: Option<u64>,
     /// Objects whose last action failed, backing off.
     backoff: Backoff,
     /// Status writes that failed in a row (the next one backs off too).
@@ -458,17 +458,14 @@ impl Controller {
 
     /// Reads the stored sizes once per term (a standby's copy is behind its leader's), before anything is planned.
     async fn read_sizes(&mut self) {
-        if !self.leadership.is_leader() {
-            self.sizes_read = false;
-            return;
-        }
-        if self.sizes_read {
+        let term = self.leadership.term();
+        if term.is_none() || self.sizes_read == term {
             return;
         }
         match self.sizes_store.load().await {
             Ok(stored) => {
                 self.planning.sizes.merge(stored);
-                self.sizes_read = true;
+                self.sizes_read = term;
             }
             Err(error) => tracing::warn!(
                 %error,
@@ -479,7 +476,7 @@ impl Controller {
 
     /// Stores the remembered sizes before the evictions that count on them; whether they may go.
     async fn store_sizes(&mut self) -> bool {
-        if !self.sizes_read {
+        if self.sizes_read.is_none() || self.sizes_read != self.leadership.term() {
             return false;
         }
         match self.sizes_store.save(&self.planning.sizes.stored()).await {

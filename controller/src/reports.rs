@@ -90,8 +90,8 @@ pub struct Reports {
     /// record never holds up a pass.
     writing: Option<JoinHandle<Vec<Written>>>,
     last_write: Option<Instant>,
-    /// Whether this replica led at the last [`Reports::look_up`].
-    leading: bool,
+    /// The term this replica led in at the last [`Reports::look_up`] ([`crate::leader::Leadership::term`]).
+    term: Option<u64>,
 }
 
 impl Reports {
@@ -114,7 +114,7 @@ impl Reports {
             written: BTreeSet::new(),
             writing: None,
             last_write: None,
-            leading: false,
+            term: None,
         }
     }
 
@@ -123,10 +123,10 @@ impl Reports {
     /// where it was. Never waits: until its record is read, a run is not folded (not recorded from scratch over the
     /// stored record), and its executed actions are held for it.
     pub fn look_up(&mut self, view: &ClusterView) {
-        // A replica that just became the leader reads every record again: while it stood by, the leader went on
+        // A replica that begins a term reads every record again: while it stood by, another leader may have gone on
         // recording, and its own copies are behind.
-        let leading = self.store.leadership.ensure().is_ok();
-        if leading && !self.leading {
+        let term = self.store.leadership.term();
+        if term.is_some() && term != self.term {
             self.runs.clear();
             self.looked_up.clear();
             self.dirty.clear();
@@ -134,7 +134,7 @@ impl Reports {
             self.reading.abort_all();
             self.being_read.clear();
         }
-        self.leading = leading;
+        self.term = term;
         while let Some(joined) = self.reading.try_join_next_with_id() {
             let (id, read) = match joined {
                 Ok((id, read)) => (id, read),

@@ -151,9 +151,10 @@ pub fn build(
     );
     // Nothing moves while paused or outside the maintenance window, and a blocked node waits for an operator: no
     // pace to go by.
+    let moving = policy.eta.nodes_blocked == 0 && !policy.paused && !window_closed(policy);
     let eta = pace
         .as_ref()
-        .filter(|_| policy.eta.nodes_blocked == 0 && !policy.paused && !window_closed(policy))
+        .filter(|_| moving)
         .and_then(|start| pace::eta(start, compatible, remaining, now));
     ExecutorUpgradePolicyStatus {
         conditions,
@@ -167,9 +168,7 @@ pub fn build(
         deleted_nodes: status_lists::deleted_nodes(&policy.deleted_nodes),
         // Re-estimate only when progress was made, so a steady state writes nothing.
         eta: match (counts_unchanged, previous) {
-            (true, Some(p)) if policy.eta.nodes_remaining > 0 && !window_closed(policy) => {
-                p.eta.clone()
-            }
+            (true, Some(p)) if policy.eta.nodes_remaining > 0 && moving => p.eta.clone(),
             _ => eta.map(to_time),
         },
         pace,
@@ -229,6 +228,7 @@ pub(crate) fn with_explicit_nulls(
             "deletedNodes",
             "eta",
             "pace",
+            "window",
         ] {
             object.entry(key).or_insert(serde_json::Value::Null);
         }
@@ -487,6 +487,61 @@ mod tests {
             build(&Plan::default(), &policy, Some(&progressed), later).eta,
             None
         );
+    }
+
+    #[test]
+    fn a_pause_or_a_blocked_node_drops_the_eta_though_no_count_changed() {
+        let now = Utc::now();
+        let mut previous = build(&Plan::default(), &policy_plan(4, 1), None, now);
+        previous.eta = Some(to_time(now + chrono::Duration::minutes(5)));
+        let mut paused = policy_plan(4, 1);
+        paused.paused = true;
+        assert_eq!(
+            build(&Plan::default(), &paused, Some(&previous), now).eta,
+            None
+        );
+        let mut blocked = policy_plan(4, 1);
+        blocked.eta.nodes_blocked = 1;
+        assert_eq!(
+            build(&Plan::default(), &blocked, Some(&previous), now).eta,
+            None
+        );
+        assert_eq!(
+            build(&Plan::default(), &policy_plan(4, 1), Some(&previous), now).eta,
+            previous.eta,
+            "kept while nothing changed"
+        );
+    }
+
+    /// A field the merge patch leaves out keeps its old value in the cluster, and the status then differs from the
+    /// plan's at every pass: each field of the CRD's status must be sent, as null when absent.
+    #[test]
+    fn every_status_field_is_sent_even_when_absent() {
+        use kube::CustomResourceExt;
+        let crd = k8sm_api::ExecutorUpgradePolicy::crd();
+        let fields: Vec<String> = crd
+            .spec
+            .versions
+            .iter()
+            .filter_map(|v| {
+                v.schema
+                    .as_ref()?
+                    .open_api_v3_schema
+                    .as_ref()?
+                    .properties
+                    .as_ref()
+            })
+            .filter_map(|p| p.get("status")?.properties.as_ref())
+            .flat_map(|p| p.keys().cloned())
+            .collect();
+        assert!(fields.len() > 5, "the CRD's status fields: {fields:?}");
+        let sent = with_explicit_nulls(&ExecutorUpgradePolicyStatus::default()).unwrap();
+        for field in fields {
+            assert!(
+                sent.get(&field).is_some(),
+                "{field} is not sent when absent"
+            );
+        }
     }
 
     /// The ETA is measured from the pace start in the status, so a new leader, which knows only what the cluster
