@@ -9,53 +9,34 @@
 //! and a restarted controller re-derives everything from the nodes' annotations.
 #![forbid(unsafe_code)]
 
-mod admission;
-mod budgets;
-mod classify;
-mod conditions;
-mod deleted;
-mod drain;
-mod facts;
-mod health;
 mod index;
-mod memo;
-mod nodes;
-mod output;
+mod model;
+mod objects;
 mod pass;
-mod pin;
 mod plan;
-mod progress;
-mod reason;
 pub mod report;
-mod resolved;
-mod room;
-mod selector;
-mod shared;
-mod surge;
+mod rules;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-mod view;
-mod window;
-mod workload;
 
 #[cfg(test)]
 mod tests;
 
-pub use classify::POD_ANNOTATIONS_READ;
-pub use health::{OwnerHealth, Verdict, judge, needed, sla_floor};
-pub use output::{
+pub use model::output::{
     Action, ActionKind, Blocker, Decision, EtaInputs, Eviction, NodePlan, OwnerRef, Plan, PodClass,
     PodPlan, PodRef, PolicyCondition, PolicyPlan,
 };
-pub use plan::{Planner, plan};
-pub use progress::format as drain_progress;
-pub use reason::Reason;
-pub use selector::{Selector, SelectorError};
-pub use surge::move_record as surge_move_record;
-pub use view::{
+pub use model::reason::Reason;
+pub use model::view::{
     ClusterView, ControllerRef, DEFAULT_PROGRESS_DEADLINE_SECONDS, DeletedNodeRecord,
     HOSTNAME_LABEL, InFlightEviction, NodeName, NodePin, NodeView, OwnerKind, OwnerView, PdbView,
     PodPhase, PodPins, PodView, PolicyView, Resources, RolloutView, UnhealthyPodEvictionPolicy,
     VolumeView, node_hostname,
 };
-pub use workload::{grow_observed_sizes, live_pods_by_workload, ready_pods_by_workload};
+pub use objects::classify::POD_ANNOTATIONS_READ;
+pub use objects::selector::{Selector, SelectorError};
+pub use objects::workload::{grow_observed_sizes, live_pods_by_workload, ready_pods_by_workload};
+pub use plan::{Planner, plan};
+pub use rules::health::{OwnerHealth, Verdict, judge, needed, sla_floor};
+pub use rules::progress::format as drain_progress;
+pub use rules::surge::move_record as surge_move_record;

@@ -11,22 +11,20 @@ use k8sm_api::NodeCounts;
 
 use crate::{
     ClusterView, NodeView, PolicyView, Reason,
-    budgets::KeptBudgets,
-    conditions::{self, condition},
-    drain::earliest,
-    facts::PodCache,
-    health::Ledger,
-    index::{FastMap, Index},
-    nodes,
-    output::{Action, ActionKind, EtaInputs, Plan, PodRef, PolicyPlan},
+    index::Index,
+    model::output::{Action, ActionKind, EtaInputs, Plan, PodRef, PolicyPlan},
+    objects::budgets::KeptBudgets,
+    objects::controller_classes::ControllerClasses,
+    objects::node_state,
+    objects::pod_facts::PodCache,
+    objects::selector::Selector,
     pass::PolicyPass,
-    resolved::ControllerClasses,
-    selector::Selector,
-    window,
+    pass::claims::Claims,
+    pass::conditions::{self, condition},
+    rules::drain::earliest,
+    rules::health::Ledger,
+    rules::window,
 };
-
-/// The live policies that select each node, by node name, in name order: looked up for every node, never iterated.
-pub(crate) type Claims<'v> = FastMap<&'v str, Vec<&'v str>>;
 
 /// Plans one pass: what to do now, and where every selected node stands. Pure: the same view and `now` always give
 /// the same plan, whatever the order of the view's vectors. A caller that plans again and again (the controller)
@@ -36,7 +34,7 @@ pub fn plan(view: &ClusterView, now: DateTime<Utc>) -> Plan {
 }
 
 /// A planner for pass after pass over a changing view: it keeps what it worked out from each pod alone (see
-/// `facts`) and from each controller with its owners (see `resolved`), so that a pass reads only the pods and
+/// `pod_facts`) and from each controller with its owners (see `controller_classes`), so that a pass reads only the pods and
 /// controllers that changed since the last one. Its plans are exactly [`plan`]'s for the same view and `now`,
 /// whatever views it planned before.
 #[derive(Default)]
@@ -171,7 +169,7 @@ fn hand_back(
         if claimed_by.is_some_and(|c| c.len() == 1) {
             continue;
         }
-        let Some(kind) = nodes::release(node) else {
+        let Some(kind) = node_state::release(node) else {
             continue;
         };
         let by = deleting
@@ -201,7 +199,7 @@ fn hand_back(
             .iter()
             .filter(|n| {
                 claims.get(n.name.as_str()).is_none_or(|c| c.len() > 1)
-                    && nodes::release(n).is_some()
+                    && node_state::release(n).is_some()
             })
             .map(|n| n.name.clone())
             .collect();

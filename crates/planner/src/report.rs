@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use k8sm_api::NodePhase;
 use k8sm_api::report::{FORCED_KEPT, ForcedRecord, NodeRecord, UpgradeReport, WorkloadRecord};
 
-use crate::{Action, ActionKind, ClusterView, Plan, health::sla_floor, workload};
+use crate::{Action, ActionKind, ClusterView, Plan, objects::workload, rules::health::sla_floor};
 
 /// The runs the controller keeps, by policy name.
 pub type Runs = BTreeMap<String, UpgradeReport>;

@@ -8,13 +8,13 @@ use k8sm_api::{KamikazeMechanism, KamikazeUrlError, NodePhase};
 use super::{Entry, Output, PolicyPass, blocker, pod_blocker};
 use crate::{
     Decision, DeletedNodeRecord, NodeView, Reason,
-    admission::Holding,
-    deleted,
-    drain::{self, earliest},
-    health::Ledger,
-    nodes::Stage,
-    output::{ActionKind, Blocker, NodePlan},
-    progress,
+    model::output::{ActionKind, Blocker, NodePlan},
+    objects::node_state::Stage,
+    rules::admission::Holding,
+    rules::deleted,
+    rules::drain::{self, earliest},
+    rules::health::Ledger,
+    rules::progress,
 };
 
 impl PolicyPass<'_, '_> {

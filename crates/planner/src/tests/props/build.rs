@@ -7,7 +7,7 @@ use chrono::Duration;
 use k8sm_api::{MaxConcurrentNodes, UnmanagedPodPolicy, keys};
 
 use super::{
-    generate::{Kind, Loose, NodeGen, PodGen, PolicyGen, Shape, WorkloadGen},
+    draw::{Kind, Loose, NodeGen, PodGen, PolicyGen, Shape, WorkloadGen},
     truth::{BudgetTruth, NodeTruth, PodOf, PodTruth, PolicyTruth, Truth, WorkloadTruth, World},
 };
 use crate::{

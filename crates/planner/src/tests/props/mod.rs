@@ -17,6 +17,7 @@
 
 mod build;
 mod checks;
+mod draw;
 mod generate;
 mod incremental;
 mod properties;

@@ -11,7 +11,8 @@ use super::{
         check_budgets, check_eviction_api, check_other_controllers_one_at_a_time, check_sla,
         check_unmanaged, evictions_by_workload,
     },
-    generate::{Shape, arb_world},
+    draw::Shape,
+    generate::arb_world,
     truth::PodOf,
 };
 use crate::{

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration, Utc};
 use k8sm_api::UnmanagedPodPolicy;
 
-use super::generate::Shape;
+use super::draw::Shape;
 use crate::{ClusterView, tests::oracle};
 
 /// A generated cluster: the view the planner sees, and the generator's record of it.

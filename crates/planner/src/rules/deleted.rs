@@ -10,8 +10,8 @@ use k8sm_api::{ExecutorUpgradePolicySpec, KamikazeMechanism, MAX_EXECUTOR_ID, No
 
 use crate::{
     DeletedNodeRecord, NodeView, Reason,
-    nodes::{Assessment, Stage},
-    output::{ActionKind, Blocker},
+    model::output::{ActionKind, Blocker},
+    objects::node_state::{Assessment, Stage},
 };
 
 /// Where a selected node with a deletion record stands, and whether the record is kept.

@@ -119,7 +119,7 @@ pub(crate) fn group(stalled: Option<Option<DateTime<Utc>>>, need_operator: u32) 
 /// slot over another such, and the key's order (easiest first) decides among them. A workload scaled to zero has no
 /// chain.
 pub(crate) fn chain(to_move: u32, desired: u32, threshold: u8) -> u32 {
-    let allowance = desired.saturating_sub(crate::health::sla_floor(threshold, desired));
+    let allowance = desired.saturating_sub(crate::rules::health::sla_floor(threshold, desired));
     if allowance == 0 {
         return 0;
     }

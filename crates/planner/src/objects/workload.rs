@@ -12,9 +12,9 @@ use chrono::{DateTime, Utc};
 
 use crate::{
     ClusterView, OwnerKind, OwnerView,
-    index::FastMap,
-    memo,
-    view::{ControllerRef, RolloutView},
+    model::collections::FastMap,
+    model::pass_cache,
+    model::view::{ControllerRef, RolloutView},
 };
 
 /// The workload a pod counts for: a reference to the object it is read from, so that the class of each of a large
@@ -132,7 +132,7 @@ impl std::fmt::Display for Workload<'_> {
 
 /// Which workload the pods of an owner count for, by position among the view's owners. It needs the owner that a
 /// ReplicaSet's controller reference names, so the index keeps it while the view's owners stay the same objects
-/// (see `resolved::ControllerClasses`) rather than looking every ReplicaSet's controller up on every pass.
+/// (see `controller_classes::ControllerClasses`) rather than looking every ReplicaSet's controller up on every pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CountsFor {
     /// Itself, by its UID: every owner but a ReplicaSet with a controller of its own.
@@ -306,11 +306,13 @@ fn pods_by_workload(
         if pod.phase.is_finished() {
             continue;
         }
-        let slot = *slot_of.entry(memo::address(controller)).or_insert_with(|| {
-            let workload = pod_workload_key(controller, &named);
-            counts.push((workload, named.with_uid(workload), 0));
-            counts.len() - 1
-        });
+        let slot = *slot_of
+            .entry(pass_cache::address(controller))
+            .or_insert_with(|| {
+                let workload = pod_workload_key(controller, &named);
+                counts.push((workload, named.with_uid(workload), 0));
+                counts.len() - 1
+            });
         if counted(pod, counts[slot].1) {
             counts[slot].2 += 1;
         }

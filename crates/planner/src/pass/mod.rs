@@ -1,6 +1,8 @@
 //! One policy's part of a pass: its selected nodes assessed, the drain slots allocated (holders that act, candidates
 //! admitted, the rest queued), and the policy's report. What happens to each node is in `steps`.
 
+pub(crate) mod claims;
+pub(crate) mod conditions;
 mod steps;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,18 +13,21 @@ use k8sm_api::{ExecutorUpgradePolicySpec, MAX_EXECUTOR_ID, NodeCounts, NodePhase
 
 use crate::{
     DeletedNodeRecord, NodeView, PolicyView, Reason,
-    admission::{self, Holding},
-    conditions::{self, condition},
-    deleted,
-    drain::{self, NodeContext, Survey, earliest},
-    health::{self, Ledger},
     index::Index,
-    nodes::{self, Assessment, Stage},
-    output::{Action, ActionKind, Blocker, Decision, EtaInputs, NodePlan, PodPlan, PolicyPlan},
-    plan::Claims,
-    room::{self, Room},
-    selector,
-    window::Gate,
+    model::output::{
+        Action, ActionKind, Blocker, Decision, EtaInputs, NodePlan, PodPlan, PolicyPlan,
+    },
+    objects::node_state::{self, Assessment, Stage},
+    objects::selector,
+    pass::claims::Claims,
+    pass::conditions::condition,
+    rules::admission::{self, Holding},
+    rules::deleted,
+    rules::drain::{self, Survey, earliest},
+    rules::health::{self, Ledger},
+    rules::node_context::NodeContext,
+    rules::room::{self, Room},
+    rules::window::Gate,
 };
 
 /// One policy's part of the pass.
@@ -135,7 +140,7 @@ impl<'v> PolicyPass<'v, '_> {
                     }
                     assessment
                 }
-                None => nodes::assess(node, spec, self.now),
+                None => node_state::assess(node, spec, self.now),
             };
             for (kind, reason, message) in &assessment.actions {
                 out.action(&self.policy.name, kind.clone(), *reason, message.clone());
@@ -173,7 +178,7 @@ impl<'v> PolicyPass<'v, '_> {
                     let survey = drain::tally(&self.context(&entry, None), self.index);
                     let need_operator = survey.need_operator;
                     entry.survey = Some(survey);
-                    if let Some(why) = nodes::unavailable(entry.node) {
+                    if let Some(why) = node_state::unavailable(entry.node) {
                         unavailable.push((entry, why));
                     } else if need_operator > 0 {
                         operator_only.push(entry);
@@ -329,7 +334,7 @@ impl<'v> PolicyPass<'v, '_> {
         let workloads = self.index.workload_count();
         let mut being_marked = vec![0u32; workloads];
         for entry in candidates.iter() {
-            if nodes::still_to_drain(entry.node) {
+            if node_state::still_to_drain(entry.node) {
                 continue;
             }
             for (_, slot) in self.index.workloads_on(&entry.node.name) {

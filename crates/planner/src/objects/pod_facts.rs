@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use crate::{
     ClusterView, ControllerRef, PodView, Resources,
-    classify::{self, Seed},
-    index::{FastMap, FastSet},
-    memo,
+    model::collections::{FastMap, FastSet},
+    model::pass_cache,
+    objects::classify::{self, Seed},
 };
 
 /// How far around its expected place a pod is looked for among the last pass's facts: behind, for pods that new
@@ -118,7 +118,7 @@ impl OrderKey {
 
     fn of(pod: &PodView) -> Self {
         Self {
-            namespace: memo::address(&pod.namespace),
+            namespace: pass_cache::address(&pod.namespace),
             name_head: pod
                 .name
                 .as_bytes()
@@ -149,9 +149,9 @@ impl PodFacts {
                 .is_some_and(|c| classify::is_watched(&c.kind)),
             node: u32::MAX,
             controller: u32::MAX,
-            uid: memo::address(&pod.uid),
-            node_name: pod.node_name.as_ref().map_or(0, memo::address),
-            labels: memo::address(&pod.labels),
+            uid: pass_cache::address(&pod.uid),
+            node_name: pod.node_name.as_ref().map_or(0, pass_cache::address),
+            labels: pass_cache::address(&pod.labels),
             order: OrderKey::of(pod),
             requests: Requested::of(pod.requests),
             covered: Covered::Unknown,
@@ -266,10 +266,12 @@ impl PodCache {
         let Some(controller) = controller else {
             return u32::MAX;
         };
-        *slots.entry(memo::address(controller)).or_insert_with(|| {
-            controllers.push(Arc::clone(controller));
-            u32::try_from(controllers.len() - 1).unwrap_or(u32::MAX)
-        })
+        *slots
+            .entry(pass_cache::address(controller))
+            .or_insert_with(|| {
+                controllers.push(Arc::clone(controller));
+                u32::try_from(controllers.len() - 1).unwrap_or(u32::MAX)
+            })
     }
 
     /// Whether the view has the pods of the last pass at the same places, but for a few (new versions, pods gone
@@ -555,7 +557,7 @@ impl PodCache {
                 .map(|pod| (Arc::clone(&pod.uid), Arc::clone(&pod.uid)))
                 .collect()
         });
-        uids.filter_map(|uid| known.get(uid).map(memo::address))
+        uids.filter_map(|uid| known.get(uid).map(pass_cache::address))
             .collect()
     }
 }

@@ -19,8 +19,8 @@ use k8sm_api::{ExecutorUpgradePolicySpec, MAX_EXECUTOR_ID, NodePhase, keys};
 
 use crate::{
     NodeView, Reason,
-    index::Stamp,
-    output::{ActionKind, Blocker},
+    model::output::{ActionKind, Blocker},
+    model::stamp::Stamp,
 };
 
 /// What the rest of the pass does with a node.

@@ -3,49 +3,23 @@
 use std::{cmp::Ordering, sync::Arc};
 
 use chrono::{DateTime, Utc};
+use k8sm_api::UnmanagedPodPolicy;
 use k8sm_api::text::{MAX_QUOTED_VALUE, quoted};
-use k8sm_api::{ExecutorUpgradePolicySpec, UnmanagedPodPolicy};
 
 use crate::{
-    NodeView, PodPhase, PodView, Reason, Resources,
-    budgets::Pdb,
-    classify::{Class, Ignored, Unmanaged, ignored_message, unmanaged_message},
-    health::{self, Ledger, PodState, Verdict},
+    PodPhase, PodView, Reason, Resources,
+    index::shared_output::{MessageKey, WaitsOn},
     index::{Index, OnNode, PodCounts},
-    memo::Text,
-    output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
-    pin,
-    shared::{MessageKey, WaitsOn},
-    surge::{self, Move},
-    workload::Workload,
+    model::output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
+    model::pass_cache::Text,
+    objects::budgets::Pdb,
+    objects::classify::{Class, Ignored, Unmanaged, ignored_message, unmanaged_message},
+    objects::pin,
+    objects::workload::Workload,
+    rules::health::{self, Ledger, PodState, Verdict},
+    rules::node_context::NodeContext,
+    rules::surge::{self, Move},
 };
-
-/// What a pod decision needs to know about its node and policy.
-pub(crate) struct NodeContext<'a> {
-    pub(crate) node: &'a NodeView,
-    pub(crate) spec: &'a ExecutorUpgradePolicySpec,
-    /// The policy's threshold, clamped to 1..=100.
-    pub(crate) threshold: u8,
-    /// When the node was marked, if known: the start of the unmanaged-pod and Job timeouts.
-    pub(crate) incompatible_since: Option<DateTime<Utc>>,
-    /// Decide, but act on nothing: each action becomes a wait for this reason (the policy is paused, or the node
-    /// waits for a drain slot and is only reported).
-    pub(crate) hold: Option<Reason>,
-    pub(crate) now: DateTime<Utc>,
-}
-
-impl NodeContext<'_> {
-    /// When the unmanaged-pod timeout of this node expires (plus [`k8sm_api::CLOCK_SKEW_ALLOWANCE`]): `None` without
-    /// a timeout or a known mark time.
-    fn timeout_deadline(&self) -> Option<DateTime<Utc>> {
-        let timeout =
-            chrono::Duration::from_std(self.spec.unmanaged_pods.timeout.as_ref()?.as_duration())
-                .ok()?;
-        self.incompatible_since?
-            .checked_add_signed(timeout)?
-            .checked_add_signed(chrono::Duration::from_std(k8sm_api::CLOCK_SKEW_ALLOWANCE).ok()?)
-    }
-}
 
 /// A node's pods, classified, without deciding anything yet: enough to order admission and to tell a Blocked node.
 pub(crate) struct Survey<'a> {
@@ -1248,8 +1222,8 @@ mod tests {
             pods: crate::testing::shared_pods(pods),
             ..crate::ClusterView::default()
         };
-        let mut cache = crate::facts::PodCache::default();
-        let mut budgets = crate::budgets::KeptBudgets::default();
+        let mut cache = crate::objects::pod_facts::PodCache::default();
+        let mut budgets = crate::objects::budgets::KeptBudgets::default();
         let index = Index::new(
             &view,
             &mut cache,

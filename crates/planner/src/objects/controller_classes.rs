@@ -3,7 +3,7 @@
 //!
 //! A large fleet's pass resolves thousands of controllers (about 9,000 at 5,000 nodes), each by its UID among the
 //! owners and, for a ReplicaSet, by its Deployment's: string lookups on objects scattered over the heap, the largest
-//! part of indexing once the pods' own facts are kept (see `facts`). The answer depends only on the reference and on
+//! part of indexing once the pods' own facts are kept (see `pod_facts`). The answer depends only on the reference and on
 //! the owners it names, directly or through a ReplicaSet; kept as positions among the view's owners, it is rebuilt
 //! into references when the view has those very owners (`Arc::ptr_eq`) at those positions, and worked out again
 //! otherwise, so that an owner's new version costs only its own controllers' answers. Every view held here (the
@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use crate::{
     ControllerRef, OwnerView,
-    classify::Class,
-    workload::{CountsFor, Workload},
+    objects::classify::Class,
+    objects::workload::{CountsFor, Workload},
 };
 
 /// The kept answers, by the slot of the controller reference (a fact's `controller`).

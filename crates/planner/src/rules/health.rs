@@ -20,9 +20,10 @@
 //! wait (see `classify::Unmanaged::OwnerGone`).
 
 use crate::{
-    index::{FastMap, Index, PodCounts},
-    memo::Text,
-    workload::Workload,
+    index::{Index, PodCounts},
+    model::collections::FastMap,
+    model::pass_cache::Text,
+    objects::workload::Workload,
 };
 
 /// `ceil(threshold * desired / 100)`: ready pods the workload must keep after an eviction.
@@ -374,8 +375,8 @@ mod tests {
         };
         let (a, b, other) = (reference("uid-1"), reference("uid-1"), reference("uid-2"));
         let view = ClusterView::default();
-        let mut pods = crate::facts::PodCache::default();
-        let mut budgets = crate::budgets::KeptBudgets::default();
+        let mut pods = crate::objects::pod_facts::PodCache::default();
+        let mut budgets = crate::objects::budgets::KeptBudgets::default();
         let index = Index::new(
             &view,
             &mut pods,

@@ -1,104 +1,25 @@
-//! Lookups over the view, built once per plan, and the parsing of the time annotations.
+//! The view, indexed once per pass: the pods classified, counted per workload and grouped per node.
+
+pub(crate) mod shared_output;
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
 use crate::{
-    ClusterView, ControllerRef, NodeView, OwnerView, PodView, Resources,
-    budgets::{Cover, KeptBudgets, Pdb},
-    classify::{self, Class, Ignored},
-    facts::{ClassKey, Covered, OrderKey, PodCache, PodFacts},
-    memo::Text,
-    resolved::ControllerClasses,
-    shared::SharedOutput,
-    workload,
+    ClusterView, NodeView, OwnerView, PodView, Resources,
+    index::shared_output::SharedOutput,
+    model::collections::{FastMap, FastSet},
+    model::pass_cache::Text,
+    objects::budgets::{Cover, KeptBudgets, Pdb},
+    objects::classify::{self, Class, Ignored},
+    objects::controller_classes::ControllerClasses,
+    objects::lookups::{Lookups, slot_of},
+    objects::pod_facts::{ClassKey, Covered, OrderKey, PodCache, PodFacts},
+    objects::workload,
 };
-
-/// The hash maps and sets of a pass: lookups by UID or name, rebuilt every pass and never iterated where order
-/// matters, so a fast fixed-seed hasher (no DoS concern: the keys come from the apiserver, and a pass is short-lived).
-pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
-pub(crate) type FastSet<T> = HashSet<T, foldhash::fast::FixedState>;
-
-/// A time annotation as read from a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Stamp {
-    /// Absent.
-    Absent,
-    /// Present and RFC 3339.
-    At(DateTime<Utc>),
-    /// Present but unreadable.
-    Malformed,
-}
-
-impl Stamp {
-    pub(crate) fn parse(raw: Option<&str>) -> Self {
-        match raw {
-            None => Self::Absent,
-            Some(text) => DateTime::parse_from_rfc3339(text.trim())
-                .map(|t| Self::At(t.with_timezone(&Utc)))
-                .unwrap_or(Self::Malformed),
-        }
-    }
-
-    pub(crate) fn time(self) -> Option<DateTime<Utc>> {
-        match self {
-            Self::At(t) => Some(t),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn is_present(self) -> bool {
-        self != Self::Absent
-    }
-}
-
-/// What classifying a pod looks up: the owners and the evictions in flight.
-pub(crate) struct Lookups<'a> {
-    /// Owners by UID, those that exist and those being deleted (looked up; iterated only where order does not
-    /// matter). Found for a reference only through [`Self::owner`], which checks the rest of its identity.
-    owners: FastMap<&'a str, OwnerEntry<'a>>,
-    /// UIDs of pods with an eviction in flight (the index finds them by the addresses of their UIDs; this is for tests
-    /// that classify one pod).
-    #[cfg(test)]
-    pub(crate) in_flight_pods: FastSet<&'a str>,
-}
-
-impl<'a> Lookups<'a> {
-    /// The lookups of `view`, whose owners' pods count for the workload slots `owner_counts`, position by position.
-    fn new(view: &'a ClusterView, owner_counts: &[u32]) -> Self {
-        let mut owners: FastMap<&str, OwnerEntry> =
-            FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
-        for (position, (owner, &counts)) in view.owners.iter().zip(owner_counts).enumerate() {
-            let entry = OwnerEntry {
-                owner,
-                counts,
-                position: slot_of(position),
-            };
-            owners.insert(&owner.uid, entry);
-        }
-        Self {
-            owners,
-            #[cfg(test)]
-            in_flight_pods: view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect(),
-        }
-    }
-
-    /// The owner that `reference` names (its UID, kind, API group and namespace), existing or being deleted.
-    pub(crate) fn owner(&self, reference: &ControllerRef) -> Option<OwnerEntry<'a>> {
-        self.owners
-            .get(reference.uid.as_str())
-            .filter(|e| reference.names(e.owner))
-            .copied()
-    }
-
-    /// How many owners have a UID of their own (fewer than the owners when two share one).
-    fn distinct_uids(&self) -> usize {
-        self.owners.len()
-    }
-}
 
 /// The Deployments whose controller is replacing pods, with their progress deadline, and the newest ReplicaSet of
 /// each (the highest revision): a few, during rollouts.
@@ -147,16 +68,6 @@ impl<'a> Rollouts<'a> {
         }
         Self { deadlines, newest }
     }
-}
-
-/// An owner, with the slot of the workload its pods count for.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct OwnerEntry<'a> {
-    pub(crate) owner: &'a OwnerView,
-    /// Where its pods are counted: the slot of the workload they count for (DESIGN.md §2).
-    counts: u32,
-    /// Its position among the view's owners.
-    position: u32,
 }
 
 /// A workload's pods as the view shows them (not finished), counted once per pass for every workload.
@@ -273,7 +184,7 @@ pub(crate) struct Index<'a> {
     /// The remembered sizes of controllers of unknown kinds.
     pub(crate) observed_sizes: &'a BTreeMap<String, u32>,
     /// The volumes that may pin a pod, by claim.
-    pub(crate) volumes: crate::pin::Volumes<'a>,
+    pub(crate) volumes: crate::objects::pin::Volumes<'a>,
     /// The earliest time a Ready pod not yet available (Ready for less than its workload's `minReadySeconds`) becomes
     /// available, or a rollout without progress becomes stuck: its workload's health changes then, whatever else
     /// does.
@@ -358,10 +269,10 @@ impl<'a> Index<'a> {
         let mut workload_pods = vec![PodCounts::default(); workload_slots.len()];
         // Which pods with an eviction in flight are still in the view (a few; not a set of every pod).
         let mut in_flight_seen: FastSet<&str> = FastSet::default();
-        // Per node slot, whether its pods must still move (`nodes::still_to_drain`): decided once per node.
+        // Per node slot, whether its pods must still move (`node_state::still_to_drain`): decided once per node.
         let to_drain: Vec<bool> = nodes
             .values()
-            .map(|n| crate::nodes::still_to_drain(n))
+            .map(|n| crate::objects::node_state::still_to_drain(n))
             .collect();
         // Per controller reference (by the slot of the copy its pods share, as the controller's conversion makes them
         // share), the class its pods get when nothing about the pod decides it, and the slot of the workload they
@@ -574,7 +485,7 @@ impl<'a> Index<'a> {
                 .map(|e| e.pod_uid.as_str())
                 .collect(),
             observed_sizes: &view.observed_sizes,
-            volumes: crate::pin::volumes(&view.volumes),
+            volumes: crate::objects::pin::volumes(&view.volumes),
             next_available,
         }
     }
@@ -691,7 +602,7 @@ impl<'a> Index<'a> {
     pub(crate) fn workloads_on(
         &self,
         node: &str,
-    ) -> impl Iterator<Item = (crate::workload::Workload<'a>, u32)> + '_ {
+    ) -> impl Iterator<Item = (crate::objects::workload::Workload<'a>, u32)> + '_ {
         let range = self.range_of(node);
         self.by_node[range.clone()]
             .iter()
@@ -760,35 +671,4 @@ pub(crate) struct OnNode<'a> {
     /// The slot of the workload it counts for ([`Index::workload_at`]; `u32::MAX` without a controller): what the
     /// ledger finds the workload's health by, without hashing its UID.
     pub(crate) counts_for: u32,
-}
-
-/// A position, as the `u32` the index stores (a view holds far fewer than 4 billion objects).
-fn slot_of(i: usize) -> u32 {
-    u32::try_from(i).expect("fewer than 2^32 objects in a view")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stamps() {
-        assert_eq!(Stamp::parse(None), Stamp::Absent);
-        let t = Stamp::parse(Some("2026-01-02T03:04:05Z")).time().unwrap();
-        assert_eq!(t.to_rfc3339(), "2026-01-02T03:04:05+00:00");
-        // Offsets are normalised to UTC.
-        assert_eq!(
-            Stamp::parse(Some("2026-01-02T04:04:05+01:00")).time(),
-            Some(t)
-        );
-        for bad in [
-            "",
-            "yesterday",
-            "2026-01-02",
-            "1767323045",
-            "2026-13-02T03:04:05Z",
-        ] {
-            assert_eq!(Stamp::parse(Some(bad)), Stamp::Malformed, "{bad}");
-        }
-    }
 }

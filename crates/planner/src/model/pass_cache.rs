@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use crate::index::FastMap;
+use crate::model::collections::FastMap;
 
 /// The address of a shared value: equal for every holder of one copy.
 pub(crate) fn address<T: ?Sized>(value: &Arc<T>) -> usize {

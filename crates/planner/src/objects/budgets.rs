@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::{
     ClusterView, PdbView, PodView,
-    selector::{self, Selector, SelectorError},
+    objects::selector::{self, Selector, SelectorError},
 };
 
 /// Keyed by hashes already seeded per process, or by addresses: a fast fixed-seed hasher.

@@ -42,7 +42,7 @@ pub struct ClusterView {
     /// pod).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<VolumeView>,
-    /// Admission paced by room (`crate::room`): past a floor of nodes in progress, a node is admitted only while the
+    /// Admission paced by room (`crate::rules::room`): past a floor of nodes in progress, a node is admitted only while the
     /// nodes that stay can take its pods. Off by default (the controller's `--pace-by-room`): it trades makespan for
     /// fewer second moves (docs/decisions/0002-land-once.md).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

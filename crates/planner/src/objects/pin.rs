@@ -6,9 +6,9 @@ use k8sm_api::PinnedPods;
 
 use crate::{
     NodeView, PodView, Reason, VolumeView,
-    classify::Class,
-    index::FastMap,
-    view::{HOSTNAME_LABEL, node_hostname},
+    model::collections::FastMap,
+    model::view::{HOSTNAME_LABEL, node_hostname},
+    objects::classify::Class,
 };
 
 /// The volumes that may pin a pod, by the namespace and name of their claim.

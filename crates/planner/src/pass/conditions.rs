@@ -8,8 +8,8 @@ use k8sm_api::{
 
 use crate::{
     NodeView, Reason,
-    output::{NodePlan, PolicyCondition},
-    plan::Claims,
+    model::output::{NodePlan, PolicyCondition},
+    pass::claims::Claims,
 };
 
 pub(crate) fn condition(reason: Reason, message: String, nodes: Vec<String>) -> PolicyCondition {

@@ -16,7 +16,10 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8sm_api::{Surge, keys};
 
-use crate::{PodView, drain::NodeContext, view::RolloutView, workload::Workload};
+use crate::{
+    PodView, model::view::RolloutView, objects::workload::Workload,
+    rules::node_context::NodeContext,
+};
 
 /// What the surge rule says about a pod of a workload.
 #[derive(Clone, Debug, PartialEq, Eq)]

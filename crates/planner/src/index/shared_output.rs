@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use crate::{
     OwnerKind,
-    memo::{Memo, Text},
-    output::OwnerRef,
-    workload::Workload,
+    model::output::OwnerRef,
+    model::pass_cache::{Memo, Text},
+    objects::workload::Workload,
 };
 
 /// What a shared wait message says, in full: two waits with equal keys have equal messages.
