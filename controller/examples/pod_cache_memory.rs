@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use k8sm_controller::cached_pod::CachedPod;
-use k8sm_controller::pod_store::pod_store;
+use k8sm_controller::CachedPod;
+use k8sm_controller::pod_store;
 use kube::runtime::watcher::Event;
 
 fn status_kb(field: &str) -> u64 {

@@ -16,7 +16,7 @@ pub enum Error {
     #[error("kamikaze POST to {url}: {message}")]
     Http { url: String, message: String },
     #[error(transparent)]
-    NotLeader(#[from] crate::leader::NotLeader),
+    NotLeader(#[from] crate::leadership::leader::NotLeader),
     #[error("serialising a patch: {0}")]
     Serialize(#[from] serde_json::Error),
     #[error(
@@ -30,12 +30,12 @@ pub enum Error {
 
 impl Error {
     /// Whether the request was never sent: leadership ended, or had too little left, before it
-    /// ([`crate::fence`]).
+    /// ([`crate::leadership::fence`]).
     pub fn never_sent(&self) -> bool {
         match self {
             Self::NotLeader(_) => true,
             Self::Kube(error) | Self::Action { source: error, .. } => {
-                crate::fence::never_sent(error).is_some()
+                crate::leadership::fence::never_sent(error).is_some()
             }
             _ => false,
         }

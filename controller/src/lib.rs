@@ -1,48 +1,24 @@
-//! k8sm-controller as a library: the imperative shell around the planner (observe → plan → execute → report).
-//!
-//! Only the ends do I/O: [`stores`] observes the cluster, [`view`] turns it into the planner's input (through
-//! [`k8sm_view`], the conversion the kubectl plugin shares), the planner decides, [`execute`] applies the actions,
-//! and [`events`] and [`status`] report.
+//! k8sm-controller: the imperative shell around the planner. Each pass observes the cluster (`observe`), asks the
+//! planner what to do, acts on it (`act`) and reports (`report`), as the leader (`leadership`); what it keeps between
+//! passes is in `memory`, and the loop itself in `reconcile`.
 #![forbid(unsafe_code)]
 
-mod args;
-mod backoff;
-pub mod cached_pod;
-pub mod call_limit;
-pub mod deliveries;
+mod act;
 mod error;
-mod event_series;
-pub mod events;
-pub mod execute;
-pub mod feeds;
-mod fence;
-mod in_flight;
-pub mod kamikaze_client;
-pub mod kamikaze_token;
-pub mod leader;
-mod metrics;
-pub mod mirror;
-mod pace;
-pub mod permissions;
-pub mod planning;
-pub mod pod_store;
-mod reaction;
+mod leadership;
+mod memory;
+mod observe;
 mod reconcile;
-pub mod reports;
-mod server;
-mod sizes;
-mod sizes_store;
-pub mod status;
-mod status_lists;
-mod status_pace;
-pub mod status_writer;
-pub mod stores;
-mod term_clock;
-mod trim;
-pub mod view;
-pub mod watches;
-mod write_params;
+mod report;
+mod startup;
 
-pub use args::{Args, LogFormat};
+pub use act::call_limit::INITIAL as INITIAL_CALL_CONCURRENCY;
 pub use error::Error;
+pub use observe::cached_pod::CachedPod;
+pub use observe::feeds::Feeds;
+pub use observe::pod_store::pod_store;
+pub use observe::stores::Stores;
+pub use reconcile::planning::Planning;
 pub use reconcile::run;
+pub use report::status::build as build_status;
+pub use startup::args::{Args, LogFormat};

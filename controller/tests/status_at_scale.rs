@@ -15,7 +15,7 @@ use k8sm_api::{
     ExecutorUpgradePolicyStatus, KamikazeMechanism, MAX_BLOCKED_PODS, MAX_MESSAGE, MAX_NODES,
     MaxConcurrentNodes, NodePhase, keys,
 };
-use k8sm_controller::status::build;
+use k8sm_controller::build_status;
 use k8sm_planner::testing::{at, node, policy, replica_set, unmanaged_pod};
 use k8sm_planner::{ClusterView, DeletedNodeRecord, NodeView};
 
@@ -213,7 +213,7 @@ fn the_status_of_10_000_nodes_with_huge_annotations_stays_far_below_the_object_s
     let now = at(60);
     let plan = k8sm_planner::plan(&fleet.view, now);
     let policy = plan.policy("fleet").expect("the policy's plan");
-    let status: ExecutorUpgradePolicyStatus = build(&plan, policy, None, now);
+    let status: ExecutorUpgradePolicyStatus = build_status(&plan, policy, None, now);
     let json = serde_json::to_vec(&status).unwrap();
     println!(
         "status of {NODES} nodes: {} bytes ({} nodes listed, {} blocked pods listed, {} deleted nodes)",

@@ -10,10 +10,10 @@ use kube::runtime::reflector::ObjectRef;
 use k8sm_planner::{Action, Plan, Reason};
 
 use super::{Controller, Hold, PassResult};
-use crate::backoff::{self, Subject};
-use crate::metrics::Withheld;
-use crate::status::Troubles;
-use crate::watches::{self, Failing};
+use crate::memory::backoff::{self, Subject};
+use crate::observe::watches::{self, Failing};
+use crate::report::metrics::Withheld;
+use crate::report::status::Troubles;
 
 impl Controller {
     /// Whether to attempt `action` in this pass. Not when its node was written already in this pass or its own

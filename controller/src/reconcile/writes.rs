@@ -24,11 +24,11 @@ use tokio::task::{JoinError, JoinSet};
 
 use super::{Hold, batch_len, carry_out, node_of};
 use crate::Error;
-use crate::events::EventSink;
-use crate::execute::{Executor, Outcome};
-use crate::leader::Leadership;
-use crate::metrics::Metrics;
-use crate::stores::Stores;
+use crate::act::execute::{Executor, Outcome};
+use crate::leadership::leader::Leadership;
+use crate::observe::stores::Stores;
+use crate::report::events::EventSink;
+use crate::report::metrics::Metrics;
 
 /// What one write needs, owned by the job: the executor, where to report it, and the caches.
 pub(super) struct WriteCrew {

@@ -25,7 +25,7 @@ use crate::workload::{DAEMON_SET, Workload};
 
 /// The limit on concurrent API calls the controller starts with (it adapts from there): the calibration evicts at
 /// the same concurrency.
-pub const CONTROLLER_CALL_CONCURRENCY: usize = k8sm_controller::call_limit::INITIAL;
+pub const CONTROLLER_CALL_CONCURRENCY: usize = k8sm_controller::INITIAL_CALL_CONCURRENCY;
 
 const NAMESPACE: &str = "bench-calibrate";
 

@@ -13,8 +13,8 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use k8sm_api::MaxConcurrentNodes;
-use k8sm_controller::planning::Planning;
-use k8sm_controller::stores::Stores;
+use k8sm_controller::Planning;
+use k8sm_controller::Stores;
 
 use crate::process::status_kb;
 use crate::spread::Spread;

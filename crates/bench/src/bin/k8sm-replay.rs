@@ -29,7 +29,7 @@ struct Args {
     #[arg(long, default_value_t = 200)]
     passes: usize,
     /// Evictions carried out per step, at most: the calls the controller may have at once (its starting limit).
-    #[arg(long, default_value_t = k8sm_controller::call_limit::INITIAL)]
+    #[arg(long, default_value_t = k8sm_controller::INITIAL_CALL_CONCURRENCY)]
     calls: usize,
     /// Processes per fleet size: the summary gives each figure's median [min–max] over them.
     #[arg(long, default_value_t = 3)]

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher::Event;
 
 use k8sm_api::MaxConcurrentNodes;
-use k8sm_controller::cached_pod::CachedPod;
-use k8sm_controller::feeds::Feeds;
+use k8sm_controller::CachedPod;
+use k8sm_controller::Feeds;
 use k8sm_planner::{ActionKind, Plan};
 
 use super::objects::{self, NodeShape, NodeStage, OwnerShape, PodShape, PodStage};

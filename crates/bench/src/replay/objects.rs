@@ -8,7 +8,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{Value, json};
 
 use k8sm_api::{ExecutorUpgradePolicy, MaxConcurrentNodes, keys};
-use k8sm_controller::cached_pod::CachedPod;
+use k8sm_controller::CachedPod;
 
 pub const OLD_EXECUTOR: &str = "sha256:0ld";
 pub const NEW_EXECUTOR: &str = "sha256:new";

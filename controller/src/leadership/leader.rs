@@ -1,0 +1,652 @@
+//! Leader election on a `coordination.k8s.io` Lease, in the manner of client-go's `leaderelection`: of several
+//! replicas at most one acts at any moment, also when a replica freezes, its Lease calls hang, or its clock is off.
+//!
+//! - **Leadership is a deadline**: the start of the last successful renewal round plus the renew deadline, measured
+//!   on CLOCK_BOOTTIME and on the wall clock ([`crate::leadership::term_clock`]), never on the monotonic clock, which stops while
+//!   a VM is paused. [`Leadership::ensure`] compares it with the time now and is called before every write, so a
+//!   process that was frozen (SIGSTOP, a paused or suspended VM) or whose renewals hang knows it no longer leads the
+//!   moment it runs again, with no help from the election task.
+//! - **Writes are fenced** ([`crate::leadership::fence`]): a write starts only while the term has at least the write's timeout
+//!   left ([`Leadership::ensure_for`]), so every write is answered or abandoned before the deadline; the timeout
+//!   itself stays below the lease duration minus the renew deadline ([`LeaseConfig::write_timeout`]).
+//! - **Another holder's claim expires by this replica's own observation**: a candidate remembers when, on its
+//!   monotonic clock, it first saw the current record (holder, renewTime, resourceVersion), and takes over only once
+//!   that record has stood unchanged for its `leaseDurationSeconds`. The holder's wall-clock renewTime is written
+//!   (for people and other tools) but never compared with this replica's clock, so skew cannot shorten a claim.
+//! - **Why this cannot split.** The holder's round starts (instant `s`) before its write reaches the apiserver; a
+//!   candidate sees the written record only after that (`o ≥ s`), so it can take over no earlier than
+//!   `o + leaseDuration ≥ s + leaseDuration`, while the holder's last write was answered or abandoned by
+//!   `s + renewDeadline`. The margin `leaseDuration − renewDeadline` absorbs a difference in clock rates and bytes
+//!   still on the wire when a write is abandoned. Every Lease write carries the resourceVersion read in the same round, so two candidates never
+//!   both win one record. (As with client-go, an operator who deletes the Lease lets a candidate create it at once;
+//!   the old holder stops at its next round, within a retry period, when it sees another holder.)
+//! - **Every round is time-boxed** (get, then create or replace) to half the renew deadline: a hung call cannot
+//!   outlast leadership, and there is time for another round before the deadline.
+//! - **The Lease is released on shutdown**: the controller stops acting, then [`Leadership::release`] ends the term
+//!   and writes the Lease with no holder and `leaseDurationSeconds: 1` (client-go's ReleaseOnCancel). A candidate
+//!   that sees no holder acquires at once, and candidates poll every [`LeaseConfig::retry_period`] (at most 1 s),
+//!   so a rollout of the controller leaves no leaderless gap.
+//!
+//! # Libraries examined (none replaces this module)
+//! - `kube-runtime` 5.0 (the kube of this workspace) has no leader election.
+//! - `kube-lease-manager` 0.13.1, the one crate built on kube 5: a claim expires at the holder's renewTime plus the
+//!   duration, compared with this machine's `SystemTime` (skew is tolerated only up to a configured grace); the
+//!   caller learns leadership from a flag its task updates, not a deadline, so a process that wakes from a freeze
+//!   still reads "leader" until that task runs again.
+//! - `kubert` 0.25.0 (`lease` module): built on kube-client 1.1; the claim's expiry is the holder's renewTime plus
+//!   the duration, compared with `chrono::Utc::now()` (wall clock), and the caller checks that expiry.
+//! - `kube-leader-election` 0.44.0: built on kube 4; compares the holder's renewTime with the local wall clock (its
+//!   README says it is "volatile to datetime skew"); the caller drives the rounds and keeps its own flag.
+//! - `kube-coordinate` 2.0.0-rc.0: judges expiry by observed time on `Instant` (as here), but is a pre-release on
+//!   kube 2, exposes leadership as a state channel set by its task (not a deadline checked before writes), renews
+//!   only once the renew deadline has elapsed, and does not release the Lease on shutdown.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use k8sm_view::time::to_micro_time;
+
+use crate::leadership::term_clock::Reading;
+
+/// The longest pause between two rounds: how soon a candidate sees a released Lease.
+const MAX_RETRY_PERIOD: Duration = Duration::from_secs(1);
+const MIN_RETRY_PERIOD: Duration = Duration::from_millis(100);
+/// Attempts to clear the Lease on release when it changes under us (our own renewal still landing, say).
+const RELEASE_ATTEMPTS: usize = 3;
+/// The longest a write may take, when nothing shorter is needed: also the bound without leader election.
+pub const MAX_WRITE_TIMEOUT: Duration = Duration::from_secs(15);
+/// The shortest write timeout a configuration may imply: shorter, a loaded apiserver would time out ordinary writes.
+const MIN_WRITE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The election's settings, validated: [`LeaseConfig::new`].
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    /// How long a record must stand unchanged before a candidate may take over.
+    pub lease_duration: Duration,
+    /// How long after the start of its last successful renewal round the leader stops acting.
+    pub renew_deadline: Duration,
+}
+
+impl LeaseConfig {
+    /// `renew_deadline` defaults to two thirds of `lease_duration`. Fails when the leader could still act after a
+    /// candidate may take over, or when a failed renewal could not be retried before the deadline.
+    pub fn new(
+        namespace: String,
+        name: String,
+        identity: String,
+        lease_duration: Duration,
+        renew_deadline: Option<Duration>,
+    ) -> Result<Self, String> {
+        let renew_deadline = renew_deadline.unwrap_or(lease_duration * 2 / 3);
+        let config = Self {
+            namespace,
+            name,
+            identity,
+            lease_duration,
+            renew_deadline,
+        };
+        if lease_duration < Duration::from_secs(1) {
+            return Err(format!(
+                "--leader-elect-lease-duration ({lease_duration:?}) must be at least 1s"
+            ));
+        }
+        if renew_deadline >= lease_duration {
+            return Err(format!(
+                "--leader-elect-renew-deadline ({renew_deadline:?}) must be shorter than --leader-elect-lease-duration \
+                 ({lease_duration:?}): a standby may take over once the lease duration has passed, so the leader must \
+                 have stopped before"
+            ));
+        }
+        if renew_deadline < config.retry_period() * 2 {
+            return Err(format!(
+                "--leader-elect-renew-deadline ({renew_deadline:?}) must be at least twice the retry period ({:?}), \
+                 so that a failed renewal can be tried again before leadership ends",
+                config.retry_period()
+            ));
+        }
+        if config.write_timeout() < MIN_WRITE_TIMEOUT {
+            return Err(format!(
+                "--leader-elect-lease-duration ({lease_duration:?}) and --leader-elect-renew-deadline \
+                 ({renew_deadline:?}) leave writes {:?}, less than {MIN_WRITE_TIMEOUT:?}: a write must be answered \
+                 within four fifths of the difference between the two, and within the renew deadline less two retry \
+                 periods; lengthen the lease duration",
+                config.write_timeout()
+            ));
+        }
+        Ok(config)
+    }
+
+    /// How long one write may take. A write starts only while the term has this much left, so it is answered or
+    /// abandoned before the deadline; and it stays below `lease_duration − renew_deadline` (four fifths of it), so
+    /// that even a write checked only at the deadline ends before a standby may take over. It also leaves room in a
+    /// term renewed on time: the term has `renew_deadline` less one retry period and one round left at worst.
+    pub fn write_timeout(&self) -> Duration {
+        let margin = (self.lease_duration - self.renew_deadline) * 4 / 5;
+        let in_term = self.renew_deadline.saturating_sub(self.retry_period() * 2);
+        MAX_WRITE_TIMEOUT.min(margin).min(in_term)
+    }
+
+    /// The pause between rounds: the leader renews this often, and a candidate looks at the Lease this often.
+    pub fn retry_period(&self) -> Duration {
+        (self.lease_duration / 6).clamp(MIN_RETRY_PERIOD, MAX_RETRY_PERIOD)
+    }
+
+    /// The longest one round (or the release) may take.
+    fn round_timeout(&self) -> Duration {
+        self.renew_deadline / 2
+    }
+
+    /// `leaseDurationSeconds` as written: rounded up, so that candidates never wait less than this replica promised.
+    fn lease_seconds(&self) -> i32 {
+        let seconds =
+            self.lease_duration.as_secs() + u64::from(self.lease_duration.subsec_nanos() > 0);
+        i32::try_from(seconds).unwrap_or(i32::MAX)
+    }
+}
+
+/// Why this replica may not write now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotLeader {
+    #[error("not the leader (deadline passed {:.1}s ago)", .0.as_secs_f64())]
+    DeadlinePassed(Duration),
+    #[error("not the leader (this replica has not acquired the Lease)")]
+    NotAcquired,
+    #[error("not the leader (another replica holds the Lease)")]
+    Superseded,
+    #[error("not the leader (stepped down to release the Lease)")]
+    Released,
+    #[error(
+        "not the leader for long enough (the term ends in {:.1}s, a write may take {:.1}s)",
+        left.as_secs_f64(),
+        needed.as_secs_f64()
+    )]
+    TooLittleLeft { left: Duration, needed: Duration },
+}
+
+/// Whether this replica may act now: a cheap check ([`Leadership::ensure`]) made right before every write.
+#[derive(Debug, Clone)]
+pub struct Leadership {
+    shared: Arc<Shared>,
+    changes: watch::Receiver<bool>,
+    /// See [`LeaseConfig::write_timeout`].
+    write_timeout: Duration,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// `None`: election off, always the leader.
+    term: Option<Mutex<Tenure>>,
+    /// What the election task last reported (`true`: leading); wakes the loop when leadership is won.
+    changes: watch::Sender<bool>,
+    stop: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Leadership {
+    /// Always the leader (leader election off).
+    pub fn always() -> Self {
+        let (changes, receiver) = watch::channel(true);
+        let (stop, _) = watch::channel(false);
+        Self {
+            shared: Arc::new(Shared {
+                term: None,
+                changes,
+                stop,
+                task: Mutex::new(None),
+            }),
+            changes: receiver,
+            write_timeout: MAX_WRITE_TIMEOUT,
+        }
+    }
+
+    /// A replica that has not acquired the Lease (and never will: no election runs).
+    #[cfg(test)]
+    pub fn not_acquired() -> Self {
+        let (changes, receiver) = watch::channel(false);
+        let (stop, _) = watch::channel(false);
+        Self {
+            shared: Arc::new(Shared {
+                term: Some(Mutex::new(Tenure::default())),
+                changes,
+                stop,
+                task: Mutex::new(None),
+            }),
+            changes: receiver,
+            write_timeout: MAX_WRITE_TIMEOUT,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn with_write_timeout(mut self, write_timeout: Duration) -> Self {
+        self.write_timeout = write_timeout;
+        self
+    }
+
+    /// `Ok` while this process's leadership deadline lies ahead. The answer holds for that instant only: a write
+    /// checks [`Leadership::ensure_for`].
+    pub fn ensure(&self) -> Result<(), NotLeader> {
+        self.ensure_for(Duration::ZERO)
+    }
+
+    /// `Ok` while this process's term has at least `needed` left: a write bounded by `needed` that starts now is
+    /// answered or abandoned within the term.
+    pub fn ensure_for(&self, needed: Duration) -> Result<(), NotLeader> {
+        match &self.shared.term {
+            None => Ok(()),
+            Some(term) => lock(term).term.check(Reading::now(), needed),
+        }
+    }
+
+    /// How long a write may take (see [`LeaseConfig::write_timeout`]).
+    pub fn write_timeout(&self) -> Duration {
+        self.write_timeout
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.ensure().is_ok()
+    }
+
+    /// While leading, which of this process's terms it is. Another replica may have led between two terms, so
+    /// what a term read from the cluster is read again in the next.
+    pub fn term(&self) -> Option<u64> {
+        match &self.shared.term {
+            None => Some(0),
+            Some(term) => lock(term).current(Reading::now()),
+        }
+    }
+
+    /// Resolves when the election task reports a change (never, when leadership is fixed). Leadership can also
+    /// end without a report, when the deadline passes: [`Leadership::ensure`] is what decides.
+    pub async fn changed(&mut self) {
+        // The sender lives in `shared`, which `self` holds: this never fails.
+        let _ = self.changes.changed().await;
+    }
+
+    /// Ends leadership at once (every later [`Leadership::ensure`] fails), stops the election and, if this replica
+    /// holds the Lease, writes it with no holder so that a standby acquires it at once. Time-boxed.
+    pub async fn release(&self) {
+        let Some(term) = &self.shared.term else {
+            return;
+        };
+        lock(term).term.release();
+        let _ = self.shared.stop.send(true);
+        let task = lock(&self.shared.task).take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while holding these locks; a poisoned one still holds a consistent value.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// This replica's term: until when it may act.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Term {
+    #[default]
+    NotAcquired,
+    /// Leading until this moment (on both clocks of [`Reading`]).
+    Until(Reading),
+    /// A round found another holder.
+    Superseded,
+    /// Stepped down for good, to release the Lease.
+    Released,
+}
+
+impl Term {
+    /// `Ok` when the term has at least `needed` left at `now`.
+    fn check(&self, now: Reading, needed: Duration) -> Result<(), NotLeader> {
+        match *self {
+            Self::Until(deadline) => match now.until(deadline) {
+                Ok(left) if left >= needed => Ok(()),
+                Ok(left) => Err(NotLeader::TooLittleLeft { left, needed }),
+                Err(ago) => Err(NotLeader::DeadlinePassed(ago)),
+            },
+            Self::NotAcquired => Err(NotLeader::NotAcquired),
+            Self::Superseded => Err(NotLeader::Superseded),
+            Self::Released => Err(NotLeader::Released),
+        }
+    }
+
+    /// A round that started at `round_started` wrote the Lease as its holder.
+    fn renewed(&mut self, round_started: Reading, renew_deadline: Duration) {
+        if *self != Self::Released {
+            *self = Self::Until(round_started.plus(renew_deadline));
+        }
+    }
+
+    /// A round found another holder (its claim was legitimate only if this term had ended; or an operator deleted
+    /// the Lease and a candidate created it afresh): stop now rather than at the deadline.
+    fn lost(&mut self) {
+        if *self != Self::Released {
+            *self = Self::Superseded;
+        }
+    }
+
+    fn release(&mut self) {
+        *self = Self::Released;
+    }
+}
+
+/// This replica's term, and how many it has begun.
+#[derive(Debug, Default)]
+struct Tenure {
+    term: Term,
+    begun: u64,
+}
+
+impl Tenure {
+    /// A round that started at `round_started` wrote the Lease as its holder: a new term unless the last one still
+    /// held when the round started.
+    fn renewed(&mut self, round_started: Reading, renew_deadline: Duration) {
+        let held = self.term.check(round_started, Duration::ZERO).is_ok();
+        self.term.renewed(round_started, renew_deadline);
+        if !held && matches!(self.term, Term::Until(_)) {
+            self.begun += 1;
+        }
+    }
+
+    /// The number of the term under way at `now`, if any.
+    fn current(&self, now: Reading) -> Option<u64> {
+        self.term
+            .check(now, Duration::ZERO)
+            .ok()
+            .map(|()| self.begun)
+    }
+}
+
+/// The parts of a Lease that tell one record from the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record {
+    /// Empty when nobody holds it.
+    holder: String,
+    /// As written by the holder: compared with the next record, never with this replica's clock.
+    renew_time: Option<String>,
+    resource_version: Option<String>,
+    /// How long the holder promised its claim lasts without renewal.
+    lease_duration: Duration,
+}
+
+impl Record {
+    fn of(lease: &Lease, config: &LeaseConfig) -> Self {
+        let spec = lease.spec.as_ref();
+        Self {
+            holder: spec
+                .and_then(|s| s.holder_identity.clone())
+                .unwrap_or_default(),
+            renew_time: spec.and_then(|s| s.renew_time.as_ref().map(|t| t.0.to_string())),
+            resource_version: lease.resource_version(),
+            lease_duration: spec
+                .and_then(|s| s.lease_duration_seconds)
+                .map_or(config.lease_duration, |s| {
+                    Duration::from_secs(u64::try_from(s).unwrap_or(0))
+                }),
+        }
+    }
+}
+
+/// The record this replica last saw, and when it first saw it (on its own monotonic clock).
+#[derive(Debug, Default)]
+struct Observation {
+    seen: Option<(Record, Instant)>,
+}
+
+impl Observation {
+    /// Notes the record read at `now`; the record's age restarts only when it differs from the last one seen.
+    fn see(&mut self, record: Record, now: Instant) {
+        if self.seen.as_ref().is_none_or(|(seen, _)| *seen != record) {
+            self.seen = Some((record, now));
+        }
+    }
+
+    /// How long another replica's claim still stands at `now`, judged by when this replica first saw the record:
+    /// `None` when nobody else holds a standing claim (no holder, this replica, or a record unchanged for its
+    /// whole lease duration).
+    fn claim_of_other(&self, identity: &str, now: Instant) -> Option<Duration> {
+        let (record, seen_at) = self.seen.as_ref()?;
+        if record.holder.is_empty() || record.holder == identity {
+            return None;
+        }
+        (*seen_at + record.lease_duration)
+            .checked_duration_since(now)
+            .filter(|left| !left.is_zero())
+    }
+}
+
+/// Starts the election in the background.
+pub fn start(client: Client, config: LeaseConfig) -> Leadership {
+    let (changes, receiver) = watch::channel(false);
+    let (stop, stopping) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        term: Some(Mutex::new(Tenure::default())),
+        changes,
+        stop,
+        task: Mutex::new(None),
+    });
+    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let write_timeout = config.write_timeout();
+    let task = tokio::spawn(elect(api, config, shared.clone(), stopping));
+    *lock(&shared.task) = Some(task);
+    Leadership {
+        shared,
+        changes: receiver,
+        write_timeout,
+    }
+}
+
+/// What one round found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Round {
+    /// This replica holds the Lease now; `from`: the previous holder, when it was just acquired.
+    Holding { from: Option<String> },
+    /// Another replica's claim stands; this replica's next chance comes in `expires_in`.
+    HeldByOther {
+        holder: String,
+        expires_in: Duration,
+    },
+    /// Someone wrote the Lease between our read and our write: nothing won.
+    Conflict,
+}
+
+async fn elect(
+    api: Api<Lease>,
+    config: LeaseConfig,
+    shared: Arc<Shared>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let term = shared.term.as_ref().expect("an elected term");
+    let retry = config.retry_period();
+    let mut observed = Observation::default();
+    // Whether the Lease may carry this replica's name: then it is cleared on release.
+    let mut may_hold = false;
+    let mut leading = false;
+    // Logs and announces a change of leadership; called before each round too, so that a process that wakes from a
+    // freeze says at once that its deadline passed (its writes were refused from that moment on anyway).
+    let report = |leading: &mut bool| {
+        let now = lock(term).term.check(Reading::now(), Duration::ZERO);
+        if now.is_ok() != *leading {
+            *leading = now.is_ok();
+            match &now {
+                Ok(()) => tracing::info!(identity = %config.identity, "leading"),
+                Err(why) => tracing::warn!(identity = %config.identity, "stopped leading: {why}"),
+            }
+            shared.changes.send_replace(*leading);
+        }
+    };
+    loop {
+        report(&mut leading);
+        let started = Reading::now();
+        let round =
+            tokio::time::timeout(config.round_timeout(), round(&api, &config, &mut observed));
+        let outcome = tokio::select! {
+            biased;
+            _ = stopping.wait_for(|stop| *stop) => break,
+            outcome = round => outcome,
+        };
+        let mut sleep_for = retry;
+        match outcome {
+            Ok(Ok(Round::Holding { from })) => {
+                may_hold = true;
+                lock(term).renewed(started, config.renew_deadline);
+                if let Some(from) = from {
+                    tracing::info!(identity = %config.identity, previous = %from, "acquired the Lease");
+                }
+            }
+            Ok(Ok(Round::HeldByOther { holder, expires_in })) => {
+                may_hold = false;
+                lock(term).term.lost();
+                // Try again right when the claim lapses (by our own observation), not up to a period later.
+                sleep_for = retry.min(expires_in + Duration::from_millis(10));
+                tracing::debug!(%holder, ?expires_in, "the Lease is held by another replica");
+            }
+            Ok(Ok(Round::Conflict)) => {
+                tracing::debug!("the Lease changed between read and write; trying again")
+            }
+            Ok(Err(error)) => tracing::warn!(%error, "leader election: the Lease round failed"),
+            Err(_) => tracing::warn!(
+                timeout = ?config.round_timeout(),
+                "leader election: the Lease round did not finish in time"
+            ),
+        }
+        report(&mut leading);
+        tokio::select! {
+            biased;
+            _ = stopping.wait_for(|stop| *stop) => break,
+            _ = tokio::time::sleep(sleep_for) => {}
+        }
+    }
+    shared.changes.send_replace(false);
+    if may_hold {
+        match tokio::time::timeout(config.round_timeout(), release(&api, &config)).await {
+            Ok(Ok(true)) => tracing::info!(identity = %config.identity, "released the Lease"),
+            Ok(Ok(false)) => tracing::info!("the Lease was not ours to release"),
+            Ok(Err(error)) => tracing::warn!(%error, "could not release the Lease"),
+            Err(_) => tracing::warn!(
+                timeout = ?config.round_timeout(),
+                "releasing the Lease did not finish in time; a standby takes over once it expires"
+            ),
+        }
+    }
+}
+
+/// One round: acquire the Lease if nobody holds a standing claim on it, renew it if this replica holds it.
+async fn round(
+    api: &Api<Lease>,
+    config: &LeaseConfig,
+    observed: &mut Observation,
+) -> Result<Round, kube::Error> {
+    let now = to_micro_time(Utc::now());
+    let Some(mut lease) = api.get_opt(&config.name).await? else {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(config.name.clone()),
+                namespace: Some(config.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(config.identity.clone()),
+                lease_duration_seconds: Some(config.lease_seconds()),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                lease_transitions: Some(0),
+                ..LeaseSpec::default()
+            }),
+        };
+        return written(
+            api.create(&crate::leadership::write_params::post(), &lease)
+                .await,
+            config,
+            observed,
+            Some(String::new()),
+        );
+    };
+    observed.see(Record::of(&lease, config), Instant::now());
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    let holder = spec.holder_identity.clone().unwrap_or_default();
+    let mut from = None;
+    if holder != config.identity {
+        if let Some(expires_in) = observed.claim_of_other(&config.identity, Instant::now()) {
+            return Ok(Round::HeldByOther { holder, expires_in });
+        }
+        spec.holder_identity = Some(config.identity.clone());
+        spec.acquire_time = Some(now.clone());
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        from = Some(holder);
+    }
+    spec.renew_time = Some(now);
+    spec.lease_duration_seconds = Some(config.lease_seconds());
+    // `replace` sends the resourceVersion read above: a concurrent writer makes it fail with 409.
+    written(
+        api.replace(
+            &config.name,
+            &crate::leadership::write_params::post(),
+            &lease,
+        )
+        .await,
+        config,
+        observed,
+        from,
+    )
+}
+
+/// The round's outcome from its write.
+fn written(
+    result: Result<Lease, kube::Error>,
+    config: &LeaseConfig,
+    observed: &mut Observation,
+    from: Option<String>,
+) -> Result<Round, kube::Error> {
+    match result {
+        Ok(lease) => {
+            observed.see(Record::of(&lease, config), Instant::now());
+            Ok(Round::Holding { from })
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Round::Conflict),
+        Err(error) => Err(error),
+    }
+}
+
+/// Clears the Lease if this replica holds it: no holder, `leaseDurationSeconds: 1`. `Ok(false)`: it was not ours.
+async fn release(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool, kube::Error> {
+    for _ in 0..RELEASE_ATTEMPTS {
+        let Some(mut lease) = api.get_opt(&config.name).await? else {
+            return Ok(false);
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+            return Ok(false);
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(to_micro_time(Utc::now()));
+        match api
+            .replace(
+                &config.name,
+                &crate::leadership::write_params::post(),
+                &lease,
+            )
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+#[path = "leader_tests.rs"]
+mod tests;

@@ -1,0 +1,254 @@
+//! A kind's objects as the planner reads them, kept in the pass's own view from one pass to the next: the watch's
+//! events, converted as they arrive, are applied to the view by the next pass, so that a pass costs the objects that
+//! changed, not every object cached.
+//!
+//! The cache stays the truth. After a relist, or for a new reader, the view is rebuilt from the cache; in between, it
+//! is brought up to date with the latest version of each object that changed. The hook sees an event only once the
+//! cache holds it, so an event that one update misses is read by the next one.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Resource;
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher::Event;
+
+use k8sm_planner::{NodeView, PdbView, PodView};
+
+use crate::observe::cached_pod::CachedPod;
+
+/// Keys come from the apiserver, where tenants name their objects: a hash seeded per process.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A converted object, and what identifies it in its store (its namespace and name).
+pub trait Mirrored: Clone {
+    type Key: Eq + Hash;
+    fn key(&self) -> Self::Key;
+}
+
+impl Mirrored for Arc<PodView> {
+    type Key = (Arc<str>, Arc<str>);
+    fn key(&self) -> Self::Key {
+        (Arc::clone(&self.namespace), Arc::clone(&self.name))
+    }
+}
+
+impl Mirrored for NodeView {
+    type Key = String;
+    fn key(&self) -> Self::Key {
+        self.name.clone()
+    }
+}
+
+impl Mirrored for PdbView {
+    type Key = (String, String);
+    fn key(&self) -> Self::Key {
+        (self.namespace.clone(), self.name.clone())
+    }
+}
+
+/// The watch's side: records the latest version of each object changed since the reader last took them.
+pub struct Mirror<K, V: Mirrored> {
+    pending: Arc<Mutex<Pending<V>>>,
+    convert: fn(&K) -> V,
+}
+
+impl<K, V: Mirrored> Clone for Mirror<K, V> {
+    fn clone(&self) -> Self {
+        Self {
+            pending: Arc::clone(&self.pending),
+            convert: self.convert,
+        }
+    }
+}
+
+struct Pending<V: Mirrored> {
+    /// The reader the changes are kept for (0: none yet).
+    reader: u64,
+    /// The store was replaced (a relist), or the reader is new: it reads the whole store, and changes until then are
+    /// in it.
+    resync: bool,
+    /// Per object changed, its latest version (`None`: deleted).
+    changes: Map<V::Key, Option<V>>,
+}
+
+pub type PodMirror = Mirror<CachedPod, Arc<PodView>>;
+pub type NodeMirror = Mirror<Node, NodeView>;
+pub type PdbMirror = Mirror<PodDisruptionBudget, PdbView>;
+
+pub fn pods() -> PodMirror {
+    Mirror::new(|pod: &CachedPod| k8sm_view::PodSource::pod_view(pod))
+}
+
+pub fn nodes() -> NodeMirror {
+    Mirror::new(k8sm_view::node_view)
+}
+
+pub fn pdbs() -> PdbMirror {
+    Mirror::new(k8sm_view::pdb_view)
+}
+
+impl<K, V: Mirrored> Mirror<K, V> {
+    fn new(convert: fn(&K) -> V) -> Self {
+        Self {
+            pending: Arc::new(Mutex::new(Pending {
+                reader: 0,
+                resync: true,
+                changes: Map::default(),
+            })),
+            convert,
+        }
+    }
+
+    /// Records `event`, which the store already holds.
+    pub fn observe(&self, event: &Event<K>) {
+        let (key, version) = match event {
+            Event::Apply(object) => {
+                let view = (self.convert)(object);
+                (view.key(), Some(view))
+            }
+            Event::Delete(object) => ((self.convert)(object).key(), None),
+            // The store keeps what it had until the list is complete.
+            Event::Init | Event::InitApply(_) => return,
+            Event::InitDone => {
+                let mut pending = self.lock();
+                pending.resync = true;
+                pending.changes.clear();
+                return;
+            }
+        };
+        let mut pending = self.lock();
+        // Without a reader, or with the whole store to read again, the change is read from the store.
+        if pending.reader != 0 && !pending.resync {
+            pending.changes.insert(key, version);
+        }
+    }
+
+    /// What `reader` has not seen: whether to read the whole store again, and the changes (the latest version of
+    /// each) since it last took them.
+    fn take(&self, reader: u64) -> (bool, Map<V::Key, Option<V>>) {
+        let mut pending = self.lock();
+        if pending.reader != reader {
+            pending.reader = reader;
+            pending.resync = true;
+        }
+        let resync = std::mem::take(&mut pending.resync);
+        (resync, std::mem::take(&mut pending.changes))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending<V>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The reader's side: where each object is in the view's vector, which it keeps up to date.
+pub struct Kept<V: Mirrored> {
+    reader: u64,
+    slots: Map<V::Key, usize>,
+}
+
+impl<V: Mirrored> Default for Kept<V> {
+    fn default() -> Self {
+        static READERS: AtomicU64 = AtomicU64::new(1);
+        Self {
+            reader: READERS.fetch_add(1, Ordering::Relaxed),
+            slots: Map::default(),
+        }
+    }
+}
+
+impl<V: Mirrored> Kept<V> {
+    /// Brings `items` (the view's vector, which only this changes) up to date with what `mirror` recorded, or with
+    /// the whole `store` after a relist or at the first update.
+    pub fn update_from_store<K>(
+        &mut self,
+        mirror: &Mirror<K, V>,
+        store: &Store<K>,
+        items: &mut Vec<V>,
+    ) where
+        K: Resource + Clone + 'static,
+        K::DynamicType: Eq + Hash + Clone,
+    {
+        let convert = mirror.convert;
+        self.update(
+            mirror,
+            || store.state().iter().map(|o| convert(o)).collect(),
+            items,
+        );
+    }
+
+    /// Brings `items` up to date with what `mirror` recorded, or with `everything` (every object the cache holds,
+    /// converted) after a relist or at the first update.
+    pub fn update<K>(
+        &mut self,
+        mirror: &Mirror<K, V>,
+        everything: impl FnOnce() -> Vec<V>,
+        items: &mut Vec<V>,
+    ) {
+        let (resync, changes) = mirror.take(self.reader);
+        if resync {
+            items.clear();
+            self.slots.clear();
+            for view in everything() {
+                self.put(items, view);
+            }
+        }
+        for (key, version) in changes {
+            match version {
+                Some(view) => self.put(items, view),
+                None => self.remove(items, &key),
+            }
+        }
+    }
+
+    fn put(&mut self, items: &mut Vec<V>, view: V) {
+        // The key is taken from the new version, so that the old one's name is let go with it.
+        let key = view.key();
+        match self.slots.remove(&key) {
+            Some(slot) => {
+                items[slot] = view;
+                self.slots.insert(key, slot);
+            }
+            None => {
+                self.slots.insert(key, items.len());
+                items.push(view);
+            }
+        }
+    }
+
+    fn remove(&mut self, items: &mut Vec<V>, key: &V::Key) {
+        let Some(slot) = self.slots.remove(key) else {
+            return;
+        };
+        items.swap_remove(slot);
+        if let Some(moved) = items.get(slot) {
+            self.slots.insert(moved.key(), slot);
+        }
+    }
+}
+
+/// The kinds whose views a pass keeps: those of which a large fleet holds the most objects.
+#[derive(Clone)]
+pub struct Mirrors {
+    pub pods: PodMirror,
+    pub nodes: NodeMirror,
+    pub pdbs: PdbMirror,
+}
+
+impl Default for Mirrors {
+    fn default() -> Self {
+        Self {
+            pods: pods(),
+            nodes: nodes(),
+            pdbs: pdbs(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "mirror_tests.rs"]
+mod tests;

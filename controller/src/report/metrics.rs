@@ -1,0 +1,464 @@
+//! Prometheus metrics. Every label comes from a bounded enum (phases, reasons) or the kinds watched, never from an
+//! object's name.
+
+use std::collections::BTreeMap;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use k8sm_api::NodePhase;
+use k8sm_planner::{ActionKind, Plan, Reason};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabel {
+    phase: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+/// A failed action: its kind and the apiserver's status code ("none" when no answer came: a timeout, a connection
+/// error). Both bounded.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabel {
+    action: &'static str,
+    code: String,
+}
+
+/// Why a planned action was not attempted.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabel {
+    cause: &'static str,
+}
+
+/// The kind a watch watches, such as `Pod`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+/// A stage of a pass, for `k8sm_reconcile_stage_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabel {
+    stage: &'static str,
+}
+
+/// The stages of one pass, in their order: where its time goes at thousands of nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Before a pass: waiting until the caches show this controller's own writes of the pass before (outside the
+    /// pass's own time, `k8sm_reconcile_seconds`).
+    Settle,
+    /// Before a pass: a wake held back so that passes take at most `--max-busy-share` of the time (see
+    /// `crate::reconcile::busy_share`), outside the pass's own time too.
+    Pace,
+    /// The view built from the caches, evictions in flight pruned, remembered sizes grown.
+    Observe,
+    /// The planner call.
+    Plan,
+    /// The plan's actions: node writes awaited, evictions and deletions launched.
+    Act,
+    /// Events about waits.
+    Events,
+    /// The policies' status.
+    Status,
+}
+
+impl Stage {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Settle => "settle",
+            Self::Pace => "pace",
+            Self::Observe => "observe",
+            Self::Plan => "plan",
+            Self::Act => "act",
+            Self::Events => "events",
+            Self::Status => "status",
+        }
+    }
+}
+
+/// Why a planned action was not attempted in a pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Withheld {
+    /// Its object backs off after failures.
+    Backoff,
+    /// A watch has been failing for too long: the view may be stale.
+    StaleView,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    nodes: Family<PhaseLabel, Gauge>,
+    evictions: Family<ReasonLabel, Counter>,
+    deletions: Family<ReasonLabel, Counter>,
+    surge_moves: Counter,
+    actions_failed: Family<ReasonLabel, Counter>,
+    action_failures: Family<FailureLabel, Counter>,
+    actions_withheld: Family<CauseLabel, Counter>,
+    backing_off: Gauge,
+    watches_failing: Gauge,
+    watch_silences: Family<KindLabel, Counter>,
+    view_stale: Gauge,
+    blocked_pods: Gauge,
+    is_leader: Gauge,
+    call_limit: Gauge,
+    calls_throttled: Counter,
+    reconcile_seconds: Histogram,
+    plan_seconds: Histogram,
+    stage_seconds: Family<StageLabel, Histogram, fn() -> Histogram>,
+    reaction_seconds: Histogram,
+}
+
+/// Buckets of `k8sm_eviction_reaction_seconds`: fine below a second (the target is 0.5 s at 500 nodes), coarse up
+/// to the minutes a loaded controller took before its actions were pipelined.
+const REACTION_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("k8sm");
+        let nodes = Family::<PhaseLabel, Gauge>::default();
+        registry.register("nodes", "Selected nodes by upgrade phase", nodes.clone());
+        let evictions = Family::<ReasonLabel, Counter>::default();
+        registry.register("evictions", "Pods evicted, by reason", evictions.clone());
+        let deletions = Family::<ReasonLabel, Counter>::default();
+        registry.register("deletions", "Pods deleted, by reason", deletions.clone());
+        let surge_moves = Counter::default();
+        registry.register(
+            "surge_moves",
+            "Surge rollouts started to move the pod of a single-replica Deployment",
+            surge_moves.clone(),
+        );
+        let actions_failed = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "actions_failed",
+            "Actions that failed or were refused (e.g. by a PodDisruptionBudget), by reason",
+            actions_failed.clone(),
+        );
+        let action_failures = Family::<FailureLabel, Counter>::default();
+        registry.register(
+            "action_failures",
+            "Actions that failed or were refused, by action and the apiserver's status code",
+            action_failures.clone(),
+        );
+        let actions_withheld = Family::<CauseLabel, Counter>::default();
+        registry.register(
+            "actions_withheld",
+            "Planned actions not attempted: their object backs off, or a watch has failed for too long",
+            actions_withheld.clone(),
+        );
+        let backing_off = Gauge::default();
+        registry.register(
+            "objects_backing_off",
+            "Pods, nodes and policies whose last action failed, waiting before the next attempt",
+            backing_off.clone(),
+        );
+        let watches_failing = Gauge::default();
+        registry.register(
+            "watches_failing",
+            "Watches failing now, however briefly",
+            watches_failing.clone(),
+        );
+        let watch_silences = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "watch_silences",
+            "Watches that delivered nothing (no response, event nor bookmark) for 75 s, a stalled connection, and were \
+             started again with a fresh list, by kind",
+            watch_silences.clone(),
+        );
+        let view_stale = Gauge::default();
+        registry.register(
+            "view_stale",
+            "1 while a watch has failed for longer than --max-watch-staleness: no action is taken",
+            view_stale.clone(),
+        );
+        let blocked_pods = Gauge::default();
+        registry.register(
+            "blocked_pods",
+            "Pods that keep a draining node from finishing (PodPlan::is_blocked)",
+            blocked_pods.clone(),
+        );
+        let is_leader = Gauge::default();
+        registry.register(
+            "is_leader",
+            "1 when this replica is the leader",
+            is_leader.clone(),
+        );
+        let call_limit = Gauge::default();
+        registry.register(
+            "call_limit",
+            "How many evictions and deletions may run at once now: grows while the apiserver answers quickly, halves \
+             when it is overloaded",
+            call_limit.clone(),
+        );
+        let calls_throttled = Counter::default();
+        registry.register(
+            "calls_throttled",
+            "Evictions the apiserver's priority and fairness refused (429 without a budget's cause): tried again",
+            calls_throttled.clone(),
+        );
+        let reconcile_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of one observe-plan-execute-report pass",
+            reconcile_seconds.clone(),
+        );
+        let plan_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
+        registry.register(
+            "planner_duration_seconds",
+            "Duration of one planner call",
+            plan_seconds.clone(),
+        );
+        // Also read by the bench (mean per stage).
+        let stage_seconds: Family<StageLabel, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0001, 2.0, 18)));
+        registry.register(
+            "reconcile_stage_duration_seconds",
+            "Duration of each stage of a pass: observe (the view from the caches), plan, act (node writes awaited, \
+             evictions launched), events, status",
+            stage_seconds.clone(),
+        );
+        // The interface with the bench, which reads it at the end of a run: keep its name and type. Exact definition
+        // in `crate::memory::reaction`.
+        let reaction_seconds = Histogram::new(REACTION_BUCKETS);
+        registry.register(
+            "eviction_reaction_seconds",
+            "Per workload that waited (a pod of it waiting on the health rule or a budget, an eviction of it planned \
+             but not sent, or refused): from the controller observing a pod of it become Ready (the pod watch event \
+             applied to its cache, the first such pod since the wait began) to the next eviction of that workload \
+             being sent",
+            reaction_seconds.clone(),
+        );
+        Self {
+            registry,
+            nodes,
+            evictions,
+            deletions,
+            surge_moves,
+            actions_failed,
+            action_failures,
+            actions_withheld,
+            backing_off,
+            watches_failing,
+            watch_silences,
+            view_stale,
+            blocked_pods,
+            is_leader,
+            call_limit,
+            calls_throttled,
+            reconcile_seconds,
+            plan_seconds,
+            stage_seconds,
+            reaction_seconds,
+        }
+    }
+
+    pub fn observe_plan(&self, plan: &Plan) {
+        for phase in NodePhase::ALL {
+            let count: u32 = plan.policies.iter().map(|p| p.counts.get(phase)).sum();
+            self.nodes
+                .get_or_create(&PhaseLabel {
+                    phase: phase.as_str(),
+                })
+                .set(i64::from(count));
+        }
+        // The planner's one meaning of blocked: a pod terminating, or waiting for a slot or the pause, is not.
+        let blocked = plan
+            .nodes
+            .iter()
+            .flat_map(|n| &n.pods)
+            .filter(|p| p.is_blocked())
+            .count();
+        self.blocked_pods.set(blocked as i64);
+    }
+
+    pub fn executed(&self, kind: &ActionKind, reason: Reason) {
+        let label = ReasonLabel {
+            reason: reason.as_str(),
+        };
+        match kind {
+            ActionKind::Evict { .. } => {
+                self.evictions.get_or_create(&label).inc();
+            }
+            ActionKind::DeletePod { .. } => {
+                self.deletions.get_or_create(&label).inc();
+            }
+            ActionKind::Surge { .. } => {
+                self.surge_moves.inc();
+            }
+            _ => {}
+        }
+    }
+
+    pub fn failed(&self, reason: Reason) {
+        self.actions_failed
+            .get_or_create(&ReasonLabel {
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
+    /// A failed `action`, answered with HTTP `code` (none: no answer came).
+    pub fn action_failed(&self, action: &ActionKind, code: Option<u16>) {
+        let code = code.map_or_else(|| "none".to_owned(), |c| c.to_string());
+        self.action_failures
+            .get_or_create(&FailureLabel {
+                action: crate::memory::backoff::name(action),
+                code,
+            })
+            .inc();
+    }
+
+    pub fn withheld(&self, cause: Withheld) {
+        let cause = match cause {
+            Withheld::Backoff => "backoff",
+            Withheld::StaleView => "stale_view",
+        };
+        self.actions_withheld
+            .get_or_create(&CauseLabel { cause })
+            .inc();
+    }
+
+    /// Objects backing off, watches failing, and whether the view counts as stale.
+    pub fn observe_failures(&self, backing_off: usize, watches_failing: usize, stale: bool) {
+        self.backing_off.set(backing_off as i64);
+        self.watches_failing.set(watches_failing as i64);
+        self.view_stale.set(i64::from(stale));
+    }
+
+    /// Brings the silences counted per kind (see `WatchHealth::silences`) up to `totals`.
+    pub fn observe_silences(&self, totals: &BTreeMap<String, u64>) {
+        for (kind, &total) in totals {
+            let counter = self
+                .watch_silences
+                .get_or_create(&KindLabel { kind: kind.clone() });
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+    }
+
+    pub fn set_call_limit(&self, limit: usize) {
+        self.call_limit
+            .set(i64::try_from(limit).unwrap_or(i64::MAX));
+    }
+
+    pub fn throttled(&self) {
+        self.calls_throttled.inc();
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.is_leader.set(i64::from(leader));
+    }
+
+    pub fn reconcile_took(&self, seconds: f64) {
+        self.reconcile_seconds.observe(seconds);
+    }
+
+    pub fn plan_took(&self, seconds: f64) {
+        self.plan_seconds.observe(seconds);
+    }
+
+    pub fn stage_took(&self, stage: Stage, seconds: f64) {
+        self.stage_seconds
+            .get_or_create(&StageLabel {
+                stage: stage.as_str(),
+            })
+            .observe(seconds);
+    }
+
+    pub fn reaction_took(&self, seconds: f64) {
+        self.reaction_seconds.observe(seconds);
+    }
+
+    /// The registry in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_every_phase_and_bounded_labels() {
+        let metrics = Metrics::new();
+        metrics.observe_plan(&Plan::default());
+        metrics.failed(Reason::BlockedByPDB);
+        metrics.action_failed(
+            &ActionKind::Cordon {
+                node: "any-node-name".into(),
+            },
+            Some(403),
+        );
+        metrics.withheld(Withheld::StaleView);
+        metrics.observe_failures(2, 1, true);
+        metrics.reaction_took(0.3);
+        let text = metrics.encode();
+        for phase in NodePhase::ALL {
+            assert!(
+                text.contains(&format!("k8sm_nodes{{phase=\"{}\"}} 0", phase.as_str())),
+                "{text}"
+            );
+        }
+        assert!(
+            text.contains("k8sm_actions_failed_total{reason=\"BlockedByPDB\"} 1"),
+            "{text}"
+        );
+        for line in [
+            "k8sm_action_failures_total{action=\"Cordon\",code=\"403\"} 1",
+            "k8sm_actions_withheld_total{cause=\"stale_view\"} 1",
+            "k8sm_objects_backing_off 2",
+            "k8sm_watches_failing 1",
+            "k8sm_view_stale 1",
+            "# TYPE k8sm_eviction_reaction_seconds histogram",
+            "k8sm_eviction_reaction_seconds_bucket{le=\"0.25\"} 0",
+            "k8sm_eviction_reaction_seconds_bucket{le=\"0.5\"} 1",
+            "k8sm_eviction_reaction_seconds_count 1",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(!text.contains("any-node-name"), "{text}");
+    }
+
+    #[test]
+    fn blocked_pods_are_the_planner_s_blocked_pods() {
+        use k8sm_planner::ClusterView;
+        use k8sm_planner::testing::{at, node, policy, replica_set, unmanaged_pod};
+        // n1 drains: web-1 waits for its workload (web-2 is not Ready), debug blocks under policy Never, and
+        // going is terminating already (a wait that ends by itself).
+        let web = replica_set("shop", "web", 2);
+        let view = ClusterView {
+            nodes: vec![node("n1").marked(at(0)).admitted(at(1)), node("n2")],
+            pods: k8sm_planner::testing::shared_pods([
+                web.pod("web-1", "n1"),
+                web.pod("web-2", "n2").not_ready(),
+                unmanaged_pod("ops", "debug", "n1"),
+                unmanaged_pod("ops", "going", "n1").terminating(),
+            ]),
+            owners: vec![web.into()],
+            policies: vec![policy("fleet")],
+            ..ClusterView::default()
+        };
+        let metrics = Metrics::new();
+        metrics.observe_plan(&k8sm_planner::plan(&view, at(2)));
+        let text = metrics.encode();
+        assert!(text.contains("k8sm_blocked_pods 2"), "{text}");
+    }
+}

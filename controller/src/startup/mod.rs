@@ -1,0 +1,5 @@
+//! The process: its flags, its HTTP endpoints and the permissions it checks at start-up.
+
+pub(crate) mod args;
+pub(crate) mod permissions;
+pub(crate) mod server;
