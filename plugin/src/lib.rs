@@ -15,7 +15,7 @@ pub mod render;
 pub mod views;
 
 use cli::{Cli, Command, Upgrade};
-use commands::{blocked, executor_id, force, plan, policy, report, status};
+use commands::{blocked, executor_id, force, plan, policy, report, status, watch};
 use connect::Connection;
 pub use error::Error;
 use output::Terminal;
@@ -40,6 +40,10 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
     let client = &connection.client;
     match &cli.command {
         Command::Upgrade(Upgrade::Start(args)) => policy::start(client, args, terminal).await,
+        Command::Upgrade(Upgrade::Status(args)) if args.watch => {
+            let policy = fetch::policy(client, args.policy.policy.as_deref()).await?;
+            watch::run(client, &policy, args, terminal).await
+        }
         Command::Upgrade(Upgrade::Status(args)) => status::run(client, args, terminal).await,
         Command::Upgrade(Upgrade::Report(args)) => report::run(client, args, terminal).await,
         Command::Blocked(args) => blocked::run(client, args, terminal).await,

@@ -8,7 +8,7 @@ use k8sm_api::keys::KAMIKAZE_TOKEN_AUDIENCE;
 
 use crate::gate::{DEFAULT_CONTROLLER_USER, Expected};
 use crate::obeyed::ObeyedTokens;
-use crate::simulate::Comeback;
+use crate::simulate::state::Comeback;
 use crate::validate;
 
 /// The node side of k8sm: publishes the executor ID on the Node and obeys kamikaze.

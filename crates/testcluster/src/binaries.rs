@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
+use crate::error::{io, read};
 use crate::{Error, kwok_patch};
 
 /// Bump when the way Kubernetes and etcd are built changes, so existing caches are not reused.
@@ -400,12 +401,4 @@ fn copy_kwok_stages(source: &Path, out: &Path) -> Result<(), Error> {
             .map_err(|e| io(format!("copying {}", from.display()), e))?;
     }
     Ok(())
-}
-
-pub(crate) fn read(path: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(path).map_err(|e| io(format!("reading {}", path.display()), e))
-}
-
-pub(crate) fn io(context: String, source: std::io::Error) -> Error {
-    Error::Io { context, source }
 }

@@ -1,6 +1,6 @@
 //! Errors of the test cluster harness, each saying what failed and where to look.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -27,4 +27,12 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("kubeconfig: {0}")]
     Kubeconfig(#[from] kube::config::KubeconfigError),
+}
+
+pub(crate) fn read(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|e| io(format!("reading {}", path.display()), e))
+}
+
+pub(crate) fn io(context: String, source: std::io::Error) -> Error {
+    Error::Io { context, source }
 }

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::Error;
-use crate::binaries::{io, read};
+use crate::error::{io, read};
 
 const PATCHED_FILE: &str = "pkg/kwok/controllers/pod_controller.go";
 const STALE_DELETE: &str = "Delete(ctx, pod.Name, deleteOpt)";

@@ -6,6 +6,7 @@
 //! reads: every decision is the planner's.
 #![forbid(unsafe_code)]
 
+mod cluster_view;
 mod intern;
 mod meta;
 mod node;
@@ -20,8 +21,9 @@ pub mod reference;
 mod resources;
 pub mod time;
 
+pub use cluster_view::from_objects;
 pub use node::node_view;
-pub use objects::{Objects, from_objects};
+pub use objects::Objects;
 pub use owner::{
     REVISION_ANNOTATION, deployment_view, job_view, replica_set_view, replication_controller_view,
     stateful_set_view,

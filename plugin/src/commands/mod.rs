@@ -4,6 +4,7 @@
 pub mod blocked;
 pub mod executor_id;
 pub mod force;
+mod forcing;
 pub mod plan;
 pub mod policy;
 pub mod report;

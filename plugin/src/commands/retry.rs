@@ -18,7 +18,7 @@ use crate::fetch;
 use crate::output::{Terminal, print};
 use crate::views::retry::{Change, RetryKamikaze, RetryOutcome};
 
-use super::force::{annotate_forced, confirm, forced_record, record_forced, recorder};
+use super::forcing::{annotate_forced, confirm, forced_record, record_forced, recorder};
 
 pub async fn run(
     connection: &Connection,

@@ -16,9 +16,6 @@ use crate::views::status::StatusView;
 
 pub async fn run(client: &Client, args: &StatusArgs, terminal: Terminal) -> Result<(), Error> {
     let policy = fetch::policy(client, args.policy.policy.as_deref()).await?;
-    if args.watch {
-        return super::watch::run(client, &policy, args, terminal).await;
-    }
     let fleet = match node_query(&policy, args)? {
         Some(selector) => Some(fetch::node_metadata(client, &selector).await?),
         None => None,

@@ -2,7 +2,7 @@
 //! HTTP with a "restart" that reports the new ID, and brings back nodes that the `DeleteNode` kamikaze deleted.
 
 mod simulator;
-mod state;
+pub(crate) mod state;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;

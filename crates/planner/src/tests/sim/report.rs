@@ -8,19 +8,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::world::World;
 use crate::{ActionKind, Plan, report};
 
-/// What the model knows of the run, beside the record.
-#[derive(Default)]
-pub(super) struct Truth {
-    pub(super) runs: report::Runs,
-    evicted: u32,
-    deleted_unmanaged: u32,
-    /// Per workload disrupted: the fewest Ready pods seen, and the pods k8sm evicted or moved.
-    min_ready: BTreeMap<usize, u32>,
-    disruptions: BTreeMap<usize, u32>,
-    /// Disrupted and not whole again.
-    recovering: BTreeSet<usize>,
-}
-
 impl World {
     /// A pass, before its actions: the record observes it, and the model looks at the workloads it watches.
     pub(super) fn report_pass(&mut self, plan: &Plan) {

@@ -58,7 +58,7 @@ pub(super) struct Scenario {
     /// The policy moves single-replica Deployments by surge rollouts (`spec.workloads.surge: SingleReplica`).
     pub(super) surge: bool,
     /// The controller forgets the size it remembers of an unknown kind 30 minutes after its last eviction (as
-    /// `controller/src/in_flight.rs` does).
+    /// `controller/src/memory/in_flight.rs` does).
     pub(super) age_out: bool,
     pub(super) seed: u64,
 }

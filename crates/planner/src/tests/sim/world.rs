@@ -9,7 +9,7 @@ use k8sm_api::{MaxConcurrentNodes, UnmanagedPodPolicy};
 
 use super::scenarios::{Kind, Mode, Rollout, Scenario, WorkloadSpec, stuck, surge_and_unavailable};
 use crate::{
-    ClusterView, ControllerRef, NodeView, OwnerKind, OwnerView, PdbView, PodPhase, PodView,
+    ClusterView, ControllerRef, NodeView, OwnerKind, OwnerView, PdbView, PodPhase, PodView, report,
     testing::{NEW, at, deployment, labels_selector, node, owner, policy, unmanaged_pod},
     tests::{
         oracle,
@@ -84,7 +84,7 @@ pub(super) struct World {
     /// How often the situations the checks are about occurred, for `the_model_reaches_the_cases_that_matter`.
     pub(super) seen: Tally,
     /// The upgrade report of the run, and what the model knows to check it against.
-    pub(super) truth: super::report::Truth,
+    pub(super) truth: Truth,
 }
 
 impl World {
@@ -126,7 +126,7 @@ impl World {
             next_pod: 0,
             now: at(0),
             seen: Tally::default(),
-            truth: super::report::Truth::default(),
+            truth: Truth::default(),
         };
         for (k, spec) in s.workloads.iter().enumerate() {
             world.add_workload(k, spec, s);
@@ -436,4 +436,17 @@ impl World {
             && self.recreate.is_empty()
             && self.view.pods.iter().all(|p| !p.terminating)
     }
+}
+
+/// What the model knows of the run, beside the record.
+#[derive(Default)]
+pub(super) struct Truth {
+    pub(super) runs: report::Runs,
+    pub(super) evicted: u32,
+    pub(super) deleted_unmanaged: u32,
+    /// Per workload disrupted: the fewest Ready pods seen, and the pods k8sm evicted or moved.
+    pub(super) min_ready: BTreeMap<usize, u32>,
+    pub(super) disruptions: BTreeMap<usize, u32>,
+    /// Disrupted and not whole again.
+    pub(super) recovering: BTreeSet<usize>,
 }

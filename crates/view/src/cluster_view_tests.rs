@@ -1,6 +1,9 @@
 //! Tests of `from_objects`: which objects become which parts of the view.
 
+use std::sync::Arc;
+
 use chrono::DateTime;
+use k8s_openapi::api::core::v1::Pod;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
