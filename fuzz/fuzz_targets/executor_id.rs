@@ -1,4 +1,4 @@
-//! Executor IDs (DESIGN.md §6): parsing arbitrary text as an ID, and computing the ID of arbitrary identities.
+//! Executor IDs (docs/design.md §6): parsing arbitrary text as an ID, and computing the ID of arbitrary identities.
 //!
 //! Properties: nothing panics; the parser accepts exactly `sha256:` + 64 lowercase hex digits, and what it accepts
 //! re-renders to the same text and parses again to the same ID (also through serde); an identity's ID does not

@@ -1,7 +1,7 @@
 //! The pure planner, `k8sm_planner::plan(&ClusterView, now)`, over arbitrary small clusters built with the
 //! planner's own test builders (feature `testing`).
 //!
-//! Properties of one plan (DESIGN.md §5): nothing panics; the SLA invariant holds (no owner is taken below
+//! Properties of one plan (docs/design.md §5): nothing panics; the SLA invariant holds (no owner is taken below
 //! `min(ceil(t*d), d-1)` ready pods by the plan's evictions, and each eviction satisfies the health rule before it);
 //! opted-out pods, pods and nodes that are opted out, nodes claimed by two policies, and unmanaged pods under policy
 //! `Never` are never evicted or deleted; paused policies only mark and complete; budgets are not overdrawn; no pod is

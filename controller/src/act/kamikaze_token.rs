@@ -1,4 +1,4 @@
-//! The credential the controller presents with the `Http` kamikaze (DESIGN.md §5.4, §9): a token of its own
+//! The credential the controller presents with the `Http` kamikaze (docs/design.md §5.4, §9): a token of its own
 //! ServiceAccount from the TokenRequest API, for the kamikaze audience only and bound to the Node it is sent to.
 //!
 //! The audience keeps the token from working against the apiserver (an agent that receives it cannot act as the

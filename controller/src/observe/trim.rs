@@ -1,5 +1,5 @@
 //! What the stores keep of each object: only what `k8sm_view` reads, so that memory stays small at thousands of
-//! nodes and tens of thousands of pods (DESIGN.md §8). Every trim keeps the object's view unchanged (see the tests).
+//! nodes and tens of thousands of pods (docs/design.md §8). Every trim keeps the object's view unchanged (see the tests).
 
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus, ReplicaSet, ReplicaSetSpec,

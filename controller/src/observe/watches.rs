@@ -1,5 +1,5 @@
 //! How each watch is doing: since when it has been failing and why, so that the controller never acts on a view
-//! that a failing watch keeps frozen (DESIGN.md §9). A failing watch leaves its store as it last was: pods evicted
+//! that a failing watch keeps frozen (docs/design.md §9). A failing watch leaves its store as it last was: pods evicted
 //! meanwhile would look Ready, and a planner trusting them would evict their replacements' peers.
 
 use std::collections::BTreeMap;

@@ -1057,7 +1057,7 @@ fn call_free(calls: usize, limit: usize, continues: bool) -> bool {
 
 /// How many of the next actions run together: the next actions of one kind, each on a distinct node for node
 /// writes. Kinds keep their order: a node is admitted before its pods move, unmanaged pods are deleted after the
-/// evictions of the same pass (DESIGN.md §5.3: they go once no owned pod waits), kamikaze comes last.
+/// evictions of the same pass (docs/design.md §5.3: they go once no owned pod waits), kamikaze comes last.
 fn batch_len(actions: &[Action]) -> usize {
     let Some(first) = actions.first() else {
         return 0;

@@ -1,4 +1,4 @@
-//! The agent's side of the Node contract (DESIGN.md §3): what it reads from a Node and the merge patches it writes.
+//! The agent's side of the Node contract (docs/design.md §3): what it reads from a Node and the merge patches it writes.
 //!
 //! Pure functions, shared by `run` and `simulate`, so both modes obey kamikaze by exactly the same rule.
 

@@ -1,4 +1,4 @@
-//! Who may tell a node's executor to terminate over HTTP (DESIGN.md §5.4, §9): the controller, with a token of its
+//! Who may tell a node's executor to terminate over HTTP (docs/design.md §5.4, §9): the controller, with a token of its
 //! ServiceAccount issued for the kamikaze audience and bound to this very Node, and only once k8sm drained the Node.
 //!
 //! The token is verified by the apiserver (a TokenReview for the kamikaze audience): the agent holds no key and

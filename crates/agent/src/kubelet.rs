@@ -1,4 +1,4 @@
-//! `run --kubelet`: the node's executor ID from the kubelet that actually runs (DESIGN.md §6), read through `/proc`:
+//! `run --kubelet`: the node's executor ID from the kubelet that actually runs (docs/design.md §6), read through `/proc`:
 //! the binary the process executes (`/proc/<pid>/exe`: hashed, and asked for its `--version`), its command line
 //! (`/proc/<pid>/cmdline`), and its configuration file and static pod manifests as the process sees them
 //! (`/proc/<pid>/root`, relative paths from `/proc/<pid>/cwd`), so that it works from the host and from a container

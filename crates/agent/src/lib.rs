@@ -1,4 +1,4 @@
-//! k8sm-agent: the node side of the k8sm contract (DESIGN.md §3, §5.4). `run` publishes a real executor's ID and
+//! k8sm-agent: the node side of the k8sm contract (docs/design.md §3, §5.4). `run` publishes a real executor's ID and
 //! obeys kamikaze; `simulate` plays the executors of KWOK nodes for tests, demos and benchmarks (§7).
 #![forbid(unsafe_code)]
 

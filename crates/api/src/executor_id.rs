@@ -1,4 +1,4 @@
-//! The executor ID: a content hash of an executor's build and configuration (DESIGN.md §6).
+//! The executor ID: a content hash of an executor's build and configuration (docs/design.md §6).
 //!
 //! Equal IDs are interchangeable executors; different IDs are incompatible. The ID is `sha256:` followed by the hex
 //! SHA-256 of a length-prefixed canonical encoding of [`ExecutorIdentity`], so that the order in which flags and

@@ -1,4 +1,4 @@
-//! The `Http` kamikaze's URL for one node, from `spec.kamikaze.urlTemplate` (DESIGN.md §5.4).
+//! The `Http` kamikaze's URL for one node, from `spec.kamikaze.urlTemplate` (docs/design.md §5.4).
 //!
 //! The node's name and InternalIP address are written by the node itself (the kubelet registers the Node and reports
 //! its addresses), so a node whose executor someone controls can choose them. A URL built from them by string

@@ -1,4 +1,4 @@
-//! The well-known keys of the contract on Node and Pod objects (DESIGN.md §3).
+//! The well-known keys of the contract on Node and Pod objects (docs/design.md §3).
 //!
 //! All upgrade state lives in the cluster under these keys, so the controller stays stateless: after a crash it
 //! re-derives everything from them. They are public API: renaming one strands every cluster that already carries it.

@@ -1,4 +1,4 @@
-//! The executor ID of a kubelet from what makes it what it is (DESIGN.md §6): its binary's SHA-256 and `--version`,
+//! The executor ID of a kubelet from what makes it what it is (docs/design.md §6): its binary's SHA-256 and `--version`,
 //! its command-line flags, its configuration file (`--config`) and its static pod manifests. The agent reads these
 //! from the kubelet that runs (`k8sm-agent run --kubelet`); `kubectl k8sm executor-id --kubelet-binary …` reads the
 //! same inputs from files, so that an operator computes the target ID of a new build and configuration before any

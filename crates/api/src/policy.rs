@@ -1,4 +1,4 @@
-//! The `ExecutorUpgradePolicy` custom resource: what an operator asks k8sm to do (DESIGN.md §5.1).
+//! The `ExecutorUpgradePolicy` custom resource: what an operator asks k8sm to do (docs/design.md §5.1).
 //!
 //! The `///` comments on spec fields are operator documentation: they become the CRD's descriptions and so
 //! `kubectl explain executorupgradepolicy.spec`. Every default is both an OpenAPI `default` in the CRD (so the

@@ -1,4 +1,4 @@
-//! The durable record of one upgrade run (DESIGN.md §5.5): Events expire after an hour, so for each run — a target
+//! The durable record of one upgrade run (docs/design.md §5.5): Events expire after an hour, so for each run — a target
 //! executor ID applied to a policy's nodes — the controller keeps what happened, for `kubectl k8sm upgrade report`.
 //!
 //! Where it lives: one ConfigMap per run in the controller's namespace (that of its Lease), labelled with the

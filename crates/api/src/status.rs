@@ -1,4 +1,4 @@
-//! The status of an `ExecutorUpgradePolicy`: what the controller observed and why nodes wait (DESIGN.md §5.1, §5.2).
+//! The status of an `ExecutorUpgradePolicy`: what the controller observed and why nodes wait (docs/design.md §5.1, §5.2).
 //!
 //! Written only by the controller. Everything here can be re-derived from the cluster, so the status is a report, not
 //! state: losing it loses nothing but the start of the ETA's measurement (`pace`), which begins again.

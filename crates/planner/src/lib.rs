@@ -5,7 +5,7 @@
 //! from [`Plan::policies`] and [`Plan::nodes`]. The kubectl plugin's `plan` and `blocked` commands render the same
 //! plan, so what the plugin predicts is what the controller does.
 //!
-//! All state lives in the cluster (DESIGN.md §3): planning again after the actions were applied never repeats one,
+//! All state lives in the cluster (docs/design.md §3): planning again after the actions were applied never repeats one,
 //! and a restarted controller re-derives everything from the nodes' annotations.
 #![forbid(unsafe_code)]
 

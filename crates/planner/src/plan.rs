@@ -4,7 +4,7 @@
 //! so that evictions planned for one policy count for the next. Paused policies, and policies that do not carry
 //! their finalizer yet, come last, each against a copy of the ledger: what they would do is reported, and changes
 //! nothing for the others. A policy being deleted plans nothing: it only waits until every node it held is handed
-//! back. Nodes that no live policy selects and that carry k8sm's state are handed back (DESIGN.md §5.2).
+//! back. Nodes that no live policy selects and that carry k8sm's state are handed back (docs/design.md §5.2).
 
 use chrono::{DateTime, Utc};
 use k8sm_api::NodeCounts;

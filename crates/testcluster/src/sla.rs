@@ -1,8 +1,8 @@
 //! The SLA watcher: follows the pods and workload controllers of a namespace through watches and checks, at every
-//! change, that no workload's Ready pods fall below `min(ceil(t·d/100), d−1)` (DESIGN.md §5.3) — the invariant k8sm
+//! change, that no workload's Ready pods fall below `min(ceil(t·d/100), d−1)` (docs/design.md §5.3) — the invariant k8sm
 //! promises. It judges from the cluster's own objects only, never from anything k8sm reports.
 //!
-//! - **Workloads** are those of DESIGN.md §2. A pod whose controller is a ReplicaSet controlled by a Deployment counts
+//! - **Workloads** are those of docs/design.md §2. A pod whose controller is a ReplicaSet controlled by a Deployment counts
 //!   for the Deployment: `d` is the Deployment's `spec.replicas` and its Ready pods are summed over all its
 //!   ReplicaSets. A bare ReplicaSet, a ReplicationController and a StatefulSet count for themselves with their own
 //!   `spec.replicas`. `d` follows the watched objects, so a `kubectl scale` or a rollout moves the bound at once.

@@ -1,4 +1,4 @@
-//! Node → [`NodeView`]: the contract keys of DESIGN.md §3 as found, the cordon, the address, the Ready condition and
+//! Node → [`NodeView`]: the contract keys of docs/design.md §3 as found, the cordon, the address, the Ready condition and
 //! the allocatable resources.
 
 use k8s_openapi::api::core::v1::Node;

@@ -1,5 +1,5 @@
 //! Pod controllers → [`OwnerView`]: kind, identity, desired replicas and their own controller, so that the planner
-//! can judge a ReplicaSet's pods as its Deployment's (DESIGN.md §2).
+//! can judge a ReplicaSet's pods as its Deployment's (docs/design.md §2).
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;

@@ -1,4 +1,4 @@
-//! `executor-id`: the executor ID of DESIGN.md §6, from a version, a binary (or its hash), flags and static pods.
+//! `executor-id`: the executor ID of docs/design.md §6, from a version, a binary (or its hash), flags and static pods.
 
 use std::path::Path;
 

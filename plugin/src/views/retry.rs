@@ -1,7 +1,7 @@
 //! `force NODE --retry-kamikaze`: what to remove so that k8sm tells a node that came back from kamikaze with the
 //! wrong executor to terminate once more, decided from the live plan and the objects just read; and the report.
 //!
-//! k8sm sends a node kamikaze once (DESIGN.md §5.2). The record of that kamikaze is on the Node (its kamikaze,
+//! k8sm sends a node kamikaze once (docs/design.md §5.2). The record of that kamikaze is on the Node (its kamikaze,
 //! kamikaze-executor-id and kamikaze-obeyed annotations), or, for a node deleted as its kamikaze (mechanism
 //! DeleteNode), in the policy's `status.deletedNodes`. Without the record the node is a marked node like any other:
 //! admitted, drained, and told once more.

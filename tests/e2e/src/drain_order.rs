@@ -1,5 +1,5 @@
 //! Whether every pod k8sm removed went from a node the cluster already showed admitted and cordoned: the order
-//! DESIGN.md requires (a node is admitted into a drain slot, and cordoned, before its pods move), which the
+//! docs/design.md requires (a node is admitted into a drain slot, and cordoned, before its pods move), which the
 //! controller's pipelined writes must keep.
 //!
 //! Ordered by the etcd revision each change was written at (an object's resourceVersion in a watch event): watch

@@ -1,5 +1,5 @@
 //! What a Node says about its upgrade, as an operator reads it with `kubectl get node -o yaml`: k8sm's annotations,
-//! label and taint (DESIGN.md §3), the cordon, and a snapshot of everything anyone may change on it.
+//! label and taint (docs/design.md §3), the cordon, and a snapshot of everything anyone may change on it.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +10,7 @@ use k8sm_api::keys;
 
 use crate::objects::get_node;
 
-/// Prefix of every key of k8sm's contract (DESIGN.md §3).
+/// Prefix of every key of k8sm's contract (docs/design.md §3).
 pub const K8SM_PREFIX: &str = "k8s.mesosphere.io/";
 
 /// The Node object of a machine that died: `cluster`'s node `name` that no KWOK manages and no simulated executor

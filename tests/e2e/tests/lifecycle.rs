@@ -1,5 +1,5 @@
 //! The ends of a node's upgrade on a real cluster, as an operator sees them (Node objects, Events by reason and
-//! type, the policy's status and conditions, `kubectl k8sm upgrade status`), DESIGN.md §5.2 and §5.4:
+//! type, the policy's status and conditions, `kubectl k8sm upgrade status`), docs/design.md §5.2 and §5.4:
 //! - kamikaze once: an executor that comes back with its old ID, or with a third one, is reported and never told
 //!   again until the operator acts — with `maxConcurrentNodes: 1` it keeps the only slot, so a broken build stops;
 //! - `DeleteNode`: a deleted node that never registers again is remembered in `status.deletedNodes`, counted,

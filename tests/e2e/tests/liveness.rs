@@ -1,4 +1,4 @@
-//! Liveness on the real cluster (DESIGN.md §5.7): every node that `kubectl drain` with PodDisruptionBudgets could
+//! Liveness on the real cluster (docs/design.md §5.7): every node that `kubectl drain` with PodDisruptionBudgets could
 //! finish, k8sm finishes; a node that only an operator can finish costs nothing. One shape per test, each on its own
 //! small cluster with one drain slot and a 30 s `nodeProgressDeadline`, each with a control that must behave as
 //! before:

@@ -1,4 +1,4 @@
-//! Pods of other controllers — a custom resource's operator, as k8sm knows nothing of its kind (DESIGN.md §5.3) — on
+//! Pods of other controllers — a custom resource's operator, as k8sm knows nothing of its kind (docs/design.md §5.3) — on
 //! a real cluster, each test on its own small cluster with the SLA watcher armed before the controller starts. Such
 //! pods are never deleted directly: under a budget that allows no disruption they stay, reported `BlockedByPDB`,
 //! while the other nodes finish; otherwise they go through the Eviction API one at a time, even when their operator

@@ -1,4 +1,4 @@
-//! The policy knobs of DESIGN.md §5 on a real cluster, each as an operator sees it (nodes, pods, Events by reason,
+//! The policy knobs of docs/design.md §5 on a real cluster, each as an operator sees it (nodes, pods, Events by reason,
 //! the policy's status): unmanaged pods under `Delete`, `DeleteAfterTimeout` and `Never`, opt-out nodes and pods,
 //! `paused`, a PodDisruptionBudget stricter than the threshold, and a node marked by hand under a policy without a
 //! target. Each test runs its own small cluster.

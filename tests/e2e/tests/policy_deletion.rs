@@ -1,4 +1,4 @@
-//! The end of a policy on a real cluster, as an operator sees it (Node objects, pods, Events), DESIGN.md §5.4: the
+//! The end of a policy on a real cluster, as an operator sees it (Node objects, pods, Events), docs/design.md §5.4: the
 //! policy's finalizer makes `kubectl delete eup` mid-upgrade hand every node back, schedulable and clean, and leave
 //! what others set.
 

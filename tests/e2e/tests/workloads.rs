@@ -1,4 +1,4 @@
-//! Built-in workloads as production clusters run them (DESIGN.md §2, §5.2, §5.3), each test on its own small cluster
+//! Built-in workloads as production clusters run them (docs/design.md §2, §5.2, §5.3), each test on its own small cluster
 //! with the SLA watcher armed before the controller starts:
 //!
 //! - a Deployment whose rollout is stuck is judged over all its ReplicaSets, so its node waits, stalls after

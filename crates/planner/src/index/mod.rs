@@ -160,7 +160,7 @@ pub(crate) struct Index<'a> {
     by_controller: Vec<Option<(Class<'a>, u32)>>,
     /// The pods with an eviction in flight, by the address of their UID (a few; not a set of every pod).
     in_flight_uids: FastSet<usize>,
-    /// Per UID of the workload the pods count for (DESIGN.md §2: a Deployment for the pods of its ReplicaSets), its
+    /// Per UID of the workload the pods count for (docs/design.md §2: a Deployment for the pods of its ReplicaSets), its
     /// slot in `workload_pods` (looked up, never iterated where order matters).
     workload_slots: FastMap<&'a str, u32>,
     /// Per workload slot, its pods, bound to a node or not.

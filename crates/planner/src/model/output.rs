@@ -68,7 +68,7 @@ pub struct Action {
     pub kind: ActionKind,
 }
 
-/// A mutation of the cluster. Node mutations are idempotent patches of the contract keys of DESIGN.md §3.
+/// A mutation of the cluster. Node mutations are idempotent patches of the contract keys of docs/design.md §3.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "action",
@@ -281,11 +281,11 @@ impl ActionKind {
     }
 }
 
-/// The SLA evidence of one eviction (DESIGN.md §5.3).
+/// The SLA evidence of one eviction (docs/design.md §5.3).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Eviction {
-    /// The workload the pod counts for (DESIGN.md §2): a Deployment for a pod of one of its ReplicaSets.
+    /// The workload the pod counts for (docs/design.md §2): a Deployment for a pod of one of its ReplicaSets.
     pub owner: OwnerRef,
     /// Available (Ready, for its `minReadySeconds` where it sets them), not terminating pods of the workload before
     /// this eviction (counting the evictions planned before it).
@@ -558,7 +558,7 @@ impl PodPlan {
     }
 }
 
-/// The classes of DESIGN.md §5.3.
+/// The classes of docs/design.md §5.3.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum PodClass {

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Why the planner decided something. One-to-one with the Event reasons of DESIGN.md §5.5, plus a few that the
+/// Why the planner decided something. One-to-one with the Event reasons of docs/design.md §5.5, plus a few that the
 /// design leaves implicit. The names are public API (Event reasons, condition reasons, metric labels): never build
 /// one from an object name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

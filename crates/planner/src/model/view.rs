@@ -456,7 +456,7 @@ impl OwnerKind {
         }
     }
 
-    /// A kind whose `spec.replicas` is a workload's desired count (DESIGN.md §2, §5.3).
+    /// A kind whose `spec.replicas` is a workload's desired count (docs/design.md §2, §5.3).
     pub fn is_replicated(&self) -> bool {
         matches!(
             self,
@@ -713,12 +713,12 @@ pub struct DeletedNodeRecord {
 pub struct InFlightEviction {
     /// UID of the evicted pod.
     pub pod_uid: String,
-    /// UID of its workload (DESIGN.md §2: a Deployment for a pod of one of its ReplicaSets), if any.
+    /// UID of its workload (docs/design.md §2: a Deployment for a pod of one of its ReplicaSets), if any.
     pub owner_uid: Option<String>,
     /// When the eviction was executed.
     pub at: DateTime<Utc>,
     /// The call was launched and its answer is not known: it may still be refused (a budget, a webhook), so the
-    /// pod has not surely left, and the pods that go after it on its node (DESIGN.md §5.3) wait for the answer.
+    /// pod has not surely left, and the pods that go after it on its node (docs/design.md §5.3) wait for the answer.
     #[serde(default)]
     pub unanswered: bool,
 }

@@ -1,4 +1,4 @@
-//! Per-pod classification of DESIGN.md §5.3, as small filters tried in order (like kubectl's `pkg/drain/filters.go`).
+//! Per-pod classification of docs/design.md §5.3, as small filters tried in order (like kubectl's `pkg/drain/filters.go`).
 
 use k8sm_api::keys;
 

@@ -51,7 +51,7 @@ impl<'a> Lookups<'a> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OwnerEntry<'a> {
     pub(crate) owner: &'a OwnerView,
-    /// Where its pods are counted: the slot of the workload they count for (DESIGN.md §2).
+    /// Where its pods are counted: the slot of the workload they count for (docs/design.md §2).
     pub(crate) counts: u32,
     /// Its position among the view's owners.
     pub(crate) position: u32,

@@ -7,7 +7,7 @@
 //! *upgraded* is "reports the target executor ID", or, without a target, "reports an executor ID other than the one
 //! recorded at kamikaze".
 //!
-//! An executor obeys a given kamikaze once (DESIGN.md §5.2). One that comes back with its old ID acknowledges the
+//! An executor obeys a given kamikaze once (docs/design.md §5.2). One that comes back with its old ID acknowledges the
 //! kamikaze by removing its annotation; one that comes back with a third ID (neither its old one nor the target)
 //! reports that ID. Either way the node *came back wrong*: it is reported with an `UnexpectedExecutor` blocker and
 //! never told to terminate again until an operator acts. It keeps its drain slot, like a restart that is overdue:

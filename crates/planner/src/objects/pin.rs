@@ -1,4 +1,4 @@
-//! Pods whose replacement can only run on their own node (DESIGN.md §5.7): a hostname node selector, a required node
+//! Pods whose replacement can only run on their own node (docs/design.md §5.7): a hostname node selector, a required node
 //! affinity or a volume's node affinity that names that node alone. Evicted, such a pod's replacement waits Pending
 //! until the node is back and uncordoned: downtime only an operator can accept (`spec.workloads.pinnedPods`).
 

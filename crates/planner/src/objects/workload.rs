@@ -1,4 +1,4 @@
-//! Workloads (DESIGN.md §2): the top-level owner whose health is judged for a pod — a Deployment over all its
+//! Workloads (docs/design.md §2): the top-level owner whose health is judged for a pod — a Deployment over all its
 //! ReplicaSets, a ReplicationController, a StatefulSet, a ReplicaSet without a Deployment, or, for a pod of a
 //! controller of any other kind, that controller.
 //!
@@ -241,7 +241,7 @@ pub fn available_pods_by_workload(view: &ClusterView, now: DateTime<Utc>) -> Has
 }
 
 /// The sizes the planner infers, on `view`, of the workloads among `uids` whose desired count k8sm cannot read
-/// (controllers of unknown kinds, DESIGN.md §5.3): their live pods (neither finished nor terminating, bound or not),
+/// (controllers of unknown kinds, docs/design.md §5.3): their live pods (neither finished nor terminating, bound or not),
 /// plus their evictions in flight whose pod is gone, or their remembered size, whichever is larger. What the upgrade
 /// report holds such a workload to while it recovers. Unlike the planner's `d`, which counts terminating pods too
 /// (more careful before an eviction), a pod terminating once its replacement exists is not counted twice here: the

@@ -1,4 +1,4 @@
-//! Drain slots: who holds one, who acts, and who is admitted next (DESIGN.md §5.2).
+//! Drain slots: who holds one, who acts, and who is admitted next (docs/design.md §5.2).
 //!
 //! A slot is held by every admitted node that is Draining, Drained or KamikazeSent, and by a node that came back
 //! from kamikaze with the wrong executor. A KamikazeSent node keeps its slot until its executor comes back, even past
@@ -114,7 +114,7 @@ pub(crate) fn group(stalled: Option<Option<DateTime<Utc>>>, need_operator: u32) 
 }
 
 /// A workload's remaining chain, in waves: `ceil(to_move / a)` with `a = d - sla_floor(t, d)` the pods the health
-/// rule lets it lose at once (DESIGN.md §5.3), `to_move` its pods still on nodes to drain (`PodCounts::to_move`).
+/// rule lets it lose at once (docs/design.md §5.3), `to_move` its pods still on nodes to drain (`PodCounts::to_move`).
 /// Chains of one wave or less count as 0: a workload that moves all it has in one wave gains nothing from an earlier
 /// slot over another such, and the key's order (easiest first) decides among them. A workload scaled to zero has no
 /// chain.

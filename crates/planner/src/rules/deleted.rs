@@ -1,4 +1,4 @@
-//! Nodes deleted as their kamikaze (mechanism `DeleteNode`, DESIGN.md §5.2, §5.4). The Node object is gone, so its
+//! Nodes deleted as their kamikaze (mechanism `DeleteNode`, docs/design.md §5.2, §5.4). The Node object is gone, so its
 //! annotations cannot remember the kamikaze: the policy's `status.deletedNodes` does, until a node of that name
 //! reports the target executor. Meanwhile the node is counted (the policy is never Upgraded while one is missing),
 //! holds its drain slot, is reported `RestartOverdue` after `restartTimeout`, and, if it comes back with its old

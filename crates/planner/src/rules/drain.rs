@@ -1,4 +1,4 @@
-//! The per-pod decisions of DESIGN.md §5.3 on one node: what moves now, what waits, and what needs an operator.
+//! The per-pod decisions of docs/design.md §5.3 on one node: what moves now, what waits, and what needs an operator.
 
 use std::{cmp::Ordering, sync::Arc};
 
@@ -458,7 +458,7 @@ pub(crate) struct Drain {
     pub(crate) broken_taken: Resources,
 }
 
-/// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of DESIGN.md §5.3: workload
+/// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of docs/design.md §5.3: workload
 /// pods first (in pod order), then pods of other controllers once no workload pod is left on the node (those that are
 /// not Ready at once), then unmanaged pods (and Job pods past their timeout) once no pod of either kind is left. A
 /// pod "has left" once it is terminating or its eviction is in flight and accepted: an eviction planned in this pass,

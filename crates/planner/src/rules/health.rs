@@ -1,4 +1,4 @@
-//! The health rule of DESIGN.md §5.3, and the ledger that applies it before each eviction of a pass.
+//! The health rule of docs/design.md §5.3, and the ledger that applies it before each eviction of a pass.
 //!
 //! A pod is judged against its workload (see `workload`). With `d` desired replicas, `r` pods ready and not
 //! terminating (nor being evicted), and threshold `t` percent, a Ready pod may be evicted iff `r - 1 >= ceil(t * d /

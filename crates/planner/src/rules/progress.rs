@@ -1,4 +1,4 @@
-//! Drain progress and stalls (DESIGN.md §5.2): a draining node that no pod left for `nodeProgressDeadline` gives
+//! Drain progress and stalls (docs/design.md §5.2): a draining node that no pod left for `nodeProgressDeadline` gives
 //! up its drain slot, so that no single workload, budget or Job holds the fleet.
 //!
 //! Progress is recorded on the node itself ([`k8sm_api::keys::DRAIN_PROGRESS_ANNOTATION`]: when the count of pods

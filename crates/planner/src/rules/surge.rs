@@ -1,4 +1,4 @@
-//! Surge moves (`spec.workloads.surge`, DESIGN.md §5.3): the only pod of a Deployment leaves its draining node by a
+//! Surge moves (`spec.workloads.surge`, docs/design.md §5.3): the only pod of a Deployment leaves its draining node by a
 //! rollout of the Deployment that starts the new pod first, instead of an eviction that leaves the workload with no
 //! Ready pod until its replacement is Ready.
 //!

@@ -1,4 +1,4 @@
-//! The policy's maintenance window in one pass (`spec.window`, DESIGN.md §5.1): whether nodes may be admitted and
+//! The policy's maintenance window in one pass (`spec.window`, docs/design.md §5.1): whether nodes may be admitted and
 //! executors told to restart now, whether draining nodes hold, and when that changes next.
 
 use chrono::{DateTime, Utc};

@@ -68,7 +68,7 @@ fn admission_order_is_easiest_first_then_marked_time_then_name() {
     view.nodes
         .push(node("upgraded").executor(crate::testing::NEW));
     let plan = plan_now(&view);
-    // The node with a pod only an operator can clear is never started (DESIGN.md §5.7), though a slot is free.
+    // The node with a pod only an operator can clear is never started (docs/design.md §5.7), though a slot is free.
     assert_eq!(
         admitted(&plan),
         [

@@ -54,7 +54,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// Every owner is fully ready and has at most 10 replicas, so at threshold 90% each may lose exactly one pod now
-    /// (DESIGN.md §5.3: `ceil(0.9·d) = d` for `d <= 10`, so only "fully ready" allows one). With `slots` free slots, a
+    /// (docs/design.md §5.3: `ceil(0.9·d) = d` for `d <= 10`, so only "fully ready" allows one). With `slots` free slots, a
     /// pass that admits nodes of `min(slots, owners)` different owners moves that many pods; admitting several nodes
     /// of one owner moves only one of its pods and leaves the others' waiting (the convoy).
     #[test]
@@ -218,7 +218,7 @@ fn owners_do_not_override_stalls_or_operator_pods() {
     let plan = plan_now(&view);
     assert_eq!(admitted(&plan), BTreeSet::from(["blocked".to_owned()]));
     let order: BTreeMap<u32, String> = queue(&plan).into_iter().collect();
-    // The node with a pod only an operator can clear is not even queued: it is never started (DESIGN.md §5.7).
+    // The node with a pod only an operator can clear is not even queued: it is never started (docs/design.md §5.7).
     assert_eq!(order.into_values().collect::<Vec<_>>(), ["stalled"]);
     assert_eq!(phase(&plan, "operator"), k8sm_api::NodePhase::Blocked);
 }

@@ -1,4 +1,4 @@
-//! Handing nodes back (DESIGN.md §5.2): the policy finalizer, a deleted policy, a node leaving the selector, and the
+//! Handing nodes back (docs/design.md §5.2): the policy finalizer, a deleted policy, a node leaving the selector, and the
 //! nodes deleted as their kamikaze (`status.deletedNodes`).
 
 use k8sm_api::{KamikazeMechanism, NodePhase};

@@ -1,4 +1,4 @@
-//! Liveness (DESIGN.md §5.7): broken workloads never hold a node, the Eviction API decides where it may say yes,
+//! Liveness (docs/design.md §5.7): broken workloads never hold a node, the Eviction API decides where it may say yes,
 //! and a pod stuck terminating freezes none of its workload's other pods. Each case fails on the rule it is about.
 
 use std::collections::BTreeSet;

@@ -1,4 +1,4 @@
-//! The SLA rule of DESIGN.md §5.3, restated for the property tests and judged against a workload's *generated*
+//! The SLA rule of docs/design.md §5.3, restated for the property tests and judged against a workload's *generated*
 //! truth: its desired count, Ready pods and pods going, as the test's own world knows them.
 //!
 //! Nothing here reads what the plan reports about an eviction (`Eviction::desired`, `threshold`, `ready_before`):
@@ -21,7 +21,7 @@ pub(super) fn bound(threshold: u8, desired: u32) -> u32 {
 pub(super) struct Truth {
     /// `d`: `spec.replicas` of the top-level workload (a Deployment for the pods of its ReplicaSets); for a
     /// controller of a kind k8sm does not know, the pods of it that are not finished plus its evictions in flight
-    /// whose pod is gone (DESIGN.md §5.3).
+    /// whose pod is gone (docs/design.md §5.3).
     pub(super) desired: u32,
     /// Pods Ready, not finished, neither terminating nor with an eviction in flight.
     pub(super) ready: u32,

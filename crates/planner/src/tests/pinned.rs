@@ -1,4 +1,4 @@
-//! Pinned pods (DESIGN.md §5.7): a pod whose replacement can only run on its own node keeps that node for the
+//! Pinned pods (docs/design.md §5.7): a pod whose replacement can only run on its own node keeps that node for the
 //! operator under `workloads.pinnedPods: Block` (the default): never started, nothing on it evicted, reported
 //! `BlockedPinnedPod` naming what pins it. `Evict` evicts it like any other pod, as `kubectl drain` does.
 

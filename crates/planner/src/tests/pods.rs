@@ -1,4 +1,4 @@
-//! Per-pod decisions on a draining node (DESIGN.md §5.3): the health rule, budgets, Jobs, unmanaged pods.
+//! Per-pod decisions on a draining node (docs/design.md §5.3): the health rule, budgets, Jobs, unmanaged pods.
 
 use k8sm_api::{NodePhase, UnmanagedPodPolicy, keys};
 
@@ -526,7 +526,7 @@ fn an_opted_out_pod_blocks_its_node() {
             .annotation(keys::KARPENTER_DO_NOT_DISRUPT_ANNOTATION, "true"),
     );
     let plan = plan_now(&draining(vec![rs], pods, policy("p")));
-    // Nothing evicted; the node is handed back (DESIGN.md §5.7).
+    // Nothing evicted; the node is handed back (docs/design.md §5.7).
     assert_eq!(summary(&plan), ["Stall n1 +uncordon"]);
     assert_eq!(phase(&plan, "n1"), NodePhase::Blocked);
     let (decision, reason, message) = pod_decision(&plan, "n1", "precious");

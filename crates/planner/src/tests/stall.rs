@@ -1,4 +1,4 @@
-//! Nothing holds the fleet (DESIGN.md §5.2): a draining node without progress for `nodeProgressDeadline` gives up
+//! Nothing holds the fleet (docs/design.md §5.2): a draining node without progress for `nodeProgressDeadline` gives up
 //! its slot, is reported Blocked with what it waits on, and queues again behind the nodes that never stalled; it
 //! rests for the deadline unless one of its pods can move.
 

@@ -1,4 +1,4 @@
-//! Finished, Job and unmanaged pods on a draining node (DESIGN.md §5.3).
+//! Finished, Job and unmanaged pods on a draining node (docs/design.md §5.3).
 
 use k8sm_api::{NodePhase, UnmanagedPodPolicy};
 
@@ -277,7 +277,7 @@ fn delete_after_timeout_without_a_readable_mark_time_needs_an_operator() {
     );
     view.nodes[0].incompatible_since = Some("garbage".into());
     let plan = plan_now(&view);
-    // Nothing evicted or deleted; the node is handed back (DESIGN.md §5.7).
+    // Nothing evicted or deleted; the node is handed back (docs/design.md §5.7).
     assert_eq!(summary(&plan), ["Stall n1 +uncordon"]);
     assert_eq!(
         pod_decision(&plan, "n1", "tool").1,
@@ -293,7 +293,7 @@ fn delete_after_timeout_without_a_timeout_keeps_the_pods_and_reports_the_policy(
         vec![unmanaged_pod("ops", "tool", "n1")],
         unmanaged(UnmanagedPodPolicy::DeleteAfterTimeout, None),
     ));
-    // Nothing evicted or deleted; the node is handed back (DESIGN.md §5.7).
+    // Nothing evicted or deleted; the node is handed back (docs/design.md §5.7).
     assert_eq!(summary(&plan), ["Stall n1 +uncordon"]);
     assert_eq!(
         pod_decision(&plan, "n1", "tool").1,
@@ -314,7 +314,7 @@ fn unmanaged_pods_block_the_node_under_never() {
         vec![unmanaged_pod("ops", "tool", "n1")],
         policy("p"),
     ));
-    // Nothing evicted or deleted; the node is handed back (DESIGN.md §5.7).
+    // Nothing evicted or deleted; the node is handed back (docs/design.md §5.7).
     assert_eq!(summary(&plan), ["Stall n1 +uncordon"]);
     let (decision, reason, message) = pod_decision(&plan, "n1", "tool");
     assert_eq!(

@@ -1,4 +1,4 @@
-//! Workloads judged at the top level (DESIGN.md §2, §5.3): Deployments over all their ReplicaSets, rollouts stuck or
+//! Workloads judged at the top level (docs/design.md §2, §5.3): Deployments over all their ReplicaSets, rollouts stuck or
 //! paused, ReplicationControllers, and pods that are not Ready.
 
 use super::*;

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
-/// The kind of a workload (DESIGN.md §2): the top-level owner whose health is judged.
+/// The kind of a workload (docs/design.md §2): the top-level owner whose health is judged.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum WorkloadKind {
     Deployment,
@@ -63,7 +63,7 @@ pub enum PodController {
         name: String,
         uid: String,
     },
-    /// A DaemonSet or a Job: their pods are no workload's replicas (DESIGN.md §5.3 ignores DaemonSet pods and lets
+    /// A DaemonSet or a Job: their pods are no workload's replicas (docs/design.md §5.3 ignores DaemonSet pods and lets
     /// Job pods run to completion), so losing one is no breach of the SLA.
     NotAWorkload,
     /// Any other kind: that controller is the workload.

@@ -1,6 +1,6 @@
 //! The SLA watcher's bookkeeping, free of I/O: watch events in, per-workload records and violations out.
 //!
-//! A pod counts for its workload (DESIGN.md §2), resolved through the cluster's own objects: a ReplicaSet controlled
+//! A pod counts for its workload (docs/design.md §2), resolved through the cluster's own objects: a ReplicaSet controlled
 //! by a Deployment counts for the Deployment, so a Deployment mid-rollout is one workload. Once armed, every change of a
 //! workload's Ready count or of its `d` is a sample, and a sample where the Ready count *fell* below the bound
 //! `min(ceil(t·d/100), d−1)` of the `d` in force is a violation. Only a descent counts: k8sm only ever takes pods away,

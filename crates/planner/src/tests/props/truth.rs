@@ -104,7 +104,7 @@ pub(super) struct BudgetTruth {
 }
 
 impl Truth {
-    /// A workload's `d`, Ready and going counts, from the generated pods (DESIGN.md §5.3).
+    /// A workload's `d`, Ready and going counts, from the generated pods (docs/design.md §5.3).
     pub(super) fn workload(&self, key: &str) -> oracle::Truth {
         let (mut seen, mut ready, mut going) = (0u32, 0u32, 0u32);
         for pod in self.pods.values() {

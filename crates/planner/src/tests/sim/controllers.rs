@@ -334,7 +334,7 @@ impl World {
 
     /// Failures k8sm does not cause: a Ready pod stops being Ready for a while, or a pod is deleted (and recreated
     /// by its controller at once: an operator that took a while would shrink what k8sm can see of it, which
-    /// DESIGN.md §5.3 accepts for deletions k8sm did not make).
+    /// docs/design.md §5.3 accepts for deletions k8sm did not make).
     fn fail(&mut self, step: usize) {
         if self.view.pods.is_empty() || !self.rng.chance(30) {
             return;
