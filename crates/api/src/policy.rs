@@ -315,6 +315,15 @@ pub enum KamikazeMechanism {
     DeleteNode,
 }
 
+impl ExecutorUpgradePolicySpec {
+    /// `nodeProgressDeadline` as a span of time: how long a node, a pod or a surge move may go without progress.
+    /// The one place it is read; every rule takes it from here.
+    pub fn progress_deadline(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.node_progress_deadline.as_duration())
+            .unwrap_or(chrono::Duration::MAX)
+    }
+}
+
 impl Default for ExecutorUpgradePolicySpec {
     /// The spec of `spec: {}`: every documented default.
     fn default() -> Self {

@@ -517,8 +517,7 @@ impl<'v> PolicyPass<'v, '_> {
     /// When the rest of a node that stalled ends, if it has not yet (a stall of unknown time rests no more).
     fn rests_until(&self, entry: &Entry<'v>) -> Option<DateTime<Utc>> {
         let stalled_at = entry.assessment.stalled.flatten()?;
-        let rest = chrono::Duration::from_std(self.spec().node_progress_deadline.as_duration())
-            .unwrap_or(chrono::Duration::MAX);
+        let rest = self.spec().progress_deadline();
         let until = stalled_at.checked_add_signed(rest)?;
         (until > self.now).then_some(until)
     }

@@ -169,7 +169,7 @@ impl PolicyPass<'_, '_> {
                 at: self.now,
                 pods_left: survey.left,
             };
-            let deadline = spec.node_progress_deadline.as_duration();
+            let deadline = spec.progress_deadline();
             if let progress::Verdict::Wait { wake } =
                 progress::judge(Some(just_recorded), survey.left, deadline, held, self.now)
             {
@@ -178,7 +178,7 @@ impl PolicyPass<'_, '_> {
         }
         if phase == NodePhase::Draining && check_progress {
             let record = progress::Record::parse(entry.node.drain_progress.as_deref());
-            let deadline = spec.node_progress_deadline.as_duration();
+            let deadline = spec.progress_deadline();
             match progress::judge(record, survey.left, deadline, held, self.now) {
                 progress::Verdict::Record => out.action(
                     &self.policy.name,

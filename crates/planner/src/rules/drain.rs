@@ -284,8 +284,7 @@ fn pod_state(
     if ready {
         return (PodState::Ready, None);
     }
-    let bound = chrono::Duration::from_std(ctx.spec.node_progress_deadline.as_duration())
-        .unwrap_or(chrono::Duration::MAX);
+    let bound = ctx.spec.progress_deadline();
     let broken_at = |since: Option<DateTime<Utc>>| since.and_then(|s| s.checked_add_signed(bound));
     let own = broken_at(pod.ready_changed.or(pod.created));
     let unavailable_since = workload.rollout().and_then(|r| r.unavailable_since);

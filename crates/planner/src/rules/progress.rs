@@ -7,9 +7,7 @@
 //! than a tenth of the deadline. A node is stalled only when its count never went below the record's for the whole
 //! deadline, so the throttle can delay a stall but never bring one early.
 
-use std::time::Duration;
-
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 
 /// A parsed progress record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +48,7 @@ pub(crate) enum Verdict {
 
 /// How old a record must be before a lower count rewrites it: a tenth of the deadline, between 1 s and 1 min.
 fn record_every(deadline: Duration) -> Duration {
-    (deadline / 10).clamp(Duration::from_secs(1), Duration::from_secs(60))
+    (deadline / 10).clamp(Duration::seconds(1), Duration::seconds(60))
 }
 
 /// Judges a draining node with `pods_left` pods left and progress record `record` at `now`. While `held` (the
@@ -66,8 +64,7 @@ pub(crate) fn judge(
     let Some(record) = record else {
         return Verdict::Record;
     };
-    let every = chrono::Duration::from_std(record_every(deadline)).unwrap_or(chrono::Duration::MAX);
-    let deadline = chrono::Duration::from_std(deadline).unwrap_or(chrono::Duration::MAX);
+    let every = record_every(deadline);
     let moved = pods_left < record.pods_left;
     if moved || held {
         return match record.at.checked_add_signed(every) {
@@ -90,7 +87,7 @@ mod tests {
         Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(seconds)
     }
 
-    const TEN_MINUTES: Duration = Duration::from_secs(600);
+    const TEN_MINUTES: Duration = Duration::minutes(10);
 
     fn record(at: i64, pods_left: u32) -> Option<Record> {
         Some(Record {
@@ -156,11 +153,11 @@ mod tests {
         );
         // Short deadlines record at least once a second; long ones at least once a minute.
         assert_eq!(
-            judge(record(0, 5), 4, Duration::from_secs(5), false, t(0)),
+            judge(record(0, 5), 4, Duration::seconds(5), false, t(0)),
             Verdict::Wait { wake: t(1) }
         );
         assert_eq!(
-            judge(record(0, 5), 4, Duration::from_secs(36_000), false, t(0)),
+            judge(record(0, 5), 4, Duration::seconds(36_000), false, t(0)),
             Verdict::Wait { wake: t(60) }
         );
     }

@@ -54,8 +54,7 @@ pub(crate) fn judge(pod: &PodView, workload: Workload, ctx: &NodeContext) -> Mov
         return ordinary;
     }
     if let Some(since) = move_of(rollout, &pod.uid) {
-        let deadline = chrono::Duration::from_std(ctx.spec.node_progress_deadline.as_duration())
-            .unwrap_or(chrono::Duration::MAX);
+        let deadline = ctx.spec.progress_deadline();
         return match since.checked_add_signed(deadline) {
             Some(until) if until > ctx.now => Move::UnderWay { since, until },
             _ => Move::Overdue { since },
