@@ -1,6 +1,6 @@
 //! kubectl-k8sm as a library: the operator's console for k8sm upgrades, used as `kubectl k8sm …`.
 //!
-//! Every command is fetch → pure view model ([`views`]) → render into a `String` ([`render`]) → print. `plan`,
+//! Every command is fetch → pure screen model ([`screens`]) → render into a `String` ([`render`]) → print. `plan`,
 //! `blocked` and `force` run the controller's planner over the conversion of live objects that the controller uses
 //! too ([`k8sm_view`]), so what the plugin predicts is what the controller does.
 #![forbid(unsafe_code)]
@@ -12,7 +12,7 @@ pub mod error;
 pub mod fetch;
 pub mod output;
 pub mod render;
-pub mod views;
+pub mod screens;
 
 use cli::{Cli, Command, Upgrade};
 use commands::{blocked, executor_id, force, plan, policy, report, status, watch};

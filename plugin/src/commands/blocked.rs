@@ -7,7 +7,7 @@ use crate::cli::BlockedArgs;
 use crate::error::Error;
 use crate::fetch;
 use crate::output::{Terminal, print, render};
-use crate::views::blocked::{BlockedView, Namespaces};
+use crate::screens::blocked::{BlockedScreen, Namespaces};
 
 pub async fn run(client: &Client, args: &BlockedArgs, terminal: Terminal) -> Result<(), Error> {
     // The plan weighs every pod (a pod waits on its workload's others); `-l` only picks the rows, by the apiserver's
@@ -24,7 +24,7 @@ pub async fn run(client: &Client, args: &BlockedArgs, terminal: Terminal) -> Res
         Some(ns) => Namespaces::One(ns.clone()),
         None => Namespaces::All,
     };
-    let mut blocked = BlockedView::from_plan(&plan, &view, &namespaces);
+    let mut blocked = BlockedScreen::from_plan(&plan, &view, &namespaces);
     if let Some(selected) = &selected {
         blocked.pods.retain(|pod| selected.contains(&pod.uid));
     }

@@ -18,7 +18,7 @@ use crate::connect::Connection;
 use crate::error::Error;
 use crate::fetch;
 use crate::output::{Terminal, print};
-use crate::views::force::{ForceSelection, ForcedPod, Outcome, event_note};
+use crate::screens::force::{ForceSelection, ForcedPod, Outcome, event_note};
 
 use super::forcing::{annotate_forced, confirm, record_forced, recorder};
 

@@ -9,7 +9,7 @@ use crate::cli::PlanArgs;
 use crate::error::Error;
 use crate::fetch;
 use crate::output::{Terminal, print, render};
-use crate::views::plan::PlanView;
+use crate::screens::plan::PlanScreen;
 
 pub async fn run(client: &Client, args: &PlanArgs, terminal: Terminal) -> Result<(), Error> {
     // The plan is that of every node (a node's place in the queue is among all of them); `-l` only picks the rows,
@@ -46,7 +46,7 @@ pub async fn run(client: &Client, args: &PlanArgs, terminal: Terminal) -> Result
         plan.actions
             .retain(|a| a.kind.node().is_none_or(|node| selected.contains(node)));
     }
-    let mut planned = PlanView::new(&plan, &name, (target, simulated), now);
+    let mut planned = PlanScreen::new(&plan, &name, (target, simulated), now);
     if let Some(selected) = &selected {
         planned.nodes.retain(|node| selected.contains(&node.name));
     }

@@ -12,7 +12,7 @@ use crate::cli::{ReportArgs, ReportFormat};
 use crate::error::Error;
 use crate::fetch;
 use crate::output::{Terminal, print};
-use crate::views::report::{Style, render};
+use crate::screens::report::{Style, render};
 
 pub async fn run(client: &Client, args: &ReportArgs, terminal: Terminal) -> Result<(), Error> {
     let api: Api<ConfigMap> = Api::all(client.clone());

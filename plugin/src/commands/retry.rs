@@ -16,7 +16,7 @@ use crate::connect::Connection;
 use crate::error::{Error, KubeContext};
 use crate::fetch;
 use crate::output::{Terminal, print};
-use crate::views::retry::{Change, RetryKamikaze, RetryOutcome};
+use crate::screens::retry::{Change, RetryKamikaze, RetryOutcome};
 
 use super::forcing::{annotate_forced, confirm, forced_record, record_forced, recorder};
 

@@ -11,8 +11,8 @@ use crate::cli::StatusArgs;
 use crate::error::Error;
 use crate::fetch;
 use crate::output::{Terminal, print, render};
-use crate::views::fleet::FleetNode;
-use crate::views::status::StatusView;
+use crate::screens::fleet::FleetNode;
+use crate::screens::status::StatusScreen;
 
 pub async fn run(client: &Client, args: &StatusArgs, terminal: Terminal) -> Result<(), Error> {
     let policy = fetch::policy(client, args.policy.policy.as_deref()).await?;
@@ -43,8 +43,8 @@ pub fn status_view<'a>(
     policy: &ExecutorUpgradePolicy,
     fleet: Option<impl IntoIterator<Item = &'a PartialObjectMeta<Node>>>,
     args: &StatusArgs,
-) -> StatusView {
-    let view = StatusView::from_policy(policy);
+) -> StatusScreen {
+    let view = StatusScreen::from_policy(policy);
     let Some(fleet) = fleet else {
         return view;
     };

@@ -24,7 +24,7 @@ use k8sm_api::ExecutorUpgradePolicy;
 use crate::cli::StatusArgs;
 use crate::error::Error;
 use crate::output::{Terminal, print, render};
-use crate::views::status::StatusView;
+use crate::screens::status::StatusScreen;
 
 /// Bursts of changes (a node drained, its pods evicted) are rendered once.
 const SETTLE: Duration = Duration::from_millis(200);
@@ -81,7 +81,7 @@ pub async fn run(
         wait_for(&mut changes, cache).await?;
     }
     let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut last: Option<StatusView> = None;
+    let mut last: Option<StatusScreen> = None;
     let interrupted = tokio::signal::ctrl_c();
     tokio::pin!(interrupted);
     loop {

@@ -1,7 +1,7 @@
 //! Rendering tests of `upgrade status`: a policy with a status in, text out.
 
 use super::*;
-use crate::views::fleet::FleetNode;
+use crate::screens::fleet::FleetNode;
 use serde_json::json;
 
 fn now() -> DateTime<Utc> {
@@ -58,7 +58,7 @@ fn mid_upgrade() -> ExecutorUpgradePolicy {
 
 #[test]
 fn a_running_upgrade_shows_progress_phases_and_nodes() {
-    let view = StatusView::from_policy(&mid_upgrade());
+    let view = StatusScreen::from_policy(&mid_upgrade());
     assert!(!view.done);
     assert_eq!((view.upgraded, view.total, view.percent), (2, 6, 33));
     let text = view.render(false, now(), Palette::PLAIN);
@@ -81,7 +81,7 @@ Queued:   1 node waits for a drain slot: kubectl k8sm plan shows the order, --al
 
 #[test]
 fn wide_adds_executor_ids_owners_and_every_blocker() {
-    let text = StatusView::from_policy(&mid_upgrade()).render(true, now(), Palette::PLAIN);
+    let text = StatusScreen::from_policy(&mid_upgrade()).render(true, now(), Palette::PLAIN);
     let header = text.lines().find(|l| l.starts_with("NODE")).unwrap();
     assert!(
         header.contains("EXECUTOR ID") && header.contains("WAITING ON"),
@@ -109,7 +109,7 @@ fn an_eta_is_shown_when_nothing_waits_for_an_operator() {
     let status = policy.status.as_mut().unwrap();
     status.counts.blocked = 0;
     status.counts.incompatible += 1;
-    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    let text = StatusScreen::from_policy(&policy).render(false, now(), Palette::PLAIN);
     assert!(
         text.contains("2/6 nodes upgraded (33%), ETA 2026-03-01T12:14:30Z (in 4m30s)"),
         "{text}"
@@ -122,7 +122,7 @@ fn a_finished_upgrade_is_done() {
         json!({"targetExecutorId": TARGET}),
         Some(json!({"observedGeneration": 2, "counts": {"total": 3, "compatible": 3}})),
     );
-    let view = StatusView::from_policy(&policy);
+    let view = StatusScreen::from_policy(&policy);
     assert!(view.done);
     let text = view.render(false, now(), Palette::PLAIN);
     assert!(
@@ -142,7 +142,7 @@ fn a_status_of_an_older_spec_is_not_done() {
         json!({"targetExecutorId": TARGET}),
         Some(json!({"observedGeneration": 1, "counts": {"total": 3, "compatible": 3}})),
     );
-    let view = StatusView::from_policy(&policy);
+    let view = StatusScreen::from_policy(&policy);
     assert!(!view.done);
     let text = view.render(false, now(), Palette::PLAIN);
     assert!(
@@ -155,7 +155,7 @@ fn a_status_of_an_older_spec_is_not_done() {
 
 #[test]
 fn no_status_points_at_the_controller() {
-    let view = StatusView::from_policy(&policy(json!({}), None));
+    let view = StatusScreen::from_policy(&policy(json!({}), None));
     assert!(!view.done);
     let text = view.render(false, now(), Palette::PLAIN);
     assert_eq!(
@@ -177,7 +177,7 @@ fn paused_and_problems_are_spelled_out() {
         {"type": "Paused", "status": "True", "reason": "Paused", "message": "spec.paused", "lastTransitionTime": "2026-03-01T12:00:00Z"}
     ]))
     .unwrap();
-    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    let text = StatusScreen::from_policy(&policy).render(false, now(), Palette::PLAIN);
     assert!(text.contains("no ETA while paused"), "{text}");
     assert!(
         text.contains(
@@ -203,7 +203,7 @@ fn the_maintenance_window_says_when_it_opens_or_closes() {
         .unwrap(),
     );
     let line = |policy: &ExecutorUpgradePolicy| {
-        let text = StatusView::from_policy(policy).render(false, now(), Palette::PLAIN);
+        let text = StatusScreen::from_policy(policy).render(false, now(), Palette::PLAIN);
         text.lines()
             .find(|l| l.starts_with("Window:"))
             .map(str::to_owned)
@@ -216,7 +216,7 @@ fn the_maintenance_window_says_when_it_opens_or_closes() {
     let status = policy.status.as_mut().unwrap();
     status.window =
         serde_json::from_value(json!({"open": false, "opensAt": "2026-03-07T00:00:00Z"})).unwrap();
-    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    let text = StatusScreen::from_policy(&policy).render(false, now(), Palette::PLAIN);
     assert!(
         text.contains("no ETA while the maintenance window is closed"),
         "{text}"
@@ -234,7 +234,7 @@ fn the_maintenance_window_says_when_it_opens_or_closes() {
         "Window:   Sat,Sun 01:00-05:00 Europe/Berlin: open, closes 2026-03-01T13:00:00Z (in 50m)"
     );
     // No window: no line.
-    let text = StatusView::from_policy(&mid_upgrade()).render(false, now(), Palette::PLAIN);
+    let text = StatusScreen::from_policy(&mid_upgrade()).render(false, now(), Palette::PLAIN);
     assert!(!text.contains("Window:"), "{text}");
 }
 
@@ -253,7 +253,7 @@ fn a_policy_that_selects_no_node_says_so_instead_of_done() {
             ]
         })),
     );
-    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    let text = StatusScreen::from_policy(&policy).render(false, now(), Palette::PLAIN);
     assert_eq!(
         text,
         format!(
@@ -269,14 +269,14 @@ Problem:  NoNodesSelected: spec.nodeSelector \"pool=none\" selects none of the c
 
 #[test]
 fn phases_are_coloured_on_a_terminal() {
-    let text = StatusView::from_policy(&mid_upgrade()).render(false, now(), Palette::COLOR);
+    let text = StatusScreen::from_policy(&mid_upgrade()).render(false, now(), Palette::COLOR);
     assert!(text.contains("\x1b[31mBlocked\x1b[0m"), "{text}");
     assert!(text.contains("\x1b[1mfleet\x1b[0m"), "{text}");
 }
 
 #[test]
 fn json_names_fields_in_camel_case() {
-    let value = serde_json::to_value(StatusView::from_policy(&mid_upgrade())).unwrap();
+    let value = serde_json::to_value(StatusScreen::from_policy(&mid_upgrade())).unwrap();
     assert_eq!(value["upgraded"], 2);
     assert_eq!(value["total"], 6);
     assert_eq!(value["counts"]["kamikazeSent"], 1);
@@ -309,7 +309,7 @@ fn waiting_on_names_owners_of_waits_that_end_by_themselves() {
             "deletedNodes": [{"name": "node-0009", "uid": "u9", "deletedAt": "2026-03-01T12:00:00Z"}]
         })),
     );
-    let view = StatusView::from_policy(&policy);
+    let view = StatusScreen::from_policy(&policy);
     let waiting: Vec<(&str, &[String])> = view
         .nodes
         .iter()
@@ -357,7 +357,7 @@ fn a_large_fleet_lists_the_urgent_nodes_and_counts_the_rest() {
             "blockedPodsTotal": 150
         })),
     );
-    let view = StatusView::from_policy(&policy);
+    let view = StatusScreen::from_policy(&policy);
     let omitted: Vec<(NodePhase, u32)> = view.omitted.iter().map(|o| (o.phase, o.count)).collect();
     assert_eq!(
         omitted,
@@ -397,7 +397,7 @@ fn a_queue_alone_is_counted_without_a_table() {
             "omittedNodes": 1000
         })),
     );
-    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    let text = StatusScreen::from_policy(&policy).render(false, now(), Palette::PLAIN);
     assert!(!text.contains("NODE"), "{text}");
     assert!(
         text.ends_with(
@@ -453,7 +453,7 @@ fn fleet_of_500() -> (ExecutorUpgradePolicy, Vec<FleetNode>) {
 #[test]
 fn a_fleet_of_500_lists_the_nodes_in_flight_or_blocked_and_sums_up_the_queue_in_a_line() {
     let (policy, _) = fleet_of_500();
-    let text = StatusView::from_policy(&policy).render(false, now(), Palette::PLAIN);
+    let text = StatusScreen::from_policy(&policy).render(false, now(), Palette::PLAIN);
     let rows = text.lines().filter(|l| l.starts_with("node-")).count();
     assert_eq!(rows, 20, "15 draining and 5 blocked:\n{text}");
     assert!(
@@ -473,7 +473,7 @@ fn a_fleet_of_500_lists_the_nodes_in_flight_or_blocked_and_sums_up_the_queue_in_
 #[test]
 fn all_lists_every_node_of_the_fleet_once() {
     let (policy, fleet) = fleet_of_500();
-    let view = StatusView::from_policy(&policy).restricted_to(&fleet, true, None);
+    let view = StatusScreen::from_policy(&policy).restricted_to(&fleet, true, None);
     assert!(view.omitted.is_empty(), "{:?}", view.omitted);
     let text = view.render(false, now(), Palette::PLAIN);
     let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("node-")).collect();
@@ -510,7 +510,7 @@ fn a_label_selector_restricts_rows_and_summaries_to_the_matching_nodes() {
         .filter(|(i, _)| i % 5 == 0)
         .map(|(_, n)| n)
         .collect();
-    let text = StatusView::from_policy(&policy)
+    let text = StatusScreen::from_policy(&policy)
         .restricted_to(&zone_a, false, Some("zone=a"))
         .render(false, now(), Palette::PLAIN);
     let rows: Vec<&str> = text

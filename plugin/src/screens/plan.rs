@@ -11,7 +11,7 @@ use k8sm_api::NodePhase;
 use k8sm_planner::{ActionKind, Blocker, Decision, NodePlan, Plan, PodClass, PodPlan, Reason};
 
 use crate::render::{Palette, clean, count, table, timestamp};
-use crate::views::owner::owner_column;
+use crate::screens::owner::owner_column;
 
 /// The planner's verdict on one pod, for a human.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -68,7 +68,7 @@ pub struct PlannedAction {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PlanView {
+pub struct PlanScreen {
     pub policy: String,
     pub at: DateTime<Utc>,
     pub target_executor_id: Option<String>,
@@ -85,7 +85,7 @@ pub struct PlanView {
     pub problems: Vec<String>,
 }
 
-impl PlanView {
+impl PlanScreen {
     /// The view of `policy`'s part of `plan`.
     pub fn new(
         plan: &Plan,

@@ -11,17 +11,17 @@ use k8sm_planner::Reason;
 use k8sm_view::time::from_time;
 
 use crate::render::{Palette, age, clean, count, duration, table, thousands, timestamp};
-use crate::views::fleet::FleetNode;
+use crate::screens::fleet::FleetNode;
 
 /// Where one policy's upgrade stands.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StatusView {
+pub struct StatusScreen {
     pub policy: String,
     pub target_executor_id: Option<String>,
     pub paused: bool,
     /// The maintenance window, as the spec writes it, and where the controller last saw it stand.
-    pub window: Option<WindowView>,
+    pub window: Option<WindowSummary>,
     /// The controller has written a status at all.
     pub reported: bool,
     /// The status describes an older spec than the current one.
@@ -40,7 +40,7 @@ pub struct StatusView {
     pub omitted: Vec<Omitted>,
     /// `-l`: the label selector that restricts the nodes listed and summed up, and how many nodes of the policy it
     /// matches.
-    pub selector: Option<SelectorView>,
+    pub selector: Option<SelectorSummary>,
     pub blocked_pods: u32,
     /// Conflicts and problems the controller reports in the policy's conditions.
     pub problems: Vec<String>,
@@ -51,7 +51,7 @@ pub struct StatusView {
 /// The maintenance window of a policy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WindowView {
+pub struct WindowSummary {
     /// Days, hours and time zone: "Sat,Sun 01:00-05:00 Europe/Berlin".
     pub spec: String,
     /// Open now, as last reported; `None` before the controller reported it (or with a window it cannot read).
@@ -70,7 +70,7 @@ pub struct Stale {
 /// The nodes `-l` selects.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SelectorView {
+pub struct SelectorSummary {
     pub selector: String,
     pub matching: u32,
 }
@@ -100,7 +100,7 @@ pub struct NodeRow {
     pub waiting_on: Vec<String>,
 }
 
-impl StatusView {
+impl StatusScreen {
     pub fn from_policy(policy: &ExecutorUpgradePolicy) -> Self {
         let generation = policy.metadata.generation;
         let status = policy.status.clone().unwrap_or_default();
@@ -160,7 +160,7 @@ impl StatusView {
             paused: policy.spec.paused,
             window: policy.spec.window.as_ref().map(|w| {
                 let reported = status.window.as_ref();
-                WindowView {
+                WindowSummary {
                     spec: w.to_string(),
                     open: reported.map(|s| s.open),
                     opens_at: reported.and_then(|s| s.opens_at.as_ref()).map(from_time),
@@ -227,7 +227,7 @@ impl StatusView {
             |phase| saturating_u32(fleet.iter().filter(|n| phase_of(n) == phase).count());
         let omitted = without_rows(&self.nodes, by_phase);
         self.omitted = omitted;
-        self.selector = selector.map(|selector| SelectorView {
+        self.selector = selector.map(|selector| SelectorSummary {
             selector: selector.to_owned(),
             matching: saturating_u32(fleet.len()),
         });
@@ -527,7 +527,7 @@ fn bar(done: u32, total: u32) -> String {
 #[path = "status_tests.rs"]
 mod tests;
 
-impl WindowView {
+impl WindowSummary {
     /// "Sat,Sun 01:00-05:00 Europe/Berlin: closed, opens 2026-12-05T00:00:00Z (in 3d 12h)".
     fn render(&self, now: DateTime<Utc>, palette: Palette) -> String {
         let when = |at: DateTime<Utc>| {

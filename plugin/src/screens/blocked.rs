@@ -8,7 +8,7 @@ use serde::Serialize;
 use k8sm_planner::{ClusterView, Plan, PodClass, Reason};
 
 use crate::render::{Palette, age, clean, table};
-use crate::views::owner::owner_column;
+use crate::screens::owner::owner_column;
 
 /// Which namespaces to show.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,13 +42,13 @@ pub struct BlockedPodRow {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BlockedView {
+pub struct BlockedScreen {
     /// `None`: every namespace.
     pub namespace: Option<String>,
     pub pods: Vec<BlockedPodRow>,
 }
 
-impl BlockedView {
+impl BlockedScreen {
     pub fn from_plan(plan: &Plan, view: &ClusterView, namespaces: &Namespaces) -> Self {
         let created: HashMap<&str, DateTime<Utc>> = view
             .pods

@@ -1,7 +1,7 @@
 //! Rendering tests of `blocked`: plans in, text out.
 
 use super::*;
-use crate::views::fixtures::stuck_cluster;
+use crate::screens::fixtures::stuck_cluster;
 use k8sm_api::UnmanagedPodPolicy;
 use k8sm_planner::testing::{at, node, policy, replica_set, unmanaged_pod};
 use k8sm_planner::{
@@ -121,7 +121,7 @@ fn sample() -> Plan {
 
 #[test]
 fn only_pods_that_block_are_listed_oldest_first() {
-    let view = BlockedView::from_plan(&sample(), &ClusterView::default(), &Namespaces::All);
+    let view = BlockedScreen::from_plan(&sample(), &ClusterView::default(), &Namespaces::All);
     let names: Vec<&str> = view.pods.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["debug", "db-0", "web-a"]);
     let text = view.render(false, at(10), Palette::PLAIN);
@@ -137,7 +137,7 @@ node-2   shop        web-a   ReplicaSet/web-6d4f   WaitingForOwner       5m0s   
 
 #[test]
 fn one_namespace_drops_the_namespace_column() {
-    let view = BlockedView::from_plan(
+    let view = BlockedScreen::from_plan(
         &sample(),
         &ClusterView::default(),
         &Namespaces::One("shop".into()),
@@ -150,7 +150,7 @@ fn one_namespace_drops_the_namespace_column() {
 
 #[test]
 fn wide_adds_policy_and_uid() {
-    let view = BlockedView::from_plan(&sample(), &ClusterView::default(), &Namespaces::All);
+    let view = BlockedScreen::from_plan(&sample(), &ClusterView::default(), &Namespaces::All);
     let text = view.render(true, at(10), Palette::PLAIN);
     let debug = text.lines().find(|l| l.contains("debug")).unwrap();
     assert!(
@@ -162,12 +162,12 @@ fn wide_adds_policy_and_uid() {
 #[test]
 fn nothing_blocked_says_so() {
     let empty = Plan::default();
-    let all = BlockedView::from_plan(&empty, &ClusterView::default(), &Namespaces::All);
+    let all = BlockedScreen::from_plan(&empty, &ClusterView::default(), &Namespaces::All);
     assert_eq!(
         all.render(false, at(0), Palette::PLAIN),
         "No blocked pods.\n"
     );
-    let one = BlockedView::from_plan(
+    let one = BlockedScreen::from_plan(
         &empty,
         &ClusterView::default(),
         &Namespaces::One("shop".into()),
@@ -186,7 +186,7 @@ fn since_is_when_the_pod_arrived_if_after_the_drain_started() {
     let mut late = unmanaged_pod("shop", "web-a", "node-2");
     late.created = Some(at(8));
     view.pods.push(late.into());
-    let blocked = BlockedView::from_plan(&plan, &view, &Namespaces::All);
+    let blocked = BlockedScreen::from_plan(&plan, &view, &Namespaces::All);
     assert_eq!(blocked.pods[0].since, Some(at(8)));
 }
 
@@ -213,7 +213,7 @@ fn the_live_planner_blocks_never_and_opted_out_pods() {
         ..ClusterView::default()
     };
     let plan = k8sm_planner::plan(&view, at(2));
-    let blocked = BlockedView::from_plan(&plan, &view, &Namespaces::All);
+    let blocked = BlockedScreen::from_plan(&plan, &view, &Namespaces::All);
     let rows: Vec<(&str, &str, Reason)> = blocked
         .pods
         .iter()
@@ -240,7 +240,7 @@ fn a_stalled_node_lists_what_it_waits_on_not_its_wait_for_a_slot() {
     let plan = k8sm_planner::plan(&view, at(22));
     let n1 = plan.node("n1").unwrap();
     assert_eq!(n1.phase, k8sm_api::NodePhase::Blocked);
-    let blocked = BlockedView::from_plan(&plan, &view, &Namespaces::All);
+    let blocked = BlockedScreen::from_plan(&plan, &view, &Namespaces::All);
     let rows: Vec<(&str, &str, Reason, bool)> = blocked
         .pods
         .iter()
@@ -259,7 +259,7 @@ fn a_stalled_node_lists_what_it_waits_on_not_its_wait_for_a_slot() {
 
 #[test]
 fn operator_only_reasons_are_red_and_waits_yellow() {
-    let view = BlockedView::from_plan(&sample(), &ClusterView::default(), &Namespaces::All);
+    let view = BlockedScreen::from_plan(&sample(), &ClusterView::default(), &Namespaces::All);
     let text = view.render(false, at(10), Palette::COLOR);
     let line = |name: &str| text.lines().find(|l| l.contains(name)).unwrap().to_owned();
     assert!(

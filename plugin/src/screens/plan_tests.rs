@@ -1,7 +1,7 @@
 //! Rendering tests of `plan`: a cluster view in, the planner's verdict as text out.
 
 use super::*;
-use crate::views::fixtures::stuck_cluster;
+use crate::screens::fixtures::stuck_cluster;
 use k8sm_api::UnmanagedPodPolicy;
 use k8sm_planner::ClusterView;
 use k8sm_planner::testing::{NEW, OLD, at, node, policy, replica_set, unmanaged_pod};
@@ -32,9 +32,9 @@ fn cluster() -> ClusterView {
     }
 }
 
-fn view_of(cluster: &ClusterView, now: DateTime<Utc>) -> PlanView {
+fn view_of(cluster: &ClusterView, now: DateTime<Utc>) -> PlanScreen {
     let plan = k8sm_planner::plan(cluster, now);
-    PlanView::new(&plan, "fleet", (Some(NEW.into()), true), now)
+    PlanScreen::new(&plan, "fleet", (Some(NEW.into()), true), now)
 }
 
 #[test]
@@ -127,7 +127,7 @@ fn without_a_target_plan_suggests_one() {
     cluster.policies[0].spec.target_executor_id = None;
     let now = at(0);
     let plan = k8sm_planner::plan(&cluster, now);
-    let view = PlanView::new(&plan, "fleet", (None, false), now);
+    let view = PlanScreen::new(&plan, "fleet", (None, false), now);
     assert_eq!(
         view.render(false, Palette::PLAIN),
         "Dry run of policy fleet at 2026-01-01T00:00:00Z, target none

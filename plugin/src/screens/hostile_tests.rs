@@ -10,9 +10,9 @@ use k8sm_planner::testing::at;
 use k8sm_planner::{Decision, PodClass, Reason};
 
 use crate::render::{NARROW_TEXT, Palette};
-use crate::views::blocked::{BlockedPodRow, BlockedView};
-use crate::views::plan::{PlanView, PlannedBlocker, PlannedNode, PlannedPod};
-use crate::views::status::StatusView;
+use crate::screens::blocked::{BlockedPodRow, BlockedScreen};
+use crate::screens::plan::{PlanScreen, PlannedBlocker, PlannedNode, PlannedPod};
+use crate::screens::status::StatusScreen;
 
 /// 200 KiB that would clear a terminal, ring its bell, reverse its text and start new lines.
 fn hostile(tag: &str) -> String {
@@ -102,7 +102,7 @@ fn status() {
         }
     }))
     .unwrap();
-    let view = StatusView::from_policy(&policy);
+    let view = StatusScreen::from_policy(&policy);
     check_all(|wide, palette| view.render(wide, now(), palette));
     let narrow = view.render(false, now(), Palette::PLAIN);
     assert!(
@@ -133,7 +133,7 @@ fn blocked() {
         since: Some(at(0)),
         until: None,
     };
-    let view = BlockedView {
+    let view = BlockedScreen {
         namespace: None,
         pods: vec![row],
     };
@@ -152,7 +152,7 @@ fn plan() {
         reason: Some(Reason::WaitingForOwner),
         summary: hostile("summary"),
     };
-    let view = PlanView {
+    let view = PlanScreen {
         policy: "fleet".into(),
         at: now(),
         target_executor_id: Some("sha256:new".into()),
