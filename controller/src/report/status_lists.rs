@@ -253,5 +253,334 @@ pub(crate) fn blocked_pod(
 }
 
 #[cfg(test)]
-#[path = "status_lists_tests.rs"]
-mod tests;
+mod tests {
+    //! Which nodes and pods a policy's status lists, in which order, and how much of their text.
+
+    use k8sm_planner::testing::at;
+    use k8sm_planner::{Blocker, Decision, OwnerKind, OwnerRef, PodClass, PodRef, Reason};
+
+    use super::*;
+
+    fn node(name: &str, phase: NodePhase, since: i64) -> NodePlan {
+        NodePlan {
+            node: name.to_owned(),
+            policy: "p".into(),
+            phase,
+            since: Some(at(since)),
+            pods_left: 0,
+            executor_id: Some("sha256:old".into()),
+            ready: true,
+            blockers: Vec::new(),
+            admission_position: None,
+            operator_pods: 0,
+            pods: Vec::new(),
+        }
+    }
+
+    fn with_blocker(mut node: NodePlan, reason: Reason, message: &str) -> NodePlan {
+        node.blockers.push(Blocker {
+            reason,
+            message: message.into(),
+            pod: None,
+        });
+        node
+    }
+
+    /// A pod of `node` that waits with `reason` (a Block decision when only an operator moves it).
+    fn waiting_pod(node: &mut NodePlan, name: &str, reason: Reason, message: &str) {
+        let pod = PodRef::new("shop", name.to_owned(), format!("uid-{name}"));
+        let decision = if reason.needs_operator() {
+            Decision::Block
+        } else {
+            Decision::Wait
+        };
+        node.blockers.push(Blocker {
+            reason,
+            message: message.into(),
+            pod: Some(pod.clone()),
+        });
+        node.pods.push(PodPlan {
+            pod,
+            owner: Some(OwnerRef {
+                kind: OwnerKind::ReplicaSet,
+                name: "web".into(),
+                uid: "rs".into(),
+            }),
+            class: PodClass::Owned,
+            decision,
+            reason: Some(reason),
+            message: message.into(),
+            until: None,
+        });
+        node.pods_left += 1;
+    }
+
+    fn names(lists: &Lists) -> Vec<&str> {
+        lists.nodes.iter().map(|n| &*n.name).collect()
+    }
+
+    #[test]
+    fn nodes_that_need_an_operator_come_first_then_blocked_then_in_flight_and_queued_ones_are_counted()
+     {
+        let plans = [
+            node("upgraded", NodePhase::Compatible, 0),
+            node("queued", NodePhase::Incompatible, 1),
+            node("draining", NodePhase::Draining, 30),
+            node("kamikazed", NodePhase::KamikazeSent, 20),
+            with_blocker(
+                node("stalled", NodePhase::Blocked, 40),
+                Reason::Stalled,
+                "stalled",
+            ),
+            with_blocker(
+                node("overdue", NodePhase::KamikazeSent, 50),
+                Reason::RestartOverdue,
+                "kamikaze sent and the executor is not back",
+            ),
+            with_blocker(
+                node("malformed", NodePhase::Incompatible, 10),
+                Reason::MalformedAnnotation,
+                "annotation is \"yesterday\"",
+            ),
+            with_blocker(
+                node("paused-in-queue", NodePhase::Incompatible, 2),
+                Reason::Paused,
+                "paused: no node is admitted",
+            ),
+        ];
+        let lists = Lists::of(&plans.iter().collect::<Vec<_>>());
+        assert_eq!(
+            names(&lists),
+            ["malformed", "overdue", "stalled", "kamikazed", "draining"]
+        );
+        assert_eq!(lists.omitted_nodes, 2, "queued and paused-in-queue");
+        assert_eq!(
+            lists.nodes[1].blockers,
+            ["kamikaze sent and the executor is not back"]
+        );
+    }
+
+    #[test]
+    fn a_draining_node_whose_pod_needs_an_operator_comes_before_other_nodes() {
+        let mut opted_out = node("with-opted-out-pod", NodePhase::Draining, 30);
+        waiting_pod(&mut opted_out, "pinned", Reason::BlockedOptOut, "opted out");
+        let plans = [
+            with_blocker(
+                node("stalled", NodePhase::Blocked, 0),
+                Reason::Stalled,
+                "stalled",
+            ),
+            opted_out,
+        ];
+        let lists = Lists::of(&plans.iter().collect::<Vec<_>>());
+        assert_eq!(names(&lists), ["with-opted-out-pod", "stalled"]);
+    }
+
+    #[test]
+    fn at_most_max_nodes_are_listed_and_the_rest_counted() {
+        let plans: Vec<NodePlan> = (0..(MAX_NODES + 50))
+            .map(|i| node(&format!("n{i:04}"), NodePhase::Draining, i as i64))
+            .chain((0..1000).map(|i| node(&format!("q{i:04}"), NodePhase::Incompatible, 0)))
+            .collect();
+        let lists = Lists::of(&plans.iter().collect::<Vec<_>>());
+        assert_eq!(lists.nodes.len(), MAX_NODES);
+        assert_eq!(lists.omitted_nodes, 50 + 1000);
+        assert_eq!(lists.nodes[0].name, "n0000", "oldest first");
+        assert_eq!(
+            lists.nodes[MAX_NODES - 1].name,
+            format!("n{:04}", MAX_NODES - 1)
+        );
+    }
+
+    #[test]
+    fn long_text_is_cut_and_fewer_nodes_are_listed_within_the_budget() {
+        let huge = "\x1b[31m".repeat(40_000);
+        let plans: Vec<NodePlan> = (0..MAX_NODES)
+            .map(|i| {
+                let mut n = node(&format!("n{i:04}"), NodePhase::Blocked, 0);
+                n.executor_id = Some(huge.clone());
+                for b in 0..(MAX_BLOCKERS + 3) {
+                    n = with_blocker(n, Reason::Stalled, &format!("{b}{huge}"));
+                }
+                n
+            })
+            .collect();
+        let lists = Lists::of(&plans.iter().collect::<Vec<_>>());
+        let json = serde_json::to_vec(&lists.nodes).unwrap();
+        assert!(json.len() <= NODES_BUDGET, "{} bytes", json.len());
+        assert!(lists.nodes.len() < MAX_NODES, "the budget lists fewer");
+        assert_eq!(
+            lists.omitted_nodes as usize,
+            MAX_NODES - lists.nodes.len(),
+            "and counts the rest"
+        );
+        let first = &lists.nodes[0];
+        let id = first.executor_id.as_deref().unwrap();
+        assert!(id.len() <= MAX_EXECUTOR_ID, "{id}");
+        assert!(
+            id.starts_with("\\u{1b}[31m") && id.ends_with("bytes)"),
+            "{id}"
+        );
+        assert_eq!(first.blockers.len(), MAX_BLOCKERS);
+        assert_eq!(first.omitted_blockers, Some(3));
+        for line in &first.blockers {
+            assert!(line.len() <= MAX_MESSAGE, "{}", line.len());
+            assert!(!line.chars().any(k8sm_api::text::is_unsafe), "{line}");
+        }
+    }
+
+    #[test]
+    fn blockers_are_listed_once_those_for_an_operator_first() {
+        let mut n = node("n", NodePhase::Draining, 0);
+        for pod in ["web-1", "web-2", "web-3"] {
+            waiting_pod(
+                &mut n,
+                pod,
+                Reason::WaitingForOwner,
+                "wait: workload web 2/3 ready",
+            );
+        }
+        waiting_pod(&mut n, "pinned", Reason::BlockedOptOut, "opted out");
+        let lists = Lists::of(&[&n]);
+        assert_eq!(
+            lists.nodes[0].blockers,
+            ["opted out", "wait: workload web 2/3 ready"]
+        );
+        assert_eq!(lists.nodes[0].omitted_blockers, None);
+    }
+
+    #[test]
+    fn blocked_pods_that_need_an_operator_come_first_then_the_oldest() {
+        let mut old = node("old", NodePhase::Draining, 0);
+        waiting_pod(&mut old, "a-waits", Reason::WaitingForOwner, "wait");
+        let mut recent = node("recent", NodePhase::Draining, 30);
+        waiting_pod(&mut recent, "b-waits", Reason::BlockedByPDB, "budget");
+        waiting_pod(
+            &mut recent,
+            "c-opted-out",
+            Reason::BlockedOptOut,
+            "opted out",
+        );
+        let mut moving = node("moving", NodePhase::Draining, 10);
+        waiting_pod(
+            &mut moving,
+            "terminating",
+            Reason::WaitingForTermination,
+            "going",
+        );
+        let lists = Lists::of(&[&old, &recent, &moving]);
+        let pods: Vec<&str> = lists.blocked_pods.iter().map(|p| &*p.name).collect();
+        assert_eq!(pods, ["c-opted-out", "a-waits", "b-waits"]);
+        assert_eq!(
+            lists.blocked_pods_total, 3,
+            "a terminating pod is not blocked"
+        );
+    }
+
+    #[test]
+    fn at_most_max_blocked_pods_are_listed_and_all_counted() {
+        let mut n = node("n", NodePhase::Draining, 0);
+        for i in 0..(MAX_BLOCKED_PODS * 3) {
+            waiting_pod(
+                &mut n,
+                &format!("p{i:04}"),
+                Reason::WaitingForOwner,
+                &"m".repeat(5000),
+            );
+        }
+        let lists = Lists::of(&[&n]);
+        assert_eq!(lists.blocked_pods_total as usize, MAX_BLOCKED_PODS * 3);
+        assert!(lists.blocked_pods.len() <= MAX_BLOCKED_PODS);
+        let json = serde_json::to_vec(&lists.blocked_pods).unwrap();
+        assert!(json.len() <= BLOCKED_PODS_BUDGET, "{} bytes", json.len());
+        assert!(
+            lists.blocked_pods[0]
+                .message
+                .ends_with("(truncated, 5000 bytes)")
+        );
+    }
+
+    #[test]
+    fn deleted_nodes_keep_a_bounded_executor_id() {
+        let record = |id: &str| DeletedNodeRecord {
+            name: "gone".into(),
+            uid: "uid-gone".into(),
+            executor_id: Some(id.to_owned()),
+            deleted_at: at(0),
+            target: None,
+        };
+        let huge = "x".repeat(200 * 1024);
+        let written = deleted_nodes(&[record(&huge), record("sha256:old")]);
+        let id = written[0].executor_id.as_deref().unwrap();
+        assert!(id.len() <= MAX_EXECUTOR_ID, "{id}");
+        assert_eq!(id, recorded_id(&huge));
+        assert_eq!(written[1].executor_id.as_deref(), Some("sha256:old"));
+    }
+
+    /// A status with `lists`, as `build` makes it.
+    fn status_of(lists: Lists) -> ExecutorUpgradePolicyStatus {
+        ExecutorUpgradePolicyStatus {
+            nodes: lists.nodes,
+            omitted_nodes: Some(lists.omitted_nodes),
+            blocked_pods: lists.blocked_pods,
+            blocked_pods_total: Some(lists.blocked_pods_total),
+            ..ExecutorUpgradePolicyStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_node_whose_action_keeps_failing_is_listed_first_and_the_list_keeps_its_bounds() {
+        let plans: Vec<NodePlan> = (0..MAX_NODES)
+            .map(|i| node(&format!("n{i:04}"), NodePhase::Draining, i as i64))
+            .chain([node("queued", NodePhase::Incompatible, 0)])
+            .collect();
+        let mut status = status_of(Lists::of(&plans.iter().collect::<Vec<_>>()));
+        assert_eq!(status.omitted_nodes, Some(1));
+        let why = "mark node queued failed 3 times in a row: 422 \x1b[31mInvalid";
+        add_blocker(&mut status, &plans[MAX_NODES], why);
+        assert_eq!(status.nodes.len(), MAX_NODES);
+        assert_eq!(status.nodes[0].name, "queued");
+        assert_eq!(
+            status.nodes[0].blockers,
+            ["mark node queued failed 3 times in a row: 422 \\u{1b}[31mInvalid"]
+        );
+        assert_eq!(
+            status.nodes.last().map(|n| &*n.name),
+            Some(format!("n{:04}", MAX_NODES - 2).as_str()),
+            "the least urgent made room"
+        );
+        assert_eq!(status.omitted_nodes, Some(1), "and is counted");
+        // Again: listed once.
+        add_blocker(&mut status, &plans[MAX_NODES], why);
+        assert_eq!(status.nodes[0].blockers.len(), 1);
+
+        // Long answers for many nodes: the byte budget holds too.
+        for (i, plan) in plans.iter().enumerate().take(60) {
+            add_blocker(&mut status, plan, &format!("{i}{}", "x".repeat(5000)));
+        }
+        let json = serde_json::to_vec(&status.nodes).unwrap();
+        assert!(json.len() <= NODES_BUDGET, "{} bytes", json.len());
+        assert_eq!(
+            status.omitted_nodes.unwrap() as usize + status.nodes.len(),
+            MAX_NODES + 1,
+            "every node listed or counted"
+        );
+    }
+
+    #[test]
+    fn a_pod_whose_action_keeps_failing_is_counted_and_listed_within_the_bounds() {
+        let mut n = node("n", NodePhase::Draining, 0);
+        waiting_pod(&mut n, "a", Reason::WaitingForOwner, "wait");
+        let mut status = status_of(Lists::of(&[&n]));
+        for i in 0..(MAX_BLOCKED_PODS * 2) {
+            let pod = blocked_pod(&n, &n.pods[0], Reason::ActionFailed, &"y".repeat(2000 + i));
+            add_blocked_pod(&mut status, pod);
+        }
+        assert_eq!(
+            status.blocked_pods_total,
+            Some(1 + 2 * MAX_BLOCKED_PODS as u32)
+        );
+        let json = serde_json::to_vec(&status.blocked_pods).unwrap();
+        assert!(json.len() <= BLOCKED_PODS_BUDGET, "{} bytes", json.len());
+    }
+}

@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::audit::ToolRequests;
-use crate::requests::ByVerb;
+use crate::requests::{BucketBound, ByVerb, HistogramQuantiles};
 use crate::results::{
-    BoundFigure, BucketBound, ControllerCost, HistogramQuantiles, Machine, PlannerBench, Run,
-    Scenario, Summary, Tool,
+    BoundFigure, ControllerCost, Machine, PlannerBench, Run, Scenario, Summary, Tool,
 };
 use crate::stats::{BoundTerms, LowerBound, lower_bound};
 use crate::timeline::OwnerOutcome;

@@ -56,7 +56,7 @@ fn reports_and_targets(out: &mut String, current: &[&Summary]) {
         let sc = &s.scenario;
         let makespan = |tool: Tool| {
             Spread::over(&s.runs_of(tool), |r| r.makespan_s)
-                .map_or("–".into(), |m| m.show(crate::report::secs))
+                .map_or("–".into(), |m| m.show(crate::units::secs))
         };
         let runs = s
             .tools()
@@ -71,8 +71,8 @@ fn reports_and_targets(out: &mut String, current: &[&Summary]) {
             sc.pods,
             sc.concurrency,
             match sc.bound_unknown() {
-                None => crate::report::secs(sc.bound_seconds()),
-                Some(_) => format!("unknown (≥ {})", crate::report::secs(sc.bound_seconds())),
+                None => crate::units::secs(sc.bound_seconds()),
+                Some(_) => format!("unknown (≥ {})", crate::units::secs(sc.bound_seconds())),
             },
             makespan(Tool::K8sm),
             makespan(Tool::DrainPdbParallel),
@@ -155,7 +155,7 @@ fn messy_fleets(out: &mut String, current: &[&Summary]) {
                     left.finishable_upgraded,
                     left.finishable,
                     run.makespan_s
-                        .map_or_else(|| "–".into(), crate::report::secs),
+                        .map_or_else(|| "–".into(), crate::units::secs),
                     left.stranded_cordons,
                     left.disruptions_on_unfinished,
                     run.owners_violated(),

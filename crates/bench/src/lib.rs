@@ -11,6 +11,7 @@ pub mod cli;
 pub mod env;
 #[cfg(test)]
 mod fixtures;
+pub mod fleet_on_cluster;
 pub mod index;
 pub mod machine;
 pub mod mess;
@@ -27,5 +28,6 @@ pub mod spread;
 pub mod stats;
 pub mod targets;
 pub mod timeline;
+pub mod units;
 pub mod validate;
 pub mod workload;

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::requests::ByVerb;
-use crate::results::{BucketBound, Run, Summary, Tool};
+use crate::results::{Run, Summary, Tool};
 use crate::spread::Spread;
 use crate::targets::{self, Verdict};
 use crate::timeline::{Leftovers, NodePhases};
+use crate::units::{bucket, megabytes, millis, ratio, secs};
 
 /// Renders the report; `charts` are (title, file name relative to the report).
 pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
@@ -521,14 +522,6 @@ fn reaction(runs: &[&Run]) -> String {
     text
 }
 
-/// A histogram quantile as far as its buckets tell.
-pub fn bucket(b: BucketBound) -> String {
-    match b {
-        BucketBound::AtMost(s) => format!("≤ {}", millis(s)),
-        BucketBound::Above(s) => format!("> {}", secs(s)),
-    }
-}
-
 fn per_node(by_verb: &ByVerb, nodes: usize) -> String {
     if by_verb.is_empty() || nodes == 0 {
         return "–".into();
@@ -731,27 +724,6 @@ fn sizes_table(summary: &Summary) -> String {
         );
     }
     out
-}
-
-pub fn secs(s: f64) -> String {
-    if s.abs() >= 100.0 {
-        format!("{s:.0} s")
-    } else {
-        format!("{s:.1} s")
-    }
-}
-
-pub fn millis(s: f64) -> String {
-    format!("{:.0} ms", s * 1000.0)
-}
-
-pub fn ratio(r: f64) -> String {
-    format!("{r:.2}×")
-}
-
-/// Decimal megabytes, as the RSS target is stated.
-pub fn megabytes(bytes: f64) -> String {
-    format!("{:.1} MB", bytes / 1e6)
 }
 
 fn count(v: f64) -> String {
@@ -990,5 +962,49 @@ mod tests {
         ] {
             assert!(report.contains(row), "{row} in\n{report}");
         }
+    }
+
+    // The committed summaries still load (and render), and new fields round-trip.
+
+    /// The committed reports predate some fields: they must still load, and render (`--render-only`, the index).
+    #[test]
+    fn every_committed_summary_still_loads_and_renders() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let summary: Summary =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            render(&summary, &[]);
+            loaded += 1;
+        }
+        assert!(loaded > 0, "no summary in {}", dir.display());
+    }
+
+    #[test]
+    fn node_phases_round_trip_and_are_left_out_when_unmeasured() {
+        let mut run = crate::fixtures::run(Tool::K8sm, 0, 30.0, 10.0);
+        let json = serde_json::to_value(&run).unwrap();
+        assert!(json.get("node_phases").is_none(), "{json}");
+        let q = PhaseQuantiles {
+            p50_s: 1.0,
+            p90_s: 2.0,
+        };
+        run.node_phases = Some(NodePhases {
+            nodes: 3,
+            drain: q,
+            to_kamikaze: q,
+            restart: q,
+            to_done: q,
+            whole: q,
+            slots: 2,
+            idle_slot_s: 4.5,
+        });
+        let text = serde_json::to_string(&run).unwrap();
+        assert_eq!(serde_json::from_str::<Run>(&text).unwrap(), run);
     }
 }

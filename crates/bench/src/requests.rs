@@ -4,11 +4,37 @@
 
 use std::collections::BTreeMap;
 
-use crate::results::{BucketBound, HistogramQuantiles};
+use serde::{Deserialize, Serialize};
 
 /// Requests by verb, named as `apiserver_request_total` names them (`LIST`, `WATCH`, `GET`, `POST`, `PATCH`, `PUT`,
 /// `DELETE`, …).
 pub type ByVerb = BTreeMap<String, f64>;
+
+/// p50 and p99 of a Prometheus histogram, as far as its buckets tell: each is the upper bound of the bucket the
+/// quantile falls in ("≤ bound"), or above the last finite bound.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistogramQuantiles {
+    pub count: u64,
+    pub p50: BucketBound,
+    pub p99: BucketBound,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum BucketBound {
+    /// At most this many seconds.
+    AtMost(f64),
+    /// More than the last finite bucket's bound.
+    Above(f64),
+}
+
+impl BucketBound {
+    /// The bound in seconds; `Above` counts as just over it.
+    pub fn seconds(self) -> f64 {
+        match self {
+            Self::AtMost(s) | Self::Above(s) => s,
+        }
+    }
+}
 
 /// Sums `apiserver_request_total` of a Prometheus text exposition by its `verb` label.
 pub fn apiserver_requests_by_verb(exposition: &str) -> ByVerb {

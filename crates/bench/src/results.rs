@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::ToolRequests;
+use crate::requests::HistogramQuantiles;
 use crate::stats::{LowerBound, percentile};
 use crate::timeline::{Leftovers, NodePhases, OwnerOutcome, Timeline};
 
@@ -157,32 +158,6 @@ pub struct ControllerCost {
     /// reports made before the controller exported it).
     #[serde(default)]
     pub stage_mean_ms: Vec<(String, f64)>,
-}
-
-/// p50 and p99 of a Prometheus histogram, as far as its buckets tell: each is the upper bound of the bucket the
-/// quantile falls in ("≤ bound"), or above the last finite bound.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HistogramQuantiles {
-    pub count: u64,
-    pub p50: BucketBound,
-    pub p99: BucketBound,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub enum BucketBound {
-    /// At most this many seconds.
-    AtMost(f64),
-    /// More than the last finite bucket's bound.
-    Above(f64),
-}
-
-impl BucketBound {
-    /// The bound in seconds; `Above` counts as just over it.
-    pub fn seconds(self) -> f64 {
-        match self {
-            Self::AtMost(s) | Self::Above(s) => s,
-        }
-    }
 }
 
 /// One tool's run.
@@ -396,53 +371,5 @@ impl Summary {
             .into_iter()
             .filter(|t| self.runs.iter().any(|r| r.tool == *t))
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::timeline::PhaseQuantiles;
-
-    /// The committed reports predate some fields: they must still load, and render (`--render-only`, the index).
-    #[test]
-    fn every_committed_summary_still_loads_and_renders() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
-        let mut loaded = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|x| x != "json") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            let summary: Summary =
-                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            crate::report::render(&summary, &[]);
-            loaded += 1;
-        }
-        assert!(loaded > 0, "no summary in {}", dir.display());
-    }
-
-    #[test]
-    fn node_phases_round_trip_and_are_left_out_when_unmeasured() {
-        let mut run = crate::fixtures::run(Tool::K8sm, 0, 30.0, 10.0);
-        let json = serde_json::to_value(&run).unwrap();
-        assert!(json.get("node_phases").is_none(), "{json}");
-        let q = PhaseQuantiles {
-            p50_s: 1.0,
-            p90_s: 2.0,
-        };
-        run.node_phases = Some(NodePhases {
-            nodes: 3,
-            drain: q,
-            to_kamikaze: q,
-            restart: q,
-            to_done: q,
-            whole: q,
-            slots: 2,
-            idle_slot_s: 4.5,
-        });
-        let text = serde_json::to_string(&run).unwrap();
-        assert_eq!(serde_json::from_str::<Run>(&text).unwrap(), run);
     }
 }

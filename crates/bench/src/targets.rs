@@ -1,9 +1,9 @@
 //! The targets of issue 15, judged from one invocation's runs: met, missed (with the reason) or not judged (the
 //! scenario does not measure it).
 
-use crate::report::{bucket, megabytes, millis, ratio, secs};
 use crate::results::{Summary, Tool};
 use crate::spread::Spread;
+use crate::units::{bucket, megabytes, millis, ratio, secs};
 
 /// k8sm's median makespan within this factor of the lower bound.
 pub const MAKESPAN_RATIO: f64 = 1.2;

@@ -509,7 +509,7 @@ impl Timeline {
         let Some(owner) = self.owners.get(app) else {
             return;
         };
-        // Could the owner lose another pod just before this one became Ready (DESIGN.md §5.3)?
+        // Could the owner lose another pod just before this one became Ready (docs/design.md §5.3)?
         let could_evict =
             owner.ready > owner.needed || (owner.ready >= owner.desired && owner.going == 0);
         let waiting_pods = self.pods.values().any(|p| {

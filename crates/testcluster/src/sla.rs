@@ -29,9 +29,6 @@ mod objects;
 mod state;
 mod watch;
 
-#[cfg(test)]
-mod tests;
-
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 

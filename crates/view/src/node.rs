@@ -63,5 +63,189 @@ fn has_k8sm_taint(node: &Node) -> bool {
 }
 
 #[cfg(test)]
-#[path = "node_tests.rs"]
-mod tests;
+mod tests {
+    //! Table tests of `node_view`, from hand-written Node objects.
+
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// A Node named n1 with `annotations`, `spec` and `status` as given.
+    fn node(annotations: Value, spec: Value, status: Value) -> Node {
+        serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "n1",
+                "uid": "4f1c-n1",
+                "labels": {"kubernetes.io/hostname": "n1"},
+                "annotations": annotations
+            },
+            "spec": spec,
+            "status": status
+        }))
+        .expect("a Node")
+    }
+
+    fn annotated(annotations: Value) -> NodeView {
+        node_view(&node(annotations, json!({}), json!({})))
+    }
+
+    #[test]
+    fn identity_and_labels() {
+        let view = node_view(&node(json!({}), json!({}), json!({})));
+        assert_eq!(view.name, "n1");
+        assert_eq!(view.uid, "4f1c-n1");
+        assert_eq!(
+            view.labels
+                .get("kubernetes.io/hostname")
+                .map(String::as_str),
+            Some("n1")
+        );
+        assert!(!view.incompatible_label);
+    }
+
+    #[test]
+    fn annotations_are_kept_as_found() {
+        type Field = fn(&NodeView) -> Option<String>;
+        let cases: [(&str, &str, Field); 7] = [
+            ("k8s.mesosphere.io/executor-id", "sha256:old", |n| {
+                n.executor_id.clone()
+            }),
+            (
+                "k8s.mesosphere.io/incompatible-executor",
+                "2026-01-01T00:00:00Z",
+                |n| n.incompatible_since.clone(),
+            ),
+            ("k8s.mesosphere.io/draining", "2026-01-01T00:01:00Z", |n| {
+                n.draining_since.clone()
+            }),
+            ("k8s.mesosphere.io/kamikaze", "2026-01-01T00:09:00Z", |n| {
+                n.kamikaze.clone()
+            }),
+            ("k8s.mesosphere.io/kamikaze-executor-id", "", |n| {
+                n.kamikaze_executor_id.clone()
+            }),
+            (
+                "k8s.mesosphere.io/drain-progress",
+                "2026-01-01T00:05:00Z 3",
+                |n| n.drain_progress.clone(),
+            ),
+            ("k8s.mesosphere.io/stalled", "not a time", |n| {
+                n.stalled_since.clone()
+            }),
+        ];
+        for (key, value, field) in cases {
+            assert_eq!(field(&annotated(json!({}))), None, "{key} absent");
+            assert_eq!(
+                field(&annotated(json!({ key: value }))).as_deref(),
+                Some(value),
+                "{key} as found, even malformed or empty"
+            );
+        }
+    }
+
+    #[test]
+    fn k8sm_claims_need_the_value_k8sm() {
+        type Claim = fn(&NodeView) -> bool;
+        let cases: [(&str, Claim); 2] = [
+            ("k8s.mesosphere.io/cordoned-by", |n| n.cordoned_by_k8sm),
+            ("k8s.mesosphere.io/marked-by", |n| n.marked_by_k8sm),
+        ];
+        for (key, claim) in cases {
+            for (value, expected) in [
+                (Some("k8sm"), true),
+                (Some("ops-team"), false),
+                (None, false),
+            ] {
+                let annotations = value.map_or(json!({}), |v| json!({ key: v }));
+                assert_eq!(claim(&annotated(annotations)), expected, "{key}={value:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn kamikaze_obeyed_is_any_value() {
+        for (annotations, expected) in [
+            (
+                json!({"k8s.mesosphere.io/kamikaze-obeyed": "2026-01-01T00:09:00Z"}),
+                true,
+            ),
+            (json!({"k8s.mesosphere.io/kamikaze-obeyed": ""}), true),
+            (
+                json!({"k8s.mesosphere.io/kamikaze": "2026-01-01T00:09:00Z"}),
+                false,
+            ),
+            (json!({}), false),
+        ] {
+            assert_eq!(
+                annotated(annotations.clone()).kamikaze_obeyed,
+                expected,
+                "{annotations}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_incompatible_label_any_value() {
+        let mut object = node(json!({}), json!({}), json!({}));
+        object.metadata.labels = Some(
+            [(
+                "k8s.mesosphere.io/incompatible-executor".to_owned(),
+                "yes".to_owned(),
+            )]
+            .into(),
+        );
+        assert!(node_view(&object).incompatible_label);
+    }
+
+    #[test]
+    fn only_the_prefer_no_schedule_taint_is_k8sm_s() {
+        let taint = |key: &str, effect: &str| json!({"taints": [{"key": key, "effect": effect}]});
+        for (spec, expected) in [
+            (
+                taint(
+                    "k8s.mesosphere.io/incompatible-executor",
+                    "PreferNoSchedule",
+                ),
+                true,
+            ),
+            (
+                taint("k8s.mesosphere.io/incompatible-executor", "NoSchedule"),
+                false,
+            ),
+            (
+                taint("node.kubernetes.io/unschedulable", "PreferNoSchedule"),
+                false,
+            ),
+            (json!({}), false),
+        ] {
+            let view = node_view(&node(json!({}), spec.clone(), json!({})));
+            assert_eq!(view.has_k8sm_taint, expected, "{spec}");
+        }
+    }
+
+    #[test]
+    fn cordon_address_and_readiness() {
+        let status = json!({
+            "addresses": [
+                {"type": "Hostname", "address": "n1"},
+                {"type": "InternalIP", "address": "10.1.2.3"}
+            ],
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": "True"}
+            ]
+        });
+        let view = node_view(&node(json!({}), json!({"unschedulable": true}), status));
+        assert!(view.unschedulable);
+        assert_eq!(view.internal_ip.as_deref(), Some("10.1.2.3"));
+        assert!(view.ready);
+
+        let not_ready = json!({"conditions": [{"type": "Ready", "status": "Unknown"}]});
+        let view = node_view(&node(json!({}), json!({}), not_ready));
+        assert!(!view.unschedulable);
+        assert_eq!(view.internal_ip, None);
+        assert!(!view.ready);
+    }
+}

@@ -10,6 +10,7 @@ mod deny;
 mod dist;
 mod fuzz;
 mod image;
+mod layout;
 mod release;
 mod test;
 mod workspace;
@@ -25,9 +26,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Everything CI checks: fmt, clippy, CRD drift, cargo-deny (licenses, bans, sources), unit and end-to-end tests
-    /// on the real local cluster.
+    /// Everything CI checks: fmt, layout, clippy, CRD drift, cargo-deny (licenses, bans, sources), unit and end-to-end
+    /// tests on the real local cluster.
     Test(test::TestArgs),
+    /// Check the source layout: no import cycle between the files of a crate, and the docs name only files that
+    /// exist. Also a step of `test`.
+    Layout,
     /// Write the CRD (crds/, and its copy in the Helm chart) from the Rust types (--check: fail when either differs).
     Crdgen(crdgen::CrdgenArgs),
     /// Manage the long-lived local cluster (up, down, status).
@@ -62,6 +66,7 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Test(args) => test::run(args),
+        Command::Layout => layout::run(),
         Command::Crdgen(args) => crdgen::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Kubectl { args } => cluster::kubectl(&args),

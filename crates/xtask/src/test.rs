@@ -1,5 +1,6 @@
-//! `cargo xtask test`: the whole gate CI runs — formatting, lints, CRD drift, dependency licenses, bans and sources
-//! (cargo-deny), the release packaging (images, krew release), unit and end-to-end tests.
+//! `cargo xtask test`: the whole gate CI runs — formatting, the source layout (import cycles, paths in the docs),
+//! lints, CRD drift, dependency licenses, bans and sources (cargo-deny), the release packaging (images, krew release),
+//! unit and end-to-end tests.
 
 use std::process::Command;
 
@@ -7,7 +8,7 @@ use anyhow::Context;
 use k8sm_testcluster::Binaries;
 
 use crate::release::Profile;
-use crate::{crdgen, deny, dist, image, workspace};
+use crate::{crdgen, deny, dist, image, layout, workspace};
 
 #[derive(clap::Args)]
 pub struct TestArgs {
@@ -21,6 +22,8 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         "cargo fmt --check",
         workspace::cargo().args(["fmt", "--all", "--", "--check"]),
     )?;
+    // Before clippy: it parses the sources without compiling them, so a cycle fails the gate in a second.
+    layout::run()?;
     workspace::run(
         "cargo clippy -D warnings",
         workspace::cargo().args([

@@ -1,4 +1,4 @@
-//! Every view, fed text that a node's or pod's author could have written (escape sequences that clear the screen or
+//! Every screen, fed text that a node's or pod's author could have written (escape sequences that clear the screen or
 //! recolour it, a bell, a bidirectional override, newlines, 200 KiB of it): the output never carries a control
 //! character of theirs, and no cell runs on for kilobytes.
 

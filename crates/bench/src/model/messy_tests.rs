@@ -1,4 +1,4 @@
-//! Liveness over messy fleets (issue 41, DESIGN.md §5.7): over many generated fleets with the shapes real clusters
+//! Liveness over messy fleets (issue 41, docs/design.md §5.7): over many generated fleets with the shapes real clusters
 //! have (crash-looping owners, dead nodes, zombies, a stuck rollout, bare pods under `Never`, pinned pods), the real
 //! planner, run by the model,
 //! (a) upgrades every node that can be finished, within a generous simulated-time limit;
