@@ -6,13 +6,13 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
-pub mod commands;
-pub mod connect;
-pub mod error;
-pub mod fetch;
-pub mod output;
-pub mod render;
-pub mod screens;
+mod commands;
+mod connect;
+mod error;
+mod fetch;
+mod output;
+mod render;
+mod screens;
 
 use cli::{Cli, Command, Upgrade};
 use commands::{blocked, executor_id, force, plan, policy, report, status, watch};

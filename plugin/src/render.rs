@@ -113,9 +113,11 @@ pub struct Palette {
 }
 
 impl Palette {
-    /// No colour: for pipes, files, `NO_COLOR` and tests.
+    /// No colour, as on a pipe.
+    #[cfg(test)]
     pub const PLAIN: Self = Self { enabled: false };
-    /// ANSI colour.
+    /// ANSI colour, as on a terminal.
+    #[cfg(test)]
     pub const COLOR: Self = Self { enabled: true };
 
     /// Colour only when `stdout` is a terminal and `NO_COLOR` is unset or empty (https://no-color.org).

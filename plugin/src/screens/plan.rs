@@ -161,6 +161,7 @@ impl PlanScreen {
     }
 
     /// The pods this pass evicts, as "namespace/name".
+    #[cfg(test)]
     pub fn evictions(&self) -> Vec<String> {
         self.nodes
             .iter()
