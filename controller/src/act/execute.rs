@@ -4,18 +4,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::{Api, Client, ResourceExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use k8sm_api::{DeletedNode, ExecutorUpgradePolicy, KamikazeMechanism, keys};
 use k8sm_planner::{Action, ActionKind, PodRef};
 
 use crate::act::kamikaze_client::KamikazeClient;
 use crate::act::kamikaze_token::KamikazeTokens;
+use crate::act::node_patches::{self, rfc3339};
 use crate::leadership::leader::Leadership;
 use crate::{Error, leadership::write_params};
 use k8sm_view::time::to_time;
@@ -137,103 +138,6 @@ impl Executor {
                 let add = matches!(action.kind, ActionKind::AddFinalizer { .. });
                 self.finalizer(require_policy(policy)?, add).await
             }
-            ActionKind::Mark {
-                incompatible_since,
-                claim,
-                ..
-            } => {
-                let node = require(node)?;
-                let mut patch = node_patch(node);
-                put(
-                    &mut patch,
-                    &["metadata", "labels", keys::INCOMPATIBLE_EXECUTOR_LABEL],
-                    json!(keys::INCOMPATIBLE_EXECUTOR_LABEL_VALUE),
-                );
-                if *claim {
-                    annotate(
-                        &mut patch,
-                        keys::MARKED_BY_ANNOTATION,
-                        json!(keys::MARKED_BY_VALUE),
-                    );
-                }
-                if let Some(since) = incompatible_since {
-                    put(
-                        &mut patch,
-                        &[
-                            "metadata",
-                            "annotations",
-                            keys::INCOMPATIBLE_EXECUTOR_ANNOTATION,
-                        ],
-                        json!(rfc3339(*since)),
-                    );
-                }
-                if !has_our_taint(node) {
-                    let mut taints = taints(node);
-                    taints.push(Taint {
-                        key: keys::INCOMPATIBLE_EXECUTOR_TAINT_KEY.to_owned(),
-                        effect: keys::INCOMPATIBLE_EXECUTOR_TAINT_EFFECT.to_owned(),
-                        ..Taint::default()
-                    });
-                    put(
-                        &mut patch,
-                        &["spec", "taints"],
-                        serde_json::to_value(taints)?,
-                    );
-                }
-                self.patch_node(node, patch).await
-            }
-            ActionKind::Admit {
-                at,
-                pods_left,
-                cordon,
-                ..
-            } => {
-                let node = require(node)?;
-                let mut patch = node_patch(node);
-                annotate(&mut patch, keys::DRAINING_ANNOTATION, json!(rfc3339(*at)));
-                annotate(
-                    &mut patch,
-                    keys::DRAIN_PROGRESS_ANNOTATION,
-                    json!(k8sm_planner::drain_progress(*at, *pods_left)),
-                );
-                annotate(&mut patch, keys::STALLED_ANNOTATION, Value::Null);
-                if *cordon {
-                    cordon_patch(node, &mut patch);
-                }
-                self.patch_node(node, patch).await
-            }
-            ActionKind::Progress { at, pods_left, .. } => {
-                let node = require(node)?;
-                let mut patch = node_patch(node);
-                annotate(
-                    &mut patch,
-                    keys::DRAIN_PROGRESS_ANNOTATION,
-                    json!(k8sm_planner::drain_progress(*at, *pods_left)),
-                );
-                self.patch_node(node, patch).await
-            }
-            ActionKind::Stall { at, uncordon, .. } => {
-                let node = require(node)?;
-                let mut patch = node_patch(node);
-                annotate(&mut patch, keys::STALLED_ANNOTATION, json!(rfc3339(*at)));
-                for key in [
-                    keys::DRAINING_ANNOTATION,
-                    keys::DRAIN_PROGRESS_ANNOTATION,
-                    keys::CORDONED_BY_ANNOTATION,
-                ] {
-                    annotate(&mut patch, key, Value::Null);
-                }
-                if *uncordon {
-                    put(&mut patch, &["spec", "unschedulable"], json!(false));
-                }
-                self.patch_node(node, patch).await
-            }
-            ActionKind::Cordon { .. } => {
-                let node = require(node)?;
-                let mut patch = node_patch(node);
-                cordon_patch(node, &mut patch);
-                self.patch_node(node, patch).await
-            }
             ActionKind::Evict { pod, eviction } => {
                 if eviction.use_eviction_api {
                     self.evict(pod).await
@@ -263,75 +167,54 @@ impl Executor {
                 ))),
             },
             ActionKind::Kamikaze {
-                mechanism,
-                url,
-                executor_id,
+                mechanism: KamikazeMechanism::DeleteNode,
                 at,
                 target,
                 ..
             } => {
                 let node = require(node)?;
-                match mechanism {
-                    KamikazeMechanism::DeleteNode => {
-                        // Recorded first: once the Node is gone, nothing else remembers that it was told.
-                        let policy_version = match self
-                            .record_deletion(require_policy(policy)?, node, *at, target.as_ref())
-                            .await?
-                        {
-                            Ok(version) => version,
-                            Err(stale) => return Ok(stale),
-                        };
-                        match self.delete_node(node).await? {
-                            Outcome::Done { .. } => Ok(Outcome::Done {
-                                node_version: None,
-                                policy_version,
-                                deployment_version: None,
-                            }),
-                            other => Ok(other),
-                        }
-                    }
-                    KamikazeMechanism::Http | KamikazeMechanism::Annotation => {
-                        if *mechanism == KamikazeMechanism::Http {
-                            let url = url.as_deref().ok_or_else(|| {
-                                Error::Other("Http kamikaze without a URL".into())
-                            })?;
-                            self.post_kamikaze(node, url, kamikaze_body(*at)).await?;
-                        }
-                        // The annotation is the record that kamikaze was sent (and, for Annotation, the message).
-                        let mut patch = node_patch(node);
-                        put(
-                            &mut patch,
-                            &["metadata", "annotations", keys::KAMIKAZE_ANNOTATION],
-                            json!(rfc3339(*at)),
-                        );
-                        put(
-                            &mut patch,
-                            &[
-                                "metadata",
-                                "annotations",
-                                keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
-                            ],
-                            json!(executor_id.clone().unwrap_or_default()),
-                        );
-                        if let Some(target) = target {
-                            annotate(&mut patch, keys::KAMIKAZE_TARGET_ANNOTATION, json!(target));
-                        }
-                        self.patch_node(node, patch).await
-                    }
+                // Recorded first: once the Node is gone, nothing else remembers that it was told.
+                let policy_version = match self
+                    .record_deletion(require_policy(policy)?, node, *at, target.as_ref())
+                    .await?
+                {
+                    Ok(version) => version,
+                    Err(stale) => return Ok(stale),
+                };
+                match self.delete_node(node).await? {
+                    Outcome::Done { .. } => Ok(Outcome::Done {
+                        node_version: None,
+                        policy_version,
+                        deployment_version: None,
+                    }),
+                    other => Ok(other),
                 }
             }
-            ActionKind::Complete { uncordon, .. } => {
-                let node = require(node)?;
-                self.patch_node(node, release_patch(node, *uncordon, true)?)
-                    .await
-            }
-            ActionKind::Release {
-                uncordon,
-                remove_mark,
+            ActionKind::Kamikaze {
+                mechanism: KamikazeMechanism::Http,
+                url,
+                at,
                 ..
             } => {
                 let node = require(node)?;
-                self.patch_node(node, release_patch(node, *uncordon, *remove_mark)?)
+                let url = url
+                    .as_deref()
+                    .ok_or_else(|| Error::Other("Http kamikaze without a URL".into()))?;
+                self.post_kamikaze(node, url, kamikaze_body(*at)).await?;
+                // Then the annotation records that it was sent.
+                self.patch_node(node, node_patches::for_action(&action.kind, node)?)
+                    .await
+            }
+            ActionKind::Mark { .. }
+            | ActionKind::Admit { .. }
+            | ActionKind::Progress { .. }
+            | ActionKind::Stall { .. }
+            | ActionKind::Cordon { .. }
+            | ActionKind::Kamikaze { .. }
+            | ActionKind::Complete { .. }
+            | ActionKind::Release { .. } => {
+                let node = require(node)?;
+                self.patch_node(node, node_patches::for_action(&action.kind, node)?)
                     .await
             }
         }
@@ -619,56 +502,6 @@ fn require_policy(policy: Option<&ExecutorUpgradePolicy>) -> Result<&ExecutorUpg
     policy.ok_or_else(|| Error::Other("the policy is not in the cache".into()))
 }
 
-/// Every annotation k8sm writes on a Node besides the mark: what completing or handing a node back removes.
-const K8SM_NODE_ANNOTATIONS: [&str; 10] = [
-    keys::KAMIKAZE_ANNOTATION,
-    keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
-    keys::KAMIKAZE_TARGET_ANNOTATION,
-    keys::KAMIKAZE_OBEYED_ANNOTATION,
-    keys::DRAINING_ANNOTATION,
-    keys::DRAIN_PROGRESS_ANNOTATION,
-    keys::STALLED_ANNOTATION,
-    keys::CORDONED_BY_ANNOTATION,
-    keys::MARKED_BY_ANNOTATION,
-    keys::FORCED_ANNOTATION,
-];
-
-/// The patch of `Complete` (`remove_mark`) and `Release`: k8sm's annotations go; the mark (annotation, label and
-/// taint) only with `remove_mark`; the cordon only with `uncordon`.
-fn release_patch(node: &Node, uncordon: bool, remove_mark: bool) -> Result<Value, Error> {
-    let mut patch = node_patch(node);
-    for key in K8SM_NODE_ANNOTATIONS {
-        annotate(&mut patch, key, Value::Null);
-    }
-    if remove_mark {
-        put(
-            &mut patch,
-            &["metadata", "labels", keys::INCOMPATIBLE_EXECUTOR_LABEL],
-            Value::Null,
-        );
-        annotate(
-            &mut patch,
-            keys::INCOMPATIBLE_EXECUTOR_ANNOTATION,
-            Value::Null,
-        );
-        if has_our_taint(node) {
-            let rest: Vec<Taint> = taints(node)
-                .into_iter()
-                .filter(|t| !is_our_taint(t))
-                .collect();
-            put(&mut patch, &["spec", "taints"], serde_json::to_value(rest)?);
-        }
-    }
-    if uncordon {
-        put(&mut patch, &["spec", "unschedulable"], json!(false));
-    }
-    Ok(patch)
-}
-
-fn annotate(patch: &mut Value, key: &str, value: Value) {
-    put(patch, &["metadata", "annotations", key], value);
-}
-
 fn uid_precondition(uid: &str) -> DeleteParams {
     DeleteParams {
         preconditions: Some(Preconditions {
@@ -677,61 +510,6 @@ fn uid_precondition(uid: &str) -> DeleteParams {
         }),
         ..DeleteParams::default()
     }
-}
-
-fn node_patch(node: &Node) -> Value {
-    json!({ "metadata": { "resourceVersion": node.resource_version() } })
-}
-
-/// Cordons, recording that k8sm did it — unless an operator had cordoned the node already: then k8sm must not
-/// claim it, or it would uncordon a node the operator wants cordoned.
-fn cordon_patch(node: &Node, patch: &mut Value) {
-    let already = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false);
-    if !already {
-        put(patch, &["spec", "unschedulable"], json!(true));
-        put(
-            patch,
-            &["metadata", "annotations", keys::CORDONED_BY_ANNOTATION],
-            json!(keys::CORDONED_BY_VALUE),
-        );
-    }
-}
-
-fn taints(node: &Node) -> Vec<Taint> {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
-}
-
-fn is_our_taint(taint: &Taint) -> bool {
-    taint.key == keys::INCOMPATIBLE_EXECUTOR_TAINT_KEY
-        && taint.effect == keys::INCOMPATIBLE_EXECUTOR_TAINT_EFFECT
-}
-
-fn has_our_taint(node: &Node) -> bool {
-    taints(node).iter().any(is_our_taint)
-}
-
-pub fn rfc3339(time: DateTime<Utc>) -> String {
-    time.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-/// Sets `value` at `path` in a JSON object, creating the objects on the way.
-fn put(target: &mut Value, path: &[&str], value: Value) {
-    let (last, parents) = path.split_last().expect("a non-empty path");
-    let mut cursor = target;
-    for key in parents {
-        if !cursor.get(*key).is_some_and(Value::is_object) {
-            cursor[*key] = Value::Object(Map::new());
-        }
-        cursor = &mut cursor[*key];
-    }
-    cursor[*last] = value;
 }
 
 #[cfg(test)]
@@ -762,55 +540,10 @@ mod tests {
     }
 
     #[test]
-    fn put_builds_nested_objects_and_keeps_siblings() {
-        let mut patch = json!({ "metadata": { "resourceVersion": "7" } });
-        put(&mut patch, &["metadata", "annotations", "a/b"], json!("x"));
-        put(&mut patch, &["metadata", "annotations", "c"], Value::Null);
-        put(&mut patch, &["spec", "unschedulable"], json!(true));
-        assert_eq!(
-            patch,
-            json!({
-                "metadata": { "resourceVersion": "7", "annotations": { "a/b": "x", "c": null } },
-                "spec": { "unschedulable": true }
-            })
-        );
-    }
-
-    #[test]
-    fn cordon_does_not_claim_a_node_an_operator_cordoned() {
-        let node = Node {
-            spec: Some(k8s_openapi::api::core::v1::NodeSpec {
-                unschedulable: Some(true),
-                ..Default::default()
-            }),
-            ..Node::default()
-        };
-        let mut patch = json!({});
-        cordon_patch(&node, &mut patch);
-        assert_eq!(patch, json!({}));
-
-        let mut patch = json!({});
-        cordon_patch(&Node::default(), &mut patch);
-        assert_eq!(patch["spec"]["unschedulable"], json!(true));
-        assert_eq!(
-            patch["metadata"]["annotations"][keys::CORDONED_BY_ANNOTATION],
-            json!("k8sm")
-        );
-    }
-
-    #[test]
     fn the_http_kamikaze_body_carries_the_annotations_value() {
         let at = DateTime::parse_from_rfc3339("2026-11-29T17:00:00.123Z")
             .unwrap()
             .with_timezone(&Utc);
         assert_eq!(kamikaze_body(at), r#"{"kamikaze":"2026-11-29T17:00:00Z"}"#);
-    }
-
-    #[test]
-    fn timestamps_are_rfc3339_utc_seconds() {
-        let t = DateTime::parse_from_rfc3339("2026-11-29T17:00:00.123Z")
-            .unwrap()
-            .with_timezone(&Utc);
-        assert_eq!(rfc3339(t), "2026-11-29T17:00:00Z");
     }
 }

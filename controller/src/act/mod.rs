@@ -4,3 +4,4 @@ pub(crate) mod call_limit;
 pub(crate) mod execute;
 pub(crate) mod kamikaze_client;
 pub(crate) mod kamikaze_token;
+pub(crate) mod node_patches;
