@@ -19,6 +19,6 @@ pub use observe::feeds::Feeds;
 pub use observe::pod_store::pod_store;
 pub use observe::stores::Stores;
 pub use reconcile::planning::Planning;
-pub use reconcile::run;
 pub use report::status::build as build_status;
 pub use startup::args::{Args, LogFormat};
+pub use startup::process::run;

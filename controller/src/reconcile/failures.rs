@@ -9,7 +9,8 @@ use kube::runtime::reflector::ObjectRef;
 
 use k8sm_planner::{Action, Plan, Reason};
 
-use super::{Controller, Hold, PassResult};
+use super::Controller;
+use super::pass_result::{Hold, PassResult};
 use crate::memory::backoff::{self, Subject};
 use crate::observe::watches::{self, Failing};
 use crate::report::metrics::Withheld;

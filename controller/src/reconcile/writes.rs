@@ -22,7 +22,9 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
 
-use super::{Hold, batch_len, carry_out, node_of};
+use super::batches::batch_len;
+use super::carry_out::{carry_out, node_of};
+use super::pass_result::Hold;
 use crate::Error;
 use crate::act::execute::{Executor, Outcome};
 use crate::leadership::leader::Leadership;

@@ -2,4 +2,5 @@
 
 pub(crate) mod args;
 pub(crate) mod permissions;
+pub(crate) mod process;
 pub(crate) mod server;

@@ -29,6 +29,8 @@ mod objects;
 mod state;
 mod watch;
 
+pub use state::bound;
+
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -101,12 +103,4 @@ impl Drop for SlaWatcher {
             task.abort();
         }
     }
-}
-
-/// `min(ceil(t·d/100), d−1)`, and 0 for `d` = 0.
-pub fn bound(desired: u32, threshold_percent: u32) -> u32 {
-    let needed = (u64::from(desired) * u64::from(threshold_percent)).div_ceil(100);
-    u32::try_from(needed)
-        .unwrap_or(u32::MAX)
-        .min(desired.saturating_sub(1))
 }

@@ -3,6 +3,8 @@
 
 mod cycles;
 mod docs;
+#[cfg(test)]
+mod fixture;
 mod imports;
 mod modules;
 
@@ -170,20 +172,9 @@ pub fn find_cycles(repo: &Path, targets: &[Target]) -> anyhow::Result<Vec<Cycle>
     Ok(found)
 }
 
-/// A directory of files for a test, removed when dropped.
-#[cfg(test)]
-pub fn fixture(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    for (path, text) in files {
-        let path = dir.path().join(path);
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("creating a directory");
-        std::fs::write(&path, text).expect("writing a fixture file");
-    }
-    dir
-}
-
 #[cfg(test)]
 mod tests {
+    use super::fixture::fixture;
     use super::*;
 
     fn cycles_of(files: &[(&str, &str)]) -> Vec<Cycle> {
@@ -255,6 +246,25 @@ mod tests {
         // `pub(super)` says who may see an item, not what it uses: no edge to the parent.
         with_cycle[2].1 = "pub(super) fn g() {}\npub(in crate::parent) struct Q;\n";
         assert!(cycles_of(&with_cycle).is_empty());
+    }
+
+    #[test]
+    fn a_parent_importing_its_child_by_its_bare_name_is_an_edge() {
+        let files = [
+            ("src/lib.rs", "mod parent;\nmod child_like;\n"),
+            (
+                "src/parent/mod.rs",
+                "mod child;\nuse child::C;\npub struct P;\n",
+            ),
+            ("src/parent/child.rs", "use super::P;\npub struct C;\n"),
+            ("src/child_like.rs", "use child::X;\n"),
+        ];
+        let cycles = cycles_of(&files);
+        assert_eq!(cycles.len(), 1, "{cycles:?}");
+        assert_eq!(
+            cycles[0].files,
+            ["src/parent/child.rs", "src/parent/mod.rs"]
+        );
     }
 
     #[test]

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::watcher;
 
-use super::bound;
 use super::objects::{
     ControllerFacts, Objects, PodController, PodFacts, Store, Tracked, WorkloadKey, WorkloadKind,
 };
@@ -365,6 +364,14 @@ fn standing(store: &Store<ControllerFacts>) -> impl Iterator<Item = (&String, &C
     store.objects.iter().filter(|(_, c)| !c.deleting)
 }
 
+/// `min(ceil(t·d/100), d−1)`, and 0 for `d` = 0.
+pub fn bound(desired: u32, threshold_percent: u32) -> u32 {
+    let needed = (u64::from(desired) * u64::from(threshold_percent)).div_ceil(100);
+    u32::try_from(needed)
+        .unwrap_or(u32::MAX)
+        .min(desired.saturating_sub(1))
+}
+
 #[cfg(test)]
 mod tests {
     //! The SLA watcher's bookkeeping, fed with objects as its watches would report them.
@@ -376,8 +383,7 @@ mod tests {
     use kube::runtime::watcher::Event;
     use serde_json::{Value, json};
 
-    use super::{State, WorkloadRecord};
-    use crate::sla::bound;
+    use super::{State, WorkloadRecord, bound};
     use crate::sla::objects::Tracked;
 
     const THRESHOLD: u32 = 90;

@@ -127,7 +127,7 @@ fn repository_path(token: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::fixture;
+    use crate::layout::fixture::fixture;
 
     fn missing_in(doc: &str) -> Vec<String> {
         let dir = fixture(&[

@@ -2,8 +2,8 @@
 //! trees, in expressions and types, and in macro arguments — resolved to the file of the longest module prefix it
 //! names.
 //!
-//! Bare paths that start with a child module's name (`use child::X;`) are not followed: the check is about the
-//! paths that reach across the crate, and `mod x;` declarations are not imports.
+//! A bare path that starts with the name of a child module with a file of its own (`use child::X;` in the parent)
+//! is an import of that child too. `mod x;` declarations are not imports.
 
 use std::collections::BTreeMap;
 
@@ -31,7 +31,7 @@ pub fn edges(tree: &Tree) -> BTreeMap<(usize, usize), Import> {
         };
         collector.visit_file(&file.ast);
         for found in collector.found {
-            let Some(target) = resolve(&found.module, &found.segments) else {
+            let Some(target) = resolve(&found.module, &found.segments, |m| tree.has_file(m)) else {
                 continue;
             };
             let to = tree.file_of(&target);
@@ -55,8 +55,13 @@ pub fn edges(tree: &Tree) -> BTreeMap<(usize, usize), Import> {
     edges
 }
 
-/// The absolute module path `segments` names from inside `module`, if it starts with `crate`, `self` or `super`.
-fn resolve(module: &[String], segments: &[String]) -> Option<Module> {
+/// The absolute module path `segments` names from inside `module`, if it starts with `crate`, `self`, `super` or
+/// the name of a child module for which `has_file` is true.
+fn resolve(
+    module: &[String],
+    segments: &[String],
+    has_file: impl Fn(&[String]) -> bool,
+) -> Option<Module> {
     let (first, rest) = segments.split_first()?;
     let mut base: Module = match first.as_str() {
         "crate" => Vec::new(),
@@ -66,7 +71,19 @@ fn resolve(module: &[String], segments: &[String]) -> Option<Module> {
             base.pop()?;
             base
         }
-        _ => return None,
+        child => {
+            let mut path = module.to_vec();
+            path.push(child.to_owned());
+            if !has_file(&path) {
+                return None;
+            }
+            module.to_vec()
+        }
+    };
+    let rest = if matches!(first.as_str(), "crate" | "self" | "super") {
+        rest
+    } else {
+        segments
     };
     let mut rest = rest.iter().peekable();
     while let Some(segment) = rest.next_if(|s| *s == "super" || *s == "self") {
@@ -96,8 +113,9 @@ impl Collector {
             segments.first().map(String::as_str),
             Some("crate" | "self" | "super")
         );
-        // A lone `self` is a method's receiver (or this very module): never another file.
-        if relative && segments != ["self"] {
+        // A lone `self` is a method's receiver (or this very module): never another file. A bare path of two
+        // segments or more may start with a child module's name: `resolve` tells.
+        if (relative && segments != ["self"]) || segments.len() > 1 {
             self.found.push(Found {
                 module: self.module.clone(),
                 segments,

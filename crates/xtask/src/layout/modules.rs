@@ -40,6 +40,11 @@ impl Tree {
     }
 
     /// The file that holds the longest prefix of `path` that is a module (the root when none is).
+    /// Whether `path` is a module with a file of its own.
+    pub fn has_file(&self, path: &[String]) -> bool {
+        self.modules.contains_key(path)
+    }
+
     pub fn file_of(&self, path: &[String]) -> usize {
         (0..=path.len())
             .rev()
@@ -160,7 +165,7 @@ fn path_attribute(attrs: &[syn::Attribute]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::fixture;
+    use crate::layout::fixture::fixture;
 
     fn modules(tree: &Tree, root: &Path) -> Vec<(String, String)> {
         let mut modules: Vec<(String, String)> = tree
