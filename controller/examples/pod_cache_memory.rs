@@ -1,7 +1,8 @@
-//! How much memory the controller's pod cache takes, measured the way the controller fills it: pages of a pod list
-//! (files of a `PodList` each, as `kubectl get pods -A -o json --chunk-size=500` pages split them) parsed into
-//! [`CachedPod`]s and applied to the controller's pod cache as a watcher's initial list, then `VmRSS`/`VmHWM` read from
-//! `/proc/self/status`. Usage: `cargo run --release -p k8sm-controller --example pod_cache_memory -- <dir of pages>`.
+//! How much memory the controller's pod cache takes, measured the way the controller fills it:
+//! pages of a pod list (files of a `PodList` each, as `kubectl get pods -A -o json
+//! --chunk-size=500` pages split them) parsed into [`CachedPod`]s and applied to the controller's
+//! pod cache as a watcher's initial list, then `VmRSS`/`VmHWM` read from `/proc/self/status`.
+//! Usage: `cargo run --release -p k8sm-controller --example pod_cache_memory -- <dir of pages>`.
 
 use std::path::PathBuf;
 

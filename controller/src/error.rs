@@ -62,9 +62,9 @@ impl Error {
     }
 }
 
-/// Whether the apiserver was busy (429: its priority and fairness limits), failing (5xx), or unreachable or slow (no
-/// answer): the same request may succeed later. Any other answer (forbidden, invalid, the namespace is gone) would
-/// come again.
+/// Whether the apiserver was busy (429: its priority and fairness limits), failing (5xx), or
+/// unreachable or slow (no answer): the same request may succeed later. Any other answer
+/// (forbidden, invalid, the namespace is gone) would come again.
 pub fn apiserver_busy(error: &kube::Error) -> bool {
     match error {
         kube::Error::Api(status) => status.code == 429 || status.code >= 500,

@@ -1,6 +1,7 @@
-//! k8sm-controller: the imperative shell around the planner. Each pass observes the cluster (`observe`), asks the
-//! planner what to do, acts on it (`act`) and reports (`report`), as the leader (`leadership`); what it keeps between
-//! passes is in `memory`, and the loop itself in `reconcile`.
+//! k8sm-controller: the imperative shell around the planner. Each pass observes the cluster
+//! (`observe`), asks the planner what to do, acts on it (`act`) and reports (`report`), as the
+//! leader (`leadership`); what it keeps between passes is in `memory`, and the loop itself in
+//! `reconcile`.
 #![forbid(unsafe_code)]
 
 mod act;

@@ -6,10 +6,10 @@ use std::io::IsTerminal;
 use clap::Parser;
 use k8sm_controller::LogFormat;
 
-/// mimalloc rather than glibc's malloc: each pass allocates and frees tens of thousands of small objects (its plan)
-/// next to a few large vectors (its index), and glibc's malloc took a fifth of a large fleet's pass (most of it
-/// consolidating freed chunks), more the longer the process ran (`cargo bench -p k8sm-planner` measures the pass under
-/// this allocator: 1.66x faster).
+/// mimalloc rather than glibc's malloc: each pass allocates and frees tens of thousands of small
+/// objects (its plan) next to a few large vectors (its index), and glibc's malloc took a fifth of a
+/// large fleet's pass (most of it consolidating freed chunks), more the longer the process ran
+/// (`cargo bench -p k8sm-planner` measures the pass under this allocator: 1.66x faster).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,12 +1,14 @@
-//! The status of a policy over 10,000 nodes whose annotations are as large and as hostile as a Node allows stays far
-//! below etcd's object size limit (1.5 MiB), and still counts every node in its phase.
+//! The status of a policy over 10,000 nodes whose annotations are as large and as hostile as a Node
+//! allows stays far below etcd's object size limit (1.5 MiB), and still counts every node in its
+//! phase.
 //!
-//! The fleet is generated in known states (the oracle: how many nodes of each phase, which of them need an
-//! operator, how many pods block), planned by the real planner and reported by the controller's status builder.
-//! Every node that may be listed (blocked or in flight: 1,000 of them, plus 100 deleted nodes) carries a 200 KiB
-//! annotation value full of control characters, where the planner reads or reports it (the executor ID, the
-//! incompatible-executor time); the 8,900 others carry 4 KiB ones (200 KiB each would make this test hold 2 GB).
-//! Names are as long as Kubernetes allows.
+//! The fleet is generated in known states (the oracle: how many nodes of each phase, which of them
+//! need an operator, how many pods block), planned by the real planner and reported by the
+//! controller's status builder. Every node that may be listed (blocked or in flight: 1,000 of them,
+//! plus 100 deleted nodes) carries a 200 KiB annotation value full of control characters, where the
+//! planner reads or reports it (the executor ID, the incompatible-executor time); the 8,900 others
+//! carry 4 KiB ones (200 KiB each would make this test hold 2 GB). Names are as long as Kubernetes
+//! allows.
 
 use std::collections::BTreeMap;
 
@@ -25,8 +27,8 @@ const LIMIT: usize = 256 * 1024;
 const BIG: usize = 200 * 1024;
 const SMALL: usize = 4 * 1024;
 
-/// The generated groups: how many nodes, in which phase, whether an operator must act, whether they carry `BIG`
-/// values.
+/// The generated groups: how many nodes, in which phase, whether an operator must act, whether they
+/// carry `BIG` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Group {
     Upgraded,
@@ -95,7 +97,8 @@ impl Group {
     }
 }
 
-/// A name of `len` bytes (Kubernetes allows 253 for nodes and pods, 63 for namespaces) ending in `i`.
+/// A name of `len` bytes (Kubernetes allows 253 for nodes and pods, 63 for namespaces) ending in
+/// `i`.
 fn long_name(prefix: &str, i: usize, len: usize) -> String {
     let tail = format!("{prefix}-{i:05}");
     format!("{}{tail}", "a".repeat(len - tail.len()))
@@ -163,7 +166,8 @@ fn fleet() -> Fleet {
             view.nodes.push(n);
             match group {
                 Group::Draining => {
-                    // Its workload has 2 replicas and the other one is not Ready: the pod here waits.
+                    // Its workload has 2 replicas and the other one is not Ready: the pod here
+                    // waits.
                     let workload = replica_set(&namespace, &long_name("web", i, 253), 2);
                     view.pods
                         .push(workload.pod(&long_name("pod", i, 253), &name).into());

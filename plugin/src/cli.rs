@@ -1,5 +1,5 @@
-//! The command line, with kubectl's conventions: `--kubeconfig`, `--context`, `-n`/`-A`, `-o`, `-h`, and usage
-//! printed as `kubectl k8sm …`.
+//! The command line, with kubectl's conventions: `--kubeconfig`, `--context`, `-n`/`-A`, `-o`,
+//! `-h`, and usage printed as `kubectl k8sm …`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,8 +8,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::connect::ConnectOptions;
 
-/// Steer SLA-safe rolling upgrades of node executors: see how far an upgrade got, what blocks it, what happens next,
-/// and unblock, pause or resume it.
+/// Steer SLA-safe rolling upgrades of node executors: see how far an upgrade got, what blocks it,
+/// what happens next, and unblock, pause or resume it.
 #[derive(Parser, Debug)]
 #[command(
     name = "kubectl-k8sm",
@@ -45,8 +45,8 @@ pub struct ConnectArgs {
     #[arg(long, global = true, value_name = "NAME", display_order = 103)]
     pub user: Option<String>,
 
-    /// Act as this user (impersonation, as kubectl's --as): the apiserver checks the request with that user's
-    /// rights, and `force` records that user.
+    /// Act as this user (impersonation, as kubectl's --as): the apiserver checks the request with
+    /// that user's rights, and `force` records that user.
     #[arg(long = "as", global = true, value_name = "USER", display_order = 104)]
     pub as_user: Option<String>,
 
@@ -60,8 +60,8 @@ pub struct ConnectArgs {
     )]
     pub as_groups: Vec<String>,
 
-    /// How long to wait for a single server request before giving up (e.g. 10s, 1m; 0: no limit). `upgrade status
-    /// --watch` keeps its watches open longer than this.
+    /// How long to wait for a single server request before giving up (e.g. 10s, 1m; 0: no limit).
+    /// `upgrade status --watch` keeps its watches open longer than this.
     #[arg(long, global = true, value_name = "DURATION", default_value = "30s", value_parser = request_timeout,
           display_order = 106)]
     pub request_timeout: RequestTimeout,
@@ -77,7 +77,8 @@ impl Default for RequestTimeout {
     }
 }
 
-/// Every call the plugin makes is bounded by default: a hung apiserver or proxy must not hang the operator's shell.
+/// Every call the plugin makes is bounded by default: a hung apiserver or proxy must not hang the
+/// operator's shell.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn request_timeout(text: &str) -> Result<RequestTimeout, String> {
@@ -115,12 +116,14 @@ pub enum Command {
     /// Dry run: what the controller does next, node by node and pod by pod, and why.
     #[command(after_help = examples::PLAN)]
     Plan(PlanArgs),
-    /// Delete a node's pods that only an operator can move (unmanaged pods under policy Never; opted-out pods only
-    /// with --include-opted-out), recording a Forced event on each; or, with --retry-kamikaze, tell a node that came
-    /// back from kamikaze with the wrong executor to terminate once more.
+    /// Delete a node's pods that only an operator can move (unmanaged pods under policy Never;
+    /// opted-out pods only with --include-opted-out), recording a Forced event on each; or,
+    /// with --retry-kamikaze, tell a node that came back from kamikaze with the wrong executor
+    /// to terminate once more.
     #[command(after_help = examples::FORCE)]
     Force(ForceArgs),
-    /// Stop all evictions, deletions and kamikaze of a policy (nodes are still marked, status still updated).
+    /// Stop all evictions, deletions and kamikaze of a policy (nodes are still marked, status still
+    /// updated).
     #[command(after_help = examples::PAUSE)]
     Pause(PolicyArg),
     /// Resume a paused policy where it stopped.
@@ -129,12 +132,14 @@ pub enum Command {
     /// Print the executor ID of an executor build and configuration.
     #[command(disable_version_flag = true, after_help = examples::EXECUTOR_ID)]
     ExecutorId(ExecutorIdArgs),
-    /// Print a shell completion script for kubectl-k8sm, e.g. `source <(kubectl k8sm completion bash)`.
+    /// Print a shell completion script for kubectl-k8sm, e.g. `source <(kubectl k8sm completion
+    /// bash)`.
     #[command(after_help = examples::COMPLETION)]
     Completion(CompletionArgs),
 }
 
-/// The "Examples:" section of every command's help, as kubectl's: commands to copy, the common case first.
+/// The "Examples:" section of every command's help, as kubectl's: commands to copy, the common case
+/// first.
 mod examples {
     pub const UPGRADE: &str = "Examples:
   # Upgrade every node of the only policy to a new executor, then follow it
@@ -230,18 +235,21 @@ pub enum Upgrade {
     /// Set the target executor ID: every selected node running another executor is upgraded to it.
     #[command(after_help = examples::START)]
     Start(StartArgs),
-    /// Progress, ETA, counts by phase, and where the nodes in flight or blocked stand (--all: every node).
+    /// Progress, ETA, counts by phase, and where the nodes in flight or blocked stand (--all: every
+    /// node).
     #[command(after_help = examples::STATUS)]
     Status(StatusArgs),
-    /// The durable record of an upgrade run (the last one, or that of `--to`): per node its drain and restart, per
-    /// workload the fewest Ready pods observed against its bound, and the actions taken; it outlives the Events.
+    /// The durable record of an upgrade run (the last one, or that of `--to`): per node its drain
+    /// and restart, per workload the fewest Ready pods observed against its bound, and the
+    /// actions taken; it outlives the Events.
     #[command(after_help = examples::REPORT)]
     Report(ReportArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// The policy whose run to show; may be left out when only one has reports (its policy may be gone).
+    /// The policy whose run to show; may be left out when only one has reports (its policy may be
+    /// gone).
     #[arg(long, value_name = "NAME")]
     pub policy: Option<String>,
 
@@ -273,7 +281,8 @@ pub struct PolicyArg {
 
 #[derive(Args, Debug)]
 pub struct StartArgs {
-    /// The executor ID the control plane now launches, such as sha256:<64 hex digits> (see `kubectl k8sm executor-id`).
+    /// The executor ID the control plane now launches, such as sha256:<64 hex digits> (see
+    /// `kubectl k8sm executor-id`).
     #[arg(long, value_name = "ID")]
     pub to: String,
 
@@ -294,22 +303,22 @@ pub struct StatusArgs {
     #[arg(short = 'w', long)]
     pub watch: bool,
 
-    /// List every node of the policy, one per row (default: only nodes in flight or blocked; the queued and the
-    /// upgraded are summed up in a line each).
+    /// List every node of the policy, one per row (default: only nodes in flight or blocked; the
+    /// queued and the upgraded are summed up in a line each).
     #[arg(long)]
     pub all: bool,
 
-    /// Only nodes with these labels (a label query, as kubectl's: key=value, key!=value, key in (a,b), key, !key;
-    /// comma-separated, all must match): the node rows and the summary lines count only the policy's nodes that
-    /// match.
+    /// Only nodes with these labels (a label query, as kubectl's: key=value, key!=value, key in
+    /// (a,b), key, !key; comma-separated, all must match): the node rows and the summary lines
+    /// count only the policy's nodes that match.
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
 }
 
 #[derive(Args, Debug)]
 pub struct BlockedArgs {
-    /// Only pods of this namespace (default: every namespace, since a blocked pod holds a node whatever its
-    /// namespace).
+    /// Only pods of this namespace (default: every namespace, since a blocked pod holds a node
+    /// whatever its namespace).
     #[arg(
         short = 'n',
         long,
@@ -322,8 +331,9 @@ pub struct BlockedArgs {
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
 
-    /// Only pods with these labels (a label query, as kubectl's: key=value, key!=value, key in (a,b), key, !key;
-    /// comma-separated, all must match). The plan still weighs every pod: a pod waits on its workload's other pods.
+    /// Only pods with these labels (a label query, as kubectl's: key=value, key!=value, key in
+    /// (a,b), key, !key; comma-separated, all must match). The plan still weighs every pod: a
+    /// pod waits on its workload's other pods.
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
 
@@ -345,9 +355,9 @@ pub struct PlanArgs {
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
 
-    /// Only nodes with these labels, and their pods and actions (a label query, as kubectl's: key=value, key!=value,
-    /// key in (a,b), key, !key; comma-separated, all must match). The plan is that of every node: a node's place in
-    /// the queue is its place among all of them.
+    /// Only nodes with these labels, and their pods and actions (a label query, as kubectl's:
+    /// key=value, key!=value, key in (a,b), key, !key; comma-separated, all must match). The
+    /// plan is that of every node: a node's place in the queue is its place among all of them.
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
 }
@@ -357,20 +367,22 @@ pub struct ForceArgs {
     /// The node to unblock.
     pub node: String,
 
-    /// Also delete pods that opted out of the upgrade (k8s.mesosphere.io/upgrade-opt-out and the like).
+    /// Also delete pods that opted out of the upgrade (k8s.mesosphere.io/upgrade-opt-out and the
+    /// like).
     #[arg(long)]
     pub include_opted_out: bool,
 
-    /// For a node that came back from kamikaze with the wrong executor (its old one, or neither its old one nor the
-    /// target), which k8sm never tells to terminate twice: remove the record of that kamikaze (the node's kamikaze
-    /// annotations, or its entry in the policy's status.deletedNodes with kamikaze DeleteNode), so that k8sm drains
-    /// the node and tells it to terminate once more. Fix the node's executor first. Deletes no pod.
+    /// For a node that came back from kamikaze with the wrong executor (its old one, or neither
+    /// its old one nor the target), which k8sm never tells to terminate twice: remove the
+    /// record of that kamikaze (the node's kamikaze annotations, or its entry in the policy's
+    /// status.deletedNodes with kamikaze DeleteNode), so that k8sm drains the node and tells
+    /// it to terminate once more. Fix the node's executor first. Deletes no pod.
     #[arg(long, conflicts_with = "include_opted_out")]
     pub retry_kamikaze: bool,
 
-    /// Also delete pods stuck terminating (past their grace period; reason StuckTerminating) with a grace period of 0,
-    /// as `kubectl delete --grace-period=0 --force` would: for a pod whose kubelet is gone. A finalizer still holds
-    /// such a pod until what set it removes it.
+    /// Also delete pods stuck terminating (past their grace period; reason StuckTerminating) with
+    /// a grace period of 0, as `kubectl delete --grace-period=0 --force` would: for a pod
+    /// whose kubelet is gone. A finalizer still holds such a pod until what set it removes it.
     #[arg(long, conflicts_with = "retry_kamikaze")]
     pub terminating: bool,
 
@@ -385,8 +397,8 @@ pub struct ForceArgs {
 
 #[derive(Args, Debug)]
 pub struct ExecutorIdArgs {
-    /// Version string of the executor, such as v1.36.3 (with --kubelet-binary: default, the first line of its
-    /// `--version`).
+    /// Version string of the executor, such as v1.36.3 (with --kubelet-binary: default, the first
+    /// line of its `--version`).
     #[arg(
         long = "version",
         value_name = "VERSION",
@@ -403,19 +415,21 @@ pub struct ExecutorIdArgs {
     )]
     pub binary: Option<PathBuf>,
 
-    /// A kubelet build: its ID as `k8sm-agent run --kubelet` computes it on a node that runs it with the command
-    /// line of --kubelet-cmdline, the configuration of --kubelet-config and the static pods of --static-pods (flags
-    /// that name the node itself, such as --hostname-override and --node-ip, are left out).
+    /// A kubelet build: its ID as `k8sm-agent run --kubelet` computes it on a node that runs it
+    /// with the command line of --kubelet-cmdline, the configuration of --kubelet-config and
+    /// the static pods of --static-pods (flags that name the node itself, such as
+    /// --hostname-override and --node-ip, are left out).
     #[arg(long, value_name = "PATH", conflicts_with_all = ["binary", "binary_sha256", "flags"])]
     pub kubelet_binary: Option<PathBuf>,
 
-    /// With --kubelet-binary: a file holding the kubelet's command line, as `/proc/<pid>/cmdline` of a node has it
-    /// (NUL-separated) or as text (separated by whitespace), the program name first.
+    /// With --kubelet-binary: a file holding the kubelet's command line, as `/proc/<pid>/cmdline`
+    /// of a node has it (NUL-separated) or as text (separated by whitespace), the program name
+    /// first.
     #[arg(long, value_name = "FILE", requires = "kubelet_binary")]
     pub kubelet_cmdline: Option<PathBuf>,
 
-    /// With --kubelet-binary: the kubelet's configuration file (its --config), required when the command line has
-    /// one.
+    /// With --kubelet-binary: the kubelet's configuration file (its --config), required when the
+    /// command line has one.
     #[arg(long, value_name = "FILE", requires = "kubelet_binary")]
     pub kubelet_config: Option<PathBuf>,
 
@@ -423,7 +437,8 @@ pub struct ExecutorIdArgs {
     #[arg(long, value_name = "HEX")]
     pub binary_sha256: Option<String>,
 
-    /// A flag or configuration setting of the executor, as NAME=VALUE; repeat for each (order does not matter).
+    /// A flag or configuration setting of the executor, as NAME=VALUE; repeat for each (order does
+    /// not matter).
     #[arg(long = "flag", value_name = "NAME=VALUE", allow_hyphen_values = true)]
     pub flags: Vec<String>,
 
@@ -451,7 +466,8 @@ mod tests {
     use super::*;
     use clap::CommandFactory;
 
-    /// The completion script bash reads: valid bash (checked by bash itself), completing every subcommand.
+    /// The completion script bash reads: valid bash (checked by bash itself), completing every
+    /// subcommand.
     #[test]
     fn the_bash_completion_script_is_bash_and_knows_every_command() {
         let mut script = Vec::new();
@@ -490,7 +506,8 @@ mod tests {
         );
     }
 
-    /// Every command, as kubectl's, ends its help with examples, and every example is a command line that parses.
+    /// Every command, as kubectl's, ends its help with examples, and every example is a command
+    /// line that parses.
     #[test]
     fn every_command_has_examples_that_parse() {
         fn walk(command: &clap::Command, path: &str, examples: &mut Vec<String>) {

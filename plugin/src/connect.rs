@@ -1,5 +1,6 @@
-//! Connecting like kubectl: `--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`, else the in-cluster service
-//! account; `--context` picks a context. Also answers "who am I" for the audit trail of `force`.
+//! Connecting like kubectl: `--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`, else the
+//! in-cluster service account; `--context` picks a context. Also answers "who am I" for the audit
+//! trail of `force`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,13 +25,15 @@ pub struct ConnectOptions {
     pub as_groups: Vec<String>,
     /// Bound on each request (`--request-timeout`); `None`: no limit.
     pub request_timeout: Option<Duration>,
-    /// The command keeps watches open (`upgrade status --watch`): reads may idle until the watch's own timeout.
+    /// The command keeps watches open (`upgrade status --watch`): reads may idle until the watch's
+    /// own timeout.
     pub long_lived: bool,
 }
 
 /// How long a connection attempt may take, whatever `--request-timeout` says.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longer than the server-side timeout of kube's watches (290 s), as kube's own default read timeout.
+/// Longer than the server-side timeout of kube's watches (290 s), as kube's own default read
+/// timeout.
 const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(295);
 
 /// A client, and the kubeconfig user it authenticates as (when it came from a kubeconfig).
@@ -41,7 +44,8 @@ pub struct Connection {
 
 impl Connection {
     pub async fn open(options: &ConnectOptions) -> Result<Self, Error> {
-        // kube talks TLS through rustls; pick its crypto provider once for the process (a second call is harmless).
+        // kube talks TLS through rustls; pick its crypto provider once for the process (a second
+        // call is harmless).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let kubeconfig = match &options.kubeconfig {
             Some(path) => Some(
@@ -50,7 +54,8 @@ impl Connection {
             ),
             None => match Kubeconfig::read() {
                 Ok(kubeconfig) => Some(kubeconfig),
-                // A kubeconfig that exists but cannot be read is an error, not a reason to try in-cluster access.
+                // A kubeconfig that exists but cannot be read is an error, not a reason to try
+                // in-cluster access.
                 Err(e) if kubeconfig_present() => return Err(Error::Kubeconfig(e.to_string())),
                 Err(_) => None,
             },
@@ -105,8 +110,8 @@ impl Connection {
         })
     }
 
-    /// The authenticated user's name as the apiserver sees it (SelfSubjectReview), falling back to the kubeconfig's
-    /// user name when the apiserver does not offer the review.
+    /// The authenticated user's name as the apiserver sees it (SelfSubjectReview), falling back to
+    /// the kubeconfig's user name when the apiserver does not offer the review.
     pub async fn user(&self) -> Result<String, Error> {
         let reviews: Api<SelfSubjectReview> = Api::all(self.client.clone());
         match reviews
@@ -152,7 +157,8 @@ fn context_user(kubeconfig: &Kubeconfig, context: Option<&str>) -> Option<String
         .clone()
 }
 
-/// The field manager of every write the plugin makes, so `managedFields` tell the operator's hand from k8sm's.
+/// The field manager of every write the plugin makes, so `managedFields` tell the operator's hand
+/// from k8sm's.
 pub const FIELD_MANAGER: &str = "kubectl-k8sm";
 
 pub fn patch_params() -> PatchParams {
@@ -209,8 +215,9 @@ current-context: prod
         assert_eq!(context_user(&kubeconfig, Some("nope")), None);
     }
 
-    /// kube's gzip feature: the plugin asks for gzipped answers, as kubectl does, and reads them. (A loopback
-    /// server in the test's place of an apiserver: a real one gzips only large answers, unseen by a test.)
+    /// kube's gzip feature: the plugin asks for gzipped answers, as kubectl does, and reads them.
+    /// (A loopback server in the test's place of an apiserver: a real one gzips only large
+    /// answers, unseen by a test.)
     #[tokio::test]
     async fn answers_are_asked_for_and_read_gzipped() {
         use std::io::Write;

@@ -1,5 +1,5 @@
-//! The plugin's errors. Each one reads as a sentence that says what went wrong and, where the operator can act, how
-//! to fix it: never a panic and never a raw API object.
+//! The plugin's errors. Each one reads as a sentence that says what went wrong and, where the
+//! operator can act, how to fix it: never a panic and never a raw API object.
 
 use std::path::PathBuf;
 
@@ -79,7 +79,8 @@ pub enum Error {
         message: String,
     },
 
-    /// The request never got an answer (connection refused, TLS, timeout): the cause chain says why.
+    /// The request never got an answer (connection refused, TLS, timeout): the cause chain says
+    /// why.
     #[error("{what}: cannot reach the Kubernetes API")]
     Unreachable {
         what: String,

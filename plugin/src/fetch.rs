@@ -1,5 +1,6 @@
-//! Reads from the cluster: policies (choosing one like every subcommand does) and one-shot snapshots of everything
-//! the planner reads, converted exactly as the controller converts its caches (`k8sm_view`).
+//! Reads from the cluster: policies (choosing one like every subcommand does) and one-shot
+//! snapshots of everything the planner reads, converted exactly as the controller converts its
+//! caches (`k8sm_view`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -60,7 +61,8 @@ pub fn choose(names: &[String], wanted: Option<&str>) -> Result<String, Error> {
     }
 }
 
-/// A one-shot view of everything the planner reads (nothing in flight: the plugin evicts nothing itself).
+/// A one-shot view of everything the planner reads (nothing in flight: the plugin evicts nothing
+/// itself).
 pub async fn cluster_view(client: &Client) -> Result<ClusterView, Error> {
     let policies: Vec<Arc<ExecutorUpgradePolicy>> =
         policies(client).await?.into_iter().map(Arc::new).collect();
@@ -105,8 +107,8 @@ pub async fn cluster_view(client: &Client) -> Result<ClusterView, Error> {
     ))
 }
 
-/// The label query of the nodes `upgrade status --all` or `-l` lists: the policy's `spec.nodeSelector`, and `extra`
-/// (`-l`) too, as one query the apiserver evaluates.
+/// The label query of the nodes `upgrade status --all` or `-l` lists: the policy's
+/// `spec.nodeSelector`, and `extra` (`-l`) too, as one query the apiserver evaluates.
 pub fn policy_node_selector(
     policy: &ExecutorUpgradePolicy,
     extra: Option<&str>,
@@ -126,7 +128,8 @@ pub fn policy_node_selector(
     )
 }
 
-/// The labels and annotations of every node `selector` matches: metadata only, a fraction of whole nodes.
+/// The labels and annotations of every node `selector` matches: metadata only, a fraction of whole
+/// nodes.
 pub async fn node_metadata(
     client: &Client,
     selector: &str,

@@ -1,8 +1,9 @@
 //! kubectl-k8sm as a library: the operator's console for k8sm upgrades, used as `kubectl k8sm …`.
 //!
-//! Every command is fetch → pure screen model ([`screens`]) → render into a `String` ([`render`]) → print. `plan`,
-//! `blocked` and `force` run the controller's planner over the conversion of live objects that the controller uses
-//! too ([`k8sm_view`]), so what the plugin predicts is what the controller does.
+//! Every command is fetch → pure screen model ([`screens`]) → render into a `String` ([`render`]) →
+//! print. `plan`, `blocked` and `force` run the controller's planner over the conversion of live
+//! objects that the controller uses too ([`k8sm_view`]), so what the plugin predicts is what the
+//! controller does.
 #![forbid(unsafe_code)]
 
 pub mod cli;

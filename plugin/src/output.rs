@@ -1,5 +1,5 @@
-//! Writing results: human text as rendered, or the view model as JSON or YAML for scripts. A closed pipe (`| head`)
-//! ends the output quietly instead of panicking.
+//! Writing results: human text as rendered, or the view model as JSON or YAML for scripts. A closed
+//! pipe (`| head`) ends the output quietly instead of panicking.
 
 use std::io::{ErrorKind, IsTerminal, Write};
 

@@ -1,6 +1,8 @@
-//! Text building blocks shared by every view: kubectl-style tables (tabled), ages, short IDs and colour.
+//! Text building blocks shared by every view: kubectl-style tables (tabled), ages, short IDs and
+//! colour.
 //!
-//! Everything here is pure: a view model goes in, a `String` comes out, so rendering is tested on the text itself.
+//! Everything here is pure: a view model goes in, a `String` comes out, so rendering is tested on
+//! the text itself.
 
 use chrono::{DateTime, Utc};
 use k8sm_api::NodePhase;
@@ -11,13 +13,13 @@ use tabled::settings::{Padding, Style};
 /// Columns are separated like kubectl's: three spaces, no borders, headers in capitals.
 const COLUMN_GAP: usize = 3;
 
-/// Longest text from the cluster in a cell or line of the normal output, in bytes; `-o wide` shows as much as the
-/// controller keeps ([`k8sm_api::MAX_MESSAGE`]).
+/// Longest text from the cluster in a cell or line of the normal output, in bytes; `-o wide` shows
+/// as much as the controller keeps ([`k8sm_api::MAX_MESSAGE`]).
 pub const NARROW_TEXT: usize = 256;
 
-/// Text from the cluster (names, messages, executor IDs: anything a node's or pod's author could have written),
-/// ready for a terminal: control characters escaped, so it can neither move the cursor nor recolour the screen, and
-/// an absurdly long value cut with a marker.
+/// Text from the cluster (names, messages, executor IDs: anything a node's or pod's author could
+/// have written), ready for a terminal: control characters escaped, so it can neither move the
+/// cursor nor recolour the screen, and an absurdly long value cut with a marker.
 pub fn clean(text: &str, wide: bool) -> String {
     let max = if wide {
         k8sm_api::MAX_MESSAGE
@@ -95,7 +97,8 @@ pub fn thousands(n: u32) -> String {
     out
 }
 
-/// `sha256:` IDs shortened to their first 12 hex digits (like short Git hashes); other IDs as they are.
+/// `sha256:` IDs shortened to their first 12 hex digits (like short Git hashes); other IDs as they
+/// are.
 pub fn short_id(id: &str) -> String {
     match id.strip_prefix(k8sm_api::EXECUTOR_ID_PREFIX) {
         // A char boundary: an ID from a node's annotation may be anything.
@@ -106,7 +109,8 @@ pub fn short_id(id: &str) -> String {
     }
 }
 
-/// Colour for a terminal, or none at all: decided once from the environment, then passed to every renderer.
+/// Colour for a terminal, or none at all: decided once from the environment, then passed to every
+/// renderer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Palette {
     enabled: bool,

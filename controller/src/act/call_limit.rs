@@ -1,11 +1,13 @@
-//! How many calls run at once (evictions and deletions, and a pass's node writes): additive increase,
-//! multiplicative decrease (AIMD), as TCP paces a connection, on the apiserver's own signals.
+//! How many calls run at once (evictions and deletions, and a pass's node writes): additive
+//! increase, multiplicative decrease (AIMD), as TCP paces a connection, on the apiserver's own
+//! signals.
 //!
-//! A fixed cap holds throughput to the cap over the latency whatever the apiserver can take, and overloads one that
-//! can take less. The limit grows by one for each limit's worth of calls answered quickly, and halves when the
-//! apiserver says it is overloaded (a 429 of its priority and fairness, not a budget's; a 5xx; no answer) or when a
-//! call took longer than [`SLOW_CALL`]. It halves at most once per [`COOL_DOWN`], so that the answers of one burst do
-//! not halve it again and again.
+//! A fixed cap holds throughput to the cap over the latency whatever the apiserver can take, and
+//! overloads one that can take less. The limit grows by one for each limit's worth of calls
+//! answered quickly, and halves when the apiserver says it is overloaded (a 429 of its priority and
+//! fairness, not a budget's; a 5xx; no answer) or when a call took longer than [`SLOW_CALL`]. It
+//! halves at most once per [`COOL_DOWN`], so that the answers of one burst do not halve it again
+//! and again.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +17,8 @@ pub const INITIAL: usize = 16;
 pub const FLOOR: usize = 4;
 /// Never more: past this, a pass's evictions are no longer what the calls limit.
 pub const CEILING: usize = 128;
-/// A call answered slower than this means the apiserver is queueing (an eviction takes milliseconds when it is not).
+/// A call answered slower than this means the apiserver is queueing (an eviction takes milliseconds
+/// when it is not).
 pub const SLOW_CALL: Duration = Duration::from_secs(2);
 /// The least time between two decreases.
 pub const COOL_DOWN: Duration = Duration::from_secs(2);
@@ -25,8 +28,8 @@ pub const COOL_DOWN: Duration = Duration::from_secs(2);
 pub enum Answer {
     /// Answered, whatever the answer (a budget's refusal included), in this time.
     Took(Duration),
-    /// The apiserver is overloaded: priority and fairness refused it (429 without a budget's cause), it failed
-    /// (5xx), or it did not answer.
+    /// The apiserver is overloaded: priority and fairness refused it (429 without a budget's
+    /// cause), it failed (5xx), or it did not answer.
     Overloaded,
 }
 

@@ -1,5 +1,5 @@
-//! Carrying out the planner's actions: precondition-safe patches of the contract keys, evictions, deletions and
-//! kamikaze. Every mutation has a timeout; none decides anything.
+//! Carrying out the planner's actions: precondition-safe patches of the contract keys, evictions,
+//! deletions and kamikaze. Every mutation has a timeout; none decides anything.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,21 +29,22 @@ const RECORD_ATTEMPTS: usize = 3;
 /// What came of one action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// It was carried out. For a node write: the node's resourceVersion afterwards (equal to the one before when
-    /// the patch changed nothing), so the loop knows which version its cache must reach; likewise for a write to
-    /// the policy (a deleted node recorded in its status).
+    /// It was carried out. For a node write: the node's resourceVersion afterwards (equal to the
+    /// one before when the patch changed nothing), so the loop knows which version its cache
+    /// must reach; likewise for a write to the policy (a deleted node recorded in its status).
     Done {
         node_version: Option<String>,
         policy_version: Option<String>,
         /// Likewise for a Deployment a surge move patched.
         deployment_version: Option<String>,
     },
-    /// Nothing to do any more (the pod is gone, the node changed under us): the next plan sees the new state.
+    /// Nothing to do any more (the pod is gone, the node changed under us): the next plan sees the
+    /// new state.
     Stale(String),
     /// The Eviction API refused because of a PodDisruptionBudget (HTTP 429): wait and try again.
     DisruptionBudget(String),
-    /// The apiserver's priority and fairness refused the call (HTTP 429 without a budget's cause): it is
-    /// overloaded; try again soon.
+    /// The apiserver's priority and fairness refused the call (HTTP 429 without a budget's cause):
+    /// it is overloaded; try again soon.
     Throttled(String),
 }
 
@@ -57,9 +58,10 @@ impl Outcome {
     }
 }
 
-/// What an eviction's 429 means: a budget's refusal carries the `DisruptionBudget` cause (the Eviction API adds it to
-/// every refusal of a budget, as `kubectl drain` and the disruption tests read it); without it, the apiserver's
-/// priority and fairness turned the request away before the Eviction API saw it.
+/// What an eviction's 429 means: a budget's refusal carries the `DisruptionBudget` cause (the
+/// Eviction API adds it to every refusal of a budget, as `kubectl drain` and the disruption tests
+/// read it); without it, the apiserver's priority and fairness turned the request away before the
+/// Eviction API saw it.
 fn refusal(status: &kube::core::Status) -> Outcome {
     let budget = status
         .details
@@ -108,8 +110,9 @@ impl Executor {
         }
     }
 
-    /// Executes `action`. `cached` holds the cached objects the action is about (its Node, the policy on whose
-    /// behalf it is done, the Deployment a surge move patches), for resourceVersion preconditions.
+    /// Executes `action`. `cached` holds the cached objects the action is about (its Node, the
+    /// policy on whose behalf it is done, the Deployment a surge move patches), for
+    /// resourceVersion preconditions.
     pub async fn execute(&self, action: &Action, cached: Cached<'_>) -> Result<Outcome, Error> {
         let Cached {
             node,
@@ -220,9 +223,10 @@ impl Executor {
         }
     }
 
-    /// A JSON merge patch carrying the cached resourceVersion: if the node changed since, the apiserver answers 409
-    /// and the next plan, made from the fresh node, decides again. Lists such as taints are replaced whole, so this
-    /// precondition is what keeps a concurrent edit from being lost.
+    /// A JSON merge patch carrying the cached resourceVersion: if the node changed since, the
+    /// apiserver answers 409 and the next plan, made from the fresh node, decides again. Lists
+    /// such as taints are replaced whole, so this precondition is what keeps a concurrent edit
+    /// from being lost.
     async fn patch_node(&self, node: &Node, patch: Value) -> Result<Outcome, Error> {
         let api: Api<Node> = Api::all(self.client.clone());
         let name = node.name_any();
@@ -247,10 +251,11 @@ impl Executor {
         }
     }
 
-    /// Starts a surge rollout of `deployment` (as cached) to move `pod`: the pod template's restarted-at annotation
-    /// changes, as `kubectl rollout restart` changes its own, and the move is recorded on the Deployment, in one
-    /// patch conditional on the cached resourceVersion: a Deployment that changed since the plan (a rollout of its
-    /// own started) is planned again from the fresh object.
+    /// Starts a surge rollout of `deployment` (as cached) to move `pod`: the pod template's
+    /// restarted-at annotation changes, as `kubectl rollout restart` changes its own, and the
+    /// move is recorded on the Deployment, in one patch conditional on the cached
+    /// resourceVersion: a Deployment that changed since the plan (a rollout of its own started)
+    /// is planned again from the fresh object.
     async fn surge(
         &self,
         pod: &PodRef,
@@ -295,7 +300,8 @@ impl Executor {
         }
     }
 
-    /// Adds or removes the policy finalizer, conditional on the cached resourceVersion (the list is replaced whole).
+    /// Adds or removes the policy finalizer, conditional on the cached resourceVersion (the list is
+    /// replaced whole).
     async fn finalizer(&self, policy: &ExecutorUpgradePolicy, add: bool) -> Result<Outcome, Error> {
         let mut finalizers: Vec<String> = policy.finalizers().to_vec();
         finalizers.retain(|f| f != keys::POLICY_FINALIZER);
@@ -324,11 +330,11 @@ impl Executor {
         }
     }
 
-    /// Records a node about to be deleted in the policy's `status.deletedNodes`, unless it is there already: read
-    /// afresh and written conditional on that read (the list is replaced whole), retried on a conflict, so that two
-    /// deletions of one pass, or a status write in between, never drop a record. `Ok(version)`: recorded (the
-    /// policy's resourceVersion afterwards; `None` when it was there already); `Err(outcome)`: stop here, the node
-    /// is not deleted.
+    /// Records a node about to be deleted in the policy's `status.deletedNodes`, unless it is there
+    /// already: read afresh and written conditional on that read (the list is replaced whole),
+    /// retried on a conflict, so that two deletions of one pass, or a status write in between,
+    /// never drop a record. `Ok(version)`: recorded (the policy's resourceVersion afterwards;
+    /// `None` when it was there already); `Err(outcome)`: stop here, the node is not deleted.
     async fn record_deletion(
         &self,
         policy: &ExecutorUpgradePolicy,
@@ -343,7 +349,8 @@ impl Executor {
         let record = DeletedNode {
             name: name.clone(),
             uid: uid.clone(),
-            // Bounded as the planner records it: the status must not grow with a node's annotations.
+            // Bounded as the planner records it: the status must not grow with a node's
+            // annotations.
             executor_id: node
                 .annotations()
                 .get(keys::EXECUTOR_ID_ANNOTATION)
@@ -464,11 +471,12 @@ impl Executor {
         }
     }
 
-    /// POSTs the kamikaze `body` (see [`kamikaze_body`]) to `url`, the agent of `node`, with a token the agent
-    /// verifies (see [`crate::act::kamikaze_token`]).
+    /// POSTs the kamikaze `body` (see [`kamikaze_body`]) to `url`, the agent of `node`, with a
+    /// token the agent verifies (see [`crate::act::kamikaze_token`]).
     async fn post_kamikaze(&self, node: &Node, url: &str, body: String) -> Result<(), Error> {
         let token = self.kamikaze_tokens.token_for(node).await?;
-        // Fenced as the API writes are (`crate::leadership::fence`): answered or abandoned within the term.
+        // Fenced as the API writes are (`crate::leadership::fence`): answered or abandoned within
+        // the term.
         let timeout = self.leadership.write_timeout();
         self.leadership.ensure_for(timeout)?;
         let refused = tokio::time::timeout(timeout, self.kamikaze.post(url, &token, body))
@@ -487,9 +495,9 @@ impl Executor {
     }
 }
 
-/// The body of the `Http` kamikaze: `{"kamikaze": "<RFC 3339>"}`, the exact value then written as the kamikaze
-/// annotation. The agent records that value as obeyed before it restarts, so the annotation is never obeyed a
-/// second time by an executor that comes back with its old ID.
+/// The body of the `Http` kamikaze: `{"kamikaze": "<RFC 3339>"}`, the exact value then written as
+/// the kamikaze annotation. The agent records that value as obeyed before it restarts, so the
+/// annotation is never obeyed a second time by an executor that comes back with its old ID.
 fn kamikaze_body(at: DateTime<Utc>) -> String {
     json!({ "kamikaze": rfc3339(at) }).to_string()
 }
@@ -516,8 +524,8 @@ fn uid_precondition(uid: &str) -> DeleteParams {
 mod tests {
     use super::*;
 
-    /// An eviction's 429 as the apiserver sends it: a budget's (`policy/v1` adds the `DisruptionBudget` cause), or
-    /// priority and fairness's (no cause).
+    /// An eviction's 429 as the apiserver sends it: a budget's (`policy/v1` adds the
+    /// `DisruptionBudget` cause), or priority and fairness's (no cause).
     #[test]
     fn a_budgets_refusal_is_told_from_the_apiservers_throttling() {
         let budget: kube::core::Status = serde_json::from_value(serde_json::json!({

@@ -1,5 +1,5 @@
-//! The `Http` kamikaze's HTTPS client: it trusts the agents' CA (`--kamikaze-ca-file`) or the system's roots,
-//! follows no redirect, and quotes an agent's refusal short and escaped.
+//! The `Http` kamikaze's HTTPS client: it trusts the agents' CA (`--kamikaze-ca-file`) or the
+//! system's roots, follows no redirect, and quotes an agent's refusal short and escaped.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -13,12 +13,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How much of an agent's refusal an error quotes.
 const ANSWER_MAX_CHARS: usize = 200;
 
-/// The `Http` kamikaze's HTTP client, built when first needed: building it loads the CA roots, and a controller whose
-/// policies never POST a kamikaze must not fail to start where there are none (a minimal image). A build that fails
-/// is tried again at the next POST, and the client is built again when the CA file changes (a rotated bundle needs
-/// no restart).
+/// The `Http` kamikaze's HTTP client, built when first needed: building it loads the CA roots, and
+/// a controller whose policies never POST a kamikaze must not fail to start where there are none (a
+/// minimal image). A build that fails is tried again at the next POST, and the client is built
+/// again when the CA file changes (a rotated bundle needs no restart).
 pub struct KamikazeClient {
-    /// Trust only the CA certificates of this PEM file (the agents' serving CA), not the system's roots.
+    /// Trust only the CA certificates of this PEM file (the agents' serving CA), not the system's
+    /// roots.
     ca_file: Option<PathBuf>,
     built: Mutex<Option<Built>>,
 }
@@ -37,9 +38,10 @@ impl KamikazeClient {
         }
     }
 
-    /// POSTs `body` with `token` to `url`. `Ok(None)`: a 2xx answer; `Ok(Some(refusal))`: any other answer, a
-    /// redirect included (not followed); `Err`: no answer. Only 2xx counts: the agent answers 401/403 for a token it
-    /// does not accept and 409 for a node it does not see drained by k8sm.
+    /// POSTs `body` with `token` to `url`. `Ok(None)`: a 2xx answer; `Ok(Some(refusal))`: any other
+    /// answer, a redirect included (not followed); `Err`: no answer. Only 2xx counts: the agent
+    /// answers 401/403 for a token it does not accept and 409 for a node it does not see
+    /// drained by k8sm.
     pub async fn post(
         &self,
         url: &str,
@@ -76,8 +78,8 @@ fn build(ca_file: Option<&Path>) -> Result<reqwest::Client, String> {
     let mut builder = reqwest::Client::builder()
         .timeout(MAX_WRITE_TIMEOUT)
         .connect_timeout(CONNECT_TIMEOUT)
-        // A redirect would take the POST, and its token, wherever the answer points: never followed, a 3xx is a
-        // failure.
+        // A redirect would take the POST, and its token, wherever the answer points: never
+        // followed, a 3xx is a failure.
         .redirect(reqwest::redirect::Policy::none());
     if let Some(path) = ca_file {
         let pem = std::fs::read(path)
@@ -93,7 +95,8 @@ fn build(ca_file: Option<&Path>) -> Result<reqwest::Client, String> {
         builder = builder.tls_certs_only(certificates);
     }
     builder.build().map_err(|e| {
-        // reqwest's own message is only "builder error": the causes say what is missing (CA roots, say).
+        // reqwest's own message is only "builder error": the causes say what is missing (CA roots,
+        // say).
         let mut message = format!("building the kamikaze HTTP client: {e}");
         let mut cause = std::error::Error::source(&e);
         while let Some(c) = cause {
@@ -128,8 +131,8 @@ async fn post_kamikaze(
         url: url.to_owned(),
         message,
     };
-    // The URL was built from the template and parsed values; parsing it again catches what neither could see (a
-    // port out of range, say) before anything is sent.
+    // The URL was built from the template and parsed values; parsing it again catches what neither
+    // could see (a port out of range, say) before anything is sent.
     let parsed = reqwest::Url::parse(url).map_err(|e| http_error(format!("not a URL: {e}")))?;
     let response = http
         .post(parsed)
@@ -157,7 +160,8 @@ async fn post_kamikaze(
     Ok(Some(Refusal { status, why }))
 }
 
-/// The first line of an agent's answer, at most [`ANSWER_MAX_CHARS`] characters, control characters escaped.
+/// The first line of an agent's answer, at most [`ANSWER_MAX_CHARS`] characters, control characters
+/// escaped.
 fn quote_answer(text: &str) -> String {
     let line = text.lines().next().unwrap_or_default();
     let cut: String = line.chars().take(ANSWER_MAX_CHARS).collect();
@@ -171,12 +175,13 @@ fn quote_answer(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    //! The kamikaze POST against loopback servers: what it sends, redirects, refusals, and TLS verified by the CA file.
+    //! The kamikaze POST against loopback servers: what it sends, redirects, refusals, and TLS
+    //! verified by the CA file.
 
     use super::*;
 
-    /// Accepts one connection on a loopback port, answers it with `answer` (a raw HTTP response), and hands back
-    /// the request it read.
+    /// Accepts one connection on a loopback port, answers it with `answer` (a raw HTTP response),
+    /// and hands back the request it read.
     async fn answer_once(answer: String) -> (String, tokio::task::JoinHandle<String>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -310,7 +315,8 @@ mod tests {
         assert_eq!(quote_answer(""), "");
     }
 
-    /// A CA's certificate (PEM) and a server configuration for 127.0.0.1 whose certificate it signed.
+    /// A CA's certificate (PEM) and a server configuration for 127.0.0.1 whose certificate it
+    /// signed.
     fn pki() -> (String, std::sync::Arc<rustls::ServerConfig>) {
         use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
         use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};

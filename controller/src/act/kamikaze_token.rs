@@ -1,10 +1,12 @@
-//! The credential the controller presents with the `Http` kamikaze (docs/design.md §5.4, §9): a token of its own
-//! ServiceAccount from the TokenRequest API, for the kamikaze audience only and bound to the Node it is sent to.
+//! The credential the controller presents with the `Http` kamikaze (docs/design.md §5.4, §9): a
+//! token of its own ServiceAccount from the TokenRequest API, for the kamikaze audience only and
+//! bound to the Node it is sent to.
 //!
-//! The audience keeps the token from working against the apiserver (an agent that receives it cannot act as the
-//! controller), and the Node binding keeps it from working against any other agent: an agent obeys only a token whose
-//! bound node is its own, so a node that captures the token of its own kamikaze cannot replay it to another. A token
-//! is cached per Node object until shortly before it expires, so a POST retried after a failure reuses it.
+//! The audience keeps the token from working against the apiserver (an agent that receives it
+//! cannot act as the controller), and the Node binding keeps it from working against any other
+//! agent: an agent obeys only a token whose bound node is its own, so a node that captures the
+//! token of its own kamikaze cannot replay it to another. A token is cached per Node object until
+//! shortly before it expires, so a POST retried after a failure reuses it.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -15,13 +17,15 @@ use kube::{Api, Client, ResourceExt};
 
 use crate::Error;
 
-/// Name of the controller's ServiceAccount in deploy/rbac.yaml: the default, in the namespace the controller runs in.
+/// Name of the controller's ServiceAccount in deploy/rbac.yaml: the default, in the namespace the
+/// controller runs in.
 pub const DEFAULT_SERVICE_ACCOUNT: &str = "k8sm-controller";
 
 /// Where a Pod finds its own namespace.
 const IN_CLUSTER_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
-/// Lifetime asked for: the shortest the TokenRequest API grants (the agent remembers it until then).
+/// Lifetime asked for: the shortest the TokenRequest API grants (the agent remembers it until
+/// then).
 const TOKEN_LIFETIME: Duration = Duration::from_secs(600);
 
 /// A ServiceAccount, `NAMESPACE/NAME` on the command line.
@@ -61,8 +65,8 @@ impl std::fmt::Display for ServiceAccountRef {
 }
 
 impl ServiceAccountRef {
-    /// `configured`, or else [`DEFAULT_SERVICE_ACCOUNT`] in the namespace of the Pod the controller runs in; `None`
-    /// outside a cluster without the flag.
+    /// `configured`, or else [`DEFAULT_SERVICE_ACCOUNT`] in the namespace of the Pod the controller
+    /// runs in; `None` outside a cluster without the flag.
     pub fn or_in_cluster_default(configured: Option<Self>) -> Option<Self> {
         configured.or_else(|| {
             let namespace = std::fs::read_to_string(IN_CLUSTER_NAMESPACE_FILE).ok()?;

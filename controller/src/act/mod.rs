@@ -1,4 +1,5 @@
-//! Carrying out the plan: patches, evictions, deletions and kamikazes, within a bound on concurrent calls.
+//! Carrying out the plan: patches, evictions, deletions and kamikazes, within a bound on concurrent
+//! calls.
 
 pub(crate) mod call_limit;
 pub(crate) mod execute;

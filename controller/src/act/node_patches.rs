@@ -1,6 +1,7 @@
-//! The merge patches of the actions that write a Node, built from the action and the cached Node alone, so that
-//! each is tested without a client. Every patch carries the cached resourceVersion: if the node changed since, the
-//! apiserver answers 409 and the next plan, made from the fresh node, decides again.
+//! The merge patches of the actions that write a Node, built from the action and the cached Node
+//! alone, so that each is tested without a client. Every patch carries the cached resourceVersion:
+//! if the node changed since, the apiserver answers 409 and the next plan, made from the fresh
+//! node, decides again.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -90,7 +91,8 @@ pub(crate) fn for_action(kind: &ActionKind, node: &Node) -> Result<Value, Error>
             }
         }
         ActionKind::Cordon { .. } => cordon_patch(node, &mut patch),
-        // The record that kamikaze was sent (and, for the Annotation mechanism, the message itself).
+        // The record that kamikaze was sent (and, for the Annotation mechanism, the message
+        // itself).
         ActionKind::Kamikaze {
             executor_id,
             at,
@@ -120,7 +122,8 @@ pub(crate) fn for_action(kind: &ActionKind, node: &Node) -> Result<Value, Error>
     Ok(patch)
 }
 
-/// Every annotation k8sm writes on a Node besides the mark: what completing or handing a node back removes.
+/// Every annotation k8sm writes on a Node besides the mark: what completing or handing a node back
+/// removes.
 const K8SM_NODE_ANNOTATIONS: [&str; 10] = [
     keys::KAMIKAZE_ANNOTATION,
     keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
@@ -134,8 +137,8 @@ const K8SM_NODE_ANNOTATIONS: [&str; 10] = [
     keys::FORCED_ANNOTATION,
 ];
 
-/// The patch of `Complete` (`remove_mark`) and `Release`: k8sm's annotations go; the mark (annotation, label and
-/// taint) only with `remove_mark`; the cordon only with `uncordon`.
+/// The patch of `Complete` (`remove_mark`) and `Release`: k8sm's annotations go; the mark
+/// (annotation, label and taint) only with `remove_mark`; the cordon only with `uncordon`.
 fn release(node: &Node, uncordon: bool, remove_mark: bool) -> Result<Value, Error> {
     let mut patch = node_patch(node);
     for key in K8SM_NODE_ANNOTATIONS {
@@ -174,8 +177,8 @@ fn node_patch(node: &Node) -> Value {
     json!({ "metadata": { "resourceVersion": node.resource_version() } })
 }
 
-/// Cordons, recording that k8sm did it — unless an operator had cordoned the node already: then k8sm must not
-/// claim it, or it would uncordon a node the operator wants cordoned.
+/// Cordons, recording that k8sm did it — unless an operator had cordoned the node already: then
+/// k8sm must not claim it, or it would uncordon a node the operator wants cordoned.
 fn cordon_patch(node: &Node, patch: &mut Value) {
     let already = node
         .spec

@@ -1,10 +1,11 @@
-//! Fenced writes: the layer every write of the controller goes through (actions, status, Events, reports), below the
-//! call sites, so that none can forget it. A write starts only while this replica's term has at least the write
-//! timeout left, and is abandoned at that timeout: it is answered or dropped before the term ends, and a standby
-//! takes over only `lease duration − renew deadline` later (see [`crate::leadership::leader`]). Reads pass through.
+//! Fenced writes: the layer every write of the controller goes through (actions, status, Events,
+//! reports), below the call sites, so that none can forget it. A write starts only while this
+//! replica's term has at least the write timeout left, and is abandoned at that timeout: it is
+//! answered or dropped before the term ends, and a standby takes over only `lease duration − renew
+//! deadline` later (see [`crate::leadership::leader`]). Reads pass through.
 //!
-//! A refused write never reaches the network; its error is a [`NotLeader`], which callers tell from a failure by
-//! [`never_sent`].
+//! A refused write never reaches the network; its error is a [`NotLeader`], which callers tell from
+//! a failure by [`never_sent`].
 
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -15,7 +16,8 @@ use tower::{BoxError, Layer, Service};
 
 use crate::leadership::leader::{Leadership, NotLeader};
 
-/// A write that was not answered within its timeout (the request may or may not have been carried out).
+/// A write that was not answered within its timeout (the request may or may not have been carried
+/// out).
 #[derive(Debug, thiserror::Error)]
 #[error("no answer within the write timeout ({0:?})")]
 pub struct WriteTimedOut(pub Duration);
@@ -76,7 +78,8 @@ where
         Box::pin(async move {
             match tokio::time::timeout(timeout, response).await {
                 Ok(answer) => answer.map_err(Into::into),
-                // Dropping the call closes its connection (HTTP/1.1): nothing of it is sent afterwards.
+                // Dropping the call closes its connection (HTTP/1.1): nothing of it is sent
+                // afterwards.
                 Err(_) => Err(WriteTimedOut(timeout).into()),
             }
         })

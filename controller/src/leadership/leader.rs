@@ -1,45 +1,56 @@
-//! Leader election on a `coordination.k8s.io` Lease, in the manner of client-go's `leaderelection`: of several
-//! replicas at most one acts at any moment, also when a replica freezes, its Lease calls hang, or its clock is off.
+//! Leader election on a `coordination.k8s.io` Lease, in the manner of client-go's `leaderelection`:
+//! of several replicas at most one acts at any moment, also when a replica freezes, its Lease calls
+//! hang, or its clock is off.
 //!
-//! - **Leadership is a deadline**: the start of the last successful renewal round plus the renew deadline, measured
-//!   on CLOCK_BOOTTIME and on the wall clock ([`crate::leadership::term_clock`]), never on the monotonic clock, which stops while
-//!   a VM is paused. [`Leadership::ensure`] compares it with the time now and is called before every write, so a
-//!   process that was frozen (SIGSTOP, a paused or suspended VM) or whose renewals hang knows it no longer leads the
-//!   moment it runs again, with no help from the election task.
-//! - **Writes are fenced** ([`crate::leadership::fence`]): a write starts only while the term has at least the write's timeout
-//!   left ([`Leadership::ensure_for`]), so every write is answered or abandoned before the deadline; the timeout
-//!   itself stays below the lease duration minus the renew deadline ([`LeaseConfig::write_timeout`]).
-//! - **Another holder's claim expires by this replica's own observation**: a candidate remembers when, on its
-//!   monotonic clock, it first saw the current record (holder, renewTime, resourceVersion), and takes over only once
-//!   that record has stood unchanged for its `leaseDurationSeconds`. The holder's wall-clock renewTime is written
-//!   (for people and other tools) but never compared with this replica's clock, so skew cannot shorten a claim.
-//! - **Why this cannot split.** The holder's round starts (instant `s`) before its write reaches the apiserver; a
-//!   candidate sees the written record only after that (`o ≥ s`), so it can take over no earlier than
-//!   `o + leaseDuration ≥ s + leaseDuration`, while the holder's last write was answered or abandoned by
-//!   `s + renewDeadline`. The margin `leaseDuration − renewDeadline` absorbs a difference in clock rates and bytes
-//!   still on the wire when a write is abandoned. Every Lease write carries the resourceVersion read in the same round, so two candidates never
-//!   both win one record. (As with client-go, an operator who deletes the Lease lets a candidate create it at once;
-//!   the old holder stops at its next round, within a retry period, when it sees another holder.)
-//! - **Every round is time-boxed** (get, then create or replace) to half the renew deadline: a hung call cannot
-//!   outlast leadership, and there is time for another round before the deadline.
-//! - **The Lease is released on shutdown**: the controller stops acting, then [`Leadership::release`] ends the term
-//!   and writes the Lease with no holder and `leaseDurationSeconds: 1` (client-go's ReleaseOnCancel). A candidate
-//!   that sees no holder acquires at once, and candidates poll every [`LeaseConfig::retry_period`] (at most 1 s),
-//!   so a rollout of the controller leaves no leaderless gap.
+//! - **Leadership is a deadline**: the start of the last successful renewal round plus the renew
+//!   deadline, measured on CLOCK_BOOTTIME and on the wall clock
+//!   ([`crate::leadership::term_clock`]), never on the monotonic clock, which stops while a VM is
+//!   paused. [`Leadership::ensure`] compares it with the time now and is called before every write,
+//!   so a process that was frozen (SIGSTOP, a paused or suspended VM) or whose renewals hang knows
+//!   it no longer leads the moment it runs again, with no help from the election task.
+//! - **Writes are fenced** ([`crate::leadership::fence`]): a write starts only while the term has
+//!   at least the write's timeout left ([`Leadership::ensure_for`]), so every write is answered or
+//!   abandoned before the deadline; the timeout itself stays below the lease duration minus the
+//!   renew deadline ([`LeaseConfig::write_timeout`]).
+//! - **Another holder's claim expires by this replica's own observation**: a candidate remembers
+//!   when, on its monotonic clock, it first saw the current record (holder, renewTime,
+//!   resourceVersion), and takes over only once that record has stood unchanged for its
+//!   `leaseDurationSeconds`. The holder's wall-clock renewTime is written (for people and other
+//!   tools) but never compared with this replica's clock, so skew cannot shorten a claim.
+//! - **Why this cannot split.** The holder's round starts (instant `s`) before its write reaches
+//!   the apiserver; a candidate sees the written record only after that (`o ≥ s`), so it can take
+//!   over no earlier than `o + leaseDuration ≥ s + leaseDuration`, while the holder's last write
+//!   was answered or abandoned by `s + renewDeadline`. The margin `leaseDuration − renewDeadline`
+//!   absorbs a difference in clock rates and bytes still on the wire when a write is abandoned.
+//!   Every Lease write carries the resourceVersion read in the same round, so two candidates never
+//!   both win one record. (As with client-go, an operator who deletes the Lease lets a candidate
+//!   create it at once; the old holder stops at its next round, within a retry period, when it sees
+//!   another holder.)
+//! - **Every round is time-boxed** (get, then create or replace) to half the renew deadline: a hung
+//!   call cannot outlast leadership, and there is time for another round before the deadline.
+//! - **The Lease is released on shutdown**: the controller stops acting, then
+//!   [`Leadership::release`] ends the term and writes the Lease with no holder and
+//!   `leaseDurationSeconds: 1` (client-go's ReleaseOnCancel). A candidate that sees no holder
+//!   acquires at once, and candidates poll every [`LeaseConfig::retry_period`] (at most 1 s), so a
+//!   rollout of the controller leaves no leaderless gap.
 //!
 //! # Libraries examined (none replaces this module)
 //! - `kube-runtime` 5.0 (the kube of this workspace) has no leader election.
-//! - `kube-lease-manager` 0.13.1, the one crate built on kube 5: a claim expires at the holder's renewTime plus the
-//!   duration, compared with this machine's `SystemTime` (skew is tolerated only up to a configured grace); the
-//!   caller learns leadership from a flag its task updates, not a deadline, so a process that wakes from a freeze
-//!   still reads "leader" until that task runs again.
-//! - `kubert` 0.25.0 (`lease` module): built on kube-client 1.1; the claim's expiry is the holder's renewTime plus
-//!   the duration, compared with `chrono::Utc::now()` (wall clock), and the caller checks that expiry.
-//! - `kube-leader-election` 0.44.0: built on kube 4; compares the holder's renewTime with the local wall clock (its
-//!   README says it is "volatile to datetime skew"); the caller drives the rounds and keeps its own flag.
-//! - `kube-coordinate` 2.0.0-rc.0: judges expiry by observed time on `Instant` (as here), but is a pre-release on
-//!   kube 2, exposes leadership as a state channel set by its task (not a deadline checked before writes), renews
-//!   only once the renew deadline has elapsed, and does not release the Lease on shutdown.
+//! - `kube-lease-manager` 0.13.1, the one crate built on kube 5: a claim expires at the holder's
+//!   renewTime plus the duration, compared with this machine's `SystemTime` (skew is tolerated only
+//!   up to a configured grace); the caller learns leadership from a flag its task updates, not a
+//!   deadline, so a process that wakes from a freeze still reads "leader" until that task runs
+//!   again.
+//! - `kubert` 0.25.0 (`lease` module): built on kube-client 1.1; the claim's expiry is the holder's
+//!   renewTime plus the duration, compared with `chrono::Utc::now()` (wall clock), and the caller
+//!   checks that expiry.
+//! - `kube-leader-election` 0.44.0: built on kube 4; compares the holder's renewTime with the local
+//!   wall clock (its README says it is "volatile to datetime skew"); the caller drives the rounds
+//!   and keeps its own flag.
+//! - `kube-coordinate` 2.0.0-rc.0: judges expiry by observed time on `Instant` (as here), but is a
+//!   pre-release on kube 2, exposes leadership as a state channel set by its task (not a deadline
+//!   checked before writes), renews only once the renew deadline has elapsed, and does not release
+//!   the Lease on shutdown.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -58,11 +69,14 @@ use crate::leadership::term_clock::Reading;
 /// The longest pause between two rounds: how soon a candidate sees a released Lease.
 const MAX_RETRY_PERIOD: Duration = Duration::from_secs(1);
 const MIN_RETRY_PERIOD: Duration = Duration::from_millis(100);
-/// Attempts to clear the Lease on release when it changes under us (our own renewal still landing, say).
+/// Attempts to clear the Lease on release when it changes under us (our own renewal still landing,
+/// say).
 const RELEASE_ATTEMPTS: usize = 3;
-/// The longest a write may take, when nothing shorter is needed: also the bound without leader election.
+/// The longest a write may take, when nothing shorter is needed: also the bound without leader
+/// election.
 pub const MAX_WRITE_TIMEOUT: Duration = Duration::from_secs(15);
-/// The shortest write timeout a configuration may imply: shorter, a loaded apiserver would time out ordinary writes.
+/// The shortest write timeout a configuration may imply: shorter, a loaded apiserver would time out
+/// ordinary writes.
 const MIN_WRITE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The election's settings, validated: [`LeaseConfig::new`].
@@ -78,8 +92,9 @@ pub struct LeaseConfig {
 }
 
 impl LeaseConfig {
-    /// `renew_deadline` defaults to two thirds of `lease_duration`. Fails when the leader could still act after a
-    /// candidate may take over, or when a failed renewal could not be retried before the deadline.
+    /// `renew_deadline` defaults to two thirds of `lease_duration`. Fails when the leader could
+    /// still act after a candidate may take over, or when a failed renewal could not be retried
+    /// before the deadline.
     pub fn new(
         namespace: String,
         name: String,
@@ -126,17 +141,19 @@ impl LeaseConfig {
         Ok(config)
     }
 
-    /// How long one write may take. A write starts only while the term has this much left, so it is answered or
-    /// abandoned before the deadline; and it stays below `lease_duration − renew_deadline` (four fifths of it), so
-    /// that even a write checked only at the deadline ends before a standby may take over. It also leaves room in a
-    /// term renewed on time: the term has `renew_deadline` less one retry period and one round left at worst.
+    /// How long one write may take. A write starts only while the term has this much left, so it is
+    /// answered or abandoned before the deadline; and it stays below `lease_duration −
+    /// renew_deadline` (four fifths of it), so that even a write checked only at the deadline
+    /// ends before a standby may take over. It also leaves room in a term renewed on time: the
+    /// term has `renew_deadline` less one retry period and one round left at worst.
     pub fn write_timeout(&self) -> Duration {
         let margin = (self.lease_duration - self.renew_deadline) * 4 / 5;
         let in_term = self.renew_deadline.saturating_sub(self.retry_period() * 2);
         MAX_WRITE_TIMEOUT.min(margin).min(in_term)
     }
 
-    /// The pause between rounds: the leader renews this often, and a candidate looks at the Lease this often.
+    /// The pause between rounds: the leader renews this often, and a candidate looks at the Lease
+    /// this often.
     pub fn retry_period(&self) -> Duration {
         (self.lease_duration / 6).clamp(MIN_RETRY_PERIOD, MAX_RETRY_PERIOD)
     }
@@ -146,7 +163,8 @@ impl LeaseConfig {
         self.renew_deadline / 2
     }
 
-    /// `leaseDurationSeconds` as written: rounded up, so that candidates never wait less than this replica promised.
+    /// `leaseDurationSeconds` as written: rounded up, so that candidates never wait less than this
+    /// replica promised.
     fn lease_seconds(&self) -> i32 {
         let seconds =
             self.lease_duration.as_secs() + u64::from(self.lease_duration.subsec_nanos() > 0);
@@ -173,7 +191,8 @@ pub enum NotLeader {
     TooLittleLeft { left: Duration, needed: Duration },
 }
 
-/// Whether this replica may act now: a cheap check ([`Leadership::ensure`]) made right before every write.
+/// Whether this replica may act now: a cheap check ([`Leadership::ensure`]) made right before every
+/// write.
 #[derive(Debug, Clone)]
 pub struct Leadership {
     shared: Arc<Shared>,
@@ -186,7 +205,8 @@ pub struct Leadership {
 struct Shared {
     /// `None`: election off, always the leader.
     term: Option<Mutex<Tenure>>,
-    /// What the election task last reported (`true`: leading); wakes the loop when leadership is won.
+    /// What the election task last reported (`true`: leading); wakes the loop when leadership is
+    /// won.
     changes: watch::Sender<bool>,
     stop: watch::Sender<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -232,14 +252,14 @@ impl Leadership {
         self
     }
 
-    /// `Ok` while this process's leadership deadline lies ahead. The answer holds for that instant only: a write
-    /// checks [`Leadership::ensure_for`].
+    /// `Ok` while this process's leadership deadline lies ahead. The answer holds for that instant
+    /// only: a write checks [`Leadership::ensure_for`].
     pub fn ensure(&self) -> Result<(), NotLeader> {
         self.ensure_for(Duration::ZERO)
     }
 
-    /// `Ok` while this process's term has at least `needed` left: a write bounded by `needed` that starts now is
-    /// answered or abandoned within the term.
+    /// `Ok` while this process's term has at least `needed` left: a write bounded by `needed` that
+    /// starts now is answered or abandoned within the term.
     pub fn ensure_for(&self, needed: Duration) -> Result<(), NotLeader> {
         match &self.shared.term {
             None => Ok(()),
@@ -256,8 +276,8 @@ impl Leadership {
         self.ensure().is_ok()
     }
 
-    /// While leading, which of this process's terms it is. Another replica may have led between two terms, so
-    /// what a term read from the cluster is read again in the next.
+    /// While leading, which of this process's terms it is. Another replica may have led between two
+    /// terms, so what a term read from the cluster is read again in the next.
     pub fn term(&self) -> Option<u64> {
         match &self.shared.term {
             None => Some(0),
@@ -265,15 +285,17 @@ impl Leadership {
         }
     }
 
-    /// Resolves when the election task reports a change (never, when leadership is fixed). Leadership can also
-    /// end without a report, when the deadline passes: [`Leadership::ensure`] is what decides.
+    /// Resolves when the election task reports a change (never, when leadership is fixed).
+    /// Leadership can also end without a report, when the deadline passes:
+    /// [`Leadership::ensure`] is what decides.
     pub async fn changed(&mut self) {
         // The sender lives in `shared`, which `self` holds: this never fails.
         let _ = self.changes.changed().await;
     }
 
-    /// Ends leadership at once (every later [`Leadership::ensure`] fails), stops the election and, if this replica
-    /// holds the Lease, writes it with no holder so that a standby acquires it at once. Time-boxed.
+    /// Ends leadership at once (every later [`Leadership::ensure`] fails), stops the election and,
+    /// if this replica holds the Lease, writes it with no holder so that a standby acquires it
+    /// at once. Time-boxed.
     pub async fn release(&self) {
         let Some(term) = &self.shared.term else {
             return;
@@ -327,8 +349,9 @@ impl Term {
         }
     }
 
-    /// A round found another holder (its claim was legitimate only if this term had ended; or an operator deleted
-    /// the Lease and a candidate created it afresh): stop now rather than at the deadline.
+    /// A round found another holder (its claim was legitimate only if this term had ended; or an
+    /// operator deleted the Lease and a candidate created it afresh): stop now rather than at
+    /// the deadline.
     fn lost(&mut self) {
         if *self != Self::Released {
             *self = Self::Superseded;
@@ -348,8 +371,8 @@ struct Tenure {
 }
 
 impl Tenure {
-    /// A round that started at `round_started` wrote the Lease as its holder: a new term unless the last one still
-    /// held when the round started.
+    /// A round that started at `round_started` wrote the Lease as its holder: a new term unless the
+    /// last one still held when the round started.
     fn renewed(&mut self, round_started: Reading, renew_deadline: Duration) {
         let held = self.term.check(round_started, Duration::ZERO).is_ok();
         self.term.renewed(round_started, renew_deadline);
@@ -404,16 +427,17 @@ struct Observation {
 }
 
 impl Observation {
-    /// Notes the record read at `now`; the record's age restarts only when it differs from the last one seen.
+    /// Notes the record read at `now`; the record's age restarts only when it differs from the last
+    /// one seen.
     fn see(&mut self, record: Record, now: Instant) {
         if self.seen.as_ref().is_none_or(|(seen, _)| *seen != record) {
             self.seen = Some((record, now));
         }
     }
 
-    /// How long another replica's claim still stands at `now`, judged by when this replica first saw the record:
-    /// `None` when nobody else holds a standing claim (no holder, this replica, or a record unchanged for its
-    /// whole lease duration).
+    /// How long another replica's claim still stands at `now`, judged by when this replica first
+    /// saw the record: `None` when nobody else holds a standing claim (no holder, this replica,
+    /// or a record unchanged for its whole lease duration).
     fn claim_of_other(&self, identity: &str, now: Instant) -> Option<Duration> {
         let (record, seen_at) = self.seen.as_ref()?;
         if record.holder.is_empty() || record.holder == identity {
@@ -472,8 +496,9 @@ async fn elect(
     // Whether the Lease may carry this replica's name: then it is cleared on release.
     let mut may_hold = false;
     let mut leading = false;
-    // Logs and announces a change of leadership; called before each round too, so that a process that wakes from a
-    // freeze says at once that its deadline passed (its writes were refused from that moment on anyway).
+    // Logs and announces a change of leadership; called before each round too, so that a process
+    // that wakes from a freeze says at once that its deadline passed (its writes were refused
+    // from that moment on anyway).
     let report = |leading: &mut bool| {
         let now = lock(term).term.check(Reading::now(), Duration::ZERO);
         if now.is_ok() != *leading {
@@ -507,7 +532,8 @@ async fn elect(
             Ok(Ok(Round::HeldByOther { holder, expires_in })) => {
                 may_hold = false;
                 lock(term).term.lost();
-                // Try again right when the claim lapses (by our own observation), not up to a period later.
+                // Try again right when the claim lapses (by our own observation), not up to a
+                // period later.
                 sleep_for = retry.min(expires_in + Duration::from_millis(10));
                 tracing::debug!(%holder, ?expires_in, "the Lease is held by another replica");
             }
@@ -541,7 +567,8 @@ async fn elect(
     }
 }
 
-/// One round: acquire the Lease if nobody holds a standing claim on it, renew it if this replica holds it.
+/// One round: acquire the Lease if nobody holds a standing claim on it, renew it if this replica
+/// holds it.
 async fn round(
     api: &Api<Lease>,
     config: &LeaseConfig,
@@ -618,7 +645,8 @@ fn written(
     }
 }
 
-/// Clears the Lease if this replica holds it: no holder, `leaseDurationSeconds: 1`. `Ok(false)`: it was not ours.
+/// Clears the Lease if this replica holds it: no holder, `leaseDurationSeconds: 1`. `Ok(false)`: it
+/// was not ours.
 async fn release(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool, kube::Error> {
     for _ in 0..RELEASE_ATTEMPTS {
         let Some(mut lease) = api.get_opt(&config.name).await? else {
@@ -649,8 +677,9 @@ async fn release(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool, kube::E
 
 #[cfg(test)]
 mod tests {
-    //! The election's pure logic: claims judged by observation time, whatever the holder's clock says; leadership as a
-    //! deadline on clocks that count through suspend; the write timeout's arithmetic; the settings' validation.
+    //! The election's pure logic: claims judged by observation time, whatever the holder's clock
+    //! says; leadership as a deadline on clocks that count through suspend; the write timeout's
+    //! arithmetic; the settings' validation.
 
     use super::*;
 
@@ -685,8 +714,9 @@ mod tests {
 
     #[test]
     fn a_claim_expires_by_the_observers_clock_whatever_the_holders_renew_time_says() {
-        // The holder's clock runs years behind ours (by its renewTime the claim looks long expired), or decades ahead (it
-        // would stand for decades), or agrees: the claim stands for its lease duration from when this replica saw it.
+        // The holder's clock runs years behind ours (by its renewTime the claim looks long
+        // expired), or decades ahead (it would stand for decades), or agrees: the claim
+        // stands for its lease duration from when this replica saw it.
         for renew_time in ["2020-01-01T00:00:00Z", "2099-01-01T00:00:00Z", "now"] {
             let t0 = Instant::now();
             let mut observed = Observation::default();
@@ -766,7 +796,8 @@ mod tests {
         assert_eq!(term.check(at(zero), zero), Err(NotLeader::NotAcquired));
         term.renewed(at(zero), 10 * S);
         assert_eq!(term.check(at(9 * S), zero), Ok(()));
-        // A process frozen past its deadline learns it at the first check after it wakes, with no round in between.
+        // A process frozen past its deadline learns it at the first check after it wakes, with no
+        // round in between.
         assert_eq!(
             term.check(at(12 * S), zero),
             Err(NotLeader::DeadlinePassed(2 * S))
@@ -807,8 +838,8 @@ mod tests {
     fn a_pause_of_the_monotonic_clock_does_not_extend_the_term() {
         let mut term = Term::default();
         term.renewed(Reading::at(100 * S, 1000 * S), 10 * S);
-        // Paused for a minute one second after renewing: the monotonic clock would read 101 s, boot time and the wall
-        // clock read 161 s and 1061 s.
+        // Paused for a minute one second after renewing: the monotonic clock would read 101 s, boot
+        // time and the wall clock read 161 s and 1061 s.
         assert_eq!(
             term.check(Reading::at(161 * S, 1061 * S), Duration::ZERO),
             Err(NotLeader::DeadlinePassed(51 * S))
@@ -853,9 +884,11 @@ mod tests {
                     write >= MIN_WRITE_TIMEOUT && write <= MAX_WRITE_TIMEOUT,
                     "{config:?}"
                 );
-                // Checked only by `ensure` at the deadline's last instant, a write still ends before a standby's turn.
+                // Checked only by `ensure` at the deadline's last instant, a write still ends
+                // before a standby's turn.
                 assert!(write < lease - renew, "{config:?}");
-                // A term renewed on time (every retry period, a round taking up to another) leaves room for a write.
+                // A term renewed on time (every retry period, a round taking up to another) leaves
+                // room for a write.
                 assert!(write <= renew - 2 * config.retry_period(), "{config:?}");
                 // A write allowed by `ensure_for` at any moment of the term ends within it.
                 let mut term = Term::default();
@@ -953,7 +986,8 @@ mod tests {
             Some(2),
             "won again after another holder"
         );
-        // The deadline (50 s) passed before the next round: another replica may have led in between.
+        // The deadline (50 s) passed before the next round: another replica may have led in
+        // between.
         tenure.renewed(at(70 * S), renew);
         assert_eq!(tenure.current(at(71 * S)), Some(3));
         tenure.term.release();

@@ -1,4 +1,5 @@
-//! Who may write: the Lease election, the clocks a term is measured on, and the fence every write passes.
+//! Who may write: the Lease election, the clocks a term is measured on, and the fence every write
+//! passes.
 
 pub(crate) mod fence;
 pub(crate) mod leader;

@@ -1,7 +1,8 @@
-//! The clocks a leader's term is measured on. `Instant` is CLOCK_MONOTONIC, which stops while the machine is
-//! suspended or its VM paused: a replica resumed after a pause longer than the Lease would still believe it leads.
-//! A term is therefore measured on CLOCK_BOOTTIME, which keeps counting through suspend, and on the wall clock as a
-//! second check: it ends when either clock passes its deadline.
+//! The clocks a leader's term is measured on. `Instant` is CLOCK_MONOTONIC, which stops while the
+//! machine is suspended or its VM paused: a replica resumed after a pause longer than the Lease
+//! would still believe it leads. A term is therefore measured on CLOCK_BOOTTIME, which keeps
+//! counting through suspend, and on the wall clock as a second check: it ends when either clock
+//! passes its deadline.
 
 use std::time::{Duration, SystemTime};
 
@@ -28,8 +29,8 @@ impl Reading {
         }
     }
 
-    /// `Ok(left)`: the time left until `deadline`, the shorter of the two clocks'. `Err(ago)`: how long ago the first
-    /// of them passed it.
+    /// `Ok(left)`: the time left until `deadline`, the shorter of the two clocks'. `Err(ago)`: how
+    /// long ago the first of them passed it.
     pub fn until(self, deadline: Self) -> Result<Duration, Duration> {
         let on_boot = deadline.since_boot.checked_sub(self.since_boot);
         let on_wall = deadline.wall.duration_since(self.wall).ok();
@@ -52,7 +53,8 @@ fn since_boot() -> Duration {
         .expect("CLOCK_BOOTTIME")
 }
 
-/// Elsewhere (a developer's machine), the monotonic clock: the wall clock still ends a term that a suspend outlasted.
+/// Elsewhere (a developer's machine), the monotonic clock: the wall clock still ends a term that a
+/// suspend outlasted.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 fn since_boot() -> Duration {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
@@ -85,8 +87,9 @@ mod tests {
 
     #[test]
     fn a_suspend_that_stopped_the_monotonic_clock_still_ends_the_term() {
-        // Renewed at boot 90 s: deadline 100 s. The VM is paused for a minute; CLOCK_BOOTTIME and the wall clock move
-        // on by 60 s while CLOCK_MONOTONIC (not read here) would still say 91 s.
+        // Renewed at boot 90 s: deadline 100 s. The VM is paused for a minute; CLOCK_BOOTTIME and
+        // the wall clock move on by 60 s while CLOCK_MONOTONIC (not read here) would still
+        // say 91 s.
         let deadline = Reading::at(100 * S, 1000 * S);
         assert_eq!(Reading::at(151 * S, 1051 * S).until(deadline), Err(51 * S));
     }
@@ -96,7 +99,8 @@ mod tests {
         let deadline = Reading::at(100 * S, 1000 * S);
         // Set back ten minutes: boot time still ends the term.
         assert_eq!(Reading::at(101 * S, 400 * S).until(deadline), Err(S));
-        // Set forward past the deadline: the wall clock ends it early (safe; the next renewal starts afresh).
+        // Set forward past the deadline: the wall clock ends it early (safe; the next renewal
+        // starts afresh).
         assert_eq!(Reading::at(95 * S, 1010 * S).until(deadline), Err(10 * S));
         assert_eq!(
             Reading::at(100 * S, 990 * S).until(deadline),

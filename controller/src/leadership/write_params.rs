@@ -1,5 +1,6 @@
-//! The parameters every write of the controller carries: its field manager, so that `managedFields` (and
-//! `kubectl get -o yaml --show-managed-fields`) tell which fields k8sm set, instead of a generic client name.
+//! The parameters every write of the controller carries: its field manager, so that `managedFields`
+//! (and `kubectl get -o yaml --show-managed-fields`) tell which fields k8sm set, instead of a
+//! generic client name.
 
 use kube::api::{EvictParams, PatchParams, PostParams};
 

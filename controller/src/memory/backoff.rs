@@ -1,18 +1,20 @@
-//! Actions the apiserver refused or that failed: each object they are about backs off exponentially (with jitter)
-//! before the next attempt, every failed attempt is reported once, and an object that keeps failing is reported
-//! blocked in the policy's status.
+//! Actions the apiserver refused or that failed: each object they are about backs off exponentially
+//! (with jitter) before the next attempt, every failed attempt is reported once, and an object that
+//! keeps failing is reported blocked in the policy's status.
 //!
-//! Without it a refused action (an eviction an admission webhook denies, a dead kamikaze endpoint) was retried every
-//! second for ever, and the node read "Draining" with nothing blocking. What backs off: every action that failed or
-//! was refused, including an eviction a PodDisruptionBudget refused (429): its budget's status allowed it when the
-//! plan was made, so the refusal means that status is behind, and the first retries (1 s, 2 s, 4 s) come soon enough
-//! for the disruption controller to catch up. A conflict or a gone object (409, 404) is not a failure: the object
+//! Without it a refused action (an eviction an admission webhook denies, a dead kamikaze endpoint)
+//! was retried every second for ever, and the node read "Draining" with nothing blocking. What
+//! backs off: every action that failed or was refused, including an eviction a PodDisruptionBudget
+//! refused (429): its budget's status allowed it when the plan was made, so the refusal means that
+//! status is behind, and the first retries (1 s, 2 s, 4 s) come soon enough for the disruption
+//! controller to catch up. A conflict or a gone object (409, 404) is not a failure: the object
 //! changed, and the next plan, made from the fresh object, decides again at once.
 //!
-//! The backoff of an object ends when an action on it succeeds, when it changes (a pod's resourceVersion, a node's
-//! labels, annotations or spec, a policy's generation: an operator may have fixed what made it fail) and when it
-//! goes. Like [`crate::memory::in_flight`], it is memory that only makes the controller slower, never less careful: after a
-//! restart the first attempt is simply made at once.
+//! The backoff of an object ends when an action on it succeeds, when it changes (a pod's
+//! resourceVersion, a node's labels, annotations or spec, a policy's generation: an operator may
+//! have fixed what made it fail) and when it goes. Like [`crate::memory::in_flight`], it is memory
+//! that only makes the controller slower, never less careful: after a restart the first attempt is
+//! simply made at once.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher, RandomState};
@@ -26,14 +28,16 @@ use crate::Error;
 const FIRST_DELAY: Duration = Duration::from_secs(1);
 /// The longest delay: an object that keeps failing is tried again at least this often.
 const MAX_DELAY: Duration = Duration::from_secs(300);
-/// Each delay is lengthened by up to this fraction, at random, so that the objects a single cause refused (a webhook
-/// denying every eviction) do not come back all at once. Below one half, delays still grow with every failure.
+/// Each delay is lengthened by up to this fraction, at random, so that the objects a single cause
+/// refused (a webhook denying every eviction) do not come back all at once. Below one half, delays
+/// still grow with every failure.
 const JITTER: f64 = 0.2;
-/// The longest delay after a budget's refusal (429), kubectl drain's interval between attempts: a budget frees up
-/// as a replacement becomes Ready, a change of the budget and not of the pod, so a longer delay would leave the pod
-/// waiting after drain would have gone.
+/// The longest delay after a budget's refusal (429), kubectl drain's interval between attempts: a
+/// budget frees up as a replacement becomes Ready, a change of the budget and not of the pod, so a
+/// longer delay would leave the pod waiting after drain would have gone.
 const BUDGET_RETRY: Duration = Duration::from_secs(5);
-/// Failures in a row after which an object is reported blocked in status (a budget's refusal is reported at once).
+/// Failures in a row after which an object is reported blocked in status (a budget's refusal is
+/// reported at once).
 pub const BLOCKED_AFTER: u32 = 3;
 /// Longest apiserver answer kept (an admission webhook's message can be long).
 const MAX_ANSWER: usize = 400;
@@ -68,7 +72,8 @@ pub struct Failures {
     pub action: String,
     /// `ActionFailed`, or `BlockedByPDB` for an eviction a budget refused.
     pub reason: Reason,
-    /// The apiserver's answer to the last attempt (status code and message), or the error, truncated.
+    /// The apiserver's answer to the last attempt (status code and message), or the error,
+    /// truncated.
     pub answer: String,
     /// Failures in a row.
     pub count: u32,
@@ -87,7 +92,8 @@ impl Failures {
     /// The message status shows for a blocked object.
     pub fn message(&self) -> String {
         if self.reason == Reason::BlockedByPDB {
-            // The budget's words are the message: the count would rewrite the status at every attempt.
+            // The budget's words are the message: the count would rewrite the status at every
+            // attempt.
             return self.answer.clone();
         }
         format!(
@@ -101,8 +107,9 @@ impl Failures {
 #[derive(Debug)]
 pub struct Backoff {
     entries: HashMap<Subject, Failures>,
-    /// The last failure reported of each object: (answer, when). Kept across a reset, so that an object that changes
-    /// and fails again at once with the same answer is not reported twice within a backoff window.
+    /// The last failure reported of each object: (answer, when). Kept across a reset, so that an
+    /// object that changes and fails again at once with the same answer is not reported twice
+    /// within a backoff window.
     reported: HashMap<Subject, (String, Instant)>,
     /// A number in [0, 1): the jitter of the next delay.
     random: fn() -> f64,
@@ -131,8 +138,8 @@ impl Backoff {
         }
     }
 
-    /// When an action on `subject` may be attempted again: `None` if it may be now. `version` is the object as the
-    /// cache shows it now; a backoff recorded for another version ends here.
+    /// When an action on `subject` may be attempted again: `None` if it may be now. `version` is
+    /// the object as the cache shows it now; a backoff recorded for another version ends here.
     pub fn retry_at(
         &mut self,
         subject: &Subject,
@@ -147,12 +154,14 @@ impl Backoff {
         (entry.retry_at > now).then_some(entry.retry_at)
     }
 
-    /// An action on `subject` was carried out, or overtaken by a change of the object: its backoff ends.
+    /// An action on `subject` was carried out, or overtaken by a change of the object: its backoff
+    /// ends.
     pub fn succeeded(&mut self, subject: &Subject) {
         self.entries.remove(subject);
     }
 
-    /// Records a failed attempt at `action` on `subject`, answered `answer`; `version` as in [`Backoff::retry_at`].
+    /// Records a failed attempt at `action` on `subject`, answered `answer`; `version` as in
+    /// [`Backoff::retry_at`].
     pub fn failed(
         &mut self,
         subject: &Subject,
@@ -173,8 +182,9 @@ impl Backoff {
             delay = delay.min(BUDGET_RETRY);
         }
         let retry_at = now + delay;
-        // A failure is reported once per attempt, and attempts come no more often than the backoff allows; the same
-        // answer is not reported again within the window that preceded this attempt (after a reset by a change).
+        // A failure is reported once per attempt, and attempts come no more often than the backoff
+        // allows; the same answer is not reported again within the window that preceded
+        // this attempt (after a reset by a change).
         let window = self::delay(count.saturating_sub(1).max(1), 0.0);
         let report = self
             .reported
@@ -201,7 +211,8 @@ impl Backoff {
         }
     }
 
-    /// Forgets the objects that are gone (`alive` says which remain), and reports older than the longest delay.
+    /// Forgets the objects that are gone (`alive` says which remain), and reports older than the
+    /// longest delay.
     pub fn retain(&mut self, alive: impl Fn(&Subject) -> bool, now: Instant) {
         self.entries.retain(|subject, _| alive(subject));
         self.reported.retain(|subject, (_, at)| {
@@ -214,7 +225,8 @@ impl Backoff {
         self.entries.iter().filter(|(_, f)| f.blocks())
     }
 
-    /// Whether `subject` has failures (cheaper to ask than [`Backoff::retry_at`], which needs its version).
+    /// Whether `subject` has failures (cheaper to ask than [`Backoff::retry_at`], which needs its
+    /// version).
     pub fn contains(&self, subject: &Subject) -> bool {
         self.entries.contains_key(subject)
     }
@@ -237,8 +249,9 @@ pub fn delay(count: u32, random: f64) -> Duration {
     base.mul_f64(1.0 + JITTER * random.clamp(0.0, 1.0))
 }
 
-/// A random number in [0, 1) without a dependency: each `RandomState` is keyed afresh from the OS's randomness (and
-/// a per-thread counter), so hashing nothing with it gives an unpredictable value. Jitter needs no more.
+/// A random number in [0, 1) without a dependency: each `RandomState` is keyed afresh from the OS's
+/// randomness (and a per-thread counter), so hashing nothing with it gives an unpredictable value.
+/// Jitter needs no more.
 pub fn random_fraction() -> f64 {
     let bits = RandomState::new().build_hasher().finish();
     (bits >> 11) as f64 / (1u64 << 53) as f64
@@ -287,8 +300,8 @@ pub fn describe(kind: &ActionKind) -> String {
     }
 }
 
-/// The apiserver's answer to a failed call: its status code, reason and message; or what went wrong on the way
-/// (a timeout, a connection error, the kamikaze endpoint's answer).
+/// The apiserver's answer to a failed call: its status code, reason and message; or what went wrong
+/// on the way (a timeout, a connection error, the kamikaze endpoint's answer).
 pub fn answer(error: &Error) -> String {
     match error {
         Error::Kube(kube::Error::Api(status))
@@ -299,7 +312,8 @@ pub fn answer(error: &Error) -> String {
             match crate::startup::permissions::opt_in_hint(&status.message)
                 .filter(|_| status.code == 403)
             {
-                // RBAC refused a verb only surge moves or DeleteNode use: first (answers are bounded), what grants it.
+                // RBAC refused a verb only surge moves or DeleteNode use: first (answers are
+                // bounded), what grants it.
                 Some(hint) => format!(
                     "{} {}: {hint}; {}",
                     status.code, status.reason, status.message
@@ -344,7 +358,8 @@ mod tests {
         assert_eq!(delays, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
         assert_eq!(delay(u32::MAX, 0.0), MAX_DELAY);
         for n in 1..12 {
-            // The longest jittered delay stays below the next one without jitter: intervals always grow.
+            // The longest jittered delay stays below the next one without jitter: intervals always
+            // grow.
             assert!(delay(n, 0.999) >= delay(n, 0.0));
             assert!(delay(n, 0.999) < delay(n + 1, 0.0) || delay(n + 1, 0.0) == MAX_DELAY);
         }
@@ -414,8 +429,8 @@ mod tests {
             now = recorded.retry_at;
         }
         assert_eq!(reports, [true; 5], "attempts come after their windows");
-        // A change resets the backoff; failing again at once (within a second of the last report) with the same
-        // answer is not reported again...
+        // A change resets the backoff; failing again at once (within a second of the last report)
+        // with the same answer is not reported again...
         let now = now - Duration::from_secs(16) + Duration::from_millis(200);
         assert_eq!(backoff.retry_at(&web, Some("changed"), now), None);
         let recorded = backoff.failed(
@@ -473,8 +488,9 @@ mod tests {
         assert!(backoff.entries[&pod("long")].answer.len() <= MAX_ANSWER + 3);
     }
 
-    /// A budget's refusal is asked again at least as often as kubectl drain asks (every 5 s), however many refusals
-    /// came before: the budget frees up without the pod changing. Other failures keep doubling.
+    /// A budget's refusal is asked again at least as often as kubectl drain asks (every 5 s),
+    /// however many refusals came before: the budget frees up without the pod changing. Other
+    /// failures keep doubling.
     #[test]
     fn a_budget_refusal_is_retried_as_often_as_drain_retries() {
         let mut backoff = Backoff::with_random(most_jitter);

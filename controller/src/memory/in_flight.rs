@@ -1,13 +1,15 @@
 //! Evictions and deletions the controller launched that its pod cache may not show yet.
 //!
-//! An entry is made when the call is launched, before its request is sent: from then on the planner counts the pod
-//! as going (its owner's budget is held, and the pod is never acted on again), even while the call is unanswered
-//! and the loop plans other nodes. A call that is definitely refused releases its entry; an accepted one, or one whose
-//! outcome is unknown (its answer lost: it may have happened), keeps it until the cache catches up: between an eviction's 201 and the watch event that shows the pod terminating, the
-//! cache still counts the pod as ready, and the planner would judge the workload healthier than it is. Each removal
-//! is remembered until the cache shows it (or a bound passes while the pod watch works), so the SLA rule always
-//! counts it. With [`crate::memory::sizes`], this is the only in-memory state, and it only ever makes the planner more
-//! careful; after a restart, the pods themselves show it.
+//! An entry is made when the call is launched, before its request is sent: from then on the planner
+//! counts the pod as going (its owner's budget is held, and the pod is never acted on again), even
+//! while the call is unanswered and the loop plans other nodes. A call that is definitely refused
+//! releases its entry; an accepted one, or one whose outcome is unknown (its answer lost: it may
+//! have happened), keeps it until the cache catches up: between an eviction's 201 and the watch
+//! event that shows the pod terminating, the cache still counts the pod as ready, and the planner
+//! would judge the workload healthier than it is. Each removal is remembered until the cache shows
+//! it (or a bound passes while the pod watch works), so the SLA rule always counts it. With
+//! [`crate::memory::sizes`], this is the only in-memory state, and it only ever makes the planner
+//! more careful; after a restart, the pods themselves show it.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -19,14 +21,15 @@ use k8sm_planner::{ClusterView, InFlightEviction};
 use crate::Error;
 use crate::act::execute::Outcome;
 
-/// How long an accepted removal may wait for the cache: far longer than watch latency, short enough to never wedge
-/// a workload. Only once the pod watch has delivered something newer than the answer: a watch that fails, or
-/// stalls without an error, keeps the cache as it was, with the evicted pods Ready in it, so an entry must stay until
-/// the cache really shows its pod going. An unanswered call has no bound here (the call has its own timeout, and its
-/// answer decides).
+/// How long an accepted removal may wait for the cache: far longer than watch latency, short enough
+/// to never wedge a workload. Only once the pod watch has delivered something newer than the
+/// answer: a watch that fails, or stalls without an error, keeps the cache as it was, with the
+/// evicted pods Ready in it, so an entry must stay until the cache really shows its pod going. An
+/// unanswered call has no bound here (the call has its own timeout, and its answer decides).
 const MAX_AGE: Duration = Duration::from_secs(120);
-/// How much later than an answer a delivery of the pod watch must come to be newer than it: the apiserver's watch
-/// cache follows etcd within milliseconds, so what it sends this long after the answer comes after the removal.
+/// How much later than an answer a delivery of the pod watch must come to be newer than it: the
+/// apiserver's watch cache follows etcd within milliseconds, so what it sends this long after the
+/// answer comes after the removal.
 const WATCH_LAG: Duration = Duration::from_secs(5);
 
 /// How the pod watch is doing, as [`InFlight::prune`] asks.
@@ -42,14 +45,15 @@ pub struct PodWatch {
 pub struct InFlight {
     /// Pod UID → its removal, counted by the planner.
     entries: HashMap<String, InFlightEviction>,
-    /// Pods whose call is launched and not answered yet. Kept apart from `entries`: once the cache shows the pod
-    /// going its entry goes, but the pod must still not get a second call while the first one runs.
+    /// Pods whose call is launched and not answered yet. Kept apart from `entries`: once the cache
+    /// shows the pod going its entry goes, but the pod must still not get a second call while
+    /// the first one runs.
     calling: HashSet<String>,
 }
 
 impl InFlight {
-    /// A call to evict or delete pod `pod_uid` of workload `owner_uid` is launched at `at`. False (and nothing
-    /// recorded) when a call on that pod is still running.
+    /// A call to evict or delete pod `pod_uid` of workload `owner_uid` is launched at `at`. False
+    /// (and nothing recorded) when a call on that pod is still running.
     pub fn launch(&mut self, pod_uid: &str, owner_uid: Option<String>, at: DateTime<Utc>) -> bool {
         if !self.calling.insert(pod_uid.to_owned()) {
             return false;
@@ -66,26 +70,29 @@ impl InFlight {
         true
     }
 
-    /// The answer to the call on `pod_uid`, at `at`. Only a definite refusal frees the budget the entry holds.
-    /// Every other answer may mean the pod is going: the entry waits for the cache as an accepted one does, at most
-    /// [`MAX_AGE`] from the answer (the cost of a call that in fact failed: its pod is tried again that much later).
+    /// The answer to the call on `pod_uid`, at `at`. Only a definite refusal frees the budget the
+    /// entry holds. Every other answer may mean the pod is going: the entry waits for the cache
+    /// as an accepted one does, at most [`MAX_AGE`] from the answer (the cost of a call that in
+    /// fact failed: its pod is tried again that much later).
     pub fn answered(&mut self, pod_uid: &str, outcome: &Result<Outcome, Error>, at: DateTime<Utc>) {
         if refused(outcome) {
             self.released(pod_uid);
         } else {
-            // A lost answer may hide a refusal: what follows the pod on its node keeps waiting for the cache.
+            // A lost answer may hide a refusal: what follows the pod on its node keeps waiting for
+            // the cache.
             self.settle(pod_uid, at, outcome.is_ok());
         }
     }
 
-    /// The call on `pod_uid` was accepted at `at`: its entry (unless the cache already shows the pod going) waits
-    /// for the cache, at most [`MAX_AGE`] from now.
+    /// The call on `pod_uid` was accepted at `at`: its entry (unless the cache already shows the
+    /// pod going) waits for the cache, at most [`MAX_AGE`] from now.
     #[cfg(test)]
     pub fn accepted(&mut self, pod_uid: &str, at: DateTime<Utc>) {
         self.settle(pod_uid, at, true);
     }
 
-    /// The call on `pod_uid` ended at `at` without a refusal; `confirmed` when the apiserver said it was carried out.
+    /// The call on `pod_uid` ended at `at` without a refusal; `confirmed` when the apiserver said
+    /// it was carried out.
     fn settle(&mut self, pod_uid: &str, at: DateTime<Utc>, confirmed: bool) {
         self.calling.remove(pod_uid);
         if let Some(entry) = self.entries.get_mut(pod_uid) {
@@ -94,8 +101,8 @@ impl InFlight {
         }
     }
 
-    /// The call on `pod_uid` was refused: nothing is on its way out because of it, and the budget it held is free
-    /// again.
+    /// The call on `pod_uid` was refused: nothing is on its way out because of it, and the budget
+    /// it held is free again.
     pub fn released(&mut self, pod_uid: &str) {
         self.calling.remove(pod_uid);
         self.entries.remove(pod_uid);
@@ -107,9 +114,10 @@ impl InFlight {
         self.calling.contains(pod_uid)
     }
 
-    /// Drops the entries whose pod `view` (built from the caches, without in-flight entries) shows terminating or
-    /// gone, and accepted ones past the bound whose answer the pod watch has moved past: it delivered something
-    /// (`pods_delivered`, before the view was built) newer than the answer, and is not failing.
+    /// Drops the entries whose pod `view` (built from the caches, without in-flight entries) shows
+    /// terminating or gone, and accepted ones past the bound whose answer the pod watch has
+    /// moved past: it delivered something (`pods_delivered`, before the view was built) newer
+    /// than the answer, and is not failing.
     pub fn prune(&mut self, view: &ClusterView, now: DateTime<Utc>, pods: PodWatch) {
         // Only the entries' pods (a few), not a map of every pod of the fleet on every pass.
         let mut alive: HashMap<&str, bool> = HashMap::with_capacity(self.entries.len());
@@ -150,12 +158,14 @@ impl InFlight {
 
 /// Whether a call's answer says that its pod was not removed, and is not going because of it.
 ///
-/// Definite: a PodDisruptionBudget's refusal or the apiserver's throttling (429), any other 4xx but 404 and 409 (the request was rejected before
-/// it was carried out: forbidden, invalid, throttled), and a call never sent (leadership lost before it). Not
-/// definite: no answer at all (a timeout, a reset connection, a panic: the request may have been carried out and
-/// its answer lost), a 5xx (the apiserver or a proxy failed somewhere, perhaps after the pod's deletion was stored),
-/// and 404/409 (the pod, with this UID, is gone or replaced: the owner may be down a pod the cache still counts as
-/// ready, so the entry holds until the cache shows it, which is at once once the watch delivers).
+/// Definite: a PodDisruptionBudget's refusal or the apiserver's throttling (429), any other 4xx but
+/// 404 and 409 (the request was rejected before it was carried out: forbidden, invalid, throttled),
+/// and a call never sent (leadership lost before it). Not definite: no answer at all (a timeout, a
+/// reset connection, a panic: the request may have been carried out and its answer lost), a 5xx
+/// (the apiserver or a proxy failed somewhere, perhaps after the pod's deletion was stored),
+/// and 404/409 (the pod, with this UID, is gone or replaced: the owner may be down a pod the cache
+/// still counts as ready, so the entry holds until the cache shows it, which is at once once the
+/// watch delivers).
 fn refused(outcome: &Result<Outcome, Error>) -> bool {
     match outcome {
         Ok(Outcome::DisruptionBudget(_) | Outcome::Throttled(_)) => true,
@@ -238,8 +248,9 @@ mod tests {
         let rs = replica_set("shop", "web", 3);
         let mut in_flight = InFlight::default();
         launched(&mut in_flight, "shop/web-1", &rs.uid, at(0));
-        // A watch that stalled without an error: not failing, its last delivery before the answer (or just after
-        // it, within the watch cache's lag). The cache still shows the pod Ready an hour later: still evicted.
+        // A watch that stalled without an error: not failing, its last delivery before the answer
+        // (or just after it, within the watch cache's lag). The cache still shows the pod
+        // Ready an hour later: still evicted.
         let frozen = view(vec![rs.pod("web-1", "n1")]);
         for delivered in [
             None,
@@ -253,7 +264,8 @@ mod tests {
             in_flight.prune(&frozen, at(60), stalled);
             assert_eq!(in_flight.len(), 1, "{delivered:?}");
         }
-        // Once it delivers something newer than the answer, the cache is past it: the entry goes at the bound.
+        // Once it delivers something newer than the answer, the cache is past it: the entry goes at
+        // the bound.
         in_flight.prune(&frozen, at(61), working(at(61)));
         assert_eq!(in_flight.len(), 0);
     }
@@ -314,8 +326,9 @@ mod tests {
 
     #[test]
     fn a_call_whose_outcome_is_unknown_keeps_its_owners_budget_held() {
-        // The eviction may have happened at the apiserver and its answer been lost: until the cache shows the pod,
-        // the owner's budget stays held, or the planner could evict a second pod of it and take it below its bound.
+        // The eviction may have happened at the apiserver and its answer been lost: until the cache
+        // shows the pod, the owner's budget stays held, or the planner could evict a second
+        // pod of it and take it below its bound.
         let rs = replica_set("shop", "web", 3);
         let unknown = [
             Err(Error::Other("Evict timed out after 15s".into())),
@@ -323,7 +336,8 @@ mod tests {
             api_error(500),
             api_error(503),
             api_error(504),
-            // The pod (this UID) is gone or replaced: the owner may be down a pod the cache still counts as ready.
+            // The pod (this UID) is gone or replaced: the owner may be down a pod the cache still
+            // counts as ready.
             Ok(Outcome::Stale(
                 "pod shop/web-1 is gone or was replaced".into(),
             )),
@@ -333,7 +347,8 @@ mod tests {
             assert!(in_flight.launch("shop/web-1", Some(rs.uid.clone()), at(0)));
             in_flight.answered("shop/web-1", &outcome, at(10));
             assert_eq!(held(&in_flight), [Some(rs.uid.clone())], "{outcome:?}");
-            // The call is over: the pod's entry now waits for the cache, the bound counted from the failure.
+            // The call is over: the pod's entry now waits for the cache, the bound counted from the
+            // failure.
             assert_eq!(in_flight.calls(), 0);
             in_flight.prune(&view(vec![rs.pod("web-1", "n1")]), at(11), working(at(11)));
             assert_eq!(in_flight.len(), 1, "{outcome:?}");

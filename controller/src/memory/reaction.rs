@@ -1,27 +1,32 @@
-//! The controller's reaction time, from its own timestamps: how long after it observes a pod of a waiting workload
-//! become Ready it sends that workload's next eviction (`k8sm_eviction_reaction_seconds`).
+//! The controller's reaction time, from its own timestamps: how long after it observes a pod of a
+//! waiting workload become Ready it sends that workload's next eviction
+//! (`k8sm_eviction_reaction_seconds`).
 //!
 //! Definition (one sample per eviction that ends a wait):
-//! - a workload *waits* from the end of a pass whose plan has one of its pods waiting on the health rule
-//!   (`WaitingForOwner`) or on a budget (`BlockedByPDB`), has one of its evictions planned but not sent (a full call
-//!   pipeline, a backoff), or from an eviction of it that the apiserver refused, until its next eviction is sent, or
-//!   until a pass plans neither a wait nor an eviction for it;
-//! - while it waits, the controller stamps each pod of it that it observes becoming Ready (a watch event that turns
-//!   the pod's Ready condition True, stamped when the event is applied to the pod cache; pods seen in a relist are not
-//!   stamped). A pass that saw those pods and still planned the workload waiting, with no eviction of it, shows they
-//!   were not enough (it needs more pods back): its stamps from before that pass's view are dropped. The clock starts
-//!   at the first stamp left: the Ready pod that made the next eviction possible;
-//! - the next eviction of the workload that costs it a Ready pod stops the clock when the call is launched (right
-//!   before the request is sent). The eviction of a pod that is not Ready was not waiting for a Ready pod: it gives no
-//!   sample and leaves the wait as it is.
+//! - a workload *waits* from the end of a pass whose plan has one of its pods waiting on the health
+//!   rule (`WaitingForOwner`) or on a budget (`BlockedByPDB`), has one of its evictions planned but
+//!   not sent (a full call pipeline, a backoff), or from an eviction of it that the apiserver
+//!   refused, until its next eviction is sent, or until a pass plans neither a wait nor an eviction
+//!   for it;
+//! - while it waits, the controller stamps each pod of it that it observes becoming Ready (a watch
+//!   event that turns the pod's Ready condition True, stamped when the event is applied to the pod
+//!   cache; pods seen in a relist are not stamped). A pass that saw those pods and still planned
+//!   the workload waiting, with no eviction of it, shows they were not enough (it needs more pods
+//!   back): its stamps from before that pass's view are dropped. The clock starts at the first
+//!   stamp left: the Ready pod that made the next eviction possible;
+//! - the next eviction of the workload that costs it a Ready pod stops the clock when the call is
+//!   launched (right before the request is sent). The eviction of a pod that is not Ready was not
+//!   waiting for a Ready pod: it gives no sample and leaves the wait as it is.
 //!
-//! A workload whose eviction follows without a Ready pod in between (e.g. a budget that freed up) gives no sample,
-//! and neither does one that stops waiting without an eviction. A pass's view is built from the caches right after
-//! its start is taken: a stamp within microseconds before that start whose pod is applied to the cache only after
-//! the view was read would be dropped, starting the clock at a later Ready pod (or giving no sample) in that rare
-//! case. The sample includes the wait for a free call when the apiserver is the bottleneck.
+//! A workload whose eviction follows without a Ready pod in between (e.g. a budget that freed up)
+//! gives no sample, and neither does one that stops waiting without an eviction. A pass's view is
+//! built from the caches right after its start is taken: a stamp within microseconds before that
+//! start whose pod is applied to the cache only after the view was read would be dropped, starting
+//! the clock at a later Ready pod (or giving no sample) in that rare case. The sample includes the
+//! wait for a free call when the apiserver is the bottleneck.
 //!
-//! Workloads are named by UID as the planner names them: a Deployment for a pod of one of its ReplicaSets.
+//! Workloads are named by UID as the planner names them: a Deployment for a pod of one of its
+//! ReplicaSets.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -40,11 +45,11 @@ use crate::observe::pod_store::PodStore;
 struct State {
     /// Workloads waiting for a pod to become Ready.
     waiting: HashSet<String>,
-    /// Waiting workloads → when pods of theirs were observed becoming Ready since the last pass that saw them and
-    /// still planned the workload waiting, earliest first.
+    /// Waiting workloads → when pods of theirs were observed becoming Ready since the last pass
+    /// that saw them and still planned the workload waiting, earliest first.
     ready_at: HashMap<String, Vec<Instant>>,
-    /// Workloads whose eviction was planned and not sent (no free call) → when the first pass that planned it read
-    /// its view: the part of a reaction spent waiting for a call.
+    /// Workloads whose eviction was planned and not sent (no free call) → when the first pass that
+    /// planned it read its view: the part of a reaction spent waiting for a call.
     unsent_since: HashMap<String, Instant>,
 }
 
@@ -53,11 +58,13 @@ struct State {
 pub struct Reacted {
     /// From the Ready pod to the eviction sent.
     pub took: Duration,
-    /// Of which the eviction waited, planned, for a free call (from the view of the first pass that planned it).
+    /// Of which the eviction waited, planned, for a free call (from the view of the first pass
+    /// that planned it).
     pub queued: Option<Duration>,
 }
 
-/// Shared by the pod watch (which stamps Ready pods) and the loop (which says who waits, and sends evictions).
+/// Shared by the pod watch (which stamps Ready pods) and the loop (which says who waits, and sends
+/// evictions).
 #[derive(Clone, Debug, Default)]
 pub struct Reaction {
     state: Arc<Mutex<State>>,
@@ -65,7 +72,8 @@ pub struct Reaction {
 
 impl Reaction {
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A poisoned lock only means a panic elsewhere while holding it; the maps are always consistent.
+        // A poisoned lock only means a panic elsewhere while holding it; the maps are always
+        // consistent.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -81,9 +89,9 @@ impl Reaction {
         }
     }
 
-    /// An eviction of `workload` is sent at `at`, costing it a Ready pod when `costs_ready`: the reaction, if the
-    /// workload waited and a pod of it became Ready meanwhile. An eviction of a pod that is not Ready changes nothing
-    /// here.
+    /// An eviction of `workload` is sent at `at`, costing it a Ready pod when `costs_ready`: the
+    /// reaction, if the workload waited and a pod of it became Ready meanwhile. An eviction of
+    /// a pod that is not Ready changes nothing here.
     pub fn evicting(&self, workload: &str, at: Instant, costs_ready: bool) -> Option<Reacted> {
         if !costs_ready {
             return None;
@@ -98,21 +106,24 @@ impl Reaction {
         })
     }
 
-    /// The waiting workloads with a pod observed becoming Ready since they started waiting (or since the last pass
-    /// that still planned them waiting): their next eviction continues their upgrade.
+    /// The waiting workloads with a pod observed becoming Ready since they started waiting (or
+    /// since the last pass that still planned them waiting): their next eviction continues
+    /// their upgrade.
     pub fn continuing(&self) -> HashSet<String> {
         self.lock().ready_at.keys().cloned().collect()
     }
 
-    /// An eviction of `workload` was refused: it waits (until a pod of it becomes Ready, or the budget frees up).
+    /// An eviction of `workload` was refused: it waits (until a pod of it becomes Ready, or the
+    /// budget frees up).
     pub fn refused(&self, workload: &str) {
         self.lock().waiting.insert(workload.to_owned());
     }
 
-    /// After a pass whose view was read from the caches after `observed`: the workloads that wait now, with a pod
-    /// waiting on the health rule or a budget (`waits`) or an eviction planned and not sent (`unsent`); see the
-    /// module's definition. The others stop waiting, except those refused since (`refused` is called after the pass
-    /// that planned their eviction). A workload in `waits` and not in `unsent` needs more than the Ready pods that
+    /// After a pass whose view was read from the caches after `observed`: the workloads that wait
+    /// now, with a pod waiting on the health rule or a budget (`waits`) or an eviction planned
+    /// and not sent (`unsent`); see the module's definition. The others stop waiting, except
+    /// those refused since (`refused` is called after the pass that planned their eviction). A
+    /// workload in `waits` and not in `unsent` needs more than the Ready pods that
     /// pass saw: its stamps from before `observed` go.
     pub fn waiting(&self, waits: HashSet<String>, unsent: HashSet<String>, observed: Instant) {
         let mut state = self.lock();
@@ -137,7 +148,8 @@ impl Reaction {
         state.waiting = waiting;
     }
 
-    /// Stamps a pod watch event, before it is applied to `pods`: a pod whose Ready condition turns True.
+    /// Stamps a pod watch event, before it is applied to `pods`: a pod whose Ready condition turns
+    /// True.
     pub fn observe_pod(&self, pods: &PodStore, replica_sets: &Store<ReplicaSet>, pod: &CachedPod) {
         if !is_ready(&pod.view) {
             return;
@@ -160,8 +172,8 @@ fn is_ready(pod: &PodView) -> bool {
     !pod.terminating && pod.ready
 }
 
-/// The workload a pod counts for, as the planner names it (`workload_uid` in the planner): its controller, or for a
-/// ReplicaSet's pod that ReplicaSet's own controller (a Deployment).
+/// The workload a pod counts for, as the planner names it (`workload_uid` in the planner): its
+/// controller, or for a ReplicaSet's pod that ReplicaSet's own controller (a Deployment).
 fn workload_uid(pod: &CachedPod, replica_sets: &Store<ReplicaSet>) -> Option<String> {
     let controller = pod.view.controller.as_ref()?;
     if controller.kind == "ReplicaSet" {
@@ -222,8 +234,8 @@ mod tests {
         let reaction = Reaction::default();
         let t0 = Instant::now();
         reaction.waiting(set(&["web"]), set(&[]), t0);
-        // The first replacement is Ready, but the workload needs two back: the next pass (its view read at +150 ms)
-        // still plans it waiting.
+        // The first replacement is Ready, but the workload needs two back: the next pass (its view
+        // read at +150 ms) still plans it waiting.
         reaction.became_ready("web", t0 + Duration::from_millis(100));
         reaction.waiting(set(&["web"]), set(&[]), t0 + Duration::from_millis(150));
         // A stamp after that pass's view stays through it.

@@ -1,14 +1,15 @@
 //! The sizes of controllers of unknown kinds that k8sm evicts from (an operator's custom resource).
 //!
-//! k8sm cannot read such a controller's desired count, so the planner infers it from the pods it sees; between an
-//! evicted pod's removal and its replacement's creation the controller would look one pod smaller, and healthy. The
-//! controller remembers, from its first eviction of such a controller's pods, the most live pods seen of it at once
-//! (the rule is the planner's: `grow_observed_sizes`), and forgets it some time after its last eviction, so that a
-//! controller scaled down for good is held to its old size (k8sm more careful) for no longer than that.
+//! k8sm cannot read such a controller's desired count, so the planner infers it from the pods it
+//! sees; between an evicted pod's removal and its replacement's creation the controller would look
+//! one pod smaller, and healthy. The controller remembers, from its first eviction of such a
+//! controller's pods, the most live pods seen of it at once (the rule is the planner's:
+//! `grow_observed_sizes`), and forgets it some time after its last eviction, so that a controller
+//! scaled down for good is held to its old size (k8sm more careful) for no longer than that.
 //!
-//! A restart or a new leader must not forget them: between a pod's removal and its replacement the controller looks
-//! whole at one pod less. So they are stored ([`crate::memory::sizes_store`]) before any eviction they count for, and read
-//! back before a new term plans one ([`Stored`]).
+//! A restart or a new leader must not forget them: between a pod's removal and its replacement the
+//! controller looks whole at one pod less. So they are stored ([`crate::memory::sizes_store`])
+//! before any eviction they count for, and read back before a new term plans one ([`Stored`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -18,8 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use k8sm_planner::{ClusterView, grow_observed_sizes};
 
-/// How long after k8sm's last eviction from a controller its size is remembered: operators recreate pods within
-/// seconds to minutes.
+/// How long after k8sm's last eviction from a controller its size is remembered: operators recreate
+/// pods within seconds to minutes.
 const REMEMBER_FOR: Duration = Duration::from_secs(1800);
 
 #[derive(Debug, Default)]
@@ -29,8 +30,9 @@ pub struct Sizes {
 }
 
 impl Sizes {
-    /// Grows the remembered sizes with what `view` shows, starting with `evicting` (UIDs of controllers whose pods
-    /// a plan made on `view` evicts), and forgets those past the bound. Returns the sizes for the planner.
+    /// Grows the remembered sizes with what `view` shows, starting with `evicting` (UIDs of
+    /// controllers whose pods a plan made on `view` evicts), and forgets those past the bound.
+    /// Returns the sizes for the planner.
     pub fn observe(
         &mut self,
         view: &ClusterView,
@@ -67,7 +69,8 @@ impl Sizes {
         }
     }
 
-    /// Takes in what was stored (by this replica or an earlier leader): the larger size and the later eviction win.
+    /// Takes in what was stored (by this replica or an earlier leader): the larger size and the
+    /// later eviction win.
     pub fn merge(&mut self, stored: Stored) {
         for (key, entry) in stored.controllers {
             let size = self.sizes.entry(key.clone()).or_default();

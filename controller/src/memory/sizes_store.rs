@@ -1,5 +1,6 @@
-//! Where the remembered sizes of unknown kinds live across restarts and leaders: one ConfigMap in the controller's
-//! namespace, written before an eviction that counts on them, read back at the start of each term.
+//! Where the remembered sizes of unknown kinds live across restarts and leaders: one ConfigMap in
+//! the controller's namespace, written before an eviction that counts on them, read back at the
+//! start of each term.
 
 use std::collections::BTreeMap;
 
@@ -26,8 +27,8 @@ impl SizesStore {
         }
     }
 
-    /// What is stored; nothing when the ConfigMap does not exist. A record that cannot be decoded is an error: the
-    /// sizes it held would be lost.
+    /// What is stored; nothing when the ConfigMap does not exist. A record that cannot be decoded
+    /// is an error: the sizes it held would be lost.
     pub async fn load(&self) -> Result<Stored, Error> {
         let Some(config_map) = self.api.get_opt(NAME).await? else {
             return Ok(Stored::default());

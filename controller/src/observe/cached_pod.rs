@@ -1,11 +1,12 @@
-//! The pod watch's own pod type: a pod's identity and the planner's view of it, converted once per watch event; the
-//! pod cache (`pod_store`) keeps the view, shared by every pass after that.
+//! The pod watch's own pod type: a pod's identity and the planner's view of it, converted once per
+//! watch event; the pod cache (`pod_store`) keeps the view, shared by every pass after that.
 //!
-//! Pods are most of the controller's memory at fleet size, and a [`Pod`](k8s_openapi::api::core::v1::Pod) holds
-//! every field of its spec and status inline (2.4 KB on 64-bit) however few are set: only the fields the conversion
-//! reads are parsed (the rest is skipped), converted to the planner's [`PodView`] at once, and the metadata is then
-//! cut down to the identity the watch resumes from. A pass shares each view (an [`Arc`]) instead of converting tens
-//! of thousands of pods again: no pass copies a pod.
+//! Pods are most of the controller's memory at fleet size, and a
+//! [`Pod`](k8s_openapi::api::core::v1::Pod) holds every field of its spec and status inline (2.4 KB
+//! on 64-bit) however few are set: only the fields the conversion reads are parsed (the rest is
+//! skipped), converted to the planner's [`PodView`] at once, and the metadata is then cut down to
+//! the identity the watch resumes from. A pass shares each view (an [`Arc`]) instead of converting
+//! tens of thousands of pods again: no pass copies a pod.
 
 use std::sync::Arc;
 
@@ -19,12 +20,13 @@ use k8s_openapi::api::core::v1::NodeSelector;
 use k8sm_planner::{POD_ANNOTATIONS_READ, PodPins, PodView, Resources};
 use k8sm_view::{ContainerRequests, ResourceList};
 
-/// A pod as the controller caches it. Read and written like a Pod by kube (same API path, kind and version);
-/// never sent to the apiserver.
+/// A pod as the controller caches it. Read and written like a Pod by kube (same API path, kind and
+/// version); never sent to the apiserver.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(from = "Wire")]
 pub struct CachedPod {
-    /// Name, namespace, UID and resourceVersion only: what the watch resumes from and the pod cache keeps.
+    /// Name, namespace, UID and resourceVersion only: what the watch resumes from and the pod
+    /// cache keeps.
     pub metadata: ObjectMeta,
     /// Everything the planner reads of the pod.
     pub view: Arc<PodView>,
@@ -68,9 +70,9 @@ struct Wire {
     status: Option<WireStatus>,
 }
 
-/// The metadata the conversion and the cache read. Not a whole [`ObjectMeta`]: its `managedFields` are a tree of
-/// JSON values per field manager, parsed into hundreds of small allocations on every watch event of every pod only
-/// to be dropped; skipped here, they cost a scan.
+/// The metadata the conversion and the cache read. Not a whole [`ObjectMeta`]: its `managedFields`
+/// are a tree of JSON values per field manager, parsed into hundreds of small allocations on every
+/// watch event of every pod only to be dropped; skipped here, they cost a scan.
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireMeta {
@@ -176,7 +178,8 @@ struct WireNodeAffinity {
     required_during_scheduling_ignored_during_execution: Option<NodeSelector>,
 }
 
-/// Of a volume, its name and the claim it uses, if any (a claim's volume may pin the pod to a node).
+/// Of a volume, its name and the claim it uses, if any (a claim's volume may pin the pod to a
+/// node).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireVolume {
@@ -213,7 +216,8 @@ struct WireCondition {
 }
 
 impl WireSpec {
-    /// What of the spec may pin the pod to one node (`pod`: its name, which names its ephemeral volumes' claims).
+    /// What of the spec may pin the pod to one node (`pod`: its name, which names its ephemeral
+    /// volumes' claims).
     fn pins(&self, pod: &str) -> Option<Box<PodPins>> {
         let required = self
             .affinity
@@ -324,7 +328,8 @@ impl From<Wire> for CachedPod {
                 .and_then(|c| c.last_transition_time)
                 .map(|t| k8sm_view::time::from_time(&t)),
         };
-        // The view keeps only the annotations the planner reads (a sidecar's status blob is not one of them).
+        // The view keeps only the annotations the planner reads (a sidecar's status blob is not one
+        // of them).
         if let Some(annotations) = parsed.metadata.annotations.as_mut() {
             annotations.retain(|key, _| POD_ANNOTATIONS_READ.contains(&key.as_str()));
         }
@@ -345,7 +350,8 @@ impl From<Wire> for CachedPod {
 
 #[cfg(test)]
 mod tests {
-    //! A cached pod converts to the same view as the whole Pod, and keeps nothing else the planner does not read.
+    //! A cached pod converts to the same view as the whole Pod, and keeps nothing else the planner
+    //! does not read.
 
     use serde::de::DeserializeOwned;
     use serde_json::{Value, json};
@@ -411,8 +417,9 @@ mod tests {
             ["karpenter.sh/do-not-disrupt"],
             "only the annotations the planner reads"
         );
-        // Of the metadata, only what kube's cache keys on and what the controller itself compares (its backoff keys a
-        // pod by UID and resourceVersion): the rest is in the view or never read.
+        // Of the metadata, only what kube's cache keys on and what the controller itself compares
+        // (its backoff keys a pod by UID and resourceVersion): the rest is in the view or
+        // never read.
         let expected = ObjectMeta {
             name: original.metadata.name.clone(),
             namespace: original.metadata.namespace.clone(),
@@ -443,8 +450,8 @@ mod tests {
         }
     }
 
-    /// A pod's requests are read from the slimmer copy as from the whole Pod: containers, init containers and sidecars,
-    /// pod-level requests and overhead.
+    /// A pod's requests are read from the slimmer copy as from the whole Pod: containers, init
+    /// containers and sidecars, pod-level requests and overhead.
     #[test]
     fn a_cached_pod_reads_what_the_scheduler_reserves_for_it() {
         let cases = [
@@ -467,8 +474,9 @@ mod tests {
         }
     }
 
-    /// What may pin a pod to its node is read from the slimmer copy exactly as from the whole Pod: a hostname node
-    /// selector, the required node affinity (not the preferred one), and the claims of its volumes.
+    /// What may pin a pod to its node is read from the slimmer copy exactly as from the whole Pod:
+    /// a hostname node selector, the required node affinity (not the preferred one), and the
+    /// claims of its volumes.
     #[test]
     fn a_cached_pod_reads_what_may_pin_it() {
         let mut value = pod_json();

@@ -1,5 +1,5 @@
-//! The controller's stores → the planner's [`ClusterView`], through the conversion it shares with the kubectl plugin
-//! ([`k8sm_view`]).
+//! The controller's stores → the planner's [`ClusterView`], through the conversion it shares with
+//! the kubectl plugin ([`k8sm_view`]).
 
 use std::sync::Arc;
 
@@ -10,8 +10,8 @@ use crate::observe::cached_pod::CachedPod;
 use crate::observe::mirror::Kept;
 use crate::observe::stores::Stores;
 
-/// What a view kept from pass to pass holds besides itself: the owners' views of the last pass, and where each of
-/// the mirrored kinds' objects is in its vectors.
+/// What a view kept from pass to pass holds besides itself: the owners' views of the last pass, and
+/// where each of the mirrored kinds' objects is in its vectors.
 #[derive(Default)]
 pub struct KeptView {
     owners: OwnerViews,
@@ -20,8 +20,9 @@ pub struct KeptView {
     pdbs: Kept<PdbView>,
 }
 
-/// Brings `view` up to date with the stores' current contents: the pods, nodes and budgets that changed since the
-/// last build, and the rest converted again (the owners that did not change keep their views).
+/// Brings `view` up to date with the stores' current contents: the pods, nodes and budgets that
+/// changed since the last build, and the rest converted again (the owners that did not change keep
+/// their views).
 pub fn build(stores: &Stores, kept: &mut KeptView, view: &mut ClusterView) {
     let mirrors = &stores.mirrors;
     kept.pods

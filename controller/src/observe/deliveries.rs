@@ -1,8 +1,10 @@
-//! What each watch last delivered, read at the HTTP layer of the watches' client: kube's watcher consumes bookmarks
-//! without yielding them, and a watch whose connection stalls without an error (a half-open TCP connection behind a
-//! load balancer, a hung apiserver) yields nothing at all. A response that starts (a watch the server accepted,
-//! which it ends after [`crate::observe::stores::WATCH_TIMEOUT`]) and each data frame (an event, a bookmark, a list page)
-//! show that the path to the apiserver works; data frames alone show what the cache has caught up with.
+//! What each watch last delivered, read at the HTTP layer of the watches' client: kube's watcher
+//! consumes bookmarks without yielding them, and a watch whose connection stalls without an error
+//! (a half-open TCP connection behind a load balancer, a hung apiserver) yields nothing at all. A
+//! response that starts (a watch the server accepted, which it ends after
+//! [`crate::observe::stores::WATCH_TIMEOUT`]) and each data frame (an event, a bookmark, a list
+//! page) show that the path to the apiserver works; data frames alone show what the cache has
+//! caught up with.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -16,8 +18,8 @@ use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use tower::{Layer, Service};
 
-/// A delivery: on this process's monotonic clock (for bounds), and on the wall clock (to compare with the time an
-/// eviction was answered, and for reports).
+/// A delivery: on this process's monotonic clock (for bounds), and on the wall clock (to compare
+/// with the time an eviction was answered, and for reports).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Delivery {
     pub at: Instant,
@@ -33,8 +35,8 @@ impl Delivery {
     }
 }
 
-/// The last deliveries of every collection the watches' client reads, by its path (such as `/api/v1/pods`): list
-/// pages and watch events alike.
+/// The last deliveries of every collection the watches' client reads, by its path (such as
+/// `/api/v1/pods`): list pages and watch events alike.
 #[derive(Clone, Debug, Default)]
 pub struct Deliveries {
     last: Arc<Mutex<HashMap<String, Last>>>,
@@ -89,7 +91,8 @@ impl Deliveries {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Last>> {
-        // A poisoned lock only means a panic elsewhere while holding it; the map is always consistent.
+        // A poisoned lock only means a panic elsewhere while holding it; the map is always
+        // consistent.
         self.last.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -1,5 +1,6 @@
-//! Caches fed by hand instead of by watches: the replay harness's input. Each event is trimmed as the watch trims it
-//! and applied as the reflector applies it, so the stores hold what the controller's would.
+//! Caches fed by hand instead of by watches: the replay harness's input. Each event is trimmed as
+//! the watch trims it and applied as the reflector applies it, so the stores hold what the
+//! controller's would.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Node;
@@ -20,8 +21,8 @@ use crate::observe::trim::{
 };
 use crate::observe::watches::WatchHealth;
 
-/// The writing ends of [`Stores::fed`]'s caches, for the kinds a replayed fleet holds. The other kinds' caches stay
-/// empty and complete.
+/// The writing ends of [`Stores::fed`]'s caches, for the kinds a replayed fleet holds. The other
+/// kinds' caches stay empty and complete.
 pub struct Feeds {
     nodes: Writer<Node>,
     pods: PodWriter,
@@ -109,8 +110,8 @@ impl Feeds {
         apply(&mut self.policies, event, trim_meta);
     }
 
-    /// Ends each cache's first list: what was given as `InitApply` becomes its content, as at the end of a watch's
-    /// first list.
+    /// Ends each cache's first list: what was given as `InitApply` becomes its content, as at the
+    /// end of a watch's first list.
     pub fn listed(&mut self) {
         self.nodes.apply_watcher_event(&Event::InitDone);
         self.mirrors.nodes.observe(&Event::InitDone);

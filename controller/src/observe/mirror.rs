@@ -1,10 +1,11 @@
-//! A kind's objects as the planner reads them, kept in the pass's own view from one pass to the next: the watch's
-//! events, converted as they arrive, are applied to the view by the next pass, so that a pass costs the objects that
-//! changed, not every object cached.
+//! A kind's objects as the planner reads them, kept in the pass's own view from one pass to the
+//! next: the watch's events, converted as they arrive, are applied to the view by the next pass, so
+//! that a pass costs the objects that changed, not every object cached.
 //!
-//! The cache stays the truth. After a relist, or for a new reader, the view is rebuilt from the cache; in between, it
-//! is brought up to date with the latest version of each object that changed. The hook sees an event only once the
-//! cache holds it, so an event that one update misses is read by the next one.
+//! The cache stays the truth. After a relist, or for a new reader, the view is rebuilt from the
+//! cache; in between, it is brought up to date with the latest version of each object that changed.
+//! The hook sees an event only once the cache holds it, so an event that one update misses is read
+//! by the next one.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -51,7 +52,8 @@ impl Mirrored for PdbView {
     }
 }
 
-/// The watch's side: records the latest version of each object changed since the reader last took them.
+/// The watch's side: records the latest version of each object changed since the reader last took
+/// them.
 pub struct Mirror<K, V: Mirrored> {
     pending: Arc<Mutex<Pending<V>>>,
     convert: fn(&K) -> V,
@@ -69,8 +71,8 @@ impl<K, V: Mirrored> Clone for Mirror<K, V> {
 struct Pending<V: Mirrored> {
     /// The reader the changes are kept for (0: none yet).
     reader: u64,
-    /// The store was replaced (a relist), or the reader is new: it reads the whole store, and changes until then are
-    /// in it.
+    /// The store was replaced (a relist), or the reader is new: it reads the whole store, and
+    /// changes until then are in it.
     resync: bool,
     /// Per object changed, its latest version (`None`: deleted).
     changes: Map<V::Key, Option<V>>,
@@ -122,14 +124,15 @@ impl<K, V: Mirrored> Mirror<K, V> {
             }
         };
         let mut pending = self.lock();
-        // Without a reader, or with the whole store to read again, the change is read from the store.
+        // Without a reader, or with the whole store to read again, the change is read from the
+        // store.
         if pending.reader != 0 && !pending.resync {
             pending.changes.insert(key, version);
         }
     }
 
-    /// What `reader` has not seen: whether to read the whole store again, and the changes (the latest version of
-    /// each) since it last took them.
+    /// What `reader` has not seen: whether to read the whole store again, and the changes (the
+    /// latest version of each) since it last took them.
     fn take(&self, reader: u64) -> (bool, Map<V::Key, Option<V>>) {
         let mut pending = self.lock();
         if pending.reader != reader {
@@ -162,8 +165,8 @@ impl<V: Mirrored> Default for Kept<V> {
 }
 
 impl<V: Mirrored> Kept<V> {
-    /// Brings `items` (the view's vector, which only this changes) up to date with what `mirror` recorded, or with
-    /// the whole `store` after a relist or at the first update.
+    /// Brings `items` (the view's vector, which only this changes) up to date with what `mirror`
+    /// recorded, or with the whole `store` after a relist or at the first update.
     pub fn update_from_store<K>(
         &mut self,
         mirror: &Mirror<K, V>,
@@ -181,8 +184,8 @@ impl<V: Mirrored> Kept<V> {
         );
     }
 
-    /// Brings `items` up to date with what `mirror` recorded, or with `everything` (every object the cache holds,
-    /// converted) after a relist or at the first update.
+    /// Brings `items` up to date with what `mirror` recorded, or with `everything` (every object
+    /// the cache holds, converted) after a relist or at the first update.
     pub fn update<K>(
         &mut self,
         mirror: &Mirror<K, V>,
@@ -266,7 +269,8 @@ mod tests {
     enum Step {
         Apply(u8, u8),
         Delete(u8),
-        /// A relist: `Init`, these objects as `InitApply`, and `InitDone` unless the list broke off.
+        /// A relist: `Init`, these objects as `InitApply`, and `InitDone` unless the list broke
+        /// off.
         Relist(Vec<(u8, u8)>, bool),
         /// The reader brings its view up to date.
         Update,

@@ -1,5 +1,5 @@
-//! What the controller sees: one watch per kind, stores trimmed to what the planner reads, and their
-//! conversion to the planner's input.
+//! What the controller sees: one watch per kind, stores trimmed to what the planner reads, and
+//! their conversion to the planner's input.
 
 pub(crate) mod cached_pod;
 pub(crate) mod cluster_view;

@@ -1,9 +1,10 @@
-//! The controller's pod cache: each pod's view (shared with the passes) and its resourceVersion, by namespace and
-//! name, applied from the pod watch's events as kube's reflector applies them (a list replaces the cache only once
-//! complete).
+//! The controller's pod cache: each pod's view (shared with the passes) and its resourceVersion, by
+//! namespace and name, applied from the pod watch's events as kube's reflector applies them (a list
+//! replaces the cache only once complete).
 //!
-//! kube's store would keep, beside each view, a whole `ObjectMeta` and a key holding the pod's name, namespace, UID and
-//! resourceVersion again: the bulk of a large fleet's memory (docs/decisions/0003-fleet-scale.md).
+//! kube's store would keep, beside each view, a whole `ObjectMeta` and a key holding the pod's
+//! name, namespace, UID and resourceVersion again: the bulk of a large fleet's memory
+//! (docs/decisions/0003-fleet-scale.md).
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -19,7 +20,8 @@ use crate::observe::cached_pod::CachedPod;
 /// Keys are names from the apiserver, which tenants choose: a hash seeded per process.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Pods by namespace, then by name: found by the `&str`s a caller holds, and each namespace's name stored once.
+/// Pods by namespace, then by name: found by the `&str`s a caller holds, and each namespace's name
+/// stored once.
 type Pods = Map<Arc<str>, Map<Arc<str>, Cached>>;
 
 /// One pod as cached.
@@ -129,7 +131,8 @@ impl PodWriter {
                     let mut pods = self.pods.write().unwrap_or_else(PoisonError::into_inner);
                     std::mem::replace(&mut *pods, listed)
                 };
-                // The old pods are let go outside the lock: readers need not wait for a fleet's worth of frees.
+                // The old pods are let go outside the lock: readers need not wait for a fleet's
+                // worth of frees.
                 drop(replaced);
                 self.ready.send_replace(true);
             }

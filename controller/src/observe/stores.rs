@@ -1,6 +1,6 @@
-//! Observation: one reflector per kind the planner needs, with stored objects trimmed to what it reads, and one
-//! merged stream that fires whenever any of them changes (the controller is event-driven, not a polling loop) or
-//! one of their watches fails or recovers ([`WatchHealth`]).
+//! Observation: one reflector per kind the planner needs, with stored objects trimmed to what it
+//! reads, and one merged stream that fires whenever any of them changes (the controller is
+//! event-driven, not a polling loop) or one of their watches fails or recovers ([`WatchHealth`]).
 
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -30,20 +30,24 @@ use crate::observe::trim::{
 use crate::observe::watches::{WATCH_SILENCE, WatchHealth};
 
 /// The pause before a failed watch starts again, after its first failure in a row; it doubles up to
-/// [`MAX_RESTART_DELAY`]. Short: a watch that failed once (an apiserver restarting) usually works again at once.
+/// [`MAX_RESTART_DELAY`]. Short: a watch that failed once (an apiserver restarting) usually works
+/// again at once.
 const FIRST_RESTART_DELAY: Duration = Duration::from_millis(500);
-/// The longest pause between two starts of a failing watch: how late, at worst, its recovery is noticed.
+/// The longest pause between two starts of a failing watch: how late, at worst, its recovery is
+/// noticed.
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(8);
-/// How long the apiserver keeps each watch open before it ends it; the watcher then resumes it where it was. The
-/// response of each resumed watch shows that the path to the apiserver works, which bookmarks cannot show on a quiet
-/// collection: the apiserver sends a bookmark only once its watch cache has moved past what the watch has seen.
+/// How long the apiserver keeps each watch open before it ends it; the watcher then resumes it
+/// where it was. The response of each resumed watch shows that the path to the apiserver works,
+/// which bookmarks cannot show on a quiet collection: the apiserver sends a bookmark only once its
+/// watch cache has moved past what the watch has seen.
 pub const WATCH_TIMEOUT: Duration = Duration::from_secs(45);
 
-/// Sets the server's timeout of a watch request to [`WATCH_TIMEOUT`]. kube's watcher asks for its own `timeout`
-/// and gives a watch up once it has yielded nothing for that long plus 5 s, which would resume a stalled watch
-/// silently (or, with its default of 290 s, leave it stalled for 295 s). The watches ask for no timeout
-/// (`timeoutSeconds=0`, which turns kube's own check off) and this sets the server's, so that the silence bound is
-/// [`WATCH_SILENCE`] and a stalled watch is seen, reported and started afresh.
+/// Sets the server's timeout of a watch request to [`WATCH_TIMEOUT`]. kube's watcher asks for its
+/// own `timeout` and gives a watch up once it has yielded nothing for that long plus 5 s, which
+/// would resume a stalled watch silently (or, with its default of 290 s, leave it stalled for 295
+/// s). The watches ask for no timeout (`timeoutSeconds=0`, which turns kube's own check off) and
+/// this sets the server's, so that the silence bound is [`WATCH_SILENCE`] and a stalled watch is
+/// seen, reported and started afresh.
 pub fn with_watch_timeout<B>(mut request: http::Request<B>) -> http::Request<B> {
     let uri = request.uri();
     let Some(query) = uri.query() else {
@@ -84,7 +88,8 @@ pub struct Stores {
     pub jobs: Store<Job>,
     pub pdbs: Store<PodDisruptionBudget>,
     pub policies: Store<ExecutorUpgradePolicy>,
-    /// PersistentVolumes, as much of them as may pin a pod to a node (their claim and node affinity).
+    /// PersistentVolumes, as much of them as may pin a pod to a node (their claim and node
+    /// affinity).
     pub persistent_volumes: Store<PersistentVolume>,
     /// Which watches are failing, since when and why.
     pub health: WatchHealth,
@@ -96,13 +101,14 @@ pub struct Stores {
     pub mirrors: Mirrors,
 }
 
-/// A stream that yields `()` when any watched object changed since it was last polled (changes are coalesced), and
-/// ends when the watches end.
+/// A stream that yields `()` when any watched object changed since it was last polled (changes are
+/// coalesced), and ends when the watches end.
 pub type Changes = Pin<Box<dyn Stream<Item = ()> + Send>>;
 
 impl Stores {
-    /// Starts the reflectors in a task of their own (so it must be called within the Tokio runtime), on `client`,
-    /// whose responses `deliveries` records ([`Deliveries::layer`]). `reaction` stamps the pods it sees become Ready.
+    /// Starts the reflectors in a task of their own (so it must be called within the Tokio
+    /// runtime), on `client`, whose responses `deliveries` records ([`Deliveries::layer`]).
+    /// `reaction` stamps the pods it sees become Ready.
     pub fn start(client: &Client, deliveries: Deliveries, reaction: Reaction) -> (Self, Changes) {
         let mut changes: Vec<Changes> = Vec::new();
         let health = WatchHealth::default();
@@ -120,7 +126,8 @@ impl Stores {
         let owners = replica_sets.clone();
         let pods = watches.reflect_pods(
             move |pods, event| {
-                // Live changes only: a relist replaces the store at its end, with no moment a pod became Ready.
+                // Live changes only: a relist replaces the store at its end, with no moment a pod
+                // became Ready.
                 if let watcher::Event::Apply(pod) = event {
                     reaction.observe_pod(pods, &owners, pod);
                 }
@@ -148,7 +155,8 @@ impl Stores {
 
     /// Waits until every store holds a complete initial list.
     pub async fn wait_until_ready(&self) {
-        // A store's writer lives inside the change stream, which outlives this call: these never fail.
+        // A store's writer lives inside the change stream, which outlives this call: these never
+        // fail.
         let _ = self.nodes.wait_until_ready().await;
         self.pods.wait_until_ready().await;
         let _ = self.deployments.wait_until_ready().await;
@@ -172,10 +180,10 @@ impl crate::report::events::Uids for Stores {
     }
 }
 
-/// Polls the reflectors in a task of their own, so that the stores keep up with the watches while a pass awaits the
-/// API. Polled only between passes, a watch advanced by about one read per pass: on a busy cluster (hundreds of pod
-/// updates a second while nodes drain) the stores fell seconds behind, and so did every eviction that waited for a
-/// replacement to become Ready.
+/// Polls the reflectors in a task of their own, so that the stores keep up with the watches while a
+/// pass awaits the API. Polled only between passes, a watch advanced by about one read per pass: on
+/// a busy cluster (hundreds of pod updates a second while nodes drain) the stores fell seconds
+/// behind, and so did every eviction that waited for a replacement to become Ready.
 fn drive(mut watches: impl Stream<Item = ()> + Send + Unpin + 'static) -> Changes {
     let (sender, mut receiver) = mpsc::channel::<()>(1);
     tokio::spawn(async move {
@@ -189,7 +197,8 @@ fn drive(mut watches: impl Stream<Item = ()> + Send + Unpin + 'static) -> Change
     Box::pin(futures::stream::poll_fn(move |cx| receiver.poll_recv(cx)))
 }
 
-/// What each new reflector needs: the client, where to report its health, and where to signal its changes.
+/// What each new reflector needs: the client, where to report its health, and where to signal its
+/// changes.
 struct Watches<'a> {
     client: &'a Client,
     health: &'a WatchHealth,
@@ -217,9 +226,10 @@ impl Watches<'_> {
         self.reflect_held(trim, move |event| mirror.observe(event))
     }
 
-    /// The pods, into the controller's own cache ([`PodStore`]; they are cut down while they are parsed, so nothing
-    /// is left to trim): `observe` sees each event with the cache as it was right before the event is applied to it,
-    /// and `mirror` records it once the cache holds it.
+    /// The pods, into the controller's own cache ([`PodStore`]; they are cut down while they are
+    /// parsed, so nothing is left to trim): `observe` sees each event with the cache as it was
+    /// right before the event is applied to it, and `mirror` records it once the cache holds
+    /// it.
     fn reflect_pods(
         &mut self,
         observe: impl Fn(&PodStore, &watcher::Event<CachedPod>) + Send + 'static,
@@ -266,8 +276,9 @@ impl Watches<'_> {
         let (reader, writer) = reflector::store();
         let kind = K::kind(&Default::default()).into_owned();
         let events = restarting_watch(Api::all(self.client.clone()), trim, self.health(&kind));
-        // A failure signals a change too: the loop must learn when a watch starts failing (to stop acting once it
-        // has failed for too long) as it learns of its recovery (a complete list, which changes the store).
+        // A failure signals a change too: the loop must learn when a watch starts failing (to stop
+        // acting once it has failed for too long) as it learns of its recovery (a complete
+        // list, which changes the store).
         let stream = reflector::reflector(writer, events)
             .inspect(move |event| {
                 if let Ok(event) = event {
@@ -289,11 +300,12 @@ struct Health {
     kind: String,
 }
 
-/// A watcher that starts afresh, with a complete list, after any error (after a pause that grows while it keeps
-/// failing), or once it has delivered nothing for [`WATCH_SILENCE`]. kube's watcher resumes a failed watch where it
-/// was, and a resumed watch says nothing until the next change: a quiet cluster would never tell that the watch works
-/// again, and a stale view would stop the controller for ever. A fresh start ends its list with `InitDone`, the proof
-/// that the store is current again; until then, the reflector keeps the store as it last was.
+/// A watcher that starts afresh, with a complete list, after any error (after a pause that grows
+/// while it keeps failing), or once it has delivered nothing for [`WATCH_SILENCE`]. kube's watcher
+/// resumes a failed watch where it was, and a resumed watch says nothing until the next change: a
+/// quiet cluster would never tell that the watch works again, and a stale view would stop the
+/// controller for ever. A fresh start ends its list with `InitDone`, the proof that the store is
+/// current again; until then, the reflector keeps the store as it last was.
 fn restarting_watch<K>(
     api: Api<K>,
     trim: fn(&mut K),
@@ -308,7 +320,8 @@ where
     let config = watcher::Config::default().timeout(0);
     let start = move || watcher(api.clone(), config.clone()).modify(trim).boxed();
     let first = start();
-    // When the stream started: a start counts as a delivery, for as long as it has delivered nothing since.
+    // When the stream started: a start counts as a delivery, for as long as it has delivered
+    // nothing since.
     let started = Delivery::now();
     futures::stream::unfold(
         (first, 0u32, None::<Duration>, started),
@@ -320,7 +333,8 @@ where
                     stream = start();
                     started = Delivery::now();
                 }
-                // Silent since its last delivery, or since it started if it has delivered nothing since.
+                // Silent since its last delivery, or since it started if it has delivered nothing
+                // since.
                 let silent_since = || {
                     health
                         .deliveries
@@ -333,7 +347,8 @@ where
                     let deadline = tokio::time::Instant::from_std(since.at + WATCH_SILENCE);
                     match tokio::time::timeout_at(deadline, stream.next()).await {
                         Ok(event) => break event?,
-                        // A resumed watch, or bookmarks, which kube's watcher does not yield: it works.
+                        // A resumed watch, or bookmarks, which kube's watcher does not yield: it
+                        // works.
                         Err(_) if silent_since().at > since.at => since = silent_since(),
                         Err(_) => {
                             let kind = &health.kind;
@@ -342,7 +357,8 @@ where
                                 "watch delivered nothing for {WATCH_SILENCE:?}; starting it again with a fresh list"
                             );
                             health.watches.silent(kind, (since.at, since.wall));
-                            // A fresh start, announced as one: the loop wakes to find the view stale.
+                            // A fresh start, announced as one: the loop wakes to find the view
+                            // stale.
                             return Some((
                                 Ok(watcher::Event::Init),
                                 (start(), failures, None, Delivery::now()),

@@ -1,5 +1,6 @@
-//! What the stores keep of each object: only what `k8sm_view` reads, so that memory stays small at thousands of
-//! nodes and tens of thousands of pods (docs/design.md §8). Every trim keeps the object's view unchanged (see the tests).
+//! What the stores keep of each object: only what `k8sm_view` reads, so that memory stays small at
+//! thousands of nodes and tens of thousands of pods (docs/design.md §8). Every trim keeps the
+//! object's view unchanged (see the tests).
 
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
@@ -23,7 +24,8 @@ pub(crate) fn trim_meta<K: Resource>(object: &mut K) {
     }
 }
 
-/// Nodes: keep addresses, conditions and allocatable resources; drop images, volumes and daemon endpoints.
+/// Nodes: keep addresses, conditions and allocatable resources; drop images, volumes and daemon
+/// endpoints.
 pub(crate) fn trim_node(node: &mut Node) {
     trim_meta(node);
     if let Some(status) = node.status.take() {
@@ -36,8 +38,8 @@ pub(crate) fn trim_node(node: &mut Node) {
     }
 }
 
-/// PersistentVolumes: the claim each is bound to and its node affinity (what may pin the claim's pods to a node);
-/// its source, capacity, labels and status go.
+/// PersistentVolumes: the claim each is bound to and its node affinity (what may pin the claim's
+/// pods to a node); its source, capacity, labels and status go.
 pub(crate) fn trim_persistent_volume(volume: &mut PersistentVolume) {
     let meta = &mut volume.metadata;
     *meta = ObjectMeta {
@@ -58,8 +60,8 @@ pub(crate) fn trim_persistent_volume(volume: &mut PersistentVolume) {
     });
 }
 
-/// Pod controllers: the planner reads their identity, controller reference, deletion and desired replicas. The pod
-/// template (often most of the object), labels, annotations and status go.
+/// Pod controllers: the planner reads their identity, controller reference, deletion and desired
+/// replicas. The pod template (often most of the object), labels, annotations and status go.
 fn trim_owner_meta(meta: &mut ObjectMeta) {
     *meta = ObjectMeta {
         name: meta.name.take(),
@@ -72,8 +74,8 @@ fn trim_owner_meta(meta: &mut ObjectMeta) {
     };
 }
 
-/// A controller whose `spec.replicas` is its desired count: keep that, `spec.minReadySeconds` and the identity,
-/// nothing else.
+/// A controller whose `spec.replicas` is its desired count: keep that, `spec.minReadySeconds` and
+/// the identity, nothing else.
 macro_rules! trim_replicated {
     ($name:ident, $kind:ty, $spec:ident) => {
         pub(crate) fn $name(object: &mut $kind) {
@@ -89,7 +91,8 @@ macro_rules! trim_replicated {
     };
 }
 
-/// A ReplicaSet: what [`trim_replicated`] keeps, and its revision (which of a Deployment's ReplicaSets is the newest).
+/// A ReplicaSet: what [`trim_replicated`] keeps, and its revision (which of a Deployment's
+/// ReplicaSets is the newest).
 pub(crate) fn trim_replica_set(replica_set: &mut ReplicaSet) {
     let revision = replica_set
         .metadata
@@ -102,8 +105,9 @@ pub(crate) fn trim_replica_set(replica_set: &mut ReplicaSet) {
     });
 }
 
-/// A StatefulSet: what [`trim_replicated`] keeps, and what tells whether its controller is replacing pods
-/// (`k8sm_view::stateful_set_view`): its generation, update strategy, and revisions and counts of its status.
+/// A StatefulSet: what [`trim_replicated`] keeps, and what tells whether its controller is
+/// replacing pods (`k8sm_view::stateful_set_view`): its generation, update strategy, and revisions
+/// and counts of its status.
 pub(crate) fn trim_stateful_set(stateful_set: &mut StatefulSet) {
     let generation = stateful_set.metadata.generation;
     let update_strategy = stateful_set
@@ -127,10 +131,10 @@ pub(crate) fn trim_stateful_set(stateful_set: &mut StatefulSet) {
     });
 }
 
-/// A Deployment: its desired count, what tells whether its controller is replacing pods and whether its last rollout
-/// is complete (`k8sm_view::deployment_view`): its generation, whether it is paused, the observed generation, pod
-/// counts, and progress and availability conditions of its status; and what a surge move needs: its strategy and
-/// k8sm's annotations.
+/// A Deployment: its desired count, what tells whether its controller is replacing pods and whether
+/// its last rollout is complete (`k8sm_view::deployment_view`): its generation, whether it is
+/// paused, the observed generation, pod counts, and progress and availability conditions of its
+/// status; and what a surge move needs: its strategy and k8sm's annotations.
 pub(crate) fn trim_deployment(deployment: &mut Deployment) {
     let generation = deployment.metadata.generation;
     let annotations = deployment.metadata.annotations.take().map(|mut all| {
@@ -177,8 +181,8 @@ trim_replicated!(
 );
 trim_replicated!(trim_replicated_stateful_set, StatefulSet, StatefulSetSpec);
 
-/// Jobs: a Job's pods wait for completion, which the planner reads from the pods; nothing of the Job but its
-/// identity is read.
+/// Jobs: a Job's pods wait for completion, which the planner reads from the pods; nothing of the
+/// Job but its identity is read.
 pub(crate) fn trim_job(job: &mut Job) {
     trim_owner_meta(&mut job.metadata);
     job.spec = None;
@@ -187,7 +191,8 @@ pub(crate) fn trim_job(job: &mut Job) {
 
 #[cfg(test)]
 mod tests {
-    //! Trimmed objects convert to the same views as untrimmed ones, and lose what the planner never reads.
+    //! Trimmed objects convert to the same views as untrimmed ones, and lose what the planner never
+    //! reads.
 
     use serde::de::DeserializeOwned;
     use serde_json::{Value, json};
@@ -208,7 +213,8 @@ mod tests {
         })
     }
 
-    /// Metadata as the apiserver returns it, with what the stores need not keep; `replicas` and the rest of the spec.
+    /// Metadata as the apiserver returns it, with what the stores need not keep; `replicas` and the
+    /// rest of the spec.
     fn controller(api_version: &str, kind: &str, spec: Value, status: Value) -> Value {
         json!({
             "apiVersion": api_version,
@@ -330,8 +336,9 @@ mod tests {
         );
     }
 
-    /// Whether a Deployment's controller is replacing pods survives the trim in every state: a rollout with old pods
-    /// left, one paused half-way, a generation not observed yet, and a rollout complete.
+    /// Whether a Deployment's controller is replacing pods survives the trim in every state: a
+    /// rollout with old pods left, one paused half-way, a generation not observed yet, and a
+    /// rollout complete.
     #[test]
     fn a_trimmed_deployment_still_tells_a_rollout_under_way() {
         let spec = |paused: bool| json!({"replicas": 4, "paused": paused, "selector": {"matchLabels": {"app": "web"}}, "template": template()});
@@ -351,7 +358,8 @@ mod tests {
             ),
             ("complete", spec(false), status(7, 4, 4), false),
         ];
-        // What a surge move reads: the strategy, k8sm's annotations, availability and the progress deadline.
+        // What a surge move reads: the strategy, k8sm's annotations, availability and the progress
+        // deadline.
         let surge = |strategy: Value| {
             let mut spec = spec(false);
             spec["strategy"] = strategy;
@@ -413,7 +421,8 @@ mod tests {
         );
     }
 
-    /// A trimmed PersistentVolume keeps its claim and node affinity (its view is the same) and loses the rest.
+    /// A trimmed PersistentVolume keeps its claim and node affinity (its view is the same) and
+    /// loses the rest.
     #[test]
     fn a_trimmed_persistent_volume_keeps_what_may_pin_a_pod() {
         let volume = || -> PersistentVolume {
@@ -449,7 +458,8 @@ mod tests {
         assert_eq!(trimmed.metadata.labels, None);
     }
 
-    /// A trimmed Node converts to the same view, allocatable resources included, and loses its images.
+    /// A trimmed Node converts to the same view, allocatable resources included, and loses its
+    /// images.
     #[test]
     fn a_trimmed_node_keeps_its_view() {
         let node: Node = object(json!({

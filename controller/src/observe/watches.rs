@@ -1,6 +1,7 @@
-//! How each watch is doing: since when it has been failing and why, so that the controller never acts on a view
-//! that a failing watch keeps frozen (docs/design.md §9). A failing watch leaves its store as it last was: pods evicted
-//! meanwhile would look Ready, and a planner trusting them would evict their replacements' peers.
+//! How each watch is doing: since when it has been failing and why, so that the controller never
+//! acts on a view that a failing watch keeps frozen (docs/design.md §9). A failing watch leaves its
+//! store as it last was: pods evicted meanwhile would look Ready, and a planner trusting them would
+//! evict their replacements' peers.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -8,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-/// A watch that delivers nothing (no response started, no event, no bookmark) for this long has stalled without an
-/// error: it counts as failing since its last delivery (its view is stale at once, as this is longer than
-/// `--max-watch-staleness`'s default) and starts again with a fresh list. A working watch delivers at least every
-/// [`WATCH_TIMEOUT`], plus the time a resumed watch takes to start.
+/// A watch that delivers nothing (no response started, no event, no bookmark) for this long has
+/// stalled without an error: it counts as failing since its last delivery (its view is stale at
+/// once, as this is longer than `--max-watch-staleness`'s default) and starts again with a fresh
+/// list. A working watch delivers at least every [`WATCH_TIMEOUT`], plus the time a resumed watch
+/// takes to start.
 pub const WATCH_SILENCE: Duration = Duration::from_secs(75);
 
 /// A watch that has been failing since its last success.
@@ -32,8 +34,9 @@ pub struct WatchHealth {
     failing: Arc<Mutex<BTreeMap<String, Failing>>>,
     /// Kind → how many times its watch stalled without an error and was started again.
     silences: Arc<Mutex<BTreeMap<String, u64>>>,
-    /// Kind → its last silence, until a pass reports it: the fresh list often brings the watch back before any pass
-    /// sees it failing, and the operator must still hear of the stalled connection.
+    /// Kind → its last silence, until a pass reports it: the fresh list often brings the watch
+    /// back before any pass sees it failing, and the operator must still hear of the stalled
+    /// connection.
     unreported_silences: Arc<Mutex<BTreeMap<String, Failing>>>,
 }
 
@@ -42,11 +45,13 @@ const MAX_ERROR: usize = 300;
 
 impl WatchHealth {
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Failing>> {
-        // A poisoned lock only means a panic elsewhere while holding it; the map itself is always consistent.
+        // A poisoned lock only means a panic elsewhere while holding it; the map itself is always
+        // consistent.
         self.failing.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The watch of `kind` delivered: its store is current again (a complete list, or a change on a live watch).
+    /// The watch of `kind` delivered: its store is current again (a complete list, or a change on a
+    /// live watch).
     pub fn succeeded(&self, kind: &str) {
         let mut failing = self.lock();
         if failing.contains_key(kind) {
@@ -55,8 +60,8 @@ impl WatchHealth {
         }
     }
 
-    /// The watch of `kind` failed with `error`, at `now` (on the monotonic and the wall clock), or has been failing
-    /// since then (a watch found silent).
+    /// The watch of `kind` failed with `error`, at `now` (on the monotonic and the wall clock), or
+    /// has been failing since then (a watch found silent).
     pub fn failed(&self, kind: &str, error: &str, (now, now_wall): (Instant, DateTime<Utc>)) {
         let error: String = error.chars().take(MAX_ERROR).collect();
         let mut failing = self.lock();
@@ -133,7 +138,8 @@ pub fn stale(
         .collect()
 }
 
-/// When the first of the failing watches that are not stale yet becomes stale: plan again then, to stop acting.
+/// When the first of the failing watches that are not stale yet becomes stale: plan again then, to
+/// stop acting.
 pub fn next_stale(
     failing: &BTreeMap<String, Failing>,
     bound: Duration,
@@ -146,8 +152,8 @@ pub fn next_stale(
         .min()
 }
 
-/// What the policies' Degraded condition says of stale watches. Stable while the same watches fail with the same
-/// errors, so the status is not rewritten at every pass.
+/// What the policies' Degraded condition says of stale watches. Stable while the same watches fail
+/// with the same errors, so the status is not rewritten at every pass.
 pub fn describe(stale: &BTreeMap<String, Failing>, bound: Duration) -> String {
     format!(
         "{}: longer than {bound:?}, so no eviction, deletion or node change until it recovers",
@@ -155,7 +161,8 @@ pub fn describe(stale: &BTreeMap<String, Failing>, bound: Duration) -> String {
     )
 }
 
-/// What a Warning Event says of watches that went silent and were started again, whether or not they work again.
+/// What a Warning Event says of watches that went silent and were started again, whether or not
+/// they work again.
 pub fn describe_silences(silences: &BTreeMap<String, Failing>) -> String {
     format!(
         "{}: started again with a fresh list; nothing was carried out on the silent view",
@@ -181,7 +188,8 @@ fn each(watches: &BTreeMap<String, Failing>, what: &str) -> String {
 mod tests {
     use super::*;
 
-    /// A silence is reported once even when the fresh list brought the watch back before any pass saw it failing.
+    /// A silence is reported once even when the fresh list brought the watch back before any pass
+    /// saw it failing.
     #[test]
     fn a_silence_is_reported_once_even_after_the_watch_recovered() {
         let health = WatchHealth::default();

@@ -4,15 +4,17 @@ use std::collections::HashSet;
 
 use k8sm_planner::{Action, ActionKind};
 
-/// Calls beyond the [`CallLimit`] kept for the evictions that continue a workload (a pod of it became Ready
-/// while it waited, see `crate::memory::reaction`): the owners' waves are an upgrade's critical path, and with every call
-/// busy with the first evictions of newly admitted nodes (the apiserver answering each in about half a second under
-/// load) such an eviction waited for a call half of the times it was late.
+/// Calls beyond the [`CallLimit`] kept for the evictions that continue a workload (a pod of it
+/// became Ready while it waited, see `crate::memory::reaction`): the owners' waves are an upgrade's
+/// critical path, and with every call busy with the first evictions of newly admitted nodes (the
+/// apiserver answering each in about half a second under load) such an eviction waited for a call
+/// half of the times it was late.
 pub(crate) const CONTINUATION_CALLS: usize = 4;
 
-/// How many of the next actions run together: the next actions of one kind, each on a distinct node for node
-/// writes. Kinds keep their order: a node is admitted before its pods move, unmanaged pods are deleted after the
-/// evictions of the same pass (docs/design.md §5.3: they go once no owned pod waits), kamikaze comes last.
+/// How many of the next actions run together: the next actions of one kind, each on a distinct node
+/// for node writes. Kinds keep their order: a node is admitted before its pods move, unmanaged pods
+/// are deleted after the evictions of the same pass (docs/design.md §5.3: they go once no owned pod
+/// waits), kamikaze comes last.
 pub(crate) fn batch_len(actions: &[Action]) -> usize {
     let Some(first) = actions.first() else {
         return 0;
@@ -28,12 +30,13 @@ pub(crate) fn batch_len(actions: &[Action]) -> usize {
         .count()
 }
 
-/// The order in which a batch's actions are tried: evictions of the `continuing` workloads first (a pod of the
-/// workload became Ready while it waited for one, see `crate::memory::reaction`), then the plan's order. Evictions are the
-/// only batch that may not find a call for each action (see [`CallLimit`]); those left wait for a later
-/// pass. The plan counted all of a pass's evictions together, so any of them may go without the others. When calls
-/// are scarce (the apiserver is the bottleneck), finishing what is started keeps each workload's upgrade short and
-/// few workloads in the middle of one at a time, and a workload whose replacement is Ready does not wait behind the
+/// The order in which a batch's actions are tried: evictions of the `continuing` workloads first (a
+/// pod of the workload became Ready while it waited for one, see `crate::memory::reaction`), then
+/// the plan's order. Evictions are the only batch that may not find a call for each action (see
+/// [`CallLimit`]); those left wait for a later pass. The plan counted all of a pass's evictions
+/// together, so any of them may go without the others. When calls are scarce (the apiserver is the
+/// bottleneck), finishing what is started keeps each workload's upgrade short and few workloads in
+/// the middle of one at a time, and a workload whose replacement is Ready does not wait behind the
 /// first evictions of workloads not started yet.
 pub(crate) fn continuations_first<'a>(
     batch: &'a [Action],
@@ -52,8 +55,8 @@ pub(crate) fn continues(action: &Action, continuing: &HashSet<String>) -> bool {
     matches!(&action.kind, ActionKind::Evict { eviction, .. } if continuing.contains(&*eviction.owner.uid))
 }
 
-/// Whether a call may start with `calls` running: `limit` for any, and [`CONTINUATION_CALLS`] more for an eviction
-/// that continues a workload.
+/// Whether a call may start with `calls` running: `limit` for any, and [`CONTINUATION_CALLS`] more
+/// for an eviction that continues a workload.
 pub(crate) fn call_free(calls: usize, limit: usize, continues: bool) -> bool {
     calls < limit + if continues { CONTINUATION_CALLS } else { 0 }
 }

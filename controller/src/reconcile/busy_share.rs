@@ -1,12 +1,13 @@
 //! Keeps the loop's passes to a share of its time (`--max-busy-share`).
 //!
-//! Every pod event wakes the loop, and with hundreds of nodes draining a pod event comes every few milliseconds: at
-//! 1,000 nodes and 30,000 pods a pass takes about 140 ms, and a loop that planned again at once ran passes back to
-//! back, about seven a second, a whole core that the apiserver beside it then lacked (a 1,000-node benchmark upgraded
-//! 759 nodes in the 80 minutes an earlier version, planning half as often, needed for all 1,000). After a pass that
-//! took `d`, the next one starts no sooner than `d × (1 − share) / share` later; the changes meanwhile are taken in
-//! together by that pass (a pass plans from the caches, not from the events). At a hundred nodes a pass takes a few
-//! milliseconds, and so does the hold: reactions stay as quick.
+//! Every pod event wakes the loop, and with hundreds of nodes draining a pod event comes every few
+//! milliseconds: at 1,000 nodes and 30,000 pods a pass takes about 140 ms, and a loop that planned
+//! again at once ran passes back to back, about seven a second, a whole core that the apiserver
+//! beside it then lacked (a 1,000-node benchmark upgraded 759 nodes in the 80 minutes an earlier
+//! version, planning half as often, needed for all 1,000). After a pass that took `d`, the next one
+//! starts no sooner than `d × (1 − share) / share` later; the changes meanwhile are taken in
+//! together by that pass (a pass plans from the caches, not from the events). At a hundred nodes a
+//! pass takes a few milliseconds, and so does the hold: reactions stay as quick.
 
 use std::time::{Duration, Instant};
 
@@ -15,8 +16,8 @@ use std::time::{Duration, Instant};
 pub struct BusyShare {
     /// The largest share of the time spent in passes, in (0, 1].
     share: f64,
-    /// The longest hold after a pass, however long it took (the resync period: a pass that slow already signals
-    /// trouble, and a longer hold would only hide changes from it).
+    /// The longest hold after a pass, however long it took (the resync period: a pass that slow
+    /// already signals trouble, and a longer hold would only hide changes from it).
     longest_hold: Duration,
     /// The earliest start of the next pass.
     next_at: Option<Instant>,
@@ -44,8 +45,8 @@ impl BusyShare {
         self.held_since = None;
     }
 
-    /// A wake at `now` that would plan: `None` if the pass may start now, or the instant until which it waits
-    /// (the loop sleeps until then, taking in answers and changes meanwhile).
+    /// A wake at `now` that would plan: `None` if the pass may start now, or the instant until
+    /// which it waits (the loop sleeps until then, taking in answers and changes meanwhile).
     pub fn hold(&mut self, now: Instant) -> Option<Instant> {
         let next_at = self.next_at.filter(|at| *at > now)?;
         self.held_since.get_or_insert(now);

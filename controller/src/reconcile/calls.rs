@@ -1,5 +1,5 @@
-//! Launching the pass's evictions and pod deletions as calls of their own, and taking in their answers and those of
-//! the pass's write job.
+//! Launching the pass's evictions and pod deletions as calls of their own, and taking in their
+//! answers and those of the pass's write job.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,10 +31,10 @@ impl Controller {
         node_of(&self.stores, pod)
     }
 
-    /// Launches the eviction or deletion `action` as a call of its own, in flight from now on (see the module's
-    /// comment). False when it is not launched: no call is free for it (a later pass launches it; see
-    /// [`call_free`]), or a call on its pod is still running (a plan never repeats an action in flight; this is the
-    /// loop's own guard).
+    /// Launches the eviction or deletion `action` as a call of its own, in flight from now on (see
+    /// the module's comment). False when it is not launched: no call is free for it (a later
+    /// pass launches it; see [`call_free`]), or a call on its pod is still running (a plan
+    /// never repeats an action in flight; this is the loop's own guard).
     pub(super) fn launch(
         &mut self,
         action: &Action,
@@ -101,9 +101,9 @@ impl Controller {
         true
     }
 
-    /// Takes in a launched call's answer (see [`Controller::follow_up`]). Whether to plan again now: the answer
-    /// freed a budget (a refusal, a failure, a pod already gone), or a call for the actions a pass could not
-    /// launch.
+    /// Takes in a launched call's answer (see [`Controller::follow_up`]). Whether to plan again
+    /// now: the answer freed a budget (a refusal, a failure, a pod already gone), or a call for
+    /// the actions a pass could not launch.
     pub(super) async fn answered(
         &mut self,
         answer: Result<Answer, JoinError>,
@@ -116,7 +116,8 @@ impl Controller {
             took,
         } = match answer {
             Ok(answer) => answer,
-            // Only when the runtime shuts down: the calls are never aborted, and a panic answers as a failure.
+            // Only when the runtime shuts down: the calls are never aborted, and a panic answers as
+            // a failure.
             Err(error) => {
                 tracing::error!(%error, "a call ended without an answer");
                 return true;
@@ -134,8 +135,8 @@ impl Controller {
         self.metrics.set_call_limit(self.call_limit.current());
     }
 
-    /// Takes in the answers of a pass's writes (see [`writes`]): the next pass plans once the cache shows them.
-    /// The nodes whose write did not happen, and why their other actions wait.
+    /// Takes in the answers of a pass's writes (see [`writes`]): the next pass plans once the cache
+    /// shows them. The nodes whose write did not happen, and why their other actions wait.
     pub(super) async fn written(
         &mut self,
         answers: Result<Vec<WriteAnswer>, JoinError>,
@@ -152,7 +153,8 @@ impl Controller {
                         outcome,
                         took,
                     } = answer;
-                    // A kamikaze's time is also the executor's, which answers its POST: not the apiserver's load.
+                    // A kamikaze's time is also the executor's, which answers its POST: not the
+                    // apiserver's load.
                     if !matches!(action.kind, ActionKind::Kamikaze { .. }) {
                         self.answered_in(call_limit::Answer::of(&outcome, took));
                     }
@@ -162,14 +164,15 @@ impl Controller {
                     }
                 }
             }
-            // Only when a write panicked (or the runtime shuts down): the next pass plans them again.
+            // Only when a write panicked (or the runtime shuts down): the next pass plans them
+            // again.
             Err(error) => tracing::error!(%error, "a pass's writes ended without an answer"),
         }
         not_done
     }
 
-    /// Records what an action's outcome means for the next passes. For a node action that did not happen: why its
-    /// node's other actions wait.
+    /// Records what an action's outcome means for the next passes. For a node action that did not
+    /// happen: why its node's other actions wait.
     pub(super) async fn follow_up(
         &mut self,
         action: &Action,
@@ -225,14 +228,16 @@ impl Controller {
                 None
             }
             Ok(Outcome::Stale(why)) => {
-                // The object changed: not a failure, and the next plan decides again from the fresh object.
+                // The object changed: not a failure, and the next plan decides again from the fresh
+                // object.
                 tracing::debug!(%why, "action overtaken by a change; planning again");
                 self.backoff.succeeded(&Subject::of(&action.kind));
                 result.retry_soon = true;
                 Some(Hold::Soon)
             }
             Ok(Outcome::Throttled(why)) => {
-                // The apiserver is overloaded: the call limit came down; not a failure of the pod's.
+                // The apiserver is overloaded: the call limit came down; not a failure of the
+                // pod's.
                 tracing::debug!(%why, "call throttled by the apiserver; trying again soon");
                 self.metrics.throttled();
                 result.retry_soon = true;

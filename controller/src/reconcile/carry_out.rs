@@ -11,11 +11,13 @@ use crate::observe::stores::Stores;
 use crate::report::events::EventSink;
 use crate::report::metrics::Metrics;
 
-/// What one action needs: the executor, and where to report it (Events, metrics; the stores for the UIDs Events
-/// name). Borrowed from the controller for node writes, owned by the task of a launched call.
+/// What one action needs: the executor, and where to report it (Events, metrics; the stores for the
+/// UIDs Events name). Borrowed from the controller for node writes, owned by the task of a launched
+/// call.
 pub(crate) type Crew<'a> = (&'a Executor, &'a EventSink, &'a Metrics, &'a Stores);
 
-/// Executes `action` (about the cached `node`, if a node action) and, when done, reports it (log, metrics, Event).
+/// Executes `action` (about the cached `node`, if a node action) and, when done, reports it (log,
+/// metrics, Event).
 pub(crate) async fn carry_out(
     (executor, events, metrics, stores): Crew<'_>,
     action: &Action,

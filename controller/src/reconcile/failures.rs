@@ -1,6 +1,6 @@
-//! What the loop does about failures: which planned actions it withholds (their object backs off after a failure,
-//! or the view is stale because a watch has failed for too long), how a failed action is recorded and reported, and
-//! what status reports beyond the plan.
+//! What the loop does about failures: which planned actions it withholds (their object backs off
+//! after a failure, or the view is stale because a watch has failed for too long), how a failed
+//! action is recorded and reported, and what status reports beyond the plan.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Instant;
@@ -17,10 +17,10 @@ use crate::report::metrics::Withheld;
 use crate::report::status::Troubles;
 
 impl Controller {
-    /// Whether to attempt `action` in this pass. Not when its node was written already in this pass or its own
-    /// action did not happen (the node's pods then wait for it), when the view is stale (a watch has failed for too
-    /// long: its cache may show evicted pods Ready, or miss a node's state), or when its object backs off after a
-    /// failure.
+    /// Whether to attempt `action` in this pass. Not when its node was written already in this pass
+    /// or its own action did not happen (the node's pods then wait for it), when the view is
+    /// stale (a watch has failed for too long: its cache may show evicted pods Ready, or miss a
+    /// node's state), or when its object backs off after a failure.
     pub(super) fn may_attempt<'p>(
         &mut self,
         action: &'p Action,
@@ -79,9 +79,9 @@ impl Controller {
         false
     }
 
-    /// The object of a backoff as the cache shows it now, so that a change ends its backoff: a pod's
-    /// resourceVersion; a node's labels, annotations and spec (not its status, which its kubelet keeps rewriting);
-    /// a policy's generation. `None` when the cache does not hold it.
+    /// The object of a backoff as the cache shows it now, so that a change ends its backoff: a
+    /// pod's resourceVersion; a node's labels, annotations and spec (not its status, which its
+    /// kubelet keeps rewriting); a policy's generation. `None` when the cache does not hold it.
     pub(super) fn version_of(&self, subject: &Subject) -> Option<String> {
         match subject {
             Subject::Pod(pod) => {
@@ -117,7 +117,8 @@ impl Controller {
         self.backoff.retain(|s| alive.contains(s), Instant::now());
     }
 
-    /// What status reports beyond the plan: the objects that keep failing, and why the view is stale.
+    /// What status reports beyond the plan: the objects that keep failing, and why the view is
+    /// stale.
     pub(super) fn troubles(&self, stale: &BTreeMap<String, Failing>) -> Troubles {
         let mut troubles = Troubles {
             stale_view: (!stale.is_empty()).then(|| watches::describe(stale, self.max_staleness)),
@@ -141,7 +142,8 @@ impl Controller {
         troubles
     }
 
-    /// Reports (log, and a Warning Event on every policy) when watches become stale, once per episode.
+    /// Reports (log, and a Warning Event on every policy) when watches become stale, once per
+    /// episode.
     pub(super) async fn report_stale(&mut self, plan: &Plan, stale: &BTreeMap<String, Failing>) {
         let kinds: BTreeSet<String> = stale.keys().cloned().collect();
         if kinds.is_empty() && !self.stale_reported.is_empty() {
@@ -169,9 +171,9 @@ impl Controller {
         }
     }
 
-    /// Records a failed or refused attempt at `action`, answered `answer` (HTTP `code`): its object backs off, and
-    /// the failure is reported (a Warning Event on the object: `reason`) once per attempt. Returns when the object
-    /// may be tried again.
+    /// Records a failed or refused attempt at `action`, answered `answer` (HTTP `code`): its object
+    /// backs off, and the failure is reported (a Warning Event on the object: `reason`) once
+    /// per attempt. Returns when the object may be tried again.
     pub(super) async fn failed(
         &mut self,
         action: &Action,
@@ -199,7 +201,8 @@ impl Controller {
             "action failed: {answer}"
         );
         if recorded.report {
-            // A budget's refusal keeps its own reason: it is a wait that ends by itself, not a fault.
+            // A budget's refusal keeps its own reason: it is a wait that ends by itself, not a
+            // fault.
             let message = match reason {
                 Reason::BlockedByPDB => answer,
                 _ => format!("{what} failed: {answer}; retrying with exponential backoff"),

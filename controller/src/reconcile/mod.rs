@@ -1,20 +1,25 @@
-//! The controller's loop: wait for a change (or a timer), then observe → plan → execute → report, as the leader.
+//! The controller's loop: wait for a change (or a timer), then observe → plan → execute → report,
+//! as the leader.
 //!
-//! Event-driven: every watch event (and every watch failure) wakes the loop; a burst is handled in one pass, and a
-//! wake too soon after the last pass waits so that passes take at most `--max-busy-share` of the time ([`BusyShare`]). Timers
-//! only cover what no watch event announces (a DeleteAfterTimeout or restart timeout expiring, the backoff of a
-//! failed action ending, a failing watch becoming stale) plus a slow resync as a safety net. The pass never branches
-//! on why it woke.
+//! Event-driven: every watch event (and every watch failure) wakes the loop; a burst is handled in
+//! one pass, and a wake too soon after the last pass waits so that passes take at most
+//! `--max-busy-share` of the time ([`BusyShare`]). Timers only cover what no watch event announces
+//! (a DeleteAfterTimeout or restart timeout expiring, the backoff of a failed action ending, a
+//! failing watch becoming stale) plus a slow resync as a safety net. The pass never branches on why
+//! it woke.
 //!
-//! Pipelined: a pass only launches its evictions and pod deletions, each as a call of its own, and its node, policy
-//! and Deployment writes as one background job (see `writes`), and returns without waiting for their answers. A
-//! launched call is in flight from that moment ([`InFlight`]): the next passes count its pod as going (its owner's
-//! budget stays held) and never act on it again, while they plan other nodes and owners on every watch event. An answer wakes the loop:
-//! a definite refusal releases the pod (its budget is free again) and backs it off; an accepted call, and one whose
-//! outcome is unknown (a timeout, a 5xx: the eviction may have happened), keeps its entry until the cache shows the
-//! pod going (or a bound passes), the latter backed off too. At most [`CallLimit::current`] calls run at once (it
-//! adapts to the apiserver's latency and overload), and [`CONTINUATION_CALLS`] more for the evictions that continue a workload whose replacement is Ready; what a pass
-//! cannot launch waits for a later pass, which the next answer brings.
+//! Pipelined: a pass only launches its evictions and pod deletions, each as a call of its own, and
+//! its node, policy and Deployment writes as one background job (see `writes`), and returns without
+//! waiting for their answers. A launched call is in flight from that moment ([`InFlight`]): the
+//! next passes count its pod as going (its owner's budget stays held) and never act on it again,
+//! while they plan other nodes and owners on every watch event. An answer wakes the loop:
+//! a definite refusal releases the pod (its budget is free again) and backs it off; an accepted
+//! call, and one whose outcome is unknown (a timeout, a 5xx: the eviction may have happened), keeps
+//! its entry until the cache shows the pod going (or a bound passes), the latter backed off too. At
+//! most [`CallLimit::current`] calls run at once (it adapts to the apiserver's latency and
+//! overload), and [`CONTINUATION_CALLS`] more for the evictions that continue a workload whose
+//! replacement is Ready; what a pass cannot launch waits for a later pass, which the next answer
+//! brings.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -66,12 +71,14 @@ use writes::{WriteAnswer, Writes};
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A wait for the caches worth a debug line.
 const SLOW_SETTLE: Duration = Duration::from_millis(100);
-/// How soon to plan again when an action was overtaken by a change (a conflict), or held back to the next pass.
+/// How soon to plan again when an action was overtaken by a change (a conflict), or held back to
+/// the next pass.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
-/// How late after a backoff ends the loop wakes, so that the backoff has ended when the pass checks it.
+/// How late after a backoff ends the loop wakes, so that the backoff has ended when the pass checks
+/// it.
 const WAKE_MARGIN: Duration = Duration::from_millis(20);
-/// How long a stopping controller waits for its last Events to be written: the standby waits for it too, as the Lease
-/// is released only afterwards.
+/// How long a stopping controller waits for its last Events to be written: the standby waits for it
+/// too, as the Lease is released only afterwards.
 const EVENT_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub(crate) struct Controller {
@@ -85,14 +92,16 @@ pub(crate) struct Controller {
     writes: Writes,
     /// Builds the view and plans every pass, keeping what it can for the next.
     planning: Planning,
-    /// The evictions and pod deletions launched and not answered yet (their pods are in `in_flight`).
+    /// The evictions and pod deletions launched and not answered yet (their pods are in
+    /// `in_flight`).
     calls: JoinSet<Answer>,
     /// How many of them may run at once.
     call_limit: CallLimit,
     reaction: Reaction,
     sizes_store: SizesStore,
-    /// The term ([`Leadership::term`]) in which the stored sizes were last read: until they are read in the current
-    /// one, and when storing them before an eviction that counts on them fails, such evictions wait.
+    /// The term ([`Leadership::term`]) in which the stored sizes were last read: until they are
+    /// read in the current one, and when storing them before an eviction that counts on them
+    /// fails, such evictions wait.
     sizes_read: Option<u64>,
     /// Objects whose last action failed, backing off.
     backoff: Backoff,
@@ -114,8 +123,8 @@ pub(crate) struct Controller {
 struct Answer {
     action: Action,
     outcome: Result<Outcome, Error>,
-    /// The node the pod was on when the call was launched (the report counts the pod there: once it is gone, the
-    /// cache no longer tells).
+    /// The node the pod was on when the call was launched (the report counts the pod there: once
+    /// it is gone, the cache no longer tells).
     pod_node: Option<String>,
     /// How long the call took.
     took: Duration,
@@ -197,8 +206,9 @@ impl Controller {
         changes: &mut Changes,
         resync: Duration,
     ) -> anyhow::Result<()> {
-        // The first pass runs at once: the caches just synced, and in a quiet cluster (e.g. after a restart, when
-        // everything waits on this controller) no change may come to wake it before the resync.
+        // The first pass runs at once: the caches just synced, and in a quiet cluster (e.g. after a
+        // restart, when everything waits on this controller) no change may come to wake it
+        // before the resync.
         let mut last = PassResult {
             wake_at: Some(Utc::now()),
             ..PassResult::default()
@@ -235,7 +245,8 @@ impl Controller {
             match wake {
                 Wake::Stop => break,
                 Wake::Plan => {}
-                // The writes held back meanwhile, and the pods of their nodes, wait for the next pass.
+                // The writes held back meanwhile, and the pods of their nodes, wait for the next
+                // pass.
                 Wake::Written(answers) => {
                     self.written(answers, &mut last).await;
                 }
@@ -244,15 +255,16 @@ impl Controller {
                     while let Some(answer) = self.calls.try_join_next() {
                         replan |= self.answered(answer, &mut last).await;
                     }
-                    // An accepted call changes nothing the plan counts (its pod was counted as going from its
-                    // launch); the watch event that shows the pod terminating brings the next pass.
+                    // An accepted call changes nothing the plan counts (its pod was counted as
+                    // going from its launch); the watch event that shows the
+                    // pod terminating brings the next pass.
                     if !replan {
                         continue;
                     }
                 }
             }
-            // A wake that would plan too soon after the last pass waits, taking in what comes meanwhile; the sleep
-            // above ends at once the hold does.
+            // A wake that would plan too soon after the last pass waits, taking in what comes
+            // meanwhile; the sleep above ends at once the hold does.
             let now = Instant::now();
             if self.pacer.hold(now).is_some() {
                 continue;
@@ -282,9 +294,10 @@ impl Controller {
             last = self.pass().await;
             self.pacer.passed(Instant::now(), passing.elapsed());
         }
-        // The calls in flight end first (each within its own timeout): a standby must not plan on a cache that
-        // misses an eviction still on its way. Events are written in the background: the operator should still see
-        // those of the last actions. Then the Lease goes, so that a standby takes over at once instead of after the
+        // The calls in flight end first (each within its own timeout): a standby must not plan on a
+        // cache that misses an eviction still on its way. Events are written in the
+        // background: the operator should still see those of the last actions. Then the
+        // Lease goes, so that a standby takes over at once instead of after the
         // lease duration.
         while let Some(answer) = self.calls.join_next().await {
             self.answered(answer, &mut last).await;
@@ -299,9 +312,10 @@ impl Controller {
         Ok(())
     }
 
-    /// Takes in the changes signalled so far, and waits (bounded) until the caches show this controller's own node
-    /// and policy writes: planning on a cache that misses an admission could over-fill the drain slots, and one that
-    /// misses a deleted-node record would lose that node.
+    /// Takes in the changes signalled so far, and waits (bounded) until the caches show this
+    /// controller's own node and policy writes: planning on a cache that misses an admission
+    /// could over-fill the drain slots, and one that misses a deleted-node record would lose
+    /// that node.
     async fn settle(&self, changes: &mut Changes, last: &PassResult) {
         let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
         loop {

@@ -1,5 +1,5 @@
-//! One pass: observe → plan → act → report, each a step of its own. The pass launches its calls and returns without
-//! waiting for their answers (see the loop's module).
+//! One pass: observe → plan → act → report, each a step of its own. The pass launches its calls and
+//! returns without waiting for their answers (see the loop's module).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -27,7 +27,8 @@ use super::writes::{self, WriteCrew};
 struct Observed {
     started: Instant,
     now: DateTime<Utc>,
-    /// The watches failing now, and those failing for longer than the bound: the view is stale, nothing is done.
+    /// The watches failing now, and those failing for longer than the bound: the view is stale,
+    /// nothing is done.
     failing: BTreeMap<String, Failing>,
     stale: BTreeMap<String, Failing>,
     pods: PodWatch,
@@ -39,7 +40,8 @@ struct Thought {
     sizes_stored: bool,
 }
 
-/// What acting leaves for the report: the nodes written in this pass, and the nodes whose actions wait.
+/// What acting leaves for the report: the nodes written in this pass, and the nodes whose actions
+/// wait.
 struct Acted<'p> {
     written: HashSet<&'p str>,
     held: HashMap<String, Hold>,
@@ -81,8 +83,8 @@ impl Controller {
         result
     }
 
-    /// How the watches are doing, read before the view: what the pod watch delivered by then is in the caches the
-    /// view is built from.
+    /// How the watches are doing, read before the view: what the pod watch delivered by then is in
+    /// the caches the view is built from.
     fn observe(&self) -> Observed {
         let started = Instant::now();
         let failing = self.stores.health.failing();
@@ -104,8 +106,8 @@ impl Controller {
         }
     }
 
-    /// Builds the view and plans; the run records observe the plan, and the sizes of controllers of unknown kinds
-    /// evicted from are stored before their evictions go.
+    /// Builds the view and plans; the run records observe the plan, and the sizes of controllers of
+    /// unknown kinds evicted from are stored before their evictions go.
     async fn think(&mut self, seen: &Observed) -> Thought {
         self.read_sizes().await;
         let Planned {
@@ -119,12 +121,14 @@ impl Controller {
         let planning = Instant::now() - planned_in;
         self.metrics
             .stage_took(Stage::Observe, (planning - seen.started).as_secs_f64());
-        // The planner's call alone (the stage below also counts the report's and the sizes' observation).
+        // The planner's call alone (the stage below also counts the report's and the sizes'
+        // observation).
         self.metrics.plan_took(planned_in.as_secs_f64());
         self.reports.look_up(&view);
         self.reports.observe(&view, &plan, seen.now);
-        // A controller of an unknown kind is remembered from its first eviction on. The plan counted its size from
-        // the pods it sees, as the remembered size starts: planning again would change nothing.
+        // A controller of an unknown kind is remembered from its first eviction on. The plan
+        // counted its size from the pods it sees, as the remembered size starts: planning
+        // again would change nothing.
         let evicting: Vec<String> = plan
             .evictions()
             .filter(|(_, e)| e.size_inferred)
@@ -148,17 +152,19 @@ impl Controller {
 
     /// Carries out the plan, batch by batch.
     ///
-    /// The planner accounts for every action of a pass together (an owner's evictions in one pass never take it
-    /// below its threshold), so the actions of one kind run concurrently: evictions, deletions, and node writes to
-    /// different nodes (marking a fleet at the start of an upgrade, admissions). The kinds keep their order (see
-    /// `batch_len`). Evictions and deletions are launched as calls of their own; the node, policy and Deployment
-    /// writes go together as one background job, and while a job is on its way a pass writes nothing (see
-    /// `writes`). Either way the pass returns without waiting for answers.
+    /// The planner accounts for every action of a pass together (an owner's evictions in one pass
+    /// never take it below its threshold), so the actions of one kind run concurrently:
+    /// evictions, deletions, and node writes to different nodes (marking a fleet at the start
+    /// of an upgrade, admissions). The kinds keep their order (see `batch_len`). Evictions and
+    /// deletions are launched as calls of their own; the node, policy and Deployment
+    /// writes go together as one background job, and while a job is on its way a pass writes
+    /// nothing (see `writes`). Either way the pass returns without waiting for answers.
     ///
-    /// A node written once in a pass is not written again in it (the second patch would carry a stale
-    /// resourceVersion), and the pods of a node whose write is on its way or did not happen stay: e.g. when a node
-    /// is marked and admitted in one pass, the admission waits for the next pass, and so do its pods, which must not
-    /// move before the cache shows their node admitted and cordoned.
+    /// A node written once in a pass is not written again in it (the second patch would carry a
+    /// stale resourceVersion), and the pods of a node whose write is on its way or did not
+    /// happen stay: e.g. when a node is marked and admitted in one pass, the admission waits
+    /// for the next pass, and so do its pods, which must not move before the cache shows their
+    /// node admitted and cordoned.
     fn act<'p>(
         &mut self,
         plan: &'p Plan,
@@ -170,7 +176,8 @@ impl Controller {
         let mut held: HashMap<String, Hold> = self.writes.holding();
         let writing = self.writes.busy();
         let mut job: Vec<Action> = Vec::new();
-        // Workloads with an eviction planned and not launched: they wait (see `crate::memory::reaction`).
+        // Workloads with an eviction planned and not launched: they wait (see
+        // `crate::memory::reaction`).
         let mut unsent: HashSet<String> = HashSet::new();
         let mut rest = plan.actions.as_slice();
         while !rest.is_empty() {
@@ -263,9 +270,10 @@ impl Controller {
             .into_iter()
             .map(|p| (p.name_any(), p))
             .collect();
-        // A deleted-node record the plan adds or drops is written only once its node's action happened (see
-        // `executed_records`): when that action is in this pass's job, the status waits for the job (rare: once per
-        // node deleted by its kamikaze, and once when it comes back).
+        // A deleted-node record the plan adds or drops is written only once its node's action
+        // happened (see `executed_records`): when that action is in this pass's job, the
+        // status waits for the job (rare: once per node deleted by its kamikaze, and once
+        // when it comes back).
         if records_wait_for(plan, &current, &written)
             && let Some(answers) = self.writes.answered().await
         {
@@ -284,8 +292,9 @@ impl Controller {
         {
             Ok(written) => {
                 self.status_failures = 0;
-                // A conflict resolves once the cache shows the policy's newer version: soon, unless the policies'
-                // watch is failing (then its recovery wakes the loop).
+                // A conflict resolves once the cache shows the policy's newer version: soon, unless
+                // the policies' watch is failing (then its recovery wakes the
+                // loop).
                 let policies_failing = seen
                     .failing
                     .contains_key(ExecutorUpgradePolicy::kind(&()).as_ref());
@@ -300,8 +309,9 @@ impl Controller {
                 }
             }
             Err(error) => {
-                // Not every second for ever (an oversized status would fail each time): the next pass that any
-                // change brings tries again, and without one the loop backs off.
+                // Not every second for ever (an oversized status would fail each time): the next
+                // pass that any change brings tries again, and without one the loop
+                // backs off.
                 self.status_failures += 1;
                 let delay = backoff::delay(self.status_failures, backoff::random_fraction());
                 tracing::warn!(%error, attempt = self.status_failures, retry_in = ?delay, "could not write policy status");
@@ -310,7 +320,8 @@ impl Controller {
         }
     }
 
-    /// Reads the stored sizes once per term (a standby's copy is behind its leader's), before anything is planned.
+    /// Reads the stored sizes once per term (a standby's copy is behind its leader's), before
+    /// anything is planned.
     async fn read_sizes(&mut self) {
         let term = self.leadership.term();
         if term.is_none() || self.sizes_read == term {
@@ -346,8 +357,8 @@ impl Controller {
     }
 }
 
-/// Whether the status write of a pass decides on a deleted-node record of a node `written` by the pass's job: a
-/// record the plan adds or drops (compared with what the cache holds).
+/// Whether the status write of a pass decides on a deleted-node record of a node `written` by the
+/// pass's job: a record the plan adds or drops (compared with what the cache holds).
 fn records_wait_for(
     plan: &k8sm_planner::Plan,
     current: &HashMap<String, Arc<ExecutorUpgradePolicy>>,
@@ -373,7 +384,8 @@ fn records_wait_for(
     })
 }
 
-/// The workloads with a pod that waits on the health rule or a budget after a pass (see `crate::memory::reaction`).
+/// The workloads with a pod that waits on the health rule or a budget after a pass (see
+/// `crate::memory::reaction`).
 fn waiting_workloads(plan: &k8sm_planner::Plan) -> HashSet<String> {
     plan.nodes
         .iter()

@@ -1,5 +1,6 @@
-//! A pass's thinking, with no I/O: the planner's view built from the caches, then the plan. The loop runs it every
-//! pass on the watched caches; the replay harness runs the same on caches it feeds.
+//! A pass's thinking, with no I/O: the planner's view built from the caches, then the plan. The
+//! loop runs it every pass on the watched caches; the replay harness runs the same on caches it
+//! feeds.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,14 +13,16 @@ use crate::memory::sizes::Sizes;
 use crate::observe::cluster_view::{self, KeptView};
 use crate::observe::stores::Stores;
 
-/// What a pass keeps for the next: the view, what the planner derived from each pod, and the remembered sizes of
-/// controllers of unknown kinds.
+/// What a pass keeps for the next: the view, what the planner derived from each pod, and the
+/// remembered sizes of controllers of unknown kinds.
 #[derive(Default)]
 pub struct Planning {
-    /// The last pass's view, brought up to date by the next, which converts only the objects that changed.
+    /// The last pass's view, brought up to date by the next, which converts only the objects that
+    /// changed.
     view: Arc<ClusterView>,
     kept: KeptView,
-    /// Keeps what it derived from each pod for the next pass (only the pods that changed are read again).
+    /// Keeps what it derived from each pod for the next pass (only the pods that changed are read
+    /// again).
     planner: Planner,
     pub(crate) sizes: Sizes,
     /// `--pace-by-room`.
@@ -54,7 +57,8 @@ impl Planning {
         self.plan_with(stores, &mut InFlight::default(), pods, now)
     }
 
-    /// Builds the view from `stores` and the calls in flight (pruned of those `pods` shows answered), and plans.
+    /// Builds the view from `stores` and the calls in flight (pruned of those `pods` shows
+    /// answered), and plans.
     pub(crate) fn plan_with(
         &mut self,
         stores: &Stores,
@@ -67,8 +71,8 @@ impl Planning {
         let view = Arc::make_mut(&mut self.view);
         cluster_view::build(stores, &mut self.kept, view);
         view.pace_by_room = self.pace_by_room;
-        // Until the pod watch delivers something newer, the cache cannot show an evicted pod going: its eviction
-        // stays counted.
+        // Until the pod watch delivers something newer, the cache cannot show an evicted pod going:
+        // its eviction stays counted.
         view.in_flight.clear();
         view.observed_sizes.clear();
         in_flight.prune(view, now, pods);

@@ -1,15 +1,17 @@
-//! A pass's writes to nodes, policies and Deployments, carried out in the background as one job, so that the loop
-//! goes on planning (and launching evictions) on every watch event while they are on their way.
+//! A pass's writes to nodes, policies and Deployments, carried out in the background as one job, so
+//! that the loop goes on planning (and launching evictions) on every watch event while they are on
+//! their way.
 //!
-//! Under load a node patch took about as long as an eviction (0.4 s at the apiserver at 500 nodes); a pass that
-//! awaited its admissions, progress records and kamikazes held up every eviction that became possible meanwhile, and
-//! those passes were the tail of the controller's reaction time.
+//! Under load a node patch took about as long as an eviction (0.4 s at the apiserver at 500 nodes);
+//! a pass that awaited its admissions, progress records and kamikazes held up every eviction that
+//! became possible meanwhile, and those passes were the tail of the controller's reaction time.
 //!
-//! One job at a time: the writes a later pass plans were planned on a cache that does not show the job's (an
-//! admission planned again, or another node admitted into the slot the job fills), so they wait until the job has
-//! answered and the cache shows its writes (its answer wakes the loop, whose `settle` waits for the cache). The pods
-//! of a node the job writes wait likewise (see [`holds_pods`]): a node's pods move only once the cache shows it
-//! admitted and cordoned, and none moves from a node that is giving up its slot.
+//! One job at a time: the writes a later pass plans were planned on a cache that does not show the
+//! job's (an admission planned again, or another node admitted into the slot the job fills), so
+//! they wait until the job has answered and the cache shows its writes (its answer wakes the loop,
+//! whose `settle` waits for the cache). The pods of a node the job writes wait likewise (see
+//! [`holds_pods`]): a node's pods move only once the cache shows it admitted and cordoned, and none
+//! moves from a node that is giving up its slot.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,7 +40,8 @@ pub(super) struct WriteCrew {
     pub events: Arc<EventSink>,
     pub metrics: Arc<Metrics>,
     pub stores: Stores,
-    /// Checked before each batch: a controller that lost its Lease, or was told to stop, writes no more.
+    /// Checked before each batch: a controller that lost its Lease, or was told to stop, writes no
+    /// more.
     pub leadership: Leadership,
     pub stopping: watch::Receiver<bool>,
 }
@@ -66,8 +69,8 @@ pub(super) struct Writes {
     started: Option<Instant>,
 }
 
-/// Whether the pods of a node wait while the node is written: all but behind a progress record, which only
-/// notes how many pods are left.
+/// Whether the pods of a node wait while the node is written: all but behind a progress record,
+/// which only notes how many pods are left.
 pub(super) fn holds_pods(kind: &ActionKind) -> bool {
     !matches!(kind, ActionKind::Progress { .. })
 }
@@ -87,8 +90,9 @@ impl Writes {
             .collect()
     }
 
-    /// Starts the job of `actions`, in their order (the plan's order of kinds, see `batch_len`; one action per
-    /// node), each batch's writes at once, at most `width` at a time (the call limit when the job starts).
+    /// Starts the job of `actions`, in their order (the plan's order of kinds, see `batch_len`; one
+    /// action per node), each batch's writes at once, at most `width` at a time (the call limit
+    /// when the job starts).
     pub fn launch(&mut self, actions: Vec<Action>, width: usize, crew: WriteCrew) {
         debug_assert!(!self.busy(), "one job at a time");
         self.nodes = actions
@@ -114,8 +118,8 @@ impl Writes {
                 }
                 let (batch, after) = rest.split_at(batch_len(rest));
                 rest = after;
-                // Unordered: one slow call must not keep the next ones from starting; the answers are put back in
-                // the plan's order.
+                // Unordered: one slow call must not keep the next ones from starting; the answers
+                // are put back in the plan's order.
                 let mut batch_answers: Vec<(usize, WriteAnswer)> =
                     futures::stream::iter(batch.iter().cloned().enumerate().map(|(i, action)| {
                         let crew = crew.clone();
@@ -131,7 +135,8 @@ impl Writes {
         });
     }
 
-    /// The job's answers, once it has answered (pending while none is on its way: poll it only when busy).
+    /// The job's answers, once it has answered (pending while none is on its way: poll it only when
+    /// busy).
     pub async fn answered(&mut self) -> Option<Result<Vec<WriteAnswer>, JoinError>> {
         let answers = self.job.join_next().await;
         if answers.is_some() {

@@ -1,11 +1,12 @@
-//! Writes Events (`events.k8s.io/v1`) and folds a repeat into the earlier Event's series, as client-go's recorder
-//! and kube's `Recorder` do, remembering only what a repeat needs.
+//! Writes Events (`events.k8s.io/v1`) and folds a repeat into the earlier Event's series, as
+//! client-go's recorder and kube's `Recorder` do, remembering only what a repeat needs.
 //!
-//! kube's `Recorder` keeps every Event it wrote for six minutes, whole, inline in one hash map with its key: about
-//! 2 kB a bucket. At fleet scale (an Event per eviction, thousands in six minutes) its table grew to 35 MB of the
-//! controller's 59 MB heap at 300 nodes (heaptrack), and it scanned the whole table on every write. This cache keeps,
-//! per Event, its key and the name to patch; it is bounded like client-go's (4,096 Events, the oldest forgotten
-//! first), and it expires entries at most once a second. A repeat of a forgotten Event is written as a new Event.
+//! kube's `Recorder` keeps every Event it wrote for six minutes, whole, inline in one hash map with
+//! its key: about 2 kB a bucket. At fleet scale (an Event per eviction, thousands in six minutes)
+//! its table grew to 35 MB of the controller's 59 MB heap at 300 nodes (heaptrack), and it scanned
+//! the whole table on every write. This cache keeps, per Event, its key and the name to patch; it
+//! is bounded like client-go's (4,096 Events, the oldest forgotten first), and it expires entries
+//! at most once a second. A repeat of a forgotten Event is written as a new Event.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,7 +26,8 @@ const REMEMBERED: usize = 4096;
 /// The least time between two sweeps of expired entries.
 const SWEEP_EVERY: SignedDuration = SignedDuration::from_secs(1);
 
-/// What makes two Events one repeated Event: as kube's `Recorder` keys them (the reporter is the writer's own).
+/// What makes two Events one repeated Event: as kube's `Recorder` keys them (the reporter is the
+/// writer's own).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
     warning: bool,
@@ -80,7 +82,8 @@ impl Remembered {
 
     fn remember(&mut self, key: Key, written: Written) {
         if !self.events.contains_key(&key) && self.events.len() >= REMEMBERED {
-            // Full of Events still in their window: the one observed longest ago goes, as from an LRU cache.
+            // Full of Events still in their window: the one observed longest ago goes, as from an
+            // LRU cache.
             if let Some(oldest) = self
                 .events
                 .iter()
@@ -127,8 +130,9 @@ impl EventWriter {
         }
     }
 
-    /// Writes `event` about `regarding`: a new Event, or, when the same Event was written in the last six minutes,
-    /// one more occurrence in that Event's series. Cluster-scoped objects' Events go to the `default` namespace.
+    /// Writes `event` about `regarding`: a new Event, or, when the same Event was written in the
+    /// last six minutes, one more occurrence in that Event's series. Cluster-scoped objects'
+    /// Events go to the `default` namespace.
     pub async fn publish(
         &self,
         event: &Event,
@@ -197,7 +201,8 @@ impl EventWriter {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The Event as kube's `Recorder` writes it: named after the object and the time in nanoseconds.
+    /// The Event as kube's `Recorder` writes it: named after the object and the time in
+    /// nanoseconds.
     fn new_event(&self, event: &Event, regarding: &ObjectReference, now: Timestamp) -> K8sEvent {
         let namespace = regarding
             .namespace
@@ -240,7 +245,8 @@ impl EventWriter {
 
 #[cfg(test)]
 mod tests {
-    //! The cache of written Events: repeats within the window, expiry, the bound, and what keys an Event.
+    //! The cache of written Events: repeats within the window, expiry, the bound, and what keys an
+    //! Event.
 
     use super::*;
 

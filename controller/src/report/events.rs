@@ -1,5 +1,6 @@
-//! Kubernetes Events, the operator's main interface: one per executed action, and one each time a node, pod or
-//! policy starts waiting on something (not on every pass, so a long wait is one Event, not thousands).
+//! Kubernetes Events, the operator's main interface: one per executed action, and one each time a
+//! node, pod or policy starts waiting on something (not on every pass, so a long wait is one Event,
+//! not thousands).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -21,19 +22,23 @@ use crate::leadership::leader::Leadership;
 use crate::leadership::write_params::CONTROLLER_NAME;
 use crate::report::event_series::EventWriter;
 
-/// Events waiting to be written; when full, the pass that reports waits for room (backpressure, nothing dropped).
+/// Events waiting to be written; when full, the pass that reports waits for room (backpressure,
+/// nothing dropped).
 const QUEUE: usize = 4096;
 /// Events written at once.
 const CONCURRENT_WRITES: usize = 8;
 
-/// Records Events in the background: a pass hands its Events over and goes on, so that writing them (one request
-/// each; a pass that admits a node reports dozens of new waits) never delays the next eviction.
+/// Records Events in the background: a pass hands its Events over and goes on, so that writing them
+/// (one request each; a pass that admits a node reports dozens of new waits) never delays the next
+/// eviction.
 pub struct EventSink {
     queue: mpsc::Sender<(Event, ObjectReference)>,
-    /// Events handed over and not written yet, and a signal each time one is written: for [`EventSink::flush`].
+    /// Events handed over and not written yet, and a signal each time one is written: for
+    /// [`EventSink::flush`].
     pending: Arc<AtomicUsize>,
     written: Arc<Notify>,
-    /// Waits already reported: (object, reason). A wait that ends and comes back is reported again.
+    /// Waits already reported: (object, reason). A wait that ends and comes back is reported
+    /// again.
     reported_waits: Mutex<HashSet<(String, Reason)>>,
 }
 
@@ -72,7 +77,8 @@ impl EventSink {
         }
     }
 
-    /// Waits (at most `timeout`) until every Event handed over so far is written: before the process exits.
+    /// Waits (at most `timeout`) until every Event handed over so far is written: before the
+    /// process exits.
     pub async fn flush(&self, timeout: Duration) {
         let drained = async {
             loop {
@@ -89,9 +95,9 @@ impl EventSink {
         }
     }
 
-    /// Reports an executed action on the object it changed (bookkeeping, such as a progress record, is not
-    /// reported). A node that an action puts into a wait (a stall) is not reported again as that wait. `uids`
-    /// gives the cached UID of the node or policy the action is about.
+    /// Reports an executed action on the object it changed (bookkeeping, such as a progress record,
+    /// is not reported). A node that an action puts into a wait (a stall) is not reported again
+    /// as that wait. `uids` gives the cached UID of the node or policy the action is about.
     pub async fn action(&self, action: &Action, uids: &impl Uids) {
         if !action.kind.is_reported() {
             return;
@@ -123,7 +129,8 @@ impl EventSink {
             .await;
     }
 
-    /// Reports on each of `policies` that the controller stopped acting: a watch has failed for too long.
+    /// Reports on each of `policies` that the controller stopped acting: a watch has failed for too
+    /// long.
     pub async fn stale_view(&self, policies: &[&str], message: &str, uids: &impl Uids) {
         for policy in policies {
             let reference = policy_ref(policy, uids.policy(policy));
@@ -180,7 +187,8 @@ impl EventSink {
                 .collect()
         };
         for ((_, reason), reference, message) in fresh {
-            // Waits that resolve by themselves are Normal; what needs an operator, or stalls, is a Warning.
+            // Waits that resolve by themselves are Normal; what needs an operator, or stalls, is a
+            // Warning.
             let type_ = if matches!(
                 reason,
                 Reason::Paused
@@ -224,9 +232,10 @@ impl EventSink {
     }
 }
 
-/// Waits between tries of an Event write that failed because the apiserver was busy (like client-go's recorder, which
-/// tries an Event up to 12 times): an apiserver that is busy, restarting or slow to answer must not cost the operator
-/// the record of an eviction. About 15 s in all, so that a lasting failure does not hold a writer for long.
+/// Waits between tries of an Event write that failed because the apiserver was busy (like
+/// client-go's recorder, which tries an Event up to 12 times): an apiserver that is busy,
+/// restarting or slow to answer must not cost the operator the record of an eviction. About 15 s in
+/// all, so that a lasting failure does not hold a writer for long.
 const RETRY_DELAYS: [Duration; 5] = [
     Duration::from_millis(500),
     Duration::from_secs(1),
@@ -235,8 +244,8 @@ const RETRY_DELAYS: [Duration; 5] = [
     Duration::from_secs(8),
 ];
 
-/// Writes one Event, trying again after a failure while the apiserver was busy. Written in the background, maybe after leadership
-/// ended: checked right before each try.
+/// Writes one Event, trying again after a failure while the apiserver was busy. Written in the
+/// background, maybe after leadership ended: checked right before each try.
 async fn write(
     recorder: &EventWriter,
     leadership: &Leadership,
@@ -259,8 +268,8 @@ async fn write(
     }
 }
 
-/// The UIDs of the objects Events are about, by name (from the controller's caches): Events whose reference lacks
-/// the UID are not shown by `kubectl describe`.
+/// The UIDs of the objects Events are about, by name (from the controller's caches): Events whose
+/// reference lacks the UID are not shown by `kubectl describe`.
 pub trait Uids {
     fn node(&self, name: &str) -> Option<String>;
     fn policy(&self, name: &str) -> Option<String>;

@@ -1,5 +1,5 @@
-//! Prometheus metrics. Every label comes from a bounded enum (phases, reasons) or the kinds watched, never from an
-//! object's name.
+//! Prometheus metrics. Every label comes from a bounded enum (phases, reasons) or the kinds
+//! watched, never from an object's name.
 
 use std::collections::BTreeMap;
 
@@ -23,8 +23,8 @@ struct ReasonLabel {
     reason: &'static str,
 }
 
-/// A failed action: its kind and the apiserver's status code ("none" when no answer came: a timeout, a connection
-/// error). Both bounded.
+/// A failed action: its kind and the apiserver's status code ("none" when no answer came: a
+/// timeout, a connection error). Both bounded.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FailureLabel {
     action: &'static str,
@@ -52,11 +52,11 @@ struct StageLabel {
 /// The stages of one pass, in their order: where its time goes at thousands of nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
-    /// Before a pass: waiting until the caches show this controller's own writes of the pass before (outside the
-    /// pass's own time, `k8sm_reconcile_seconds`).
+    /// Before a pass: waiting until the caches show this controller's own writes of the pass before
+    /// (outside the pass's own time, `k8sm_reconcile_seconds`).
     Settle,
-    /// Before a pass: a wake held back so that passes take at most `--max-busy-share` of the time (see
-    /// `crate::reconcile::busy_share`), outside the pass's own time too.
+    /// Before a pass: a wake held back so that passes take at most `--max-busy-share` of the time
+    /// (see `crate::reconcile::busy_share`), outside the pass's own time too.
     Pace,
     /// The view built from the caches, evictions in flight pruned, remembered sizes grown.
     Observe,
@@ -116,8 +116,8 @@ pub struct Metrics {
     reaction_seconds: Histogram,
 }
 
-/// Buckets of `k8sm_eviction_reaction_seconds`: fine below a second (the target is 0.5 s at 500 nodes), coarse up
-/// to the minutes a loaded controller took before its actions were pipelined.
+/// Buckets of `k8sm_eviction_reaction_seconds`: fine below a second (the target is 0.5 s at 500
+/// nodes), coarse up to the minutes a loaded controller took before its actions were pipelined.
 const REACTION_BUCKETS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
@@ -226,8 +226,8 @@ impl Metrics {
              evictions launched), events, status",
             stage_seconds.clone(),
         );
-        // The interface with the bench, which reads it at the end of a run: keep its name and type. Exact definition
-        // in `crate::memory::reaction`.
+        // The interface with the bench, which reads it at the end of a run: keep its name and type.
+        // Exact definition in `crate::memory::reaction`.
         let reaction_seconds = Histogram::new(REACTION_BUCKETS);
         registry.register(
             "eviction_reaction_seconds",
@@ -270,7 +270,8 @@ impl Metrics {
                 })
                 .set(i64::from(count));
         }
-        // The planner's one meaning of blocked: a pod terminating, or waiting for a slot or the pause, is not.
+        // The planner's one meaning of blocked: a pod terminating, or waiting for a slot or the
+        // pause, is not.
         let blocked = plan
             .nodes
             .iter()
@@ -441,8 +442,8 @@ mod tests {
     fn blocked_pods_are_the_planner_s_blocked_pods() {
         use k8sm_planner::ClusterView;
         use k8sm_planner::testing::{at, node, policy, replica_set, unmanaged_pod};
-        // n1 drains: web-1 waits for its workload (web-2 is not Ready), debug blocks under policy Never, and
-        // going is terminating already (a wait that ends by itself).
+        // n1 drains: web-1 waits for its workload (web-2 is not Ready), debug blocks under policy
+        // Never, and going is terminating already (a wait that ends by itself).
         let web = replica_set("shop", "web", 2);
         let view = ClusterView {
             nodes: vec![node("n1").marked(at(0)).admitted(at(1)), node("n2")],

@@ -1,8 +1,9 @@
-//! The upgrade runs' durable records ([`k8sm_api::report`]): kept in memory, folded from every pass and executed
-//! action (`k8sm_planner::report`), read back from their ConfigMaps when the controller (or a new leader) first
-//! meets a run, and written back at most every [`WRITE_EVERY`], at once when a run finishes or is superseded, and on
-//! shutdown. Reads and writes run in the background: neither holds up a pass (a new leader's first action waits for
-//! no read; what it does meanwhile is held for the run and folded in once its record is read). A write that fails is
+//! The upgrade runs' durable records ([`k8sm_api::report`]): kept in memory, folded from every pass
+//! and executed action (`k8sm_planner::report`), read back from their ConfigMaps when the
+//! controller (or a new leader) first meets a run, and written back at most every [`WRITE_EVERY`],
+//! at once when a run finishes or is superseded, and on shutdown. Reads and writes run in the
+//! background: neither holds up a pass (a new leader's first action waits for no read; what it does
+//! meanwhile is held for the run and folded in once its record is read). A write that fails is
 //! retried with the next one.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,15 +25,17 @@ use k8sm_planner::{Action, ClusterView, Plan};
 use crate::Error;
 use crate::leadership::leader::Leadership;
 
-/// How often a run's record is written while it changes: what a controller that is killed (not stopped: a stop
-/// writes everything) can lose, against a write of up to a few hundred kB for a large fleet.
+/// How often a run's record is written while it changes: what a controller that is killed (not
+/// stopped: a stop writes everything) can lose, against a write of up to a few hundred kB for a
+/// large fleet.
 const WRITE_EVERY: Duration = Duration::from_secs(5);
 
 /// The field manager of the server-side applies.
 const MANAGER: &str = "k8sm-controller";
 
-/// Actions kept for one run while its record is read back. An apiserver that refuses the read for hours would
-/// otherwise grow them without bound; past this, the record undercounts (and the log says so).
+/// Actions kept for one run while its record is read back. An apiserver that refuses the read for
+/// hours would otherwise grow them without bound; past this, the record undercounts (and the log
+/// says so).
 const HELD_PER_RUN: usize = 100_000;
 
 /// A run: its policy and target executor ID.
@@ -52,9 +55,11 @@ struct Store {
 /// One record to write in a batch.
 struct Write {
     report: UpgradeReport,
-    /// The policy's live run (not one a new target replaced): written again later if this write fails.
+    /// The policy's live run (not one a new target replaced): written again later if this write
+    /// fails.
     live: bool,
-    /// Whether to delete the policy's oldest records once written (the first write of a run by this process).
+    /// Whether to delete the policy's oldest records once written (the first write of a run by
+    /// this process).
     prune: bool,
 }
 
@@ -77,8 +82,9 @@ pub struct Reports {
     /// Reads of stored records under way, by task.
     reading: JoinSet<Result<Option<UpgradeReport>, Error>>,
     being_read: BTreeMap<tokio::task::Id, RunKey>,
-    /// Actions executed for runs whose record is being read back: folded into it once it is, so that a new leader
-    /// acts at once, without a read of the apiserver between it and its first action, and loses none of them.
+    /// Actions executed for runs whose record is being read back: folded into it once it is, so
+    /// that a new leader acts at once, without a read of the apiserver between it and its
+    /// first action, and loses none of them.
     held: BTreeMap<RunKey, Vec<Executed>>,
     /// Each policy's run as the last pass saw it.
     current: BTreeMap<String, String>,
@@ -86,11 +92,12 @@ pub struct Reports {
     finished: BTreeSet<String>,
     /// Runs written by this process: the older runs of their policy were pruned then.
     written: BTreeSet<RunKey>,
-    /// The batch being written: one at a time, in the background, so that encoding and writing a large fleet's
-    /// record never holds up a pass.
+    /// The batch being written: one at a time, in the background, so that encoding and writing a
+    /// large fleet's record never holds up a pass.
     writing: Option<JoinHandle<Vec<Written>>>,
     last_write: Option<Instant>,
-    /// The term this replica led in at the last [`Reports::look_up`] ([`crate::leadership::leader::Leadership::term`]).
+    /// The term this replica led in at the last [`Reports::look_up`]
+    /// ([`crate::leadership::leader::Leadership::term`]).
     term: Option<u64>,
 }
 
@@ -118,13 +125,14 @@ impl Reports {
         }
     }
 
-    /// Takes in the stored records read back since the last pass, and starts reading that of each run the view
-    /// shows and this process has not met yet (after a restart or a change of leader), so that the run goes on
-    /// where it was. Never waits: until its record is read, a run is not folded (not recorded from scratch over the
-    /// stored record), and its executed actions are held for it.
+    /// Takes in the stored records read back since the last pass, and starts reading that of each
+    /// run the view shows and this process has not met yet (after a restart or a change of
+    /// leader), so that the run goes on where it was. Never waits: until its record is read, a
+    /// run is not folded (not recorded from scratch over the stored record), and its executed
+    /// actions are held for it.
     pub fn look_up(&mut self, view: &ClusterView) {
-        // A replica that begins a term reads every record again: while it stood by, another leader may have gone on
-        // recording, and its own copies are behind.
+        // A replica that begins a term reads every record again: while it stood by, another leader
+        // may have gone on recording, and its own copies are behind.
         let term = self.store.leadership.term();
         if term.is_some() && term != self.term {
             self.runs.clear();
@@ -179,14 +187,15 @@ impl Reports {
                 .spawn(async move { store.read(&policy, &target).await });
             self.being_read.insert(task.id(), run);
         }
-        // Actions of a run replaced before its record was read: that record was not the live one any more.
+        // Actions of a run replaced before its record was read: that record was not the live one
+        // any more.
         let current = &self.current;
         self.held
             .retain(|(policy, target), _| current.get(policy) == Some(target));
     }
 
-    /// Folds a pass into the runs (see [`fold::observe`]), but those whose stored record was not looked for yet;
-    /// then the actions held for runs now looked up.
+    /// Folds a pass into the runs (see [`fold::observe`]), but those whose stored record was not
+    /// looked for yet; then the actions held for runs now looked up.
     pub fn observe(&mut self, view: &ClusterView, plan: &Plan, now: DateTime<Utc>) {
         let looked_up = &self.looked_up;
         let known = |policy: &str, target: &str| {
@@ -213,8 +222,8 @@ impl Reports {
         }
     }
 
-    /// Records an executed action (see [`fold::record`]); `node`: the node of a pod action. Held for its run while
-    /// the run's stored record is being read.
+    /// Records an executed action (see [`fold::record`]); `node`: the node of a pod action. Held
+    /// for its run while the run's stored record is being read.
     pub fn record(&mut self, action: &Action, node: Option<&str>, now: DateTime<Utc>) {
         if let Some(target) = self.current.get(&action.policy) {
             let run = (action.policy.clone(), target.clone());
@@ -233,9 +242,10 @@ impl Reports {
         }
     }
 
-    /// Writes what changed, when due: [`WRITE_EVERY`] after the last write, at once for a run that finished or was
-    /// superseded. In the background, one batch at a time, unless `now_anyway` (shutdown): then it waits for the
-    /// batch under way and writes everything before it returns.
+    /// Writes what changed, when due: [`WRITE_EVERY`] after the last write, at once for a run that
+    /// finished or was superseded. In the background, one batch at a time, unless `now_anyway`
+    /// (shutdown): then it waits for the batch under way and writes everything before it
+    /// returns.
     pub async fn flush(&mut self, now_anyway: bool) {
         if let Some(writing) = self.writing.take() {
             if now_anyway || writing.is_finished() {
@@ -323,7 +333,8 @@ impl Store {
         Ok(self.api().get_opt(&name).await?.and_then(|cm| decode(&cm)))
     }
 
-    /// Writes a batch in order, each record encoded here (off the controller's loop), and prunes where asked.
+    /// Writes a batch in order, each record encoded here (off the controller's loop), and prunes
+    /// where asked.
     async fn write_all(self, batch: Vec<Write>) -> Vec<Written> {
         let mut written = Vec::with_capacity(batch.len());
         for Write {
@@ -342,10 +353,11 @@ impl Store {
         written
     }
 
-    /// Writes one record; past the size bound, encoding drops what matters least from this copy (see
-    /// [`UpgradeReport::encode`]), not from the one the controller keeps folding into.
+    /// Writes one record; past the size bound, encoding drops what matters least from this copy
+    /// (see [`UpgradeReport::encode`]), not from the one the controller keeps folding into.
     async fn write(&self, run: UpgradeReport) -> Result<(), Error> {
-        // Serialising and compressing a large fleet's record takes tens of milliseconds: not on a runtime thread.
+        // Serialising and compressing a large fleet's record takes tens of milliseconds: not on a
+        // runtime thread.
         let (run, bytes) = tokio::task::spawn_blocking(move || {
             let mut run = run;
             let bytes = run.encode();
@@ -448,8 +460,8 @@ pub fn decode(config_map: &ConfigMap) -> Option<UpgradeReport> {
         .ok()
 }
 
-/// A policy name as a label value (at most 63 characters; policy names are DNS subdomains, so only the length can be
-/// out of bounds): the data's `policy` key tells truncated names apart.
+/// A policy name as a label value (at most 63 characters; policy names are DNS subdomains, so only
+/// the length can be out of bounds): the data's `policy` key tells truncated names apart.
 fn label_value(policy: &str) -> String {
     let mut value: String = policy.chars().take(63).collect();
     while value.ends_with(['.', '-']) {

@@ -1,5 +1,5 @@
-//! The policies' status: built from the plan (pure), written through the status subresource only when it changed,
-//! so that writing status never wakes the controller into an endless loop.
+//! The policies' status: built from the plan (pure), written through the status subresource only
+//! when it changed, so that writing status never wakes the controller into an endless loop.
 
 use std::collections::{HashMap, HashSet};
 
@@ -23,8 +23,9 @@ fn window_closed(policy: &PolicyPlan) -> bool {
     matches!(policy.window, Some(WindowState::Closed { .. }))
 }
 
-/// The status of `policy` as this plan sees it. `previous` (the status the cluster holds, whichever leader wrote it)
-/// keeps condition transition times, the ETA and the pace it is measured from stable.
+/// The status of `policy` as this plan sees it. `previous` (the status the cluster holds, whichever
+/// leader wrote it) keeps condition transition times, the ETA and the pace it is measured from
+/// stable.
 pub fn build(
     plan: &Plan,
     policy: &PolicyPlan,
@@ -38,7 +39,8 @@ pub fn build(
         .collect();
     let lists = Lists::of(&nodes);
 
-    // Outside its maintenance window a policy with nodes left waits for the window, not for an operator.
+    // Outside its maintenance window a policy with nodes left waits for the window, not for an
+    // operator.
     let window_opens = match policy.window {
         Some(WindowState::Closed { opens }) if policy.eta.nodes_remaining > 0 => Some(opens),
         _ => None,
@@ -69,7 +71,8 @@ pub fn build(
         condition(
             condition_types::UPGRADED,
             policy.eta.nodes_remaining == 0 && policy.counts.total > 0,
-            // A policy without nodes has upgraded nothing: not "all compatible", which reads as done.
+            // A policy without nodes has upgraded nothing: not "all compatible", which reads as
+            // done.
             if policy.counts.total == 0 {
                 "NoNodesSelected"
             } else if policy.eta.nodes_remaining == 0 {
@@ -149,8 +152,8 @@ pub fn build(
         remaining,
         now,
     );
-    // Nothing moves while paused or outside the maintenance window, and a blocked node waits for an operator: no
-    // pace to go by.
+    // Nothing moves while paused or outside the maintenance window, and a blocked node waits for an
+    // operator: no pace to go by.
     let moving = policy.eta.nodes_blocked == 0 && !policy.paused && !window_closed(policy);
     let eta = pace
         .as_ref()
@@ -187,7 +190,8 @@ pub fn build(
     }
 }
 
-/// A merge patch leaves out fields the status no longer has: they must be sent as null to be removed.
+/// A merge patch leaves out fields the status no longer has: they must be sent as null to be
+/// removed.
 pub(crate) fn with_explicit_nulls(
     status: &ExecutorUpgradePolicyStatus,
 ) -> Result<serde_json::Value, Error> {
@@ -238,11 +242,13 @@ fn condition(type_: &str, status: bool, reason: &str, message: &str) -> Conditio
     }
 }
 
-/// What the controller learnt while carrying out plans, that no plan can know: objects whose actions keep being
-/// refused or failing ([`crate::memory::backoff`]), and watches that failed for too long ([`crate::observe::watches`]).
+/// What the controller learnt while carrying out plans, that no plan can know: objects whose
+/// actions keep being refused or failing ([`crate::memory::backoff`]), and watches that failed for
+/// too long ([`crate::observe::watches`]).
 #[derive(Debug, Default)]
 pub struct Troubles {
-    /// Pods (by UID) whose eviction or deletion was refused by a budget, or failed again and again: why.
+    /// Pods (by UID) whose eviction or deletion was refused by a budget, or failed again and
+    /// again: why.
     pub pods: HashMap<String, (Reason, String)>,
     /// Nodes (by name) whose writes failed again and again: why.
     pub nodes: HashMap<String, String>,
@@ -252,12 +258,13 @@ pub struct Troubles {
     pub stale_view: Option<String>,
 }
 
-/// Adds what the plan cannot know to the status (see [`Troubles`]). Pods whose eviction or deletion keeps failing
-/// (or a budget refused: the plan judged the budget from its cached status, which allowed it, e.g. a budget
-/// tightened while the disruption controller was down) are listed as blocked, with the answer on their node's
-/// blockers; so are nodes whose writes keep failing. Without this, such a node would read "Draining" with nothing
-/// blocking while every attempt fails; the Events say why at each attempt. The Degraded condition says when the
-/// controller acts on nothing because its view is stale, and when actions keep failing.
+/// Adds what the plan cannot know to the status (see [`Troubles`]). Pods whose eviction or deletion
+/// keeps failing (or a budget refused: the plan judged the budget from its cached status, which
+/// allowed it, e.g. a budget tightened while the disruption controller was down) are listed as
+/// blocked, with the answer on their node's blockers; so are nodes whose writes keep failing.
+/// Without this, such a node would read "Draining" with nothing blocking while every attempt fails;
+/// the Events say why at each attempt. The Degraded condition says when the controller acts on
+/// nothing because its view is stale, and when actions keep failing.
 pub fn report_troubles(
     status: &mut ExecutorUpgradePolicyStatus,
     previous: Option<&ExecutorUpgradePolicyStatus>,
@@ -276,7 +283,8 @@ pub fn report_troubles(
             let Some((reason, message)) = troubles.pods.get(pod_plan.pod.uid()) else {
                 continue;
             };
-            // Only pods the plan still means to move (a surge move too): one it waits for is reported as the plan says.
+            // Only pods the plan still means to move (a surge move too): one it waits for is
+            // reported as the plan says.
             if !matches!(
                 pod_plan.decision,
                 Decision::Evict | Decision::Move | Decision::Delete
@@ -304,7 +312,8 @@ pub fn report_troubles(
             1 => String::new(),
             n => format!(" (and {} more)", n - 1),
         };
-        // An apiserver's answer (an admission webhook's, say) may quote anything: bounded like the rest.
+        // An apiserver's answer (an admission webhook's, say) may quote anything: bounded like the
+        // rest.
         let first = bounded(first, MAX_MESSAGE);
         problems.push((Reason::ActionFailed, format!("{first}{more}")));
     }
@@ -318,7 +327,8 @@ pub fn report_troubles(
     else {
         return;
     };
-    // The controller's own troubles come first: while the view is stale, what the plan says may be stale too.
+    // The controller's own troubles come first: while the view is stale, what the plan says may be
+    // stale too.
     let mut messages: Vec<String> = problems
         .iter()
         .map(|(reason, message)| format!("{}: {message}", reason.as_str()))
@@ -332,9 +342,10 @@ pub fn report_troubles(
     transition(degraded, previous, policy.generation, now);
 }
 
-/// The deleted-node records to write: the plan's, as far as its actions were carried out. A record the plan adds
-/// for a node whose deletion did not happen is left out (the next plan decides again), and one the plan drops for a
-/// node whose completion did not happen is kept (so the next plan completes it, and reports it, again).
+/// The deleted-node records to write: the plan's, as far as its actions were carried out. A record
+/// the plan adds for a node whose deletion did not happen is left out (the next plan decides
+/// again), and one the plan drops for a node whose completion did not happen is kept (so the next
+/// plan completes it, and reports it, again).
 pub fn executed_records(
     planned: &[DeletedNode],
     written: &[DeletedNode],
@@ -424,8 +435,9 @@ mod tests {
         assert_eq!(names, ["added", "completed-failed", "kept"]);
     }
 
-    /// Outside the maintenance window the status says when it opens, Progressing waits for it (not Degraded), and
-    /// no ETA is reported or carried over: nothing moves, so the pace so far says nothing.
+    /// Outside the maintenance window the status says when it opens, Progressing waits for it (not
+    /// Degraded), and no ETA is reported or carried over: nothing moves, so the pace so far
+    /// says nothing.
     #[test]
     fn outside_the_window_the_status_says_when_it_opens_and_gives_no_eta() {
         let now = Utc::now();
@@ -459,7 +471,8 @@ mod tests {
             ("False", "OutsideWindow")
         );
         assert_eq!(degraded_says(&status).0, "False");
-        // Even when progress was made while it was open: the count changed, the window is closed now.
+        // Even when progress was made while it was open: the count changed, the window is closed
+        // now.
         let progressed = build(&Plan::default(), &policy_plan(4, 0), None, now);
         let later = now + chrono::Duration::minutes(10);
         assert_eq!(
@@ -492,8 +505,9 @@ mod tests {
         );
     }
 
-    /// A field the merge patch leaves out keeps its old value in the cluster, and the status then differs from the
-    /// plan's at every pass: each field of the CRD's status must be sent, as null when absent.
+    /// A field the merge patch leaves out keeps its old value in the cluster, and the status then
+    /// differs from the plan's at every pass: each field of the CRD's status must be sent, as
+    /// null when absent.
     #[test]
     fn every_status_field_is_sent_even_when_absent() {
         use kube::CustomResourceExt;
@@ -523,8 +537,8 @@ mod tests {
         }
     }
 
-    /// The ETA is measured from the pace start in the status, so a new leader, which knows only what the cluster
-    /// holds, estimates what the old one would have: no jump at a takeover.
+    /// The ETA is measured from the pace start in the status, so a new leader, which knows only
+    /// what the cluster holds, estimates what the old one would have: no jump at a takeover.
     #[test]
     fn the_eta_survives_a_leader_change() {
         // A whole second: the status keeps times to the second.
@@ -541,7 +555,8 @@ mod tests {
         // 20 nodes in 40 minutes: 2 minutes per node, 80 left.
         assert_eq!(old_leader.eta, Some(to_time(minutes(40 + 160))));
 
-        // The old leader is gone; the new one reads the status back from the apiserver and plans at minute 60.
+        // The old leader is gone; the new one reads the status back from the apiserver and plans at
+        // minute 60.
         let stored: ExecutorUpgradePolicyStatus =
             serde_json::from_value(serde_json::to_value(&old_leader).unwrap()).unwrap();
         let new_leader = build(
@@ -721,7 +736,8 @@ mod tests {
         );
     }
 
-    /// A surge move that keeps failing (RBAC without the surge component, say) degrades the policy like an eviction.
+    /// A surge move that keeps failing (RBAC without the surge component, say) degrades the policy
+    /// like an eviction.
     #[test]
     fn a_move_that_keeps_failing_degrades_the_policy() {
         let (mut plan, policy) = draining();

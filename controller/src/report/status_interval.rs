@@ -1,27 +1,30 @@
-//! How often a policy's status is written. A pass plans on every watch event; at hundreds of nodes that is many
-//! passes a second, and almost every one changes some count or the ETA. Writing the whole status (a row per node)
-//! each time made the apiserver and the loop wait on it: the next eviction waited for the status write of the pass
-//! before. What the status is for sets the pace instead:
+//! How often a policy's status is written. A pass plans on every watch event; at hundreds of nodes
+//! that is many passes a second, and almost every one changes some count or the ETA. Writing the
+//! whole status (a row per node) each time made the apiserver and the loop wait on it: the next
+//! eviction waited for the status write of the pass before. What the status is for sets the pace
+//! instead:
 //!
-//! - what the controller itself relies on (the deleted-node records: a node deleted by `DeleteNode` lives only
-//!   there) and what operators and `kubectl wait` watch (conditions, observedGeneration) are written at once, by the
-//!   pass itself ([`Verdict::Urgent`]);
-//! - the rest (counts, per-node rows, blocked pods, ETA) at most once per interval per policy, in the background
-//!   ([`Verdict::Now`], see `crate::report::status_writer`); a change that waits is written by a pass at the end of the
-//!   interval, which the loop is asked for, so the status is never more than an interval behind.
+//! - what the controller itself relies on (the deleted-node records: a node deleted by `DeleteNode`
+//!   lives only there) and what operators and `kubectl wait` watch (conditions, observedGeneration)
+//!   are written at once, by the pass itself ([`Verdict::Urgent`]);
+//! - the rest (counts, per-node rows, blocked pods, ETA) at most once per interval per policy, in
+//!   the background ([`Verdict::Now`], see `crate::report::status_writer`); a change that waits is
+//!   written by a pass at the end of the interval, which the loop is asked for, so the status is
+//!   never more than an interval behind.
 //!
-//! The interval is [`MIN_INTERVAL`], or [`TIME_SHARE`] times as long as the policy's last write took if that is
-//! longer (at most [`MAX_INTERVAL`]): on a loaded apiserver at a thousand nodes one write took about a third of a
-//! second, and the status rewritten every second kept the apiserver busy with counts while evictions waited. So
-//! refreshing the status takes at most a tenth of the apiserver's time for this controller, and the status lags more
-//! only where writing it is slow.
+//! The interval is [`MIN_INTERVAL`], or [`TIME_SHARE`] times as long as the policy's last write
+//! took if that is longer (at most [`MAX_INTERVAL`]): on a loaded apiserver at a thousand nodes one
+//! write took about a third of a second, and the status rewritten every second kept the apiserver
+//! busy with counts while evictions waited. So refreshing the status takes at most a tenth of the
+//! apiserver's time for this controller, and the status lags more only where writing it is slow.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use k8sm_api::ExecutorUpgradePolicyStatus;
 
-/// The shortest time between two writes of a policy's status that only refresh counts, rows and the ETA.
+/// The shortest time between two writes of a policy's status that only refresh counts, rows and the
+/// ETA.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// The longest: an operator watching the status sees it at most this far behind.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(10);
@@ -37,7 +40,8 @@ pub struct StatusInterval {
 /// Whether a changed status is written now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// A change the controller or an operator acts on: written by the pass itself, before it plans again.
+    /// A change the controller or an operator acts on: written by the pass itself, before it plans
+    /// again.
     Urgent,
     /// Due: written in the background.
     Now,
@@ -63,8 +67,8 @@ impl StatusInterval {
         }
     }
 
-    /// Records a write of `policy`'s status that began at `started` and took `took` (attempted: a refused write is
-    /// paced too).
+    /// Records a write of `policy`'s status that began at `started` and took `took` (attempted: a
+    /// refused write is paced too).
     pub fn wrote(&mut self, policy: &str, started: Instant, took: Duration) {
         let interval = took
             .saturating_mul(TIME_SHARE)
@@ -81,10 +85,11 @@ impl StatusInterval {
 
 /// A change the controller or an operator acts on: written at once.
 ///
-/// A condition counts by its type, status and reason, what `kubectl wait --for=condition=...` and alerts act on. Its
-/// message is a refresh like the counts: "12 of 500 selected nodes still to upgrade" changes with every node
-/// upgraded, and writing it at once made every node's completion a status write the pass awaited (a third of a second
-/// on a loaded apiserver, during which no eviction was sent).
+/// A condition counts by its type, status and reason, what `kubectl wait --for=condition=...` and
+/// alerts act on. Its message is a refresh like the counts: "12 of 500 selected nodes still to
+/// upgrade" changes with every node upgraded, and writing it at once made every node's completion a
+/// status write the pass awaited (a third of a second on a loaded apiserver, during which no
+/// eviction was sent).
 fn urgent(
     previous: Option<&ExecutorUpgradePolicyStatus>,
     status: &ExecutorUpgradePolicyStatus,

@@ -1,10 +1,11 @@
 //! The lists of a policy's status (nodes, blocked pods, deleted nodes), bounded at any fleet size.
 //!
-//! A status that listed every node not yet upgraded would pass etcd's object size limit (1.5 MiB) at around 7,000
-//! queued nodes, or with a few nodes that carry large annotations, and then stop updating. So the status counts every
-//! node by phase but lists only what an operator looks at (nodes blocked or in flight, blocked pods), most urgent
-//! first, at most [`MAX_NODES`] and [`MAX_BLOCKED_PODS`] entries within a byte budget each; and every string that
-//! comes from node or pod data is escaped and cut to a bound ([`k8sm_api::text`]).
+//! A status that listed every node not yet upgraded would pass etcd's object size limit (1.5 MiB)
+//! at around 7,000 queued nodes, or with a few nodes that carry large annotations, and then stop
+//! updating. So the status counts every node by phase but lists only what an operator looks at
+//! (nodes blocked or in flight, blocked pods), most urgent first, at most [`MAX_NODES`] and
+//! [`MAX_BLOCKED_PODS`] entries within a byte budget each; and every string that comes from node or
+//! pod data is escaped and cut to a bound ([`k8sm_api::text`]).
 
 use chrono::{DateTime, Utc};
 use k8sm_api::text::{bounded, recorded_id};
@@ -49,9 +50,10 @@ impl Lists {
     }
 }
 
-/// How urgently an operator needs to see a node, most urgent first: it waits for an operator (itself or one of its
-/// pods); it is blocked; it is in flight (holds a drain slot). `None`: not listed (Compatible, or queued with
-/// nothing in its way: `counts.incompatible` counts those, and `kubectl k8sm plan` shows the queue).
+/// How urgently an operator needs to see a node, most urgent first: it waits for an operator
+/// (itself or one of its pods); it is blocked; it is in flight (holds a drain slot). `None`: not
+/// listed (Compatible, or queued with nothing in its way: `counts.incompatible` counts those, and
+/// `kubectl k8sm plan` shows the queue).
 fn urgency(node: &NodePlan) -> Option<u8> {
     if node.needs_operator() {
         Some(0)
@@ -96,8 +98,9 @@ fn node_entry(node: &NodePlan) -> NodeStatus {
     }
 }
 
-/// What a node waits for: each distinct line once, those that need an operator first, at most [`MAX_BLOCKERS`];
-/// and how many distinct lines were left out. (A node's pods often wait for the same thing: one line says it.)
+/// What a node waits for: each distinct line once, those that need an operator first, at most
+/// [`MAX_BLOCKERS`]; and how many distinct lines were left out. (A node's pods often wait for the
+/// same thing: one line says it.)
 fn blocker_lines(node: &NodePlan) -> (Vec<String>, u32) {
     let mut distinct: Vec<(bool, &str)> = Vec::new();
     for blocker in &node.blockers {
@@ -116,8 +119,8 @@ fn blocker_lines(node: &NodePlan) -> (Vec<String>, u32) {
     (lines, omitted)
 }
 
-/// The entries of `status.blockedPods` (the most urgent: those that need an operator, then the oldest), and the
-/// number of blocked pods in all.
+/// The entries of `status.blockedPods` (the most urgent: those that need an operator, then the
+/// oldest), and the number of blocked pods in all.
 fn blocked_pods(nodes: &[&NodePlan]) -> (Vec<BlockedPod>, u32) {
     let mut blocked: Vec<(&NodePlan, &PodPlan)> = nodes
         .iter()
@@ -150,9 +153,10 @@ fn pod_key<'a>(
     )
 }
 
-/// Adds `message`, something the plan cannot know (an action that keeps failing, an eviction a budget refused), to
-/// the blockers of `node`'s entry in `status.nodes`; a node that was not listed is listed first, as it needs an
-/// operator's eye. The list keeps its bounds: the least urgent entries make room, and are counted.
+/// Adds `message`, something the plan cannot know (an action that keeps failing, an eviction a
+/// budget refused), to the blockers of `node`'s entry in `status.nodes`; a node that was not listed
+/// is listed first, as it needs an operator's eye. The list keeps its bounds: the least urgent
+/// entries make room, and are counted.
 pub fn add_blocker(status: &mut ExecutorUpgradePolicyStatus, node: &NodePlan, message: &str) {
     let line = bounded(message, MAX_MESSAGE).into_owned();
     let counted = |phase: NodePhase| u32::from(phase != NodePhase::Compatible);
@@ -190,8 +194,8 @@ fn json_len<T: Serialize>(value: &T) -> usize {
     serde_json::to_vec(value).map_or(usize::MAX / 2, |json| json.len())
 }
 
-/// `status.deletedNodes`: the plan's records, with each executor ID in its bounded form (records written by an
-/// earlier version may hold an oversized one; the planner compares bounded forms).
+/// `status.deletedNodes`: the plan's records, with each executor ID in its bounded form (records
+/// written by an earlier version may hold an oversized one; the planner compares bounded forms).
 pub fn deleted_nodes(records: &[DeletedNodeRecord]) -> Vec<DeletedNode> {
     records
         .iter()
@@ -203,8 +207,8 @@ pub fn deleted_nodes(records: &[DeletedNodeRecord]) -> Vec<DeletedNode> {
         .collect()
 }
 
-/// The first entries of `entries`, at most `max` of them and `budget` bytes of JSON together: an entry that would
-/// pass the budget ends the list, so that the list keeps its order of urgency.
+/// The first entries of `entries`, at most `max` of them and `budget` bytes of JSON together: an
+/// entry that would pass the budget ends the list, so that the list keeps its order of urgency.
 fn within_budget<T: Serialize>(
     entries: impl Iterator<Item = T>,
     max: usize,

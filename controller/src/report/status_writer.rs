@@ -1,11 +1,13 @@
-//! Writes the policies' status (built by `crate::report::status`) when it changed, at the pace of [`StatusInterval`].
+//! Writes the policies' status (built by `crate::report::status`) when it changed, at the pace of
+//! [`StatusInterval`].
 //!
-//! A write the pace holds urgent (deleted-node records, conditions, observedGeneration) is awaited by the pass that
-//! makes it, and the next pass plans only once the cache shows it. The others, which refresh counts, per-node rows
-//! and the ETA, are launched in the background: on a loaded apiserver one took about a third of a second, and a pass
-//! that awaited it held up every eviction that became possible meanwhile. Nothing the controller decides reads those
-//! fields, so no pass needs to wait for them. At most one write per policy runs at a time; each
-//! is conditional on the resourceVersion it was built from, so a background write that lost a race with a newer
+//! A write the pace holds urgent (deleted-node records, conditions, observedGeneration) is awaited
+//! by the pass that makes it, and the next pass plans only once the cache shows it. The others,
+//! which refresh counts, per-node rows and the ETA, are launched in the background: on a loaded
+//! apiserver one took about a third of a second, and a pass that awaited it held up every eviction
+//! that became possible meanwhile. Nothing the controller decides reads those fields, so no pass
+//! needs to wait for them. At most one write per policy runs at a time; each is conditional on the
+//! resourceVersion it was built from, so a background write that lost a race with a newer
 //! write (a deleted-node record) is refused and changes nothing.
 
 use std::collections::{HashMap, HashSet};
@@ -48,11 +50,12 @@ struct Background {
     call: JoinHandle<(Result<ExecutorUpgradePolicy, kube::Error>, Duration)>,
 }
 
-/// What a round of status writes did (with the background writes that answered since the round before).
+/// What a round of status writes did (with the background writes that answered since the round
+/// before).
 #[derive(Debug, Default)]
 pub struct Written {
-    /// Policy name, resourceVersion before and after each write: the cache must show the new one before the next
-    /// plan, or that plan would miss what was just written.
+    /// Policy name, resourceVersion before and after each write: the cache must show the new one
+    /// before the next plan, or that plan would miss what was just written.
     pub versions: Vec<(String, Option<String>, Option<String>)>,
     /// Writes refused because the policy changed since the cache saw it.
     pub conflicts: usize,
@@ -76,11 +79,11 @@ impl StatusWriter {
         }
     }
 
-    /// Writes the status of every policy whose status changed, conditional on the cached resourceVersion (a status
-    /// built from a stale cache must not overwrite a newer one, such as a deleted-node record), at the pace of
-    /// [`StatusInterval`]: a change that waits is reported in [`Written::postponed`]. `troubles`: what the plan cannot
-    /// know, see [`report_troubles`]. `unfinished`: nodes whose action of this pass was not carried out (see
-    /// [`executed_records`]).
+    /// Writes the status of every policy whose status changed, conditional on the cached
+    /// resourceVersion (a status built from a stale cache must not overwrite a newer one, such
+    /// as a deleted-node record), at the pace of [`StatusInterval`]: a change that waits is reported in [`Written::postponed`]. `troubles`: what the plan cannot
+    /// know, see [`report_troubles`]. `unfinished`: nodes whose action of this pass was not carried
+    /// out (see [`executed_records`]).
     pub async fn write(
         &mut self,
         plan: &Plan,
@@ -133,8 +136,9 @@ impl StatusWriter {
                     continue;
                 }
                 Verdict::Urgent if self.background.contains_key(&policy.policy) => {
-                    // Waits for the background write, and is conditional on what that write made of the policy
-                    // when the cache has not shown it yet (the cache's version would only be refused).
+                    // Waits for the background write, and is conditional on what that write made of
+                    // the policy when the cache has not shown it yet (the
+                    // cache's version would only be refused).
                     let before = self.background[&policy.policy].before.clone();
                     if let Some(after) = self.collect(&policy.policy, &mut written).await?
                         && before == cached_version
@@ -178,15 +182,15 @@ impl StatusWriter {
             }
             let (answer, took) = call.await;
             self.writes.wrote(&policy.policy, started, took);
-            // Conditional on the cache's version or on the background write's: the cache must move past the
-            // former either way.
+            // Conditional on the cache's version or on the background write's: the cache must move
+            // past the former either way.
             record(&policy.policy, cached_version, answer, &mut written)?;
         }
         Ok(written)
     }
 
-    /// Waits for the background writes still on their way (when the controller stops: a standby takes over only
-    /// afterwards).
+    /// Waits for the background writes still on their way (when the controller stops: a standby
+    /// takes over only afterwards).
     pub async fn flush(&mut self) {
         let names: Vec<String> = self.background.keys().cloned().collect();
         for name in names {
@@ -197,7 +201,8 @@ impl StatusWriter {
         }
     }
 
-    /// Waits for the background write of `policy` (if any) and records its answer; the resourceVersion it wrote.
+    /// Waits for the background write of `policy` (if any) and records its answer; the
+    /// resourceVersion it wrote.
     async fn collect(
         &mut self,
         policy: &str,

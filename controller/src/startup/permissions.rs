@@ -1,9 +1,11 @@
-//! The permissions the controller uses — exactly what `deploy/rbac.yaml` grants — checked at start-up with
-//! SelfSubjectAccessReviews, so a missing verb is one clear error instead of a watch that retries forever.
+//! The permissions the controller uses — exactly what `deploy/rbac.yaml` grants — checked at
+//! start-up with SelfSubjectAccessReviews, so a missing verb is one clear error instead of a watch
+//! that retries forever.
 //!
 //! Surge moves and the DeleteNode kamikaze need more ([`OPT_IN`]), granted only by the components
-//! `deploy/components/surge` and `delete-node` (Helm: `rbac.surge`, `rbac.deleteNode`): without them the controller
-//! starts, logs what it lacks, and a refused action says which component to enable ([`opt_in_hint`]).
+//! `deploy/components/surge` and `delete-node` (Helm: `rbac.surge`, `rbac.deleteNode`): without
+//! them the controller starts, logs what it lacks, and a refused action says which component to
+//! enable ([`opt_in_hint`]).
 
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
@@ -23,12 +25,13 @@ pub struct Permission {
     pub verb: &'static str,
     /// Only needed in the leader-election namespace (a Role, not the ClusterRole).
     pub lease: bool,
-    /// Limited to one object (`resourceNames`): its default name, as the deployed Role names it. The start-up check
-    /// asks about the configured name.
+    /// Limited to one object (`resourceNames`): its default name, as the deployed Role names it.
+    /// The start-up check asks about the configured name.
     pub name: Option<&'static str>,
 }
 
-/// The Lease's default name (`--leader-elect-lease`), which the deployed Role limits `get` and `update` to.
+/// The Lease's default name (`--leader-elect-lease`), which the deployed Role limits `get` and
+/// `update` to.
 pub const DEFAULT_LEASE: &str = "k8sm-controller";
 
 const fn cluster(
@@ -74,7 +77,8 @@ pub const REQUIRED: &[Permission] = &[
     cluster("", "nodes", "", "patch"),
     cluster("", "pods", "eviction", "create"),
     cluster("", "pods", "", "delete"),
-    // The policy finalizer (added, and removed once every node is handed back), a patch of metadata.finalizers.
+    // The policy finalizer (added, and removed once every node is handed back), a patch of
+    // metadata.finalizers.
     cluster("k8s.mesosphere.io", "executorupgradepolicies", "", "patch"),
     cluster(
         "k8s.mesosphere.io",
@@ -114,8 +118,9 @@ pub struct OptIn {
     pub helm_value: &'static str,
 }
 
-/// Surge moves patch a Deployment: its pod template's restart annotation and k8sm's record of the move. Cluster-wide
-/// that reaches kube-system's pod templates, so the component ships an admission policy that allows nothing else.
+/// Surge moves patch a Deployment: its pod template's restart annotation and k8sm's record of the
+/// move. Cluster-wide that reaches kube-system's pod templates, so the component ships an admission
+/// policy that allows nothing else.
 pub const SURGE: OptIn = OptIn {
     permission: cluster("apps", "deployments", "", "patch"),
     used_by: "a surge move (spec.workloads.surge)",
@@ -143,8 +148,9 @@ impl OptIn {
     }
 }
 
-/// What to enable when the apiserver refused an action with `message` for lack of an opt-in permission (RBAC's
-/// answer names the verb, resource and group: `cannot patch resource "deployments" in API group "apps"`).
+/// What to enable when the apiserver refused an action with `message` for lack of an opt-in
+/// permission (RBAC's answer names the verb, resource and group: `cannot patch resource
+/// "deployments" in API group "apps"`).
 pub fn opt_in_hint(message: &str) -> Option<String> {
     OPT_IN
         .iter()
@@ -158,9 +164,10 @@ pub fn opt_in_hint(message: &str) -> Option<String> {
         .map(OptIn::how)
 }
 
-/// The upgrade reports (see [`crate::report::run_records`]): one ConfigMap per run in the controller's namespace, read back,
-/// applied, and the oldest deleted (a Role there). Not limited by name: each run's is known only once it starts.
-/// The remembered sizes of unknown kinds ([`crate::memory::sizes_store`]) are one more ConfigMap there, read and applied.
+/// The upgrade reports (see [`crate::report::run_records`]): one ConfigMap per run in the
+/// controller's namespace, read back, applied, and the oldest deleted (a Role there). Not limited
+/// by name: each run's is known only once it starts. The remembered sizes of unknown kinds
+/// ([`crate::memory::sizes_store`]) are one more ConfigMap there, read and applied.
 pub const REPORTS: &[Permission] = &[
     namespaced("", "configmaps", "get"),
     namespaced("", "configmaps", "list"),
@@ -180,9 +187,9 @@ const fn namespaced(group: &'static str, resource: &'static str, verb: &'static 
     }
 }
 
-/// Requesting the `Http` kamikaze's token (see [`crate::act::kamikaze_token`]): `create serviceaccounts/token` on the
-/// controller's own ServiceAccount only (a Role in its namespace, limited to its name), checked when the controller
-/// knows its ServiceAccount.
+/// Requesting the `Http` kamikaze's token (see [`crate::act::kamikaze_token`]): `create
+/// serviceaccounts/token` on the controller's own ServiceAccount only (a Role in its namespace,
+/// limited to its name), checked when the controller knows its ServiceAccount.
 pub const KAMIKAZE_TOKEN: Permission = Permission {
     group: "",
     resource: "serviceaccounts",
@@ -208,9 +215,10 @@ impl std::fmt::Display for Permission {
     }
 }
 
-/// Fails with every permission this identity lacks (leases only when leader election is on, as `lease`: namespace
-/// and name; the reports' in their namespace; the kamikaze token only when the controller knows its ServiceAccount).
-/// The [`OPT_IN`] permissions are not required: it logs which are missing.
+/// Fails with every permission this identity lacks (leases only when leader election is on, as
+/// `lease`: namespace and name; the reports' in their namespace; the kamikaze token only when the
+/// controller knows its ServiceAccount). The [`OPT_IN`] permissions are not required: it logs which
+/// are missing.
 pub async fn check(
     client: &Client,
     lease: Option<(&str, &str)>,
@@ -309,8 +317,8 @@ mod tests {
         );
     }
 
-    /// A granted or required permission: `group|resource[/subresource]`, verb, in the controller's namespace (a
-    /// Role), limited to these names.
+    /// A granted or required permission: `group|resource[/subresource]`, verb, in the controller's
+    /// namespace (a Role), limited to these names.
     type Grant = (String, String, bool, Vec<String>);
 
     /// What the ClusterRoles and Roles of one manifest file grant.
@@ -383,9 +391,9 @@ mod tests {
         grants
     }
 
-    /// deploy/rbac.yaml grants exactly what the controller's default mechanisms use: no more, no less. The Lease
-    /// and the token are limited to their names; the token to the controller's own ServiceAccount, since any other
-    /// would be a way to act as that account.
+    /// deploy/rbac.yaml grants exactly what the controller's default mechanisms use: no more, no
+    /// less. The Lease and the token are limited to their names; the token to the controller's
+    /// own ServiceAccount, since any other would be a way to act as that account.
     #[test]
     fn the_deployed_roles_grant_exactly_the_required_permissions() {
         assert_eq!(
@@ -427,7 +435,8 @@ mod tests {
         assert_eq!(args.leader_elect_lease, DEFAULT_LEASE);
     }
 
-    /// RBAC's refusal of an opt-in verb names what to enable; other refusals (an admission policy's) do not.
+    /// RBAC's refusal of an opt-in verb names what to enable; other refusals (an admission
+    /// policy's) do not.
     #[test]
     fn a_refused_opt_in_verb_names_its_component_and_helm_value() {
         let rbac = "deployments.apps \"web\" is forbidden: User \"system:serviceaccount:k8sm-system:k8sm-controller\" \

@@ -1,4 +1,5 @@
-//! The process: clients, the start-up permission check, the HTTP endpoints, the caches, leadership, then the loop.
+//! The process: clients, the start-up permission check, the HTTP endpoints, the caches, leadership,
+//! then the loop.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +28,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const CALL_IO_TIMEOUT: Duration = Duration::from_secs(15);
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    // kube and the kamikaze HTTP client share rustls; pick its crypto provider once for the process.
+    // kube and the kamikaze HTTP client share rustls; pick its crypto provider once for the
+    // process.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let lease = args
@@ -45,8 +47,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let mut config = config(&args).await?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
-    // The watches' client keeps kube's read timeout (295 s), sets each watch's server-side timeout, and records what
-    // each watch delivers (`stores::WATCH_SILENCE`); every other call goes through `calls`, bounded much tighter.
+    // The watches' client keeps kube's read timeout (295 s), sets each watch's server-side timeout,
+    // and records what each watch delivers (`stores::WATCH_SILENCE`); every other call goes
+    // through `calls`, bounded much tighter.
     let deliveries = Deliveries::default();
     let client = kube::client::ClientBuilder::try_from(config.clone())?
         .with_layer(&tower::util::MapRequestLayer::new(
@@ -73,7 +76,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     let metrics = Arc::new(Metrics::new());
-    // Reported from the start, not from the first answer: a scrape before any call reads the limit in force.
+    // Reported from the start, not from the first answer: a scrape before any call reads the limit
+    // in force.
     metrics.set_call_limit(CallLimit::default().current());
     let ready = Arc::new(AtomicBool::new(false));
     let addr = server::serve(
@@ -125,8 +129,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     controller.run(&mut changes, args.resync).await
 }
 
-/// Becomes true on SIGTERM or Ctrl-C: the loop then stops acting (a pass stops before its next batch of actions),
-/// and the Lease is released.
+/// Becomes true on SIGTERM or Ctrl-C: the loop then stops acting (a pass stops before its next
+/// batch of actions), and the Lease is released.
 fn on_stop_signal() -> anyhow::Result<watch::Receiver<bool>> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let (sender, receiver) = watch::channel(false);
@@ -156,17 +160,20 @@ async fn config(args: &Args) -> anyhow::Result<kube::Config> {
     Ok(config)
 }
 
-/// The client of every call but the watches: the planner's actions, status and Event writes, the start-up checks.
-/// Each request is bounded (reads and writes of the connection; the actions have their own overall timeout too), so a
-/// hung apiserver or proxy shows as a failed call instead of a pass that never ends.
+/// The client of every call but the watches: the planner's actions, status and Event writes, the
+/// start-up checks. Each request is bounded (reads and writes of the connection; the actions have
+/// their own overall timeout too), so a hung apiserver or proxy shows as a failed call instead of a
+/// pass that never ends.
 ///
-/// It has none of kube's hidden retries. By default kube retries 429 and 503 answers itself, honouring Retry-After; an
-/// eviction that a PodDisruptionBudget refuses answers 429 with Retry-After 10 s, so the pass would sit in that retry
-/// until the action's timeout (15 s), holding up every other node, and the refusal would never be reported as
-/// BlockedByPDB. The loop retries a failed or refused action itself, with a per-object backoff
-/// ([`crate::memory::backoff`]), on fresh data.
+/// It has none of kube's hidden retries. By default kube retries 429 and 503 answers itself,
+/// honouring Retry-After; an eviction that a PodDisruptionBudget refuses answers 429 with
+/// Retry-After 10 s, so the pass would sit in that retry until the action's timeout (15 s), holding
+/// up every other node, and the refusal would never be reported as BlockedByPDB. The loop retries a
+/// failed or refused action itself, with a per-object backoff ([`crate::memory::backoff`]), on
+/// fresh data.
 ///
-/// `fence`: the writes' client, whose writes are fenced by leadership ([`crate::leadership::fence`]).
+/// `fence`: the writes' client, whose writes are fenced by leadership
+/// ([`crate::leadership::fence`]).
 fn calls_client(mut config: kube::Config, fence: Option<FenceLayer>) -> anyhow::Result<Client> {
     config.default_retry = false;
     config.read_timeout = Some(CALL_IO_TIMEOUT);

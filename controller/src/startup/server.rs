@@ -1,4 +1,5 @@
-//! The HTTP endpoints: `/metrics` (Prometheus), `/healthz` (the process runs) and `/readyz` (caches are synced).
+//! The HTTP endpoints: `/metrics` (Prometheus), `/healthz` (the process runs) and `/readyz` (caches
+//! are synced).
 
 use std::net::SocketAddr;
 use std::sync::Arc;

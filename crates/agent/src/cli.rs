@@ -24,10 +24,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run on a real node: publish this executor's ID and, on kamikaze, run a command that restarts the executor,
-    /// then exit.
+    /// Run on a real node: publish this executor's ID and, on kamikaze, run a command that restarts
+    /// the executor, then exit.
     Run(RunArgs),
-    /// Play the executors of KWOK nodes: publish their IDs and "restart" them with a new ID on kamikaze.
+    /// Play the executors of KWOK nodes: publish their IDs and "restart" them with a new ID on
+    /// kamikaze.
     Simulate(SimulateArgs),
 }
 
@@ -37,7 +38,8 @@ pub struct RunArgs {
     #[arg(long, env = "NODE_NAME", value_parser = validate::node_name)]
     pub node: String,
 
-    /// ID of the executor running on this node now (`kubectl k8sm executor-id` computes it). Or `--kubelet`.
+    /// ID of the executor running on this node now (`kubectl k8sm executor-id` computes it). Or
+    /// `--kubelet`.
     #[arg(
         long = "executor-id",
         value_parser = validate::executor_id,
@@ -46,10 +48,10 @@ pub struct RunArgs {
     )]
     pub given_executor_id: Option<String>,
 
-    /// Compute the executor ID from the kubelet that runs on this node: its binary and `--version`, its flags (but
-    /// those naming the node itself), its `--config` file and its static pods, read through `/proc` (give the agent
-    /// the host's PID namespace). `kubectl k8sm executor-id --kubelet-binary …` gives the same ID from the same
-    /// files.
+    /// Compute the executor ID from the kubelet that runs on this node: its binary and
+    /// `--version`, its flags (but those naming the node itself), its `--config` file and its
+    /// static pods, read through `/proc` (give the agent the host's PID namespace). `kubectl
+    /// k8sm executor-id --kubelet-binary …` gives the same ID from the same files.
     #[arg(long)]
     pub kubelet: bool,
 
@@ -61,24 +63,29 @@ pub struct RunArgs {
     #[arg(long, requires = "kubelet", default_value = "/proc")]
     pub proc: PathBuf,
 
-    /// The executor ID this agent publishes: the given one, or the running kubelet's (filled in at start).
+    /// The executor ID this agent publishes: the given one, or the running kubelet's (filled in at
+    /// start).
     #[arg(skip)]
     pub executor_id: String,
 
-    /// Shell command (`sh -c`) that restarts the executor in its new version, e.g. `systemctl restart k8sm-executor`.
+    /// Shell command (`sh -c`) that restarts the executor in its new version, e.g. `systemctl
+    /// restart k8sm-executor`.
     #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub on_kamikaze: String,
 
-    /// Kubeconfig file; without it: `KUBECONFIG`, `~/.kube/config`, or the in-cluster service account.
+    /// Kubeconfig file; without it: `KUBECONFIG`, `~/.kube/config`, or the in-cluster service
+    /// account.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Longest the kamikaze command may run: then it is killed (with everything it started) and the agent exits 1.
+    /// Longest the kamikaze command may run: then it is killed (with everything it started) and
+    /// the agent exits 1.
     #[arg(long, default_value = "5m")]
     pub on_kamikaze_timeout: humantime::Duration,
 
-    /// Also accept the `Http` kamikaze on this address: `POST /kamikaze` or `POST /kamikaze/{nodeName}`, and serve
-    /// `GET /healthz`. Only the controller's token, bound to this node, on a node k8sm drained, is obeyed.
+    /// Also accept the `Http` kamikaze on this address: `POST /kamikaze` or `POST
+    /// /kamikaze/{nodeName}`, and serve `GET /healthz`. Only the controller's token, bound to
+    /// this node, on a node k8sm drained, is obeyed.
     #[arg(long)]
     pub http_addr: Option<SocketAddr>,
 
@@ -86,10 +93,12 @@ pub struct RunArgs {
     pub kamikaze_auth: KamikazeAuthArgs,
 }
 
-/// Who may send the `Http` kamikaze: the token each request must carry, verified with a TokenReview.
+/// Who may send the `Http` kamikaze: the token each request must carry, verified with a
+/// TokenReview.
 #[derive(Debug, Clone, Args)]
 pub struct KamikazeAuthArgs {
-    /// Audience the `Http` kamikaze's token must be issued for (the controller's `--kamikaze-audience`).
+    /// Audience the `Http` kamikaze's token must be issued for (the controller's
+    /// `--kamikaze-audience`).
     #[arg(long, default_value = KAMIKAZE_TOKEN_AUDIENCE)]
     pub kamikaze_audience: String,
 
@@ -97,13 +106,15 @@ pub struct KamikazeAuthArgs {
     #[arg(long, value_name = "USER", default_value = DEFAULT_CONTROLLER_USER)]
     pub kamikaze_from: String,
 
-    /// File that remembers the hashes of the tokens obeyed, until they expire, so that the agent started after a
-    /// kamikaze refuses them too (each token is obeyed once). Without it they are remembered in memory only.
+    /// File that remembers the hashes of the tokens obeyed, until they expire, so that the agent
+    /// started after a kamikaze refuses them too (each token is obeyed once). Without it they
+    /// are remembered in memory only.
     #[arg(long, value_name = "PATH")]
     pub obeyed_tokens_file: Option<PathBuf>,
 
-    /// Serve the `Http` kamikaze over HTTPS with this certificate chain (PEM; a mounted Secret's `tls.crt`), so that
-    /// the controller can verify the agent and the token crosses the network encrypted. With `--tls-key-file`.
+    /// Serve the `Http` kamikaze over HTTPS with this certificate chain (PEM; a mounted Secret's
+    /// `tls.crt`), so that the controller can verify the agent and the token crosses the
+    /// network encrypted. With `--tls-key-file`.
     #[arg(long, value_name = "PATH", requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,
 
@@ -147,7 +158,8 @@ impl KamikazeAuthArgs {
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// Kubeconfig file; without it: `KUBECONFIG`, `~/.kube/config`, or the in-cluster service account.
+    /// Kubeconfig file; without it: `KUBECONFIG`, `~/.kube/config`, or the in-cluster service
+    /// account.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
 
@@ -176,14 +188,15 @@ pub struct SimulateArgs {
     #[command(flatten)]
     pub kamikaze_auth: KamikazeAuthArgs,
 
-    /// Fault injection: the executor of this node never comes back after a kamikaze (it hangs), so the controller
-    /// reports the restart overdue. Repeat for several nodes.
+    /// Fault injection: the executor of this node never comes back after a kamikaze (it hangs), so
+    /// the controller reports the restart overdue. Repeat for several nodes.
     #[arg(long = "never-restart", value_name = "NODE", value_parser = validate::node_name)]
     pub never_restart: Vec<String>,
 
-    /// Fault injection: on kamikaze, this node's executor restarts (after the delay) reporting ID instead of the new
-    /// ID: `old` for the ID it reports now (its new package was missing), or any other ID. With DeleteNode, the
-    /// re-created node reports it. Repeat for several nodes.
+    /// Fault injection: on kamikaze, this node's executor restarts (after the delay) reporting ID
+    /// instead of the new ID: `old` for the ID it reports now (its new package was missing),
+    /// or any other ID. With DeleteNode, the re-created node reports it. Repeat for several
+    /// nodes.
     #[arg(long = "come-back-as", value_name = "NODE=ID", value_parser = come_back_as)]
     pub come_back_as: Vec<(String, Comeback)>,
 }

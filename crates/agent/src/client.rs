@@ -9,11 +9,12 @@ use kube::{Client, Config};
 
 use crate::Error;
 
-/// Upper bound on one request: a hung apiserver must not hold a restart (or the agent's exit) forever.
+/// Upper bound on one request: a hung apiserver must not hold a restart (or the agent's exit)
+/// forever.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A client from `kubeconfig`, or, without one, from the environment: `KUBECONFIG`, `~/.kube/config`, or the Pod's
-/// service account when running in the cluster.
+/// A client from `kubeconfig`, or, without one, from the environment: `KUBECONFIG`,
+/// `~/.kube/config`, or the Pod's service account when running in the cluster.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, Error> {
     let config = match kubeconfig {
         Some(path) => {
@@ -36,7 +37,8 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, Error> {
 /// How long connecting to the apiserver may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The field manager of the agent's writes, so a Node's `managedFields` tell the agent's keys from k8sm's and kubelet's.
+/// The field manager of the agent's writes, so a Node's `managedFields` tell the agent's keys from
+/// k8sm's and kubelet's.
 pub const FIELD_MANAGER: &str = "k8sm-agent";
 
 pub fn patch_params() -> PatchParams {

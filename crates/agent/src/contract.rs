@@ -1,6 +1,8 @@
-//! The agent's side of the Node contract (docs/design.md §3): what it reads from a Node and the merge patches it writes.
+//! The agent's side of the Node contract (docs/design.md §3): what it reads from a Node and the
+//! merge patches it writes.
 //!
-//! Pure functions, shared by `run` and `simulate`, so both modes obey kamikaze by exactly the same rule.
+//! Pure functions, shared by `run` and `simulate`, so both modes obey kamikaze by exactly the same
+//! rule.
 
 use std::time::SystemTime;
 
@@ -31,10 +33,12 @@ pub fn executor_id(node: &Node) -> Option<&str> {
 pub enum KamikazeFor<'a> {
     /// The node carries no kamikaze.
     None,
-    /// Obey this kamikaze (the annotation's value): this executor was told and nobody obeyed it yet.
+    /// Obey this kamikaze (the annotation's value): this executor was told and nobody obeyed it
+    /// yet.
     Pending(&'a str),
-    /// This executor ID obeyed this kamikaze already and is running again: the executor came back with its old ID
-    /// (e.g. the new package was missing). It acknowledges by removing the kamikaze and must not restart again.
+    /// This executor ID obeyed this kamikaze already and is running again: the executor came back
+    /// with its old ID (e.g. the new package was missing). It acknowledges by removing the
+    /// kamikaze and must not restart again.
     Returned(&'a str),
     /// Meant for another executor, which has restarted since: leave it to the controller.
     Ignored,
@@ -42,11 +46,12 @@ pub enum KamikazeFor<'a> {
 
 /// Reads the kamikaze on `node` for the executor running `running_id`.
 ///
-/// An executor obeys a given kamikaze once: it writes the value it obeys as `kamikaze-obeyed` before it restarts,
-/// and a kamikaze with that value is never obeyed again, whatever ID the executor comes back with. Next to the
-/// kamikaze, the controller records the ID the node reported when it was told (`kamikaze-executor-id`, empty when
-/// none): a kamikaze recorded for another ID was meant for an executor that has restarted since. Without the record
-/// (someone set the kamikaze by hand) the kamikaze is meant for whoever runs now, and the executor that obeys writes
+/// An executor obeys a given kamikaze once: it writes the value it obeys as `kamikaze-obeyed`
+/// before it restarts, and a kamikaze with that value is never obeyed again, whatever ID the
+/// executor comes back with. Next to the kamikaze, the controller records the ID the node reported
+/// when it was told (`kamikaze-executor-id`, empty when none): a kamikaze recorded for another ID
+/// was meant for an executor that has restarted since. Without the record (someone set the kamikaze
+/// by hand) the kamikaze is meant for whoever runs now, and the executor that obeys writes
 /// the record itself.
 pub fn kamikaze_for<'a>(node: &'a Node, running_id: Option<&str>) -> KamikazeFor<'a> {
     let Some(kamikaze) = annotation(node, KAMIKAZE_ANNOTATION) else {
@@ -58,14 +63,16 @@ pub fn kamikaze_for<'a>(node: &'a Node, running_id: Option<&str>) -> KamikazeFor
     match record {
         Some(record) if record != running_id => KamikazeFor::Ignored,
         _ if !obeyed => KamikazeFor::Pending(kamikaze),
-        // Obeyed, and recorded for the ID running now: it came back with the executor that was told. Without a
-        // record (removed by hand since: whoever obeyed wrote one) there is no telling who obeyed it.
+        // Obeyed, and recorded for the ID running now: it came back with the executor that was
+        // told. Without a record (removed by hand since: whoever obeyed wrote one) there is
+        // no telling who obeyed it.
         Some(_) => KamikazeFor::Returned(kamikaze),
         None => KamikazeFor::Ignored,
     }
 }
 
-/// The kamikaze that the executor running `running_id` obeyed before it came back with the same ID, if so.
+/// The kamikaze that the executor running `running_id` obeyed before it came back with the same ID,
+/// if so.
 pub fn returned_from_kamikaze<'a>(node: &'a Node, running_id: Option<&str>) -> Option<&'a str> {
     match kamikaze_for(node, running_id) {
         KamikazeFor::Returned(kamikaze) => Some(kamikaze),
@@ -88,14 +95,15 @@ pub enum NotDrained {
     NotAdmitted,
 }
 
-/// Whether `node` shows that k8sm drained it, the precondition of obeying an `Http` kamikaze: it is marked
-/// incompatible and carries the controller's admission record ([`DRAINING_ANNOTATION`], written when k8sm admits a
-/// node into a drain slot and kept until the node comes back upgraded). Only the controller writes these keys (the
-/// agent's ValidatingAdmissionPolicy in deploy/ denies them to the agent), so a request that got past the token check
-/// still cannot restart a node that k8sm never drained.
+/// Whether `node` shows that k8sm drained it, the precondition of obeying an `Http` kamikaze: it is
+/// marked incompatible and carries the controller's admission record ([`DRAINING_ANNOTATION`],
+/// written when k8sm admits a node into a drain slot and kept until the node comes back upgraded).
+/// Only the controller writes these keys (the agent's ValidatingAdmissionPolicy in deploy/ denies
+/// them to the agent), so a request that got past the token check still cannot restart a node that
+/// k8sm never drained.
 ///
-/// The `Annotation` mechanism needs no such check: writing the kamikaze annotation takes the controller's (or an
-/// operator's) own permission on the Node, which is the decision itself.
+/// The `Annotation` mechanism needs no such check: writing the kamikaze annotation takes the
+/// controller's (or an operator's) own permission on the Node, which is the decision itself.
 pub fn drained_by_k8sm(node: &Node) -> Result<(), NotDrained> {
     let labelled = node
         .metadata
@@ -112,22 +120,23 @@ pub fn drained_by_k8sm(node: &Node) -> Result<(), NotDrained> {
     Ok(())
 }
 
-/// The value recorded as obeyed for a kamikaze that came without one (an HTTP POST without a body): the current time,
-/// formatted as the controller formats the kamikaze annotation.
+/// The value recorded as obeyed for a kamikaze that came without one (an HTTP POST without a body):
+/// the current time, formatted as the controller formats the kamikaze annotation.
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
-/// The merge patch that publishes `executor_id`. With a resource version, the apiserver rejects the patch (409) if
-/// the node changed since it was read, so a concurrent writer is never overwritten by a decision made on stale data.
+/// The merge patch that publishes `executor_id`. With a resource version, the apiserver rejects the
+/// patch (409) if the node changed since it was read, so a concurrent writer is never overwritten
+/// by a decision made on stale data.
 pub fn publish_patch(executor_id: &str, resource_version: Option<&str>) -> Value {
     let annotations = Map::from_iter([(EXECUTOR_ID_ANNOTATION.to_owned(), json!(executor_id))]);
     metadata_patch(annotations, resource_version)
 }
 
-/// The merge patch that an executor writes before it restarts for kamikaze `kamikaze`: it records the kamikaze as
-/// obeyed and, for a kamikaze that came without the record of the executor told (see [`kamikaze_for`]), `record`
-/// as that executor.
+/// The merge patch that an executor writes before it restarts for kamikaze `kamikaze`: it records
+/// the kamikaze as obeyed and, for a kamikaze that came without the record of the executor told
+/// (see [`kamikaze_for`]), `record` as that executor.
 pub fn obey_patch(kamikaze: &str, record: Option<&str>, resource_version: Option<&str>) -> Value {
     let mut annotations =
         Map::from_iter([(KAMIKAZE_OBEYED_ANNOTATION.to_owned(), json!(kamikaze))]);
@@ -137,20 +146,21 @@ pub fn obey_patch(kamikaze: &str, record: Option<&str>, resource_version: Option
     metadata_patch(annotations, resource_version)
 }
 
-/// The merge patch by which an executor that came back with its old ID acknowledges the kamikaze it obeyed: the
-/// kamikaze goes, the record and `kamikaze-obeyed` stay, so the controller sees a node that came back with the
-/// executor it told to terminate.
+/// The merge patch by which an executor that came back with its old ID acknowledges the kamikaze it
+/// obeyed: the kamikaze goes, the record and `kamikaze-obeyed` stay, so the controller sees a node
+/// that came back with the executor it told to terminate.
 pub fn acknowledge_patch(resource_version: Option<&str>) -> Value {
     // `null` removes a key in a JSON merge patch.
     let annotations = Map::from_iter([(KAMIKAZE_ANNOTATION.to_owned(), Value::Null)]);
     metadata_patch(annotations, resource_version)
 }
 
-/// The merge patch of a simulated restart that obeyed kamikaze `obeyed`: the kamikaze goes and is recorded as
-/// obeyed; the executor comes back reporting `reported`. `reported: None`: it came back with the ID it had, which
-/// stays, and the patch leaves the node exactly as a real agent leaves it then (see [`acknowledge_patch`]), with
-/// `record` written for a kamikaze that had none. Every other k8sm key belongs to the controller, which recognises
-/// the restart by the changed ID (or the comeback by the unchanged one) and clears its own keys.
+/// The merge patch of a simulated restart that obeyed kamikaze `obeyed`: the kamikaze goes and is
+/// recorded as obeyed; the executor comes back reporting `reported`. `reported: None`: it came back
+/// with the ID it had, which stays, and the patch leaves the node exactly as a real agent leaves it
+/// then (see [`acknowledge_patch`]), with `record` written for a kamikaze that had none. Every
+/// other k8sm key belongs to the controller, which recognises the restart by the changed ID (or the
+/// comeback by the unchanged one) and clears its own keys.
 pub fn restart_patch(
     reported: Option<&str>,
     obeyed: &str,
@@ -178,7 +188,8 @@ fn metadata_patch(annotations: Map<String, Value>, resource_version: Option<&str
     json!({ "metadata": metadata })
 }
 
-/// Applies a merge patch's annotations to `node`, as the apiserver would: for the tests of the agent's decisions.
+/// Applies a merge patch's annotations to `node`, as the apiserver would: for the tests of the
+/// agent's decisions.
 #[cfg(test)]
 pub(crate) fn apply_annotations(node: &mut Node, patch: &Value) {
     let annotations = node
@@ -445,7 +456,8 @@ mod tests {
 
     #[test]
     fn obeying_makes_the_kamikaze_one_this_id_returned_from() {
-        // The state machine of one kamikaze, through the patches: told, obeyed, back with the same ID, acknowledged.
+        // The state machine of one kamikaze, through the patches: told, obeyed, back with the same
+        // ID, acknowledged.
         let mut n = node(&[(EXECUTOR_ID_ANNOTATION, "old"), (K, AT)]);
         assert_eq!(kamikaze_for(&n, Some("old")), KamikazeFor::Pending(AT));
         apply_annotations(&mut n, &obey_patch(AT, Some("old"), None));

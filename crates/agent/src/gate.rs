@@ -1,9 +1,11 @@
-//! Who may tell a node's executor to terminate over HTTP (docs/design.md §5.4, §9): the controller, with a token of its
-//! ServiceAccount issued for the kamikaze audience and bound to this very Node, and only once k8sm drained the Node.
+//! Who may tell a node's executor to terminate over HTTP (docs/design.md §5.4, §9): the controller,
+//! with a token of its ServiceAccount issued for the kamikaze audience and bound to this very Node,
+//! and only once k8sm drained the Node.
 //!
-//! The token is verified by the apiserver (a TokenReview for the kamikaze audience): the agent holds no key and
-//! trusts no claim it cannot have checked. The audience keeps the controller's apiserver credential out of the
-//! agents' hands; the Node binding keeps a token captured by one node from working on any other.
+//! The token is verified by the apiserver (a TokenReview for the kamikaze audience): the agent
+//! holds no key and trusts no claim it cannot have checked. The audience keeps the controller's
+//! apiserver credential out of the agents' hands; the Node binding keeps a token captured by one
+//! node from working on any other.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -36,7 +38,8 @@ pub enum Refusal {
     /// 401: the apiserver does not accept the token for the kamikaze audience.
     #[error("the token is not valid for audience {audience}: {why}")]
     InvalidToken { audience: String, why: String },
-    /// 401: the controller's token, obeyed once already: each token is obeyed once (`crate::obeyed`).
+    /// 401: the controller's token, obeyed once already: each token is obeyed once
+    /// (`crate::obeyed`).
     #[error(
         "this token was already obeyed: each kamikaze token is obeyed once, so a captured one cannot be replayed; \
          request a new token"
@@ -73,7 +76,8 @@ impl Refusal {
     }
 }
 
-/// Decides whether a kamikaze request for `node` may go ahead; `authorization` is the request's header, if any.
+/// Decides whether a kamikaze request for `node` may go ahead; `authorization` is the request's
+/// header, if any.
 pub trait Gate: Clone + Send + Sync + 'static {
     fn admit(
         &self,
@@ -95,7 +99,8 @@ pub struct TokenGate {
 pub struct Expected {
     /// The audience it was issued for (and that the TokenReview asks for).
     pub audience: String,
-    /// The user it authenticates: the controller's ServiceAccount, `system:serviceaccount:NS:NAME`.
+    /// The user it authenticates: the controller's ServiceAccount,
+    /// `system:serviceaccount:NS:NAME`.
     pub controller: String,
 }
 
@@ -145,7 +150,8 @@ impl Gate for TokenGate {
     }
 }
 
-/// The token of an `Authorization: Bearer <token>` header (the scheme is case-insensitive, RFC 9110 §11.1).
+/// The token of an `Authorization: Bearer <token>` header (the scheme is case-insensitive, RFC 9110
+/// §11.1).
 pub fn bearer(authorization: Option<&str>) -> Option<&str> {
     let (scheme, token) = authorization?.trim().split_once(' ')?;
     let token = token.trim();
@@ -159,7 +165,8 @@ pub struct BoundNode {
     pub uid: Option<String>,
 }
 
-/// Judges a TokenReview's answer: the token must be authenticated for the audience and be the controller's.
+/// Judges a TokenReview's answer: the token must be authenticated for the audience and be the
+/// controller's.
 pub fn authenticated(
     status: &TokenReviewStatus,
     expected: &Expected,
@@ -176,8 +183,8 @@ pub fn authenticated(
             .unwrap_or_else(|| "the apiserver does not authenticate it".into());
         return Err(invalid(why));
     }
-    // Asked for one audience, the apiserver answers with the ones the token is good for among them; an
-    // authenticator that ignores audiences answers none, which is no proof.
+    // Asked for one audience, the apiserver answers with the ones the token is good for among them;
+    // an authenticator that ignores audiences answers none, which is no proof.
     let audiences = status.audiences.as_deref().unwrap_or_default();
     if !audiences.contains(&expected.audience) {
         return Err(invalid(format!("it is good for {audiences:?} only")));
@@ -201,8 +208,8 @@ pub fn authenticated(
     })
 }
 
-/// Whether the controller's token, bound to `bound`, may restart `node` now: it was issued for this Node object,
-/// and k8sm drained it.
+/// Whether the controller's token, bound to `bound`, may restart `node` now: it was issued for this
+/// Node object, and k8sm drained it.
 pub fn may_restart(bound: &BoundNode, node: &Node) -> Result<(), Refusal> {
     let name = node.name_any();
     let same_object = bound.uid.is_none() || bound.uid == node.uid();

@@ -1,12 +1,13 @@
-//! The HTTP endpoint of the `Http` kamikaze mechanism (`POST /kamikaze/{nodeName}`, or `POST /kamikaze` for the
-//! agent's own node) and `GET /healthz`, shared by `run` and `simulate`.
+//! The HTTP endpoint of the `Http` kamikaze mechanism (`POST /kamikaze/{nodeName}`, or `POST
+//! /kamikaze` for the agent's own node) and `GET /healthz`, shared by `run` and `simulate`.
 //!
-//! A request is obeyed only when the [`Gate`] admits it: the controller's token, bound to the node, on a node k8sm
-//! drained (401, 403 or 409 otherwise, and nothing happens). Before the gate's TokenReview, requests are limited in
-//! rate (429) and concurrency (503), each answered with `Retry-After`; the body is read only after the gate. A token
-//! is obeyed once (401 after that, see [`crate::obeyed`]). The controller's POST carries
-//! `{"kamikaze": "<RFC 3339 time>"}`: the value it then writes as the kamikaze annotation, which the executor records
-//! as obeyed so that the annotation is not obeyed a second time. A POST without a body is accepted too.
+//! A request is obeyed only when the [`Gate`] admits it: the controller's token, bound to the node,
+//! on a node k8sm drained (401, 403 or 409 otherwise, and nothing happens). Before the gate's
+//! TokenReview, requests are limited in rate (429) and concurrency (503), each answered with
+//! `Retry-After`; the body is read only after the gate. A token is obeyed once (401 after that, see
+//! [`crate::obeyed`]). The controller's POST carries `{"kamikaze": "<RFC 3339 time>"}`: the value
+//! it then writes as the kamikaze annotation, which the executor records as obeyed so that the
+//! annotation is not obeyed a second time. A POST without a body is accepted too.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -32,7 +33,8 @@ use crate::validate::is_node_name;
 /// Most TokenReviews (requests not yet authenticated) in flight at once; more get 503 at once.
 pub const MAX_CONCURRENT_REVIEWS: usize = 4;
 
-/// Requests that may reach the TokenReview in a burst, refilled at [`REVIEWS_PER_SECOND`]; more get 429.
+/// Requests that may reach the TokenReview in a burst, refilled at [`REVIEWS_PER_SECOND`]; more get
+/// 429.
 pub const REVIEW_BURST: usize = 20;
 
 /// Steady rate of requests that may reach the TokenReview.
@@ -52,12 +54,12 @@ pub enum Answer {
 
 /// Receives the kamikaze requests of the HTTP endpoint.
 pub trait KamikazeTarget: Clone + Send + Sync + 'static {
-    /// The node a request is for, if this agent plays it: `path_node` from `POST /kamikaze/{nodeName}`, `None` for
-    /// `POST /kamikaze`.
+    /// The node a request is for, if this agent plays it: `path_node` from `POST
+    /// /kamikaze/{nodeName}`, `None` for `POST /kamikaze`.
     fn node_for(&self, path_node: Option<&str>) -> Option<String>;
 
-    /// An admitted request for `node`; `kamikaze`: the kamikaze's value from the body, if it had one. Must not block:
-    /// it only schedules the restart.
+    /// An admitted request for `node`; `kamikaze`: the kamikaze's value from the body, if it had
+    /// one. Must not block: it only schedules the restart.
     fn kamikaze(&self, node: &str, kamikaze: Option<&str>) -> Answer;
 }
 
@@ -65,8 +67,9 @@ pub trait KamikazeTarget: Clone + Send + Sync + 'static {
 const EXPECTED_BODY: &str = "expected no body, or a JSON object {\"kamikaze\": \"<RFC 3339 time>\"} such as \
      {\"kamikaze\": \"2025-01-01T00:00:00Z\"}: the value the controller writes as the node's kamikaze annotation";
 
-/// The kamikaze's value in a request body: `None` for an empty body, an error saying what is expected otherwise.
-/// Fields other than `kamikaze` are ignored, so a newer controller may send more.
+/// The kamikaze's value in a request body: `None` for an empty body, an error saying what is
+/// expected otherwise. Fields other than `kamikaze` are ignored, so a newer controller may send
+/// more.
 pub fn kamikaze_of(body: &[u8]) -> Result<Option<String>, String> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
@@ -83,13 +86,14 @@ pub fn kamikaze_of(body: &[u8]) -> Result<Option<String>, String> {
     }
 }
 
-/// Whether `time` is an RFC 3339 date-time with an offset. jiff also accepts an RFC 9557 zone suffix (`[UTC]`),
-/// which RFC 3339 has not.
+/// Whether `time` is an RFC 3339 date-time with an offset. jiff also accepts an RFC 9557 zone
+/// suffix (`[UTC]`), which RFC 3339 has not.
 fn is_rfc3339(time: &str) -> bool {
     !time.contains('[') && time.parse::<k8s_openapi::jiff::Timestamp>().is_ok()
 }
 
-/// The routes, on top of `target`, each request admitted by `gate` and its token obeyed once (`obeyed`).
+/// The routes, on top of `target`, each request admitted by `gate` and its token obeyed once
+/// (`obeyed`).
 pub fn router<T: KamikazeTarget, G: Gate>(target: T, gate: G, obeyed: Arc<ObeyedTokens>) -> Router {
     let state = Endpoint {
         target,
@@ -113,9 +117,9 @@ struct Endpoint<T, G> {
     obeyed: Arc<ObeyedTokens>,
 }
 
-/// Bounds on the work that requests can cause before they are authenticated: each costs a TokenReview (and a read
-/// of the Node) on the apiserver, so without a bound anyone who reaches the port could load the apiserver through
-/// every agent at once.
+/// Bounds on the work that requests can cause before they are authenticated: each costs a
+/// TokenReview (and a read of the Node) on the apiserver, so without a bound anyone who reaches the
+/// port could load the apiserver through every agent at once.
 struct Limits {
     reviews: Semaphore,
     bucket: Mutex<Bucket>,
@@ -169,8 +173,8 @@ impl Bucket {
     }
 }
 
-/// Binds `addr` now, so a taken port fails the start, and serves `router` until `shutdown`: over HTTPS with `tls`,
-/// over plain HTTP without.
+/// Binds `addr` now, so a taken port fails the start, and serves `router` until `shutdown`: over
+/// HTTPS with `tls`, over plain HTTP without.
 pub async fn serve(
     addr: SocketAddr,
     router: Router,
@@ -228,7 +232,8 @@ async fn kamikaze_named<T: KamikazeTarget, G: Gate>(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    // A template whose placeholder was not substituted (`{nodeName}`) lands here: say so rather than "unknown".
+    // A template whose placeholder was not substituted (`{nodeName}`) lands here: say so rather
+    // than "unknown".
     if !is_node_name(&node) {
         return answer(
             StatusCode::BAD_REQUEST,
@@ -244,8 +249,8 @@ async fn kamikaze_named<T: KamikazeTarget, G: Gate>(
     handle(endpoint, node, &headers, body).await
 }
 
-/// A request for `node`, which this agent plays: within the limits, the gate, then a well-formed body, then the
-/// restart. The body is read only once the request is authenticated.
+/// A request for `node`, which this agent plays: within the limits, the gate, then a well-formed
+/// body, then the restart. The body is read only once the request is authenticated.
 async fn handle<T: KamikazeTarget, G: Gate>(
     endpoint: Endpoint<T, G>,
     node: String,
@@ -321,8 +326,8 @@ async fn handle<T: KamikazeTarget, G: Gate>(
     }
 }
 
-/// The answer to a request over the limits, with when to come back; logged at debug only, since a flood would
-/// otherwise fill the log.
+/// The answer to a request over the limits, with when to come back; logged at debug only, since a
+/// flood would otherwise fill the log.
 fn limited(node: &str, status: StatusCode, wait: Duration, message: String) -> Response {
     tracing::debug!(
         node,
@@ -337,8 +342,8 @@ fn limited(node: &str, status: StatusCode, wait: Duration, message: String) -> R
     response
 }
 
-/// The answer to a refused request; logged, since a refusal of the controller is an operator's problem and any other
-/// one may be an attack.
+/// The answer to a refused request; logged, since a refusal of the controller is an operator's
+/// problem and any other one may be an attack.
 fn refuse(node: &str, refusal: &Refusal) -> Response {
     let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::FORBIDDEN);
     tracing::warn!(node, status = status.as_u16(), %refusal, "kamikaze over HTTP refused; nothing done");
@@ -426,8 +431,8 @@ mod tests {
         Arc::new(ObeyedTokens::in_memory())
     }
 
-    /// Sends one raw HTTP/1.1 request with `token` as bearer token (if any) and returns the status code and the
-    /// answer (head and body).
+    /// Sends one raw HTTP/1.1 request with `token` as bearer token (if any) and returns the status
+    /// code and the answer (head and body).
     async fn request(
         addr: SocketAddr,
         method: &str,
@@ -541,8 +546,8 @@ mod tests {
         server.await.unwrap().unwrap();
     }
 
-    /// A gate that takes `delay` to answer (a TokenReview on a slow apiserver) and refuses every token; counts the
-    /// reviews it was asked for and the most at once.
+    /// A gate that takes `delay` to answer (a TokenReview on a slow apiserver) and refuses every
+    /// token; counts the reviews it was asked for and the most at once.
     #[derive(Clone, Default)]
     struct SlowGate {
         delay: std::time::Duration,
@@ -577,7 +582,8 @@ mod tests {
     #[tokio::test]
     async fn the_body_is_read_only_after_authentication() {
         let addr = serve_router(router(Recorder::default(), FakeGate, obeyed())).await;
-        // A malformed body costs nothing to someone who cannot authenticate: the answer is about the token.
+        // A malformed body costs nothing to someone who cannot authenticate: the answer is about
+        // the token.
         let not_json = "{\"kamikaze\": ";
         assert_eq!(
             request(addr, "POST", "/kamikaze/node-0000", None, not_json)
@@ -591,7 +597,8 @@ mod tests {
                 .0,
             403
         );
-        // A request that announces a large body and never sends it is answered at once, without waiting for it.
+        // A request that announces a large body and never sends it is answered at once, without
+        // waiting for it.
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         let head = format!(
             "POST /kamikaze/node-0000 HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer bad\r\n\

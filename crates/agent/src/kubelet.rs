@@ -1,8 +1,9 @@
-//! `run --kubelet`: the node's executor ID from the kubelet that actually runs (docs/design.md §6), read through `/proc`:
-//! the binary the process executes (`/proc/<pid>/exe`: hashed, and asked for its `--version`), its command line
-//! (`/proc/<pid>/cmdline`), and its configuration file and static pod manifests as the process sees them
-//! (`/proc/<pid>/root`, relative paths from `/proc/<pid>/cwd`), so that it works from the host and from a container
-//! that shares the host's PID namespace alike. What the ID is made of is `k8sm_api::kubelet`'s.
+//! `run --kubelet`: the node's executor ID from the kubelet that actually runs (docs/design.md §6),
+//! read through `/proc`: the binary the process executes (`/proc/<pid>/exe`: hashed, and asked for
+//! its `--version`), its command line (`/proc/<pid>/cmdline`), and its configuration file and
+//! static pod manifests as the process sees them (`/proc/<pid>/root`, relative paths from
+//! `/proc/<pid>/cwd`), so that it works from the host and from a container that shares the host's
+//! PID namespace alike. What the ID is made of is `k8sm_api::kubelet`'s.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,8 +32,8 @@ pub enum KubeletError {
     ExecutorId(#[from] k8sm_api::ExecutorIdError),
 }
 
-/// The PID of the running kubelet: `pid` when given, else the process whose name is `kubelet` (the oldest, if
-/// several: the others would be its short-lived children).
+/// The PID of the running kubelet: `pid` when given, else the process whose name is `kubelet` (the
+/// oldest, if several: the others would be its short-lived children).
 pub fn find(proc: &Path, pid: Option<u32>) -> Result<u32, KubeletError> {
     if let Some(pid) = pid {
         return Ok(pid);
@@ -118,8 +119,8 @@ pub fn version(binary: &Path) -> Result<String, KubeletError> {
     Ok(version_line(&String::from_utf8_lossy(&output.stdout)))
 }
 
-/// The manifests of a static pod directory as the kubelet reads them: every regular file but hidden ones; a missing
-/// directory has none.
+/// The manifests of a static pod directory as the kubelet reads them: every regular file but hidden
+/// ones; a missing directory has none.
 pub fn static_pods(dir: &Path) -> Result<Vec<(String, String)>, KubeletError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,

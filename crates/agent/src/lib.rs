@@ -1,5 +1,6 @@
-//! k8sm-agent: the node side of the k8sm contract (docs/design.md §3, §5.4). `run` publishes a real executor's ID and
-//! obeys kamikaze; `simulate` plays the executors of KWOK nodes for tests, demos and benchmarks (§7).
+//! k8sm-agent: the node side of the k8sm contract (docs/design.md §3, §5.4). `run` publishes a real
+//! executor's ID and obeys kamikaze; `simulate` plays the executors of KWOK nodes for tests, demos
+//! and benchmarks (§7).
 #![forbid(unsafe_code)]
 
 pub mod cli;

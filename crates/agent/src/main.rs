@@ -1,5 +1,5 @@
-//! k8sm-agent: the node side of the k8sm contract (publishes executor IDs, obeys kamikaze); `simulate` plays the
-//! executors of KWOK nodes.
+//! k8sm-agent: the node side of the k8sm contract (publishes executor IDs, obeys kamikaze);
+//! `simulate` plays the executors of KWOK nodes.
 #![forbid(unsafe_code)]
 
 use std::io::IsTerminal;
@@ -33,7 +33,8 @@ async fn main() -> anyhow::Result<ExitCode> {
                     id.to_string()
                 }
             };
-            // A failed command exits non-zero so that a service manager that restarts on failure tries again.
+            // A failed command exits non-zero so that a service manager that restarts on failure
+            // tries again.
             if let run::Outcome::Kamikaze {
                 command_succeeded: false,
             } = run::run(args, shutdown).await?

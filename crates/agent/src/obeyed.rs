@@ -1,9 +1,10 @@
-//! Tokens are single-use: the agent remembers every token it obeyed (by its SHA-256) until the token expires, and
-//! refuses it after that (401). A token sniffed from one kamikaze therefore cannot restart the node again, whatever
-//! body it comes with.
+//! Tokens are single-use: the agent remembers every token it obeyed (by its SHA-256) until the
+//! token expires, and refuses it after that (401). A token sniffed from one kamikaze therefore
+//! cannot restart the node again, whatever body it comes with.
 //!
-//! `run` exits after each kamikaze, so what it remembers must outlive the process: with a file (`--obeyed-tokens-file`,
-//! on a hostPath in the DaemonSet) the list is written before the kamikaze is obeyed and read at start.
+//! `run` exits after each kamikaze, so what it remembers must outlive the process: with a file
+//! (`--obeyed-tokens-file`, on a hostPath in the DaemonSet) the list is written before the kamikaze
+//! is obeyed and read at start.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -47,8 +48,8 @@ impl ObeyedTokens {
         })
     }
 
-    /// Remembers `token`, about to be obeyed; refuses it if it was obeyed before. The token was verified by the
-    /// apiserver already, so its expiry claim can be believed.
+    /// Remembers `token`, about to be obeyed; refuses it if it was obeyed before. The token was
+    /// verified by the apiserver already, so its expiry claim can be believed.
     pub fn claim(&self, token: &str) -> Result<(), Refusal> {
         let until = expiry(token)?.saturating_add(CLOCK_SKEW.as_secs());
         let hash = hex::encode(Sha256::digest(token.as_bytes()));
@@ -120,7 +121,8 @@ fn parse(text: &str, now: u64) -> HashMap<String, u64> {
         .collect()
 }
 
-/// Replaces `file` with `remembered`, atomically (a crash leaves the old list or the new one, never half).
+/// Replaces `file` with `remembered`, atomically (a crash leaves the old list or the new one, never
+/// half).
 fn write(file: &Path, remembered: &HashMap<String, u64>) -> std::io::Result<()> {
     let mut text = String::new();
     for (hash, until) in remembered {
@@ -136,7 +138,8 @@ fn write(file: &Path, remembered: &HashMap<String, u64>) -> std::io::Result<()> 
 mod tests {
     use super::*;
 
-    /// A token as the TokenRequest API issues it (the signature is not checked here: the apiserver checked it).
+    /// A token as the TokenRequest API issues it (the signature is not checked here: the apiserver
+    /// checked it).
     fn token(exp: Option<u64>, nonce: &str) -> String {
         let claims = match exp {
             Some(exp) => {

@@ -1,19 +1,21 @@
-//! Retrying apiserver requests that failed for a passing reason (timeout, connection, 5xx, throttling), so that one
-//! dropped request never loses a restart.
+//! Retrying apiserver requests that failed for a passing reason (timeout, connection, 5xx,
+//! throttling), so that one dropped request never loses a restart.
 
 use std::future::Future;
 use std::time::Duration;
 
 use crate::client::REQUEST_TIMEOUT;
 
-/// Attempts before giving up. With the backoff below that is about a minute: long enough to ride out an apiserver
-/// restart, short enough that a persistent failure is reported while the controller still waits for the node.
+/// Attempts before giving up. With the backoff below that is about a minute: long enough to ride
+/// out an apiserver restart, short enough that a persistent failure is reported while the
+/// controller still waits for the node.
 const ATTEMPTS: u32 = 8;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
-/// Runs `attempt` until it succeeds, each attempt bounded by [`REQUEST_TIMEOUT`]. `attempt` turns the answers it
-/// expects (404, 409, …) into `Ok`; every `Err` counts as passing. Returns the last error after [`ATTEMPTS`].
+/// Runs `attempt` until it succeeds, each attempt bounded by [`REQUEST_TIMEOUT`]. `attempt` turns
+/// the answers it expects (404, 409, …) into `Ok`; every `Err` counts as passing. Returns the last
+/// error after [`ATTEMPTS`].
 pub async fn with_retries<T, F, Fut>(what: &str, mut attempt: F) -> Result<T, String>
 where
     F: FnMut() -> Fut,

@@ -1,5 +1,5 @@
-//! Clean shutdown on SIGTERM (the service manager, a Pod's deletion) or SIGINT (Ctrl-C): every long-running part
-//! waits on one clonable [`Shutdown`].
+//! Clean shutdown on SIGTERM (the service manager, a Pod's deletion) or SIGINT (Ctrl-C): every
+//! long-running part waits on one clonable [`Shutdown`].
 
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
@@ -36,7 +36,8 @@ impl Shutdown {
         Ok(shutdown)
     }
 
-    /// Waits for the request. A dropped [`Trigger`] counts as one: nobody is left to ask, so waiting is pointless.
+    /// Waits for the request. A dropped [`Trigger`] counts as one: nobody is left to ask, so
+    /// waiting is pointless.
     pub async fn wait(&mut self) {
         let _ = self.0.wait_for(|requested| *requested).await;
     }

@@ -1,5 +1,6 @@
-//! What `simulate` remembers of a node so that, after the `DeleteNode` kamikaze deleted it, it can re-create the node
-//! as a real upgraded node would re-register: same identity and resources, none of k8sm's upgrade state.
+//! What `simulate` remembers of a node so that, after the `DeleteNode` kamikaze deleted it, it can
+//! re-create the node as a real upgraded node would re-register: same identity and resources, none
+//! of k8sm's upgrade state.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +14,8 @@ use k8sm_api::keys::{
     MARKED_BY_ANNOTATION, STALLED_ANNOTATION,
 };
 
-/// Annotations that describe the upgrade of the *old* node (or its old executor); a re-registered node has none.
+/// Annotations that describe the upgrade of the *old* node (or its old executor); a re-registered
+/// node has none.
 pub const STRIPPED_ANNOTATIONS: [&str; 10] = [
     EXECUTOR_ID_ANNOTATION,
     INCOMPATIBLE_EXECUTOR_ANNOTATION,
@@ -30,9 +32,10 @@ pub const STRIPPED_ANNOTATIONS: [&str; 10] = [
 /// Labels that describe the upgrade of the old node.
 pub const STRIPPED_LABELS: [&str; 1] = [INCOMPATIBLE_EXECUTOR_LABEL];
 
-/// Prefix of the taints that the node lifecycle controller derives from conditions and `spec.unschedulable`
-/// (`node.kubernetes.io/unschedulable`, `…/not-ready`, …). A kubelet never registers with them, and copying the old
-/// node's `unschedulable` taint onto an uncordoned node would keep pods off it.
+/// Prefix of the taints that the node lifecycle controller derives from conditions and
+/// `spec.unschedulable` (`node.kubernetes.io/unschedulable`, `…/not-ready`, …). A kubelet never
+/// registers with them, and copying the old node's `unschedulable` taint onto an uncordoned node
+/// would keep pods off it.
 const NODE_LIFECYCLE_TAINT_PREFIX: &str = "node.kubernetes.io/";
 
 /// The last-seen state of a node, minus k8sm's upgrade state.
@@ -76,9 +79,9 @@ impl NodeTemplate {
         })
     }
 
-    /// The node as it re-registers after its executor restarted with `executor_id` (normally the new ID; none: it
-    /// reports none): schedulable, reporting that ID. Other annotations are kept, KWOK's among them, so KWOK manages
-    /// the new node and makes it Ready.
+    /// The node as it re-registers after its executor restarted with `executor_id` (normally the
+    /// new ID; none: it reports none): schedulable, reporting that ID. Other annotations are
+    /// kept, KWOK's among them, so KWOK manages the new node and makes it Ready.
     pub fn upgraded(&self, executor_id: Option<&str>) -> Node {
         let mut annotations = self.annotations.clone();
         if let Some(executor_id) = executor_id {
@@ -105,8 +108,9 @@ impl NodeTemplate {
     }
 }
 
-/// Whether the node is in an upgrade: marked incompatible (by annotation or label) or told kamikaze. Only such a
-/// node's deletion is a `DeleteNode` kamikaze; any other deleted node stays deleted.
+/// Whether the node is in an upgrade: marked incompatible (by annotation or label) or told
+/// kamikaze. Only such a node's deletion is a `DeleteNode` kamikaze; any other deleted node stays
+/// deleted.
 pub fn in_upgrade(node: &Node) -> bool {
     let has = |map: &Option<BTreeMap<String, String>>, key: &str| {
         map.as_ref().is_some_and(|m| m.contains_key(key))
@@ -147,7 +151,8 @@ mod tests {
         BTreeMap::from([("pods".to_owned(), Quantity("110".into()))])
     }
 
-    /// A KWOK node in the middle of a `DeleteNode` upgrade: marked, tainted, cordoned by k8sm, admitted.
+    /// A KWOK node in the middle of a `DeleteNode` upgrade: marked, tainted, cordoned by k8sm,
+    /// admitted.
     fn draining_node() -> Node {
         Node {
             metadata: ObjectMeta {

@@ -1,8 +1,10 @@
-//! HTTPS for the `Http` kamikaze: the agent serves its endpoint with a certificate and key read from files (a Secret
-//! mounted, say), so that the controller can verify whom it sends its token to and nobody on the way can read it.
+//! HTTPS for the `Http` kamikaze: the agent serves its endpoint with a certificate and key read
+//! from files (a Secret mounted, say), so that the controller can verify whom it sends its token to
+//! and nobody on the way can read it.
 //!
-//! Handshakes run in tasks of their own, at most [`MAX_HANDSHAKES`] at once and each within [`HANDSHAKE_TIMEOUT`]:
-//! a client that opens connections and never finishes a handshake holds neither the accept loop nor memory.
+//! Handshakes run in tasks of their own, at most [`MAX_HANDSHAKES`] at once and each within
+//! [`HANDSHAKE_TIMEOUT`]: a client that opens connections and never finishes a handshake holds
+//! neither the accept loop nor memory.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -23,7 +25,8 @@ pub const MAX_HANDSHAKES: usize = 64;
 /// Longest a handshake may take; then the connection is dropped.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The server configuration of the certificate chain in `cert` and the key in `key` (PEM): TLS 1.2 and 1.3, ring.
+/// The server configuration of the certificate chain in `cert` and the key in `key` (PEM): TLS 1.2
+/// and 1.3, ring.
 pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> {
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
@@ -129,8 +132,8 @@ mod tests {
 
     use super::*;
 
-    /// A CA's certificate (PEM), and a serving certificate for 127.0.0.1 it signed, written as `dir`/tls.crt and
-    /// tls.key.
+    /// A CA's certificate (PEM), and a serving certificate for 127.0.0.1 it signed, written as
+    /// `dir`/tls.crt and tls.key.
     fn pki(dir: &Path) -> String {
         let ca_key = KeyPair::generate().unwrap();
         let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();

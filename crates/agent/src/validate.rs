@@ -2,8 +2,8 @@
 
 use k8sm_api::TARGET_EXECUTOR_ID_MAX_LENGTH;
 
-/// Whether `name` is a valid Node name: a DNS-1123 subdomain (lowercase alphanumerics, `-` and `.`, at most 253
-/// characters, each dot-separated part starting and ending with an alphanumeric).
+/// Whether `name` is a valid Node name: a DNS-1123 subdomain (lowercase alphanumerics, `-` and `.`,
+/// at most 253 characters, each dot-separated part starting and ending with an alphanumeric).
 pub fn is_node_name(name: &str) -> bool {
     let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     name.len() <= 253
@@ -23,9 +23,9 @@ pub fn node_name(value: &str) -> Result<String, String> {
     }
 }
 
-/// An executor ID as the policy's `targetExecutorId` accepts it (printable ASCII without spaces, at most
-/// [`TARGET_EXECUTOR_ID_MAX_LENGTH`] characters): an agent that publishes an ID no policy can target would never be
-/// recognised as upgraded.
+/// An executor ID as the policy's `targetExecutorId` accepts it (printable ASCII without spaces, at
+/// most [`TARGET_EXECUTOR_ID_MAX_LENGTH`] characters): an agent that publishes an ID no policy can
+/// target would never be recognised as upgraded.
 pub fn executor_id(value: &str) -> Result<String, String> {
     if value.is_empty() || value.len() > TARGET_EXECUTOR_ID_MAX_LENGTH as usize {
         return Err(format!(

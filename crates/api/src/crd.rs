@@ -1,4 +1,5 @@
-//! The generated `CustomResourceDefinition` of `ExecutorUpgradePolicy`, for the `crdgen` tool and for tests.
+//! The generated `CustomResourceDefinition` of `ExecutorUpgradePolicy`, for the `crdgen` tool and
+//! for tests.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -15,10 +16,11 @@ pub fn crd() -> CustomResourceDefinition {
 }
 
 /// Two touch-ups of what kube-derive and schemars generate, applied to every (sub)schema:
-/// - integer formats derived from Rust types (`uint8`, `uint32`, ...) become the two that Kubernetes knows, `int32`
-///   and `int64`: the apiserver warns about any other on every CRD apply. `minimum`/`maximum` keep the ranges.
-/// - descriptions lose the line breaks of the `///` comments they come from (paragraphs stay), so that
-///   `kubectl explain` can wrap them to the terminal instead of printing ragged lines.
+/// - integer formats derived from Rust types (`uint8`, `uint32`, ...) become the two that
+///   Kubernetes knows, `int32` and `int64`: the apiserver warns about any other on every CRD apply.
+///   `minimum`/`maximum` keep the ranges.
+/// - descriptions lose the line breaks of the `///` comments they come from (paragraphs stay), so
+///   that `kubectl explain` can wrap them to the terminal instead of printing ragged lines.
 fn tidy(value: &mut Value) {
     match value {
         Value::Object(map) => {
@@ -49,13 +51,15 @@ fn unwrap_lines(text: &str) -> String {
 
 /// [`crd`] as YAML, the form in which it is committed under `crds/` and applied to clusters.
 pub fn crd_yaml() -> String {
-    // A CRD built from plain data always serialises; a failure here is a bug in the types, caught by the tests.
+    // A CRD built from plain data always serialises; a failure here is a bug in the types, caught
+    // by the tests.
     serde_yaml::to_string(&crd()).expect("the CRD serialises to YAML")
 }
 
 #[cfg(test)]
 mod tests {
-    //! Snapshot-style checks of the generated CRD, and its CEL rules evaluated client-side with kube-cel.
+    //! Snapshot-style checks of the generated CRD, and its CEL rules evaluated client-side with
+    //! kube-cel.
 
     use super::*;
     use kube::core::cel::{Validator, compile_schema};
@@ -174,7 +178,8 @@ mod tests {
             assert_eq!(props[field]["default"], default, "{field}");
         }
         assert_eq!(props["targetExecutorId"].get("default"), None);
-        // No window: always open. A window names its days and hours; its zone defaults to UTC, in-flight nodes finish.
+        // No window: always open. A window names its days and hours; its zone defaults to UTC,
+        // in-flight nodes finish.
         let window = &props["window"];
         assert_eq!(window.get("default"), None);
         assert_eq!(window["required"], json!(["days", "end", "start"]));
@@ -366,7 +371,8 @@ mod tests {
 
     #[test]
     fn only_formats_that_kubernetes_recognises() {
-        // Mirrors apiextensions-apiserver's GetUnrecognizedFormats, which turns any other format into a warning.
+        // Mirrors apiextensions-apiserver's GetUnrecognizedFormats, which turns any other format
+        // into a warning.
         fn walk(path: &str, schema: &Value) {
             if let Some(object) = schema.as_object() {
                 if let Some(format) = object.get("format").and_then(Value::as_str) {
@@ -419,8 +425,8 @@ mod tests {
         assert_eq!(back, crd());
     }
 
-    /// Evaluates the CEL rules on a policy with the given spec (after the schema's defaults) and returns the failures
-    /// as "path: message".
+    /// Evaluates the CEL rules on a policy with the given spec (after the schema's defaults) and
+    /// returns the failures as "path: message".
     fn cel_failures(spec: Value) -> Vec<String> {
         let object = json!({
             "apiVersion": "k8s.mesosphere.io/v1alpha1",

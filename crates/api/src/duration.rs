@@ -1,37 +1,41 @@
-//! `DurationString`: a duration written the way operators write them in YAML (`"90s"`, `"10m"`, `"1h30m"`).
+//! `DurationString`: a duration written the way operators write them in YAML (`"90s"`, `"10m"`,
+//! `"1h30m"`).
 //!
-//! The apiserver checks the text against [`DURATION_PATTERN`]; Rust checks the same grammar and then parses the value
-//! with `humantime`, so every string the apiserver accepts parses here (a property test holds the two together).
+//! The apiserver checks the text against [`DURATION_PATTERN`]; Rust checks the same grammar and
+//! then parses the value with `humantime`, so every string the apiserver accepts parses here (a
+//! property test holds the two together).
 
 use std::{borrow::Cow, fmt, str::FromStr, time::Duration};
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// The grammar of a duration string, as an RE2 pattern for the CRD schema: one or more `<digits><unit>` parts, unit
-/// `ms`, `s`, `m` or `h`. A subset of both Go's `time.ParseDuration` and `humantime`, so the two never disagree.
+/// The grammar of a duration string, as an RE2 pattern for the CRD schema: one or more
+/// `<digits><unit>` parts, unit `ms`, `s`, `m` or `h`. A subset of both Go's `time.ParseDuration`
+/// and `humantime`, so the two never disagree.
 pub const DURATION_PATTERN: &str = "^([0-9]{1,9}(ms|s|m|h))+$";
 
-/// Longest accepted duration string. Bounded so that the apiserver can estimate the cost of CEL rules.
+/// Longest accepted duration string. Bounded so that the apiserver can estimate the cost of CEL
+/// rules.
 pub const DURATION_MAX_LENGTH: usize = 32;
 
-/// The longest duration accepted, as written in the schema's rule: longer ones (up to 9 digits per part, 3 billion
-/// hours) overflowed the arithmetic on times.
+/// The longest duration accepted, as written in the schema's rule: longer ones (up to 9 digits per
+/// part, 3 billion hours) overflowed the arithmetic on times.
 pub const DURATION_MAX: &str = "8760h";
 
 /// The same, in seconds (365 days).
 const DURATION_MAX_SECONDS: u64 = 8760 * 3600;
 
-/// The schema's rule for [`DURATION_MAX`]. A string off the grammar passes it: the pattern reports that alone. Go's
-/// `time.ParseDuration`, which CEL's `duration()` uses, fails past about 2.5 million hours: the second term turns away
-/// the parts too large for the maximum anyway (5-digit hours, 7-digit minutes, 9-digit seconds) before `duration()`
-/// reads them, so the operator reads the message, not a parse error. What is left sums to at most about 10^18 ns,
-/// within Go's range.
+/// The schema's rule for [`DURATION_MAX`]. A string off the grammar passes it: the pattern reports
+/// that alone. Go's `time.ParseDuration`, which CEL's `duration()` uses, fails past about 2.5
+/// million hours: the second term turns away the parts too large for the maximum anyway (5-digit
+/// hours, 7-digit minutes, 9-digit seconds) before `duration()` reads them, so the operator reads
+/// the message, not a parse error. What is left sums to at most about 10^18 ns, within Go's range.
 pub const DURATION_MAX_RULE: &str = "!self.matches('^([0-9]{1,9}(ms|s|m|h))+$') \
      || (!self.matches('[0-9]{5,}h|[0-9]{7,}m([0-9]|$)|[0-9]{9,}s') && duration(self) <= duration('8760h'))";
 
-/// A duration string such as `"90s"`, `"10m"` or `"1h30m"`, kept as written (so it round-trips unchanged) together
-/// with its parsed value.
+/// A duration string such as `"90s"`, `"10m"` or `"1h30m"`, kept as written (so it round-trips
+/// unchanged) together with its parsed value.
 #[derive(Clone, Debug)]
 pub struct DurationString {
     text: String,
@@ -75,14 +79,14 @@ impl DurationString {
         })
     }
 
-    /// Whether `text` is of the schema's grammar ([`DURATION_PATTERN`], [`DURATION_MAX_LENGTH`]), whatever its length
-    /// of time.
+    /// Whether `text` is of the schema's grammar ([`DURATION_PATTERN`], [`DURATION_MAX_LENGTH`]),
+    /// whatever its length of time.
     pub fn is_grammatical(text: &str) -> bool {
         check_grammar(text).is_ok()
     }
 
-    /// Parses a literal known to be valid, such as a default. Panics otherwise, so use it only on literals that a
-    /// test parses.
+    /// Parses a literal known to be valid, such as a default. Panics otherwise, so use it only on
+    /// literals that a test parses.
     pub(crate) fn from_literal(text: &'static str) -> Self {
         text.parse()
             .unwrap_or_else(|e| panic!("duration literal {text:?} must be valid: {e}"))
@@ -150,8 +154,8 @@ impl fmt::Display for DurationString {
     }
 }
 
-// Equality is on the text: "60s" and "1m" are different specs even though they mean the same time, and a spec that
-// an operator rewrites should count as changed.
+// Equality is on the text: "60s" and "1m" are different specs even though they mean the same time,
+// and a spec that an operator rewrites should count as changed.
 impl PartialEq for DurationString {
     fn eq(&self, other: &Self) -> bool {
         self.text == other.text
@@ -169,8 +173,8 @@ impl Serialize for DurationString {
 impl<'de> Deserialize<'de> for DurationString {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        // A policy stored before the schema had its maximum is read at the maximum, not refused: refusing it would
-        // stop the whole watch of policies.
+        // A policy stored before the schema had its maximum is read at the maximum, not refused:
+        // refusing it would stop the whole watch of policies.
         let mut parsed = Self::parse_unbounded(&text).map_err(serde::de::Error::custom)?;
         parsed.duration = parsed
             .duration
@@ -271,7 +275,8 @@ mod tests {
         assert!(serde_json::from_str::<DurationString>("600").is_err());
     }
 
-    /// Stored before the schema's maximum: read at the maximum, the text kept, where parsing it refuses it.
+    /// Stored before the schema's maximum: read at the maximum, the text kept, where parsing it
+    /// refuses it.
     #[test]
     fn a_stored_duration_past_the_maximum_reads_as_the_maximum() {
         let text = "\"999999999h999999999h999999999h\"";

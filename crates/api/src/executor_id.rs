@@ -1,12 +1,13 @@
 //! The executor ID: a content hash of an executor's build and configuration (docs/design.md §6).
 //!
-//! Equal IDs are interchangeable executors; different IDs are incompatible. The ID is `sha256:` followed by the hex
-//! SHA-256 of a length-prefixed canonical encoding of [`ExecutorIdentity`], so that the order in which flags and
-//! static pods are listed, and how a manifest is formatted (YAML or JSON, key order, whitespace, comments), never
-//! changes the ID, while any change of content always does.
+//! Equal IDs are interchangeable executors; different IDs are incompatible. The ID is `sha256:`
+//! followed by the hex SHA-256 of a length-prefixed canonical encoding of [`ExecutorIdentity`], so
+//! that the order in which flags and static pods are listed, and how a manifest is formatted (YAML
+//! or JSON, key order, whitespace, comments), never changes the ID, while any change of content
+//! always does.
 //!
-//! The encoding is part of the public contract: changing it changes every ID in every cluster, which marks the
-//! whole fleet incompatible. The pinned vectors in the tests guard it.
+//! The encoding is part of the public contract: changing it changes every ID in every cluster,
+//! which marks the whole fleet incompatible. The pinned vectors in the tests guard it.
 
 use std::{fmt, str::FromStr};
 
@@ -17,22 +18,26 @@ use sha2::{Digest, Sha256};
 /// Prefix of every executor ID.
 pub const EXECUTOR_ID_PREFIX: &str = "sha256:";
 
-/// First field of the canonical encoding: names the encoding, so that a future one can never collide with it.
+/// First field of the canonical encoding: names the encoding, so that a future one can never
+/// collide with it.
 const DOMAIN: &[u8] = b"k8sm.executor-id/v1";
 
-/// Everything that makes an executor what it is: its version, its binary, its flags and its static pods.
+/// Everything that makes an executor what it is: its version, its binary, its flags and its static
+/// pods.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecutorIdentity {
     /// Version string of the executor, such as "v1.36.3".
     pub version: String,
-    /// Hex SHA-256 of the executor binary (64 hex digits, either case), as computed by [`binary_sha256_of`].
+    /// Hex SHA-256 of the executor binary (64 hex digits, either case), as computed by
+    /// [`binary_sha256_of`].
     pub binary_sha256: String,
-    /// Command-line flags or configuration settings as (name, value). Order does not matter; a flag given twice
-    /// counts twice.
+    /// Command-line flags or configuration settings as (name, value). Order does not matter; a
+    /// flag given twice counts twice.
     #[serde(default)]
     pub flags: Vec<(String, String)>,
-    /// Static pods as (file name, manifest text in YAML or JSON). Order and formatting do not matter.
+    /// Static pods as (file name, manifest text in YAML or JSON). Order and formatting do not
+    /// matter.
     #[serde(default)]
     pub static_pods: Vec<(String, String)>,
 }
@@ -51,7 +56,8 @@ pub enum ExecutorIdError {
     StaticPodManifest {
         /// File name of the manifest.
         file: String,
-        /// The YAML parser's complaint (YAML is the more lenient of the two, so its error is the useful one).
+        /// The YAML parser's complaint (YAML is the more lenient of the two, so its error is the
+        /// useful one).
         #[source]
         source: serde_yaml::Error,
     },
@@ -67,7 +73,8 @@ impl ExecutorIdentity {
         )))
     }
 
-    /// The bytes that are hashed: every field length-prefixed, lists sorted, manifests canonicalised.
+    /// The bytes that are hashed: every field length-prefixed, lists sorted, manifests
+    /// canonicalised.
     fn canonical_encoding(&self) -> Result<Vec<u8>, ExecutorIdError> {
         if self.binary_sha256.len() != 64
             || !self.binary_sha256.bytes().all(|b| b.is_ascii_hexdigit())
@@ -83,7 +90,8 @@ impl ExecutorIdentity {
             .iter()
             .map(|(file, text)| Ok((file.as_str(), canonical_manifest(file, text)?)))
             .collect::<Result<Vec<_>, ExecutorIdError>>()?;
-        // Sorting by content too keeps the encoding independent of input order even for two pods of the same name.
+        // Sorting by content too keeps the encoding independent of input order even for two pods of
+        // the same name.
         pods.sort();
 
         let mut out = Vec::new();
@@ -104,7 +112,8 @@ impl ExecutorIdentity {
     }
 }
 
-/// Appends `bytes` with its length as a big-endian u64 in front, so that no two field sequences encode alike.
+/// Appends `bytes` with its length as a big-endian u64 in front, so that no two field sequences
+/// encode alike.
 fn put(out: &mut Vec<u8>, bytes: &[u8]) {
     put_count(out, bytes.len());
     out.extend_from_slice(bytes);
@@ -130,8 +139,9 @@ fn canonical_manifest(file: &str, text: &str) -> Result<String, ExecutorIdError>
     Ok(out)
 }
 
-/// Compact JSON with object keys sorted bytewise. Written by hand rather than relying on serde_json's map type,
-/// whose order depends on the `preserve_order` feature that any crate in a build may switch on.
+/// Compact JSON with object keys sorted bytewise. Written by hand rather than relying on
+/// serde_json's map type, whose order depends on the `preserve_order` feature that any crate in a
+/// build may switch on.
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {
@@ -284,7 +294,8 @@ spec:
 
     #[test]
     fn the_encoding_is_the_documented_one() {
-        // Rebuilt by hand from the documented layout, so that the code and the description cannot drift apart.
+        // Rebuilt by hand from the documented layout, so that the code and the description cannot
+        // drift apart.
         let identity = ExecutorIdentity {
             version: "1".into(),
             binary_sha256: SHA_A.to_uppercase(),
@@ -312,7 +323,8 @@ spec:
 
     #[test]
     fn pinned_vectors() {
-        // Changing one of these changes the ID of every executor in every cluster: only with a new DOMAIN version.
+        // Changing one of these changes the ID of every executor in every cluster: only with a new
+        // DOMAIN version.
         let empty = ExecutorIdentity {
             binary_sha256: SHA_A.into(),
             ..Default::default()
@@ -368,8 +380,9 @@ spec:
 
     #[test]
     fn a_float_reads_the_same_in_json_and_yaml() {
-        // Found by the executor_id fuzz target: without serde_json's float_roundtrip, the JSON form of this literal
-        // parsed to a neighbouring f64 (4.2728694174328995e-87), so the JSON and YAML forms of one manifest had two IDs.
+        // Found by the executor_id fuzz target: without serde_json's float_roundtrip, the JSON form
+        // of this literal parsed to a neighbouring f64 (4.2728694174328995e-87), so the
+        // JSON and YAML forms of one manifest had two IDs.
         let with = |text: &str| {
             let mut i = identity();
             i.static_pods = vec![("p.yaml".into(), text.into())];
@@ -456,7 +469,8 @@ spec:
         prop::collection::vec((name(), "[a-zA-Z0-9=,./-]{0,12}"), 0..8)
     }
 
-    /// A JSON value that YAML represents faithfully (no floats, whose text forms differ between the two).
+    /// A JSON value that YAML represents faithfully (no floats, whose text forms differ between the
+    /// two).
     fn json_value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),

@@ -1,17 +1,19 @@
 //! The `Http` kamikaze's URL for one node, from `spec.kamikaze.urlTemplate` (docs/design.md §5.4).
 //!
-//! The node's name and InternalIP address are written by the node itself (the kubelet registers the Node and reports
-//! its addresses), so a node whose executor someone controls can choose them. A URL built from them by string
-//! replacement could send the controller, with its credential, anywhere: to a host name of the node's choosing, to
-//! another path of a fixed host, to a cloud metadata endpoint. So the template's host is either fixed by the operator
-//! or exactly `{nodeIP}`, and the address must parse as an IP address (bracketed when IPv6); every value put into the
+//! The node's name and InternalIP address are written by the node itself (the kubelet registers the
+//! Node and reports its addresses), so a node whose executor someone controls can choose them. A
+//! URL built from them by string replacement could send the controller, with its credential,
+//! anywhere: to a host name of the node's choosing, to another path of a fixed host, to a cloud
+//! metadata endpoint. So the template's host is either fixed by the operator or exactly `{nodeIP}`,
+//! and the address must parse as an IP address (bracketed when IPv6); every value put into the
 //! path, query or fragment is percent-encoded.
 
 use std::net::IpAddr;
 
 use crate::{Kamikaze, URL_PLACEHOLDER_NODE_IP, URL_PLACEHOLDER_NODE_NAME};
 
-/// How much of a node-supplied value an error quotes: enough to recognise it, never a whole annotation-sized blob.
+/// How much of a node-supplied value an error quotes: enough to recognise it, never a whole
+/// annotation-sized blob.
 const QUOTED_MAX_CHARS: usize = 64;
 
 /// Why no kamikaze URL can be built for a node.
@@ -32,14 +34,15 @@ pub enum KamikazeUrlError {
     /// The template needs the node's InternalIP address and the node reports none.
     #[error("the kamikaze URL needs the node's InternalIP address, and the node reports none")]
     AddressMissing,
-    /// The node's InternalIP is not an IP address (a host name, say): k8sm never resolves names the node chose.
+    /// The node's InternalIP is not an IP address (a host name, say): k8sm never resolves names the
+    /// node chose.
     #[error(
         "the node's InternalIP {0} is not an IP address: k8sm POSTs the kamikaze only to an IP address, never to a \
          host name taken from the node's own data; fix the node's addresses or use another kamikaze mechanism"
     )]
     AddressNotIp(String),
-    /// The node's InternalIP is an IP address no node can be reached at, or one that belongs to the host's own
-    /// infrastructure (link-local: cloud metadata endpoints).
+    /// The node's InternalIP is an IP address no node can be reached at, or one that belongs to the
+    /// host's own infrastructure (link-local: cloud metadata endpoints).
     #[error(
         "the node's InternalIP {0} is {1} address, not one a node's agent can be reached at: no kamikaze is POSTed \
          there"
@@ -48,9 +51,10 @@ pub enum KamikazeUrlError {
 }
 
 impl Kamikaze {
-    /// The kamikaze URL for the node named `node_name` whose InternalIP is `node_ip`: `urlTemplate` with its
-    /// placeholders replaced. `{nodeIP}` as the template's host becomes the address (IPv6 in brackets); anywhere
-    /// after the host, both placeholders become their percent-encoded values.
+    /// The kamikaze URL for the node named `node_name` whose InternalIP is `node_ip`: `urlTemplate`
+    /// with its placeholders replaced. `{nodeIP}` as the template's host becomes the address
+    /// (IPv6 in brackets); anywhere after the host, both placeholders become their
+    /// percent-encoded values.
     pub fn url_for(
         &self,
         node_name: &str,
@@ -79,7 +83,8 @@ impl Kamikaze {
         Ok(url)
     }
 
-    /// Whether `urlTemplate` can give safe URLs at all (independent of any node): `Err` says why not.
+    /// Whether `urlTemplate` can give safe URLs at all (independent of any node): `Err` says why
+    /// not.
     pub fn check_url_template(&self) -> Result<(), KamikazeUrlError> {
         Parts::of(self.secure_template()?).map(|_| ())
     }
@@ -179,7 +184,8 @@ impl<'a> Parts<'a> {
 
 /// The node's InternalIP as an address the controller may POST to.
 fn parse_node_ip(text: &str) -> Result<IpAddr, KamikazeUrlError> {
-    // `IpAddr`'s parser accepts only the canonical textual forms: no zone index, no octal or shortened IPv4.
+    // `IpAddr`'s parser accepts only the canonical textual forms: no zone index, no octal or
+    // shortened IPv4.
     let ip: IpAddr = text
         .parse()
         .map_err(|_| KamikazeUrlError::AddressNotIp(quoted(text)))?;
@@ -197,8 +203,8 @@ fn parse_node_ip(text: &str) -> Result<IpAddr, KamikazeUrlError> {
     }
 }
 
-/// Appends `rest` to `url` with every placeholder replaced by its percent-encoded value, in one pass (a value is
-/// never searched for placeholders).
+/// Appends `rest` to `url` with every placeholder replaced by its percent-encoded value, in one
+/// pass (a value is never searched for placeholders).
 fn substitute(mut rest: &str, node_name: &str, node_ip: &str, url: &mut String) {
     while let Some(at) = rest.find('{') {
         url.push_str(&rest[..at]);
@@ -217,8 +223,8 @@ fn substitute(mut rest: &str, node_name: &str, node_ip: &str, url: &mut String) 
     url.push_str(rest);
 }
 
-/// Percent-encodes every byte of `value` except RFC 3986's unreserved characters, so a value stays one path
-/// segment or one query value whatever it contains.
+/// Percent-encodes every byte of `value` except RFC 3986's unreserved characters, so a value stays
+/// one path segment or one query value whatever it contains.
 pub fn percent_encode(value: &str, out: &mut String) {
     for byte in value.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
@@ -331,7 +337,8 @@ mod tests {
 
     #[test]
     fn values_are_percent_encoded() {
-        // Node names are DNS subdomains, which need no encoding; the encoder itself must not rely on that.
+        // Node names are DNS subdomains, which need no encoding; the encoder itself must not rely
+        // on that.
         assert_eq!(
             url("https://proxy.example/k/{nodeName}?n={nodeName}", "a/b?c=d&e#f %{nodeIP}", None),
             Ok("https://proxy.example/k/a%2Fb%3Fc%3Dd%26e%23f%20%25%7BnodeIP%7D?n=a%2Fb%3Fc%3Dd%26e%23f%20%25%7BnodeIP%7D"

@@ -1,23 +1,27 @@
-//! The executor ID of a kubelet from what makes it what it is (docs/design.md §6): its binary's SHA-256 and `--version`,
-//! its command-line flags, its configuration file (`--config`) and its static pod manifests. The agent reads these
-//! from the kubelet that runs (`k8sm-agent run --kubelet`); `kubectl k8sm executor-id --kubelet-binary …` reads the
-//! same inputs from files, so that an operator computes the target ID of a new build and configuration before any
+//! The executor ID of a kubelet from what makes it what it is (docs/design.md §6): its binary's
+//! SHA-256 and `--version`, its command-line flags, its configuration file (`--config`) and its
+//! static pod manifests. The agent reads these from the kubelet that runs (`k8sm-agent run
+//! --kubelet`); `kubectl k8sm executor-id --kubelet-binary …` reads the same inputs from files, so
+//! that an operator computes the target ID of a new build and configuration before any
 //! node runs it. Both end here, so the same inputs give the same ID.
 //!
-//! A fleet's nodes run one build and one configuration, but some flags name the node itself; those would give every
-//! node its own ID, none of them the target, so they are left out ([`PER_NODE_FLAGS`], [`PER_NODE_CONFIG`]). The
-//! configuration counts by content, not by file: it is flattened into `config.<field path>` settings, so that key
-//! order, formatting and comments do not change the ID, and any changed value does.
+//! A fleet's nodes run one build and one configuration, but some flags name the node itself; those
+//! would give every node its own ID, none of them the target, so they are left out
+//! ([`PER_NODE_FLAGS`], [`PER_NODE_CONFIG`]). The configuration counts by content, not by file: it
+//! is flattened into `config.<field path>` settings, so that key order, formatting and comments do
+//! not change the ID, and any changed value does.
 
 use serde_json::Value;
 
 use crate::{ExecutorIdError, ExecutorIdentity};
 
-/// Flags whose value is the node's own (its name, address, cloud identity, labels): not part of the ID.
+/// Flags whose value is the node's own (its name, address, cloud identity, labels): not part of the
+/// ID.
 pub const PER_NODE_FLAGS: [&str; 4] =
     ["hostname-override", "node-ip", "provider-id", "node-labels"];
 
-/// Configuration fields (KubeletConfiguration, by JSON field path) that are the node's own: not part of the ID.
+/// Configuration fields (KubeletConfiguration, by JSON field path) that are the node's own: not
+/// part of the ID.
 pub const PER_NODE_CONFIG: [&str; 1] = ["providerID"];
 
 /// What makes a kubelet what it is, as read from a node or from files.
@@ -44,9 +48,9 @@ pub enum KubeletError {
     ExecutorId(#[from] ExecutorIdError),
 }
 
-/// The flags of a kubelet command line as (name, value), in order: `--name=value`, `--name value` (the next
-/// argument, when it does not start with `-`), or `--name` alone (a boolean, "true"). Arguments that are not flags
-/// count as `("", argument)`.
+/// The flags of a kubelet command line as (name, value), in order: `--name=value`, `--name value`
+/// (the next argument, when it does not start with `-`), or `--name` alone (a boolean, "true").
+/// Arguments that are not flags count as `("", argument)`.
 pub fn parse_flags(args: &[String]) -> Vec<(String, String)> {
     let mut flags = Vec::new();
     let mut i = 0;
@@ -74,8 +78,8 @@ pub const CONFIG_FLAG: &str = "config";
 pub const STATIC_POD_FLAG: &str = "pod-manifest-path";
 pub const STATIC_POD_CONFIG: &str = "staticPodPath";
 
-/// Where the kubelet reads its configuration file and its static pods: (config path, static pod directory), from
-/// its flags and configuration (a flag wins over the file, as in the kubelet).
+/// Where the kubelet reads its configuration file and its static pods: (config path, static pod
+/// directory), from its flags and configuration (a flag wins over the file, as in the kubelet).
 pub fn paths(args: &[String], config: Option<&str>) -> (Option<String>, Option<String>) {
     let flags = parse_flags(args);
     let flag = |name: &str| {
@@ -91,20 +95,22 @@ pub fn paths(args: &[String], config: Option<&str>) -> (Option<String>, Option<S
     (flag(CONFIG_FLAG), flag(STATIC_POD_FLAG).or(from_config))
 }
 
-/// The version an executor reports: the first line of its `--version` output, trimmed ("Kubernetes v1.36.3").
+/// The version an executor reports: the first line of its `--version` output, trimmed ("Kubernetes
+/// v1.36.3").
 pub fn version_line(output: &str) -> String {
     output.lines().next().unwrap_or_default().trim().to_owned()
 }
 
-/// Whether a directory entry is a static pod manifest, as the kubelet reads its manifest directory: a regular file
-/// whose name does not start with a dot.
+/// Whether a directory entry is a static pod manifest, as the kubelet reads its manifest directory:
+/// a regular file whose name does not start with a dot.
 pub fn is_static_pod_file(name: &str, is_file: bool) -> bool {
     is_file && !name.starts_with('.')
 }
 
 impl KubeletInputs {
-    /// The executor identity: the flags but the per-node ones and `--config` (its content counts instead, flattened
-    /// into `config.*` settings, but the per-node fields), and the static pods.
+    /// The executor identity: the flags but the per-node ones and `--config` (its content counts
+    /// instead, flattened into `config.*` settings, but the per-node fields), and the static
+    /// pods.
     pub fn identity(&self) -> Result<ExecutorIdentity, KubeletError> {
         let mut flags: Vec<(String, String)> = parse_flags(&self.args)
             .into_iter()

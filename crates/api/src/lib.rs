@@ -1,4 +1,5 @@
-//! k8sm-api: the `ExecutorUpgradePolicy` CRD types, the well-known Node/Pod keys and the executor ID. No I/O.
+//! k8sm-api: the `ExecutorUpgradePolicy` CRD types, the well-known Node/Pod keys and the executor
+//! ID. No I/O.
 #![forbid(unsafe_code)]
 
 mod crd;

@@ -1,16 +1,20 @@
-//! `MaxConcurrentNodes`: how many nodes may drain at once, as a count (`3`) or a share of the selected nodes (`"20%"`).
+//! `MaxConcurrentNodes`: how many nodes may drain at once, as a count (`3`) or a share of the
+//! selected nodes (`"20%"`).
 //!
-//! On the wire it is a Kubernetes int-or-string, like a Deployment's `maxUnavailable`. The apiserver enforces the same
-//! grammar as [`MaxConcurrentNodes::from_str`] through [`MAX_CONCURRENT_NODES_RULE`].
+//! On the wire it is a Kubernetes int-or-string, like a Deployment's `maxUnavailable`. The
+//! apiserver enforces the same grammar as [`MaxConcurrentNodes::from_str`] through
+//! [`MAX_CONCURRENT_NODES_RULE`].
 
 use std::{borrow::Cow, fmt, num::NonZeroU32, str::FromStr};
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
-/// CEL rule of the CRD schema: an integer from 1 to 4294967295 (a u32, as the controller reads it), or a string `"1%"`..`"100%"` without leading zeros.
-// `string(self) == self` holds only for a string: CEL equality across types is false, not an error. It says what
-// `type(self) == string` says, in a form that client-side CEL (kube-cel, used by the tests) can evaluate too.
+/// CEL rule of the CRD schema: an integer from 1 to 4294967295 (a u32, as the controller reads it),
+/// or a string `"1%"`..`"100%"` without leading zeros.
+// `string(self) == self` holds only for a string: CEL equality across types is false, not an error.
+// It says what `type(self) == string` says, in a form that client-side CEL (kube-cel, used by the
+// tests) can evaluate too.
 pub const MAX_CONCURRENT_NODES_RULE: &str = "string(self) == self ? string(self).matches('^(100|[1-9][0-9]?)%$') : int(self) >= 1 && int(self) <= 4294967295";
 
 /// Message of [`MAX_CONCURRENT_NODES_RULE`].
@@ -39,8 +43,9 @@ impl MaxConcurrentNodes {
     /// One node at a time: the default, and the most careful setting.
     pub const ONE: Self = Self::Count(NonZeroU32::MIN);
 
-    /// The number of drain slots for `total_nodes` selected nodes: a count as is, a percentage rounded up. Always at
-    /// least 1, so an upgrade can always make progress, even with no or few nodes selected.
+    /// The number of drain slots for `total_nodes` selected nodes: a count as is, a percentage
+    /// rounded up. Always at least 1, so an upgrade can always make progress, even with no or
+    /// few nodes selected.
     pub fn resolve(self, total_nodes: usize) -> usize {
         match self {
             Self::Count(n) => usize::try_from(n.get()).unwrap_or(usize::MAX),
@@ -71,8 +76,8 @@ impl Default for MaxConcurrentNodes {
 impl FromStr for MaxConcurrentNodes {
     type Err = InvalidMaxConcurrentNodes;
 
-    /// Parses `"3"` or `"20%"`. On the wire a count is a JSON integer; the string form of a count is accepted here
-    /// only for command lines.
+    /// Parses `"3"` or `"20%"`. On the wire a count is a JSON integer; the string form of a count
+    /// is accepted here only for command lines.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let invalid = || InvalidMaxConcurrentNodes {
             input: format!("{s:?}"),
@@ -142,7 +147,8 @@ impl<'de> Deserialize<'de> for MaxConcurrentNodes {
             }
 
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                // A count must be an integer on the wire, as the apiserver's CEL rule demands: "3" is rejected.
+                // A count must be an integer on the wire, as the apiserver's CEL rule demands: "3"
+                // is rejected.
                 if v.ends_with('%') {
                     v.parse().map_err(E::custom)
                 } else {

@@ -1,10 +1,11 @@
 //! The ETA of an upgrade, from durable state only.
 //!
-//! The pace is measured from a start ([`PaceStart`]: when the upgrade was first seen with nodes left, and how many
-//! nodes ran the target then) that the controller keeps in the policy's status, not in its memory: a new leader
-//! reads it back with the status and goes on measuring from the same start, so the ETA survives a leader change (a
-//! start kept in memory began again at the takeover, and the first node to finish after it made the ETA jump by the
-//! ratio of the takeover's age to the upgrade's). The estimate is a pure function of that start, the counts and the
+//! The pace is measured from a start ([`PaceStart`]: when the upgrade was first seen with nodes
+//! left, and how many nodes ran the target then) that the controller keeps in the policy's status,
+//! not in its memory: a new leader reads it back with the status and goes on measuring from the
+//! same start, so the ETA survives a leader change (a start kept in memory began again at the
+//! takeover, and the first node to finish after it made the ETA jump by the ratio of the takeover's
+//! age to the upgrade's). The estimate is a pure function of that start, the counts and the
 //! time, so every leader, and the plugin, compute the same one.
 
 use chrono::{DateTime, Timelike, Utc};
@@ -13,10 +14,11 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::status::PaceStart;
 
-/// The start of the pace of a status about to be written: `previous` (that of the status the cluster holds) while
-/// the upgrade goes on; a new start now when an upgrade begins (nodes left, no start yet) or when fewer nodes run the
-/// target than at the start (a new target, or upgraded nodes gone: the pace so far says nothing about what is left);
-/// none when no node is left (the next upgrade's pace is measured from when it starts).
+/// The start of the pace of a status about to be written: `previous` (that of the status the
+/// cluster holds) while the upgrade goes on; a new start now when an upgrade begins (nodes left, no
+/// start yet) or when fewer nodes run the target than at the start (a new target, or upgraded nodes
+/// gone: the pace so far says nothing about what is left); none when no node is left (the next
+/// upgrade's pace is measured from when it starts).
 pub fn pace_start(
     previous: Option<&PaceStart>,
     compatible: u32,
@@ -29,15 +31,16 @@ pub fn pace_start(
     match previous {
         Some(start) if start.compatible <= compatible => Some(start.clone()),
         _ => Some(PaceStart {
-            // To the second, as the apiserver keeps a Time: what a leader writes is what the next one reads.
+            // To the second, as the apiserver keeps a Time: what a leader writes is what the next
+            // one reads.
             since: Time(to_timestamp(now.with_nanosecond(0).unwrap_or(now))),
             compatible,
         }),
     }
 }
 
-/// When every node should run the target, at the pace since `start`: the time per node upgraded since then, times
-/// the nodes `remaining`. `None` before any node was upgraded since the start.
+/// When every node should run the target, at the pace since `start`: the time per node upgraded
+/// since then, times the nodes `remaining`. `None` before any node was upgraded since the start.
 pub fn eta(
     start: &PaceStart,
     compatible: u32,
@@ -56,7 +59,8 @@ pub fn eta(
 }
 
 fn to_timestamp(time: DateTime<Utc>) -> Timestamp {
-    // Every chrono UTC time within Kubernetes' range is a valid jiff timestamp; clamp the impossible rest.
+    // Every chrono UTC time within Kubernetes' range is a valid jiff timestamp; clamp the
+    // impossible rest.
     Timestamp::new(time.timestamp(), time.timestamp_subsec_nanos() as i32)
         .unwrap_or(Timestamp::UNIX_EPOCH)
 }

@@ -1,15 +1,18 @@
-//! The durable record of one upgrade run (docs/design.md §5.5): Events expire after an hour, so for each run — a target
-//! executor ID applied to a policy's nodes — the controller keeps what happened, for `kubectl k8sm upgrade report`.
+//! The durable record of one upgrade run (docs/design.md §5.5): Events expire after an hour, so for
+//! each run — a target executor ID applied to a policy's nodes — the controller keeps what
+//! happened, for `kubectl k8sm upgrade report`.
 //!
-//! Where it lives: one ConfigMap per run in the controller's namespace (that of its Lease), labelled with the
-//! policy ([`REPORT_POLICY_LABEL`]), the figures an operator reads first as plain `data` and the whole record as
-//! gzipped JSON in `binaryData` ([`REPORT_DATA_KEY`]). A ConfigMap, not the policy's status: the status is rewritten
-//! every pass and bounded for every fleet size, while a run's record grows with the fleet and must outlive the policy's
-//! next target; not a CRD of its own: nothing validates or watches it, and a ConfigMap is what every operator can read,
-//! back up and delete. It survives controller restarts and leader changes (the new leader reads it back and goes on).
-//! Its size is bounded: at 10,000 nodes and 20,000 disrupted workloads it stays under [`REPORT_MAX_BYTES`] (see the
-//! tests); past that, the workloads that never went below their desired count are dropped first, and the count of
-//! dropped records is kept. The last [`REPORTS_KEPT`] runs of each policy are kept.
+//! Where it lives: one ConfigMap per run in the controller's namespace (that of its Lease),
+//! labelled with the policy ([`REPORT_POLICY_LABEL`]), the figures an operator reads first as plain
+//! `data` and the whole record as gzipped JSON in `binaryData` ([`REPORT_DATA_KEY`]). A ConfigMap,
+//! not the policy's status: the status is rewritten every pass and bounded for every fleet size,
+//! while a run's record grows with the fleet and must outlive the policy's next target; not a CRD
+//! of its own: nothing validates or watches it, and a ConfigMap is what every operator can read,
+//! back up and delete. It survives controller restarts and leader changes (the new leader reads it
+//! back and goes on). Its size is bounded: at 10,000 nodes and 20,000 disrupted workloads it stays
+//! under [`REPORT_MAX_BYTES`] (see the tests); past that, the workloads that never went below their
+//! desired count are dropped first, and the count of dropped records is kept. The last
+//! [`REPORTS_KEPT`] runs of each policy are kept.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -22,8 +25,8 @@ use serde::{Deserialize, Serialize};
 pub const REPORT_POLICY_LABEL: &str = "k8s.mesosphere.io/upgrade-report";
 /// The `binaryData` key of the gzipped JSON record.
 pub const REPORT_DATA_KEY: &str = "report.json.gz";
-/// Largest encoded record: well under the apiserver's 1.5 MiB limit on an object (etcd's request size), with room
-/// for the ConfigMap's own fields.
+/// Largest encoded record: well under the apiserver's 1.5 MiB limit on an object (etcd's request
+/// size), with room for the ConfigMap's own fields.
 pub const REPORT_MAX_BYTES: usize = 1024 * 1024;
 /// Runs kept per policy: older reports are deleted when a new run starts.
 pub const REPORTS_KEPT: usize = 10;
@@ -37,19 +40,20 @@ pub struct UpgradeReport {
     pub target_executor_id: String,
     /// When the controller first saw the policy with this target.
     pub started: DateTime<Utc>,
-    /// When every node the run touched ran the target (or was handed back); `None` while it runs, or when a new
-    /// target superseded it.
+    /// When every node the run touched ran the target (or was handed back); `None` while it runs,
+    /// or when a new target superseded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished: Option<DateTime<Utc>>,
     /// The last change recorded.
     pub updated: DateTime<Utc>,
-    /// The policy's ownerHealthThreshold when the run started, against which the bounds are computed.
+    /// The policy's ownerHealthThreshold when the run started, against which the bounds are
+    /// computed.
     pub threshold: u8,
     /// Every node the run upgraded or is upgrading, by name.
     #[serde(default)]
     pub nodes: BTreeMap<String, NodeRecord>,
-    /// Actions carried out, by Event reason: Evicted, Moved, DeletedUnmanagedPod, DeletedFinishedPod,
-    /// KamikazeSent, Stalled, …
+    /// Actions carried out, by Event reason: Evicted, Moved, DeletedUnmanagedPod,
+    /// DeletedFinishedPod, KamikazeSent, Stalled, …
     #[serde(default)]
     pub actions: BTreeMap<String, u32>,
     /// Every workload the run disrupted, by [`WorkloadRecord::key`].
@@ -74,7 +78,8 @@ pub struct ForcedRecord {
 }
 
 impl ForcedRecord {
-    /// Reads a [`crate::keys::FORCED_ANNOTATION`] value of `node`: `<RFC 3339 time> <user>: <what>`.
+    /// Reads a [`crate::keys::FORCED_ANNOTATION`] value of `node`: `<RFC 3339 time> <user>:
+    /// <what>`.
     pub fn parse(node: &str, value: &str) -> Option<Self> {
         let (at, rest) = value.trim().split_once(' ')?;
         let (user, what) = rest.split_once(": ")?;
@@ -135,13 +140,15 @@ impl NodeRecord {
     }
 }
 
-/// What one workload went through: its size and bound, the fewest Ready and available pods the controller observed
-/// from its first disruption until it was whole again, and how many of its pods k8sm moved.
+/// What one workload went through: its size and bound, the fewest Ready and available pods the
+/// controller observed from its first disruption until it was whole again, and how many of its pods
+/// k8sm moved.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadRecord {
-    /// UID of the workload object (a Deployment for the pods of its ReplicaSets), to observe it by; for a controller
-    /// of a kind k8sm does not know, its whole reference (`namespace/group/kind/name/uid`).
+    /// UID of the workload object (a Deployment for the pods of its ReplicaSets), to observe it
+    /// by; for a controller of a kind k8sm does not know, its whole reference
+    /// (`namespace/group/kind/name/uid`).
     pub uid: String,
     pub kind: String,
     pub namespace: String,
@@ -151,13 +158,15 @@ pub struct WorkloadRecord {
     pub bound: u32,
     /// The fewest Ready pods.
     pub min_ready: u32,
-    /// The fewest available pods (Ready for the workload's `minReadySeconds`; without them, its Ready pods): what
-    /// the bound is kept on. Absent from records written before it was kept, whose `min_ready` counted these.
+    /// The fewest available pods (Ready for the workload's `minReadySeconds`; without them, its
+    /// Ready pods): what the bound is kept on. Absent from records written before it was kept,
+    /// whose `min_ready` counted these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_available: Option<u32>,
     /// Pods evicted or moved by k8sm.
     pub disruptions: u32,
-    /// Still short of `desired` available pods at the last observation: observed again at the next pass.
+    /// Still short of `desired` available pods at the last observation: observed again at the next
+    /// pass.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recovering: bool,
 }
@@ -184,8 +193,8 @@ pub enum ReportError {
 }
 
 impl UpgradeReport {
-    /// A run of `policy` to `target` that starts at `now` (to the second, as the nodes' annotations record their
-    /// times, so that no node seems admitted before its run started).
+    /// A run of `policy` to `target` that starts at `now` (to the second, as the nodes' annotations
+    /// record their times, so that no node seems admitted before its run started).
     pub fn new(policy: &str, target: &str, threshold: u8, now: DateTime<Utc>) -> Self {
         use chrono::SubsecRound;
         let now = now.trunc_subsecs(0);
@@ -199,16 +208,18 @@ impl UpgradeReport {
         }
     }
 
-    /// Gzipped JSON, at most [`REPORT_MAX_BYTES`]: workload records are dropped to fit, those that never went below
-    /// their desired count first, then those with the most room above their bound.
+    /// Gzipped JSON, at most [`REPORT_MAX_BYTES`]: workload records are dropped to fit, those that
+    /// never went below their desired count first, then those with the most room above their
+    /// bound.
     pub fn encode(&mut self) -> Vec<u8> {
         loop {
             let bytes = gzip(&serde_json::to_vec(self).unwrap_or_default());
             if bytes.len() <= REPORT_MAX_BYTES || self.workloads.is_empty() {
                 return bytes;
             }
-            // Drop an eighth of what is left (at least one), the least telling first: those that never went below
-            // their desired count, then those that kept the most room above their bound.
+            // Drop an eighth of what is left (at least one), the least telling first: those that
+            // never went below their desired count, then those that kept the most room
+            // above their bound.
             let mut keys: Vec<(bool, std::cmp::Reverse<u32>, String)> = self
                 .workloads
                 .iter()
@@ -237,7 +248,8 @@ impl UpgradeReport {
         Ok(serde_json::from_slice(&json)?)
     }
 
-    /// The ConfigMap name of the run: policy name and a digest of the target (names are at most 253 characters).
+    /// The ConfigMap name of the run: policy name and a digest of the target (names are at most 253
+    /// characters).
     pub fn object_name(policy: &str, target: &str) -> String {
         use sha2::Digest;
         let digest = hex::encode(sha2::Sha256::digest(target.as_bytes()));
@@ -279,7 +291,8 @@ mod tests {
         DateTime::from_timestamp(1_800_000_000 + seconds, 0).unwrap()
     }
 
-    /// A pseudo-random suffix, so that names compress no better than generated names in a real cluster do.
+    /// A pseudo-random suffix, so that names compress no better than generated names in a real
+    /// cluster do.
     fn suffix(i: u64) -> String {
         let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D;
         x ^= x >> 29;
@@ -364,8 +377,8 @@ mod tests {
         );
     }
 
-    /// Far past the bound, workloads are dropped until it fits, those that never lost a Ready pod first, and the
-    /// record says how many went.
+    /// Far past the bound, workloads are dropped until it fits, those that never lost a Ready pod
+    /// first, and the record says how many went.
     #[test]
     fn past_the_bound_the_least_telling_workloads_go_first_and_are_counted() {
         let mut report = big(10_000, 120_000);

@@ -1,7 +1,9 @@
-//! The status of an `ExecutorUpgradePolicy`: what the controller observed and why nodes wait (docs/design.md §5.1, §5.2).
+//! The status of an `ExecutorUpgradePolicy`: what the controller observed and why nodes wait
+//! (docs/design.md §5.1, §5.2).
 //!
-//! Written only by the controller. Everything here can be re-derived from the cluster, so the status is a report, not
-//! state: losing it loses nothing but the start of the ETA's measurement (`pace`), which begins again.
+//! Written only by the controller. Everything here can be re-derived from the cluster, so the
+//! status is a report, not state: losing it loses nothing but the start of the ETA's measurement
+//! (`pace`), which begins again.
 
 use std::fmt;
 
@@ -10,46 +12,53 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-// The status is bounded at any fleet size, far below etcd's object size limit (1.5 MiB by default): it counts every
-// node by phase, but lists only the nodes and pods an operator must look at, a bounded number of each, and every
-// string that comes from node or pod data is cut to a bound (see `crate::text`). The worst case (every list full,
-// every string at its bound) is about 64 KiB of nodes + 64 KiB of blocked pods + 50 KiB of deleted nodes + a few KiB
-// of conditions; a test builds the status of 10,000 nodes with oversized annotations to check it.
+// The status is bounded at any fleet size, far below etcd's object size limit (1.5 MiB by default):
+// it counts every node by phase, but lists only the nodes and pods an operator must look at, a
+// bounded number of each, and every string that comes from node or pod data is cut to a bound (see
+// `crate::text`). The worst case (every list full, every string at its bound) is about 64 KiB of
+// nodes + 64 KiB of blocked pods + 50 KiB of deleted nodes + a few KiB of conditions; a test builds
+// the status of 10,000 nodes with oversized annotations to check it.
 
 /// Most entries in `status.nodes`; the controller keeps the most urgent ones and counts the rest in
 /// `status.omittedNodes`.
 pub const MAX_NODES: usize = 100;
 
-/// Most entries in `status.blockedPods`; the controller keeps the most urgent ones and counts them all in
-/// `status.blockedPodsTotal`.
+/// Most entries in `status.blockedPods`; the controller keeps the most urgent ones and counts them
+/// all in `status.blockedPodsTotal`.
 pub const MAX_BLOCKED_PODS: usize = 100;
 
-/// Most blockers listed per node (each distinct line once); the rest are counted in `omittedBlockers`.
+/// Most blockers listed per node (each distinct line once); the rest are counted in
+/// `omittedBlockers`.
 pub const MAX_BLOCKERS: usize = 5;
 
-/// Bytes of JSON that the entries of `status.nodes` may take together: fewer than [`MAX_NODES`] are listed when
-/// their text is long.
+/// Bytes of JSON that the entries of `status.nodes` may take together: fewer than [`MAX_NODES`] are
+/// listed when their text is long.
 pub const NODES_BUDGET: usize = 64 * 1024;
 
 /// Bytes of JSON that the entries of `status.blockedPods` may take together.
 pub const BLOCKED_PODS_BUDGET: usize = 64 * 1024;
 
-/// Longest message or blocker line in the status, in bytes (as Events: the Events API caps notes at 1 kB).
+/// Longest message or blocker line in the status, in bytes (as Events: the Events API caps notes at
+/// 1 kB).
 pub const MAX_MESSAGE: usize = 1000;
 
-/// Longest executor ID in the status, in bytes; a longer one (no real executor ID is) is cut, with a marker.
+/// Longest executor ID in the status, in bytes; a longer one (no real executor ID is) is cut, with
+/// a marker.
 pub const MAX_EXECUTOR_ID: usize = 128;
 
-/// Longest name in the status (a Kubernetes object name is at most 253 bytes; an owner is "Kind/name").
+/// Longest name in the status (a Kubernetes object name is at most 253 bytes; an owner is
+/// "Kind/name").
 pub const MAX_NAME: usize = 253;
 
-/// Most nodes that a policy with kamikaze mechanism DeleteNode keeps deleted at once (each is remembered in
-/// `status.deletedNodes` until it comes back): a drained node waits for room before it is deleted.
+/// Most nodes that a policy with kamikaze mechanism DeleteNode keeps deleted at once (each is
+/// remembered in `status.deletedNodes` until it comes back): a drained node waits for room before
+/// it is deleted.
 pub const MAX_DELETED_NODES: usize = 100;
 
 /// Condition types that the controller sets on a policy.
 pub mod condition_types {
-    /// True while selected nodes are incompatible and the upgrade moves forward (or waits on a blocked node).
+    /// True while selected nodes are incompatible and the upgrade moves forward (or waits on a
+    /// blocked node).
     pub const PROGRESSING: &str = "Progressing";
     /// True when every selected node runs the target executor.
     pub const UPGRADED: &str = "Upgraded";
@@ -57,9 +66,10 @@ pub mod condition_types {
     pub const CONFLICT: &str = "Conflict";
     /// True while `spec.paused` stops evictions, deletions and kamikaze.
     pub const PAUSED: &str = "Paused";
-    /// True when something needs attention: a malformed annotation, a node without the address its kamikaze URL
-    /// needs, an overdue restart, a policy that selects no node; actions that keep failing (`ActionFailed`); a watch
-    /// failing for longer than the controller's bound (`WatchFailing`), during which it takes no action at all.
+    /// True when something needs attention: a malformed annotation, a node without the address its
+    /// kamikaze URL needs, an overdue restart, a policy that selects no node; actions that keep
+    /// failing (`ActionFailed`); a watch failing for longer than the controller's bound
+    /// (`WatchFailing`), during which it takes no action at all.
     pub const DEGRADED: &str = "Degraded";
 }
 
@@ -84,23 +94,25 @@ pub struct ExecutorUpgradePolicyStatus {
     #[serde(default)]
     pub counts: NodeCounts,
 
-    /// The selected nodes an operator looks at, with their phase and what they wait for, most urgent first: nodes
-    /// that wait for an operator, then other blocked nodes, then nodes in flight (Draining, Drained, KamikazeSent),
-    /// each group oldest first. At most 100 (fewer when their text is long). Nodes queued for a drain slot are only
-    /// counted (counts.incompatible; `kubectl k8sm plan` shows the queue); omittedNodes counts every node that is
-    /// not Compatible and not listed here.
+    /// The selected nodes an operator looks at, with their phase and what they wait for, most
+    /// urgent first: nodes that wait for an operator, then other blocked nodes, then nodes in
+    /// flight (Draining, Drained, KamikazeSent), each group oldest first. At most 100 (fewer
+    /// when their text is long). Nodes queued for a drain slot are only counted
+    /// (counts.incompatible; `kubectl k8sm plan` shows the queue); omittedNodes counts every node
+    /// that is not Compatible and not listed here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     #[schemars(length(max = MAX_NODES))]
     pub nodes: Vec<NodeStatus>,
 
-    /// Selected nodes that are not Compatible and have no entry in nodes: nodes queued for a drain slot, and those
-    /// beyond the first 100.
+    /// Selected nodes that are not Compatible and have no entry in nodes: nodes queued for a drain
+    /// slot, and those beyond the first 100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub omitted_nodes: Option<u32>,
 
-    /// Pods that keep a draining node from finishing and that need an operator or time: those that need an operator
-    /// first, then oldest first. At most 100 (fewer when their text is long); blockedPodsTotal counts them all.
+    /// Pods that keep a draining node from finishing and that need an operator or time: those that
+    /// need an operator first, then oldest first. At most 100 (fewer when their text is long);
+    /// blockedPodsTotal counts them all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_BLOCKED_PODS))]
     pub blocked_pods: Vec<BlockedPod>,
@@ -109,26 +121,28 @@ pub struct ExecutorUpgradePolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_pods_total: Option<u32>,
 
-    /// Nodes that k8sm deleted (kamikaze mechanism DeleteNode) and that have not come back with the target executor
-    /// yet. Kept until a node of that name reports the target executor ID, so that a node that never re-registers
-    /// is still counted, reported RestartOverdue after restartTimeout, and never told to terminate twice.
+    /// Nodes that k8sm deleted (kamikaze mechanism DeleteNode) and that have not come back with
+    /// the target executor yet. Kept until a node of that name reports the target executor ID,
+    /// so that a node that never re-registers is still counted, reported RestartOverdue after
+    /// restartTimeout, and never told to terminate twice.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub deleted_nodes: Vec<DeletedNode>,
 
-    /// Estimated time at which every selected node runs the target executor, from the pace so far. Absent while
-    /// there is too little to go on, or while blocked nodes wait for an operator.
+    /// Estimated time at which every selected node runs the target executor, from the pace so far.
+    /// Absent while there is too little to go on, or while blocked nodes wait for an operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta: Option<Time>,
 
-    /// Where the ETA's pace is measured from: when the upgrade was first seen with nodes left, and how many nodes ran
-    /// the target then. Kept here so that the ETA survives a leader change (a new leader goes on from the same
-    /// start); absent while no node is left.
+    /// Where the ETA's pace is measured from: when the upgrade was first seen with nodes left, and
+    /// how many nodes ran the target then. Kept here so that the ETA survives a leader change
+    /// (a new leader goes on from the same start); absent while no node is left.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pace: Option<PaceStart>,
 
-    /// Where the maintenance window (spec.window) stands: open until closesAt, or closed until opensAt. Absent
-    /// without a window, or with one that cannot be read (see the Degraded condition).
+    /// Where the maintenance window (spec.window) stands: open until closesAt, or closed until
+    /// opensAt. Absent without a window, or with one that cannot be read (see the Degraded
+    /// condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowStatus>,
 }
@@ -137,7 +151,8 @@ pub struct ExecutorUpgradePolicyStatus {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PaceStart {
-    /// When the upgrade was first seen with nodes left (or a new target made fewer nodes compatible).
+    /// When the upgrade was first seen with nodes left (or a new target made fewer nodes
+    /// compatible).
     pub since: Time,
     /// How many selected nodes ran the target then.
     pub compatible: u32,
@@ -214,7 +229,8 @@ impl NodeCounts {
         }
     }
 
-    /// The text of `status.upgraded` and of the Upgraded printer column: compatible nodes of all, such as "12/20".
+    /// The text of `status.upgraded` and of the Upgraded printer column: compatible nodes of all,
+    /// such as "12/20".
     pub fn upgraded(&self) -> String {
         format!("{}/{}", self.compatible, self.total)
     }
@@ -235,7 +251,8 @@ pub enum NodePhase {
     Drained,
     /// Told to terminate its executor; waits for it to come back with the target executor ID.
     KamikazeSent,
-    /// Draining, but every remaining pod waits for something only an operator can resolve; it gave up its slot.
+    /// Draining, but every remaining pod waits for something only an operator can resolve; it gave
+    /// up its slot.
     Blocked,
 }
 
@@ -283,34 +300,38 @@ pub struct NodeStatus {
     /// Pods still to be moved or deleted before the node is drained.
     #[serde(default)]
     pub pods_left: u32,
-    /// What the node waits for, one short line each, such as "wait: PodDisruptionBudget shop/web-pdb allows no
-    /// disruption now": each distinct line once, those that need an operator first, at most 5.
+    /// What the node waits for, one short line each, such as "wait: PodDisruptionBudget
+    /// shop/web-pdb allows no disruption now": each distinct line once, those that need an
+    /// operator first, at most 5.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blockers: Vec<String>,
     /// Distinct blocker lines left out of blockers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub omitted_blockers: Option<u32>,
-    /// Executor ID that the node reports now (its "k8s.mesosphere.io/executor-id" annotation; one longer than 128
-    /// bytes is cut, and control characters are escaped).
+    /// Executor ID that the node reports now (its "k8s.mesosphere.io/executor-id" annotation; one
+    /// longer than 128 bytes is cut, and control characters are escaped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor_id: Option<String>,
 }
 
-/// A node that k8sm deleted as its kamikaze (mechanism DeleteNode), remembered until it comes back upgraded.
+/// A node that k8sm deleted as its kamikaze (mechanism DeleteNode), remembered until it comes back
+/// upgraded.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct DeletedNode {
     /// Node name: the node that comes back registers under the same name.
     pub name: String,
-    /// UID of the deleted Node object: a Node of that name with another UID is the one that came back.
+    /// UID of the deleted Node object: a Node of that name with another UID is the one that came
+    /// back.
     pub uid: String,
     /// Executor ID the node reported when it was deleted (absent when it reported none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor_id: Option<String>,
     /// When k8sm deleted it.
     pub deleted_at: Time,
-    /// The target executor ID it was told to restart into, as recorded (absent without a target): a node back on
-    /// it after the target moved restarted as told, and goes round again for the new target.
+    /// The target executor ID it was told to restart into, as recorded (absent without a target):
+    /// a node back on it after the target moved restarted as told, and goes round again for
+    /// the new target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
 }
@@ -325,16 +346,18 @@ pub struct BlockedPod {
     pub namespace: String,
     /// Pod name.
     pub name: String,
-    /// The workload the pod counts for as "Kind/name", such as "Deployment/web" for a pod of one of its ReplicaSets;
-    /// absent for an unmanaged pod.
+    /// The workload the pod counts for as "Kind/name", such as "Deployment/web" for a pod of one
+    /// of its ReplicaSets; absent for an unmanaged pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
-    /// How k8sm classes the pod: Owned (a pod of a Deployment, ReplicaSet, ReplicationController or StatefulSet),
-    /// OtherController (a pod of a controller of a kind k8sm does not know, such as an operator's custom resource:
-    /// evicted one at a time through the Eviction API only), Job, Unmanaged or OptedOut.
+    /// How k8sm classes the pod: Owned (a pod of a Deployment, ReplicaSet, ReplicationController
+    /// or StatefulSet), OtherController (a pod of a controller of a kind k8sm does not know,
+    /// such as an operator's custom resource: evicted one at a time through the Eviction API
+    /// only), Job, Unmanaged or OptedOut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
-    /// Why it blocks, in one word, such as WaitingForOwner, BlockedByPDB, BlockedUnmanagedPod or BlockedOptOut.
+    /// Why it blocks, in one word, such as WaitingForOwner, BlockedByPDB, BlockedUnmanagedPod or
+    /// BlockedOptOut.
     pub reason: String,
     /// What it waits for and how to resolve it.
     #[serde(default)]

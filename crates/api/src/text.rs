@@ -1,21 +1,22 @@
-//! Text that comes from cluster data (annotation values, executor IDs, messages quoting them), made safe to store and
-//! to show: control characters escaped, length bounded.
+//! Text that comes from cluster data (annotation values, executor IDs, messages quoting them), made
+//! safe to store and to show: control characters escaped, length bounded.
 //!
-//! Node annotations are written by executors, agents and operators, and a Node may carry up to 256 KiB of them; a
-//! status or an Event that copied them raw would grow with them (past etcd's object size), and a terminal that printed
-//! them raw would obey the escape sequences they hold. Everything k8sm reports from such data goes through here.
+//! Node annotations are written by executors, agents and operators, and a Node may carry up to 256
+//! KiB of them; a status or an Event that copied them raw would grow with them (past etcd's object
+//! size), and a terminal that printed them raw would obey the escape sequences they hold.
+//! Everything k8sm reports from such data goes through here.
 
 use std::borrow::Cow;
 
 use sha2::{Digest, Sha256};
 
-/// Longest annotation value, such as an executor ID, quoted in a message (the quotes and the truncation marker
-/// included). A real executor ID (`sha256:` and 64 hex digits) is 71 bytes.
+/// Longest annotation value, such as an executor ID, quoted in a message (the quotes and the
+/// truncation marker included). A real executor ID (`sha256:` and 64 hex digits) is 71 bytes.
 pub const MAX_QUOTED_VALUE: usize = 128;
 
-/// Whether `c` must not reach a terminal or a log as it is: ASCII and Unicode control characters (C0, DEL, C1), and
-/// the invisible format characters that reorder or hide text (bidirectional overrides and isolates, zero-width
-/// characters, the byte order mark).
+/// Whether `c` must not reach a terminal or a log as it is: ASCII and Unicode control characters
+/// (C0, DEL, C1), and the invisible format characters that reorder or hide text (bidirectional
+/// overrides and isolates, zero-width characters, the byte order mark).
 pub fn is_unsafe(c: char) -> bool {
     c.is_control()
         || matches!(c,
@@ -25,9 +26,9 @@ pub fn is_unsafe(c: char) -> bool {
             | '\u{FEFF}')
 }
 
-/// `text` with every unsafe character (see [`is_unsafe`]) escaped (`\n`, `\t`, `\r`, `\u{1b}`), and at most `max`
-/// bytes long: a longer text is cut and ends with a marker that gives its full length, such as
-/// `…(truncated, 204800 bytes)`. Text that needs neither is returned as it is.
+/// `text` with every unsafe character (see [`is_unsafe`]) escaped (`\n`, `\t`, `\r`, `\u{1b}`), and
+/// at most `max` bytes long: a longer text is cut and ends with a marker that gives its full
+/// length, such as `…(truncated, 204800 bytes)`. Text that needs neither is returned as it is.
 pub fn bounded(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max && !text.chars().any(is_unsafe) {
         return Cow::Borrowed(text);
@@ -47,9 +48,9 @@ pub fn bounded(text: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `text` quoted (`"…"`, quotes and backslashes escaped as well as unsafe characters), at most `max` bytes in all
-/// (for a `max` of 40 or more: room for the quotes and the marker): how a message shows a value it could not use,
-/// such as a malformed annotation.
+/// `text` quoted (`"…"`, quotes and backslashes escaped as well as unsafe characters), at most
+/// `max` bytes in all (for a `max` of 40 or more: room for the quotes and the marker): how a
+/// message shows a value it could not use, such as a malformed annotation.
 pub fn quoted(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max) + 2);
     out.push('"');
@@ -58,7 +59,8 @@ pub fn quoted(text: &str, max: usize) -> String {
         out.push('"');
         return out;
     }
-    // The marker goes after the closing quote, so that the quoted part reads as the start of the value.
+    // The marker goes after the closing quote, so that the quoted part reads as the start of the
+    // value.
     let marker = marker(text.len());
     truncate_at_char(&mut out, max.saturating_sub(marker.len() + 1).max(1));
     out.push('"');
@@ -66,10 +68,11 @@ pub fn quoted(text: &str, max: usize) -> String {
     out
 }
 
-/// A bounded stand-in for an ID that is kept to be compared later, such as the executor ID of a node k8sm deleted
-/// (`status.deletedNodes`): the ID itself when it is safe and at most [`crate::MAX_EXECUTOR_ID`] bytes (as every real
-/// executor ID is), else its start, its length and its SHA-256, so that stand-ins are equal only for equal IDs.
-/// Applied to a stand-in, it returns the stand-in.
+/// A bounded stand-in for an ID that is kept to be compared later, such as the executor ID of a
+/// node k8sm deleted (`status.deletedNodes`): the ID itself when it is safe and at most
+/// [`crate::MAX_EXECUTOR_ID`] bytes (as every real executor ID is), else its start, its length and
+/// its SHA-256, so that stand-ins are equal only for equal IDs. Applied to a stand-in, it returns
+/// the stand-in.
 pub fn recorded_id(id: &str) -> Cow<'_, str> {
     if id.len() <= crate::MAX_EXECUTOR_ID && !id.chars().any(is_unsafe) {
         return Cow::Borrowed(id);
@@ -113,8 +116,8 @@ fn marker(original: usize) -> String {
     format!("…(truncated, {original} bytes)")
 }
 
-/// Cuts `text` to at most `max` bytes, at a character boundary, and never inside an escape such as `\u{1b}` (half
-/// an escape would read as something else).
+/// Cuts `text` to at most `max` bytes, at a character boundary, and never inside an escape such as
+/// `\u{1b}` (half an escape would read as something else).
 fn truncate_at_char(text: &mut String, max: usize) {
     if text.len() <= max {
         return;
@@ -207,8 +210,8 @@ mod tests {
 
     #[test]
     fn cuts_fall_between_characters_and_escapes() {
-        // Multi-byte characters and escapes at every offset: the result is valid, bounded, and never ends in half an
-        // escape.
+        // Multi-byte characters and escapes at every offset: the result is valid, bounded, and
+        // never ends in half an escape.
         let hostile: String = "é\x1b€\u{7}".repeat(50);
         for max in 0..200 {
             let texts = [bounded(&hostile, max).into_owned(), quoted(&hostile, max)];

@@ -1,6 +1,7 @@
-//! `spec.window`: a maintenance window, the weekly hours in which k8sm may admit nodes and send kamikaze (like kured's
-//! reboot days and hours, and system-upgrade-controller's `spec.window`). Its days and hours are local to an IANA time
-//! zone, so a window keeps its local hours across daylight-saving changes.
+//! `spec.window`: a maintenance window, the weekly hours in which k8sm may admit nodes and send
+//! kamikaze (like kured's reboot days and hours, and system-upgrade-controller's `spec.window`).
+//! Its days and hours are local to an IANA time zone, so a window keeps its local hours across
+//! daylight-saving changes.
 
 use std::fmt;
 
@@ -22,8 +23,8 @@ pub const TIME_ZONE_MAX_LENGTH: u32 = 64;
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct MaintenanceWindow {
-    /// Days of the week on which the window opens, in timeZone, such as ["Saturday", "Sunday"]. A window that
-    /// crosses midnight belongs to the day it opens on.
+    /// Days of the week on which the window opens, in timeZone, such as ["Saturday", "Sunday"]. A
+    /// window that crosses midnight belongs to the day it opens on.
     #[schemars(length(min = 1, max = 7))]
     pub days: Vec<Weekday>,
 
@@ -31,22 +32,23 @@ pub struct MaintenanceWindow {
     #[schemars(regex(pattern = CLOCK_PATTERN))]
     pub start: String,
 
-    /// Local time at which the window closes, "HH:MM". Earlier than start: the next day (a window across midnight,
-    /// such as "22:00" to "04:00"); equal to start: 24 hours after it opens.
+    /// Local time at which the window closes, "HH:MM". Earlier than start: the next day (a window
+    /// across midnight, such as "22:00" to "04:00"); equal to start: 24 hours after it opens.
     #[schemars(regex(pattern = CLOCK_PATTERN))]
     pub end: String,
 
-    /// IANA time zone of days, start and end, such as "Europe/Berlin" (default "UTC"). A local time skipped by a
-    /// daylight-saving change opens or closes the window at the first minute after the change; a local time that
-    /// happens twice, at its first occurrence.
+    /// IANA time zone of days, start and end, such as "Europe/Berlin" (default "UTC"). A local
+    /// time skipped by a daylight-saving change opens or closes the window at the first minute
+    /// after the change; a local time that happens twice, at its first occurrence.
     #[serde(default = "default_time_zone")]
     #[schemars(length(min = 1, max = TIME_ZONE_MAX_LENGTH))]
     pub time_zone: String,
 
-    /// What nodes that are already draining do while the window is closed. "Finish" (default): they go on moving
-    /// their pods under the same SLA rules until they are drained, and wait there (cordoned) for the window to open
-    /// before their executors are told to restart, as peers let in-progress drains finish. "Hold": nothing on them
-    /// moves until the window opens; they stay cordoned.
+    /// What nodes that are already draining do while the window is closed. "Finish" (default):
+    /// they go on moving their pods under the same SLA rules until they are drained, and wait
+    /// there (cordoned) for the window to open before their executors are told to restart, as
+    /// peers let in-progress drains finish. "Hold": nothing on them moves until the window
+    /// opens; they stay cordoned.
     #[serde(default)]
     pub in_flight: InFlight,
 }
@@ -109,7 +111,8 @@ pub enum InFlight {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum WindowState {
-    /// Open until `closes` (the end of this opening, joined with the openings that follow without a gap).
+    /// Open until `closes` (the end of this opening, joined with the openings that follow without a
+    /// gap).
     Open { closes: DateTime<Utc> },
     /// Closed until `opens`.
     Closed { opens: DateTime<Utc> },
@@ -142,8 +145,8 @@ impl MaintenanceWindow {
         if self.days.is_empty() {
             return Err(InvalidWindow::NoDays);
         }
-        // Openings by the local day they start on, from the day before today (one across midnight may still be open)
-        // to a week after: every listed day comes round within that.
+        // Openings by the local day they start on, from the day before today (one across midnight
+        // may still be open) to a week after: every listed day comes round within that.
         let today = now.with_timezone(&zone).date_naive();
         let openings = (0..=9u64).filter_map(|offset| {
             let day = today
@@ -167,7 +170,8 @@ impl MaintenanceWindow {
         }
         match open {
             Some((_, until)) => Ok(WindowState::Open { closes: until }),
-            // Unreachable with at least one day, kept total: a window that never opens is closed for a week.
+            // Unreachable with at least one day, kept total: a window that never opens is closed
+            // for a week.
             None => Ok(WindowState::Closed {
                 opens: now + chrono::Duration::days(7),
             }),
@@ -175,7 +179,8 @@ impl MaintenanceWindow {
     }
 }
 
-/// The window's days, hours and zone, as an operator reads them: "Mon,Tue 22:00-04:00 Europe/Berlin".
+/// The window's days, hours and zone, as an operator reads them: "Mon,Tue 22:00-04:00
+/// Europe/Berlin".
 impl fmt::Display for MaintenanceWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut days = self.days.clone();
@@ -220,8 +225,9 @@ fn opening(
     Some((instant(zone, day, start)?, instant(zone, end_day, end)?))
 }
 
-/// The instant of a local day and time: the first of two (clocks turned back), or the first minute that exists
-/// after it (clocks turned forward; the gaps of the time zone database last at most a few hours).
+/// The instant of a local day and time: the first of two (clocks turned back), or the first minute
+/// that exists after it (clocks turned forward; the gaps of the time zone database last at most a
+/// few hours).
 fn instant(zone: Tz, day: NaiveDate, time: NaiveTime) -> Option<DateTime<Utc>> {
     let local = day.and_time(time);
     (0..=24 * 60).find_map(|minutes| {
@@ -415,8 +421,9 @@ mod tests {
         Weekday::Sunday,
     ];
 
-    /// The oracle, in UTC (no daylight-saving time), minute by minute: open when some listed day's opening covers the
-    /// minute, counted from that day's start; an opening lasts from start to end, 24 hours when they are equal.
+    /// The oracle, in UTC (no daylight-saving time), minute by minute: open when some listed day's
+    /// opening covers the minute, counted from that day's start; an opening lasts from start to
+    /// end, 24 hours when they are equal.
     fn open_at(days: &[Weekday], start: u32, end: u32, minute_of_week: i64) -> bool {
         let length = match (end + 1440 - start) % 1440 {
             0 => 1440,

@@ -1,9 +1,10 @@
-//! The example policies in deploy/examples are valid, and every fixture in tests/e2e/fixtures/invalid breaks exactly
-//! one rule of the generated CRD, the one its `# expect:` line names.
+//! The example policies in deploy/examples are valid, and every fixture in
+//! tests/e2e/fixtures/invalid breaks exactly one rule of the generated CRD, the one its `# expect:`
+//! line names.
 //!
-//! The end-to-end suite checks the same files against a real kube-apiserver; this test catches a broken fixture or
-//! example in seconds, without a cluster. Schema keywords are checked by a small structural-schema walker below, CEL
-//! rules by kube-cel.
+//! The end-to-end suite checks the same files against a real kube-apiserver; this test catches a
+//! broken fixture or example in seconds, without a cluster. Schema keywords are checked by a small
+//! structural-schema walker below, CEL rules by kube-cel.
 
 use std::{
     collections::BTreeSet,
@@ -39,8 +40,8 @@ fn schema() -> Value {
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
 }
 
-/// Checks `value` against the keywords that the generated schema uses, as the apiserver does (with strict field
-/// validation), and returns "path: what is wrong" for each violation.
+/// Checks `value` against the keywords that the generated schema uses, as the apiserver does (with
+/// strict field validation), and returns "path: what is wrong" for each violation.
 fn schema_errors(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>) {
     if value.is_null() {
         return;
@@ -131,8 +132,8 @@ fn schema_errors(schema: &Value, value: &Value, path: &str, errors: &mut Vec<Str
     }
 }
 
-/// The schema's patterns, each mirrored by Rust code (this crate has no regex engine). A new pattern fails here
-/// until it is mirrored.
+/// The schema's patterns, each mirrored by Rust code (this crate has no regex engine). A new
+/// pattern fails here until it is mirrored.
 fn matches_pattern(pattern: &str, text: &str) -> bool {
     if pattern == DURATION_PATTERN {
         DurationString::is_grammatical(text)
@@ -166,7 +167,8 @@ fn violations(object: &Value) -> Vec<String> {
     let schema = schema();
     let mut errors = Vec::new();
     schema_errors(&schema, object, "", &mut errors);
-    // CEL rules run only on values of the right type, as in the apiserver; skip them when the schema already failed.
+    // CEL rules run only on values of the right type, as in the apiserver; skip them when the
+    // schema already failed.
     if errors.is_empty()
         && let Err(failed) = Validator::new().validate(&schema, object, None)
     {

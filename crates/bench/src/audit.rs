@@ -1,11 +1,13 @@
-//! Requests attributable to the tool under test, counted exactly from the kube-apiserver's audit log.
+//! Requests attributable to the tool under test, counted exactly from the kube-apiserver's audit
+//! log.
 //!
-//! Every client of the bench cluster (kube-controller-manager, the scheduler, KWOK, the simulated executors, the
-//! harness's watches and polls) authenticates as the cluster's admin; the tools do not: k8sm's controller runs as user
-//! [`CONTROLLER_USER`] and the baselines' operator (its `kubectl drain`/`uncordon` and its executor restarts) as
-//! [`OPERATOR_USER`], each with a client certificate of its own. The apiserver writes one audit event per request of
-//! those two users (level `Metadata`, stage `ResponseComplete` only) and none for anyone else, so a request counts for
-//! a tool if and only if the tool sent it.
+//! Every client of the bench cluster (kube-controller-manager, the scheduler, KWOK, the simulated
+//! executors, the harness's watches and polls) authenticates as the cluster's admin; the tools do
+//! not: k8sm's controller runs as user [`CONTROLLER_USER`] and the baselines' operator (its
+//! `kubectl drain`/`uncordon` and its executor restarts) as [`OPERATOR_USER`], each with a client
+//! certificate of its own. The apiserver writes one audit event per request of those two users
+//! (level `Metadata`, stage `ResponseComplete` only) and none for anyone else, so a request counts
+//! for a tool if and only if the tool sent it.
 
 use std::collections::BTreeSet;
 use std::io::BufRead;
@@ -27,8 +29,8 @@ pub fn users() -> Vec<String> {
     vec![CONTROLLER_USER.to_owned(), OPERATOR_USER.to_owned()]
 }
 
-/// The audit policy: the tools' requests at `Metadata`, once each (when the response is complete; a watch counts
-/// once, when it ends), nothing else.
+/// The audit policy: the tools' requests at `Metadata`, once each (when the response is complete; a
+/// watch counts once, when it ends), nothing else.
 pub fn policy() -> String {
     format!(
         "apiVersion: audit.k8s.io/v1
@@ -42,8 +44,8 @@ rules:
     )
 }
 
-/// Writes the policy into `dir` and returns the kube-apiserver flags of a file-backed audit log there, and the log's
-/// path.
+/// Writes the policy into `dir` and returns the kube-apiserver flags of a file-backed audit log
+/// there, and the log's path.
 pub fn apiserver_args(dir: &Path) -> anyhow::Result<(Vec<String>, PathBuf)> {
     std::fs::create_dir_all(dir)?;
     let policy_file = dir.join("audit-policy.yaml");
@@ -53,7 +55,8 @@ pub fn apiserver_args(dir: &Path) -> anyhow::Result<(Vec<String>, PathBuf)> {
         format!("--audit-policy-file={}", policy_file.display()),
         format!("--audit-log-path={}", log.display()),
         "--audit-log-format=json".into(),
-        // Written before the response is sent: when a client has its answer, its event is in the file.
+        // Written before the response is sent: when a client has its answer, its event is in the
+        // file.
         "--audit-log-mode=blocking".into(),
         // No rotation (the default rotates at 100 MB): one file holds every event of the run.
         "--audit-log-maxsize=100000".into(),
@@ -64,11 +67,12 @@ pub fn apiserver_args(dir: &Path) -> anyhow::Result<(Vec<String>, PathBuf)> {
 /// What a tool asked of the apiserver in a window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolRequests {
-    /// Requests by verb, named as `apiserver_request_total` names them (`GET`, `LIST`, `WATCH`, `POST`, `PATCH`, …).
+    /// Requests by verb, named as `apiserver_request_total` names them (`GET`, `LIST`, `WATCH`,
+    /// `POST`, `PATCH`, …).
     pub by_verb: ByVerb,
     pub total: u64,
-    /// Eviction API calls (`create` of `pods/eviction`), and of those the ones refused with 429 (a budget allowed no
-    /// disruption: kubectl retries them every 5 s).
+    /// Eviction API calls (`create` of `pods/eviction`), and of those the ones refused with 429 (a
+    /// budget allowed no disruption: kubectl retries them every 5 s).
     pub evictions: u64,
     pub evictions_refused: u64,
     /// Server-side seconds of an eviction call (received → response complete), p50 and p99.
@@ -121,8 +125,8 @@ fn verb_name(verb: &str) -> String {
     }
 }
 
-/// Counts the requests of `user` received in `[from, to]`, from the text of an audit log (one JSON event per line).
-/// Lines that are not audit events are skipped.
+/// Counts the requests of `user` received in `[from, to]`, from the text of an audit log (one JSON
+/// event per line). Lines that are not audit events are skipped.
 pub fn count(
     log: impl BufRead,
     user: &str,
@@ -200,8 +204,9 @@ not json
     #[test]
     fn the_controllers_requests_in_the_window_are_counted_by_verb() {
         let counted = count(LOG.as_bytes(), CONTROLLER_USER, at(1), at(10));
-        // In [1 s, 10 s]: the watch (received at 1 s), 2 evictions, the lease update, the panicked delete. Not: the
-        // list before the window, the operator's patch, the ResponseStarted stage, the get after the window.
+        // In [1 s, 10 s]: the watch (received at 1 s), 2 evictions, the lease update, the panicked
+        // delete. Not: the list before the window, the operator's patch, the
+        // ResponseStarted stage, the get after the window.
         assert_eq!(
             counted.by_verb,
             ByVerb::from([

@@ -1,8 +1,9 @@
-//! The apiserver's own eviction throughput on this machine, measured alone: every owned pod of the fleet evicted
-//! through the Eviction API at the controller's call concurrency, with no PodDisruptionBudget and no controller
-//! logic. No tool can evict faster, so `evictions / throughput` is a lower bound on any upgrade (see
-//! [`crate::stats::concurrency_bound`]). The same pass times how long an evicted pod takes to go away, which shows
-//! that the fleet's termination grace period is honoured.
+//! The apiserver's own eviction throughput on this machine, measured alone: every owned pod of the
+//! fleet evicted through the Eviction API at the controller's call concurrency, with no
+//! PodDisruptionBudget and no controller logic. No tool can evict faster, so `evictions /
+//! throughput` is a lower bound on any upgrade (see [`crate::stats::concurrency_bound`]). The same
+//! pass times how long an evicted pod takes to go away, which shows that the fleet's termination
+//! grace period is honoured.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -23,8 +24,8 @@ use crate::runs::fleet_ready_timeout;
 use crate::stats::percentile;
 use crate::workload::{DAEMON_SET, Workload};
 
-/// The limit on concurrent API calls the controller starts with (it adapts from there): the calibration evicts at
-/// the same concurrency.
+/// The limit on concurrent API calls the controller starts with (it adapts from there): the
+/// calibration evicts at the same concurrency.
 pub const CONTROLLER_CALL_CONCURRENCY: usize = k8sm_controller::INITIAL_CALL_CONCURRENCY;
 
 const NAMESPACE: &str = "bench-calibrate";
@@ -32,7 +33,8 @@ const NAMESPACE: &str = "bench-calibrate";
 /// What the calibration measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Throughput {
-    /// Pods evicted at `concurrency` in flight (every pod of every owner once, but the one evicted alone first).
+    /// Pods evicted at `concurrency` in flight (every pod of every owner once, but the one evicted
+    /// alone first).
     pub evictions: usize,
     /// Eviction calls in flight at once.
     pub concurrency: usize,
@@ -40,25 +42,28 @@ pub struct Throughput {
     pub wall_seconds: f64,
     /// `evictions / wall_seconds`: the rate the bound uses.
     pub per_second: f64,
-    /// The apiserver's mean time per eviction (`apiserver_request_duration_seconds`, subresource eviction).
+    /// The apiserver's mean time per eviction (`apiserver_request_duration_seconds`, subresource
+    /// eviction).
     pub server_mean_seconds: Option<f64>,
-    /// Eviction calls the apiserver did not accept (answered 429 or an error); the bound counts accepted ones.
+    /// Eviction calls the apiserver did not accept (answered 429 or an error); the bound counts
+    /// accepted ones.
     pub refused: usize,
-    /// Accepted eviction → the pod's deletion seen by a watch, for one pod evicted alone first: the grace period
-    /// KWOK honours, on an idle cluster.
+    /// Accepted eviction → the pod's deletion seen by a watch, for one pod evicted alone first:
+    /// the grace period KWOK honours, on an idle cluster.
     #[serde(default)]
     pub removal_alone_seconds: f64,
     /// The same for every pod (the bulk's pods queue at KWOK): median and largest.
     pub removal_p50_seconds: Option<f64>,
     pub removal_max_seconds: Option<f64>,
-    /// How far each owned pod's readiness (Ready − PodScheduled transition, whole seconds in the API) was from its
-    /// owner's drawn delay: median and largest, seconds. Shows that KWOK applies the per-owner delays.
+    /// How far each owned pod's readiness (Ready − PodScheduled transition, whole seconds in the
+    /// API) was from its owner's drawn delay: median and largest, seconds. Shows that KWOK
+    /// applies the per-owner delays.
     #[serde(default)]
     pub ready_delay_error_p50_seconds: Option<f64>,
     #[serde(default)]
     pub ready_delay_error_max_seconds: Option<f64>,
-    /// Evicted pods found gone by a list the watch made again rather than by their deletion event (their removal
-    /// time is then the list's, an upper bound).
+    /// Evicted pods found gone by a list the watch made again rather than by their deletion event
+    /// (their removal time is then the list's, an upper bound).
     #[serde(default)]
     pub removals_seen_by_relist: usize,
 }
@@ -90,9 +95,10 @@ impl Throughput {
     }
 }
 
-/// Creates `workload` (no budgets) in a namespace of its own on `cluster`, which should be freshly started (no other
-/// namespace's pods competing), waits until all its pods run, evicts every owned pod once at `concurrency` calls in
-/// flight, waits until they are gone, and deletes the namespace. Call it once per invocation, before the runs.
+/// Creates `workload` (no budgets) in a namespace of its own on `cluster`, which should be freshly
+/// started (no other namespace's pods competing), waits until all its pods run, evicts every owned
+/// pod once at `concurrency` calls in flight, waits until they are gone, and deletes the namespace.
+/// Call it once per invocation, before the runs.
 pub async fn eviction_throughput(
     cluster: &mut BenchCluster,
     workload: &Workload,
@@ -108,9 +114,10 @@ pub async fn eviction_throughput(
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let (owned, ready_errors) = wait_owned_pods_ready(&pods, workload).await?;
 
-    // Deletions are watched by kube's watcher, which resumes a watch the apiserver ends (every few minutes) and lists
-    // again when its version is too old: evicting a 1,000-node fleet outlasts any single watch. Its first list is
-    // complete before the first eviction, so that no deletion is missed.
+    // Deletions are watched by kube's watcher, which resumes a watch the apiserver ends (every few
+    // minutes) and lists again when its version is too old: evicting a 1,000-node fleet
+    // outlasts any single watch. Its first list is complete before the first eviction, so that
+    // no deletion is missed.
     let targets: BTreeSet<String> = owned.iter().map(|(_, uid)| uid.clone()).collect();
     let started = Instant::now();
     let gone = Arc::new(Mutex::new(Removals::default()));
@@ -127,8 +134,8 @@ pub async fn eviction_throughput(
         .context("the calibration's watch did not list the pods within 5 minutes")?
         .context("the calibration's watch ended before its first list")?;
 
-    // One pod alone first: how long an evicted pod takes to go away on an idle apiserver and KWOK (its grace
-    // period, if KWOK honours it, plus little else).
+    // One pod alone first: how long an evicted pod takes to go away on an idle apiserver and KWOK
+    // (its grace period, if KWOK honours it, plus little else).
     let (first, bulk) = owned.split_first().context("the fleet has no owned pod")?;
     pods.evict(&first.0, &EvictParams::default())
         .await
@@ -213,15 +220,16 @@ pub async fn eviction_throughput(
     })
 }
 
-/// How long evicted pods may take to be seen gone: 5 minutes per 5,000 evictions, 5 minutes at least.
+/// How long evicted pods may take to be seen gone: 5 minutes per 5,000 evictions, 5 minutes at
+/// least.
 fn removal_timeout(evictions: usize) -> Duration {
     let per_5000 = u32::try_from(evictions.div_ceil(5_000).max(1)).unwrap_or(u32::MAX);
     Duration::from_secs(300).saturating_mul(per_5000)
 }
 
-/// Waits (at most 15 minutes: an ordered StatefulSet starts one pod at a time) until every owner's pods run and are
-/// Ready; returns their names and UIDs, and how far each pod's readiness was from its owner's drawn delay (for
-/// owners with one).
+/// Waits (at most 15 minutes: an ordered StatefulSet starts one pod at a time) until every owner's
+/// pods run and are Ready; returns their names and UIDs, and how far each pod's readiness was from
+/// its owner's drawn delay (for owners with one).
 async fn wait_owned_pods_ready(
     pods: &Api<Pod>,
     workload: &Workload,
@@ -287,8 +295,9 @@ fn readiness_seconds(pod: &Pod) -> Option<f64> {
 #[derive(Clone, Debug, Default)]
 struct Removals {
     at: BTreeMap<String, f64>,
-    /// Of those, pods found gone by a list the watcher made again (its watch's version too old), not by their
-    /// deletion event: their time is the list's, a little later than the deletion.
+    /// Of those, pods found gone by a list the watcher made again (its watch's version too old),
+    /// not by their deletion event: their time is the list's, a little later than the
+    /// deletion.
     by_relist: usize,
 }
 
@@ -300,9 +309,10 @@ fn lock(deletions: &Deletions) -> std::sync::MutexGuard<'_, Removals> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Records in `gone` the seconds since `started` at which each pod of `targets` (by UID) is seen deleted, signalling
-/// `listed` once the watcher's first list is complete; returns when all are gone. A list made again replaces the
-/// pod set (as the recorder and the project's SLA watcher do): a target it lacks is gone.
+/// Records in `gone` the seconds since `started` at which each pod of `targets` (by UID) is seen
+/// deleted, signalling `listed` once the watcher's first list is complete; returns when all are
+/// gone. A list made again replaces the pod set (as the recorder and the project's SLA watcher do):
+/// a target it lacks is gone.
 async fn record_deletions(
     pods: Api<Pod>,
     mut targets: BTreeSet<String>,
@@ -321,8 +331,8 @@ async fn record_deletions(
                 targets.len()
             ),
             Err(e) => {
-                // The watcher resumes or lists again on its own; a short pause keeps a failing apiserver from
-                // spinning us.
+                // The watcher resumes or lists again on its own; a short pause keeps a failing
+                // apiserver from spinning us.
                 tracing::debug!("the calibration's watch: {e}");
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
@@ -350,7 +360,8 @@ async fn record_deletions(
                 for uid in missing {
                     targets.remove(&uid);
                     gone.at.insert(uid, t);
-                    // The first list precedes every eviction: a target missing from it was never there to evict.
+                    // The first list precedes every eviction: a target missing from it was never
+                    // there to evict.
                     if first.is_none() {
                         gone.by_relist += 1;
                     }

@@ -1,8 +1,8 @@
-//! PNG charts with plotters: ready pods over time for a few owners (one panel per owner and tool), and makespan
-//! against node count across the reports in the results directory.
+//! PNG charts with plotters: ready pods over time for a few owners (one panel per owner and tool),
+//! and makespan against node count across the reports in the results directory.
 //!
-//! Text is drawn with plotters' `ab_glyph` backend from a TrueType file loaded at run time (no system font lookup,
-//! no fontconfig), DejaVu Sans by default.
+//! Text is drawn with plotters' `ab_glyph` backend from a TrueType file loaded at run time (no
+//! system font lookup, no fontconfig), DejaVu Sans by default.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -39,8 +39,8 @@ fn tool_color(tool: Tool) -> RGBColor {
     }
 }
 
-/// Ready pods over time: a row per owner, a column per tool, each panel on its own time axis (the tools' makespans
-/// differ by an order of magnitude), with the SLA bound dashed.
+/// Ready pods over time: a row per owner, a column per tool, each panel on its own time axis (the
+/// tools' makespans differ by an order of magnitude), with the SLA bound dashed.
 pub fn ready_over_time(path: &Path, owners: &[(Owner, u32)], runs: &[&Run]) -> anyhow::Result<()> {
     let (rows, cols) = (owners.len().max(1), runs.len().max(1));
     let size = (460 * cols as u32, 260 * rows as u32 + 60);
@@ -107,8 +107,8 @@ pub fn ready_over_time(path: &Path, owners: &[(Owner, u32)], runs: &[&Run]) -> a
     Ok(())
 }
 
-/// A step function through `(t, n)` changes: each value holds until the next change (the series' last point marks
-/// the end of the observation).
+/// A step function through `(t, n)` changes: each value holds until the next change (the series'
+/// last point marks the end of the observation).
 pub fn steps(points: &[(f64, u32)]) -> Vec<(f64, f64)> {
     let mut out = Vec::with_capacity(points.len() * 2);
     for (i, &(t, n)) in points.iter().enumerate() {
@@ -120,8 +120,9 @@ pub fn steps(points: &[(f64, u32)]) -> Vec<(f64, f64)> {
     out
 }
 
-/// Median makespan against node count for every tool, from `summaries` comparable with `current` (same pods per
-/// node, delays and threshold); the latest summary wins per node count. `None` with fewer than two node counts.
+/// Median makespan against node count for every tool, from `summaries` comparable with `current`
+/// (same pods per node, delays and threshold); the latest summary wins per node count. `None` with
+/// fewer than two node counts.
 pub fn makespan_points(
     summaries: &[Summary],
     current: &Summary,

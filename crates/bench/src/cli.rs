@@ -1,5 +1,5 @@
-//! The command line and the whole invocation: repeated runs in alternating order, each on a fresh cluster, the JSON
-//! summary after every run, then charts, the report and the results index.
+//! The command line and the whole invocation: repeated runs in alternating order, each on a fresh
+//! cluster, the JSON summary after every run, then charts, the report and the results index.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,19 +39,23 @@ pub struct Args {
     /// The policy's maxConcurrentNodes: a count or a percentage.
     #[arg(long, default_value = "20%")]
     pub max_concurrent_nodes: MaxConcurrentNodes,
-    /// Baselines: `kubectl drain --timeout` on one node before the operator falls back to `--disable-eviction`.
-    /// With budgets at the bound a drain should never need it: a drain that hits it is reported.
+    /// Baselines: `kubectl drain --timeout` on one node before the operator falls back to
+    /// `--disable-eviction`. With budgets at the bound a drain should never need it: a drain
+    /// that hits it is reported.
     #[arg(long, default_value = "5m")]
     pub drain_timeout: humantime::Duration,
-    /// How long k8sm may take to upgrade every node before its run is reported as incomplete (default: 10 minutes,
-    /// or 6 s per node on larger fleets). The report of an incomplete run still has the controller's cost so far.
+    /// How long k8sm may take to upgrade every node before its run is reported as incomplete
+    /// (default: 10 minutes, or 6 s per node on larger fleets). The report of an incomplete
+    /// run still has the controller's cost so far.
     #[arg(long)]
     pub upgrade_timeout: Option<humantime::Duration>,
-    /// Which tools to run, in this order in every round: k8sm, drain-pdb-parallel (C `kubectl drain` at once, C =
-    /// `--max-concurrent-nodes` for the fleet), drain-pdb, drain (one node at a time).
+    /// Which tools to run, in this order in every round: k8sm, drain-pdb-parallel (C `kubectl
+    /// drain` at once, C = `--max-concurrent-nodes` for the fleet), drain-pdb, drain (one node
+    /// at a time).
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_TOOLS)]
     pub tools: Vec<String>,
-    /// Rounds: each tool runs this many times, alternating with the others, each run on a fresh cluster.
+    /// Rounds: each tool runs this many times, alternating with the others, each run on a fresh
+    /// cluster.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
     /// Scenario name (file names of the report); default from the sizes, e.g. n100-p3000.
@@ -75,12 +79,14 @@ pub struct Args {
     /// Only re-render the report, charts and index of an earlier invocation from its JSON summary.
     #[arg(long)]
     pub render_only: bool,
-    /// A named scenario whose arguments fill the defaults (explicit arguments win): owners-pace, restarts-pace.
+    /// A named scenario whose arguments fill the defaults (explicit arguments win): owners-pace,
+    /// restarts-pace.
     #[arg(long, value_parser = crate::presets::parse_name)]
     pub scenario: Option<String>,
-    /// The fleet: `simple` is the earlier reports' (one readiness delay, no grace period, no requests);
-    /// `realistic` draws each owner's readiness delay in [--pod-ready-delay, --ready-delay-max] and requests,
-    /// and adds grace periods, bunched owners, a rollout and an ordered StatefulSet.
+    /// The fleet: `simple` is the earlier reports' (one readiness delay, no grace period, no
+    /// requests); `realistic` draws each owner's readiness delay in [--pod-ready-delay,
+    /// --ready-delay-max] and requests, and adds grace periods, bunched owners, a rollout and
+    /// an ordered StatefulSet.
     #[arg(long, value_enum, default_value_t = Shape::Realistic)]
     pub shape: Shape,
     /// Seed of the realistic fleet: same seed, same fleet.
@@ -95,55 +101,62 @@ pub struct Args {
     /// Realistic fleet: how full the nodes are on average, percent of allocatable CPU and memory.
     #[arg(long, default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub node_fill: u8,
-    /// Do not measure the apiserver's eviction throughput before the runs: the bound is then unknown, and no run is
-    /// judged against it.
+    /// Do not measure the apiserver's eviction throughput before the runs: the bound is then
+    /// unknown, and no run is judged against it.
     #[arg(long)]
     pub skip_calibration: bool,
-    /// The planner's criterion figures under target/criterion come from an earlier `cargo bench`, not from this
-    /// invocation (`cargo xtask bench --no-planner-bench` passes it): the report says so.
+    /// The planner's criterion figures under target/criterion come from an earlier `cargo bench`,
+    /// not from this invocation (`cargo xtask bench --no-planner-bench` passes it): the report
+    /// says so.
     #[arg(long)]
     pub planner_measured_earlier: bool,
-    /// Only rewrite the index (`README.md` of the reports' directory) from the JSON summaries there.
+    /// Only rewrite the index (`README.md` of the reports' directory) from the JSON summaries
+    /// there.
     #[arg(long)]
     pub index_only: bool,
-    /// Upgrade the fleet in simulated time with the real planner, without a cluster (see `model.rs`): `--runs`
-    /// fleets of seeds `--seed`, `--seed`+1, …, one line each with the makespan against the lower bound. Seconds
-    /// instead of minutes and no noise, to compare admission rules; writes no report.
+    /// Upgrade the fleet in simulated time with the real planner, without a cluster (see
+    /// `model.rs`): `--runs` fleets of seeds `--seed`, `--seed`+1, …, one line each with the
+    /// makespan against the lower bound. Seconds instead of minutes and no noise, to compare
+    /// admission rules; writes no report.
     #[arg(long)]
     pub model: bool,
-    /// With `--model`: a replacement lands on a node still to drain only when no other node has room for it (the
-    /// "land once" experiment of issue 43).
+    /// With `--model`: a replacement lands on a node still to drain only when no other node has
+    /// room for it (the "land once" experiment of issue 43).
     #[arg(long, requires = "model")]
     pub no_schedule_to_drain: bool,
-    /// With `--model`: one node at a time until the first is upgraded (another "land once" experiment).
+    /// With `--model`: one node at a time until the first is upgraded (another "land once"
+    /// experiment).
     #[arg(long, requires = "model")]
     pub one_node_first: bool,
-    /// With `--model`: the planner is not told the nodes' allocatable resources, so room does not pace admission
-    /// (the baseline of docs/decisions/0002-land-once.md).
+    /// With `--model`: the planner is not told the nodes' allocatable resources, so room does not
+    /// pace admission (the baseline of docs/decisions/0002-land-once.md).
     #[arg(long, requires = "model")]
     pub no_room: bool,
-    /// An extra flag of k8sm-controller, for a comparison (e.g. `--k8sm-arg=--no-room-pacing`); repeatable. Each
-    /// k8sm run of the report notes it.
+    /// An extra flag of k8sm-controller, for a comparison (e.g. `--k8sm-arg=--no-room-pacing`);
+    /// repeatable. Each k8sm run of the report notes it.
     #[arg(long = "k8sm-arg", value_name = "FLAG", allow_hyphen_values = true)]
     pub k8sm_args: Vec<String>,
     /// With `--model`: admission paced by room, as the controller's `--pace-by-room`.
     #[arg(long, requires = "model")]
     pub pace_by_room: bool,
-    /// With `--model`: how long past its grace period an evicted pod is gone (a calibration's median in the bulk,
-    /// less the grace period, matches a cluster's load better than the pod alone).
+    /// With `--model`: how long past its grace period an evicted pod is gone (a calibration's
+    /// median in the bulk, less the grace period, matches a cluster's load better than the pod
+    /// alone).
     #[arg(long, requires = "model", default_value = "300ms")]
     pub model_gone_after: humantime::Duration,
     /// With `--model`: how long past its owner's delay a scheduled pod becomes Ready.
     #[arg(long, requires = "model", default_value = "300ms")]
     pub model_ready_after: humantime::Duration,
-    /// With `--model`: compare the model's upgrade of the first seed's fleet, owner by owner, with k8sm's runs of
-    /// this report's JSON summary (the same fleet: pass the report's scenario and seed).
+    /// With `--model`: compare the model's upgrade of the first seed's fleet, owner by owner, with
+    /// k8sm's runs of this report's JSON summary (the same fleet: pass the report's scenario
+    /// and seed).
     #[arg(long, requires = "model", value_name = "JSON")]
     pub compare_with: Option<PathBuf>,
-    /// Make the fleet messy, as real clusters are (crash-looping owners, dead nodes, pods stuck terminating, a stuck
-    /// rollout, bare pods under `unmanagedPods.policy: Never`, pinned pods; see `workload::Messy`), and say what
-    /// each tool finished, what it left to an operator and what it did to those nodes. Every tool's fleet then has
-    /// budgets at the bound. The calibration evicts the same seed's tidy fleet.
+    /// Make the fleet messy, as real clusters are (crash-looping owners, dead nodes, pods stuck
+    /// terminating, a stuck rollout, bare pods under `unmanagedPods.policy: Never`, pinned
+    /// pods; see `workload::Messy`), and say what each tool finished, what it left to an
+    /// operator and what it did to those nodes. Every tool's fleet then has budgets at the
+    /// bound. The calibration evicts the same seed's tidy fleet.
     #[arg(long)]
     pub messy: bool,
 }
@@ -170,8 +183,8 @@ fn workspace_root() -> PathBuf {
     root.canonicalize().unwrap_or(root)
 }
 
-/// `--model`: each seed's fleet upgraded in simulated time, against its lower bound (no throughput term: the model
-/// has no apiserver).
+/// `--model`: each seed's fleet upgraded in simulated time, against its lower bound (no throughput
+/// term: the model has no apiserver).
 fn model(args: &Args, pods: usize, concurrency: usize) -> anyhow::Result<()> {
     let cfg = crate::model::ModelConfig {
         nodes: args.nodes,
@@ -181,8 +194,9 @@ fn model(args: &Args, pods: usize, concurrency: usize) -> anyhow::Result<()> {
         pod_ready_delay: args.pod_ready_delay.into(),
         tick: Duration::from_millis(250),
         limit: Duration::from_secs(24 * 3600),
-        // A messy fleet waits out `nodeProgressDeadline` for its broken replacements, and settles for minutes after:
-        // plan as the controller does, on changes and wakes (the tidy fleets' figures stay those of every tick).
+        // A messy fleet waits out `nodeProgressDeadline` for its broken replacements, and settles
+        // for minutes after: plan as the controller does, on changes and wakes (the tidy
+        // fleets' figures stay those of every tick).
         event_driven: args.messy,
         no_schedule_to_drain: args.no_schedule_to_drain,
         one_node_first: args.one_node_first,
@@ -192,7 +206,8 @@ fn model(args: &Args, pods: usize, concurrency: usize) -> anyhow::Result<()> {
         ready_after: args.model_ready_after.into(),
     };
     let mut ratios = Vec::new();
-    // A messy fleet's totals: nodes left to an operator, those left cordoned, evictions on them, owners below.
+    // A messy fleet's totals: nodes left to an operator, those left cordoned, evictions on them,
+    // owners below.
     let mut messy = [0usize; 4];
     let (mut disruptions, mut above_floor) = (Vec::new(), Vec::new());
     for seed in (args.seed..).take(args.runs) {
@@ -264,7 +279,8 @@ fn model(args: &Args, pods: usize, concurrency: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--compare-with`: the model's run of `fleet` against k8sm's runs in the report at `path`, owner by owner.
+/// `--compare-with`: the model's run of `fleet` against k8sm's runs in the report at `path`, owner
+/// by owner.
 fn compare_with(path: &Path, fleet: &Workload, run: &crate::model::ModelRun) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the report {}", path.display()))?;
@@ -378,8 +394,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     } else {
         Some(machine::check_binaries(&bin_dir, &commit)?)
     };
-    // The apiserver's eviction throughput, measured alone on a cluster of its own (its pods are evicted). A messy
-    // fleet is measured by its tidy twin (the same seed's owners): crash loops never become Ready to be evicted.
+    // The apiserver's eviction throughput, measured alone on a cluster of its own (its pods are
+    // evicted). A messy fleet is measured by its tidy twin (the same seed's owners): crash
+    // loops never become Ready to be evicted.
     let throughput = if args.skip_calibration {
         None
     } else {
@@ -498,7 +515,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         charted: charted.iter().map(|o| o.name.clone()).collect(),
         controller_args: args.k8sm_args.clone(),
     };
-    // criterion ran first in this invocation (`cargo xtask bench`), unless told otherwise: its estimates are read now.
+    // criterion ran first in this invocation (`cargo xtask bench`), unless told otherwise: its
+    // estimates are read now.
     let mut summary = Summary {
         scenario,
         machine: Machine {
@@ -553,7 +571,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             };
             run.round = round;
             summary.runs.push(run);
-            // After every run, so that an interrupted invocation keeps what it measured (`--render-only`).
+            // After every run, so that an interrupted invocation keeps what it measured
+            // (`--render-only`).
             std::fs::write(&json, serde_json::to_string_pretty(&summary)?)?;
             // Logs stay; the cluster's database goes (hundreds of MB at scale).
             let _ = std::fs::remove_dir_all(dir.join("cluster/etcd-data"));
@@ -590,12 +609,13 @@ async fn one_run(
     runs::run(&mut bench, config, tool).await
 }
 
-/// Below this share of the nodes left in service, requests stop fitting for fragmentation (pods of up to half a
-/// core on nodes of a few cores), percent.
+/// Below this share of the nodes left in service, requests stop fitting for fragmentation (pods of
+/// up to half a core on nodes of a few cores), percent.
 const PACKABLE_PERCENT: usize = 95;
 
-/// With `concurrency` of `nodes` drained at once, the others must hold every pod: otherwise replacements stay
-/// Pending, no owner recovers, and every tool just waits for its timeout (a fleet no tool can upgrade).
+/// With `concurrency` of `nodes` drained at once, the others must hold every pod: otherwise
+/// replacements stay Pending, no owner recovers, and every tool just waits for its timeout (a fleet
+/// no tool can upgrade).
 fn check_room(nodes: usize, concurrency: usize, fill_percent: u8) -> anyhow::Result<()> {
     let left = nodes.saturating_sub(concurrency);
     let room = PACKABLE_PERCENT * left / nodes.max(1);

@@ -1,5 +1,6 @@
-//! The benchmark's cluster: the real local cluster with KWOK nodes, the CRD, the simulated executors, and what every
-//! run needs from it (a fresh namespace, nodes back on the old executor, metrics, kubectl).
+//! The benchmark's cluster: the real local cluster with KWOK nodes, the CRD, the simulated
+//! executors, and what every run needs from it (a fresh namespace, nodes back on the old executor,
+//! metrics, kubectl).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,12 +19,14 @@ use crate::process::ChildProcess;
 use crate::requests::{ByVerb, apiserver_eviction_seconds, apiserver_requests_by_verb};
 use crate::workload::Workload;
 
-/// How long kube-controller-manager lets a node's heartbeat lag before it takes the node for NotReady and marks its
-/// pods not Ready (40 s by default). KWOK renews the leases of all the simulated nodes from one process: on this
-/// saturated 2-core machine some renewals come late, and the node lifecycle controller then marked every pod of those
-/// nodes not Ready (Events `NodeNotReady` on pods, seen by the hundred at 500 nodes while the fleet was created and
-/// during an upgrade): descents below owners' bounds that no tool caused, begun by losses without the Eviction API
-/// (48 owners in one run at 500 nodes). The simulated nodes never fail for real, so the bench gives them time.
+/// How long kube-controller-manager lets a node's heartbeat lag before it takes the node for
+/// NotReady and marks its pods not Ready (40 s by default). KWOK renews the leases of all the
+/// simulated nodes from one process: on this saturated 2-core machine some renewals come late, and
+/// the node lifecycle controller then marked every pod of those nodes not Ready (Events
+/// `NodeNotReady` on pods, seen by the hundred at 500 nodes while the fleet was created and
+/// during an upgrade): descents below owners' bounds that no tool caused, begun by losses without
+/// the Eviction API (48 owners in one run at 500 nodes). The simulated nodes never fail for real,
+/// so the bench gives them time.
 const NODE_MONITOR_GRACE: Duration = Duration::from_secs(600);
 
 /// Counters of the apiserver's /metrics that a run compares before and after.
@@ -59,11 +62,12 @@ pub struct BenchCluster {
 }
 
 impl BenchCluster {
-    /// Starts a cluster of `nodes` KWOK nodes in `work_dir/cluster` (logs stay there after the run), installs the
-    /// CRD and starts the simulated executors, and waits until every node reports the old executor. The nodes are
-    /// sized for `workload` (its allocatable, when its pods request resources) and its pods' grace periods are
-    /// honoured: KWOK removes a deleted pod only when its grace period ends. Pods without a readiness delay of their
-    /// own become Ready `pod_ready_delay` after scheduling.
+    /// Starts a cluster of `nodes` KWOK nodes in `work_dir/cluster` (logs stay there after the
+    /// run), installs the CRD and starts the simulated executors, and waits until every node
+    /// reports the old executor. The nodes are sized for `workload` (its allocatable, when its
+    /// pods request resources) and its pods' grace periods are honoured: KWOK removes a deleted
+    /// pod only when its grace period ends. Pods without a readiness delay of their own become
+    /// Ready `pod_ready_delay` after scheduling.
     pub async fn start(
         nodes: usize,
         pod_ready_delay: Duration,
@@ -161,9 +165,10 @@ impl BenchCluster {
                 list.items.len(),
                 waiting.join(", ")
             );
-            // The simulated executors publish their ID with a resourceVersion precondition and, after a conflict,
-            // decide again on the node's next change, which KWOK's lease-based heartbeats make rare: touch the
-            // nodes still waiting so that they are looked at again.
+            // The simulated executors publish their ID with a resourceVersion precondition and,
+            // after a conflict, decide again on the node's next change, which KWOK's
+            // lease-based heartbeats make rare: touch the nodes still waiting so that
+            // they are looked at again.
             if nudged.elapsed() > Duration::from_secs(10) {
                 nudged = Instant::now();
                 let patch = json!({ "metadata": { "annotations": {
@@ -243,7 +248,8 @@ impl BenchCluster {
             .with_context(|| format!("creating namespace {name}"))
     }
 
-    /// `apiserver_request_total` by verb and the server-side time of evictions `(seconds, count)`, now.
+    /// `apiserver_request_total` by verb and the server-side time of evictions `(seconds, count)`,
+    /// now.
     pub async fn apiserver_requests(&self) -> anyhow::Result<ApiserverCounters> {
         let request = http::Request::get("/metrics").body(Vec::new())?;
         let text = self.client.request_text(request).await?;

@@ -1,5 +1,6 @@
-//! A hand-made summary for the report, target and index tests: 10 nodes, owners of 10, 15 and 15 replicas (bound
-//! 30 s), k8sm and the parallel baseline three times each, the sequential baseline once.
+//! A hand-made summary for the report, target and index tests: 10 nodes, owners of 10, 15 and 15
+//! replicas (bound 30 s), k8sm and the parallel baseline three times each, the sequential baseline
+//! once.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

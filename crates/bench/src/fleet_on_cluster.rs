@@ -1,5 +1,6 @@
-//! The fleet made real on the bench cluster: [`Workload::create`] creates its objects in a namespace (with a messy
-//! fleet's owner traits from `crate::mess`), and [`Workload::start_rollout`] starts the realistic shape's rollout.
+//! The fleet made real on the bench cluster: [`Workload::create`] creates its objects in a
+//! namespace (with a messy fleet's owner traits from `crate::mess`), and
+//! [`Workload::start_rollout`] starts the realistic shape's rollout.
 
 use std::collections::BTreeMap;
 
@@ -29,9 +30,10 @@ use crate::workload::{
 const REVISION_ANNOTATION: &str = "bench.k8sm.io/revision";
 
 impl Workload {
-    /// Creates every object in `namespace`, with a PodDisruptionBudget per owner when `pdb_threshold` is set: its
-    /// `minAvailable` is the owner's SLA bound at that threshold, `min(ceil(t·d), d−1)` (see [`budget_at_bound`]).
-    /// A messy fleet's owners get their traits here; its dead nodes, stuck rollouts and zombies are `crate::mess`'s.
+    /// Creates every object in `namespace`, with a PodDisruptionBudget per owner when
+    /// `pdb_threshold` is set: its `minAvailable` is the owner's SLA bound at that threshold,
+    /// `min(ceil(t·d), d−1)` (see [`budget_at_bound`]). A messy fleet's owners get their traits
+    /// here; its dead nodes, stuck rollouts and zombies are `crate::mess`'s.
     pub async fn create(
         &self,
         client: &Client,
@@ -68,7 +70,8 @@ impl Workload {
                         if self.messy.is_some()
                             && let Some(spec) = pdb.spec.as_mut()
                         {
-                            // As Kubernetes' docs advise, so that drains get past crash-looping apps.
+                            // As Kubernetes' docs advise, so that drains get past crash-looping
+                            // apps.
                             spec.unhealthy_pod_eviction_policy = Some("AlwaysAllow".into());
                         }
                         budgets.create(post, &pdb).await?;
@@ -127,8 +130,9 @@ impl Workload {
         Ok(())
     }
 
-    /// Changes the rolling Deployment's pod template (if the fleet has one), so that a new ReplicaSet rolls out while
-    /// the tool starts: called once every pod is Ready, just before the tool.
+    /// Changes the rolling Deployment's pod template (if the fleet has one), so that a new
+    /// ReplicaSet rolls out while the tool starts: called once every pod is Ready, just before
+    /// the tool.
     pub async fn start_rollout(&self, client: &Client, namespace: &str) -> anyhow::Result<()> {
         let Some(owner) = self.owners.iter().find(|o| o.rolling) else {
             return Ok(());
@@ -143,8 +147,8 @@ impl Workload {
         Ok(())
     }
 
-    /// Gives a pod template the realistic shape's traits: its readiness delay, requests, grace period and preferred
-    /// nodes. The simple shape's templates are left as they are.
+    /// Gives a pod template the realistic shape's traits: its readiness delay, requests, grace
+    /// period and preferred nodes. The simple shape's templates are left as they are.
     fn realise(
         &self,
         template: &mut PodTemplateSpec,
@@ -189,8 +193,9 @@ impl Workload {
             });
         }
         if !preferred_nodes.is_empty() {
-            // Preferred, not required: a bunched owner whose few nodes are all cordoned at once still has somewhere
-            // to go, so the fleet cannot deadlock whatever order a tool drains in.
+            // Preferred, not required: a bunched owner whose few nodes are all cordoned at once
+            // still has somewhere to go, so the fleet cannot deadlock whatever order a
+            // tool drains in.
             let term = NodeSelectorTerm {
                 match_expressions: Some(vec![NodeSelectorRequirement {
                     key: "kubernetes.io/hostname".into(),

@@ -1,5 +1,6 @@
-//! `bench/results/README.md`: an index of the reports, generated from their JSON summaries, with every target met or
-//! missed per scenario. Only the part between the markers is generated; the text around it is kept.
+//! `bench/results/README.md`: an index of the reports, generated from their JSON summaries, with
+//! every target met or missed per scenario. Only the part between the markers is generated; the
+//! text around it is kept.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -182,9 +183,10 @@ fn messy_fleets(out: &mut String, current: &[&Summary]) {
     }
 }
 
-/// A target as it stands: judged by the latest report of each scenario that judges it, met when every such report
-/// meets it. Names the reports that miss it, or those that meet it. The planner's criterion figure is the same
-/// synthetic fleet whatever the report's scenario: its latest measurement decides alone.
+/// A target as it stands: judged by the latest report of each scenario that judges it, met when
+/// every such report meets it. Names the reports that miss it, or those that meet it. The planner's
+/// criterion figure is the same synthetic fleet whatever the report's scenario: its latest
+/// measurement decides alone.
 fn now(key: &str, verdicts: &[(&Summary, &Verdict)]) -> String {
     let mut latest: BTreeMap<String, (&Summary, &Verdict)> = BTreeMap::new();
     for &(summary, verdict) in verdicts {
@@ -216,8 +218,8 @@ fn now(key: &str, verdicts: &[(&Summary, &Verdict)]) -> String {
     }
 }
 
-/// What makes two reports the same scenario: the fleet and its pace, the nodes and the concurrency (the name only
-/// tells the reports apart).
+/// What makes two reports the same scenario: the fleet and its pace, the nodes and the concurrency
+/// (the name only tells the reports apart).
 fn scenario_key(summary: &Summary) -> String {
     let s = &summary.scenario;
     format!(
@@ -361,7 +363,8 @@ mod tests {
             ),
             "met (latest: `new`, `other`)"
         );
-        // The planner's figure is one synthetic fleet: the latest measurement decides, whatever the scenario.
+        // The planner's figure is one synthetic fleet: the latest measurement decides, whatever the
+        // scenario.
         assert_eq!(
             now("planner", &[(&other, &missed), (&new, &Verdict::Met)]),
             "met (latest: `new`)"

@@ -1,7 +1,8 @@
-//! k8sm-bench: k8sm against `kubectl drain` on the real local cluster (issues 6 and 15). `cargo xtask bench` runs it.
+//! k8sm-bench: k8sm against `kubectl drain` on the real local cluster (issues 6 and 15). `cargo
+//! xtask bench` runs it.
 //!
-//! Pure parts (workload plan, timeline, statistics, request counting, report) are unit-tested; the runs themselves
-//! produce figures for the report, never assertions.
+//! Pure parts (workload plan, timeline, statistics, request counting, report) are unit-tested; the
+//! runs themselves produce figures for the report, never assertions.
 #![forbid(unsafe_code)]
 
 pub mod audit;

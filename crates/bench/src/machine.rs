@@ -1,4 +1,5 @@
-//! Facts about the machine and the software the figures come from, and criterion's planner measurements.
+//! Facts about the machine and the software the figures come from, and criterion's planner
+//! measurements.
 
 use std::path::Path;
 use std::process::Command;
@@ -58,7 +59,8 @@ pub fn git_commit(root: &Path) -> String {
     output(root, "git", &["rev-parse", "--short=12", "HEAD"])
 }
 
-/// The commit `binary --version` names, as the k8sm binaries print it: `k8sm-controller 0.1.0 (commit 0123abcd4567)`.
+/// The commit `binary --version` names, as the k8sm binaries print it: `k8sm-controller 0.1.0
+/// (commit 0123abcd4567)`.
 pub fn binary_commit(binary: &Path) -> anyhow::Result<String> {
     let output = Command::new(binary)
         .arg("--version")
@@ -79,8 +81,9 @@ fn commit_of_version(text: &str) -> Option<String> {
     (!commit.is_empty() && commit != "unknown").then(|| commit.to_owned())
 }
 
-/// Refuses binaries in `bin_dir` built from another commit than `commit`, the one the report records: figures of
-/// other binaries would be presented as this commit's. Returns the binaries' commit.
+/// Refuses binaries in `bin_dir` built from another commit than `commit`, the one the report
+/// records: figures of other binaries would be presented as this commit's. Returns the binaries'
+/// commit.
 pub fn check_binaries(bin_dir: &Path, commit: &str) -> anyhow::Result<String> {
     let mut found = String::new();
     for name in ["k8sm-controller", "k8sm-agent"] {
@@ -98,8 +101,8 @@ pub fn check_binaries(bin_dir: &Path, commit: &str) -> anyhow::Result<String> {
     Ok(found)
 }
 
-/// criterion's estimates under `target/criterion` (every `<id>/new/estimates.json`, e.g. `plan/nodes/5000`), with the
-/// node count of IDs that name one (`…/nodes/<n>`).
+/// criterion's estimates under `target/criterion` (every `<id>/new/estimates.json`, e.g.
+/// `plan/nodes/5000`), with the node count of IDs that name one (`…/nodes/<n>`).
 pub fn planner_benches(target_dir: &Path) -> Vec<PlannerBench> {
     let root = target_dir.join("criterion");
     let mut found = Vec::new();

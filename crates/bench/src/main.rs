@@ -7,7 +7,8 @@ use clap::Parser;
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            // The cluster harness polls the apiserver while it starts: its client's errors then are expected.
+            // The cluster harness polls the apiserver while it starts: its client's errors then
+            // are expected.
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
         )

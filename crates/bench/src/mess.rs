@@ -1,6 +1,7 @@
-//! A messy fleet ([`Workload::mess_up`]) made real on the bench cluster: dead nodes, crash-looping owners, stuck
-//! rollouts, pods stuck terminating, pinned pods, bare pods. The truth stays the workload's: these functions only
-//! realise it, so [`Workload::unfinishable`] judges every tool alike.
+//! A messy fleet ([`Workload::mess_up`]) made real on the bench cluster: dead nodes, crash-looping
+//! owners, stuck rollouts, pods stuck terminating, pinned pods, bare pods. The truth stays the
+//! workload's: these functions only realise it, so [`Workload::unfinishable`] judges every tool
+//! alike.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -34,20 +35,20 @@ pub const CRASH_LOOP_LABEL: &str = "bench.k8sm.io/crash-loop";
 const STUCK_DEADLINE_S: i32 = 10;
 /// The template annotation a stuck rollout changes.
 const STUCK_REVISION_ANNOTATION: &str = "bench.k8sm.io/stuck-revision";
-/// The storage class of the pinned StatefulSets' local volumes (no StorageClass object: the volumes are bound to
-/// their claims in advance, as an operator provisions local disks).
+/// The storage class of the pinned StatefulSets' local volumes (no StorageClass object: the volumes
+/// are bound to their claims in advance, as an operator provisions local disks).
 const LOCAL_CLASS: &str = "bench-local";
 const CLAIM: &str = "data";
-/// How long the crash-looping owners have been crash-looping when the tool starts: a broken app left alone, as in
-/// real clusters, long past any tool's "still starting".
+/// How long the crash-looping owners have been crash-looping when the tool starts: a broken app
+/// left alone, as in real clusters, long past any tool's "still starting".
 const CRASHING_FOR: Duration = Duration::from_secs(3600);
 /// The disruption controller's and k8sm's "stuck": a minute past the grace period.
 const STUCK_AFTER: Duration = Duration::from_secs(65);
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
 
-/// A crash-looping owner's pods never become Ready (and are made to crash-loop by [`crash_loop`]); a pinned
-/// Deployment's pod can only run on its node.
+/// A crash-looping owner's pods never become Ready (and are made to crash-loop by [`crash_loop`]);
+/// a pinned Deployment's pod can only run on its node.
 pub fn realise_owner(
     owner: &Owner,
     template: &mut PodTemplateSpec,
@@ -71,7 +72,8 @@ pub fn realise_owner(
     }
 }
 
-/// A Deployment whose rollout will get stuck surges its not-Ready new pods on top of its Ready ones.
+/// A Deployment whose rollout will get stuck surges its not-Ready new pods on top of its Ready
+/// ones.
 pub fn realise_deployment(owner: &Owner, spec: &mut DeploymentSpec) {
     if owner.stuck_rollout == 0 {
         return;
@@ -111,8 +113,8 @@ pub fn realise_stateful_set(owner: &Owner, spec: &mut StatefulSetSpec) {
     }]);
 }
 
-/// The local volumes of a pinned StatefulSet: one per ordinal, on that ordinal's node, bound in advance to the
-/// claim the StatefulSet will make.
+/// The local volumes of a pinned StatefulSet: one per ordinal, on that ordinal's node, bound in
+/// advance to the claim the StatefulSet will make.
 pub async fn create_local_volumes(
     client: &Client,
     namespace: &str,
@@ -172,9 +174,10 @@ fn hostname_term(node: &str) -> NodeSelectorTerm {
     }
 }
 
-/// Before the workload exists: the fleet's dead nodes die. Each is registered again as a machine whose kubelet
-/// stopped posting: no KWOK manages it and no simulated executor plays it, it reports the old executor, and its
-/// Ready condition is Unknown, so the node lifecycle controller taints it unreachable and nothing is scheduled there.
+/// Before the workload exists: the fleet's dead nodes die. Each is registered again as a machine
+/// whose kubelet stopped posting: no KWOK manages it and no simulated executor plays it, it reports
+/// the old executor, and its Ready condition is Unknown, so the node lifecycle controller taints it
+/// unreachable and nothing is scheduled there.
 pub async fn kill_nodes(
     cluster: &TestCluster,
     client: &Client,
@@ -223,8 +226,8 @@ pub async fn kill_nodes(
     Ok(())
 }
 
-/// Makes the crash-looping owners' scheduled pods crash-loop, as they have for an hour. Kept while the fleet is
-/// created; [`crash_loop_replacements`] takes over when the tool starts.
+/// Makes the crash-looping owners' scheduled pods crash-loop, as they have for an hour. Kept while
+/// the fleet is created; [`crash_loop_replacements`] takes over when the tool starts.
 pub fn crash_loop(client: &Client, namespace: &str) -> CrashLoop {
     let since = chrono::Utc::now() - chrono::Duration::from_std(CRASHING_FOR).unwrap_or_default();
     CrashLoop::start_since(client, namespace, &crash_loop_selector(), since)
@@ -239,8 +242,8 @@ fn crash_loop_selector() -> String {
     format!("{CRASH_LOOP_LABEL}=true")
 }
 
-/// Once every pod that can be is Ready: the stuck rollouts start (and get stuck), and the zombies are made (and are
-/// stuck by the time this returns).
+/// Once every pod that can be is Ready: the stuck rollouts start (and get stuck), and the zombies
+/// are made (and are stuck by the time this returns).
 pub async fn finish(
     client: &Client,
     namespace: &str,
@@ -308,8 +311,8 @@ pub async fn finish(
     Ok(())
 }
 
-/// A pod of `owner`'s ReplicaSet on `node`, deleted: held by [`ZOMBIE_FINALIZER`] on a live node, by the absence of
-/// a kubelet on a dead one.
+/// A pod of `owner`'s ReplicaSet on `node`, deleted: held by [`ZOMBIE_FINALIZER`] on a live node,
+/// by the absence of a kubelet on a dead one.
 async fn make_zombie(
     client: &Client,
     namespace: &str,

@@ -1,20 +1,24 @@
-//! The bench's fleet upgraded in simulated time by the real planner (`k8sm-bench --model`): a deterministic model of
-//! the cluster (a ReplicaSet creates a replacement as soon as its pod terminates, a StatefulSet once its pod is
-//! gone; a scheduler that scores nodes as kube-scheduler's default plugins do; pods Ready after their owner's delay;
-//! executors back after the restart delay) and the controller reacting every tick. It runs in seconds and gives the
-//! same answer every time, so that an admission rule can be judged on its makespan against the lower bound without
-//! the minutes and the noise of a run on a real cluster; the real cluster's run stays the measurement of record.
+//! The bench's fleet upgraded in simulated time by the real planner (`k8sm-bench --model`): a
+//! deterministic model of the cluster (a ReplicaSet creates a replacement as soon as its pod
+//! terminates, a StatefulSet once its pod is gone; a scheduler that scores nodes as
+//! kube-scheduler's default plugins do; pods Ready after their owner's delay; executors back after
+//! the restart delay) and the controller reacting every tick. It runs in seconds and gives the same
+//! answer every time, so that an admission rule can be judged on its makespan against the lower
+//! bound without the minutes and the noise of a run on a real cluster; the real cluster's run stays
+//! the measurement of record.
 //!
-//! What it leaves out, and so what its makespan cannot show: the apiserver's and KWOK's latencies under load (an
-//! evicted pod is gone a fixed `GONE_AFTER` past its grace period, a created pod is scheduled in the next tick), the
-//! rolling Deployment's rollout (its pods are moved as any Deployment's), and the DaemonSet (its requests are taken
-//! off every node's room).
+//! What it leaves out, and so what its makespan cannot show: the apiserver's and KWOK's latencies
+//! under load (an evicted pod is gone a fixed `GONE_AFTER` past its grace period, a created pod is
+//! scheduled in the next tick), the rolling Deployment's rollout (its pods are moved as any
+//! Deployment's), and the DaemonSet (its requests are taken off every node's room).
 //!
-//! A messy fleet ([`crate::workload::Messy`]) is played as its truth says: crash-looping pods and a stuck rollout's
-//! new pods never become Ready, dead nodes are NotReady and take no pod, zombies never go, bare pods stay under
-//! `unmanagedPods.policy: Never`, and pinned pods stay where they are pinned (under `pinnedPods: Block`, k8sm leaves
-//! their nodes to an operator). Its run stops once every node but those only an operator can clear ([`Workload::unfinishable`]) is
-//! upgraded, and goes on for [`SETTLE`] (after its last eviction) to see what k8sm still does to the others.
+//! A messy fleet ([`crate::workload::Messy`]) is played as its truth says: crash-looping pods and a
+//! stuck rollout's new pods never become Ready, dead nodes are NotReady and take no pod, zombies
+//! never go, bare pods stay under `unmanagedPods.policy: Never`, and pinned pods stay where they
+//! are pinned (under `pinnedPods: Block`, k8sm leaves their nodes to an operator). Its run stops
+//! once every node but those only an operator can clear ([`Workload::unfinishable`]) is
+//! upgraded, and goes on for [`SETTLE`] (after its last eviction) to see what k8sm still does to
+//! the others.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -31,21 +35,24 @@ use k8sm_planner::{
 use crate::stats::LowerBound;
 use crate::workload::{self, Kind, Workload};
 
-/// How long past its grace period an evicted pod is gone, unless told otherwise (KWOK's deletion, measured alone by
-/// the calibration).
+/// How long past its grace period an evicted pod is gone, unless told otherwise (KWOK's deletion,
+/// measured alone by the calibration).
 pub const GONE_AFTER: Duration = Duration::from_millis(300);
-/// How long past its owner's delay a scheduled pod becomes Ready, unless told otherwise (the calibration's median).
+/// How long past its owner's delay a scheduled pod becomes Ready, unless told otherwise (the
+/// calibration's median).
 pub const READY_AFTER: Duration = Duration::from_millis(300);
 const NAMESPACE: &str = "bench";
-/// The controller plans at least this often when nothing changes (its `--resync` default): the pace of an
-/// event-driven run's idle stretches.
+/// The controller plans at least this often when nothing changes (its `--resync` default): the pace
+/// of an event-driven run's idle stretches.
 const RESYNC: Duration = Duration::from_secs(30);
-/// How long a messy run goes on once every node it can finish is upgraded, and after k8sm's last eviction or
-/// deletion from then on, for anything k8sm would still do to the nodes left to an operator to show: past the
-/// policy's default `nodeProgressDeadline` (10 minutes), the longest wait of the planner's.
+/// How long a messy run goes on once every node it can finish is upgraded, and after k8sm's last
+/// eviction or deletion from then on, for anything k8sm would still do to the nodes left to an
+/// operator to show: past the policy's default `nodeProgressDeadline` (10 minutes), the longest
+/// wait of the planner's.
 pub const SETTLE: Duration = Duration::from_secs(11 * 60);
-/// When a messy fleet's pods were created, seconds from the start: an hour before, so that a crash loop of before
-/// the upgrade counts as broken at once (its replacements only after `nodeProgressDeadline`).
+/// When a messy fleet's pods were created, seconds from the start: an hour before, so that a crash
+/// loop of before the upgrade counts as broken at once (its replacements only after
+/// `nodeProgressDeadline`).
 const CREATED_BEFORE: f64 = -3600.0;
 
 /// What the model runs.
@@ -61,23 +68,25 @@ pub struct ModelConfig {
     pub tick: Duration,
     /// Simulated time after which the run stops unfinished.
     pub limit: Duration,
-    /// Plan at a tick only when something changed since the last pass, when the last plan asked to be woken
-    /// (`next_wake`), or [`RESYNC`] after the last pass, as the controller does; `false`: at every tick. The same
-    /// upgrade as long as the planner says when its decisions change with time alone, in a fraction of the passes.
+    /// Plan at a tick only when something changed since the last pass, when the last plan asked to
+    /// be woken (`next_wake`), or [`RESYNC`] after the last pass, as the controller does;
+    /// `false`: at every tick. The same upgrade as long as the planner says when its decisions
+    /// change with time alone, in a fraction of the passes.
     pub event_driven: bool,
-    /// An experiment of issue 43 ("land once"): a replacement may land on a node still to drain only when no other
-    /// node has room for it, as if those nodes were NoSchedule exactly while other capacity suffices.
+    /// An experiment of issue 43 ("land once"): a replacement may land on a node still to drain
+    /// only when no other node has room for it, as if those nodes were NoSchedule exactly
+    /// while other capacity suffices.
     pub no_schedule_to_drain: bool,
-    /// Another: one node at a time until the first node is upgraded, so that replacements find upgraded room
-    /// sooner.
+    /// Another: one node at a time until the first node is upgraded, so that replacements find
+    /// upgraded room sooner.
     pub one_node_first: bool,
-    /// The planner is not told the nodes' allocatable resources: room is unknown (no pacing, and no broken pod
-    /// waits for room).
+    /// The planner is not told the nodes' allocatable resources: room is unknown (no pacing, and
+    /// no broken pod waits for room).
     pub no_room: bool,
     /// Admission paced by room (`ClusterView::pace_by_room`, the controller's `--pace-by-room`).
     pub pace_by_room: bool,
-    /// How long past its grace period an evicted pod is gone ([`GONE_AFTER`]; a calibration's bulk median is
-    /// longer: KWOK's deletions queue).
+    /// How long past its grace period an evicted pod is gone ([`GONE_AFTER`]; a calibration's bulk
+    /// median is longer: KWOK's deletions queue).
     pub gone_after: Duration,
     /// How long past its owner's delay a scheduled pod becomes Ready ([`READY_AFTER`]).
     pub ready_after: Duration,
@@ -94,28 +103,30 @@ pub struct NodeTimeline {
     pub cordoned: Option<f64>,
     /// Its pods evicted or deleted by k8sm, over the whole run.
     pub evicted: usize,
-    /// At the end: cordoned, or carrying k8sm's drain state (`draining_since`, `cordoned_by_k8sm`).
+    /// At the end: cordoned, or carrying k8sm's drain state (`draining_since`,
+    /// `cordoned_by_k8sm`).
     pub cordoned_at_end: bool,
 }
 
 /// The model's upgrade.
 #[derive(Clone, Debug, Default)]
 pub struct ModelRun {
-    /// Seconds until every node ran the new executor (of a messy fleet: every node but those only an operator can
-    /// clear); `None` if the limit came first.
+    /// Seconds until every node ran the new executor (of a messy fleet: every node but those only
+    /// an operator can clear); `None` if the limit came first.
     pub makespan: Option<f64>,
     pub evictions: usize,
     pub deletions: usize,
-    /// Owners whose Ready pods k8sm took below their bound `min(ceil(t·d), d−1)` (counted by the model): an owner
-    /// Ready at the start whose Ready pods went below it at some tick, or any owner left below it by an eviction of
-    /// one of its Ready pods (an owner below its bound from the start, as a crash-looping one, may not lose one).
+    /// Owners whose Ready pods k8sm took below their bound `min(ceil(t·d), d−1)` (counted by the
+    /// model): an owner Ready at the start whose Ready pods went below it at some tick, or any
+    /// owner left below it by an eviction of one of its Ready pods (an owner below its bound
+    /// from the start, as a crash-looping one, may not lose one).
     pub owners_below: Vec<String>,
     pub nodes: Vec<NodeTimeline>,
-    /// Evictions of each owner's pods: more than its replicas when replacements landed on nodes still to drain and
-    /// had to move again (each such move adds a wave to the owner's chain).
+    /// Evictions of each owner's pods: more than its replicas when replacements landed on nodes
+    /// still to drain and had to move again (each such move adds a wave to the owner's chain).
     pub evictions_by_owner: BTreeMap<String, usize>,
-    /// Nodes that only an operator can clear, by the fleet's truth ([`Workload::unfinishable`]): empty for a tidy
-    /// fleet.
+    /// Nodes that only an operator can clear, by the fleet's truth ([`Workload::unfinishable`]):
+    /// empty for a tidy fleet.
     pub unfinishable: Vec<String>,
     /// Times a draining node gave its slot up (`Stall`).
     pub stalls: usize,
@@ -123,13 +134,13 @@ pub struct ModelRun {
     pub replacements: usize,
     /// Replacements bound to a node still to drain: each must move again.
     pub landed_to_drain: usize,
-    /// Of those, the ones no other node had room for when they were bound: the floor the fleet's free capacity
-    /// allows.
+    /// Of those, the ones no other node had room for when they were bound: the floor the fleet's
+    /// free capacity allows.
     pub landed_to_drain_forced: usize,
     /// Pods of owners at the start.
     pub initial_owned_pods: usize,
-    /// Per owner that lost a Ready pod, seconds from the start until it last had all its replicas Ready again: its
-    /// own makespan, to compare with the cluster's owner by owner.
+    /// Per owner that lost a Ready pod, seconds from the start until it last had all its replicas
+    /// Ready again: its own makespan, to compare with the cluster's owner by owner.
     pub owner_restored: BTreeMap<String, f64>,
 }
 
@@ -139,15 +150,17 @@ impl ModelRun {
         self.evictions as f64 / self.initial_owned_pods.max(1) as f64
     }
 
-    /// The least disruptions per pod the fleet's free capacity allows, as this run placed its replacements: one per
-    /// pod, and one more for each replacement that had nowhere to go but a node still to drain.
+    /// The least disruptions per pod the fleet's free capacity allows, as this run placed its
+    /// replacements: one per pod, and one more for each replacement that had nowhere to go but
+    /// a node still to drain.
     pub fn disruptions_floor(&self) -> f64 {
         1.0 + self.landed_to_drain_forced as f64 / self.initial_owned_pods.max(1) as f64
     }
 }
 
 impl ModelRun {
-    /// Nodes left to an operator that were still cordoned, or carried k8sm's drain state, at the end.
+    /// Nodes left to an operator that were still cordoned, or carried k8sm's drain state, at the
+    /// end.
     pub fn unfinishable_left_cordoned(&self) -> usize {
         self.unfinishable_nodes()
             .filter(|n| n.cordoned_at_end)
@@ -169,8 +182,8 @@ impl ModelRun {
 /// One owner of the fleet as the model keeps it.
 struct ModelOwner {
     spec: workload::Owner,
-    /// The references its pods carry, by ReplicaSet (a Deployment's pods: its ReplicaSet's; a stuck rollout's
-    /// second is its new ReplicaSet's).
+    /// The references its pods carry, by ReplicaSet (a Deployment's pods: its ReplicaSet's; a
+    /// stuck rollout's second is its new ReplicaSet's).
     references: Vec<Arc<ControllerRef>>,
     labels: Arc<BTreeMap<String, String>>,
     /// Names handed out, for a ReplicaSet's new pods.
@@ -218,7 +231,8 @@ struct ModelPod {
     pin: Option<String>,
 }
 
-/// What the pods bound to a node request, in all and per owner (its pods count for topology spread).
+/// What the pods bound to a node request, in all and per owner (its pods count for topology
+/// spread).
 #[derive(Default)]
 struct NodeUse {
     requests: Requests,
@@ -276,7 +290,8 @@ struct Model<'w> {
     upgrading: bool,
 }
 
-/// Runs the model: the fleet placed by the model's scheduler, then upgraded by the planner one tick at a time.
+/// Runs the model: the fleet placed by the model's scheduler, then upgraded by the planner one tick
+/// at a time.
 pub fn simulate(fleet: &Workload, cfg: &ModelConfig) -> ModelRun {
     let mut model = Model::new(fleet, cfg);
     model.place_fleet();
@@ -317,7 +332,8 @@ pub fn simulate(fleet: &Workload, cfg: &ModelConfig) -> ModelRun {
             let moved = model.run.evictions + model.run.deletions;
             model.execute(&plan, now);
             if stop_at.is_finite() && model.run.evictions + model.run.deletions > moved {
-                // Still moving pods: a node that made progress keeps its slot for `nodeProgressDeadline` after it.
+                // Still moving pods: a node that made progress keeps its slot for
+                // `nodeProgressDeadline` after it.
                 stop_at = now + SETTLE.as_secs_f64();
             }
             testing::apply(&mut model.view, &plan);
@@ -331,7 +347,8 @@ pub fn simulate(fleet: &Workload, cfg: &ModelConfig) -> ModelRun {
             };
         }
         if cfg.event_driven {
-            // The next tick at which something is due, or the planner plans; always a tick later at least.
+            // The next tick at which something is due, or the planner plans; always a tick later at
+            // least.
             let due = model
                 .due
                 .iter()
@@ -394,8 +411,8 @@ impl<'w> Model<'w> {
                     let mut replica_sets =
                         vec![deployment.replica_set(&format!("{}-rs", spec.name))];
                     if spec.stuck_rollout > 0 {
-                        // Past its progress deadline: its rollout is not complete, and its controller replaces
-                        // nothing any more.
+                        // Past its progress deadline: its rollout is not complete, and its
+                        // controller replaces nothing any more.
                         deployment = deployment.rollout(|r| r.complete = false);
                         deployment.replacing = false;
                         replica_sets.push(deployment.replica_set(&format!("{}-rs2", spec.name)));
@@ -441,8 +458,8 @@ impl<'w> Model<'w> {
             size.memory_mib
                 .saturating_sub(u64::from(workload::DAEMON_REQUESTS.1)),
         );
-        // The planner is told what the model's scheduler places pods by (the DaemonSet's pod, which the view does
-        // not hold, already taken off).
+        // The planner is told what the model's scheduler places pods by (the DaemonSet's pod, which
+        // the view does not hold, already taken off).
         view.pace_by_room = cfg.pace_by_room;
         if fleet.node_size.is_some() && !cfg.no_room {
             for node in &mut view.nodes {
@@ -515,11 +532,13 @@ impl<'w> Model<'w> {
         }
     }
 
-    /// Every owner's pods and the unmanaged ones, placed by the scheduler and Ready, as the bench waits for before
-    /// the tool starts (but those of a messy fleet that never become Ready), and a messy fleet's zombies.
+    /// Every owner's pods and the unmanaged ones, placed by the scheduler and Ready, as the bench
+    /// waits for before the tool starts (but those of a messy fleet that never become Ready),
+    /// and a messy fleet's zombies.
     fn place_fleet(&mut self) {
-        // Pinned owners first, each pass bound before the next: a pinned pod that found its node full would stay
-        // Pending off it, and its node, which the fleet's truth leaves to the operator, would be finishable.
+        // Pinned owners first, each pass bound before the next: a pinned pod that found its node
+        // full would stay Pending off it, and its node, which the fleet's truth leaves to
+        // the operator, would be finishable.
         let (pinned, free): (Vec<usize>, Vec<usize>) =
             (0..self.owners.len()).partition(|&o| !self.owners[o].spec.pinned_nodes.is_empty());
         for owners in [pinned, free] {
@@ -550,8 +569,9 @@ impl<'w> Model<'w> {
             self.view.pods.push(Arc::new(view));
         }
         let messy = self.fleet.messy.is_some();
-        // Every pod Ready, as the bench waits for before the tool starts; a messy fleet's were there an hour before
-        // (those the scheduler could not place stay Pending: pinned to a node without room, say).
+        // Every pod Ready, as the bench waits for before the tool starts; a messy fleet's were
+        // there an hour before (those the scheduler could not place stay Pending: pinned to
+        // a node without room, say).
         for pod in &mut self.view.pods {
             let never_ready = self.pods.get(&pod.uid).is_some_and(|p| p.never_ready);
             if messy && pod.node_name.is_none() {
@@ -575,8 +595,8 @@ impl<'w> Model<'w> {
         }
     }
 
-    /// A messy fleet's pods stuck terminating: past their grace period, not Ready, counted by their Deployment as
-    /// gone (it replaced them: they come on top of its replicas).
+    /// A messy fleet's pods stuck terminating: past their grace period, not Ready, counted by their
+    /// Deployment as gone (it replaced them: they come on top of its replicas).
     fn place_zombies(&mut self) {
         let zombies = self
             .fleet
@@ -653,7 +673,8 @@ impl<'w> Model<'w> {
             phase: PodPhase::Pending,
             ready: false,
             created: Some(at(now)),
-            // A hostname selector for either kind: which pin it is does not change what the planner decides.
+            // A hostname selector for either kind: which pin it is does not change what the planner
+            // decides.
             pins: pin.as_ref().map(|node| {
                 Box::new(PodPins {
                     hostname: Some(node.clone()),
@@ -739,8 +760,8 @@ impl<'w> Model<'w> {
         happened
     }
 
-    /// Binds every pending pod, oldest first, to the node kube-scheduler's default plugins would score highest;
-    /// whether it bound any.
+    /// Binds every pending pod, oldest first, to the node kube-scheduler's default plugins would
+    /// score highest; whether it bound any.
     fn schedule(&mut self, now: f64) -> bool {
         let pending: Vec<usize> = (0..self.view.pods.len())
             .filter(|&i| self.view.pods[i].node_name.is_none())
@@ -748,7 +769,8 @@ impl<'w> Model<'w> {
         if pending.is_empty() {
             return false;
         }
-        // What the bound pods use of each node, worked out once and kept up to date as pods are bound.
+        // What the bound pods use of each node, worked out once and kept up to date as pods are
+        // bound.
         let mut used: BTreeMap<String, NodeUse> = BTreeMap::new();
         for pod in &self.view.pods {
             if let Some(node) = pod.node_name.as_deref()
@@ -812,11 +834,12 @@ impl<'w> Model<'w> {
                 .any(|n| n.name == name && n.executor_id.as_deref() != Some(NEW))
     }
 
-    /// kube-scheduler's choice, in short: among schedulable Ready nodes with room (the pod's own node only, when it
-    /// is pinned), the highest of least-allocated (1) + balanced allocation (1) + preferred node affinity (2) + taint
-    /// toleration (3: the k8sm mark's PreferNoSchedule taint) + topology spread over the node's pods of the same owner
-    /// (2), each scored 0–100; ties by a hash of the pod and node names (the scheduler picks one of the best at
-    /// random). Also says whether a node that is not to drain had room for the pod.
+    /// kube-scheduler's choice, in short: among schedulable Ready nodes with room (the pod's own
+    /// node only, when it is pinned), the highest of least-allocated (1) + balanced allocation
+    /// (1) + preferred node affinity (2) + taint toleration (3: the k8sm mark's
+    /// PreferNoSchedule taint) + topology spread over the node's pods of the same owner
+    /// (2), each scored 0–100; ties by a hash of the pod and node names (the scheduler picks one of
+    /// the best at random). Also says whether a node that is not to drain had room for the pod.
     fn pick(
         &self,
         owner: usize,
@@ -907,8 +930,8 @@ impl<'w> Model<'w> {
                         if seen.as_ref().is_some_and(|p| p.ready && !p.terminating) {
                             self.owners[owner].lost_ready = true;
                         }
-                        // A ReplicaSet replaces a terminating pod at once (if it had not yet); a StatefulSet once
-                        // it is gone.
+                        // A ReplicaSet replaces a terminating pod at once (if it had not yet); a
+                        // StatefulSet once it is gone.
                         if self.owners[owner].spec.kind == Kind::Deployment && !terminating {
                             let name = self.fresh_name(owner);
                             let replica_set = model_pod.replica_set;
@@ -958,8 +981,8 @@ impl<'w> Model<'w> {
         }
     }
 
-    /// Each owner's lowest count of Ready pods, after the tick's actions, whether the tick's evictions took one
-    /// below its bound, and when it had all its replicas Ready again.
+    /// Each owner's lowest count of Ready pods, after the tick's actions, whether the tick's
+    /// evictions took one below its bound, and when it had all its replicas Ready again.
     fn watch_owners(&mut self, now: f64) {
         let mut ready = vec![0u32; self.owners.len()];
         self.count_ready(&mut ready);
@@ -1022,9 +1045,9 @@ impl<'w> Model<'w> {
     }
 }
 
-/// A deterministic stand-in for the scheduler's random pick among equal scores: FNV-1a of the pod's and the node's
-/// names, spelled out so that the figures the model gave stay what it gives (another hash picks otherwise among
-/// equals, and moves a fleet's makespan by several percent).
+/// A deterministic stand-in for the scheduler's random pick among equal scores: FNV-1a of the pod's
+/// and the node's names, spelled out so that the figures the model gave stay what it gives (another
+/// hash picks otherwise among equals, and moves a fleet's makespan by several percent).
 fn tie(pod: &str, node: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in pod.bytes().chain(node.bytes()) {
@@ -1034,8 +1057,8 @@ fn tie(pod: &str, node: &str) -> u64 {
     h
 }
 
-/// One line of `k8sm-bench --model`: a seed's fleet, its lower bound and the model's upgrade of it; for a messy
-/// fleet, a second line with the nodes left to an operator and what k8sm did to them.
+/// One line of `k8sm-bench --model`: a seed's fleet, its lower bound and the model's upgrade of it;
+/// for a messy fleet, a second line with the nodes left to an operator and what k8sm did to them.
 pub fn describe(seed: u64, bound: &LowerBound, run: &ModelRun) -> String {
     let (limit, owner) = bound
         .terms
@@ -1050,8 +1073,8 @@ pub fn describe(seed: u64, bound: &LowerBound, run: &ModelRun) -> String {
                 bound.critical_replicas
             )
         });
-    // A messy fleet's owners include some that cannot move, and crash loops whose replacements wait: the bound of
-    // the tidy fleet is only a reference.
+    // A messy fleet's owners include some that cannot move, and crash loops whose replacements
+    // wait: the bound of the tidy fleet is only a reference.
     let of = if run.unfinishable.is_empty() {
         ""
     } else {
@@ -1166,9 +1189,10 @@ mod tests {
         (bound, simulate(&fleet, &cfg))
     }
 
-    /// The model's owners are counted by the model itself (Ready pods of each owner after every tick), and the bound
-    /// from the fleet alone: neither reads the planner's account. No tool beats the bound, the model included (its
-    /// latencies are at least zero), so a makespan under it would show the bound or the model wrong.
+    /// The model's owners are counted by the model itself (Ready pods of each owner after every
+    /// tick), and the bound from the fleet alone: neither reads the planner's account. No tool
+    /// beats the bound, the model included (its latencies are at least zero), so a makespan
+    /// under it would show the bound or the model wrong.
     #[test]
     fn every_fleet_is_upgraded_with_no_owner_below_its_bound_and_no_sooner_than_the_bound() {
         for (preset, seeds) in [(&OWNERS_PACE, 1..=3), (&RESTARTS_PACE, 1..=3)] {
@@ -1194,9 +1218,10 @@ mod tests {
         }
     }
 
-    /// The landings account for every second move: in a tidy fleet each owned pod is evicted once, and once more
-    /// for every replacement that landed on a node still to drain (all of them are drained by the end). The counts
-    /// come from where the model's scheduler bound each pod, not from the planner.
+    /// The landings account for every second move: in a tidy fleet each owned pod is evicted once,
+    /// and once more for every replacement that landed on a node still to drain (all of them
+    /// are drained by the end). The counts come from where the model's scheduler bound each
+    /// pod, not from the planner.
     #[test]
     fn every_second_move_is_a_replacement_that_landed_on_a_node_still_to_drain() {
         for no_room in [true, false] {
@@ -1217,8 +1242,9 @@ mod tests {
         }
     }
 
-    /// Admission paced by room halves the second moves at owners pace (docs/decisions/0002-land-once.md), and
-    /// keeps every owner at its bound; the planner not told the nodes' allocatable fills every slot at once.
+    /// Admission paced by room halves the second moves at owners pace
+    /// (docs/decisions/0002-land-once.md), and keeps every owner at its bound; the planner not
+    /// told the nodes' allocatable fills every slot at once.
     #[test]
     fn admission_paced_by_room_lands_replacements_once() {
         for seed in 1..=3 {

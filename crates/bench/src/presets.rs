@@ -1,6 +1,6 @@
-//! Named scenarios (`--scenario NAME`): argument sets that fill the defaults of the invocation, placed before the
-//! user's own arguments so that any argument given explicitly wins (the command lets a later occurrence override an
-//! earlier one).
+//! Named scenarios (`--scenario NAME`): argument sets that fill the defaults of the invocation,
+//! placed before the user's own arguments so that any argument given explicitly wins (the command
+//! lets a later occurrence override an earlier one).
 
 /// The scenarios of issue 15, by name, with the arguments they stand for.
 pub const PRESETS: &[(&str, &str, &[&str])] = &[
@@ -49,8 +49,9 @@ pub const PRESETS: &[(&str, &str, &[&str])] = &[
     ),
 ];
 
-/// `args` (the program name first) with the arguments of the `--scenario NAME` (or `--scenario=NAME`) it names
-/// inserted right after the program name. An unknown name is left for the parser, which reports it.
+/// `args` (the program name first) with the arguments of the `--scenario NAME` (or
+/// `--scenario=NAME`) it names inserted right after the program name. An unknown name is left for
+/// the parser, which reports it.
 pub fn expand(args: Vec<String>) -> Vec<String> {
     let name = args.iter().enumerate().find_map(|(i, a)| {
         a.strip_prefix("--scenario=")
@@ -117,8 +118,9 @@ mod tests {
         assert!(Args::try_parse_from(["k8sm-bench", "--scenario", "nope"]).is_err());
     }
 
-    /// The presets are the scenarios the issue names: where the bound's largest term is the owners' waves, and where
-    /// it is the nodes' restarts (whatever the seed draws: the draws stay within the presets' ranges).
+    /// The presets are the scenarios the issue names: where the bound's largest term is the owners'
+    /// waves, and where it is the nodes' restarts (whatever the seed draws: the draws stay
+    /// within the presets' ranges).
     #[test]
     fn each_preset_is_limited_by_what_its_name_says() {
         for (name, limit) in [

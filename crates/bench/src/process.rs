@@ -1,5 +1,5 @@
-//! Child processes of the benchmark (the controller, the simulated executors) and what `/proc` says about their
-//! cost: CPU seconds and peak resident memory.
+//! Child processes of the benchmark (the controller, the simulated executors) and what `/proc` says
+//! about their cost: CPU seconds and peak resident memory.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -10,10 +10,11 @@ use anyhow::Context;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::{Pid, SysconfVar, sysconf};
 
-/// A child process, stopped (SIGTERM, then SIGKILL) when dropped. Started under `setpriv --pdeathsig KILL`, like
-/// the end-to-end tests' children, so it cannot outlive the benchmark; and in a process group of its own, stopped
-/// whole, so that what it started stops with it (a wrapper script given with `--bin-dir`, e.g. one that runs the
-/// controller under a profiler, would otherwise leave the controller running).
+/// A child process, stopped (SIGTERM, then SIGKILL) when dropped. Started under `setpriv
+/// --pdeathsig KILL`, like the end-to-end tests' children, so it cannot outlive the benchmark; and
+/// in a process group of its own, stopped whole, so that what it started stops with it (a wrapper
+/// script given with `--bin-dir`, e.g. one that runs the controller under a profiler, would
+/// otherwise leave the controller running).
 pub struct ChildProcess {
     pub name: String,
     pub log: PathBuf,
@@ -21,8 +22,8 @@ pub struct ChildProcess {
 }
 
 impl ChildProcess {
-    /// Starts `program args…` with `env`, its output appended to `log`. `setpriv` execs the program, so the pid is
-    /// the program's own.
+    /// Starts `program args…` with `env`, its output appended to `log`. `setpriv` execs the
+    /// program, so the pid is the program's own.
     pub fn spawn(
         name: &str,
         program: &Path,
@@ -134,7 +135,8 @@ impl ProcSample {
 
 /// `utime + stime` (clock ticks) from the text of `/proc/<pid>/stat`.
 pub fn cpu_ticks(stat: &str) -> Option<u64> {
-    // The command name (field 2) is in parentheses and may contain spaces: count fields after the last ')'.
+    // The command name (field 2) is in parentheses and may contain spaces: count fields after the
+    // last ')'.
     let after = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = after.split_whitespace().collect();
     // Field 3 (state) is fields[0]; utime is field 14, stime field 15.
@@ -178,8 +180,9 @@ mod tests {
         assert!(sample.cpu_seconds >= 0.0);
     }
 
-    /// A wrapper that starts the real program as its own child (as a profiling wrapper does): stopping the wrapper
-    /// stops the program too. The program ignores SIGTERM, as a slow one would, so only the group's SIGKILL stops it.
+    /// A wrapper that starts the real program as its own child (as a profiling wrapper does):
+    /// stopping the wrapper stops the program too. The program ignores SIGTERM, as a slow one
+    /// would, so only the group's SIGKILL stops it.
     #[test]
     fn stopping_a_wrapper_stops_what_it_started() {
         let dir = std::env::temp_dir().join(format!("k8sm-bench-process-{}", std::process::id()));

@@ -1,5 +1,5 @@
-//! Feeds a [`Timeline`] from two watches (the pods of one namespace, all nodes), stamping each event with the
-//! seconds since the recorder's clock started.
+//! Feeds a [`Timeline`] from two watches (the pods of one namespace, all nodes), stamping each
+//! event with the seconds since the recorder's clock started.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,7 +23,8 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Starts watching the pods of `namespace` and every node; `new_executor_id` tells upgraded nodes.
+    /// Starts watching the pods of `namespace` and every node; `new_executor_id` tells upgraded
+    /// nodes.
     pub fn start(
         client: &Client,
         namespace: &str,
@@ -40,7 +41,8 @@ impl Recorder {
             let mut relist = Relist::default();
             while let Some(event) = events.next().await {
                 let Ok(event) = event else {
-                    // The watcher re-lists on its own; a short pause keeps a broken apiserver from spinning us.
+                    // The watcher re-lists on its own; a short pause keeps a broken apiserver from
+                    // spinning us.
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                     continue;
                 };
@@ -106,7 +108,8 @@ impl Recorder {
         lock(&self.timeline)
     }
 
-    /// Polls `check` on the timeline every 100 ms until it holds, failing after `timeout` with `what`.
+    /// Polls `check` on the timeline every 100 ms until it holds, failing after `timeout` with
+    /// `what`.
     pub async fn wait_for(
         &self,
         what: &str,
@@ -136,8 +139,8 @@ impl Drop for Recorder {
     }
 }
 
-/// The objects one (re)list of a watch returned, between its `Init` and `InitDone` events: the whole set, which
-/// replaces what the timeline held (as the project's own SLA watcher does).
+/// The objects one (re)list of a watch returned, between its `Init` and `InitDone` events: the
+/// whole set, which replaces what the timeline held (as the project's own SLA watcher does).
 #[derive(Default)]
 struct Relist {
     listing: Option<HashSet<String>>,

@@ -1,7 +1,8 @@
-//! `k8sm-replay`: the controller's caches and pass fed synthetic watch streams, with no apiserver. A fleet's first
-//! lists fill the caches, then each step delivers an upgrade's next events and the controller's pass (the view built
-//! from the caches, then the plan) runs once, timed. The process's resident memory is the caches' and the pass's:
-//! the harness keeps a few bytes per pod of its own.
+//! `k8sm-replay`: the controller's caches and pass fed synthetic watch streams, with no apiserver.
+//! A fleet's first lists fill the caches, then each step delivers an upgrade's next events and the
+//! controller's pass (the view built from the caches, then the plan) runs once, timed. The
+//! process's resident memory is the caches' and the pass's: the harness keeps a few bytes per pod
+//! of its own.
 
 pub mod fleet;
 pub mod objects;
@@ -45,7 +46,8 @@ pub struct Figures {
     pub node_writes_per_step: f64,
     /// Nodes upgraded by the end of the replay.
     pub upgraded_nodes: usize,
-    /// The most owners below their budget's bound at once (the plan's evictions are carried out as planned).
+    /// The most owners below their budget's bound at once (the plan's evictions are carried out as
+    /// planned).
     pub owners_below_bound: usize,
     /// Parsing and applying one watch event to the caches, mean, microseconds.
     pub apply_event_us: f64,
@@ -161,7 +163,8 @@ pub fn run(config: &Config) -> Figures {
     }
 }
 
-/// The figures as Markdown: per fleet size, each figure's median [min–max] over its runs; then a row per run.
+/// The figures as Markdown: per fleet size, each figure's median [min–max] over its runs; then a
+/// row per run.
 pub fn render(all: &[Figures]) -> String {
     let mut sizes: Vec<(usize, usize)> = all.iter().map(|f| (f.nodes, f.draining_nodes)).collect();
     sizes.dedup();
@@ -232,8 +235,8 @@ fn per_pod_kb(f: &Figures) -> f64 {
 mod tests {
     use super::*;
 
-    /// The harness closes the loop: the controller's plans, carried out, upgrade the whole fleet, and no owner goes
-    /// below its bound on the way (counted from the fleet's own truth).
+    /// The harness closes the loop: the controller's plans, carried out, upgrade the whole fleet,
+    /// and no owner goes below its bound on the way (counted from the fleet's own truth).
     #[test]
     fn the_controllers_plans_carried_out_upgrade_a_small_fleet() {
         let start = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap_or_default();

@@ -1,6 +1,6 @@
-//! The Markdown report: the scenario, the lower bound and its derivation, every figure per tool as the median of its
-//! runs with the range, the targets met or missed with the reason, per-run and per-size detail, the charts
-//! and the machine.
+//! The Markdown report: the scenario, the lower bound and its derivation, every figure per tool as
+//! the median of its runs with the range, the targets met or missed with the reason,
+//! per-run and per-size detail, the charts and the machine.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -224,7 +224,8 @@ fn bound_section(summary: &Summary) -> String {
         };
     }
     if s.bound.is_some() {
-        // The concurrency-aware derivation above already holds the owners' term, with their drawn delays.
+        // The concurrency-aware derivation above already holds the owners' term, with their drawn
+        // delays.
         return out;
     }
     let _ = writeln!(
@@ -463,8 +464,8 @@ fn phase_secs(s: f64) -> String {
     }
 }
 
-/// The mean of each stage of a pass, from the run with the median pass time (stages of different runs are not added
-/// up: their passes differ in number).
+/// The mean of each stage of a pass, from the run with the median pass time (stages of different
+/// runs are not added up: their passes differ in number).
 fn stages(runs: &[&Run]) -> String {
     let staged: Vec<&Run> = runs
         .iter()
@@ -489,8 +490,8 @@ fn stages(runs: &[&Run]) -> String {
         )
 }
 
-/// Reaction p50 / p99 of a tool's runs by the benchmark's watches, and beside it, for k8sm, the controller's own
-/// histogram (bucket bounds).
+/// Reaction p50 / p99 of a tool's runs by the benchmark's watches, and beside it, for k8sm, the
+/// controller's own histogram (bucket bounds).
 fn reaction(runs: &[&Run]) -> String {
     let p50 = Spread::over(runs, |r| r.reaction_p50_s);
     let p99 = Spread::over(runs, |r| r.reaction_p99_s);
@@ -582,7 +583,8 @@ fn planner_table(summary: &Summary) -> String {
     out
 }
 
-/// A messy fleet's liveness figures, per run: what each tool finished, and what it left and at what cost.
+/// A messy fleet's liveness figures, per run: what each tool finished, and what it left and at what
+/// cost.
 fn leftovers_table(summary: &Summary) -> String {
     let mut out = String::new();
     let mut runs: Vec<(&Run, &Leftovers)> = summary
@@ -805,8 +807,8 @@ mod tests {
         assert!(report.contains("- kubectl drain + PDB at the bound (run 1): a note"));
     }
 
-    /// Without the eviction throughput, the report says the bound is unknown and which terms it has, not what set
-    /// the pace.
+    /// Without the eviction throughput, the report says the bound is unknown and which terms it
+    /// has, not what set the pace.
     #[test]
     fn an_uncalibrated_bound_is_reported_unknown() {
         let report = render(&summary(), &[]);
@@ -966,7 +968,8 @@ mod tests {
 
     // The committed summaries still load (and render), and new fields round-trip.
 
-    /// The committed reports predate some fields: they must still load, and render (`--render-only`, the index).
+    /// The committed reports predate some fields: they must still load, and render
+    /// (`--render-only`, the index).
     #[test]
     fn every_committed_summary_still_loads_and_renders() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");

@@ -1,17 +1,17 @@
-//! Reading Prometheus text expositions: the apiserver's request counters (every client of the cluster together: they
-//! have no client label; the tools' own requests come from the audit log, see [`crate::audit`]) and the controller's
-//! metrics and histograms.
+//! Reading Prometheus text expositions: the apiserver's request counters (every client of the
+//! cluster together: they have no client label; the tools' own requests come from the audit log,
+//! see [`crate::audit`]) and the controller's metrics and histograms.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Requests by verb, named as `apiserver_request_total` names them (`LIST`, `WATCH`, `GET`, `POST`, `PATCH`, `PUT`,
-/// `DELETE`, …).
+/// Requests by verb, named as `apiserver_request_total` names them (`LIST`, `WATCH`, `GET`, `POST`,
+/// `PATCH`, `PUT`, `DELETE`, …).
 pub type ByVerb = BTreeMap<String, f64>;
 
-/// p50 and p99 of a Prometheus histogram, as far as its buckets tell: each is the upper bound of the bucket the
-/// quantile falls in ("≤ bound"), or above the last finite bound.
+/// p50 and p99 of a Prometheus histogram, as far as its buckets tell: each is the upper bound of
+/// the bucket the quantile falls in ("≤ bound"), or above the last finite bound.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HistogramQuantiles {
     pub count: u64,
@@ -64,8 +64,8 @@ fn label<'a>(labels: &'a str, name: &str) -> Option<&'a str> {
     Some(&labels[start..start + len])
 }
 
-/// Server-side time of Eviction API calls: (sum of seconds, count) of `apiserver_request_duration_seconds` for the
-/// `pods/eviction` subresource.
+/// Server-side time of Eviction API calls: (sum of seconds, count) of
+/// `apiserver_request_duration_seconds` for the `pods/eviction` subresource.
 pub fn apiserver_eviction_seconds(exposition: &str) -> (f64, f64) {
     let mut total = (0.0, 0.0);
     for line in exposition.lines() {
@@ -95,7 +95,8 @@ pub fn apiserver_eviction_seconds(exposition: &str) -> (f64, f64) {
     total
 }
 
-/// The sum of every sample of metric `name` (any labels) in a Prometheus or OpenMetrics text exposition.
+/// The sum of every sample of metric `name` (any labels) in a Prometheus or OpenMetrics text
+/// exposition.
 pub fn metric_sum(exposition: &str, name: &str) -> Option<f64> {
     let mut sum = None;
     for line in exposition.lines() {
@@ -117,7 +118,8 @@ pub fn metric_sum(exposition: &str, name: &str) -> Option<f64> {
     sum
 }
 
-/// `after − before`, verb by verb (counters only grow; a restarted apiserver would show as a negative delta).
+/// `after − before`, verb by verb (counters only grow; a restarted apiserver would show as a
+/// negative delta).
 pub fn delta(before: &ByVerb, after: &ByVerb) -> ByVerb {
     after
         .iter()
@@ -126,8 +128,8 @@ pub fn delta(before: &ByVerb, after: &ByVerb) -> ByVerb {
         .collect()
 }
 
-/// p50 and p99 of histogram `name` from its cumulative `_bucket{le="…"}` samples (summed over other labels); `None`
-/// without the metric or without observations.
+/// p50 and p99 of histogram `name` from its cumulative `_bucket{le="…"}` samples (summed over other
+/// labels); `None` without the metric or without observations.
 pub fn histogram_quantiles(exposition: &str, name: &str) -> Option<HistogramQuantiles> {
     let prefix = format!("{name}_bucket{{");
     let mut buckets: Vec<(f64, f64)> = Vec::new();
@@ -163,8 +165,9 @@ pub fn histogram_quantiles(exposition: &str, name: &str) -> Option<HistogramQuan
         .find(|b| b.0.is_finite())
         .map_or(0.0, |b| b.0);
     let quantile = |q: f64| {
-        // Nearest rank, as `stats::percentile`: the smallest bucket holding at least ceil(q·n) observations.
-        // (Less a hair, so that 0.99 · 100 is rank 99 despite binary rounding.)
+        // Nearest rank, as `stats::percentile`: the smallest bucket holding at least ceil(q·n)
+        // observations. (Less a hair, so that 0.99 · 100 is rank 99 despite binary
+        // rounding.)
         let rank = (q * total - 1e-9).ceil().max(1.0);
         let (le, _) = buckets.iter().find(|(_, c)| *c >= rank)?;
         Some(if le.is_finite() {

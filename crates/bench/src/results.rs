@@ -1,5 +1,6 @@
-//! The figures of one benchmark invocation, as written to `bench/results/<scenario>.json` and rendered into the
-//! report. Kept plain (serde) so that later invocations can chart earlier ones (makespan against node count).
+//! The figures of one benchmark invocation, as written to `bench/results/<scenario>.json` and
+//! rendered into the report. Kept plain (serde) so that later invocations can chart earlier ones
+//! (makespan against node count).
 
 use std::collections::BTreeMap;
 
@@ -14,11 +15,12 @@ use crate::timeline::{Leftovers, NodePhases, OwnerOutcome, Timeline};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Tool {
     K8sm,
-    /// `kubectl drain` of C nodes at once (C = k8sm's `maxConcurrentNodes` for the fleet), the next node started as
-    /// one finishes, with a PodDisruptionBudget per owner at its SLA bound: what kured or system-upgrade-controller
-    /// users run.
+    /// `kubectl drain` of C nodes at once (C = k8sm's `maxConcurrentNodes` for the fleet), the next
+    /// node started as one finishes, with a PodDisruptionBudget per owner at its SLA bound:
+    /// what kured or system-upgrade-controller users run.
     DrainPdbParallel,
-    /// Sequential `kubectl drain` with a PodDisruptionBudget per owner at its SLA bound (`min(ceil(t·d), d−1)`).
+    /// Sequential `kubectl drain` with a PodDisruptionBudget per owner at its SLA bound
+    /// (`min(ceil(t·d), d−1)`).
     DrainPdb,
     /// Sequential `kubectl drain` without PodDisruptionBudgets.
     Drain,
@@ -57,7 +59,8 @@ impl Tool {
         Self::ALL.into_iter().find(|t| t.slug() == slug)
     }
 
-    /// Nodes the tool drains at once: k8sm's `maxConcurrentNodes` resolved for the fleet (`concurrency`), or one.
+    /// Nodes the tool drains at once: k8sm's `maxConcurrentNodes` resolved for the fleet
+    /// (`concurrency`), or one.
     pub fn concurrency(self, concurrency: usize) -> usize {
         match self {
             Self::K8sm | Self::DrainPdbParallel => concurrency,
@@ -91,30 +94,35 @@ pub struct Scenario {
     pub max_concurrent_nodes: String,
     pub drain_timeout_s: f64,
     pub lower_bound: LowerBound,
-    /// `maxConcurrentNodes` resolved for the fleet: k8sm's drain slots and the parallel baseline's workers.
+    /// `maxConcurrentNodes` resolved for the fleet: k8sm's drain slots and the parallel baseline's
+    /// workers.
     #[serde(default)]
     pub concurrency: usize,
-    /// The concurrency-aware lower bound the targets are judged against (absent in older summaries).
+    /// The concurrency-aware lower bound the targets are judged against (absent in older
+    /// summaries).
     #[serde(default)]
     pub bound: Option<BoundFigure>,
-    /// How the fleet was drawn (shape, seed, readiness spread, grace period, fill), when not the simple one.
+    /// How the fleet was drawn (shape, seed, readiness spread, grace period, fill), when not the
+    /// simple one.
     #[serde(default)]
     pub fleet: Option<String>,
-    /// k8sm's fleet had the same PodDisruptionBudgets as the drain baselines' (false in reports before they did).
+    /// k8sm's fleet had the same PodDisruptionBudgets as the drain baselines' (false in reports
+    /// before they did).
     #[serde(default)]
     pub k8sm_budgets: bool,
 }
 
 impl Scenario {
-    /// The bound the targets are judged against: the concurrency-aware one, else the per-owner waves alone.
+    /// The bound the targets are judged against: the concurrency-aware one, else the per-owner
+    /// waves alone.
     pub fn bound_seconds(&self) -> f64 {
         self.bound
             .as_ref()
             .map_or(self.lower_bound.seconds, |b| b.seconds)
     }
 
-    /// Why the bound is unknown, if it is: without the apiserver's eviction throughput, the term left out may be the
-    /// largest, so no run is judged against the terms that were measured.
+    /// Why the bound is unknown, if it is: without the apiserver's eviction throughput, the term
+    /// left out may be the largest, so no run is judged against the terms that were measured.
     pub fn bound_unknown(&self) -> Option<&'static str> {
         match &self.lower_bound.terms {
             None => Some("the report has no eviction throughput term"),
@@ -125,7 +133,8 @@ impl Scenario {
         }
     }
 
-    /// The term that sets the bound (`node waves`, `owner waves` or `eviction throughput`), when it is known.
+    /// The term that sets the bound (`node waves`, `owner waves` or `eviction throughput`), when it
+    /// is known.
     pub fn bound_set_by(&self) -> Option<&str> {
         if self.bound_unknown().is_some() {
             return None;
@@ -147,15 +156,16 @@ pub struct ControllerCost {
     /// Mean and count of `k8sm_planner_duration_seconds` (real planner passes during the run).
     pub plan_mean_ms: Option<f64>,
     pub plans: Option<f64>,
-    /// Mean of `k8sm_reconcile_duration_seconds`: one observe-plan-execute-report pass, actions included.
+    /// Mean of `k8sm_reconcile_duration_seconds`: one observe-plan-execute-report pass, actions
+    /// included.
     #[serde(default)]
     pub reconcile_mean_ms: Option<f64>,
-    /// `k8sm_eviction_reaction_seconds` (replacement Ready observed → next eviction of that owner, from the
-    /// controller's own timestamps), if the controller exports it.
+    /// `k8sm_eviction_reaction_seconds` (replacement Ready observed → next eviction of that owner,
+    /// from the controller's own timestamps), if the controller exports it.
     #[serde(default)]
     pub reaction: Option<HistogramQuantiles>,
-    /// Mean of `k8sm_reconcile_stage_duration_seconds` per stage, in milliseconds, in the pass's order (empty for
-    /// reports made before the controller exported it).
+    /// Mean of `k8sm_reconcile_stage_duration_seconds` per stage, in milliseconds, in the pass's
+    /// order (empty for reports made before the controller exported it).
     #[serde(default)]
     pub stage_mean_ms: Vec<(String, f64)>,
 }
@@ -178,27 +188,31 @@ pub struct Run {
     /// Pods when the run started.
     pub pods: usize,
     pub disruptions: u64,
-    /// Of the disruptions, pods that went without the Eviction API (see [`OwnerOutcome::outside_disruptions`]).
+    /// Of the disruptions, pods that went without the Eviction API (see
+    /// [`OwnerOutcome::outside_disruptions`]).
     #[serde(default)]
     pub outside_disruptions: u64,
-    /// Watch relists the recorder went through (pods deleted in a watch gap are removed at the relist).
+    /// Watch relists the recorder went through (pods deleted in a watch gap are removed at the
+    /// relist).
     #[serde(default)]
     pub recorder_relists: u64,
     pub reaction_samples: usize,
     pub reaction_p50_s: Option<f64>,
     pub reaction_p99_s: Option<f64>,
     pub controller: Option<ControllerCost>,
-    /// The tool's own requests from its start of the upgrade to the last node upgraded, from the apiserver's audit
-    /// log (see [`crate::audit`]).
+    /// The tool's own requests from its start of the upgrade to the last node upgraded, from the
+    /// apiserver's audit log (see [`crate::audit`]).
     #[serde(default)]
     pub tool_requests: Option<ToolRequests>,
-    /// Baselines: nodes whose eviction-based drain hit `--timeout` and were drained with `--disable-eviction`.
+    /// Baselines: nodes whose eviction-based drain hit `--timeout` and were drained with
+    /// `--disable-eviction`.
     pub forced_nodes: Option<usize>,
     pub owners: Vec<OwnerOutcome>,
     /// A messy fleet's: what the run left to an operator, and at what cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leftovers: Option<Leftovers>,
-    /// Where the upgraded nodes' time went, by the watches (absent in reports before it was measured).
+    /// Where the upgraded nodes' time went, by the watches (absent in reports before it was
+    /// measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_phases: Option<NodePhases>,
     pub notes: Vec<String>,
@@ -243,8 +257,8 @@ impl Run {
         self.owners.iter().map(|o| o.violations).sum()
     }
 
-    /// Violations that began with a pod going without the Eviction API: deleted directly (by a baseline's
-    /// `--disable-eviction`, a controller, or the simulator) or no longer Ready.
+    /// Violations that began with a pod going without the Eviction API: deleted directly (by a
+    /// baseline's `--disable-eviction`, a controller, or the simulator) or no longer Ready.
     pub fn outside_violations(&self) -> u32 {
         self.owners.iter().map(|o| o.outside_violations).sum()
     }
@@ -281,7 +295,8 @@ impl Run {
         self.reaction_p99_s
     }
 
-    /// The controller's own reaction histogram (k8sm only), shown beside the watches' figure, never instead.
+    /// The controller's own reaction histogram (k8sm only), shown beside the watches' figure, never
+    /// instead.
     pub fn controller_reaction(&self) -> Option<&HistogramQuantiles> {
         self.controller
             .as_ref()
@@ -289,7 +304,8 @@ impl Run {
             .filter(|h| h.count > 0)
     }
 
-    /// The smallest `min ready − floor` over owners: negative means some owner went below its bound.
+    /// The smallest `min ready − floor` over owners: negative means some owner went below its
+    /// bound.
     pub fn min_margin(&self) -> Option<i64> {
         self.owners
             .iter()
@@ -321,8 +337,8 @@ pub struct Machine {
     pub kubernetes: String,
     pub git_commit: String,
     pub git_dirty: bool,
-    /// The commit the controller's and the agents' binaries say they were built from, checked equal to
-    /// `git_commit` before the runs (absent in reports before the check).
+    /// The commit the controller's and the agents' binaries say they were built from, checked
+    /// equal to `git_commit` before the runs (absent in reports before the check).
     #[serde(default)]
     pub binaries_commit: Option<String>,
     pub command: String,
@@ -334,7 +350,8 @@ pub struct PlannerBench {
     /// criterion's benchmark ID, e.g. `plan/nodes/5000`.
     #[serde(default)]
     pub id: String,
-    /// When criterion wrote the estimate (RFC 3339), to tell a measurement of this invocation from an old one.
+    /// When criterion wrote the estimate (RFC 3339), to tell a measurement of this invocation from
+    /// an old one.
     #[serde(default)]
     pub measured_at: Option<String>,
     pub nodes: usize,
@@ -349,7 +366,8 @@ pub struct Summary {
     pub machine: Machine,
     pub runs: Vec<Run>,
     pub planner: Vec<PlannerBench>,
-    /// `planner` was measured by an earlier `cargo bench`, not in this invocation (see each one's `measured_at`).
+    /// `planner` was measured by an earlier `cargo bench`, not in this invocation (see each one's
+    /// `measured_at`).
     #[serde(default)]
     pub planner_measured_earlier: bool,
 }

@@ -1,5 +1,5 @@
-//! One run of one tool on a fresh cluster: k8sm's controller, `kubectl drain` of C nodes at once with
-//! PodDisruptionBudgets at the bound, or sequential `kubectl drain` with and without them.
+//! One run of one tool on a fresh cluster: k8sm's controller, `kubectl drain` of C nodes at once
+//! with PodDisruptionBudgets at the bound, or sequential `kubectl drain` with and without them.
 //!
 //! The tools act under identities of their own (see [`crate::audit`]): k8sm's controller as
 //! [`audit::CONTROLLER_USER`]; the baselines' operator, its kubectl and its executor restarts, as
@@ -36,7 +36,8 @@ use crate::results::{ControllerCost, Run, Tool};
 use crate::timeline::Timeline;
 use crate::workload::Workload;
 
-/// The controller's histogram of its reaction: replacement Ready observed → next eviction of that owner.
+/// The controller's histogram of its reaction: replacement Ready observed → next eviction of that
+/// owner.
 pub const REACTION_METRIC: &str = "k8sm_eviction_reaction_seconds";
 /// The controller's histogram of the stages of a pass, and its stages in their order.
 const STAGE_METRIC: &str = "k8sm_reconcile_stage_duration_seconds";
@@ -86,14 +87,16 @@ fn tool_requests(
     }
 }
 
-/// A fresh namespace with the workload (and PDBs), every pod Ready, every node on the old executor: the recorder is
-/// watching, not yet armed. A messy fleet's mess is made too: its crash loops go on while the returned guard lives.
+/// A fresh namespace with the workload (and PDBs), every pod Ready, every node on the old executor:
+/// the recorder is watching, not yet armed. A messy fleet's mess is made too: its crash loops go on
+/// while the returned guard lives.
 async fn prepare(
     bench: &mut BenchCluster,
     cfg: &RunConfig<'_>,
     tool: Tool,
 ) -> anyhow::Result<(Recorder, Option<CrashLoop>)> {
-    // Each run has a fresh cluster: its nodes run the old executor, no namespace of another run exists.
+    // Each run has a fresh cluster: its nodes run the old executor, no namespace of another run
+    // exists.
     let ns = namespace(tool);
     let workload = cfg.workload;
     bench.create_namespace(&ns).await?;
@@ -173,8 +176,9 @@ async fn prepare(
     Ok((recorder, crash_loop))
 }
 
-/// Whether the tool's fleet has PodDisruptionBudgets at the bound: every tool's but the baseline that is drain
-/// without them, so that k8sm and drain face the same budgets (and k8sm their 429s), as on real clusters.
+/// Whether the tool's fleet has PodDisruptionBudgets at the bound: every tool's but the baseline
+/// that is drain without them, so that k8sm and drain face the same budgets (and k8sm their 429s),
+/// as on real clusters.
 fn has_budgets(tool: Tool) -> bool {
     tool != Tool::Drain
 }
@@ -364,7 +368,8 @@ async fn drain(bench: &mut BenchCluster, cfg: &RunConfig<'_>, tool: Tool) -> any
         timeline.arm(now);
         timeline.start(now);
     }
-    // C workers: the next node starts as soon as one is done (buffer_unordered keeps C drains in flight).
+    // C workers: the next node starts as soon as one is done (buffer_unordered keeps C drains in
+    // flight).
     let mut drains = futures::stream::iter(0..cfg.nodes)
         .map(|index| operator.upgrade(node_name(index)))
         .buffer_unordered(concurrency);
@@ -435,8 +440,8 @@ fn user_kubeconfig(bench: &BenchCluster, user: &str) -> anyhow::Result<std::path
         .with_context(|| format!("the bench cluster has no user {user}"))
 }
 
-/// The baselines' operator: what a kured or system-upgrade-controller user's script does per node, as user
-/// [`audit::OPERATOR_USER`].
+/// The baselines' operator: what a kured or system-upgrade-controller user's script does per node,
+/// as user [`audit::OPERATOR_USER`].
 struct Operator {
     client: kube::Client,
     kubectl: std::path::PathBuf,
@@ -446,8 +451,8 @@ struct Operator {
     new_id: String,
     /// Nodes whose drain through the Eviction API failed (hit `--timeout`).
     forced: std::sync::atomic::AtomicUsize,
-    /// A messy fleet: drain as SREs run it (no `--force`, `--skip-wait-for-delete-timeout`), and a node that
-    /// fails is left as it is, with why, instead of forced.
+    /// A messy fleet: drain as SREs run it (no `--force`, `--skip-wait-for-delete-timeout`), and a
+    /// node that fails is left as it is, with why, instead of forced.
     messy: bool,
     left: std::sync::Mutex<Vec<String>>,
 }
@@ -480,7 +485,8 @@ impl Operator {
         })
     }
 
-    /// `kubectl <args>` as the operator, its output appended to the log, stopped if its future is dropped.
+    /// `kubectl <args>` as the operator, its output appended to the log, stopped if its future is
+    /// dropped.
     async fn kubectl(&self, args: &[&str]) -> anyhow::Result<std::process::ExitStatus> {
         let out = std::fs::File::options()
             .create(true)
@@ -497,7 +503,8 @@ impl Operator {
             .await?)
     }
 
-    /// Drains node `name` (cordon included), restarts its executor, waits for it and uncordons the node.
+    /// Drains node `name` (cordon included), restarts its executor, waits for it and uncordons the
+    /// node.
     async fn upgrade(&self, name: String) -> anyhow::Result<()> {
         self.drain(&name)
             .await
@@ -539,7 +546,8 @@ impl Operator {
                 "kubectl drain --disable-eviction failed ({status})"
             );
         }
-        // The executor restarts in its new version (the simulated executors obey the kamikaze annotation).
+        // The executor restarts in its new version (the simulated executors obey the kamikaze
+        // annotation).
         let nodes: Api<Node> = Api::all(self.client.clone());
         let patch = json!({ "metadata": { "annotations": { keys::KAMIKAZE_ANNOTATION: Utc::now().to_rfc3339() } } });
         nodes
@@ -570,8 +578,8 @@ impl Operator {
     }
 }
 
-/// Evictions are refused until the disruption controller has computed a budget's status. The budgets of `broken`
-/// owners (named as their owners) never see their pods healthy.
+/// Evictions are refused until the disruption controller has computed a budget's status. The
+/// budgets of `broken` owners (named as their owners) never see their pods healthy.
 async fn wait_budgets_observed(
     bench: &BenchCluster,
     ns: &str,
@@ -605,10 +613,11 @@ async fn wait_budgets_observed(
     }
 }
 
-/// How long the fleet may take to become Ready before a run or the calibration: 15 minutes per 15,000 pods, 15
-/// minutes at least.
-/// Creation time grows with the fleet and with the machine's load: 500 nodes' 15,000 pods took 308 s on a quiet day
-/// and 557 s on a slow one, and 1,000 nodes' 30,000 pods ran out of a fixed 900 s on that slow day.
+/// How long the fleet may take to become Ready before a run or the calibration: 15 minutes per
+/// 15,000 pods, 15 minutes at least.
+/// Creation time grows with the fleet and with the machine's load: 500 nodes' 15,000 pods took 308
+/// s on a quiet day and 557 s on a slow one, and 1,000 nodes' 30,000 pods ran out of a fixed 900 s
+/// on that slow day.
 pub(crate) fn fleet_ready_timeout(pods: usize) -> Duration {
     let per_15000_pods = u32::try_from(pods.div_ceil(15_000).max(1)).unwrap_or(u32::MAX);
     Duration::from_secs(900).saturating_mul(per_15000_pods)

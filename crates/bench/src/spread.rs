@@ -15,8 +15,8 @@ pub struct Spread {
 }
 
 impl Spread {
-    /// The spread of `values` (NaNs left out); `None` without values. The median of an even count is the mean of
-    /// the two middle values.
+    /// The spread of `values` (NaNs left out); `None` without values. The median of an even count
+    /// is the mean of the two middle values.
     pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
         let mut sorted: Vec<f64> = values.into_iter().filter(|v| !v.is_nan()).collect();
         if sorted.is_empty() {

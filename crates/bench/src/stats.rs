@@ -1,13 +1,13 @@
-//! The arithmetic of the report: percentiles and the scenario's lower bound on the makespan (the per-owner bound of
-//! the earlier reports, and the bound that also accounts for node concurrency, grace periods, per-owner readiness
-//! delays and the apiserver's eviction throughput).
+//! The arithmetic of the report: percentiles and the scenario's lower bound on the makespan (the
+//! per-owner bound of the earlier reports, and the bound that also accounts for node concurrency,
+//! grace periods, per-owner readiness delays and the apiserver's eviction throughput).
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// The `p`-th percentile (0 < p ≤ 100) of `samples` by the nearest-rank method: the smallest sample that at least
-/// `p`% of the samples are less than or equal to. `None` without samples.
+/// The `p`-th percentile (0 < p ≤ 100) of `samples` by the nearest-rank method: the smallest sample
+/// that at least `p`% of the samples are less than or equal to. `None` without samples.
 pub fn percentile(samples: &[f64], p: f64) -> Option<f64> {
     if samples.is_empty() || !(p > 0.0 && p <= 100.0) {
         return None;
@@ -19,7 +19,8 @@ pub fn percentile(samples: &[f64], p: f64) -> Option<f64> {
     sorted.get(rank.clamp(1, sorted.len()) - 1).copied()
 }
 
-/// The least time any tool can take to upgrade every node without breaking the SLA, and how it was derived.
+/// The least time any tool can take to upgrade every node without breaking the SLA, and how it was
+/// derived.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LowerBound {
     /// The most sequential waves any owner needs: `max over owners of ceil(d / a)`.
@@ -30,8 +31,8 @@ pub struct LowerBound {
     pub critical_allowed: u32,
     pub pod_ready_delay_s: f64,
     pub restart_delay_s: f64,
-    /// `(waves − 1) · pod_ready_delay + restart_delay` ([`lower_bound`]), or the largest of the terms of
-    /// [`concurrency_bound`].
+    /// `(waves − 1) · pod_ready_delay + restart_delay` ([`lower_bound`]), or the largest of the
+    /// terms of [`concurrency_bound`].
     pub seconds: f64,
     /// The terms of [`concurrency_bound`] (absent from the earlier reports' JSON).
     #[serde(default)]
@@ -69,7 +70,8 @@ pub struct BoundOwner {
     pub replicas: u32,
     /// Its pods become Ready this long after they are scheduled.
     pub ready_delay: Duration,
-    /// A StatefulSet: a replacement (same name) is created only once the evicted pod is gone, a grace period later.
+    /// A StatefulSet: a replacement (same name) is created only once the evicted pod is gone, a
+    /// grace period later.
     pub replaced_after_removal: bool,
 }
 
@@ -83,25 +85,28 @@ pub struct BoundInput {
     pub max_concurrent_nodes: usize,
     pub threshold_percent: u8,
     pub restart_delay: Duration,
-    /// Every pod's termination grace period: an evicted pod is gone, and its node drained, that long later.
+    /// Every pod's termination grace period: an evicted pod is gone, and its node drained, that
+    /// long later.
     pub grace_period: Duration,
-    /// Every node hosts at least one pod to evict (true of any fleet with a few pods per node: the scheduler
-    /// spreads), so every node wave waits for a grace period before its restart.
+    /// Every node hosts at least one pod to evict (true of any fleet with a few pods per node: the
+    /// scheduler spreads), so every node wave waits for a grace period before its restart.
     pub every_node_hosts_pods: bool,
     /// Evictions that must go through the Eviction API (every pod of `owners` once).
     pub evictions: usize,
-    /// The apiserver's eviction throughput measured alone on the machine (see `calibrate`), if measured.
+    /// The apiserver's eviction throughput measured alone on the machine (see `calibrate`), if
+    /// measured.
     pub evictions_per_second: Option<f64>,
 }
 
 /// The lower bound of a scenario whose owners have `replicas`, under threshold `threshold_percent`.
 ///
-/// Every pod runs on a node that must be upgraded, so every pod is disrupted at least once. The SLA lets an owner of
-/// `d` replicas have at most `a = d − floor` pods down at once, where `floor = min(ceil(t·d), d−1)` is the
-/// invariant's bound, so its pods go in at least `ceil(d / a)` waves, and a wave can start only when the previous
-/// wave's replacements are Ready, at least one pod-ready delay later. The last wave need not wait for its own
-/// replacements, but its node must still restart its executor. Hence, with unlimited nodes in parallel and zero
-/// scheduling and reaction latency:
+/// Every pod runs on a node that must be upgraded, so every pod is disrupted at least once. The SLA
+/// lets an owner of `d` replicas have at most `a = d − floor` pods down at once, where `floor =
+/// min(ceil(t·d), d−1)` is the invariant's bound, so its pods go in at least `ceil(d / a)` waves,
+/// and a wave can start only when the previous wave's replacements are Ready, at least one
+/// pod-ready delay later. The last wave need not wait for its own replacements, but its node must
+/// still restart its executor. Hence, with unlimited nodes in parallel and zero scheduling and
+/// reaction latency:
 ///
 /// `lower bound = (max over owners of ceil(d / a) − 1) · pod_ready_delay + restart_delay`.
 pub fn lower_bound(
@@ -141,22 +146,25 @@ pub fn lower_bound(
     }
 }
 
-/// The least time any tool can take to upgrade every node without breaking the SLA, accounting for node concurrency,
-/// grace periods, each owner's readiness delay and the apiserver's eviction throughput: the largest of three terms,
-/// each a lower bound on its own (scheduling and reaction latencies count as zero).
+/// The least time any tool can take to upgrade every node without breaking the SLA, accounting for
+/// node concurrency, grace periods, each owner's readiness delay and the apiserver's eviction
+/// throughput: the largest of three terms, each a lower bound on its own (scheduling and reaction
+/// latencies count as zero).
 ///
-/// - **Node waves.** A node is in progress (counted against maxConcurrentNodes `C`) from the moment a tool starts
-///   draining it until it runs the new executor: at least a grace period (its pods must be gone) plus the restart.
-///   `C` slots run `N` such nodes, so some slot runs `ceil(N / C)` of them one after another:
-///   `ceil(N / C) · (grace + restart)`.
-/// - **Owner waves.** Every pod of an owner of `d` replicas is evicted at least once (every node is upgraded); an
-///   evicted pod is unavailable at once and until its replacement is Ready, so at most `a = d − min(ceil(t·d), d−1)`
-///   evictions fit in any window of one replacement time — the owner's readiness delay, plus the grace period for a
-///   StatefulSet (its replacement is created only when the old pod is gone). So the last of its `ceil(d / a)` waves
-///   starts at least `(ceil(d / a) − 1) · gap` after the first, and its node still needs the grace period and the
+/// - **Node waves.** A node is in progress (counted against maxConcurrentNodes `C`) from the moment
+///   a tool starts draining it until it runs the new executor: at least a grace period (its pods
+///   must be gone) plus the restart. `C` slots run `N` such nodes, so some slot runs `ceil(N / C)`
+///   of them one after another: `ceil(N / C) · (grace + restart)`.
+/// - **Owner waves.** Every pod of an owner of `d` replicas is evicted at least once (every node is
+///   upgraded); an evicted pod is unavailable at once and until its replacement is Ready, so at
+///   most `a = d − min(ceil(t·d), d−1)` evictions fit in any window of one replacement time — the
+///   owner's readiness delay, plus the grace period for a StatefulSet (its replacement is created
+///   only when the old pod is gone). So the last of its `ceil(d / a)` waves starts at least
+///   `(ceil(d / a) − 1) · gap` after the first, and its node still needs the grace period and the
 ///   restart: `(ceil(d / a) − 1) · gap + grace + restart`, the largest over owners.
-/// - **Eviction throughput.** The apiserver serves evictions at a rate measured alone on the machine (at the
-///   controller's call concurrency, no budgets, no controller logic): `evictions / rate`.
+/// - **Eviction throughput.** The apiserver serves evictions at a rate measured alone on the
+///   machine (at the controller's call concurrency, no budgets, no controller logic): `evictions /
+///   rate`.
 pub fn concurrency_bound(input: &BoundInput) -> LowerBound {
     let grace = input.grace_period.as_secs_f64();
     let restart = input.restart_delay.as_secs_f64();
@@ -169,7 +177,8 @@ pub fn concurrency_bound(input: &BoundInput) -> LowerBound {
     };
     let node_waves_s = f64::from(node_waves) * (node_grace + restart);
 
-    // The critical owner: the longest owner term; ties go to the smaller owner, as in `lower_bound`.
+    // The critical owner: the longest owner term; ties go to the smaller owner, as in
+    // `lower_bound`.
     let mut critical: Option<(&BoundOwner, u32, u32, f64, f64)> = None;
     for owner in input.owners.iter().filter(|o| o.replicas > 0) {
         let d = owner.replicas;
@@ -312,8 +321,9 @@ mod tests {
     #[test]
     fn the_lower_bound_follows_the_owner_that_needs_the_most_waves() {
         let secs = Duration::from_secs;
-        // 10 replicas at 90%: floor 9, one at a time, 10 waves. 50 replicas: floor 45, 5 at a time, 10 waves.
-        // 15 replicas: ceil(13.5) = 14, one at a time, 15 waves: the critical owner.
+        // 10 replicas at 90%: floor 9, one at a time, 10 waves. 50 replicas: floor 45, 5 at a time,
+        // 10 waves. 15 replicas: ceil(13.5) = 14, one at a time, 15 waves: the critical
+        // owner.
         let bound = lower_bound(&[1, 10, 15, 50], 90, secs(2), secs(3));
         assert_eq!(bound.waves, 15);
         assert_eq!(bound.critical_replicas, 15);
@@ -369,8 +379,9 @@ mod tests {
 
     #[test]
     fn light_nodes_two_at_a_time_are_bound_by_node_waves() {
-        // 30 nodes, 2 at a time: 15 waves of 3 s grace + 2 s restart = 75 s. The owner of 3 at 90%: floor
-        // min(ceil(2.7), 2) = 2, one at a time, 3 waves 4 s apart: 2·4 + 3 + 2 = 13 s. 90 evictions at 10/s: 9 s.
+        // 30 nodes, 2 at a time: 15 waves of 3 s grace + 2 s restart = 75 s. The owner of 3 at 90%:
+        // floor min(ceil(2.7), 2) = 2, one at a time, 3 waves 4 s apart: 2·4 + 3 + 2 = 13
+        // s. 90 evictions at 10/s: 9 s.
         let bound = concurrency_bound(&input(30, 2, vec![owner("a", 3, 4, false)]));
         let terms = bound.terms.clone().unwrap();
         assert_eq!(terms.node_waves, 15);
@@ -413,8 +424,8 @@ mod tests {
 
     #[test]
     fn the_apiserver_throughput_bounds_many_evictions() {
-        // 10 nodes, 2 at a time: 5 × 5 = 25 s; owner of 2: floor min(2, 1) = 1, 2 waves: 2 + 5 = 7 s;
-        // 3000 evictions at 20/s: 150 s.
+        // 10 nodes, 2 at a time: 5 × 5 = 25 s; owner of 2: floor min(2, 1) = 1, 2 waves: 2 + 5 = 7
+        // s; 3000 evictions at 20/s: 150 s.
         let mut many = input(10, 2, vec![owner("b", 2, 2, false)]);
         many.evictions = 3000;
         many.evictions_per_second = Some(20.0);
@@ -447,8 +458,8 @@ mod tests {
         bare.evictions_per_second = None;
         let bound = concurrency_bound(&bare);
         assert_eq!(bound.seconds, 8.0);
-        // 10 replicas (a = 1, 10 waves) at 2 s and 20 replicas (floor 18, a = 2, 10 waves) at 2 s: both 9·2 + 5 =
-        // 23 s; the smaller owner is named.
+        // 10 replicas (a = 1, 10 waves) at 2 s and 20 replicas (floor 18, a = 2, 10 waves) at 2 s:
+        // both 9·2 + 5 = 23 s; the smaller owner is named.
         bare.owners = vec![owner("twenty", 20, 2, false), owner("ten", 10, 2, false)];
         let bound = concurrency_bound(&bare);
         assert_eq!(bound.seconds, 23.0);

@@ -1,5 +1,5 @@
-//! The targets of issue 15, judged from one invocation's runs: met, missed (with the reason) or not judged (the
-//! scenario does not measure it).
+//! The targets of issue 15, judged from one invocation's runs: met, missed (with the reason) or not
+//! judged (the scenario does not measure it).
 
 use crate::results::{Summary, Tool};
 use crate::spread::Spread;
@@ -106,8 +106,8 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
     let incomplete = k8sm.iter().filter(|r| !r.completed).count();
     out.push(Target {
         key: "makespan",
-        // The bound is the scenario's, so it goes with the figure, not in the target: the index shows one target
-        // row for every scenario.
+        // The bound is the scenario's, so it goes with the figure, not in the target: the index
+        // shows one target row for every scenario.
         target: format!("k8sm's makespan ≤ {MAKESPAN_RATIO}× the scenario's lower bound"),
         figure: k8sm_makespan.map_or("–".into(), |m| {
             if s.bound_unknown().is_some() {
@@ -208,7 +208,8 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
         },
     });
 
-    // 6. Reaction p99, by the benchmark's watches (the controller's histogram is shown beside it, never instead).
+    // 6. Reaction p99, by the benchmark's watches (the controller's histogram is shown beside it,
+    //    never instead).
     let worst = k8sm
         .iter()
         .filter_map(|r| r.reaction_p99())
@@ -238,9 +239,10 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
         },
     });
 
-    // 7. Planner pass at 5,000 nodes: the slowest of the controller's way of planning (a kept planner,
-    // `plan-kept/…`, with and without budgets) when criterion measured it, else the slowest pass measured; and, at
-    // scale, the mean pass inside the controller during the runs.
+    // 7. Planner pass at 5,000 nodes: the slowest of the controller's way of planning (a kept
+    //    planner,
+    // `plan-kept/…`, with and without budgets) when criterion measured it, else the slowest pass
+    // measured; and, at scale, the mean pass inside the controller during the runs.
     let at_size = || summary.planner.iter().filter(|p| p.nodes == PLAN_AT_NODES);
     let kept = at_size().any(|p| p.id.starts_with(KEPT_PLANNER));
     let plan = at_size()
@@ -380,9 +382,10 @@ mod tests {
         assert!(matches!(verdict(&targets, "planner"), Verdict::Missed(r) if r == "25.00 ms"));
     }
 
-    /// The controller plans with a kept planner: when criterion measured one, the target is judged on the slowest
-    /// of its variants (with budgets, typically), even if a fresh pass measured faster; without one, on the slowest
-    /// pass. At scale, the controller's own passes are judged too.
+    /// The controller plans with a kept planner: when criterion measured one, the target is judged
+    /// on the slowest of its variants (with budgets, typically), even if a fresh pass measured
+    /// faster; without one, on the slowest pass. At scale, the controller's own passes are
+    /// judged too.
     #[test]
     fn the_planner_target_is_judged_on_the_slowest_kept_variant_and_in_the_controller() {
         let mut s = summary();
@@ -426,8 +429,8 @@ mod tests {
         assert_eq!(verdict(&judge(&s), "planner"), &Verdict::Met);
     }
 
-    /// Without the apiserver's eviction throughput the bound is unknown: neither the makespan nor the speedup is
-    /// judged against the terms that were measured.
+    /// Without the apiserver's eviction throughput the bound is unknown: neither the makespan nor
+    /// the speedup is judged against the terms that were measured.
     #[test]
     fn an_uncalibrated_bound_is_unknown_and_not_judged() {
         let mut s = summary();
@@ -484,8 +487,8 @@ mod tests {
         s.scenario.nodes = 1000;
         s.scenario.pods = 30_000;
         let targets = judge(&s);
-        // The benchmark's watches saw 250 ms at most, though the worst run's histogram p99 is above its last bucket:
-        // the watches judge, the histogram is shown beside.
+        // The benchmark's watches saw 250 ms at most, though the worst run's histogram p99 is above
+        // its last bucket: the watches judge, the histogram is shown beside.
         assert_eq!(verdict(&targets, "reaction"), &Verdict::Met);
         assert_eq!(
             targets.iter().find(|t| t.key == "reaction").unwrap().figure,

@@ -1,9 +1,10 @@
-//! What happened during one run, rebuilt from the pod and node watch events in the order they arrived: ready pods
-//! per owner over time, the SLA invariant checked at every change, disruptions, reaction latencies, node upgrades and
-//! where each upgraded node's time went (drain, kamikaze, restart).
+//! What happened during one run, rebuilt from the pod and node watch events in the order they
+//! arrived: ready pods per owner over time, the SLA invariant checked at every change, disruptions,
+//! reaction latencies, node upgrades and where each upgraded node's time went (drain, kamikaze,
+//! restart).
 //!
-//! Pure: the recorder feeds it observations stamped with seconds since the recorder started, so the whole logic is
-//! tested with synthetic events.
+//! Pure: the recorder feeds it observations stamped with seconds since the recorder started, so the
+//! whole logic is tested with synthetic events.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -22,8 +23,9 @@ pub struct PodObs {
     pub ready: bool,
     /// `deletionTimestamp` is set.
     pub terminating: bool,
-    /// Carries the `DisruptionTarget` condition that the Eviction API sets before it deletes a pod: this pod is
-    /// going because someone evicted it, not because it was deleted directly or failed.
+    /// Carries the `DisruptionTarget` condition that the Eviction API sets before it deletes a
+    /// pod: this pod is going because someone evicted it, not because it was deleted directly
+    /// or failed.
     pub evicted: bool,
 }
 
@@ -37,7 +39,8 @@ pub struct NodeObs {
     pub draining: bool,
     /// Runs the new executor and carries no upgrade state (see `k8sm_e2e::scenario::is_upgraded`).
     pub upgraded: bool,
-    /// Carries the kamikaze annotation: k8sm and the baselines' operator both tell the executor to restart with it.
+    /// Carries the kamikaze annotation: k8sm and the baselines' operator both tell the executor to
+    /// restart with it.
     pub kamikaze: bool,
     /// Reports the new executor's ID, upgrade state or not.
     pub executor_new: bool,
@@ -48,21 +51,22 @@ pub struct NodeObs {
 pub struct Leftovers {
     pub finishable: usize,
     pub finishable_upgraded: usize,
-    /// Nodes only an operator can clear ([`Timeline::set_unfinishable`]), and those upgraded all the same (a tool
-    /// that restarted an executor under a pod stuck terminating).
+    /// Nodes only an operator can clear ([`Timeline::set_unfinishable`]), and those upgraded all
+    /// the same (a tool that restarted an executor under a pod stuck terminating).
     pub unfinishable: usize,
     pub unfinishable_upgraded: usize,
     /// Nodes cordoned (or in a drain slot) and not upgraded.
     pub stranded_cordons: usize,
-    /// Pods disrupted on nodes that were not upgraded, whoever removed them (the tool, or a rollout's own controller
-    /// replacing its pods): lost for nothing.
+    /// Pods disrupted on nodes that were not upgraded, whoever removed them (the tool, or a
+    /// rollout's own controller replacing its pods): lost for nothing.
     pub disruptions_on_unfinished: u64,
 }
 
-/// Where the upgraded nodes' time went, by the benchmark's watches: per phase, the median and p90 over the nodes.
+/// Where the upgraded nodes' time went, by the benchmark's watches: per phase, the median and p90
+/// over the nodes.
 ///
-/// The pod and node watches stamp their events apart, so a phase between a pod event and a node event (`drain`,
-/// `to_kamikaze`) can come out a few milliseconds off, even below zero.
+/// The pod and node watches stamp their events apart, so a phase between a pod event and a node
+/// event (`drain`, `to_kamikaze`) can come out a few milliseconds off, even below zero.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodePhases {
     /// Nodes upgraded while armed with every phase time: the ones summarised.
@@ -79,8 +83,8 @@ pub struct NodePhases {
     pub whole: PhaseQuantiles,
     /// Drain slots C the idle time is counted against.
     pub slots: usize,
-    /// `∫ max(0, C − nodes in progress) dt` from the first node started to the last: slots left free while nodes
-    /// still waited to start. In progress: started and not upgraded.
+    /// `∫ max(0, C − nodes in progress) dt` from the first node started to the last: slots left
+    /// free while nodes still waited to start. In progress: started and not upgraded.
     pub idle_slot_s: f64,
 }
 
@@ -128,17 +132,19 @@ pub struct OwnerOutcome {
     pub violations: u32,
     pub seconds_below: f64,
     pub disruptions: u32,
-    /// Of the disruptions, pods that went without the Eviction API (deleted directly, or no longer Ready).
+    /// Of the disruptions, pods that went without the Eviction API (deleted directly, or no longer
+    /// Ready).
     #[serde(default)]
     pub outside_disruptions: u32,
-    /// Of the violations, descents that began with such a pod: caused by whoever deleted it, not by an eviction.
+    /// Of the violations, descents that began with such a pod: caused by whoever deleted it, not
+    /// by an eviction.
     #[serde(default)]
     pub outside_violations: u32,
     /// Unavailable replica-seconds: `∫ max(0, desired − ready) dt` from arming to finishing.
     #[serde(default)]
     pub unavailable_replica_s: f64,
-    /// Seconds from the upgrade's start until it last had all its replicas Ready again after losing one: its own
-    /// makespan (none if it never lost one).
+    /// Seconds from the upgrade's start until it last had all its replicas Ready again after
+    /// losing one: its own makespan (none if it never lost one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_s: Option<f64>,
 }
@@ -162,7 +168,8 @@ struct Owner {
     outside_violations: u32,
     /// (seconds, ready) at every change while armed.
     series: Vec<(f64, u32)>,
-    /// When a replacement became Ready while the owner could not lose another pod and still had pods to move.
+    /// When a replacement became Ready while the owner could not lose another pod and still had
+    /// pods to move.
     waiting_since: Option<f64>,
     /// `∫ max(0, desired − ready) dt` up to `integrated_to`.
     unavailable_replica_s: f64,
@@ -222,18 +229,19 @@ pub struct Timeline {
     /// Watch relists after the first list, of pods and of nodes: each replaces the whole set (see
     /// [`Timeline::pods_relisted`]).
     relists: u64,
-    /// Nodes that no tool can finish without an operator (a messy fleet's truth): left out of the makespan.
+    /// Nodes that no tool can finish without an operator (a messy fleet's truth): left out of the
+    /// makespan.
     unfinishable: BTreeSet<String>,
     /// Disruptions while armed, by the node of the pod.
     disruptions_by_node: BTreeMap<String, u64>,
-    /// Pods in `pods` bound to each node (terminating ones included), kept apart from `nodes` because a pod may be
-    /// seen before its node.
+    /// Pods in `pods` bound to each node (terminating ones included), kept apart from `nodes`
+    /// because a pod may be seen before its node.
     pods_on: HashMap<String, usize>,
 }
 
 impl Timeline {
-    /// A timeline of the owners `(name, kind, desired)` and unmanaged pods `unmanaged` (by `app` label). Pods of
-    /// other apps (the DaemonSet) are ignored.
+    /// A timeline of the owners `(name, kind, desired)` and unmanaged pods `unmanaged` (by `app`
+    /// label). Pods of other apps (the DaemonSet) are ignored.
     pub fn new<'a>(
         threshold: u8,
         owners: impl IntoIterator<Item = (&'a str, &'a str, u32)>,
@@ -287,8 +295,8 @@ impl Timeline {
         }
     }
 
-    /// `apps` are broken before the run (crash-looping): they have no Ready pod to keep, so no bound to hold, and
-    /// they count as whole without one.
+    /// `apps` are broken before the run (crash-looping): they have no Ready pod to keep, so no
+    /// bound to hold, and they count as whole without one.
     pub fn waive(&mut self, apps: impl IntoIterator<Item = impl AsRef<str>>) {
         for app in apps {
             if let Some(owner) = self.owners.get_mut(app.as_ref()) {
@@ -439,7 +447,8 @@ impl Timeline {
         node.draining = obs.draining;
     }
 
-    /// Node `name` is seen draining (while armed): it starts, and is empty at once if no tracked pod is on it.
+    /// Node `name` is seen draining (while armed): it starts, and is empty at once if no tracked
+    /// pod is on it.
     fn started(&mut self, t: f64, name: &str) {
         let empty = !self.pods_on.contains_key(name);
         let node = self.nodes.entry(name.to_owned()).or_default();
@@ -451,7 +460,8 @@ impl Timeline {
         }
     }
 
-    /// A tracked pod left node `name` (deleted, or bound elsewhere): the node's drain ends with its last one.
+    /// A tracked pod left node `name` (deleted, or bound elsewhere): the node's drain ends with its
+    /// last one.
     fn unbound(&mut self, t: f64, name: &str) {
         let Some(count) = self.pods_on.get_mut(name) else {
             return;
@@ -474,9 +484,10 @@ impl Timeline {
         self.nodes.remove(name);
     }
 
-    /// A relist of the pods ended at `t`: `listed` holds the UID of every pod it returned. A pod the timeline holds
-    /// and the list lacks was deleted during the watch gap (its Delete event was never seen), and goes now: kept, it
-    /// would count as Ready for ever. `first`: the recorder's initial list, not counted as a relist.
+    /// A relist of the pods ended at `t`: `listed` holds the UID of every pod it returned. A pod
+    /// the timeline holds and the list lacks was deleted during the watch gap (its Delete event
+    /// was never seen), and goes now: kept, it would count as Ready for ever. `first`: the
+    /// recorder's initial list, not counted as a relist.
     pub fn pods_relisted(&mut self, t: f64, listed: &HashSet<String>, first: bool) {
         if !first {
             self.relists += 1;
@@ -547,8 +558,8 @@ impl Timeline {
         }
     }
 
-    /// Counts `app`'s ready pods again after a change; `lost_outside`: the change is a pod that stopped being
-    /// available without being evicted.
+    /// Counts `app`'s ready pods again after a change; `lost_outside`: the change is a pod that
+    /// stopped being available without being evicted.
     fn recount(&mut self, t: f64, app: &str, lost_outside: bool) {
         let armed = self.armed();
         let Some(owner) = self.owners.get_mut(app) else {
@@ -625,8 +636,8 @@ impl Timeline {
         !self.nodes.is_empty() && self.nodes.values().all(|n| n.upgraded == upgraded)
     }
 
-    /// From the first mark (or [`Timeline::start`]) to the last node upgraded, once every node was upgraded (but the
-    /// unfinishable ones).
+    /// From the first mark (or [`Timeline::start`]) to the last node upgraded, once every node was
+    /// upgraded (but the unfinishable ones).
     pub fn makespan(&self) -> Option<(f64, f64)> {
         let start = self.started_at?;
         let mut end = start;
@@ -639,8 +650,9 @@ impl Timeline {
         Some((start, end))
     }
 
-    /// Where the time of the nodes upgraded while armed went, over those with every phase time; `slots`: the nodes
-    /// the tool upgrades at once (C), for the idle slot time. `None` without such a node.
+    /// Where the time of the nodes upgraded while armed went, over those with every phase time;
+    /// `slots`: the nodes the tool upgrades at once (C), for the idle slot time. `None` without
+    /// such a node.
     pub fn node_phases(&self, slots: usize) -> Option<NodePhases> {
         let mut phases: [Vec<f64>; 5] = Default::default();
         for node in self.nodes.values().filter(|n| n.upgraded) {
@@ -679,7 +691,8 @@ impl Timeline {
 
     /// `∫ max(0, slots − nodes in progress) dt` from the first node started to the last.
     fn idle_slot_s(&self, slots: usize) -> f64 {
-        // (time, change of the nodes in progress); a node not upgraded after its start holds its slot to the end.
+        // (time, change of the nodes in progress); a node not upgraded after its start holds its
+        // slot to the end.
         let mut changes: Vec<(f64, i64)> = Vec::new();
         for node in self.nodes.values() {
             let Some(started) = node.started_at else {
@@ -848,7 +861,8 @@ mod tests {
         timeline
     }
 
-    /// A messy fleet: `web` on n1 and n2, n3 only an operator can clear, `broken` crash-looping on n3.
+    /// A messy fleet: `web` on n1 and n2, n3 only an operator can clear, `broken` crash-looping on
+    /// n3.
     #[test]
     fn a_messy_fleets_makespan_leaves_out_the_unfinishable_nodes_and_counts_what_was_left() {
         let mut t = Timeline::new(
@@ -949,7 +963,8 @@ mod tests {
         let outcome = &t.outcomes()[0];
         assert_eq!(outcome.min_ready, 1);
         assert_eq!(outcome.violations, 1);
-        // Deleted without the Eviction API: the descent is counted, and attributed to whoever deleted them.
+        // Deleted without the Eviction API: the descent is counted, and attributed to whoever
+        // deleted them.
         assert_eq!(outcome.outside_violations, 1);
         assert_eq!(outcome.outside_disruptions, 2);
         assert!((outcome.seconds_below - 3.0).abs() < 1e-9);
@@ -1026,8 +1041,9 @@ mod tests {
     #[test]
     fn unavailable_replica_seconds_integrate_the_missing_replicas_over_the_run() {
         let mut t = running();
-        // web has 3 desired. 0–2 s: 3 ready (0). 2–3 s: 2 ready (1 × 1 s). 3–7 s: 1 ready (2 × 4 s). 7–8 s: 2 ready
-        // (1 × 1 s). 8–10 s: 3 ready (0). By hand: 1 + 8 + 1 = 10 replica-seconds.
+        // web has 3 desired. 0–2 s: 3 ready (0). 2–3 s: 2 ready (1 × 1 s). 3–7 s: 1 ready (2 × 4
+        // s). 7–8 s: 2 ready (1 × 1 s). 8–10 s: 3 ready (0). By hand: 1 + 8 + 1 = 10
+        // replica-seconds.
         t.pod_applied(2.0, pod("a", "web", "n1", true, true));
         t.pod_deleted(3.0, "b");
         t.pod_deleted(3.5, "a");
@@ -1047,8 +1063,8 @@ mod tests {
         );
     }
 
-    /// An owner's own makespan: from the upgrade's start (its first mark) until it last had all its replicas Ready
-    /// again, a second loss after the first recovery included.
+    /// An owner's own makespan: from the upgrade's start (its first mark) until it last had all its
+    /// replicas Ready again, a second loss after the first recovery included.
     #[test]
     fn an_owner_is_restored_when_it_last_has_all_its_replicas_ready_again() {
         let mut t = running();
@@ -1070,7 +1086,8 @@ mod tests {
     fn nothing_is_unavailable_before_arming() {
         let mut t = Timeline::new(90, [("web", "Deployment", 2)], []);
         t.pod_applied(0.0, pod("a", "web", "n1", true, false));
-        // Only one of two Ready from 0 to 5 s, unarmed: not counted. Armed at 5 s with one missing until 6 s.
+        // Only one of two Ready from 0 to 5 s, unarmed: not counted. Armed at 5 s with one missing
+        // until 6 s.
         t.arm(5.0);
         t.pod_applied(6.0, pod("b", "web", "n1", true, false));
         t.finish(9.0);
@@ -1080,7 +1097,8 @@ mod tests {
     #[test]
     fn a_relist_removes_the_pods_deleted_during_the_watch_gap() {
         let mut t = running();
-        // Pod b was deleted while the watch was down: the relist lacks it, and no Delete event ever comes.
+        // Pod b was deleted while the watch was down: the relist lacks it, and no Delete event ever
+        // comes.
         let listed: HashSet<String> = ["a", "c", "d", "x"].map(String::from).into();
         t.pods_relisted(5.0, &listed, false);
         assert_eq!(t.relists(), 1);
@@ -1217,7 +1235,8 @@ mod tests {
         }
         let phases = t.node_phases(2).expect("both nodes have every phase");
         assert_eq!(phases.nodes, 2);
-        // Drains of 5 s (n1, until p went at 6 s) and 0 s (n2): the nearest-rank median is the lower one.
+        // Drains of 5 s (n1, until p went at 6 s) and 0 s (n2): the nearest-rank median is the
+        // lower one.
         assert!(close(phases.drain.p50_s, 0.0), "{phases:?}");
         assert!(close(phases.drain.p90_s, 5.0), "{phases:?}");
         assert!(close(phases.whole.p90_s, 7.0), "{phases:?}");
@@ -1259,8 +1278,9 @@ mod tests {
                 },
             );
         }
-        // In progress from 0 to 5 s: 1 node on [0, 1), 2 on [1, 4) (n2 hands its slot to n3 at 3 s), 1 on [4, 5).
-        // Two slots: 1·1 + 0·3 + 1·1 = 2 slot-seconds. Three: 2·1 + 1·3 + 2·1 = 7. One: never idle.
+        // In progress from 0 to 5 s: 1 node on [0, 1), 2 on [1, 4) (n2 hands its slot to n3 at 3
+        // s), 1 on [4, 5). Two slots: 1·1 + 0·3 + 1·1 = 2 slot-seconds. Three: 2·1 + 1·3 +
+        // 2·1 = 7. One: never idle.
         let idle = |slots| t.node_phases(slots).unwrap().idle_slot_s;
         assert!(close(idle(2), 2.0), "{}", idle(2));
         assert!(close(idle(3), 7.0), "{}", idle(3));

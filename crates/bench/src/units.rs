@@ -1,5 +1,5 @@
-//! How the report, the targets and the index write a figure with its unit: seconds, milliseconds, ratios, megabytes
-//! and a histogram quantile's bucket bound.
+//! How the report, the targets and the index write a figure with its unit: seconds, milliseconds,
+//! ratios, megabytes and a histogram quantile's bucket bound.
 
 use crate::requests::BucketBound;
 

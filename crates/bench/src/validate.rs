@@ -1,7 +1,8 @@
-//! The model against the cluster, owner by owner (`k8sm-bench --model --compare-with <report>.json`): for the same
-//! fleet, each owner's evictions and its own makespan (seconds from the upgrade's start until it last had all its
-//! replicas Ready again) in the model, against k8sm's runs of a report. The error is the model's figure less the
-//! median of the runs', over that median.
+//! The model against the cluster, owner by owner (`k8sm-bench --model --compare-with
+//! <report>.json`): for the same fleet, each owner's evictions and its own makespan (seconds from
+//! the upgrade's start until it last had all its replicas Ready again) in the model, against k8sm's
+//! runs of a report. The error is the model's figure less the median of the runs', over that
+//! median.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -23,7 +24,8 @@ pub struct OwnerComparison {
 }
 
 impl OwnerComparison {
-    /// (model − median of the runs) / median of the runs, for the makespan; `None` where either side lacks it.
+    /// (model − median of the runs) / median of the runs, for the makespan; `None` where either
+    /// side lacks it.
     pub fn makespan_error(&self) -> Option<f64> {
         relative_error(self.model_restored?, median(&self.cluster_restored)?)
     }
@@ -33,8 +35,8 @@ impl OwnerComparison {
     }
 }
 
-/// The comparison of `run` (the model's upgrade of `fleet`) with k8sm's runs in `summary`, which must be of the same
-/// fleet: the same owners with the same replicas.
+/// The comparison of `run` (the model's upgrade of `fleet`) with k8sm's runs in `summary`, which
+/// must be of the same fleet: the same owners with the same replicas.
 pub fn compare(
     fleet: &Workload,
     run: &ModelRun,

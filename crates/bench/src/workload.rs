@@ -1,17 +1,19 @@
-//! The benchmark's workload: owners of mixed sizes (1 to 50 replicas), a few StatefulSets, a few unmanaged pods and
-//! a DaemonSet, derived deterministically from the node and pod counts (and, for the realistic shape, a seed). The
-//! fleet model only: `crate::fleet_on_cluster` creates it in a namespace.
+//! The benchmark's workload: owners of mixed sizes (1 to 50 replicas), a few StatefulSets, a few
+//! unmanaged pods and a DaemonSet, derived deterministically from the node and pod counts (and, for
+//! the realistic shape, a seed). The fleet model only: `crate::fleet_on_cluster` creates it in a
+//! namespace.
 //!
-//! Two shapes: [`Shape::Simple`] is the fleet of the earlier reports (pods Ready after one delay, no grace period, no
-//! requests); [`Shape::Realistic`] gives each owner its own readiness delay, CPU and memory requests that fill the
-//! nodes to a target, a termination grace period, some owners bunched on a few nodes, one Deployment rolling out
-//! when the tool starts and a StatefulSet of 10 with `OrderedReady`.
+//! Two shapes: [`Shape::Simple`] is the fleet of the earlier reports (pods Ready after one delay,
+//! no grace period, no requests); [`Shape::Realistic`] gives each owner its own readiness delay,
+//! CPU and memory requests that fill the nodes to a target, a termination grace period, some owners
+//! bunched on a few nodes, one Deployment rolling out when the tool starts and a StatefulSet of 10
+//! with `OrderedReady`.
 //!
-//! Either shape may be made messy ([`Realism::messy`], `--messy`; made real on the cluster by `crate::mess`), with
-//! what real clusters have that no upgrade tool can wish away: crash-looping owners, dead nodes, pods stuck
-//! terminating, a rollout stuck past its progress deadline, bare pods under `unmanagedPods.policy: Never`, and pods
-//! that can only run on their node. [`Workload::unfinishable`] says, from these alone, which nodes only an operator
-//! can clear.
+//! Either shape may be made messy ([`Realism::messy`], `--messy`; made real on the cluster by
+//! `crate::mess`), with what real clusters have that no upgrade tool can wish away: crash-looping
+//! owners, dead nodes, pods stuck terminating, a rollout stuck past its progress deadline, bare
+//! pods under `unmanagedPods.policy: Never`, and pods that can only run on their node.
+//! [`Workload::unfinishable`] says, from these alone, which nodes only an operator can clear.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -24,23 +26,25 @@ use k8sm_e2e::rng::SplitMix64;
 use crate::stats::{BoundInput, BoundOwner};
 use k8sm_api::UnmanagedPodPolicy;
 
-/// Replica counts of the owners, in the order they are created, repeated until the pods are placed. Sizes that are
-/// not multiples of 10 matter: at 90% an owner of 15 replicas may lose only one pod at a time.
+/// Replica counts of the owners, in the order they are created, repeated until the pods are placed.
+/// Sizes that are not multiples of 10 matter: at 90% an owner of 15 replicas may lose only one pod
+/// at a time.
 pub const SIZES: [u32; 13] = [1, 2, 3, 5, 8, 10, 12, 15, 20, 25, 30, 40, 50];
 
-/// How many of the first owners are StatefulSets instead of Deployments ("a few"): positions in [`SIZES`].
+/// How many of the first owners are StatefulSets instead of Deployments ("a few"): positions in
+/// [`SIZES`].
 const STATEFUL_POSITIONS: [usize; 3] = [2, 5, 8];
 
 /// Name of the DaemonSet (its pods are ignored by every drain and by the measurements).
 pub const DAEMON_SET: &str = "node-logs";
 
-/// The realistic shape's StatefulSet that starts (and replaces) its pods one at a time, each after the previous is
-/// Ready, and its size.
+/// The realistic shape's StatefulSet that starts (and replaces) its pods one at a time, each after
+/// the previous is Ready, and its size.
 pub const ORDERED_STATEFUL_SET: &str = "sts-ordered-x10";
 const ORDERED_REPLICAS: u32 = 10;
 
-/// The realistic shape's Deployment whose pod template changes just before the tool starts, and its size (not a
-/// multiple of 4, so that its 25% surge rounds).
+/// The realistic shape's Deployment whose pod template changes just before the tool starts, and its
+/// size (not a multiple of 4, so that its 25% surge rounds).
 pub const ROLLING_DEPLOYMENT: &str = "dep-rollout-x14";
 const ROLLING_REPLICAS: u32 = 14;
 
@@ -54,12 +58,13 @@ pub(crate) const UNMANAGED_REQUESTS: (u32, u32) = (100, 128);
 const BUNCHED_ONE_IN: u64 = 4;
 /// How many nodes a bunched owner prefers.
 const BUNCH_NODES: usize = 3;
-/// How long before the upgrade the grace period of a messy fleet's zombies ended (but the fresh ones').
+/// How long before the upgrade the grace period of a messy fleet's zombies ended (but the fresh
+/// ones').
 const STALE_ZOMBIE_S: u32 = 600;
 /// The finalizer that holds a messy fleet's zombies.
 pub const ZOMBIE_FINALIZER: &str = "bench.k8sm.io/never-released";
-/// Salt of the messy draws: a separate stream, so that a messy fleet's owners draw what the same seed's tidy fleet
-/// draws.
+/// Salt of the messy draws: a separate stream, so that a messy fleet's owners draw what the same
+/// seed's tidy fleet draws.
 const MESSY_SALT: u64 = 0x6d65_7373_7921;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,7 +88,8 @@ impl Kind {
 pub enum Shape {
     /// The earlier reports' fleet: one readiness delay for every pod, no grace period, no requests.
     Simple,
-    /// Per-owner readiness delays, requests, grace periods, bunched owners, a rollout, an ordered StatefulSet.
+    /// Per-owner readiness delays, requests, grace periods, bunched owners, a rollout, an ordered
+    /// StatefulSet.
     #[default]
     Realistic,
 }
@@ -93,20 +99,22 @@ pub enum Shape {
 pub struct Realism {
     /// Same seed, same fleet.
     pub seed: u64,
-    /// Each owner's pods become Ready this long after scheduling, drawn uniformly in `[min, max]` per owner.
+    /// Each owner's pods become Ready this long after scheduling, drawn uniformly in `[min, max]`
+    /// per owner.
     pub ready_delay_min: Duration,
     pub ready_delay_max: Duration,
     /// Every pod's `terminationGracePeriodSeconds` (whole seconds: what the API takes).
     pub grace_period_s: u32,
     /// How full the nodes are on average, percent of their allocatable CPU and memory.
     pub fill_percent: u8,
-    /// Add the shapes of real clusters that only the model knows how to play (see [`Messy`]), this often: off by
-    /// default, so that the presets' fleets stay what they were.
+    /// Add the shapes of real clusters that only the model knows how to play (see [`Messy`]), this
+    /// often: off by default, so that the presets' fleets stay what they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messy: Option<MessRates>,
 }
 
-/// How often a messy fleet has each of its shapes (see [`Workload::mess_up`]): each a chance of one in so many.
+/// How often a messy fleet has each of its shapes (see [`Workload::mess_up`]): each a chance of one
+/// in so many.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessRates {
     /// A node dead (NotReady since before the upgrade).
@@ -115,20 +123,23 @@ pub struct MessRates {
     pub crash_looping_one_in: u64,
     /// A Deployment of 2 replicas or more with a rollout stuck past its progress deadline.
     pub stuck_rollout_one_in: u64,
-    /// A 1-replica Deployment pinned to its node, and a StatefulSet of 3 or fewer pinned by ordinal.
+    /// A 1-replica Deployment pinned to its node, and a StatefulSet of 3 or fewer pinned by
+    /// ordinal.
     pub pinned_one_in: u64,
     /// At most this many pods stuck terminating on live nodes, drawn from 0.
     pub max_zombies: u64,
-    /// At most this many more whose grace period ended less than a minute before the upgrade ([`Zombie`]).
+    /// At most this many more whose grace period ended less than a minute before the upgrade
+    /// ([`Zombie`]).
     pub max_fresh_zombies: u64,
-    /// Whether more than one StatefulSet may be pinned (two such sets on the same nodes can wait on each other).
+    /// Whether more than one StatefulSet may be pinned (two such sets on the same nodes can wait
+    /// on each other).
     pub pinned_sets: bool,
 }
 
 impl Default for MessRates {
-    /// What real clusters have: about one node in a hundred dead, one owner in twenty crash-looping, a stuck rollout
-    /// in one Deployment in twenty, half the 1-replica Deployments and one small StatefulSet pinned, up to two
-    /// zombies.
+    /// What real clusters have: about one node in a hundred dead, one owner in twenty
+    /// crash-looping, a stuck rollout in one Deployment in twenty, half the 1-replica
+    /// Deployments and one small StatefulSet pinned, up to two zombies.
     fn default() -> Self {
         Self {
             dead_node_one_in: 100,
@@ -143,8 +154,9 @@ impl Default for MessRates {
 }
 
 impl MessRates {
-    /// Far messier than any cluster should be, to press the planner: a node in eight dead, an owner in four
-    /// crash-looping, a Deployment in three stuck, every small owner pinned, up to four zombies and two fresh ones.
+    /// Far messier than any cluster should be, to press the planner: a node in eight dead, an owner
+    /// in four crash-looping, a Deployment in three stuck, every small owner pinned, up to four
+    /// zombies and two fresh ones.
     pub fn harsh() -> Self {
         Self {
             dead_node_one_in: 8,
@@ -177,7 +189,8 @@ pub struct Owner {
     pub name: String,
     pub kind: Kind,
     pub replicas: u32,
-    /// Its pods become Ready this long after scheduling (milliseconds); 0: the cluster's pod-ready delay.
+    /// Its pods become Ready this long after scheduling (milliseconds); 0: the cluster's pod-ready
+    /// delay.
     #[serde(default)]
     pub ready_delay_ms: u64,
     /// CPU (millicores) and memory (MiB) each pod requests; 0: none.
@@ -191,21 +204,23 @@ pub struct Owner {
     /// A StatefulSet with `podManagementPolicy: OrderedReady` (else `Parallel`).
     #[serde(default)]
     pub ordered: bool,
-    /// A Deployment whose template changes just before the tool starts (`maxSurge: 25%`, `maxUnavailable: 0`).
+    /// A Deployment whose template changes just before the tool starts (`maxSurge: 25%`,
+    /// `maxUnavailable: 0`).
     #[serde(default)]
     pub rolling: bool,
-    /// Messy fleets: its pods never become Ready (CrashLoopBackOff, a bad image), those of before the upgrade as
-    /// its replacements.
+    /// Messy fleets: its pods never become Ready (CrashLoopBackOff, a bad image), those of before
+    /// the upgrade as its replacements.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub crash_looping: bool,
-    /// Messy fleets: a Deployment whose rollout is past its progress deadline (`ProgressDeadlineExceeded`, so not
-    /// replacing anything), with this many pods of its new ReplicaSet that never become Ready, on top of its
-    /// replicas (all Ready, of the old ReplicaSet).
+    /// Messy fleets: a Deployment whose rollout is past its progress deadline
+    /// (`ProgressDeadlineExceeded`, so not replacing anything), with this many pods of its new
+    /// ReplicaSet that never become Ready, on top of its replicas (all Ready, of the old
+    /// ReplicaSet).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stuck_rollout: u32,
-    /// Messy fleets: the nodes its pods can only run on (a `kubernetes.io/hostname` selector, a local volume): a
-    /// Deployment's single node, or a StatefulSet's node per ordinal. A replacement waits Pending until its node is
-    /// back and schedulable.
+    /// Messy fleets: the nodes its pods can only run on (a `kubernetes.io/hostname` selector, a
+    /// local volume): a Deployment's single node, or a StatefulSet's node per ordinal. A
+    /// replacement waits Pending until its node is back and schedulable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pinned_nodes: Vec<usize>,
 }
@@ -232,8 +247,8 @@ impl Owner {
         }
     }
 
-    /// The node the pod of this name can only run on, if it is pinned: a Deployment's one node, a StatefulSet's by
-    /// the ordinal its name ends with.
+    /// The node the pod of this name can only run on, if it is pinned: a Deployment's one node, a
+    /// StatefulSet's by the ordinal its name ends with.
     pub fn pinned_node(&self, pod_name: &str) -> Option<usize> {
         match self.kind {
             Kind::Deployment => self.pinned_nodes.first().copied(),
@@ -254,17 +269,20 @@ impl Owner {
     }
 }
 
-/// What a messy fleet has besides its owners' traits ([`Owner::crash_looping`], [`Owner::stuck_rollout`],
-/// [`Owner::pinned_nodes`]): the truth the model plays and that [`Workload::unfinishable`] reads.
+/// What a messy fleet has besides its owners' traits ([`Owner::crash_looping`],
+/// [`Owner::stuck_rollout`], [`Owner::pinned_nodes`]): the truth the model plays and that
+/// [`Workload::unfinishable`] reads.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Messy {
-    /// Nodes NotReady since before the upgrade (their kubelet down), on the old executor: no pod is scheduled there.
+    /// Nodes NotReady since before the upgrade (their kubelet down), on the old executor: no pod
+    /// is scheduled there.
     pub dead_nodes: Vec<usize>,
-    /// Pods stuck terminating, past their grace period, that never go: on live nodes held by a finalizer nobody
-    /// removes, on dead nodes because no kubelet confirms them gone. Their owner's controller replaced them.
+    /// Pods stuck terminating, past their grace period, that never go: on live nodes held by a
+    /// finalizer nobody removes, on dead nodes because no kubelet confirms them gone. Their
+    /// owner's controller replaced them.
     pub zombies: Vec<Zombie>,
-    /// The policy's `unmanagedPods.policy` for the fleet's bare pods ([`Workload::unmanaged`]): `Never` leaves their
-    /// nodes to an operator.
+    /// The policy's `unmanagedPods.policy` for the fleet's bare pods ([`Workload::unmanaged`]):
+    /// `Never` leaves their nodes to an operator.
     pub unmanaged_policy: UnmanagedPodPolicy,
 }
 
@@ -277,9 +295,9 @@ pub struct Zombie {
     pub node_index: usize,
     /// Held by [`ZOMBIE_FINALIZER`] (on a live node); without one on a dead node.
     pub finalizer: bool,
-    /// How long before the upgrade starts its grace period ended (its `deletionTimestamp`): a minute or more, and it
-    /// is stuck from the start; less ("fresh"), and it looks like any terminating pod until that minute is up, so a
-    /// tool may start its node before it knows.
+    /// How long before the upgrade starts its grace period ended (its `deletionTimestamp`): a
+    /// minute or more, and it is stuck from the start; less ("fresh"), and it looks like any
+    /// terminating pod until that minute is up, so a tool may start its node before it knows.
     pub deleted_before_s: u32,
 }
 
@@ -290,8 +308,8 @@ pub struct Unmanaged {
     pub node_index: usize,
 }
 
-/// Allocatable CPU (millicores) and memory (MiB) of every node, sized so that the fleet's requests fill them to the
-/// target on average.
+/// Allocatable CPU (millicores) and memory (MiB) of every node, sized so that the fleet's requests
+/// fill them to the target on average.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeSize {
     pub cpu_millis: u64,
@@ -308,15 +326,16 @@ pub struct Workload {
     /// The nodes' allocatable resources when pods request some (realistic shape).
     #[serde(default)]
     pub node_size: Option<NodeSize>,
-    /// A messy fleet's dead nodes, zombies and unmanaged-pod policy; `None`: a tidy fleet (every node Ready, no
-    /// zombie, unmanaged pods deleted).
+    /// A messy fleet's dead nodes, zombies and unmanaged-pod policy; `None`: a tidy fleet (every
+    /// node Ready, no zombie, unmanaged pods deleted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messy: Option<Messy>,
 }
 
 impl Workload {
-    /// The simple shape: `pods` pods on `nodes` nodes, one unmanaged pod per 20 nodes (at least one), the rest in
-    /// owners whose sizes cycle through [`SIZES`]; the last owner takes what is left.
+    /// The simple shape: `pods` pods on `nodes` nodes, one unmanaged pod per 20 nodes (at least
+    /// one), the rest in owners whose sizes cycle through [`SIZES`]; the last owner takes what
+    /// is left.
     pub fn plan(nodes: usize, pods: usize) -> Self {
         let unmanaged = unmanaged_pods(nodes, pods);
         let left = u32::try_from(pods - unmanaged.len()).unwrap_or(u32::MAX);
@@ -329,10 +348,11 @@ impl Workload {
         }
     }
 
-    /// The fleet of `shape`: [`Workload::plan`] for the simple one; for the realistic one, the same pod count with
-    /// the ordered StatefulSet and the rolling Deployment first, then owners cycling through [`SIZES`], each with
-    /// its readiness delay and requests drawn from `realism.seed`, and nodes sized to `realism.fill_percent`.
-    /// With `realism.messy`, either shape gets the messy traits too (see [`Workload::mess_up`]), drawn from a stream
+    /// The fleet of `shape`: [`Workload::plan`] for the simple one; for the realistic one, the same
+    /// pod count with the ordered StatefulSet and the rolling Deployment first, then owners
+    /// cycling through [`SIZES`], each with its readiness delay and requests drawn from
+    /// `realism.seed`, and nodes sized to `realism.fill_percent`. With `realism.messy`, either
+    /// shape gets the messy traits too (see [`Workload::mess_up`]), drawn from a stream
     /// of its own: the owners draw what the tidy fleet of the same seed draws.
     pub fn generate(nodes: usize, pods: usize, shape: Shape, realism: &Realism) -> Self {
         if shape == Shape::Simple {
@@ -390,17 +410,18 @@ impl Workload {
         workload
     }
 
-    /// Makes the fleet messy, deterministically from `seed` (a stream apart from the owners' draws), at `rates`:
-    /// - dead nodes, each with one pod of a Deployment stuck terminating (no kubelet to confirm it gone; its
-    ///   Deployment replaced it);
+    /// Makes the fleet messy, deterministically from `seed` (a stream apart from the owners'
+    /// draws), at `rates`:
+    /// - dead nodes, each with one pod of a Deployment stuck terminating (no kubelet to confirm it
+    ///   gone; its Deployment replaced it);
     /// - crash-looping owners (not the rolling Deployment);
-    /// - up to `rates.max_zombies` pods of Deployments stuck terminating on live nodes, held by a finalizer, their
-    ///   grace period over 10 minutes before the upgrade; up to `rates.max_fresh_zombies` more over 0 to 50 seconds
-    ///   before;
-    /// - Deployments of 2 replicas or more with a rollout stuck past its progress deadline, a quarter of their
-    ///   replicas (rounded up) of not-Ready new pods on top;
-    /// - 1-replica Deployments pinned to a live node, and StatefulSets of at most 3 (the first only, unless
-    ///   `rates.pinned_sets`) each ordinal to a node of its own (local volumes);
+    /// - up to `rates.max_zombies` pods of Deployments stuck terminating on live nodes, held by a
+    ///   finalizer, their grace period over 10 minutes before the upgrade; up to
+    ///   `rates.max_fresh_zombies` more over 0 to 50 seconds before;
+    /// - Deployments of 2 replicas or more with a rollout stuck past its progress deadline, a
+    ///   quarter of their replicas (rounded up) of not-Ready new pods on top;
+    /// - 1-replica Deployments pinned to a live node, and StatefulSets of at most 3 (the first
+    ///   only, unless `rates.pinned_sets`) each ordinal to a node of its own (local volumes);
     /// - the bare pods on drawn live nodes, under `unmanagedPods.policy: Never`.
     pub fn mess_up(&mut self, nodes: usize, seed: u64, rates: &MessRates) {
         let mut rng = SplitMix64(seed ^ MESSY_SALT);
@@ -514,9 +535,10 @@ impl Workload {
         ))
     }
 
-    /// The nodes that no upgrade tool can finish without an operator, from the fleet's truth alone: dead nodes,
-    /// nodes holding a zombie, nodes holding a bare pod under `unmanagedPods.policy: Never`, and nodes holding a pod
-    /// pinned there (whose eviction is downtime until the node is back: `pinnedPods: Block`, the default). Empty for
+    /// The nodes that no upgrade tool can finish without an operator, from the fleet's truth alone:
+    /// dead nodes, nodes holding a zombie, nodes holding a bare pod under
+    /// `unmanagedPods.policy: Never`, and nodes holding a pod pinned there (whose eviction is
+    /// downtime until the node is back: `pinnedPods: Block`, the default). Empty for
     /// a tidy fleet.
     pub fn unfinishable(&self) -> BTreeSet<usize> {
         let Some(messy) = &self.messy else {
@@ -535,12 +557,13 @@ impl Workload {
         nodes
     }
 
-    /// Nodes whose allocatable is the fleet's total requests over `fill_percent` of the node count, in whole tenths
-    /// of a core and whole 64 MiB, and at least four of the largest pod (light fleets: a pod must always fit somewhere,
-    /// whatever the fragmentation).
-    /// A messy fleet's are sized over its live nodes only (its dead nodes run nothing), and no fuller than lets the
-    /// other live nodes take one node's pods with a fifth to spare (where few nodes are left alive, two say, 60 % full
-    /// would leave the other 40 % free: no tool could drain either).
+    /// Nodes whose allocatable is the fleet's total requests over `fill_percent` of the node count,
+    /// in whole tenths of a core and whole 64 MiB, and at least four of the largest pod (light
+    /// fleets: a pod must always fit somewhere, whatever the fragmentation).
+    /// A messy fleet's are sized over its live nodes only (its dead nodes run nothing), and no
+    /// fuller than lets the other live nodes take one node's pods with a fifth to spare (where
+    /// few nodes are left alive, two say, 60 % full would leave the other 40 % free: no tool
+    /// could drain either).
     fn size_nodes(&self, nodes: usize, fill_percent: u8) -> NodeSize {
         let (cpu, memory) = self.requested(nodes);
         let live = nodes - self.messy.as_ref().map_or(0, |m| m.dead_nodes.len());
@@ -560,9 +583,9 @@ impl Workload {
         }
     }
 
-    /// Total CPU (millicores) and memory (MiB) the realistic fleet's pods request once every pod runs (before the
-    /// rollout's surge): owners (with a stuck rollout's new pods and zombies), unmanaged pods and one DaemonSet pod on
-    /// each of `nodes`.
+    /// Total CPU (millicores) and memory (MiB) the realistic fleet's pods request once every pod
+    /// runs (before the rollout's surge): owners (with a stuck rollout's new pods and zombies),
+    /// unmanaged pods and one DaemonSet pod on each of `nodes`.
     fn requested(&self, nodes: usize) -> (u64, u64) {
         let zombies = |o: &Owner| {
             self.messy.as_ref().map_or(0, |m| {
@@ -588,8 +611,8 @@ impl Workload {
         )
     }
 
-    /// How full `nodes` nodes are on average once every pod runs: requested over allocatable, CPU and memory; `None`
-    /// for the simple shape (no requests).
+    /// How full `nodes` nodes are on average once every pod runs: requested over allocatable, CPU
+    /// and memory; `None` for the simple shape (no requests).
     pub fn fill(&self, nodes: usize) -> Option<(f64, f64)> {
         let size = self.node_size?;
         let (cpu, memory) = self.requested(nodes);
@@ -600,9 +623,10 @@ impl Workload {
         ))
     }
 
-    /// What the concurrency-aware lower bound needs: every owner that must be evicted pod by pod (not the rolling
-    /// Deployment, whose old pods its own rollout may replace), with its readiness delay (`default_ready_delay` for
-    /// the simple shape), and the evictions that takes.
+    /// What the concurrency-aware lower bound needs: every owner that must be evicted pod by pod
+    /// (not the rolling Deployment, whose old pods its own rollout may replace), with its
+    /// readiness delay (`default_ready_delay` for the simple shape), and the evictions that
+    /// takes.
     pub fn bound_input(
         &self,
         nodes: usize,
@@ -661,8 +685,8 @@ impl Workload {
         self.owners.iter().map(|o| o.replicas).collect()
     }
 
-    /// A few owners worth charting: the largest Deployment, the first owner of the size that needs the most
-    /// waves, the first StatefulSet and a small Deployment.
+    /// A few owners worth charting: the largest Deployment, the first owner of the size that needs
+    /// the most waves, the first StatefulSet and a small Deployment.
     pub fn charted(&self, critical_replicas: u32) -> Vec<&Owner> {
         let deployments = || self.owners.iter().filter(|o| o.kind == Kind::Deployment);
         let candidates = [
@@ -719,10 +743,11 @@ fn cycled_owners(mut left: u32) -> Vec<Owner> {
     owners
 }
 
-/// The `minAvailable` that holds an owner of `replicas` to exactly the guarantee k8sm gives at `threshold`: its SLA
-/// bound `min(ceil(t·d), d−1)`. A percentage (`90%`) is stricter for every owner under 10 replicas (it allows no
-/// disruption at all, so drain waits for its timeout and the baseline measured that timeout, not the tool); the bound
-/// is computed by the test cluster's oracle, apart from the planner under test.
+/// The `minAvailable` that holds an owner of `replicas` to exactly the guarantee k8sm gives at
+/// `threshold`: its SLA bound `min(ceil(t·d), d−1)`. A percentage (`90%`) is stricter for every
+/// owner under 10 replicas (it allows no disruption at all, so drain waits for its timeout and the
+/// baseline measured that timeout, not the tool); the bound is computed by the test cluster's
+/// oracle, apart from the planner under test.
 pub fn budget_at_bound(replicas: u32, threshold: u8) -> IntOrString {
     let bound = k8sm_testcluster::sla::bound(replicas, u32::from(threshold));
     IntOrString::Int(i32::try_from(bound).unwrap_or(i32::MAX))
@@ -783,7 +808,8 @@ mod tests {
 
     #[test]
     fn budgets_sit_at_the_sla_bound_not_at_a_percentage() {
-        // min(ceil(0.9·d), d−1), worked out by hand: a percentage would allow nothing under 10 replicas.
+        // min(ceil(0.9·d), d−1), worked out by hand: a percentage would allow nothing under 10
+        // replicas.
         for (replicas, min_available) in [(1, 0), (2, 1), (3, 2), (10, 9), (15, 14), (50, 45)] {
             assert_eq!(
                 budget_at_bound(replicas, 90),
@@ -836,7 +862,8 @@ mod tests {
                 .iter()
                 .all(|o| { !o.crash_looping && o.stuck_rollout == 0 && o.pinned_nodes.is_empty() })
         );
-        // No key of the messy shapes in a tidy fleet's JSON: its summaries and reports read as they did.
+        // No key of the messy shapes in a tidy fleet's JSON: its summaries and reports read as they
+        // did.
         let json = serde_json::to_string(&tidy).unwrap();
         for key in ["messy", "crash_looping", "stuck_rollout", "pinned_nodes"] {
             assert!(!json.contains(key), "{key}");
@@ -858,7 +885,8 @@ mod tests {
             );
             let w = messy(20, 600, seed, MessRates::default());
             assert_eq!(w, messy(20, 600, seed, MessRates::default()));
-            // The same owners, sizes, delays and requests; the bare pods as many (moved to drawn live nodes).
+            // The same owners, sizes, delays and requests; the bare pods as many (moved to drawn
+            // live nodes).
             assert_eq!(w.owners.len(), tidy.owners.len());
             for (a, b) in w.owners.iter().zip(&tidy.owners) {
                 assert_eq!(
@@ -902,7 +930,8 @@ mod tests {
             expected.extend(w.unmanaged.iter().map(|u| u.node_index));
             expected.extend(w.owners.iter().flat_map(|o| o.pinned_nodes.iter().copied()));
             assert_eq!(w.unfinishable(), expected);
-            // Pinned owners: a 1-replica Deployment on one node, a StatefulSet on a node of its own per ordinal.
+            // Pinned owners: a 1-replica Deployment on one node, a StatefulSet on a node of its own
+            // per ordinal.
             for o in w.owners.iter().filter(|o| !o.pinned_nodes.is_empty()) {
                 assert!(o.preferred_nodes.is_empty() && !o.crash_looping && o.stuck_rollout == 0);
                 match o.kind {
@@ -1032,8 +1061,8 @@ mod tests {
         for (nodes, pods) in [(10, 300), (20, 600), (100, 3000), (500, 15_000)] {
             let w = realistic(nodes, pods);
             let size = w.node_size.unwrap();
-            // The requests, summed here from the generated owners: pods × their request, 100m/128Mi per unmanaged
-            // pod, 50m/64Mi of the DaemonSet per node.
+            // The requests, summed here from the generated owners: pods × their request, 100m/128Mi
+            // per unmanaged pod, 50m/64Mi of the DaemonSet per node.
             let total = |per_pod: fn(&Owner) -> u32, unmanaged: u64, daemon: u64| {
                 w.owners
                     .iter()
@@ -1053,7 +1082,8 @@ mod tests {
                 "{nodes}: memory {memory_fill}"
             );
             assert_eq!(w.fill(nodes), Some((cpu_fill, memory_fill)));
-            // With a fifth of the nodes drained at once, the others have room for their pods (on average)…
+            // With a fifth of the nodes drained at once, the others have room for their pods (on
+            // average)…
             let drained = n * 0.2;
             assert!((n - drained) * (1.0 - cpu_fill) >= drained * cpu_fill);
             // …but one node cannot take another's on top of its own.

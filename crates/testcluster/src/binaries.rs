@@ -1,11 +1,13 @@
-//! The cluster's binaries, built once from the Go modules under `tests/go/` and cached by the pinned versions.
+//! The cluster's binaries, built once from the Go modules under `tests/go/` and cached by the
+//! pinned versions.
 //!
-//! Nothing is downloaded but Go modules: Kubernetes, etcd and KWOK are compiled from the module proxy. There are two
-//! caches, so that KWOK (quick to build, and patched: see kwok_patch.rs) can change without rebuilding Kubernetes
-//! (many minutes): `kubernetes-<key>` keyed by the `go.mod` and `go.sum` of `tests/go/k8s` and `tests/go/etcd`, and
-//! `kwok-<key>` keyed by those of `tests/go/kwok` and the patch; each key also covers its build recipe. Concurrent
-//! callers (parallel tests) wait on a file lock and share one build. Helm, for the chart's tests, is built the same way
-//! (helm.rs).
+//! Nothing is downloaded but Go modules: Kubernetes, etcd and KWOK are compiled from the module
+//! proxy. There are two caches, so that KWOK (quick to build, and patched: see kwok_patch.rs) can
+//! change without rebuilding Kubernetes (many minutes): `kubernetes-<key>` keyed by the `go.mod`
+//! and `go.sum` of `tests/go/k8s` and `tests/go/etcd`, and `kwok-<key>` keyed by those of
+//! `tests/go/kwok` and the patch; each key also covers its build recipe. Concurrent
+//! callers (parallel tests) wait on a file lock and share one build. Helm, for the chart's tests,
+//! is built the same way (helm.rs).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -105,9 +107,10 @@ impl Binaries {
         Ok(binaries)
     }
 
-    /// A kubelet built from the pinned Kubernetes module, cached like the other binaries but built only when asked
-    /// for (the clusters run KWOK nodes, not kubelets): the executor of the tests that compute the executor ID of a
-    /// real kubelet build. Its version is the pinned one.
+    /// A kubelet built from the pinned Kubernetes module, cached like the other binaries but built
+    /// only when asked for (the clusters run KWOK nodes, not kubelets): the executor of the
+    /// tests that compute the executor ID of a real kubelet build. Its version is the pinned
+    /// one.
     pub fn kubelet() -> Result<PathBuf, Error> {
         let modules = go_modules_dir();
         let version = pinned_kubernetes_version(&modules.join("k8s/go.mod"))?;
@@ -160,7 +163,8 @@ impl Binaries {
     }
 }
 
-/// Takes the cache's build lock (released when the file is dropped): parallel tests wait and share one build.
+/// Takes the cache's build lock (released when the file is dropped): parallel tests wait and share
+/// one build.
 pub(crate) fn lock_cache(root: &Path) -> Result<File, Error> {
     std::fs::create_dir_all(root).map_err(|e| io(format!("creating {}", root.display()), e))?;
     let lock_path = root.join(".lock");
@@ -203,7 +207,8 @@ fn pinned_kubernetes_version(go_mod: &Path) -> Result<String, Error> {
     pinned_version(go_mod, "k8s.io/kubernetes")
 }
 
-/// The version `go.mod` requires of `module`: `require MODULE vX` or, inside a require block, `MODULE vX`.
+/// The version `go.mod` requires of `module`: `require MODULE vX` or, inside a require block,
+/// `MODULE vX`.
 pub(crate) fn pinned_version(go_mod: &Path, module: &str) -> Result<String, Error> {
     let text = read(go_mod)?;
     let prefix = format!("{module} ");
@@ -247,8 +252,8 @@ pub(crate) fn cache_key(modules: &Path, pins: &[&str], recipe: &[&str]) -> Resul
     Ok(hex::encode(hasher.finalize())[..16].to_owned())
 }
 
-/// Builds into a staging directory beside `dir` and moves it into place when complete, so an interrupted build is
-/// never taken for a finished one.
+/// Builds into a staging directory beside `dir` and moves it into place when complete, so an
+/// interrupted build is never taken for a finished one.
 pub(crate) fn build_into(
     dir: &Path,
     build: impl FnOnce(&Path) -> Result<(), Error>,
@@ -324,7 +329,8 @@ pub(crate) fn check_go() -> Result<(), Error> {
     }
 }
 
-/// Stamps the real version into the components, which otherwise report `v0.0.0-master` (KWOK and kubectl read it).
+/// Stamps the real version into the components, which otherwise report `v0.0.0-master` (KWOK and
+/// kubectl read it).
 fn version_ldflags(version: &str) -> Result<String, Error> {
     let minor = version
         .trim_start_matches('v')
@@ -370,8 +376,8 @@ fn kwok_module_source(pin_module: &Path) -> Result<PathBuf, Error> {
     module_source(pin_module, "sigs.k8s.io/kwok")
 }
 
-/// Downloads (if needed, checked against its `go.sum`) the version of `module` that the Go module `pin_module`
-/// requires, and returns its directory in the module cache (read-only).
+/// Downloads (if needed, checked against its `go.sum`) the version of `module` that the Go module
+/// `pin_module` requires, and returns its directory in the module cache (read-only).
 pub(crate) fn module_source(pin_module: &Path, module: &str) -> Result<PathBuf, Error> {
     let output = Command::new("go")
         .current_dir(pin_module)

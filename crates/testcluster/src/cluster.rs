@@ -28,8 +28,8 @@ pub struct ClusterOptions {
     pub max_pods_per_node: u32,
     /// How long after scheduling a pod becomes Ready (KWOK stage delay).
     pub pod_ready_delay: Duration,
-    /// A deleted pod stays (terminating) until its grace period ends, as on a real kubelet; off, KWOK removes it at
-    /// once (the end-to-end tests' pods have no grace period anyway).
+    /// A deleted pod stays (terminating) until its grace period ends, as on a real kubelet; off,
+    /// KWOK removes it at once (the end-to-end tests' pods have no grace period anyway).
     pub honour_grace_periods: bool,
     /// Allocatable CPU and memory of every node.
     pub node_resources: NodeResources,
@@ -37,20 +37,22 @@ pub struct ClusterOptions {
     pub node_labels: BTreeMap<String, String>,
     /// Run kube-controller-manager (Deployments, ReplicaSets, garbage collection, …).
     pub controller_manager: bool,
-    /// kube-controller-manager controllers to leave off, by name (e.g. `disruption-controller`, so that a test
-    /// writes PodDisruptionBudget statuses itself).
+    /// kube-controller-manager controllers to leave off, by name (e.g. `disruption-controller`, so
+    /// that a test writes PodDisruptionBudget statuses itself).
     pub disabled_controllers: Vec<String>,
-    /// More kube-controller-manager flags, after the harness's own (e.g. a longer `--node-monitor-grace-period`).
+    /// More kube-controller-manager flags, after the harness's own (e.g. a longer
+    /// `--node-monitor-grace-period`).
     pub controller_manager_args: Vec<String>,
     /// Run kube-scheduler.
     pub scheduler: bool,
     /// Keep the cluster's files here instead of in a temporary directory removed on drop.
     pub dir: Option<PathBuf>,
-    /// More kube-apiserver flags, after the harness's own (e.g. an audit log, so a benchmark can count each
-    /// client's requests).
+    /// More kube-apiserver flags, after the harness's own (e.g. an audit log, so a benchmark can
+    /// count each client's requests).
     pub apiserver_args: Vec<String>,
-    /// More admin users (group `system:masters`), each with its own client certificate, so that the apiserver (its
-    /// audit log) tells their requests apart: [`TestCluster::user_kubeconfig`] returns a kubeconfig per name.
+    /// More admin users (group `system:masters`), each with its own client certificate, so that
+    /// the apiserver (its audit log) tells their requests apart:
+    /// [`TestCluster::user_kubeconfig`] returns a kubeconfig per name.
     pub users: Vec<String>,
 }
 
@@ -80,8 +82,8 @@ impl ClusterOptions {
         self
     }
 
-    /// Only etcd and the apiserver: for what needs the API's types and admission, not controllers or nodes (a CRD,
-    /// a chart's objects).
+    /// Only etcd and the apiserver: for what needs the API's types and admission, not controllers
+    /// or nodes (a CRD, a chart's objects).
     pub fn apiserver_only() -> Self {
         Self {
             nodes: 0,
@@ -94,7 +96,8 @@ impl ClusterOptions {
 
 /// A running cluster. Dropping it stops every process it started (also when a test panics).
 pub struct TestCluster {
-    // Field order matters: processes stop (in reverse start order, see Drop) before the temp dir is removed.
+    // Field order matters: processes stop (in reverse start order, see Drop) before the temp dir
+    // is removed.
     processes: Vec<ManagedProcess>,
     client: Client,
     kubeconfig: PathBuf,
@@ -115,8 +118,9 @@ impl std::fmt::Debug for TestCluster {
 }
 
 impl TestCluster {
-    /// Builds the binaries if needed, starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK on
-    /// free loopback ports, creates `options.nodes` nodes and waits until they are Ready.
+    /// Builds the binaries if needed, starts etcd, kube-apiserver, kube-controller-manager,
+    /// kube-scheduler and KWOK on free loopback ports, creates `options.nodes` nodes and waits
+    /// until they are Ready.
     pub async fn start(options: ClusterOptions) -> Result<Self, Error> {
         let binaries = tokio::task::spawn_blocking(Binaries::ensure)
             .await
@@ -240,7 +244,8 @@ impl TestCluster {
         &self.kubeconfig
     }
 
-    /// A kubeconfig for `user`, one of [`ClusterOptions::users`]: an admin whose requests carry that user name.
+    /// A kubeconfig for `user`, one of [`ClusterOptions::users`]: an admin whose requests carry
+    /// that user name.
     pub fn user_kubeconfig(&self, user: &str) -> Option<PathBuf> {
         let path = user_kubeconfig(&self.dir, user);
         self.options.users.iter().any(|u| u == user).then_some(path)
@@ -289,10 +294,11 @@ impl TestCluster {
         self.processes.iter_mut().find(|p| p.name() == name)
     }
 
-    /// Restarts the kube-apiserver, as an operator upgrading or reconfiguring the control plane does: stops it
-    /// (SIGTERM, SIGKILL after a grace period), starts it again with the same flags on the same port, and waits until
-    /// `/readyz` answers `ok`. etcd keeps every object; clients (the components, the controller, tests) see their
-    /// connections and watches break and reconnect by themselves. Returns how long the apiserver was unavailable,
+    /// Restarts the kube-apiserver, as an operator upgrading or reconfiguring the control plane
+    /// does: stops it (SIGTERM, SIGKILL after a grace period), starts it again with the same
+    /// flags on the same port, and waits until `/readyz` answers `ok`. etcd keeps every object;
+    /// clients (the components, the controller, tests) see their connections and watches break
+    /// and reconnect by themselves. Returns how long the apiserver was unavailable,
     /// from the stop to ready.
     pub async fn restart_apiserver(&mut self) -> Result<Duration, Error> {
         let apiserver = self
@@ -302,9 +308,9 @@ impl TestCluster {
             .ok_or_else(|| Error::Setup("the kube-apiserver was not started".into()))?;
         let stopped_at = Instant::now();
         let mut old = std::mem::replace(apiserver, apiserver.not_started());
-        // Stopping waits up to the grace period; keep the async runtime's worker free meanwhile. (Starting is done
-        // from this thread: `setpriv --pdeathsig` ties a process to the thread that started it, and blocking-pool
-        // threads come and go.)
+        // Stopping waits up to the grace period; keep the async runtime's worker free meanwhile.
+        // (Starting is done from this thread: `setpriv --pdeathsig` ties a process to the
+        // thread that started it, and blocking-pool threads come and go.)
         tokio::task::spawn_blocking(move || old.stop())
             .await
             .map_err(|e| Error::Setup(format!("stopping the kube-apiserver panicked: {e}")))?;
@@ -313,9 +319,10 @@ impl TestCluster {
         Ok(stopped_at.elapsed())
     }
 
-    /// Starts again, with the same command line, every component that has exited by itself, as kubelet or systemd
-    /// restart a crashed control-plane component (e.g. kube-scheduler exits on purpose when its cache disagrees with
-    /// the apiserver after a restart of the apiserver). Returns the names of those restarted.
+    /// Starts again, with the same command line, every component that has exited by itself, as
+    /// kubelet or systemd restart a crashed control-plane component (e.g. kube-scheduler exits
+    /// on purpose when its cache disagrees with the apiserver after a restart of the
+    /// apiserver). Returns the names of those restarted.
     pub fn restart_exited(&mut self) -> Result<Vec<String>, Error> {
         let mut restarted = Vec::new();
         for process in &mut self.processes {
@@ -335,8 +342,8 @@ impl TestCluster {
             .try_for_each(ManagedProcess::check_running)
     }
 
-    /// The Node object this cluster creates for a KWOK node named `name` (with the options' labels and pod
-    /// capacity): what a machine that registers (again) sends.
+    /// The Node object this cluster creates for a KWOK node named `name` (with the options' labels
+    /// and pod capacity): what a machine that registers (again) sends.
     pub fn kwok_node(&self, name: &str) -> Node {
         fake_node(
             name,
@@ -346,7 +353,8 @@ impl TestCluster {
         )
     }
 
-    /// Creates the KWOK nodes with these indices (see [`crate::node_name`]) and waits until all are Ready.
+    /// Creates the KWOK nodes with these indices (see [`crate::node_name`]) and waits until all are
+    /// Ready.
     pub async fn add_nodes(&mut self, indices: std::ops::Range<usize>) -> Result<(), Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let names: Vec<String> = indices.map(kwok::node_name).collect();
@@ -363,7 +371,8 @@ impl TestCluster {
         self.wait_nodes_ready(&names, timeout).await
     }
 
-    /// Creates a namespace and waits for its `default` ServiceAccount, without which pods are rejected.
+    /// Creates a namespace and waits for its `default` ServiceAccount, without which pods are
+    /// rejected.
     pub async fn create_namespace(&mut self, name: &str) -> Result<(), Error> {
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let ns = Namespace {
@@ -439,7 +448,8 @@ impl TestCluster {
         let deadline = Instant::now() + timeout;
         loop {
             self.check_running()?;
-            // Errors while polling are expected (the apiserver is still starting); only the deadline fails.
+            // Errors while polling are expected (the apiserver is still starting); only the
+            // deadline fails.
             if let Ok(true) = check().await {
                 return Ok(());
             }

@@ -1,4 +1,5 @@
-//! Command lines of the cluster's components: what each one needs to run on loopback beside other clusters.
+//! Command lines of the cluster's components: what each one needs to run on loopback beside other
+//! clusters.
 
 use std::path::Path;
 

@@ -1,8 +1,8 @@
-//! Helm, built from the Go module `tests/go/helm` like the cluster's binaries, for the tests of the chart in
-//! `deploy/helm/k8sm`. Built only when asked for (most tests never run it) and cached apart from the cluster's
-//! binaries, keyed by its own `go.mod` and `go.sum`, so a Helm bump rebuilds neither Kubernetes nor KWOK. The chart's
-//! optional ServiceMonitor is checked against the real CRD of the Prometheus Operator, from the module
-//! `tests/go/prometheus-operator` pins.
+//! Helm, built from the Go module `tests/go/helm` like the cluster's binaries, for the tests of the
+//! chart in `deploy/helm/k8sm`. Built only when asked for (most tests never run it) and cached
+//! apart from the cluster's binaries, keyed by its own `go.mod` and `go.sum`, so a Helm bump
+//! rebuilds neither Kubernetes nor KWOK. The chart's optional ServiceMonitor is checked against the
+//! real CRD of the Prometheus Operator, from the module `tests/go/prometheus-operator` pins.
 
 use std::path::PathBuf;
 
@@ -18,9 +18,9 @@ const HELM_MODULE: &str = "helm.sh/helm/v4";
 const HELM_RECIPE: &str = "1";
 
 impl Binaries {
-    /// The `helm` command of the pinned Helm module, built once (minutes with a cold Go build cache, seconds with a
-    /// warm one) and cached under `cluster-bin/helm-<key>`. Concurrent callers wait on the cache's lock and share one
-    /// build.
+    /// The `helm` command of the pinned Helm module, built once (minutes with a cold Go build
+    /// cache, seconds with a warm one) and cached under `cluster-bin/helm-<key>`. Concurrent
+    /// callers wait on the cache's lock and share one build.
     pub fn helm() -> Result<PathBuf, Error> {
         let modules = go_modules_dir();
         let module = modules.join("helm");
@@ -39,7 +39,8 @@ impl Binaries {
                 dir.display()
             );
             build_into(&dir, |out| {
-                // Without it `helm version` says only the minor version (the module build carries no release tag).
+                // Without it `helm version` says only the minor version (the module build carries
+                // no release tag).
                 let ldflags = format!("-s -w -X {HELM_MODULE}/internal/version.version={version}");
                 go_build(
                     &module,
@@ -55,8 +56,9 @@ impl Binaries {
         Ok(dir.join("helm"))
     }
 
-    /// The Prometheus Operator's ServiceMonitor CRD (monitoring.coreos.com/v1), as the pinned module ships it: a file
-    /// in the read-only Go module cache, downloaded once and checked against `tests/go/prometheus-operator/go.sum`.
+    /// The Prometheus Operator's ServiceMonitor CRD (monitoring.coreos.com/v1), as the pinned
+    /// module ships it: a file in the read-only Go module cache, downloaded once and checked
+    /// against `tests/go/prometheus-operator/go.sum`.
     pub fn service_monitor_crd() -> Result<PathBuf, Error> {
         let module = go_modules_dir().join("prometheus-operator");
         check_go()?;

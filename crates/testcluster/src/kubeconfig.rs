@@ -1,5 +1,5 @@
-//! The admin kubeconfig that tests, kubectl and the cluster's own components use, and those of more admins under
-//! their own names.
+//! The admin kubeconfig that tests, kubectl and the cluster's own components use, and those of more
+//! admins under their own names.
 
 use std::path::Path;
 

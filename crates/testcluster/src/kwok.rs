@@ -1,5 +1,5 @@
-//! KWOK's side of the cluster: its Stage configuration (pod-ready delays, optionally termination grace periods) and
-//! the fake Nodes.
+//! KWOK's side of the cluster: its Stage configuration (pod-ready delays, optionally termination
+//! grace periods) and the fake Nodes.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,18 +14,20 @@ use crate::Error;
 /// The annotation KWOK is told to manage nodes by (`--manage-nodes-with-annotation-selector`).
 pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
-/// A pod annotation (set in a pod template) that overrides the cluster's pod-ready delay for that pod: a Go duration
-/// such as `7300ms`. Benchmarks give each owner its own readiness delay, as real applications start at their own pace.
+/// A pod annotation (set in a pod template) that overrides the cluster's pod-ready delay for that
+/// pod: a Go duration such as `7300ms`. Benchmarks give each owner its own readiness delay, as real
+/// applications start at their own pace.
 pub const READY_DELAY_ANNOTATION: &str = "k8sm.test/ready-delay";
 
-/// A Job pod's annotation: how long it runs before KWOK completes it (a Go duration such as `100h`; without it, at
-/// once).
+/// A Job pod's annotation: how long it runs before KWOK completes it (a Go duration such as `100h`;
+/// without it, at once).
 pub const COMPLETE_DELAY_ANNOTATION: &str = "k8sm.test/complete-delay";
 
 /// What KWOK's pod Stages simulate beyond KWOK's fast defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PodStages {
-    /// How long after scheduling a pod becomes Ready, unless its [`READY_DELAY_ANNOTATION`] says otherwise.
+    /// How long after scheduling a pod becomes Ready, unless its [`READY_DELAY_ANNOTATION`] says
+    /// otherwise.
     pub ready_delay: Duration,
     /// A deleted pod goes away when its grace period ends, as a kubelet's would once its
     /// containers stop, instead of at once.
@@ -37,9 +39,10 @@ pub fn node_name(index: usize) -> String {
     format!("node-{index:04}")
 }
 
-/// Writes KWOK's `--config`: the pinned KWOK's own node and pod Stages, with `stages.ready_delay` (or the pod's
-/// [`READY_DELAY_ANNOTATION`]) before a scheduled pod becomes Ready (benchmarks need replacements to take time, as real
-/// ones do) and, with `stages.honour_grace_periods`, deleted pods kept until their grace period ends.
+/// Writes KWOK's `--config`: the pinned KWOK's own node and pod Stages, with `stages.ready_delay`
+/// (or the pod's [`READY_DELAY_ANNOTATION`]) before a scheduled pod becomes Ready (benchmarks need
+/// replacements to take time, as real ones do) and, with `stages.honour_grace_periods`, deleted
+/// pods kept until their grace period ends.
 pub fn write_stage_config(stages_dir: &Path, stages: PodStages, out: &Path) -> Result<(), Error> {
     let mut entries: Vec<_> = std::fs::read_dir(stages_dir)
         .map_err(|source| Error::Io {
@@ -87,8 +90,9 @@ fn delay_yaml(delay: &serde_json::Value) -> Result<serde_yaml::Value, Error> {
         .map_err(|e| Error::Setup(format!("building a KWOK stage delay: {e}")))
 }
 
-/// KWOK's `StageDelay` for the pod-ready stage: the pod's annotation when it has one (KWOK parses a string with Go's
-/// `time.ParseDuration`; a missing annotation is `null`, which falls back to the milliseconds).
+/// KWOK's `StageDelay` for the pod-ready stage: the pod's annotation when it has one (KWOK parses a
+/// string with Go's `time.ParseDuration`; a missing annotation is `null`, which falls back to the
+/// milliseconds).
 fn ready_delay(default: Duration) -> serde_json::Value {
     serde_json::json!({
         "durationMilliseconds": u64::try_from(default.as_millis()).unwrap_or(u64::MAX),
@@ -98,7 +102,8 @@ fn ready_delay(default: Duration) -> serde_json::Value {
     })
 }
 
-/// KWOK's `StageDelay` for the pod-complete stage (Job pods): the pod's [`COMPLETE_DELAY_ANNOTATION`], else none.
+/// KWOK's `StageDelay` for the pod-complete stage (Job pods): the pod's
+/// [`COMPLETE_DELAY_ANNOTATION`], else none.
 fn complete_delay() -> serde_json::Value {
     serde_json::json!({
         "durationMilliseconds": 0,
@@ -108,9 +113,10 @@ fn complete_delay() -> serde_json::Value {
     })
 }
 
-/// KWOK's `StageDelay` for the pod-delete stage: the pod's `deletionGracePeriodSeconds` (as CEL nanoseconds), counted
-/// from when KWOK sees the deletion, as a kubelet counts it. Not the `deletionTimestamp`: the API keeps whole seconds,
-/// so the time left until it would cut up to a second off the grace period.
+/// KWOK's `StageDelay` for the pod-delete stage: the pod's `deletionGracePeriodSeconds` (as CEL
+/// nanoseconds), counted from when KWOK sees the deletion, as a kubelet counts it. Not the
+/// `deletionTimestamp`: the API keeps whole seconds, so the time left until it would cut up to a
+/// second off the grace period.
 fn grace_period_delay() -> serde_json::Value {
     serde_json::json!({
         "durationMilliseconds": 0,

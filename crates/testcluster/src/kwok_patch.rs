@@ -1,11 +1,13 @@
 //! The one change k8sm-testcluster makes to KWOK before building it.
 //!
-//! KWOK (v0.8.0) finishes a terminating pod by deleting it by name with no UID precondition. A StatefulSet replaces a
-//! pod under the same name, so a delete KWOK queued for the old pod can land on its replacement, whose loss queues
-//! the next one: in a 100-node benchmark KWOK deleted StatefulSet pods 8,236 times for 33 evictions, and every such
-//! loss looked like an SLA violation. The patch adds the UID precondition, so a stale delete fails with a 409 that
-//! KWOK logs and does not retry. The module cache is read-only and `go build -overlay` refuses files beneath it, so the
-//! pinned module is copied, patched, and substituted with a `replace` in a private copy of the pin's go.mod.
+//! KWOK (v0.8.0) finishes a terminating pod by deleting it by name with no UID precondition. A
+//! StatefulSet replaces a pod under the same name, so a delete KWOK queued for the old pod can land
+//! on its replacement, whose loss queues the next one: in a 100-node benchmark KWOK deleted
+//! StatefulSet pods 8,236 times for 33 evictions, and every such loss looked like an SLA violation.
+//! The patch adds the UID precondition, so a stale delete fails with a 409 that KWOK logs and does
+//! not retry. The module cache is read-only and `go build -overlay` refuses files beneath it, so
+//! the pinned module is copied, patched, and substituted with a `replace` in a private copy of the
+//! pin's go.mod.
 
 use std::path::{Path, PathBuf};
 
@@ -18,7 +20,8 @@ const UID_DELETE: &str = "Delete(ctx, pod.Name, podDeleteOptions(pod))";
 const ADDED_FILE: &str = "pkg/kwok/controllers/k8sm_pod_delete_uid.go";
 const ADDED_SOURCE: &str = include_str!("kwok_patch/pod_delete_uid.go");
 
-/// Everything that defines the patch, hashed into KWOK's cache key so a changed patch rebuilds KWOK.
+/// Everything that defines the patch, hashed into KWOK's cache key so a changed patch rebuilds
+/// KWOK.
 pub(crate) const FINGERPRINT: &[&str] = &[
     PATCHED_FILE,
     STALE_DELETE,
@@ -27,8 +30,9 @@ pub(crate) const FINGERPRINT: &[&str] = &[
     ADDED_SOURCE,
 ];
 
-/// Copies the KWOK module at `source` into `work/kwok`, patches it, and writes `work/go.mod` and `work/go.sum`: the
-/// pin module's own, plus a `replace` pointing at the copy. Returns the go.mod to pass to `go build -modfile`.
+/// Copies the KWOK module at `source` into `work/kwok`, patches it, and writes `work/go.mod` and
+/// `work/go.sum`: the pin module's own, plus a `replace` pointing at the copy. Returns the go.mod
+/// to pass to `go build -modfile`.
 pub(crate) fn prepare(pin_module: &Path, source: &Path, work: &Path) -> Result<PathBuf, Error> {
     let patched = work.join("kwok");
     copy_tree(source, &patched)?;
@@ -42,7 +46,8 @@ pub(crate) fn prepare(pin_module: &Path, source: &Path, work: &Path) -> Result<P
             source.join(PATCHED_FILE).display()
         )));
     }
-    // Copied module files keep the cache's read-only mode; replace the file rather than write through it.
+    // Copied module files keep the cache's read-only mode; replace the file rather than write
+    // through it.
     remove(&file)?;
     write(&file, &original.replacen(STALE_DELETE, UID_DELETE, 1))?;
     write(&patched.join(ADDED_FILE), ADDED_SOURCE)?;

@@ -1,5 +1,6 @@
-//! A real local Kubernetes for tests, demos and benchmarks: etcd, kube-apiserver, kube-controller-manager,
-//! kube-scheduler and KWOK, built from the Go module proxy and started on free loopback ports (envtest for Rust).
+//! A real local Kubernetes for tests, demos and benchmarks: etcd, kube-apiserver,
+//! kube-controller-manager, kube-scheduler and KWOK, built from the Go module proxy and started on
+//! free loopback ports (envtest for Rust).
 #![forbid(unsafe_code)]
 
 mod binaries;

@@ -1,5 +1,6 @@
-//! The cluster's certificates and keys: one CA, the apiserver's serving certificate, an admin client certificate
-//! (group `system:masters`), more such admins under their own names, and the service-account signing key.
+//! The cluster's certificates and keys: one CA, the apiserver's serving certificate, an admin
+//! client certificate (group `system:masters`), more such admins under their own names, and the
+//! service-account signing key.
 
 use std::path::{Path, PathBuf};
 
@@ -33,8 +34,8 @@ pub struct UserCert {
 }
 
 impl Pki {
-    /// Generates fresh keys (ECDSA P-256) and writes them under `dir`, with a client certificate for each of
-    /// `users`.
+    /// Generates fresh keys (ECDSA P-256) and writes them under `dir`, with a client certificate
+    /// for each of `users`.
     pub fn write(dir: &Path, users: &[String]) -> Result<Self, Error> {
         let mut pki = Self {
             ca_cert: dir.join("ca.crt"),
@@ -85,8 +86,8 @@ impl Pki {
             pki.users.push(cert);
         }
 
-        // Tokens are signed with an ECDSA key (PKCS#8); the apiserver verifies them with the public half, which it
-        // only reads from a PUBLIC KEY block.
+        // Tokens are signed with an ECDSA key (PKCS#8); the apiserver verifies them with the public
+        // half, which it only reads from a PUBLIC KEY block.
         let service_account = KeyPair::generate()?;
         write(&pki.service_account_key, &service_account.serialize_pem())?;
         write(

@@ -6,13 +6,14 @@ use std::sync::Mutex;
 
 use crate::Error;
 
-/// Ports already handed out by this process: clusters started in parallel threads never get the same one.
+/// Ports already handed out by this process: clusters started in parallel threads never get the
+/// same one.
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
 /// Asks the kernel for an unused port on 127.0.0.1.
 ///
-/// The port is free when this returns; another process could take it before the component binds it, which is
-/// unlikely enough that a start-up failure is reported rather than retried here.
+/// The port is free when this returns; another process could take it before the component binds it,
+/// which is unlikely enough that a start-up failure is reported rather than retried here.
 pub fn free_port() -> Result<u16, Error> {
     loop {
         let port = ask_kernel()?;

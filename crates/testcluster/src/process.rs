@@ -1,4 +1,5 @@
-//! Child processes of a test cluster: started with their logs in files, tied to their parent, stopped on drop.
+//! Child processes of a test cluster: started with their logs in files, tied to their parent,
+//! stopped on drop.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -15,8 +16,8 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// A process this harness started. Dropping it stops it (SIGTERM, then SIGKILL) and reaps it.
 ///
-/// Only processes started through [`ManagedProcess::spawn`] are ever signalled: the harness never looks processes up
-/// by name, so it cannot touch one it did not start.
+/// Only processes started through [`ManagedProcess::spawn`] are ever signalled: the harness never
+/// looks processes up by name, so it cannot touch one it did not start.
 #[derive(Debug)]
 pub struct ManagedProcess {
     name: String,
@@ -30,8 +31,9 @@ pub struct ManagedProcess {
 impl ManagedProcess {
     /// Starts `program` with `args`, stdout and stderr appended to `log`.
     ///
-    /// The process runs under `setpriv --pdeathsig KILL`, so the kernel kills it if the thread that started it dies
-    /// without running destructors (a SIGKILLed test run, an abort): no orphaned etcd outlives its test.
+    /// The process runs under `setpriv --pdeathsig KILL`, so the kernel kills it if the thread that
+    /// started it dies without running destructors (a SIGKILLed test run, an abort): no
+    /// orphaned etcd outlives its test.
     pub fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> Result<Self, Error> {
         let child = launch(name, program, args, log)?;
         Ok(Self {
@@ -43,7 +45,8 @@ impl ManagedProcess {
         })
     }
 
-    /// The same command, not started (see [`ManagedProcess::respawn`]); stands in while this one is being stopped.
+    /// The same command, not started (see [`ManagedProcess::respawn`]); stands in while this one is
+    /// being stopped.
     pub(crate) fn not_started(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -54,8 +57,8 @@ impl ManagedProcess {
         }
     }
 
-    /// Starts the process again with the same command line and log (appended to), as a supervisor restarts a
-    /// component that exited. An instance still running is killed first.
+    /// Starts the process again with the same command line and log (appended to), as a supervisor
+    /// restarts a component that exited. An instance still running is killed first.
     pub fn respawn(&mut self) -> Result<(), Error> {
         if let Some(mut old) = self.child.take() {
             let _ = old.kill();
@@ -125,7 +128,8 @@ impl ManagedProcess {
         if let Ok(Some(_)) = child.try_wait() {
             return;
         }
-        // The direct child is setpriv's exec of the real binary, so this pid is the component itself.
+        // The direct child is setpriv's exec of the real binary, so this pid is the component
+        // itself.
         let pid = Pid::from_raw(child.id() as i32);
         let _ = kill(pid, Signal::SIGTERM);
         let deadline = Instant::now() + STOP_GRACE;
@@ -148,7 +152,8 @@ impl Drop for ManagedProcess {
     }
 }
 
-/// Starts `program` with `args` under `setpriv --pdeathsig KILL`, stdout and stderr appended to `log`.
+/// Starts `program` with `args` under `setpriv --pdeathsig KILL`, stdout and stderr appended to
+/// `log`.
 fn launch(name: &str, program: &Path, args: &[String], log: &Path) -> Result<Child, Error> {
     let out = File::options()
         .create(true)

@@ -1,29 +1,35 @@
-//! The SLA watcher: follows the pods and workload controllers of a namespace through watches and checks, at every
-//! change, that no workload's Ready pods fall below `min(ceil(t·d/100), d−1)` (docs/design.md §5.3) — the invariant k8sm
-//! promises. It judges from the cluster's own objects only, never from anything k8sm reports.
+//! The SLA watcher: follows the pods and workload controllers of a namespace through watches and
+//! checks, at every change, that no workload's Ready pods fall below `min(ceil(t·d/100), d−1)`
+//! (docs/design.md §5.3) — the invariant k8sm promises. It judges from the cluster's own objects
+//! only, never from anything k8sm reports.
 //!
-//! - **Workloads** are those of docs/design.md §2. A pod whose controller is a ReplicaSet controlled by a Deployment counts
-//!   for the Deployment: `d` is the Deployment's `spec.replicas` and its Ready pods are summed over all its
-//!   ReplicaSets. A bare ReplicaSet, a ReplicationController and a StatefulSet count for themselves with their own
-//!   `spec.replicas`. `d` follows the watched objects, so a `kubectl scale` or a rollout moves the bound at once.
-//!   DaemonSet and Job pods are no workload's replicas (§5.3) and are not judged; neither are unmanaged pods, nor a
-//!   workload whose controller is being deleted.
-//! - **Other controllers** (an operator's custom resource) are workloads too, but their spec can't be read
-//!   generically: [`SlaWatcher::expect`] declares their `d`; without it, `d` is the most pods of that controller that
-//!   existed at once (not terminating, not finished) since arming — the count at arming, raised when more appear. An
-//!   inferred `d` never falls: a test that scales such a controller down declares the new `d` first.
-//! - **Violations** are descents: a change where a workload's Ready count fell and ended below the bound of the `d`
-//!   in force. k8sm only takes pods away; after a scale-up the Ready count is below the new bound through no one's
-//!   fault until the new pods are Ready, so that alone is no violation, but a further loss meanwhile is.
-//! - **Scale-downs** are judged strictly by default: a descent right after the workload's own controller scaled it
-//!   down (or, in a rollout, scaled one of its ReplicaSets down) is a violation too. A ReplicaSet deletes its
-//!   not-Ready pods first, so its own scale-down rarely takes the Ready pods below the new, lower bound, while a
-//!   grace would hide any eviction of k8sm in the same moments. A test that scales or rolls out workloads while k8sm
-//!   drains (a rollout's `maxUnavailable` may allow more than the threshold does) can excuse such descents with
+//! - **Workloads** are those of docs/design.md §2. A pod whose controller is a ReplicaSet
+//!   controlled by a Deployment counts for the Deployment: `d` is the Deployment's `spec.replicas`
+//!   and its Ready pods are summed over all its ReplicaSets. A bare ReplicaSet, a
+//!   ReplicationController and a StatefulSet count for themselves with their own `spec.replicas`.
+//!   `d` follows the watched objects, so a `kubectl scale` or a rollout moves the bound at once.
+//!   DaemonSet and Job pods are no workload's replicas (§5.3) and are not judged; neither are
+//!   unmanaged pods, nor a workload whose controller is being deleted.
+//! - **Other controllers** (an operator's custom resource) are workloads too, but their spec can't
+//!   be read generically: [`SlaWatcher::expect`] declares their `d`; without it, `d` is the most
+//!   pods of that controller that existed at once (not terminating, not finished) since arming —
+//!   the count at arming, raised when more appear. An inferred `d` never falls: a test that scales
+//!   such a controller down declares the new `d` first.
+//! - **Violations** are descents: a change where a workload's Ready count fell and ended below the
+//!   bound of the `d` in force. k8sm only takes pods away; after a scale-up the Ready count is
+//!   below the new bound through no one's fault until the new pods are Ready, so that alone is no
+//!   violation, but a further loss meanwhile is.
+//! - **Scale-downs** are judged strictly by default: a descent right after the workload's own
+//!   controller scaled it down (or, in a rollout, scaled one of its ReplicaSets down) is a
+//!   violation too. A ReplicaSet deletes its not-Ready pods first, so its own scale-down rarely
+//!   takes the Ready pods below the new, lower bound, while a grace would hide any eviction of k8sm
+//!   in the same moments. A test that scales or rolls out workloads while k8sm drains (a rollout's
+//!   `maxUnavailable` may allow more than the threshold does) can excuse such descents with
 //!   [`SlaWatcher::grace_after_scale_down`]; the records count them.
-//! - **Relists**: a relisted watch replaces what it knew, so objects deleted during a watch gap are forgotten. The
-//!   watcher judges only once every watch has listed once. Watches of different kinds are not ordered with each other:
-//!   a pod's deletion may be seen before the scale-down that caused it, which a grace doesn't cover.
+//! - **Relists**: a relisted watch replaces what it knew, so objects deleted during a watch gap are
+//!   forgotten. The watcher judges only once every watch has listed once. Watches of different
+//!   kinds are not ordered with each other: a pod's deletion may be seen before the scale-down that
+//!   caused it, which a grace doesn't cover.
 
 mod objects;
 mod state;
@@ -47,17 +53,18 @@ pub struct SlaWatcher {
 }
 
 impl SlaWatcher {
-    /// Starts watching the pods, Deployments, ReplicaSets, ReplicationControllers and StatefulSets of `namespace`;
-    /// the invariant is checked once [`SlaWatcher::arm`] is called.
+    /// Starts watching the pods, Deployments, ReplicaSets, ReplicationControllers and StatefulSets
+    /// of `namespace`; the invariant is checked once [`SlaWatcher::arm`] is called.
     pub fn start(client: Client, namespace: &str, threshold_percent: u32) -> Self {
         let state = Arc::new(Mutex::new(State::new(threshold_percent)));
         let tasks = watch::spawn(&client, namespace, &state);
         Self { state, tasks }
     }
 
-    /// Declares the desired replicas `d` of a controller of another kind than Deployment, ReplicaSet,
-    /// ReplicationController and StatefulSet (say `expect("PodSet", "cache", 3)`), instead of inferring it from its
-    /// pods. Call it before arming, and again before the test scales that controller.
+    /// Declares the desired replicas `d` of a controller of another kind than Deployment,
+    /// ReplicaSet, ReplicationController and StatefulSet (say `expect("PodSet", "cache", 3)`),
+    /// instead of inferring it from its pods. Call it before arming, and again before the test
+    /// scales that controller.
     ///
     /// # Panics
     /// For one of those four kinds: their `d` is read from the cluster.
@@ -65,8 +72,8 @@ impl SlaWatcher {
         self.lock().expect(kind, name, desired);
     }
 
-    /// Excuses a descent below the bound within `grace` after a scale-down of the workload (its `d`, or the replicas
-    /// of one of its ReplicaSets). None by default.
+    /// Excuses a descent below the bound within `grace` after a scale-down of the workload (its
+    /// `d`, or the replicas of one of its ReplicaSets). None by default.
     pub fn grace_after_scale_down(&self, grace: Duration) {
         self.lock().set_grace(grace);
     }
@@ -76,18 +83,21 @@ impl SlaWatcher {
         self.lock().arm(Instant::now());
     }
 
-    /// Every violation seen so far, as human-readable lines naming the workload, its Ready count, `d` and bound.
+    /// Every violation seen so far, as human-readable lines naming the workload, its Ready count,
+    /// `d` and bound.
     pub fn violations(&self) -> Vec<String> {
         self.lock().violations().to_vec()
     }
 
-    /// Per workload judged since arming: `d` and the bound now, the fewest Ready pods and the smallest margin seen.
+    /// Per workload judged since arming: `d` and the bound now, the fewest Ready pods and the
+    /// smallest margin seen.
     pub fn records(&self) -> Vec<WorkloadRecord> {
         self.lock().records()
     }
 
-    /// Ready pods (not terminating) of the workload `kind`/`name` now, such as `("Deployment", "web")`. A
-    /// ReplicaSet that a Deployment controls is not a workload: its pods count for the Deployment.
+    /// Ready pods (not terminating) of the workload `kind`/`name` now, such as `("Deployment",
+    /// "web")`. A ReplicaSet that a Deployment controls is not a workload: its pods count for
+    /// the Deployment.
     pub fn ready(&self, kind: &str, name: &str) -> u32 {
         self.lock().ready(kind, name)
     }

@@ -1,7 +1,8 @@
-//! Release tools built from the Go module proxy like the cluster's binaries, each pinned in its own module under
-//! `tests/go/` (so their dependency graphs do not meet the Kubernetes pins) and built only when first asked for:
-//! go-containerregistry's `crane` assembles the container images of `cargo xtask image`; krew and its
-//! `validate-krew-manifest` check the plugin release of `cargo xtask dist`.
+//! Release tools built from the Go module proxy like the cluster's binaries, each pinned in its own
+//! module under `tests/go/` (so their dependency graphs do not meet the Kubernetes pins) and built
+//! only when first asked for: go-containerregistry's `crane` assembles the container images of
+//! `cargo xtask image`; krew and its `validate-krew-manifest` check the plugin release of `cargo
+//! xtask dist`.
 
 use std::path::PathBuf;
 
@@ -47,8 +48,8 @@ pub fn krew() -> Result<Krew, Error> {
     })
 }
 
-/// Builds `commands` (output name, Go package) of the module `tests/go/<module>` once into the cache, keyed by that
-/// module's `go.mod` and `go.sum`, and returns their directory.
+/// Builds `commands` (output name, Go package) of the module `tests/go/<module>` once into the
+/// cache, keyed by that module's `go.mod` and `go.sum`, and returns their directory.
 fn go_tools(module: &str, commands: &[(&str, &str)]) -> Result<PathBuf, Error> {
     let modules = go_modules_dir();
     let root = cache_root()?.join("cluster-bin");

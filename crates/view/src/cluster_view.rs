@@ -10,9 +10,9 @@ use crate::pin::volume_view;
 use crate::pod::PodSource;
 use crate::policy::policy_view;
 
-/// Builds the planner's input from lists of objects and the controller's evictions not yet visible in them. `owners`
-/// holds the owners' views of the last build (the controller keeps it from pass to pass; a one-shot list passes a
-/// new one).
+/// Builds the planner's input from lists of objects and the controller's evictions not yet visible
+/// in them. `owners` holds the owners' views of the last build (the controller keeps it from pass
+/// to pass; a one-shot list passes a new one).
 pub fn from_objects<P: PodSource>(
     objects: &Objects<'_, P>,
     owners: &mut OwnerViews,

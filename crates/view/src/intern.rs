@@ -1,11 +1,13 @@
-//! Shared copies of what many pods have alike: the pods of one ReplicaSet carry the same labels and the same
-//! controller reference, so the converted views share one copy of each instead of holding tens of thousands of
-//! equal maps and strings (measured with `controller/examples/pod_cache_memory.rs`).
+//! Shared copies of what many pods have alike: the pods of one ReplicaSet carry the same labels and
+//! the same controller reference, so the converted views share one copy of each instead of holding
+//! tens of thousands of equal maps and strings (measured with
+//! `controller/examples/pod_cache_memory.rs`).
 //!
-//! An interner holds weak references only, keyed by the value's hash, never a copy of the value: values that no two
-//! pods share (a StatefulSet pod's labels name the pod) cost a table entry, not a second copy. A value lives as long
-//! as some view holds it, and entries whose value is gone are dropped whenever the table has doubled since it was
-//! last cleaned, so it never holds more than about twice the values in use.
+//! An interner holds weak references only, keyed by the value's hash, never a copy of the value:
+//! values that no two pods share (a StatefulSet pod's labels name the pod) cost a table entry, not
+//! a second copy. A value lives as long as some view holds it, and entries whose value is gone are
+//! dropped whenever the table has doubled since it was last cleaned, so it never holds more than
+//! about twice the values in use.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -21,8 +23,8 @@ pub(crate) struct Interner<T: ?Sized> {
 }
 
 struct Table<T: ?Sized> {
-    /// By hash. Two different values with one 64-bit hash (as good as never) only share less: the later replaces
-    /// the earlier here, and a value is shared only once found equal.
+    /// By hash. Two different values with one 64-bit hash (as good as never) only share less: the
+    /// later replaces the earlier here, and a value is shared only once found equal.
     values: HashMap<u64, Weak<T>>,
     /// Clean when the table reaches this many entries.
     clean_at: usize,
@@ -39,15 +41,16 @@ impl<T: Eq + Hash + ?Sized> Interner<T> {
         }
     }
 
-    /// The shared copy of `value`: one that is still in use if there is one, else `value` itself (a map, or a copy of
-    /// a `&str`), shared from now on.
+    /// The shared copy of `value`: one that is still in use if there is one, else `value` itself (a
+    /// map, or a copy of a `&str`), shared from now on.
     pub(crate) fn intern<V>(&self, value: V) -> Arc<T>
     where
         V: Borrow<T>,
         Arc<T>: From<V>,
     {
         let hash = self.hasher.hash_one(value.borrow());
-        // A poisoned lock only means a panic elsewhere while holding it; the table is always consistent.
+        // A poisoned lock only means a panic elsewhere while holding it; the table is always
+        // consistent.
         let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(shared) = table.values.get(&hash).and_then(Weak::upgrade)
             && *shared == *value.borrow()
@@ -123,8 +126,8 @@ mod tests {
         }
     }
 
-    /// A value nothing shares (a StatefulSet pod's labels) must not cost a second copy held by the table: once its
-    /// views are gone, it is gone, cleaned or not.
+    /// A value nothing shares (a StatefulSet pod's labels) must not cost a second copy held by the
+    /// table: once its views are gone, it is gone, cleaned or not.
     #[test]
     fn the_table_keeps_no_copy_of_a_value() {
         let interner = Interner::new();

@@ -1,9 +1,10 @@
-//! k8sm-view: cluster objects → the planner's [`k8sm_planner::ClusterView`], and back where the cluster records what
-//! the planner decided (times, deleted-node records, the objects an Event is about).
+//! k8sm-view: cluster objects → the planner's [`k8sm_planner::ClusterView`], and back where the
+//! cluster records what the planner decided (times, deleted-node records, the objects an Event is
+//! about).
 //!
-//! The one conversion that the controller (over its reflector stores) and the kubectl plugin (over one-shot lists)
-//! share, so the plugin predicts from exactly what the controller sees, without linking the controller. Plain field
-//! reads: every decision is the planner's.
+//! The one conversion that the controller (over its reflector stores) and the kubectl plugin (over
+//! one-shot lists) share, so the plugin predicts from exactly what the controller sees, without
+//! linking the controller. Plain field reads: every decision is the planner's.
 #![forbid(unsafe_code)]
 
 mod cluster_view;

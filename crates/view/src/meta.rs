@@ -8,9 +8,10 @@ pub(crate) fn annotation(meta: &ObjectMeta, key: &str) -> Option<String> {
     meta.annotations.as_ref()?.get(key).cloned()
 }
 
-/// The controlling owner reference (`ownerReferences[?controller]`), which names an object in the holder's namespace:
-/// a pod's ReplicaSet, a ReplicaSet's Deployment (or an operator's kind, such as an Argo Rollout). Other owner
-/// references only keep an object alive; they do not replace its pods.
+/// The controlling owner reference (`ownerReferences[?controller]`), which names an object in the
+/// holder's namespace: a pod's ReplicaSet, a ReplicaSet's Deployment (or an operator's kind, such
+/// as an Argo Rollout). Other owner references only keep an object alive; they do not replace its
+/// pods.
 pub(crate) fn controller_ref(meta: &ObjectMeta) -> Option<ControllerRef> {
     meta.owner_references
         .as_ref()?

@@ -1,5 +1,5 @@
-//! Node → [`NodeView`]: the contract keys of docs/design.md §3 as found, the cordon, the address, the Ready condition and
-//! the allocatable resources.
+//! Node → [`NodeView`]: the contract keys of docs/design.md §3 as found, the cordon, the address,
+//! the Ready condition and the allocatable resources.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -32,7 +32,8 @@ pub fn node_view(node: &Node) -> NodeView {
         drain_progress: annotation(meta, keys::DRAIN_PROGRESS_ANNOTATION),
         stalled_since: annotation(meta, keys::STALLED_ANNOTATION),
         forced: annotation(meta, keys::FORCED_ANNOTATION),
-        // The executor writes the kamikaze it obeyed; any value (even a malformed one) means it obeyed one.
+        // The executor writes the kamikaze it obeyed; any value (even a malformed one) means it
+        // obeyed one.
         kamikaze_obeyed: annotation(meta, keys::KAMIKAZE_OBEYED_ANNOTATION).is_some(),
         unschedulable: node
             .spec

@@ -9,13 +9,14 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use k8sm_api::ExecutorUpgradePolicy;
 
-/// Everything the planner reads, as lists of objects: from the controller's reflector stores, or from one-shot
-/// `list` calls (the kubectl plugin), so that both plan over the same conversion. Pods are [`Pod`]s, or any type
-/// that gives their view (the controller's cached pods, which keep the view they were converted to).
+/// Everything the planner reads, as lists of objects: from the controller's reflector stores, or
+/// from one-shot `list` calls (the kubectl plugin), so that both plan over the same conversion.
+/// Pods are [`Pod`]s, or any type that gives their view (the controller's cached pods, which keep
+/// the view they were converted to).
 pub struct Objects<'a, P = Pod> {
     pub nodes: &'a [Arc<Node>],
-    /// Every pod, bound to a node or not: the planner infers the size of a controller of a kind it does not know
-    /// from its pods, including replacements not scheduled yet.
+    /// Every pod, bound to a node or not: the planner infers the size of a controller of a kind it
+    /// does not know from its pods, including replacements not scheduled yet.
     pub pods: &'a [Arc<P>],
     pub deployments: &'a [Arc<Deployment>],
     pub replica_sets: &'a [Arc<ReplicaSet>],

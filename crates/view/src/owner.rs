@@ -1,5 +1,5 @@
-//! Pod controllers → [`OwnerView`]: kind, identity, desired replicas and their own controller, so that the planner
-//! can judge a ReplicaSet's pods as its Deployment's (docs/design.md §2).
+//! Pod controllers → [`OwnerView`]: kind, identity, desired replicas and their own controller, so
+//! that the planner can judge a ReplicaSet's pods as its Deployment's (docs/design.md §2).
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
@@ -11,7 +11,8 @@ use k8sm_planner::{OwnerKind, OwnerView, RolloutView};
 
 use crate::meta::controller_ref;
 
-/// The annotation by which a Deployment's controller numbers its ReplicaSets: the highest is the newest.
+/// The annotation by which a Deployment's controller numbers its ReplicaSets: the highest is the
+/// newest.
 pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 
 pub fn deployment_view(deployment: &Deployment) -> OwnerView {
@@ -23,8 +24,8 @@ pub fn deployment_view(deployment: &Deployment) -> OwnerView {
     view
 }
 
-/// What moving the Deployment's single pod by a surge rollout needs: its strategy, whether its last rollout is
-/// complete (`kubectl rollout status`'s test), and k8sm's annotations on it.
+/// What moving the Deployment's single pod by a surge rollout needs: its strategy, whether its last
+/// rollout is complete (`kubectl rollout status`'s test), and k8sm's annotations on it.
 fn rollout(deployment: &Deployment) -> RolloutView {
     let spec = deployment.spec.as_ref();
     let strategy = spec.and_then(|s| s.strategy.as_ref());
@@ -70,8 +71,8 @@ fn unavailable_since(deployment: &Deployment) -> Option<chrono::DateTime<chrono:
         .map(crate::time::from_time)
 }
 
-/// `kubectl rollout status`'s test of a Deployment: its generation observed, not past its progress deadline, and
-/// every replica updated and available, none of an older ReplicaSet left.
+/// `kubectl rollout status`'s test of a Deployment: its generation observed, not past its progress
+/// deadline, and every replica updated and available, none of an older ReplicaSet left.
 fn rollout_complete(deployment: &Deployment) -> bool {
     let Some(status) = deployment.status.as_ref() else {
         return false;
@@ -93,7 +94,8 @@ fn rollout_complete(deployment: &Deployment) -> bool {
     observed && !timed_out && updated >= desired && replicas <= updated && available >= updated
 }
 
-/// The Deployment's Progressing condition says its rollout is stuck (`kubectl rollout status` fails with it).
+/// The Deployment's Progressing condition says its rollout is stuck (`kubectl rollout status` fails
+/// with it).
 fn progress_deadline_exceeded(deployment: &Deployment) -> bool {
     let conditions = deployment
         .status
@@ -104,11 +106,12 @@ fn progress_deadline_exceeded(deployment: &Deployment) -> bool {
     })
 }
 
-/// Whether a Deployment's controller is replacing pods itself: not paused, not past its progress deadline, and either
-/// a generation it has not observed yet (a rollout about to start) or pods of older ReplicaSets left
-/// (`status.replicas` counts every ReplicaSet's pods, `status.updatedReplicas` the newest one's), the first half of
-/// `kubectl rollout status`'s test. A rollout past its deadline replaces a pod only as a new one becomes available,
-/// which adds as much readiness as it takes: its pods then move within the headroom of its Ready count.
+/// Whether a Deployment's controller is replacing pods itself: not paused, not past its progress
+/// deadline, and either a generation it has not observed yet (a rollout about to start) or pods of
+/// older ReplicaSets left (`status.replicas` counts every ReplicaSet's pods,
+/// `status.updatedReplicas` the newest one's), the first half of `kubectl rollout status`'s test. A
+/// rollout past its deadline replaces a pod only as a new one becomes available, which adds as much
+/// readiness as it takes: its pods then move within the headroom of its Ready count.
 fn replacing_pods(deployment: &Deployment) -> bool {
     if progress_deadline_exceeded(deployment) {
         return false;
@@ -172,10 +175,11 @@ pub fn stateful_set_view(stateful_set: &StatefulSet) -> OwnerView {
     view
 }
 
-/// Whether a StatefulSet's controller is about to replace a Ready pod: a rolling update not done (a generation not
-/// observed yet, or fewer pods of the update revision than the partition asks for) while every replica is Ready,
-/// which is when it deletes the next old pod. While a pod is not Ready it waits for it, as with a rollout stuck on a
-/// bad image: its pods then move within the headroom of its Ready count. `OnDelete` replaces nothing itself.
+/// Whether a StatefulSet's controller is about to replace a Ready pod: a rolling update not done (a
+/// generation not observed yet, or fewer pods of the update revision than the partition asks for)
+/// while every replica is Ready, which is when it deletes the next old pod. While a pod is not
+/// Ready it waits for it, as with a rollout stuck on a bad image: its pods then move within the
+/// headroom of its Ready count. `OnDelete` replaces nothing itself.
 fn stateful_set_replacing(stateful_set: &StatefulSet) -> bool {
     let spec = stateful_set.spec.as_ref();
     let strategy = spec.and_then(|s| s.update_strategy.as_ref());
@@ -243,7 +247,8 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use k8sm_planner::ControllerRef;
 
-    /// An object of `kind` named web in namespace shop, with `metadata` merged over the defaults and `spec`.
+    /// An object of `kind` named web in namespace shop, with `metadata` merged over the defaults
+    /// and `spec`.
     fn object<K: DeserializeOwned>(
         api_version: &str,
         kind: &str,
@@ -403,7 +408,8 @@ mod tests {
         }
     }
 
-    /// `kubectl rollout status`: observed, not timed out, every replica updated and available, no old one left.
+    /// `kubectl rollout status`: observed, not timed out, every replica updated and available, no
+    /// old one left.
     #[test]
     fn a_rollout_is_complete_only_by_kubectl_rollout_status_s_test() {
         assert!(single(Value::Null, json!({}), done()).complete);
@@ -427,7 +433,8 @@ mod tests {
         }
     }
 
-    /// A Deployment of 4 rolling out (generation observed, 5 pods of which 1 updated), with `conditions`.
+    /// A Deployment of 4 rolling out (generation observed, 5 pods of which 1 updated), with
+    /// `conditions`.
     fn rolling_deployment(conditions: Value) -> OwnerView {
         let mut object: Deployment = object(
             "apps/v1",
@@ -443,8 +450,9 @@ mod tests {
         deployment_view(&object)
     }
 
-    /// A rollout stuck past its progress deadline replaces a pod only as a new one becomes available: no longer
-    /// "replacing", so its pods move within the headroom of its Ready count.
+    /// A rollout stuck past its progress deadline replaces a pod only as a new one becomes
+    /// available: no longer "replacing", so its pods move within the headroom of its Ready
+    /// count.
     #[test]
     fn a_rollout_past_its_progress_deadline_is_not_replacing() {
         let progressing =
@@ -466,8 +474,9 @@ mod tests {
         stateful_set_view(&object)
     }
 
-    /// A StatefulSet's controller deletes the next old pod of a rolling update once every replica is Ready: k8sm adds
-    /// no eviction then. While one is not Ready (a bad image), or once the partition is reached, it replaces nothing.
+    /// A StatefulSet's controller deletes the next old pod of a rolling update once every replica
+    /// is Ready: k8sm adds no eviction then. While one is not Ready (a bad image), or once the
+    /// partition is reached, it replaces nothing.
     #[test]
     fn a_stateful_set_replaces_while_its_update_goes_on_with_every_replica_ready() {
         let status = |updated: i32, ready: i32| {
@@ -496,7 +505,8 @@ mod tests {
         assert!(stateful(json!({}), unobserved).replacing);
     }
 
-    /// `spec.minReadySeconds` of every replicated kind: its pods count as available once Ready for that long.
+    /// `spec.minReadySeconds` of every replicated kind: its pods count as available once Ready for
+    /// that long.
     #[test]
     fn min_ready_seconds_is_read_for_every_replicated_kind() {
         let read: Vec<u32> = views(json!({}), json!({"minReadySeconds": 30}))
@@ -529,7 +539,8 @@ mod tests {
         assert_eq!(deadline(json!({})), Some(600), "the apiserver's default");
     }
 
-    /// A Deployment's Available condition, False since its last transition: how long it has been unavailable.
+    /// A Deployment's Available condition, False since its last transition: how long it has been
+    /// unavailable.
     #[test]
     fn a_deployment_tells_since_when_it_is_unavailable() {
         let since = |conditions: Value| {

@@ -1,11 +1,12 @@
 //! Owner objects → their shared views, converted once per version of each object.
 //!
-//! The controller builds a view every pass from its stores, and a large fleet has thousands of owners (a Deployment
-//! and a ReplicaSet per workload: about 1,800 at 500 nodes, 17,000 at 5,000), almost none of which changed since the
-//! last pass. A store replaces an object's [`Arc`] with a new one for each watch event and never changes an object in
-//! place, so the address of the `Arc` stands for one version of the object for as long as it is held: the views of
-//! the objects seen in the last build are found again by it and shared (the planner's passes then read memory they
-//! read before, instead of freshly built owners).
+//! The controller builds a view every pass from its stores, and a large fleet has thousands of
+//! owners (a Deployment and a ReplicaSet per workload: about 1,800 at 500 nodes, 17,000 at 5,000),
+//! almost none of which changed since the last pass. A store replaces an object's [`Arc`] with a
+//! new one for each watch event and never changes an object in place, so the address of the `Arc`
+//! stands for one version of the object for as long as it is held: the views of the objects seen in
+//! the last build are found again by it and shared (the planner's passes then read memory they read
+//! before, instead of freshly built owners).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,8 +22,8 @@ use crate::owner::{
     deployment_view, job_view, replica_set_view, replication_controller_view, stateful_set_view,
 };
 
-/// The owners' views of the last build, per kind. A default value keeps nothing: each build converts every owner
-/// (what a one-shot list, such as the plugin's, needs).
+/// The owners' views of the last build, per kind. A default value keeps nothing: each build
+/// converts every owner (what a one-shot list, such as the plugin's, needs).
 #[derive(Default)]
 pub struct OwnerViews {
     deployments: Kept<Deployment>,
@@ -33,8 +34,8 @@ pub struct OwnerViews {
 }
 
 impl OwnerViews {
-    /// The views of every owner in `objects`, reusing those of the objects seen in the last call; what is kept is
-    /// then exactly this call's objects.
+    /// The views of every owner in `objects`, reusing those of the objects seen in the last call;
+    /// what is kept is then exactly this call's objects.
     pub(crate) fn views<P>(&mut self, objects: &Objects<'_, P>) -> Vec<Arc<OwnerView>> {
         let mut views = Vec::with_capacity(
             objects.deployments.len()
@@ -62,11 +63,12 @@ impl OwnerViews {
 /// Keys are addresses, made by the allocator: nothing to defend against, so a fast fixed-seed hash.
 type ByAddress<V> = HashMap<usize, V, foldhash::fast::FixedState>;
 
-/// Objects of one kind with their views, by the address of the object (held, so that the address is not reused while
-/// its view is kept).
+/// Objects of one kind with their views, by the address of the object (held, so that the address is
+/// not reused while its view is kept).
 struct Kept<K> {
     views: ByAddress<(Arc<K>, Arc<OwnerView>)>,
-    /// The map of the build before last, emptied: the next build fills it, so that a pass allocates no map.
+    /// The map of the build before last, emptied: the next build fills it, so that a pass
+    /// allocates no map.
     spare: ByAddress<(Arc<K>, Arc<OwnerView>)>,
 }
 
@@ -105,8 +107,8 @@ impl<K> Kept<K> {
 
 #[cfg(test)]
 mod tests {
-    //! Tests of `OwnerViews`: an owner's view is converted once per version of the object, and only the objects of the
-    //! last build are kept.
+    //! Tests of `OwnerViews`: an owner's view is converted once per version of the object, and only
+    //! the objects of the last build are kept.
 
     use serde_json::json;
 

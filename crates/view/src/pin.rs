@@ -1,6 +1,7 @@
-//! What may pin a pod to one node, as plain field reads: a pod's hostname node selector, its required node affinity
-//! and its claims, and the PersistentVolumes bound to a claim with a node affinity. A node selector is reduced to the
-//! nodes each of its terms names; whether that is the pod's own node is the planner's to decide.
+//! What may pin a pod to one node, as plain field reads: a pod's hostname node selector, its
+//! required node affinity and its claims, and the PersistentVolumes bound to a claim with a node
+//! affinity. A node selector is reduced to the nodes each of its terms names; whether that is the
+//! pod's own node is the planner's to decide.
 
 use std::collections::BTreeMap;
 
@@ -11,8 +12,9 @@ use k8sm_planner::{HOSTNAME_LABEL, NodeName, NodePin, PodPins, VolumeView};
 /// The field a `matchFields` requirement can name a node by.
 const NAME_FIELD: &str = "metadata.name";
 
-/// The nodes each term of `selector` names one at a time (`kubernetes.io/hostname` In one value, or `metadata.name`
-/// In one value). `None` where a term names none: that term may select any number of nodes.
+/// The nodes each term of `selector` names one at a time (`kubernetes.io/hostname` In one value, or
+/// `metadata.name` In one value). `None` where a term names none: that term may select any number
+/// of nodes.
 pub fn node_pin(selector: &NodeSelector) -> Option<NodePin> {
     let terms: Option<Vec<Vec<NodeName>>> = selector
         .node_selector_terms
@@ -41,8 +43,8 @@ fn single_in<'v>(operator: &str, values: Option<&'v [String]>) -> Option<&'v str
     (operator == "In" && values?.iter().all(|v| v == first)).then_some(first.as_str())
 }
 
-/// The claim a pod's volume uses, in the pod's namespace: `persistentVolumeClaim.claimName`, or for a generic
-/// ephemeral volume the claim its controller creates, `<pod>-<volume>`.
+/// The claim a pod's volume uses, in the pod's namespace: `persistentVolumeClaim.claimName`, or for
+/// a generic ephemeral volume the claim its controller creates, `<pod>-<volume>`.
 pub fn volume_claim(
     pod: &str,
     volume: &str,
@@ -102,8 +104,8 @@ fn claim_of(pod: &str, volume: &Volume) -> Option<String> {
     )
 }
 
-/// A PersistentVolume that may pin the pods of its claim: bound (or reserved) to a claim, with a required node
-/// affinity that names a node in every term. `None` for any other.
+/// A PersistentVolume that may pin the pods of its claim: bound (or reserved) to a claim, with a
+/// required node affinity that names a node in every term. `None` for any other.
 pub fn volume_view(volume: &PersistentVolume) -> Option<VolumeView> {
     let spec = volume.spec.as_ref()?;
     let claim = spec.claim_ref.as_ref()?;
@@ -174,7 +176,8 @@ mod tests {
             affinity(required(vec![hostname(&["host-1"])])),
             Some(one("host-1"))
         );
-        // A value repeated is still one node; a term with other requirements besides still names it.
+        // A value repeated is still one node; a term with other requirements besides still names
+        // it.
         let mut with_zone = hostname(&["host-1", "host-1"]);
         with_zone["matchExpressions"]
             .as_array_mut()
@@ -198,7 +201,8 @@ mod tests {
                 terms: vec![vec![NodeName::Name("n1".into())]]
             })
         );
-        // Not pins: two hostnames in a term, another operator, a term that names no node, and a preferred affinity.
+        // Not pins: two hostnames in a term, another operator, a term that names no node, and a
+        // preferred affinity.
         assert_eq!(
             affinity(required(vec![hostname(&["host-1", "host-2"])])),
             None

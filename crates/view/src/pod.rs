@@ -1,4 +1,5 @@
-//! Pod → [`PodView`]: where it runs (if anywhere yet), who controls it, and whether it is Ready or on its way out.
+//! Pod → [`PodView`]: where it runs (if anywhere yet), who controls it, and whether it is Ready or
+//! on its way out.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
@@ -13,7 +14,8 @@ use crate::intern::Interner;
 use crate::meta::controller_ref;
 use crate::time::from_timestamp;
 
-/// Pods' labels and controller references, one shared copy of each (a ReplicaSet's pods all have the same).
+/// Pods' labels and controller references, one shared copy of each (a ReplicaSet's pods all have
+/// the same).
 static LABELS: LazyLock<Interner<BTreeMap<String, String>>> = LazyLock::new(Interner::new);
 static CONTROLLERS: LazyLock<Interner<ControllerRef>> = LazyLock::new(Interner::new);
 /// Namespaces and node names, shared by the pods of one namespace, of one node.
@@ -22,9 +24,9 @@ static NAMES: LazyLock<Interner<str>> = LazyLock::new(Interner::new);
 /// The annotation the kubelet puts on the mirror pod of a static pod.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
-/// What the conversion reads of a pod: a full [`Pod`] (the plugin's lists), or a cache's slimmer copy of one (the
-/// controller keeps tens of thousands, and a `Pod` holds every field of its spec and status inline however few are
-/// set).
+/// What the conversion reads of a pod: a full [`Pod`] (the plugin's lists), or a cache's slimmer
+/// copy of one (the controller keeps tens of thousands, and a `Pod` holds every field of its spec
+/// and status inline however few are set).
 pub trait PodFields {
     fn meta(&self) -> &ObjectMeta;
     /// `spec.nodeName`.
@@ -79,8 +81,9 @@ impl PodFields for Pod {
     }
 }
 
-/// Where the planner's view of a pod comes from: built from a full [`Pod`] on demand (the plugin's one-shot lists), or
-/// shared from a cache that built it once when the pod last changed (the controller: a pass then copies no pod).
+/// Where the planner's view of a pod comes from: built from a full [`Pod`] on demand (the plugin's
+/// one-shot lists), or shared from a cache that built it once when the pod last changed (the
+/// controller: a pass then copies no pod).
 pub trait PodSource {
     fn pod_view(&self) -> Arc<PodView>;
 }
@@ -126,7 +129,8 @@ pub fn pod_view(pod: &impl PodFields) -> PodView {
     }
 }
 
-/// `status.phase`; a pod without one (just created) is treated as running, which is what the drain must assume.
+/// `status.phase`; a pod without one (just created) is treated as running, which is what the drain
+/// must assume.
 fn phase(phase: Option<&str>) -> PodPhase {
     match phase {
         Some("Pending") => PodPhase::Pending,
@@ -147,7 +151,8 @@ mod tests {
     use super::*;
     use k8sm_planner::ControllerRef;
 
-    /// A pod `web-1` in namespace shop, with `metadata` merged over the defaults, and `spec` and `status` as given.
+    /// A pod `web-1` in namespace shop, with `metadata` merged over the defaults, and `spec` and
+    /// `status` as given.
     fn pod(metadata: Value, spec: Value, status: Value) -> Pod {
         let mut meta = json!({"name": "web-1", "namespace": "shop", "uid": "u-web-1", "labels": {"app": "web"}});
         for (key, value) in metadata.as_object().expect("an object") {
@@ -283,8 +288,9 @@ mod tests {
         assert!(view.terminating);
     }
 
-    /// The pods of one ReplicaSet share one copy of their labels and of their controller reference (the controller caches
-    /// tens of thousands of views); a pod with other labels gets its own.
+    /// The pods of one ReplicaSet share one copy of their labels and of their controller reference
+    /// (the controller caches tens of thousands of views); a pod with other labels gets its
+    /// own.
     #[test]
     fn pods_of_one_controller_share_their_labels_and_reference() {
         let owned = |name: &str, labels: Value| {
@@ -312,8 +318,8 @@ mod tests {
         assert_eq!(c.labels.get("canary").map(String::as_str), Some("yes"));
     }
 
-    /// The pods of one node share one copy of its name, and those of one namespace one copy of it: the planner reads
-    /// every pod's node on every pass, from one place per node.
+    /// The pods of one node share one copy of its name, and those of one namespace one copy of it:
+    /// the planner reads every pod's node on every pass, from one place per node.
     #[test]
     fn pods_of_one_node_share_its_name_and_namespace() {
         let on = |name: &str, namespace: &str, node: &str| {

@@ -1,5 +1,6 @@
-//! ExecutorUpgradePolicy → [`PolicyView`]: its spec, whether it is being deleted and still holds k8sm's finalizer,
-//! and the nodes it deleted as their kamikaze (`status.deletedNodes`, the only status the planner reads back).
+//! ExecutorUpgradePolicy → [`PolicyView`]: its spec, whether it is being deleted and still holds
+//! k8sm's finalizer, and the nodes it deleted as their kamikaze (`status.deletedNodes`, the only
+//! status the planner reads back).
 
 use kube::ResourceExt;
 

@@ -1,5 +1,5 @@
-//! The objects that Events are about (`regarding`), from the planner's names for them: the controller's Events and
-//! the plugin's `Forced` Events point at objects the same way.
+//! The objects that Events are about (`regarding`), from the planner's names for them: the
+//! controller's Events and the plugin's `Forced` Events point at objects the same way.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
@@ -28,8 +28,8 @@ pub fn node_ref(name: &str, uid: Option<String>) -> ObjectReference {
     }
 }
 
-/// A policy's reference carries its UID when known: `kubectl describe eup NAME` shows only the Events whose
-/// reference has the policy's UID.
+/// A policy's reference carries its UID when known: `kubectl describe eup NAME` shows only the
+/// Events whose reference has the policy's UID.
 pub fn policy_ref(name: &str, uid: Option<String>) -> ObjectReference {
     ObjectReference {
         api_version: Some(ExecutorUpgradePolicy::api_version(&()).into_owned()),

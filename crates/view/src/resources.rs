@@ -1,4 +1,5 @@
-//! Quantities → [`Resources`]: a node's allocatable, and a pod's requests as kube-scheduler sums them.
+//! Quantities → [`Resources`]: a node's allocatable, and a pod's requests as kube-scheduler sums
+//! them.
 
 use std::collections::BTreeMap;
 
@@ -27,9 +28,10 @@ pub fn allocatable(list: &ResourceList) -> Resources {
     }
 }
 
-/// What kube-scheduler reserves for a pod: the containers' requests and its sidecars', or, if larger, those of the
-/// init container that needs most (with the sidecars started before it); plus the pod's overhead. Pod-level
-/// requests (`spec.resources`) take the place of the containers' where set.
+/// What kube-scheduler reserves for a pod: the containers' requests and its sidecars', or, if
+/// larger, those of the init container that needs most (with the sidecars started before it); plus
+/// the pod's overhead. Pod-level requests (`spec.resources`) take the place of the containers'
+/// where set.
 pub fn pod_requests<'a>(
     containers: impl IntoIterator<Item = Option<&'a ResourceList>>,
     init_containers: impl IntoIterator<Item = ContainerRequests<'a>>,
@@ -95,15 +97,17 @@ fn cpu_and_memory(list: &ResourceList) -> Resources {
     }
 }
 
-/// `list[name]` in units of `1 / per_unit` (millicores: 1000), rounded up as the apiserver's `MilliValue` does; 0
-/// when absent. The apiserver accepts only well-formed quantities, so one that does not parse counts as absent.
+/// `list[name]` in units of `1 / per_unit` (millicores: 1000), rounded up as the apiserver's
+/// `MilliValue` does; 0 when absent. The apiserver accepts only well-formed quantities, so one that
+/// does not parse counts as absent.
 fn amount(list: &ResourceList, name: &str, per_unit: f64) -> u64 {
     let Some(quantity) = list.get(name) else {
         return 0;
     };
     let parsed: Result<ParsedQuantity, _> = quantity.clone().try_into();
     let value = parsed.ok().and_then(|q| q.to_bytes_f64()).unwrap_or(0.0) * per_unit;
-    // A hair below a whole unit is the float's error, not a fraction of a unit: 0.1 CPU is 100m, not 101m.
+    // A hair below a whole unit is the float's error, not a fraction of a unit: 0.1 CPU is 100m,
+    // not 101m.
     let rounded = value.round();
     let whole = if (value - rounded).abs() < 1e-6 {
         rounded
@@ -222,7 +226,8 @@ mod tests {
                 sidecar: false,
             },
         ];
-        // Running: app + sidecar = 600m, 150Mi. The init container after the sidecar: 1000m + 100m, 10Mi + 50Mi.
+        // Running: app + sidecar = 600m, 150Mi. The init container after the sidecar: 1000m + 100m,
+        // 10Mi + 50Mi.
         assert_eq!(pod_requests([Some(&app)], init, None, None), res(1100, 150));
     }
 

@@ -5,7 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
 
 pub fn to_timestamp(time: DateTime<Utc>) -> Timestamp {
-    // Every chrono UTC time within Kubernetes' range is a valid jiff timestamp; clamp the impossible rest.
+    // Every chrono UTC time within Kubernetes' range is a valid jiff timestamp; clamp the
+    // impossible rest.
     Timestamp::new(time.timestamp(), time.timestamp_subsec_nanos() as i32)
         .unwrap_or(Timestamp::UNIX_EPOCH)
 }

@@ -1,7 +1,7 @@
-//! `cargo xtask bench`: the planner's criterion benchmark, then k8sm against `kubectl drain` on the real local
-//! cluster (crates/bench), which reads criterion's estimates of this invocation and writes
-//! `bench/results/<scenario>.md` and the index `bench/results/README.md`. Not part of `cargo xtask test`: it takes
-//! minutes to an hour and yields figures, not pass/fail.
+//! `cargo xtask bench`: the planner's criterion benchmark, then k8sm against `kubectl drain` on the
+//! real local cluster (crates/bench), which reads criterion's estimates of this invocation and
+//! writes `bench/results/<scenario>.md` and the index `bench/results/README.md`. Not part of `cargo
+//! xtask test`: it takes minutes to an hour and yields figures, not pass/fail.
 
 use std::path::Path;
 
@@ -14,11 +14,12 @@ const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// Skip `cargo bench -p k8sm-planner` (the planner's pass over 1,000 and 5,000 synthetic nodes).
+    /// Skip `cargo bench -p k8sm-planner` (the planner's pass over 1,000 and 5,000 synthetic
+    /// nodes).
     #[arg(long)]
     no_planner_bench: bool,
-    /// Arguments of k8sm-bench: `--nodes N`, `--pods M`, `--runs 3`, `--tools k8sm,drain-pdb-parallel,drain-pdb,drain`,
-    /// `--render-only`, …
+    /// Arguments of k8sm-bench: `--nodes N`, `--pods M`, `--runs 3`, `--tools
+    /// k8sm,drain-pdb-parallel,drain-pdb,drain`, `--render-only`, …
     /// (`cargo run -p k8sm-bench -- --help` lists them).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
@@ -58,7 +59,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     workspace::run("cargo run --release -p k8sm-bench", &mut bench)
 }
 
-/// The charts need a TrueType font; Debian machines get DejaVu Sans from its package, as .ci/run installs tools.
+/// The charts need a TrueType font; Debian machines get DejaVu Sans from its package, as .ci/run
+/// installs tools.
 fn install_font() -> anyhow::Result<()> {
     let root = std::process::Command::new("id")
         .arg("-u")

@@ -1,7 +1,9 @@
-//! `cargo xtask cluster up|down|status` and `cargo xtask kubectl`: a long-lived local cluster for humans.
+//! `cargo xtask cluster up|down|status` and `cargo xtask kubectl`: a long-lived local cluster for
+//! humans.
 //!
-//! `up` starts a detached `cluster serve` process (this same binary) that owns the cluster and stops it on SIGTERM;
-//! its pid and kubeconfig live in `.k8sm/cluster/`, so `down`, `status` and `kubectl` find it from any shell.
+//! `up` starts a detached `cluster serve` process (this same binary) that owns the cluster and
+//! stops it on SIGTERM; its pid and kubeconfig live in `.k8sm/cluster/`, so `down`, `status` and
+//! `kubectl` find it from any shell.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -188,7 +190,8 @@ fn serve(args: UpArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Remembers a process started for the running cluster (the demo's controller and agent) so `down` stops it too.
+/// Remembers a process started for the running cluster (the demo's controller and agent) so `down`
+/// stops it too.
 pub fn record_background_pid(name: &str, pid: u32) -> anyhow::Result<()> {
     let path = State::new().dir.join(format!("{name}.bg-pid"));
     std::fs::write(&path, pid.to_string()).with_context(|| format!("writing {}", path.display()))
@@ -210,7 +213,8 @@ fn stop_background(state: &State) {
         else {
             continue;
         };
-        // Only signal the process we started: its pid may have been reused since (comm is cut to 15 bytes).
+        // Only signal the process we started: its pid may have been reused since (comm is cut to 15
+        // bytes).
         let name = path
             .file_stem()
             .unwrap_or_default()

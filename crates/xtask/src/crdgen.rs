@@ -1,5 +1,6 @@
-//! `cargo xtask crdgen`: the CRD YAML in crds/ and its copy in the Helm chart (deploy/helm/k8sm/crds/, which Helm
-//! reads only from inside the chart) are generated from the Rust types, never edited by hand.
+//! `cargo xtask crdgen`: the CRD YAML in crds/ and its copy in the Helm chart
+//! (deploy/helm/k8sm/crds/, which Helm reads only from inside the chart) are generated from the
+//! Rust types, never edited by hand.
 
 use anyhow::{Context, bail};
 
@@ -12,7 +13,8 @@ pub struct CrdgenArgs {
     check: bool,
 }
 
-/// Every file that holds the CRD, relative to the workspace root: one source (the Rust types), written to both.
+/// Every file that holds the CRD, relative to the workspace root: one source (the Rust types),
+/// written to both.
 const PATHS: &[&str] = &[
     "crds/executorupgradepolicy.yaml",
     "deploy/helm/k8sm/crds/executorupgradepolicy.yaml",

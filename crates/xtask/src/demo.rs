@@ -1,6 +1,7 @@
-//! `cargo xtask demo`: what a newcomer runs first. A 30-node local cluster with a realistic mix of workloads, the
-//! controller and simulated executors, a new target, and `kubectl k8sm upgrade status --watch` live until every node
-//! runs it; then a summary. The cluster keeps running for the next commands.
+//! `cargo xtask demo`: what a newcomer runs first. A 30-node local cluster with a realistic mix of
+//! workloads, the controller and simulated executors, a new target, and `kubectl k8sm upgrade
+//! status --watch` live until every node runs it; then a summary. The cluster keeps running for the
+//! next commands.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -30,7 +31,8 @@ const NAMESPACE: &str = "demo";
 const THRESHOLD: u32 = 90;
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
-    // Not xtask itself: rebuilding the running binary (workspace-wide feature unification) would replace it.
+    // Not xtask itself: rebuilding the running binary (workspace-wide feature unification) would
+    // replace it.
     workspace::run(
         "build k8sm",
         workspace::cargo().args(["build", "--workspace", "--exclude", "xtask", "--bins"]),
@@ -145,7 +147,8 @@ impl Demo {
             &["upgrade", "start", "--policy", "demo", "--to", &new_id],
         )?;
         let mut watch = self.plugin_child(&["upgrade", "status", "--policy", "demo", "--watch"])?;
-        // The opted-out pod blocks its node until an operator acts: do what an operator would, once the rest is done.
+        // The opted-out pod blocks its node until an operator acts: do what an operator would, once
+        // the rest is done.
         let forced = self.wait_for_operator(&client, nodes, &mut watch).await?;
         if let Some(node) = &forced {
             self.plugin("what blocks the upgrade", &["blocked", "-n", NAMESPACE])?;
@@ -185,7 +188,8 @@ impl Demo {
         Ok(())
     }
 
-    /// Waits until every node is upgraded or only nodes blocked by an operator decision remain; returns such a node.
+    /// Waits until every node is upgraded or only nodes blocked by an operator decision remain;
+    /// returns such a node.
     async fn wait_for_operator(
         &self,
         client: &Client,
@@ -207,8 +211,8 @@ impl Demo {
             }
             let policy: serde_json::Value =
                 serde_json::from_str(&self.kubectl_quiet(&["get", "eup", "demo", "-o", "json"])?)?;
-            // Blocked for an operator: a pod on it only an operator moves (a node that stalled is Blocked too, but
-            // comes back by itself).
+            // Blocked for an operator: a pod on it only an operator moves (a node that stalled is
+            // Blocked too, but comes back by itself).
             let for_operator: Vec<&str> = policy["status"]["blockedPods"]
                 .as_array()
                 .into_iter()
@@ -324,7 +328,8 @@ impl Demo {
         stdout_of(&mut cmd, &format!("kubectl {}", args.join(" ")))
     }
 
-    /// `kubectl k8sm …`: the harness's kubectl with the plugin on PATH, as an operator would run it.
+    /// `kubectl k8sm …`: the harness's kubectl with the plugin on PATH, as an operator would run
+    /// it.
     fn plugin_command(&self, args: &[&str]) -> Command {
         let path = format!(
             "{}:{}",

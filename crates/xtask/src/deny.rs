@@ -1,8 +1,8 @@
-//! The cargo-deny step of `cargo xtask test`: licenses, bans and sources of the dependency tree, as `deny.toml`
-//! configures them.
+//! The cargo-deny step of `cargo xtask test`: licenses, bans and sources of the dependency tree, as
+//! `deny.toml` configures them.
 //!
-//! The advisories check is not run: the RustSec advisory database cannot be fetched from the networks this project
-//! is built on.
+//! The advisories check is not run: the RustSec advisory database cannot be fetched from the
+//! networks this project is built on.
 
 use std::process::Stdio;
 

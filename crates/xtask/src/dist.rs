@@ -1,12 +1,13 @@
 //! `cargo xtask dist`: the kubectl plugin's release for krew, from what this machine can build.
 //!
 //! For each platform built (here linux/amd64 only: the one Rust target installed), an archive
-//! `kubectl-k8sm-<os>-<arch>.tar.gz` holding the statically linked `kubectl-k8sm` and the LICENSE, its SHA-256
-//! (`<archive>.sha256`, as `sha256sum` writes it), and `k8sm.yaml`: the krew manifest rendered from the template
-//! `plugin/krew.yaml` (krew-release-bot syntax, so the bot can still publish from it) with the version, the download
-//! URLs and the checksums filled in, listing only the platforms built. Then krew's own checks run on the result: the
-//! pinned `validate-krew-manifest` (the check krew-index runs), and krew itself installs the plugin from the
-//! manifest and archive exactly as the README tells users to, into a scratch krew root.
+//! `kubectl-k8sm-<os>-<arch>.tar.gz` holding the statically linked `kubectl-k8sm` and the LICENSE,
+//! its SHA-256 (`<archive>.sha256`, as `sha256sum` writes it), and `k8sm.yaml`: the krew manifest
+//! rendered from the template `plugin/krew.yaml` (krew-release-bot syntax, so the bot can still
+//! publish from it) with the version, the download URLs and the checksums filled in, listing only
+//! the platforms built. Then krew's own checks run on the result: the
+//! pinned `validate-krew-manifest` (the check krew-index runs), and krew itself installs the plugin
+//! from the manifest and archive exactly as the README tells users to, into a scratch krew root.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -89,7 +90,8 @@ pub fn build(out: &Path, profile: Profile) -> anyhow::Result<Dist> {
     let root = workspace::root();
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
 
-    // The archive's contents: the binary and the license, at its root, as the manifest's `files` say.
+    // The archive's contents: the binary and the license, at its root, as the manifest's `files`
+    // say.
     let staging = out.join(".staging");
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging)?;
@@ -137,7 +139,8 @@ pub fn build(out: &Path, profile: Profile) -> anyhow::Result<Dist> {
     Ok(Dist { archives, manifest })
 }
 
-/// gzip without a name or time in the header (flate2 writes neither unless told), so equal input gives equal bytes.
+/// gzip without a name or time in the header (flate2 writes neither unless told), so equal input
+/// gives equal bytes.
 fn gzip(from: &Path, to: &Path) -> anyhow::Result<()> {
     let input = std::fs::read(from)?;
     let mut encoder = flate2::write::GzEncoder::new(
@@ -153,9 +156,9 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The concrete manifest from the krew-release-bot template: `{{ .TagName }}` is `tag`, `REPOSITORY` the project's,
-/// each `{{ addURIAndSha "URL" .TagName }}` the `uri` and `sha256` of the archive the URL names, and the platforms
-/// whose archive was not built are left out.
+/// The concrete manifest from the krew-release-bot template: `{{ .TagName }}` is `tag`,
+/// `REPOSITORY` the project's, each `{{ addURIAndSha "URL" .TagName }}` the `uri` and `sha256` of
+/// the archive the URL names, and the platforms whose archive was not built are left out.
 pub fn render(template: &str, tag: &str, archives: &[Archive]) -> anyhow::Result<String> {
     let by_name: BTreeMap<String, &Archive> = archives
         .iter()
@@ -226,10 +229,11 @@ pub fn render(template: &str, tag: &str, archives: &[Archive]) -> anyhow::Result
     ))
 }
 
-/// krew's own checks: `validate-krew-manifest` (structure, selectors; its install step downloads from the release
-/// URL, which does not exist yet, so krew's install is run here instead, from the local archive) and `kubectl krew
-/// install --manifest --archive` into a scratch krew root for each platform built, whose plugin must then run, with
-/// a license file beside it as krew-index requires.
+/// krew's own checks: `validate-krew-manifest` (structure, selectors; its install step downloads
+/// from the release URL, which does not exist yet, so krew's install is run here instead, from the
+/// local archive) and `kubectl krew install --manifest --archive` into a scratch krew root for each
+/// platform built, whose plugin must then run, with a license file beside it as krew-index
+/// requires.
 pub fn validate(dist: &Dist) -> anyhow::Result<()> {
     eprintln!("==> krew v0.4.3 (pinned in tests/go/krew; built once)");
     let krew = k8sm_testcluster::krew().context("building krew from the Go module proxy")?;

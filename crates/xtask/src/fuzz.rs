@@ -1,8 +1,10 @@
-//! `cargo xtask fuzz`: runs the cargo-fuzz targets of `fuzz/` for a fixed time each and fails if any crashes.
+//! `cargo xtask fuzz`: runs the cargo-fuzz targets of `fuzz/` for a fixed time each and fails if
+//! any crashes.
 //!
-//! Not part of `cargo xtask test`: it needs the nightly toolchain and cargo-fuzz, and takes as long as it is given.
-//! Each target grows its corpus in `fuzz/corpus/<target>`; a crash leaves its input in `fuzz/artifacts/<target>`
-//! (both git-ignored), and `cargo +nightly fuzz run <target> <that file>` replays it.
+//! Not part of `cargo xtask test`: it needs the nightly toolchain and cargo-fuzz, and takes as long
+//! as it is given. Each target grows its corpus in `fuzz/corpus/<target>`; a crash leaves its input
+//! in `fuzz/artifacts/<target>` (both git-ignored), and `cargo +nightly fuzz run <target> <that
+//! file>` replays it.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
@@ -13,7 +15,8 @@ use anyhow::{Context, bail};
 
 use crate::workspace;
 
-/// The cargo-fuzz release the targets are run with (`cargo install cargo-fuzz --locked --version ...`).
+/// The cargo-fuzz release the targets are run with (`cargo install cargo-fuzz --locked --version
+/// ...`).
 pub const CARGO_FUZZ_VERSION: &str = "0.13.2";
 
 /// Lines of a failing run's output that are shown.
@@ -24,7 +27,8 @@ pub struct FuzzArgs {
     /// How long to fuzz each target, in seconds.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     seconds: u64,
-    /// Fuzz only this target (a file name in fuzz/fuzz_targets, without `.rs`). Default: every target.
+    /// Fuzz only this target (a file name in fuzz/fuzz_targets, without `.rs`). Default: every
+    /// target.
     #[arg(long)]
     target: Option<String>,
 }
@@ -98,9 +102,10 @@ fn fuzz_dir() -> PathBuf {
     workspace::root().join("fuzz")
 }
 
-/// `cargo +nightly`, through rustup's proxy, without the environment that the cargo running xtask set up: its
-/// toolchain choice, and the package variables of `cargo run`, which build scripts such as ring's track (with them,
-/// every switch between `cargo xtask fuzz` and a plain `cargo fuzz` would rebuild half the dependency tree).
+/// `cargo +nightly`, through rustup's proxy, without the environment that the cargo running xtask
+/// set up: its toolchain choice, and the package variables of `cargo run`, which build scripts such
+/// as ring's track (with them, every switch between `cargo xtask fuzz` and a plain `cargo fuzz`
+/// would rebuild half the dependency tree).
 fn nightly_cargo() -> Command {
     let mut cmd = Command::new("cargo");
     cmd.arg("+nightly").current_dir(workspace::root());
@@ -159,7 +164,8 @@ struct Outcome {
     corpus: Option<u64>,
     /// The input that made it fail, as libFuzzer saved it.
     artifact: Option<String>,
-    /// The panic message, if the target panicked (before libFuzzer's and cargo-fuzz's long reports).
+    /// The panic message, if the target panicked (before libFuzzer's and cargo-fuzz's long
+    /// reports).
     panic: Vec<String>,
     in_panic: bool,
     tail: VecDeque<String>,
@@ -235,7 +241,8 @@ impl Outcome {
     }
 }
 
-/// Runs one target for `seconds`, keeping libFuzzer's chatter out of the terminal unless the run fails.
+/// Runs one target for `seconds`, keeping libFuzzer's chatter out of the terminal unless the run
+/// fails.
 fn fuzz(target: &str, seconds: u64) -> anyhow::Result<Outcome> {
     let corpus = fuzz_dir().join("corpus").join(target);
     std::fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;

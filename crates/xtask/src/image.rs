@@ -1,10 +1,12 @@
-//! `cargo xtask image`: OCI image archives of `k8sm-controller` and `k8sm-agent`, without a Docker daemon.
+//! `cargo xtask image`: OCI image archives of `k8sm-controller` and `k8sm-agent`, without a Docker
+//! daemon.
 //!
-//! Each image is one layer on no base: the statically linked release binary (and, for the agent, a static BusyBox
-//! for the shell its DaemonSet and its `--on-kamikaze` commands run). The pinned go-containerregistry `crane`
-//! (`tests/go/crane`) assembles it against its own in-memory registry on a loopback port, which is stopped before
-//! this returns; the result is an OCI image layout, tarred, that `docker load`, `podman load`, `skopeo copy
-//! oci-archive:…`, `kind load image-archive` and `crane push` take. `Containerfile` builds the same layout with
+//! Each image is one layer on no base: the statically linked release binary (and, for the agent, a
+//! static BusyBox for the shell its DaemonSet and its `--on-kamikaze` commands run). The pinned
+//! go-containerregistry `crane` (`tests/go/crane`) assembles it against its own in-memory registry
+//! on a loopback port, which is stopped before this returns; the result is an OCI image layout,
+//! tarred, that `docker load`, `podman load`, `skopeo copy oci-archive:…`, `kind load
+//! image-archive` and `crane push` take. `Containerfile` builds the same layout with
 //! Docker or Podman; a test below keeps the two from drifting apart.
 
 use std::collections::BTreeMap;
@@ -18,7 +20,8 @@ use anyhow::{Context, bail};
 use crate::release::{self, ARCH, LICENSE, OS, Profile, SOURCE, VERSION};
 use crate::workspace;
 
-/// Where the binaries are, in both images: on the PATH of every image, out of the way of what a base would bring.
+/// Where the binaries are, in both images: on the PATH of every image, out of the way of what a
+/// base would bring.
 pub const BINARY_DIR: &str = "/usr/local/bin";
 
 /// The image repository both images are named under, as `deploy/` names them.
@@ -74,10 +77,11 @@ impl ImageSpec {
     }
 }
 
-/// The controller runs as the non-root user deploy/controller.yaml asks for (`runAsUser: 65532`, `runAsNonRoot`),
-/// with no command of its own there: the entrypoint is the binary, and the Deployment's `args` are its flags. It holds
-/// the system's CA bundle: its `Http` kamikaze client (reqwest with rustls-platform-verifier) verifies an `https`
-/// agent with the system roots, and cannot even be built without them (the image test caught the controller exiting
+/// The controller runs as the non-root user deploy/controller.yaml asks for (`runAsUser: 65532`,
+/// `runAsNonRoot`), with no command of its own there: the entrypoint is the binary, and the
+/// Deployment's `args` are its flags. It holds the system's CA bundle: its `Http` kamikaze client
+/// (reqwest with rustls-platform-verifier) verifies an `https` agent with the system roots, and
+/// cannot even be built without them (the image test caught the controller exiting
 /// in a root without them; it now builds that client only when a policy POSTs a kamikaze).
 pub const CONTROLLER: ImageSpec = ImageSpec {
     name: "k8sm-controller",
@@ -90,10 +94,11 @@ pub const CONTROLLER: ImageSpec = ImageSpec {
     licenses: LICENSE,
 };
 
-/// The agent runs as root (deploy/agent/daemonset.yaml makes it privileged, with the host's PIDs: it reads the
-/// kubelet through /proc and enters the host's namespaces on kamikaze). Its DaemonSet runs `sh -c` to read the
-/// executor ID from a file, and the agent runs `--on-kamikaze` with `sh -c` too (`nsenter … systemctl restart …` in
-/// deploy/): hence a static BusyBox providing `sh`, `cat` and `nsenter`.
+/// The agent runs as root (deploy/agent/daemonset.yaml makes it privileged, with the host's PIDs:
+/// it reads the kubelet through /proc and enters the host's namespaces on kamikaze). Its DaemonSet
+/// runs `sh -c` to read the executor ID from a file, and the agent runs `--on-kamikaze` with `sh
+/// -c` too (`nsenter … systemctl restart …` in deploy/): hence a static BusyBox providing `sh`,
+/// `cat` and `nsenter`.
 pub const AGENT: ImageSpec = ImageSpec {
     name: "k8sm-agent",
     description: "The node side of k8sm: publishes the executor ID and obeys kamikaze",
@@ -111,7 +116,8 @@ pub const IMAGES: [&ImageSpec; 2] = [&CONTROLLER, &AGENT];
 /// Where the agent image's BusyBox lives in it.
 pub const BUSYBOX: &str = "/bin/busybox";
 
-/// Where the CA bundle lives in an image: the first place rustls-native-certs (through openssl-probe) looks.
+/// Where the CA bundle lives in an image: the first place rustls-native-certs (through
+/// openssl-probe) looks.
 pub const CA_CERTIFICATES: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// Where the archives go, under the workspace root (the image test reads them there).
@@ -124,10 +130,12 @@ pub struct ImageArgs {
     /// Directory for the archives.
     #[arg(long, default_value = DEFAULT_OUT)]
     pub out: PathBuf,
-    /// Build profile of the binaries in the images. `dev` is only for trying the packaging: it is not what ships.
+    /// Build profile of the binaries in the images. `dev` is only for trying the packaging: it is
+    /// not what ships.
     #[arg(long, value_enum, default_value = "release")]
     pub profile: Profile,
-    /// The statically linked BusyBox of the agent image (Debian: `apt-get install busybox-static`).
+    /// The statically linked BusyBox of the agent image (Debian: `apt-get install
+    /// busybox-static`).
     #[arg(long, default_value = DEFAULT_BUSYBOX)]
     pub busybox: PathBuf,
     /// The CA bundle of the controller image (Debian: `apt-get install ca-certificates`).
@@ -265,7 +273,8 @@ fn assemble(
     tar.args(top_level_entries(&rootfs)?);
     release::run_quiet("tar of the image layer", &mut tar)?;
 
-    // Assemble in crane's registry, then take it out as an OCI layout: the only way crane sets a configuration.
+    // Assemble in crane's registry, then take it out as an OCI layout: the only way crane sets a
+    // configuration.
     let remote = format!("{}/{}", registry.host, image.reference());
     release::run_quiet(
         "crane append",
@@ -285,7 +294,8 @@ fn assemble(
         mutate.args(["--exposed-ports", port]);
     }
     for (key, value) in image.labels(revision) {
-        // crane reads each --label as CSV (commas separate pairs): quote it so a value may hold commas.
+        // crane reads each --label as CSV (commas separate pairs): quote it so a value may hold
+        // commas.
         mutate.args(["--label", &csv_field(&format!("{key}={value}"))]);
     }
     release::run_quiet("crane mutate", &mut mutate)?;
@@ -313,8 +323,9 @@ fn assemble(
     })
 }
 
-/// Names the layout's one image as `docker.io/k8sm/<name>:<version>` (containerd, and so `docker load` and `kind
-/// load`, read `io.containerd.image.name`; the OCI annotation holds the tag) and returns its digest.
+/// Names the layout's one image as `docker.io/k8sm/<name>:<version>` (containerd, and so `docker
+/// load` and `kind load`, read `io.containerd.image.name`; the OCI annotation holds the tag) and
+/// returns its digest.
 fn name_layout(layout: &Path, image: &ImageSpec) -> anyhow::Result<String> {
     let index_path = layout.join("index.json");
     let mut index: serde_json::Value = serde_json::from_str(
@@ -471,8 +482,8 @@ mod tests {
             .collect()
     }
 
-    /// The Containerfile's final stages must give the images this file builds: same base (none), user, entrypoint,
-    /// PATH, ports, binary path, BusyBox links and labels.
+    /// The Containerfile's final stages must give the images this file builds: same base (none),
+    /// user, entrypoint, PATH, ports, binary path, BusyBox links and labels.
     #[test]
     fn the_containerfile_builds_the_same_layout() {
         let text = std::fs::read_to_string(workspace::root().join("Containerfile")).unwrap();

@@ -1,5 +1,6 @@
-//! `cargo xtask layout`, also a step of `cargo xtask test`: no import cycle between the files of a crate (a cycle
-//! makes files that cannot be read, tested or moved one without the other), and the docs name only files that exist.
+//! `cargo xtask layout`, also a step of `cargo xtask test`: no import cycle between the files of a
+//! crate (a cycle makes files that cannot be read, tested or moved one without the other), and the
+//! docs name only files that exist.
 
 mod cycles;
 mod docs;
@@ -119,7 +120,8 @@ fn targets() -> anyhow::Result<Vec<Target>> {
     Ok(targets)
 }
 
-/// The import cycles of every target; a cycle two targets share (a lib's files declared by its bin as well) once.
+/// The import cycles of every target; a cycle two targets share (a lib's files declared by its bin
+/// as well) once.
 pub fn find_cycles(repo: &Path, targets: &[Target]) -> anyhow::Result<Vec<Cycle>> {
     let relative = |path: &Path| {
         path.strip_prefix(repo)
@@ -189,12 +191,14 @@ mod tests {
     #[test]
     fn a_cycle_through_a_nested_use_group_names_its_three_files() {
         let cycles = cycles_of(&[
-            // The root and d name each other, but the root is no file of a cycle: everything names it.
+            // The root and d name each other, but the root is no file of a cycle: everything names
+            // it.
             (
                 "src/lib.rs",
                 "mod a;\nmod b;\nmod c;\nmod d;\npub use self::d::D;\npub struct R;\n",
             ),
-            // a → d and a → b through one nested group (b second), b → c by an expression path, c → a by a type
+            // a → d and a → b through one nested group (b second), b → c by an expression path, c
+            // → a by a type
             ("src/a.rs", "use crate::{d::D, b::{X, Y}};\npub struct A;\n"),
             // Named twice: the message points at the first.
             (
@@ -234,7 +238,8 @@ mod tests {
             ),
         ];
         assert!(cycles_of(&files).is_empty());
-        // The same tree with the parent naming its child through `self::` is a cycle: the edge above was seen.
+        // The same tree with the parent naming its child through `self::` is a cycle: the edge
+        // above was seen.
         let mut with_cycle = files;
         with_cycle[1].1 = "mod child;\npub struct P;\nfn f() { self::child::g(); }\n";
         let cycles = cycles_of(&with_cycle);
@@ -271,7 +276,8 @@ mod tests {
     fn paths_in_macros_globs_and_inline_modules_are_edges_to_the_right_files() {
         let cycles = cycles_of(&[
             ("src/lib.rs", "mod a;\nmod b;\nmod c;\n"),
-            // The inline module's `super` is a itself (no edge); its `super::super` is the root, so c is a sibling.
+            // The inline module's `super` is a itself (no edge); its `super::super` is the root,
+            // so c is a sibling.
             (
                 "src/a.rs",
                 "pub fn f() {}\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use super::super::c::C;\n}\n\

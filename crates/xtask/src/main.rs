@@ -1,5 +1,5 @@
-//! `cargo xtask`: the project's automation — tests, CRD generation, the local cluster, the demo, the benchmarks and
-//! the release packaging (container images, the krew plugin release).
+//! `cargo xtask`: the project's automation — tests, CRD generation, the local cluster, the demo,
+//! the benchmarks and the release packaging (container images, the krew plugin release).
 #![forbid(unsafe_code)]
 
 mod bench;
@@ -26,13 +26,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Everything CI checks: fmt, layout, clippy, CRD drift, cargo-deny (licenses, bans, sources), unit and end-to-end
-    /// tests on the real local cluster.
+    /// Everything CI checks: fmt, layout, clippy, CRD drift, cargo-deny (licenses, bans, sources),
+    /// unit and end-to-end tests on the real local cluster.
     Test(test::TestArgs),
-    /// Check the source layout: no import cycle between the files of a crate, and the docs name only files that
-    /// exist. Also a step of `test`.
+    /// Check the source layout: no import cycle between the files of a crate, and the docs name
+    /// only files that exist. Also a step of `test`.
     Layout,
-    /// Write the CRD (crds/, and its copy in the Helm chart) from the Rust types (--check: fail when either differs).
+    /// Write the CRD (crds/, and its copy in the Helm chart) from the Rust types (--check: fail
+    /// when either differs).
     Crdgen(crdgen::CrdgenArgs),
     /// Manage the long-lived local cluster (up, down, status).
     Cluster(cluster::ClusterArgs),
@@ -43,17 +44,19 @@ enum Command {
     },
     /// Bring up the local cluster, install the CRD and the example policies, and show them.
     Demo(demo::DemoArgs),
-    /// Benchmarks on the real local cluster, k8sm against `kubectl drain`: writes bench/results/<scenario>.md
-    /// (`cargo xtask bench --nodes 100`). Not part of `test`.
+    /// Benchmarks on the real local cluster, k8sm against `kubectl drain`: writes
+    /// bench/results/<scenario>.md (`cargo xtask bench --nodes 100`). Not part of `test`.
     Bench(bench::BenchArgs),
-    /// Run the cargo-fuzz targets of fuzz/ for --seconds each (default 60; needs nightly and cargo-fuzz), failing
-    /// if any crashes. Not part of `test`.
+    /// Run the cargo-fuzz targets of fuzz/ for --seconds each (default 60; needs nightly and
+    /// cargo-fuzz), failing if any crashes. Not part of `test`.
     Fuzz(fuzz::FuzzArgs),
-    /// OCI image archives of k8sm-controller and k8sm-agent from statically linked release binaries, without a
-    /// Docker daemon (crane, pinned in tests/go/crane): target/image/<name>-<version>-linux-amd64.oci.tar.
+    /// OCI image archives of k8sm-controller and k8sm-agent from statically linked release
+    /// binaries, without a Docker daemon (crane, pinned in tests/go/crane):
+    /// target/image/<name>-<version>-linux-amd64.oci.tar.
     Image(image::ImageArgs),
-    /// The kubectl plugin's release for krew: archive, SHA-256 and the manifest rendered from plugin/krew.yaml for
-    /// the platforms built (linux/amd64 here), checked by krew's validate-krew-manifest and install: target/dist/.
+    /// The kubectl plugin's release for krew: archive, SHA-256 and the manifest rendered from
+    /// plugin/krew.yaml for the platforms built (linux/amd64 here), checked by krew's
+    /// validate-krew-manifest and install: target/dist/.
     Dist(dist::DistArgs),
 }
 

@@ -1,5 +1,5 @@
-//! What `cargo xtask image` and `cargo xtask dist` share: the release's name, version and revision, and the
-//! statically linked release build of k8sm's binaries they package.
+//! What `cargo xtask image` and `cargo xtask dist` share: the release's name, version and revision,
+//! and the statically linked release build of k8sm's binaries they package.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,8 +17,8 @@ pub const SOURCE: &str = "https://github.com/k8sm/k8sm";
 /// The workspace's license (every crate inherits it).
 pub const LICENSE: &str = "Apache-2.0";
 
-/// The one Rust target this machine builds (no other target is installed, and none can be downloaded): Linux on
-/// x86-64, which krew and the OCI platform call linux/amd64.
+/// The one Rust target this machine builds (no other target is installed, and none can be
+/// downloaded): Linux on x86-64, which krew and the OCI platform call linux/amd64.
 pub const TARGET: &str = "x86_64-unknown-linux-gnu";
 pub const OS: &str = "linux";
 pub const ARCH: &str = "amd64";
@@ -28,7 +28,8 @@ pub const ARCH: &str = "amd64";
 pub enum Profile {
     /// Optimised: what a release ships.
     Release,
-    /// Unoptimised, statically linked all the same: quicker to build, for trying the packaging itself.
+    /// Unoptimised, statically linked all the same: quicker to build, for trying the packaging
+    /// itself.
     Dev,
 }
 
@@ -49,8 +50,8 @@ impl Profile {
     }
 }
 
-/// `git rev-parse HEAD` of the workspace, with `-dirty` when the work tree has changes, so that a label never claims
-/// a commit the binaries were not built from.
+/// `git rev-parse HEAD` of the workspace, with `-dirty` when the work tree has changes, so that a
+/// label never claims a commit the binaries were not built from.
 pub fn revision() -> anyhow::Result<String> {
     let head = git(&["rev-parse", "HEAD"])?;
     let changes = git(&["status", "--porcelain", "--untracked-files=no"])?;
@@ -79,11 +80,12 @@ fn git(args: &[&str]) -> anyhow::Result<String> {
 
 /// The flags of the static build (the Containerfile's build uses the same; a test checks it).
 ///
-/// `+crt-static`: static glibc (libc.a from libc6-dev), because no musl target is installed; the binaries resolve no
-/// host names through NSS (in a cluster the API server is an address), so glibc's static-NSS caveat does not bite.
-/// `getrandom_backend="linux_getrandom"`: getrandom 0.3 and later look `getrandom` up with `dlsym`, which finds
-/// nothing in a static binary, and then fall back to reading /dev/urandom; the image test caught the controller
-/// panicking on that in a root with no /dev. This makes them call glibc's `getrandom` (the system call) directly.
+/// `+crt-static`: static glibc (libc.a from libc6-dev), because no musl target is installed; the
+/// binaries resolve no host names through NSS (in a cluster the API server is an address), so
+/// glibc's static-NSS caveat does not bite. `getrandom_backend="linux_getrandom"`: getrandom 0.3
+/// and later look `getrandom` up with `dlsym`, which finds nothing in a static binary, and then
+/// fall back to reading /dev/urandom; the image test caught the controller panicking on that in a
+/// root with no /dev. This makes them call glibc's `getrandom` (the system call) directly.
 /// `strip=symbols`: a third of the size.
 pub const STATIC_RUSTFLAGS: &str =
     "-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\" -C strip=symbols";
@@ -91,12 +93,13 @@ pub const STATIC_RUSTFLAGS: &str =
 /// Every binary a release packages (each the binary of the package of the same name).
 pub const RELEASE_BINARIES: [&str; 3] = ["k8sm-controller", "k8sm-agent", "kubectl-k8sm"];
 
-/// Builds the [`RELEASE_BINARIES`] for [`TARGET`], statically linked, and returns the path of each of `binaries`,
-/// after checking that none needs a dynamic loader. All are built together whichever are asked for: their shared
-/// dependencies are then built once, with one set of features, for the images and the plugin alike.
+/// Builds the [`RELEASE_BINARIES`] for [`TARGET`], statically linked, and returns the path of each
+/// of `binaries`, after checking that none needs a dynamic loader. All are built together whichever
+/// are asked for: their shared dependencies are then built once, with one set of features, for the
+/// images and the plugin alike.
 ///
-/// With [`STATIC_RUSTFLAGS`], in its own target directory, `target/static`, so that its flags never invalidate the
-/// ordinary builds and its lock never waits on theirs.
+/// With [`STATIC_RUSTFLAGS`], in its own target directory, `target/static`, so that its flags never
+/// invalidate the ordinary builds and its lock never waits on theirs.
 pub fn build_static(binaries: &[&str], profile: Profile) -> anyhow::Result<Vec<PathBuf>> {
     let target_dir = workspace::root().join("target/static");
     let mut cargo = workspace::cargo();
@@ -105,7 +108,8 @@ pub fn build_static(binaries: &[&str], profile: Profile) -> anyhow::Result<Vec<P
         .arg(profile.cargo_name())
         .arg("--target-dir")
         .arg(&target_dir)
-        // Only this target's crates: build scripts and proc macros run on the host and need no static linking.
+        // Only this target's crates: build scripts and proc macros run on the host and need no
+        // static linking.
         .env(
             format!(
                 "CARGO_TARGET_{}_RUSTFLAGS",
@@ -139,8 +143,8 @@ pub fn build_static(binaries: &[&str], profile: Profile) -> anyhow::Result<Vec<P
         .collect()
 }
 
-/// Fails unless `path` is an ELF executable without a program interpreter (`PT_INTERP`): one that the kernel starts
-/// by itself, with no dynamic loader or shared libraries in the image.
+/// Fails unless `path` is an ELF executable without a program interpreter (`PT_INTERP`): one that
+/// the kernel starts by itself, with no dynamic loader or shared libraries in the image.
 pub fn check_static(path: &Path) -> anyhow::Result<()> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     match elf_interpreter(&bytes) {
@@ -199,8 +203,9 @@ fn elf_interpreter(bytes: &[u8]) -> Result<Option<String>, String> {
     Ok(None)
 }
 
-/// `tar` with the options that make an archive depend on the files' contents and modes only: sorted names, root
-/// owner, the epoch as every time. GNU tar (every Linux has it) rather than another crate.
+/// `tar` with the options that make an archive depend on the files' contents and modes only: sorted
+/// names, root owner, the epoch as every time. GNU tar (every Linux has it) rather than another
+/// crate.
 pub fn reproducible_tar() -> Command {
     let mut tar = Command::new("tar");
     tar.args([
@@ -240,8 +245,8 @@ mod tests {
 
     #[test]
     fn finds_the_interpreter_of_a_dynamic_executable_and_none_in_a_static_one() {
-        // This test's own executable is an ordinary (dynamic) build; the static busybox of the image, when present,
-        // is the counter-example.
+        // This test's own executable is an ordinary (dynamic) build; the static busybox of the
+        // image, when present, is the counter-example.
         let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
         let interpreter = elf_interpreter(&me).unwrap();
         assert!(

@@ -1,6 +1,6 @@
-//! `cargo xtask test`: the whole gate CI runs — formatting, the source layout (import cycles, paths in the docs),
-//! lints, CRD drift, dependency licenses, bans and sources (cargo-deny), the release packaging (images, krew release),
-//! unit and end-to-end tests.
+//! `cargo xtask test`: the whole gate CI runs — formatting, the source layout (import cycles, paths
+//! in the docs), lints, CRD drift, dependency licenses, bans and sources (cargo-deny), the release
+//! packaging (images, krew release), unit and end-to-end tests.
 
 use std::process::Command;
 
@@ -22,7 +22,8 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         "cargo fmt --check",
         workspace::cargo().args(["fmt", "--all", "--", "--check"]),
     )?;
-    // Before clippy: it parses the sources without compiling them, so a cycle fails the gate in a second.
+    // Before clippy: it parses the sources without compiling them, so a cycle fails the gate in a
+    // second.
     layout::run()?;
     workspace::run(
         "cargo clippy -D warnings",
@@ -49,19 +50,20 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         String::from_utf8_lossy(&version.stdout).trim(),
         binaries.kubernetes_dir.display()
     );
-    // The Helm chart's test renders it with the pinned Helm: build it here, where its first build is announced, rather
-    // than silently inside a test.
+    // The Helm chart's test renders it with the pinned Helm: build it here, where its first build
+    // is announced, rather than silently inside a test.
     let helm = Binaries::helm().context("building Helm for the chart's test")?;
     eprintln!("==> the Helm chart is tested with {}", helm.display());
 
-    // End-to-end tests run k8sm's binaries as child processes: build them first (a nested cargo inside `cargo test`
-    // would wait on the build lock the outer one holds).
+    // End-to-end tests run k8sm's binaries as child processes: build them first (a nested cargo
+    // inside `cargo test` would wait on the build lock the outer one holds).
     workspace::run(
         "cargo build --workspace --bins (but xtask, which runs)",
         workspace::cargo().args(["build", "--workspace", "--exclude", "xtask", "--bins"]),
     )?;
-    // The release packaging, for real: the container images (tests/e2e/tests/image.rs unpacks the controller's
-    // into an empty root and runs it against the cluster as a Pod would) and the krew release (krew's own checks).
+    // The release packaging, for real: the container images (tests/e2e/tests/image.rs unpacks the
+    // controller's into an empty root and runs it against the cluster as a Pod would) and the
+    // krew release (krew's own checks).
     let images = workspace::root().join(image::DEFAULT_OUT);
     image::build(&images, Profile::Release, &image::Inputs::default())?;
     let dist = dist::build(&workspace::root().join(dist::DEFAULT_OUT), Profile::Release)?;

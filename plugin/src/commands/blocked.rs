@@ -10,8 +10,8 @@ use crate::output::{Terminal, print, render};
 use crate::screens::blocked::{BlockedScreen, Namespaces};
 
 pub async fn run(client: &Client, args: &BlockedArgs, terminal: Terminal) -> Result<(), Error> {
-    // The plan weighs every pod (a pod waits on its workload's others); `-l` only picks the rows, by the apiserver's
-    // own reading of the query.
+    // The plan weighs every pod (a pod waits on its workload's others); `-l` only picks the rows,
+    // by the apiserver's own reading of the query.
     let (view, selected) = futures::try_join!(fetch::cluster_view(client), async {
         match &args.selector {
             Some(selector) => fetch::pod_uids(client, selector).await.map(Some),

@@ -1,4 +1,5 @@
-//! `executor-id`: the executor ID of docs/design.md §6, from a version, a binary (or its hash), flags and static pods.
+//! `executor-id`: the executor ID of docs/design.md §6, from a version, a binary (or its hash),
+//! flags and static pods.
 
 use std::path::Path;
 
@@ -35,7 +36,8 @@ pub fn run(args: &ExecutorIdArgs) -> Result<(), Error> {
     print(&text)
 }
 
-/// The identity of a kubelet build, its command line, configuration and static pods (`k8sm_api::kubelet`).
+/// The identity of a kubelet build, its command line, configuration and static pods
+/// (`k8sm_api::kubelet`).
 fn kubelet_identity(binary: &Path, args: &ExecutorIdArgs) -> Result<ExecutorIdentity, Error> {
     let version = match &args.executor_version {
         Some(version) => version.clone(),
@@ -70,7 +72,8 @@ fn kubelet_identity(binary: &Path, args: &ExecutorIdArgs) -> Result<ExecutorIden
         .map_err(|e| Error::InvalidFlag(format!("--kubelet-config: {e}")))
 }
 
-/// A command line as `/proc/<pid>/cmdline` holds it (NUL-separated) or as text; without the program name.
+/// A command line as `/proc/<pid>/cmdline` holds it (NUL-separated) or as text; without the program
+/// name.
 fn command_line(text: &str) -> Vec<String> {
     let words: Vec<String> = if text.contains('\0') {
         text.split('\0')
@@ -138,7 +141,8 @@ pub fn parse_flag(flag: &str) -> Result<(String, String), Error> {
     Ok((name.to_owned(), value.to_owned()))
 }
 
-/// Every regular, non-hidden file of `dir`, as (file name, text), the way the kubelet reads a static pod directory.
+/// Every regular, non-hidden file of `dir`, as (file name, text), the way the kubelet reads a
+/// static pod directory.
 fn static_pods(dir: &Path) -> Result<Vec<(String, String)>, Error> {
     let entries = std::fs::read_dir(dir).map_err(|source| Error::Read {
         path: dir.to_owned(),

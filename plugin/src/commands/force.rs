@@ -1,8 +1,9 @@
-//! `force NODE`: deletes the node's pods that only an operator can move, after confirmation, each with a UID
-//! precondition (a new pod of the same name is never hit). The audit comes first: what is forced is recorded on the
-//! node, then a `Forced` Event naming the user on each pod right before its deletion; when a record cannot be
-//! written, nothing more is deleted.
-//! With `--retry-kamikaze`, retries the kamikaze of a node that came back wrong instead (see [`super::retry`]).
+//! `force NODE`: deletes the node's pods that only an operator can move, after confirmation, each
+//! with a UID precondition (a new pod of the same name is never hit). The audit comes first: what
+//! is forced is recorded on the node, then a `Forced` Event naming the user on each pod right
+//! before its deletion; when a record cannot be written, nothing more is deleted.
+//! With `--retry-kamikaze`, retries the kamikaze of a node that came back wrong instead (see
+//! [`super::retry`]).
 
 use chrono::Utc;
 use k8s_openapi::api::core::v1::Pod;

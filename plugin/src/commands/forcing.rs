@@ -1,5 +1,6 @@
-//! What forcing a node and retrying its kamikaze share: the operator's confirmation, and the records of what is
-//! forced (the node's annotation, then a `Forced` Event), each written before the change it reports.
+//! What forcing a node and retrying its kamikaze share: the operator's confirmation, and the
+//! records of what is forced (the node's annotation, then a `Forced` Event), each written before
+//! the change it reports.
 
 use std::io::{BufRead, Write};
 
@@ -22,9 +23,10 @@ pub const REPORTER: &str = "kubectl-k8sm";
 /// The Events API caps notes at 1 kB.
 const NOTE_MAX: usize = 1000;
 
-/// Records on the node what `user` forces on it ([`k8s.mesosphere.io/forced`](k8sm_api::keys::FORCED_ANNOTATION)),
-/// for the controller's upgrade report, which outlives the Forced Events. Written before the change: a failure
-/// refuses it (`unchanged` says what was left alone, such as "nothing was deleted").
+/// Records on the node what `user` forces on it
+/// ([`k8s.mesosphere.io/forced`](k8sm_api::keys::FORCED_ANNOTATION)), for the controller's upgrade
+/// report, which outlives the Forced Events. Written before the change: a failure refuses it
+/// (`unchanged` says what was left alone, such as "nothing was deleted").
 pub(super) async fn annotate_forced(
     client: &Client,
     node: &str,
@@ -50,8 +52,8 @@ pub(super) fn forced_record(user: &str, what: &str) -> String {
     ForcedRecord::annotation(Utc::now(), user, &k8sm_api::text::bounded(what, 512))
 }
 
-/// Asks `question` on the terminal; without one, refuses (a script must say `--yes`). `(act, done)` word the
-/// refusals: ("delete pods", "deleted").
+/// Asks `question` on the terminal; without one, refuses (a script must say `--yes`). `(act, done)`
+/// word the refusals: ("delete pods", "deleted").
 pub(super) fn confirm(
     question: &str,
     (act, done): (&'static str, &'static str),
@@ -82,8 +84,9 @@ pub(super) fn recorder(client: &Client) -> Recorder {
     )
 }
 
-/// Records a `Forced` Warning about `reference` with `note`, before the change it reports: a failure refuses the
-/// change (`what`: what it is about, such as "pod ns/name"; `unchanged`: what is left alone).
+/// Records a `Forced` Warning about `reference` with `note`, before the change it reports: a
+/// failure refuses the change (`what`: what it is about, such as "pod ns/name"; `unchanged`: what
+/// is left alone).
 pub(super) async fn record_forced(
     recorder: &Recorder,
     note: &str,

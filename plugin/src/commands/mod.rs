@@ -1,5 +1,5 @@
-//! The imperative shell of each subcommand: fetch, build the pure view, render, and (for the few that change
-//! anything) act.
+//! The imperative shell of each subcommand: fetch, build the pure view, render, and (for the few
+//! that change anything) act.
 
 pub mod blocked;
 pub mod executor_id;

@@ -1,4 +1,5 @@
-//! `plan`: the planner's next pass over the live cluster, for one policy, optionally with a new target.
+//! `plan`: the planner's next pass over the live cluster, for one policy, optionally with a new
+//! target.
 
 use std::collections::HashSet;
 
@@ -12,8 +13,8 @@ use crate::output::{Terminal, print, render};
 use crate::screens::plan::PlanScreen;
 
 pub async fn run(client: &Client, args: &PlanArgs, terminal: Terminal) -> Result<(), Error> {
-    // The plan is that of every node (a node's place in the queue is among all of them); `-l` only picks the rows,
-    // by the apiserver's own reading of the query.
+    // The plan is that of every node (a node's place in the queue is among all of them); `-l` only
+    // picks the rows, by the apiserver's own reading of the query.
     let (mut view, selected) = futures::try_join!(fetch::cluster_view(client), async {
         match &args.selector {
             Some(selector) => fetch::node_metadata(client, selector).await.map(|nodes| {

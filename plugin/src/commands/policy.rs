@@ -1,4 +1,5 @@
-//! Changing a policy: `upgrade start --to ID` sets its target, `pause` and `resume` flip `spec.paused`.
+//! Changing a policy: `upgrade start --to ID` sets its target, `pause` and `resume` flip
+//! `spec.paused`.
 
 use kube::api::Patch;
 use kube::{Api, Client, ResourceExt};
@@ -11,8 +12,9 @@ use crate::error::{Error, KubeContext};
 use crate::fetch;
 use crate::output::{Terminal, print};
 
-/// Checks a target executor ID before the apiserver does, with a message that says what is wrong. IDs of external
-/// executors may take any printable form; one that starts like k8sm's own must be one.
+/// Checks a target executor ID before the apiserver does, with a message that says what is wrong.
+/// IDs of external executors may take any printable form; one that starts like k8sm's own must be
+/// one.
 pub fn validate_target(id: &str) -> Result<(), Error> {
     let invalid = |why| {
         Err(Error::InvalidExecutorId {

@@ -1,5 +1,5 @@
-//! `upgrade report`: finds the run's record among the report ConfigMaps (in whatever namespace the controller runs),
-//! and renders it.
+//! `upgrade report`: finds the run's record among the report ConfigMaps (in whatever namespace the
+//! controller runs), and renders it.
 
 use chrono::Utc;
 use k8s_openapi::api::core::v1::ConfigMap;

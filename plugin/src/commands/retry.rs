@@ -1,7 +1,8 @@
-//! `force NODE --retry-kamikaze`: removes the kamikaze record of a node that came back from kamikaze with the wrong
-//! executor, after confirmation, with a JSON merge patch conditional on the resourceVersion read. A `Forced` Event
-//! naming the user on the Node and the node's record of what was forced come first: when either cannot be written,
-//! nothing is removed. k8sm then drains the node and tells it to terminate once more.
+//! `force NODE --retry-kamikaze`: removes the kamikaze record of a node that came back from
+//! kamikaze with the wrong executor, after confirmation, with a JSON merge patch conditional on the
+//! resourceVersion read. A `Forced` Event naming the user on the Node and the node's record of what
+//! was forced come first: when either cannot be written, nothing is removed. k8sm then drains the
+//! node and tells it to terminate once more.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Patch;
@@ -56,8 +57,9 @@ pub async fn run(
     )
     .await?;
     let what = "removed the record of its kamikaze, to tell it once more";
-    // On the Node, the record goes in the removal's own patch (a separate write first would change the
-    // resourceVersion that patch is conditional on); for a record in the policy's status, it is written first.
+    // On the Node, the record goes in the removal's own patch (a separate write first would change
+    // the resourceVersion that patch is conditional on); for a record in the policy's status,
+    // it is written first.
     if let Change::DeletedNode { .. } = retry.change {
         annotate_forced(client, &name, &user, what, unchanged).await?;
     }
@@ -65,7 +67,8 @@ pub async fn run(
     print(&format!("{}\n", outcome.line()))
 }
 
-/// Applies the merge patch; a 409 means the object changed since it was read, and nothing was removed.
+/// Applies the merge patch; a 409 means the object changed since it was read, and nothing was
+/// removed.
 async fn remove(
     client: &Client,
     retry: &RetryKamikaze,

@@ -26,8 +26,8 @@ pub async fn run(client: &Client, args: &StatusArgs, terminal: Terminal) -> Resu
     })?)
 }
 
-/// The label query of the nodes the view needs besides the policy: `None` when the policy's status says all it
-/// shows (no `--all`, no `-l`).
+/// The label query of the nodes the view needs besides the policy: `None` when the policy's status
+/// says all it shows (no `--all`, no `-l`).
 pub fn node_query(
     policy: &ExecutorUpgradePolicy,
     args: &StatusArgs,

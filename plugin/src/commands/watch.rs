@@ -1,13 +1,14 @@
-//! `upgrade status --watch`: re-renders whenever what it renders changes, until every node is upgraded or the
-//! operator presses Ctrl-C. On a terminal each frame replaces the last (and ages tick every second); in a pipe each
-//! distinct frame is printed once, after a blank line.
+//! `upgrade status --watch`: re-renders whenever what it renders changes, until every node is
+//! upgraded or the operator presses Ctrl-C. On a terminal each frame replaces the last (and ages
+//! tick every second); in a pipe each distinct frame is printed once, after a blank line.
 //!
-//! It watches only what it renders. The view is the policy's status (the controller sums up every node in it), so by
-//! default it watches that one policy and nothing else: at 10,000 nodes, a watch of every node (or pod) would stream
-//! every heartbeat-driven change of the fleet to redraw a screen that shows none of them. With `--all` or `-l` the
-//! view also lists nodes, so it watches those nodes too (the policy's selector and `-l`, server-side), metadata only
-//! (labels and annotations are all a row needs). Both watches feed local caches, which each frame reads: no request
-//! per frame.
+//! It watches only what it renders. The view is the policy's status (the controller sums up every
+//! node in it), so by default it watches that one policy and nothing else: at 10,000 nodes, a watch
+//! of every node (or pod) would stream every heartbeat-driven change of the fleet to redraw a
+//! screen that shows none of them. With `--all` or `-l` the view also lists nodes, so it watches
+//! those nodes too (the policy's selector and `-l`, server-side), metadata only (labels and
+//! annotations are all a row needs). Both watches feed local caches, which each frame reads: no
+//! request per frame.
 
 use std::time::Duration;
 
@@ -54,7 +55,8 @@ pub async fn run(
             .map_err(|e| watch_error("watching the policy", e))
     })
     .boxed();
-    // The node query is that of the policy as the watch starts: a changed spec.nodeSelector needs a new watch.
+    // The node query is that of the policy as the watch starts: a changed spec.nodeSelector needs a
+    // new watch.
     let (node_cache, node_changes) = match super::status::node_query(policy, args)? {
         Some(selector) => {
             let (cache, writer) = reflector::store::<PartialObjectMeta<Node>>();
@@ -129,8 +131,9 @@ pub async fn run(
     }
 }
 
-/// Drives `changes` (which feed the caches) until `cache` has had its first complete list. A watch that fails before
-/// (no right to watch, no such resource) is an error to show, not a wait without end.
+/// Drives `changes` (which feed the caches) until `cache` has had its first complete list. A watch
+/// that fails before (no right to watch, no such resource) is an error to show, not a wait without
+/// end.
 async fn wait_for<K, S>(changes: &mut S, cache: &Store<K>) -> Result<(), Error>
 where
     K: kube::Resource + Clone + 'static,

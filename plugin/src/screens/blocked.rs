@@ -1,4 +1,5 @@
-//! `blocked`: every pod that keeps a draining node from finishing, from a live plan: why, and since when.
+//! `blocked`: every pod that keeps a draining node from finishing, from a live plan: why, and since
+//! when.
 
 use std::collections::HashMap;
 
@@ -27,11 +28,12 @@ pub struct BlockedPodRow {
     pub uid: String,
     /// "Kind/name" of the workload it counts for, or none for an unmanaged pod.
     pub owner: Option<String>,
-    /// How the planner classes it: a workload's pod (`owned`), a pod of a controller of a kind k8sm does not know
-    /// (`otherController`), a Job's, an unmanaged or an opted-out pod.
+    /// How the planner classes it: a workload's pod (`owned`), a pod of a controller of a kind
+    /// k8sm does not know (`otherController`), a Job's, an unmanaged or an opted-out pod.
     pub class: PodClass,
     pub reason: Reason,
-    /// Only an operator moves it ([`k8sm_planner::PodPlan::needs_operator`]); the other waits end by themselves.
+    /// Only an operator moves it ([`k8sm_planner::PodPlan::needs_operator`]); the other waits end
+    /// by themselves.
     pub needs_operator: bool,
     pub message: String,
     /// Since the node started draining, or since the pod arrived if it came later.
@@ -55,7 +57,8 @@ impl BlockedScreen {
             .iter()
             .filter_map(|p| Some((&*p.uid, p.created?)))
             .collect();
-        // The planner names owners only of pods it judges by their owner; an opted-out pod has one all the same.
+        // The planner names owners only of pods it judges by their owner; an opted-out pod has one
+        // all the same.
         let controllers: HashMap<&str, String> = view
             .pods
             .iter()
@@ -364,7 +367,8 @@ node-2   shop        web-a   ReplicaSet/web-6d4f   WaitingForOwner       5m0s   
 
     #[test]
     fn the_live_planner_blocks_never_and_opted_out_pods() {
-        // One node with an unmanaged pod under policy Never and an opted-out pod of a healthy Deployment.
+        // One node with an unmanaged pod under policy Never and an opted-out pod of a healthy
+        // Deployment.
         let web = replica_set("shop", "web", 3);
         let view = ClusterView {
             nodes: vec![
@@ -418,8 +422,9 @@ node-2   shop        web-a   ReplicaSet/web-6d4f   WaitingForOwner       5m0s   
             .iter()
             .map(|p| (p.node.as_str(), p.name.as_str(), p.reason, p.needs_operator))
             .collect();
-        // api-1 could go but waits for a slot: not a block. kafka-0, of another controller, is asked for whatever its
-        // budget's count says (the Eviction API decides): not a block either until the API refuses it.
+        // api-1 could go but waits for a slot: not a block. kafka-0, of another controller, is
+        // asked for whatever its budget's count says (the Eviction API decides): not a
+        // block either until the API refuses it.
         assert_eq!(rows, [("n1", "web-1", Reason::WaitingForOwner, false)]);
         let text = blocked.render(false, at(23), Palette::PLAIN);
         assert!(

@@ -5,12 +5,13 @@ use k8sm_planner::testing::{NEW, at, node, owner, pdb, policy, replica_set};
 use k8sm_planner::{ClusterView, NodeView, OwnerKind};
 
 /// A fleet that is stuck in the ways the planner reports as Blocked, with two drain slots:
-/// - n1 stalled before and queues again: web-1 waits for its workload (web-2 is not Ready); api-1 could go and waits
-///   for a slot;
-/// - n3 drains: kafka-0, a pod of a controller k8sm does not know, waits for a budget that allows nothing;
+/// - n1 stalled before and queues again: web-1 waits for its workload (web-2 is not Ready); api-1
+///   could go and waits for a slot;
+/// - n3 drains: kafka-0, a pod of a controller k8sm does not know, waits for a budget that allows
+///   nothing;
 /// - n4 runs the target;
-/// - n5 came back from kamikaze still running its old executor (it acknowledged the kamikaze by removing it), and
-///   keeps its slot.
+/// - n5 came back from kamikaze still running its old executor (it acknowledged the kamikaze by
+///   removing it), and keeps its slot.
 pub fn stuck_cluster() -> ClusterView {
     let web = replica_set("shop", "web", 2);
     let api = replica_set("shop", "api", 3);

@@ -1,11 +1,12 @@
-//! Where a node stands, read from its own labels and annotations: for the nodes of `upgrade status --all` (and `-l`)
-//! that the policy's status does not list.
+//! Where a node stands, read from its own labels and annotations: for the nodes of `upgrade status
+//! --all` (and `-l`) that the policy's status does not list.
 //!
-//! The status lists the nodes an operator looks at (in flight or blocked, at most 100) and only counts the rest. The
-//! rest are, almost always, nodes that run the target and nodes queued for a drain slot: both are told apart by the
-//! contract keys the controller and the executor write on the node (docs/design.md §3), without listing any pod. A node
-//! in flight that the status left out (more than 100 in flight) is recognised by its draining or kamikaze annotation;
-//! what it waits for, which needs its pods, is `kubectl k8sm plan`'s to say.
+//! The status lists the nodes an operator looks at (in flight or blocked, at most 100) and only
+//! counts the rest. The rest are, almost always, nodes that run the target and nodes queued for a
+//! drain slot: both are told apart by the contract keys the controller and the executor write on
+//! the node (docs/design.md §3), without listing any pod. A node in flight that the status left out
+//! (more than 100 in flight) is recognised by its draining or kamikaze annotation; what it waits
+//! for, which needs its pods, is `kubectl k8sm plan`'s to say.
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
-//! `force NODE`: which of a node's pods the operator may delete, from the live plan's decisions, and the report of
-//! what was done.
+//! `force NODE`: which of a node's pods the operator may delete, from the live plan's decisions,
+//! and the report of what was done.
 
 use serde::Serialize;
 
@@ -32,10 +32,11 @@ pub struct ForceSelection {
 }
 
 impl ForceSelection {
-    /// Pods the planner blocks on an operator: unmanaged pods under policy Never (or past a timeout without one);
-    /// with `include_opted_out`, opted-out pods; with `terminating`, pods stuck terminating (deleted with a grace
-    /// period of 0, as `kubectl drain --force` users expect of a pod whose kubelet is gone). Pods that wait for owners,
-    /// budgets or time are never forced: deleting them could break the SLA that k8sm exists to keep.
+    /// Pods the planner blocks on an operator: unmanaged pods under policy Never (or past a timeout
+    /// without one); with `include_opted_out`, opted-out pods; with `terminating`, pods stuck
+    /// terminating (deleted with a grace period of 0, as `kubectl drain --force` users expect
+    /// of a pod whose kubelet is gone). Pods that wait for owners, budgets or time are never
+    /// forced: deleting them could break the SLA that k8sm exists to keep.
     pub fn new(node: &NodePlan, include_opted_out: bool, terminating: bool) -> Self {
         let blocked = |reason: Reason| {
             node.pods
@@ -150,7 +151,8 @@ impl Outcome {
     }
 }
 
-/// The note of the `Forced` Event, written before the deletion: who forces it, how, and what the pod is blocking.
+/// The note of the `Forced` Event, written before the deletion: who forces it, how, and what the
+/// pod is blocking.
 pub fn event_note(user: &str, node: &str, pod: &ForcedPod) -> String {
     let how = if pod.at_once() {
         format!("with a grace period of 0 by {user} with `kubectl k8sm force {node} --terminating`")
@@ -208,7 +210,8 @@ mod tests {
     use k8sm_planner::ClusterView;
     use k8sm_planner::testing::{at, node, policy, replica_set, unmanaged_pod};
 
-    /// n1 is draining with an unmanaged pod, an opted-out pod, and an owned pod that waits for its owner.
+    /// n1 is draining with an unmanaged pod, an opted-out pod, and an owned pod that waits for its
+    /// owner.
     fn node_plan() -> NodePlan {
         let web = replica_set("shop", "web", 2);
         let view = ClusterView {
@@ -274,7 +277,8 @@ mod tests {
         );
     }
 
-    /// A pod stuck terminating is deleted with a grace period of 0 only with `--terminating`, and its Event says so.
+    /// A pod stuck terminating is deleted with a grace period of 0 only with `--terminating`, and
+    /// its Event says so.
     #[test]
     fn pods_stuck_terminating_need_the_flag_and_go_at_once() {
         let web = replica_set("shop", "web", 2);

@@ -1,6 +1,6 @@
-//! Every screen, fed text that a node's or pod's author could have written (escape sequences that clear the screen or
-//! recolour it, a bell, a bidirectional override, newlines, 200 KiB of it): the output never carries a control
-//! character of theirs, and no cell runs on for kilobytes.
+//! Every screen, fed text that a node's or pod's author could have written (escape sequences that
+//! clear the screen or recolour it, a bell, a bidirectional override, newlines, 200 KiB of it): the
+//! output never carries a control character of theirs, and no cell runs on for kilobytes.
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -23,8 +23,8 @@ fn hostile(tag: &str) -> String {
     text
 }
 
-/// Fails on any control or invisible character in `text` other than line breaks and, with `palette` in colour,
-/// the colour codes the plugin writes itself (`ESC [ digits m`).
+/// Fails on any control or invisible character in `text` other than line breaks and, with `palette`
+/// in colour, the colour codes the plugin writes itself (`ESC [ digits m`).
 fn assert_terminal_safe(text: &str, palette: Palette) {
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
@@ -53,7 +53,8 @@ fn assert_terminal_safe(text: &str, palette: Palette) {
     }
 }
 
-/// Lines of a narrow table hold a few cells of at most `NARROW_TEXT` bytes; wide ones at most a few kilobytes.
+/// Lines of a narrow table hold a few cells of at most `NARROW_TEXT` bytes; wide ones at most a few
+/// kilobytes.
 fn assert_lines_bounded(text: &str, wide: bool) {
     let max = if wide { 8 * 1024 } else { 8 * NARROW_TEXT };
     for line in text.lines() {

@@ -1,5 +1,5 @@
-//! What each command shows, as pure models and their rendering: data from the cluster (or the planner) in, a
-//! `String` out.
+//! What each command shows, as pure models and their rendering: data from the cluster (or the
+//! planner) in, a `String` out.
 
 pub mod blocked;
 #[cfg(test)]

@@ -1,10 +1,11 @@
-//! How a pod's owner reads in `plan` and `blocked`: the workload it counts for, and whether it is a controller k8sm
-//! does not know (an operator's custom resource), whose pods move one at a time through the Eviction API only.
+//! How a pod's owner reads in `plan` and `blocked`: the workload it counts for, and whether it is a
+//! controller k8sm does not know (an operator's custom resource), whose pods move one at a time
+//! through the Eviction API only.
 
 use k8sm_planner::PodClass;
 
-/// The OWNER column: "Deployment/web", "KafkaNodePool/kafka (other controller)", or "none". Machine output keeps the
-/// owner and the class apart.
+/// The OWNER column: "Deployment/web", "KafkaNodePool/kafka (other controller)", or "none". Machine
+/// output keeps the owner and the class apart.
 pub fn owner_column(class: &PodClass, owner: Option<&str>) -> String {
     match (owner, class) {
         (Some(owner), PodClass::OtherController) => format!("{owner} (other controller)"),

@@ -1,6 +1,6 @@
-//! `plan`: a dry run of the planner over live state — the order in which nodes go, and for every pod of a draining
-//! node what happens to it now and why. The same function the controller runs, so the prediction is exact for the
-//! state it was made from.
+//! `plan`: a dry run of the planner over live state — the order in which nodes go, and for every
+//! pod of a draining node what happens to it now and why. The same function the controller runs, so
+//! the prediction is exact for the state it was made from.
 
 use std::collections::BTreeMap;
 
@@ -39,9 +39,11 @@ pub struct PlannedNode {
     /// The phase once this pass's actions are done.
     pub phase: NodePhase,
     pub pods_left: u32,
-    /// For a node that waits for a drain slot: its place in the admission queue, from 1 (admitted next).
+    /// For a node that waits for a drain slot: its place in the admission queue, from 1 (admitted
+    /// next).
     pub queue_position: Option<u32>,
-    /// Pods on the node that only an operator can move; the queue puts such nodes after the others.
+    /// Pods on the node that only an operator can move; the queue puts such nodes after the
+    /// others.
     pub operator_pods: u32,
     /// What happens to the node in this pass.
     pub next: String,
@@ -80,7 +82,8 @@ pub struct PlanScreen {
     /// Nodes still to upgrade, in order; then those that run the target already.
     pub nodes: Vec<PlannedNode>,
     pub actions: Vec<PlannedAction>,
-    /// Why nothing is admitted or restarted now: the maintenance window is closed (and when it opens).
+    /// Why nothing is admitted or restarted now: the maintenance window is closed (and when it
+    /// opens).
     pub outside_window: Option<String>,
     pub problems: Vec<String>,
 }
@@ -325,14 +328,16 @@ impl PlanScreen {
 }
 
 impl PlannedNode {
-    /// Whether the node gets a section of its own: it has pods to show, or waits on something that blocks it.
+    /// Whether the node gets a section of its own: it has pods to show, or waits on something that
+    /// blocks it.
     fn has_details(&self) -> bool {
         !self.pods.is_empty() || self.blockers.iter().any(|b| b.reason.blocks())
     }
 }
 
-/// Table order: slot holders, most advanced first; then Blocked nodes without a place in the queue; then the
-/// admission queue, in the planner's order; then nodes that are never admitted (opted out); then those done.
+/// Table order: slot holders, most advanced first; then Blocked nodes without a place in the queue;
+/// then the admission queue, in the planner's order; then nodes that are never admitted (opted
+/// out); then those done.
 fn table_key(n: &NodePlan) -> (u8, Option<u32>, Option<DateTime<Utc>>, &str) {
     let group = match (n.phase, n.admission_position) {
         (_, Some(_)) => 4,
@@ -437,7 +442,8 @@ fn planned_pod(p: &PodPlan) -> PlannedPod {
     }
 }
 
-/// The decision in words, then why: "evict now: owner …", "wait: owner web 8/10 ready, needs 9", "never: opted out".
+/// The decision in words, then why: "evict now: owner …", "wait: owner web 8/10 ready, needs 9",
+/// "never: opted out".
 pub fn summary(decision: Decision, message: &str) -> String {
     let detail = ["wait: ", "evict: ", "move: ", "delete "]
         .iter()
@@ -487,8 +493,9 @@ mod tests {
     use k8sm_planner::ClusterView;
     use k8sm_planner::testing::{NEW, OLD, at, node, policy, replica_set, unmanaged_pod};
 
-    /// Four nodes before the upgrade starts. n1: two pods of `web` (2 replicas: one may go at a time) and the only pod
-    /// of `api`; n2: an unmanaged pod under policy Never; n3 and n4: three pods of `fill` each.
+    /// Four nodes before the upgrade starts. n1: two pods of `web` (2 replicas: one may go at a
+    /// time) and the only pod of `api`; n2: an unmanaged pod under policy Never; n3 and n4:
+    /// three pods of `fill` each.
     fn cluster() -> ClusterView {
         let web = replica_set("shop", "web", 2);
         let api = replica_set("shop", "api", 1);
@@ -521,16 +528,17 @@ mod tests {
     #[test]
     fn the_first_wave_of_a_new_target() {
         let view = view_of(&cluster(), at(0));
-        // `fill` (6 replicas, one may go at a time) has 6 waves to go, `web` 2: the one slot goes to a node of the longest
-        // chain, in the pass that marks the nodes as in every later one; n3 before n4 by name.
+        // `fill` (6 replicas, one may go at a time) has 6 waves to go, `web` 2: the one slot goes
+        // to a node of the longest chain, in the pass that marks the nodes as in every
+        // later one; n3 before n4 by name.
         assert_eq!(view.evictions(), ["shop/fill-1"]);
         let order: Vec<(&str, Option<u32>, Option<u32>, u32)> = view
             .nodes
             .iter()
             .map(|n| (n.name.as_str(), n.order, n.queue_position, n.operator_pods))
             .collect();
-        // n2 has the fewest pods but needs an operator: it is never started (Blocked, no place in the queue), and the
-        // table shows it before the queue.
+        // n2 has the fewest pods but needs an operator: it is never started (Blocked, no place in
+        // the queue), and the table shows it before the queue.
         assert_eq!(
             order,
             [

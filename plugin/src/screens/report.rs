@@ -1,5 +1,5 @@
-//! `upgrade report`: the durable record of an upgrade run (see `k8sm_api::report`), as a table, Markdown (for a
-//! change ticket or a post-mortem), JSON or YAML. Pure: the record in, text out.
+//! `upgrade report`: the durable record of an upgrade run (see `k8sm_api::report`), as a table,
+//! Markdown (for a change ticket or a post-mortem), JSON or YAML. Pure: the record in, text out.
 
 use chrono::{DateTime, Utc};
 use k8sm_api::report::UpgradeReport;
@@ -303,8 +303,8 @@ mod tests {
         );
     }
 
-    /// A record written before available pods were kept counted them as Ready: both columns show that count, and the
-    /// bound is judged on it.
+    /// A record written before available pods were kept counted them as Ready: both columns show
+    /// that count, and the bound is judged on it.
     #[test]
     fn a_record_without_available_pods_shows_its_ready_ones_for_both() {
         let mut report = sample();

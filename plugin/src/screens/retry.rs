@@ -1,10 +1,11 @@
-//! `force NODE --retry-kamikaze`: what to remove so that k8sm tells a node that came back from kamikaze with the
-//! wrong executor to terminate once more, decided from the live plan and the objects just read; and the report.
+//! `force NODE --retry-kamikaze`: what to remove so that k8sm tells a node that came back from
+//! kamikaze with the wrong executor to terminate once more, decided from the live plan and the
+//! objects just read; and the report.
 //!
-//! k8sm sends a node kamikaze once (docs/design.md §5.2). The record of that kamikaze is on the Node (its kamikaze,
-//! kamikaze-executor-id and kamikaze-obeyed annotations), or, for a node deleted as its kamikaze (mechanism
-//! DeleteNode), in the policy's `status.deletedNodes`. Without the record the node is a marked node like any other:
-//! admitted, drained, and told once more.
+//! k8sm sends a node kamikaze once (docs/design.md §5.2). The record of that kamikaze is on the
+//! Node (its kamikaze, kamikaze-executor-id and kamikaze-obeyed annotations), or, for a node
+//! deleted as its kamikaze (mechanism DeleteNode), in the policy's `status.deletedNodes`. Without
+//! the record the node is a marked node like any other: admitted, drained, and told once more.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -36,8 +37,8 @@ pub struct RetryKamikaze {
     pub change: Change,
 }
 
-/// The record to remove, with the resourceVersion the removal is conditional on (a concurrent change is a 409, and
-/// nothing is removed).
+/// The record to remove, with the resourceVersion the removal is conditional on (a concurrent
+/// change is a 409, and nothing is removed).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "remove")]
 pub enum Change {
@@ -54,8 +55,9 @@ pub enum Change {
 }
 
 impl RetryKamikaze {
-    /// Decides what to remove for the node of `plan`, given its Node and the policy as just read. Refuses a node
-    /// whose plan does not report `UnexpectedExecutor`, or of which k8sm holds no kamikaze record.
+    /// Decides what to remove for the node of `plan`, given its Node and the policy as just read.
+    /// Refuses a node whose plan does not report `UnexpectedExecutor`, or of which k8sm holds
+    /// no kamikaze record.
     pub fn decide(
         plan: &NodePlan,
         node: &Node,
@@ -95,8 +97,9 @@ impl RetryKamikaze {
         })
     }
 
-    /// The JSON merge patch: of the Node, or of the policy's status subresource. `forced`: the node's record of what
-    /// was forced ([`keys::FORCED_ANNOTATION`]), written in the same patch as the removal when that is the Node's.
+    /// The JSON merge patch: of the Node, or of the policy's status subresource. `forced`: the
+    /// node's record of what was forced ([`keys::FORCED_ANNOTATION`]), written in the same
+    /// patch as the removal when that is the Node's.
     pub fn patch(&self, forced: &str) -> Value {
         match &self.change {
             Change::NodeAnnotations {
@@ -226,7 +229,8 @@ impl RetryOutcome {
 
 #[cfg(test)]
 mod tests {
-    //! Tests of `force --retry-kamikaze`'s decision: plans and hand-written objects in, the patch and the text out.
+    //! Tests of `force --retry-kamikaze`'s decision: plans and hand-written objects in, the patch
+    //! and the text out.
 
     use k8sm_api::{KamikazeMechanism, NodePhase};
     use k8sm_planner::testing::{OLD, at, node, policy};
@@ -243,8 +247,8 @@ mod tests {
             .clone()
     }
 
-    /// n1 came back from a kamikaze annotation still running its old executor: it acknowledged the kamikaze by
-    /// removing the annotation and keeps kamikaze-executor-id and kamikaze-obeyed.
+    /// n1 came back from a kamikaze annotation still running its old executor: it acknowledged the
+    /// kamikaze by removing the annotation and keeps kamikaze-executor-id and kamikaze-obeyed.
     fn came_back_unchanged() -> NodePlan {
         let n1 = NodeView {
             kamikaze: None,
@@ -258,7 +262,8 @@ mod tests {
         })
     }
 
-    /// n1 was deleted as its kamikaze at 5 minutes, and a new Node n1 registered with its old executor.
+    /// n1 was deleted as its kamikaze at 5 minutes, and a new Node n1 registered with its old
+    /// executor.
     fn came_back_after_delete() -> NodePlan {
         let mut fleet =
             policy("fleet").with(|s| s.kamikaze.mechanism = KamikazeMechanism::DeleteNode);

@@ -1,4 +1,5 @@
-//! `upgrade status`: the policy's status, as the controller wrote it, turned into a progress report.
+//! `upgrade status`: the policy's status, as the controller wrote it, turned into a progress
+//! report.
 
 use std::collections::{HashMap, HashSet};
 
@@ -32,14 +33,15 @@ pub struct StatusScreen {
     pub percent: u32,
     pub eta: Option<DateTime<Utc>>,
     pub counts: NodeCounts,
-    /// The nodes listed one per row, most advanced first: by default those the status lists (those an operator
-    /// looks at: waiting for an operator, blocked, in flight); with `--all`, every node.
+    /// The nodes listed one per row, most advanced first: by default those the status lists (those
+    /// an operator looks at: waiting for an operator, blocked, in flight); with `--all`, every
+    /// node.
     pub nodes: Vec<NodeRow>,
-    /// Nodes without a row, by phase, each phase summed up in one line: the upgraded (Compatible), the queue
-    /// (Incompatible), and nodes in flight beyond the status's bound.
+    /// Nodes without a row, by phase, each phase summed up in one line: the upgraded (Compatible),
+    /// the queue (Incompatible), and nodes in flight beyond the status's bound.
     pub omitted: Vec<Omitted>,
-    /// `-l`: the label selector that restricts the nodes listed and summed up, and how many nodes of the policy it
-    /// matches.
+    /// `-l`: the label selector that restricts the nodes listed and summed up, and how many nodes
+    /// of the policy it matches.
     pub selector: Option<SelectorSummary>,
     pub blocked_pods: u32,
     /// Conflicts and problems the controller reports in the policy's conditions.
@@ -54,7 +56,8 @@ pub struct StatusScreen {
 pub struct WindowSummary {
     /// Days, hours and time zone: "Sat,Sun 01:00-05:00 Europe/Berlin".
     pub spec: String,
-    /// Open now, as last reported; `None` before the controller reported it (or with a window it cannot read).
+    /// Open now, as last reported; `None` before the controller reported it (or with a window it
+    /// cannot read).
     pub open: Option<bool>,
     pub opens_at: Option<DateTime<Utc>>,
     pub closes_at: Option<DateTime<Utc>>,
@@ -138,8 +141,9 @@ impl StatusScreen {
                 }
             })
             .collect();
-        // A row each only for nodes in flight or blocked: a queued node is listed only when something holds it (a
-        // controller lists no other); the rest of the queue is summed up in one line.
+        // A row each only for nodes in flight or blocked: a queued node is listed only when
+        // something holds it (a controller lists no other); the rest of the queue is summed
+        // up in one line.
         nodes.retain(|n| n.phase != NodePhase::Incompatible || !n.blockers.is_empty());
         nodes.sort_by(|a, b| (rank(a.phase), &a.name).cmp(&(rank(b.phase), &b.name)));
         let omitted = without_rows(&nodes, |phase| counts.get(phase));
@@ -183,9 +187,10 @@ impl StatusScreen {
         }
     }
 
-    /// The view restricted to `fleet`, the policy's nodes that `-l` selects (all of them without `-l`), each
-    /// classified from its annotations ([`FleetNode`]): rows only for those of `fleet`, and with `all` a row for
-    /// every one (the status's row where it has one, for its blockers); the rest summed up by phase.
+    /// The view restricted to `fleet`, the policy's nodes that `-l` selects (all of them without
+    /// `-l`), each classified from its annotations ([`FleetNode`]): rows only for those of
+    /// `fleet`, and with `all` a row for every one (the status's row where it has one, for its
+    /// blockers); the rest summed up by phase.
     pub fn restricted_to(mut self, fleet: &[FleetNode], all: bool, selector: Option<&str>) -> Self {
         let in_fleet: HashSet<&str> = fleet.iter().map(|n| n.name.as_str()).collect();
         self.nodes
@@ -338,9 +343,9 @@ impl StatusScreen {
         out
     }
 
-    /// The nodes without a row, a line per kind: "and 40 more Draining, …" (in flight beyond the status's bound),
-    /// "Queued: 6,900 nodes …", and, when `-l` restricts the view (the Progress line counts the policy's), "Upgraded:
-    /// 80 nodes …".
+    /// The nodes without a row, a line per kind: "and 40 more Draining, …" (in flight beyond the
+    /// status's bound), "Queued: 6,900 nodes …", and, when `-l` restricts the view (the
+    /// Progress line counts the policy's), "Upgraded: 80 nodes …".
     fn omitted_lines(&self) -> String {
         let count_of = |phase| {
             self.omitted
@@ -392,7 +397,8 @@ impl StatusScreen {
             return "no ETA while the maintenance window is closed".to_owned();
         }
         if self.counts.blocked > 0 {
-            // Blocked: waiting for an operator, or stalled on a workload or budget: no pace to go by either way.
+            // Blocked: waiting for an operator, or stalled on a workload or budget: no pace to go
+            // by either way.
             return format!(
                 "no ETA while {} blocked",
                 count(self.counts.blocked as usize, "node is", "nodes are")
@@ -445,8 +451,9 @@ impl StatusScreen {
     }
 }
 
-/// Whether a pod of `status.blockedPods` waits on its owner (a workload below its bound, a budget over it, its Job):
-/// a block that ends by itself, as the planner defines it. A pod that only an operator moves waits on itself.
+/// Whether a pod of `status.blockedPods` waits on its owner (a workload below its bound, a budget
+/// over it, its Job): a block that ends by itself, as the planner defines it. A pod that only an
+/// operator moves waits on itself.
 fn waits_on_owner(reason: &str) -> bool {
     Reason::ALL
         .into_iter()
@@ -491,8 +498,8 @@ fn rank(phase: NodePhase) -> u8 {
     }
 }
 
-/// What a node waits for: each distinct blocker once (and those the status left out, counted); narrow output shows
-/// the first and a count of the rest.
+/// What a node waits for: each distinct blocker once (and those the status left out, counted);
+/// narrow output shows the first and a count of the rest.
 fn blocked_by(node: &NodeRow, wide: bool) -> String {
     let mut distinct: Vec<String> = Vec::new();
     for blocker in &node.blockers {
@@ -961,8 +968,8 @@ Queued:   6,900 nodes wait for a drain slot: kubectl k8sm plan shows the order, 
     );
     }
 
-    /// A fleet of 500 nodes as the controller reports it: 80 upgraded, 15 draining, 5 blocked, 400 queued; and the nodes
-    /// as their annotations tell them (every fifth in zone a).
+    /// A fleet of 500 nodes as the controller reports it: 80 upgraded, 15 draining, 5 blocked, 400
+    /// queued; and the nodes as their annotations tell them (every fifth in zone a).
     fn fleet_of_500() -> (ExecutorUpgradePolicy, Vec<FleetNode>) {
         let name = |i: usize| format!("node-{i:04}");
         let rows: Vec<serde_json::Value> = (80..100)

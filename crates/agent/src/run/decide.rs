@@ -14,8 +14,8 @@ use crate::contract::{
 pub enum Told {
     /// By the kamikaze annotation with this value.
     Annotation(String),
-    /// By an HTTP POST. The value is the body's kamikaze, which the controller writes as the kamikaze annotation once
-    /// the POST succeeded, or the time of a POST without a body.
+    /// By an HTTP POST. The value is the body's kamikaze, which the controller writes as the
+    /// kamikaze annotation once the POST succeeded, or the time of a POST without a body.
     Http(String),
 }
 
@@ -24,23 +24,25 @@ pub enum Told {
 pub enum Decision {
     /// Obey this kamikaze: record it as obeyed (see [`obedience`]), then restart the executor.
     Obey(Told),
-    /// This executor obeyed this kamikaze before and came back with the same ID: remove the kamikaze to say so,
-    /// and do not restart again.
+    /// This executor obeyed this kamikaze before and came back with the same ID: remove the
+    /// kamikaze to say so, and do not restart again.
     Acknowledge { kamikaze: String },
-    /// Publish this executor's ID: the node reports none, or (before this agent published) an outdated one.
+    /// Publish this executor's ID: the node reports none, or (before this agent published) an
+    /// outdated one.
     Publish,
-    /// The node reports another ID although this agent published its own: something else writes the key. Reported,
-    /// not fought over.
+    /// The node reports another ID although this agent published its own: something else writes the
+    /// key. Reported, not fought over.
     Foreign { reported: String },
     /// The node reports this executor's ID.
     Nothing,
 }
 
-/// Decides for `node`, on which this agent runs executor `own_id`; `published` says whether this agent has
-/// published its ID already; `waiting`: the value of an HTTP kamikaze that waits for the controller's annotation.
+/// Decides for `node`, on which this agent runs executor `own_id`; `published` says whether this
+/// agent has published its ID already; `waiting`: the value of an HTTP kamikaze that waits for the
+/// controller's annotation.
 ///
-/// While an HTTP kamikaze waits, an annotation of another value is not obeyed: the controller is about to write
-/// the one it POSTed, and that is the one to record as obeyed.
+/// While an HTTP kamikaze waits, an annotation of another value is not obeyed: the controller is
+/// about to write the one it POSTed, and that is the one to record as obeyed.
 pub fn decide(node: &Node, own_id: &str, published: bool, waiting: Option<&str>) -> Decision {
     if let Some(told) = waiting
         && annotation(node, KAMIKAZE_ANNOTATION) == Some(told)
@@ -67,13 +69,14 @@ pub fn decide(node: &Node, own_id: &str, published: bool, waiting: Option<&str>)
     }
 }
 
-/// What the agent writes before it restarts for a kamikaze: the kamikaze it records as obeyed and whether it also
-/// records itself as the executor told (see [`crate::contract::obey_patch`]).
+/// What the agent writes before it restarts for a kamikaze: the kamikaze it records as obeyed and
+/// whether it also records itself as the executor told (see [`crate::contract::obey_patch`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Obedience {
     pub kamikaze: String,
-    /// The kamikaze came without the record of the executor told (set by hand or by another tool): without it, the
-    /// agent that starts after the restart could not tell whether the kamikaze was meant for it.
+    /// The kamikaze came without the record of the executor told (set by hand or by another tool):
+    /// without it, the agent that starts after the restart could not tell whether the kamikaze
+    /// was meant for it.
     pub record: bool,
 }
 
@@ -84,13 +87,13 @@ pub enum NotObeyed {
     Withdrawn,
     /// This value is recorded as obeyed already: an executor obeys a given kamikaze once.
     AlreadyObeyed(String),
-    /// An HTTP kamikaze for a node that k8sm did not drain (any more): the POST was checked, but the Node changed
-    /// since (the policy was deleted, say).
+    /// An HTTP kamikaze for a node that k8sm did not drain (any more): the POST was checked, but
+    /// the Node changed since (the policy was deleted, say).
     NotDrained(NotDrained),
 }
 
-/// What to write before obeying `told`, decided again on a fresh read of `node` (the decision to obey was made on a
-/// watch event, and a conflicting write is retried on a fresh read).
+/// What to write before obeying `told`, decided again on a fresh read of `node` (the decision to
+/// obey was made on a watch event, and a conflicting write is retried on a fresh read).
 pub fn obedience(node: &Node, own_id: &str, told: &Told) -> Result<Obedience, NotObeyed> {
     let unrecorded = annotation(node, KAMIKAZE_EXECUTOR_ID_ANNOTATION).is_none();
     match told {
@@ -108,8 +111,9 @@ pub fn obedience(node: &Node, own_id: &str, told: &Told) -> Result<Obedience, No
                 return Err(NotObeyed::AlreadyObeyed(kamikaze.clone()));
             }
             drained_by_k8sm(node).map_err(NotObeyed::NotDrained)?;
-            // The controller writes the record with the annotation; before that, no record is made: a record with no
-            // kamikaze next to it would read as an executor that came back with its old ID.
+            // The controller writes the record with the annotation; before that, no record is made:
+            // a record with no kamikaze next to it would read as an executor that came
+            // back with its old ID.
             let annotated = annotation(node, KAMIKAZE_ANNOTATION) == Some(kamikaze.as_str());
             Ok(Obedience {
                 kamikaze: kamikaze.clone(),
@@ -218,8 +222,8 @@ mod tests {
         }
     }
 
-    /// The agent's side of one kamikaze end to end, through its own patches: obey, come back with the same ID,
-    /// acknowledge; nothing is obeyed twice.
+    /// The agent's side of one kamikaze end to end, through its own patches: obey, come back with
+    /// the same ID, acknowledge; nothing is obeyed twice.
     fn obey_then_come_back(mut told: Node) -> Node {
         let Decision::Obey(how) = decide(&told, "old", true, None) else {
             panic!("not obeyed: {told:?}");
@@ -231,7 +235,8 @@ mod tests {
             &mut told,
             &obey_patch(&kamikaze, record.then_some("old"), None),
         );
-        // The executor restarts with the same ID; its agent starts (not published yet) and sees the same node.
+        // The executor restarts with the same ID; its agent starts (not published yet) and sees the
+        // same node.
         assert_eq!(
             decide(&told, "old", false, None),
             acknowledge(&kamikaze),
@@ -288,7 +293,8 @@ mod tests {
             "no record without the controller's annotation"
         );
         apply_annotations(&mut n, &obey_patch(AT, None, None));
-        // The controller writes the annotation and its record after the POST; the restarted agent finds them.
+        // The controller writes the annotation and its record after the POST; the restarted agent
+        // finds them.
         apply_annotations(
             &mut n,
             &serde_json::json!({ "metadata": { "annotations": { K: AT, RECORD: "old" } } }),

@@ -1,8 +1,9 @@
-//! `k8sm-agent run`: the agent on a real node. It publishes the executor's ID on its Node and, on kamikaze (by
-//! annotation or HTTP), records the kamikaze as obeyed, runs the command that restarts the executor, then exits so
-//! that the service manager starts the agent of the new version, which publishes the new ID. An agent that starts
-//! and finds the kamikaze its executor ID obeyed came back with the old executor: it acknowledges the kamikaze and
-//! does not restart again (an executor obeys a given kamikaze once).
+//! `k8sm-agent run`: the agent on a real node. It publishes the executor's ID on its Node and, on
+//! kamikaze (by annotation or HTTP), records the kamikaze as obeyed, runs the command that restarts
+//! the executor, then exits so that the service manager starts the agent of the new version, which
+//! publishes the new ID. An agent that starts and finds the kamikaze its executor ID obeyed came
+//! back with the old executor: it acknowledges the kamikaze and does not restart again (an executor
+//! obeys a given kamikaze once).
 
 mod decide;
 
@@ -45,12 +46,14 @@ pub enum Outcome {
 /// How long the HTTP endpoint may take to answer the requests it accepted before the agent exits.
 const HTTP_DRAIN: Duration = Duration::from_secs(5);
 
-/// How long an HTTP kamikaze waits for the controller's kamikaze annotation of the same value before the agent
-/// records it as obeyed on its own. The controller writes that annotation right after its POST, conditional on the
-/// Node's resourceVersion: written first, the agent's record would make the controller's write fail.
+/// How long an HTTP kamikaze waits for the controller's kamikaze annotation of the same value
+/// before the agent records it as obeyed on its own. The controller writes that annotation right
+/// after its POST, conditional on the Node's resourceVersion: written first, the agent's record
+/// would make the controller's write fail.
 const HTTP_ANNOTATION_GRACE: Duration = Duration::from_secs(5);
 
-/// After a failure to record a kamikaze as obeyed, when to try again if the Node does not change first.
+/// After a failure to record a kamikaze as obeyed, when to try again if the Node does not change
+/// first.
 const RETRY_OBEDIENCE: Duration = Duration::from_secs(10);
 
 /// Immediate re-reads after a conflicting write, before the retry's backoff.
@@ -61,7 +64,8 @@ pub async fn run(args: RunArgs, mut shutdown: Shutdown) -> Result<Outcome, Error
     let client = client::client(args.kubeconfig.as_deref()).await?;
     let nodes: Api<Node> = Api::all(client.clone());
     let (requests, mut kamikaze_requests) = mpsc::channel(1);
-    // The endpoint stops once this loop is done, signal or kamikaze, after answering what it accepted.
+    // The endpoint stops once this loop is done, signal or kamikaze, after answering what it
+    // accepted.
     let (server_shutdown, stop_server) = Shutdown::new();
     let own = OwnNode {
         name: args.node.as_str().into(),
@@ -109,8 +113,8 @@ pub async fn run(args: RunArgs, mut shutdown: Shutdown) -> Result<Outcome, Error
         let Some(told) = told else {
             continue;
         };
-        // The record comes first: an executor that restarted without it would find the same kamikaze when it comes
-        // back with the same ID, and restart again, forever.
+        // The record comes first: an executor that restarted without it would find the same
+        // kamikaze when it comes back with the same ID, and restart again, forever.
         let recorded = tokio::select! {
             () = shutdown.wait() => break Outcome::Shutdown,
             recorded = record_obedience(&nodes, &args, &told) => recorded,
@@ -192,7 +196,8 @@ struct Watch<'a> {
     foreign: Option<String>,
     /// The kamikaze annotation on the Node as last seen.
     kamikaze: Option<String>,
-    /// An HTTP kamikaze waiting for the controller's annotation, or a kamikaze whose record failed.
+    /// An HTTP kamikaze waiting for the controller's annotation, or a kamikaze whose record
+    /// failed.
     deferred: Option<Deferred>,
 }
 
@@ -236,7 +241,8 @@ impl<'a> Watch<'a> {
         Some(told)
     }
 
-    /// An HTTP kamikaze, with the body's value if it had one; returns the kamikaze to obey now, if any.
+    /// An HTTP kamikaze, with the body's value if it had one; returns the kamikaze to obey now, if
+    /// any.
     fn on_http(&mut self, kamikaze: Option<String>) -> Option<Told> {
         let Some(kamikaze) = kamikaze else {
             // Nothing to match a later annotation with: record the time of the request.
@@ -302,7 +308,8 @@ impl<'a> Watch<'a> {
                 self.published = true;
                 tracing::info!(executor_id = %self.args.executor_id, "published executor ID");
             }
-            // The Node is not registered yet: its creation arrives through the watch and decides again.
+            // The Node is not registered yet: its creation arrives through the watch and decides
+            // again.
             Ok(Ok(false)) => tracing::info!("Node not found; publishing once it registers"),
             Ok(Err(error)) => {
                 tracing::error!(%error, "could not publish executor ID; retrying on the next change");
@@ -330,8 +337,8 @@ impl<'a> Watch<'a> {
     }
 }
 
-/// Publishes the executor ID, unconditionally: this agent runs the executor, so its word is the truth. `Ok(false)`
-/// when the Node does not exist (yet).
+/// Publishes the executor ID, unconditionally: this agent runs the executor, so its word is the
+/// truth. `Ok(false)` when the Node does not exist (yet).
 async fn publish(nodes: Api<Node>, node: String, executor_id: String) -> Result<bool, String> {
     let patch = publish_patch(&executor_id, None);
     with_retries("publishing the executor ID", || async {
@@ -359,8 +366,8 @@ enum Recorded {
     Failed(String),
 }
 
-/// Records `told` as obeyed, decided again on a fresh read of the Node and written on condition that the Node did not
-/// change since that read.
+/// Records `told` as obeyed, decided again on a fresh read of the Node and written on condition
+/// that the Node did not change since that read.
 async fn record_obedience(nodes: &Api<Node>, args: &RunArgs, told: &Told) -> Recorded {
     let own_id = args.executor_id.as_str();
     let result = with_retries("recording the kamikaze as obeyed", || async {
@@ -387,7 +394,8 @@ async fn record_obedience(nodes: &Api<Node>, args: &RunArgs, told: &Told) -> Rec
                 .await
             {
                 Ok(_) => return Ok(Recorded::Obeyed(obedience)),
-                // The Node changed since it was read (a status update, the controller): read it again at once.
+                // The Node changed since it was read (a status update, the controller): read it
+                // again at once.
                 Err(error) if is_conflict(&error) && conflicts < MAX_CONFLICTS => conflicts += 1,
                 Err(error) if is_not_found(&error) => return Ok(Recorded::NodeGone),
                 Err(error) => return Err(error),
@@ -428,8 +436,9 @@ async fn restart(args: &RunArgs, told: &Told, obedience: &Obedience) -> Result<O
     if status.success() {
         tracing::info!(%status, "kamikaze command finished; exiting for the new agent to start");
     } else {
-        // The kamikaze stays recorded as obeyed: the command may have stopped the executor before it failed, and
-        // running it again for the same kamikaze is the restart loop that record prevents.
+        // The kamikaze stays recorded as obeyed: the command may have stopped the executor before
+        // it failed, and running it again for the same kamikaze is the restart loop that
+        // record prevents.
         tracing::error!(
             %status,
             "kamikaze command failed; the kamikaze stays recorded as obeyed and is not obeyed again"
@@ -443,9 +452,9 @@ async fn restart(args: &RunArgs, told: &Told, obedience: &Obedience) -> Result<O
 /// After the command's time is up, how long it has between SIGTERM and SIGKILL.
 const COMMAND_KILL_GRACE: Duration = Duration::from_secs(5);
 
-/// Runs `sh -c command` in a process group of its own; its exit status, or `None` when it did not finish within
-/// `timeout` (then the whole group is sent SIGTERM and, after [`COMMAND_KILL_GRACE`], SIGKILL: a hung restart must not
-/// hold the agent, and with it the node, forever).
+/// Runs `sh -c command` in a process group of its own; its exit status, or `None` when it did not
+/// finish within `timeout` (then the whole group is sent SIGTERM and, after [`COMMAND_KILL_GRACE`],
+/// SIGKILL: a hung restart must not hold the agent, and with it the node, forever).
 async fn run_command(command: &str, timeout: Duration) -> Result<Option<ExitStatus>, Error> {
     let spawn_error = |source| Error::Command {
         command: command.to_owned(),
@@ -476,9 +485,9 @@ async fn run_command(command: &str, timeout: Duration) -> Result<Option<ExitStat
     Ok(None)
 }
 
-/// Acknowledges a kamikaze that this executor ID obeyed before it came back: removes the kamikaze annotation, on
-/// condition that the Node did not change since it was read. `Ok(Some(kamikaze))` when acknowledged, `Ok(None)` when
-/// there was nothing (left) to acknowledge.
+/// Acknowledges a kamikaze that this executor ID obeyed before it came back: removes the kamikaze
+/// annotation, on condition that the Node did not change since it was read. `Ok(Some(kamikaze))`
+/// when acknowledged, `Ok(None)` when there was nothing (left) to acknowledge.
 async fn acknowledge(
     nodes: Api<Node>,
     node: String,
@@ -525,7 +534,8 @@ impl KamikazeTarget for OwnNode {
     }
 
     fn kamikaze(&self, _node: &str, kamikaze: Option<&str>) -> Answer {
-        // A full channel means a request is already pending: the executor terminates once either way.
+        // A full channel means a request is already pending: the executor terminates once either
+        // way.
         let _ = self.requests.try_send(kamikaze.map(str::to_owned));
         Answer::Accepted
     }
@@ -548,7 +558,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("k8sm-agent-command-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let pid_file = dir.join("child.pid");
-        // A restart that hangs, and a process it started in the background that would outlive a plain kill of sh.
+        // A restart that hangs, and a process it started in the background that would outlive a
+        // plain kill of sh.
         let command = format!("sleep 600 & echo $! > '{}'; wait", pid_file.display());
         let status = run_command(&command, Duration::from_millis(500))
             .await
@@ -559,8 +570,8 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        // Killed and reaped by its parent's group kill: signal 0 finds no such process (a zombie would still be
-        // found, but sh, its parent, is gone, so init reaps it).
+        // Killed and reaped by its parent's group kill: signal 0 finds no such process (a zombie
+        // would still be found, but sh, its parent, is gone, so init reaps it).
         let alive = || nix::sys::signal::kill(Pid::from_raw(child), None).is_ok();
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while alive() && std::time::Instant::now() < deadline {

@@ -1,5 +1,6 @@
-//! `k8sm-agent simulate`: plays the executors of KWOK nodes. It publishes their IDs, obeys kamikaze by annotation and
-//! HTTP with a "restart" that reports the new ID, and brings back nodes that the `DeleteNode` kamikaze deleted.
+//! `k8sm-agent simulate`: plays the executors of KWOK nodes. It publishes their IDs, obeys kamikaze
+//! by annotation and HTTP with a "restart" that reports the new ID, and brings back nodes that the
+//! `DeleteNode` kamikaze deleted.
 
 mod simulator;
 pub(crate) mod state;

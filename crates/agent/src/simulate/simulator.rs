@@ -1,5 +1,5 @@
-//! Carries out the simulation's commands against the apiserver, each in its own task so that many nodes restart at
-//! once and the watch loop never waits for a restart delay.
+//! Carries out the simulation's commands against the apiserver, each in its own task so that many
+//! nodes restart at once and the watch loop never waits for a restart delay.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -32,8 +32,9 @@ const MAX_CONFLICTS: u32 = 5;
 
 /// How a restart ended.
 enum Restart {
-    /// Patched: the executor reported `from` before and `to` now (`None`: it came back with `from`), the patch
-    /// removed kamikaze annotation `removed` and recorded `obeyed` as obeyed.
+    /// Patched: the executor reported `from` before and `to` now (`None`: it came back with
+    /// `from`), the patch removed kamikaze annotation `removed` and recorded `obeyed` as
+    /// obeyed.
     Done {
         from: Option<String>,
         to: Option<String>,
@@ -61,7 +62,8 @@ impl Simulator {
 
     /// The simulation's state. Never held across an await, so a plain mutex suffices.
     pub fn state(&self) -> MutexGuard<'_, Simulation> {
-        // A panic elsewhere while holding the lock leaves the bookkeeping usable: every update is a single step.
+        // A panic elsewhere while holding the lock leaves the bookkeeping usable: every update is a
+        // single step.
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -118,9 +120,10 @@ impl Simulator {
 
     async fn publish_initial(&self, name: &str, executor_id: &str, resource_version: Option<&str>) {
         let result = with_retries("publishing the initial executor ID", || async {
-            // A conflict means the node changed after the watch showed it. The watch event of that change may have
-            // arrived while this publication was in flight (and was then not acted on), and a quiet node may not
-            // change again for minutes: so read it again at once and decide on the fresh copy.
+            // A conflict means the node changed after the watch showed it. The watch event of that
+            // change may have arrived while this publication was in flight (and was
+            // then not acted on), and a quiet node may not change again for minutes: so
+            // read it again at once and decide on the fresh copy.
             let mut resource_version = resource_version.map(str::to_owned);
             let mut conflicts = 0;
             loop {
@@ -137,7 +140,8 @@ impl Simulator {
                         let Some(node) = self.nodes.get_opt(name).await? else {
                             return Ok(false);
                         };
-                        // Someone published an ID meanwhile, or a kamikaze came (its restart publishes the new ID).
+                        // Someone published an ID meanwhile, or a kamikaze came (its restart
+                        // publishes the new ID).
                         if crate::contract::executor_id(&node).is_some()
                             || annotation(&node, KAMIKAZE_ANNOTATION).is_some()
                         {
@@ -145,8 +149,8 @@ impl Simulator {
                         }
                         resource_version = node.metadata.resource_version.clone();
                     }
-                    // Still changing after several fresh reads: the watch delivers the new state, and the
-                    // simulation decides again.
+                    // Still changing after several fresh reads: the watch delivers the new state,
+                    // and the simulation decides again.
                     Err(error) if is_conflict(&error) => return Ok(false),
                     Err(error) => return Err(error),
                 }
@@ -169,16 +173,18 @@ impl Simulator {
         }
     }
 
-    /// Restarts the node's executor, which comes back as `comeback`: reads the node, then patches the ID it comes back
-    /// with, removes the kamikaze and records it as obeyed (`told`, the HTTP kamikaze, or else the kamikaze
-    /// annotation), on condition that the node did not change in between, so the kamikaze recorded as obeyed is
-    /// exactly the one removed. Returns the kamikaze annotation that the patch removed.
+    /// Restarts the node's executor, which comes back as `comeback`: reads the node, then patches
+    /// the ID it comes back with, removes the kamikaze and records it as obeyed (`told`, the
+    /// HTTP kamikaze, or else the kamikaze annotation), on condition that the node did not
+    /// change in between, so the kamikaze recorded as obeyed is exactly the one removed.
+    /// Returns the kamikaze annotation that the patch removed.
     async fn restart(&self, name: &str, told: Option<&str>, comeback: &Comeback) -> Option<String> {
         // An HTTP kamikaze without a value, and no annotation: its time is the kamikaze.
         let now = now_rfc3339();
         let result = with_retries("restarting a node", || async {
-            // A conflict means the node changed after it was read (a status update, the controller): read again at
-            // once. Only a node that keeps changing falls back to the backoff between attempts.
+            // A conflict means the node changed after it was read (a status update, the
+            // controller): read again at once. Only a node that keeps changing falls
+            // back to the backoff between attempts.
             let mut conflicts = 0;
             loop {
                 let Some(node) = self.nodes.get_opt(name).await? else {
@@ -191,8 +197,9 @@ impl Simulator {
                     Comeback::Id(id) if Some(id.as_str()) != from => Some(id.as_str()),
                     Comeback::Id(_) | Comeback::OldId => None,
                 };
-                // Back with the ID it had, the node is left as a real agent leaves it: that agent recorded itself
-                // as the executor told when the kamikaze came without the record.
+                // Back with the ID it had, the node is left as a real agent leaves it: that agent
+                // recorded itself as the executor told when the kamikaze came
+                // without the record.
                 let record = (to.is_none()
                     && kamikaze.is_some()
                     && annotation(&node, KAMIKAZE_EXECUTOR_ID_ANNOTATION).is_none())
@@ -272,15 +279,17 @@ impl Simulator {
                 None
             }
             Err(error) => {
-                // The kamikaze stays on the node; the next change of the node schedules the restart again.
+                // The kamikaze stays on the node; the next change of the node schedules the restart
+                // again.
                 tracing::error!(node = name, %error, "could not restart executor");
                 None
             }
         }
     }
 
-    /// Acknowledges, as a real agent that came back with its old ID does, the kamikaze that the node's executor
-    /// obeyed: removes it, on condition that the node did not change since it was read.
+    /// Acknowledges, as a real agent that came back with its old ID does, the kamikaze that the
+    /// node's executor obeyed: removes it, on condition that the node did not change since it
+    /// was read.
     async fn acknowledge(&self, name: &str) {
         let result = with_retries("acknowledging a kamikaze", || async {
             let mut conflicts = 0;
@@ -320,7 +329,8 @@ impl Simulator {
         }
     }
 
-    /// Re-creates a node deleted by the `DeleteNode` kamikaze, as it re-registers after its executor's restart.
+    /// Re-creates a node deleted by the `DeleteNode` kamikaze, as it re-registers after its
+    /// executor's restart.
     async fn recreate(&self, node: Node) {
         let name = node.name_any();
         let result = with_retries("re-creating a node", || async {
@@ -331,7 +341,8 @@ impl Simulator {
             {
                 Ok(_) => Ok(true),
                 Err(error) if is_conflict(&error) => {
-                    // Still there while finalizers run: wait for it to go. Otherwise someone re-created it.
+                    // Still there while finalizers run: wait for it to go. Otherwise someone
+                    // re-created it.
                     match self.nodes.get_opt(&name).await? {
                         Some(existing) if existing.metadata.deletion_timestamp.is_some() => {
                             Err(error)

@@ -1,6 +1,8 @@
-//! The simulation's memory and decisions, fed by watch events and finished work; pure, so every rule is unit-tested.
+//! The simulation's memory and decisions, fed by watch events and finished work; pure, so every
+//! rule is unit-tested.
 //!
-//! It decides *what* to do ([`Command`]); the shell ([`super::run`]) decides *when* and does the I/O.
+//! It decides *what* to do ([`Command`]); the shell ([`super::run`]) decides *when* and does the
+//! I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,24 +27,27 @@ pub enum Comeback {
 /// Work for the shell.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    /// Publish the initial executor ID on a node that reports none, unless it changed since `resource_version`.
+    /// Publish the initial executor ID on a node that reports none, unless it changed since
+    /// `resource_version`.
     PublishInitial {
         node: String,
         executor_id: String,
         resource_version: Option<String>,
     },
-    /// After the restart delay, restart the node's executor (see [`crate::contract::restart_patch`]) so that it comes
-    /// back as `comeback`, then report [`Simulation::restart_done`]. `told`: the kamikaze of an HTTP POST's body.
+    /// After the restart delay, restart the node's executor (see
+    /// [`crate::contract::restart_patch`]) so that it comes back as `comeback`, then report
+    /// [`Simulation::restart_done`]. `told`: the kamikaze of an HTTP POST's body.
     Restart {
         node: String,
         told: Option<String>,
         comeback: Comeback,
     },
-    /// The node's executor came back with the ID it obeyed a kamikaze with, which is still there: remove the
-    /// kamikaze, as a real agent acknowledges it (see [`crate::contract::acknowledge_patch`]), then report
-    /// [`Simulation::acknowledge_done`].
+    /// The node's executor came back with the ID it obeyed a kamikaze with, which is still there:
+    /// remove the kamikaze, as a real agent acknowledges it (see
+    /// [`crate::contract::acknowledge_patch`]), then report [`Simulation::acknowledge_done`].
     Acknowledge { node: String },
-    /// After the restart delay, create this upgraded node, then report [`Simulation::recreate_done`].
+    /// After the restart delay, create this upgraded node, then report
+    /// [`Simulation::recreate_done`].
     Recreate(Box<Node>),
     /// Nothing but a log line: the node got a kamikaze and its executor hangs (`--never-restart`).
     Hang { node: String },
@@ -57,7 +62,8 @@ pub enum HttpKamikaze {
     Restart(Command),
     /// Accepted (202); the node is already restarting, and restarts once.
     AlreadyRestarting,
-    /// Accepted (202); the node's executor obeyed this kamikaze already (`kamikaze-obeyed`) and obeys it once.
+    /// Accepted (202); the node's executor obeyed this kamikaze already (`kamikaze-obeyed`) and
+    /// obeys it once.
     AlreadyObeyed,
     /// Accepted (202), but the node's executor hangs and never comes back (`--never-restart`).
     Hangs,
@@ -70,8 +76,8 @@ pub struct Simulation {
     initial_executor_id: Option<String>,
     /// Last-seen state of every selected node, and whether it was in an upgrade then.
     nodes: BTreeMap<String, Seen>,
-    /// Nodes whose restart is scheduled or running: each kamikaze is handled once, however often it is seen or
-    /// POSTed meanwhile.
+    /// Nodes whose restart is scheduled or running: each kamikaze is handled once, however often
+    /// it is seen or POSTed meanwhile.
     restarting: BTreeSet<String>,
     /// Deleted nodes whose re-creation is scheduled or running.
     recreating: BTreeSet<String>,
@@ -79,16 +85,18 @@ pub struct Simulation {
     publishing: BTreeSet<String>,
     /// Nodes whose returned executor's acknowledgement is being written.
     acknowledging: BTreeSet<String>,
-    /// The kamikaze value that each node's last restart removed. A watch may still deliver the node as it was before
-    /// that restart; this tells such a stale kamikaze from a new one.
+    /// The kamikaze value that each node's last restart removed. A watch may still deliver the
+    /// node as it was before that restart; this tells such a stale kamikaze from a new one.
     obeyed: BTreeMap<String, String>,
     /// Names listed since the watch (re)started, when it is re-listing.
     relisted: Option<BTreeSet<String>>,
     /// Fault injection: nodes whose executor never comes back after a kamikaze.
     never_restart: BTreeSet<String>,
-    /// Never-restarting nodes whose pending kamikaze was already reported as a hang, so each is reported once.
+    /// Never-restarting nodes whose pending kamikaze was already reported as a hang, so each is
+    /// reported once.
     hung: BTreeSet<String>,
-    /// Fault injection: the ID that a node's executor reports after a restart, instead of the new one.
+    /// Fault injection: the ID that a node's executor reports after a restart, instead of the new
+    /// one.
     come_back_as: BTreeMap<String, Comeback>,
 }
 
@@ -110,13 +118,15 @@ impl Simulation {
         }
     }
 
-    /// Makes these nodes' executors hang on kamikaze: they never restart (nor come back after a `DeleteNode`).
+    /// Makes these nodes' executors hang on kamikaze: they never restart (nor come back after a
+    /// `DeleteNode`).
     pub fn never_restarting(mut self, nodes: impl IntoIterator<Item = String>) -> Self {
         self.never_restart.extend(nodes);
         self
     }
 
-    /// Makes these nodes' executors come back with the given ID after a kamikaze instead of the new one.
+    /// Makes these nodes' executors come back with the given ID after a kamikaze instead of the new
+    /// one.
     pub fn coming_back_as(mut self, nodes: impl IntoIterator<Item = (String, Comeback)>) -> Self {
         self.come_back_as.extend(nodes);
         self
@@ -180,8 +190,9 @@ impl Simulation {
                     });
                 }
             }
-            // Came back with the ID that obeyed this kamikaze (an HTTP kamikaze whose annotation the controller
-            // wrote after the restart): acknowledged as a real agent does. A hung executor is not running to do so.
+            // Came back with the ID that obeyed this kamikaze (an HTTP kamikaze whose annotation
+            // the controller wrote after the restart): acknowledged as a real agent
+            // does. A hung executor is not running to do so.
             KamikazeFor::Returned(_) => {
                 if !self.never_restart.contains(&name)
                     && !self.restarting.contains(&name)
@@ -211,8 +222,9 @@ impl Simulation {
         commands
     }
 
-    /// A selected node was deleted (or no longer matches the selector). With the `DeleteNode` mechanism the
-    /// controller deletes a drained node: if it was in an upgrade, it comes back upgraded.
+    /// A selected node was deleted (or no longer matches the selector). With the `DeleteNode`
+    /// mechanism the controller deletes a drained node: if it was in an upgrade, it comes back
+    /// upgraded.
     pub fn deleted(&mut self, name: &str) -> Vec<Command> {
         self.obeyed.remove(name);
         let Some(seen) = self.nodes.remove(name) else {
@@ -237,7 +249,8 @@ impl Simulation {
         self.relisted = Some(BTreeSet::new());
     }
 
-    /// The listing is complete: nodes known before and not listed were deleted while the watch was down.
+    /// The listing is complete: nodes known before and not listed were deleted while the watch was
+    /// down.
     pub fn relist_done(&mut self) -> Vec<Command> {
         let Some(listed) = self.relisted.take() else {
             return Vec::new();
@@ -252,7 +265,8 @@ impl Simulation {
     }
 
     /// `POST /kamikaze/{node}`; `told`: the kamikaze of its body, if it had one.
-    /// Whether `node` is a node this simulation plays (a selected node, or a deleted one it re-creates).
+    /// Whether `node` is a node this simulation plays (a selected node, or a deleted one it
+    /// re-creates).
     pub fn plays(&self, node: &str) -> bool {
         self.nodes.contains_key(node) || self.recreating.contains(node)
     }
@@ -280,7 +294,8 @@ impl Simulation {
         })
     }
 
-    /// A restart finished (or gave up); `removed_kamikaze` is the kamikaze value its patch removed, if any.
+    /// A restart finished (or gave up); `removed_kamikaze` is the kamikaze value its patch removed,
+    /// if any.
     pub fn restart_done(&mut self, node: &str, removed_kamikaze: Option<String>) {
         self.restarting.remove(node);
         match removed_kamikaze {
@@ -656,7 +671,8 @@ mod tests {
     #[test]
     fn a_kamikaze_recorded_as_obeyed_is_never_obeyed_again() {
         let mut s = sim();
-        // The controller's annotation of an HTTP kamikaze, written after the node restarted with the new ID.
+        // The controller's annotation of an HTTP kamikaze, written after the node restarted with
+        // the new ID.
         let late = node(
             "n1",
             &[],
@@ -728,8 +744,8 @@ mod tests {
         );
     }
 
-    /// The node as a real agent leaves it when its executor came back with its old ID: kamikaze gone, record and
-    /// kamikaze-obeyed kept, the old ID.
+    /// The node as a real agent leaves it when its executor came back with its old ID: kamikaze
+    /// gone, record and kamikaze-obeyed kept, the old ID.
     fn returned_and_acknowledged(name: &str, kamikaze: &str) -> Node {
         node(
             name,
@@ -749,8 +765,8 @@ mod tests {
         s.restart_done("n1", Some(T1.into()));
         assert_eq!(s.applied(&kamikazed("n1", T1)), [], "a stale event");
         assert_eq!(s.applied(&returned_and_acknowledged("n1", T1)), []);
-        // The same kamikaze seen again (say, restored by hand from a backup) is not obeyed again: the executor that
-        // obeyed it is running, so it acknowledges it once more.
+        // The same kamikaze seen again (say, restored by hand from a backup) is not obeyed again:
+        // the executor that obeyed it is running, so it acknowledges it once more.
         let restored = node(
             "n1",
             &[],

@@ -1,5 +1,6 @@
-//! `k8sm-replay`: times the controller's pass on caches fed synthetic watch streams, with no apiserver (see
-//! `k8sm_bench::replay`). Usage: `cargo run --release -p k8sm-bench --bin k8sm-replay -- --nodes 1000,10000`.
+//! `k8sm-replay`: times the controller's pass on caches fed synthetic watch streams, with no
+//! apiserver (see `k8sm_bench::replay`). Usage: `cargo run --release -p k8sm-bench --bin
+//! k8sm-replay -- --nodes 1000,10000`.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -8,7 +9,8 @@ use clap::Parser;
 use k8sm_api::MaxConcurrentNodes;
 use k8sm_bench::replay::{self, Config};
 
-/// The controller's allocator (controller/src/main.rs): what a pass costs, and the memory it takes, depend on it.
+/// The controller's allocator (controller/src/main.rs): what a pass costs, and the memory it takes,
+/// depend on it.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -28,7 +30,8 @@ struct Args {
     /// Timed passes, one per step of the upgrade.
     #[arg(long, default_value_t = 200)]
     passes: usize,
-    /// Evictions carried out per step, at most: the calls the controller may have at once (its starting limit).
+    /// Evictions carried out per step, at most: the calls the controller may have at once (its
+    /// starting limit).
     #[arg(long, default_value_t = k8sm_controller::INITIAL_CALL_CONCURRENCY)]
     calls: usize,
     /// Processes per fleet size: the summary gives each figure's median [min–max] over them.
@@ -37,7 +40,8 @@ struct Args {
     /// Writes the figures (JSON) here, besides the table on stdout.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Replays one fleet size in this process and prints its figures as JSON (how each size gets a process).
+    /// Replays one fleet size in this process and prints its figures as JSON (how each size gets a
+    /// process).
     #[arg(long, hide = true)]
     one: bool,
 }

@@ -1,17 +1,19 @@
-//! Liveness over messy fleets (issue 41, docs/design.md §5.7): over many generated fleets with the shapes real clusters
-//! have (crash-looping owners, dead nodes, zombies, a stuck rollout, bare pods under `Never`, pinned pods), the real
-//! planner, run by the model,
+//! Liveness over messy fleets (issue 41, docs/design.md §5.7): over many generated fleets with the
+//! shapes real clusters have (crash-looping owners, dead nodes, zombies, a stuck rollout, bare pods
+//! under `Never`, pinned pods), the real planner, run by the model,
 //! (a) upgrades every node that can be finished, within a generous simulated-time limit;
-//! (b) never admits, cordons, or evicts or deletes a pod from, a node that only an operator can clear, and leaves
-//!     none of them cordoned or carrying its drain state; a node whose zombie was still a mere terminating pod when
-//!     the upgrade started (a fresh zombie, see [`crate::workload::Zombie`]) may have been started, and must have been
-//!     handed back, uncordoned;
-//! (c) never takes an owner below its bound `min(ceil(t·d), d−1)`, counting Ready pods: an owner Ready at the start
-//!     never goes below it, and no eviction of a Ready pod leaves any owner (a crash-looping one included) below it.
+//! (b) never admits, cordons, or evicts or deletes a pod from, a node that only an operator can
+//! clear, and leaves     none of them cordoned or carrying its drain state; a node whose zombie was
+//! still a mere terminating pod when     the upgrade started (a fresh zombie, see
+//! [`crate::workload::Zombie`]) may have been started, and must have been     handed back,
+//! uncordoned; (c) never takes an owner below its bound `min(ceil(t·d), d−1)`, counting Ready pods:
+//! an owner Ready at the start     never goes below it, and no eviction of a Ready pod leaves any
+//! owner (a crash-looping one included) below it.
 //!
-//! The oracle reads the generated truth only (which nodes are dead, hold a zombie, hold a bare pod under
-//! `unmanagedPods.policy: Never`, or hold a pod pinned there under `pinnedPods: Block`), never the planner's output; the model counts Ready pods itself. A failing case
-//! prints its [`Case`], which [`replay_a_messy_case`] runs again.
+//! The oracle reads the generated truth only (which nodes are dead, hold a zombie, hold a bare pod
+//! under `unmanagedPods.policy: Never`, or hold a pod pinned there under `pinnedPods: Block`),
+//! never the planner's output; the model counts Ready pods itself. A failing case prints its
+//! [`Case`], which [`replay_a_messy_case`] runs again.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -22,8 +24,9 @@ use proptest::prelude::*;
 use super::*;
 use crate::workload::{MessRates, Realism, Shape};
 
-/// Fleets per proptest function (two functions, run side by side): 1,400, and 1,600 with the sample's 200, in
-/// about a minute of one core in a debug build. `PROPTEST_CASES` asks for more (or fewer).
+/// Fleets per proptest function (two functions, run side by side): 1,400, and 1,600 with the
+/// sample's 200, in about a minute of one core in a debug build. `PROPTEST_CASES` asks for more (or
+/// fewer).
 const CASES: u32 = 700;
 
 fn cases() -> u32 {
@@ -46,8 +49,8 @@ struct Case {
 }
 
 impl Case {
-    /// The case of `seed` in the fixed samples: 6–20 nodes, 20–80 pods, one or two slots, a threshold of 50, 75, 90
-    /// or 100, harsh one time in two.
+    /// The case of `seed` in the fixed samples: 6–20 nodes, 20–80 pods, one or two slots, a
+    /// threshold of 50, 75, 90 or 100, harsh one time in two.
     fn sampled(seed: u64) -> Self {
         let mut rng = SplitMix64(seed);
         let nodes = 6 + rng.below(15) as usize;
@@ -58,7 +61,8 @@ impl Case {
         Self::new(seed, nodes, pods, extra_slot, threshold, harsh)
     }
 
-    /// One slot, or two (`extra_slot`) on fleets of 10 nodes or more: the others have room for a drained node's pods.
+    /// One slot, or two (`extra_slot`) on fleets of 10 nodes or more: the others have room for a
+    /// drained node's pods.
     fn new(
         seed: u64,
         nodes: usize,
@@ -102,7 +106,8 @@ impl Case {
             restart_delay: Duration::from_secs(2),
             pod_ready_delay: Duration::from_secs(2),
             tick: Duration::from_millis(500),
-            // Generous: a crash loop's replacement waits `nodeProgressDeadline` (10 minutes) before it moves.
+            // Generous: a crash loop's replacement waits `nodeProgressDeadline` (10 minutes) before
+            // it moves.
             limit: Duration::from_secs(12 * 3600),
             event_driven: true,
             no_schedule_to_drain: false,
@@ -126,8 +131,8 @@ impl Case {
 
 /// The nodes only an operator can clear, from the generated truth alone.
 struct Oracle {
-    /// Known to need an operator from the start: dead, holding a zombie stuck from the start, a bare pod under
-    /// `Never`, or a pod pinned there.
+    /// Known to need an operator from the start: dead, holding a zombie stuck from the start, a
+    /// bare pod under `Never`, or a pod pinned there.
     never_started: BTreeSet<String>,
     /// Holding only a fresh zombie, stuck within the first minute: a tool could not tell before.
     handed_back: BTreeSet<String>,
@@ -267,8 +272,9 @@ proptest! {
 
 /// Cases that failed once, kept as they were generated, with what they found.
 const REGRESSIONS: &[Case] = &[
-    // Two live nodes 60 % full: neither could take the other's pods, so no tool could drain either, yet the oracle
-    // called one finishable. Fleets are now sized for the live nodes they have (`Workload::size_nodes`).
+    // Two live nodes 60 % full: neither could take the other's pods, so no tool could drain
+    // either, yet the oracle called one finishable. Fleets are now sized for the live nodes
+    // they have (`Workload::size_nodes`).
     Case {
         seed: 4270290598372954689,
         nodes: 6,
@@ -277,9 +283,10 @@ const REGRESSIONS: &[Case] = &[
         threshold: 90,
         harsh: true,
     },
-    // A node holding a fresh zombie, started, whose broken pods then waited for the Ready pods to leave: its last
-    // eviction came two minutes in, so it stalled and was handed back after the run's end, fixed 11 minutes after
-    // the start. The run now goes on for 11 minutes after k8sm's last eviction.
+    // A node holding a fresh zombie, started, whose broken pods then waited for the Ready pods to
+    // leave: its last eviction came two minutes in, so it stalled and was handed back after
+    // the run's end, fixed 11 minutes after the start. The run now goes on for 11 minutes
+    // after k8sm's last eviction.
     Case {
         seed: 16639782863472062013,
         nodes: 6,
@@ -290,11 +297,12 @@ const REGRESSIONS: &[Case] = &[
     },
 ];
 
-/// Fleets the property found before fleets were sized for their live nodes, with the sizes they had then: two live
-/// nodes, room for one node's Ready pods on the other but not for its broken pods' replacements too. Replacements
-/// of crash-looping pods took the room the healthy workloads' pods needed, the node could never finish, and it was
-/// admitted, stalled and handed back every 11 minutes (271 and 287 evictions in 12 hours). The second needs the
-/// StatefulSets' replacements still to come (their pods terminating) counted against the room.
+/// Fleets the property found before fleets were sized for their live nodes, with the sizes they had
+/// then: two live nodes, room for one node's Ready pods on the other but not for its broken pods'
+/// replacements too. Replacements of crash-looping pods took the room the healthy workloads' pods
+/// needed, the node could never finish, and it was admitted, stalled and handed back every 11
+/// minutes (271 and 287 evictions in 12 hours). The second needs the StatefulSets' replacements
+/// still to come (their pods terminating) counted against the room.
 #[test]
 fn broken_pods_leave_the_room_to_the_ready_pods_on_a_tight_fleet() {
     let tight = [
@@ -333,8 +341,8 @@ fn the_cases_that_once_failed_hold() {
     }
 }
 
-/// The properties are only as good as the situations the model reaches: over a fixed sample, the planner meets
-/// every shape, and moves the pods of each movable one off nodes it finishes.
+/// The properties are only as good as the situations the model reaches: over a fixed sample, the
+/// planner meets every shape, and moves the pods of each movable one off nodes it finishes.
 #[test]
 fn the_sample_reaches_every_messy_shape() {
     // Per shape: fleets that have it, and evictions of the pods of its owners.
@@ -368,7 +376,8 @@ fn the_sample_reaches_every_messy_shape() {
             .count();
         let moves = |o: &workload::Owner| run.evictions_by_owner.get(&o.name).copied().unwrap_or(0);
         for owner in &fleet.owners {
-            // Nothing of it Ready, below its floor (2 replicas or more): only the broken rule moves its pods.
+            // Nothing of it Ready, below its floor (2 replicas or more): only the broken rule moves
+            // its pods.
             if owner.crash_looping && owner.replicas >= 2 {
                 broken_moves += moves(owner);
             }
@@ -399,9 +408,9 @@ fn the_sample_reaches_every_messy_shape() {
     assert!(handed_back >= 3, "{seen}");
 }
 
-/// Planning only on changes, wakes and the resync gives exactly the upgrade of planning at every tick: the planner
-/// says when a decision changes with time alone (a pod becoming broken, a node's progress deadline), and the
-/// property's event-driven runs lose nothing.
+/// Planning only on changes, wakes and the resync gives exactly the upgrade of planning at every
+/// tick: the planner says when a decision changes with time alone (a pod becoming broken, a node's
+/// progress deadline), and the property's event-driven runs lose nothing.
 #[test]
 fn planning_on_changes_and_wakes_gives_the_upgrade_of_planning_every_tick() {
     for seed in 1..=3 {
@@ -430,8 +439,9 @@ fn planning_on_changes_and_wakes_gives_the_upgrade_of_planning_every_tick() {
     }
 }
 
-/// The checks catch what they are about: the same fleets with their bare pods deleted (`Delete`, as the tidy fleets
-/// have it), while the oracle still reads them as `Never`, have their nodes started, and (b) says so.
+/// The checks catch what they are about: the same fleets with their bare pods deleted (`Delete`, as
+/// the tidy fleets have it), while the oracle still reads them as `Never`, have their nodes
+/// started, and (b) says so.
 #[test]
 fn the_checks_catch_a_node_started_that_only_an_operator_should_clear() {
     let mut caught = 0;
@@ -450,8 +460,8 @@ fn the_checks_catch_a_node_started_that_only_an_operator_should_clear() {
     assert!(caught >= 5, "{caught} of 10 caught");
 }
 
-/// Runs the case in `K8SM_MESSY_CASE` (`seed,nodes,pods,slots,threshold,harsh`, as a failure prints it) and prints
-/// the model's account of it.
+/// Runs the case in `K8SM_MESSY_CASE` (`seed,nodes,pods,slots,threshold,harsh`, as a failure prints
+/// it) and prints the model's account of it.
 #[test]
 #[ignore = "a replay: K8SM_MESSY_CASE=... cargo test -p k8sm-bench --lib replay_a_messy_case -- --ignored --nocapture"]
 fn replay_a_messy_case() {

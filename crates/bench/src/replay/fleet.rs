@@ -1,8 +1,9 @@
-//! A replayed fleet's compact truth, and the cluster around the controller reduced to the watch events it sends: each
-//! step carries out the controller's last plan (its evictions, up to the calls it may have at once, and its node
-//! writes) and moves on what earlier steps started, as the apiserver, kube-controller-manager, the scheduler and the
-//! kubelets would. An evicted pod terminates for one step, is gone at the next, when its ReplicaSet creates a
-//! replacement, which is scheduled (on an upgraded node while there is one) at the next and Ready at the one after;
+//! A replayed fleet's compact truth, and the cluster around the controller reduced to the watch
+//! events it sends: each step carries out the controller's last plan (its evictions, up to the
+//! calls it may have at once, and its node writes) and moves on what earlier steps started, as the
+//! apiserver, kube-controller-manager, the scheduler and the kubelets would. An evicted pod
+//! terminates for one step, is gone at the next, when its ReplicaSet creates a replacement, which
+//! is scheduled (on an upgraded node while there is one) at the next and Ready at the one after;
 //! a node told to restart runs the new executor one step later.
 
 use chrono::{DateTime, Utc};
@@ -95,8 +96,8 @@ pub struct Delivered {
 }
 
 impl Fleet {
-    /// `nodes` nodes of `pods_per_node` pods each, owned by Deployments of the cycled sizes (each with a budget at
-    /// the SLA bound), every node marked incompatible.
+    /// `nodes` nodes of `pods_per_node` pods each, owned by Deployments of the cycled sizes (each
+    /// with a budget at the SLA bound), every node marked incompatible.
     pub fn new(
         nodes: usize,
         pods_per_node: usize,
@@ -190,7 +191,8 @@ impl Fleet {
         feeds.listed();
     }
 
-    /// One step: what earlier steps started moves on, then `plan` is carried out, with at most `calls` evictions.
+    /// One step: what earlier steps started moves on, then `plan` is carried out, with at most
+    /// `calls` evictions.
     pub fn step(
         &mut self,
         feeds: &mut Feeds,
@@ -323,7 +325,8 @@ impl Fleet {
                 };
                 self.wrote(feeds, node, delivered);
             }
-            // Marks are on from the start; a replayed node never stalls within a replay, and no surge is asked.
+            // Marks are on from the start; a replayed node never stalls within a replay, and no
+            // surge is asked.
             _ => {}
         }
     }
@@ -340,8 +343,8 @@ impl Fleet {
         (self.node_names.get(index as usize)? == name).then_some(index)
     }
 
-    /// Where the next replacement lands: nodes running the new executor in turn, or while there is none, a node
-    /// not admitted yet (whose pods must then move again).
+    /// Where the next replacement lands: nodes running the new executor in turn, or while there is
+    /// none, a node not admitted yet (whose pods must then move again).
     fn landing(&mut self) -> u32 {
         if self.upgraded.is_empty() {
             let count = self.nodes.len();

@@ -1,5 +1,6 @@
-//! The objects of a replayed fleet as the apiserver would send them: JSON built from the fleet's compact truth, so
-//! that the harness itself holds a few bytes per pod and the process's memory is the controller's caches'.
+//! The objects of a replayed fleet as the apiserver would send them: JSON built from the fleet's
+//! compact truth, so that the harness itself holds a few bytes per pod and the process's memory is
+//! the controller's caches'.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -287,7 +288,8 @@ pub fn pod_of_uid(uid: &str) -> Option<(u32, u32)> {
     Some((slot.parse().ok()?, serial.parse().ok()?))
 }
 
-/// The pod as its watch event's bytes would carry it, parsed as the controller's pod watch parses it.
+/// The pod as its watch event's bytes would carry it, parsed as the controller's pod watch parses
+/// it.
 pub fn pod(shape: &PodShape<'_>, resource_version: u64, now: DateTime<Utc>) -> CachedPod {
     let owner = shape.owner;
     let name = format!("{}-{:x}", replica_set_name(owner), shape.serial);

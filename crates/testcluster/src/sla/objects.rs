@@ -1,5 +1,6 @@
-//! What the SLA watcher keeps of the cluster's objects: the few facts of each pod and controller that decide which
-//! workload a pod counts for and how many replicas that workload wants, in stores that a watch relist replaces.
+//! What the SLA watcher keeps of the cluster's objects: the few facts of each pod and controller
+//! that decide which workload a pod counts for and how many replicas that workload wants, in stores
+//! that a watch relist replaces.
 
 use std::collections::{HashMap, HashSet};
 
@@ -63,8 +64,9 @@ pub enum PodController {
         name: String,
         uid: String,
     },
-    /// A DaemonSet or a Job: their pods are no workload's replicas (docs/design.md §5.3 ignores DaemonSet pods and lets
-    /// Job pods run to completion), so losing one is no breach of the SLA.
+    /// A DaemonSet or a Job: their pods are no workload's replicas (docs/design.md §5.3 ignores
+    /// DaemonSet pods and lets Job pods run to completion), so losing one is no breach of the
+    /// SLA.
     NotAWorkload,
     /// Any other kind: that controller is the workload.
     Other {
@@ -132,7 +134,8 @@ impl PodFacts {
 /// What the watcher keeps of a Deployment, ReplicaSet, ReplicationController or StatefulSet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControllerFacts {
-    /// Matched against the uid in controller references: a reference to a deleted namesake is no reference.
+    /// Matched against the uid in controller references: a reference to a deleted namesake is no
+    /// reference.
     pub uid: String,
     /// `spec.replicas`; the apiserver defaults it to 1.
     pub replicas: u32,
@@ -170,8 +173,9 @@ fn controller_facts<K: Resource>(
     }
 }
 
-/// The objects of one kind that a watch reports. After a relist (an expired watch, a restarted apiserver) the listing
-/// replaces what was known, so objects deleted while the watch was down are forgotten too.
+/// The objects of one kind that a watch reports. After a relist (an expired watch, a restarted
+/// apiserver) the listing replaces what was known, so objects deleted while the watch was down are
+/// forgotten too.
 #[derive(Debug)]
 pub struct Store<T> {
     pub objects: HashMap<String, T>,
@@ -237,7 +241,8 @@ impl Objects {
     }
 }
 
-/// A kind of object that the watcher follows: where it is stored, under which key, and what is kept of it.
+/// A kind of object that the watcher follows: where it is stored, under which key, and what is kept
+/// of it.
 pub trait Tracked: Resource + Clone + std::fmt::Debug + Send + 'static {
     type Facts;
     fn key(&self) -> String;

@@ -1,16 +1,18 @@
-//! The SLA watcher's bookkeeping, free of I/O: watch events in, per-workload records and violations out.
+//! The SLA watcher's bookkeeping, free of I/O: watch events in, per-workload records and violations
+//! out.
 //!
-//! A pod counts for its workload (docs/design.md §2), resolved through the cluster's own objects: a ReplicaSet controlled
-//! by a Deployment counts for the Deployment, so a Deployment mid-rollout is one workload. Once armed, every change of a
-//! workload's Ready count or of its `d` is a sample, and a sample where the Ready count *fell* below the bound
-//! `min(ceil(t·d/100), d−1)` of the `d` in force is a violation. Only a descent counts: k8sm only ever takes pods away,
-//! while a scale-up raises the bound above the Ready pods through no one's fault until the new pods are Ready (a
+//! A pod counts for its workload (docs/design.md §2), resolved through the cluster's own objects: a
+//! ReplicaSet controlled by a Deployment counts for the Deployment, so a Deployment mid-rollout is
+//! one workload. Once armed, every change of a workload's Ready count or of its `d` is a sample,
+//! and a sample where the Ready count *fell* below the bound `min(ceil(t·d/100), d−1)` of the `d`
+//! in force is a violation. Only a descent counts: k8sm only ever takes pods away, while a scale-up
+//! raises the bound above the Ready pods through no one's fault until the new pods are Ready (a
 //! descent while still below that bound is a violation again).
 //!
-//! Where a workload sets `minReadySeconds`, its *available* pods (Ready for that long, as its controller counts them)
-//! are judged the same way, beside the Ready ones. A pod becomes available with no event, but it only ever stops
-//! being available with one (not Ready, deleted), so the fewest available pods are seen at events, by the wall
-//! clock then.
+//! Where a workload sets `minReadySeconds`, its *available* pods (Ready for that long, as its
+//! controller counts them) are judged the same way, beside the Ready ones. A pod becomes available
+//! with no event, but it only ever stops being available with one (not Ready, deleted), so the
+//! fewest available pods are seen at events, by the wall clock then.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -25,7 +27,8 @@ use super::objects::{
 /// What was observed of one workload while the watcher was armed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkloadRecord {
-    /// `Deployment`, `ReplicaSet`, `ReplicationController`, `StatefulSet`, or another controller's kind.
+    /// `Deployment`, `ReplicaSet`, `ReplicationController`, `StatefulSet`, or another controller's
+    /// kind.
     pub kind: String,
     pub name: String,
     /// `d` now.
@@ -34,10 +37,11 @@ pub struct WorkloadRecord {
     pub bound: u32,
     /// The fewest Ready pods seen.
     pub min_ready: u32,
-    /// The fewest available pods seen (Ready for the workload's `minReadySeconds`; the Ready ones without it).
+    /// The fewest available pods seen (Ready for the workload's `minReadySeconds`; the Ready ones
+    /// without it).
     pub min_available: u32,
-    /// The smallest `Ready − bound` seen, each against the bound in force then; negative after a scale-up, or when
-    /// the SLA was broken.
+    /// The smallest `Ready − bound` seen, each against the bound in force then; negative after a
+    /// scale-up, or when the SLA was broken.
     pub min_margin: i64,
     /// Changes of the Ready count or of `d` observed (the first observation counts too).
     pub samples: u64,
@@ -59,7 +63,8 @@ struct Last {
     ready: u32,
     available: u32,
     desired: u32,
-    /// The replicas of the workload's ReplicaSets together (a Deployment's), to notice its rollout steps.
+    /// The replicas of the workload's ReplicaSets together (a Deployment's), to notice its rollout
+    /// steps.
     replica_sets: u32,
     scaled_down_at: Option<Instant>,
 }
@@ -73,7 +78,8 @@ pub struct State {
     objects: Objects,
     /// `d` of other controllers, as the test declared it.
     expected: HashMap<WorkloadKey, u32>,
-    /// `d` of other controllers without a declared one: the most live pods seen at once since arming.
+    /// `d` of other controllers without a declared one: the most live pods seen at once since
+    /// arming.
     inferred: HashMap<WorkloadKey, u32>,
     last: HashMap<WorkloadKey, Last>,
     records: BTreeMap<WorkloadKey, WorkloadRecord>,
@@ -176,7 +182,8 @@ impl State {
         tally
     }
 
-    /// The workload's `spec.minReadySeconds` (0 for another controller's: its spec can't be read generically).
+    /// The workload's `spec.minReadySeconds` (0 for another controller's: its spec can't be read
+    /// generically).
     fn min_ready_seconds(&self, (kind, name): &WorkloadKey) -> u32 {
         let objects = &self.objects;
         let store = match kind {
@@ -223,8 +230,9 @@ impl State {
         }
     }
 
-    /// Every workload that can be judged now, with its `d` and the replicas of its ReplicaSets together. A workload
-    /// whose controller is being deleted is not judged: it replaces nothing any more.
+    /// Every workload that can be judged now, with its `d` and the replicas of its ReplicaSets
+    /// together. A workload whose controller is being deleted is not judged: it replaces
+    /// nothing any more.
     fn desired(&self, tally: &HashMap<WorkloadKey, Tally>) -> BTreeMap<WorkloadKey, (u32, u32)> {
         let objects = &self.objects;
         let mut desired = BTreeMap::new();
@@ -266,7 +274,8 @@ impl State {
         desired
     }
 
-    /// Takes a sample of every workload whose Ready count or `d` changed, once armed and every watch has listed.
+    /// Takes a sample of every workload whose Ready count or `d` changed, once armed and every
+    /// watch has listed.
     fn judge(&mut self, now: Instant) {
         if !self.armed || !self.objects.synced() {
             return;
@@ -279,7 +288,8 @@ impl State {
             }
         }
         let desired = self.desired(&tally);
-        // A workload that can no longer be judged starts afresh if it comes back (say, deleted and re-created).
+        // A workload that can no longer be judged starts afresh if it comes back (say, deleted and
+        // re-created).
         self.last.retain(|key, _| desired.contains_key(key));
         for (key, (d, replica_sets)) in desired {
             let counts = tally.get(&key).copied().unwrap_or_default();
@@ -511,8 +521,9 @@ mod tests {
         pod
     }
 
-    /// A Deployment of 4 mid-rollout, as its controller leaves it with maxSurge 1, maxUnavailable 1: the old ReplicaSet
-    /// scaled to 3 with 3 Ready pods, the new one at 1 with a pod not Ready yet.
+    /// A Deployment of 4 mid-rollout, as its controller leaves it with maxSurge 1, maxUnavailable
+    /// 1: the old ReplicaSet scaled to 3 with 3 Ready pods, the new one at 1 with a pod not
+    /// Ready yet.
     fn mid_rollout(world: &mut World) -> [Pod; 3] {
         world.apply(deployment("web", 4));
         world.apply(replica_set("web-old", 3, Some("web")));
@@ -545,8 +556,8 @@ mod tests {
         assert_eq!(world.state.ready("Deployment", "web"), 3);
         assert!(world.violations().is_empty(), "{:?}", world.violations());
 
-        // An eviction from the old ReplicaSet: 2 Ready of the Deployment's 4, below its bound 3. The old ReplicaSet
-        // alone (2 Ready of its 3, bound 2) would have looked fine.
+        // An eviction from the old ReplicaSet: 2 Ready of the Deployment's 4, below its bound 3.
+        // The old ReplicaSet alone (2 Ready of its 3, bound 2) would have looked fine.
         world.apply(terminating(old_a));
         assert_eq!(bound(3, THRESHOLD), 2);
         assert_eq!(
@@ -604,7 +615,8 @@ mod tests {
         // Below the new bound through no one's fault: the new pods are not Ready yet.
         assert!(world.violations().is_empty(), "{:?}", world.violations());
 
-        // Losing a pod now breaks the raised bound (with 2 desired, 1 Ready of 2 would have been fine).
+        // Losing a pod now breaks the raised bound (with 2 desired, 1 Ready of 2 would have been
+        // fine).
         world.apply(terminating(pods[0].clone()));
         assert_eq!(
             world.violations(),
@@ -784,8 +796,8 @@ mod tests {
         assert_eq!((web.min_ready, web.samples), (2, 1));
     }
 
-    /// A rollout of a Deployment of 10 whose controller takes two old pods down at once (maxUnavailable 25%): 8 Ready,
-    /// below the bound 9.
+    /// A rollout of a Deployment of 10 whose controller takes two old pods down at once
+    /// (maxUnavailable 25%): 8 Ready, below the bound 9.
     fn rollout_step(world: &mut World) -> Vec<Pod> {
         world.apply(deployment("big", 10));
         world.apply(replica_set("big-1", 10, Some("big")));
@@ -859,9 +871,10 @@ mod tests {
         pod
     }
 
-    /// With `minReadySeconds`, a replacement Ready for less than that is not available yet: taking another pod then
-    /// keeps the Ready count at the bound but takes the available count below it, which is a violation too. Control:
-    /// the same eviction once the replacement is available.
+    /// With `minReadySeconds`, a replacement Ready for less than that is not available yet: taking
+    /// another pod then keeps the Ready count at the bound but takes the available count below
+    /// it, which is a violation too. Control: the same eviction once the replacement is
+    /// available.
     #[test]
     fn with_min_ready_seconds_available_pods_are_judged_beside_ready_ones() {
         let run = |second_eviction_at: &str| {

@@ -1,4 +1,5 @@
-//! The SLA watcher's plumbing: one watch per kind of object it follows, each feeding the shared state.
+//! The SLA watcher's plumbing: one watch per kind of object it follows, each feeding the shared
+//! state.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -14,7 +15,8 @@ use tokio::task::JoinHandle;
 use super::objects::Tracked;
 use super::state::State;
 
-/// Watches the pods, Deployments, ReplicaSets, ReplicationControllers and StatefulSets of `namespace`.
+/// Watches the pods, Deployments, ReplicaSets, ReplicationControllers and StatefulSets of
+/// `namespace`.
 pub fn spawn(client: &Client, namespace: &str, state: &Arc<Mutex<State>>) -> Vec<JoinHandle<()>> {
     vec![
         tokio::spawn(follow::<Pod>(client, namespace, state)),

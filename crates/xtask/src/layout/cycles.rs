@@ -1,9 +1,10 @@
-//! Import cycles: the strongly connected components of a crate's file graph (Tarjan's algorithm), each with more
-//! than one file.
+//! Import cycles: the strongly connected components of a crate's file graph (Tarjan's algorithm),
+//! each with more than one file.
 
 use std::collections::BTreeMap;
 
-/// The components of the graph on `nodes` nodes with more than one node, each sorted, in order of their first node.
+/// The components of the graph on `nodes` nodes with more than one node, each sorted, in order of
+/// their first node.
 pub fn cycles<E>(nodes: usize, edges: &BTreeMap<(usize, usize), E>) -> Vec<Vec<usize>> {
     let mut successors = vec![Vec::new(); nodes];
     for &(from, to) in edges.keys() {
@@ -47,7 +48,8 @@ struct Tarjan {
 }
 
 impl Tarjan {
-    // Recursive: a crate has hundreds of files, not the hundreds of thousands that would exhaust the stack.
+    // Recursive: a crate has hundreds of files, not the hundreds of thousands that would exhaust
+    // the stack.
     fn connect(&mut self, node: usize) {
         self.index[node] = Some(self.next);
         self.low[node] = self.next;

@@ -1,9 +1,11 @@
-//! Docs name only files that exist: a path in README.md, CONTRIBUTING.md, docs/**/*.md, crates/*/README.md or
-//! bench/**/README.md that names nothing goes stale silently when a file moves.
+//! Docs name only files that exist: a path in README.md, CONTRIBUTING.md, docs/**/*.md,
+//! crates/*/README.md or bench/**/README.md that names nothing goes stale silently when a file
+//! moves.
 
 use std::path::{Path, PathBuf};
 
-/// A path a Markdown file names that exists neither from the repository root nor from the file's directory.
+/// A path a Markdown file names that exists neither from the repository root nor from the file's
+/// directory.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Missing {
     /// Relative to the repository root.
@@ -22,7 +24,8 @@ impl std::fmt::Display for Missing {
     }
 }
 
-/// Top-level directories: a token that starts with one is a path even without an extension (`crates/planner/`).
+/// Top-level directories: a token that starts with one is a path even without an extension
+/// (`crates/planner/`).
 const TOP_LEVEL: &[&str] = &[
     "controller/",
     "plugin/",
@@ -91,7 +94,8 @@ pub fn missing(root: &Path, doc: &Path) -> std::io::Result<Vec<Missing>> {
     let name = doc.strip_prefix(root).unwrap_or(doc).display().to_string();
     let mut missing = Vec::new();
     for (number, line) in text.lines().enumerate() {
-        // Markdown and prose put paths between backticks, brackets, parentheses, quotes, or after `=`.
+        // Markdown and prose put paths between backticks, brackets, parentheses, quotes, or after
+        // `=`.
         let tokens = line.split(|c: char| c.is_whitespace() || "`()[]\"'|=".contains(c));
         for path in tokens.filter_map(repository_path) {
             if !root.join(path).exists() && !dir.join(path).exists() {
@@ -106,8 +110,8 @@ pub fn missing(root: &Path, doc: &Path) -> std::io::Result<Vec<Missing>> {
     Ok(missing)
 }
 
-/// The repository path `token` names, if it looks like one: without `#anchor`, `:line` suffix and trailing
-/// punctuation. URLs, absolute paths, build outputs (target/) and globs or placeholders
+/// The repository path `token` names, if it looks like one: without `#anchor`, `:line` suffix and
+/// trailing punctuation. URLs, absolute paths, build outputs (target/) and globs or placeholders
 /// (`bench/results/<scenario>.md`) are not checked.
 fn repository_path(token: &str) -> Option<&str> {
     if token.contains("://") || token.contains(['*', '<', '>', '{', '}', '$', '?']) {

@@ -1,9 +1,9 @@
-//! The imports between one crate's files: every path that starts with `crate::`, `super::` or `self::` — in `use`
-//! trees, in expressions and types, and in macro arguments — resolved to the file of the longest module prefix it
-//! names.
+//! The imports between one crate's files: every path that starts with `crate::`, `super::` or
+//! `self::` — in `use` trees, in expressions and types, and in macro arguments — resolved to the
+//! file of the longest module prefix it names.
 //!
-//! A bare path that starts with the name of a child module with a file of its own (`use child::X;` in the parent)
-//! is an import of that child too. `mod x;` declarations are not imports.
+//! A bare path that starts with the name of a child module with a file of its own (`use child::X;`
+//! in the parent) is an import of that child too. `mod x;` declarations are not imports.
 
 use std::collections::BTreeMap;
 
@@ -20,8 +20,8 @@ pub struct Import {
     pub path: String,
 }
 
-/// Edges between files of `tree`, by index, each with its first import. Never to the file itself, never to the
-/// root (lib.rs, main.rs): everything names the root, and it names every module.
+/// Edges between files of `tree`, by index, each with its first import. Never to the file itself,
+/// never to the root (lib.rs, main.rs): everything names the root, and it names every module.
 pub fn edges(tree: &Tree) -> BTreeMap<(usize, usize), Import> {
     let mut edges = BTreeMap::new();
     for (from, file) in tree.files.iter().enumerate() {
@@ -55,8 +55,8 @@ pub fn edges(tree: &Tree) -> BTreeMap<(usize, usize), Import> {
     edges
 }
 
-/// The absolute module path `segments` names from inside `module`, if it starts with `crate`, `self`, `super` or
-/// the name of a child module for which `has_file` is true.
+/// The absolute module path `segments` names from inside `module`, if it starts with `crate`,
+/// `self`, `super` or the name of a child module for which `has_file` is true.
 fn resolve(
     module: &[String],
     segments: &[String],
@@ -113,8 +113,9 @@ impl Collector {
             segments.first().map(String::as_str),
             Some("crate" | "self" | "super")
         );
-        // A lone `self` is a method's receiver (or this very module): never another file. A bare path of two
-        // segments or more may start with a child module's name: `resolve` tells.
+        // A lone `self` is a method's receiver (or this very module): never another file. A bare
+        // path of two segments or more may start with a child module's name: `resolve`
+        // tells.
         if (relative && segments != ["self"]) || segments.len() > 1 {
             self.found.push(Found {
                 module: self.module.clone(),
@@ -124,8 +125,9 @@ impl Collector {
         }
     }
 
-    /// Every leaf of a use tree as a whole path: `use crate::{a::{b, c}, d}` is `crate::a::b`, `crate::a::c`,
-    /// `crate::d`. A `self` leaf names its prefix; a glob names the module it is in.
+    /// Every leaf of a use tree as a whole path: `use crate::{a::{b, c}, d}` is `crate::a::b`,
+    /// `crate::a::c`, `crate::d`. A `self` leaf names its prefix; a glob names the module it is
+    /// in.
     fn use_tree(&mut self, tree: &syn::UseTree, prefix: &mut Vec<String>) {
         match tree {
             syn::UseTree::Path(path) => {
@@ -155,8 +157,8 @@ impl Collector {
         }
     }
 
-    /// Paths inside macro arguments, which syn leaves as tokens: `crate :: a :: b` (and `$crate::a` in a
-    /// `macro_rules!` body).
+    /// Paths inside macro arguments, which syn leaves as tokens: `crate :: a :: b` (and `$crate::a`
+    /// in a `macro_rules!` body).
     fn tokens(&mut self, tokens: TokenStream) {
         let tokens: Vec<TokenTree> = tokens.into_iter().collect();
         let mut i = 0;
@@ -196,7 +198,8 @@ impl Collector {
 
 impl<'ast> Visit<'ast> for Collector {
     fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
-        // A `mod x;` declaration is not an import; an inline `mod x { .. }` is more code, in module `x`.
+        // A `mod x;` declaration is not an import; an inline `mod x { .. }` is more code, in module
+        // `x`.
         if item.content.is_some() {
             self.module.push(ident(&item.ident));
             visit::visit_item_mod(self, item);

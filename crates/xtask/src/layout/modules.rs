@@ -1,8 +1,10 @@
-//! One crate's module tree: from its root file, every `.rs` file reached through `mod` declarations, with its
-//! module path (`foo.rs` and `foo/mod.rs` are `foo`, `foo/bar.rs` is `foo::bar`, `#[path]` honoured).
+//! One crate's module tree: from its root file, every `.rs` file reached through `mod`
+//! declarations, with its module path (`foo.rs` and `foo/mod.rs` are `foo`, `foo/bar.rs` is
+//! `foo::bar`, `#[path]` honoured).
 //!
 //! The tree follows the declarations rather than listing src/, so a test file declared as
-//! `#[cfg(test)] #[path = "status_lists_tests.rs"] mod tests;` inside `status_lists.rs` is `status_lists::tests`.
+//! `#[cfg(test)] #[path = "status_lists_tests.rs"] mod tests;` inside `status_lists.rs` is
+//! `status_lists::tests`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,9 +23,11 @@ pub struct SourceFile {
 pub struct Tree {
     /// The root file first.
     pub files: Vec<SourceFile>,
-    /// Every module, inline ones (`mod tests { .. }`) included, to the index of the file that holds it.
+    /// Every module, inline ones (`mod tests { .. }`) included, to the index of the file that
+    /// holds it.
     pub modules: HashMap<Module, usize>,
-    /// `mod x;` declarations whose file was not found (compiled out on this platform, or being moved).
+    /// `mod x;` declarations whose file was not found (compiled out on this platform, or being
+    /// moved).
     pub unresolved: Vec<String>,
 }
 
@@ -52,8 +56,9 @@ impl Tree {
             .unwrap_or(0)
     }
 
-    /// Adds the file of `module`, then the files it declares. `child_dir` is where its `mod x;` files live: its own
-    /// directory for a root, a `mod.rs` or a `#[path]` file, else a directory named after it.
+    /// Adds the file of `module`, then the files it declares. `child_dir` is where its `mod x;`
+    /// files live: its own directory for a root, a `mod.rs` or a `#[path]` file, else a
+    /// directory named after it.
     fn add(&mut self, path: PathBuf, module: Module, child_dir: PathBuf) -> anyhow::Result<()> {
         // Two cfg-alternative declarations may name the same file: parse it once.
         if self.files.iter().any(|f| f.path == path) {
@@ -105,14 +110,16 @@ impl Declared {
             sub.push(name.clone());
             let explicit = path_attribute(&item.attrs);
             if let Some((_, items)) = &item.content {
-                // Inside `mod a { .. }`, `mod b;` is a/b.rs, and a `#[path]` is relative to a/ as well.
+                // Inside `mod a { .. }`, `mod b;` is a/b.rs, and a `#[path]` is relative to a/ as
+                // well.
                 let dir = child_dir.join(&name);
                 self.walk(items, file_dir, &dir, &sub, true);
                 self.inline.push(sub);
                 continue;
             }
             let found = match explicit {
-                // The reference: a `#[path]` outside inline modules is relative to the declaring file's directory.
+                // The reference: a `#[path]` outside inline modules is relative to the declaring
+                // file's directory.
                 Some(explicit) => {
                     let base = if in_inline { child_dir } else { file_dir };
                     let path = base.join(explicit);
