@@ -1,8 +1,12 @@
-//! Executor IDs (docs/design.md §6): parsing arbitrary text as an ID, and computing the ID of arbitrary identities.
+//! Executor IDs (docs/design.md §6): parsing arbitrary text as an ID, and computing the ID of
+//! arbitrary identities.
 //!
-//! Properties: nothing panics; the parser accepts exactly `sha256:` + 64 lowercase hex digits, and what it accepts
-//! re-renders to the same text and parses again to the same ID (also through serde); an identity's ID does not
-//! depend on the order of its flags and static pods, on the case of its binary hash, or on how a manifest is
+//! Properties: nothing panics; the parser accepts exactly `sha256:` + 64 lowercase hex digits, and
+//! what it accepts
+//! re-renders to the same text and parses again to the same ID (also through serde); an identity's
+//! ID does not
+//! depend on the order of its flags and static pods, on the case of its binary hash, or on how a
+//! manifest is
 //! formatted (compact or pretty JSON, YAML, a comment), while adding a flag changes it.
 #![no_main]
 
@@ -15,7 +19,8 @@ use serde_json::Value;
 struct Input {
     /// Parsed as an executor ID.
     text: String,
-    /// Builds a canonical ID text, so that the accepting path is reached as often as the rejecting one.
+    /// Builds a canonical ID text, so that the accepting path is reached as often as the rejecting
+    /// one.
     canonical: Option<[u8; 32]>,
     identity: Identity,
     /// Seed of the shuffles of flags and static pods.
@@ -219,7 +224,8 @@ fn check_identity(input: &Identity, seed: u64) {
     more.flags.push(("--fuzz".into(), input.version.clone()));
     assert_ne!(id_of(&more).ok().as_ref(), Some(&id), "an added flag");
 
-    // Formatting of a manifest never matters: each value rewritten as pretty JSON, as YAML, and as commented YAML.
+    // Formatting of a manifest never matters: each value rewritten as pretty JSON, as YAML, and as
+    // commented YAML.
     for (i, value) in values.iter().enumerate() {
         let Some(value) = value else { continue };
         let pretty = serde_json::to_string_pretty(value).expect("a value serialises");

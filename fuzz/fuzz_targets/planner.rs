@@ -1,21 +1,34 @@
-//! The pure planner, `k8sm_planner::plan(&ClusterView, now)`, over arbitrary small clusters built with the
+//! The pure planner, `k8sm_planner::plan(&ClusterView, now)`, over arbitrary small clusters built
+//! with the
 //! planner's own test builders (feature `testing`).
 //!
-//! Properties of one plan (docs/design.md §5): nothing panics; the SLA invariant holds (no owner is taken below
-//! `min(ceil(t*d), d-1)` ready pods by the plan's evictions, and each eviction satisfies the health rule before it);
-//! opted-out pods, pods and nodes that are opted out, nodes claimed by two policies, and unmanaged pods under policy
-//! `Never` are never evicted or deleted; paused policies only mark and complete; budgets are not overdrawn; no pod is
+//! Properties of one plan (docs/design.md §5): nothing panics; the SLA invariant holds (no owner is
+//! taken below
+//! `min(ceil(t*d), d-1)` ready pods by the plan's evictions, and each eviction satisfies the health
+//! rule before it);
+//! opted-out pods, pods and nodes that are opted out, nodes claimed by two policies, and unmanaged
+//! pods under policy
+//! `Never` are never evicted or deleted; paused policies only mark and complete; budgets are not
+//! overdrawn; no pod is
 //! hit twice; and the plan is the same for the view's vectors in another order.
 //!
-//! The view is built from a derived `Arbitrary` description rather than by deriving `Arbitrary` on the view, so that
-//! names, UIDs and references stay consistent (a fully random view would almost never select a node or match a pod
-//! to its owner) while the values that decisions turn on (readiness, counts, thresholds, times, opt-out values,
-//! malformed annotations) range freely. The description is dense, and its zero value (what `arbitrary` produces when
-//! the input runs out: first variants, zeros, `false`, `None`) is the busy case: admitted nodes running the old
-//! executor, ready pods of healthy ReplicaSets, and one default policy when the input names none. So short inputs
-//! already evict, and the fuzzer spends its time on the decisions rather than on finding a cluster that has any.
+//! The view is built from a derived `Arbitrary` description rather than by deriving `Arbitrary` on
+//! the view, so that
+//! names, UIDs and references stay consistent (a fully random view would almost never select a node
+//! or match a pod
+//! to its owner) while the values that decisions turn on (readiness, counts, thresholds, times,
+//! opt-out values,
+//! malformed annotations) range freely. The description is dense, and its zero value (what
+//! `arbitrary` produces when
+//! the input runs out: first variants, zeros, `false`, `None`) is the busy case: admitted nodes
+//! running the old
+//! executor, ready pods of healthy ReplicaSets, and one default policy when the input names none.
+//! So short inputs
+//! already evict, and the fuzzer spends its time on the decisions rather than on finding a cluster
+//! that has any.
 #![no_main]
-// `..Default::default()` on view structs whose fields are all set today: the target keeps compiling when the view
+// `..Default::default()` on view structs whose fields are all set today: the target keeps compiling
+// when the view
 // gains a field (this crate is outside the workspace, so nothing else would notice).
 #![allow(clippy::needless_update)]
 
@@ -43,23 +56,27 @@ const NAMESPACES: [&str; 2] = ["ns", "other"];
 
 #[derive(Arbitrary, Debug)]
 struct Input {
-    /// Minutes after the test epoch at which to plan, past the marks of [`Stage`] (at minute 0..=255).
+    /// Minutes after the test epoch at which to plan, past the marks of [`Stage`] (at minute
+    /// 0..=255).
     now: u16,
     /// Owners with their pods.
     owners: Vec<OwnerGen>,
-    /// How many of `nodes` the cluster has: 1 + this modulo [`MAX_NODES`]. A fixed array rather than a vector, so
+    /// How many of `nodes` the cluster has: 1 + this modulo [`MAX_NODES`]. A fixed array rather
+    /// than a vector, so
     /// that a mutation of one node does not shift the rest of the input.
     node_count: u8,
     nodes: [NodeGen; MAX_NODES],
     /// None: one policy with every default but the target, selecting all nodes.
     policies: Vec<PolicyGen>,
-    /// Pods without a controller, or whose reference is odd (another kind, an owner not in the view).
+    /// Pods without a controller, or whose reference is odd (another kind, an owner not in the
+    /// view).
     loose: Vec<(LooseController, PodGen)>,
     pdbs: Vec<PdbGen>,
     in_flight: Vec<InFlightGen>,
 }
 
-/// Something that only one input byte in 16 turns on: an opt-out, a gone owner, a pod that is not simply ready. Most
+/// Something that only one input byte in 16 turns on: an opt-out, a gone owner, a pod that is not
+/// simply ready. Most
 /// generated clusters are then healthy enough to evict, as real ones are.
 #[derive(Debug)]
 struct Rare<T>(Option<T>);
@@ -331,7 +348,8 @@ impl SelectorGen {
 #[derive(Arbitrary, Debug)]
 struct PolicyGen {
     selector: SelectorGen,
-    /// Any u8: the CRD keeps it in 1..=100, the planner clamps whatever it gets (0 here: the default, 90).
+    /// Any u8: the CRD keeps it in 1..=100, the planner clamps whatever it gets (0 here: the
+    /// default, 90).
     threshold: u8,
     max_concurrent: MaxGen,
     unmanaged: Unmanaged,
@@ -657,7 +675,8 @@ fn build(input: &Input) -> (ClusterView, DateTime<Utc>) {
     (view, now)
 }
 
-/// The opt-out rule for a value: `true` (or `false` for safe-to-evict), any case, surrounding spaces ignored.
+/// The opt-out rule for a value: `true` (or `false` for safe-to-evict), any case, surrounding
+/// spaces ignored.
 fn opts_out(value: Option<&String>, yes: &str) -> bool {
     value.is_some_and(|v| v.trim().eq_ignore_ascii_case(yes))
 }
@@ -779,7 +798,8 @@ fn check(view: &ClusterView, plan: &Plan) {
     }
 }
 
-/// The SLA invariant of one plan (as in the planner's property test `a_single_plan_never_breaks_the_sla`).
+/// The SLA invariant of one plan (as in the planner's property test
+/// `a_single_plan_never_breaks_the_sla`).
 fn check_sla(view: &ClusterView, plan: &Plan, policies: &BTreeMap<&str, &PolicyView>) {
     let going: BTreeSet<&str> = view.in_flight.iter().map(|e| e.pod_uid.as_str()).collect();
     let owners: BTreeMap<&str, &k8sm_planner::OwnerView> = view
@@ -854,7 +874,8 @@ fn check_sla(view: &ClusterView, plan: &Plan, policies: &BTreeMap<&str, &PolicyV
     }
 }
 
-/// Evictions go through the Eviction API exactly when the policy respects budgets, and those never exceed what a
+/// Evictions go through the Eviction API exactly when the policy respects budgets, and those never
+/// exceed what a
 /// budget allows.
 fn check_budgets(view: &ClusterView, plan: &Plan, policies: &BTreeMap<&str, &PolicyView>) {
     let mut through_api = Vec::new();

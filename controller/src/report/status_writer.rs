@@ -81,7 +81,8 @@ impl StatusWriter {
 
     /// Writes the status of every policy whose status changed, conditional on the cached
     /// resourceVersion (a status built from a stale cache must not overwrite a newer one, such
-    /// as a deleted-node record), at the pace of [`StatusInterval`]: a change that waits is reported in [`Written::postponed`]. `troubles`: what the plan cannot
+    /// as a deleted-node record), at the pace of [`StatusInterval`]: a change that waits is
+    /// reported in [`Written::postponed`]. `troubles`: what the plan cannot
     /// know, see [`report_troubles`]. `unfinished`: nodes whose action of this pass was not carried
     /// out (see [`executed_records`]).
     pub async fn write(

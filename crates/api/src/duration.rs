@@ -299,7 +299,8 @@ mod tests {
     }
 
     proptest! {
-        /// Every string of the schema's grammar parses, to the sum of its parts, up to the maximum; past it, none
+        /// Every string of the schema's grammar parses, to the sum of its parts, up to the maximum;
+        /// past it, none
         /// does. Parts up to 9 digits each, as the grammar allows.
         #[test]
         fn every_string_the_apiserver_accepts_parses(

@@ -591,7 +591,8 @@ spec:
                 let mut revalued = identity.clone();
                 revalued.flags[i].1.push_str(&text);
                 prop_assert_ne!(id(&revalued), before.clone());
-                // Moving text from the name into the value is a change too: the encoding is length-prefixed.
+                // Moving text from the name into the value is a change too: the encoding is
+                // length-prefixed.
                 let mut shifted = identity.clone();
                 let (name, value) = &mut shifted.flags[i];
                 if let Some(last) = name.pop() {
@@ -608,7 +609,8 @@ spec:
             let i = index.index(identity.static_pods.len());
             let mut changed = identity.clone();
             let mut value: Value = serde_json::from_str(&changed.static_pods[i].1).unwrap();
-            // Keys of generated manifests are mixed case from [a-zA-Z]; an upper-case-only key with a marker value is new
+            // Keys of generated manifests are mixed case from [a-zA-Z]; an upper-case-only key with
+            // a marker value is new
             // or, if present, gets a different value.
             let old = value[&key].take();
             value[&key] = Value::String(format!("changed from {old}"));

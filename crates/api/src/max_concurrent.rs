@@ -175,8 +175,10 @@ impl JsonSchema for MaxConcurrentNodes {
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "x-kubernetes-int-or-string": true,
-            // Explicit, or kube's schema transforms mark an optional int-or-string nullable, and a stored `null`
-            // would then neither default nor deserialise. Not nullable, the apiserver drops a `null` and defaults.
+            // Explicit, or kube's schema transforms mark an optional int-or-string nullable, and a
+            // stored `null`
+            // would then neither default nor deserialise. Not nullable, the apiserver drops a
+            // `null` and defaults.
             "nullable": false,
             "x-kubernetes-validations": [{
                 "rule": MAX_CONCURRENT_NODES_RULE,

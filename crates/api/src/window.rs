@@ -440,7 +440,8 @@ mod tests {
     }
 
     proptest! {
-        /// Against the minute-by-minute oracle: an open window is open from now until it closes and closed then; a
+        /// Against the minute-by-minute oracle: an open window is open from now until it closes and
+        /// closed then; a
         /// closed one is closed from now until it opens and open then.
         #[test]
         fn the_state_agrees_with_the_minute_by_minute_oracle(
@@ -452,7 +453,8 @@ mod tests {
             day in 0i64..13,
             delta in -1i64..=1,
         ) {
-            // A third of the cases at any minute; the others within a minute of some day's start or end, where the
+            // A third of the cases at any minute; the others within a minute of some day's start or
+            // end, where the
             // state changes.
             let now = match near {
                 0 => anywhere,

@@ -294,8 +294,10 @@ use proptest::prelude::*;
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// The schema's CEL rule on a duration's length of time and Rust's parse agree on every string of the grammar,
-    /// up to 9 digits a part (3 billion hours, past what Go's durations hold) and around the maximum to the
+    /// The schema's CEL rule on a duration's length of time and Rust's parse agree on every string
+    /// of the grammar,
+    /// up to 9 digits a part (3 billion hours, past what Go's durations hold) and around the
+    /// maximum to the
     /// second: the apiserver stores exactly the policies the controller can read.
     #[test]
     fn the_schema_and_rust_agree_on_the_longest_duration(text in prop_oneof![

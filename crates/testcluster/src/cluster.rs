@@ -1,4 +1,5 @@
-//! [`TestCluster`]: starts the components in order, waits until each is usable, and stops them all on drop.
+//! [`TestCluster`]: starts the components in order, waits until each is usable, and stops them all
+//! on drop.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

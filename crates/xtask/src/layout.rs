@@ -1,7 +1,8 @@
 //! `cargo xtask layout`, also a step of `cargo xtask test`: no import cycle between the files of a
-//! crate (a cycle makes files that cannot be read, tested or moved one without the other), and the
-//! docs name only files that exist.
+//! crate (a cycle makes files that cannot be read, tested or moved one without the other), the
+//! docs name only files that exist, and comments wrap at the code's width.
 
+mod comment_width;
 mod cycles;
 mod docs;
 #[cfg(test)]
@@ -63,8 +64,23 @@ pub fn run() -> anyhow::Result<()> {
             docs::missing(&root, &doc).with_context(|| format!("reading {}", doc.display()))?,
         );
     }
+    let mut wide = Vec::new();
+    for path in comment_width::sources(&root)? {
+        let text =
+            std::fs::read_to_string(root.join(&path)).with_context(|| format!("reading {path}"))?;
+        wide.extend(comment_width::too_wide(&path, &text));
+    }
     for cycle in &cycles {
         eprintln!("{cycle}");
+    }
+    if !wide.is_empty() {
+        eprintln!(
+            "comment lines wider than {} columns (rewrap them):",
+            comment_width::WIDTH
+        );
+        for line in &wide {
+            eprintln!("    {line}");
+        }
     }
     if !missing.is_empty() {
         eprintln!("paths named by the docs that do not exist:");
@@ -72,12 +88,13 @@ pub fn run() -> anyhow::Result<()> {
             eprintln!("    {missing}");
         }
     }
-    if !cycles.is_empty() || !missing.is_empty() {
+    if !cycles.is_empty() || !missing.is_empty() || !wide.is_empty() {
         bail!(
             "layout: {} import cycle(s) (move what the files share into a module both can import), {} missing \
-             path(s) in the docs",
+             path(s) in the docs, {} comment line(s) too wide",
             cycles.len(),
-            missing.len()
+            missing.len(),
+            wide.len()
         );
     }
     Ok(())

@@ -121,7 +121,8 @@ pub async fn run(
                 if change.is_none() {
                     return Ok(());
                 }
-                // Once the watches ran, a failure is retried with backoff (meanwhile the frame stands).
+                // Once the watches ran, a failure is retried with backoff (meanwhile the frame
+                // stands).
                 tokio::time::sleep(SETTLE).await;
                 while let Some(Some(_)) = changes.next().now_or_never() {}
             }
