@@ -1,5 +1,6 @@
-//! The kube-apiserver's audit log, for tests that must know when a request reached the apiserver: each named user's
-//! requests are logged once, when their response is complete, with the time the apiserver received them.
+//! The kube-apiserver's audit log, for tests that must know when a request reached the apiserver:
+//! each named user's requests are logged once, when their response is complete, with the time the
+//! apiserver received them.
 
 use std::path::{Path, PathBuf};
 
@@ -33,7 +34,8 @@ impl Audited {
     }
 }
 
-/// Writes an audit policy for `users` into `dir`; the kube-apiserver flags of a file-backed log there, and its path.
+/// Writes an audit policy for `users` into `dir`; the kube-apiserver flags of a file-backed log
+/// there, and its path.
 pub fn apiserver_args(dir: &Path, users: &[&str]) -> (Vec<String>, PathBuf) {
     std::fs::create_dir_all(dir).expect("the audit directory");
     let policy = dir.join("audit-policy.yaml");
@@ -52,7 +54,8 @@ pub fn apiserver_args(dir: &Path, users: &[&str]) -> (Vec<String>, PathBuf) {
         format!("--audit-policy-file={}", policy.display()),
         format!("--audit-log-path={}", log.display()),
         "--audit-log-format=json".into(),
-        // Written before the response is sent: a client that has its answer finds the request in the file.
+        // Written before the response is sent: a client that has its answer finds the request in
+        // the file.
         "--audit-log-mode=blocking".into(),
         "--audit-log-maxsize=100000".into(),
     ];

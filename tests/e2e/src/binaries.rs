@@ -1,4 +1,5 @@
-//! k8sm's own binaries (controller, agent, plugin) run as real child processes, stopped when their guard drops.
+//! k8sm's own binaries (controller, agent, plugin) run as real child processes, stopped when their
+//! guard drops.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -11,8 +12,9 @@ use nix::unistd::Pid;
 /// Binaries already (re)built by this test process.
 static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// Path of a workspace binary, brought up to date with `cargo build` once per test process, so that running one
-/// test file alone never uses a stale binary (under `cargo xtask test` the build is a no-op).
+/// Path of a workspace binary, brought up to date with `cargo build` once per test process, so that
+/// running one test file alone never uses a stale binary (under `cargo xtask test` the build is a
+/// no-op).
 pub fn binary(name: &str) -> PathBuf {
     // target/<profile>/deps/<test-binary> → target/<profile>/<name>
     let exe = std::env::current_exe().expect("the test executable's path");
@@ -31,8 +33,9 @@ pub fn binary(name: &str) -> PathBuf {
         if profile_dir.file_name().is_some_and(|p| p == "release") {
             build.arg("--release");
         }
-        // Cargo gave this test its own package's variables (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …); build scripts
-        // rerun when those change, so passing them on would rebuild half the dependency tree every time.
+        // Cargo gave this test its own package's variables (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …);
+        // build scripts rerun when those change, so passing them on would rebuild half the
+        // dependency tree every time.
         for (var, _) in std::env::vars_os() {
             let var = var.to_string_lossy();
             let package_specific = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_"]
@@ -65,8 +68,8 @@ pub struct ChildGuard {
 }
 
 impl ChildGuard {
-    /// Starts `program args…` with output appended to `log`, under `setpriv --pdeathsig KILL` so that it cannot
-    /// outlive the test process.
+    /// Starts `program args…` with output appended to `log`, under `setpriv --pdeathsig KILL` so
+    /// that it cannot outlive the test process.
     pub fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> Self {
         Self::spawn_with_env(name, program, args, &[], log)
     }
@@ -118,6 +121,10 @@ impl ChildGuard {
     pub fn kill_with(&self, signal: Signal) {
         let taken = self.lock().take();
         if let Some(mut child) = taken {
+            // Exited and reaped already (its PID may be another process's by now): nothing to stop.
+            if child.try_wait().ok().flatten().is_some() {
+                return;
+            }
             let _ = kill(Pid::from_raw(child.id() as i32), signal);
             if signal != Signal::SIGKILL {
                 std::thread::sleep(std::time::Duration::from_millis(500));
@@ -159,6 +166,16 @@ impl ChildGuard {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
+    }
+
+    /// Sends SIGTERM, as a service manager stopping the process does, and waits up to `timeout` for
+    /// it to exit; its exit status, if it did. Unlike [`ChildGuard::kill_with`], never kills it.
+    pub fn terminate(&self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        if let Some(child) = self.lock().as_ref() {
+            kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM)
+                .unwrap_or_else(|e| panic!("SIGTERM to {}: {e}", self.name));
+        }
+        self.wait_exit(timeout)
     }
 
     pub fn log_tail(&self, lines: usize) -> String {

@@ -1,7 +1,8 @@
-//! A tiny HTTP CONNECT proxy on loopback, as a corporate proxy between kubectl users and their apiserver: it opens
-//! a TCP tunnel to whatever each CONNECT names, and records every tunnel, so a test can tell that a client's requests
-//! went through it (TLS stays end to end: the proxy sees only the target). It runs on threads of the test process and
-//! stops accepting when dropped; a tunnel ends when either side closes.
+//! A tiny HTTP CONNECT proxy on loopback, as a corporate proxy between kubectl users and their
+//! apiserver: it opens a TCP tunnel to whatever each CONNECT names, and records every tunnel, so a
+//! test can tell that a client's requests went through it (TLS stays end to end: the proxy sees
+//! only the target). It runs on threads of the test process and stops accepting when dropped; a
+//! tunnel ends when either side closes.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -70,7 +71,8 @@ impl Drop for ConnectProxy {
     }
 }
 
-/// Serves one client: reads its CONNECT, opens the tunnel, then copies bytes both ways until either side closes.
+/// Serves one client: reads its CONNECT, opens the tunnel, then copies bytes both ways until either
+/// side closes.
 fn tunnel(mut client: TcpStream, tunnels: &Mutex<Vec<String>>) {
     let _ = client.set_nonblocking(false);
     let Some(target) = connect_target(&mut client) else {
@@ -103,8 +105,8 @@ fn tunnel(mut client: TcpStream, tunnels: &Mutex<Vec<String>>) {
     let _ = upload.join();
 }
 
-/// The `host:port` of a `CONNECT host:port HTTP/1.1` request, its header read to the blank line (byte by byte: the
-/// client sends nothing else before the answer).
+/// The `host:port` of a `CONNECT host:port HTTP/1.1` request, its header read to the blank line
+/// (byte by byte: the client sends nothing else before the answer).
 fn connect_target(client: &mut TcpStream) -> Option<String> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];

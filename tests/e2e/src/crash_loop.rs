@@ -1,8 +1,9 @@
-//! Pods that crash-loop, as a kubelet reports them: phase Running, the container waiting in `CrashLoopBackOff`, never
-//! Ready. KWOK has no such stage: it makes a pod Running and Ready, or, with a [`READY_DELAY_ANNOTATION`] of `100h`
-//! in its template, leaves it Pending (as an image that cannot be pulled). [`CrashLoop`] turns each such pod, once
-//! scheduled, into a crash-looping one; the difference matters to the Eviction API, which checks no budget for a
-//! Pending pod but applies `unhealthyPodEvictionPolicy` to a Running pod that is not Ready.
+//! Pods that crash-loop, as a kubelet reports them: phase Running, the container waiting in
+//! `CrashLoopBackOff`, never Ready. KWOK has no such stage: it makes a pod Running and Ready, or,
+//! with a [`READY_DELAY_ANNOTATION`] of `100h` in its template, leaves it Pending (as an image that
+//! cannot be pulled). [`CrashLoop`] turns each such pod, once scheduled, into a crash-looping one;
+//! the difference matters to the Eviction API, which checks no budget for a Pending pod but applies
+//! `unhealthyPodEvictionPolicy` to a Running pod that is not Ready.
 
 use std::time::Duration;
 
@@ -17,20 +18,23 @@ pub use k8sm_testcluster::READY_DELAY_ANNOTATION;
 /// A ready delay that no test outlives: KWOK never makes the pod Ready.
 pub const NEVER: &str = "100h";
 
-/// Makes the scheduled, Pending pods of a namespace that match a label selector crash-loop, until dropped.
+/// Makes the scheduled, Pending pods of a namespace that match a label selector crash-loop, until
+/// dropped.
 pub struct CrashLoop {
     task: JoinHandle<()>,
 }
 
 impl CrashLoop {
-    /// Watches (by polling) the pods of `namespace` that match `selector`, such as `app=crashing`; their template
-    /// must carry the [`READY_DELAY_ANNOTATION`] [`NEVER`], else KWOK makes them Ready first.
+    /// Watches (by polling) the pods of `namespace` that match `selector`, such as `app=crashing`;
+    /// their template must carry the [`READY_DELAY_ANNOTATION`] [`NEVER`], else KWOK makes them
+    /// Ready first.
     pub fn start(client: &Client, namespace: &str, selector: &str) -> Self {
         Self::spawn(client, namespace, selector, None)
     }
 
-    /// [`CrashLoop::start`], for pods that have been crash-looping since `since` (long before the test: their Ready
-    /// condition changed then), as in a cluster where a broken app has been left alone for hours.
+    /// [`CrashLoop::start`], for pods that have been crash-looping since `since` (long before the
+    /// test: their Ready condition changed then), as in a cluster where a broken app has been
+    /// left alone for hours.
     pub fn start_since(
         client: &Client,
         namespace: &str,
@@ -82,8 +86,8 @@ fn needs_crash(pod: &Pod) -> bool {
     scheduled && pod.metadata.deletion_timestamp.is_none() && phase.is_none_or(|p| p == "Pending")
 }
 
-/// The status a kubelet reports of a pod whose container keeps crashing: Running, not Ready since it was created (or
-/// since `since`).
+/// The status a kubelet reports of a pod whose container keeps crashing: Running, not Ready since
+/// it was created (or since `since`).
 fn crash_status(pod: &Pod, since: Option<chrono::DateTime<chrono::Utc>>) -> serde_json::Value {
     let created = json!(pod.metadata.creation_timestamp);
     let changed = since.map_or_else(|| created.clone(), |t| json!(t));

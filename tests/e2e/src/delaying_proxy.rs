@@ -1,9 +1,9 @@
-//! A TCP proxy on loopback in front of the apiserver that can delay requests: once set, every chunk a client sends is
-//! written to the apiserver `delay` later, as a congested or rerouted path would hold it; answers come back at once, so
-//! the client goes on seeing the cluster live. What a client sent and the apiserver has not received yet is lost when
-//! the client closes the connection (a client that gave up on a request resets it), so a request abandoned in time
-//! never lands. It runs on threads of the test process and stops accepting when
-//! dropped.
+//! A TCP proxy on loopback in front of the apiserver that can delay requests: once set, every chunk
+//! a client sends is written to the apiserver `delay` later, as a congested or rerouted path would
+//! hold it; answers come back at once, so the client goes on seeing the cluster live. What a client
+//! sent and the apiserver has not received yet is lost when the client closes the connection (a
+//! client that gave up on a request resets it), so a request abandoned in time never lands. It runs
+//! on threads of the test process and stops accepting when dropped.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -18,7 +18,8 @@ pub struct DelayingProxy {
 }
 
 impl DelayingProxy {
-    /// A proxy to `upstream` (such as `127.0.0.1:6443`), forwarding at once until [`DelayingProxy::delay_requests`].
+    /// A proxy to `upstream` (such as `127.0.0.1:6443`), forwarding at once until
+    /// [`DelayingProxy::delay_requests`].
     pub fn start(upstream: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let address = listener.local_addr().expect("its address");
@@ -77,8 +78,8 @@ fn forward(client: TcpStream, upstream: SocketAddr, delay_ms: &Arc<AtomicU64>) {
     pipe(server_reader, client, Arc::new(AtomicU64::new(0)));
 }
 
-/// What one direction carries: a chunk, when it is due and whether it was held back, or the end (the reading side
-/// closed).
+/// What one direction carries: a chunk, when it is due and whether it was held back, or the end
+/// (the reading side closed).
 enum Item {
     Data {
         due: Instant,
@@ -88,8 +89,9 @@ enum Item {
     End,
 }
 
-/// Copies `from` to `to` on two threads: one reads and stamps each chunk with its due time, the other writes it then.
-/// Once `from` closed, the chunks it sent that are still held back by a delay are dropped, and `to` is closed.
+/// Copies `from` to `to` on two threads: one reads and stamps each chunk with its due time, the
+/// other writes it then. Once `from` closed, the chunks it sent that are still held back by a delay
+/// are dropped, and `to` is closed.
 fn pipe(mut from: TcpStream, mut to: TcpStream, delay_ms: Arc<AtomicU64>) {
     let (sender, receiver) = mpsc::channel::<Item>();
     let closed = Arc::new(AtomicBool::new(false));

@@ -1,7 +1,8 @@
-//! A record of every pod deletion in a namespace, from a watch: which pods were deleted (or started terminating), and
-//! whether the apiserver marked each as deleted through the Eviction API. The apiserver adds the condition
-//! `DisruptionTarget` with reason `EvictionByEvictionAPI` to a pod it evicts, before deleting it, and never to a pod
-//! deleted with a plain DELETE: the one observable difference between the two.
+//! A record of every pod deletion in a namespace, from a watch: which pods were deleted (or started
+//! terminating), and whether the apiserver marked each as deleted through the Eviction API. The
+//! apiserver adds the condition `DisruptionTarget` with reason `EvictionByEvictionAPI` to a pod it
+//! evicts, before deleting it, and never to a pod deleted with a plain DELETE: the one observable
+//! difference between the two.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -27,15 +28,16 @@ pub struct Deletion {
     pub evicted: bool,
 }
 
-/// Follows the pods of a namespace that match a label selector and records each one deleted, until dropped.
+/// Follows the pods of a namespace that match a label selector and records each one deleted, until
+/// dropped.
 pub struct DeletionLog {
     deleted: Arc<Mutex<BTreeMap<String, Deletion>>>,
     task: JoinHandle<()>,
 }
 
 impl DeletionLog {
-    /// Starts watching the pods of `namespace` that match `selector` (such as `app=cache`), and returns once the
-    /// watch has listed them: every deletion from then on is seen.
+    /// Starts watching the pods of `namespace` that match `selector` (such as `app=cache`), and
+    /// returns once the watch has listed them: every deletion from then on is seen.
     pub async fn start(client: &Client, namespace: &str, selector: &str) -> Self {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let deleted = Arc::new(Mutex::new(BTreeMap::new()));

@@ -1,12 +1,12 @@
-//! Whether every pod k8sm removed went from a node the cluster already showed admitted and cordoned: the order
-//! docs/design.md requires (a node is admitted into a drain slot, and cordoned, before its pods move), which the
-//! controller's pipelined writes must keep.
+//! Whether every pod k8sm removed went from a node the cluster already showed admitted and
+//! cordoned: the order docs/design.md requires (a node is admitted into a drain slot, and cordoned,
+//! before its pods move), which the controller's pipelined writes must keep.
 //!
-//! Ordered by the etcd revision each change was written at (an object's resourceVersion in a watch event): watch
-//! streams of two kinds arrive in no common order, but the revisions of one etcd are totally ordered. A node counts as
-//! admitted from the first revision at which it carries the draining annotation and (when `cordon`) is
-//! unschedulable; a pod is removed at the first revision at which it carries a deletionTimestamp (or, deleted at
-//! once, at its deletion).
+//! Ordered by the etcd revision each change was written at (an object's resourceVersion in a watch
+//! event): watch streams of two kinds arrive in no common order, but the revisions of one etcd are
+//! totally ordered. A node counts as admitted from the first revision at which it carries the
+//! draining annotation and (when `cordon`) is unschedulable; a pod is removed at the first revision
+//! at which it carries a deletionTimestamp (or, deleted at once, at its deletion).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -46,8 +46,8 @@ fn revision(object: &impl ResourceExt) -> u64 {
 }
 
 impl DrainOrder {
-    /// Starts watching, and returns once both watches have listed: every change from then on is seen. `cordon`: the
-    /// policy cordons the nodes it admits.
+    /// Starts watching, and returns once both watches have listed: every change from then on is
+    /// seen. `cordon`: the policy cordons the nodes it admits.
     pub async fn start(client: &Client, namespace: &str, cordon: bool) -> Self {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let (nodes_listed, nodes_rx) = oneshot::channel();

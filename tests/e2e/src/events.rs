@@ -1,5 +1,6 @@
-//! Events as an operator reads them (`kubectl get events`): by reason and by the object they are about, counted by
-//! occurrence, with their times and notes; and the controller's own Events, for a fingerprint of what it did.
+//! Events as an operator reads them (`kubectl get events`): by reason and by the object they are
+//! about, counted by occurrence, with their times and notes; and the controller's own Events, for a
+//! fingerprint of what it did.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,7 +13,8 @@ use kube::{Api, Client};
 /// The `reportingController` of the controller's Events.
 pub const CONTROLLER: &str = "k8sm-controller";
 
-/// Reasons of the controller's Events that record an executed action (as opposed to a wait or a blocker).
+/// Reasons of the controller's Events that record an executed action (as opposed to a wait or a
+/// blocker).
 pub const ACTIONS: [&str; 8] = [
     "Marked",
     "Cordoned",
@@ -59,8 +61,8 @@ pub fn regards_one_of(event: &Event, names: &BTreeSet<String>) -> bool {
         .is_some_and(|name| names.contains(name))
 }
 
-/// Events with `reason` about the object named `name`: a Node, a policy or a Pod of any namespace (names of the
-/// three never collide in these tests).
+/// Events with `reason` about the object named `name`: a Node, a policy or a Pod of any namespace
+/// (names of the three never collide in these tests).
 pub async fn events_about(client: &Client, reason: &str, name: &str) -> Vec<Event> {
     with_reason(client, reason)
         .await
@@ -80,8 +82,8 @@ pub async fn k8sm_events(client: &Client) -> Vec<Event> {
     events
 }
 
-/// The controller's Events about the object of `kind` named `name` (a Node, a Pod in any namespace, or a policy),
-/// with `reason` if given, oldest first.
+/// The controller's Events about the object of `kind` named `name` (a Node, a Pod in any namespace,
+/// or a policy), with `reason` if given, oldest first.
 pub async fn k8sm_events_about(
     client: &Client,
     kind: &str,
@@ -100,8 +102,9 @@ pub async fn k8sm_events_about(
         .collect()
 }
 
-/// How many times an Event happened: the Events API folds repeats of one Event (same object, reason, note and type,
-/// within minutes) into one object with a `series`, so counting objects would undercount a repeat.
+/// How many times an Event happened: the Events API folds repeats of one Event (same object,
+/// reason, note and type, within minutes) into one object with a `series`, so counting objects
+/// would undercount a repeat.
 pub fn occurrences(event: &Event) -> u32 {
     event
         .series
@@ -109,7 +112,8 @@ pub fn occurrences(event: &Event) -> u32 {
         .map_or(1, |s| u32::try_from(s.count.max(1)).unwrap_or(1))
 }
 
-/// How many times the controller reported `reason` about a Node, Pod or policy (see [`occurrences`]).
+/// How many times the controller reported `reason` about a Node, Pod or policy (see
+/// [`occurrences`]).
 pub async fn times(client: &Client, kind: &str, name: &str, reason: &str) -> u32 {
     k8sm_events_about(client, kind, name, Some(reason))
         .await
@@ -118,8 +122,8 @@ pub async fn times(client: &Client, kind: &str, name: &str, reason: &str) -> u32
         .sum()
 }
 
-/// Every reason the controller reported about an object, with how many times: a fingerprint of everything it did
-/// to the object and every wait it reported.
+/// Every reason the controller reported about an object, with how many times: a fingerprint of
+/// everything it did to the object and every wait it reported.
 pub async fn event_history(client: &Client, kind: &str, name: &str) -> BTreeMap<String, u32> {
     let mut history = BTreeMap::new();
     for event in k8sm_events_about(client, kind, name, None).await {
@@ -160,6 +164,14 @@ pub fn first_seen(event: &Event) -> DateTime<Utc> {
         .or_else(|| event.metadata.creation_timestamp.as_ref().map(|t| t.0))
         .expect("an Event has a time");
     utc(&ts)
+}
+
+/// When an Event last happened: its series' last observation, else when it first happened.
+pub fn last_seen(event: &Event) -> DateTime<Utc> {
+    event
+        .series
+        .as_ref()
+        .map_or_else(|| first_seen(event), |s| utc(&s.last_observed_time.0))
 }
 
 /// What the Event says.

@@ -1,7 +1,8 @@
-//! A TCP proxy on loopback in front of the apiserver that can freeze: once armed, it stops forwarding on the
-//! connections open at that moment but keeps them open, as a load balancer or conntrack table that dropped a flow
-//! without telling either end. Connections opened later are forwarded. `cut` closes the frozen connections, as a
-//! timeout somewhere finally would. It runs on threads of the test process and stops accepting when dropped.
+//! A TCP proxy on loopback in front of the apiserver that can freeze: once armed, it stops
+//! forwarding on the connections open at that moment but keeps them open, as a load balancer or
+//! conntrack table that dropped a flow without telling either end. Connections opened later are
+//! forwarded. `cut` closes the frozen connections, as a timeout somewhere finally would. It runs on
+//! threads of the test process and stops accepting when dropped.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -118,7 +119,8 @@ fn forward(client: TcpStream, upstream: SocketAddr, connections: &Mutex<Vec<Conn
     std::thread::spawn(move || pump(server_reader, client_writer, &back));
 }
 
-/// Copies `from` to `to` until either closes; once `frozen`, what it reads is held back, never written.
+/// Copies `from` to `to` until either closes; once `frozen`, what it reads is held back, never
+/// written.
 fn pump(mut from: TcpStream, mut to: TcpStream, frozen: &AtomicBool) {
     let mut buffer = [0u8; 16 * 1024];
     loop {

@@ -1,8 +1,11 @@
-//! A minimal HTTP GET for scraping the controller's endpoints (plain HTTP on loopback).
+//! A minimal HTTP GET for scraping the controller's endpoints (plain HTTP on loopback), the value
+//! of a metric in a scrape, and a minimal HTTP request for the agents' kamikaze endpoint.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// `GET http://{addr}{path}`: the status code and the body.
 pub fn get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
@@ -29,4 +32,39 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
+}
+
+/// The value of the metric `name` (with its labels, if any: `name{label="value"}`) in a Prometheus
+/// text scrape.
+pub fn metric(scrape: &str, name: &str) -> Option<f64> {
+    scrape.lines().find_map(|line| {
+        let value = line.strip_prefix(name)?.strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
+}
+
+/// Sends one HTTP/1.1 request to `addr`, with `token` as bearer token (if any) and a JSON `body`
+/// (may be empty), as the controller POSTs a kamikaze; returns the status code.
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> std::io::Result<u16> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         {authorization}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no status line in {response:?}")))
 }

@@ -1,8 +1,9 @@
-//! Helpers shared by the end-to-end tests: workspace paths, the harness's kubectl, k8sm's own binaries as child
-//! processes, manifests compared object for object, workloads, the SLA watcher, and what an operator reads of Nodes,
-//! Pods, Events and a policy's status.
+//! Helpers shared by the end-to-end tests: workspace paths, the harness's kubectl, k8sm's own
+//! binaries as child processes, manifests compared object for object, workloads, the SLA watcher,
+//! and what an operator reads of Nodes, Pods, Events and a policy's status.
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod audit_log;
 pub mod binaries;
 pub mod connect_proxy;
@@ -20,7 +21,9 @@ pub mod nodes;
 pub mod objects;
 pub mod plugin;
 pub mod podset;
+pub mod polling;
 pub mod rng;
+pub mod run_agents;
 pub mod scenario;
 pub mod sla;
 pub mod status;

@@ -1,6 +1,6 @@
-//! The ends of a node's upgrade (`tests/lifecycle.rs`): how an executor came back from its kamikaze, what the agents'
-//! log says of its restarts, that a node waiting for an operator stays as it is, and what an operator does about it
-//! (retry a kamikaze).
+//! The ends of a node's upgrade (`tests/lifecycle.rs`): how an executor came back from its
+//! kamikaze, what the agents' log says of its restarts, that a node waiting for an operator stays
+//! as it is, and what an operator does about it (retry a kamikaze).
 
 use std::time::Duration;
 
@@ -15,8 +15,8 @@ use crate::scenario::Scenario;
 use crate::status::status_entry;
 use crate::waits::observe_for;
 
-/// The node obeyed its kamikaze and came back running `id`, as an executor acknowledges it: the kamikaze removed,
-/// its record (`kamikaze-executor-id` = `id`) and `kamikaze-obeyed` kept.
+/// The node obeyed its kamikaze and came back running `id`, as an executor acknowledges it: the
+/// kamikaze removed, its record (`kamikaze-executor-id` = `id`) and `kamikaze-obeyed` kept.
 pub fn came_back_with(node: &Node, id: &str) -> bool {
     annotation(node, keys::EXECUTOR_ID_ANNOTATION) == Some(id)
         && annotation(node, keys::KAMIKAZE_ANNOTATION).is_none()
@@ -29,8 +29,8 @@ pub fn obeyed_kamikaze(node: &Node) -> Option<String> {
     annotation(node, keys::KAMIKAZE_OBEYED_ANNOTATION).map(str::to_owned)
 }
 
-/// Waits for the `UnexpectedExecutor` Warning about `node` to have happened `count` times (Events are written in
-/// the background, a moment after the status), and returns it.
+/// Waits for the `UnexpectedExecutor` Warning about `node` to have happened `count` times (Events
+/// are written in the background, a moment after the status), and returns it.
 pub async fn wait_unexpected_executor(scenario: &Scenario, node: &str, count: u32) -> Event {
     let client = &scenario.client;
     let events = scenario
@@ -54,8 +54,9 @@ pub async fn wait_unexpected_executor(scenario: &Scenario, node: &str, count: u3
     last
 }
 
-/// Watches `node` for `duration`: its annotations, labels, taints and cordon never change, the status of `policy`
-/// keeps it in `phase`, and the controller reports nothing new about it (no action, no new wait).
+/// Watches `node` for `duration`: its annotations, labels, taints and cordon never change, the
+/// status of `policy` keeps it in `phase`, and the controller reports nothing new about it (no
+/// action, no new wait).
 pub async fn stays_put(
     scenario: &Scenario,
     policy: &str,
@@ -87,7 +88,8 @@ pub async fn stays_put(
     );
 }
 
-/// The simulated executor of `node` restarted `count` times in all, by the agents' log (one line per restart).
+/// The simulated executor of `node` restarted `count` times in all, by the agents' log (one line
+/// per restart).
 pub fn assert_restarts(scenario: &Scenario, node: &str, count: usize) {
     let restarts = agent_log_lines(scenario, node, "restarted executor");
     assert_eq!(
@@ -98,8 +100,9 @@ pub fn assert_restarts(scenario: &Scenario, node: &str, count: usize) {
     );
 }
 
-/// The operator retries a node's kamikaze: `kubectl k8sm force NODE --retry-kamikaze --yes`, which removes k8sm's
-/// record of it, so that k8sm tells the node once more. Returns what the plugin printed.
+/// The operator retries a node's kamikaze: `kubectl k8sm force NODE --retry-kamikaze --yes`, which
+/// removes k8sm's record of it, so that k8sm tells the node once more. Returns what the plugin
+/// printed.
 pub fn retry_kamikaze(scenario: &Scenario, node_name: &str) -> String {
     let out = crate::plugin::k8sm_ok(
         &scenario.cluster,

@@ -1,12 +1,14 @@
-//! Multi-document YAML manifests as sets of objects, compared object for object: how the tests check that two ways of
-//! installing k8sm (the kustomize base and the Helm chart) produce the same objects.
+//! Multi-document YAML manifests as sets of objects, compared object for object: how the tests
+//! check that two ways of installing k8sm (the kustomize base and the Helm chart) produce the same
+//! objects.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::Value;
 
-/// What identifies an object in a cluster: apiVersion, kind, namespace ("" for cluster-scoped) and name.
+/// What identifies an object in a cluster: apiVersion, kind, namespace ("" for cluster-scoped) and
+/// name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ObjectKey {
     pub api_version: String,
@@ -31,8 +33,9 @@ impl std::fmt::Display for ObjectKey {
     }
 }
 
-/// The objects of a multi-document YAML stream, by key. Empty documents (a template that rendered nothing, comments
-/// only) are skipped; a document that is not an object, or a key that occurs twice, is an error.
+/// The objects of a multi-document YAML stream, by key. Empty documents (a template that rendered
+/// nothing, comments only) are skipped; a document that is not an object, or a key that occurs
+/// twice, is an error.
 pub fn parse(yaml: &str) -> Result<BTreeMap<ObjectKey, Value>, String> {
     let mut objects = BTreeMap::new();
     for document in serde_yaml::Deserializer::from_str(yaml) {
@@ -69,10 +72,22 @@ pub fn parse(yaml: &str) -> Result<BTreeMap<ObjectKey, Value>, String> {
     Ok(objects)
 }
 
-/// Every difference between two sets of objects, `want` (the reference) and `have`, readably: the objects only one
-/// side has, and for each object both have, every field path whose values differ. Empty when they are equal. The only
-/// normalisation is JSON's: numbers compare by value (`100` equals `100.0`); a field missing on one side differs from
-/// any value, and YAML comments, key order and quoting never count.
+/// The YAML files (`*.yaml`) of `dir`, sorted: a directory of manifests, such as deploy/examples.
+pub fn yaml_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Every difference between two sets of objects, `want` (the reference) and `have`, readably: the
+/// objects only one side has, and for each object both have, every field path whose values differ.
+/// Empty when they are equal. The only normalisation is JSON's: numbers compare by value (`100`
+/// equals `100.0`); a field missing on one side differs from any value, and YAML comments, key
+/// order and quoting never count.
 pub fn differences(
     want_name: &str,
     want: &BTreeMap<ObjectKey, Value>,
@@ -117,7 +132,8 @@ fn indent(text: &str) -> String {
     text.lines().map(|line| format!("    {line}\n")).collect()
 }
 
-/// Appends `path: want != have` for every leaf where the two differ (a missing field shows as null).
+/// Appends `path: want != have` for every leaf where the two differ (a missing field shows as
+/// null).
 fn diff_values(path: &str, want: &Value, have: &Value, out: &mut Vec<String>) {
     match (want, have) {
         (Value::Object(a), Value::Object(b)) => {
@@ -136,16 +152,18 @@ fn diff_values(path: &str, want: &Value, have: &Value, out: &mut Vec<String>) {
                 diff_values(&format!("{path}[{i}]"), x, y, out);
             }
         }
-        // JSON has one number type: `100` and `100.0` are the same value to the apiserver (kustomize prints the CRD's
-        // `maximum: 100.0` as `100`, Helm copies the file as it is).
+        // JSON has one number type: `100` and `100.0` are the same value to the apiserver
+        // (kustomize prints the CRD's `maximum: 100.0` as `100`, Helm copies the file as it
+        // is).
         (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
         _ if want != have => out.push(format!("{path}: {want} != {have}")),
         _ => {}
     }
 }
 
-/// Writes, in `dir`, a kustomize overlay of deploy/ with `components` (directories under deploy/components), as an
-/// operator opting in to surge moves or DeleteNode writes one; returns `dir`, for `kubectl kustomize` or `apply -k`.
+/// Writes, in `dir`, a kustomize overlay of deploy/ with `components` (directories under
+/// deploy/components), as an operator opting in to surge moves or DeleteNode writes one; returns
+/// `dir`, for `kubectl kustomize` or `apply -k`.
 pub fn overlay_with_components(dir: &std::path::Path, components: &[&str]) -> std::path::PathBuf {
     std::fs::create_dir_all(dir).expect("overlay dir");
     // Kustomize takes relative paths only: from the overlay up to / and down to the workspace.

@@ -1,7 +1,8 @@
-//! Whether k8sm ever started a node: a watch of the Nodes that records every revision at which one was cordoned or
-//! carried a key k8sm writes only once it admits a node into a drain slot (admission, progress, stall, kamikaze).
-//! A mark (the incompatible-executor annotation, label and taint) is no start: k8sm marks every node it selects.
-//! A watch sees a cordon that a poll between two looks would miss.
+//! Whether k8sm ever started a node: a watch of the Nodes that records every revision at which one
+//! was cordoned or carried a key k8sm writes only once it admits a node into a drain slot
+//! (admission, progress, stall, kamikaze). A mark (the incompatible-executor annotation, label and
+//! taint) is no start: k8sm marks every node it selects. A watch sees a cordon that a poll between
+//! two looks would miss.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,7 +30,8 @@ pub const ADMISSION_KEYS: [&str; 6] = [
     keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION,
 ];
 
-/// What shows that `node` was started: `cordoned` and each admission key it carries. Empty: not started.
+/// What shows that `node` was started: `cordoned` and each admission key it carries. Empty: not
+/// started.
 pub fn signs_of_start(node: &Node) -> Vec<String> {
     let annotations = node.annotations();
     let cordon = is_cordoned(node).then(|| "cordoned".to_owned());
@@ -52,7 +54,8 @@ pub struct NodeStarts {
 }
 
 impl NodeStarts {
-    /// Starts watching, and returns once the watch has listed the nodes: every change from then on is seen.
+    /// Starts watching, and returns once the watch has listed the nodes: every change from then on
+    /// is seen.
     pub async fn start(client: &Client) -> Self {
         let seen = Arc::new(Mutex::new(BTreeMap::<String, Vec<String>>::new()));
         let nodes: Api<Node> = Api::all(client.clone());

@@ -1,5 +1,6 @@
-//! What a Node says about its upgrade, as an operator reads it with `kubectl get node -o yaml`: k8sm's annotations,
-//! label and taint (docs/design.md §3), the cordon, and a snapshot of everything anyone may change on it.
+//! What a Node says about its upgrade, as an operator reads it with `kubectl get node -o yaml`:
+//! k8sm's annotations, label and taint (docs/design.md §3), the cordon, and a snapshot of
+//! everything anyone may change on it.
 
 use std::collections::BTreeMap;
 
@@ -13,10 +14,11 @@ use crate::objects::get_node;
 /// Prefix of every key of k8sm's contract (docs/design.md §3).
 pub const K8SM_PREFIX: &str = "k8s.mesosphere.io/";
 
-/// The Node object of a machine that died: `cluster`'s node `name` that no KWOK manages and no simulated executor
-/// plays, reporting `executor_id`, Ready Unknown as the node lifecycle controller leaves a node whose kubelet stopped
-/// posting. (Without a Ready condition the controller removes the NoSchedule taint that Unknown brings until its
-/// startup grace period ends, and meanwhile the scheduler may bind a pod there.)
+/// The Node object of a machine that died: `cluster`'s node `name` that no KWOK manages and no
+/// simulated executor plays, reporting `executor_id`, Ready Unknown as the node lifecycle
+/// controller leaves a node whose kubelet stopped posting. (Without a Ready condition the
+/// controller removes the NoSchedule taint that Unknown brings until its startup grace period ends,
+/// and meanwhile the scheduler may bind a pod there.)
 pub fn dead_node(cluster: &k8sm_testcluster::TestCluster, name: &str, executor_id: &str) -> Node {
     let mut dead = cluster.kwok_node(name);
     let annotations = dead.metadata.annotations.get_or_insert_with(BTreeMap::new);
@@ -42,6 +44,14 @@ pub fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 
 pub fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     node.labels().get(key).map(String::as_str)
+}
+
+/// The node's Ready condition is True: its kubelet (KWOK, for a KWOK node) posts its status.
+pub fn is_node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// `spec.unschedulable`: cordoned.
@@ -74,8 +84,8 @@ pub fn is_marked(node: &Node) -> bool {
         && has_k8sm_taint(node)
 }
 
-/// Whether `node` carries anything of an upgrade: one of k8sm's annotations but the executor ID, its label or taint,
-/// or a cordon.
+/// Whether `node` carries anything of an upgrade: one of k8sm's annotations but the executor ID,
+/// its label or taint, or a cordon.
 pub fn has_k8sm_state(node: &Node) -> bool {
     let k8sm_annotation = node
         .annotations()
@@ -89,8 +99,8 @@ pub fn has_k8sm_state(node: &Node) -> bool {
         || is_cordoned(node)
 }
 
-/// Every key of k8sm's group on the node, as `annotation <key>`, `label <key>` and `taint <key>`, sorted: what
-/// `kubectl get node -o yaml | grep k8s.mesosphere.io` shows an operator.
+/// Every key of k8sm's group on the node, as `annotation <key>`, `label <key>` and `taint <key>`,
+/// sorted: what `kubectl get node -o yaml | grep k8s.mesosphere.io` shows an operator.
 pub fn k8sm_keys(node: &Node) -> Vec<String> {
     let mut found: Vec<String> = node
         .annotations()
@@ -114,9 +124,10 @@ pub fn k8sm_keys(node: &Node) -> Vec<String> {
     found
 }
 
-/// What anyone can change on a Node that matters to an upgrade: its identity, annotations, labels, taints and
-/// cordon. Leaves out what changes by itself (status and heartbeats, hence the resourceVersion) and the taints of
-/// the node lifecycle controller (`node.kubernetes.io/*`), which a loaded machine's late heartbeat can bring.
+/// What anyone can change on a Node that matters to an upgrade: its identity, annotations, labels,
+/// taints and cordon. Leaves out what changes by itself (status and heartbeats, hence the
+/// resourceVersion) and the taints of the node lifecycle controller (`node.kubernetes.io/*`), which
+/// a loaded machine's late heartbeat can bring.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeState {
     pub uid: String,

@@ -1,5 +1,6 @@
-//! Nodes and Pods read and changed as `kubectl get`, `patch` and `create` do, each call panicking with what it was
-//! about when the apiserver refuses it; and the few facts of a pod the tests ask about.
+//! Nodes and Pods read and changed as `kubectl get`, `patch` and `create` do, each call panicking
+//! with what it was about when the apiserver refuses it; and the few facts of a pod the tests ask
+//! about.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
@@ -29,7 +30,8 @@ pub async fn patch_node(client: &Client, name: &str, patch: serde_json::Value) {
         .unwrap_or_else(|e| panic!("patching node {name}: {e}"));
 }
 
-/// Merge-patches the object `name` of kind `K` in `namespace`, as `kubectl patch --type=merge` does.
+/// Merge-patches the object `name` of kind `K` in `namespace`, as `kubectl patch --type=merge`
+/// does.
 pub async fn merge_patch<K>(client: &Client, namespace: &str, name: &str, patch: serde_json::Value)
 where
     K: Resource<Scope = NamespaceResourceScope>
@@ -89,8 +91,8 @@ pub fn names<K: ResourceExt>(objects: &[K]) -> Vec<String> {
     objects.iter().map(ResourceExt::name_any).collect()
 }
 
-/// A client of the cluster of `kubeconfig` that takes every answer as it comes: kube's default client retries a 429
-/// (a budget's refusal of an eviction) for minutes before it tells.
+/// A client of the cluster of `kubeconfig` that takes every answer as it comes: kube's default
+/// client retries a 429 (a budget's refusal of an eviction) for minutes before it tells.
 pub async fn client_without_retries(kubeconfig: &std::path::Path) -> Client {
     let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig).expect("a kubeconfig");
     let options = kube::config::KubeConfigOptions::default();
@@ -101,9 +103,9 @@ pub async fn client_without_retries(kubeconfig: &std::path::Path) -> Client {
     Client::try_from(config).expect("a client")
 }
 
-/// Asks the Eviction API to evict the pod `name` of `namespace` as a server-side dry run (`kubectl drain
-/// --dry-run=server`): `Ok` when the apiserver would evict it, else its answer (429 when a budget refuses; pass a
-/// [`client_without_retries`] to hear it at once).
+/// Asks the Eviction API to evict the pod `name` of `namespace` as a server-side dry run (`kubectl
+/// drain --dry-run=server`): `Ok` when the apiserver would evict it, else its answer (429 when a
+/// budget refuses; pass a [`client_without_retries`] to hear it at once).
 pub async fn dry_run_eviction(client: &Client, namespace: &str, name: &str) -> kube::Result<()> {
     let params = EvictParams {
         delete_options: Some(DeleteParams {

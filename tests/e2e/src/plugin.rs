@@ -1,5 +1,5 @@
-//! Running `kubectl k8sm …` as an operator does: the cluster's real kubectl, with the plugin on its PATH and no
-//! terminal.
+//! Running `kubectl k8sm …` as an operator does: the cluster's real kubectl, with the plugin on its
+//! PATH and no terminal.
 
 use std::process::{Command, Stdio};
 
@@ -9,8 +9,9 @@ use serde_json::Value;
 use crate::KubectlResult;
 use crate::binaries::binary;
 
-/// The cluster's kubectl with this workspace's `kubectl-k8sm` first on `PATH`, so that `kubectl k8sm …` runs the
-/// plugin as an operator would (kubectl finds plugins on `PATH`). Standard input is closed, as in a script.
+/// The cluster's kubectl with this workspace's `kubectl-k8sm` first on `PATH`, so that `kubectl
+/// k8sm …` runs the plugin as an operator would (kubectl finds plugins on `PATH`). Standard input
+/// is closed, as in a script.
 pub fn kubectl_with_plugin(cluster: &TestCluster) -> Command {
     let plugin = binary("kubectl-k8sm");
     let plugin_dir = plugin.parent().expect("the plugin's directory").to_owned();
@@ -49,8 +50,8 @@ pub fn k8sm_ok(cluster: &TestCluster, args: &[&str]) -> String {
     result.stdout
 }
 
-/// Like [`k8sm`], but expects a failure with exactly this one-sentence error, and no panic. Returns the result for
-/// further checks.
+/// Like [`k8sm`], but expects a failure with exactly this one-sentence error, and no panic. Returns
+/// the result for further checks.
 pub fn k8sm_fails(cluster: &TestCluster, args: &[&str], error: &str) -> KubectlResult {
     let result = k8sm(cluster, args);
     assert!(

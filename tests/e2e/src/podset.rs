@@ -1,8 +1,8 @@
-//! A controller of a kind k8sm does not know, as an operator's CRD is: the `PodSet` custom resource (group
-//! `test.k8sm.io`) and its operator, played by the test. The operator keeps `replicas` pods of a PodSet existing,
-//! each controlled by the PodSet (`controller: true`, `blockOwnerDeletion`), and replaces every pod that is deleted
-//! or starts terminating with one under a new name, as operators of StatefulSet-like resources do. KWOK makes the
-//! pods Ready.
+//! A controller of a kind k8sm does not know, as an operator's CRD is: the `PodSet` custom resource
+//! (group `test.k8sm.io`) and its operator, played by the test. The operator keeps `replicas` pods
+//! of a PodSet existing, each controlled by the PodSet (`controller: true`, `blockOwnerDeletion`),
+//! and replaces every pod that is deleted or starts terminating with one under a new name, as
+//! operators of StatefulSet-like resources do. KWOK makes the pods Ready.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -99,7 +99,8 @@ pub async fn install_crd(client: &Client) {
     panic!("the PodSet CRD is not served after 60s");
 }
 
-/// A PodSet of `replicas` in `namespace`; returns its UID, which its pods' controller references carry.
+/// A PodSet of `replicas` in `namespace`; returns its UID, which its pods' controller references
+/// carry.
 pub async fn create(client: &Client, namespace: &str, name: &str, replicas: u32) -> String {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &api_resource());
     let mut object = DynamicObject::new(name, &api_resource()).within(namespace);
@@ -118,8 +119,9 @@ pub struct Operator {
 }
 
 impl Operator {
-    /// Keeps `replicas` live pods (not terminating, not finished) of the PodSet `name` (uid `uid`), labelled
-    /// `app=<name>`. A missing pod is replaced `replace_after` after the operator notices it missing (zero: at once).
+    /// Keeps `replicas` live pods (not terminating, not finished) of the PodSet `name` (uid `uid`),
+    /// labelled `app=<name>`. A missing pod is replaced `replace_after` after the operator
+    /// notices it missing (zero: at once).
     pub fn start(
         client: &Client,
         namespace: &str,

@@ -1,6 +1,6 @@
-//! SplitMix64: a tiny seeded generator whose sequence is fixed by its seed forever (no dependency whose algorithm
-//! could change between versions): the chaos tests replay faults from a seed, and the benchmark's fleet is the same
-//! for the same seed, so a published report can be reproduced.
+//! SplitMix64: a tiny seeded generator whose sequence is fixed by its seed forever (no dependency
+//! whose algorithm could change between versions): the chaos tests replay faults from a seed, and
+//! the benchmark's fleet is the same for the same seed, so a published report can be reproduced.
 
 pub struct SplitMix64(pub u64);
 
@@ -30,7 +30,8 @@ mod tests {
 
     #[test]
     fn the_sequence_is_splitmix64s() {
-        // The reference SplitMix64 outputs for seed 1234567 (from the algorithm's published reference code).
+        // The reference SplitMix64 outputs for seed 1234567 (from the algorithm's published
+        // reference code).
         let mut rng = SplitMix64(1_234_567);
         assert_eq!(rng.next_u64(), 6_457_827_717_110_365_317);
         assert_eq!(rng.next_u64(), 3_203_168_211_198_807_973);

@@ -1,10 +1,11 @@
-//! An upgrade scenario on the real local cluster: KWOK nodes running the old executor, simulated executors
-//! (`k8sm-agent simulate`), the CRD, a namespace for workloads, and helpers to run the controller and wait.
+//! An upgrade scenario on the real local cluster: KWOK nodes running the old executor, simulated
+//! executors (`k8sm-agent simulate`), the CRD, a namespace for workloads, and helpers to run the
+//! controller and wait.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
@@ -21,6 +22,7 @@ use crate::binaries::{ChildGuard, binary};
 use crate::events::with_reason;
 use crate::install_crd;
 use crate::objects::{get_pod_opt, is_live, node_of, pods_in};
+use crate::polling::{POLL, poll};
 
 /// The executor ID of a simulated executor build `version`.
 pub fn executor_id(version: &str) -> String {
@@ -46,8 +48,8 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// A cluster of `nodes` KWOK nodes whose executors report `old_id`, with the CRD installed and the
-    /// simulated executors restarting in `new_id` `restart_delay` after a kamikaze.
+    /// A cluster of `nodes` KWOK nodes whose executors report `old_id`, with the CRD installed and
+    /// the simulated executors restarting in `new_id` `restart_delay` after a kamikaze.
     pub async fn start(nodes: usize, namespace: &str, restart_delay: &str) -> Self {
         Self::start_with_agent_args(nodes, namespace, restart_delay, &[]).await
     }
@@ -63,7 +65,8 @@ impl Scenario {
         Self::start_with_options(options, namespace, restart_delay, agent_args).await
     }
 
-    /// Like [`Scenario::start_with_agent_args`], on a cluster started with `options` (e.g. a KWOK pod-ready delay).
+    /// Like [`Scenario::start_with_agent_args`], on a cluster started with `options` (e.g. a KWOK
+    /// pod-ready delay).
     pub async fn start_with_options(
         options: ClusterOptions,
         namespace: &str,
@@ -108,9 +111,9 @@ impl Scenario {
         scenario
     }
 
-    /// Replaces the simulated executors by a new agent process with the same base flags as [`Scenario::start`] plus
-    /// `extra`: the operator rolled out a fixed executor build. The old agent is stopped first; the log goes on in the
-    /// same file.
+    /// Replaces the simulated executors by a new agent process with the same base flags as
+    /// [`Scenario::start`] plus `extra`: the operator rolled out a fixed executor build. The
+    /// old agent is stopped first; the log goes on in the same file.
     pub fn restart_agent(&mut self, restart_delay: &str, extra: &[String]) {
         self.agent.kill_with(nix::sys::signal::Signal::SIGTERM);
         let log = self.agent.log.clone();
@@ -124,7 +127,8 @@ impl Scenario {
         );
     }
 
-    /// Starts a `k8sm-controller` with `extra` flags; its log is `controller-<index>.log` in the cluster dir.
+    /// Starts a `k8sm-controller` with `extra` flags; its log is `controller-<index>.log` in the
+    /// cluster dir.
     pub fn start_controller(&mut self, extra: &[&str]) -> usize {
         let kubeconfig = self.cluster.kubeconfig().to_owned();
         self.start_controller_as(&kubeconfig, extra)
@@ -136,7 +140,8 @@ impl Scenario {
         self.start_controller_process(&kubeconfig, extra, env)
     }
 
-    /// Like [`Scenario::start_controller`], authenticated by another kubeconfig (e.g. a ServiceAccount token).
+    /// Like [`Scenario::start_controller`], authenticated by another kubeconfig (e.g. a
+    /// ServiceAccount token).
     pub fn start_controller_as(&mut self, kubeconfig: &Path, extra: &[&str]) -> usize {
         self.start_controller_process(kubeconfig, extra, &[])
     }
@@ -167,41 +172,16 @@ impl Scenario {
         index
     }
 
-    /// Writes a kubeconfig for this cluster that authenticates with `token`.
-    pub fn token_kubeconfig(&self, name: &str, token: &str) -> std::path::PathBuf {
-        crate::tokens::token_kubeconfig(&self.cluster, name, token)
-    }
-
-    /// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` and writes a kubeconfig that authenticates with a token
-    /// of the controller's ServiceAccount, so that a controller started with it has exactly the deployed role.
-    /// Returns the kubeconfig and the token.
+    /// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` and writes a kubeconfig that
+    /// authenticates with a token of the controller's ServiceAccount, so that a controller
+    /// started with it has exactly the deployed role. Returns the kubeconfig and the token.
     pub fn deployed_controller_identity(&self) -> (std::path::PathBuf, String) {
-        crate::kubectl_ok(
-            &self.cluster,
-            &[
-                "apply",
-                "-f",
-                "deploy/namespace.yaml",
-                "-f",
-                "deploy/rbac.yaml",
-            ],
-        );
-        let token = crate::kubectl_ok(
-            &self.cluster,
-            &[
-                "create",
-                "token",
-                "k8sm-controller",
-                "-n",
-                "k8sm-system",
-                "--duration=2h",
-            ],
-        );
-        let token = token.trim().to_owned();
-        (self.token_kubeconfig("k8sm-controller", &token), token)
+        crate::tokens::apply_controller_account(&self.cluster);
+        crate::tokens::controller_kubeconfig(&self.cluster, "k8sm-controller")
     }
 
-    /// Changes the deployed controller's ClusterRole with a JSON patch, as an operator editing its RBAC does.
+    /// Changes the deployed controller's ClusterRole with a JSON patch, as an operator editing its
+    /// RBAC does.
     pub fn patch_controller_role(&self, json_patch: &str) {
         crate::kubectl_ok(
             &self.cluster,
@@ -216,8 +196,8 @@ impl Scenario {
         );
     }
 
-    /// A policy that upgrades every node to the new executor, `slots` nodes at a time, with every other field at its
-    /// default: the base the tests set their knobs on.
+    /// A policy that upgrades every node to the new executor, `slots` nodes at a time, with every
+    /// other field at its default: the base the tests set their knobs on.
     pub fn policy_spec(&self, slots: u32) -> ExecutorUpgradePolicySpec {
         ExecutorUpgradePolicySpec {
             target_executor_id: Some(self.new_id.clone()),
@@ -258,9 +238,9 @@ impl Scenario {
             .expect("policy")
     }
 
-    /// The policy once its status counts are `(total, compatible, blocked)`. Counts are a paced refresh (written at
-    /// most once a second, later on a slow apiserver), so what a test saw happen to nodes shows in them a moment
-    /// later.
+    /// The policy once its status counts are `(total, compatible, blocked)`. Counts are a paced
+    /// refresh (written at most once a second, later on a slow apiserver), so what a test saw
+    /// happen to nodes shows in them a moment later.
     pub async fn policy_counting(
         &self,
         name: &str,
@@ -315,8 +295,8 @@ impl Scenario {
         pods
     }
 
-    /// The namespace's pods that are not terminating: name → uid. A pod evicted or deleted leaves it, and its
-    /// replacement comes under another name.
+    /// The namespace's pods that are not terminating: name → uid. A pod evicted or deleted leaves
+    /// it, and its replacement comes under another name.
     pub async fn live_pods(&self) -> BTreeMap<String, String> {
         self.pods()
             .await
@@ -328,11 +308,17 @@ impl Scenario {
 
     /// Nodes that run the new executor and carry none of k8sm's upgrade state.
     pub async fn upgraded_nodes(&self) -> usize {
+        self.upgraded_names().await.len()
+    }
+
+    /// The names of the nodes that run the new executor and carry none of k8sm's upgrade state.
+    pub async fn upgraded_names(&self) -> BTreeSet<String> {
         self.nodes()
             .await
             .iter()
             .filter(|n| is_upgraded(n, &self.new_id))
-            .count()
+            .map(ResourceExt::name_any)
+            .collect()
     }
 
     /// Events with `reason`, in any namespace.
@@ -340,7 +326,8 @@ impl Scenario {
         with_reason(&self.client, reason).await
     }
 
-    /// How many Evicted events name each pod (by UID): more than one means a decision was executed twice.
+    /// How many Evicted events name each pod (by UID): more than one means a decision was executed
+    /// twice.
     pub async fn evictions_per_pod(&self) -> std::collections::HashMap<String, u32> {
         let mut per_pod = std::collections::HashMap::new();
         for event in self.events("Evicted").await {
@@ -361,30 +348,29 @@ impl Scenario {
         F: FnMut() -> Fut,
         Fut: Future<Output = Option<T>>,
     {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(value) = check().await {
-                return value;
-            }
-            if Instant::now() > deadline {
-                let logs: Vec<String> = self
-                    .controllers
-                    .iter()
-                    .map(|c| format!("--- {} ---\n{}", c.log.display(), c.log_tail(40)))
-                    .collect();
-                panic!(
-                    "timed out after {timeout:?} waiting until {what}\n{}\n--- agent ---\n{}",
-                    logs.join("\n"),
-                    self.agent.log_tail(20)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        let looked = poll(timeout, POLL, || {
+            let answer = check();
+            async move { answer.await.ok_or(()) }
+        })
+        .await;
+        looked.unwrap_or_else(|()| {
+            let logs: Vec<String> = self
+                .controllers
+                .iter()
+                .map(|c| format!("--- {} ---\n{}", c.log.display(), c.log_tail(40)))
+                .collect();
+            panic!(
+                "timed out after {timeout:?} waiting until {what}\n{}\n--- agent ---\n{}",
+                logs.join("\n"),
+                self.agent.log_tail(20)
+            )
+        })
     }
 }
 
-/// The agent that simulates the executors of every KWOK node: they report `old_id` until told kamikaze, and come
-/// back with `new_id` `restart_delay` later (`extra` flags change that, e.g. `--never-restart=<node>`).
+/// The agent that simulates the executors of every KWOK node: they report `old_id` until told
+/// kamikaze, and come back with `new_id` `restart_delay` later (`extra` flags change that, e.g.
+/// `--never-restart=<node>`).
 fn spawn_agent(
     cluster: &TestCluster,
     old_id: &str,
@@ -407,7 +393,8 @@ fn spawn_agent(
     ChildGuard::spawn("k8sm-agent", &binary("k8sm-agent"), &args, log)
 }
 
-/// The node runs `new_id` and carries none of k8sm's upgrade state: no mark, no kamikaze, no cordon.
+/// The node runs `new_id` and carries none of k8sm's upgrade state: no mark, no kamikaze, no
+/// cordon.
 pub fn is_upgraded(node: &Node, new_id: &str) -> bool {
     let annotations = node.annotations();
     annotations
@@ -434,8 +421,9 @@ pub fn is_ready(pod: &Pod) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// The Http kamikaze of a policy whose executors are simulated by a `k8sm-agent simulate --http-addr={addr}`: the
-/// controller POSTs each node's kamikaze to that agent's endpoint for the node.
+/// The Http kamikaze of a policy whose executors are simulated by a `k8sm-agent simulate
+/// --http-addr={addr}`: the controller POSTs each node's kamikaze to that agent's endpoint for the
+/// node.
 pub fn agent_http_kamikaze(addr: impl std::fmt::Display) -> Kamikaze {
     Kamikaze {
         mechanism: KamikazeMechanism::Http,
@@ -444,8 +432,9 @@ pub fn agent_http_kamikaze(addr: impl std::fmt::Display) -> Kamikaze {
     }
 }
 
-/// A CA (its certificate, PEM) and a serving certificate it signed for 127.0.0.1, written to `dir` as `ca.crt`,
-/// `tls.crt` and `tls.key`: what an operator distributes for the agents' HTTPS; the paths of the three files.
+/// A CA (its certificate, PEM) and a serving certificate it signed for 127.0.0.1, written to `dir`
+/// as `ca.crt`, `tls.crt` and `tls.key`: what an operator distributes for the agents' HTTPS; the
+/// paths of the three files.
 pub fn agent_pki(dir: &Path) -> [PathBuf; 3] {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
     std::fs::create_dir_all(dir).expect("the PKI directory");

@@ -1,5 +1,5 @@
-//! The SLA watcher of crates/testcluster, and what the tests assert with it: no violation, and each workload a test
-//! created kept at or above its bound.
+//! The SLA watcher of crates/testcluster, and what the tests assert with it: no violation, and each
+//! workload a test created kept at or above its bound.
 
 pub use k8sm_testcluster::sla::*;
 
@@ -13,9 +13,9 @@ pub fn assert_no_violations(sla: &SlaWatcher) {
     );
 }
 
-/// Zero SLA violations, and for each workload `(kind, name, d)` the test created: a record, whose fewest Ready pods,
-/// and fewest available pods (Ready for its `minReadySeconds`), stayed at or above the bound computed from `d` and
-/// `threshold`. Prints each record against its bound.
+/// Zero SLA violations, and for each workload `(kind, name, d)` the test created: a record, whose
+/// fewest Ready pods, and fewest available pods (Ready for its `minReadySeconds`), stayed at or
+/// above the bound computed from `d` and `threshold`. Prints each record against its bound.
 pub fn assert_within_bounds(sla: &SlaWatcher, threshold: u8, workloads: &[(&str, &str, u32)]) {
     let records = sla.records();
     for record in &records {

@@ -1,5 +1,5 @@
-//! What a policy's status tells an operator (`kubectl get eup -o yaml`): its conditions and the entry of each node
-//! that is not Compatible.
+//! What a policy's status tells an operator (`kubectl get eup -o yaml`): its conditions and the
+//! entry of each node that is not Compatible.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;

@@ -1,5 +1,6 @@
-//! ServiceAccount tokens from the real TokenRequest API, and clients that use them: how the tests act as the agent
-//! (a token bound to its Pod) or as the controller (its kamikaze token, bound to a Node).
+//! ServiceAccount tokens from the real TokenRequest API, and clients that use them: how the tests
+//! act as the agent (a token bound to its Pod) or as the controller (its kamikaze token, bound to a
+//! Node).
 
 use std::path::{Path, PathBuf};
 
@@ -19,8 +20,8 @@ pub const K8SM_NAMESPACE: &str = "k8sm-system";
 pub const CONTROLLER_ACCOUNT: &str = "k8sm-controller";
 pub const AGENT_ACCOUNT: &str = "k8sm-agent";
 
-/// A token of ServiceAccount `namespace/account` from the TokenRequest API, for `audience` (`None`: the apiserver's
-/// own) and, with `bound_to`, bound to that object (a Pod, or a Node).
+/// A token of ServiceAccount `namespace/account` from the TokenRequest API, for `audience` (`None`:
+/// the apiserver's own) and, with `bound_to`, bound to that object (a Pod, or a Node).
 pub async fn request_token<K>(
     client: &Client,
     namespace: &str,
@@ -53,7 +54,8 @@ where
         .expect("a token")
 }
 
-/// Writes a kubeconfig for `cluster` that authenticates with `token`, as `<name>.kubeconfig` in the cluster's dir.
+/// Writes a kubeconfig for `cluster` that authenticates with `token`, as `<name>.kubeconfig` in the
+/// cluster's dir.
 pub fn token_kubeconfig(cluster: &TestCluster, name: &str, token: &str) -> PathBuf {
     let path = cluster.dir().join(format!("{name}.kubeconfig"));
     let text = format!(
@@ -76,8 +78,8 @@ pub async fn client_from(path: &Path) -> Client {
     Client::try_from(config).expect("client")
 }
 
-/// Applies deploy/'s namespace and the controller's ServiceAccount and RBAC (the files an operator applies): the
-/// account whose tokens the Http kamikaze carries.
+/// Applies deploy/'s namespace and the controller's ServiceAccount and RBAC (the files an operator
+/// applies): the account whose tokens the Http kamikaze carries.
 pub fn apply_controller_account(cluster: &TestCluster) {
     kubectl_ok(
         cluster,
@@ -91,8 +93,28 @@ pub fn apply_controller_account(cluster: &TestCluster) {
     );
 }
 
-/// The controller's token for the Http kamikaze of `node`, as the controller requests it: its ServiceAccount's (see
-/// [`apply_controller_account`]), for the kamikaze audience, bound to the Node.
+/// Writes a kubeconfig `<name>.kubeconfig` with a token of the controller's ServiceAccount (see
+/// [`apply_controller_account`]) from `kubectl create token`, as the controller's Pod has; returns
+/// the kubeconfig and the token.
+pub fn controller_kubeconfig(cluster: &TestCluster, name: &str) -> (PathBuf, String) {
+    let token = kubectl_ok(
+        cluster,
+        &[
+            "create",
+            "token",
+            CONTROLLER_ACCOUNT,
+            "-n",
+            K8SM_NAMESPACE,
+            "--duration=2h",
+        ],
+    );
+    let token = token.trim().to_owned();
+    (token_kubeconfig(cluster, name, &token), token)
+}
+
+/// The controller's token for the Http kamikaze of `node`, as the controller requests it: its
+/// ServiceAccount's (see [`apply_controller_account`]), for the kamikaze audience, bound to the
+/// Node.
 pub async fn controller_kamikaze_token(client: &Client, node: &Node) -> String {
     request_token(
         client,

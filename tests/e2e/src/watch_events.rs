@@ -1,11 +1,12 @@
-//! What the tests' own watches take from each watch event: an object that changed or was deleted, and the moment the
-//! first list is complete.
+//! What the tests' own watches take from each watch event: an object that changed or was deleted,
+//! and the moment the first list is complete.
 
 use kube::runtime::watcher;
 use tokio::sync::oneshot;
 
-/// The object of `event` as it changed (`false`) or as it was deleted (`true`); `None` for the list's bookkeeping and
-/// for errors, which the watch retries by itself. Sends on `listed` once the first list is complete.
+/// The object of `event` as it changed (`false`) or as it was deleted (`true`); `None` for the
+/// list's bookkeeping and for errors, which the watch retries by itself. Sends on `listed` once the
+/// first list is complete.
 pub fn change<K>(
     event: Result<watcher::Event<K>, watcher::Error>,
     listed: &mut Option<oneshot::Sender<()>>,

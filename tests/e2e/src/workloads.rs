@@ -1,5 +1,5 @@
-//! Workloads of the end-to-end scenarios: Deployments, ReplicationControllers, StatefulSets, Jobs, DaemonSets and
-//! unmanaged pods whose containers KWOK "runs" (the image is never pulled).
+//! Workloads of the end-to-end scenarios: Deployments, ReplicationControllers, StatefulSets, Jobs,
+//! DaemonSets and unmanaged pods whose containers KWOK "runs" (the image is never pulled).
 
 use std::collections::BTreeMap;
 
@@ -29,7 +29,8 @@ fn meta(name: &str, namespace: &str) -> ObjectMeta {
     }
 }
 
-/// A pod's spec whose one container KWOK "runs" (the image is never pulled), deleted at once when evicted.
+/// A pod's spec whose one container KWOK "runs" (the image is never pulled), deleted at once when
+/// evicted.
 pub fn pod_spec() -> PodSpec {
     PodSpec {
         containers: vec![Container {
@@ -74,8 +75,8 @@ pub fn deployment(namespace: &str, name: &str, replicas: i32) -> Deployment {
     }
 }
 
-/// `deployment` with `key: value` among its pod template's annotations (a readiness delay, a neighbouring tool's
-/// opt-out).
+/// `deployment` with `key: value` among its pod template's annotations (a readiness delay, a
+/// neighbouring tool's opt-out).
 pub fn with_template_annotation(mut deployment: Deployment, key: &str, value: &str) -> Deployment {
     if let Some(spec) = deployment.spec.as_mut() {
         spec.template
@@ -88,7 +89,8 @@ pub fn with_template_annotation(mut deployment: Deployment, key: &str, value: &s
     deployment
 }
 
-/// A ReplicationController: the workload kind the original design was written for, judged for itself.
+/// A ReplicationController: the workload kind the original design was written for, judged for
+/// itself.
 pub fn replication_controller(namespace: &str, name: &str, replicas: i32) -> ReplicationController {
     ReplicationController {
         metadata: meta(name, namespace),
@@ -117,8 +119,8 @@ pub fn stateful_set(namespace: &str, name: &str, replicas: i32) -> StatefulSet {
     }
 }
 
-/// A Job of `parallelism` pods (KWOK completes each once Running, unless its template says otherwise:
-/// `k8sm_testcluster::COMPLETE_DELAY_ANNOTATION`).
+/// A Job of `parallelism` pods (KWOK completes each once Running, unless its template says
+/// otherwise: `k8sm_testcluster::COMPLETE_DELAY_ANNOTATION`).
 pub fn job(namespace: &str, name: &str, parallelism: i32) -> Job {
     let mut spec = template(name, &BTreeMap::new());
     if let Some(pod) = spec.spec.as_mut() {
@@ -199,7 +201,8 @@ pub fn pdb_min_available(
     }
 }
 
-/// `per_node` unmanaged pods on each of `nodes`, named `filler-<node>-<i>`: load that makes a node harder to drain.
+/// `per_node` unmanaged pods on each of `nodes`, named `filler-<node>-<i>`: load that makes a node
+/// harder to drain.
 pub async fn fill_nodes(client: &Client, namespace: &str, nodes: &[String], per_node: usize) {
     for node in nodes {
         for i in 0..per_node {

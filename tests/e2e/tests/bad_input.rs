@@ -1,13 +1,16 @@
-//! Bad input on a real cluster: what the controller and the plugin do with it, as an operator sees it (the exact
-//! Event, status condition or one-sentence error), while the controller keeps running and upgrades everything else.
+//! Bad input on a real cluster: what the controller and the plugin do with it, as an operator sees
+//! it (the exact Event, status condition or one-sentence error), while the controller keeps running
+//! and upgrades everything else.
 //!
-//! - nodes: an incompatible-executor annotation that is not a time ("yesterday"), a garbage executor-id annotation,
-//!   no executor-id annotation at all (never started, nor cordoned, until its executor shows up);
-//! - pods whose owner is gone: a ReplicaSet deleted with `propagationPolicy: Orphan` (the garbage collector strips
-//!   the pods' owner references, so they are unmanaged pods) and a ReplicaSet held in deletion by a finalizer (its pods
-//!   keep a controller reference to an owner that replaces nothing any more); a Deployment scaled to 0 whose pods stay
-//!   terminating; a Deployment of 0 replicas. (An owner absent from the cluster while its pods still name it is a
-//!   passing state that the garbage collector ends within moments: the planner's unit tests cover it.)
+//! - nodes: an incompatible-executor annotation that is not a time ("yesterday"), a garbage
+//!   executor-id annotation, no executor-id annotation at all (never started, nor cordoned, until
+//!   its executor shows up);
+//! - pods whose owner is gone: a ReplicaSet deleted with `propagationPolicy: Orphan` (the garbage
+//!   collector strips the pods' owner references, so they are unmanaged pods) and a ReplicaSet held
+//!   in deletion by a finalizer (its pods keep a controller reference to an owner that replaces
+//!   nothing any more); a Deployment scaled to 0 whose pods stay terminating; a Deployment of 0
+//!   replicas. (An owner absent from the cluster while its pods still name it is a passing state
+//!   that the garbage collector ends within moments: the planner's unit tests cover it.)
 //! - policies: one that selects no node, two that overlap;
 //! - the plugin asked about a node or a policy that does not exist.
 //!
@@ -42,7 +45,8 @@ use k8sm_testcluster::node_name;
 /// Generous deadlines: the two clusters of this file run side by side on small machines.
 const SETUP: Duration = Duration::from_secs(90);
 const PROGRESS: Duration = Duration::from_secs(150);
-/// A finalizer nobody removes but the test: it keeps objects in deletion for as long as the test wants.
+/// A finalizer nobody removes but the test: it keeps objects in deletion for as long as the test
+/// wants.
 const HOLD: &str = "k8sm.test/hold";
 const THRESHOLD: u8 = 50;
 
@@ -81,8 +85,9 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
         json!({ "metadata": { "annotations": { keys::EXECUTOR_ID_ANNOTATION: "sha256:garbage" } } }),
     )
     .await;
-    // node-0002: no executor reports anything. The simulated executors leave it first (they select `type=kwok`), or
-    // they would publish an ID again; they see no change of a node they no longer select.
+    // node-0002: no executor reports anything. The simulated executors leave it first (they select
+    // `type=kwok`), or they would publish an ID again; they see no change of a node they no
+    // longer select.
     patch_node(
         &client,
         &no_id,
@@ -122,8 +127,8 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
     scenario.wait_ready_in(OWNERS, 6).await;
     sla.arm();
 
-    // The ReplicaSet `orphan` goes with propagationPolicy Orphan: its pods stay, and the garbage collector removes
-    // their owner reference.
+    // The ReplicaSet `orphan` goes with propagationPolicy Orphan: its pods stay, and the garbage
+    // collector removes their owner reference.
     let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), OWNERS);
     replica_sets
         .delete(
@@ -135,13 +140,14 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
         )
         .await
         .expect("orphan deleted");
-    // The ReplicaSet `ghost` is deleted, but its finalizer keeps it in deletion: its pods keep a controller reference
-    // to an owner that is going away and replaces nothing.
+    // The ReplicaSet `ghost` is deleted, but its finalizer keeps it in deletion: its pods keep a
+    // controller reference to an owner that is going away and replaces nothing.
     replica_sets
         .delete("ghost", &DeleteParams::default())
         .await
         .expect("ghost deleted");
-    // The Deployment `sunset` is scaled to 0: its pods are deleted, and their finalizer keeps them terminating.
+    // The Deployment `sunset` is scaled to 0: its pods are deleted, and their finalizer keeps them
+    // terminating.
     merge_patch::<Deployment>(
         &client,
         OWNERS,
@@ -206,8 +212,9 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
     };
     scenario.create_policy("fleet", spec).await;
 
-    // Everything else is upgraded; the node without an executor is never started (nothing would obey a kamikaze),
-    // and the node of `sunset` waits for its terminating pods, never evicting them.
+    // Everything else is upgraded; the node without an executor is never started (nothing would
+    // obey a kamikaze), and the node of `sunset` waits for its terminating pods, never evicting
+    // them.
     let ordinary = [0, 1, 3, 5, 6, 7].map(node_name);
     scenario
         .wait_until(
@@ -348,8 +355,8 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
         "{waiting:?}"
     );
 
-    // The node without an executor ID: an agent starts on it and publishes its ID; the node is then drained and told
-    // to restart like any other.
+    // The node without an executor ID: an agent starts on it and publishes its ID; the node is then
+    // drained and told to restart like any other.
     patch_node(
         &client,
         &no_id,
@@ -418,7 +425,8 @@ async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded(
         scenario.create_policy(name, spec).await;
     }
 
-    // The plugin, asked about what does not exist: one sentence, a non-zero exit, while the upgrade runs.
+    // The plugin, asked about what does not exist: one sentence, a non-zero exit, while the upgrade
+    // runs.
     let existing = "existing policies: east, nowhere, west";
     k8sm_fails(
         &scenario,
@@ -593,7 +601,8 @@ fn pin(template: Option<&mut PodTemplateSpec>, node: &str, finalizers: &[&str]) 
     )]));
 }
 
-/// A bare ReplicaSet (no Deployment) whose pods run on `node`, with `finalizers` on the ReplicaSet itself.
+/// A bare ReplicaSet (no Deployment) whose pods run on `node`, with `finalizers` on the ReplicaSet
+/// itself.
 fn pinned_replica_set(
     namespace: &str,
     name: &str,
@@ -627,7 +636,8 @@ fn pinned_replica_set(
     }
 }
 
-/// Panics if k8sm touched the node in any way: a key, the taint, a cordon, a new executor, an Event.
+/// Panics if k8sm touched the node in any way: a key, the taint, a cordon, a new executor, an
+/// Event.
 async fn assert_untouched(scenario: &Scenario, name: &str) {
     let node = get_node(&scenario.client, name).await;
     let annotations = node.annotations();
@@ -671,7 +681,8 @@ async fn assert_untouched(scenario: &Scenario, name: &str) {
     }
 }
 
-/// Expects a failure with exactly this one-sentence error, nothing on standard output, and no panic.
+/// Expects a failure with exactly this one-sentence error, nothing on standard output, and no
+/// panic.
 fn k8sm_fails(scenario: &Scenario, args: &[&str], error: &str) {
     let result = plugin::k8sm_fails(&scenario.cluster, args, error);
     assert_eq!(result.stdout, "", "kubectl k8sm {}", args.join(" "));

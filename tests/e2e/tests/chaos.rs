@@ -1,15 +1,18 @@
-//! Chaos on a 50-node upgrade (issue 7): the controller SIGKILLed 10 times, the kube-apiserver restarted twice, the
-//! leader of two replicas killed, and — on one cluster — an executor that never comes back, two workloads whose
-//! PodDisruptionBudgets never allow an eviction (one of them answers every eviction with 429), and another actor
-//! editing node labels, annotations, taints and the policy status throughout. Each test runs its own real cluster
-//! (50 KWOK nodes, ~160 pods, two policies: `fleet` deletes unmanaged pods, `strict` never does) and asserts what an
-//! operator relies on: the upgrade completes, or reports exactly what blocks it while everything else completes; no
-//! owner ever falls below its SLA bound (watched at every pod change); no opted-out pod and no pod under a `Never`
-//! policy is deleted; no pod is evicted twice. Every fault is random within bounds, from a seeded RNG whose seed is
-//! printed (`CHAOS_SEED=<seed>` replays the same choices); the outcome does not depend on it.
+//! Chaos on a 50-node upgrade (issue 7): the controller SIGKILLed 10 times, the kube-apiserver
+//! restarted twice, the leader of two replicas killed, and — on one cluster — an executor that
+//! never comes back, two workloads whose PodDisruptionBudgets never allow an eviction (one of them
+//! answers every eviction with 429), and another actor editing node labels, annotations, taints and
+//! the policy status throughout. Each test runs its own real cluster (50 KWOK nodes, ~160 pods, two
+//! policies: `fleet` deletes unmanaged pods, `strict` never does) and asserts what an
+//! operator relies on: the upgrade completes, or reports exactly what blocks it while everything
+//! else completes; no owner ever falls below its SLA bound (watched at every pod change); no
+//! opted-out pod and no pod under a `Never` policy is deleted; no pod is evicted twice. Every fault
+//! is random within bounds, from a seeded RNG whose seed is printed (`CHAOS_SEED=<seed>` replays
+//! the same choices); the outcome does not depend on it.
 //!
-//! The figures (durations, kills, takeover time, evictions) are printed with `eprintln!`: run with `--nocapture`.
-//! `K8SM_CHAOS_DIR=<dir>` keeps each test's cluster directory (component, controller and agent logs) there.
+//! The figures (durations, kills, takeover time, evictions) are printed with `eprintln!`: run with
+//! `--nocapture`. `K8SM_CHAOS_DIR=<dir>` keeps each test's cluster directory (component, controller
+//! and agent logs) there.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -36,18 +39,21 @@ use k8sm_api::{
     ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, MaxConcurrentNodes, NodePhase, PinnedPods,
     UnmanagedPodPolicy, UnmanagedPods, Workloads, condition_types, keys,
 };
-use k8sm_e2e::events::ACTIONS;
-use k8sm_e2e::http::{free_port, get};
+use k8sm_e2e::events::{ACTIONS, first_seen, occurrences, utc};
+use k8sm_e2e::http::{free_port, get, metric};
+use k8sm_e2e::nodes::taints;
+use k8sm_e2e::polling::{POLL, poll};
 use k8sm_e2e::rng::SplitMix64;
 use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
-use k8sm_e2e::sla::SlaWatcher;
+use k8sm_e2e::sla::{SlaWatcher, assert_no_violations};
 use k8sm_e2e::workloads::{
     create, daemon_set, deployment, pdb_min_available, stateful_set, unmanaged_pod,
 };
 use k8sm_testcluster::{ClusterOptions, node_name};
 
 const NODES: usize = 50;
-/// Nodes `node-0045`..`node-0049` belong to the `strict` policy (unmanaged pods: `Never`); the rest to `fleet`.
+/// Nodes `node-0045`..`node-0049` belong to the `strict` policy (unmanaged pods: `Never`); the rest
+/// to `fleet`.
 const STRICT_FIRST: usize = 45;
 const FLEET: &str = "fleet";
 const STRICT: &str = "strict";
@@ -58,9 +64,10 @@ const OPTED_OUT_NODE: usize = 1;
 const NEVER_NODE: usize = 47;
 /// The node whose executor never comes back (fleet), in the test of blocked nodes.
 const HUNG_NODE: usize = 44;
-/// In the test of blocked nodes, `ledger` (2 replicas) runs on `node-0010`, and its PodDisruptionBudget allows no
-/// disruption; `vault` (1 replica) runs on `node-0011`, and its budget was tightened while the disruption controller
-/// was down, so its status still allows one disruption that the Eviction API refuses (429).
+/// In the test of blocked nodes, `ledger` (2 replicas) runs on `node-0010`, and its
+/// PodDisruptionBudget allows no disruption; `vault` (1 replica) runs on `node-0011`, and its
+/// budget was tightened while the disruption controller was down, so its status still allows one
+/// disruption that the Eviction API refuses (429).
 const LEDGER_NODE: usize = 10;
 const VAULT_NODE: usize = 11;
 /// Deployments of several sizes; with the StatefulSet, 94 owned pods.
@@ -82,10 +89,10 @@ const UPGRADE: Duration = Duration::from_secs(420);
 // 1. The controller SIGKILLed 10 times at random moments
 // ---------------------------------------------------------------------------------------------------------------
 
-/// Ten SIGKILLs spread over the first half of the upgrade (the k-th once 2.4·k of its 48 nodes are upgraded, after a
-/// random 0–0.5 s: the whole upgrade takes about 14 s, and a kill 2 s late once fell after its end),
-/// each followed at once by a fresh controller: the upgrade completes, every restarted controller acts within a second
-/// or so, nothing is evicted twice, the SLA holds.
+/// Ten SIGKILLs spread over the first half of the upgrade (the k-th once 2.4·k of its 48 nodes are
+/// upgraded, after a random 0–0.5 s: the whole upgrade takes about 14 s, and a kill 2 s late once
+/// fell after its end), each followed at once by a fresh controller: the upgrade completes, every
+/// restarted controller acts within a second or so, nothing is evicted twice, the SLA holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_sigkilled_ten_times_finishes_the_upgrade() {
     const TEST: &str = "sigkill";
@@ -122,7 +129,8 @@ async fn controller_sigkilled_ten_times_finishes_the_upgrade() {
         fleet.scenario.start_controller(&[]);
         lives.push((Utc::now(), None));
     }
-    // Judged at the moment of each kill, not after the last restart: what matters is that every kill fell mid-upgrade.
+    // Judged at the moment of each kill, not after the last restart: what matters is that every
+    // kill fell mid-upgrade.
     let (_, upgraded_at_last_kill, _) = kills.last().expect("a kill");
     assert!(
         *upgraded_at_last_kill < upgradable,
@@ -144,8 +152,8 @@ async fn controller_sigkilled_ten_times_finishes_the_upgrade() {
         fleet.scenario.controllers.len(),
         took.as_secs_f64()
     );
-    // A restarted controller acts at once (a quiet cluster sends it no change to wake it: it must not idle until
-    // its resync), unless it is killed first.
+    // A restarted controller acts at once (a quiet cluster sends it no change to wake it: it must
+    // not idle until its resync), unless it is killed first.
     let events = fleet.all_events().await.expect("Events");
     let mut first_actions = Vec::new();
     for (i, (born, died)) in lives.iter().enumerate() {
@@ -154,7 +162,7 @@ async fn controller_sigkilled_ten_times_finishes_the_upgrade() {
             .iter()
             .filter(|e| e.reporting_instance.as_deref() == Some(who.as_str()))
             .filter(|e| ACTIONS.contains(&e.reason.as_deref().unwrap_or_default()))
-            .map(event_time)
+            .map(first_seen)
             .min();
         let lived = (died.unwrap_or_else(Utc::now) - *born)
             .to_std()
@@ -188,10 +196,11 @@ async fn controller_sigkilled_ten_times_finishes_the_upgrade() {
 // 2. The kube-apiserver restarted twice
 // ---------------------------------------------------------------------------------------------------------------
 
-/// The kube-apiserver is stopped and started again twice mid-upgrade (etcd keeps the state). The controller keeps
-/// running, its watches re-list by themselves, and the upgrade completes. (kube-scheduler sometimes exits after such a
-/// restart — "Scheduler cache is corrupted" when a binding it retried had succeeded — and is then restarted here as
-/// kubelet would restart it: without a scheduler no replacement pod runs, and k8sm rightly waits.)
+/// The kube-apiserver is stopped and started again twice mid-upgrade (etcd keeps the state). The
+/// controller keeps running, its watches re-list by themselves, and the upgrade completes.
+/// (kube-scheduler sometimes exits after such a restart — "Scheduler cache is corrupted" when a
+/// binding it retried had succeeded — and is then restarted here as kubelet would restart it:
+/// without a scheduler no replacement pod runs, and k8sm rightly waits.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apiserver_restarted_twice_the_controller_carries_on() {
     const TEST: &str = "apiserver";
@@ -203,8 +212,9 @@ async fn apiserver_restarted_twice_the_controller_carries_on() {
     let upgradable = fleet.upgradable();
     let mut restarts = Vec::new();
     for at_least in [upgradable / 4, upgradable * 3 / 5] {
-        // The waits of this test restart a component that exits, as kubelet restarts a static pod: kube-scheduler
-        // exits on purpose when, after the apiserver's restart, its cache disagrees with a binding it made.
+        // The waits of this test restart a component that exits, as kubelet restarts a static pod:
+        // kube-scheduler exits on purpose when, after the apiserver's restart, its cache
+        // disagrees with a binding it made.
         let what = format!("{at_least} nodes are upgraded");
         fleet
             .wait_upgraded_supervised(&what, |upgraded| upgraded >= at_least)
@@ -262,9 +272,10 @@ async fn apiserver_restarted_twice_the_controller_carries_on() {
 // 3. Two replicas under leader election: the leader SIGKILLed
 // ---------------------------------------------------------------------------------------------------------------
 
-/// Two replicas with `--leader-elect` (6 s Lease). The leader is SIGKILLed mid-upgrade; the standby takes the Lease
-/// once it expires and acts at once. Measured: from the kill to the standby's first action (its first Event of an
-/// executed action). Only one replica ever acts at a time, and the upgrade completes.
+/// Two replicas with `--leader-elect` (6 s Lease). The leader is SIGKILLed mid-upgrade; the standby
+/// takes the Lease once it expires and acts at once. Measured: from the kill to the standby's first
+/// action (its first Event of an executed action). Only one replica ever acts at a time, and the
+/// upgrade completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_sigkilled_the_standby_takes_over_and_finishes() {
     const TEST: &str = "leader";
@@ -343,7 +354,7 @@ async fn leader_sigkilled_the_standby_takes_over_and_finishes() {
                 .iter()
                 .filter(|e| e.reporting_instance.as_deref() == Some(standby))
                 .filter(|e| ACTIONS.contains(&e.reason.as_deref().unwrap_or_default()))
-                .map(event_time)
+                .map(first_seen)
                 .min()
                 .ok_or("no action yet".to_owned())
         })
@@ -355,7 +366,8 @@ async fn leader_sigkilled_the_standby_takes_over_and_finishes() {
     let took = fleet.settle(&stuck).await;
     fleet.scenario.controllers[1].assert_running();
 
-    // Only the Lease holder acts: nothing from the standby before the kill, nothing from the killed leader after.
+    // Only the Lease holder acts: nothing from the standby before the kill, nothing from the killed
+    // leader after.
     let events = fleet.all_events().await.expect("Events");
     // Per reporting replica: how many Events, the first and the last.
     type Span = (usize, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
@@ -365,7 +377,7 @@ async fn leader_sigkilled_the_standby_takes_over_and_finishes() {
         .filter(|e| e.reporting_controller.as_deref() == Some("k8sm-controller"))
     {
         let who = event.reporting_instance.clone().unwrap_or_default();
-        let at = event_time(event);
+        let at = first_seen(event);
         let entry = by_instance.entry(who).or_default();
         entry.0 += 1;
         entry.1 = Some(entry.1.map_or(at, |t| t.min(at)));
@@ -387,8 +399,9 @@ async fn leader_sigkilled_the_standby_takes_over_and_finishes() {
         2,
         "k8sm's Events come from the two replicas only: {by_instance:?}"
     );
-    // The Lease expires at most LEASE after the kill (the leader renewed it before), and the standby tries again
-    // right when it lapses: LEASE at worst, plus the time to act. 4 s of slack for a loaded machine.
+    // The Lease expires at most LEASE after the kill (the leader renewed it before), and the
+    // standby tries again right when it lapses: LEASE at worst, plus the time to act. 4 s of
+    // slack for a loaded machine.
     assert!(
         takeover <= LEASE + Duration::from_secs(4),
         "the standby's first action came {takeover:?} after the kill: more than the Lease duration {LEASE:?} \
@@ -421,16 +434,19 @@ async fn leader_sigkilled_the_standby_takes_over_and_finishes() {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// 4 + 5 + 6. A hung executor, budgets that never allow an eviction, and another actor editing nodes throughout
+// 4 + 5 + 6. A hung executor, budgets that never allow an eviction, and another actor editing nodes
+// throughout
 // ---------------------------------------------------------------------------------------------------------------
 
-/// On one cluster: `node-0044`'s executor never comes back after its kamikaze (RestartOverdue, Event and status);
-/// two workloads can never be evicted because of their PodDisruptionBudgets: `ledger` (minAvailable = replicas: k8sm
-/// waits without trying) and `vault` (a stale budget status allows a disruption that the Eviction API refuses: every
-/// eviction returns 429); both are reported BlockedByPDB in Events and status. Meanwhile another actor edits random
-/// labels, annotations and taints of random nodes a few times per second, and now and then removes k8sm's own
-/// PreferNoSchedule taint from a marked node and wipes the policy's status. Every other node finishes; nothing but
-/// those nodes (and the operator-only blockers of every test) is left; no concurrent edit is lost.
+/// On one cluster: `node-0044`'s executor never comes back after its kamikaze (RestartOverdue,
+/// Event and status); two workloads can never be evicted because of their PodDisruptionBudgets:
+/// `ledger` (minAvailable = replicas: k8sm waits without trying) and `vault` (a stale budget status
+/// allows a disruption that the Eviction API refuses: every eviction returns 429); both are
+/// reported BlockedByPDB in Events and status. Meanwhile another actor edits random
+/// labels, annotations and taints of random nodes a few times per second, and now and then removes
+/// k8sm's own PreferNoSchedule taint from a marked node and wipes the policy's status. Every other
+/// node finishes; nothing but those nodes (and the operator-only blockers of every test) is left;
+/// no concurrent edit is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_executor_blocking_budgets_and_concurrent_edits_block_only_their_nodes() {
     const TEST: &str = "blocked";
@@ -456,7 +472,8 @@ async fn hung_executor_blocking_budgets_and_concurrent_edits_block_only_their_no
         stuck.push(Stuck {
             node: node_name(node),
             policy: FLEET,
-            // Its pods wait for the budget: it keeps its drain slot (a wait that may end by itself).
+            // Its pods wait for the budget: it keeps its drain slot (a wait that may end by
+            // itself).
             phases: &[NodePhase::Draining],
             pod_reasons: vec!["BlockedByPDB"],
             overdue: false,
@@ -473,7 +490,8 @@ async fn hung_executor_blocking_budgets_and_concurrent_edits_block_only_their_no
 
     stop.store(true, Ordering::Relaxed);
     let noise = noise.await.expect("the noise actor ends");
-    // Once the actor stops, the marked nodes that remain carry k8sm's taint again (the controller restores it).
+    // Once the actor stops, the marked nodes that remain carry k8sm's taint again (the controller
+    // restores it).
     let marked: Vec<String> = stuck.iter().map(|s| s.node.clone()).collect();
     fleet
         .wait_for(
@@ -522,7 +540,8 @@ async fn hung_executor_blocking_budgets_and_concurrent_edits_block_only_their_no
         );
     }
 
-    // What blocks is reported: RestartOverdue on the hung node (Event + status), BlockedByPDB on the budget's pods.
+    // What blocks is reported: RestartOverdue on the hung node (Event + status), BlockedByPDB on
+    // the budget's pods.
     let overdue = fleet.events_with("RestartOverdue").await;
     let (on_nodes, on_policies): (Vec<&Event>, Vec<&Event>) = overdue
         .iter()
@@ -583,12 +602,11 @@ async fn hung_executor_blocking_budgets_and_concurrent_edits_block_only_their_no
         );
     }
     let (_, metrics) = get(&metrics_addr, "/metrics").expect("metrics");
-    let refusals_429: f64 = metrics
-        .lines()
-        .find(|l| l.starts_with("k8sm_actions_failed_total{reason=\"BlockedByPDB\"}"))
-        .and_then(|l| l.split_whitespace().last())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_default();
+    let refusals_429 = metric(
+        &metrics,
+        "k8sm_actions_failed_total{reason=\"BlockedByPDB\"}",
+    )
+    .unwrap_or_default();
     assert!(
         refusals_429 >= 3.0,
         "vault's eviction keeps being refused (429), {refusals_429} times so far"
@@ -620,7 +638,7 @@ async fn hung_executor_blocking_budgets_and_concurrent_edits_block_only_their_no
         "[{TEST}] {} RestartOverdue Event(s) on {hung}; {} BlockedByPDB Event(s) on {} pods ({:?}); the Eviction \
          API refused vault's eviction {refusals_429} times (429); {evictions} evictions elsewhere",
         on_nodes.len(),
-        pdb_events.iter().map(occurrences).sum::<usize>(),
+        pdb_events.iter().map(occurrences).sum::<u32>(),
         pdb_evented.len(),
         pdb_evented
     );
@@ -684,13 +702,15 @@ struct Fleet {
 }
 
 impl Fleet {
-    /// A 50-node cluster with every workload running and ready, the SLA watcher armed, no controller yet.
+    /// A 50-node cluster with every workload running and ready, the SLA watcher armed, no
+    /// controller yet.
     async fn start(test: &'static str, agent_args: &[String], blocking_budgets: bool) -> Self {
         let begun = Instant::now();
         let options = ClusterOptions {
             nodes: NODES,
             pod_ready_delay: Duration::from_millis(200),
-            // To look at the logs afterwards: K8SM_CHAOS_DIR=/some/dir keeps each test's cluster files there.
+            // To look at the logs afterwards: K8SM_CHAOS_DIR=/some/dir keeps each test's cluster
+            // files there.
             dir: std::env::var_os("K8SM_CHAOS_DIR").map(|d| std::path::Path::new(&d).join(test)),
             disabled_controllers: if blocking_budgets {
                 vec!["disruption-controller".into()]
@@ -763,10 +783,12 @@ impl Fleet {
             })
             .await;
         if blocking_budgets {
-            // The test plays the (disabled) disruption controller. `ledger`: minAvailable 2 of 2, processed, so no
-            // disruption allowed: k8sm waits for it. `vault`: minAvailable 0 allowed one disruption; then it is
-            // tightened to 1, and nothing processes the change, so its status still says 1 allowed (observed
-            // generation 1 of 2). k8sm evicts on that word, and the Eviction API refuses with 429, again and again.
+            // The test plays the (disabled) disruption controller. `ledger`: minAvailable 2 of 2,
+            // processed, so no disruption allowed: k8sm waits for it. `vault`:
+            // minAvailable 0 allowed one disruption; then it is tightened to 1, and
+            // nothing processes the change, so its status still says 1 allowed (observed
+            // generation 1 of 2). k8sm evicts on that word, and the Eviction API refuses with 429,
+            // again and again.
             let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
             let min = |n| IntOrString::Int(n);
             create(&client, &pdb_min_available(ns, "ledger", "ledger", min(2))).await;
@@ -822,8 +844,8 @@ impl Fleet {
         fleet
     }
 
-    /// Creates the two policies: `fleet` (nodes 0..44, unmanaged pods deleted, 20% at a time) and `strict` (nodes
-    /// 45..49, unmanaged pods `Never`, one at a time).
+    /// Creates the two policies: `fleet` (nodes 0..44, unmanaged pods deleted, 20% at a time) and
+    /// `strict` (nodes 45..49, unmanaged pods `Never`, one at a time).
     async fn start_upgrade(&mut self, restart_timeout: &str) {
         let spec = |selector: LabelSelector, max, unmanaged| ExecutorUpgradePolicySpec {
             target_executor_id: Some(self.scenario.new_id.clone()),
@@ -835,7 +857,8 @@ impl Fleet {
                 timeout: None,
             },
             restart_timeout: restart_timeout.parse().expect("a duration"),
-            // `ledger` and `vault` are pinned only to place them: their budgets are what these tests are about.
+            // `ledger` and `vault` are pinned only to place them: their budgets are what these
+            // tests are about.
             workloads: Workloads {
                 pinned_pods: PinnedPods::Evict,
                 ..Workloads::default()
@@ -885,7 +908,8 @@ impl Fleet {
         self.started.map(|(_, at)| at).unwrap_or_else(Utc::now)
     }
 
-    /// What only an operator can resolve, in every test: the opted-out pod's node and the `Never` pod's node.
+    /// What only an operator can resolve, in every test: the opted-out pod's node and the `Never`
+    /// pod's node.
     fn operator_blockers(&self) -> Vec<Stuck> {
         vec![
             Stuck {
@@ -910,8 +934,9 @@ impl Fleet {
         NODES - self.operator_blockers().len()
     }
 
-    /// Waits until every node but `stuck` is upgraded and both policies' status lists exactly `stuck`, each in its
-    /// expected phase and with its expected reasons. Returns the time since the policies were created.
+    /// Waits until every node but `stuck` is upgraded and both policies' status lists exactly
+    /// `stuck`, each in its expected phase and with its expected reasons. Returns the time
+    /// since the policies were created.
     async fn settle(&mut self, stuck: &[Stuck]) -> Duration {
         let what = "every node is upgraded but the expected ones, and the status says exactly that";
         let deadline = Instant::now() + UPGRADE;
@@ -928,7 +953,8 @@ impl Fleet {
         }
     }
 
-    /// Waits until the number of upgraded nodes satisfies `done`, restarting cluster components that exit.
+    /// Waits until the number of upgraded nodes satisfies `done`, restarting cluster components
+    /// that exit.
     async fn wait_upgraded_supervised(&mut self, what: &str, done: impl Fn(usize) -> bool) {
         let deadline = Instant::now() + UPGRADE;
         loop {
@@ -963,7 +989,8 @@ impl Fleet {
     }
 
     async fn settled(&self, stuck: &[Stuck]) -> Result<(), String> {
-        // A controller that dies by itself fails the test at once (killed ones are no longer checked).
+        // A controller that dies by itself fails the test at once (killed ones are no longer
+        // checked).
         self.scenario
             .controllers
             .iter()
@@ -1040,18 +1067,14 @@ impl Fleet {
         Ok(())
     }
 
-    /// The checks of every test, once settled: the SLA held at every sample, the protected pods are the very same
-    /// pods, the unmanaged pods under `Delete` are gone, and no pod was evicted or deleted twice.
+    /// The checks of every test, once settled: the SLA held at every sample, the protected pods are
+    /// the very same pods, the unmanaged pods under `Delete` are gone, and no pod was evicted
+    /// or deleted twice.
     async fn assert_common(&self, stuck: &[Stuck]) {
         let test = self.test;
-        let violations = self.sla.violations();
+        assert_no_violations(&self.sla);
         let records = self.sla.records();
         let samples: u64 = records.iter().map(|r| r.samples).sum();
-        assert!(
-            violations.is_empty(),
-            "SLA violations:\n{}",
-            violations.join("\n")
-        );
         let mut owners: Vec<String> = records
             .iter()
             .map(|r| {
@@ -1125,7 +1148,8 @@ impl Fleet {
         );
     }
 
-    // --- reads that tolerate a restarting apiserver -------------------------------------------------------------
+    // --- reads that tolerate a restarting apiserver
+    // -------------------------------------------------------------
 
     async fn nodes(&self) -> Result<Vec<Node>, String> {
         Api::<Node>::all(self.scenario.client.clone())
@@ -1168,19 +1192,21 @@ impl Fleet {
             .collect()
     }
 
-    /// How many times Events with `reason` were recorded, counting repeats folded into an Event series.
+    /// How many times Events with `reason` were recorded, counting repeats folded into an Event
+    /// series.
     async fn count(&self, reason: &str) -> usize {
         self.all_events()
             .await
             .unwrap_or_default()
             .iter()
             .filter(|e| e.reason.as_deref() == Some(reason))
-            .map(occurrences)
+            .map(|e| occurrences(e) as usize)
             .sum()
     }
 
-    /// Per pod UID, how many times `reason` was recorded about it (a repeat within one controller process is folded
-    /// into the Event's series by the recorder, so series counts are added up).
+    /// Per pod UID, how many times `reason` was recorded about it (a repeat within one controller
+    /// process is folded into the Event's series by the recorder, so series counts are added
+    /// up).
     async fn per_pod(&self, reason: &str) -> HashMap<String, usize> {
         let mut per_pod = HashMap::new();
         for event in self.events_with(reason).await {
@@ -1189,28 +1215,20 @@ impl Fleet {
                 .as_ref()
                 .and_then(|r| r.uid.clone())
                 .unwrap_or_default();
-            *per_pod.entry(uid).or_default() += occurrences(&event);
+            *per_pod.entry(uid).or_default() += occurrences(&event) as usize;
         }
         per_pod
     }
 
-    /// Polls `check` every 250 ms until it succeeds; panics after `timeout` with its last answer and the logs.
-    async fn wait_for<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
+    /// Polls `check` every [`POLL`] until it succeeds; panics after `timeout` with its last answer
+    /// and the logs.
+    async fn wait_for<T, F, Fut>(&self, what: &str, timeout: Duration, check: F) -> T
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, String>>,
     {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let last = match check().await {
-                Ok(value) => return value,
-                Err(why) => why,
-            };
-            if Instant::now() > deadline {
-                self.timed_out(what, timeout, &last);
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        let looked = poll(timeout, POLL, check).await;
+        looked.unwrap_or_else(|last| self.timed_out(what, timeout, &last))
     }
 
     fn timed_out(&self, what: &str, timeout: Duration, last: &str) -> ! {
@@ -1258,10 +1276,6 @@ fn pinned(ns: &str, name: &str, replicas: i32, node: usize) -> Deployment {
     d
 }
 
-fn occurrences(event: &Event) -> usize {
-    event.series.as_ref().map_or(1, |s| s.count.max(1) as usize)
-}
-
 fn regarding_name(event: &Event) -> Option<String> {
     event.regarding.as_ref().and_then(|r| r.name.clone())
 }
@@ -1270,31 +1284,8 @@ fn regarding_kind(event: &Event) -> Option<String> {
     event.regarding.as_ref().and_then(|r| r.kind.clone())
 }
 
-fn utc(ts: &k8s_openapi::jiff::Timestamp) -> DateTime<Utc> {
-    DateTime::from_timestamp(ts.as_second(), ts.subsec_nanosecond().max(0) as u32)
-        .expect("a representable time")
-}
-
-fn event_time(event: &Event) -> DateTime<Utc> {
-    event
-        .event_time
-        .as_ref()
-        .map(|t| utc(&t.0))
-        .or_else(|| {
-            event
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| utc(&t.0))
-        })
-        .expect("an Event has a time")
-}
-
 fn has_taint(node: &Node, key: &str) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key))
+    taints(node).iter().any(|t| t.key == key)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1329,10 +1320,11 @@ impl Noise {
     }
 }
 
-/// Edits random nodes about 4 times per second until `stop`: unrelated labels and annotations (merge patches, as
-/// kubectl label/annotate do), an unrelated taint (read-modify-write with the resourceVersion, as kubectl taint
-/// does), and, now and then, k8sm's own non-critical state: its PreferNoSchedule taint on a marked node, and the
-/// policy's status (a report the controller re-derives).
+/// Edits random nodes about 4 times per second until `stop`: unrelated labels and annotations
+/// (merge patches, as kubectl label/annotate do), an unrelated taint (read-modify-write with the
+/// resourceVersion, as kubectl taint does), and, now and then, k8sm's own non-critical state: its
+/// PreferNoSchedule taint on a marked node, and the policy's status (a report the controller
+/// re-derives).
 async fn noise(client: Client, mut rng: Rng, stop: Arc<AtomicBool>) -> Noise {
     let nodes: Api<Node> = Api::all(client.clone());
     let policies: Api<ExecutorUpgradePolicy> = Api::all(client);
@@ -1373,11 +1365,7 @@ async fn noise(client: Client, mut rng: Rng, stop: Arc<AtomicBool>) -> Noise {
                 let Ok(current) = nodes.get(&node).await else {
                     continue;
                 };
-                let mut taints: Vec<Taint> = current
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.taints.clone())
-                    .unwrap_or_default();
+                let mut taints: Vec<Taint> = taints(&current);
                 let present = has_taint(&current, NOISE_TAINT);
                 if ours {
                     if present {

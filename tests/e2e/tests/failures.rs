@@ -1,19 +1,22 @@
 //! Failures on the real cluster, as an SRE meets them:
 //!
-//! - actions the apiserver refuses: ValidatingAdmissionPolicies deny the eviction of one pod (403 Forbidden) and the
-//!   deletion of an unmanaged pod (422 Invalid; k8sm deletes unmanaged pods by eviction, so it is the eviction that
-//!   the policy denies). Each refused object backs off (the intervals between attempts, read
-//!   from the series of its `ActionFailed` Event, at least double each time), every attempt's answer is reported, the
-//!   status lists both pods as blocked with the apiserver's message, and the node without a refused pod finishes.
-//!   Once the policies go, everything finishes.
-//! - the pod watch failing while writes still work: the controller runs with the deployed ClusterRole, `list` and
-//!   `watch` on pods are taken away, and the apiserver is restarted so that the open watch breaks (RBAC is checked
-//!   when a watch starts; an open watch outlives a change of the rules). After `--max-watch-staleness` the policy
-//!   reads Degraded (WatchFailing) and nothing is done even when nodes become selected; once the rule is back it
-//!   recovers by itself and the upgrade finishes.
+//! - actions the apiserver refuses: ValidatingAdmissionPolicies deny the eviction of one pod (403
+//!   Forbidden) and the deletion of an unmanaged pod (422 Invalid; k8sm deletes unmanaged pods by
+//!   eviction, so it is the eviction that the policy denies). Each refused object backs off (the
+//!   intervals between attempts, read from the series of its `ActionFailed` Event, at least double
+//!   each time), every attempt's answer is reported, the status lists both pods as blocked with the
+//!   apiserver's message, and the node without a refused pod finishes. Once the policies go,
+//!   everything finishes.
+//! - the pod watch failing while writes still work: the controller runs with the deployed
+//!   ClusterRole, `list` and `watch` on pods are taken away, and the apiserver is restarted so that
+//!   the open watch breaks (RBAC is checked when a watch starts; an open watch outlives a change of
+//!   the rules). After `--max-watch-staleness` the policy reads Degraded (WatchFailing) and nothing
+//!   is done even when nodes become selected; once the rule is back it recovers by itself and the
+//!   upgrade finishes.
 //!
-//! - the apiserver throttling the controller's evictions (priority and fairness, 429 without a budget's cause): the
-//!   call limit comes down, the evictions are tried again soon, and the node finishes within its owner's bound.
+//! - the apiserver throttling the controller's evictions (priority and fairness, 429 without a
+//!   budget's cause): the call limit comes down, the evictions are tried again soon, and the node
+//!   finishes within its owner's bound.
 //!
 //! Three clusters, one per test, run side by side.
 
@@ -32,8 +35,8 @@ use k8sm_api::{
     ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, MaxConcurrentNodes, UnmanagedPodPolicy,
     UnmanagedPods, condition_types,
 };
-use k8sm_e2e::events::{first_seen, k8sm_events_about, note, occurrences, utc, with_reason};
-use k8sm_e2e::http::{free_port, get};
+use k8sm_e2e::events::{first_seen, k8sm_events_about, last_seen, note, occurrences, with_reason};
+use k8sm_e2e::http::{free_port, get, metric};
 use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::nodes::has_k8sm_state;
 use k8sm_e2e::objects::{dry_run_eviction, patch_node};
@@ -60,8 +63,8 @@ const DELETION_DENIED: &str = "pinned pods may not be deleted";
 /// Attempts observed of the refused eviction before the admission policies go.
 const ATTEMPTS: u32 = 5;
 
-/// Two ValidatingAdmissionPolicies with their bindings: evictions (CREATE of `pods/eviction`) of pods named
-/// `guarded-*` are forbidden (403), and of pods named `pinned-*` invalid (422).
+/// Two ValidatingAdmissionPolicies with their bindings: evictions (CREATE of `pods/eviction`) of
+/// pods named `guarded-*` are forbidden (403), and of pods named `pinned-*` invalid (422).
 fn admission_policies() -> String {
     let policy =
         |name: &str, operation: &str, resource: &str, prefix: &str, reason: &str, message: &str| {
@@ -130,24 +133,17 @@ async fn wait_until_refused(scenario: &Scenario, evicted: &str, deleted: &str) {
         .await;
 }
 
-/// Each time the controller reported `ActionFailed` about the pod `name` (the Events API folds the repeats into one
-/// Event with a series): (occurrences so far, when the last was observed), and the note.
+/// Each time the controller reported `ActionFailed` about the pod `name` (the Events API folds the
+/// repeats into one Event with a series): (occurrences so far, when the last was observed), and the
+/// note.
 async fn failures_reported(
     scenario: &Scenario,
     name: &str,
 ) -> Option<(u32, DateTime<Utc>, String)> {
     let events = k8sm_events_about(&scenario.client, "Pod", name, Some("ActionFailed")).await;
     let count: u32 = events.iter().map(occurrences).sum();
-    let last = events.iter().map(last_observed).max()?;
+    let last = events.iter().map(last_seen).max()?;
     Some((count, last, note(&events[0]).to_owned()))
-}
-
-/// When an Event last happened: its series' last observation, else its first.
-fn last_observed(event: &Event) -> DateTime<Utc> {
-    event
-        .series
-        .as_ref()
-        .map_or_else(|| first_seen(event), |s| utc(&s.last_observed_time.0))
 }
 
 /// Samples of `failures_reported`: (count, time), one per new count.
@@ -167,7 +163,8 @@ impl Attempts {
         self.0.last().map_or(0, |(count, _)| *count)
     }
 
-    /// The interval after the n-th failure, for each n whose next failure was seen alone (no attempt skipped).
+    /// The interval after the n-th failure, for each n whose next failure was seen alone (no
+    /// attempt skipped).
     fn intervals(&self) -> Vec<(u32, Duration)> {
         self.0
             .windows(2)
@@ -207,9 +204,9 @@ async fn refused_actions_back_off_are_reported_and_block_only_their_nodes() {
         .name
         .clone()
         .expect("a name");
-    // The apiserver enforces an admission policy once its informers have seen the policy and its binding: a moment
-    // after `kubectl apply`, longer on a loaded machine. Until both refuse, an eviction the test expects refused
-    // could go through (it once did).
+    // The apiserver enforces an admission policy once its informers have seen the policy and its
+    // binding: a moment after `kubectl apply`, longer on a loaded machine. Until both refuse,
+    // an eviction the test expects refused could go through (it once did).
     wait_until_refused(&scenario, &guarded, "pinned-0").await;
 
     scenario.start_controller(&[]);
@@ -222,8 +219,9 @@ async fn refused_actions_back_off_are_reported_and_block_only_their_nodes() {
     scenario.create_policy("fleet", spec).await;
     let started = Instant::now();
 
-    // The refused eviction is tried again ever later; the node without a refused pod finishes meanwhile.
-    // Sampled from the waits' closure, which may not hold on to a mutable borrow across its polls.
+    // The refused eviction is tried again ever later; the node without a refused pod finishes
+    // meanwhile. Sampled from the waits' closure, which may not hold on to a mutable borrow
+    // across its polls.
     let attempts = std::cell::RefCell::new((Attempts::default(), Attempts::default()));
     let (eviction_report, deletion_report) = scenario
         .wait_until(
@@ -285,7 +283,8 @@ async fn refused_actions_back_off_are_reported_and_block_only_their_nodes() {
         "{deletion_note}"
     );
 
-    // After three failures in a row both pods are blocked in status, with the answer; the policy is Degraded.
+    // After three failures in a row both pods are blocked in status, with the answer; the policy is
+    // Degraded.
     let policy = scenario
         .wait_until(
             "the status lists both refused pods as blocked",
@@ -330,7 +329,8 @@ async fn refused_actions_back_off_are_reported_and_block_only_their_nodes() {
         "the nodes of the refused pods are not upgraded"
     );
 
-    // The operator lifts the refusals: the next attempts succeed, everything finishes, and nothing is left blocked.
+    // The operator lifts the refusals: the next attempts succeed, everything finishes, and nothing
+    // is left blocked.
     kubectl_ok(
         &scenario.cluster,
         &["delete", "-f", &rules.display().to_string()],
@@ -485,7 +485,8 @@ async fn a_stale_pod_watch_stops_every_action_until_it_recovers() {
         "a WatchFailing Event: {warned:?}"
     );
 
-    // Every node becomes selected: the controller sees it (the nodes' watch works) and still does nothing.
+    // Every node becomes selected: the controller sees it (the nodes' watch works) and still does
+    // nothing.
     for i in 0..3 {
         patch_node(
             &scenario.client,
@@ -588,9 +589,9 @@ async fn a_stale_pod_watch_stops_every_action_until_it_recovers() {
 // The apiserver throttles evictions
 // ---------------------------------------------------------------------------------------------------------------
 
-/// A priority level of one share (7 of the test apiserver's 1,500 seats), lending and borrowing none, that rejects
-/// what it cannot seat at once; and a FlowSchema that sends the controller's `verb` calls on `resource` there, and
-/// nothing else of it.
+/// A priority level of one share (7 of the test apiserver's 1,500 seats), lending and borrowing
+/// none, that rejects what it cannot seat at once; and a FlowSchema that sends the controller's
+/// `verb` calls on `resource` there, and nothing else of it.
 fn starved(name: &str, verb: &str, group: &str, resource: &str) -> String {
     format!(
         "apiVersion: flowcontrol.apiserver.k8s.io/v1
@@ -642,8 +643,9 @@ fn starve(scenario: &Scenario, name: &str, verb: &str, resource: &str) {
     );
 }
 
-/// Starts the controller as its deployed ServiceAccount (which the flow schemas of [`starved`] match), serving
-/// metrics; its address, and the lowest call limit the controller reports while it works.
+/// Starts the controller as its deployed ServiceAccount (which the flow schemas of [`starved`]
+/// match), serving metrics; its address, and the lowest call limit the controller reports while it
+/// works.
 fn start_sampled_controller(scenario: &mut Scenario) -> (String, LowestCallLimit) {
     let (kubeconfig, _) = scenario.deployed_controller_identity();
     let metrics_addr = format!("127.0.0.1:{}", free_port());
@@ -699,18 +701,10 @@ impl LowestCallLimit {
     }
 }
 
-/// The value of the unlabelled metric `name` in a Prometheus text scrape.
-fn metric(scrape: &str, name: &str) -> Option<f64> {
-    scrape.lines().find_map(|line| {
-        let value = line.strip_prefix(name)?.strip_prefix(' ')?;
-        value.trim().parse().ok()
-    })
-}
-
-/// The apiserver's priority and fairness throttles the controller's evictions: web's 40 pods on one node, half of
-/// which may go at once, are launched 16 at a time against 7 seats. The 429s carry no budget's cause: the controller
-/// reads them as the apiserver's (never BlockedByPDB), lowers its call limit, tries again soon, and finishes the node
-/// without taking web below its bound.
+/// The apiserver's priority and fairness throttles the controller's evictions: web's 40 pods on one
+/// node, half of which may go at once, are launched 16 at a time against 7 seats. The 429s carry no
+/// budget's cause: the controller reads them as the apiserver's (never BlockedByPDB), lowers its
+/// call limit, tries again soon, and finishes the node without taking web below its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttled_evictions_lower_the_call_limit_and_the_node_finishes() {
     const REPLICAS: u32 = 40;
@@ -768,10 +762,10 @@ async fn throttled_evictions_lower_the_call_limit_and_the_node_finishes() {
     assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", REPLICAS)]);
 }
 
-/// The apiserver's priority and fairness throttles the controller's node writes: 24 empty nodes, all of which may
-/// drain at once, are marked, admitted, told to restart and completed, each batch's patches at once against 7 seats.
-/// The throttled writes lower the call limit (the width of the next batches) and are tried again, and every node is
-/// upgraded.
+/// The apiserver's priority and fairness throttles the controller's node writes: 24 empty nodes,
+/// all of which may drain at once, are marked, admitted, told to restart and completed, each
+/// batch's patches at once against 7 seats. The throttled writes lower the call limit (the width of
+/// the next batches) and are tried again, and every node is upgraded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttled_node_writes_lower_the_call_limit_and_every_node_finishes() {
     const NODES: usize = 24;

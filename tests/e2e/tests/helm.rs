@@ -1,17 +1,20 @@
-//! The Helm chart (deploy/helm/k8sm), rendered by the real Helm (built from the module `tests/go/helm` pins) and
-//! checked against the real kubectl and apiserver:
+//! The Helm chart (deploy/helm/k8sm), rendered by the real Helm (built from the module
+//! `tests/go/helm` pins) and checked against the real kubectl and apiserver:
 //!
 //! - `helm lint` passes, with the default values and with every option on;
-//! - with the default values, the chart renders exactly the objects of `kubectl kustomize deploy/`, object for object
-//!   and field for field (no normalisation: the chart adds no label or annotation the base lacks); with the agent on it
-//!   adds exactly `kubectl kustomize deploy/agent`, with `rbac.surge` and `rbac.deleteNode` exactly what the
-//!   components deploy/components/surge and delete-node add, and its `policies` render exactly the example policies;
-//! - the comparison fails on a change (a negative control: one extra controller argument is reported);
+//! - with the default values, the chart renders exactly the objects of `kubectl kustomize deploy/`,
+//!   object for object and field for field (no normalisation: the chart adds no label or annotation
+//!   the base lacks); with the agent on it adds exactly `kubectl kustomize deploy/agent`, with
+//!   `rbac.surge` and `rbac.deleteNode` exactly what the components deploy/components/surge and
+//!   delete-node add, and its `policies` render exactly the example policies;
+//! - the comparison fails on a change (a negative control: one extra controller argument is
+//!   reported);
 //! - values that would install something broken are refused, with the fix in the message;
-//! - `helm install` installs the CRD from the chart's crds/ before the policies that need it, and `helm uninstall`
-//!   removes what it installed but the CRD (Helm never deletes a CRD: that would delete every policy);
-//! - the apiserver accepts every object of the render with every option on (server-side dry-run), the ServiceMonitor
-//!   against the Prometheus Operator's real CRD.
+//! - `helm install` installs the CRD from the chart's crds/ before the policies that need it, and
+//!   `helm uninstall` removes what it installed but the CRD (Helm never deletes a CRD: that would
+//!   delete every policy);
+//! - the apiserver accepts every object of the render with every option on (server-side dry-run),
+//!   the ServiceMonitor against the Prometheus Operator's real CRD.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,8 +29,8 @@ const CHART: &str = "deploy/helm/k8sm";
 
 type Objects = BTreeMap<ObjectKey, Value>;
 
-/// The real Helm, run from the workspace root against the test cluster, with its own config, cache and data
-/// directories (never the user's ~/.config/helm).
+/// The real Helm, run from the workspace root against the test cluster, with its own config, cache
+/// and data directories (never the user's ~/.config/helm).
 struct Helm {
     binary: PathBuf,
     home: PathBuf,
@@ -71,7 +74,8 @@ impl Helm {
         result.stdout
     }
 
-    /// `helm template` of the chart (release `k8sm`, CRDs included) with these extra arguments, as objects.
+    /// `helm template` of the chart (release `k8sm`, CRDs included) with these extra arguments, as
+    /// objects.
     fn render(&self, extra: &[&str]) -> Objects {
         let args = [&["template", "k8sm", CHART, "--include-crds"], extra].concat();
         parse("helm template", &self.ok(&args))
@@ -108,13 +112,7 @@ fn added(all: &Objects, base: &Objects) -> Objects {
 
 /// The example policies (deploy/examples/*.yaml), as objects and as the chart's `policies` value.
 fn example_policies() -> (Objects, Value) {
-    let dir = workspace_root().join("deploy/examples");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
-        .collect();
-    files.sort();
+    let files = manifests::yaml_files(&workspace_root().join("deploy/examples"));
     let mut objects = Objects::new();
     let mut values = Vec::new();
     for file in &files {
@@ -182,7 +180,8 @@ async fn helm_chart_renders_the_kustomize_base_and_the_apiserver_accepts_it() {
         "an extra argument is reported:\n{diff}"
     );
 
-    // One replica: no PodDisruptionBudget, whose minAvailable 1 would forbid evicting it and so block its node's drain.
+    // One replica: no PodDisruptionBudget, whose minAvailable 1 would forbid evicting it and so
+    // block its node's drain.
     let single = helm.render(&["--set", "controller.replicas=1"]);
     assert!(
         !single.keys().any(|key| key.kind == "PodDisruptionBudget")
@@ -256,9 +255,10 @@ async fn helm_chart_renders_the_kustomize_base_and_the_apiserver_accepts_it() {
     everything_on_is_accepted(&helm, &cluster, &policies);
 }
 
-/// `helm install` on a cluster without the CRD: Helm installs it from the chart's crds/ first, so the policies of the
-/// same release are accepted; `helm uninstall` removes the release's objects but keeps the CRD. In a namespace of its
-/// own, so that the dry-run below starts from a cluster without k8sm's namespace.
+/// `helm install` on a cluster without the CRD: Helm installs it from the chart's crds/ first, so
+/// the policies of the same release are accepted; `helm uninstall` removes the release's objects
+/// but keeps the CRD. In a namespace of its own, so that the dry-run below starts from a cluster
+/// without k8sm's namespace.
 fn install_and_uninstall(helm: &Helm, cluster: &TestCluster, policies_file: &str) {
     let crd = "crd/executorupgradepolicies.k8s.mesosphere.io";
     assert!(
@@ -298,8 +298,8 @@ fn install_and_uninstall(helm: &Helm, cluster: &TestCluster, policies_file: &str
 
     helm.ok(&["uninstall", "k8sm", "--namespace", "default"]);
     kubectl_ok(cluster, &["get", crd]);
-    // Cluster-wide (policies, RBAC) and in the release's namespace (which, without a namespace controller in this
-    // cluster, stays Terminating, but Helm deletes its objects one by one).
+    // Cluster-wide (policies, RBAC) and in the release's namespace (which, without a namespace
+    // controller in this cluster, stays Terminating, but Helm deletes its objects one by one).
     let left: Vec<String> = [
         vec!["get", "eup,clusterroles,clusterrolebindings", "-o", "name"],
         vec![
@@ -323,8 +323,9 @@ fn install_and_uninstall(helm: &Helm, cluster: &TestCluster, policies_file: &str
     assert!(left.is_empty(), "helm uninstall leaves {left:?}");
 }
 
-/// Every option on, applied with a server-side dry-run: the apiserver validates each object (schema, admission) and
-/// stores none. The CRDs and the namespace the objects need are created for real first.
+/// Every option on, applied with a server-side dry-run: the apiserver validates each object
+/// (schema, admission) and stores none. The CRDs and the namespace the objects need are created for
+/// real first.
 fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Value) {
     let mut values = json!({
         "controller": {
@@ -425,8 +426,8 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
         );
     }
 
-    // The CRD as the chart's README says to update it after a chart upgrade: Helm's field manager owns it since the
-    // install above, so the apply takes its fields over (--force-conflicts).
+    // The CRD as the chart's README says to update it after a chart upgrade: Helm's field manager
+    // owns it since the install above, so the apply takes its fields over (--force-conflicts).
     apply_crd(
         cluster,
         &workspace_root()

@@ -1,15 +1,17 @@
-//! Node annotations as large and as hostile as the apiserver accepts, on the keys k8sm reads, on a real cluster:
+//! Node annotations as large and as hostile as the apiserver accepts, on the keys k8sm reads, on a
+//! real cluster:
 //!
-//! - node-0000: an incompatible-executor time of 200 KiB full of control characters (screen clear, bell,
-//!   bidirectional override, carriage return, newline);
+//! - node-0000: an incompatible-executor time of 200 KiB full of control characters (screen clear,
+//!   bell, bidirectional override, carriage return, newline);
 //! - node-0001: an executor ID of 2 KiB of the same;
-//! - node-0002: opted out, reporting an executor ID of 200 KiB of the same (it stays listed in the status);
+//! - node-0002: opted out, reporting an executor ID of 200 KiB of the same (it stays listed in the
+//!   status);
 //! - node-0003: a drain-progress record of 200 KiB of the same.
 //!
-//! Nothing crashes; the malformed time is reported as Events whose notes quote it escaped and cut; the status stays
-//! small and keeps being written (with the values cut and escaped); the plugin's `-o wide` outputs print no raw
-//! control character; and every node but the opted-out one is upgraded. (Bad input of other kinds is in
-//! bad_input.rs.)
+//! Nothing crashes; the malformed time is reported as Events whose notes quote it escaped and cut;
+//! the status stays small and keeps being written (with the values cut and escaped); the plugin's
+//! `-o wide` outputs print no raw control character; and every node but the opted-out one is
+//! upgraded. (Bad input of other kinds is in bad_input.rs.)
 
 use std::time::Duration;
 
@@ -27,8 +29,8 @@ use k8sm_testcluster::node_name;
 
 const NODES: usize = 6;
 const PROGRESS: Duration = Duration::from_secs(120);
-/// The status of 6 nodes, two of them listed with every value at its bound, takes a few kilobytes; copied raw, the
-/// 200 KiB values would take hundreds.
+/// The status of 6 nodes, two of them listed with every value at its bound, takes a few kilobytes;
+/// copied raw, the 200 KiB values would take hundreds.
 const STATUS_BOUND: usize = 16 * 1024;
 
 /// `size` bytes that would clear a terminal, ring its bell, reverse its text and break its lines.
@@ -73,8 +75,8 @@ async fn hostile_annotations_are_reported_cut_and_escaped_and_every_other_node_i
         patch_node(&client, node, patch).await;
     }
 
-    // Paused first: nodes are marked and reported, nothing is drained, so the hostile values stay on the nodes while
-    // the status and the plugin show them.
+    // Paused first: nodes are marked and reported, nothing is drained, so the hostile values stay
+    // on the nodes while the status and the plugin show them.
     scenario.start_controller(&[]);
     let mut spec = scenario.policy_spec(2);
     spec.paused = true;
@@ -218,7 +220,8 @@ async fn hostile_annotations_are_reported_cut_and_escaped_and_every_other_node_i
         "{}",
         marked[0]
     );
-    // No Event of the controller carries a raw control character, nor more than the Events API allows.
+    // No Event of the controller carries a raw control character, nor more than the Events API
+    // allows.
     for event in k8sm_events(&client).await {
         let note = event.note.unwrap_or_default();
         assert!(note.len() <= 1024, "{} bytes: {note}", note.len());
@@ -235,13 +238,14 @@ fn assert_small_and_escaped(status: &ExecutorUpgradePolicyStatus) {
         "{} bytes: {json:.2000}",
         json.len()
     );
-    // serde_json writes a control character as \u00XX; the escaped text from the nodes has none left.
+    // serde_json writes a control character as \u00XX; the escaped text from the nodes has none
+    // left.
     assert!(!json.contains("\\u00"), "{json:.2000}");
     assert!(!json.chars().any(is_unsafe), "{json:.2000}");
 }
 
-/// Fails on any control or invisible character in the plugin's output other than line breaks (there is no
-/// terminal, so no colour either).
+/// Fails on any control or invisible character in the plugin's output other than line breaks (there
+/// is no terminal, so no colour either).
 fn assert_terminal_safe(out: &str, args: &[&str]) {
     if let Some((i, c)) = out
         .char_indices()

@@ -1,18 +1,22 @@
-//! The container images of `cargo xtask image`, run for real without a container runtime: the OCI archive is
-//! unpacked (digests checked, layers applied in order) into an empty root file system, and the controller is started
-//! from it as a Pod of deploy/controller.yaml would be — the image's entrypoint, user and environment, the
-//! Deployment's args and env, the in-cluster variables and a ServiceAccount token and CA of deploy/rbac.yaml mounted
-//! at /var/run/secrets/kubernetes.io/serviceaccount — against the real local cluster, where it upgrades the nodes.
+//! The container images of `cargo xtask image`, run for real without a container runtime: the OCI
+//! archive is unpacked (digests checked, layers applied in order) into an empty root file system,
+//! and the controller is started from it as a Pod of deploy/controller.yaml would be — the image's
+//! entrypoint, user and environment, the Deployment's args and env, the in-cluster variables and a
+//! ServiceAccount token and CA of deploy/rbac.yaml mounted at
+//! /var/run/secrets/kubernetes.io/serviceaccount — against the real local cluster, where it
+//! upgrades the nodes.
 //!
-//! The root has no /dev or /proc, and of /etc only what the image brings: the controller needs no more (a container
-//! runtime would provide the first two, but what the binary does not need cannot go missing).
+//! The root has no /dev or /proc, and of /etc only what the image brings: the controller needs no
+//! more (a container runtime would provide the first two, but what the binary does not need cannot
+//! go missing).
 //!
-//! The root is entered with a user namespace (`unshare --user --root`), which works as root and as a plain user, maps
-//! the image's user (65532) onto the test's own, and keeps the test's `--pdeathsig` guard (a real switch of user
-//! would clear it, and a killed test could leave the controller behind).
+//! The root is entered with a user namespace (`unshare --user --root`), which works as root and as
+//! a plain user, maps the image's user (65532) onto the test's own, and keeps the test's
+//! `--pdeathsig` guard (a real switch of user would clear it, and a killed test could leave the
+//! controller behind).
 //!
-//! The archives are read from `$K8SM_IMAGE_DIR`, else `target/image`: `cargo xtask test` builds them first (`cargo
-//! xtask image` does too); running this file alone needs them built.
+//! The archives are read from `$K8SM_IMAGE_DIR`, else `target/image`: `cargo xtask test` builds
+//! them first (`cargo xtask image` does too); running this file alone needs them built.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,13 +25,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use k8sm_api::ExecutorUpgradePolicySpec;
 use k8sm_e2e::binaries::ChildGuard;
 use k8sm_e2e::http::{free_port, get};
+use k8sm_e2e::manifests;
 use k8sm_e2e::scenario::Scenario;
 use k8sm_e2e::workloads::{create, deployment};
 use k8sm_e2e::{kubectl_ok, workspace_root};
@@ -59,7 +63,8 @@ async fn controller_from_its_image_upgrades_nodes_as_a_pod() {
         "the controller image holds its binary and the CA bundle, nothing else"
     );
     let container = deployed_container();
-    // deploy/controller.yaml gives no command: the image's entrypoint runs, with the Deployment's args.
+    // deploy/controller.yaml gives no command: the image's entrypoint runs, with the Deployment's
+    // args.
     assert!(container.get("command").is_none());
     assert_eq!(image.entrypoint, ["/usr/local/bin/k8sm-controller"]);
     assert!(image.cmd.is_empty());
@@ -70,8 +75,8 @@ async fn controller_from_its_image_upgrades_nodes_as_a_pod() {
         "the image's user is the Deployment's runAsUser"
     );
 
-    // What the kubelet mounts into the Pod: the token of its ServiceAccount, bound to exactly deploy/rbac.yaml, the
-    // cluster's CA as kube-root-ca.crt publishes it, and the namespace.
+    // What the kubelet mounts into the Pod: the token of its ServiceAccount, bound to exactly
+    // deploy/rbac.yaml, the cluster's CA as kube-root-ca.crt publishes it, and the namespace.
     let (_, token) = scenario.deployed_controller_identity();
     let ca = scenario
         .wait_until(
@@ -99,8 +104,8 @@ async fn controller_from_its_image_upgrades_nodes_as_a_pod() {
     std::fs::write(secrets.join("ca.crt"), &ca).expect("ca.crt");
     std::fs::write(secrets.join("namespace"), "k8sm-system").expect("namespace");
 
-    // The Pod's environment: the image's, the container's (fieldRefs resolved), the in-cluster variables. Nothing
-    // of the test's own (no KUBECONFIG, no HOME).
+    // The Pod's environment: the image's, the container's (fieldRefs resolved), the in-cluster
+    // variables. Nothing of the test's own (no KUBECONFIG, no HOME).
     let server = scenario.cluster.server().trim_start_matches("https://");
     let (host, port) = server.rsplit_once(':').expect("host:port");
     let mut env: BTreeMap<String, String> = image
@@ -126,7 +131,8 @@ async fn controller_from_its_image_upgrades_nodes_as_a_pod() {
         ("KUBERNETES_SERVICE_PORT_HTTPS".to_owned(), port.to_owned()),
     ]);
 
-    // The Deployment's args, but the metrics address: a Pod has its own network, this test shares the host's.
+    // The Deployment's args, but the metrics address: a Pod has its own network, this test shares
+    // the host's.
     let metrics = format!("127.0.0.1:{}", free_port());
     let mut args: Vec<String> = container["args"]
         .as_array()
@@ -155,9 +161,7 @@ async fn controller_from_its_image_upgrades_nodes_as_a_pod() {
     command.extend(args);
     create(&scenario.client, &deployment(NS, "web", 3)).await;
     scenario
-        .wait_until("web is ready", Duration::from_secs(60), || async {
-            (scenario.ready_pods().await >= 3).then_some(())
-        })
+        .wait_ready_within(NS, 3, Duration::from_secs(60))
         .await;
     let log = scenario.cluster.dir().join("controller-image.log");
     let controller = ChildGuard::spawn("k8sm-controller (image)", Path::new("env"), &command, &log);
@@ -237,8 +241,8 @@ async fn controller_from_its_image_upgrades_nodes_as_a_pod() {
     );
 }
 
-/// The agent image: its binary runs from its root, and the shell, `cat` and `nsenter` its DaemonSet's command and
-/// kamikaze command use are there, on the image's PATH.
+/// The agent image: its binary runs from its root, and the shell, `cat` and `nsenter` its
+/// DaemonSet's command and kamikaze command use are there, on the image's PATH.
 #[test]
 fn agent_image_has_what_its_daemonset_runs() {
     let dir = tempdir("agent-rootfs");
@@ -315,8 +319,8 @@ fn archive(name: &str) -> PathBuf {
     path
 }
 
-/// Unpacks the OCI archive into `root` (which must not exist): reads the layout's one image, checks every blob
-/// against its digest and applies the layers in order.
+/// Unpacks the OCI archive into `root` (which must not exist): reads the layout's one image, checks
+/// every blob against its digest and applies the layers in order.
 fn unpack(archive: &Path, root: &Path) -> Image {
     let layout = root.with_extension("layout");
     let _ = std::fs::remove_dir_all(&layout);
@@ -426,8 +430,9 @@ fn deployed_run_as_user() -> u64 {
 
 fn deployed_pod_spec() -> Value {
     let text = std::fs::read_to_string(workspace_root().join("deploy/controller.yaml")).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
+    manifests::parse(&text)
+        .expect("deploy/controller.yaml")
+        .into_values()
         .find(|doc| doc["kind"] == "Deployment")
         .expect("a Deployment in deploy/controller.yaml")["spec"]["template"]["spec"]
         .clone()

@@ -1,6 +1,7 @@
-//! The kamikaze mechanisms other than the default annotation, end to end: `Http` POSTs to the executor's endpoint
-//! with the controller's token (at an IPv6 address in brackets; never to a node whose InternalIP is a host name),
-//! `DeleteNode` deletes the Node object (the simulated executor re-creates it in the new version).
+//! The kamikaze mechanisms other than the default annotation, end to end: `Http` POSTs to the
+//! executor's endpoint with the controller's token (at an IPv6 address in brackets; never to a node
+//! whose InternalIP is a host name), `DeleteNode` deletes the Node object (the simulated executor
+//! re-creates it in the new version).
 
 use std::time::Duration;
 
@@ -20,8 +21,8 @@ use k8sm_e2e::tokens::apply_controller_account;
 use k8sm_e2e::workloads::{create, deployment};
 use k8sm_testcluster::node_name;
 
-/// Starts the controller (admin kubeconfig) with deploy/rbac.yaml's ServiceAccount as the one whose token the Http
-/// kamikaze carries.
+/// Starts the controller (admin kubeconfig) with deploy/rbac.yaml's ServiceAccount as the one whose
+/// token the Http kamikaze carries.
 fn start_controller(scenario: &mut Scenario, extra_args: &[&str]) {
     apply_controller_account(&scenario.cluster);
     let args = [
@@ -37,13 +38,12 @@ async fn deploy_web(scenario: &Scenario) {
     let ns = scenario.namespace.clone();
     create(&scenario.client, &deployment(&ns, "web", 4)).await;
     scenario
-        .wait_until("web is ready", Duration::from_secs(60), || async {
-            (scenario.ready_pods().await >= 4).then_some(())
-        })
+        .wait_ready_within(&ns, 4, Duration::from_secs(60))
         .await;
 }
 
-/// Upgrades 3 nodes under a Deployment of 4 with `kamikaze`, the controller started with `controller_args` too.
+/// Upgrades 3 nodes under a Deployment of 4 with `kamikaze`, the controller started with
+/// `controller_args` too.
 async fn upgrade_with(scenario: &mut Scenario, kamikaze: Kamikaze, controller_args: &[&str]) {
     deploy_web(scenario).await;
     start_controller(scenario, controller_args);
@@ -74,9 +74,9 @@ async fn http_kamikaze_posts_to_the_executor() {
     let mut scenario =
         Scenario::start_with_agent_args(3, "http", "1s", &[format!("--http-addr={addr}")]).await;
     upgrade_with(&mut scenario, agent_http_kamikaze(&addr), &[]).await;
-    // The controller records the kamikaze annotation only after the POST was answered 2xx, and the simulated
-    // executors answer 2xx only to the controller's token bound to the node, so nodes that restarted prove the
-    // endpoint was called with it.
+    // The controller records the kamikaze annotation only after the POST was answered 2xx, and the
+    // simulated executors answer 2xx only to the controller's token bound to the node, so nodes
+    // that restarted prove the endpoint was called with it.
     let log = scenario.agent.log_tail(usize::MAX);
     assert!(
         !log.contains("kamikaze over HTTP refused"),
@@ -88,8 +88,8 @@ async fn http_kamikaze_posts_to_the_executor() {
     assert!(note(&warned[0]).contains("unencrypted"), "{warned:?}");
 }
 
-/// The Http kamikaze over HTTPS: the agents serve a certificate of the operator's CA (`--tls-cert-file`), the
-/// controller trusts only that CA (`--kamikaze-ca-file`); a plain http:// URL without the opt-in is refused by the
+/// The Http kamikaze over HTTPS: the agents serve a certificate of the operator's CA
+/// (`--tls-cert-file`), the controller trusts only that CA (`--kamikaze-ca-file`); a plain http:// URL without the opt-in is refused by the
 /// apiserver with a message that says what to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_kamikaze_over_https_is_verified_by_the_operators_ca() {
@@ -133,8 +133,8 @@ async fn http_kamikaze_over_https_is_verified_by_the_operators_ca() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Sets the node's addresses to an InternalIP of `address` (as its kubelet would report it) and waits until the
-/// apiserver shows it.
+/// Sets the node's addresses to an InternalIP of `address` (as its kubelet would report it) and
+/// waits until the apiserver shows it.
 async fn set_internal_ip(scenario: &Scenario, node: &str, address: &str) {
     let nodes: Api<Node> = Api::all(scenario.client.clone());
     let patch = json!({ "status": { "addresses": [
@@ -166,8 +166,8 @@ fn internal_ip(node: &Node) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_kamikaze_brackets_an_ipv6_address_and_never_posts_to_a_host_name() {
-    // The simulated executors listen on IPv6 loopback only; anything sent to the same port on IPv4 loopback (where
-    // "localhost" may resolve) lands in a trap.
+    // The simulated executors listen on IPv6 loopback only; anything sent to the same port on IPv4
+    // loopback (where "localhost" may resolve) lands in a trap.
     let port = free_port();
     let mut scenario = Scenario::start_with_agent_args(
         2,
@@ -196,7 +196,8 @@ async fn http_kamikaze_brackets_an_ipv6_address_and_never_posts_to_a_host_name()
         )
         .await;
 
-    // The IPv6 node is POSTed at [::1] and restarts; the other is drained, then held with the reason.
+    // The IPv6 node is POSTed at [::1] and restarts; the other is drained, then held with the
+    // reason.
     let blocker = scenario
         .wait_until(
             "the IPv6 node is upgraded and the other blocked",
@@ -230,7 +231,8 @@ async fn http_kamikaze_brackets_an_ipv6_address_and_never_posts_to_a_host_name()
         Some(named.as_str())
     );
 
-    // Nothing was sent for the named node: no connection on IPv4, no request at the executors, no kamikaze.
+    // Nothing was sent for the named node: no connection on IPv4, no request at the executors, no
+    // kamikaze.
     assert_eq!(
         trap.accept().map_err(|e| e.kind()).err(),
         Some(std::io::ErrorKind::WouldBlock),
@@ -295,9 +297,10 @@ async fn delete_node_kamikaze_replaces_the_node_object() {
     );
 }
 
-/// A controller on a system without CA roots (a minimal image without a bundle) still starts and upgrades: only the
-/// `Http` kamikaze needs its HTTP client, which loads the roots, so it is built when first needed; there it fails
-/// visibly (an `ActionFailed` Event that names the cause) and the policy's other mechanisms are unaffected.
+/// A controller on a system without CA roots (a minimal image without a bundle) still starts and
+/// upgrades: only the `Http` kamikaze needs its HTTP client, which loads the roots, so it is built
+/// when first needed; there it fails visibly (an `ActionFailed` Event that names the cause) and the
+/// policy's other mechanisms are unaffected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_without_system_ca_roots_fails_only_its_http_kamikaze() {
     let addr = format!("127.0.0.1:{}", free_port());
@@ -346,16 +349,12 @@ async fn a_controller_without_system_ca_roots_fails_only_its_http_kamikaze() {
     assert_eq!(scenario.upgraded_nodes().await, 0);
 
     // The same controller, the default mechanism: every node goes.
-    Api::<ExecutorUpgradePolicy>::all(scenario.client.clone())
-        .patch(
+    scenario
+        .patch_policy(
             "fleet",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"kamikaze": {"mechanism": "Annotation", "urlTemplate": null}}}),
-            ),
+            json!({"kamikaze": {"mechanism": "Annotation", "urlTemplate": null}}),
         )
-        .await
-        .expect("the policy takes the annotation kamikaze");
+        .await;
     scenario
         .wait_nodes_upgraded(3, Duration::from_secs(300))
         .await;

@@ -1,18 +1,20 @@
-//! Leader election under faults (issue 14): two replicas with `--leader-elect` and a 6 s Lease (renew deadline 4 s,
-//! the default two thirds) on a real cluster, mid-upgrade.
+//! Leader election under faults (issue 14): two replicas with `--leader-elect` and a 6 s Lease
+//! (renew deadline 4 s, the default two thirds) on a real cluster, mid-upgrade.
 //!
-//! - The leader frozen with SIGSTOP for twice the lease duration, then resumed with SIGCONT: the standby takes over
-//!   while it is frozen; the frozen leader writes nothing after its deadline — none of its Events (they carry the
-//!   reporting replica and the time) is later than the freeze plus the renew deadline, and no write of its reaches
-//!   the apiserver after the freeze (a ValidatingAdmissionPolicy armed during the freeze refuses every write of the
-//!   leader's ServiceAccount but its Lease calls, and such a refusal would be in the leader's log); its log says it
-//!   found its deadline passed; the two replicas' spans of Events do not overlap; no pod is evicted twice; the
-//!   upgrade completes.
+//! - The leader frozen with SIGSTOP for twice the lease duration, then resumed with SIGCONT: the
+//!   standby takes over while it is frozen; the frozen leader writes nothing after its deadline —
+//!   none of its Events (they carry the reporting replica and the time) is later than the freeze
+//!   plus the renew deadline, and no write of its reaches the apiserver after the freeze (a
+//!   ValidatingAdmissionPolicy armed during the freeze refuses every write of the leader's
+//!   ServiceAccount but its Lease calls, and such a refusal would be in the leader's log); its log
+//!   says it found its deadline passed; the two replicas' spans of Events do not overlap; no pod is
+//!   evicted twice; the upgrade completes.
 //! - The leader SIGTERMed as work appears: it releases the Lease on its way out and the standby
 //!   takes it before it could have expired.
-//! - The leader's requests delayed beyond the lease mid-upgrade (a TCP proxy holds what it sends; answers come back
-//!   at once, so it goes on acting on a live view): the standby takes over, and none of the old leader's writes
-//!   reaches the apiserver after the standby's first write, by the apiserver's audit log.
+//! - The leader's requests delayed beyond the lease mid-upgrade (a TCP proxy holds what it sends;
+//!   answers come back at once, so it goes on acting on a live view): the standby takes over, and
+//!   none of the old leader's writes reaches the apiserver after the standby's first write, by the
+//!   apiserver's audit log.
 //!
 //! The measured takeover times are printed: run with `--nocapture`.
 
@@ -23,23 +25,24 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
 
 use k8sm_api::ExecutorUpgradePolicySpec;
+use k8sm_e2e::admission::wait_refused;
 use k8sm_e2e::audit_log;
 use k8sm_e2e::delaying_proxy::DelayingProxy;
-use k8sm_e2e::events::{ACTIONS, CONTROLLER, first_seen, k8sm_events, utc};
+use k8sm_e2e::events::{ACTIONS, CONTROLLER, first_seen, k8sm_events, last_seen, utc};
 use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::scenario::Scenario;
 use k8sm_e2e::workloads::{create, deployment};
 use k8sm_testcluster::ClusterOptions;
 
 const LEASE: Duration = Duration::from_secs(6);
-/// The controller's default renew deadline for a 6 s Lease: how long after its last renewal the leader may act.
+/// The controller's default renew deadline for a 6 s Lease: how long after its last renewal the
+/// leader may act.
 const RENEW_DEADLINE: Duration = Duration::from_secs(4);
 const LEASE_NAMESPACE: &str = "k8sm-system";
 const LEASE_NAME: &str = "k8sm-controller";
@@ -67,7 +70,8 @@ async fn leader_frozen_past_its_deadline_takes_no_action_and_the_standby_takes_o
     let pair = Pair::start("frozen", NODES, 8, "3s").await;
     pair.create_policy(1).await;
 
-    // Freeze the leader right after it reported an action of the drain, so it is likely in the middle of a pass.
+    // Freeze the leader right after it reported an action of the drain, so it is likely in the
+    // middle of a pass.
     pair.scenario
         .wait_until("the leader drains a node", UPGRADE, || async {
             pair.actions_of(LEADER)
@@ -121,7 +125,8 @@ async fn leader_frozen_past_its_deadline_takes_no_action_and_the_standby_takes_o
         );
     }
 
-    // The frozen leader did nothing after its deadline: not after it woke, nor after the latest its deadline can be.
+    // The frozen leader did nothing after its deadline: not after it woke, nor after the latest its
+    // deadline can be.
     assert!(
         leader_span.last <= deadline_bound,
         "the frozen leader reported an Event at {} (SIGSTOP at {stopped_at}, resumed at {resumed_at}): after its \
@@ -172,11 +177,12 @@ async fn leader_frozen_past_its_deadline_takes_no_action_and_the_standby_takes_o
 async fn leader_sigtermed_releases_the_lease_and_the_standby_takes_it_before_it_expires() {
     const NODES: usize = 4;
     let pair = Pair::start("sigterm", NODES, 4, "1s").await;
-    // A rollout of the controller as work comes in: the policy appears as the leader is told to stop, so the next
-    // leader has work from the moment it leads.
+    // A rollout of the controller as work comes in: the policy appears as the leader is told to
+    // stop, so the next leader has work from the moment it leads.
     let leader = pair.scenario.controllers[0].pid();
-    // The Lease as last renewed before the SIGTERM: had the leader not released it, nobody could take it before
-    // this renewal plus the lease duration (a renewal after this read only pushes that later).
+    // The Lease as last renewed before the SIGTERM: had the leader not released it, nobody could
+    // take it before this renewal plus the lease duration (a renewal after this read only
+    // pushes that later).
     let renewed = pair.renew_time().await;
     kill(Pid::from_raw(leader as i32), Signal::SIGTERM).expect("SIGTERM");
     let sigterm_at = Utc::now();
@@ -207,7 +213,8 @@ async fn leader_sigtermed_releases_the_lease_and_the_standby_takes_it_before_it_
         log.contains("released the Lease"),
         "the leader says it released the Lease:\n{log}"
     );
-    // Released, not expired. How soon the standby acts is printed, never asserted: a loaded machine stretches it.
+    // Released, not expired. How soon the standby acts is printed, never asserted: a loaded machine
+    // stretches it.
     let expiry = renewed + chrono::Duration::from_std(LEASE).expect("a short lease");
     assert!(
         acquired_at < expiry,
@@ -229,16 +236,17 @@ async fn leader_sigtermed_releases_the_lease_and_the_standby_takes_it_before_it_
 // The leader's requests delayed beyond the lease
 // ---------------------------------------------------------------------------------------------------------------
 
-/// The users the two replicas authenticate as in the delayed-leader test (client certificates), so that the audit log
-/// tells their requests apart.
+/// The users the two replicas authenticate as in the delayed-leader test (client certificates), so
+/// that the audit log tells their requests apart.
 const LEADER_CERT_USER: &str = "k8sm-leader";
 const STANDBY_CERT_USER: &str = "k8sm-standby";
-/// How long the path from the leader to the apiserver holds each request: well beyond the lease (the standby has
-/// taken over when a request sent at the delay's start arrives), and below the 15 s that a call could once take, so
-/// that a write not abandoned in time lands.
+/// How long the path from the leader to the apiserver holds each request: well beyond the lease
+/// (the standby has taken over when a request sent at the delay's start arrives), and below the 15
+/// s that a call could once take, so that a write not abandoned in time lands.
 const PATH_DELAY: Duration = Duration::from_secs(10);
-/// What a replica creates or writes that changes nothing of the cluster's workloads: its permission checks, and the
-/// Lease (whose writes carry the resourceVersion they read, so an old holder's late write is refused anyway).
+/// What a replica creates or writes that changes nothing of the cluster's workloads: its permission
+/// checks, and the Lease (whose writes carry the resourceVersion they read, so an old holder's late
+/// write is refused anyway).
 const CHECKS_AND_LEASES: [&str; 2] = ["selfsubjectaccessreviews", "leases"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,7 +333,8 @@ async fn leader_delayed_beyond_the_lease_lands_no_write_after_the_standby_takes_
     }
 
     let requests = audit_log::read(&audit_path);
-    // The standby's first write as the leader: the Lease it acquired (its start-up permission checks came before).
+    // The standby's first write as the leader: the Lease it acquired (its start-up permission
+    // checks came before).
     let standby_first = requests
         .iter()
         .filter(|r| {
@@ -397,10 +406,11 @@ struct Pair {
 }
 
 impl Pair {
-    /// `nodes` KWOK nodes (their executors come back `restart_delay` after a kamikaze), a Deployment `web` of
-    /// `replicas` Ready pods, and two controllers electing a leader on a 6 s Lease: controller-0, the leader,
-    /// authenticated as the deployed ServiceAccount (deploy/rbac.yaml), and controller-1, a standby with synced
-    /// caches, as the cluster admin.
+    /// `nodes` KWOK nodes (their executors come back `restart_delay` after a kamikaze), a
+    /// Deployment `web` of `replicas` Ready pods, and two controllers electing a leader on a 6
+    /// s Lease: controller-0, the leader, authenticated as the deployed ServiceAccount
+    /// (deploy/rbac.yaml), and controller-1, a standby with synced caches, as the cluster
+    /// admin.
     async fn start(namespace: &str, nodes: usize, replicas: i32, restart_delay: &str) -> Self {
         let mut scenario = Scenario::start(nodes, namespace, restart_delay).await;
         let (kubeconfig, _) = scenario.deployed_controller_identity();
@@ -480,18 +490,15 @@ impl Pair {
         self.actions_of(who).await.iter().map(first_seen).min()
     }
 
-    /// Per replica, the span of every Event it reported (an Event repeated is one object with a series: its last
-    /// occurrence counts).
+    /// Per replica, the span of every Event it reported (an Event repeated is one object with a
+    /// series: its last occurrence counts).
     async fn spans(&self) -> BTreeMap<String, Span> {
         let mut spans: BTreeMap<String, Span> = BTreeMap::new();
         for event in k8sm_events(&self.scenario.client).await {
             assert_eq!(event.reporting_controller.as_deref(), Some(CONTROLLER));
             let who = event.reporting_instance.clone().unwrap_or_default();
             let first = first_seen(&event);
-            let last = event
-                .series
-                .as_ref()
-                .map_or(first, |s| utc(&s.last_observed_time.0));
+            let last = last_seen(&event);
             spans
                 .entry(who)
                 .and_modify(|span| {
@@ -508,8 +515,8 @@ impl Pair {
         spans
     }
 
-    /// Refuses, from now on, every write of controller-0's ServiceAccount but those to its Lease; returns once a
-    /// server-side dry run as that account is refused.
+    /// Refuses, from now on, every write of controller-0's ServiceAccount but those to its Lease;
+    /// returns once a server-side dry run as that account is refused.
     async fn arm_tripwire(&self) {
         let path = self.scenario.cluster.dir().join("tripwire.yaml");
         std::fs::write(&path, tripwire()).expect("tripwire written");
@@ -517,7 +524,8 @@ impl Pair {
             &self.scenario.cluster,
             &["apply", "-f", path.to_str().expect("a UTF-8 path")],
         );
-        // A server-side dry run of a write as that account (impersonated by the admin): refused once armed.
+        // A server-side dry run of a write as that account (impersonated by the admin): refused
+        // once armed.
         let mut config = kube::Config::from_custom_kubeconfig(
             kube::config::Kubeconfig::read_from(self.scenario.cluster.kubeconfig())
                 .expect("kubeconfig"),
@@ -528,29 +536,14 @@ impl Pair {
         config.auth_info.impersonate = Some(LEADER_USER.to_owned());
         let nodes: Api<Node> = Api::all(Client::try_from(config).expect("a client"));
         let probe = json!({ "metadata": { "annotations": { "tripwire.k8sm.test/probe": "1" } } });
-        let params = PatchParams {
-            dry_run: true,
-            ..PatchParams::default()
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match nodes
-                .patch("node-0000", &params, &Patch::Merge(&probe))
-                .await
-            {
-                Err(kube::Error::Api(status)) if status.message.contains(TRIPWIRE) => return,
-                other => assert!(
-                    Instant::now() < deadline,
-                    "the tripwire does not refuse a write of {LEADER_USER}: {other:?}"
-                ),
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let (timeout, every) = (Duration::from_secs(30), Duration::from_millis(200));
+        wait_refused(&nodes, "node-0000", &probe, TRIPWIRE, timeout, every).await;
     }
 }
 
-/// A ValidatingAdmissionPolicy and its binding refusing every write of [`LEADER_USER`] to what the controller writes
-/// (nodes, pods, evictions, policies and their status, Events), so that any such write shows in its log.
+/// A ValidatingAdmissionPolicy and its binding refusing every write of [`LEADER_USER`] to what the
+/// controller writes (nodes, pods, evictions, policies and their status, Events), so that any such
+/// write shows in its log.
 fn tripwire() -> String {
     format!(
         r#"apiVersion: admissionregistration.k8s.io/v1

@@ -1,12 +1,15 @@
-//! The ends of a node's upgrade on a real cluster, as an operator sees them (Node objects, Events by reason and
-//! type, the policy's status and conditions, `kubectl k8sm upgrade status`), docs/design.md §5.2 and §5.4:
-//! - kamikaze once: an executor that comes back with its old ID, or with a third one, is reported and never told
-//!   again until the operator acts — with `maxConcurrentNodes: 1` it keeps the only slot, so a broken build stops;
-//! - `DeleteNode`: a deleted node that never registers again is remembered in `status.deletedNodes`, counted,
-//!   reported `RestartOverdue`, and the policy is not Upgraded until it is back.
+//! The ends of a node's upgrade on a real cluster, as an operator sees them (Node objects, Events
+//! by reason and type, the policy's status and conditions, `kubectl k8sm upgrade status`),
+//! docs/design.md §5.2 and §5.4:
+//! - kamikaze once: an executor that comes back with its old ID, or with a third one, is reported
+//!   and never told again until the operator acts — with `maxConcurrentNodes: 1` it keeps the only
+//!   slot, so a broken build stops;
+//! - `DeleteNode`: a deleted node that never registers again is remembered in
+//!   `status.deletedNodes`, counted, reported `RestartOverdue`, and the policy is not Upgraded
+//!   until it is back.
 //!
-//! The end of the policy itself (its finalizer) is in `policy_deletion.rs`. Each test runs its own small cluster; CI
-//! runs two at a time.
+//! The end of the policy itself (its finalizer) is in `policy_deletion.rs`. Each test runs its own
+//! small cluster; CI runs two at a time.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -37,8 +40,8 @@ use k8sm_testcluster::node_name;
 const POLICY: &str = "fleet";
 /// Generous deadlines: the clusters of this file run two at a time on small machines.
 const PROGRESS: Duration = Duration::from_secs(180);
-/// How long a node that waits for an operator is watched for anything k8sm does to it: longer than the policy's
-/// restartTimeout, so an overdue timer that fired on it would show too.
+/// How long a node that waits for an operator is watched for anything k8sm does to it: longer than
+/// the policy's restartTimeout, so an overdue timer that fired on it would show too.
 const QUIET: Duration = Duration::from_secs(20);
 const RESTART_TIMEOUT: &str = "15s";
 
@@ -46,10 +49,11 @@ const RESTART_TIMEOUT: &str = "15s";
 // Kamikaze once
 // ---------------------------------------------------------------------------------------------------------------
 
-/// An executor that restarts on kamikaze but comes back with its old ID (the new package was missing) is told once,
-/// acknowledges, and is reported Blocked with one `UnexpectedExecutor` Warning naming the ID; nothing more happens
-/// to it while the others finish (`maxConcurrentNodes: 2`). A retry by the operator tells it exactly once more;
-/// once the executor is fixed, a retry upgrades it.
+/// An executor that restarts on kamikaze but comes back with its old ID (the new package was
+/// missing) is told once, acknowledges, and is reported Blocked with one `UnexpectedExecutor`
+/// Warning naming the ID; nothing more happens to it while the others finish (`maxConcurrentNodes:
+/// 2`). A retry by the operator tells it exactly once more; once the executor is fixed, a retry
+/// upgrades it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_executor_back_with_its_old_id_is_reported_once_not_looped() {
     const NS: &str = "back-old";
@@ -65,7 +69,8 @@ async fn an_executor_back_with_its_old_id_is_reported_once_not_looped() {
     scenario.start_controller(&[]);
     scenario.create_policy(POLICY, spec(&scenario, 2)).await;
 
-    // The others finish; the wrong one obeys, comes back with its old ID and acknowledges the kamikaze.
+    // The others finish; the wrong one obeys, comes back with its old ID and acknowledges the
+    // kamikaze.
     wait_back_with_old_id(&scenario, &wrong, &others).await;
     let obeyed = obeyed_kamikaze(&get_node(&client, &wrong).await);
     let unexpected = wait_unexpected_executor(&scenario, &wrong, 1).await;
@@ -125,13 +130,15 @@ async fn an_executor_back_with_its_old_id_is_reported_once_not_looped() {
         "{report}"
     );
 
-    // Nothing more happens to it: no second kamikaze, no uncordon or re-mark, no new Event, no RestartOverdue.
+    // Nothing more happens to it: no second kamikaze, no uncordon or re-mark, no new Event, no
+    // RestartOverdue.
     stays_put(&scenario, POLICY, &wrong, QUIET, NodePhase::Blocked).await;
     assert_eq!(obeyed_kamikaze(&get_node(&client, &wrong).await), obeyed);
     assert_eq!(times(&client, "Node", &wrong, "RestartOverdue").await, 0);
     assert_restarts(&scenario, &wrong, 1);
 
-    // The operator retries with the executor still broken: told exactly once more, reported again, not looped.
+    // The operator retries with the executor still broken: told exactly once more, reported again,
+    // not looped.
     let retried = retry_kamikaze(&scenario, &wrong);
     println!("kubectl k8sm force {wrong} --retry-kamikaze --yes:\n{retried}");
     scenario
@@ -160,7 +167,8 @@ async fn an_executor_back_with_its_old_id_is_reported_once_not_looped() {
     assert_eq!(times(&client, "Node", &wrong, "KamikazeSent").await, 2);
     assert_restarts(&scenario, &wrong, 2);
 
-    // The executor is fixed (the agents restart without the fault), and the operator retries: upgraded.
+    // The executor is fixed (the agents restart without the fault), and the operator retries:
+    // upgraded.
     scenario.restart_agent("1s", &[]);
     let retried = retry_kamikaze(&scenario, &wrong);
     println!("kubectl k8sm force {wrong} --retry-kamikaze --yes:\n{retried}");
@@ -176,14 +184,16 @@ async fn an_executor_back_with_its_old_id_is_reported_once_not_looped() {
     }
 }
 
-/// An executor that comes back with a third ID (neither its old one nor the target) is reported with a Warning
-/// naming all three, and with `maxConcurrentNodes: 1` it keeps the only drain slot on purpose: a broken build stops
-/// at one node. The other nodes stay marked and queued, untouched. Once the node's executor reports the target
-/// (fixed by the operator), the upgrade goes on and finishes, without a second kamikaze for that node.
+/// An executor that comes back with a third ID (neither its old one nor the target) is reported
+/// with a Warning naming all three, and with `maxConcurrentNodes: 1` it keeps the only drain slot
+/// on purpose: a broken build stops at one node. The other nodes stay marked and queued, untouched.
+/// Once the node's executor reports the target (fixed by the operator), the upgrade goes on and
+/// finishes, without a second kamikaze for that node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_back_with_a_third_executor_is_reported_and_holds_the_only_slot() {
     const NS: &str = "back-third";
-    // No pods anywhere: every node is as easy as the others, so the first admitted is the first by name (§5.2).
+    // No pods anywhere: every node is as easy as the others, so the first admitted is the first by
+    // name (§5.2).
     let first = node_name(0);
     let queued: Vec<String> = [1, 2].map(node_name).to_vec();
     let third = executor_id("1.5.0");
@@ -289,8 +299,8 @@ async fn a_node_back_with_a_third_executor_is_reported_and_holds_the_only_slot()
         assert_eq!(times(&client, "Node", name, "KamikazeSent").await, 0);
     }
 
-    // The operator fixes the node's executor, which publishes the target ID: the node is upgraded as it is, and
-    // the queue moves on.
+    // The operator fixes the node's executor, which publishes the target ID: the node is upgraded
+    // as it is, and the queue moves on.
     patch_node(
         &client,
         &first,
@@ -314,10 +324,11 @@ async fn a_node_back_with_a_third_executor_is_reported_and_holds_the_only_slot()
 // DeleteNode
 // ---------------------------------------------------------------------------------------------------------------
 
-/// With `kamikaze.mechanism: DeleteNode`, a node that never registers again is recorded in `status.deletedNodes`,
-/// counted (3/4, not Compatible), reported `RestartOverdue` after restartTimeout, and the policy's Upgraded
-/// condition is never True meanwhile, although every other node is upgraded. When the machine registers again with
-/// the target executor, the record goes and the policy is Upgraded.
+/// With `kamikaze.mechanism: DeleteNode`, a node that never registers again is recorded in
+/// `status.deletedNodes`, counted (3/4, not Compatible), reported `RestartOverdue` after
+/// restartTimeout, and the policy's Upgraded condition is never True meanwhile, although every
+/// other node is upgraded. When the machine registers again with the target executor, the record
+/// goes and the policy is Upgraded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_node_that_never_returns_is_remembered_and_reported_overdue() {
     const NS: &str = "delete-missing";
@@ -446,7 +457,8 @@ async fn a_deleted_node_that_never_returns_is_remembered_and_reported_overdue() 
         "told once"
     );
 
-    // The machine registers again, with the target executor: the record goes and the policy is Upgraded.
+    // The machine registers again, with the target executor: the record goes and the policy is
+    // Upgraded.
     let registered = Utc::now();
     let mut machine = scenario.cluster.kwok_node(&missing);
     machine
@@ -475,9 +487,9 @@ async fn a_deleted_node_that_never_returns_is_remembered_and_reported_overdue() 
         since >= registered - chrono::Duration::seconds(1),
         "Upgraded became True at {since}, before {missing} registered again at {registered}"
     );
-    // The Event that says the node came back, also when the controller's first write to the new Node is overtaken
-    // by KWOK's own status update (409): the record stays until the completion is carried out. Events are written in
-    // the background: give it a moment.
+    // The Event that says the node came back, also when the controller's first write to the new
+    // Node is overtaken by KWOK's own status update (409): the record stays until the
+    // completion is carried out. Events are written in the background: give it a moment.
     scenario
         .wait_until(
             &format!("{missing}, which came back after k8sm deleted it, is reported Upgraded"),
@@ -494,8 +506,8 @@ async fn a_deleted_node_that_never_returns_is_remembered_and_reported_overdue() 
 // Helpers
 // ---------------------------------------------------------------------------------------------------------------
 
-/// The policy of these tests: the scenario's target, `max` drain slots, threshold 50 (pods move fast), a short
-/// restartTimeout.
+/// The policy of these tests: the scenario's target, `max` drain slots, threshold 50 (pods move
+/// fast), a short restartTimeout.
 fn spec(scenario: &Scenario, max: u32) -> ExecutorUpgradePolicySpec {
     ExecutorUpgradePolicySpec {
         owner_health_threshold: 50,
@@ -504,7 +516,8 @@ fn spec(scenario: &Scenario, max: u32) -> ExecutorUpgradePolicySpec {
     }
 }
 
-/// Waits until every one of the `total` nodes is upgraded, the status says so and the Upgraded condition is True.
+/// Waits until every one of the `total` nodes is upgraded, the status says so and the Upgraded
+/// condition is True.
 async fn wait_all_upgraded(scenario: &Scenario, total: usize) {
     scenario.wait_all_upgraded(POLICY, total, PROGRESS).await;
     scenario

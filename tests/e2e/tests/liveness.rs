@@ -1,26 +1,33 @@
-//! Liveness on the real cluster (docs/design.md §5.7): every node that `kubectl drain` with PodDisruptionBudgets could
-//! finish, k8sm finishes; a node that only an operator can finish costs nothing. One shape per test, each on its own
-//! small cluster with one drain slot and a 30 s `nodeProgressDeadline`, each with a control that must behave as
-//! before:
+//! Liveness on the real cluster (docs/design.md §5.7): every node that `kubectl drain` with
+//! PodDisruptionBudgets could finish, k8sm finishes; a node that only an operator can finish costs
+//! nothing. One shape per test, each on its own small cluster with one drain slot and a 30 s
+//! `nodeProgressDeadline`, each with a control that must behave as before:
 //!
-//! - pods that are never Ready (crash-looping, or Pending for ever), without a budget, move and every node
-//!   finishes;
-//! - crash-looping pods under a budget that allows no disruption but has `unhealthyPodEvictionPolicy: AlwaysAllow`
-//!   are evicted, as the Eviction API allows; a Ready pod under a budget of 0 stays until the budget is relaxed;
-//! - a Deployment whose rollout exceeded its progress deadline moves within the headroom of its Ready pods;
-//! - a pod stuck Terminating holds only its own node, not its workload's pods elsewhere, and is reported;
+//! - pods that are never Ready (crash-looping, or Pending for ever), without a budget, move and
+//!   every node finishes;
+//! - crash-looping pods under a budget that allows no disruption but has
+//!   `unhealthyPodEvictionPolicy: AlwaysAllow` are evicted, as the Eviction API allows; a Ready pod
+//!   under a budget of 0 stays until the budget is relaxed;
+//! - a Deployment whose rollout exceeded its progress deadline moves within the headroom of its
+//!   Ready pods;
+//! - a pod stuck Terminating holds only its own node, not its workload's pods elsewhere, and is
+//!   reported;
 //! - a dead node (NotReady) holds no drain slot and is never cordoned; once alive, it is upgraded;
-//! - a node with an unmanaged pod under `Never`, or with a pod a neighbouring tool opted out, is never started (not
-//!   cordoned, no pod lost) and is reported; once the operator clears the pod, it is upgraded;
-//! - a node with a pod whose replacement could only run there (a hostname node selector, a local volume) is never
-//!   started and is reported; once the operator sets `workloads.pinnedPods: Evict`, it is upgraded.
+//! - a node with an unmanaged pod under `Never`, or with a pod a neighbouring tool opted out, is
+//!   never started (not cordoned, no pod lost) and is reported; once the operator clears the pod,
+//!   it is upgraded;
+//! - a node with a pod whose replacement could only run there (a hostname node selector, a local
+//!   volume) is never started and is reported; once the operator sets `workloads.pinnedPods:
+//!   Evict`, it is upgraded.
 //!
-//! Every oracle comes from what the test set up and from the cluster's own objects, never from what k8sm reports:
-//! a node is upgraded when its executor reports the new ID and it carries no upgrade state; a node was started when a
-//! watch of Nodes saw it cordoned or carrying an admission key; the SLA watcher, armed before the controller starts,
-//! checks at every pod change that no workload's Ready pods fall below `min(ceil(t·d), d−1)`; a server-side dry-run
-//! eviction shows what `kubectl drain` would be let do. What k8sm reports is checked only where reporting is the
-//! contract. A test that times out prints the nodes, the policy's status, `kubectl k8sm blocked` and the pods.
+//! Every oracle comes from what the test set up and from the cluster's own objects, never from what
+//! k8sm reports: a node is upgraded when its executor reports the new ID and it carries no upgrade
+//! state; a node was started when a watch of Nodes saw it cordoned or carrying an admission key;
+//! the SLA watcher, armed before the controller starts, checks at every pod change that no
+//! workload's Ready pods fall below `min(ceil(t·d), d−1)`; a server-side dry-run eviction shows
+//! what `kubectl drain` would be let do. What k8sm reports is checked only where reporting is the
+//! contract. A test that times out prints the nodes, the policy's status, `kubectl k8sm blocked`
+//! and the pods.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -43,12 +50,13 @@ use k8sm_api::{ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, UnmanagedPodPol
 use k8sm_e2e::crash_loop::{CrashLoop, NEVER, READY_DELAY_ANNOTATION};
 use k8sm_e2e::deletions::DeletionLog;
 use k8sm_e2e::node_starts::NodeStarts;
-use k8sm_e2e::nodes::{is_cordoned, k8sm_keys};
+use k8sm_e2e::nodes::{is_cordoned, is_node_ready, k8sm_keys};
 use k8sm_e2e::objects::{
     client_without_retries, dry_run_eviction, get_node, get_pod_opt, merge_patch, node_of,
     patch_node, register_node,
 };
 use k8sm_e2e::plugin::{blocked_rows, k8sm, k8sm_ok};
+use k8sm_e2e::polling::{POLL, poll};
 use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
 use k8sm_e2e::sla::{SlaWatcher, assert_no_violations, assert_within_bounds};
 use k8sm_e2e::waits::observe_for;
@@ -59,8 +67,8 @@ use k8sm_e2e::workloads::{
 use k8sm_testcluster::{COMPLETE_DELAY_ANNOTATION, KWOK_NODE_ANNOTATION, node_name};
 
 const POLICY: &str = "fleet";
-/// Short, so that a test takes minutes: a pod not Ready for this long is broken, a node without progress for this
-/// long gives up its slot.
+/// Short, so that a test takes minutes: a pod not Ready for this long is broken, a node without
+/// progress for this long gives up its slot.
 const NODE_PROGRESS_DEADLINE: &str = "30s";
 /// Generous deadlines: the clusters of this file run two at a time on small machines.
 const SETUP: Duration = Duration::from_secs(120);
@@ -72,11 +80,12 @@ const AFTERWARDS: Duration = Duration::from_secs(5);
 // Crash-looping pods
 // ---------------------------------------------------------------------------------------------------------------
 
-/// Two Deployments whose pods are never Ready, without a budget (`kubectl drain` evicts them): `crashing` (3 pods
-/// Running, their container in `CrashLoopBackOff`, Ready False since they were created) and `unpullable` (2 pods
-/// Pending for ever, as with an image that cannot be pulled, without a Ready condition). Each pod is broken once not
-/// Ready for `nodeProgressDeadline` (since its Ready condition's last transition, or its creation), and goes whatever
-/// its owner's Ready count (0, below the bound). Every node is upgraded. Control: a healthy Deployment of 3 never
+/// Two Deployments whose pods are never Ready, without a budget (`kubectl drain` evicts them):
+/// `crashing` (3 pods Running, their container in `CrashLoopBackOff`, Ready False since they were
+/// created) and `unpullable` (2 pods Pending for ever, as with an image that cannot be pulled,
+/// without a Ready condition). Each pod is broken once not Ready for `nodeProgressDeadline` (since
+/// its Ready condition's last transition, or its creation), and goes whatever its owner's Ready
+/// count (0, below the bound). Every node is upgraded. Control: a healthy Deployment of 3 never
 /// falls below its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_looping_pods_move_and_every_node_finishes() {
@@ -115,12 +124,13 @@ async fn crash_looping_pods_move_and_every_node_finishes() {
     assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 3)]);
 }
 
-/// A crash loop whose broken pods were all replaced already (evicted by an earlier run, or deleted by hand): its
-/// Deployment of 2 has been unavailable for an hour (its Available condition False since then), and its pods are
-/// replacements seconds old, never Ready. Nothing on the pods says the workload is broken; its Deployment does, so
-/// they go at once, as `kubectl drain` evicts them, and every node is upgraded while `nodeProgressDeadline` (10
-/// minutes here, longer than the test waits) has not passed for any of them: without the rule they would hold their
-/// nodes that long. Control: a healthy Deployment of 3 stays within its bound.
+/// A crash loop whose broken pods were all replaced already (evicted by an earlier run, or deleted
+/// by hand): its Deployment of 2 has been unavailable for an hour (its Available condition False
+/// since then), and its pods are replacements seconds old, never Ready. Nothing on the pods says
+/// the workload is broken; its Deployment does, so they go at once, as `kubectl drain` evicts them,
+/// and every node is upgraded while `nodeProgressDeadline` (10 minutes here, longer than the test
+/// waits) has not passed for any of them: without the rule they would hold their nodes that long.
+/// Control: a healthy Deployment of 3 stays within its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replacements_of_a_crash_loop_go_once_their_deployment_is_unavailable_that_long() {
     const NS: &str = "unavailable";
@@ -167,9 +177,9 @@ async fn replacements_of_a_crash_loop_go_once_their_deployment_is_unavailable_th
     assert_within_bounds(&sla, THRESHOLD, &[("Deployment", "web", 3)]);
 }
 
-/// Waits until the Deployment `name` reports itself unavailable, then backdates that condition by an hour, as in a
-/// cluster where a crash loop was left alone: its controller keeps a condition's transition time while its status and
-/// reason stay. Returns that time.
+/// Waits until the Deployment `name` reports itself unavailable, then backdates that condition by
+/// an hour, as in a cluster where a crash loop was left alone: its controller keeps a condition's
+/// transition time while its status and reason stay. Returns that time.
 async fn unavailable_for_an_hour(
     scenario: &Scenario,
     deployments: &Api<Deployment>,
@@ -213,11 +223,12 @@ async fn unavailable_since(
     chrono::DateTime::from_timestamp(at.as_second(), 0)
 }
 
-/// A Deployment of 3 whose pods crash-loop (Running, never Ready) under a budget `minAvailable: 3` with
-/// `unhealthyPodEvictionPolicy: AlwaysAllow`: `disruptionsAllowed` is 0, yet the Eviction API evicts each of them.
-/// k8sm asks instead of predicting a refusal, and every node without a guarded pod is upgraded. Control: a Deployment
-/// of 2, both Ready on one node, under a budget `minAvailable: 2`: the Eviction API refuses (429), its pods stay and
-/// its node is not upgraded while the budget allows nothing; relaxed to 1, that node is upgraded too.
+/// A Deployment of 3 whose pods crash-loop (Running, never Ready) under a budget `minAvailable: 3`
+/// with `unhealthyPodEvictionPolicy: AlwaysAllow`: `disruptionsAllowed` is 0, yet the Eviction API
+/// evicts each of them. k8sm asks instead of predicting a refusal, and every node without a guarded
+/// pod is upgraded. Control: a Deployment of 2, both Ready on one node, under a budget
+/// `minAvailable: 2`: the Eviction API refuses (429), its pods stay and its node is not upgraded
+/// while the budget allows nothing; relaxed to 1, that node is upgraded too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_looping_pods_under_an_always_allow_budget_move_and_a_closed_budget_holds_its_node() {
     const NS: &str = "always-allow";
@@ -275,7 +286,7 @@ async fn crash_looping_pods_under_an_always_allow_budget_move_and_a_closed_budge
             );
         }
         assert!(
-            !upgraded(&scenario).await.contains(&guarded_node),
+            !scenario.upgraded_names().await.contains(&guarded_node),
             "{guarded_node} upgraded with its guarded pods"
         );
     };
@@ -300,12 +311,13 @@ async fn crash_looping_pods_under_an_always_allow_budget_move_and_a_closed_budge
 // A rollout past its progress deadline
 // ---------------------------------------------------------------------------------------------------------------
 
-/// A Deployment of 4 (surge 1, no unavailable, `progressDeadlineSeconds: 10`) rolled out to a template whose pods are
-/// never Ready: 4 old pods Ready, 1 new one not, and its Progressing condition says `ProgressDeadlineExceeded`. It is
-/// no longer rolling out: its pods move within the headroom of its Ready pods over both ReplicaSets (bound 3 at
-/// threshold 90: one at a time), and every node is upgraded. (Each replacement that becomes Ready counts as progress
-/// to the Deployment controller, which then reports the rollout progressing again; k8sm goes by the newest
-/// ReplicaSet's pods, which made none.)
+/// A Deployment of 4 (surge 1, no unavailable, `progressDeadlineSeconds: 10`) rolled out to a
+/// template whose pods are never Ready: 4 old pods Ready, 1 new one not, and its Progressing
+/// condition says `ProgressDeadlineExceeded`. It is no longer rolling out: its pods move within the
+/// headroom of its Ready pods over both ReplicaSets (bound 3 at threshold 90: one at a time), and
+/// every node is upgraded. (Each replacement that becomes Ready counts as progress
+/// to the Deployment controller, which then reports the rollout progressing again; k8sm goes by the
+/// newest ReplicaSet's pods, which made none.)
 /// Control: a healthy Deployment of 3 alongside, within its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_past_its_progress_deadline_moves_within_its_headroom() {
@@ -389,11 +401,12 @@ async fn a_rollout_past_its_progress_deadline_moves_within_its_headroom() {
     );
 }
 
-/// A StatefulSet of 3 whose rolling update stopped at its partition (2): its last pod runs the new revision, the
-/// others the old one, and its `currentRevision` and `updateRevision` differ for as long as the partition stays. Its
-/// controller replaces nothing more, so it is not rolling out: its pods move one at a time (bound 2 at threshold 90),
-/// each replaced at the revision its ordinal asks for, and every node is upgraded. (While an update goes on with every
-/// replica Ready, its controller deletes the next old pod and k8sm adds no eviction: that instant is tested in the
+/// A StatefulSet of 3 whose rolling update stopped at its partition (2): its last pod runs the new
+/// revision, the others the old one, and its `currentRevision` and `updateRevision` differ for as
+/// long as the partition stays. Its controller replaces nothing more, so it is not rolling out: its
+/// pods move one at a time (bound 2 at threshold 90), each replaced at the revision its ordinal
+/// asks for, and every node is upgraded. (While an update goes on with every replica Ready, its
+/// controller deletes the next old pod and k8sm adds no eviction: that instant is tested in the
 /// view and the planner.) Control: a healthy Deployment of 3 alongside, within its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateful_set_whose_update_stopped_at_its_partition_holds_no_node() {
@@ -469,12 +482,13 @@ async fn a_stateful_set_whose_update_stopped_at_its_partition_holds_no_node() {
 /// The finalizer that holds the zombie: nobody in the cluster removes it but the test.
 const HOLD: &str = "k8sm.test/hold";
 
-/// A Deployment of 3, one of whose pods is stuck Terminating (a finalizer holds it; KWOK's deletion leaves
-/// finalizers alone): its ReplicaSet replaced it, so the Deployment has 3 Ready pods and a zombie. The zombie counts
-/// as gone for its workload, as the disruption controller counts it: the Deployment is whole and its pods on other
-/// nodes move one at a time. Every node but the zombie's is upgraded; the zombie's node is reported with the pod, and
-/// k8sm never removes the finalizer. Once the operator does, that node is upgraded too. Control: a healthy Deployment
-/// of 3 alongside, within its bound.
+/// A Deployment of 3, one of whose pods is stuck Terminating (a finalizer holds it; KWOK's deletion
+/// leaves finalizers alone): its ReplicaSet replaced it, so the Deployment has 3 Ready pods and a
+/// zombie. The zombie counts as gone for its workload, as the disruption controller counts it: the
+/// Deployment is whole and its pods on other nodes move one at a time. Every node but the zombie's
+/// is upgraded; the zombie's node is reported with the pod, and k8sm never removes the finalizer.
+/// Once the operator does, that node is upgraded too. Control: a healthy Deployment of 3 alongside,
+/// within its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_stuck_terminating_holds_only_its_own_node() {
     const NS: &str = "zombie";
@@ -517,7 +531,8 @@ async fn a_pod_stuck_terminating_holds_only_its_own_node() {
         .await;
     observe_for(Duration::from_secs(3), zombie_held).await;
     sla.arm();
-    // The shape: web pods elsewhere, which the zombie must not freeze; `kubectl drain` evicts them (no budget).
+    // The shape: web pods elsewhere, which the zombie must not freeze; `kubectl drain` evicts them
+    // (no budget).
     let elsewhere: Vec<String> = scenario
         .app_pods("web")
         .await
@@ -580,7 +595,8 @@ async fn a_pod_stuck_terminating_holds_only_its_own_node() {
         THRESHOLD,
         &[("Deployment", "web", 3), ("Deployment", "api", 3)],
     );
-    // The upgrade report shows both counts: for web its fewest available pods apart from its fewest Ready ones.
+    // The upgrade report shows both counts: for web its fewest available pods apart from its fewest
+    // Ready ones.
     let report: k8sm_api::report::UpgradeReport = serde_json::from_str(&k8sm_ok(
         &scenario.cluster,
         &["upgrade", "report", "-o", "json"],
@@ -600,11 +616,12 @@ async fn a_pod_stuck_terminating_holds_only_its_own_node() {
 // Availability
 // ---------------------------------------------------------------------------------------------------------------
 
-/// A Deployment of 3 with `minReadySeconds: 15` (bound 2 at threshold 90): its pods count once available, Ready for
-/// 15 s, as the Deployment controller and its `availableReplicas` count them. Each of its pods goes only once the
-/// replacement of the last one is available, so its available pods, not only its Ready ones, never fall below the
-/// bound, while every node is upgraded (`kubectl drain` gets through: a dry-run eviction is allowed), and the upgrade
-/// report keeps its fewest available pods beside its fewest Ready ones. Control: a Deployment of 3 without
+/// A Deployment of 3 with `minReadySeconds: 15` (bound 2 at threshold 90): its pods count once
+/// available, Ready for 15 s, as the Deployment controller and its `availableReplicas` count them.
+/// Each of its pods goes only once the replacement of the last one is available, so its available
+/// pods, not only its Ready ones, never fall below the bound, while every node is upgraded
+/// (`kubectl drain` gets through: a dry-run eviction is allowed), and the upgrade report keeps its
+/// fewest available pods beside its fewest Ready ones. Control: a Deployment of 3 without
 /// `minReadySeconds` alongside.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_min_ready_seconds_a_pod_goes_once_its_predecessor_s_replacement_is_available() {
@@ -646,11 +663,12 @@ async fn with_min_ready_seconds_a_pod_goes_once_its_predecessor_s_replacement_is
 // The target moved
 // ---------------------------------------------------------------------------------------------------------------
 
-/// The target moved mid-upgrade (a hotfix release): the node told to restart into the first target comes back on
-/// it, and, incompatible with the new target, simply goes round again, as the nodes still on the old executor go
-/// straight to the new one. Nothing waits on an operator (`force --retry-kamikaze`), and no node is reported as
-/// having come back wrong (`UnexpectedExecutor`) or overdue. Every node ends on the new target; a healthy Deployment
-/// of 3 stays within its bound throughout.
+/// The target moved mid-upgrade (a hotfix release): the node told to restart into the first target
+/// comes back on it, and, incompatible with the new target, simply goes round again, as the nodes
+/// still on the old executor go straight to the new one. Nothing waits on an operator (`force
+/// --retry-kamikaze`), and no node is reported as having come back wrong (`UnexpectedExecutor`) or
+/// overdue. Every node ends on the new target; a healthy Deployment of 3 stays within its bound
+/// throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_moved_mid_upgrade_sends_the_nodes_round_to_the_new_one() {
     const NS: &str = "target-moved";
@@ -709,10 +727,10 @@ async fn a_target_moved_mid_upgrade_sends_the_nodes_round_to_the_new_one() {
 // Evictions for every owned pod
 // ---------------------------------------------------------------------------------------------------------------
 
-/// Under `unmanagedPods: DeleteAfterTimeout` (10 s) a Job's pod (running for ever) and a bare pod go once the timeout
-/// has passed, and both go through the Eviction API, as `kubectl drain` sends them: the apiserver marks each with
-/// `DisruptionTarget`, which a Job's `podFailurePolicy` can tell from a failure. Every node is upgraded; a healthy
-/// Deployment of 3 stays within its bound.
+/// Under `unmanagedPods: DeleteAfterTimeout` (10 s) a Job's pod (running for ever) and a bare pod
+/// go once the timeout has passed, and both go through the Eviction API, as `kubectl drain` sends
+/// them: the apiserver marks each with `DisruptionTarget`, which a Job's `podFailurePolicy` can
+/// tell from a failure. Every node is upgraded; a healthy Deployment of 3 stays within its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_and_bare_pods_go_through_the_eviction_api() {
     const NS: &str = "by-eviction";
@@ -766,10 +784,11 @@ async fn job_and_bare_pods_go_through_the_eviction_api() {
 // Two policies
 // ---------------------------------------------------------------------------------------------------------------
 
-/// A second policy comes to select a node that the first is draining (cordoned, held by a budget at zero): neither
-/// may act on a shared node, so the first hands it back: uncordoned, none of k8sm's keys left, its pods untouched,
-/// and both policies report the Conflict. Once the second policy goes and the budget allows, the node is upgraded
-/// like the others (control: the other nodes are upgraded meanwhile).
+/// A second policy comes to select a node that the first is draining (cordoned, held by a budget at
+/// zero): neither may act on a shared node, so the first hands it back: uncordoned, none of k8sm's
+/// keys left, its pods untouched, and both policies report the Conflict. Once the second policy
+/// goes and the budget allows, the node is upgraded like the others (control: the other nodes are
+/// upgraded meanwhile).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_a_second_policy_selects_mid_drain_is_handed_back() {
     const NS: &str = "two-policies";
@@ -863,11 +882,12 @@ async fn a_node_a_second_policy_selects_mid_drain_is_handed_back() {
 // A dead node
 // ---------------------------------------------------------------------------------------------------------------
 
-/// A node that no KWOK manages and no executor plays: registered with the old executor ID, it never becomes Ready
-/// (a machine that died). It is marked like every node, but never admitted, never cordoned, holds no drain slot
-/// (one slot: the 4 live nodes are upgraded all the same) and is reported `NodeNotReady`. Control: once KWOK manages it
-/// and the simulated executor plays it (the machine is back), it is admitted and upgraded like any other. A healthy
-/// Deployment of 4 stays within its bound throughout.
+/// A node that no KWOK manages and no executor plays: registered with the old executor ID, it never
+/// becomes Ready (a machine that died). It is marked like every node, but never admitted, never
+/// cordoned, holds no drain slot (one slot: the 4 live nodes are upgraded all the same) and is
+/// reported `NodeNotReady`. Control: once KWOK manages it and the simulated executor plays it (the
+/// machine is back), it is admitted and upgraded like any other. A healthy Deployment of 4 stays
+/// within its bound throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_node_holds_no_slot_and_is_never_cordoned() {
     const NS: &str = "dead-node";
@@ -915,11 +935,7 @@ async fn a_dead_node_holds_no_slot_and_is_never_cordoned() {
     create(&client, &deployment(NS, "web", 4)).await;
     scenario.wait_ready(4).await;
     let not_ready = || async {
-        let node = get_node(&client, DEAD).await;
-        let ready = node
-            .status
-            .and_then(|s| s.conditions)
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let ready = is_node_ready(&get_node(&client, DEAD).await);
         assert!(!ready, "{DEAD} is not Ready");
     };
     observe_for(Duration::from_secs(3), not_ready).await;
@@ -966,8 +982,9 @@ async fn a_dead_node_holds_no_slot_and_is_never_cordoned() {
     println!("status: {status_line}\nplan: {planned}");
     observe_for(AFTERWARDS, dead_untouched).await;
 
-    // The machine comes back: KWOK manages it, the simulated executor plays it (with the old executor). KWOK takes
-    // on a node only when it lists or first sees it, not when a node it saw gains its annotation: it is restarted.
+    // The machine comes back: KWOK manages it, the simulated executor plays it (with the old
+    // executor). KWOK takes on a node only when it lists or first sees it, not when a node it
+    // saw gains its annotation: it is restarted.
     patch_node(
         &client,
         DEAD,
@@ -993,11 +1010,12 @@ async fn a_dead_node_holds_no_slot_and_is_never_cordoned() {
 // Nodes only an operator can finish
 // ---------------------------------------------------------------------------------------------------------------
 
-/// A node with an unmanaged pod under `unmanagedPods.policy: Never` and the 2 pods of a healthy Deployment: only an
-/// operator can clear the unmanaged pod (`kubectl drain` refuses it without `--force`). The node is never started:
-/// never cordoned, none of its pods evicted; it is reported blocked, naming the pod (`BlockedUnmanagedPod`). Every
-/// other node is upgraded. Once the operator deletes the pod, the node is admitted and upgraded like any other.
-/// Control: a healthy Deployment of 4 spread over the fleet moves within its bound.
+/// A node with an unmanaged pod under `unmanagedPods.policy: Never` and the 2 pods of a healthy
+/// Deployment: only an operator can clear the unmanaged pod (`kubectl drain` refuses it without
+/// `--force`). The node is never started: never cordoned, none of its pods evicted; it is reported
+/// blocked, naming the pod (`BlockedUnmanagedPod`). Every other node is upgraded. Once the operator
+/// deletes the pod, the node is admitted and upgraded like any other. Control: a healthy Deployment
+/// of 4 spread over the fleet moves within its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_a_bare_pod_is_never_started_until_the_operator_clears_it() {
     const NS: &str = "bare-pod";
@@ -1037,12 +1055,13 @@ async fn a_node_with_a_bare_pod_is_never_started_until_the_operator_clears_it() 
     );
 }
 
-/// Two nodes, each with a pod a neighbouring tool opted out of disruption (`karpenter.sh/do-not-disrupt: "true"` on
-/// one, `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` on the other; both pods of Deployments) beside a pod
-/// of another healthy Deployment. Neither node is ever started: never cordoned, none of their pods evicted; each is
-/// reported blocked naming its pod (`BlockedOptOut`). The 3 other nodes are upgraded. Once the operator removes the
-/// annotations, both are admitted and upgraded. Control: a healthy Deployment of 4 spread over the fleet moves within
-/// its bound.
+/// Two nodes, each with a pod a neighbouring tool opted out of disruption
+/// (`karpenter.sh/do-not-disrupt: "true"` on one, `cluster-autoscaler.kubernetes.io/safe-to-evict:
+/// "false"` on the other; both pods of Deployments) beside a pod of another healthy Deployment.
+/// Neither node is ever started: never cordoned, none of their pods evicted; each is
+/// reported blocked naming its pod (`BlockedOptOut`). The 3 other nodes are upgraded. Once the
+/// operator removes the annotations, both are admitted and upgraded. Control: a healthy Deployment
+/// of 4 spread over the fleet moves within its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_with_pods_opted_out_by_neighbouring_tools_are_never_started_until_cleared() {
     const NS: &str = "opted-out";
@@ -1121,14 +1140,16 @@ async fn nodes_with_pods_opted_out_by_neighbouring_tools_are_never_started_until
     );
 }
 
-/// Two nodes whose pods' replacements could only run where they are: a Deployment of 1 with `nodeSelector:
-/// kubernetes.io/hostname: <node 0>`, and a Deployment of 1 whose claim is bound to a local PersistentVolume of node 1
-/// (`spec.local` with node affinity to node 1, pre-bound: no provisioner). `kubectl drain` would evict both (a
-/// server-side dry-run eviction is allowed) and their replacements would wait Pending until the node is back. Under
-/// `workloads.pinnedPods: Block` (the default), neither node is ever started: never cordoned, none of their pods
-/// evicted; each is reported blocked naming its pod (`BlockedPinnedPod`), in the status and by `kubectl k8sm
-/// blocked`. The control node 2, with a healthy Deployment of 2, is upgraded. Once the operator sets `pinnedPods:
-/// Evict`, both are upgraded too, and no workload ever falls below its bound.
+/// Two nodes whose pods' replacements could only run where they are: a Deployment of 1 with
+/// `nodeSelector: kubernetes.io/hostname: <node 0>`, and a Deployment of 1 whose claim is bound to
+/// a local PersistentVolume of node 1 (`spec.local` with node affinity to node 1, pre-bound: no
+/// provisioner). `kubectl drain` would evict both (a server-side dry-run eviction is allowed) and
+/// their replacements would wait Pending until the node is back. Under `workloads.pinnedPods:
+/// Block` (the default), neither node is ever started: never cordoned, none of their pods
+/// evicted; each is reported blocked naming its pod (`BlockedPinnedPod`), in the status and by
+/// `kubectl k8sm blocked`. The control node 2, with a healthy Deployment of 2, is upgraded. Once
+/// the operator sets `pinnedPods: Evict`, both are upgraded too, and no workload ever falls below
+/// its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_with_pinned_pods_are_never_started_until_the_operator_lets_them_go() {
     const NS: &str = "pinned";
@@ -1261,8 +1282,9 @@ fn with_claim(mut deployment: Deployment, claim: &str) -> Deployment {
     deployment
 }
 
-/// A local PersistentVolume `local-<claim>` of `node` (node affinity to its hostname) and the claim `claim` bound to
-/// it, both naming the other, so that no provisioner is needed; returns once the claim is Bound.
+/// A local PersistentVolume `local-<claim>` of `node` (node affinity to its hostname) and the claim
+/// `claim` bound to it, both naming the other, so that no provisioner is needed; returns once the
+/// claim is Bound.
 async fn local_volume(client: &kube::Client, namespace: &str, claim: &str, node: &str) {
     let class = "k8sm-local";
     let volume: PersistentVolume = serde_json::from_value(json!({
@@ -1295,18 +1317,15 @@ async fn local_volume(client: &kube::Client, namespace: &str, claim: &str, node:
     .expect("a PersistentVolumeClaim");
     create(client, &claimed).await;
     let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace);
-    let deadline = Instant::now() + SETUP;
-    loop {
+    poll(SETUP, POLL, || async {
         let phase = claims.get(claim).await.ok().and_then(|c| c.status?.phase);
-        if phase.as_deref() == Some("Bound") {
-            return;
+        match phase.as_deref() {
+            Some("Bound") => Ok(()),
+            _ => Err(phase),
         }
-        assert!(
-            Instant::now() < deadline,
-            "claim {claim} is Bound: {phase:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|phase| panic!("claim {claim} is Bound: {phase:?}"));
 }
 
 /// `deployment` whose pods KWOK never makes Ready: they stay Pending.
@@ -1326,19 +1345,8 @@ fn uids(pods: &[Pod]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The nodes that run the new executor and carry none of k8sm's upgrade state.
-async fn upgraded(scenario: &Scenario) -> BTreeSet<String> {
-    scenario
-        .nodes()
-        .await
-        .iter()
-        .filter(|n| is_upgraded(n, &scenario.new_id))
-        .map(ResourceExt::name_any)
-        .collect()
-}
-
-/// Waits until `count` pods of the Deployment `app` are bound to nodes, none Ready (and, with `running`, each
-/// Running: crash-looping); returns their names.
+/// Waits until `count` pods of the Deployment `app` are bound to nodes, none Ready (and, with
+/// `running`, each Running: crash-looping); returns their names.
 async fn wait_scheduled_not_ready(
     scenario: &Scenario,
     app: &str,
@@ -1362,8 +1370,8 @@ async fn wait_scheduled_not_ready(
     .await
 }
 
-/// Waits (up to [`UPGRADE`]) until every one of `nodes` is upgraded, calling `check` (which panics on a violation) at
-/// each look, while the controller keeps running.
+/// Waits (up to [`UPGRADE`]) until every one of `nodes` is upgraded, calling `check` (which panics
+/// on a violation) at each look, while the controller keeps running.
 async fn wait_upgraded<F, Fut>(scenario: &Scenario, nodes: &[String], mut check: F)
 where
     F: FnMut() -> Fut,
@@ -1379,7 +1387,7 @@ where
             async move {
                 checked.await;
                 scenario.controllers[0].assert_running();
-                let up = upgraded(scenario).await;
+                let up = scenario.upgraded_names().await;
                 nodes.iter().all(|n| up.contains(n)).then_some(())
             }
         },
@@ -1392,7 +1400,8 @@ where
     );
 }
 
-/// Waits until the policy's status lists each `(node, pod, reason)` among its blocked pods, while `guard` holds.
+/// Waits until the policy's status lists each `(node, pod, reason)` among its blocked pods, while
+/// `guard` holds.
 async fn wait_reported(scenario: &Scenario, guard: &OperatorOnly, expected: &[(&str, &str, &str)]) {
     let lines = wait_for(
         scenario,
@@ -1441,8 +1450,8 @@ impl OperatorOnly {
         }
     }
 
-    /// Panics if one of the nodes was ever cordoned or admitted, or one of their pods was ever deleted or evicted (as
-    /// the watches saw), or is not there now.
+    /// Panics if one of the nodes was ever cordoned or admitted, or one of their pods was ever
+    /// deleted or evicted (as the watches saw), or is not there now.
     async fn check(&self, scenario: &Scenario) {
         self.starts.assert_never_started(&self.nodes);
         let uids: BTreeSet<&String> = self.pods.values().collect();
@@ -1465,29 +1474,30 @@ impl OperatorOnly {
     }
 }
 
-/// Polls `check` until it yields a value; after `timeout`, panics with what an operator would look at.
+/// Polls `check` every 500 ms until it yields a value; after `timeout`, panics with what an
+/// operator would look at.
 async fn wait_for<T, F, Fut>(scenario: &Scenario, what: &str, timeout: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "timed out after {timeout:?} waiting until {what}\n{}",
-                diagnosis(scenario).await
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    let every = Duration::from_millis(500);
+    let looked = poll(timeout, every, || {
+        let answer = check();
+        async move { answer.await.ok_or(()) }
+    })
+    .await;
+    match looked {
+        Ok(value) => value,
+        Err(()) => panic!(
+            "timed out after {timeout:?} waiting until {what}\n{}",
+            diagnosis(scenario).await
+        ),
     }
 }
 
-/// The nodes (executor, k8sm's keys, cordon), the policy's status, `kubectl k8sm blocked`, the pods and the
-/// controller's last log lines.
+/// The nodes (executor, k8sm's keys, cordon), the policy's status, `kubectl k8sm blocked`, the pods
+/// and the controller's last log lines.
 async fn diagnosis(scenario: &Scenario) -> String {
     let mut out = String::from("--- nodes ---\n");
     for node in scenario.nodes().await {

@@ -1,9 +1,9 @@
-//! The node side cannot be abused, on the real apiserver with deploy/'s own files: the agent's credential (the token
-//! of its Pod) changes only its own Node, and only the agent's keys there (deploy/agent/admission.yaml); the Http
-//! kamikaze obeys only the controller's token for the kamikaze audience, bound to the node, on a node k8sm drained.
+//! The node side cannot be abused, on the real apiserver with deploy/'s own files: the agent's
+//! credential (the token of its Pod) changes only its own Node, and only the agent's keys there
+//! (deploy/agent/admission.yaml); the Http kamikaze obeys only the controller's token for the
+//! kamikaze audience, bound to the node, on a node k8sm drained.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -18,14 +18,21 @@ use k8sm_api::keys::{
     KAMIKAZE_TOKEN_AUDIENCE, MARKED_BY_ANNOTATION,
 };
 use k8sm_api::{ExecutorUpgradePolicy, ExecutorUpgradePolicySpec};
+use k8sm_e2e::admission::wait_refused;
 use k8sm_e2e::binaries::{ChildGuard, binary};
 use k8sm_e2e::events::with_reason;
-use k8sm_e2e::http::free_port;
+use k8sm_e2e::http::{free_port, request};
+use k8sm_e2e::nodes::annotation;
+use k8sm_e2e::objects::node_of;
+use k8sm_e2e::polling::POLL;
+use k8sm_e2e::run_agents::RunAgents;
 use k8sm_e2e::scenario::{agent_http_kamikaze, is_upgraded};
 use k8sm_e2e::tokens::{
     AGENT_ACCOUNT, CONTROLLER_ACCOUNT, K8SM_NAMESPACE, apply_controller_account, client_from,
-    controller_kamikaze_token, request_token, token_kubeconfig,
+    controller_kamikaze_token, controller_kubeconfig, request_token, token_kubeconfig,
 };
+use k8sm_e2e::waits::wait_until;
+use k8sm_e2e::workload_policy::only_node;
 use k8sm_e2e::{install_crd, kubectl_ok};
 use k8sm_testcluster::{ClusterOptions, TestCluster, node_name};
 
@@ -40,8 +47,9 @@ const OWN_NODE_ONLY: &str = "k8sm-agent may change only its own Node";
 const NO_LABELS_TAINTS_SPEC: &str = "may not change a Node's labels, taints, cordon (spec)";
 const ONLY_AGENT_ANNOTATIONS: &str = "k8sm-agent may change only the annotations";
 
-/// Applies deploy/'s namespace and controller RBAC, and the whole node side (`kubectl apply -k deploy/agent`: the
-/// agent's RBAC, its admission policy and its DaemonSet): the files an operator applies, not copies.
+/// Applies deploy/'s namespace and controller RBAC, and the whole node side (`kubectl apply -k
+/// deploy/agent`: the agent's RBAC, its admission policy and its DaemonSet): the files an operator
+/// applies, not copies.
 fn apply_deploy(cluster: &TestCluster) {
     apply_controller_account(cluster);
     kubectl_ok(cluster, &["apply", "-k", "deploy/agent"]);
@@ -51,25 +59,16 @@ fn apply_deploy(cluster: &TestCluster) {
 async fn agent_pod(client: &Client, node: &str) -> Pod {
     let pods: Api<Pod> = Api::namespaced(client.clone(), K8SM_NAMESPACE);
     let params = ListParams::default().labels("app.kubernetes.io/name=k8sm-agent");
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
+    let what = format!("an agent Pod runs on {node}");
+    wait_until(&what, WAIT, POLL, &[], || async {
         let list = pods.list(&params).await.expect("pods");
-        if let Some(pod) = list
-            .items
-            .into_iter()
-            .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-        {
-            return pod;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no agent Pod on {node} after {WAIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        list.items.into_iter().find(|p| node_of(p) == Some(node))
+    })
+    .await
 }
 
-/// The agent's credential on `node`: a token of its ServiceAccount bound to its Pod there, as the kubelet mounts it.
+/// The agent's credential on `node`: a token of its ServiceAccount bound to its Pod there, as the
+/// kubelet mounts it.
 async fn agent_token(client: &Client, node: &str) -> String {
     let pod = agent_pod(client, node).await;
     request_token(client, K8SM_NAMESPACE, AGENT_ACCOUNT, None, Some(&pod)).await
@@ -85,28 +84,15 @@ fn annotations(patch: Value) -> Value {
     json!({ "metadata": { "annotations": patch } })
 }
 
-/// Waits until the admission policy is in force (the apiserver loads it asynchronously): a dry-run write of another
-/// Node's executor ID is denied.
+/// Waits until the admission policy is in force (the apiserver loads it asynchronously): a dry-run
+/// write of another Node's executor ID is denied.
 async fn wait_policy_in_force(agent: &Api<Node>, other: &str) {
-    let deadline = std::time::Instant::now() + WAIT;
-    let dry_run = PatchParams {
-        dry_run: true,
-        ..PatchParams::default()
-    };
     let patch = annotations(json!({ EXECUTOR_ID_ANNOTATION: "probe" }));
-    loop {
-        match agent.patch(other, &dry_run, &Patch::Merge(&patch)).await {
-            Err(kube::Error::Api(status)) if status.message.contains(OWN_NODE_ONLY) => return,
-            other => assert!(
-                std::time::Instant::now() < deadline,
-                "the admission policy is not in force after {WAIT:?}: {other:?}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    wait_refused(agent, other, &patch, OWN_NODE_ONLY, WAIT, POLL).await;
 }
 
-/// Asserts that the apiserver denied `result` by the agent's admission policy with a message containing `says`.
+/// Asserts that the apiserver denied `result` by the agent's admission policy with a message
+/// containing `says`.
 fn assert_denied(what: &str, result: Result<Node, kube::Error>, says: &str) {
     match result {
         Err(kube::Error::Api(status)) => {
@@ -135,8 +121,9 @@ async fn the_agent_changes_only_its_own_node_and_only_its_own_keys() {
         Api::all(client_from(&token_kubeconfig(&cluster, "agent-a", &token)).await);
     wait_policy_in_force(&agent, &b).await;
 
-    // What the agent does on its own Node is allowed: publish its ID, record a kamikaze it obeys (and the record of
-    // the executor told where a hand-set kamikaze had none), acknowledge (remove) a kamikaze it obeyed.
+    // What the agent does on its own Node is allowed: publish its ID, record a kamikaze it obeys
+    // (and the record of the executor told where a hand-set kamikaze had none), acknowledge
+    // (remove) a kamikaze it obeyed.
     merge(
         &agent,
         &a,
@@ -145,7 +132,8 @@ async fn the_agent_changes_only_its_own_node_and_only_its_own_keys() {
     .await
     .expect("publishing its own executor ID");
     // Only the controller may set a kamikaze (the policy k8sm-kamikaze-from-controller).
-    let controller: Api<Node> = Api::all(client_from(&controller_kubeconfig(&cluster)).await);
+    let (kubeconfig, _) = controller_kubeconfig(&cluster, "controller");
+    let controller: Api<Node> = Api::all(client_from(&kubeconfig).await);
     merge(
         &controller,
         &a,
@@ -170,24 +158,12 @@ async fn the_agent_changes_only_its_own_node_and_only_its_own_keys() {
     .await
     .expect("acknowledging the kamikaze it obeyed");
     let after = admin.get(&a).await.unwrap();
-    let annotation = |node: &Node, key: &str| {
-        node.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key).cloned())
-    };
-    assert_eq!(
-        annotation(&after, EXECUTOR_ID_ANNOTATION).as_deref(),
-        Some(OLD)
-    );
-    assert_eq!(
-        annotation(&after, KAMIKAZE_OBEYED_ANNOTATION).as_deref(),
-        Some(AT)
-    );
+    assert_eq!(annotation(&after, EXECUTOR_ID_ANNOTATION), Some(OLD));
+    assert_eq!(annotation(&after, KAMIKAZE_OBEYED_ANNOTATION), Some(AT));
     assert_eq!(annotation(&after, KAMIKAZE_ANNOTATION), None);
 
-    // Everything else is denied, and says what is allowed. The state each attempt would change is set up by the
-    // controller first where it matters.
+    // Everything else is denied, and says what is allowed. The state each attempt would change is
+    // set up by the controller first where it matters.
     merge(
         &controller,
         &a,
@@ -282,7 +258,8 @@ async fn the_agent_changes_only_its_own_node_and_only_its_own_keys() {
     for (what, node, patch, says) in attempts {
         assert_denied(what, merge(&agent, &node, &patch).await, says);
     }
-    // A kamikaze is denied to everyone but the controller: both policies deny it, and the apiserver names either.
+    // A kamikaze is denied to everyone but the controller: both policies deny it, and the apiserver
+    // names either.
     match merge(
         &agent,
         &a,
@@ -360,80 +337,13 @@ async fn the_agent_changes_only_its_own_node_and_only_its_own_keys() {
     );
 }
 
-/// `k8sm-agent run` for `node` with the kubeconfig `kubeconfig`, serving the Http kamikaze on `addr`; every run of its
-/// restart command appends `id` to `runs`.
-fn spawn_agent(
-    cluster: &TestCluster,
-    kubeconfig: &std::path::Path,
-    node: &str,
-    id: &str,
-    addr: SocketAddr,
-    runs: &std::path::Path,
-    log: &str,
-) -> ChildGuard {
-    let args = [
-        "run".to_owned(),
-        format!("--kubeconfig={}", kubeconfig.display()),
-        format!("--node={node}"),
-        format!("--executor-id={id}"),
-        format!("--on-kamikaze=echo {id} >> '{}'", runs.display()),
-        format!("--http-addr={addr}"),
-    ];
-    ChildGuard::spawn(
-        "k8sm-agent",
-        &binary("k8sm-agent"),
-        &args,
-        &cluster.dir().join(log),
-    )
-}
-
-/// POSTs the controller's kamikaze body to `addr` for `node` with `token` (if any); the status code.
+/// POSTs the controller's kamikaze body to `addr` for `node` with `token` (if any); the status
+/// code.
 async fn post_kamikaze(addr: SocketAddr, node: &str, token: Option<&str>) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let body = format!(r#"{{"kamikaze": "{AT}"}}"#);
-    let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    let request = format!(
-        "POST /kamikaze/{node} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{authorization}\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = tokio::net::TcpStream::connect(addr)
+    request(addr, "POST", &format!("/kamikaze/{node}"), token, &body)
         .await
-        .expect("agent endpoint");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    answer
-        .split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {answer:?}"))
-}
-
-async fn wait_until<F, Fut>(what: &str, logs: &[&ChildGuard], mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = std::time::Instant::now() + WAIT * 2;
-    while !check().await {
-        if std::time::Instant::now() > deadline {
-            let logs: Vec<String> = logs
-                .iter()
-                .map(|c| format!("--- {} ---\n{}", c.log.display(), c.log_tail(40)))
-                .collect();
-            panic!("timed out waiting until {what}\n{}", logs.join("\n"));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-fn runs(path: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
+        .unwrap_or_else(|e| panic!("the agent's endpoint answers: {e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -448,31 +358,21 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
     let [a, b] = [0, 1].map(node_name);
     let agent_token = agent_token(&client, &a).await;
     let agent_kubeconfig = token_kubeconfig(&cluster, "agent-a", &agent_token);
-    let runs_file: PathBuf = cluster.dir().join("kamikaze-runs");
+    let agents = RunAgents::new(&cluster, &agent_kubeconfig, &a);
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let http_addr = [format!("--http-addr={addr}")];
 
     // The real agent, with its Pod's token: its own writes pass the admission policy.
-    let old_agent = spawn_agent(
-        &cluster,
-        &agent_kubeconfig,
-        &a,
-        OLD,
-        addr,
-        &runs_file,
-        "agent-old.log",
-    );
-    let executor_id = |node: Node| {
-        node.metadata
-            .annotations
-            .and_then(|a| a.get(EXECUTOR_ID_ANNOTATION).cloned())
-    };
-    wait_until("node A reports the old ID", &[&old_agent], || async {
-        nodes.get(&a).await.ok().and_then(executor_id).as_deref() == Some(OLD)
+    let old_agent = agents.start(OLD, &http_addr, &[], "agent-old.log");
+    let reported = "node A reports the old ID";
+    wait_until(reported, WAIT * 2, POLL, &[&old_agent], || async {
+        let node = nodes.get(&a).await.ok()?;
+        (annotation(&node, EXECUTOR_ID_ANNOTATION) == Some(OLD)).then_some(())
     })
     .await;
 
-    // Anything but the controller's token for the kamikaze audience, bound to node A, on a node k8sm drained, is
-    // refused, and nothing happens.
+    // Anything but the controller's token for the kamikaze audience, bound to node A, on a node
+    // k8sm drained, is refused, and nothing happens.
     let node_a = nodes.get(&a).await.unwrap();
     let node_b = nodes.get(&b).await.unwrap();
     let for_a = controller_kamikaze_token(&client, &node_a).await;
@@ -526,8 +426,9 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
             403,
         ),
     ];
-    wait_until("the agent's endpoint answers", &[&old_agent], || async {
-        tokio::net::TcpStream::connect(addr).await.is_ok()
+    let answers = "the agent's endpoint answers";
+    wait_until(answers, WAIT * 2, POLL, &[&old_agent], || async {
+        tokio::net::TcpStream::connect(addr).await.ok().map(drop)
     })
     .await;
     for (case, token, code) in refused {
@@ -539,7 +440,7 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
         "the controller's own token, but node A was never drained"
     );
     old_agent.assert_running();
-    assert!(runs(&runs_file).is_empty(), "no kamikaze command ran");
+    assert!(agents.runs().is_empty(), "no kamikaze command ran");
     let untouched = nodes.get(&a).await.unwrap();
     assert!(
         !untouched
@@ -560,26 +461,15 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
         "the agent logs no token"
     );
 
-    // The controller's own POST works: with its ServiceAccount's token (deploy/rbac.yaml), it drains node A and
-    // POSTs; the agent verifies the token, obeys, runs its command and exits, and the agent of the new executor
-    // completes the upgrade.
-    let controller_token = kubectl_ok(
-        &cluster,
-        &[
-            "create",
-            "token",
-            CONTROLLER_ACCOUNT,
-            "-n",
-            K8SM_NAMESPACE,
-            "--duration=2h",
-        ],
-    );
-    let controller_kubeconfig = token_kubeconfig(&cluster, "controller", controller_token.trim());
+    // The controller's own POST works: with its ServiceAccount's token (deploy/rbac.yaml), it
+    // drains node A and POSTs; the agent verifies the token, obeys, runs its command and exits,
+    // and the agent of the new executor completes the upgrade.
+    let (kubeconfig, _) = controller_kubeconfig(&cluster, "controller");
     let controller = ChildGuard::spawn(
         "k8sm-controller",
         &binary("k8sm-controller"),
         &[
-            format!("--kubeconfig={}", controller_kubeconfig.display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
             "--identity=controller-0".to_owned(),
             "--metrics-addr=127.0.0.1:0".to_owned(),
             format!("--kamikaze-service-account={K8SM_NAMESPACE}/{CONTROLLER_ACCOUNT}"),
@@ -590,10 +480,7 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
     );
     let spec = ExecutorUpgradePolicySpec {
         target_executor_id: Some(NEW.into()),
-        node_selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
-            match_labels: Some([("kubernetes.io/hostname".to_owned(), a.clone())].into()),
-            ..Default::default()
-        },
+        node_selector: only_node(&a),
         kamikaze: agent_http_kamikaze(addr),
         ..ExecutorUpgradePolicySpec::default()
     };
@@ -617,19 +504,12 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
         old_agent.log_tail(40),
         controller.log_tail(40)
     );
-    assert_eq!(runs(&runs_file), [OLD], "the kamikaze command ran once");
-    let new_agent = spawn_agent(
-        &cluster,
-        &agent_kubeconfig,
-        &a,
-        NEW,
-        addr,
-        &runs_file,
-        "agent-new.log",
-    );
-    wait_until("node A is upgraded", &[&new_agent, &controller], || async {
-        controller.assert_running();
-        nodes.get(&a).await.is_ok_and(|n| is_upgraded(&n, NEW))
+    assert_eq!(agents.runs(), [OLD], "the kamikaze command ran once");
+    let new_agent = agents.start(NEW, &http_addr, &[], "agent-new.log");
+    let running = [&new_agent, &controller];
+    wait_until("node A is upgraded", WAIT * 2, POLL, &running, || async {
+        let node = nodes.get(&a).await.ok()?;
+        is_upgraded(&node, NEW).then_some(())
     })
     .await;
     assert_eq!(with_reason(&client, "KamikazeSent").await.len(), 1);
@@ -643,16 +523,17 @@ async fn the_http_kamikaze_obeys_only_the_controller_on_a_node_it_drained() {
     );
     // Handed back, node A is no longer drained: even the controller's token gets nothing.
     assert_eq!(post_kamikaze(addr, &a, Some(&for_a)).await, 409);
-    assert_eq!(runs(&runs_file), [OLD]);
+    assert_eq!(agents.runs(), [OLD]);
     new_agent.assert_running();
 }
 
-/// The name of the admission policy that keeps the Annotation kamikaze to the controller; its denials name it.
+/// The name of the admission policy that keeps the Annotation kamikaze to the controller; its
+/// denials name it.
 const KAMIKAZE_POLICY: &str = "k8sm-kamikaze-from-controller";
 const EXECUTOR_ID_POLICY: &str = "k8sm-executor-id-from-agent";
 
-/// A client of a ServiceAccount `default/node-admin` that RBAC lets get, list and patch every Node: a cluster operator
-/// or another component, anyone but the controller.
+/// A client of a ServiceAccount `default/node-admin` that RBAC lets get, list and patch every Node:
+/// a cluster operator or another component, anyone but the controller.
 async fn node_patcher(cluster: &TestCluster) -> Api<Node> {
     kubectl_ok(
         cluster,
@@ -682,22 +563,6 @@ async fn node_patcher(cluster: &TestCluster) -> Api<Node> {
     Api::all(client_from(&token_kubeconfig(cluster, "node-admin", &token)).await)
 }
 
-/// A kubeconfig with a token of the controller's ServiceAccount (deploy/rbac.yaml), as the controller's Pod has.
-fn controller_kubeconfig(cluster: &TestCluster) -> PathBuf {
-    let token = kubectl_ok(
-        cluster,
-        &[
-            "create",
-            "token",
-            CONTROLLER_ACCOUNT,
-            "-n",
-            K8SM_NAMESPACE,
-            "--duration=2h",
-        ],
-    );
-    token_kubeconfig(cluster, "controller", token.trim())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_controller_sets_the_annotation_kamikaze() {
     let cluster = TestCluster::start(ClusterOptions::default().with_nodes(2))
@@ -709,22 +574,14 @@ async fn only_the_controller_sets_the_annotation_kamikaze() {
     let admin: Api<Node> = Api::all(client.clone());
     let [a, b] = [0, 1].map(node_name);
     let patcher = node_patcher(&cluster).await;
-    let controller: Api<Node> = Api::all(client_from(&controller_kubeconfig(&cluster)).await);
+    let (kubeconfig, _) = controller_kubeconfig(&cluster, "controller");
+    let controller: Api<Node> = Api::all(client_from(&kubeconfig).await);
 
-    // Whoever may patch Nodes, the cluster's admin included, may not tell an executor to terminate: the denial names
-    // the policy and who may. The policy is loaded asynchronously: wait until it denies a dry run.
+    // Whoever may patch Nodes, the cluster's admin included, may not tell an executor to terminate:
+    // the denial names the policy and who may. The policy is loaded asynchronously: wait until
+    // it denies a dry run.
     let set = |at: &str| annotations(json!({ KAMIKAZE_ANNOTATION: at }));
-    let dry_run = PatchParams {
-        dry_run: true,
-        ..PatchParams::default()
-    };
-    wait_until("the kamikaze policy is in force", &[], || async {
-        matches!(
-            patcher.patch(&a, &dry_run, &Patch::Merge(&set(AT))).await,
-            Err(kube::Error::Api(status)) if status.message.contains(KAMIKAZE_POLICY)
-        )
-    })
-    .await;
+    wait_refused(&patcher, &a, &set(AT), KAMIKAZE_POLICY, WAIT * 2, POLL).await;
     let denied = |what: &str, result: Result<Node, kube::Error>| match result {
         Err(kube::Error::Api(status)) => {
             assert_eq!(status.code, 403, "{what}: {status:?}");
@@ -746,8 +603,8 @@ async fn only_the_controller_sets_the_annotation_kamikaze() {
     denied("the cluster's admin", merge(&admin, &a, &set(AT)).await);
     denied("an empty kamikaze", merge(&patcher, &a, &set("")).await);
 
-    // The controller may; nobody else may change its kamikaze, but anyone may withdraw it, and other writes to a
-    // Node that carries one pass.
+    // The controller may; nobody else may change its kamikaze, but anyone may withdraw it, and
+    // other writes to a Node that carries one pass.
     merge(&controller, &b, &set(AT))
         .await
         .expect("the controller sets a kamikaze");
@@ -771,15 +628,17 @@ async fn only_the_controller_sets_the_annotation_kamikaze() {
     .expect("withdrawing a kamikaze");
     let annotations_of = |node: Node| node.metadata.annotations.unwrap_or_default();
 
-    // The executor ID: a user with nodes patch may not claim a node runs the target (its executor would never
-    // restart); the cluster's administrators may.
+    // The executor ID: a user with nodes patch may not claim a node runs the target (its executor
+    // would never restart); the cluster's administrators may.
     let claim = |id: &str| annotations(json!({ EXECUTOR_ID_ANNOTATION: id }));
-    wait_until("the executor ID policy is in force", &[], || async {
-        matches!(
-            patcher.patch(&a, &dry_run, &Patch::Merge(&claim(NEW))).await,
-            Err(kube::Error::Api(status)) if status.message.contains(EXECUTOR_ID_POLICY)
-        )
-    })
+    wait_refused(
+        &patcher,
+        &a,
+        &claim(NEW),
+        EXECUTOR_ID_POLICY,
+        WAIT * 2,
+        POLL,
+    )
     .await;
     match merge(&patcher, &a, &claim(NEW)).await {
         Err(kube::Error::Api(status)) => {
@@ -814,8 +673,8 @@ async fn only_the_controller_sets_the_annotation_kamikaze() {
     assert!(!annotations_of(admin.get(&a).await.unwrap()).contains_key(KAMIKAZE_ANNOTATION));
     assert!(!annotations_of(admin.get(&b).await.unwrap()).contains_key(KAMIKAZE_ANNOTATION));
 
-    // The controller, with its own ServiceAccount, still upgrades both nodes by the Annotation kamikaze; the simulated
-    // executors obey it (and remove it, which anyone may).
+    // The controller, with its own ServiceAccount, still upgrades both nodes by the Annotation
+    // kamikaze; the simulated executors obey it (and remove it, which anyone may).
     let simulator = ChildGuard::spawn(
         "k8sm-agent",
         &binary("k8sm-agent"),
@@ -828,11 +687,12 @@ async fn only_the_controller_sets_the_annotation_kamikaze() {
         ],
         &cluster.dir().join("simulator.log"),
     );
+    let (kubeconfig, _) = controller_kubeconfig(&cluster, "controller");
     let controller = ChildGuard::spawn(
         "k8sm-controller",
         &binary("k8sm-controller"),
         &[
-            format!("--kubeconfig={}", controller_kubeconfig(&cluster).display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
             "--identity=controller-0".to_owned(),
             "--metrics-addr=127.0.0.1:0".to_owned(),
             format!("--report-namespace={K8SM_NAMESPACE}"),
@@ -850,16 +710,17 @@ async fn only_the_controller_sets_the_annotation_kamikaze() {
         )
         .await
         .expect("policy created");
+    let running = [&simulator, &controller];
     wait_until(
         "both nodes are upgraded",
-        &[&simulator, &controller],
+        WAIT * 2,
+        POLL,
+        &running,
         || async {
-            controller.assert_running();
-            simulator.assert_running();
             let upgraded = admin.list(&ListParams::default()).await.map_or(0, |list| {
                 list.items.iter().filter(|n| is_upgraded(n, NEW)).count()
             });
-            upgraded == 2
+            (upgraded == 2).then_some(())
         },
     )
     .await;

@@ -1,14 +1,15 @@
-//! Pods of other controllers — a custom resource's operator, as k8sm knows nothing of its kind (docs/design.md §5.3) — on
-//! a real cluster, each test on its own small cluster with the SLA watcher armed before the controller starts. Such
-//! pods are never deleted directly: under a budget that allows no disruption they stay, reported `BlockedByPDB`,
-//! while the other nodes finish; otherwise they go through the Eviction API one at a time, even when their operator
-//! is slow to replace them.
+//! Pods of other controllers — a custom resource's operator, as k8sm knows nothing of its kind
+//! (docs/design.md §5.3) — on a real cluster, each test on its own small cluster with the SLA
+//! watcher armed before the controller starts. Such pods are never deleted directly: under a budget
+//! that allows no disruption they stay, reported `BlockedByPDB`, while the other nodes finish;
+//! otherwise they go through the Eviction API one at a time, even when their operator is slow to
+//! replace them.
 //!
-//! A killed controller's successor keeps the size it must hold such a workload to, while an evicted pod is not
-//! replaced yet.
+//! A killed controller's successor keeps the size it must hold such a workload to, while an evicted
+//! pod is not replaced yet.
 //!
-//! Each test prints, per workload, the fewest Ready pods seen against the bound `min(ceil(t·d), d−1)` computed from the
-//! workload the test created.
+//! Each test prints, per workload, the fewest Ready pods seen against the bound `min(ceil(t·d),
+//! d−1)` computed from the workload the test created.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -34,9 +35,10 @@ const POLICY: &str = "fleet";
 const PROGRESS: Duration = Duration::from_secs(300);
 
 /// Pods of a `PodSet` custom resource under a PodDisruptionBudget that allows no disruption, with
-/// `unmanagedPods.policy: Delete` and `respectPodDisruptionBudgets: false`: k8sm evicts another controller's pods
-/// through the Eviction API whatever that flag says, so they are never deleted. They are reported `BlockedByPDB`,
-/// their node stalls and gives up the only slot, the other nodes finish, and the node's unmanaged pod waits for them.
+/// `unmanagedPods.policy: Delete` and `respectPodDisruptionBudgets: false`: k8sm evicts another
+/// controller's pods through the Eviction API whatever that flag says, so they are never deleted.
+/// They are reported `BlockedByPDB`, their node stalls and gives up the only slot, the other nodes
+/// finish, and the node's unmanaged pod waits for them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn custom_resource_pods_under_a_budget_allowing_no_disruption_are_never_deleted() {
     const NS: &str = "podset-pdb";
@@ -191,10 +193,11 @@ async fn custom_resource_pods_under_a_budget_allowing_no_disruption_are_never_de
     );
 }
 
-/// Pods of two `PodSet`s on one node: `cache` under a budget that allows one disruption, `ledger` without a budget
-/// and with an operator that takes 3 s to replace a pod. Both move one at a time, through the Eviction API (never a
-/// plain DELETE, although unmanaged pods are deleted under this policy): `d` counts the evictions not yet replaced,
-/// so a pod gone and not yet replaced still counts as missing. The `Evicted` Events name the PodSet.
+/// Pods of two `PodSet`s on one node: `cache` under a budget that allows one disruption, `ledger`
+/// without a budget and with an operator that takes 3 s to replace a pod. Both move one at a time,
+/// through the Eviction API (never a plain DELETE, although unmanaged pods are deleted under this
+/// policy): `d` counts the evictions not yet replaced, so a pod gone and not yet replaced still
+/// counts as missing. The `Evicted` Events name the PodSet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn custom_resource_pods_move_one_at_a_time_through_the_eviction_api() {
     const NS: &str = "podset-move";
@@ -299,10 +302,11 @@ async fn custom_resource_pods_move_one_at_a_time_through_the_eviction_api() {
     );
 }
 
-/// The remembered size of an unknown kind outlives the controller: a `PodSet` of 3 on one node, whose operator takes
-/// 40 s to replace a pod. The controller is SIGKILLed right after the first eviction, and a new one started while the
-/// evicted pod is gone and not replaced: it reads the size it must keep (3) back, sees 2 of 3, and waits for the
-/// replacement instead of taking the 2 left for a whole PodSet of 2 and evicting a second pod.
+/// The remembered size of an unknown kind outlives the controller: a `PodSet` of 3 on one node,
+/// whose operator takes 40 s to replace a pod. The controller is SIGKILLed right after the first
+/// eviction, and a new one started while the evicted pod is gone and not replaced: it reads the
+/// size it must keep (3) back, sees 2 of 3, and waits for the replacement instead of taking the 2
+/// left for a whole PodSet of 2 and evicting a second pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_kinds_size_outlives_a_killed_controller() {
     const NS: &str = "podset-kill";

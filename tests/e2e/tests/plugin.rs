@@ -1,7 +1,8 @@
-//! The kubectl plugin as an operator uses it: the cluster's real kubectl runs `kubectl k8sm …` (the plugin found on
-//! `PATH`) during live upgrades. `plan` names the controller's first wave before the start, `upgrade status --watch`
-//! follows the upgrade to its end, `blocked` lists exactly the pods that hold nodes, `force` unblocks them, `pause`
-//! stops progress and `resume` restarts it; mistakes get one sentence that says how to fix them.
+//! The kubectl plugin as an operator uses it: the cluster's real kubectl runs `kubectl k8sm …` (the
+//! plugin found on `PATH`) during live upgrades. `plan` names the controller's first wave before
+//! the start, `upgrade status --watch` follows the upgrade to its end, `blocked` lists exactly the
+//! pods that hold nodes, `force` unblocks them, `pause` stops progress and `resume` restarts it;
+//! mistakes get one sentence that says how to fix them.
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -77,10 +78,10 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
     const NS: &str = "shop";
     let mut scenario = Scenario::start(4, NS, "2s").await;
     let client = scenario.client.clone();
-    // node-0000: both pods of `web` (2 replicas, so one may go at a time) and the only pod of `api`; the other nodes
-    // three unmanaged pods each. Equal pod counts: the admission queue takes node-0000 first, by name. `web` counts a
-    // pod only after 5 s Ready: KWOK readies a replacement within a pass, which would let web's second pod join the
-    // first wave.
+    // node-0000: both pods of `web` (2 replicas, so one may go at a time) and the only pod of
+    // `api`; the other nodes three unmanaged pods each. Equal pod counts: the admission queue
+    // takes node-0000 first, by name. `web` counts a pod only after 5 s Ready: KWOK readies a
+    // replacement within a pass, which would let web's second pod join the first wave.
     cordon(&scenario, &[1, 2, 3], true);
     let mut web = deployment(NS, "web", 2);
     if let Some(spec) = web.spec.as_mut() {
@@ -137,7 +138,8 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
             },
         )
         .await;
-    // Without a target every node counts as compatible: status says so, and the plugin says it is done.
+    // Without a target every node counts as compatible: status says so, and the plugin says it is
+    // done.
     scenario
         .wait_until(
             "the controller reports on the policy",
@@ -206,9 +208,10 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
     );
     let watch = watch_until_done(cluster, Duration::from_secs(300));
 
-    // The controller's first wave is exactly what plan said: its first two eviction attempts. An attempt the
-    // apiserver refused (busy, under a loaded CI machine) is reported too, and tried again later, maybe after the
-    // other pod of `web` went: the first attempts, not the first successes, are the wave.
+    // The controller's first wave is exactly what plan said: its first two eviction attempts. An
+    // attempt the apiserver refused (busy, under a loaded CI machine) is reported too, and
+    // tried again later, maybe after the other pod of `web` went: the first attempts, not the
+    // first successes, are the wave.
     let mut attempts = Vec::new();
     for reason in ["Evicted", "ActionFailed", "BlockedByPDB"] {
         attempts.extend(
@@ -241,7 +244,8 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
     );
 
     // The watch saw progress move, node by node, and end at 4/4.
-    // Frames start with the policy's name; the first ones may still show the status of the spec before the start.
+    // Frames start with the policy's name; the first ones may still show the status of the spec
+    // before the start.
     let frames: Vec<&str> = watch
         .split("Policy:")
         .filter(|f| !f.trim().is_empty())
@@ -334,7 +338,8 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
         some.contains(&format!("Selector: {selector}: 2 nodes of the policy's\n")),
         "{some}"
     );
-    // The watch renders the same from its caches of the policy and the selected nodes, and ends at once: done.
+    // The watch renders the same from its caches of the policy and the selected nodes, and ends at
+    // once: done.
     let watched = k8sm_ok(
         cluster,
         &["upgrade", "status", "--watch", "--all", "-l", &selector],
@@ -367,7 +372,8 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
     );
 }
 
-/// Runs `kubectl k8sm upgrade status --watch` until it exits by itself; panics with its output after `timeout`.
+/// Runs `kubectl k8sm upgrade status --watch` until it exits by itself; panics with its output
+/// after `timeout`.
 fn watch_until_done(cluster: &TestCluster, timeout: Duration) -> String {
     let mut child = kubectl_with_plugin(cluster)
         .args(["k8sm", "upgrade", "status", "--watch"])
@@ -409,11 +415,12 @@ fn watch_until_done(cluster: &TestCluster, timeout: Duration) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
     const NS: &str = "ops";
-    // Restarts take 6s: time enough to pause before the second node starts, however busy the machine.
+    // Restarts take 6s: time enough to pause before the second node starts, however busy the
+    // machine.
     let mut scenario = Scenario::start(4, NS, "6s").await;
     let client = scenario.client.clone();
-    // node-0001 holds an unmanaged pod (policy Never), node-0002 an opted-out one; the 4 pods of `web` run on
-    // node-0000 and node-0003, so both of those have pods to evict.
+    // node-0001 holds an unmanaged pod (policy Never), node-0002 an opted-out one; the 4 pods of
+    // `web` run on node-0000 and node-0003, so both of those have pods to evict.
     cordon(&scenario, &[1, 2], true);
     create(&client, &deployment(NS, "web", 4)).await;
     scenario.wait_ready(4).await;
@@ -442,7 +449,8 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
         )
         .await;
 
-    // Pause as soon as the first node is told to restart: the second must not start draining while paused.
+    // Pause as soon as the first node is told to restart: the second must not start draining while
+    // paused.
     scenario
         .wait_until("a first KamikazeSent", Duration::from_secs(120), || async {
             (!scenario.events("KamikazeSent").await.is_empty()).then_some(())
@@ -526,8 +534,9 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
         "kamikaze went on after resume"
     );
 
-    // Both remaining nodes end up Blocked, each with a pod only an operator can move; neither is started (a pod of
-    // `web` stays on node-0002 until the opted-out pod goes), and only those two pods are blocked.
+    // Both remaining nodes end up Blocked, each with a pod only an operator can move; neither is
+    // started (a pod of `web` stays on node-0002 until the opted-out pod goes), and only those
+    // two pods are blocked.
     scenario
         .wait_until(
             "two nodes are Blocked",
@@ -589,7 +598,8 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
     let status = k8sm_ok(cluster, &["upgrade", "status", "-o", "wide"]);
     assert!(status.contains("kubectl k8sm force node-0001"), "{status}");
 
-    // force: refused without a terminal or --yes; a dry run deletes nothing; opted-out pods need the flag.
+    // force: refused without a terminal or --yes; a dry run deletes nothing; opted-out pods need
+    // the flag.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     k8sm_fails(
         cluster,
@@ -609,8 +619,8 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
     assert!(pods.get_opt("debug").await.unwrap().is_some());
     assert!(pods.get_opt("pinned").await.unwrap().is_some());
 
-    // The audit comes first: a user who may delete the pod but not record what is forced is refused, and the pod
-    // stays.
+    // The audit comes first: a user who may delete the pod but not record what is forced is
+    // refused, and the pod stays.
     kubectl_ok(
         cluster,
         &[
@@ -754,8 +764,8 @@ async fn mistakes_get_a_sentence_that_says_how_to_fix_them() {
     install_crd(&cluster);
     let no_policy = "no ExecutorUpgradePolicy exists: create one, for example kubectl apply -f deploy/examples/default.yaml";
     k8sm_fails(&cluster, &["upgrade", "status"], no_policy);
-    // Impersonation, as kubectl's --as: the apiserver judges each request with that user's rights, and says so in
-    // its own words; in a group that may, the answer is the admin's.
+    // Impersonation, as kubectl's --as: the apiserver judges each request with that user's rights,
+    // and says so in its own words; in a group that may, the answer is the admin's.
     let jane = k8sm(&cluster, &["--as=jane", "upgrade", "status"]);
     assert!(!jane.success, "{}", jane.stdout);
     assert!(
@@ -901,11 +911,13 @@ async fn mistakes_get_a_sentence_that_says_how_to_fix_them() {
     );
 }
 
-/// `upgrade report`: the durable record of a run outlives the controller that began it. Three nodes, a Deployment
-/// of 4 (at threshold 50, two may go at once) and an unmanaged pod per node (deleted: policy Delete). The controller
-/// is stopped once a node is upgraded and a second one finishes the run: the record it reads back and completes
-/// accounts for every eviction and deletion the Events show, every node's admission, kamikaze and return in order,
-/// and the Deployment's fewest Ready pods, which is never below what the SLA watcher saw nor below its bound.
+/// `upgrade report`: the durable record of a run outlives the controller that began it. Three
+/// nodes, a Deployment of 4 (at threshold 50, two may go at once) and an unmanaged pod per node
+/// (deleted: policy Delete). The controller is stopped once a node is upgraded and a second one
+/// finishes the run: the record it reads back and completes accounts for every eviction and
+/// deletion the Events show, every node's admission, kamikaze and return in order,
+/// and the Deployment's fewest Ready pods, which is never below what the SLA watcher saw nor below
+/// its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upgrade_report_outlives_the_controller_and_accounts_for_every_action() {
     const NS: &str = "report";
@@ -1002,12 +1014,12 @@ async fn the_upgrade_report_outlives_the_controller_and_accounts_for_every_actio
                 .min()
                 .unwrap()
     );
-    // The Deployment: its fewest Ready pods by the controller's count, which takes in two things. What each
-    // eviction left it, as the controller counted (its Evicted Event says "ready R/D → N"; conservative: a
-    // replacement the cache does not show Ready yet is not counted), so the record is at most the fewest of those;
-    // and what the passes observed (a past state of the pods, each also seen by the watcher, which sees every
-    // change), so the record is at least the lower of the watcher's truth and the Events' fewest. And at or above
-    // its bound.
+    // The Deployment: its fewest Ready pods by the controller's count, which takes in two things.
+    // What each eviction left it, as the controller counted (its Evicted Event says "ready R/D
+    // → N"; conservative: a replacement the cache does not show Ready yet is not counted), so
+    // the record is at most the fewest of those; and what the passes observed (a past state of
+    // the pods, each also seen by the watcher, which sees every change), so the record is at
+    // least the lower of the watcher's truth and the Events' fewest. And at or above its bound.
     let web = &report.workloads[&format!("Deployment {NS}/web")];
     assert_eq!((web.desired, web.bound), (4, 2));
     assert_eq!(web.disruptions as usize, evicted);
@@ -1058,8 +1070,9 @@ async fn the_upgrade_report_outlives_the_controller_and_accounts_for_every_actio
     );
 }
 
-/// kubectl's `proxy-url`: with it in the kubeconfig, the plugin reaches the real apiserver only through the proxy (an
-/// HTTP CONNECT proxy on loopback that records its tunnels); with the proxy gone, it fails instead of going around it.
+/// kubectl's `proxy-url`: with it in the kubeconfig, the plugin reaches the real apiserver only
+/// through the proxy (an HTTP CONNECT proxy on loopback that records its tunnels); with the proxy
+/// gone, it fails instead of going around it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kubeconfigs_proxy_url_carries_every_request_of_the_plugin() {
     let cluster = TestCluster::start(ClusterOptions::default().with_nodes(1))
@@ -1100,7 +1113,8 @@ async fn the_kubeconfigs_proxy_url_carries_every_request_of_the_plugin() {
             .into()
     };
 
-    // `blocked` lists every kind the planner reads: many requests, all through the proxy, to the apiserver.
+    // `blocked` lists every kind the planner reads: many requests, all through the proxy, to the
+    // apiserver.
     let blocked = run(&["blocked"]);
     assert!(blocked.success, "{}", blocked.stderr);
     assert_eq!(blocked.stdout, "No blocked pods.\n");
@@ -1122,8 +1136,8 @@ async fn the_kubeconfigs_proxy_url_carries_every_request_of_the_plugin() {
     assert!(direct.stderr.starts_with("error: "), "{}", direct.stderr);
 }
 
-/// What an eviction left its workload, by the controller's count, from the Evicted Event's note: "… ready R/D → N …"
-/// for a Ready pod, "… keeps N/D ready …" for one that was not Ready.
+/// What an eviction left its workload, by the controller's count, from the Evicted Event's note: "…
+/// ready R/D → N …" for a Ready pod, "… keeps N/D ready …" for one that was not Ready.
 fn ready_after_eviction(note: &str) -> Option<u32> {
     let count = |rest: &str| -> Option<u32> {
         rest.trim_start()

@@ -1,7 +1,8 @@
-//! The policy knobs of docs/design.md §5 on a real cluster, each as an operator sees it (nodes, pods, Events by reason,
-//! the policy's status): unmanaged pods under `Delete`, `DeleteAfterTimeout` and `Never`, opt-out nodes and pods,
-//! `paused`, a PodDisruptionBudget stricter than the threshold, and a node marked by hand under a policy without a
-//! target. Each test runs its own small cluster.
+//! The policy knobs of docs/design.md §5 on a real cluster, each as an operator sees it (nodes,
+//! pods, Events by reason, the policy's status): unmanaged pods under `Delete`,
+//! `DeleteAfterTimeout` and `Never`, opt-out nodes and pods, `paused`, a PodDisruptionBudget
+//! stricter than the threshold, and a node marked by hand under a policy without a target. Each
+//! test runs its own small cluster.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -37,15 +38,15 @@ const PROGRESS: Duration = Duration::from_secs(180);
 // Unmanaged pods
 // ---------------------------------------------------------------------------------------------------------------
 
-/// `Delete`: the unmanaged pod of a node goes only once no owned pod of that node waits for its owner — after every
-/// owned pod of the node was evicted — and the upgrade completes.
+/// `Delete`: the unmanaged pod of a node goes only once no owned pod of that node waits for its
+/// owner — after every owned pod of the node was evicted — and the upgrade completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unmanaged_delete_goes_once_owned_pods_are_gone() {
     const NS: &str = "unmanaged-delete";
     let mut scenario = Scenario::start(3, NS, "1s").await;
     let node = node_name(0);
-    // Three replicas on one node, with a 90% threshold: they can only move one at a time, so the unmanaged pod has
-    // to wait for owned pods of its node at least once.
+    // Three replicas on one node, with a 90% threshold: they can only move one at a time, so the
+    // unmanaged pod has to wait for owned pods of its node at least once.
     scenario
         .pin_to(&node, 3, || async {
             create(&scenario.client, &deployment(NS, "web", 3)).await;
@@ -90,8 +91,8 @@ async fn unmanaged_delete_goes_once_owned_pods_are_gone() {
             "{name} evicted at {evicted_at}, after the unmanaged pod was deleted at {deleted_at}"
         );
     }
-    // The rule was exercised, not only satisfied by chance: while the second replica waited for its owner, the
-    // unmanaged pod was reported waiting too.
+    // The rule was exercised, not only satisfied by chance: while the second replica waited for its
+    // owner, the unmanaged pod was reported waiting too.
     assert!(
         !events_about(&scenario.client, "WaitingForOwner", "debug")
             .await
@@ -100,8 +101,8 @@ async fn unmanaged_delete_goes_once_owned_pods_are_gone() {
     );
 }
 
-/// `DeleteAfterTimeout` 20s: the unmanaged pod is not deleted before 20 s (and the 30 s clock skew allowance) after
-/// its node's incompatible-executor annotation time, and is deleted soon after.
+/// `DeleteAfterTimeout` 20s: the unmanaged pod is not deleted before 20 s (and the 30 s clock skew
+/// allowance) after its node's incompatible-executor annotation time, and is deleted soon after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
     const NS: &str = "unmanaged-timeout";
@@ -137,7 +138,8 @@ async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
     // Judged with the allowance for another replica's clock.
     let deadline = marked_at + timeout + chrono::Duration::from_std(CLOCK_SKEW_ALLOWANCE).unwrap();
 
-    // Admitted at once (all nodes may drain): only the timeout holds it, and it keeps its slot meanwhile.
+    // Admitted at once (all nodes may drain): only the timeout holds it, and it keeps its slot
+    // meanwhile.
     scenario
         .wait_until(
             &format!("{node} is Draining with the unmanaged pod left"),
@@ -163,7 +165,8 @@ async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
             },
         )
         .await;
-    // The Event follows the deletion call; the pod can be seen deleted a moment before it is recorded.
+    // The Event follows the deletion call; the pod can be seen deleted a moment before it is
+    // recorded.
     let deleted = scenario
         .wait_until(
             "the DeletedUnmanagedPod event of scratch",
@@ -196,8 +199,9 @@ async fn unmanaged_delete_after_timeout_waits_for_the_timeout() {
     scenario.wait_all_upgraded(POLICY, 3, PROGRESS).await;
 }
 
-/// `Never`: the node with an unmanaged pod ends Blocked (status and `BlockedUnmanagedPod` Event) while the other
-/// nodes are upgraded; once an operator deletes the pod by hand, the node finishes too.
+/// `Never`: the node with an unmanaged pod ends Blocked (status and `BlockedUnmanagedPod` Event)
+/// while the other nodes are upgraded; once an operator deletes the pod by hand, the node finishes
+/// too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unmanaged_never_blocks_its_node_until_an_operator_deletes_it() {
     const NS: &str = "unmanaged-never";
@@ -272,8 +276,9 @@ async fn unmanaged_never_blocks_its_node_until_an_operator_deletes_it() {
 // Opt-out
 // ---------------------------------------------------------------------------------------------------------------
 
-/// A node labelled `upgrade-opt-out=true` is never cordoned, drained or told to terminate: its pods stay (even an
-/// unmanaged one under `Delete`) and it keeps its old executor, while the other nodes are upgraded.
+/// A node labelled `upgrade-opt-out=true` is never cordoned, drained or told to terminate: its pods
+/// stay (even an unmanaged one under `Delete`) and it keeps its old executor, while the other nodes
+/// are upgraded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opt_out_node_is_never_drained() {
     const NS: &str = "opt-out-node";
@@ -340,9 +345,9 @@ async fn opt_out_node_is_never_drained() {
     }
 }
 
-/// A pod labelled `upgrade-opt-out=true` is never deleted (not even an unmanaged one under `Delete`): its node ends
-/// Blocked with a `BlockedOptOut` Event while the other nodes are upgraded. Once the operator removes the label,
-/// the node finishes.
+/// A pod labelled `upgrade-opt-out=true` is never deleted (not even an unmanaged one under
+/// `Delete`): its node ends Blocked with a `BlockedOptOut` Event while the other nodes are
+/// upgraded. Once the operator removes the label, the node finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opt_out_pod_blocks_its_node() {
     const NS: &str = "opt-out-pod";
@@ -431,8 +436,8 @@ async fn opt_out_pod_blocks_its_node() {
 // Pause
 // ---------------------------------------------------------------------------------------------------------------
 
-/// `paused: true`: nodes are marked, but nothing is cordoned, evicted or deleted; `paused: false` resumes and the
-/// upgrade completes.
+/// `paused: true`: nodes are marked, but nothing is cordoned, evicted or deleted; `paused: false`
+/// resumes and the upgrade completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_stops_evictions_and_resume_continues() {
     const NS: &str = "paused";
@@ -476,8 +481,8 @@ async fn pause_stops_evictions_and_resume_continues() {
         !scenario.events("Paused").await.is_empty(),
         "a Paused event tells the operator why nothing moves"
     );
-    // The operator finds it where they look first: Events about a policy carry its UID, which `kubectl describe`
-    // matches on.
+    // The operator finds it where they look first: Events about a policy carry its UID, which
+    // `kubectl describe` matches on.
     let described = kubectl_ok(&scenario.cluster, &["describe", "eup", POLICY]);
     let events = described
         .split_once("Events:")
@@ -496,9 +501,10 @@ async fn pause_stops_evictions_and_resume_continues() {
     assert!(scenario.pod("debug").await.is_none());
 }
 
-/// `spec.window`: a window that opens 20 s after the policy is created. Until then nodes are marked, none is
-/// cordoned, drained or told to restart, and the policy says when the window opens (its Progressing condition, its
-/// status and an OutsideWindow Event); once it opens, the upgrade completes.
+/// `spec.window`: a window that opens 20 s after the policy is created. Until then nodes are
+/// marked, none is cordoned, drained or told to restart, and the policy says when the window opens
+/// (its Progressing condition, its status and an OutsideWindow Event); once it opens, the upgrade
+/// completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_maintenance_window_holds_the_upgrade_until_it_opens() {
     const NS: &str = "window";
@@ -507,7 +513,8 @@ async fn a_maintenance_window_holds_the_upgrade_until_it_opens() {
     scenario.wait_ready(2).await;
     scenario.start_controller(&[]);
 
-    // Windows are set to the minute: create the policy 20 s before a minute begins, the window opening then.
+    // Windows are set to the minute: create the policy 20 s before a minute begins, the window
+    // opening then.
     let opens = {
         let at = Utc::now() + chrono::Duration::seconds(20);
         let into_minute = i64::from(at.second()) * 1000 + i64::from(at.timestamp_subsec_millis());
@@ -560,7 +567,8 @@ async fn a_maintenance_window_holds_the_upgrade_until_it_opens() {
     let evicted = scenario.events("Evicted").await;
     assert!(!evicted.is_empty());
     let first = evicted.iter().map(first_seen).min().expect("an eviction");
-    // Event times are kept to the second (or microsecond for eventTime): nothing before the window opened.
+    // Event times are kept to the second (or microsecond for eventTime): nothing before the window
+    // opened.
     assert!(
         first >= opens - chrono::Duration::seconds(1),
         "first eviction at {first}, the window opened at {opens}"
@@ -647,9 +655,10 @@ fn weekday(at: DateTime<Utc>) -> Weekday {
 // PodDisruptionBudgets
 // ---------------------------------------------------------------------------------------------------------------
 
-/// A PodDisruptionBudget stricter than the threshold (minAvailable 4 of 4, threshold 50%) is respected: none of its
-/// pods is evicted while it allows no disruption, and the waiting node reports `BlockedByPDB`. Relaxed to 3, the
-/// upgrade completes, never below the budget, and the SLA invariant holds throughout.
+/// A PodDisruptionBudget stricter than the threshold (minAvailable 4 of 4, threshold 50%) is
+/// respected: none of its pods is evicted while it allows no disruption, and the waiting node
+/// reports `BlockedByPDB`. Relaxed to 3, the upgrade completes, never below the budget, and the SLA
+/// invariant holds throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pdb_stricter_than_threshold_is_respected_and_reported() {
     const NS: &str = "pdb";
@@ -730,8 +739,9 @@ async fn pdb_stricter_than_threshold_is_respected_and_reported() {
 // Nodes marked by someone else
 // ---------------------------------------------------------------------------------------------------------------
 
-/// Under a policy without `targetExecutorId`, a node marked by hand (label and annotation) is drained, told to
-/// terminate, comes back with the new executor and ends with k8sm's keys removed; unmarked nodes are never touched.
+/// Under a policy without `targetExecutorId`, a node marked by hand (label and annotation) is
+/// drained, told to terminate, comes back with the new executor and ends with k8sm's keys removed;
+/// unmarked nodes are never touched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_marked_node_is_drained_without_a_target() {
     const NS: &str = "hand-marked";
@@ -881,8 +891,8 @@ impl Untouched {
         }
     }
 
-    /// Panics if any of the nodes was cordoned, admitted, told to terminate or restarted, or any of their pods was
-    /// evicted or deleted.
+    /// Panics if any of the nodes was cordoned, admitted, told to terminate or restarted, or any of
+    /// their pods was evicted or deleted.
     async fn check(&self, scenario: &Scenario) {
         for name in &self.nodes {
             let node = get_node(&scenario.client, name).await;

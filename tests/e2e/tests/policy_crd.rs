@@ -1,20 +1,12 @@
-//! The ExecutorUpgradePolicy CRD on a real apiserver: it installs, accepts every example, rejects every invalid
-//! policy with a message naming the field, fills in defaults, and documents its fields through `kubectl explain`.
+//! The ExecutorUpgradePolicy CRD on a real apiserver: it installs, accepts every example, rejects
+//! every invalid policy with a message naming the field, fills in defaults, and documents its
+//! fields through `kubectl explain`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use k8sm_e2e::manifests::yaml_files;
 use k8sm_e2e::{install_crd, kubectl, kubectl_ok, workspace_root};
 use k8sm_testcluster::{ClusterOptions, TestCluster};
-
-fn yaml_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
-        .collect();
-    files.sort();
-    files
-}
 
 fn metadata_name(path: &Path) -> String {
     let doc: serde_yaml::Value =
@@ -65,7 +57,8 @@ async fn policy_crd_installs_validates_defaults_and_documents() {
         );
     }
 
-    // Every invalid policy is rejected with a message that names the bad field, and nothing is stored.
+    // Every invalid policy is rejected with a message that names the bad field, and nothing is
+    // stored.
     let invalid = yaml_files(&workspace_root().join("tests/e2e/fixtures/invalid"));
     assert!(
         invalid.len() >= 12,

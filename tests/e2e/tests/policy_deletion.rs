@@ -1,6 +1,6 @@
-//! The end of a policy on a real cluster, as an operator sees it (Node objects, pods, Events), docs/design.md §5.4: the
-//! policy's finalizer makes `kubectl delete eup` mid-upgrade hand every node back, schedulable and clean, and leave
-//! what others set.
+//! The end of a policy on a real cluster, as an operator sees it (Node objects, pods, Events),
+//! docs/design.md §5.4: the policy's finalizer makes `kubectl delete eup` mid-upgrade hand every
+//! node back, schedulable and clean, and leave what others set.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,29 +27,32 @@ const POLICY: &str = "fleet";
 /// Generous: CI runs on small machines.
 const PROGRESS: Duration = Duration::from_secs(180);
 
-/// `kubectl delete eup` while nodes are marked and queued, draining (one of them cordoned by the operator, not by
-/// k8sm) and told kamikaze returns once the controller has handed every node back: all schedulable except the one
-/// the operator cordoned, without k8sm's taint, with no `k8s.mesosphere.io/*` key but the executor ID — except the
-/// mark another component set — and with the labels and taints of others intact. No pod is evicted or deleted after
-/// the deletion, and nothing changes on the nodes afterwards.
+/// `kubectl delete eup` while nodes are marked and queued, draining (one of them cordoned by the
+/// operator, not by k8sm) and told kamikaze returns once the controller has handed every node back:
+/// all schedulable except the one the operator cordoned, without k8sm's taint, with no
+/// `k8s.mesosphere.io/*` key but the executor ID — except the mark another component set — and with
+/// the labels and taints of others intact. No pod is evicted or deleted after the deletion, and
+/// nothing changes on the nodes afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
     const NS: &str = "hand-back";
     let [hung, _, foreign, external, cordoned_by_operator, spare] =
         [0, 1, 2, 3, 4, 5].map(node_name);
     let options = ClusterOptions {
-        // Replacements take a moment to become Ready, so the Deployment moves one pod at a time, slowly.
+        // Replacements take a moment to become Ready, so the Deployment moves one pod at a time,
+        // slowly.
         pod_ready_delay: Duration::from_secs(3),
         ..ClusterOptions::default().with_nodes(6)
     };
-    // The empty node is admitted first, drained at once and told kamikaze, and its executor never comes back: it
-    // is mid-kamikaze when the policy goes. The node the operator cordoned holds only an unmanaged pod that may go
-    // after an hour: admitted next, it drains (k8sm's admission, the operator's cordon) until the policy goes.
+    // The empty node is admitted first, drained at once and told kamikaze, and its executor never
+    // comes back: it is mid-kamikaze when the policy goes. The node the operator cordoned holds
+    // only an unmanaged pod that may go after an hour: admitted next, it drains (k8sm's
+    // admission, the operator's cordon) until the policy goes.
     let mut scenario =
         Scenario::start_with_options(options, NS, "1s", &[format!("--never-restart={hung}")]).await;
     let client = scenario.client.clone();
-    // A node the policy leaves alone (opted out), empty: room for the replacements, so that admission, paced by
-    // room, fills the three slots at once.
+    // A node the policy leaves alone (opted out), empty: room for the replacements, so that
+    // admission, paced by room, fills the three slots at once.
     patch_node(
         &client,
         &spare,
@@ -71,8 +74,8 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
         patch_node(&client, name, json!({ "spec": { "unschedulable": null } })).await;
     }
 
-    // What others put on nodes: the operator's cordon (above), a storage team's label and taint, another marker's
-    // mark.
+    // What others put on nodes: the operator's cordon (above), a storage team's label and taint,
+    // another marker's mark.
     patch_node(
         &client,
         &foreign,
@@ -101,7 +104,8 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
     .await;
 
     scenario.start_controller(&[]);
-    // Three slots: the hung node, the operator's node, and one whose Deployment pods move one at a time.
+    // Three slots: the hung node, the operator's node, and one whose Deployment pods move one at a
+    // time.
     let slow = ExecutorUpgradePolicySpec {
         owner_health_threshold: 90,
         restart_timeout: "10m".parse().expect("a duration"),
@@ -113,8 +117,8 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
     };
     scenario.create_policy(POLICY, slow).await;
 
-    // Mid-upgrade: one node told kamikaze, the operator's node admitted, one node draining with Deployment pods
-    // left, and one marked and queued.
+    // Mid-upgrade: one node told kamikaze, the operator's node admitted, one node draining with
+    // Deployment pods left, and one marked and queued.
     let names: Vec<String> = (0..5).map(node_name).collect();
     let before = scenario
         .wait_until(
@@ -175,7 +179,8 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
         "the policy carries k8sm's finalizer"
     );
 
-    // The operator deletes the policy; kubectl waits until it is gone, i.e. until the finalizer is removed.
+    // The operator deletes the policy; kubectl waits until it is gone, i.e. until the finalizer is
+    // removed.
     let began = Utc::now();
     let deleted = tokio::task::block_in_place(|| {
         kubectl_ok(
@@ -273,7 +278,8 @@ async fn deleting_the_policy_mid_upgrade_hands_every_node_back() {
         times_in_namespace(&scenario, "Evicted").await,
         evictions_after
     );
-    // An eviction in flight when the deletion was made may still be reported a moment later; none after that.
+    // An eviction in flight when the deletion was made may still be reported a moment later; none
+    // after that.
     let late: Vec<String> = scenario
         .events("Evicted")
         .await

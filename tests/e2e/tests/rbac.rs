@@ -1,14 +1,16 @@
 //! Least privilege:
 //!
-//! - the controller completes an upgrade with a ServiceAccount token bound to exactly deploy/rbac.yaml, and with one
-//!   verb taken away it refuses to start, naming the missing permission;
-//! - with the shipped install, the controller's ServiceAccount cannot change a kube-system Deployment's pod template
-//!   (before: a PATCH of its image was accepted, HTTP 200);
-//! - without deploy/components/surge a policy asking for surge moves is Degraded, naming the component and the Helm
-//!   value; with it the controller moves a single-replica Deployment by a surge rollout, and the component's
-//!   admission policy refuses any other change to a Deployment by that account;
-//! - `kubectl auth can-i --list` for the account equals the lists in docs/permissions.md, without and with the
-//!   opt-in components.
+//! - the controller completes an upgrade with a ServiceAccount token bound to exactly
+//!   deploy/rbac.yaml, and with one verb taken away it refuses to start, naming the missing
+//!   permission;
+//! - with the shipped install, the controller's ServiceAccount cannot change a kube-system
+//!   Deployment's pod template (before: a PATCH of its image was accepted, HTTP 200);
+//! - without deploy/components/surge a policy asking for surge moves is Degraded, naming the
+//!   component and the Helm value; with it the controller moves a single-replica Deployment by a
+//!   surge rollout, and the component's admission policy refuses any other change to a Deployment
+//!   by that account;
+//! - `kubectl auth can-i --list` for the account equals the lists in docs/permissions.md, without
+//!   and with the opt-in components.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -43,9 +45,7 @@ async fn controller_needs_exactly_the_deployed_role() {
 
     create(&scenario.client, &deployment(NS, "web", 3)).await;
     scenario
-        .wait_until("web is ready", Duration::from_secs(60), || async {
-            (scenario.ready_pods().await >= 3).then_some(())
-        })
+        .wait_ready_within(NS, 3, Duration::from_secs(60))
         .await;
     scenario.start_controller_as(&kubeconfig, &election);
     scenario
@@ -61,7 +61,8 @@ async fn controller_needs_exactly_the_deployed_role() {
     scenario
         .wait_nodes_upgraded(3, Duration::from_secs(300))
         .await;
-    // The status is written in the pass after the last node's change: wait for it rather than race it.
+    // The status is written in the pass after the last node's change: wait for it rather than race
+    // it.
     let status = scenario
         .wait_until(
             "the policy status says 3/3",
@@ -77,7 +78,8 @@ async fn controller_needs_exactly_the_deployed_role() {
         !scenario.events("Evicted").await.is_empty(),
         "it evicted through the Eviction API"
     );
-    // Nothing secret is logged: the whole upgrade's log holds no part of the credential it ran with.
+    // Nothing secret is logged: the whole upgrade's log holds no part of the credential it ran
+    // with.
     let log = scenario.controllers[0].log_tail(usize::MAX);
     assert!(token.len() > 64, "a real token: {} chars", token.len());
     assert!(
@@ -141,7 +143,8 @@ async fn controller_client(cluster: &TestCluster) -> Client {
     client_from(&token_kubeconfig(cluster, "controller-account", &token)).await
 }
 
-/// A PATCH of `namespace/name`'s container image: the apiserver's status code (200 when accepted) and message.
+/// A PATCH of `namespace/name`'s container image: the apiserver's status code (200 when accepted)
+/// and message.
 async fn patch_image(client: &Client, namespace: &str, name: &str) -> (u16, String) {
     let patch = json!({ "spec": { "template": { "spec": { "containers": [
         { "name": "app", "image": "registry.invalid/attacker:1" }
@@ -178,7 +181,8 @@ async fn image_of(client: &Client, namespace: &str, name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Applies an overlay of deploy/ with `components` (dirs under deploy/components), as an operator opting in does.
+/// Applies an overlay of deploy/ with `components` (dirs under deploy/components), as an operator
+/// opting in does.
 fn apply_with_components(cluster: &TestCluster, components: &[&str]) {
     let dir = overlay_with_components(&cluster.dir().join("overlay"), components);
     kubectl_ok(
@@ -228,7 +232,8 @@ async fn with_the_surge_component_it_moves_a_deployment_and_nothing_more() {
         .await;
     let pod = scenario.app_pods("solo").await[0].name_any();
 
-    // Without the component: the controller starts, and the refused move says what to enable; the pod stays.
+    // Without the component: the controller starts, and the refused move says what to enable; the
+    // pod stays.
     scenario.start_controller_as(
         &kubeconfig,
         &["--leader-elect", "--leader-elect-namespace=k8sm-system"],
@@ -387,8 +392,8 @@ fn documented(doc: &str, name: &str) -> Rules {
     rules(&block)
 }
 
-/// Rows as kubectl prints them (`Resources  Non-Resource URLs  Resource Names  Verbs`, the first column blank for
-/// non-resource URLs), merged by their first three columns; the header skipped.
+/// Rows as kubectl prints them (`Resources  Non-Resource URLs  Resource Names  Verbs`, the first
+/// column blank for non-resource URLs), merged by their first three columns; the header skipped.
 fn rules(text: &str) -> Rules {
     let mut rules = Rules::new();
     for line in text

@@ -1,5 +1,6 @@
-//! The controller is stateless: SIGKILLed mid-upgrade and restarted, it finishes the job without repeating a
-//! decision or breaking the SLA; with two replicas under leader election, only the leader ever evicts.
+//! The controller is stateless: SIGKILLed mid-upgrade and restarted, it finishes the job without
+//! repeating a decision or breaking the SLA; with two replicas under leader election, only the
+//! leader ever evicts.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -35,16 +36,7 @@ async fn workloads(scenario: &Scenario, ns: &str, expected_ready: usize) -> SlaW
     create(&client, &deployment(ns, "api", 5)).await;
     create(&client, &stateful_set(ns, "db", 3)).await;
     let sla = SlaWatcher::start(client, ns, u32::from(THRESHOLD));
-    scenario
-        .wait_until(
-            "the workloads are ready",
-            Duration::from_secs(120),
-            || async {
-                let ready = scenario.ready_pods().await;
-                (ready >= expected_ready).then_some(())
-            },
-        )
-        .await;
+    scenario.wait_ready(expected_ready).await;
     sla.arm();
     sla
 }
@@ -97,8 +89,9 @@ async fn sigkilled_controller_restarts_and_finishes_without_repeating_itself() {
         per_pod.values().all(|n| *n == 1),
         "an eviction was repeated after the restart: {per_pod:?}"
     );
-    // One Event per node and step, across the restart: none repeated. A SIGKILL between an action and its Event
-    // can lose that one Event (Events are reports, the node's keys are the record).
+    // One Event per node and step, across the restart: none repeated. A SIGKILL between an action
+    // and its Event can lose that one Event (Events are reports, the node's keys are the
+    // record).
     for kind in ["Marked", "KamikazeSent", "Upgraded"] {
         let count = scenario.events(kind).await.len();
         println!("{kind} events: {count}");

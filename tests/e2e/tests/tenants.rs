@@ -1,7 +1,7 @@
-//! A tenant against another namespace's workload, on a real cluster. Anyone who may create pods in their own
-//! namespace may write any controller reference on them: a kind nothing serves, with the UID of another namespace's
-//! ReplicaSet. The garbage collector cannot resolve such a kind and leaves the pods alone; k8sm must not count them as
-//! the victim's replicas.
+//! A tenant against another namespace's workload, on a real cluster. Anyone who may create pods in
+//! their own namespace may write any controller reference on them: a kind nothing serves, with the
+//! UID of another namespace's ReplicaSet. The garbage collector cannot resolve such a kind and
+//! leaves the pods alone; k8sm must not count them as the victim's replicas.
 
 use std::time::Duration;
 
@@ -26,14 +26,16 @@ const TENANT: &str = "tenant";
 const REPLICAS: u32 = 4;
 const FORGED: usize = 10;
 const PROGRESS: Duration = Duration::from_secs(300);
-/// How long the test watches web after its first eviction: well within the policy's 60 s `nodeProgressDeadline`, and
-/// far longer than the controller takes to evict the rest of web when it counts the tenant's pods (one pass).
+/// How long the test watches web after its first eviction: well within the policy's 60 s
+/// `nodeProgressDeadline`, and far longer than the controller takes to evict the rest of web when
+/// it counts the tenant's pods (one pass).
 const WATCHED: Duration = Duration::from_secs(20);
 
-/// The victim: a Deployment of 4 (bound 3) on `node-0000`, the only node to upgrade, whose replacements cannot schedule
-/// once the node is cordoned (the other node is cordoned too). The tenant: ten Ready pods on `node-0001` whose
-/// controller reference names a kind nothing serves, with the UID of the victim's ReplicaSet. k8sm evicts one pod of the victim,
-/// then waits for its replacement (which never comes) until the node stalls; the victim never goes below its bound.
+/// The victim: a Deployment of 4 (bound 3) on `node-0000`, the only node to upgrade, whose
+/// replacements cannot schedule once the node is cordoned (the other node is cordoned too). The
+/// tenant: ten Ready pods on `node-0001` whose controller reference names a kind nothing serves,
+/// with the UID of the victim's ReplicaSet. k8sm evicts one pod of the victim, then waits for its
+/// replacement (which never comes) until the node stalls; the victim never goes below its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_claiming_another_namespace_s_replica_set_never_take_it_below_its_bound() {
     let mut scenario = Scenario::start(2, VICTIM, "1s").await;
@@ -45,8 +47,8 @@ async fn pods_claiming_another_namespace_s_replica_set_never_take_it_below_its_b
     let client = scenario.client.clone();
     let (held, other) = (node_name(0), node_name(1));
 
-    // web's pods on node-0000; then the operator cordons node-0001, so that no replacement can schedule once k8sm
-    // cordons node-0000.
+    // web's pods on node-0000; then the operator cordons node-0001, so that no replacement can
+    // schedule once k8sm cordons node-0000.
     scenario
         .pin_to(&held, REPLICAS as usize, || async {
             create(&client, &deployment(VICTIM, "web", REPLICAS as i32)).await
@@ -74,21 +76,8 @@ async fn pods_claiming_another_namespace_s_replica_set_never_take_it_below_its_b
         }]);
         create(&client, &pod).await;
     }
-    let tenant_pods: Api<Pod> = Api::namespaced(client.clone(), TENANT);
     scenario
-        .wait_until(
-            "the tenant's pods are Ready",
-            Duration::from_secs(60),
-            || async {
-                let pods = tenant_pods.list(&ListParams::default()).await.ok()?.items;
-                (pods
-                    .iter()
-                    .filter(|p| k8sm_e2e::scenario::is_ready(p))
-                    .count()
-                    == FORGED)
-                    .then_some(())
-            },
-        )
+        .wait_ready_within(TENANT, FORGED, Duration::from_secs(60))
         .await;
 
     let sla = SlaWatcher::start(client.clone(), VICTIM, u32::from(THRESHOLD));
@@ -101,8 +90,8 @@ async fn pods_claiming_another_namespace_s_replica_set_never_take_it_below_its_b
     policy.node_selector = only_node(&held);
     scenario.create_policy("fleet", policy).await;
 
-    // One pod of the victim goes and its replacement stays Pending: for as long as the node does not stall, which
-    // would uncordon it and let the replacement in, no other pod of web goes.
+    // One pod of the victim goes and its replacement stays Pending: for as long as the node does
+    // not stall, which would uncordon it and let the replacement in, no other pod of web goes.
     scenario
         .wait_until("one pod of web is evicted", PROGRESS, || async {
             (!deletions.deleted().is_empty()).then_some(())

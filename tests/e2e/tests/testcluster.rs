@@ -1,5 +1,5 @@
-//! The harness itself: real components, the pinned version, KWOK nodes running real workloads, RBAC, and no process
-//! left behind.
+//! The harness itself: real components, the pinned version, KWOK nodes running real workloads,
+//! RBAC, and no process left behind.
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,9 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 
 use k8sm_e2e::objects::node_of;
+use k8sm_e2e::polling::poll;
 use k8sm_e2e::scenario::is_ready;
+use k8sm_e2e::waits::wait_until;
 use k8sm_e2e::workloads::{deployment, unmanaged_pod};
 use k8sm_e2e::{kubectl, kubectl_ok};
 use k8sm_testcluster::{ClusterOptions, READY_DELAY_ANNOTATION, TestCluster, node_name};
@@ -60,7 +62,8 @@ async fn real_cluster_runs_workloads_on_kwok_nodes_and_stops_cleanly() {
         .unwrap();
     assert_eq!(nodes.items.len(), 5);
 
-    // A Deployment goes through the real scheduler and ReplicaSet controller, and KWOK makes its pods Ready.
+    // A Deployment goes through the real scheduler and ReplicaSet controller, and KWOK makes its
+    // pods Ready.
     cluster.create_namespace("harness").await.unwrap();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "harness");
     deployments
@@ -68,8 +71,8 @@ async fn real_cluster_runs_workloads_on_kwok_nodes_and_stops_cleanly() {
         .await
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "harness");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
+    let (timeout, every) = (Duration::from_secs(90), Duration::from_millis(200));
+    poll(timeout, every, || async {
         let list = pods
             .list(&ListParams::default().labels("app=web"))
             .await
@@ -77,14 +80,15 @@ async fn real_cluster_runs_workloads_on_kwok_nodes_and_stops_cleanly() {
         let ready = list.items.iter().filter(|p| is_ready(p)).count();
         let on_nodes = list.items.iter().filter(|p| node_of(p).is_some()).count();
         if ready == 6 && on_nodes == 6 {
-            break;
+            Ok(())
+        } else {
+            Err((ready, on_nodes))
         }
-        assert!(
-            Instant::now() < deadline,
-            "6 web pods never became Ready (ready {ready}, scheduled {on_nodes})"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|(ready, on_nodes)| {
+        panic!("6 web pods never became Ready (ready {ready}, scheduled {on_nodes})")
+    });
 
     // RBAC is on: a fresh ServiceAccount may not list nodes.
     Api::<ServiceAccount>::namespaced(client.clone(), "harness")
@@ -140,9 +144,9 @@ async fn real_cluster_runs_workloads_on_kwok_nodes_and_stops_cleanly() {
     }
 }
 
-/// What the benchmark's realistic fleet relies on: a pod's annotation sets its readiness delay, and with grace
-/// periods honoured a deleted pod stays (terminating) until its grace period ends. Only lower bounds on time are
-/// asserted: a loaded machine makes KWOK slower, never faster.
+/// What the benchmark's realistic fleet relies on: a pod's annotation sets its readiness delay, and
+/// with grace periods honoured a deleted pod stays (terminating) until its grace period ends. Only
+/// lower bounds on time are asserted: a loaded machine makes KWOK slower, never faster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pods_annotation_sets_its_readiness_delay_and_its_grace_period_delays_its_removal() {
     let options = ClusterOptions {
@@ -163,11 +167,11 @@ async fn a_pods_annotation_sets_its_readiness_delay_and_its_grace_period_delays_
     }
     let created = Instant::now();
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !is_ready(&pods.get("slow").await.unwrap()) {
-        assert!(Instant::now() < deadline, "the pod never became Ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (timeout, every) = (Duration::from_secs(60), Duration::from_millis(100));
+    wait_until("the pod is Ready", timeout, every, &[], || async {
+        is_ready(&pods.get("slow").await.unwrap()).then_some(())
+    })
+    .await;
     let ready_after = created.elapsed();
     println!("Ready {ready_after:?} after creation (annotation: 4s)");
     assert!(
@@ -183,11 +187,10 @@ async fn a_pods_annotation_sets_its_readiness_delay_and_its_grace_period_delays_
         terminating.is_some_and(|p| p.metadata.deletion_timestamp.is_some()),
         "the pod went before its 3 s grace period ended"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while pods.get_opt("slow").await.unwrap().is_some() {
-        assert!(Instant::now() < deadline, "the pod never went away");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("the pod is gone", timeout, every, &[], || async {
+        pods.get_opt("slow").await.unwrap().is_none().then_some(())
+    })
+    .await;
     let gone_after = deleted.elapsed();
     println!("gone {gone_after:?} after its deletion (grace period: 3 s)");
     assert!(

@@ -1,6 +1,7 @@
-//! The whole rolling upgrade on a real cluster: 20 nodes, Deployments of 1, 3, 10 and 25 replicas, a
-//! ReplicationController, a StatefulSet, a Job, unmanaged pods and a DaemonSet. Setting the target upgrades every node
-//! while every workload stays at or above its SLA bound, watched at every pod change.
+//! The whole rolling upgrade on a real cluster: 20 nodes, Deployments of 1, 3, 10 and 25 replicas,
+//! a ReplicationController, a StatefulSet, a Job, unmanaged pods and a DaemonSet. Setting the
+//! target upgrades every node while every workload stays at or above its SLA bound, watched at
+//! every pod change.
 
 use std::time::{Duration, Instant};
 
@@ -8,8 +9,7 @@ use k8sm_api::{ExecutorUpgradePolicySpec, MaxConcurrentNodes, UnmanagedPodPolicy
 use k8sm_e2e::drain_order::DrainOrder;
 use k8sm_e2e::http::{free_port, get};
 use k8sm_e2e::scenario::Scenario;
-use k8sm_e2e::sla::SlaWatcher;
-use k8sm_e2e::sla::bound;
+use k8sm_e2e::sla::{SlaWatcher, assert_no_violations, bound};
 use k8sm_e2e::workloads::{
     create, daemon_set, deployment, job, replication_controller, stateful_set, unmanaged_pod,
 };
@@ -38,17 +38,8 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
         .await;
     }
     let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
-    scenario
-        .wait_until(
-            "all workloads are ready",
-            Duration::from_secs(120),
-            || async {
-                let running = scenario.ready_pods().await;
-                // 46 replicas + 4 unmanaged + 20 DaemonSet pods (the Job's pod completes at once).
-                (running >= 70).then_some(())
-            },
-        )
-        .await;
+    // 46 replicas + 4 unmanaged + 20 DaemonSet pods (the Job's pod completes at once).
+    scenario.wait_ready(70).await;
     sla.arm();
     // The policy below cordons (the default).
     let order = DrainOrder::start(&client, NS, true).await;
@@ -116,8 +107,9 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
         .wait_nodes_upgraded(20, Duration::from_secs(600))
         .await;
     let took = started.elapsed();
-    // Every pod moved only once the cluster showed its node admitted and cordoned (the controller's writes run in
-    // the background while it goes on evicting elsewhere): the replicas, the StatefulSet's and the unmanaged pods.
+    // Every pod moved only once the cluster showed its node admitted and cordoned (the controller's
+    // writes run in the background while it goes on evicting elsewhere): the replicas, the
+    // StatefulSet's and the unmanaged pods.
     assert!(
         order.removed() >= 46,
         "the pods of the 20 nodes were removed: {} seen",
@@ -179,9 +171,10 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
         "the 4 unmanaged pods were deleted"
     );
 
-    // Hygiene an operator notices: the controller's writes carry its field manager, and its log is one JSON object
-    // per line without colour codes (its stderr is a file here, as under `kubectl logs`).
-    // (A node's entry goes when its upgrade removes k8sm's keys; the policy's status stays.)
+    // Hygiene an operator notices: the controller's writes carry its field manager, and its log is
+    // one JSON object per line without colour codes (its stderr is a file here, as under
+    // `kubectl logs`). (A node's entry goes when its upgrade removes k8sm's keys; the policy's
+    // status stays.)
     let managers: Vec<(String, String)> = scenario
         .policy("fleet")
         .await
@@ -212,12 +205,7 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
     }
 
     // The SLA invariant held at every pod change.
-    let violations = sla.violations();
-    assert!(
-        violations.is_empty(),
-        "SLA violations:\n{}",
-        violations.join("\n")
-    );
+    assert_no_violations(&sla);
     // Every eviction names a distinct pod: no decision was executed twice.
     let evictions_per_pod = scenario.evictions_per_pod().await;
     assert!(
@@ -229,7 +217,8 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
         took.as_secs_f64(),
         evicted.len()
     );
-    // Every workload was judged, the ReplicationController too, and none went below its bound at any moment.
+    // Every workload was judged, the ReplicationController too, and none went below its bound at
+    // any moment.
     let records = sla.records();
     for record in &records {
         println!(

@@ -1,8 +1,9 @@
-//! Watches that stall without an error, on a real cluster: the controller talks to the apiserver through a TCP proxy
-//! that, once armed, stops forwarding on the connections open at that moment but keeps them open (a load balancer or
-//! conntrack table that dropped the flows without telling either end). No watch errors; kube's watcher would wait
-//! 295 s before it gave such a connection up, and the controller acted on the frozen view meanwhile: two minutes
-//! after an eviction, its pod looked Ready again and a second pod of the workload went.
+//! Watches that stall without an error, on a real cluster: the controller talks to the apiserver
+//! through a TCP proxy that, once armed, stops forwarding on the connections open at that moment
+//! but keeps them open (a load balancer or conntrack table that dropped the flows without telling
+//! either end). No watch errors; kube's watcher would wait 295 s before it gave such a connection
+//! up, and the controller acted on the frozen view meanwhile: two minutes after an eviction, its
+//! pod looked Ready again and a second pod of the workload went.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -26,8 +27,8 @@ use k8sm_testcluster::node_name;
 
 const NS: &str = "frozen";
 const REPLICAS: u32 = 2;
-/// web counts a pod available 30 s after it is Ready: the controller evicts its first pod on a timer, with no watch
-/// event needed, after the test froze the watches.
+/// web counts a pod available 30 s after it is Ready: the controller evicts its first pod on a
+/// timer, with no watch event needed, after the test froze the watches.
 const MIN_READY_SECONDS: i32 = 30;
 const SETUP: Duration = Duration::from_secs(120);
 
@@ -41,12 +42,14 @@ fn evicted(deletions: &DeletionLog) -> Vec<String> {
     deletions.deleted().into_iter().map(|d| d.name).collect()
 }
 
-/// web (2 replicas, bound 1) on node-0000, the only node the policy upgrades; its replacements cannot schedule (the
-/// other nodes are cordoned by the operator). The controller's connections freeze; on its frozen view it evicts one
-/// pod of web. It must never evict the second (the first's replacement never comes), must report the stalled
-/// watches (a WatchFailing Event, `k8sm_watch_silences_total`) once they delivered nothing for `WATCH_SILENCE`
-/// (75 s), and must recover: its watches start again with a fresh list on new connections. Once the frozen connections are
-/// cut and the replacement can schedule, the node is upgraded and web never went below its bound.
+/// web (2 replicas, bound 1) on node-0000, the only node the policy upgrades; its replacements
+/// cannot schedule (the other nodes are cordoned by the operator). The controller's connections
+/// freeze; on its frozen view it evicts one pod of web. It must never evict the second (the first's
+/// replacement never comes), must report the stalled watches (a WatchFailing Event,
+/// `k8sm_watch_silences_total`) once they delivered nothing for `WATCH_SILENCE` (75 s), and must
+/// recover: its watches start again with a fresh list on new connections. Once the frozen
+/// connections are cut and the replacement can schedule, the node is upgraded and web never went
+/// below its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_watch_is_reported_stale_and_never_causes_a_second_eviction() {
     let mut scenario = Scenario::start(3, NS, "1s").await;
@@ -121,9 +124,10 @@ async fn a_frozen_watch_is_reported_stale_and_never_causes_a_second_eviction() {
         .await;
     println!("{first} evicted {:?} after the freeze", armed.elapsed());
 
-    // The stalled watches are found, reported and started again, and nothing more of web goes meanwhile. The
-    // restarted watches work at once (new connections go through), so the stale view lasts only until their lists
-    // come back: what stays is the Warning Event and the metric.
+    // The stalled watches are found, reported and started again, and nothing more of web goes
+    // meanwhile. The restarted watches work at once (new connections go through), so the stale
+    // view lasts only until their lists come back: what stays is the Warning Event and the
+    // metric.
     let reported = scenario
         .wait_until(
             "a WatchFailing Event names a silent watch",
@@ -144,8 +148,9 @@ async fn a_frozen_watch_is_reported_stale_and_never_causes_a_second_eviction() {
         "reported {:?} after the freeze: {reported}",
         armed.elapsed()
     );
-    // Each watch's silence is timed from its own last delivery, and the counter is brought up to date at the end of
-    // the pass that wrote the Event: the Pod watch's silence can be counted a few seconds after the first Event.
+    // Each watch's silence is timed from its own last delivery, and the counter is brought up to
+    // date at the end of the pass that wrote the Event: the Pod watch's silence can be counted
+    // a few seconds after the first Event.
     let silences = scenario
         .wait_until(
             "k8sm_watch_silences_total counts the Pod watch",
@@ -172,8 +177,9 @@ async fn a_frozen_watch_is_reported_stale_and_never_causes_a_second_eviction() {
     })
     .await;
 
-    // The frozen connections are cut, and web's replacement can schedule: the controller has recovered, the
-    // condition clears, the node is upgraded, and web never went below its bound.
+    // The frozen connections are cut, and web's replacement can schedule: the controller has
+    // recovered, the condition clears, the node is upgraded, and web never went below its
+    // bound.
     println!("cut {} connections", proxy.cut());
     kubectl_ok(&scenario.cluster, &["uncordon", &others[0]]);
     let new_id = scenario.new_id.clone();
@@ -188,8 +194,8 @@ async fn a_frozen_watch_is_reported_stale_and_never_causes_a_second_eviction() {
             },
         )
         .await;
-    // web's available count started at 0 (the test froze the watches before its pods were available): judged on
-    // its Ready pods.
+    // web's available count started at 0 (the test froze the watches before its pods were
+    // available): judged on its Ready pods.
     let records = sla.records();
     let record = records
         .iter()

@@ -1,15 +1,17 @@
-//! Built-in workloads as production clusters run them (docs/design.md §2, §5.2, §5.3), each test on its own small cluster
-//! with the SLA watcher armed before the controller starts:
+//! Built-in workloads as production clusters run them (docs/design.md §2, §5.2, §5.3), each test on
+//! its own small cluster with the SLA watcher armed before the controller starts:
 //!
-//! - a Deployment whose rollout is stuck is judged over all its ReplicaSets, so its node waits, stalls after
-//!   `nodeProgressDeadline` and gives up its only drain slot; the rest of the fleet goes on, and after
-//!   `kubectl rollout undo` the upgrade completes;
+//! - a Deployment whose rollout is stuck is judged over all its ReplicaSets, so its node waits,
+//!   stalls after `nodeProgressDeadline` and gives up its only drain slot; the rest of the fleet
+//!   goes on, and after `kubectl rollout undo` the upgrade completes;
 //! - a pod that is not Ready moves, costing no readiness, and its node finishes;
-//! - single-replica Deployments move by surge rollouts, one of them guarded by a `minAvailable: 1` budget, and never
-//!   lose their Ready pod; one whose strategy cannot surge is evicted and says why.
+//! - single-replica Deployments move by surge rollouts, one of them guarded by a `minAvailable: 1`
+//!   budget, and never lose their Ready pod; one whose strategy cannot surge is evicted and says
+//!   why.
 //!
-//! Pods of other controllers are in `other_controllers.rs`. Each test prints, per workload, the fewest Ready pods
-//! seen against the bound `min(ceil(t·d), d−1)` computed from the workload the test created.
+//! Pods of other controllers are in `other_controllers.rs`. Each test prints, per workload, the
+//! fewest Ready pods seen against the bound `min(ceil(t·d), d−1)` computed from the workload the
+//! test created.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -29,7 +31,7 @@ use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::nodes::is_cordoned;
 use k8sm_e2e::objects::{get_node, is_live, merge_patch, node_of};
 use k8sm_e2e::plugin::{BlockedRow, blocked_rows, k8sm_ok};
-use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
+use k8sm_e2e::scenario::{Scenario, is_ready};
 use k8sm_e2e::sla::{SlaWatcher, assert_within_bounds};
 use k8sm_e2e::status::status_entry;
 use k8sm_e2e::waits::observe_for;
@@ -46,13 +48,14 @@ const PROGRESS: Duration = Duration::from_secs(300);
 // A Deployment whose rollout is stuck
 // ---------------------------------------------------------------------------------------------------------------
 
-/// A Deployment of 4 mid-rollout, stuck: its old ReplicaSet has 3 Ready pods, its new one 2 pods that no node can
-/// take. Its bound at threshold 90 is 3, and it has 3: none of its pods may go, although the old ReplicaSet alone
-/// looks fully ready (3 of 3). Admission looks at owners: although its node has the fewest pods, the nodes whose
-/// pods can move take the only drain slot first and are upgraded; then it is admitted, waits on the Deployment,
-/// stalls after `nodeProgressDeadline`, gives the slot up (uncordoned, `Stalled`, Blocked), rests as long as the
-/// deadline although the slot is free (its pods still cannot move) and is admitted again. After `kubectl rollout undo`
-/// the Deployment recovers and the upgrade completes.
+/// A Deployment of 4 mid-rollout, stuck: its old ReplicaSet has 3 Ready pods, its new one 2 pods
+/// that no node can take. Its bound at threshold 90 is 3, and it has 3: none of its pods may go,
+/// although the old ReplicaSet alone looks fully ready (3 of 3). Admission looks at owners:
+/// although its node has the fewest pods, the nodes whose pods can move take the only drain slot
+/// first and are upgraded; then it is admitted, waits on the Deployment, stalls after
+/// `nodeProgressDeadline`, gives the slot up (uncordoned, `Stalled`, Blocked), rests as long as the
+/// deadline although the slot is free (its pods still cannot move) and is admitted again. After
+/// `kubectl rollout undo` the Deployment recovers and the upgrade completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_node() {
     const NS: &str = "stuck-rollout";
@@ -63,8 +66,8 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
     let others: Vec<String> = (1..5).map(node_name).collect();
     let sla = SlaWatcher::start(client.clone(), NS, u32::from(THRESHOLD));
 
-    // Every web pod on the node that gets stuck; a surge of 1 and 1 unavailable, so that the rollout takes one old
-    // pod away and leaves two new ones pending.
+    // Every web pod on the node that gets stuck; a surge of 1 and 1 unavailable, so that the
+    // rollout takes one old pod away and leaves two new ones pending.
     let mut web = deployment(NS, "web", REPLICAS as i32);
     if let Some(spec) = web.spec.as_mut() {
         spec.strategy = Some(DeploymentStrategy {
@@ -80,8 +83,9 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
             create(&client, &web).await;
         })
         .await;
-    // Unmanaged pods on every other node, more than the 3 web pods that stay on the stuck node: by pod count the
-    // stuck node would be admitted first; only the owner-aware admission puts the others, whose pods can move, first.
+    // Unmanaged pods on every other node, more than the 3 web pods that stay on the stuck node: by
+    // pod count the stuck node would be admitted first; only the owner-aware admission puts the
+    // others, whose pods can move, first.
     fill_nodes(&client, NS, &others, 4).await;
     scenario
         .wait_ready(REPLICAS as usize + 4 * others.len())
@@ -122,8 +126,9 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
             workload_policy(&scenario, UnmanagedPodPolicy::Delete),
         )
         .await;
-    // Admitted last, it waits on the Deployment (not on its ReplicaSet), whose controller is still replacing pods (the
-    // rollout is under way: k8sm takes none of its Ready pods meanwhile), as Events and `blocked` say.
+    // Admitted last, it waits on the Deployment (not on its ReplicaSet), whose controller is still
+    // replacing pods (the rollout is under way: k8sm takes none of its Ready pods meanwhile),
+    // as Events and `blocked` say.
     let waiting = scenario
         .wait_until(
             &format!("a web pod on {stuck} waits for its Deployment"),
@@ -139,14 +144,9 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
         note.contains("Deployment web is rolling out"),
         "judged as the Deployment: {note}"
     );
-    // One slot: the nodes whose pods could move were admitted and upgraded, one at a time, before it.
-    let upgraded_before: BTreeSet<String> = scenario
-        .nodes()
-        .await
-        .iter()
-        .filter(|n| is_upgraded(n, &scenario.new_id))
-        .map(ResourceExt::name_any)
-        .collect();
+    // One slot: the nodes whose pods could move were admitted and upgraded, one at a time, before
+    // it.
+    let upgraded_before = scenario.upgraded_names().await;
     assert_eq!(
         upgraded_before,
         others.iter().cloned().collect::<BTreeSet<_>>(),
@@ -168,8 +168,8 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
         );
     }
 
-    // No progress for the deadline: it stalls, gives its slot up, and the other nodes are upgraded meanwhile while
-    // every web pod stays where it is.
+    // No progress for the deadline: it stalls, gives its slot up, and the other nodes are upgraded
+    // meanwhile while every web pod stays where it is.
     let web_untouched = || async {
         let here: BTreeSet<String> = scenario
             .app_pods("web")
@@ -234,7 +234,8 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
         "the status says what the node waits on: {:?}",
         status.blockers
     );
-    // It rests Blocked for the deadline (the other nodes were served before it: nothing else needs the slot).
+    // It rests Blocked for the deadline (the other nodes were served before it: nothing else needs
+    // the slot).
     let upgrade_status = scenario
         .wait_until(
             &format!("`kubectl k8sm upgrade status` shows {stuck} Blocked"),
@@ -251,21 +252,16 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
         .await;
     println!("kubectl k8sm upgrade status, {stuck} stalled:\n{upgrade_status}");
 
-    // Nothing holds the fleet: the 4 other nodes are upgraded, and the stuck node is admitted again behind them, once
-    // rested: not before its rest ends, although its pods still cannot move and the slot is free.
+    // Nothing holds the fleet: the 4 other nodes are upgraded, and the stuck node is admitted again
+    // behind them, once rested: not before its rest ends, although its pods still cannot move
+    // and the slot is free.
     scenario
         .wait_until(
             &format!("the other nodes are upgraded and {stuck} is admitted again after its rest"),
             PROGRESS,
             || async {
                 web_untouched().await;
-                let upgraded = scenario
-                    .nodes()
-                    .await
-                    .iter()
-                    .filter(|n| is_upgraded(n, &scenario.new_id))
-                    .map(ResourceExt::name_any)
-                    .collect::<BTreeSet<_>>();
+                let upgraded = scenario.upgraded_names().await;
                 // The Events API counts a repeated Event in its series.
                 let admissions: u32 = events_about(&client, "Cordoned", &stuck)
                     .await
@@ -289,7 +285,8 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
         "the Deployment kept 3 Ready"
     );
 
-    // The operator rolls back: the Deployment is whole again, its pods move one at a time, and the upgrade ends.
+    // The operator rolls back: the Deployment is whole again, its pods move one at a time, and the
+    // upgrade ends.
     kubectl_ok(
         &scenario.cluster,
         &["rollout", "undo", "deployment/web", "-n", NS],
@@ -313,9 +310,10 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
 // A pod that is not Ready
 // ---------------------------------------------------------------------------------------------------------------
 
-/// A Deployment of 5 at threshold 90 (bound 4) whose pods all run on one node, one of them not Ready: 4 Ready, so no
-/// Ready pod may go, but the one that is not Ready may, costing nothing. It is evicted first, the Deployment is whole
-/// again, the others follow one at a time, and the node finishes.
+/// A Deployment of 5 at threshold 90 (bound 4) whose pods all run on one node, one of them not
+/// Ready: 4 Ready, so no Ready pod may go, but the one that is not Ready may, costing nothing. It
+/// is evicted first, the Deployment is whole again, the others follow one at a time, and the node
+/// finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_made_not_ready_moves_and_its_node_finishes() {
     const NS: &str = "not-ready";
@@ -332,7 +330,8 @@ async fn a_pod_made_not_ready_moves_and_its_node_finishes() {
     let pods = scenario.app_pods("web").await;
     let sick = pods.first().expect("a web pod").name_any();
 
-    // As a failing readiness probe would: the Ready condition False. KWOK leaves a Running pod's status alone.
+    // As a failing readiness probe would: the Ready condition False. KWOK leaves a Running pod's
+    // status alone.
     Api::<Pod>::namespaced(client.clone(), NS)
         .patch_status(
             &sick,
@@ -400,11 +399,12 @@ async fn a_pod_made_not_ready_moves_and_its_node_finishes() {
 // Single-replica Deployments moved by surge rollouts
 // ---------------------------------------------------------------------------------------------------------------
 
-/// `spec.workloads.surge: SingleReplica`. Three Deployments of one replica on one node: `solo`, `guarded` (with a
-/// `minAvailable: 1` PodDisruptionBudget, which blocks every drain tool's eviction for ever) and `recreate` (strategy
-/// Recreate, which stops its old pod first). k8sm moves the first two by a rollout of their Deployment: the new pod
-/// starts on another node and is Ready before the old one goes, so neither ever has 0 Ready pods (the SLA watcher,
-/// armed before the controller starts, sees every change); a `Moved` Event says how. `recreate` cannot surge: it is
+/// `spec.workloads.surge: SingleReplica`. Three Deployments of one replica on one node: `solo`,
+/// `guarded` (with a `minAvailable: 1` PodDisruptionBudget, which blocks every drain tool's
+/// eviction for ever) and `recreate` (strategy Recreate, which stops its old pod first). k8sm moves
+/// the first two by a rollout of their Deployment: the new pod starts on another node and is Ready
+/// before the old one goes, so neither ever has 0 Ready pods (the SLA watcher, armed before the
+/// controller starts, sees every change); a `Moved` Event says how. `recreate` cannot surge: it is
 /// evicted, and its Event says why. Every node is upgraded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn single_replica_deployments_move_by_a_rollout_and_keep_their_ready_pod() {
@@ -459,12 +459,14 @@ async fn single_replica_deployments_move_by_a_rollout_and_keep_their_ready_pod()
     scenario.start_controller(&[]);
     let mut spec = workload_policy(&scenario, UnmanagedPodPolicy::Delete);
     spec.workloads.surge = Surge::SingleReplica;
-    // Long enough that a loaded machine brings the new pods up before a move falls back to eviction.
+    // Long enough that a loaded machine brings the new pods up before a move falls back to
+    // eviction.
     spec.node_progress_deadline = "3m".parse().expect("a duration");
     scenario.create_policy(POLICY, spec).await;
     scenario.wait_all_upgraded(POLICY, 3, PROGRESS).await;
 
-    // Never below one Ready pod for the two that moved; the bound for the one evicted (0 for d = 1).
+    // Never below one Ready pod for the two that moved; the bound for the one evicted (0 for d =
+    // 1).
     assert_within_bounds(
         &sla,
         THRESHOLD,
@@ -483,7 +485,8 @@ async fn single_replica_deployments_move_by_a_rollout_and_keep_their_ready_pod()
             );
         }
     }
-    // How each moved: a Moved Event on each moved pod, no eviction of it; the Recreate one evicted, saying why.
+    // How each moved: a Moved Event on each moved pod, no eviction of it; the Recreate one evicted,
+    // saying why.
     let moved = scenario.events("Moved").await;
     for pod in &moving {
         let event = moved
@@ -511,8 +514,8 @@ async fn single_replica_deployments_move_by_a_rollout_and_keep_their_ready_pod()
         note.contains("no surge move: its strategy is Recreate"),
         "{note}"
     );
-    // The moves were rollouts k8sm started: each Deployment's template carries its restart annotation, and its
-    // record names the pod it moved.
+    // The moves were rollouts k8sm started: each Deployment's template carries its restart
+    // annotation, and its record names the pod it moved.
     for app in ["solo", "guarded"] {
         let deployment: Deployment = Api::namespaced(client.clone(), NS)
             .get(app)
