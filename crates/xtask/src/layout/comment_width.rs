@@ -1,5 +1,5 @@
-//! Comments wrap at the code's width: a comment line wider than [`WIDTH`] columns is reported, unless
-//! it cannot be broken (one long word, such as a URL).
+//! Comments wrap at the code's width: a comment line wider than [`WIDTH`] columns is reported,
+//! unless it cannot be broken (one long word, such as a URL).
 
 use std::path::Path;
 
