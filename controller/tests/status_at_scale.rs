@@ -1,14 +1,8 @@
 //! The status of a policy over 10,000 nodes whose annotations are as large and as hostile as a Node
 //! allows stays far below etcd's object size limit (1.5 MiB), and still counts every node in its
-//! phase.
-//!
-//! The fleet is generated in known states (the oracle: how many nodes of each phase, which of them
-//! need an operator, how many pods block), planned by the real planner and reported by the
-//! controller's status builder. Every node that may be listed (blocked or in flight: 1,000 of them,
-//! plus 100 deleted nodes) carries a 200 KiB annotation value full of control characters, where the
-//! planner reads or reports it (the executor ID, the incompatible-executor time); the 8,900 others
-//! carry 4 KiB ones (200 KiB each would make this test hold 2 GB). Names are as long as Kubernetes
-//! allows.
+//! phase (docs/design.md §5.1). The fleet is generated in known states ([`Group`], the oracle),
+//! planned by the real planner and reported by the controller's status builder; names are as long
+//! as Kubernetes allows.
 
 use std::collections::BTreeMap;
 
@@ -24,7 +18,11 @@ use k8sm_planner::{ClusterView, DeletedNodeRecord, NodeView};
 const NODES: usize = 10_000;
 /// Far under etcd's 1.5 MiB request limit.
 const LIMIT: usize = 256 * 1024;
+/// The annotation values, full of control characters, of every node that may be listed (blocked
+/// or in flight: 1,000, plus 100 deleted nodes), where the planner reads or reports them (the
+/// executor ID, the incompatible-executor time).
 const BIG: usize = 200 * 1024;
+/// Those of the 8,900 others: `BIG` for every node would make this test hold 2 GB.
 const SMALL: usize = 4 * 1024;
 
 /// The generated groups: how many nodes, in which phase, whether an operator must act, whether they

@@ -1,5 +1,6 @@
-//! Build script of the k8sm binaries: the git commit they are built from, as `K8SM_COMMIT` ("unknown" outside a git
-//! checkout), so that `--version` names it and the benchmark can check that binaries are of the commit it reports.
+//! Build script of the k8sm binaries: the git commit they are built from, as `K8SM_COMMIT`
+//! ("unknown" outside a git checkout), so that `--version` names it and the benchmark can check
+//! that binaries are of the commit it reports.
 
 use std::process::Command;
 
@@ -15,7 +16,8 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=K8SM_COMMIT={commit}");
-    // Built again when HEAD moves: HEAD itself (a checkout) and the ref it names (a commit on the branch).
+    // Built again when HEAD moves: HEAD itself (a checkout) and the ref it names (a commit on the
+    // branch).
     if let Some(git_dir) = git(&["rev-parse", "--absolute-git-dir"]) {
         println!("cargo:rerun-if-changed={git_dir}/HEAD");
         if let Some(head_ref) = git(&["symbolic-ref", "-q", "HEAD"]) {

@@ -1,14 +1,9 @@
 //! The policy spec's scalar parsers: `DurationString` (`restartTimeout`, `unmanagedPods.timeout`)
-//! and
-//! `MaxConcurrentNodes` (`maxConcurrentNodes`, an int-or-string such as `3` or `"20%"`).
-//!
-//! Properties: nothing panics; each parser accepts exactly its documented grammar (checked against
-//! an independent
+//! and `MaxConcurrentNodes` (an int-or-string such as `3` or `"20%"`). Properties: nothing panics;
+//! each parser accepts exactly its documented grammar (checked against an independent
 //! implementation of it); what it accepts renders back to the same text and parses to the same
-//! value, directly and
-//! through serde; a duration's value is the sum of its parts; `resolve` gives at least one slot and
-//! a percentage's
-//! share rounded up.
+//! value, directly and through serde; a duration's value is the sum of its parts; `resolve` gives
+//! at least one slot and a percentage's share rounded up.
 #![no_main]
 
 use std::time::Duration;
@@ -59,8 +54,8 @@ impl Unit {
 }
 
 /// `^([0-9]{1,9}(ms|s|m|h))+$` with at most [`DURATION_MAX_LENGTH`] characters, by backtracking
-/// over the regex
-/// itself (not the parser's greedy reading of it); the value of the parse when it matches.
+/// over the regex itself (not the parser's greedy reading of it); the value of the parse when it
+/// matches.
 fn duration_oracle(text: &str) -> Option<Duration> {
     fn parts(rest: &[u8]) -> Option<Duration> {
         if rest.is_empty() {
@@ -114,8 +109,7 @@ fn check_duration(text: &str) {
 /// `^(100|[1-9][0-9]?)%$` (the CEL rule's percentage) or a count `[1-9][0-9]*` that fits in a u32.
 ///
 /// Narrower than the CEL rule `int(self) >= 1` on integers, which the apiserver applies to int64:
-/// see the note on
-/// `check_wire_int`.
+/// see the note on `check_wire_int`.
 fn max_concurrent_oracle(text: &str) -> Option<MaxConcurrentNodes> {
     let canonical =
         |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && !t.starts_with('0');
@@ -169,8 +163,7 @@ fn check_rendered(m: MaxConcurrentNodes) {
 /// A JSON integer: accepted iff 1..=u32::MAX.
 ///
 /// Known gap, left for the owners of the CRD: the apiserver's rule (`int(self) >= 1`) also admits
-/// integers above
-/// u32::MAX, which this type then refuses to deserialise.
+/// integers above u32::MAX, which this type then refuses to deserialise.
 fn check_wire_int(n: i64) {
     let parsed = serde_json::from_str::<MaxConcurrentNodes>(&n.to_string()).ok();
     let expected = u32::try_from(n).ok().and_then(MaxConcurrentNodes::count);
@@ -187,8 +180,7 @@ fn check_resolve(m: MaxConcurrentNodes, total: usize) {
             let share = (total as u128 * u128::from(p)).div_ceil(100);
             let expected = share.clamp(1, usize::MAX as u128) as usize;
             // `resolve` saturates the product, so beyond usize::MAX / 100 nodes it may undercount;
-            // no cluster is
-            // that large, but it must still stay within the total.
+            // no cluster is that large, but it must still stay within the total.
             if total <= usize::MAX / 100 {
                 assert_eq!(slots, expected, "{m} of {total}");
             }

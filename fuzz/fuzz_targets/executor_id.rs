@@ -1,13 +1,9 @@
 //! Executor IDs (docs/design.md §6): parsing arbitrary text as an ID, and computing the ID of
-//! arbitrary identities.
-//!
-//! Properties: nothing panics; the parser accepts exactly `sha256:` + 64 lowercase hex digits, and
-//! what it accepts
-//! re-renders to the same text and parses again to the same ID (also through serde); an identity's
-//! ID does not
-//! depend on the order of its flags and static pods, on the case of its binary hash, or on how a
-//! manifest is
-//! formatted (compact or pretty JSON, YAML, a comment), while adding a flag changes it.
+//! arbitrary identities. Properties: nothing panics; the parser accepts exactly `sha256:` + 64
+//! lowercase hex digits, and what it accepts re-renders to the same text and parses again to the
+//! same ID (also through serde); an identity's ID does not depend on the order of its flags and
+//! static pods, the case of its binary hash, or how a manifest is formatted (compact or pretty
+//! JSON, YAML, a comment), while adding a flag changes it.
 #![no_main]
 
 use arbitrary::Arbitrary;

@@ -1,35 +1,12 @@
-//! The pure planner, `k8sm_planner::plan(&ClusterView, now)`, over arbitrary small clusters built
-//! with the
-//! planner's own test builders (feature `testing`).
-//!
-//! Properties of one plan (docs/design.md §5): nothing panics; the SLA invariant holds (no owner is
-//! taken below
-//! `min(ceil(t*d), d-1)` ready pods by the plan's evictions, and each eviction satisfies the health
-//! rule before it);
-//! opted-out pods, pods and nodes that are opted out, nodes claimed by two policies, and unmanaged
-//! pods under policy
-//! `Never` are never evicted or deleted; paused policies only mark and complete; budgets are not
-//! overdrawn; no pod is
-//! hit twice; and the plan is the same for the view's vectors in another order.
-//!
-//! The view is built from a derived `Arbitrary` description rather than by deriving `Arbitrary` on
-//! the view, so that
-//! names, UIDs and references stay consistent (a fully random view would almost never select a node
-//! or match a pod
-//! to its owner) while the values that decisions turn on (readiness, counts, thresholds, times,
-//! opt-out values,
-//! malformed annotations) range freely. The description is dense, and its zero value (what
-//! `arbitrary` produces when
-//! the input runs out: first variants, zeros, `false`, `None`) is the busy case: admitted nodes
-//! running the old
-//! executor, ready pods of healthy ReplicaSets, and one default policy when the input names none.
-//! So short inputs
-//! already evict, and the fuzzer spends its time on the decisions rather than on finding a cluster
-//! that has any.
+//! Fuzzes the pure planner, `k8sm_planner::plan(&ClusterView, now)`, over small clusters built with
+//! its own test builders (feature `testing`), for the properties of one plan (docs/design.md §5):
+//! nothing panics; each eviction meets the health rule and no owner goes below its SLA floor; pods
+//! opted out or on opted-out nodes or nodes of two policies, and unmanaged pods under `Never`, are
+//! never evicted or deleted; paused policies only mark and complete; budgets are not overdrawn; no
+//! pod is hit twice; and the plan does not depend on the order of the view's vectors.
 #![no_main]
 // `..Default::default()` on view structs whose fields are all set today: the target keeps compiling
-// when the view
-// gains a field (this crate is outside the workspace, so nothing else would notice).
+// when the view gains a field (this crate is outside the workspace, so nothing else would notice).
 #![allow(clippy::needless_update)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -54,6 +31,13 @@ const MAX_IN_FLIGHT: usize = 6;
 const POOLS: [&str; 3] = ["a", "b", "c"];
 const NAMESPACES: [&str; 2] = ["ns", "other"];
 
+/// A dense description the view is built from, not the view itself (deriving `Arbitrary` on it), so
+/// that names, UIDs and references stay consistent (a random view would almost never select a node
+/// or match a pod to its owner) while the values decisions turn on (readiness, counts, thresholds,
+/// times, opt-out values, malformed annotations) range freely. Its zero value (what `arbitrary`
+/// gives when the input runs out) is the busy case: admitted nodes on the old executor, ready pods
+/// of healthy ReplicaSets, one default policy; so short inputs already evict, and the fuzzer spends
+/// its time on decisions rather than on finding a cluster that has any.
 #[derive(Arbitrary, Debug)]
 struct Input {
     /// Minutes after the test epoch at which to plan, past the marks of [`Stage`] (at minute
@@ -62,8 +46,7 @@ struct Input {
     /// Owners with their pods.
     owners: Vec<OwnerGen>,
     /// How many of `nodes` the cluster has: 1 + this modulo [`MAX_NODES`]. A fixed array rather
-    /// than a vector, so
-    /// that a mutation of one node does not shift the rest of the input.
+    /// than a vector, so that a mutation of one node does not shift the rest of the input.
     node_count: u8,
     nodes: [NodeGen; MAX_NODES],
     /// None: one policy with every default but the target, selecting all nodes.
@@ -76,8 +59,7 @@ struct Input {
 }
 
 /// Something that only one input byte in 16 turns on: an opt-out, a gone owner, a pod that is not
-/// simply ready. Most
-/// generated clusters are then healthy enough to evict, as real ones are.
+/// simply ready. Most generated clusters are then healthy enough to evict, as real ones are.
 #[derive(Debug)]
 struct Rare<T>(Option<T>);
 
@@ -875,8 +857,7 @@ fn check_sla(view: &ClusterView, plan: &Plan, policies: &BTreeMap<&str, &PolicyV
 }
 
 /// Evictions go through the Eviction API exactly when the policy respects budgets, and those never
-/// exceed what a
-/// budget allows.
+/// exceed what a budget allows.
 fn check_budgets(view: &ClusterView, plan: &Plan, policies: &BTreeMap<&str, &PolicyView>) {
     let mut through_api = Vec::new();
     for action in &plan.actions {

@@ -1,13 +1,9 @@
 //! How many calls run at once (evictions and deletions, and a pass's node writes): additive
 //! increase, multiplicative decrease (AIMD), as TCP paces a connection, on the apiserver's own
-//! signals.
-//!
-//! A fixed cap holds throughput to the cap over the latency whatever the apiserver can take, and
-//! overloads one that can take less. The limit grows by one for each limit's worth of calls
-//! answered quickly, and halves when the apiserver says it is overloaded (a 429 of its priority and
-//! fairness, not a budget's; a 5xx; no answer) or when a call took longer than [`SLOW_CALL`]. It
-//! halves at most once per [`COOL_DOWN`], so that the answers of one burst do not halve it again
-//! and again.
+//! signals ([`Answer`], docs/design.md §8). A fixed cap holds throughput to the cap over the
+//! latency whatever the apiserver can take, and overloads one that can take less. The limit grows
+//! by one for each limit's worth of calls answered quickly and halves at most once per
+//! [`COOL_DOWN`], so that the answers of one burst do not halve it again and again.
 
 use std::time::{Duration, Instant};
 

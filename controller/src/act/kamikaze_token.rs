@@ -1,12 +1,8 @@
 //! The credential the controller presents with the `Http` kamikaze (docs/design.md §5.4, §9): a
-//! token of its own ServiceAccount from the TokenRequest API, for the kamikaze audience only and
-//! bound to the Node it is sent to.
-//!
-//! The audience keeps the token from working against the apiserver (an agent that receives it
-//! cannot act as the controller), and the Node binding keeps it from working against any other
-//! agent: an agent obeys only a token whose bound node is its own, so a node that captures the
-//! token of its own kamikaze cannot replay it to another. A token is cached per Node object until
-//! shortly before it expires, so a POST retried after a failure reuses it.
+//! token of its own ServiceAccount from the TokenRequest API, for the kamikaze audience only (an
+//! agent that receives it cannot act as the controller) and bound to the Node it is sent to (a node
+//! that captures its own kamikaze's token cannot replay it to another agent). A token is cached per
+//! Node object until shortly before it expires, so a POST retried after a failure reuses it.
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -1,56 +1,9 @@
 //! Leader election on a `coordination.k8s.io` Lease, in the manner of client-go's `leaderelection`:
 //! of several replicas at most one acts at any moment, also when a replica freezes, its Lease calls
-//! hang, or its clock is off.
-//!
-//! - **Leadership is a deadline**: the start of the last successful renewal round plus the renew
-//!   deadline, measured on CLOCK_BOOTTIME and on the wall clock
-//!   ([`crate::leadership::term_clock`]), never on the monotonic clock, which stops while a VM is
-//!   paused. [`Leadership::ensure`] compares it with the time now and is called before every write,
-//!   so a process that was frozen (SIGSTOP, a paused or suspended VM) or whose renewals hang knows
-//!   it no longer leads the moment it runs again, with no help from the election task.
-//! - **Writes are fenced** ([`crate::leadership::fence`]): a write starts only while the term has
-//!   at least the write's timeout left ([`Leadership::ensure_for`]), so every write is answered or
-//!   abandoned before the deadline; the timeout itself stays below the lease duration minus the
-//!   renew deadline ([`LeaseConfig::write_timeout`]).
-//! - **Another holder's claim expires by this replica's own observation**: a candidate remembers
-//!   when, on its monotonic clock, it first saw the current record (holder, renewTime,
-//!   resourceVersion), and takes over only once that record has stood unchanged for its
-//!   `leaseDurationSeconds`. The holder's wall-clock renewTime is written (for people and other
-//!   tools) but never compared with this replica's clock, so skew cannot shorten a claim.
-//! - **Why this cannot split.** The holder's round starts (instant `s`) before its write reaches
-//!   the apiserver; a candidate sees the written record only after that (`o ≥ s`), so it can take
-//!   over no earlier than `o + leaseDuration ≥ s + leaseDuration`, while the holder's last write
-//!   was answered or abandoned by `s + renewDeadline`. The margin `leaseDuration − renewDeadline`
-//!   absorbs a difference in clock rates and bytes still on the wire when a write is abandoned.
-//!   Every Lease write carries the resourceVersion read in the same round, so two candidates never
-//!   both win one record. (As with client-go, an operator who deletes the Lease lets a candidate
-//!   create it at once; the old holder stops at its next round, within a retry period, when it sees
-//!   another holder.)
-//! - **Every round is time-boxed** (get, then create or replace) to half the renew deadline: a hung
-//!   call cannot outlast leadership, and there is time for another round before the deadline.
-//! - **The Lease is released on shutdown**: the controller stops acting, then
-//!   [`Leadership::release`] ends the term and writes the Lease with no holder and
-//!   `leaseDurationSeconds: 1` (client-go's ReleaseOnCancel). A candidate that sees no holder
-//!   acquires at once, and candidates poll every [`LeaseConfig::retry_period`] (at most 1 s), so a
-//!   rollout of the controller leaves no leaderless gap.
-//!
-//! # Libraries examined (none replaces this module)
-//! - `kube-runtime` 5.0 (the kube of this workspace) has no leader election.
-//! - `kube-lease-manager` 0.13.1, the one crate built on kube 5: a claim expires at the holder's
-//!   renewTime plus the duration, compared with this machine's `SystemTime` (skew is tolerated only
-//!   up to a configured grace); the caller learns leadership from a flag its task updates, not a
-//!   deadline, so a process that wakes from a freeze still reads "leader" until that task runs
-//!   again.
-//! - `kubert` 0.25.0 (`lease` module): built on kube-client 1.1; the claim's expiry is the holder's
-//!   renewTime plus the duration, compared with `chrono::Utc::now()` (wall clock), and the caller
-//!   checks that expiry.
-//! - `kube-leader-election` 0.44.0: built on kube 4; compares the holder's renewTime with the local
-//!   wall clock (its README says it is "volatile to datetime skew"); the caller drives the rounds
-//!   and keeps its own flag.
-//! - `kube-coordinate` 2.0.0-rc.0: judges expiry by observed time on `Instant` (as here), but is a
-//!   pre-release on kube 2, exposes leadership as a state channel set by its task (not a deadline
-//!   checked before writes), renews only once the renew deadline has elapsed, and does not release
-//!   the Lease on shutdown.
+//! hang, or its clock is off (docs/design.md §9). Leadership is a deadline on clocks that count
+//! through a pause, checked before every write ([`Leadership::ensure_for`]); another holder's claim
+//! expires by this replica's own observation, never by the holder's timestamps. Why no crate does
+//! this instead: docs/decisions/0004-leader-election.md.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

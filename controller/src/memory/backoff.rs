@@ -1,20 +1,8 @@
-//! Actions the apiserver refused or that failed: each object they are about backs off exponentially
-//! (with jitter) before the next attempt, every failed attempt is reported once, and an object that
-//! keeps failing is reported blocked in the policy's status.
-//!
-//! Without it a refused action (an eviction an admission webhook denies, a dead kamikaze endpoint)
-//! was retried every second for ever, and the node read "Draining" with nothing blocking. What
-//! backs off: every action that failed or was refused, including an eviction a PodDisruptionBudget
-//! refused (429): its budget's status allowed it when the plan was made, so the refusal means that
-//! status is behind, and the first retries (1 s, 2 s, 4 s) come soon enough for the disruption
-//! controller to catch up. A conflict or a gone object (409, 404) is not a failure: the object
-//! changed, and the next plan, made from the fresh object, decides again at once.
-//!
-//! The backoff of an object ends when an action on it succeeds, when it changes (a pod's
-//! resourceVersion, a node's labels, annotations or spec, a policy's generation: an operator may
-//! have fixed what made it fail) and when it goes. Like [`crate::memory::in_flight`], it is memory
-//! that only makes the controller slower, never less careful: after a restart the first attempt is
-//! simply made at once.
+//! Actions the apiserver refused or that failed: each object they are about backs off
+//! exponentially (with jitter) before the next attempt, every failed attempt is reported once, and
+//! an object that keeps failing is reported blocked in the policy's status (docs/design.md §9), so
+//! that a refusal neither comes back every second nor leaves a node "Draining" with nothing said.
+//! Like [`crate::memory::in_flight`], it only makes the controller slower, never less careful.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher, RandomState};

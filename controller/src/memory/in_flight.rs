@@ -1,15 +1,9 @@
-//! Evictions and deletions the controller launched that its pod cache may not show yet.
-//!
-//! An entry is made when the call is launched, before its request is sent: from then on the planner
-//! counts the pod as going (its owner's budget is held, and the pod is never acted on again), even
-//! while the call is unanswered and the loop plans other nodes. A call that is definitely refused
-//! releases its entry; an accepted one, or one whose outcome is unknown (its answer lost: it may
-//! have happened), keeps it until the cache catches up: between an eviction's 201 and the watch
-//! event that shows the pod terminating, the cache still counts the pod as ready, and the planner
-//! would judge the workload healthier than it is. Each removal is remembered until the cache shows
-//! it (or a bound passes while the pod watch works), so the SLA rule always counts it. With
-//! [`crate::memory::sizes`], this is the only in-memory state, and it only ever makes the planner
-//! more careful; after a restart, the pods themselves show it.
+//! Evictions and deletions the controller launched that its pod cache may not show yet
+//! (docs/design.md §10). An entry is made before the request is sent and counts the pod as going
+//! (its owner's budget held, the pod never acted on again): between an eviction's 201 and the watch
+//! event that shows the pod terminating, the cache still counts it Ready, and the planner would
+//! judge its workload healthier than it is. A definite refusal releases the entry; an accepted or
+//! unknown outcome keeps it until the cache shows it, or a bound passes while the pod watch works.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;

@@ -1,32 +1,7 @@
-//! The controller's reaction time, from its own timestamps: how long after it observes a pod of a
-//! waiting workload become Ready it sends that workload's next eviction
-//! (`k8sm_eviction_reaction_seconds`).
-//!
-//! Definition (one sample per eviction that ends a wait):
-//! - a workload *waits* from the end of a pass whose plan has one of its pods waiting on the health
-//!   rule (`WaitingForOwner`) or on a budget (`BlockedByPDB`), has one of its evictions planned but
-//!   not sent (a full call pipeline, a backoff), or from an eviction of it that the apiserver
-//!   refused, until its next eviction is sent, or until a pass plans neither a wait nor an eviction
-//!   for it;
-//! - while it waits, the controller stamps each pod of it that it observes becoming Ready (a watch
-//!   event that turns the pod's Ready condition True, stamped when the event is applied to the pod
-//!   cache; pods seen in a relist are not stamped). A pass that saw those pods and still planned
-//!   the workload waiting, with no eviction of it, shows they were not enough (it needs more pods
-//!   back): its stamps from before that pass's view are dropped. The clock starts at the first
-//!   stamp left: the Ready pod that made the next eviction possible;
-//! - the next eviction of the workload that costs it a Ready pod stops the clock when the call is
-//!   launched (right before the request is sent). The eviction of a pod that is not Ready was not
-//!   waiting for a Ready pod: it gives no sample and leaves the wait as it is.
-//!
-//! A workload whose eviction follows without a Ready pod in between (e.g. a budget that freed up)
-//! gives no sample, and neither does one that stops waiting without an eviction. A pass's view is
-//! built from the caches right after its start is taken: a stamp within microseconds before that
-//! start whose pod is applied to the cache only after the view was read would be dropped, starting
-//! the clock at a later Ready pod (or giving no sample) in that rare case. The sample includes the
-//! wait for a free call when the apiserver is the bottleneck.
-//!
-//! Workloads are named by UID as the planner names them: a Deployment for a pod of one of its
-//! ReplicaSets.
+//! The controller's reaction time (`k8sm_eviction_reaction_seconds`, defined in docs/design.md §8),
+//! from its own timestamps: how long after it observes a pod of a waiting workload become Ready it
+//! sends that workload's next eviction. Workloads are named by UID as the planner names them: a
+//! Deployment for a pod of one of its ReplicaSets.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,7 +39,12 @@ pub struct Reacted {
 }
 
 /// Shared by the pod watch (which stamps Ready pods) and the loop (which says who waits, and sends
-/// evictions).
+/// evictions). Ready pods are stamped when their watch event is applied to the pod cache (a relist
+/// stamps none); the clock starts at the first stamp a later pass did not find insufficient and
+/// stops when the next eviction that costs a Ready pod is launched, so a sample includes the wait
+/// for a free call. A pass's view is read right after its start is taken: a stamp microseconds
+/// before that start whose pod reaches the cache after the view was read is dropped, starting the
+/// clock at a later Ready pod (or giving no sample) in that rare case.
 #[derive(Clone, Debug, Default)]
 pub struct Reaction {
     state: Arc<Mutex<State>>,
@@ -121,7 +101,7 @@ impl Reaction {
 
     /// After a pass whose view was read from the caches after `observed`: the workloads that wait
     /// now, with a pod waiting on the health rule or a budget (`waits`) or an eviction planned
-    /// and not sent (`unsent`); see the module's definition. The others stop waiting, except
+    /// and not sent (`unsent`); see docs/design.md §8. The others stop waiting, except
     /// those refused since (`refused` is called after the pass that planned their eviction). A
     /// workload in `waits` and not in `unsent` needs more than the Ready pods that
     /// pass saw: its stamps from before `observed` go.

@@ -1,15 +1,9 @@
-//! The sizes of controllers of unknown kinds that k8sm evicts from (an operator's custom resource).
-//!
-//! k8sm cannot read such a controller's desired count, so the planner infers it from the pods it
-//! sees; between an evicted pod's removal and its replacement's creation the controller would look
-//! one pod smaller, and healthy. The controller remembers, from its first eviction of such a
-//! controller's pods, the most live pods seen of it at once (the rule is the planner's:
-//! `grow_observed_sizes`), and forgets it some time after its last eviction, so that a controller
-//! scaled down for good is held to its old size (k8sm more careful) for no longer than that.
-//!
-//! A restart or a new leader must not forget them: between a pod's removal and its replacement the
-//! controller looks whole at one pod less. So they are stored ([`crate::memory::sizes_store`])
-//! before any eviction they count for, and read back before a new term plans one ([`Stored`]).
+//! The sizes of controllers of unknown kinds that k8sm evicts from (docs/design.md §5.3): their
+//! desired count cannot be read, and between an evicted pod's removal and its replacement's
+//! creation the inferred one looks a pod smaller, and healthy. So the most live pods seen at once
+//! are remembered from the first eviction on (the planner's `grow_observed_sizes`), stored before
+//! any eviction counts on them ([`crate::memory::sizes_store`]) and read back before a new term
+//! plans one ([`Stored`]): a restart or a new leader must not forget them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;

@@ -1,12 +1,9 @@
-//! The pod watch's own pod type: a pod's identity and the planner's view of it, converted once per
-//! watch event; the pod cache (`pod_store`) keeps the view, shared by every pass after that.
-//!
-//! Pods are most of the controller's memory at fleet size, and a
-//! [`Pod`](k8s_openapi::api::core::v1::Pod) holds every field of its spec and status inline (2.4 KB
-//! on 64-bit) however few are set: only the fields the conversion reads are parsed (the rest is
-//! skipped), converted to the planner's [`PodView`] at once, and the metadata is then cut down to
-//! the identity the watch resumes from. A pass shares each view (an [`Arc`]) instead of converting
-//! tens of thousands of pods again: no pass copies a pod.
+//! The pod watch's own pod type: a pod's identity and the planner's [`PodView`] of it, converted
+//! once per watch event; the pod cache (`pod_store`) keeps the view, shared by every pass after
+//! that, so no pass copies a pod. Pods are most of the controller's memory at fleet size, and a
+//! [`Pod`](k8s_openapi::api::core::v1::Pod) holds every field inline however few are set
+//! (docs/decisions/0006-controller-memory.md): only the fields the conversion reads are parsed, and
+//! the metadata is cut down to the identity the watch resumes from.
 
 use std::sync::Arc;
 

@@ -1,13 +1,9 @@
-//! Keeps the loop's passes to a share of its time (`--max-busy-share`).
-//!
-//! Every pod event wakes the loop, and with hundreds of nodes draining a pod event comes every few
-//! milliseconds: at 1,000 nodes and 30,000 pods a pass takes about 140 ms, and a loop that planned
-//! again at once ran passes back to back, about seven a second, a whole core that the apiserver
-//! beside it then lacked (a 1,000-node benchmark upgraded 759 nodes in the 80 minutes an earlier
-//! version, planning half as often, needed for all 1,000). After a pass that took `d`, the next one
-//! starts no sooner than `d × (1 − share) / share` later; the changes meanwhile are taken in
-//! together by that pass (a pass plans from the caches, not from the events). At a hundred nodes a
-//! pass takes a few milliseconds, and so does the hold: reactions stay as quick.
+//! Keeps the loop's passes to a share of its time (`--max-busy-share`, docs/design.md §8): with
+//! hundreds of nodes draining a pod event comes every few milliseconds, and passes run back to back
+//! would take a whole core from the apiserver beside the controller
+//! (docs/decisions/0005-loop-under-load.md). After a pass that took `d`, the next starts no sooner
+//! than `d × (1 − share) / share` later and takes in every change meanwhile (a pass plans from the
+//! caches, not from the events); at a hundred nodes, a pass and its hold take milliseconds.
 
 use std::time::{Duration, Instant};
 

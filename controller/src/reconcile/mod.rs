@@ -1,25 +1,8 @@
-//! The controller's loop: wait for a change (or a timer), then observe → plan → execute → report,
-//! as the leader.
-//!
-//! Event-driven: every watch event (and every watch failure) wakes the loop; a burst is handled in
-//! one pass, and a wake too soon after the last pass waits so that passes take at most
-//! `--max-busy-share` of the time ([`BusyShare`]). Timers only cover what no watch event announces
-//! (a DeleteAfterTimeout or restart timeout expiring, the backoff of a failed action ending, a
-//! failing watch becoming stale) plus a slow resync as a safety net. The pass never branches on why
-//! it woke.
-//!
-//! Pipelined: a pass only launches its evictions and pod deletions, each as a call of its own, and
-//! its node, policy and Deployment writes as one background job (see `writes`), and returns without
-//! waiting for their answers. A launched call is in flight from that moment ([`InFlight`]): the
-//! next passes count its pod as going (its owner's budget stays held) and never act on it again,
-//! while they plan other nodes and owners on every watch event. An answer wakes the loop:
-//! a definite refusal releases the pod (its budget is free again) and backs it off; an accepted
-//! call, and one whose outcome is unknown (a timeout, a 5xx: the eviction may have happened), keeps
-//! its entry until the cache shows the pod going (or a bound passes), the latter backed off too. At
-//! most [`CallLimit::current`] calls run at once (it adapts to the apiserver's latency and
-//! overload), and [`CONTINUATION_CALLS`] more for the evictions that continue a workload whose
-//! replacement is Ready; what a pass cannot launch waits for a later pass, which the next answer
-//! brings.
+//! The controller's loop: wait for a change (a watch event or failure, or a timer for what no event
+//! announces), then observe → plan → execute → report, as the leader (docs/design.md §8). The pass
+//! never branches on why it woke, and it only launches its calls and writes ([`InFlight`],
+//! `writes`), so that the next passes plan around them on every watch event instead of waiting for
+//! the apiserver's answers.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

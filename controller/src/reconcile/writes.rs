@@ -1,17 +1,9 @@
-//! A pass's writes to nodes, policies and Deployments, carried out in the background as one job, so
-//! that the loop goes on planning (and launching evictions) on every watch event while they are on
-//! their way.
-//!
-//! Under load a node patch took about as long as an eviction (0.4 s at the apiserver at 500 nodes);
-//! a pass that awaited its admissions, progress records and kamikazes held up every eviction that
-//! became possible meanwhile, and those passes were the tail of the controller's reaction time.
-//!
-//! One job at a time: the writes a later pass plans were planned on a cache that does not show the
-//! job's (an admission planned again, or another node admitted into the slot the job fills), so
-//! they wait until the job has answered and the cache shows its writes (its answer wakes the loop,
-//! whose `settle` waits for the cache). The pods of a node the job writes wait likewise (see
-//! [`holds_pods`]): a node's pods move only once the cache shows it admitted and cordoned, and none
-//! moves from a node that is giving up its slot.
+//! A pass's writes to nodes, policies and Deployments, carried out in the background as one job
+//! (docs/design.md §8), so that the loop goes on planning and launching evictions while they are on
+//! their way (docs/decisions/0005-loop-under-load.md). One job at a time: a later pass plans on a
+//! cache that does not show the job's writes yet (it would admit again, or into the slot the job
+//! fills), so its writes, and the pods of a node the job writes ([`holds_pods`]), wait until the
+//! job has answered and the cache shows them.
 
 use std::collections::HashMap;
 use std::sync::Arc;

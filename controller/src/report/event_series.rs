@@ -1,12 +1,9 @@
 //! Writes Events (`events.k8s.io/v1`) and folds a repeat into the earlier Event's series, as
-//! client-go's recorder and kube's `Recorder` do, remembering only what a repeat needs.
-//!
-//! kube's `Recorder` keeps every Event it wrote for six minutes, whole, inline in one hash map with
-//! its key: about 2 kB a bucket. At fleet scale (an Event per eviction, thousands in six minutes)
-//! its table grew to 35 MB of the controller's 59 MB heap at 300 nodes (heaptrack), and it scanned
-//! the whole table on every write. This cache keeps, per Event, its key and the name to patch; it
-//! is bounded like client-go's (4,096 Events, the oldest forgotten first), and it expires entries
-//! at most once a second. A repeat of a forgotten Event is written as a new Event.
+//! client-go's recorder and kube's `Recorder` do (docs/design.md §5.5), remembering only what a
+//! repeat needs: per Event its key and the name to patch, at most [`REMEMBERED`] (the oldest
+//! forgotten first), expired at most once a second. kube's `Recorder` keeps every Event whole for
+//! six minutes and scans them all on every write: at fleet scale, most of the controller's heap
+//! (docs/decisions/0006-controller-memory.md).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -1,22 +1,9 @@
-//! How often a policy's status is written. A pass plans on every watch event; at hundreds of nodes
-//! that is many passes a second, and almost every one changes some count or the ETA. Writing the
-//! whole status (a row per node) each time made the apiserver and the loop wait on it: the next
-//! eviction waited for the status write of the pass before. What the status is for sets the pace
-//! instead:
-//!
-//! - what the controller itself relies on (the deleted-node records: a node deleted by `DeleteNode`
-//!   lives only there) and what operators and `kubectl wait` watch (conditions, observedGeneration)
-//!   are written at once, by the pass itself ([`Verdict::Urgent`]);
-//! - the rest (counts, per-node rows, blocked pods, ETA) at most once per interval per policy, in
-//!   the background ([`Verdict::Now`], see `crate::report::status_writer`); a change that waits is
-//!   written by a pass at the end of the interval, which the loop is asked for, so the status is
-//!   never more than an interval behind.
-//!
-//! The interval is [`MIN_INTERVAL`], or [`TIME_SHARE`] times as long as the policy's last write
-//! took if that is longer (at most [`MAX_INTERVAL`]): on a loaded apiserver at a thousand nodes one
-//! write took about a third of a second, and the status rewritten every second kept the apiserver
-//! busy with counts while evictions waited. So refreshing the status takes at most a tenth of the
-//! apiserver's time for this controller, and the status lags more only where writing it is slow.
+//! How often a policy's status is written (docs/design.md §8): what the controller and operators
+//! act on (deleted-node records, conditions, observedGeneration) at once, by the pass
+//! ([`Verdict::Urgent`]); counts, rows, blocked pods and the ETA at most once per interval, in the
+//! background. The interval grows with the last write's duration, so that refreshing the status
+//! takes at most a tenth of a slow apiserver's time and evictions do not wait behind it
+//! (docs/decisions/0005-loop-under-load.md).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -1,14 +1,8 @@
 //! Writes the policies' status (built by `crate::report::status`) when it changed, at the pace of
-//! [`StatusInterval`].
-//!
-//! A write the pace holds urgent (deleted-node records, conditions, observedGeneration) is awaited
-//! by the pass that makes it, and the next pass plans only once the cache shows it. The others,
-//! which refresh counts, per-node rows and the ETA, are launched in the background: on a loaded
-//! apiserver one took about a third of a second, and a pass that awaited it held up every eviction
-//! that became possible meanwhile. Nothing the controller decides reads those fields, so no pass
-//! needs to wait for them. At most one write per policy runs at a time; each is conditional on the
-//! resourceVersion it was built from, so a background write that lost a race with a newer
-//! write (a deleted-node record) is refused and changes nothing.
+//! [`StatusInterval`] (docs/design.md §8). Urgent writes are awaited by the pass that makes them;
+//! the others are launched in the background, since no decision reads what they refresh and a pass
+//! that awaited them would hold up every eviction that became possible meanwhile
+//! (docs/decisions/0005-loop-under-load.md).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -1,13 +1,9 @@
-//! The HTTP endpoint of the `Http` kamikaze mechanism (`POST /kamikaze/{nodeName}`, or `POST
-//! /kamikaze` for the agent's own node) and `GET /healthz`, shared by `run` and `simulate`.
-//!
-//! A request is obeyed only when the [`Gate`] admits it: the controller's token, bound to the node,
-//! on a node k8sm drained (401, 403 or 409 otherwise, and nothing happens). Before the gate's
-//! TokenReview, requests are limited in rate (429) and concurrency (503), each answered with
-//! `Retry-After`; the body is read only after the gate. A token is obeyed once (401 after that, see
-//! [`crate::obeyed`]). The controller's POST carries `{"kamikaze": "<RFC 3339 time>"}`: the value
-//! it then writes as the kamikaze annotation, which the executor records as obeyed so that the
-//! annotation is not obeyed a second time. A POST without a body is accepted too.
+//! The HTTP endpoint of the `Http` kamikaze (`POST /kamikaze/{nodeName}`, or `POST /kamikaze` for
+//! the agent's own node) and `GET /healthz`, shared by `run` and `simulate` (docs/design.md §5.4,
+//! §9). A request is obeyed only when the [`Gate`] admits it, each token once ([`crate::obeyed`]);
+//! before the gate's TokenReview, requests are limited in rate (429) and concurrency (503), with
+//! `Retry-After`. The body, read after the gate, may be empty; its `{"kamikaze": "<time>"}`, the
+//! annotation's value, is recorded as obeyed so that the annotation is not obeyed again.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -1,13 +1,9 @@
 //! The executor ID: a content hash of an executor's build and configuration (docs/design.md §6).
-//!
-//! Equal IDs are interchangeable executors; different IDs are incompatible. The ID is `sha256:`
-//! followed by the hex SHA-256 of a length-prefixed canonical encoding of [`ExecutorIdentity`], so
-//! that the order in which flags and static pods are listed, and how a manifest is formatted (YAML
-//! or JSON, key order, whitespace, comments), never changes the ID, while any change of content
-//! always does.
-//!
-//! The encoding is part of the public contract: changing it changes every ID in every cluster,
-//! which marks the whole fleet incompatible. The pinned vectors in the tests guard it.
+//! Equal IDs are interchangeable executors, different IDs incompatible: `sha256:` and the hex
+//! SHA-256 of a canonical encoding of [`ExecutorIdentity`], so that listing order and a manifest's
+//! formatting never change the ID and any change of content always does. The encoding is public
+//! contract: changing it changes every ID in every cluster and marks the whole fleet incompatible,
+//! so pinned vectors in the tests guard it.
 
 use std::{fmt, str::FromStr};
 

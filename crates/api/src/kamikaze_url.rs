@@ -1,12 +1,9 @@
 //! The `Http` kamikaze's URL for one node, from `spec.kamikaze.urlTemplate` (docs/design.md §5.4).
-//!
-//! The node's name and InternalIP address are written by the node itself (the kubelet registers the
-//! Node and reports its addresses), so a node whose executor someone controls can choose them. A
+//! A node writes its own name and InternalIP, so whoever controls its executor chooses them, and a
 //! URL built from them by string replacement could send the controller, with its credential,
-//! anywhere: to a host name of the node's choosing, to another path of a fixed host, to a cloud
-//! metadata endpoint. So the template's host is either fixed by the operator or exactly `{nodeIP}`,
-//! and the address must parse as an IP address (bracketed when IPv6); every value put into the
-//! path, query or fragment is percent-encoded.
+//! anywhere: a host of the node's choosing, another path of a fixed host, a cloud metadata
+//! endpoint. So the host is fixed by the operator or exactly `{nodeIP}`, which must parse as an IP
+//! address, and every value put into the path, query or fragment is percent-encoded.
 
 use std::net::IpAddr;
 

@@ -1,15 +1,9 @@
-//! The executor ID of a kubelet from what makes it what it is (docs/design.md §6): its binary's
-//! SHA-256 and `--version`, its command-line flags, its configuration file (`--config`) and its
-//! static pod manifests. The agent reads these from the kubelet that runs (`k8sm-agent run
-//! --kubelet`); `kubectl k8sm executor-id --kubelet-binary …` reads the same inputs from files, so
-//! that an operator computes the target ID of a new build and configuration before any
-//! node runs it. Both end here, so the same inputs give the same ID.
-//!
-//! A fleet's nodes run one build and one configuration, but some flags name the node itself; those
-//! would give every node its own ID, none of them the target, so they are left out
-//! ([`PER_NODE_FLAGS`], [`PER_NODE_CONFIG`]). The configuration counts by content, not by file: it
-//! is flattened into `config.<field path>` settings, so that key order, formatting and comments do
-//! not change the ID, and any changed value does.
+//! The executor ID of a kubelet (docs/design.md §6) from what makes it what it is: its binary's
+//! SHA-256 and `--version`, its flags, its configuration file flattened into `config.<field path>`
+//! settings (so that formatting does not count and any changed value does), and its static pods.
+//! The agent (`k8sm-agent run --kubelet`) and `kubectl k8sm executor-id` both end here, so the same
+//! inputs give the same ID; settings that name the node itself are left out ([`PER_NODE_FLAGS`],
+//! [`PER_NODE_CONFIG`]), or every node would have its own ID and none the target.
 
 use serde_json::Value;
 

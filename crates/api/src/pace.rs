@@ -1,12 +1,9 @@
-//! The ETA of an upgrade, from durable state only.
-//!
-//! The pace is measured from a start ([`PaceStart`]: when the upgrade was first seen with nodes
-//! left, and how many nodes ran the target then) that the controller keeps in the policy's status,
-//! not in its memory: a new leader reads it back with the status and goes on measuring from the
-//! same start, so the ETA survives a leader change (a start kept in memory began again at the
-//! takeover, and the first node to finish after it made the ETA jump by the ratio of the takeover's
-//! age to the upgrade's). The estimate is a pure function of that start, the counts and the
-//! time, so every leader, and the plugin, compute the same one.
+//! The ETA of an upgrade, from durable state only (docs/design.md §5.1). The pace is measured from
+//! a start ([`PaceStart`]: when the upgrade was first seen with nodes left, and how many nodes ran
+//! the target then) kept in the policy's status, so that a new leader goes on from the same start:
+//! begun again at a takeover, the next node to finish would make the ETA jump by the ratio of the
+//! takeover's age to the upgrade's. The estimate is a pure function of the start, the counts and
+//! the time, so every leader, and the plugin, compute the same one.
 
 use chrono::{DateTime, Timelike, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -1,18 +1,9 @@
 //! The durable record of one upgrade run (docs/design.md §5.5): Events expire after an hour, so for
-//! each run — a target executor ID applied to a policy's nodes — the controller keeps what
-//! happened, for `kubectl k8sm upgrade report`.
-//!
-//! Where it lives: one ConfigMap per run in the controller's namespace (that of its Lease),
-//! labelled with the policy ([`REPORT_POLICY_LABEL`]), the figures an operator reads first as plain
-//! `data` and the whole record as gzipped JSON in `binaryData` ([`REPORT_DATA_KEY`]). A ConfigMap,
-//! not the policy's status: the status is rewritten every pass and bounded for every fleet size,
-//! while a run's record grows with the fleet and must outlive the policy's next target; not a CRD
-//! of its own: nothing validates or watches it, and a ConfigMap is what every operator can read,
-//! back up and delete. It survives controller restarts and leader changes (the new leader reads it
-//! back and goes on). Its size is bounded: at 10,000 nodes and 20,000 disrupted workloads it stays
-//! under [`REPORT_MAX_BYTES`] (see the tests); past that, the workloads that never went below their
-//! desired count are dropped first, and the count of dropped records is kept. The last
-//! [`REPORTS_KEPT`] runs of each policy are kept.
+//! each run (a target executor ID applied to a policy's nodes) the controller keeps what happened,
+//! for `kubectl k8sm upgrade report`. One ConfigMap per run, labelled with the policy
+//! ([`REPORT_POLICY_LABEL`]), holds the whole record as gzipped JSON ([`REPORT_DATA_KEY`]), at most
+//! [`REPORT_MAX_BYTES`] at any fleet size; why a ConfigMap, and what is dropped past the bound, is
+//! in the design.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -359,7 +350,8 @@ mod tests {
         assert!(UpgradeReport::decode(b"not gzip").is_err());
     }
 
-    /// The bound of the issue: 10,000 nodes and 20,000 workloads fit whole, with room to spare.
+    /// The fleet the record is sized for: 10,000 nodes and 20,000 workloads fit whole, with room
+    /// to spare.
     #[test]
     fn ten_thousand_nodes_and_twenty_thousand_workloads_fit_in_one_object() {
         let mut report = big(10_000, 20_000);

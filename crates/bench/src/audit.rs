@@ -1,13 +1,9 @@
 //! Requests attributable to the tool under test, counted exactly from the kube-apiserver's audit
-//! log.
-//!
-//! Every client of the bench cluster (kube-controller-manager, the scheduler, KWOK, the simulated
-//! executors, the harness's watches and polls) authenticates as the cluster's admin; the tools do
-//! not: k8sm's controller runs as user [`CONTROLLER_USER`] and the baselines' operator (its
-//! `kubectl drain`/`uncordon` and its executor restarts) as [`OPERATOR_USER`], each with a client
-//! certificate of its own. The apiserver writes one audit event per request of those two users
-//! (level `Metadata`, stage `ResponseComplete` only) and none for anyone else, so a request counts
-//! for a tool if and only if the tool sent it.
+//! log. Every other client of the bench cluster (kube-controller-manager, the scheduler, KWOK, the
+//! simulated executors, the harness) authenticates as the cluster's admin; k8sm's controller runs
+//! as [`CONTROLLER_USER`] and the baselines' operator (`kubectl drain`/`uncordon`, executor
+//! restarts) as [`OPERATOR_USER`], each with a certificate of its own, and the audit policy logs
+//! one event per request of those two users only, so a request counts for a tool iff it sent it.
 
 use std::collections::BTreeSet;
 use std::io::BufRead;

@@ -121,7 +121,7 @@ pub struct Args {
     #[arg(long)]
     pub model: bool,
     /// With `--model`: a replacement lands on a node still to drain only when no other node has
-    /// room for it (the "land once" experiment of issue 43).
+    /// room for it (the "land once" experiment of docs/decisions/0002-land-once.md).
     #[arg(long, requires = "model")]
     pub no_schedule_to_drain: bool,
     /// With `--model`: one node at a time until the first is upgraded (another "land once"

@@ -21,12 +21,11 @@ use crate::workload::Workload;
 
 /// How long kube-controller-manager lets a node's heartbeat lag before it takes the node for
 /// NotReady and marks its pods not Ready (40 s by default). KWOK renews the leases of all the
-/// simulated nodes from one process: on this saturated 2-core machine some renewals come late, and
-/// the node lifecycle controller then marked every pod of those nodes not Ready (Events
-/// `NodeNotReady` on pods, seen by the hundred at 500 nodes while the fleet was created and
-/// during an upgrade): descents below owners' bounds that no tool caused, begun by losses without
-/// the Eviction API (48 owners in one run at 500 nodes). The simulated nodes never fail for real,
-/// so the bench gives them time.
+/// simulated nodes from one process, and on a saturated 2-core machine some renewals come late:
+/// the node lifecycle controller then marks every pod of those nodes not Ready (Events
+/// `NodeNotReady` on pods), descents below owners' bounds that no tool caused, begun by losses
+/// without the Eviction API (`n500-p15000-k8sm-reaction` in bench/results/README.md). The simulated
+/// nodes never fail for real, so the bench gives them time.
 const NODE_MONITOR_GRACE: Duration = Duration::from_secs(600);
 
 /// Counters of the apiserver's /metrics that a run compares before and after.

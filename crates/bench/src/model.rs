@@ -1,24 +1,8 @@
 //! The bench's fleet upgraded in simulated time by the real planner (`k8sm-bench --model`): a
-//! deterministic model of the cluster (a ReplicaSet creates a replacement as soon as its pod
-//! terminates, a StatefulSet once its pod is gone; a scheduler that scores nodes as
-//! kube-scheduler's default plugins do; pods Ready after their owner's delay; executors back after
-//! the restart delay) and the controller reacting every tick. It runs in seconds and gives the same
-//! answer every time, so that an admission rule can be judged on its makespan against the lower
-//! bound without the minutes and the noise of a run on a real cluster; the real cluster's run stays
-//! the measurement of record.
-//!
-//! What it leaves out, and so what its makespan cannot show: the apiserver's and KWOK's latencies
-//! under load (an evicted pod is gone a fixed `GONE_AFTER` past its grace period, a created pod is
-//! scheduled in the next tick), the rolling Deployment's rollout (its pods are moved as any
-//! Deployment's), and the DaemonSet (its requests are taken off every node's room).
-//!
-//! A messy fleet ([`crate::workload::Messy`]) is played as its truth says: crash-looping pods and a
-//! stuck rollout's new pods never become Ready, dead nodes are NotReady and take no pod, zombies
-//! never go, bare pods stay under `unmanagedPods.policy: Never`, and pinned pods stay where they
-//! are pinned (under `pinnedPods: Block`, k8sm leaves their nodes to an operator). Its run stops
-//! once every node but those only an operator can clear ([`Workload::unfinishable`]) is
-//! upgraded, and goes on for [`SETTLE`] (after its last eviction) to see what k8sm still does to
-//! the others.
+//! deterministic model of the cluster, and of the controller reacting every tick. It runs in
+//! seconds and gives the same answer every time, so an admission rule can be judged against the
+//! lower bound without the minutes and the noise of a real cluster; the cluster's run stays the
+//! measurement of record (docs/decisions/0002-land-once.md shows where the two part).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -73,9 +57,9 @@ pub struct ModelConfig {
     /// `false`: at every tick. The same upgrade as long as the planner says when its decisions
     /// change with time alone, in a fraction of the passes.
     pub event_driven: bool,
-    /// An experiment of issue 43 ("land once"): a replacement may land on a node still to drain
-    /// only when no other node has room for it, as if those nodes were NoSchedule exactly
-    /// while other capacity suffices.
+    /// An experiment of docs/decisions/0002-land-once.md: a replacement may land on a node still
+    /// to drain only when no other node has room for it, as if those nodes were NoSchedule
+    /// exactly while other capacity suffices.
     pub no_schedule_to_drain: bool,
     /// Another: one node at a time until the first node is upgraded, so that replacements find
     /// upgraded room sooner.
@@ -291,7 +275,20 @@ struct Model<'w> {
 }
 
 /// Runs the model: the fleet placed by the model's scheduler, then upgraded by the planner one tick
-/// at a time.
+/// at a time. A ReplicaSet creates a replacement as soon as its pod terminates, a StatefulSet once
+/// its pod is gone; the scheduler scores nodes as kube-scheduler's default plugins do; pods are
+/// Ready after their owner's delay, executors back after the restart delay. Left out, so not in
+/// the makespan: the apiserver's and KWOK's latencies under load (an evicted pod is gone a fixed
+/// [`GONE_AFTER`] past its grace period, a created pod is scheduled in the next tick), the rolling
+/// Deployment's rollout (its pods move as any Deployment's), and the DaemonSet (its requests are
+/// taken off every node's room).
+///
+/// A messy fleet ([`crate::workload::Messy`]) is played as its truth says: crash-looping pods and a
+/// stuck rollout's new pods never become Ready, dead nodes are NotReady and take no pod, zombies
+/// never go, bare pods stay under `unmanagedPods.policy: Never`, and pinned pods stay where they
+/// are pinned (under `pinnedPods: Block`). Its run stops once every node but those only an
+/// operator can clear ([`Workload::unfinishable`]) is upgraded, and goes on for [`SETTLE`] (after
+/// its last eviction) to see what k8sm still does to the others.
 pub fn simulate(fleet: &Workload, cfg: &ModelConfig) -> ModelRun {
     let mut model = Model::new(fleet, cfg);
     model.place_fleet();
@@ -1046,8 +1043,8 @@ impl<'w> Model<'w> {
 }
 
 /// A deterministic stand-in for the scheduler's random pick among equal scores: FNV-1a of the pod's
-/// and the node's names, spelled out so that the figures the model gave stay what it gives (another
-/// hash picks otherwise among equals, and moves a fleet's makespan by several percent).
+/// and the node's names, spelled out so that the figures the model gave stay what it gives: another
+/// hash picks otherwise among equals, and moves fleets' makespans (bench/results/README.md).
 fn tie(pod: &str, node: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in pod.bytes().chain(node.bytes()) {

@@ -2,7 +2,7 @@
 //! placed before the user's own arguments so that any argument given explicitly wins (the command
 //! lets a later occurrence override an earlier one).
 
-/// The scenarios of issue 15, by name, with the arguments they stand for.
+/// The bench's scenarios (bench/results/README.md), by name, with the arguments they stand for.
 pub const PRESETS: &[(&str, &str, &[&str])] = &[
     (
         "owners-pace",
@@ -118,7 +118,7 @@ mod tests {
         assert!(Args::try_parse_from(["k8sm-bench", "--scenario", "nope"]).is_err());
     }
 
-    /// The presets are the scenarios the issue names: where the bound's largest term is the owners'
+    /// The presets are the two kinds of scenario: where the bound's largest term is the owners'
     /// waves, and where it is the nodes' restarts (whatever the seed draws: the draws stay
     /// within the presets' ranges).
     #[test]

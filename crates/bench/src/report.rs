@@ -1,5 +1,5 @@
 //! The Markdown report: the scenario, the lower bound and its derivation, every figure per tool as
-//! the median of its runs with the range, the targets met or missed with the reason,
+//! the median of its runs with the range, the targets met or missed with the reason,
 //! per-run and per-size detail, the charts and the machine.
 
 use std::collections::BTreeMap;

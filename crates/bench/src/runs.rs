@@ -614,10 +614,8 @@ async fn wait_budgets_observed(
 }
 
 /// How long the fleet may take to become Ready before a run or the calibration: 15 minutes per
-/// 15,000 pods, 15 minutes at least.
-/// Creation time grows with the fleet and with the machine's load: 500 nodes' 15,000 pods took 308
-/// s on a quiet day and 557 s on a slow one, and 1,000 nodes' 30,000 pods ran out of a fixed 900 s
-/// on that slow day.
+/// 15,000 pods, 15 minutes at least, since creation time grows with the fleet and with the
+/// machine's load (bench/results/README.md, "Fleet creation time").
 pub(crate) fn fleet_ready_timeout(pods: usize) -> Duration {
     let per_15000_pods = u32::try_from(pods.div_ceil(15_000).max(1)).unwrap_or(u32::MAX);
     Duration::from_secs(900).saturating_mul(per_15000_pods)

@@ -1,5 +1,5 @@
-//! The targets of issue 15, judged from one invocation's runs: met, missed (with the reason) or not
-//! judged (the scenario does not measure it).
+//! The bench's targets (bench/results/README.md, "Targets"), judged from one invocation's runs:
+//! met, missed (with the reason) or not judged (the scenario does not measure it).
 
 use crate::results::{Summary, Tool};
 use crate::spread::Spread;
@@ -47,7 +47,7 @@ fn met_or(met: bool, reason: impl FnOnce() -> String) -> Verdict {
     }
 }
 
-/// Every target, in the issue's order.
+/// Every target, in the order the reports list them.
 pub fn judge(summary: &Summary) -> Vec<Target> {
     let s = &summary.scenario;
     let bound = s.bound_seconds();

@@ -1,19 +1,9 @@
 //! The benchmark's workload: owners of mixed sizes (1 to 50 replicas), a few StatefulSets, a few
 //! unmanaged pods and a DaemonSet, derived deterministically from the node and pod counts (and, for
 //! the realistic shape, a seed). The fleet model only: `crate::fleet_on_cluster` creates it in a
-//! namespace.
-//!
-//! Two shapes: [`Shape::Simple`] is the fleet of the earlier reports (pods Ready after one delay,
-//! no grace period, no requests); [`Shape::Realistic`] gives each owner its own readiness delay,
-//! CPU and memory requests that fill the nodes to a target, a termination grace period, some owners
-//! bunched on a few nodes, one Deployment rolling out when the tool starts and a StatefulSet of 10
-//! with `OrderedReady`.
-//!
-//! Either shape may be made messy ([`Realism::messy`], `--messy`; made real on the cluster by
-//! `crate::mess`), with what real clusters have that no upgrade tool can wish away: crash-looping
-//! owners, dead nodes, pods stuck terminating, a rollout stuck past its progress deadline, bare
-//! pods under `unmanagedPods.policy: Never`, and pods that can only run on their node.
-//! [`Workload::unfinishable`] says, from these alone, which nodes only an operator can clear.
+//! namespace. Either [`Shape`] may be made messy ([`Realism::messy`], `--messy`; made real by
+//! `crate::mess`) with what real clusters have that no upgrade tool can wish away: crash loops,
+//! dead nodes, zombies, a stuck rollout, bare pods, pinned pods ([`Workload::unfinishable`]).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -94,7 +84,10 @@ pub enum Shape {
     Realistic,
 }
 
-/// The realistic shape's parameters (the simple shape ignores them, but `messy`).
+/// The realistic shape's parameters (the simple shape ignores them, but `messy`): each owner its
+/// own readiness delay, CPU and memory requests that fill the nodes to a target, a termination
+/// grace period, some owners bunched on a few nodes, one Deployment rolling out when the tool
+/// starts and a StatefulSet of 10 with `OrderedReady`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Realism {
     /// Same seed, same fleet.

@@ -1,13 +1,9 @@
-//! The cluster's binaries, built once from the Go modules under `tests/go/` and cached by the
-//! pinned versions.
-//!
-//! Nothing is downloaded but Go modules: Kubernetes, etcd and KWOK are compiled from the module
-//! proxy. There are two caches, so that KWOK (quick to build, and patched: see kwok_patch.rs) can
-//! change without rebuilding Kubernetes (many minutes): `kubernetes-<key>` keyed by the `go.mod`
-//! and `go.sum` of `tests/go/k8s` and `tests/go/etcd`, and `kwok-<key>` keyed by those of
-//! `tests/go/kwok` and the patch; each key also covers its build recipe. Concurrent
-//! callers (parallel tests) wait on a file lock and share one build. Helm, for the chart's tests,
-//! is built the same way (helm.rs).
+//! The cluster's binaries, compiled once from the Go module proxy (nothing else is downloaded) from
+//! the modules under `tests/go/`, and cached by their pins and build recipe. Two caches, so that
+//! KWOK (quick to build, and patched: `kwok_patch`) can change without rebuilding Kubernetes (many
+//! minutes): `kubernetes-<key>` over the `go.mod` and `go.sum` of `tests/go/k8s` and
+//! `tests/go/etcd`, `kwok-<key>` over those of `tests/go/kwok` and the patch. Concurrent callers
+//! (parallel tests) wait on a file lock and share one build; Helm is built the same way (`helm`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -1,13 +1,9 @@
-//! The one change k8sm-testcluster makes to KWOK before building it.
-//!
-//! KWOK (v0.8.0) finishes a terminating pod by deleting it by name with no UID precondition. A
-//! StatefulSet replaces a pod under the same name, so a delete KWOK queued for the old pod can land
-//! on its replacement, whose loss queues the next one: in a 100-node benchmark KWOK deleted
-//! StatefulSet pods 8,236 times for 33 evictions, and every such loss looked like an SLA violation.
-//! The patch adds the UID precondition, so a stale delete fails with a 409 that KWOK logs and does
-//! not retry. The module cache is read-only and `go build -overlay` refuses files beneath it, so
-//! the pinned module is copied, patched, and substituted with a `replace` in a private copy of the
-//! pin's go.mod.
+//! The one change k8sm-testcluster makes to KWOK (v0.8.0) before building it: a UID precondition on
+//! the delete that finishes a terminating pod. By name alone, a delete queued for a StatefulSet's
+//! old pod can land on its same-named replacement and queue the next, each loss looking like an SLA
+//! violation (bench/results/README.md); now a stale delete fails with a 409 KWOK does not retry.
+//! The module cache is read-only and `go build -overlay` refuses files beneath it, so the pinned
+//! module is copied, patched, and substituted by a `replace` in a private copy of the pin's go.mod.
 
 use std::path::{Path, PathBuf};
 

@@ -1,35 +1,7 @@
 //! The SLA watcher: follows the pods and workload controllers of a namespace through watches and
 //! checks, at every change, that no workload's Ready pods fall below `min(ceil(t·d/100), d−1)`
-//! (docs/design.md §5.3) — the invariant k8sm promises. It judges from the cluster's own objects
-//! only, never from anything k8sm reports.
-//!
-//! - **Workloads** are those of docs/design.md §2. A pod whose controller is a ReplicaSet
-//!   controlled by a Deployment counts for the Deployment: `d` is the Deployment's `spec.replicas`
-//!   and its Ready pods are summed over all its ReplicaSets. A bare ReplicaSet, a
-//!   ReplicationController and a StatefulSet count for themselves with their own `spec.replicas`.
-//!   `d` follows the watched objects, so a `kubectl scale` or a rollout moves the bound at once.
-//!   DaemonSet and Job pods are no workload's replicas (§5.3) and are not judged; neither are
-//!   unmanaged pods, nor a workload whose controller is being deleted.
-//! - **Other controllers** (an operator's custom resource) are workloads too, but their spec can't
-//!   be read generically: [`SlaWatcher::expect`] declares their `d`; without it, `d` is the most
-//!   pods of that controller that existed at once (not terminating, not finished) since arming —
-//!   the count at arming, raised when more appear. An inferred `d` never falls: a test that scales
-//!   such a controller down declares the new `d` first.
-//! - **Violations** are descents: a change where a workload's Ready count fell and ended below the
-//!   bound of the `d` in force. k8sm only takes pods away; after a scale-up the Ready count is
-//!   below the new bound through no one's fault until the new pods are Ready, so that alone is no
-//!   violation, but a further loss meanwhile is.
-//! - **Scale-downs** are judged strictly by default: a descent right after the workload's own
-//!   controller scaled it down (or, in a rollout, scaled one of its ReplicaSets down) is a
-//!   violation too. A ReplicaSet deletes its not-Ready pods first, so its own scale-down rarely
-//!   takes the Ready pods below the new, lower bound, while a grace would hide any eviction of k8sm
-//!   in the same moments. A test that scales or rolls out workloads while k8sm drains (a rollout's
-//!   `maxUnavailable` may allow more than the threshold does) can excuse such descents with
-//!   [`SlaWatcher::grace_after_scale_down`]; the records count them.
-//! - **Relists**: a relisted watch replaces what it knew, so objects deleted during a watch gap are
-//!   forgotten. The watcher judges only once every watch has listed once. Watches of different
-//!   kinds are not ordered with each other: a pod's deletion may be seen before the scale-down that
-//!   caused it, which a grace doesn't cover.
+//! (docs/design.md §5.3), the invariant k8sm promises. It judges from the cluster's own objects
+//! only, never from anything k8sm reports, so a test cannot pass on k8sm's word.
 
 mod objects;
 mod state;
@@ -47,6 +19,13 @@ use state::State;
 pub use state::WorkloadRecord;
 
 /// Watches a namespace and checks the SLA invariant of its workloads once armed.
+///
+/// Workloads are those of docs/design.md §2: a ReplicaSet's pods count for the Deployment that
+/// controls it (`d` its `spec.replicas`, Ready pods summed over its ReplicaSets); `d` follows the
+/// watched objects, so a scale or a rollout moves the bound at once. DaemonSet, Job and unmanaged
+/// pods, and workloads whose controller is being deleted, are not judged. A violation is a
+/// descent, a change that took the Ready count down and ended below the bound: after a scale-up
+/// the Ready pods are below the new bound through no one's fault, but a further loss is not.
 pub struct SlaWatcher {
     state: Arc<Mutex<State>>,
     tasks: Vec<JoinHandle<()>>,
@@ -64,7 +43,9 @@ impl SlaWatcher {
     /// Declares the desired replicas `d` of a controller of another kind than Deployment,
     /// ReplicaSet, ReplicationController and StatefulSet (say `expect("PodSet", "cache", 3)`),
     /// instead of inferring it from its pods. Call it before arming, and again before the test
-    /// scales that controller.
+    /// scales that controller. Without it, `d` is the most pods of that controller that existed
+    /// at once (not terminating, not finished) since arming, and never falls: a generic reader
+    /// cannot see its spec.
     ///
     /// # Panics
     /// For one of those four kinds: their `d` is read from the cluster.
@@ -73,12 +54,19 @@ impl SlaWatcher {
     }
 
     /// Excuses a descent below the bound within `grace` after a scale-down of the workload (its
-    /// `d`, or the replicas of one of its ReplicaSets). None by default.
+    /// `d`, or the replicas of one of its ReplicaSets); the records still count them. None by
+    /// default: a ReplicaSet deletes its not-Ready pods first, so its own scale-down rarely takes
+    /// the Ready pods below the lower bound, while a grace would hide any eviction of k8sm in the
+    /// same moments. For tests that scale or roll out workloads while k8sm drains (a rollout's
+    /// `maxUnavailable` may allow more than the threshold does). Watches of different kinds are
+    /// not ordered: a pod's deletion seen before the scale-down that caused it is not covered.
     pub fn grace_after_scale_down(&self, grace: Duration) {
         self.lock().set_grace(grace);
     }
 
-    /// From now on, every change is checked against the invariant.
+    /// From now on, every change is checked against the invariant, once every watch has listed
+    /// once. A relisted watch replaces what it knew: objects deleted during a watch gap are
+    /// forgotten.
     pub fn arm(&self) {
         self.lock().arm(Instant::now());
     }

@@ -1,13 +1,9 @@
 //! Shared copies of what many pods have alike: the pods of one ReplicaSet carry the same labels and
-//! the same controller reference, so the converted views share one copy of each instead of holding
-//! tens of thousands of equal maps and strings (measured with
-//! `controller/examples/pod_cache_memory.rs`).
-//!
-//! An interner holds weak references only, keyed by the value's hash, never a copy of the value:
-//! values that no two pods share (a StatefulSet pod's labels name the pod) cost a table entry, not
-//! a second copy. A value lives as long as some view holds it, and entries whose value is gone are
-//! dropped whenever the table has doubled since it was last cleaned, so it never holds more than
-//! about twice the values in use.
+//! controller reference, so their views share one copy of each instead of holding tens of thousands
+//! of equal maps and strings (docs/decisions/0006-controller-memory.md). An interner holds weak
+//! references only, keyed by the value's hash: a value no two pods share (a StatefulSet pod's
+//! labels) costs a table entry, not a second copy. Dead entries go whenever the table has doubled
+//! since it was last cleaned, so it holds at most about twice the values in use.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;

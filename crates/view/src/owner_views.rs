@@ -1,12 +1,9 @@
-//! Owner objects → their shared views, converted once per version of each object.
-//!
-//! The controller builds a view every pass from its stores, and a large fleet has thousands of
-//! owners (a Deployment and a ReplicaSet per workload: about 1,800 at 500 nodes, 17,000 at 5,000),
-//! almost none of which changed since the last pass. A store replaces an object's [`Arc`] with a
-//! new one for each watch event and never changes an object in place, so the address of the `Arc`
-//! stands for one version of the object for as long as it is held: the views of the objects seen in
-//! the last build are found again by it and shared (the planner's passes then read memory they read
-//! before, instead of freshly built owners).
+//! Owner objects → their shared views, converted once per version of each object: the controller
+//! builds a view every pass, and of a large fleet's thousands of owners almost none changed since
+//! the last (docs/decisions/0006-controller-memory.md). A store replaces an object's [`Arc`] for
+//! each watch event and never changes it in place, so the `Arc`'s address stands for one version
+//! while it is held: views of the objects seen in the last build are found again by it and shared,
+//! and the planner reads memory it read before.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,13 +1,9 @@
-//! `cargo xtask dist`: the kubectl plugin's release for krew, from what this machine can build.
-//!
-//! For each platform built (here linux/amd64 only: the one Rust target installed), an archive
-//! `kubectl-k8sm-<os>-<arch>.tar.gz` holding the statically linked `kubectl-k8sm` and the LICENSE,
-//! its SHA-256 (`<archive>.sha256`, as `sha256sum` writes it), and `k8sm.yaml`: the krew manifest
-//! rendered from the template `plugin/krew.yaml` (krew-release-bot syntax, so the bot can still
-//! publish from it) with the version, the download URLs and the checksums filled in, listing only
-//! the platforms built. Then krew's own checks run on the result: the
-//! pinned `validate-krew-manifest` (the check krew-index runs), and krew itself installs the plugin
-//! from the manifest and archive exactly as the README tells users to, into a scratch krew root.
+//! `cargo xtask dist`: the kubectl plugin's release for krew, from what this machine can build
+//! (linux/amd64 only: the one Rust target installed). Per platform, an archive of the static
+//! `kubectl-k8sm` and the LICENSE, its SHA-256 as `sha256sum` writes it, and `k8sm.yaml`, the krew
+//! manifest rendered from `plugin/krew.yaml` (krew-release-bot syntax, so the bot can still publish
+//! from it) for the platforms built. Then krew's own checks run on the result ([`validate`]): what
+//! krew-index runs, and an install exactly as the README tells users to.
 
 use std::collections::BTreeMap;
 use std::io::Write;

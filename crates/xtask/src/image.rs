@@ -1,13 +1,9 @@
 //! `cargo xtask image`: OCI image archives of `k8sm-controller` and `k8sm-agent`, without a Docker
-//! daemon.
-//!
-//! Each image is one layer on no base: the statically linked release binary (and, for the agent, a
-//! static BusyBox for the shell its DaemonSet and its `--on-kamikaze` commands run). The pinned
-//! go-containerregistry `crane` (`tests/go/crane`) assembles it against its own in-memory registry
-//! on a loopback port, which is stopped before this returns; the result is an OCI image layout,
-//! tarred, that `docker load`, `podman load`, `skopeo copy oci-archive:…`, `kind load
-//! image-archive` and `crane push` take. `Containerfile` builds the same layout with
-//! Docker or Podman; a test below keeps the two from drifting apart.
+//! daemon. Each image is one layer on no base: the static release binary (and, for the agent, a
+//! static BusyBox for the shell its DaemonSet and `--on-kamikaze` commands run), assembled by the
+//! pinned `crane` (`tests/go/crane`) into a tarred OCI layout that `docker load`, `podman load`,
+//! `skopeo copy oci-archive:…`, `kind load image-archive` and `crane push` take. `Containerfile`
+//! builds the same layout with Docker or Podman; a test below keeps the two from drifting apart.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -1,14 +1,9 @@
 //! `upgrade status --watch`: re-renders whenever what it renders changes, until every node is
-//! upgraded or the operator presses Ctrl-C. On a terminal each frame replaces the last (and ages
-//! tick every second); in a pipe each distinct frame is printed once, after a blank line.
-//!
-//! It watches only what it renders. The view is the policy's status (the controller sums up every
-//! node in it), so by default it watches that one policy and nothing else: at 10,000 nodes, a watch
-//! of every node (or pod) would stream every heartbeat-driven change of the fleet to redraw a
-//! screen that shows none of them. With `--all` or `-l` the view also lists nodes, so it watches
-//! those nodes too (the policy's selector and `-l`, server-side), metadata only (labels and
-//! annotations are all a row needs). Both watches feed local caches, which each frame reads: no
-//! request per frame.
+//! upgraded or Ctrl-C; on a terminal each frame replaces the last (ages tick every second), in a
+//! pipe each distinct frame is printed once, after a blank line. It watches only what it renders:
+//! the policy, whose status sums up every node, and with `--all` or `-l` those nodes' metadata,
+//! selected server-side; a watch of every node or pod would stream the whole fleet's heartbeats to
+//! redraw a screen that shows none of them. Frames read local caches: no request per frame.
 
 use std::time::Duration;
 

@@ -1,12 +1,9 @@
-//! Where a node stands, read from its own labels and annotations: for the nodes of `upgrade status
-//! --all` (and `-l`) that the policy's status does not list.
-//!
-//! The status lists the nodes an operator looks at (in flight or blocked, at most 100) and only
-//! counts the rest. The rest are, almost always, nodes that run the target and nodes queued for a
-//! drain slot: both are told apart by the contract keys the controller and the executor write on
-//! the node (docs/design.md §3), without listing any pod. A node in flight that the status left out
-//! (more than 100 in flight) is recognised by its draining or kamikaze annotation; what it waits
-//! for, which needs its pods, is `kubectl k8sm plan`'s to say.
+//! Where a node stands, read from its own labels and annotations (docs/design.md §3), without
+//! listing any pod: for the nodes of `upgrade status --all` (and `-l`) that the policy's status
+//! does not list. The status lists at most 100 nodes, those in flight or blocked, and only counts
+//! the rest: almost always nodes on the target and nodes queued, which the contract keys tell
+//! apart. A node in flight left out is recognised by its draining or kamikaze annotation; what it
+//! waits for needs its pods, and is `kubectl k8sm plan`'s to say.
 
 use std::collections::BTreeMap;
 

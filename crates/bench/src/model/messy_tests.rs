@@ -1,19 +1,9 @@
-//! Liveness over messy fleets (issue 41, docs/design.md §5.7): over many generated fleets with the
-//! shapes real clusters have (crash-looping owners, dead nodes, zombies, a stuck rollout, bare pods
-//! under `Never`, pinned pods), the real planner, run by the model,
-//! (a) upgrades every node that can be finished, within a generous simulated-time limit;
-//! (b) never admits, cordons, or evicts or deletes a pod from, a node that only an operator can
-//! clear, and leaves     none of them cordoned or carrying its drain state; a node whose zombie was
-//! still a mere terminating pod when     the upgrade started (a fresh zombie, see
-//! [`crate::workload::Zombie`]) may have been started, and must have been     handed back,
-//! uncordoned; (c) never takes an owner below its bound `min(ceil(t·d), d−1)`, counting Ready pods:
-//! an owner Ready at the start     never goes below it, and no eviction of a Ready pod leaves any
-//! owner (a crash-looping one included) below it.
-//!
-//! The oracle reads the generated truth only (which nodes are dead, hold a zombie, hold a bare pod
-//! under `unmanagedPods.policy: Never`, or hold a pod pinned there under `pinnedPods: Block`),
-//! never the planner's output; the model counts Ready pods itself. A failing case prints its
-//! [`Case`], which [`replay_a_messy_case`] runs again.
+//! Liveness over messy fleets (docs/design.md §5.7, docs/decisions/0001-liveness.md): over many
+//! generated fleets with the shapes real clusters have, the real planner, run by the model,
+//! upgrades every node that can be finished, costs nothing on the nodes only an operator can clear,
+//! and never takes an owner below its bound ([`judge`]). The oracle reads the generated truth only,
+//! never the planner's output. A failing case prints its [`Case`], which [`replay_a_messy_case`]
+//! runs again.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -184,7 +174,14 @@ impl Oracle {
     }
 }
 
-/// The properties of `run`, judged against the oracle: what broke, if anything.
+/// The properties of `run`, judged against the oracle: what broke, if anything. (a) Every node that
+/// can be finished is upgraded, within a generous simulated-time limit. (b) A node only an operator
+/// can clear is never admitted or cordoned and loses no pod, and ends neither cordoned nor carrying
+/// its drain state; one whose zombie was still a mere terminating pod when the upgrade started (a
+/// fresh zombie, [`crate::workload::Zombie`]) may have been started, and must have been handed
+/// back, uncordoned. (c) No owner goes below its bound `min(ceil(t·d), d−1)`, counting Ready pods
+/// (the model counts them itself): an owner Ready at the start never does, and no eviction of a
+/// Ready pod leaves any owner, a crash-looping one included, below it.
 fn judge(oracle: &Oracle, run: &ModelRun) -> Vec<String> {
     let mut broken = Vec::new();
     if run.makespan.is_none() {
@@ -272,9 +269,9 @@ proptest! {
 
 /// Cases that failed once, kept as they were generated, with what they found.
 const REGRESSIONS: &[Case] = &[
-    // Two live nodes 60 % full: neither could take the other's pods, so no tool could drain
-    // either, yet the oracle called one finishable. Fleets are now sized for the live nodes
-    // they have (`Workload::size_nodes`).
+    // Two live nodes 60 % full: neither can take the other's pods, so no tool can drain either,
+    // and the oracle must not call one finishable: fleets are sized for the live nodes they have
+    // (`Workload::size_nodes`).
     Case {
         seed: 4270290598372954689,
         nodes: 6,
@@ -283,10 +280,10 @@ const REGRESSIONS: &[Case] = &[
         threshold: 90,
         harsh: true,
     },
-    // A node holding a fresh zombie, started, whose broken pods then waited for the Ready pods to
-    // leave: its last eviction came two minutes in, so it stalled and was handed back after
-    // the run's end, fixed 11 minutes after the start. The run now goes on for 11 minutes
-    // after k8sm's last eviction.
+    // A node holding a fresh zombie, started, whose broken pods then wait for the Ready pods to
+    // leave: its last eviction comes two minutes in, so it stalls and is handed back more than
+    // 11 minutes after the start. Hence the run goes on for `SETTLE` after k8sm's last eviction,
+    // not for a fixed time from the start.
     Case {
         seed: 16639782863472062013,
         nodes: 6,
@@ -297,12 +294,12 @@ const REGRESSIONS: &[Case] = &[
     },
 ];
 
-/// Fleets the property found before fleets were sized for their live nodes, with the sizes they had
-/// then: two live nodes, room for one node's Ready pods on the other but not for its broken pods'
-/// replacements too. Replacements of crash-looping pods took the room the healthy workloads' pods
-/// needed, the node could never finish, and it was admitted, stalled and handed back every 11
-/// minutes (271 and 287 evictions in 12 hours). The second needs the StatefulSets' replacements
-/// still to come (their pods terminating) counted against the room.
+/// Two tight fleets the property found, their node sizes set by hand as found (generated fleets are
+/// sized for their live nodes): two live nodes, room for one node's Ready pods on the other but not
+/// for its broken pods' replacements too. Unless broken pods leave the room to the healthy
+/// workloads' pods, the node never finishes and is admitted, stalled and handed back every 11
+/// minutes (docs/decisions/0001-liveness.md). The second needs the StatefulSets' replacements still
+/// to come (their pods terminating) counted against the room.
 #[test]
 fn broken_pods_leave_the_room_to_the_ready_pods_on_a_tight_fleet() {
     let tight = [

@@ -1,18 +1,8 @@
 //! The SLA watcher's bookkeeping, free of I/O: watch events in, per-workload records and violations
-//! out.
-//!
-//! A pod counts for its workload (docs/design.md §2), resolved through the cluster's own objects: a
-//! ReplicaSet controlled by a Deployment counts for the Deployment, so a Deployment mid-rollout is
-//! one workload. Once armed, every change of a workload's Ready count or of its `d` is a sample,
-//! and a sample where the Ready count *fell* below the bound `min(ceil(t·d/100), d−1)` of the `d`
-//! in force is a violation. Only a descent counts: k8sm only ever takes pods away, while a scale-up
-//! raises the bound above the Ready pods through no one's fault until the new pods are Ready (a
-//! descent while still below that bound is a violation again).
-//!
-//! Where a workload sets `minReadySeconds`, its *available* pods (Ready for that long, as its
-//! controller counts them) are judged the same way, beside the Ready ones. A pod becomes available
-//! with no event, but it only ever stops being available with one (not Ready, deleted), so the
-//! fewest available pods are seen at events, by the wall clock then.
+//! out. Once armed, every change of a workload's Ready count or of its `d` is a sample, and a
+//! sample where the Ready count fell below the bound of the `d` in force is a violation (see
+//! [`super::SlaWatcher`]). Where a workload sets `minReadySeconds`, its available pods are judged
+//! the same way, beside the Ready ones.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -161,7 +151,9 @@ impl State {
         self.tally().get(&key).map_or(0, |t| t.ready)
     }
 
-    /// Ready, available and live pods per workload.
+    /// Ready, available and live pods per workload. A pod becomes available (Ready for
+    /// `minReadySeconds`) with no event, but only stops being available with one (not Ready,
+    /// deleted), so the fewest available pods are seen at events, by the wall clock then.
     fn tally(&self) -> HashMap<WorkloadKey, Tally> {
         let wall = self.wall.unwrap_or_else(Timestamp::now);
         let mut tally: HashMap<WorkloadKey, Tally> = HashMap::new();
