@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use k8sm_api::pace;
 use k8sm_api::text::bounded;
@@ -38,129 +38,9 @@ pub fn build(
         .filter(|n| n.policy == policy.policy)
         .collect();
     let lists = Lists::of(&nodes);
-
-    // Outside its maintenance window a policy with nodes left waits for the window, not for an
-    // operator.
-    let window_opens = match policy.window {
-        Some(WindowState::Closed { opens }) if policy.eta.nodes_remaining > 0 => Some(opens),
-        _ => None,
-    };
-    let mut conditions = vec![
-        condition(
-            condition_types::PROGRESSING,
-            policy.eta.nodes_remaining > 0 && !policy.paused && window_opens.is_none(),
-            if policy.paused {
-                "Paused"
-            } else if window_opens.is_some() {
-                "OutsideWindow"
-            } else if policy.eta.nodes_remaining > 0 {
-                "Upgrading"
-            } else {
-                "Idle"
-            },
-            &format!(
-                "{} of {} selected nodes still to upgrade{}",
-                policy.eta.nodes_remaining,
-                policy.counts.total,
-                window_opens.map_or_else(String::new, |opens| format!(
-                    "; the maintenance window opens at {}",
-                    opens.to_rfc3339()
-                ))
-            ),
-        ),
-        condition(
-            condition_types::UPGRADED,
-            policy.eta.nodes_remaining == 0 && policy.counts.total > 0,
-            // A policy without nodes has upgraded nothing: not "all compatible", which reads as
-            // done.
-            if policy.counts.total == 0 {
-                "NoNodesSelected"
-            } else if policy.eta.nodes_remaining == 0 {
-                "AllNodesCompatible"
-            } else {
-                "NodesRemaining"
-            },
-            &format!("{} upgraded", policy.counts.upgraded()),
-        ),
-        condition(
-            condition_types::PAUSED,
-            policy.paused,
-            if policy.paused { "Paused" } else { "Running" },
-            if policy.paused {
-                "spec.paused is true: no eviction, deletion or kamikaze"
-            } else {
-                ""
-            },
-        ),
-    ];
-    let conflict = policy
-        .conditions
-        .iter()
-        .find(|c| c.reason == Reason::PolicyConflict);
-    conditions.push(condition(
-        condition_types::CONFLICT,
-        conflict.is_some(),
-        if conflict.is_some() {
-            "PolicyConflict"
-        } else {
-            "NoConflict"
-        },
-        &conflict.map(|c| c.message.clone()).unwrap_or_default(),
-    ));
-    let problems: Vec<String> = policy
-        .conditions
-        .iter()
-        .filter(|c| {
-            !matches!(
-                c.reason,
-                Reason::PolicyConflict
-                    | Reason::Paused
-                    | Reason::OutsideWindow
-                    | Reason::InsecureKamikaze
-            )
-        })
-        .map(|c| format!("{}: {}", c.reason.as_str(), c.message))
-        .collect();
-    conditions.push(condition(
-        condition_types::DEGRADED,
-        !problems.is_empty(),
-        policy
-            .conditions
-            .iter()
-            .find(|c| {
-                !matches!(
-                    c.reason,
-                    Reason::PolicyConflict
-                        | Reason::Paused
-                        | Reason::OutsideWindow
-                        | Reason::InsecureKamikaze
-                )
-            })
-            .map_or("AsExpected", |c| c.reason.as_str()),
-        &problems.join("; "),
-    ));
-    for condition in &mut conditions {
-        transition(condition, previous, policy.generation, now);
-    }
-
-    let counts_unchanged = previous.is_some_and(|p| p.counts == policy.counts);
-    let remaining = policy.eta.nodes_remaining;
-    let compatible = policy.counts.compatible;
-    let pace = pace::pace_start(
-        previous.and_then(|p| p.pace.as_ref()),
-        compatible,
-        remaining,
-        now,
-    );
-    // Nothing moves while paused or outside the maintenance window, and a blocked node waits for an
-    // operator: no pace to go by.
-    let moving = policy.eta.nodes_blocked == 0 && !policy.paused && !window_closed(policy);
-    let eta = pace
-        .as_ref()
-        .filter(|_| moving)
-        .and_then(|start| pace::eta(start, compatible, remaining, now));
+    let (pace, eta) = pace_and_eta(policy, previous, now);
     ExecutorUpgradePolicyStatus {
-        conditions,
+        conditions: conditions(policy, previous, now),
         observed_generation: policy.generation,
         upgraded: Some(policy.counts.upgraded()),
         counts: policy.counts,
@@ -169,24 +49,176 @@ pub fn build(
         blocked_pods: lists.blocked_pods,
         blocked_pods_total: Some(lists.blocked_pods_total),
         deleted_nodes: status_lists::deleted_nodes(&policy.deleted_nodes),
-        // Re-estimate only when progress was made, so a steady state writes nothing.
-        eta: match (counts_unchanged, previous) {
-            (true, Some(p)) if policy.eta.nodes_remaining > 0 && moving => p.eta.clone(),
-            _ => eta.map(to_time),
-        },
+        eta,
         pace,
-        window: policy.window.map(|state| match state {
-            WindowState::Open { closes } => WindowStatus {
-                open: true,
-                opens_at: None,
-                closes_at: Some(to_time(closes)),
-            },
-            WindowState::Closed { opens } => WindowStatus {
-                open: false,
-                opens_at: Some(to_time(opens)),
-                closes_at: None,
-            },
-        }),
+        window: policy.window.map(window_status),
+    }
+}
+
+/// The policy's conditions, each with its last transition carried over from `previous`.
+fn conditions(
+    policy: &PolicyPlan,
+    previous: Option<&ExecutorUpgradePolicyStatus>,
+    now: DateTime<Utc>,
+) -> Vec<Condition> {
+    let mut conditions = vec![
+        progressing(policy),
+        upgraded(policy),
+        paused(policy),
+        conflict(policy),
+        degraded(policy),
+    ];
+    for condition in &mut conditions {
+        transition(condition, previous, policy.generation, now);
+    }
+    conditions
+}
+
+fn progressing(policy: &PolicyPlan) -> Condition {
+    // Outside its maintenance window a policy with nodes left waits for the window, not for an
+    // operator.
+    let window_opens = match policy.window {
+        Some(WindowState::Closed { opens }) if policy.eta.nodes_remaining > 0 => Some(opens),
+        _ => None,
+    };
+    condition(
+        condition_types::PROGRESSING,
+        policy.eta.nodes_remaining > 0 && !policy.paused && window_opens.is_none(),
+        if policy.paused {
+            "Paused"
+        } else if window_opens.is_some() {
+            "OutsideWindow"
+        } else if policy.eta.nodes_remaining > 0 {
+            "Upgrading"
+        } else {
+            "Idle"
+        },
+        &format!(
+            "{} of {} selected nodes still to upgrade{}",
+            policy.eta.nodes_remaining,
+            policy.counts.total,
+            window_opens.map_or_else(String::new, |opens| format!(
+                "; the maintenance window opens at {}",
+                opens.to_rfc3339()
+            ))
+        ),
+    )
+}
+
+fn upgraded(policy: &PolicyPlan) -> Condition {
+    condition(
+        condition_types::UPGRADED,
+        policy.eta.nodes_remaining == 0 && policy.counts.total > 0,
+        // A policy without nodes has upgraded nothing: not "all compatible", which reads as done.
+        if policy.counts.total == 0 {
+            "NoNodesSelected"
+        } else if policy.eta.nodes_remaining == 0 {
+            "AllNodesCompatible"
+        } else {
+            "NodesRemaining"
+        },
+        &format!("{} upgraded", policy.counts.upgraded()),
+    )
+}
+
+fn paused(policy: &PolicyPlan) -> Condition {
+    condition(
+        condition_types::PAUSED,
+        policy.paused,
+        if policy.paused { "Paused" } else { "Running" },
+        if policy.paused {
+            "spec.paused is true: no eviction, deletion or kamikaze"
+        } else {
+            ""
+        },
+    )
+}
+
+fn conflict(policy: &PolicyPlan) -> Condition {
+    let conflict = policy
+        .conditions
+        .iter()
+        .find(|c| c.reason == Reason::PolicyConflict);
+    condition(
+        condition_types::CONFLICT,
+        conflict.is_some(),
+        if conflict.is_some() {
+            "PolicyConflict"
+        } else {
+            "NoConflict"
+        },
+        &conflict.map(|c| c.message.clone()).unwrap_or_default(),
+    )
+}
+
+/// Degraded by every condition of the plan but a conflict, a pause, a closed window and an insecure
+/// kamikaze, which have conditions or warnings of their own; its reason is the first one's.
+fn degraded(policy: &PolicyPlan) -> Condition {
+    let degrading = || {
+        policy.conditions.iter().filter(|c| {
+            !matches!(
+                c.reason,
+                Reason::PolicyConflict
+                    | Reason::Paused
+                    | Reason::OutsideWindow
+                    | Reason::InsecureKamikaze
+            )
+        })
+    };
+    let problems: Vec<String> = degrading()
+        .map(|c| format!("{}: {}", c.reason.as_str(), c.message))
+        .collect();
+    condition(
+        condition_types::DEGRADED,
+        !problems.is_empty(),
+        degrading()
+            .next()
+            .map_or("AsExpected", |c| c.reason.as_str()),
+        &problems.join("; "),
+    )
+}
+
+/// The start of the pace and the ETA. The ETA is re-estimated only when progress was made, so a
+/// steady state writes nothing; and there is none while nothing moves (paused, outside the
+/// maintenance window, or a blocked node waiting for an operator).
+fn pace_and_eta(
+    policy: &PolicyPlan,
+    previous: Option<&ExecutorUpgradePolicyStatus>,
+    now: DateTime<Utc>,
+) -> (Option<k8sm_api::PaceStart>, Option<Time>) {
+    let remaining = policy.eta.nodes_remaining;
+    let compatible = policy.counts.compatible;
+    let pace = pace::pace_start(
+        previous.and_then(|p| p.pace.as_ref()),
+        compatible,
+        remaining,
+        now,
+    );
+    let moving = policy.eta.nodes_blocked == 0 && !policy.paused && !window_closed(policy);
+    let counts_unchanged = previous.is_some_and(|p| p.counts == policy.counts);
+    let eta = match (counts_unchanged, previous) {
+        (true, Some(p)) if remaining > 0 && moving => p.eta.clone(),
+        _ => pace
+            .as_ref()
+            .filter(|_| moving)
+            .and_then(|start| pace::eta(start, compatible, remaining, now))
+            .map(to_time),
+    };
+    (pace, eta)
+}
+
+fn window_status(state: WindowState) -> WindowStatus {
+    match state {
+        WindowState::Open { closes } => WindowStatus {
+            open: true,
+            opens_at: None,
+            closes_at: Some(to_time(closes)),
+        },
+        WindowState::Closed { opens } => WindowStatus {
+            open: false,
+            opens_at: Some(to_time(opens)),
+            closes_at: None,
+        },
     }
 }
 
