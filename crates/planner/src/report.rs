@@ -7,17 +7,21 @@ use chrono::{DateTime, Utc};
 use k8sm_api::NodePhase;
 use k8sm_api::report::{FORCED_KEPT, ForcedRecord, NodeRecord, UpgradeReport, WorkloadRecord};
 
-use crate::{Action, ActionKind, ClusterView, Plan, objects::workload, rules::health::sla_floor};
+use crate::{
+    Action, ActionKind, ClusterView, NodePlan, NodeView, Plan, PolicyView, objects::workload,
+    rules::health::sla_floor,
+};
 
 /// The runs the controller keeps, by policy name.
 pub type Runs = BTreeMap<String, UpgradeReport>;
 
-/// Folds one pass (its view and plan, at `now`) into `runs`: a policy with a new target starts a new run; each node
-/// of a run records when it was admitted, told to restart and back (from its own annotations, so that a run picked
-/// up after a restart keeps the times) and what an operator forced on it; the workloads a run disrupted are observed
-/// until they are whole again; a run whose nodes all run the target is finished. Returns the policies whose record changed, and those whose run was
-/// replaced by a new one (with the record they had). Only the policies `known` says yes to: the caller may not know
-/// yet where a policy's run stands (its stored record not read back yet).
+/// Folds one pass (its view and plan, at `now`) into `runs`: a policy with a new target starts a
+/// new run; each node of a run records when it was admitted, told to restart and back (from its own
+/// annotations, so that a run picked up after a restart keeps the times) and what an operator
+/// forced on it; the workloads a run disrupted are observed until they are whole again; a run whose
+/// nodes all run the target is finished. Returns the policies whose record changed, and those whose
+/// run was replaced by a new one (with the record they had). Only the policies `known` says yes to:
+/// the caller may not know yet where a policy's run stands (its stored record not read back yet).
 pub fn observe(
     runs: &mut Runs,
     view: &ClusterView,
@@ -26,14 +30,7 @@ pub fn observe(
     known: impl Fn(&str, &str) -> bool,
 ) -> Observed {
     let mut observed = Observed::default();
-    let mut counted: Option<(HashMap<String, u32>, HashMap<String, u32>)> = None;
-    let desired: HashMap<&str, u32> = view
-        .owners
-        .iter()
-        .filter_map(|o| Some((o.uid.as_str(), o.desired?)))
-        .collect();
-    let nodes: HashMap<&str, &crate::NodeView> =
-        view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut pass = Pass::new(view, plan, now);
     for policy in &view.policies {
         let Some(target) = policy.spec.target_executor_id.as_deref() else {
             continue;
@@ -41,115 +38,144 @@ pub fn observe(
         if policy.deleting || !known(&policy.name, target) {
             continue;
         }
-        let name = policy.name.as_str();
-        let fresh = runs
-            .get(name)
-            .is_none_or(|run| run.target_executor_id != target);
-        let run = runs.entry(name.to_owned()).or_insert_with(|| {
-            UpgradeReport::new(name, target, policy.spec.owner_health_threshold, now)
-        });
-        if run.target_executor_id != target {
-            let old = std::mem::replace(
-                run,
-                UpgradeReport::new(name, target, policy.spec.owner_health_threshold, now),
-            );
-            observed.superseded.push(old);
-        }
-        // Whether the record changed, found as it is changed: comparing whole copies would copy a large fleet's
-        // record every pass.
+        let (run, fresh) = current_run(runs, policy, target, now, &mut observed);
+        // Whether the record changed, found as it is changed: comparing whole copies would copy a
+        // large fleet's record every pass.
         let mut changed = fresh;
-        for node in plan.nodes.iter().filter(|n| n.policy == name) {
-            let seen = nodes.get(node.node.as_str());
-            if let Some(forced) = seen
-                .and_then(|n| n.forced.as_deref())
-                .and_then(|v| ForcedRecord::parse(&node.node, v))
-                && !run.forced.contains(&forced)
-            {
-                changed = true;
-                run.forced.push(forced);
-                if run.forced.len() > FORCED_KEPT {
-                    run.forced.remove(0);
-                }
-            }
-            let annotation = |value: Option<&String>| {
-                value
-                    .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
-                    .map(|t| t.with_timezone(&Utc))
-            };
-            match node.phase {
-                NodePhase::Compatible => {
-                    if let Some(record) = run.nodes.get_mut(&node.node)
-                        && record.upgraded.is_none()
-                    {
-                        record.upgraded = Some(now);
-                        changed = true;
-                    }
-                }
-                phase => {
-                    let record = run.nodes.entry(node.node.clone()).or_default();
-                    let before = record.clone();
-                    // Back in the run (a node marked again): its return is not recorded any more.
-                    record.upgraded = None;
-                    if matches!(
-                        phase,
-                        NodePhase::Draining | NodePhase::Drained | NodePhase::KamikazeSent
-                    ) && let Some(at) = annotation(seen.and_then(|n| n.draining_since.as_ref()))
-                    {
-                        record.admitted = Some(at);
-                    }
-                    if phase == NodePhase::KamikazeSent {
-                        record.kamikaze = annotation(seen.and_then(|n| n.kamikaze.as_ref()))
-                            .or(record.kamikaze)
-                            .or(Some(now));
-                    }
-                    changed |= *record != before;
-                }
-            }
+        changed |= pass.fold_nodes(run, &policy.name);
+        changed |= pass.observe_recovering(run);
+        pass.finish(run, &policy.name, changed, &mut observed);
+    }
+    observed
+}
+
+/// The run of `policy` for `target`, and whether it is new: one is started where the policy has
+/// none, or has one for another target (which `observed` keeps, as it was).
+fn current_run<'r>(
+    runs: &'r mut Runs,
+    policy: &PolicyView,
+    target: &str,
+    now: DateTime<Utc>,
+    observed: &mut Observed,
+) -> (&'r mut UpgradeReport, bool) {
+    let name = policy.name.as_str();
+    let fresh = runs
+        .get(name)
+        .is_none_or(|run| run.target_executor_id != target);
+    let run = runs.entry(name.to_owned()).or_insert_with(|| {
+        UpgradeReport::new(name, target, policy.spec.owner_health_threshold, now)
+    });
+    if run.target_executor_id != target {
+        let old = std::mem::replace(
+            run,
+            UpgradeReport::new(name, target, policy.spec.owner_health_threshold, now),
+        );
+        observed.superseded.push(old);
+    }
+    (run, fresh)
+}
+
+/// What [`observe`] reads of one pass, for every policy.
+struct Pass<'p> {
+    view: &'p ClusterView,
+    plan: &'p Plan,
+    now: DateTime<Utc>,
+    /// The owners' desired sizes, by UID.
+    desired: HashMap<&'p str, u32>,
+    /// The view's nodes, by name.
+    nodes: HashMap<&'p str, &'p NodeView>,
+    /// The Ready and the available pods of each workload, counted when a run first has a workload
+    /// recovering.
+    counted: Option<(HashMap<String, u32>, HashMap<String, u32>)>,
+}
+
+impl<'p> Pass<'p> {
+    fn new(view: &'p ClusterView, plan: &'p Plan, now: DateTime<Utc>) -> Self {
+        Self {
+            view,
+            plan,
+            now,
+            desired: view
+                .owners
+                .iter()
+                .filter_map(|o| Some((o.uid.as_str(), o.desired?)))
+                .collect(),
+            nodes: view.nodes.iter().map(|n| (n.name.as_str(), n)).collect(),
+            counted: None,
         }
+    }
+
+    /// Folds the reports of the policy `name`'s nodes into `run`. Whether the record changed.
+    fn fold_nodes(&self, run: &mut UpgradeReport, name: &str) -> bool {
+        let mut changed = false;
+        for node in self.plan.nodes.iter().filter(|n| n.policy == name) {
+            let seen = self.nodes.get(node.node.as_str()).copied();
+            changed |= record_forced(run, node, seen);
+            changed |= record_phase(run, node, seen, self.now);
+        }
+        changed
+    }
+
+    /// Observes the workloads `run` disrupted that are not whole again: their size, the fewest
+    /// Ready and available pods seen, and whether they still recover. Whether the record changed.
+    fn observe_recovering(&mut self, run: &mut UpgradeReport) -> bool {
         let recovering: Vec<String> = run
             .workloads
             .iter()
             .filter(|(_, w)| w.recovering)
             .map(|(k, _)| k.clone())
             .collect();
-        if !recovering.is_empty() {
-            let (ready, available) = counted.get_or_insert_with(|| {
-                (
-                    workload::ready_pods_by_workload(view),
-                    workload::available_pods_by_workload(view, now),
-                )
-            });
-            // An unknown kind's size as the planner infers it now, not as it was at the eviction: a pod terminating
-            // then (a failure's, its replacement already there) counted in the size, and would keep the workload
-            // "recovering" for good.
-            let inferred = workload::inferred_sizes(
-                view,
-                recovering
-                    .iter()
-                    .map(|key| run.workloads[key].uid.as_str())
-                    .filter(|uid| !desired.contains_key(uid)),
-            );
-            for key in recovering {
-                let w = run.workloads.get_mut(&key).expect("listed above");
-                let before = w.clone();
-                let now_ready = ready.get(&w.uid).copied().unwrap_or(0);
-                let now_available = available.get(&w.uid).copied().unwrap_or(0);
-                if let Some(&d) = desired.get(w.uid.as_str()).or_else(|| inferred.get(&w.uid)) {
-                    w.desired = d;
-                    w.bound = sla_floor(run.threshold, d);
-                }
-                w.min_ready = w.min_ready.min(now_ready);
-                w.min_available = Some(w.min_counted().min(now_available));
-                w.recovering = now_available < w.desired;
-                changed |= *w != before;
-            }
+        if recovering.is_empty() {
+            return false;
         }
-        let counts = plan.policy(name).map(|p| p.counts);
+        let (ready, available) = self.counted.get_or_insert_with(|| {
+            (
+                workload::ready_pods_by_workload(self.view),
+                workload::available_pods_by_workload(self.view, self.now),
+            )
+        });
+        // An unknown kind's size as the planner infers it now, not as it was at the eviction: a pod
+        // terminating then (a failure's, its replacement already there) counted in the size, and
+        // would keep the workload "recovering" for good.
+        let inferred = workload::inferred_sizes(
+            self.view,
+            recovering
+                .iter()
+                .map(|key| run.workloads[key].uid.as_str())
+                .filter(|uid| !self.desired.contains_key(uid)),
+        );
+        let mut changed = false;
+        for key in recovering {
+            let w = run.workloads.get_mut(&key).expect("listed above");
+            let before = w.clone();
+            let now_ready = ready.get(&w.uid).copied().unwrap_or(0);
+            let now_available = available.get(&w.uid).copied().unwrap_or(0);
+            if let Some(&d) = self
+                .desired
+                .get(w.uid.as_str())
+                .or_else(|| inferred.get(&w.uid))
+            {
+                w.desired = d;
+                w.bound = sla_floor(run.threshold, d);
+            }
+            w.min_ready = w.min_ready.min(now_ready);
+            w.min_available = Some(w.min_counted().min(now_available));
+            w.recovering = now_available < w.desired;
+            changed |= *w != before;
+        }
+        changed
+    }
+
+    /// Finishes `run` once all its nodes run the target (and takes that back while one does not),
+    /// noting in `observed` that the policy `name`'s run finished, and that its record changed if
+    /// it did (`changed`, or finished).
+    fn finish(&self, run: &mut UpgradeReport, name: &str, changed: bool, observed: &mut Observed) {
+        let counts = self.plan.policy(name).map(|p| p.counts);
         let all_upgraded = counts.is_some_and(|c| c.total > 0 && c.compatible == c.total)
             && run.nodes.values().all(|n| n.upgraded.is_some());
         let finished = run.finished;
         run.finished = match (all_upgraded, run.finished) {
-            (true, None) => Some(now),
+            (true, None) => Some(self.now),
             (true, Some(at)) => Some(at),
             (false, _) => None,
         };
@@ -157,11 +183,73 @@ pub fn observe(
             observed.finished.insert(name.to_owned());
         }
         if changed || run.finished != finished {
-            run.updated = now;
+            run.updated = self.now;
             observed.changed.insert(name.to_owned());
         }
     }
-    observed
+}
+
+/// Records what an operator forced on `node` (its annotation, on the node as `seen` in the view),
+/// if not recorded yet. Whether it was new.
+fn record_forced(run: &mut UpgradeReport, node: &NodePlan, seen: Option<&NodeView>) -> bool {
+    let Some(forced) = seen
+        .and_then(|n| n.forced.as_deref())
+        .and_then(|v| ForcedRecord::parse(&node.node, v))
+        .filter(|forced| !run.forced.contains(forced))
+    else {
+        return false;
+    };
+    run.forced.push(forced);
+    if run.forced.len() > FORCED_KEPT {
+        run.forced.remove(0);
+    }
+    true
+}
+
+/// Records where `node` stands in `run`: when it is back on the target, or when it was admitted and
+/// told to restart (from its annotations, on the node as `seen` in the view). Whether the record
+/// changed.
+fn record_phase(
+    run: &mut UpgradeReport,
+    node: &NodePlan,
+    seen: Option<&NodeView>,
+    now: DateTime<Utc>,
+) -> bool {
+    let annotation = |value: Option<&String>| {
+        value
+            .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
+            .map(|t| t.with_timezone(&Utc))
+    };
+    match node.phase {
+        NodePhase::Compatible => {
+            if let Some(record) = run.nodes.get_mut(&node.node)
+                && record.upgraded.is_none()
+            {
+                record.upgraded = Some(now);
+                return true;
+            }
+            false
+        }
+        phase => {
+            let record = run.nodes.entry(node.node.clone()).or_default();
+            let before = record.clone();
+            // Back in the run (a node marked again): its return is not recorded any more.
+            record.upgraded = None;
+            if matches!(
+                phase,
+                NodePhase::Draining | NodePhase::Drained | NodePhase::KamikazeSent
+            ) && let Some(at) = annotation(seen.and_then(|n| n.draining_since.as_ref()))
+            {
+                record.admitted = Some(at);
+            }
+            if phase == NodePhase::KamikazeSent {
+                record.kamikaze = annotation(seen.and_then(|n| n.kamikaze.as_ref()))
+                    .or(record.kamikaze)
+                    .or(Some(now));
+            }
+            *record != before
+        }
+    }
 }
 
 /// What [`observe`] found.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    ClusterView, NodeView, OwnerView, PodView, Resources,
+    ClusterView, ControllerRef, NodeView, OwnerView, PodView, Resources,
     index::shared_output::SharedOutput,
     model::collections::{FastMap, FastSet},
     model::pass_cache::Text,
@@ -18,7 +18,7 @@ use crate::{
     objects::controller_classes::ControllerClasses,
     objects::lookups::{Lookups, slot_of},
     objects::pod_facts::{ClassKey, Covered, OrderKey, PodCache, PodFacts},
-    objects::workload,
+    objects::workload::{self, CountsFor},
 };
 
 /// The Deployments whose controller is replacing pods, with their progress deadline, and the newest ReplicaSet of
@@ -204,254 +204,36 @@ impl<'a> Index<'a> {
     ) -> Self {
         let nodes: BTreeMap<&str, &NodeView> =
             view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-        let mut node_slots: FastMap<&str, u32> =
-            FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
-        let mut node_slots_by_copy: FastMap<Text, u32> =
-            FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
-        for (slot, name) in nodes.keys().enumerate() {
-            node_slots.insert(name, slot_of(slot));
-            node_slots_by_copy.insert(Text::of(name), slot_of(slot));
-        }
-        pods.align(view);
-        pods.place(nodes.keys().copied());
-        pods.group_by_node();
-        let (pdbs, cover, budgets_changed) = budgets.index(view);
-        if !pdbs.is_empty() {
-            pods.know_cover(budgets_changed, |pod| cover.covering(&pdbs, pod).len() > 1);
-        }
-        let in_flight_uids: FastSet<usize> = if view.in_flight.is_empty() {
-            FastSet::default()
-        } else {
-            pods.uid_addresses(view.in_flight.iter().map(|e| e.pod_uid.as_str()))
-        };
+        let (node_slots, node_slots_by_copy) = node_slots(&nodes);
+        align_facts(pods, view, &nodes);
+        let (pdbs, cover) = index_budgets(view, budgets, pods);
+        let mut in_flight = InFlight::new(view, pods);
         let pods: &'a PodCache = pods;
-        // Every owner with the slot of the workload its pods count for (what its pods are is worked out in the walk,
-        // when a pod first refers to it).
-        let mut workload_slots: FastMap<&str, u32> =
-            FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
-        // Per position in the view's owners, the workload slot its pods count for: what a kept class needs.
-        let mut owner_counts: Vec<u32> = Vec::with_capacity(view.owners.len());
-        let unchanged = controllers.owners_unchanged(&view.owners);
-        // What each owner's pods count for, worked out again only when the owners changed.
-        let counted_for = unchanged
-            .is_none()
-            .then(|| workload::counts_for(&view.owners));
-        let each = counted_for
-            .as_deref()
-            .unwrap_or_else(|| controllers.counts_for());
-        for (owner, counts_for) in view.owners.iter().zip(each) {
-            let next = slot_of(workload_slots.len());
-            let counts = *workload_slots
-                .entry(counts_for.key(owner, &view.owners))
-                .or_insert(next);
-            owner_counts.push(counts);
+        let owners = Owners::new(view, controllers);
+        let mut resolver = Resolver::new(view, pods, controllers, owners);
+        let mut walk = Walk::new(
+            view,
+            &nodes,
+            &mut in_flight,
+            &mut resolver,
+            !pdbs.is_empty(),
+            now,
+        );
+        for (position, (f, pod)) in pods.facts.iter().zip(&view.pods).enumerate() {
+            walk.pod(position, f, pod);
         }
-        let references = pods.controllers();
-        controllers.fit(references.len());
-        // The owners by UID are looked up only for controllers whose class is not kept: built when the first one is
-        // met (a pass over the owners of the last pass, whose controllers are all kept, builds none), or at once for
-        // owners not seen in the last pass, to tell whether two of them share a UID.
-        let mut lookups: Option<Lookups> = None;
-        // Two owners with one UID (the last one found by it): kept classes, found by position, are not used then.
-        let one_owner_per_uid = match unchanged {
-            Some(unique) => unique,
-            None => {
-                let built = Lookups::new(view, &owner_counts);
-                let unique = built.distinct_uids() == view.owners.len();
-                controllers.remember_owners(&view.owners, unique, counted_for.unwrap_or_default());
-                lookups = Some(built);
-                unique
-            }
-        };
-        // One walk over the pods' facts, front to back, without reading a pod that did not change: each classified,
-        // counted for its workload, and placed on its node. Sized up front: growing a large fleet's vectors costs
-        // copies.
-        let mut workload_pods = vec![PodCounts::default(); workload_slots.len()];
-        // Which pods with an eviction in flight are still in the view (a few; not a set of every pod).
-        let mut in_flight_seen: FastSet<&str> = FastSet::default();
-        // Per node slot, whether its pods must still move (`node_state::still_to_drain`): decided once per node.
-        let to_drain: Vec<bool> = nodes
-            .values()
-            .map(|n| crate::objects::node_state::still_to_drain(n))
-            .collect();
-        // Per controller reference (by the slot of the copy its pods share, as the controller's conversion makes them
-        // share), the class its pods get when nothing about the pod decides it, and the slot of the workload they
-        // count for: worked out once per controller, not once per pod. Unshared copies (as tests build them) are
-        // worked out once each, with the same result.
-        let mut by_controller: Vec<Option<(Class, u32)>> = vec![None; references.len()];
-        let mut node_classes = vec![NodeClasses::default(); nodes.len()];
-        let mut node_used = vec![Resources::default(); nodes.len()];
-        let mut node_moving = vec![Resources::default(); nodes.len()];
-        let mut pending = Resources::default();
-        let mut next_available: Option<DateTime<Utc>> = None;
-        let rollouts = Rollouts::new(view);
-        let facts: &'a [PodFacts] = &pods.facts;
-        // Per pod (by its position in the view), whether more than one budget covers it: what deciding a draining
-        // node's pods asks of every one of them, answered here without reading the pod. Empty without budgets.
-        let mut multi_covered = if pdbs.is_empty() {
-            Vec::new()
-        } else {
-            vec![false; view.pods.len()]
-        };
-        for (position, (f, pod)) in facts.iter().zip(&view.pods).enumerate() {
-            let going = !in_flight_uids.is_empty() && in_flight_uids.contains(&f.uid);
-            if going {
-                in_flight_seen.insert(&pod.uid);
-            }
-            let controlled = (f.controller != u32::MAX).then(|| {
-                let known = &mut by_controller[f.controller as usize];
-                *known.get_or_insert_with(|| {
-                    // Read from the cache's copy of the reference its pods share, not from the pod.
-                    let reference = &references[f.controller as usize];
-                    let kept = one_owner_per_uid
-                        .then(|| controllers.get(f.controller, reference, &view.owners))
-                        .flatten();
-                    if let Some((class, owner)) = kept {
-                        return (class, owner_counts[owner as usize]);
-                    }
-                    let controller = &**reference;
-                    let lookups = lookups.get_or_insert_with(|| Lookups::new(view, &owner_counts));
-                    let entry = lookups.owner(controller);
-                    let class =
-                        classify::controller_class(controller, f.watched, entry.as_ref(), lookups);
-                    if let Some(e) =
-                        entry.filter(|e| f.watched && e.owner.exists && one_owner_per_uid)
-                    {
-                        // The ReplicaSet's controller, which its pods' class may depend on.
-                        let top = e
-                            .owner
-                            .controller
-                            .as_ref()
-                            .and_then(|top| lookups.owner(top))
-                            .map(|top| top.position);
-                        controllers.keep(
-                            f.controller,
-                            reference,
-                            class,
-                            e.position,
-                            top,
-                            &view.owners,
-                        );
-                    }
-                    // A controller that is not in the view counts for itself, by its whole reference.
-                    let counts = match entry {
-                        Some(e) => e.counts,
-                        None => {
-                            let next = slot_of(workload_slots.len());
-                            let slot = *workload_slots.entry(controller.key()).or_insert(next);
-                            if slot as usize == workload_pods.len() {
-                                workload_pods.push(PodCounts::default());
-                            }
-                            slot
-                        }
-                    };
-                    (class, counts)
-                })
-            });
-            let class = f.seed.class(going, || {
-                controlled
-                    .expect("a pod whose seed needs its controller has one")
-                    .0
-            });
-            let slot = f.node;
-            if let Some(used) = node_used.get_mut(slot as usize) {
-                if !f.finished {
-                    *used += f.requests.resources();
-                }
-                if matches!(class, Class::Owned(_) | Class::Other(_) | Class::Job(_)) {
-                    node_moving[slot as usize] += f.requests.resources();
-                }
-            } else if f.node_name == 0 && !f.finished && !f.terminating {
-                pending += f.requests.resources();
-            }
-            if let Some(on_node) = node_classes.get_mut(slot as usize) {
-                on_node.holding += u32::from(class.holds_node());
-                match class {
-                    Class::Owned(_) | Class::Other(_) => {
-                        on_node.workload += 1;
-                        on_node.pinnable += u32::from(f.pinnable);
-                        if !pdbs.is_empty() {
-                            let multi = f.covered == Covered::Several;
-                            on_node.multi_covered += u32::from(multi);
-                            multi_covered[position] = multi;
-                        }
-                    }
-                    Class::OptedOut(_) | Class::Job(_) | Class::Unmanaged(_) => {
-                        on_node.judged_by_policy += 1
-                    }
-                    Class::Ignored(Ignored::Terminating) => on_node.terminating += 1,
-                    Class::Ignored(_) | Class::Finished => {}
-                }
-            }
-            let Some((_, counts)) = controlled else {
-                continue;
-            };
-            let counts = &mut workload_pods[counts as usize];
-            if !rollouts.newest.is_empty()
-                && rollouts
-                    .newest
-                    .contains(references[f.controller as usize].uid.as_str())
-            {
-                let readied = pod.ready_changed.filter(|_| f.ready);
-                let progress = pod.created.max(readied);
-                counts.rollout_progress = counts.rollout_progress.max(progress);
-            }
-            if slot != u32::MAX
-                && to_drain[slot as usize]
-                && matches!(class, Class::Owned(_) | Class::Other(_))
-            {
-                counts.to_move += 1;
-            }
-            if !f.finished {
-                counts.seen += 1;
-                // A pod terminating is gone for its workload, as the disruption controller counts it (its controller
-                // replaces it at once); only k8sm's own evictions not yet shown are still going.
-                if going {
-                    counts.going += 1;
-                } else if !f.ready && !f.terminating {
-                    if let Some(since) = pod.ready_changed.or(pod.created) {
-                        let known = counts.not_ready_since.get_or_insert(since);
-                        *known = (*known).min(since);
-                    }
-                } else if f.ready && !f.terminating {
-                    // Where its workload sets minReadySeconds, a Ready pod counts once available.
-                    let available_at = match class {
-                        Class::Owned(w) | Class::Other(w) => w.available_at(pod),
-                        _ => Some(None),
-                    };
-                    match available_at {
-                        Some(Some(at)) if at > now => {
-                            counts.warming += 1;
-                            next_available = Some(next_available.map_or(at, |n| n.min(at)));
-                        }
-                        Some(_) => counts.ready += 1,
-                        None => counts.warming += 1,
-                    }
-                }
-            }
-        }
-        for (deployment, deadline) in &rollouts.deadlines {
-            let Some(&slot) = workload_slots.get(deployment.uid.as_str()) else {
-                continue;
-            };
-            let counts = &mut workload_pods[slot as usize];
-            if let Some(stall) = counts.rollout_progress.map(|p| p + *deadline) {
-                if stall <= now {
-                    counts.rollout_stalled = true;
-                } else {
-                    next_available = Some(next_available.map_or(stall, |n| n.min(stall)));
-                }
-            }
-        }
+        walk.stall_rollouts();
         let (node_start, by_node, node_keys, node_orders) = pods.by_node();
-        let mut in_flight_gone: FastMap<&str, u32> = FastMap::default();
-        for eviction in &view.in_flight {
-            if let Some(owner) = &eviction.owner_uid
-                && !in_flight_seen.contains(eviction.pod_uid.as_str())
-            {
-                *in_flight_gone.entry(owner).or_default() += 1;
-            }
-        }
+        let Walk {
+            by_controller,
+            node_classes,
+            node_used,
+            node_moving,
+            pending,
+            next_available,
+            multi_covered,
+            ..
+        } = walk;
         Self {
             nodes,
             node_slots,
@@ -466,18 +248,21 @@ impl<'a> Index<'a> {
             pending,
             schedulable_free: OnceCell::new(),
             pods: &view.pods,
-            facts,
+            facts: &pods.facts,
             by_controller,
-            in_flight_uids,
-            workload_slots,
-            workload_pods,
+            in_flight_gone: in_flight.gone(view),
+            in_flight_uids: in_flight.uids,
+            workload_slots: resolver.owners.workload_slots,
+            workload_pods: resolver.workload_pods,
             #[cfg(test)]
-            lookups: lookups.unwrap_or_else(|| Lookups::new(view, &owner_counts)),
+            lookups: resolver
+                .owners
+                .lookups
+                .unwrap_or_else(|| Lookups::new(view, &resolver.owners.owner_counts)),
             pdbs,
             cover,
             multi_covered,
             shared: SharedOutput::default(),
-            in_flight_gone,
             unanswered_pods: view
                 .in_flight
                 .iter()
@@ -671,4 +456,473 @@ pub(crate) struct OnNode<'a> {
     /// The slot of the workload it counts for ([`Index::workload_at`]; `u32::MAX` without a controller): what the
     /// ledger finds the workload's health by, without hashing its UID.
     pub(crate) counts_for: u32,
+}
+
+/// Each node name's position in the index's `node_start` (the nodes sorted by name), by name and by
+/// the copy of the name its node holds.
+fn node_slots<'a>(
+    nodes: &BTreeMap<&'a str, &'a NodeView>,
+) -> (FastMap<&'a str, u32>, FastMap<Text, u32>) {
+    let mut node_slots: FastMap<&str, u32> =
+        FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
+    let mut node_slots_by_copy: FastMap<Text, u32> =
+        FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
+    for (slot, name) in nodes.keys().enumerate() {
+        node_slots.insert(name, slot_of(slot));
+        node_slots_by_copy.insert(Text::of(name), slot_of(slot));
+    }
+    (node_slots, node_slots_by_copy)
+}
+
+/// Brings the pods' facts in line with `view`, places them on the slots of `nodes` and groups them
+/// by node.
+fn align_facts(pods: &mut PodCache, view: &ClusterView, nodes: &BTreeMap<&str, &NodeView>) {
+    pods.align(view);
+    pods.place(nodes.keys().copied());
+    pods.group_by_node();
+}
+
+/// The budgets, sorted by namespace and name, and which cover which pods; the facts of the pods
+/// whose answer is not known are told whether more than one covers them.
+fn index_budgets<'a>(
+    view: &'a ClusterView,
+    budgets: &'a mut KeptBudgets,
+    pods: &mut PodCache,
+) -> (Vec<Pdb<'a>>, Cover<'a>) {
+    let (pdbs, cover, budgets_changed) = budgets.index(view);
+    if !pdbs.is_empty() {
+        pods.know_cover(budgets_changed, |pod| cover.covering(&pdbs, pod).len() > 1);
+    }
+    (pdbs, cover)
+}
+
+/// The pods with an eviction in flight (a few; not a set of every pod), and which of them the walk
+/// meets.
+struct InFlight<'a> {
+    /// The addresses of their UIDs: the index's `in_flight_uids`.
+    uids: FastSet<usize>,
+    /// Those still in the view.
+    seen: FastSet<&'a str>,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(view: &ClusterView, pods: &mut PodCache) -> Self {
+        let uids = if view.in_flight.is_empty() {
+            FastSet::default()
+        } else {
+            pods.uid_addresses(view.in_flight.iter().map(|e| e.pod_uid.as_str()))
+        };
+        Self {
+            uids,
+            seen: FastSet::default(),
+        }
+    }
+
+    /// Whether an eviction of `pod` (with the facts `f`) is in flight; if so, it is seen.
+    #[inline]
+    fn going(&mut self, f: &PodFacts, pod: &'a PodView) -> bool {
+        let going = !self.uids.is_empty() && self.uids.contains(&f.uid);
+        if going {
+            self.seen.insert(&pod.uid);
+        }
+        going
+    }
+
+    /// Per workload UID, the evictions in flight whose pod the walk did not meet: gone, and not
+    /// replaced yet.
+    fn gone(&self, view: &'a ClusterView) -> FastMap<&'a str, u32> {
+        let mut gone: FastMap<&str, u32> = FastMap::default();
+        for eviction in &view.in_flight {
+            if let Some(owner) = &eviction.owner_uid
+                && !self.seen.contains(eviction.pod_uid.as_str())
+            {
+                *gone.entry(owner).or_default() += 1;
+            }
+        }
+        gone
+    }
+}
+
+/// The view's owners as the walk classifies controllers with them: the slot of the workload each
+/// one's pods count for (what its pods are is worked out in the walk, when a pod first refers to
+/// it), and the owners by UID where built.
+struct Owners<'a> {
+    /// Per UID of the workload the pods count for, its slot: the index's `workload_slots`, which
+    /// the walk extends with the controllers that are not in the view.
+    workload_slots: FastMap<&'a str, u32>,
+    /// Per position in the view's owners, the workload slot its pods count for: what a kept class
+    /// needs.
+    owner_counts: Vec<u32>,
+    /// The owners by UID, looked up only for controllers whose class is not kept: built when the
+    /// first one is met (a pass over the owners of the last pass, whose controllers are all kept,
+    /// builds none), or at once for owners not seen in the last pass, to tell whether two of them
+    /// share a UID.
+    lookups: Option<Lookups<'a>>,
+    /// No two owners share a UID. With two (the last one found by it), kept classes, found by
+    /// position, are not used.
+    one_owner_per_uid: bool,
+}
+
+impl<'a> Owners<'a> {
+    /// The owners of `view`; `controllers` remembers them when they are not the last pass's.
+    fn new(view: &'a ClusterView, controllers: &mut ControllerClasses) -> Self {
+        let unchanged = controllers.owners_unchanged(&view.owners);
+        // What each owner's pods count for, worked out again only when the owners changed.
+        let counted_for = unchanged
+            .is_none()
+            .then(|| workload::counts_for(&view.owners));
+        let each = counted_for
+            .as_deref()
+            .unwrap_or_else(|| controllers.counts_for());
+        let (workload_slots, owner_counts) = workload_slots(view, each);
+        let (lookups, one_owner_per_uid) =
+            owner_lookups(view, &owner_counts, controllers, unchanged, counted_for);
+        Self {
+            workload_slots,
+            owner_counts,
+            lookups,
+            one_owner_per_uid,
+        }
+    }
+}
+
+/// Every owner with the slot of the workload its pods count for (`each`, owner by owner), and per
+/// position in the view's owners, that slot.
+fn workload_slots<'a>(
+    view: &'a ClusterView,
+    each: &[CountsFor],
+) -> (FastMap<&'a str, u32>, Vec<u32>) {
+    let mut workload_slots: FastMap<&str, u32> =
+        FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
+    let mut owner_counts: Vec<u32> = Vec::with_capacity(view.owners.len());
+    for (owner, counts_for) in view.owners.iter().zip(each) {
+        let next = slot_of(workload_slots.len());
+        let counts = *workload_slots
+            .entry(counts_for.key(owner, &view.owners))
+            .or_insert(next);
+        owner_counts.push(counts);
+    }
+    (workload_slots, owner_counts)
+}
+
+/// The owners by UID if built now, and whether no two owners share a UID: as the last pass found if
+/// the owners are its own (`unchanged`), otherwise found from lookups built at once and remembered
+/// in `controllers` with what each owner's pods count for (`counted_for`).
+fn owner_lookups<'a>(
+    view: &'a ClusterView,
+    owner_counts: &[u32],
+    controllers: &mut ControllerClasses,
+    unchanged: Option<bool>,
+    counted_for: Option<Vec<CountsFor>>,
+) -> (Option<Lookups<'a>>, bool) {
+    match unchanged {
+        Some(unique) => (None, unique),
+        None => {
+            let built = Lookups::new(view, owner_counts);
+            let unique = built.distinct_uids() == view.owners.len();
+            controllers.remember_owners(&view.owners, unique, counted_for.unwrap_or_default());
+            (Some(built), unique)
+        }
+    }
+}
+
+/// What the class of a controller's pods is worked out from, the first time a pod refers to it: the
+/// classes kept from the last pass, and the view's owners.
+struct Resolver<'a, 'c> {
+    view: &'a ClusterView,
+    /// The controller references, by slot.
+    references: &'a [Arc<ControllerRef>],
+    /// The classes kept from the last pass.
+    controllers: &'c mut ControllerClasses,
+    owners: Owners<'a>,
+    /// Per workload slot, its pods: sized up front, for the owners' workloads, and grown by one for
+    /// each controller not in the view.
+    workload_pods: Vec<PodCounts>,
+}
+
+impl<'a, 'c> Resolver<'a, 'c> {
+    fn new(
+        view: &'a ClusterView,
+        pods: &'a PodCache,
+        controllers: &'c mut ControllerClasses,
+        owners: Owners<'a>,
+    ) -> Self {
+        let references = pods.controllers();
+        controllers.fit(references.len());
+        Self {
+            view,
+            references,
+            controllers,
+            workload_pods: vec![PodCounts::default(); owners.workload_slots.len()],
+            owners,
+        }
+    }
+
+    /// The class of the pods of the controller of `f` when nothing about the pod decides it, and
+    /// the slot of the workload they count for: the class kept from the last pass where its owners
+    /// are the same, otherwise worked out from the owners by UID (and kept for the next pass where
+    /// it can be).
+    fn resolve(&mut self, f: &PodFacts) -> (Class<'a>, u32) {
+        let view = self.view;
+        let owners = &mut self.owners;
+        // Read from the cache's copy of the reference its pods share, not from the pod.
+        let reference = &self.references[f.controller as usize];
+        let kept = owners
+            .one_owner_per_uid
+            .then(|| self.controllers.get(f.controller, reference, &view.owners))
+            .flatten();
+        if let Some((class, owner)) = kept {
+            return (class, owners.owner_counts[owner as usize]);
+        }
+        let controller = &**reference;
+        let lookups = owners
+            .lookups
+            .get_or_insert_with(|| Lookups::new(view, &owners.owner_counts));
+        let entry = lookups.owner(controller);
+        let class = classify::controller_class(controller, f.watched, entry.as_ref(), lookups);
+        if let Some(e) = entry.filter(|e| f.watched && e.owner.exists && owners.one_owner_per_uid) {
+            // The ReplicaSet's controller, which its pods' class may depend on.
+            let top = e
+                .owner
+                .controller
+                .as_ref()
+                .and_then(|top| lookups.owner(top))
+                .map(|top| top.position);
+            self.controllers.keep(
+                f.controller,
+                reference,
+                class,
+                e.position,
+                top,
+                &view.owners,
+            );
+        }
+        // A controller that is not in the view counts for itself, by its whole reference.
+        let counts = match entry {
+            Some(e) => e.counts,
+            None => self.slot_of_missing(controller),
+        };
+        (class, counts)
+    }
+
+    /// The workload slot of a controller that is not in the view, which counts for itself, by its
+    /// whole reference: a new slot (with no pods counted yet) when it is the first of its key.
+    fn slot_of_missing(&mut self, controller: &'a ControllerRef) -> u32 {
+        let workload_slots = &mut self.owners.workload_slots;
+        let next = slot_of(workload_slots.len());
+        let slot = *workload_slots.entry(controller.key()).or_insert(next);
+        if slot as usize == self.workload_pods.len() {
+            self.workload_pods.push(PodCounts::default());
+        }
+        slot
+    }
+}
+
+/// The one walk over the pods' facts, front to back, without reading a pod that did not change:
+/// each classified, counted for its workload, and placed on its node. What it produces is sized up
+/// front: growing a large fleet's vectors costs copies.
+struct Walk<'a, 'w, 'c> {
+    /// Held by reference, as `resolver` is: a pointer into the walk handed to a call it does not
+    /// inline (recording a pod seen, working out a class) would keep the walk's own vectors out of
+    /// registers, a cost on every pod.
+    in_flight: &'w mut InFlight<'a>,
+    /// Whether the view has budgets.
+    budgets: bool,
+    now: DateTime<Utc>,
+    /// Per node slot, whether its pods must still move (`node_state::still_to_drain`): decided once
+    /// per node.
+    to_drain: Vec<bool>,
+    rollouts: Rollouts<'a>,
+    /// Works out a controller's class when a pod first refers to it; holds the workloads' pods.
+    resolver: &'w mut Resolver<'a, 'c>,
+    /// Per controller reference (by the slot of the copy its pods share, as the controller's
+    /// conversion makes them share), the class its pods get when nothing about the pod decides it,
+    /// and the slot of the workload they count for: worked out once per controller, not once per
+    /// pod. Unshared copies (as tests build them) are worked out once each, with the same result.
+    by_controller: Vec<Option<(Class<'a>, u32)>>,
+    /// Per node slot, the classes of its pods, what they reserve and what those that need a place
+    /// elsewhere once evicted reserve; and what the pods waiting to be scheduled will reserve.
+    node_classes: Vec<NodeClasses>,
+    node_used: Vec<Resources>,
+    node_moving: Vec<Resources>,
+    pending: Resources,
+    /// The index's `next_available`.
+    next_available: Option<DateTime<Utc>>,
+    /// Per pod (by its position in the view), whether more than one budget covers it: what deciding
+    /// a draining node's pods asks of every one of them, answered here without reading the pod.
+    /// Empty without budgets.
+    multi_covered: Vec<bool>,
+}
+
+impl<'a, 'w, 'c> Walk<'a, 'w, 'c> {
+    fn new(
+        view: &'a ClusterView,
+        nodes: &BTreeMap<&'a str, &'a NodeView>,
+        in_flight: &'w mut InFlight<'a>,
+        resolver: &'w mut Resolver<'a, 'c>,
+        budgets: bool,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            in_flight,
+            budgets,
+            now,
+            to_drain: nodes
+                .values()
+                .map(|n| crate::objects::node_state::still_to_drain(n))
+                .collect(),
+            rollouts: Rollouts::new(view),
+            by_controller: vec![None; resolver.references.len()],
+            resolver,
+            node_classes: vec![NodeClasses::default(); nodes.len()],
+            node_used: vec![Resources::default(); nodes.len()],
+            node_moving: vec![Resources::default(); nodes.len()],
+            pending: Resources::default(),
+            next_available: None,
+            multi_covered: if budgets {
+                vec![false; view.pods.len()]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// The pod at `position`, with its facts `f`: classified (through its controller's class,
+    /// worked out once), placed on its node and counted for its workload.
+    #[inline]
+    fn pod(&mut self, position: usize, f: &PodFacts, pod: &'a PodView) {
+        let going = self.in_flight.going(f, pod);
+        let controlled = self.controlled(f);
+        let class = f.seed.class(going, || {
+            controlled
+                .expect("a pod whose seed needs its controller has one")
+                .0
+        });
+        self.place(position, f, class);
+        if let Some((_, counts)) = controlled {
+            self.count(counts, f, pod, class, going);
+        }
+    }
+
+    /// The class of the pods of the controller of `f` when nothing about the pod decides it, and
+    /// the slot of the workload they count for (`None`: a pod without a controller), worked out
+    /// when a pod first refers to it.
+    #[inline]
+    fn controlled(&mut self, f: &PodFacts) -> Option<(Class<'a>, u32)> {
+        (f.controller != u32::MAX).then(|| {
+            let known = &mut self.by_controller[f.controller as usize];
+            *known.get_or_insert_with(|| self.resolver.resolve(f))
+        })
+    }
+
+    /// Adds the pod at `position` to what its node's pods reserve and to its node's classes (a pod
+    /// bound to no node to what the pods waiting to be scheduled will reserve), and notes whether
+    /// more than one budget covers it.
+    #[inline]
+    fn place(&mut self, position: usize, f: &PodFacts, class: Class<'a>) {
+        let slot = f.node;
+        if let Some(used) = self.node_used.get_mut(slot as usize) {
+            if !f.finished {
+                *used += f.requests.resources();
+            }
+            if matches!(class, Class::Owned(_) | Class::Other(_) | Class::Job(_)) {
+                self.node_moving[slot as usize] += f.requests.resources();
+            }
+        } else if f.node_name == 0 && !f.finished && !f.terminating {
+            self.pending += f.requests.resources();
+        }
+        if let Some(on_node) = self.node_classes.get_mut(slot as usize) {
+            on_node.holding += u32::from(class.holds_node());
+            match class {
+                Class::Owned(_) | Class::Other(_) => {
+                    on_node.workload += 1;
+                    on_node.pinnable += u32::from(f.pinnable);
+                    if self.budgets {
+                        let multi = f.covered == Covered::Several;
+                        on_node.multi_covered += u32::from(multi);
+                        self.multi_covered[position] = multi;
+                    }
+                }
+                Class::OptedOut(_) | Class::Job(_) | Class::Unmanaged(_) => {
+                    on_node.judged_by_policy += 1
+                }
+                Class::Ignored(Ignored::Terminating) => on_node.terminating += 1,
+                Class::Ignored(_) | Class::Finished => {}
+            }
+        }
+    }
+
+    /// Counts the pod for the workload in slot `counts`: the progress of its rollout, whether it is
+    /// still to move, and, if not finished, whether it is going, not Ready, available or warming
+    /// up.
+    #[inline]
+    fn count(&mut self, counts: u32, f: &PodFacts, pod: &PodView, class: Class<'a>, going: bool) {
+        let counts = &mut self.resolver.workload_pods[counts as usize];
+        let newest = &self.rollouts.newest;
+        if !newest.is_empty()
+            && newest.contains(self.resolver.references[f.controller as usize].uid.as_str())
+        {
+            let readied = pod.ready_changed.filter(|_| f.ready);
+            let progress = pod.created.max(readied);
+            counts.rollout_progress = counts.rollout_progress.max(progress);
+        }
+        let slot = f.node;
+        if slot != u32::MAX
+            && self.to_drain[slot as usize]
+            && matches!(class, Class::Owned(_) | Class::Other(_))
+        {
+            counts.to_move += 1;
+        }
+        if !f.finished {
+            counts.seen += 1;
+            // A pod terminating is gone for its workload, as the disruption controller counts it
+            // (its controller replaces it at once); only k8sm's own evictions not yet shown are
+            // still going.
+            if going {
+                counts.going += 1;
+            } else if !f.ready && !f.terminating {
+                if let Some(since) = pod.ready_changed.or(pod.created) {
+                    let known = counts.not_ready_since.get_or_insert(since);
+                    *known = (*known).min(since);
+                }
+            } else if f.ready && !f.terminating {
+                // Where its workload sets minReadySeconds, a Ready pod counts once available.
+                let available_at = match class {
+                    Class::Owned(w) | Class::Other(w) => w.available_at(pod),
+                    _ => Some(None),
+                };
+                match available_at {
+                    Some(Some(at)) if at > self.now => {
+                        counts.warming += 1;
+                        self.next_available = Some(self.next_available.map_or(at, |n| n.min(at)));
+                    }
+                    Some(_) => counts.ready += 1,
+                    None => counts.warming += 1,
+                }
+            }
+        }
+    }
+
+    /// Marks stalled the rollouts whose newest ReplicaSet made no progress for longer than their
+    /// deadline, and has the index's `next_available` wake the pass when the others would stall.
+    fn stall_rollouts(&mut self) {
+        for (deployment, deadline) in &self.rollouts.deadlines {
+            let Some(&slot) = self
+                .resolver
+                .owners
+                .workload_slots
+                .get(deployment.uid.as_str())
+            else {
+                continue;
+            };
+            let counts = &mut self.resolver.workload_pods[slot as usize];
+            if let Some(stall) = counts.rollout_progress.map(|p| p + *deadline) {
+                if stall <= self.now {
+                    counts.rollout_stalled = true;
+                } else {
+                    self.next_available = Some(self.next_available.map_or(stall, |n| n.min(stall)));
+                }
+            }
+        }
+    }
 }

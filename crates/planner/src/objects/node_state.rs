@@ -146,122 +146,193 @@ pub(crate) fn assess(
     spec: &ExecutorUpgradePolicySpec,
     now: DateTime<Utc>,
 ) -> Assessment {
-    let target = spec.target_executor_id.as_deref();
-    let incompatible = Stamp::parse(node.incompatible_since.as_deref());
-    let draining = Stamp::parse(node.draining_since.as_deref());
-    let kamikaze = Stamp::parse(node.kamikaze.as_deref());
-    let recorded = node.kamikaze_executor_id.as_deref();
-
-    let stalled = Stamp::parse(node.stalled_since.as_deref());
-
-    let marked = is_marked(node);
-    let admitted = draining.is_present() || node.cordoned_by_k8sm;
-    let kamikaze_sent = is_kamikaze_sent(node);
-    let current = node.executor_id.as_deref().filter(|id| !id.is_empty());
-    let at_target = target.is_some() && current == target;
-    // A restart is a new executor ID after kamikaze; with no ID recorded, any ID is new.
-    let restarted = recorded.is_some_and(|rec| current.is_some_and(|id| id != rec));
-    // An executor that came back with its old ID acknowledged the kamikaze by removing its annotation.
-    let came_back_unchanged = recorded.is_some() && !kamikaze.is_present() && !restarted;
-    let upgraded = at_target || (target.is_none() && restarted);
-    // Back on the target it was told to restart into, which is not the target any more (it moved mid-upgrade): it
-    // restarted as told, and is simply incompatible with the new target.
-    let on_earlier_target = kamikaze_sent
-        && restarted
-        && !upgraded
-        && current.is_some()
-        && current == node.kamikaze_target.as_deref();
-    let came_back_wrong =
-        kamikaze_sent && !upgraded && !on_earlier_target && (restarted || came_back_unchanged);
-    let has_state = marked || node.has_k8sm_taint || has_k8sm_state(node);
-
+    let read = Read::of(node, spec);
     if node_opted_out(node) {
-        let phase = if at_target || (target.is_none() && !marked && !kamikaze_sent) {
-            NodePhase::Compatible
-        } else if kamikaze_sent {
-            NodePhase::KamikazeSent
-        } else if admitted {
-            NodePhase::Blocked
-        } else {
-            NodePhase::Incompatible
+        return assess_opted_out(&read);
+    }
+    if read.upgraded {
+        return assess_upgraded(node, &read);
+    }
+    if read.on_earlier_target {
+        return assess_on_earlier_target(node, &read);
+    }
+    let mut a = Assessment::new(Stage::Candidate);
+    let planned_mark = !read.marked;
+    if planned_mark {
+        let Some(target) = read.target else {
+            return assess_unmarked_without_target(node, &read);
         };
-        let mut a = Assessment::new(Stage::OptedOut(phase));
-        a.incompatible_since = incompatible.time();
-        if phase != NodePhase::Compatible {
-            a.block(
-                Reason::BlockedOptOut,
-                format!(
-                    "node opted out ({}={}): k8sm never drains it; remove the label to upgrade it",
-                    keys::UPGRADE_OPT_OUT_LABEL,
-                    keys::UPGRADE_OPT_OUT_VALUE
-                ),
-            );
-        }
-        return a;
+        a.actions.push(marking(node, target, now));
     }
+    record_marking(&mut a, node, read.incompatible, planned_mark, now);
+    record_draining(&mut a, node, read.draining);
+    set_stage(&mut a, node, &read, spec, now);
+    a
+}
 
-    if upgraded {
-        let mut a = Assessment::new(Stage::Settled(NodePhase::Compatible));
-        if has_state {
-            let id = bounded(current.unwrap_or("none"), MAX_EXECUTOR_ID);
-            let message = if kamikaze_sent {
-                format!("executor came back as {id}: upgrade state removed")
-            } else {
-                format!("already runs the target executor {id}: obsolete mark removed")
-            };
-            a.actions.push((complete(node), Reason::Upgraded, message));
+/// What a node's contract keys and the policy's target say about it, read once by [`assess`].
+struct Read<'a> {
+    target: Option<&'a str>,
+    incompatible: Stamp,
+    draining: Stamp,
+    kamikaze: Stamp,
+    /// The executor ID recorded at kamikaze.
+    recorded: Option<&'a str>,
+    /// The executor ID the node reports, if not empty.
+    current: Option<&'a str>,
+    marked: bool,
+    admitted: bool,
+    kamikaze_sent: bool,
+    at_target: bool,
+    upgraded: bool,
+    /// Back on the target it was told to restart into, which is not the target any more (it moved
+    /// mid-upgrade): it restarted as told, and is simply incompatible with the new target.
+    on_earlier_target: bool,
+    came_back_wrong: bool,
+    has_state: bool,
+}
+
+impl<'a> Read<'a> {
+    fn of(node: &'a NodeView, spec: &'a ExecutorUpgradePolicySpec) -> Self {
+        let target = spec.target_executor_id.as_deref();
+        let draining = Stamp::parse(node.draining_since.as_deref());
+        let kamikaze = Stamp::parse(node.kamikaze.as_deref());
+        let recorded = node.kamikaze_executor_id.as_deref();
+        let marked = is_marked(node);
+        let kamikaze_sent = is_kamikaze_sent(node);
+        let current = node.executor_id.as_deref().filter(|id| !id.is_empty());
+        let at_target = target.is_some() && current == target;
+        // A restart is a new executor ID after kamikaze; with no ID recorded, any ID is new.
+        let restarted = recorded.is_some_and(|rec| current.is_some_and(|id| id != rec));
+        // An executor that came back with its old ID acknowledged the kamikaze by removing its
+        // annotation.
+        let came_back_unchanged = recorded.is_some() && !kamikaze.is_present() && !restarted;
+        let upgraded = at_target || (target.is_none() && restarted);
+        let on_earlier_target = kamikaze_sent
+            && restarted
+            && !upgraded
+            && current.is_some()
+            && current == node.kamikaze_target.as_deref();
+        Self {
+            target,
+            incompatible: Stamp::parse(node.incompatible_since.as_deref()),
+            draining,
+            kamikaze,
+            recorded,
+            current,
+            marked,
+            admitted: draining.is_present() || node.cordoned_by_k8sm,
+            kamikaze_sent,
+            at_target,
+            upgraded,
+            on_earlier_target,
+            came_back_wrong: kamikaze_sent
+                && !upgraded
+                && !on_earlier_target
+                && (restarted || came_back_unchanged),
+            has_state: marked || node.has_k8sm_taint || has_k8sm_state(node),
         }
-        return a;
     }
+}
 
-    if on_earlier_target {
-        // Its upgrade state goes, mark included; the next pass marks it for the new target, and it goes round again.
-        let mut a = Assessment::new(Stage::Settled(NodePhase::Incompatible));
-        a.incompatible_since = incompatible.time();
-        let id = bounded(current.unwrap_or_default(), MAX_EXECUTOR_ID);
+/// An opted-out node: reported with the phase it is in, blocked unless Compatible, never touched.
+fn assess_opted_out(read: &Read) -> Assessment {
+    let phase = if read.at_target || (read.target.is_none() && !read.marked && !read.kamikaze_sent)
+    {
+        NodePhase::Compatible
+    } else if read.kamikaze_sent {
+        NodePhase::KamikazeSent
+    } else if read.admitted {
+        NodePhase::Blocked
+    } else {
+        NodePhase::Incompatible
+    };
+    let mut a = Assessment::new(Stage::OptedOut(phase));
+    a.incompatible_since = read.incompatible.time();
+    if phase != NodePhase::Compatible {
+        a.block(
+            Reason::BlockedOptOut,
+            format!(
+                "node opted out ({}={}): k8sm never drains it; remove the label to upgrade it",
+                keys::UPGRADE_OPT_OUT_LABEL,
+                keys::UPGRADE_OPT_OUT_VALUE
+            ),
+        );
+    }
+    a
+}
+
+/// An upgraded node: Compatible, and its upgrade state (or an obsolete mark) removed.
+fn assess_upgraded(node: &NodeView, read: &Read) -> Assessment {
+    let mut a = Assessment::new(Stage::Settled(NodePhase::Compatible));
+    if read.has_state {
+        let id = bounded(read.current.unwrap_or("none"), MAX_EXECUTOR_ID);
+        let message = if read.kamikaze_sent {
+            format!("executor came back as {id}: upgrade state removed")
+        } else {
+            format!("already runs the target executor {id}: obsolete mark removed")
+        };
+        a.actions.push((complete(node), Reason::Upgraded, message));
+    }
+    a
+}
+
+/// A node back on the target it was told to restart into, which is not the target any more: its
+/// upgrade state goes, mark included; the next pass marks it for the new target, and it goes round
+/// again.
+fn assess_on_earlier_target(node: &NodeView, read: &Read) -> Assessment {
+    let mut a = Assessment::new(Stage::Settled(NodePhase::Incompatible));
+    a.incompatible_since = read.incompatible.time();
+    let id = bounded(read.current.unwrap_or_default(), MAX_EXECUTOR_ID);
+    a.actions.push((
+        complete(node),
+        Reason::Upgraded,
+        format!(
+            "executor came back as {id}, the target it was told to restart into; the target is now {}: its \
+             upgrade state was removed, and it is marked again for the new target",
+            read.target.unwrap_or("(none)")
+        ),
+    ));
+    a
+}
+
+/// A node not marked under a policy without a target: Compatible; whatever k8sm state it has left
+/// (someone else removed the mark: the upgrade stopped) is removed.
+fn assess_unmarked_without_target(node: &NodeView, read: &Read) -> Assessment {
+    let mut a = Assessment::new(Stage::Settled(NodePhase::Compatible));
+    if read.has_state {
         a.actions.push((
             complete(node),
-            Reason::Upgraded,
-            format!(
-                "executor came back as {id}, the target it was told to restart into; the target is now {}: its \
-                 upgrade state was removed, and it is marked again for the new target",
-                target.unwrap_or("(none)")
-            ),
+            Reason::Released,
+            "incompatible mark removed by someone else: upgrade stopped, k8sm state removed"
+                .to_owned(),
         ));
-        return a;
     }
+    a
+}
 
-    let mut a = Assessment::new(Stage::Candidate);
-    let mut planned_mark = false;
-    if !marked {
-        match target {
-            Some(target) => {
-                a.actions.push((
-                    mark(node, Some(now), true),
-                    Reason::Marked,
-                    format!(
-                        "marked incompatible: {}, not the target {target}",
-                        reported_executor(node.executor_id.as_deref())
-                    ),
-                ));
-                planned_mark = true;
-            }
-            None if has_state => {
-                a.stage = Stage::Settled(NodePhase::Compatible);
-                a.actions.push((
-                    complete(node),
-                    Reason::Released,
-                    "incompatible mark removed by someone else: upgrade stopped, k8sm state removed".to_owned(),
-                ));
-                return a;
-            }
-            None => {
-                a.stage = Stage::Settled(NodePhase::Compatible);
-                return a;
-            }
-        }
-    }
+/// The action that marks a node not marked yet as incompatible with `target`, at `now`.
+fn marking(node: &NodeView, target: &str, now: DateTime<Utc>) -> NodeAction {
+    (
+        mark(node, Some(now), true),
+        Reason::Marked,
+        format!(
+            "marked incompatible: {}, not the target {target}",
+            reported_executor(node.executor_id.as_deref())
+        ),
+    )
+}
 
+/// Records when the node was marked (`now` for a mark planned in this pass, or for a label found
+/// without its annotation, which is then added), blocking on an unreadable annotation; and
+/// completes a mark that lacks its label or taint.
+fn record_marking(
+    a: &mut Assessment,
+    node: &NodeView,
+    incompatible: Stamp,
+    planned_mark: bool,
+    now: DateTime<Utc>,
+) {
     a.incompatible_since = match incompatible {
         _ if planned_mark => Some(now),
         Stamp::At(t) => Some(t),
@@ -300,7 +371,10 @@ pub(crate) fn assess(
             format!("completing the incompatible mark: adding the {missing}"),
         ));
     }
+}
 
+/// Records when the node was admitted, blocking on an unreadable annotation.
+fn record_draining(a: &mut Assessment, node: &NodeView, draining: Stamp) {
     a.draining_since = draining.time();
     if draining == Stamp::Malformed {
         a.block(
@@ -308,29 +382,41 @@ pub(crate) fn assess(
             malformed(keys::DRAINING_ANNOTATION, node.draining_since.as_deref()),
         );
     }
+}
 
-    if came_back_wrong {
+/// The stage of a marked node: came back wrong, told to terminate (with how its restart is doing),
+/// admitted, or a candidate (with when it stalled, if it did).
+fn set_stage(
+    a: &mut Assessment,
+    node: &NodeView,
+    read: &Read,
+    spec: &ExecutorUpgradePolicySpec,
+    now: DateTime<Utc>,
+) {
+    if read.came_back_wrong {
         a.stage = Stage::CameBackWrong;
-        a.kamikaze_at = kamikaze.time();
+        a.kamikaze_at = read.kamikaze.time();
         a.block(
             Reason::UnexpectedExecutor,
-            came_back_wrong_message(node, current, recorded, target),
+            came_back_wrong_message(node, read.current, read.recorded, read.target),
         );
-    } else if kamikaze_sent {
+    } else if read.kamikaze_sent {
         a.stage = Stage::KamikazeSent;
-        kamikaze_progress(&mut a, node, kamikaze, spec, now);
-    } else if admitted {
+        kamikaze_progress(a, node, read.kamikaze, spec, now);
+    } else if read.admitted {
         a.stage = Stage::Admitted;
-    } else if stalled.is_present() {
-        a.stalled = Some(stalled.time());
-        if stalled == Stamp::Malformed {
-            a.block(
-                Reason::MalformedAnnotation,
-                malformed(keys::STALLED_ANNOTATION, node.stalled_since.as_deref()),
-            );
+    } else {
+        let stalled = Stamp::parse(node.stalled_since.as_deref());
+        if stalled.is_present() {
+            a.stalled = Some(stalled.time());
+            if stalled == Stamp::Malformed {
+                a.block(
+                    Reason::MalformedAnnotation,
+                    malformed(keys::STALLED_ANNOTATION, node.stalled_since.as_deref()),
+                );
+            }
         }
     }
-    a
 }
 
 /// Any k8sm annotation besides the mark: k8sm admitted, cordoned, stalled, marked or told the node something.

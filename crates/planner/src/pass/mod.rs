@@ -12,7 +12,7 @@ use k8sm_api::text::bounded;
 use k8sm_api::{ExecutorUpgradePolicySpec, MAX_EXECUTOR_ID, NodeCounts, NodePhase};
 
 use crate::{
-    DeletedNodeRecord, NodeView, PolicyView, Reason,
+    DeletedNodeRecord, NodeView, PolicyCondition, PolicyView, Reason,
     index::Index,
     model::output::{
         Action, ActionKind, Blocker, Decision, EtaInputs, NodePlan, PodPlan, PolicyPlan,
@@ -62,18 +62,81 @@ struct Entry<'v> {
     chain: u32,
 }
 
+/// The records of the nodes a policy deleted as their kamikaze, by name.
+type Records<'v> = BTreeMap<&'v str, &'v DeletedNodeRecord>;
+
+/// Slot holders, with how each holds its slot.
+type Holders<'v> = Vec<(Holding, Entry<'v>)>;
+
+/// The selected nodes not settled, by what the pass does with them next.
+#[derive(Default)]
+struct Assessed<'v> {
+    /// Nodes that hold a slot and act, or wait for one: kamikaze sent, or admitted and not blocked.
+    holders: Holders<'v>,
+    /// Admitted nodes whose drain is blocked.
+    blocked: Vec<Entry<'v>>,
+    /// Candidates that may be admitted.
+    candidates: Vec<Entry<'v>>,
+    /// Candidates never started: down (with why), or holding a pod only an operator can clear.
+    unavailable: Vec<(Entry<'v>, String)>,
+    operator_only: Vec<Entry<'v>>,
+}
+
 impl<'v> PolicyPass<'v, '_> {
     fn spec(&self) -> &'v ExecutorUpgradePolicySpec {
         &self.policy.spec
     }
 
+    /// The policy's part of the pass, over the nodes its selector picked (`selection`): its nodes
+    /// assessed, the slots allocated to those that hold one, candidates admitted into the free
+    /// ones, the rest reported as they wait, and the policy's report.
     pub(crate) fn run(
         &self,
         selection: &Result<Vec<&'v NodeView>, String>,
         ledger: &mut Ledger,
     ) -> (Output, PolicyPlan) {
-        let spec = self.spec();
-        let mut conditions = conditions::spec_conditions(spec);
+        let mut conditions = conditions::spec_conditions(self.spec());
+        let own = self.own_nodes(selection, &mut conditions);
+        let mut out = Output::default();
+        let (records, missing) = self.deleted_nodes(&mut out);
+        let slots = self
+            .spec()
+            .max_concurrent_nodes
+            .resolve(own.len() + missing.len());
+        let mut nodes = self.assess_all(own, &records, &mut out);
+        let for_holders = slots.saturating_sub(missing.len());
+        let (acting, waiting) = self.allocate(nodes.holders, for_holders);
+        let acting_count = acting.len();
+        self.chains(&mut nodes.candidates);
+        let free = self.free_slots(for_holders, acting_count);
+        let mut pacing = self.pacing(&acting, &waiting, &nodes.blocked, &nodes.candidates, slots);
+        for (holding, entry) in acting {
+            self.act(holding, entry, ledger, &mut out);
+        }
+        let (admitted, queued) =
+            self.admit_all(nodes.candidates, free, slots, &mut pacing, ledger, &mut out);
+        let in_use = missing.len() + acting_count + admitted;
+        self.report_waiting(waiting, slots, &mut out);
+        self.drain_blocked(nodes.blocked, ledger, &mut out);
+        self.report_unadmitted(
+            queued,
+            nodes.unavailable,
+            nodes.operator_only,
+            &pacing,
+            ledger,
+            &mut out,
+        );
+        let policy_plan = self.policy_plan(conditions, slots, in_use, &mut out);
+        (out, policy_plan)
+    }
+
+    /// The selected nodes that this policy alone claims; the conditions say why the selection is
+    /// invalid or empty, and which selected nodes other policies claim too.
+    fn own_nodes(
+        &self,
+        selection: &Result<Vec<&'v NodeView>, String>,
+        conditions: &mut Vec<PolicyCondition>,
+    ) -> Vec<&'v NodeView> {
         let selected: &[&NodeView] = match selection {
             Ok(nodes) => nodes,
             Err(e) => {
@@ -90,7 +153,7 @@ impl<'v> PolicyPass<'v, '_> {
                 0 => "the cluster has no nodes".to_owned(),
                 all => format!(
                     "spec.nodeSelector \"{}\" selects none of the cluster's {all} nodes",
-                    selector::describe(&spec.node_selector)
+                    selector::describe(&self.spec().node_selector)
                 ),
             };
             conditions.push(condition(Reason::NoNodesSelected, message, vec![]));
@@ -105,10 +168,14 @@ impl<'v> PolicyPass<'v, '_> {
             &shared,
             self.claims,
         ));
+        own
+    }
 
-        let mut out = Output::default();
-        // Nodes this policy deleted as their kamikaze: those that have not registered again still hold a slot.
-        let records: BTreeMap<&str, &DeletedNodeRecord> = self
+    /// The records of the nodes this policy deleted as their kamikaze, by name, and those of the
+    /// nodes that have not registered again: these still hold a slot, and are kept and reported
+    /// here.
+    fn deleted_nodes(&self, out: &mut Output) -> (Records<'v>, Vec<&'v DeletedNodeRecord>) {
+        let records: Records = self
             .policy
             .deleted_nodes
             .iter()
@@ -120,75 +187,98 @@ impl<'v> PolicyPass<'v, '_> {
             .filter(|r| !self.index.nodes.contains_key(r.name.as_str()))
             .collect();
         out.records.extend(missing.iter().map(|&r| r.clone()));
-        let slots = spec.max_concurrent_nodes.resolve(own.len() + missing.len());
         for record in &missing {
-            self.report_missing(record, &mut out);
+            self.report_missing(record, out);
         }
+        (records, missing)
+    }
 
-        let mut holders: Vec<(Holding, Entry)> = Vec::new();
-        let mut blocked: Vec<Entry> = Vec::new();
-        let mut candidates: Vec<Entry> = Vec::new();
-        // Candidates never started: down (with why), or holding a pod only an operator can clear.
-        let mut unavailable: Vec<(Entry, String)> = Vec::new();
-        let mut operator_only: Vec<Entry> = Vec::new();
+    /// Assesses each of `own` (a node with a record in `records` as one this policy deleted): those
+    /// settled or opted out are reported at once, the others sorted by what the pass does with them
+    /// next.
+    fn assess_all(
+        &self,
+        own: Vec<&'v NodeView>,
+        records: &Records<'v>,
+        out: &mut Output,
+    ) -> Assessed<'v> {
+        let mut nodes = Assessed::default();
         for node in own {
-            let assessment = match records.get(node.name.as_str()) {
-                Some(record) => {
-                    let (assessment, keep) = deleted::assess(node, record, spec, self.now);
-                    if keep {
-                        out.records.push((*record).clone());
-                    }
-                    assessment
+            let entry = self.assess(node, records, out);
+            self.sort_by_stage(entry, &mut nodes, out);
+        }
+        nodes
+    }
+
+    /// `node` assessed, with the actions its assessment asks for and the time it is overdue at.
+    fn assess(&self, node: &'v NodeView, records: &Records<'v>, out: &mut Output) -> Entry<'v> {
+        let spec = self.spec();
+        let assessment = match records.get(node.name.as_str()) {
+            Some(record) => {
+                let (assessment, keep) = deleted::assess(node, record, spec, self.now);
+                if keep {
+                    out.records.push((*record).clone());
                 }
-                None => node_state::assess(node, spec, self.now),
-            };
-            for (kind, reason, message) in &assessment.actions {
-                out.action(&self.policy.name, kind.clone(), *reason, message.clone());
+                assessment
             }
-            out.wake = earliest(out.wake, assessment.overdue_at);
-            let mut entry = Entry {
-                node,
-                assessment,
-                survey: None,
-                chain: 0,
-            };
-            match entry.assessment.stage {
-                Stage::Settled(phase) | Stage::OptedOut(phase) => {
-                    out.report(self.node_plan(&entry, phase))
+            None => node_state::assess(node, spec, self.now),
+        };
+        for (kind, reason, message) in &assessment.actions {
+            out.action(&self.policy.name, kind.clone(), *reason, message.clone());
+        }
+        out.wake = earliest(out.wake, assessment.overdue_at);
+        Entry {
+            node,
+            assessment,
+            survey: None,
+            chain: 0,
+        }
+    }
+
+    /// Reports a node settled or opted out, and sorts the others into `nodes`: a slot holder
+    /// surveyed (a blocked one apart), a candidate tallied (one down or held by a pod only an
+    /// operator can clear apart).
+    fn sort_by_stage(&self, mut entry: Entry<'v>, nodes: &mut Assessed<'v>, out: &mut Output) {
+        match entry.assessment.stage {
+            Stage::Settled(phase) | Stage::OptedOut(phase) => {
+                out.report(self.node_plan(&entry, phase))
+            }
+            Stage::KamikazeSent | Stage::CameBackWrong => {
+                nodes.holders.push((Holding::KamikazeSent, entry))
+            }
+            Stage::Admitted => {
+                let survey = drain::survey(&self.context(&entry, None), self.index);
+                let holding = if survey.drained() {
+                    Holding::Drained
+                } else {
+                    Holding::Draining
+                };
+                let is_blocked = survey.blocked();
+                entry.survey = Some(survey);
+                if is_blocked {
+                    nodes.blocked.push(entry);
+                } else {
+                    nodes.holders.push((holding, entry));
                 }
-                Stage::KamikazeSent | Stage::CameBackWrong => {
-                    holders.push((Holding::KamikazeSent, entry))
-                }
-                Stage::Admitted => {
-                    let survey = drain::survey(&self.context(&entry, None), self.index);
-                    let holding = if survey.drained() {
-                        Holding::Drained
-                    } else {
-                        Holding::Draining
-                    };
-                    let is_blocked = survey.blocked();
-                    entry.survey = Some(survey);
-                    if is_blocked {
-                        blocked.push(entry);
-                    } else {
-                        holders.push((holding, entry));
-                    }
-                }
-                Stage::Candidate => {
-                    let survey = drain::tally(&self.context(&entry, None), self.index);
-                    let need_operator = survey.need_operator;
-                    entry.survey = Some(survey);
-                    if let Some(why) = node_state::unavailable(entry.node) {
-                        unavailable.push((entry, why));
-                    } else if need_operator > 0 {
-                        operator_only.push(entry);
-                    } else {
-                        candidates.push(entry);
-                    }
+            }
+            Stage::Candidate => {
+                let survey = drain::tally(&self.context(&entry, None), self.index);
+                let need_operator = survey.need_operator;
+                entry.survey = Some(survey);
+                if let Some(why) = node_state::unavailable(entry.node) {
+                    nodes.unavailable.push((entry, why));
+                } else if need_operator > 0 {
+                    nodes.operator_only.push(entry);
+                } else {
+                    nodes.candidates.push(entry);
                 }
             }
         }
+    }
 
+    /// Allocates the `for_holders` slots to the holders, in [`admission::holder_key`] order: those
+    /// that get one act (returned first, in [`admission::acting_key`] order), the others wait.
+    fn allocate(&self, mut holders: Holders<'v>, for_holders: usize) -> (Holders<'v>, Holders<'v>) {
         let since = |e: &Entry| {
             e.assessment
                 .draining_since
@@ -201,7 +291,6 @@ impl<'v> PolicyPass<'v, '_> {
                 &b.node.name,
             ))
         });
-        let for_holders = slots.saturating_sub(missing.len());
         let (mut acting, waiting) = admission::split(holders, for_holders);
         acting.sort_by(|(ha, a), (hb, b)| {
             let left = |e: &Entry| e.survey.as_ref().map_or(0, |s| s.left);
@@ -212,37 +301,58 @@ impl<'v> PolicyPass<'v, '_> {
                 &b.node.name,
             ))
         });
-        let acting_count = acting.len();
-        self.chains(&mut candidates);
-        let free = if spec.paused || !self.gate.open {
+        (acting, waiting)
+    }
+
+    /// The slots left for candidates once `acting` holders use theirs: none while the policy is
+    /// paused or its maintenance window closed.
+    fn free_slots(&self, for_holders: usize, acting: usize) -> usize {
+        if self.spec().paused || !self.gate.open {
             0
         } else {
-            for_holders - acting_count
-        };
-        let mut pacing = self.pacing(&acting, &waiting, &blocked, &candidates, slots);
-        for (holding, entry) in acting {
-            self.act(holding, entry, ledger, &mut out);
+            for_holders - acting
         }
-        let (admitted, queued) =
-            self.admit_all(candidates, free, slots, &mut pacing, ledger, &mut out);
-        let in_use = missing.len() + acting_count + admitted;
+    }
+
+    /// Reports the holders that wait for one of the `slots`.
+    fn report_waiting(&self, waiting: Holders<'v>, slots: usize, out: &mut Output) {
         for (_, entry) in waiting {
             let mut node_plan = self.node_plan(&entry, self.holding_phase(&entry));
             node_plan.blockers.push(blocker(
                 Reason::WaitingForSlot,
                 format!(
                     "waits for one of {slots} drain slots (maxConcurrentNodes {})",
-                    spec.max_concurrent_nodes
+                    self.spec().max_concurrent_nodes
                 ),
             ));
             out.report(node_plan);
         }
+    }
+
+    /// Admitted nodes that are blocked give up their slot ([`Self::hand_back`]) and are drained,
+    /// reported Blocked.
+    fn drain_blocked(&self, blocked: Vec<Entry<'v>>, ledger: &mut Ledger, out: &mut Output) {
         for entry in blocked {
-            self.hand_back(entry.node, &mut out);
-            self.drain(entry, NodePhase::Blocked, ledger, &mut out);
+            self.hand_back(entry.node, out);
+            self.drain(entry, NodePhase::Blocked, ledger, out);
         }
-        // Queued nodes that stalled before are reported with what their pods would wait on, decided on one copy
-        // of the ledger for all of them (a copy each would cost a large fleet's whole ledger per such node).
+    }
+
+    /// Reports the candidates not admitted: those queued, in the order of the queue (told what room
+    /// holds them back for, where `pacing` held one back), those unavailable, and those held by a
+    /// pod only an operator can clear.
+    fn report_unadmitted(
+        &self,
+        queued: Vec<Entry<'v>>,
+        unavailable: Vec<(Entry<'v>, String)>,
+        operator_only: Vec<Entry<'v>>,
+        pacing: &Pacing,
+        ledger: &mut Ledger,
+        out: &mut Output,
+    ) {
+        // Queued nodes that stalled before are reported with what their pods would wait on, decided
+        // on one copy of the ledger for all of them (a copy each would cost a large fleet's whole
+        // ledger per such node).
         let mut hypothetical: Option<Ledger> = None;
         let waits_for_room = pacing.short.then(|| pacing.room.describe(pacing.least));
         for (position, entry) in self.queue(queued, ledger).into_iter().enumerate() {
@@ -254,7 +364,7 @@ impl<'v> PolicyPass<'v, '_> {
                 waits_for_room,
                 ledger,
                 &mut hypothetical,
-                &mut out,
+                out,
             );
         }
         for (entry, why) in unavailable {
@@ -263,11 +373,59 @@ impl<'v> PolicyPass<'v, '_> {
             out.report(node_plan);
         }
         for entry in operator_only {
-            self.report_operator_only(entry, ledger, &mut hypothetical, &mut out);
+            self.report_operator_only(entry, ledger, &mut hypothetical, out);
         }
+    }
 
-        conditions.extend(conditions::node_conditions(&out.nodes));
-        if spec.paused {
+    /// The policy's report: its `conditions` with those of the pass, its nodes counted, its `slots`
+    /// and how many are in use, and what its ETA is worked out from; the pass wakes when the
+    /// maintenance window changes.
+    fn policy_plan(
+        &self,
+        mut conditions: Vec<PolicyCondition>,
+        slots: usize,
+        in_use: usize,
+        out: &mut Output,
+    ) -> PolicyPlan {
+        self.pass_conditions(&mut conditions, &out.nodes);
+        out.wake = earliest(out.wake, self.gate.next_change());
+        conditions.sort_by(|a, b| (a.reason, &a.message).cmp(&(b.reason, &b.message)));
+        let mut counts = NodeCounts::default();
+        for node in &out.nodes {
+            counts.add(node.phase);
+        }
+        let slots = u32::try_from(slots).unwrap_or(u32::MAX);
+        let mut deleted_nodes = std::mem::take(&mut out.records);
+        deleted_nodes.sort();
+        deleted_nodes.dedup_by(|a, b| a.name == b.name);
+        PolicyPlan {
+            policy: self.policy.name.clone(),
+            generation: self.policy.generation,
+            counts,
+            slots,
+            slots_in_use: u32::try_from(in_use).unwrap_or(u32::MAX),
+            paused: self.spec().paused,
+            conditions,
+            eta: EtaInputs {
+                nodes_remaining: counts.total - counts.compatible,
+                nodes_blocked: u32::try_from(
+                    out.nodes.iter().filter(|n| waits_for_operator(n)).count(),
+                )
+                .unwrap_or(u32::MAX),
+                slots,
+                pods_left: pods_left(&out.nodes),
+            },
+            deleting: false,
+            deleted_nodes,
+            window: self.gate.state,
+        }
+    }
+
+    /// Adds to `conditions` those of the pass: raised by its `nodes`' reports, the pause, and the
+    /// maintenance window.
+    fn pass_conditions(&self, conditions: &mut Vec<PolicyCondition>, nodes: &[NodePlan]) {
+        conditions.extend(conditions::node_conditions(nodes));
+        if self.spec().paused {
             conditions.push(condition(
                 Reason::Paused,
                 "paused: no eviction, deletion, cordon or kamikaze".into(),
@@ -277,49 +435,6 @@ impl<'v> PolicyPass<'v, '_> {
         if let Some((reason, message)) = &self.gate.condition {
             conditions.push(condition(*reason, message.clone(), vec![]));
         }
-        out.wake = earliest(out.wake, self.gate.next_change());
-        conditions.sort_by(|a, b| (a.reason, &a.message).cmp(&(b.reason, &b.message)));
-        let mut counts = NodeCounts::default();
-        for node in &out.nodes {
-            counts.add(node.phase);
-        }
-        let pods_left = out
-            .nodes
-            .iter()
-            .filter(|n| {
-                matches!(
-                    n.phase,
-                    NodePhase::Draining | NodePhase::Drained | NodePhase::Blocked
-                )
-            })
-            .map(|n| n.pods_left)
-            .sum();
-        let slots = u32::try_from(slots).unwrap_or(u32::MAX);
-        let mut deleted_nodes = std::mem::take(&mut out.records);
-        deleted_nodes.sort();
-        deleted_nodes.dedup_by(|a, b| a.name == b.name);
-        let policy_plan = PolicyPlan {
-            policy: self.policy.name.clone(),
-            generation: self.policy.generation,
-            counts,
-            slots,
-            slots_in_use: u32::try_from(in_use).unwrap_or(u32::MAX),
-            paused: spec.paused,
-            conditions,
-            eta: EtaInputs {
-                nodes_remaining: counts.total - counts.compatible,
-                nodes_blocked: u32::try_from(
-                    out.nodes.iter().filter(|n| waits_for_operator(n)).count(),
-                )
-                .unwrap_or(u32::MAX),
-                slots,
-                pods_left,
-            },
-            deleting: false,
-            deleted_nodes,
-            window: self.gate.state,
-        };
-        (out, policy_plan)
     }
 
     /// Sets the chain of every candidate: the longest [`admission::chain`] among the owners of its pods, each owner's
@@ -658,6 +773,20 @@ fn blocker(reason: Reason, message: String) -> Blocker {
         message: message.into(),
         pod: None,
     }
+}
+
+/// The pods left on the nodes in progress: Draining, Drained or Blocked.
+fn pods_left(nodes: &[NodePlan]) -> u32 {
+    nodes
+        .iter()
+        .filter(|n| {
+            matches!(
+                n.phase,
+                NodePhase::Draining | NodePhase::Drained | NodePhase::Blocked
+            )
+        })
+        .map(|n| n.pods_left)
+        .sum()
 }
 
 /// Whether a node is Blocked, or waits on something only an operator resolves (a restart overdue): while any does,

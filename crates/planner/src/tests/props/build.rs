@@ -257,6 +257,23 @@ pub(super) fn build(
 ) -> World {
     let mut view = ClusterView::default();
     let mut truth = Truth::default();
+    add_policies(&mut view, &mut truth, &policies);
+    add_nodes(&mut view, &mut truth, &nodes);
+    add_workloads(&mut view, &mut truth, &workloads, nodes.len());
+    add_loose_pods(&mut view, &mut truth, &loose, nodes.len());
+    add_in_flight(&mut view, &mut truth, in_flight);
+    add_gone(&mut view, &mut truth, gone);
+    add_budgets(&mut view, &mut truth, gold_budget);
+    World { view, truth }
+}
+
+/// The name of the node a generated pod is placed on, `n` among `node_count`.
+fn node_name(n: usize, node_count: usize) -> String {
+    format!("n{}", n % node_count)
+}
+
+/// Adds the three policies, selecting `pool=a`, `pool=b` and `tier=c`.
+fn add_policies(view: &mut ClusterView, truth: &mut Truth, policies: &[PolicyGen; 3]) {
     let selectors = [("pool", "a"), ("pool", "b"), ("tier", "c")];
     for (i, (p, name)) in policies.iter().zip(["a", "b", "c"]).enumerate() {
         let unmanaged = [
@@ -287,6 +304,10 @@ pub(super) fn build(
             timeout: Duration::minutes(if p.long_timeout { 120 } else { 30 }),
         });
     }
+}
+
+/// Adds the nodes, labelled for the policies that select them, at the stage of the upgrade drawn.
+fn add_nodes(view: &mut ClusterView, truth: &mut Truth, nodes: &[NodeGen]) {
     for (i, g) in nodes.iter().enumerate() {
         let name = format!("n{i}");
         let mut n = node(&name);
@@ -330,22 +351,28 @@ pub(super) fn build(
             },
         );
     }
-    let node_count = nodes.len();
-    let node_name = |i: usize| format!("n{}", i % node_count);
+}
 
+/// Adds each workload's owners and pods, and its budget if it has one.
+fn add_workloads(
+    view: &mut ClusterView,
+    truth: &mut Truth,
+    workloads: &[WorkloadGen],
+    node_count: usize,
+) {
     for (k, w) in workloads.iter().enumerate() {
         let ns = if w.ops_namespace { "ops" } else { "shop" };
         let name = format!("w{k}");
         let built = build_workload(k, w, ns, &name, &mut view.owners);
         for (j, (set, g)) in built.pods.iter().enumerate() {
-            let mut pod =
-                unmanaged_pod(ns, &format!("{name}-{j}"), &node_name(g.node)).label("app", &name);
+            let mut pod = unmanaged_pod(ns, &format!("{name}-{j}"), &node_name(g.node, node_count))
+                .label("app", &name);
             if w.gold {
                 pod = pod.label("tier", "gold");
             }
             pod.controller = Some(std::sync::Arc::new(built.controllers[*set].clone()));
             let of = PodOf::Workload(built.key.clone());
-            push_pod(&mut view, &mut truth, pod, g, of);
+            push_pod(view, truth, pod, g, of);
         }
         if let Some(allowed) = w.budget {
             view.pdbs
@@ -353,13 +380,21 @@ pub(super) fn build(
         }
         truth.workloads.insert(built.key, built.truth);
     }
+}
 
+/// Adds the pods of no workload: unmanaged, DaemonSet, Job and mirror pods.
+fn add_loose_pods(
+    view: &mut ClusterView,
+    truth: &mut Truth,
+    loose: &[(usize, Loose, bool)],
+    node_count: usize,
+) {
     let (ds, jb) = (daemon_set("shop", "agent"), job("shop", "batch"));
     view.owners.push(ds.clone().into());
     view.owners.push(jb.clone().into());
     for (i, &(n, kind, opted_out)) in loose.iter().enumerate() {
         let name = format!("loose-{i}");
-        let on = node_name(n);
+        let on = node_name(n, node_count);
         let (pod, of) = match kind {
             Loose::Unmanaged => (unmanaged_pod("shop", &name, &on), PodOf::Unmanaged),
             Loose::UnmanagedFinished => (
@@ -381,9 +416,12 @@ pub(super) fn build(
             unscheduled: false,
             set: 0,
         };
-        push_pod(&mut view, &mut truth, pod, &g, of);
+        push_pod(view, truth, pod, &g, of);
     }
+}
 
+/// Adds evictions in flight of pods in the view, each pod's at most once.
+fn add_in_flight(view: &mut ClusterView, truth: &mut Truth, in_flight: Vec<usize>) {
     let uids: Vec<String> = view.pods.iter().map(|p| p.uid.to_string()).collect();
     for i in in_flight {
         let Some(uid) = uids.get(i % uids.len().max(1)) else {
@@ -405,6 +443,10 @@ pub(super) fn build(
             at: at(59),
         });
     }
+}
+
+/// Adds evictions in flight of workload pods no longer in the view: gone, and not replaced yet.
+fn add_gone(view: &mut ClusterView, truth: &mut Truth, gone: Vec<(usize, u32)>) {
     let keys: Vec<String> = truth.workloads.keys().cloned().collect();
     for (i, n) in gone {
         let Some(key) = keys.get(i % keys.len().max(1)) else {
@@ -421,7 +463,11 @@ pub(super) fn build(
             *count += 1;
         }
     }
+}
 
+/// Adds the budget over the pods labelled `tier=gold`, if drawn, and records which pods each budget
+/// covers.
+fn add_budgets(view: &mut ClusterView, truth: &mut Truth, gold_budget: Option<i32>) {
     if let Some(allowed) = gold_budget {
         view.pdbs
             .push(pdb("shop", "gold", &[("tier", "gold")], allowed));
@@ -449,5 +495,4 @@ pub(super) fn build(
             covers,
         });
     }
-    World { view, truth }
 }
