@@ -1,7 +1,8 @@
-//! One planner pass over a synthetic fleet in the middle of an upgrade: every node marked, 20% of them draining,
-//! 30 pods per node in owners of 1 to 50 replicas, some pods already terminating. Issue 6's target: < 20 ms at
-//! 5,000 nodes. The same fleet again with a PodDisruptionBudget per workload (as the cluster benchmark gives every
-//! owner), each allowing one disruption: every pod's budgets are looked up on every surveyed node.
+//! One planner pass over a synthetic fleet in the middle of an upgrade: every node marked, 20% of
+//! them draining, 30 pods per node in owners of 1 to 50 replicas, some pods already terminating.
+//! Issue 6's target: < 20 ms at 5,000 nodes. The same fleet again with a PodDisruptionBudget per
+//! workload (as the cluster benchmark gives every owner), each allowing one disruption: every pod's
+//! budgets are looked up on every surveyed node.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -16,8 +17,8 @@ use k8sm_planner::{
     PodView, PolicyView, plan,
 };
 
-/// The controller's allocator (controller/src/main.rs): what a pass costs depends on it, and this measures the pass
-/// the controller runs.
+/// The controller's allocator (controller/src/main.rs): what a pass costs depends on it, and this
+/// measures the pass the controller runs.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -51,7 +52,8 @@ fn fleet(nodes: usize) -> ClusterView {
         })
         .collect();
 
-    // One copy of each node's name and of the namespace for all their pods, as the controller's conversion shares them.
+    // One copy of each node's name and of the namespace for all their pods, as the controller's
+    // conversion shares them.
     let node_names: Vec<Arc<str>> = (0..nodes).map(|i| format!("node-{i:05}").into()).collect();
     let namespace: Arc<str> = "shop".into();
     let total = nodes * PODS_PER_NODE;
@@ -61,7 +63,8 @@ fn fleet(nodes: usize) -> ClusterView {
     while placed < total {
         let workload = owners.len() / 2;
         let size = SIZES[workload % SIZES.len()].min(total - placed);
-        // Each workload a Deployment with one ReplicaSet, as most are: health is judged at the Deployment.
+        // Each workload a Deployment with one ReplicaSet, as most are: health is judged at the
+        // Deployment.
         let deployment = OwnerView {
             kind: OwnerKind::Deployment,
             namespace: "shop".into(),
@@ -89,8 +92,8 @@ fn fleet(nodes: usize) -> ClusterView {
             )),
             ..deployment.clone()
         };
-        // One copy of the labels and of the controller reference for all the owner's pods, as the controller's
-        // conversion shares them.
+        // One copy of the labels and of the controller reference for all the owner's pods, as the
+        // controller's conversion shares them.
         let labels = Arc::new([("app".to_owned(), owner.name.clone())].into());
         let reference = Arc::new(ControllerRef::new(
             "shop",
@@ -135,7 +138,8 @@ fn fleet(nodes: usize) -> ClusterView {
                 max_concurrent_nodes: MaxConcurrentNodes::Percent(20),
                 ..ExecutorUpgradePolicySpec::default()
             },
-            // Without its finalizer a policy gets only the finalizer planned: the bench would measure nothing.
+            // Without its finalizer a policy gets only the finalizer planned: the bench would
+            // measure nothing.
             has_finalizer: true,
             deleting: false,
             deleted_nodes: Vec::new(),
@@ -183,9 +187,10 @@ fn one_pass(c: &mut Criterion) {
     group.finish();
 }
 
-/// Replaces one pod in every `every` with a new version of itself, as the watch events between two passes do: the
-/// pods a kept planner must read again. The new versions say what the old ones said (as most pod updates do for what
-/// the planner reads), so that the fleet stays the one `plan/nodes` measures however many passes criterion runs.
+/// Replaces one pod in every `every` with a new version of itself, as the watch events between two
+/// passes do: the pods a kept planner must read again. The new versions say what the old ones said
+/// (as most pod updates do for what the planner reads), so that the fleet stays the one
+/// `plan/nodes` measures however many passes criterion runs.
 fn churn(view: &ClusterView, every: usize, round: usize) -> ClusterView {
     let mut next = view.clone();
     for pod in next.pods.iter_mut().skip(round % every).step_by(every) {
@@ -194,10 +199,11 @@ fn churn(view: &ClusterView, every: usize, round: usize) -> ClusterView {
     next
 }
 
-/// Pass after pass with the controller's [`Planner`], which keeps what it derived from each pod: between two passes
-/// one pod in 200 changes (750 at 5,000 nodes), which the pass reads again. Only the pass is timed (and the drop of
-/// its plan, as in `plan/nodes`): the changed view is built before it, as the controller builds its view from its
-/// caches. With and without a budget on every workload, as `plan/…`: most real clusters' workloads have one.
+/// Pass after pass with the controller's [`Planner`], which keeps what it derived from each pod:
+/// between two passes one pod in 200 changes (750 at 5,000 nodes), which the pass reads again. Only
+/// the pass is timed (and the drop of its plan, as in `plan/nodes`): the changed view is built
+/// before it, as the controller builds its view from its caches. With and without a budget on every
+/// workload, as `plan/…`: most real clusters' workloads have one.
 fn kept_passes(c: &mut Criterion) {
     let mut group = c.benchmark_group("plan-kept");
     group.sample_size(20);

@@ -1,12 +1,15 @@
-//! k8sm-planner: the pure decision engine — (cluster view, now) → plan. No kube client, no I/O, no clock.
+//! k8sm-planner: the pure decision engine — (cluster view, now) → plan. No kube client, no I/O, no
+//! clock.
 //!
-//! The controller builds a [`ClusterView`] from its reflectors, calls [`plan`], executes [`Plan::actions`] in order,
-//! emits an Event per action (reason [`Action::reason`], message [`Action::message`]) and writes the policies' status
-//! from [`Plan::policies`] and [`Plan::nodes`]. The kubectl plugin's `plan` and `blocked` commands render the same
+//! The controller builds a [`ClusterView`] from its reflectors, calls [`plan`], executes
+//! [`Plan::actions`] in order, emits an Event per action (reason [`Action::reason`], message
+//! [`Action::message`]) and writes the policies' status from [`Plan::policies`] and
+//! [`Plan::nodes`]. The kubectl plugin's `plan` and `blocked` commands render the same
 //! plan, so what the plugin predicts is what the controller does.
 //!
-//! All state lives in the cluster (docs/design.md §3): planning again after the actions were applied never repeats one,
-//! and a restarted controller re-derives everything from the nodes' annotations.
+//! All state lives in the cluster (docs/design.md §3): planning again after the actions were
+//! applied never repeats one, and a restarted controller re-derives everything from the nodes'
+//! annotations.
 #![forbid(unsafe_code)]
 
 mod index;

@@ -1,10 +1,11 @@
 //! The entry point: `plan(view, now)`, one pass over every policy, selected node and pod.
 //!
-//! Policies are planned one after the other, by name, against one ledger of workload health and budget allowances,
-//! so that evictions planned for one policy count for the next. Paused policies, and policies that do not carry
-//! their finalizer yet, come last, each against a copy of the ledger: what they would do is reported, and changes
-//! nothing for the others. A policy being deleted plans nothing: it only waits until every node it held is handed
-//! back. Nodes that no live policy selects and that carry k8sm's state are handed back (docs/design.md §5.2).
+//! Policies are planned one after the other, by name, against one ledger of workload health and
+//! budget allowances, so that evictions planned for one policy count for the next. Paused policies,
+//! and policies that do not carry their finalizer yet, come last, each against a copy of the
+//! ledger: what they would do is reported, and changes nothing for the others. A policy being
+//! deleted plans nothing: it only waits until every node it held is handed back. Nodes that no live
+//! policy selects and that carry k8sm's state are handed back (docs/design.md §5.2).
 
 use chrono::{DateTime, Utc};
 use k8sm_api::NodeCounts;
@@ -26,17 +27,17 @@ use crate::{
     rules::window,
 };
 
-/// Plans one pass: what to do now, and where every selected node stands. Pure: the same view and `now` always give
-/// the same plan, whatever the order of the view's vectors. A caller that plans again and again (the controller)
-/// keeps a [`Planner`] instead, which gives the same plans faster.
+/// Plans one pass: what to do now, and where every selected node stands. Pure: the same view and
+/// `now` always give the same plan, whatever the order of the view's vectors. A caller that plans
+/// again and again (the controller) keeps a [`Planner`] instead, which gives the same plans faster.
 pub fn plan(view: &ClusterView, now: DateTime<Utc>) -> Plan {
     Planner::default().plan(view, now)
 }
 
-/// A planner for pass after pass over a changing view: it keeps what it worked out from each pod alone (see
-/// `pod_facts`) and from each controller with its owners (see `controller_classes`), so that a pass reads only the pods and
-/// controllers that changed since the last one. Its plans are exactly [`plan`]'s for the same view and `now`,
-/// whatever views it planned before.
+/// A planner for pass after pass over a changing view: it keeps what it worked out from each pod
+/// alone (see `pod_facts`) and from each controller with its owners (see `controller_classes`), so
+/// that a pass reads only the pods and controllers that changed since the last one. Its plans are
+/// exactly [`plan`]'s for the same view and `now`, whatever views it planned before.
 #[derive(Default)]
 pub struct Planner {
     pods: PodCache,
@@ -83,8 +84,8 @@ fn plan_with(
                 .map_err(|e| e.to_string())
         })
         .collect();
-    // Selection first: a node claimed by two live policies is acted on by neither. A policy being deleted claims
-    // nothing: it hands its nodes back.
+    // Selection first: a node claimed by two live policies is acted on by neither. A policy being
+    // deleted claims nothing: it hands its nodes back.
     let mut claims: Claims = Claims::default();
     for (policy, selection) in policies.iter().zip(&selections) {
         if policy.deleting {
@@ -97,7 +98,8 @@ fn plan_with(
 
     let mut plan = Plan::default();
     let mut ledger = Ledger::new(&index);
-    // Policies that act first, in name order; then the ones that only report, on copies of the ledger.
+    // Policies that act first, in name order; then the ones that only report, on copies of the
+    // ledger.
     let acts = |p: &PolicyView| !p.spec.paused && p.has_finalizer;
     let mut order: Vec<usize> = (0..policies.len())
         .filter(|&i| !policies[i].deleting)
@@ -122,7 +124,8 @@ fn plan_with(
         };
         let (mut out, policy_plan) = pass.run(&selections[i], ledger);
         if !policy.has_finalizer {
-            // Nothing is done on behalf of a policy that could be deleted without handing its nodes back.
+            // Nothing is done on behalf of a policy that could be deleted without handing its nodes
+            // back.
             out.actions.clear();
             out.action(
                 &policy.name,
@@ -149,8 +152,9 @@ fn plan_with(
     plan
 }
 
-/// Hands back every node that carries k8sm's state and that no live policy selects, or two do (neither acts on it,
-/// so neither may leave it cordoned), and lets a policy being deleted go once none of its nodes needs it any more.
+/// Hands back every node that carries k8sm's state and that no live policy selects, or two do
+/// (neither acts on it, so neither may leave it cordoned), and lets a policy being deleted go once
+/// none of its nodes needs it any more.
 fn hand_back(
     policies: &[&PolicyView],
     selections: &[Result<Vec<&NodeView>, String>],

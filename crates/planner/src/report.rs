@@ -1,5 +1,6 @@
-//! Folding passes and executed actions into the upgrade runs' records ([`k8sm_api::report`]): pure, so that what the
-//! report says is tested against generated truth; the controller stores the records.
+//! Folding passes and executed actions into the upgrade runs' records ([`k8sm_api::report`]): pure,
+//! so that what the report says is tested against generated truth; the controller stores the
+//! records.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -263,8 +264,9 @@ pub struct Observed {
     pub finished: BTreeSet<String>,
 }
 
-/// Records an action the controller carried out, at `now`, in its policy's run (if it has one). `node`: the node
-/// of a pod action (the pod's node, from the controller's cache). Whether the record changed.
+/// Records an action the controller carried out, at `now`, in its policy's run (if it has one).
+/// `node`: the node of a pod action (the pod's node, from the controller's cache). Whether the
+/// record changed.
 pub fn record(runs: &mut Runs, action: &Action, node: Option<&str>, now: DateTime<Utc>) -> bool {
     let Some(run) = runs.get_mut(&action.policy) else {
         return false;
@@ -347,8 +349,8 @@ pub fn record(runs: &mut Runs, action: &Action, node: Option<&str>, now: DateTim
     true
 }
 
-/// A workload lost a pod (or started moving one) and has `ready_after` Ready pods of `desired`, `available_after` of
-/// them available: recorded, and observed until whole again.
+/// A workload lost a pod (or started moving one) and has `ready_after` Ready pods of `desired`,
+/// `available_after` of them available: recorded, and observed until whole again.
 fn disrupted(
     run: &mut UpgradeReport,
     uid: &str,
@@ -388,8 +390,8 @@ mod tests {
     use super::*;
     use crate::testing::{NEW, apply, at, deployment, node, policy};
 
-    /// Deployment web (3 replicas, through ReplicaSet web-1) with a pod on each of n1 and n2 (marked) and one on the
-    /// upgraded node up; policy p targets NEW.
+    /// Deployment web (3 replicas, through ReplicaSet web-1) with a pod on each of n1 and n2
+    /// (marked) and one on the upgraded node up; policy p targets NEW.
     fn fleet() -> ClusterView {
         let d = deployment("shop", "web", 3);
         let rs = d.replica_set("web-1");
@@ -406,7 +408,8 @@ mod tests {
         }
     }
 
-    /// Plans at `now`, records every action as executed (pods on their nodes from the view), applies the plan.
+    /// Plans at `now`, records every action as executed (pods on their nodes from the view),
+    /// applies the plan.
     fn pass(view: &mut ClusterView, runs: &mut Runs, now: DateTime<Utc>) -> Plan {
         pass_observed(view, runs, now).0
     }
@@ -431,7 +434,8 @@ mod tests {
         (plan, observed)
     }
 
-    /// The cluster moves on: terminating pods go and come back Ready on `up`; kamikazed nodes come back with NEW.
+    /// The cluster moves on: terminating pods go and come back Ready on `up`; kamikazed nodes come
+    /// back with NEW.
     fn settle(view: &mut ClusterView, next: &mut usize) {
         let gone: Vec<_> = view
             .pods
@@ -523,7 +527,8 @@ mod tests {
         let plan = pass(&mut view, &mut runs, at(0));
         assert_eq!(plan.evictions().count(), 1);
         assert_eq!(runs["p"].workloads["Deployment shop/web"].min_ready, 2);
-        // Something else takes another pod's readiness away: the report shows the low the controller saw.
+        // Something else takes another pod's readiness away: the report shows the low the
+        // controller saw.
         view.pods.retain(|p| !p.terminating);
         let other = view.pods.iter_mut().find(|p| p.ready).unwrap();
         std::sync::Arc::make_mut(other).ready = false;
@@ -533,10 +538,11 @@ mod tests {
         assert!(web.recovering);
     }
 
-    /// An operator's workload (a kind k8sm cannot read a size from) with a pod terminating, its replacement already
-    /// there (a failure's), when k8sm evicts another: the planner counts the terminating pod in its size then (4 for 3
-    /// pods), more careful. Once the terminating pods are gone and the evicted one is replaced, the record holds the
-    /// workload to the size inferred now, so it is whole again with its 3 pods Ready, not "recovering" for good and
+    /// An operator's workload (a kind k8sm cannot read a size from) with a pod terminating, its
+    /// replacement already there (a failure's), when k8sm evicts another: the planner counts
+    /// the terminating pod in its size then (4 for 3 pods), more careful. Once the terminating
+    /// pods are gone and the evicted one is replaced, the record holds the workload to the size
+    /// inferred now, so it is whole again with its 3 pods Ready, not "recovering" for good and
     /// recording dips that are not k8sm's (a defect once, found by the model in `tests::sim`).
     #[test]
     fn an_unknown_kind_is_whole_again_at_the_size_inferred_now() {
@@ -594,8 +600,9 @@ mod tests {
         );
     }
 
-    /// Where a workload sets `minReadySeconds`, the record keeps its fewest Ready pods and its fewest available ones
-    /// apart: a pod Ready for 10 s of 60 is Ready and not available. Whole again once as many are available as desired.
+    /// Where a workload sets `minReadySeconds`, the record keeps its fewest Ready pods and its
+    /// fewest available ones apart: a pod Ready for 10 s of 60 is Ready and not available.
+    /// Whole again once as many are available as desired.
     #[test]
     fn with_min_ready_seconds_the_record_keeps_ready_and_available_apart() {
         let mut d = deployment("shop", "web", 4);

@@ -1,8 +1,9 @@
-//! View builders and a model of the controller's execution, for the tests of the planner, the controller and the
-//! plugin (feature `testing`).
+//! View builders and a model of the controller's execution, for the tests of the planner, the
+//! controller and the plugin (feature `testing`).
 //!
 //! Builders start from a plain healthy object and are refined with chained methods:
-//! `node("n1").marked(at(0)).admitted(at(1))`, `replica_set("shop", "web", 3).pod("web-1", "n1").not_ready()`.
+//! `node("n1").marked(at(0)).admitted(at(1))`, `replica_set("shop", "web", 3).pod("web-1",
+//! "n1").not_ready()`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -84,7 +85,8 @@ impl NodeView {
         self
     }
 
-    /// Admitted at `when` and cordoned by k8sm, without a progress record (the first pass writes one).
+    /// Admitted at `when` and cordoned by k8sm, without a progress record (the first pass writes
+    /// one).
     pub fn admitted(mut self, when: DateTime<Utc>) -> Self {
         self.draining_since = Some(when.to_rfc3339());
         self.cordoned_by_k8sm = true;
@@ -182,25 +184,28 @@ pub fn daemon_set(namespace: &str, name: &str) -> OwnerView {
 }
 
 impl OwnerView {
-    /// Controlled by `controller` (a ReplicaSet of a Deployment, or of a controller of another kind).
+    /// Controlled by `controller` (a ReplicaSet of a Deployment, or of a controller of another
+    /// kind).
     pub fn controlled_by(mut self, controller: &OwnerView) -> Self {
         self.controller = Some(controller.reference());
         self
     }
 
-    /// A Deployment whose rollout `edit` changed (from the apiserver's defaults, its last rollout complete).
+    /// A Deployment whose rollout `edit` changed (from the apiserver's defaults, its last rollout
+    /// complete).
     pub fn rollout(mut self, edit: impl FnOnce(&mut RolloutView)) -> Self {
         edit(self.rollout.get_or_insert_with(RolloutView::default));
         self
     }
 
-    /// A ReplicaSet `name` of this Deployment, of zero replicas: the Deployment's `desired` is what counts.
+    /// A ReplicaSet `name` of this Deployment, of zero replicas: the Deployment's `desired` is what
+    /// counts.
     pub fn replica_set(&self, name: &str) -> OwnerView {
         replica_set(&self.namespace, name, 0).controlled_by(self)
     }
 
-    /// The key its pods count for when it is not in the view, as for a controller of a kind k8sm does not know: the
-    /// whole reference (see [`ControllerRef::key`]).
+    /// The key its pods count for when it is not in the view, as for a controller of a kind k8sm
+    /// does not know: the whole reference (see [`ControllerRef::key`]).
     pub fn unseen_key(&self) -> String {
         self.reference().key().to_owned()
     }
@@ -245,7 +250,8 @@ pub fn unmanaged_pod(namespace: &str, name: &str, node: &str) -> PodView {
 }
 
 impl PodView {
-    /// Not ready, since a time the view does not tell (no Ready condition time, no creation time): never broken.
+    /// Not ready, since a time the view does not tell (no Ready condition time, no creation time):
+    /// never broken.
     pub fn not_ready(mut self) -> Self {
         self.ready = false;
         self.ready_changed = None;
@@ -253,14 +259,16 @@ impl PodView {
         self
     }
 
-    /// Not ready since `since` (the Ready condition's last change): broken once `nodeProgressDeadline` has passed.
+    /// Not ready since `since` (the Ready condition's last change): broken once
+    /// `nodeProgressDeadline` has passed.
     pub fn not_ready_since(mut self, since: DateTime<Utc>) -> Self {
         self.ready = false;
         self.ready_changed = Some(since);
         self
     }
 
-    /// Not ready since [`t0`]: broken by any later plan under the default `nodeProgressDeadline` (10 minutes).
+    /// Not ready since [`t0`]: broken by any later plan under the default `nodeProgressDeadline`
+    /// (10 minutes).
     pub fn broken(self) -> Self {
         self.not_ready_since(t0())
     }
@@ -309,8 +317,8 @@ impl PodView {
     }
 }
 
-/// A required node selector of one term per entry, each term requiring the hostnames given (`kubernetes.io/hostname`
-/// In one value each).
+/// A required node selector of one term per entry, each term requiring the hostnames given
+/// (`kubernetes.io/hostname` In one value each).
 pub fn hostname_terms(terms: &[&[&str]]) -> crate::NodePin {
     crate::NodePin {
         terms: terms
@@ -376,8 +384,9 @@ pub fn pdb(namespace: &str, name: &str, pairs: &[(&str, &str)], allowed: i32) ->
     }
 }
 
-/// Applies a plan's actions to a view the way the controller executes them against the cluster, with caches that
-/// are up to date at once: evicted and deleted pods become terminating, nodes get the contract keys.
+/// Applies a plan's actions to a view the way the controller executes them against the cluster,
+/// with caches that are up to date at once: evicted and deleted pods become terminating, nodes get
+/// the contract keys.
 pub fn apply(view: &mut ClusterView, plan: &Plan) {
     let mut nodes: BTreeMap<String, usize> = BTreeMap::new();
     for (i, node) in view.nodes.iter().enumerate() {
@@ -446,8 +455,9 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
                 },
                 _,
             ) => {
-                // The Deployment's controller sees a new template: a rollout under way, until the new pod is
-                // available and the old one gone (which the caller simulates, if it wants to).
+                // The Deployment's controller sees a new template: a rollout under way, until the
+                // new pod is available and the old one gone (which the caller
+                // simulates, if it wants to).
                 if let Some(d) = view.owners.iter_mut().find(|o| *o.uid == *deployment.uid) {
                     let d = Arc::make_mut(d);
                     d.replacing = true;
@@ -515,7 +525,8 @@ pub fn apply(view: &mut ClusterView, plan: &Plan) {
     }
 }
 
-/// Removes k8sm's keys from a node, as `Complete` (everything) and `Release` (the mark only with `remove_mark`) do.
+/// Removes k8sm's keys from a node, as `Complete` (everything) and `Release` (the mark only with
+/// `remove_mark`) do.
 fn release(n: &mut NodeView, uncordon: bool, remove_mark: bool) {
     if remove_mark {
         n.incompatible_since = None;
@@ -536,8 +547,8 @@ fn release(n: &mut NodeView, uncordon: bool, remove_mark: bool) {
     }
 }
 
-/// Records every eviction and deletion of `plan` as in flight (as the controller does before its cache catches up),
-/// without changing the pods.
+/// Records every eviction and deletion of `plan` as in flight (as the controller does before its
+/// cache catches up), without changing the pods.
 pub fn record_in_flight(view: &mut ClusterView, plan: &Plan, when: DateTime<Utc>) {
     for action in &plan.actions {
         if let ActionKind::Evict { pod, eviction } = &action.kind {

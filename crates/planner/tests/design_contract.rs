@@ -1,15 +1,17 @@
-//! `docs/design.md` is the design of record: it must mention every Event reason, condition reason and contract
-//! key that the code defines, so that a new one cannot ship undocumented.
+//! `docs/design.md` is the design of record: it must mention every Event reason, condition reason
+//! and contract key that the code defines, so that a new one cannot ship undocumented.
 //!
 //! The oracle is the code's own definitions, never a list copied by hand:
-//! - every `k8sm_planner::Reason`: `Reason::ALL`, and the variants of `pub enum Reason` read from the planner's
-//!   sources (found by content, wherever the file is), so a variant left out of `ALL` is checked too;
-//! - every contract string of `k8sm-api`: the value of each `pub const` string, or string in a `pub const` array,
-//!   in its sources, except schema text (anchored patterns, and rules or messages with whitespace);
-//! - the condition reasons the controller writes itself: the string literals in the arguments of its `condition(…)`
-//!   builder;
-//! - any Event (or other) reason the controller or the plugin builds from a string literal (`reason: "…"`,
-//!   `.reason("…")`) rather than from a `Reason`.
+//! - every `k8sm_planner::Reason`: `Reason::ALL`, and the variants of `pub enum Reason` read from
+//!   the planner's sources (found by content, wherever the file is), so a variant left out of `ALL`
+//!   is checked too;
+//! - every contract string of `k8sm-api`: the value of each `pub const` string, or string in a `pub
+//!   const` array, in its sources, except schema text (anchored patterns, and rules or messages
+//!   with whitespace);
+//! - the condition reasons the controller writes itself: the string literals in the arguments of
+//!   its `condition(…)` builder;
+//! - any Event (or other) reason the controller or the plugin builds from a string literal
+//!   (`reason: "…"`, `.reason("…")`) rather than from a `Reason`.
 //!
 //! An item counts as mentioned when the design has it as a whole code span: `` `Evicted` ``.
 
@@ -45,8 +47,8 @@ fn the_design_mentions_every_reason_and_contract_key() {
         items.len()
     );
 
-    // A scan that finds nothing has lost its way (a builder renamed, a file format changed): fail, never pass
-    // vacuously.
+    // A scan that finds nothing has lost its way (a builder renamed, a file format changed): fail,
+    // never pass vacuously.
     assert!(
         reasons >= Reason::ALL.len(),
         "found {reasons} reasons, fewer than Reason::ALL"
@@ -85,7 +87,8 @@ fn add(items: &mut Items, text: &str, origin: String) {
     }
 }
 
-/// Every `Reason`: `Reason::ALL`, and the variants of the enum as its source declares them. Returns how many.
+/// Every `Reason`: `Reason::ALL`, and the variants of the enum as its source declares them. Returns
+/// how many.
 fn reasons(items: &mut Items) -> usize {
     let mut names: Vec<String> = Reason::ALL.iter().map(|r| r.as_str().to_owned()).collect();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -114,7 +117,8 @@ fn reasons(items: &mut Items) -> usize {
         }
     }
     for name in &names {
-        // A Reason's name is its variant's name (the planner's own tests hold `as_str` to the serde name).
+        // A Reason's name is its variant's name (the planner's own tests hold `as_str` to the serde
+        // name).
         add(items, name, "k8sm_planner::Reason".to_owned());
     }
     names.len()
@@ -137,13 +141,14 @@ fn api_strings(src: &Path, items: &mut Items) -> usize {
     found.len()
 }
 
-/// Patterns, CEL rules and messages of the CRD schema: checked by the CRD's own tests, not design vocabulary.
+/// Patterns, CEL rules and messages of the CRD schema: checked by the CRD's own tests, not design
+/// vocabulary.
 fn is_schema_text(value: &str) -> bool {
     value.is_empty() || value.starts_with('^') || value.chars().any(char::is_whitespace)
 }
 
-/// The condition reasons the controller writes from literals: CamelCase string literals in the arguments of
-/// calls of a function named `condition`. Returns how many distinct ones.
+/// The condition reasons the controller writes from literals: CamelCase string literals in the
+/// arguments of calls of a function named `condition`. Returns how many distinct ones.
 fn condition_reasons(src: &Path, items: &mut Items) -> usize {
     let mut found = BTreeSet::new();
     for path in rust_files(src) {
@@ -169,8 +174,8 @@ fn condition_reasons(src: &Path, items: &mut Items) -> usize {
     found.len()
 }
 
-/// Reasons built from literals: CamelCase string literals in the value of a `reason:` field or the argument of a
-/// `reason(…)` call. Returns how many distinct ones.
+/// Reasons built from literals: CamelCase string literals in the value of a `reason:` field or the
+/// argument of a `reason(…)` call. Returns how many distinct ones.
 fn literal_reasons_in(src: &Path, items: &mut Items) -> usize {
     let mut found = BTreeSet::new();
     for path in rust_files(src) {
@@ -200,7 +205,8 @@ fn is_camel_case(text: &str) -> bool {
 // ---------------------------------------------------------------------------------------------------------------
 // Finding the sources.
 
-/// The workspace's root: the nearest ancestor of this crate whose Cargo.toml declares the workspace.
+/// The workspace's root: the nearest ancestor of this crate whose Cargo.toml declares the
+/// workspace.
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
@@ -250,7 +256,8 @@ fn package_dir(root: &Path, name: &str) -> PathBuf {
     }
 }
 
-/// The Rust files under `dir`, sorted, without test files (`tests.rs`, `*_tests.rs`, anything under `tests/`).
+/// The Rust files under `dir`, sorted, without test files (`tests.rs`, `*_tests.rs`, anything under
+/// `tests/`).
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
@@ -279,7 +286,8 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// A file's code as the compiler sees it outside tests: comments and `#[cfg(test)]` items blanked out.
+/// A file's code as the compiler sees it outside tests: comments and `#[cfg(test)]` items blanked
+/// out.
 fn code_of(path: &Path) -> String {
     let text =
         fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
@@ -287,10 +295,11 @@ fn code_of(path: &Path) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// A small lexer: enough of Rust's string, char and comment syntax to read definitions without a parser.
+// A small lexer: enough of Rust's string, char and comment syntax to read definitions without a
+// parser.
 
-/// A string literal (`"…"`, `r#"…"#`, `b"…"`) or char literal starting at `i`: where it ends, and the string's
-/// value (`None` for a char literal). `None` when no literal starts there.
+/// A string literal (`"…"`, `r#"…"#`, `b"…"`) or char literal starting at `i`: where it ends, and
+/// the string's value (`None` for a char literal). `None` when no literal starts there.
 fn literal_at(code: &[u8], i: usize) -> Option<(usize, Option<String>)> {
     let ident_before = i > 0 && (code[i - 1].is_ascii_alphanumeric() || code[i - 1] == b'_');
     match code[i] {
@@ -323,7 +332,8 @@ fn literal_at(code: &[u8], i: usize) -> Option<(usize, Option<String>)> {
     }
 }
 
-/// The rest of a `"…"` literal whose text starts at `start`: where it ends, and its value with escapes applied.
+/// The rest of a `"…"` literal whose text starts at `start`: where it ends, and its value with
+/// escapes applied.
 fn quoted(code: &[u8], start: usize) -> (usize, Option<String>) {
     let mut value = Vec::new();
     let mut k = start;
@@ -389,7 +399,8 @@ fn char_literal(code: &[u8], i: usize) -> Option<usize> {
     (code.get(i + 1 + width) == Some(&b'\'')).then_some(i + 2 + width)
 }
 
-/// `text` with every comment replaced by spaces (newlines kept), strings and chars left as they are.
+/// `text` with every comment replaced by spaces (newlines kept), strings and chars left as they
+/// are.
 fn without_comments(text: &str) -> String {
     let code = text.as_bytes();
     let mut out = code.to_vec();
@@ -429,8 +440,8 @@ fn without_comments(text: &str) -> String {
             i += 1;
         }
     }
-    // Only ASCII bytes were replaced (by ASCII), and only outside multi-byte characters' continuation bytes,
-    // except inside block comments where non-ASCII bytes were kept whole.
+    // Only ASCII bytes were replaced (by ASCII), and only outside multi-byte characters'
+    // continuation bytes, except inside block comments where non-ASCII bytes were kept whole.
     String::from_utf8(out).expect("blanking ASCII keeps UTF-8 valid")
 }
 
@@ -592,7 +603,8 @@ fn enum_variants(code: &str, name: &str) -> Option<Vec<String>> {
     Some(variants)
 }
 
-/// `(NAME, value)` of every `pub const NAME: <a type with &str> = <literal or array of literals>;` in `code`.
+/// `(NAME, value)` of every `pub const NAME: <a type with &str> = <literal or array of literals>;`
+/// in `code`.
 fn string_consts(code: &str) -> Vec<(String, String)> {
     let bytes = code.as_bytes();
     let mut out = Vec::new();
@@ -636,7 +648,8 @@ fn string_consts(code: &str) -> Vec<(String, String)> {
     out
 }
 
-/// The argument text of every call `{function}(…)` in `code` (not its definition, nor a method or path call).
+/// The argument text of every call `{function}(…)` in `code` (not its definition, nor a method or
+/// path call).
 fn call_arguments(code: &str, function: &str) -> Vec<String> {
     let bytes = code.as_bytes();
     occurrences(code, function)
@@ -653,8 +666,8 @@ fn call_arguments(code: &str, function: &str) -> Vec<String> {
         .collect()
 }
 
-/// The expression of every `reason: …` field value (up to its `,` or the closing bracket) and the argument text
-/// of every `reason(…)` call in `code`.
+/// The expression of every `reason: …` field value (up to its `,` or the closing bracket) and the
+/// argument text of every `reason(…)` call in `code`.
 fn reason_expressions(code: &str) -> Vec<String> {
     let bytes = code.as_bytes();
     let mut out = Vec::new();

@@ -21,8 +21,8 @@ use crate::{
     objects::workload::{self, CountsFor},
 };
 
-/// The Deployments whose controller is replacing pods, with their progress deadline, and the newest ReplicaSet of
-/// each (the highest revision): a few, during rollouts.
+/// The Deployments whose controller is replacing pods, with their progress deadline, and the newest
+/// ReplicaSet of each (the highest revision): a few, during rollouts.
 struct Rollouts<'a> {
     deadlines: Vec<(&'a OwnerView, chrono::Duration)>,
     newest: FastSet<&'a str>,
@@ -42,7 +42,8 @@ impl<'a> Rollouts<'a> {
         let mut newest: FastSet<&str> = FastSet::default();
         if !deadlines.is_empty() {
             let mut by_deployment: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
-            // Without a revision (never, from a Deployment controller) which one is newest is unknown.
+            // Without a revision (never, from a Deployment controller) which one is newest is
+            // unknown.
             let sets = view
                 .owners
                 .iter()
@@ -70,71 +71,80 @@ impl<'a> Rollouts<'a> {
     }
 }
 
-/// A workload's pods as the view shows them (not finished), counted once per pass for every workload.
+/// A workload's pods as the view shows them (not finished), counted once per pass for every
+/// workload.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PodCounts {
     /// Pods not finished, bound to a node or not.
     pub(crate) seen: u32,
-    /// Of those, pods with an eviction in flight (a pod terminating on its own is gone, not going).
+    /// Of those, pods with an eviction in flight (a pod terminating on its own is gone, not
+    /// going).
     pub(crate) going: u32,
-    /// Of the others, available pods: Ready, for the workload's `minReadySeconds` where it sets them.
+    /// Of the others, available pods: Ready, for the workload's `minReadySeconds` where it sets
+    /// them.
     pub(crate) ready: u32,
-    /// Of the others, Ready pods not available yet: what the upgrade report counts as Ready beside `ready`.
+    /// Of the others, Ready pods not available yet: what the upgrade report counts as Ready beside
+    /// `ready`.
     pub(crate) warming: u32,
-    /// Pods this upgrade still has to move: workload or other-controller pods (so neither finished nor terminating
-    /// nor with an eviction in flight) bound to a node that must still be drained, by its contract keys alone — one
-    /// that carries the mark (annotation or label), was not told to terminate (no kamikaze annotation nor recorded
-    /// kamikaze executor ID) and is not opted out — whether it drains now or queues for a slot. Counted in the same
-    /// walk as the rest, from one flag per node: which policy selects the node is not known here, and a node marked
-    /// in this very pass counts from the next one. See `admission::chain`.
+    /// Pods this upgrade still has to move: workload or other-controller pods (so neither finished
+    /// nor terminating nor with an eviction in flight) bound to a node that must still be
+    /// drained, by its contract keys alone — one that carries the mark (annotation or label),
+    /// was not told to terminate (no kamikaze annotation nor recorded kamikaze executor ID)
+    /// and is not opted out — whether it drains now or queues for a slot. Counted in the same
+    /// walk as the rest, from one flag per node: which policy selects the node is not known here,
+    /// and a node marked in this very pass counts from the next one. See `admission::chain`.
     pub(crate) to_move: u32,
-    /// Since when its pod that has been not Ready longest is not Ready (its Ready condition's last change, or its
-    /// creation): with no pod Ready, the workload is broken as a whole once that is `nodeProgressDeadline` ago.
+    /// Since when its pod that has been not Ready longest is not Ready (its Ready condition's last
+    /// change, or its creation): with no pod Ready, the workload is broken as a whole once
+    /// that is `nodeProgressDeadline` ago.
     pub(crate) not_ready_since: Option<DateTime<Utc>>,
-    /// A Deployment whose controller is replacing pods: the last time its newest ReplicaSet started a pod or saw one
-    /// become Ready, the rollout's own progress.
+    /// A Deployment whose controller is replacing pods: the last time its newest ReplicaSet
+    /// started a pod or saw one become Ready, the rollout's own progress.
     rollout_progress: Option<DateTime<Utc>>,
-    /// That was longer ago than its `progressDeadlineSeconds`: the rollout is stuck, and its pods move within the
-    /// headroom of its Ready count. Its Progressing condition says so only until a replacement of an old pod
-    /// becomes Ready, which the Deployment controller counts as progress (for `progressDeadlineSeconds` more).
+    /// That was longer ago than its `progressDeadlineSeconds`: the rollout is stuck, and its pods
+    /// move within the headroom of its Ready count. Its Progressing condition says so only
+    /// until a replacement of an old pod becomes Ready, which the Deployment controller counts
+    /// as progress (for `progressDeadlineSeconds` more).
     pub(crate) rollout_stalled: bool,
 }
 
-/// How many pods of a node are of the classes that its tally reads (see `drain::tally`), counted in the walk that
-/// classifies every pod: most of a large fleet's nodes only queue for a slot, and their tally is then read from here
-/// rather than from a walk over their pods.
+/// How many pods of a node are of the classes that its tally reads (see `drain::tally`), counted in
+/// the walk that classifies every pod: most of a large fleet's nodes only queue for a slot, and
+/// their tally is then read from here rather than from a walk over their pods.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct NodeClasses {
     /// Pods that keep the node from being drained ([`Class::holds_node`]).
     pub(crate) holding: u32,
     /// Workload and other-controller pods.
     pub(crate) workload: u32,
-    /// Of those, pods that more than one budget covers (whose eviction the Eviction API refuses: see
-    /// `drain::needs_operator`).
+    /// Of those, pods that more than one budget covers (whose eviction the Eviction API refuses:
+    /// see `drain::needs_operator`).
     pub(crate) multi_covered: u32,
     /// Opted-out, Job and unmanaged pods: those whose obstacle depends on the policy.
     pub(crate) judged_by_policy: u32,
     /// Pods terminating: whether one is stuck depends on the time.
     pub(crate) terminating: u32,
-    /// Workload and other-controller pods whose spec may pin them to the node: whether one does depends on the node,
-    /// the volumes and the policy.
+    /// Workload and other-controller pods whose spec may pin them to the node: whether one does
+    /// depends on the node, the volumes and the policy.
     pub(crate) pinnable: u32,
 }
 
-/// The view, indexed. Every collection iterates in a fixed order, whatever the order of the view's vectors.
+/// The view, indexed. Every collection iterates in a fixed order, whatever the order of the view's
+/// vectors.
 ///
-/// Each pod is classified once per pass, and grouped by node as positions in the view's pod list (one flat array,
-/// no list per node): a large fleet's pods are mostly on nodes that only queue for a slot, whose pods are only
-/// counted, so a pass must not spend more than a few lookups on each pod.
+/// Each pod is classified once per pass, and grouped by node as positions in the view's pod list
+/// (one flat array, no list per node): a large fleet's pods are mostly on nodes that only queue for
+/// a slot, whose pods are only counted, so a pass must not spend more than a few lookups on each
+/// pod.
 pub(crate) struct Index<'a> {
     /// Nodes by name.
     pub(crate) nodes: BTreeMap<&'a str, &'a NodeView>,
-    /// Position of each node name in `node_start`, by name and by the copy of the name its node holds (which is the
-    /// one a pass asks with: found without reading the text).
+    /// Position of each node name in `node_start`, by name and by the copy of the name its node
+    /// holds (which is the one a pass asks with: found without reading the text).
     node_slots: FastMap<&'a str, u32>,
     node_slots_by_copy: FastMap<Text, u32>,
-    /// Pods of the node in slot `s`: `by_node[node_start[s]..node_start[s + 1]]`, positions in `pods`, in the view's
-    /// order.
+    /// Pods of the node in slot `s`: `by_node[node_start[s]..node_start[s + 1]]`, positions in
+    /// `pods`, in the view's order.
     node_start: &'a [u32],
     by_node: &'a [u32],
     /// The class and order keys of the pod at each position of `by_node`.
@@ -142,42 +152,50 @@ pub(crate) struct Index<'a> {
     node_orders: &'a [OrderKey],
     /// Per node slot, the classes of its pods.
     node_classes: Vec<NodeClasses>,
-    /// Per node slot, what its pods that have not finished reserve, and what its pods that need a place elsewhere
-    /// once evicted (workload, other-controller and Job pods, not terminating) reserve.
+    /// Per node slot, what its pods that have not finished reserve, and what its pods that need a
+    /// place elsewhere once evicted (workload, other-controller and Job pods, not terminating)
+    /// reserve.
     node_used: Vec<Resources>,
     node_moving: Vec<Resources>,
-    /// What the pods waiting to be scheduled (bound to no node, not finished nor terminating) will reserve.
+    /// What the pods waiting to be scheduled (bound to no node, not finished nor terminating) will
+    /// reserve.
     pub(crate) pending: Resources,
-    /// What every schedulable Ready node has free (`None`: no node reports its allocatable), worked out once per
-    /// pass, when a broken pod first asks ([`Self::free_beside`]).
+    /// What every schedulable Ready node has free (`None`: no node reports its allocatable),
+    /// worked out once per pass, when a broken pod first asks ([`Self::free_beside`]).
     schedulable_free: OnceCell<Option<Resources>>,
-    /// The view's pods, and the facts of each (its class is worked out from them when asked for: a large fleet's
-    /// pass reads few of them, and a vector of every pod's class would cost more to write than those reads).
+    /// The view's pods, and the facts of each (its class is worked out from them when asked for: a
+    /// large fleet's pass reads few of them, and a vector of every pod's class would cost more
+    /// to write than those reads).
     pods: &'a [Arc<PodView>],
     facts: &'a [PodFacts],
-    /// Per controller slot (a fact's `controller`), the class its pods get when nothing about the pod decides it, and
-    /// the slot of the workload they count for (`None`: no pod of the view refers to it).
+    /// Per controller slot (a fact's `controller`), the class its pods get when nothing about the
+    /// pod decides it, and the slot of the workload they count for (`None`: no pod of the view
+    /// refers to it).
     by_controller: Vec<Option<(Class<'a>, u32)>>,
-    /// The pods with an eviction in flight, by the address of their UID (a few; not a set of every pod).
+    /// The pods with an eviction in flight, by the address of their UID (a few; not a set of every
+    /// pod).
     in_flight_uids: FastSet<usize>,
-    /// Per UID of the workload the pods count for (docs/design.md §2: a Deployment for the pods of its ReplicaSets), its
-    /// slot in `workload_pods` (looked up, never iterated where order matters).
+    /// Per UID of the workload the pods count for (docs/design.md §2: a Deployment for the pods of
+    /// its ReplicaSets), its slot in `workload_pods` (looked up, never iterated where order
+    /// matters).
     workload_slots: FastMap<&'a str, u32>,
     /// Per workload slot, its pods, bound to a node or not.
     workload_pods: Vec<PodCounts>,
-    /// What the pods were classified with (classifying again is for tests: the index holds every pod's class).
+    /// What the pods were classified with (classifying again is for tests: the index holds every
+    /// pod's class).
     #[cfg(test)]
     pub(crate) lookups: Lookups<'a>,
     /// Budgets, sorted by namespace and name.
     pub(crate) pdbs: Vec<Pdb<'a>>,
     /// Which budgets cover which pods.
     cover: Cover<'a>,
-    /// Per workload or other-controller pod (by its position in the view), whether more than one budget covers it;
-    /// empty without budgets.
+    /// Per workload or other-controller pod (by its position in the view), whether more than one
+    /// budget covers it; empty without budgets.
     multi_covered: Vec<bool>,
     /// What the pass writes once and shares among the pods it reports.
     pub(crate) shared: SharedOutput,
-    /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not replaced yet.
+    /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not
+    /// replaced yet.
     pub(crate) in_flight_gone: FastMap<&'a str, u32>,
     /// Pods whose eviction was launched and is not answered yet (a few).
     pub(crate) unanswered_pods: FastSet<&'a str>,
@@ -185,16 +203,17 @@ pub(crate) struct Index<'a> {
     pub(crate) observed_sizes: &'a BTreeMap<String, u32>,
     /// The volumes that may pin a pod, by claim.
     pub(crate) volumes: crate::objects::pin::Volumes<'a>,
-    /// The earliest time a Ready pod not yet available (Ready for less than its workload's `minReadySeconds`) becomes
-    /// available, or a rollout without progress becomes stuck: its workload's health changes then, whatever else
-    /// does.
+    /// The earliest time a Ready pod not yet available (Ready for less than its workload's
+    /// `minReadySeconds`) becomes available, or a rollout without progress becomes stuck: its
+    /// workload's health changes then, whatever else does.
     pub(crate) next_available: Option<DateTime<Utc>>,
 }
 
 impl<'a> Index<'a> {
-    /// Indexes `view`, with the facts of its pods in `pods` (brought in line with the view here: those of the pods
-    /// seen in the last pass are reused), the classes of its controllers kept in `controllers` (those whose owners
-    /// did not change are reused) and its budgets' selectors kept in `budgets` (reused unless one changed).
+    /// Indexes `view`, with the facts of its pods in `pods` (brought in line with the view here:
+    /// those of the pods seen in the last pass are reused), the classes of its controllers kept
+    /// in `controllers` (those whose owners did not change are reused) and its budgets'
+    /// selectors kept in `budgets` (reused unless one changed).
     pub(crate) fn new(
         view: &'a ClusterView,
         pods: &'a mut PodCache,
@@ -309,8 +328,9 @@ impl<'a> Index<'a> {
             .unwrap_or_default()
     }
 
-    /// What the schedulable Ready nodes but `node` have free, less what the pods waiting to be scheduled will
-    /// reserve: where the replacements of `node`'s pods can land. `None` where no node reports its allocatable.
+    /// What the schedulable Ready nodes but `node` have free, less what the pods waiting to be
+    /// scheduled will reserve: where the replacements of `node`'s pods can land. `None` where
+    /// no node reports its allocatable.
     pub(crate) fn free_beside(&self, node: &str) -> Option<Resources> {
         let total = (*self.schedulable_free.get_or_init(|| {
             let mut known = false;
@@ -325,7 +345,8 @@ impl<'a> Index<'a> {
         Some(total.less(own.unwrap_or_default()).less(self.pending))
     }
 
-    /// What a schedulable Ready node has free (nothing for the others, and where it reports no allocatable).
+    /// What a schedulable Ready node has free (nothing for the others, and where it reports no
+    /// allocatable).
     fn free_on(&self, name: &str, view: &NodeView) -> Resources {
         match view.allocatable {
             Some(allocatable) if view.ready && !view.unschedulable => {
@@ -335,7 +356,8 @@ impl<'a> Index<'a> {
         }
     }
 
-    /// What the pods of `node` that need a place elsewhere once evicted reserve ([`Self::node_moving`]).
+    /// What the pods of `node` that need a place elsewhere once evicted reserve
+    /// ([`Self::node_moving`]).
     pub(crate) fn moving_on(&self, node: &str) -> Resources {
         self.node_slot(node)
             .map(|slot| self.node_moving[slot])
@@ -376,14 +398,14 @@ impl<'a> Index<'a> {
         })
     }
 
-    /// The class of the pods of the controller in `slot` when nothing about the pod decides it, and the slot of the
-    /// workload they count for (`None`: a pod without a controller).
+    /// The class of the pods of the controller in `slot` when nothing about the pod decides it, and
+    /// the slot of the workload they count for (`None`: a pod without a controller).
     fn controlled(&self, slot: u32) -> Option<(Class<'a>, u32)> {
         self.by_controller.get(slot as usize).copied().flatten()
     }
 
-    /// The workload or other-controller pods bound to `node`, each with the slot of the workload it counts for (see
-    /// [`Self::workload_at`]), in the view's order. Reads no UID.
+    /// The workload or other-controller pods bound to `node`, each with the slot of the workload it
+    /// counts for (see [`Self::workload_at`]), in the view's order. Reads no UID.
     pub(crate) fn workloads_on(
         &self,
         node: &str,
@@ -425,9 +447,9 @@ impl<'a> Index<'a> {
         self.pdbs_covering(pod).collect()
     }
 
-    /// Budgets that cover `pod`, in the order of their positions in `pdbs`, found once per pass for the pods that
-    /// share its namespace and labels. Without budgets, the pod is not even read (this runs for every pod of every
-    /// queued node).
+    /// Budgets that cover `pod`, in the order of their positions in `pdbs`, found once per pass for
+    /// the pods that share its namespace and labels. Without budgets, the pod is not even read
+    /// (this runs for every pod of every queued node).
     pub(crate) fn pdbs_covering<'s>(
         &'s self,
         pod: &'s PodView,
@@ -447,14 +469,15 @@ impl<'a> Index<'a> {
 pub(crate) struct OnNode<'a> {
     pub(crate) pod: &'a Arc<PodView>,
     pub(crate) class: Class<'a>,
-    /// Whether the pod is Ready, read from the index rather than from the pod: most pods of a large fleet's nodes are
-    /// judged by their readiness and class alone, and reading a pod's view is a cache miss.
+    /// Whether the pod is Ready, read from the index rather than from the pod: most pods of a
+    /// large fleet's nodes are judged by their readiness and class alone, and reading a pod's
+    /// view is a cache miss.
     pub(crate) ready: bool,
-    /// A workload or other-controller pod that more than one budget covers, read from the index rather than from the
-    /// pod's budgets (see [`NodeClasses::multi_covered`]).
+    /// A workload or other-controller pod that more than one budget covers, read from the index
+    /// rather than from the pod's budgets (see [`NodeClasses::multi_covered`]).
     pub(crate) multi_covered: bool,
-    /// The slot of the workload it counts for ([`Index::workload_at`]; `u32::MAX` without a controller): what the
-    /// ledger finds the workload's health by, without hashing its UID.
+    /// The slot of the workload it counts for ([`Index::workload_at`]; `u32::MAX` without a
+    /// controller): what the ledger finds the workload's health by, without hashing its UID.
     pub(crate) counts_for: u32,
 }
 
@@ -635,8 +658,8 @@ struct Resolver<'a, 'c> {
     /// The classes kept from the last pass.
     controllers: &'c mut ControllerClasses,
     owners: Owners<'a>,
-    /// Per workload slot, its pods: sized up front, for the owners' workloads, and grown by one for
-    /// each controller not in the view.
+    /// Per workload slot, its pods: sized up front, for the owners' workloads, and grown by one
+    /// for each controller not in the view.
     workload_pods: Vec<PodCounts>,
 }
 
@@ -729,8 +752,8 @@ struct Walk<'a, 'w, 'c> {
     /// Whether the view has budgets.
     budgets: bool,
     now: DateTime<Utc>,
-    /// Per node slot, whether its pods must still move (`node_state::still_to_drain`): decided once
-    /// per node.
+    /// Per node slot, whether its pods must still move (`node_state::still_to_drain`): decided
+    /// once per node.
     to_drain: Vec<bool>,
     rollouts: Rollouts<'a>,
     /// Works out a controller's class when a pod first refers to it; holds the workloads' pods.
@@ -748,9 +771,9 @@ struct Walk<'a, 'w, 'c> {
     pending: Resources,
     /// The index's `next_available`.
     next_available: Option<DateTime<Utc>>,
-    /// Per pod (by its position in the view), whether more than one budget covers it: what deciding
-    /// a draining node's pods asks of every one of them, answered here without reading the pod.
-    /// Empty without budgets.
+    /// Per pod (by its position in the view), whether more than one budget covers it: what
+    /// deciding a draining node's pods asks of every one of them, answered here without
+    /// reading the pod. Empty without budgets.
     multi_covered: Vec<bool>,
 }
 

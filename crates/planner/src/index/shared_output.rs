@@ -1,6 +1,7 @@
-//! What a pass writes once and shares among the pods it reports: the wait messages of the pods that wait for the
-//! same thing, and the reference to each workload. A large fleet mid-upgrade has tens of thousands of pods on its
-//! draining nodes, a few thousand workloads and distinct reasons to wait; each is written once per pass.
+//! What a pass writes once and shares among the pods it reports: the wait messages of the pods that
+//! wait for the same thing, and the reference to each workload. A large fleet mid-upgrade has tens
+//! of thousands of pods on its draining nodes, a few thousand workloads and distinct reasons to
+//! wait; each is written once per pass.
 
 use std::sync::Arc;
 
@@ -14,8 +15,8 @@ use crate::{
 /// What a shared wait message says, in full: two waits with equal keys have equal messages.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub(crate) enum MessageKey {
-    /// A pod waiting on its workload: the workload (its UID, kind and name), why, and the numbers the message
-    /// quotes.
+    /// A pod waiting on its workload: the workload (its UID, kind and name), why, and the numbers
+    /// the message quotes.
     Workload {
         uid: Text,
         kind: Text,

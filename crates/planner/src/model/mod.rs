@@ -1,4 +1,5 @@
-//! The planner's input (the view of the cluster) and output (the plan), and the small types every layer shares.
+//! The planner's input (the view of the cluster) and output (the plan), and the small types every
+//! layer shares.
 
 pub(crate) mod collections;
 pub(crate) mod output;

@@ -1,4 +1,5 @@
-//! The planner's output: the actions to execute now and the report of where every node stands and why.
+//! The planner's output: the actions to execute now and the report of where every node stands and
+//! why.
 
 use std::sync::Arc;
 
@@ -12,16 +13,17 @@ use crate::{DeletedNodeRecord, OwnerKind, PodView, Reason};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
-    /// Mutations to execute now, in order: finalizers, completions and releases, marks, admissions and cordons,
-    /// evictions, deletions, progress records and stalls, kamikaze. Executing them and planning again never repeats
-    /// one.
+    /// Mutations to execute now, in order: finalizers, completions and releases, marks, admissions
+    /// and cordons, evictions, deletions, progress records and stalls, kamikaze. Executing
+    /// them and planning again never repeats one.
     pub actions: Vec<Action>,
     /// One entry per node selected by exactly one policy, sorted by policy then node name.
     pub nodes: Vec<NodePlan>,
     /// One entry per policy, sorted by name.
     pub policies: Vec<PolicyPlan>,
-    /// The earliest future time at which a time-based decision changes (an unmanaged-pod or Job timeout expires, a
-    /// restart becomes overdue): plan again then, even if nothing in the cluster changed.
+    /// The earliest future time at which a time-based decision changes (an unmanaged-pod or Job
+    /// timeout expires, a restart becomes overdue): plan again then, even if nothing in the
+    /// cluster changed.
     pub next_wake: Option<DateTime<Utc>>,
 }
 
@@ -68,7 +70,8 @@ pub struct Action {
     pub kind: ActionKind,
 }
 
-/// A mutation of the cluster. Node mutations are idempotent patches of the contract keys of docs/design.md §3.
+/// A mutation of the cluster. Node mutations are idempotent patches of the contract keys of
+/// docs/design.md §3.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "action",
@@ -76,20 +79,22 @@ pub struct Action {
     rename_all_fields = "camelCase"
 )]
 pub enum ActionKind {
-    /// Put [`k8sm_api::keys::POLICY_FINALIZER`] on a policy, so that deleting it hands its nodes back first. The
-    /// planner plans nothing else for a policy without it.
+    /// Put [`k8sm_api::keys::POLICY_FINALIZER`] on a policy, so that deleting it hands its nodes
+    /// back first. The planner plans nothing else for a policy without it.
     AddFinalizer {
         /// Policy name.
         policy: String,
     },
-    /// Remove [`k8sm_api::keys::POLICY_FINALIZER`] from a policy being deleted: every node it held is handed back.
+    /// Remove [`k8sm_api::keys::POLICY_FINALIZER`] from a policy being deleted: every node it held
+    /// is handed back.
     RemoveFinalizer {
         /// Policy name.
         policy: String,
     },
-    /// Mark (or complete the mark of) a node: ensure the incompatible-executor label and the PreferNoSchedule taint,
-    /// and set the incompatible-executor annotation to `incompatible_since` when given (`None`: keep the
-    /// annotation as it is); with `claim` also set `marked-by: k8sm` (k8sm marks it itself, for a target).
+    /// Mark (or complete the mark of) a node: ensure the incompatible-executor label and the
+    /// PreferNoSchedule taint, and set the incompatible-executor annotation to
+    /// `incompatible_since` when given (`None`: keep the annotation as it is); with `claim`
+    /// also set `marked-by: k8sm` (k8sm marks it itself, for a target).
     Mark {
         /// Node name.
         node: String,
@@ -100,8 +105,8 @@ pub enum ActionKind {
     },
     /// Admit a node into a drain slot: set [`k8sm_api::keys::DRAINING_ANNOTATION`] to `at` and
     /// [`k8sm_api::keys::DRAIN_PROGRESS_ANNOTATION`] to `at` and `pods_left`, remove
-    /// [`k8sm_api::keys::STALLED_ANNOTATION`], and with `cordon` also set `spec.unschedulable` and the
-    /// `cordoned-by: k8sm` annotation, in one patch.
+    /// [`k8sm_api::keys::STALLED_ANNOTATION`], and with `cordon` also set `spec.unschedulable` and
+    /// the `cordoned-by: k8sm` annotation, in one patch.
     Admit {
         /// Node name.
         node: String,
@@ -112,8 +117,8 @@ pub enum ActionKind {
         /// Cordon it too.
         cordon: bool,
     },
-    /// Cordon an admitted node that is not cordoned yet (the policy's `cordon` was turned on mid-drain): set
-    /// `spec.unschedulable` and the `cordoned-by: k8sm` annotation.
+    /// Cordon an admitted node that is not cordoned yet (the policy's `cordon` was turned on
+    /// mid-drain): set `spec.unschedulable` and the `cordoned-by: k8sm` annotation.
     Cordon {
         /// Node name.
         node: String,
@@ -126,9 +131,10 @@ pub enum ActionKind {
         #[serde(flatten)]
         eviction: Eviction,
     },
-    /// Move the only pod of a Deployment by a surge rollout (`spec.workloads.surge`): set the pod template's
-    /// [`k8sm_api::keys::RESTARTED_AT_ANNOTATION`] to `at` (a new rollout, as `kubectl rollout restart` starts one)
-    /// and the Deployment's [`k8sm_api::keys::SURGE_MOVE_ANNOTATION`] to `at` and the pod's UID, in one patch. The
+    /// Move the only pod of a Deployment by a surge rollout (`spec.workloads.surge`): set the pod
+    /// template's [`k8sm_api::keys::RESTARTED_AT_ANNOTATION`] to `at` (a new rollout, as
+    /// `kubectl rollout restart` starts one) and the Deployment's
+    /// [`k8sm_api::keys::SURGE_MOVE_ANNOTATION`] to `at` and the pod's UID, in one patch. The
     /// pod stays until the Deployment's controller removes it, once the new pod is available.
     Surge {
         /// The pod that moves.
@@ -142,12 +148,14 @@ pub enum ActionKind {
     DeletePod {
         /// The pod.
         pod: PodRef,
-        /// Through the Eviction API (an unmanaged or Job pod under a policy that respects budgets: the API sets its
-        /// `DisruptionTarget` condition, which a Job's `podFailurePolicy` reads), or by a plain DELETE.
+        /// Through the Eviction API (an unmanaged or Job pod under a policy that respects budgets:
+        /// the API sets its `DisruptionTarget` condition, which a Job's `podFailurePolicy`
+        /// reads), or by a plain DELETE.
         #[serde(default)]
         eviction_api: bool,
     },
-    /// Record drain progress: set [`k8sm_api::keys::DRAIN_PROGRESS_ANNOTATION`] to `at` and `pods_left`.
+    /// Record drain progress: set [`k8sm_api::keys::DRAIN_PROGRESS_ANNOTATION`] to `at` and
+    /// `pods_left`.
     Progress {
         /// Node name.
         node: String,
@@ -157,8 +165,9 @@ pub enum ActionKind {
         pods_left: u32,
     },
     /// Give up the drain slot of a node that made no progress for `nodeProgressDeadline`: set
-    /// [`k8sm_api::keys::STALLED_ANNOTATION`] to `at`; remove the draining, drain-progress and cordoned-by
-    /// annotations; with `uncordon` (k8sm cordoned it) set `spec.unschedulable` to false.
+    /// [`k8sm_api::keys::STALLED_ANNOTATION`] to `at`; remove the draining, drain-progress and
+    /// cordoned-by annotations; with `uncordon` (k8sm cordoned it) set `spec.unschedulable` to
+    /// false.
     Stall {
         /// Node name.
         node: String,
@@ -167,11 +176,12 @@ pub enum ActionKind {
         /// Uncordon it too.
         uncordon: bool,
     },
-    /// Tell a drained node's executor to terminate. With `Annotation` (and, as the record, with `Http` after the
-    /// POST) set [`k8sm_api::keys::KAMIKAZE_ANNOTATION`] to `at` and
-    /// [`k8sm_api::keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION`] to `executor_id` (empty for none), and the target, in one
-    /// patch, so the state survives a controller restart; with `DeleteNode`, first record the node in the policy's
-    /// `status.deletedNodes` (unless it is there already), then delete the Node object.
+    /// Tell a drained node's executor to terminate. With `Annotation` (and, as the record, with
+    /// `Http` after the POST) set [`k8sm_api::keys::KAMIKAZE_ANNOTATION`] to `at` and
+    /// [`k8sm_api::keys::KAMIKAZE_EXECUTOR_ID_ANNOTATION`] to `executor_id` (empty for none), and
+    /// the target, in one patch, so the state survives a controller restart; with `DeleteNode`,
+    /// first record the node in the policy's `status.deletedNodes` (unless it is there
+    /// already), then delete the Node object.
     Kamikaze {
         /// Node name.
         node: String,
@@ -188,20 +198,22 @@ pub enum ActionKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         target: Option<String>,
     },
-    /// Remove all of k8sm's upgrade state from a node (it runs the target executor, or its mark was removed): the
-    /// incompatible-executor annotation and label, the taint, and every k8sm annotation (kamikaze,
-    /// kamikaze-executor-id, kamikaze-obeyed, draining, drain-progress, stalled, cordoned-by, marked-by, forced); and
-    /// uncordon it when `uncordon` (k8sm cordoned it and it is still cordoned).
+    /// Remove all of k8sm's upgrade state from a node (it runs the target executor, or its mark was
+    /// removed): the incompatible-executor annotation and label, the taint, and every k8sm
+    /// annotation (kamikaze, kamikaze-executor-id, kamikaze-obeyed, draining, drain-progress,
+    /// stalled, cordoned-by, marked-by, forced); and uncordon it when `uncordon` (k8sm cordoned
+    /// it and it is still cordoned).
     Complete {
         /// Node name.
         node: String,
         /// Also set `spec.unschedulable` to false.
         uncordon: bool,
     },
-    /// Hand a node back that no policy selects any more (its policy was deleted, or its labels or the policy's
-    /// nodeSelector changed): remove what k8sm put there and nothing else — the annotations of [`Self::Complete`]
-    /// except the incompatible-executor mark, which goes (with its label and the taint) only with `remove_mark`
-    /// (k8sm set it), and the cordon only with `uncordon` (k8sm cordoned it).
+    /// Hand a node back that no policy selects any more (its policy was deleted, or its labels or
+    /// the policy's nodeSelector changed): remove what k8sm put there and nothing else — the
+    /// annotations of [`Self::Complete`] except the incompatible-executor mark, which goes
+    /// (with its label and the taint) only with `remove_mark` (k8sm set it), and the cordon
+    /// only with `uncordon` (k8sm cordoned it).
     Release {
         /// Node name.
         node: String,
@@ -232,7 +244,8 @@ impl ActionKind {
         }
     }
 
-    /// The pod the action removes (an eviction or a deletion): a call launched and tracked until it answers.
+    /// The pod the action removes (an eviction or a deletion): a call launched and tracked until it
+    /// answers.
     pub fn pod(&self) -> Option<&PodRef> {
         match self {
             Self::Evict { pod, .. } | Self::DeletePod { pod, .. } => Some(pod),
@@ -240,8 +253,8 @@ impl ActionKind {
         }
     }
 
-    /// The pod the action is about: the pod it removes, or the pod a surge rollout moves (the Deployment is
-    /// written, and the pod stays until the Deployment's controller removes it).
+    /// The pod the action is about: the pod it removes, or the pod a surge rollout moves (the
+    /// Deployment is written, and the pod stays until the Deployment's controller removes it).
     pub fn about_pod(&self) -> Option<&PodRef> {
         match self {
             Self::Surge { pod, .. } => Some(pod),
@@ -249,7 +262,8 @@ impl ActionKind {
         }
     }
 
-    /// Whether the action deserves an Event: bookkeeping (a progress record, a finalizer added) does not.
+    /// Whether the action deserves an Event: bookkeeping (a progress record, a finalizer added)
+    /// does not.
     pub fn is_reported(&self) -> bool {
         !matches!(self, Self::Progress { .. } | Self::AddFinalizer { .. })
     }
@@ -262,9 +276,10 @@ impl ActionKind {
         }
     }
 
-    /// Execution order: a policy gets its finalizer before anything is done on its behalf; nodes are cleaned up
-    /// and marked before they are admitted, admitted (cordoned) before their pods move, and told to terminate last;
-    /// a policy's finalizer goes once its nodes are handed back (in an earlier pass).
+    /// Execution order: a policy gets its finalizer before anything is done on its behalf; nodes
+    /// are cleaned up and marked before they are admitted, admitted (cordoned) before their
+    /// pods move, and told to terminate last; a policy's finalizer goes once its nodes are
+    /// handed back (in an earlier pass).
     pub(crate) fn rank(&self) -> u8 {
         match self {
             Self::AddFinalizer { .. } => 0,
@@ -285,37 +300,43 @@ impl ActionKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Eviction {
-    /// The workload the pod counts for (docs/design.md §2): a Deployment for a pod of one of its ReplicaSets.
+    /// The workload the pod counts for (docs/design.md §2): a Deployment for a pod of one of its
+    /// ReplicaSets.
     pub owner: OwnerRef,
-    /// Available (Ready, for its `minReadySeconds` where it sets them), not terminating pods of the workload before
-    /// this eviction (counting the evictions planned before it).
+    /// Available (Ready, for its `minReadySeconds` where it sets them), not terminating pods of
+    /// the workload before this eviction (counting the evictions planned before it).
     pub ready_before: u32,
     /// The same after it.
     pub ready_after: u32,
-    /// Ready pods of the workload not available yet after it (Ready for less than its `minReadySeconds`): not in
-    /// `ready_after`, which counts available pods as the bound does.
+    /// Ready pods of the workload not available yet after it (Ready for less than its
+    /// `minReadySeconds`): not in `ready_after`, which counts available pods as the bound
+    /// does.
     #[serde(default)]
     pub warming_after: u32,
-    /// `spec.replicas` of the workload; for a controller of another kind, the pods k8sm counts for it.
+    /// `spec.replicas` of the workload; for a controller of another kind, the pods k8sm counts for
+    /// it.
     pub desired: u32,
     /// `ceil(threshold * desired / 100)`.
     pub needed: u32,
     /// The policy's `ownerHealthThreshold`, in percent.
     pub threshold: u8,
-    /// Evict through the Eviction API (PodDisruptionBudgets apply; a 429 means wait). `false`: delete the pod.
-    /// Always true for a pod of a controller of another kind.
+    /// Evict through the Eviction API (PodDisruptionBudgets apply; a 429 means wait). `false`:
+    /// delete the pod. Always true for a pod of a controller of another kind.
     pub use_eviction_api: bool,
-    /// The workload is a controller of a kind k8sm does not know, whose size k8sm infers from its pods: the
-    /// controller remembers its size from now on (see [`crate::ClusterView::observed_sizes`]), so that a plan made
-    /// after the pod is gone and before it is replaced does not take a smaller controller for a healthy one.
+    /// The workload is a controller of a kind k8sm does not know, whose size k8sm infers from its
+    /// pods: the controller remembers its size from now on (see
+    /// [`crate::ClusterView::observed_sizes`]), so that a plan made after the pod is gone and
+    /// before it is replaced does not take a smaller controller for a healthy one.
     pub size_inferred: bool,
 }
 
-/// A pod, by name and UID (execute with a UID precondition, so a recreated pod of the same name is never hit).
+/// A pod, by name and UID (execute with a UID precondition, so a recreated pod of the same name is
+/// never hit).
 ///
-/// Serialised as `{namespace, name, uid}`. It holds the pod's view rather than copies of its three names: a pass
-/// refers to every pod of its draining nodes (tens of thousands in a large fleet), twice for each that waits, and a
-/// reference is then one count on memory the pass just read, not three on the names' own allocations.
+/// Serialised as `{namespace, name, uid}`. It holds the pod's view rather than copies of its three
+/// names: a pass refers to every pod of its draining nodes (tens of thousands in a large fleet),
+/// twice for each that waits, and a reference is then one count on memory the pass just read, not
+/// three on the names' own allocations.
 #[derive(Clone)]
 pub struct PodRef(Arc<PodView>);
 
@@ -353,7 +374,8 @@ impl PodRef {
         &self.0.uid
     }
 
-    /// What a reference is compared, ordered and hashed by: the pod's other fields are not part of it.
+    /// What a reference is compared, ordered and hashed by: the pod's other fields are not part of
+    /// it.
     fn key(&self) -> (&str, &str, &str) {
         (self.namespace(), self.name(), self.uid())
     }
@@ -441,9 +463,9 @@ pub struct OwnerRef {
     pub kind: OwnerKind,
     /// Name (in the pod's namespace).
     pub name: Arc<str>,
-    /// The workload's key: its UID, or for a controller k8sm does not see (a kind it does not know), the whole
-    /// reference as `namespace/group/kind/name/uid`, so that a reference copied into another namespace names
-    /// another workload.
+    /// The workload's key: its UID, or for a controller k8sm does not see (a kind it does not
+    /// know), the whole reference as `namespace/group/kind/name/uid`, so that a reference
+    /// copied into another namespace names another workload.
     pub uid: Arc<str>,
 }
 
@@ -463,36 +485,41 @@ pub struct NodePlan {
     pub policy: String,
     /// Its phase after this plan's actions.
     pub phase: NodePhase,
-    /// When it entered the phase, as far as the cluster records it: the mark for Incompatible, the admission for
-    /// Draining, Drained and Blocked, the kamikaze for KamikazeSent.
+    /// When it entered the phase, as far as the cluster records it: the mark for Incompatible, the
+    /// admission for Draining, Drained and Blocked, the kamikaze for KamikazeSent.
     pub since: Option<DateTime<Utc>>,
     /// Pods still to move or delete before the node is drained.
     pub pods_left: u32,
     /// The executor ID the node reports, for a human: control characters escaped, and cut to
-    /// [`k8sm_api::MAX_EXECUTOR_ID`] bytes (never compared: decisions read the node's own annotation).
+    /// [`k8sm_api::MAX_EXECUTOR_ID`] bytes (never compared: decisions read the node's own
+    /// annotation).
     pub executor_id: Option<String>,
     /// The node's Ready condition.
     pub ready: bool,
     /// What the node waits for, node-level first, then per pod.
     pub blockers: Vec<Blocker>,
-    /// For a node that waits for a drain slot: its place in the admission queue, from 1 (admitted next).
+    /// For a node that waits for a drain slot: its place in the admission queue, from 1 (admitted
+    /// next).
     pub admission_position: Option<u32>,
-    /// Pods left on the node that wait for an operator whatever the rest of the cluster does (opted out, unmanaged
-    /// under policy Never, covered by several budgets): such a node is admitted after the others.
+    /// Pods left on the node that wait for an operator whatever the rest of the cluster does
+    /// (opted out, unmanaged under policy Never, covered by several budgets): such a node is
+    /// admitted after the others.
     pub operator_pods: u32,
     /// The decision for each pod of a draining node (empty for other phases).
     pub pods: Vec<PodPlan>,
 }
 
 impl NodePlan {
-    /// Whether something on the node waits for an operator: the node itself (an opt-out, a malformed annotation, a
-    /// restart overdue, an unexpected executor) or one of its pods (see [`PodPlan::needs_operator`]).
+    /// Whether something on the node waits for an operator: the node itself (an opt-out, a
+    /// malformed annotation, a restart overdue, an unexpected executor) or one of its pods (see
+    /// [`PodPlan::needs_operator`]).
     pub fn needs_operator(&self) -> bool {
         self.blockers.iter().any(|b| b.reason.needs_operator())
     }
 
-    /// Whether the node is blocked: Blocked, or held by something of its own that does not end by itself within
-    /// moments (see [`Reason::blocks`]). Its pods' waits are their own ([`PodPlan::is_blocked`]).
+    /// Whether the node is blocked: Blocked, or held by something of its own that does not end by
+    /// itself within moments (see [`Reason::blocks`]). Its pods' waits are their own
+    /// ([`PodPlan::is_blocked`]).
     pub fn is_blocked(&self) -> bool {
         self.phase == NodePhase::Blocked
             || self
@@ -543,15 +570,16 @@ pub struct PodPlan {
 }
 
 impl PodPlan {
-    /// Whether the pod blocks its node (see [`Reason::blocks`]): it waits, and not for something that ends by
-    /// itself within moments.
+    /// Whether the pod blocks its node (see [`Reason::blocks`]): it waits, and not for something
+    /// that ends by itself within moments.
     pub fn is_blocked(&self) -> bool {
         matches!(self.decision, Decision::Wait | Decision::Block)
             && self.reason.is_some_and(Reason::blocks)
     }
 
-    /// Whether only an operator moves the pod: the planner blocks it (an unmanaged pod under policy Never, an
-    /// opted-out pod, a pod covered by several budgets), or it waits on something only an operator resolves.
+    /// Whether only an operator moves the pod: the planner blocks it (an unmanaged pod under policy
+    /// Never, an opted-out pod, a pod covered by several budgets), or it waits on something
+    /// only an operator resolves.
     pub fn needs_operator(&self) -> bool {
         self.is_blocked()
             && (self.decision == Decision::Block || self.reason.is_some_and(Reason::needs_operator))
@@ -562,24 +590,26 @@ impl PodPlan {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum PodClass {
-    /// Never deleted, never blocking: DaemonSet and mirror pods, pods already terminating or being evicted, and
-    /// finished pods that opted out.
+    /// Never deleted, never blocking: DaemonSet and mirror pods, pods already terminating or being
+    /// evicted, and finished pods that opted out.
     Ignored,
     /// Succeeded or Failed: deleted freely.
     Finished,
     /// Opted out by a label or annotation: blocks its node until an operator resolves it.
     OptedOut,
-    /// A pod of a workload whose desired count k8sm reads (a Deployment through its ReplicaSet, a ReplicaSet, a
-    /// ReplicationController or a StatefulSet): evicted under the health rule.
+    /// A pod of a workload whose desired count k8sm reads (a Deployment through its ReplicaSet, a
+    /// ReplicaSet, a ReplicationController or a StatefulSet): evicted under the health rule.
     Owned,
-    /// A pod of a controller of another kind (an operator's custom resource): evicted through the Eviction API only,
-    /// under the health rule with that controller's own pods as the workload; never deleted directly.
+    /// A pod of a controller of another kind (an operator's custom resource): evicted through the
+    /// Eviction API only, under the health rule with that controller's own pods as the
+    /// workload; never deleted directly.
     OtherController,
     /// Owned by a Job: waits for completion, then the unmanaged-pod timeout.
     Job,
-    /// No controller, or one being deleted: the unmanaged-pod policy applies, once every workload and
-    /// other-controller pod has left the node. (A pod whose controller of a kind k8sm watches is absent from the
-    /// cluster is unmanaged too, but waits for the garbage collector instead.)
+    /// No controller, or one being deleted: the unmanaged-pod policy applies, once every workload
+    /// and other-controller pod has left the node. (A pod whose controller of a kind k8sm
+    /// watches is absent from the cluster is unmanaged too, but waits for the garbage collector
+    /// instead.)
     Unmanaged,
 }
 
@@ -609,7 +639,8 @@ pub enum Decision {
     Move,
     /// Deleted now.
     Delete,
-    /// Waits for something that resolves by itself (owner health, a budget, a timeout, termination, the pause).
+    /// Waits for something that resolves by itself (owner health, a budget, a timeout, termination,
+    /// the pause).
     Wait,
     /// Waits for an operator.
     Block,
@@ -637,10 +668,11 @@ pub struct PolicyPlan {
     pub eta: EtaInputs,
     /// The policy is being deleted: it hands its nodes back and does nothing else.
     pub deleting: bool,
-    /// `status.deletedNodes` after this plan: nodes deleted as their kamikaze that have not come back upgraded,
-    /// including those deleted by this plan, sorted by name.
+    /// `status.deletedNodes` after this plan: nodes deleted as their kamikaze that have not come
+    /// back upgraded, including those deleted by this plan, sorted by name.
     pub deleted_nodes: Vec<DeletedNodeRecord>,
-    /// Where the maintenance window stands (`spec.window`); `None` without one, or with one that cannot be read.
+    /// Where the maintenance window stands (`spec.window`); `None` without one, or with one that
+    /// cannot be read.
     pub window: Option<WindowState>,
 }
 
@@ -648,8 +680,8 @@ pub struct PolicyPlan {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyCondition {
-    /// Why, bounded: `PolicyConflict`, `NoNodesSelected`, `InvalidPolicy`, `MalformedAnnotation`, `Paused`,
-    /// `RestartOverdue`.
+    /// Why, bounded: `PolicyConflict`, `NoNodesSelected`, `InvalidPolicy`, `MalformedAnnotation`,
+    /// `Paused`, `RestartOverdue`.
     pub reason: Reason,
     /// For a human.
     pub message: String,
@@ -657,14 +689,15 @@ pub struct PolicyCondition {
     pub nodes: Vec<String>,
 }
 
-/// Inputs of an ETA: the controller combines them with the pace it measures (time per upgraded node).
+/// Inputs of an ETA: the controller combines them with the pace it measures (time per upgraded
+/// node).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EtaInputs {
     /// Selected nodes not yet compatible.
     pub nodes_remaining: u32,
-    /// Of those, nodes Blocked or waiting on something only an operator resolves, such as a restart overdue (while
-    /// any, there is no honest ETA).
+    /// Of those, nodes Blocked or waiting on something only an operator resolves, such as a
+    /// restart overdue (while any, there is no honest ETA).
     pub nodes_blocked: u32,
     /// Drain slots.
     pub slots: u32,
@@ -676,7 +709,8 @@ pub struct EtaInputs {
 mod tests {
     use super::*;
 
-    /// The shape the controller's status, the plugin's JSON and the reports carry, whatever a `PodRef` holds.
+    /// The shape the controller's status, the plugin's JSON and the reports carry, whatever a
+    /// `PodRef` holds.
     #[test]
     fn pod_ref_serialises_as_namespace_name_and_uid() {
         let pod = PodRef::new("shop", "web-1", "u1");

@@ -1,7 +1,8 @@
-//! What a pass works out once and reads many times, keyed by the identity of the view's shared values: the pods of
-//! one node, namespace or controller share one copy of its name, labels and reference (the controller's conversion
-//! makes them share), so a copy's address stands for its value for as long as the view is borrowed. Only for values
-//! borrowed from the view (or static): no one changes or frees them during a pass, so no address is reused.
+//! What a pass works out once and reads many times, keyed by the identity of the view's shared
+//! values: the pods of one node, namespace or controller share one copy of its name, labels and
+//! reference (the controller's conversion makes them share), so a copy's address stands for its
+//! value for as long as the view is borrowed. Only for values borrowed from the view (or static):
+//! no one changes or frees them during a pass, so no address is reused.
 
 use std::cell::RefCell;
 use std::hash::Hash;
@@ -14,8 +15,9 @@ pub(crate) fn address<T: ?Sized>(value: &Arc<T>) -> usize {
     Arc::as_ptr(value).cast::<u8>().addr()
 }
 
-/// A text the view holds, by where it is: two live texts at the same place and of the same length are the same
-/// text. Cheaper to hash and compare than the text, and it keeps the index free of the view's lifetime.
+/// A text the view holds, by where it is: two live texts at the same place and of the same length
+/// are the same text. Cheaper to hash and compare than the text, and it keeps the index free of the
+/// view's lifetime.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub(crate) struct Text(usize, usize);
 
@@ -25,8 +27,9 @@ impl Text {
     }
 }
 
-/// Answers remembered for the rest of a pass. Interior mutability: the index that holds a memo is read-only during a
-/// pass, and an answer is the same whoever asks first. A pass runs on one thread.
+/// Answers remembered for the rest of a pass. Interior mutability: the index that holds a memo is
+/// read-only during a pass, and an answer is the same whoever asks first. A pass runs on one
+/// thread.
 pub(crate) struct Memo<K, V> {
     table: RefCell<FastMap<K, V>>,
 }

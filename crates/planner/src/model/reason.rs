@@ -1,41 +1,49 @@
-//! `Reason`: the bounded, machine-readable why of every decision. Events, status and the plugin all reuse it.
+//! `Reason`: the bounded, machine-readable why of every decision. Events, status and the plugin all
+//! reuse it.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Why the planner decided something. One-to-one with the Event reasons of docs/design.md §5.5, plus a few that the
-/// design leaves implicit. The names are public API (Event reasons, condition reasons, metric labels): never build
-/// one from an object name.
+/// Why the planner decided something. One-to-one with the Event reasons of docs/design.md §5.5,
+/// plus a few that the design leaves implicit. The names are public API (Event reasons, condition
+/// reasons, metric labels): never build one from an object name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Reason {
     /// A node was marked incompatible (or its mark was completed: annotation, label, taint).
     Marked,
     /// A node was admitted into a drain slot and cordoned.
     Cordoned,
-    /// A node was admitted into a drain slot without cordoning (policy `cordon: false`, or already unschedulable).
+    /// A node was admitted into a drain slot without cordoning (policy `cordon: false`, or already
+    /// unschedulable).
     Admitted,
-    /// A pod was evicted; the message carries the owner's ready count before and after, and the threshold.
+    /// A pod was evicted; the message carries the owner's ready count before and after, and the
+    /// threshold.
     Evicted,
-    /// A surge rollout of a single-replica Deployment was started to move its pod (`spec.workloads.surge`): the new
-    /// pod starts elsewhere and the old one goes once it is available.
+    /// A surge rollout of a single-replica Deployment was started to move its pod
+    /// (`spec.workloads.surge`): the new pod starts elsewhere and the old one goes once it is
+    /// available.
     Moved,
-    /// A pod waits while the surge rollout that moves it brings up its replacement (at most `nodeProgressDeadline`,
-    /// then it is evicted), or for its node's cordon before that rollout starts.
+    /// A pod waits while the surge rollout that moves it brings up its replacement (at most
+    /// `nodeProgressDeadline`, then it is evicted), or for its node's cordon before that
+    /// rollout starts.
     Moving,
     /// A pod waits until its owner is healthy enough to lose it.
     WaitingForOwner,
     /// A Job pod waits for its Job to complete (or for the unmanaged-pod timeout).
     WaitingForJob,
-    /// An unmanaged pod waits for the `DeleteAfterTimeout` timeout, or for owned pods of its node to move first.
+    /// An unmanaged pod waits for the `DeleteAfterTimeout` timeout, or for owned pods of its node
+    /// to move first.
     WaitingForTimeout,
     /// A terminating pod has not gone yet; the node is not drained before it has.
     WaitingForTermination,
-    /// A draining node waits for a free drain slot (after `maxConcurrentNodes` was lowered, or after it was blocked).
+    /// A draining node waits for a free drain slot (after `maxConcurrentNodes` was lowered, or
+    /// after it was blocked).
     WaitingForSlot,
-    /// A node to drain waits for room: the nodes k8sm will not drain cannot take its pods yet beside those of the
-    /// nodes in progress (admission paced by room, so that replacements land once). On a pod: a broken pod leaves
-    /// the room its node's Ready pods need to them first.
+    /// A node to drain waits for room: the nodes k8sm will not drain cannot take its pods yet
+    /// beside those of the nodes in progress (admission paced by room, so that replacements
+    /// land once). On a pod: a broken pod leaves the room its node's Ready pods need to them
+    /// first.
     WaitingForRoom,
     /// A PodDisruptionBudget allows no disruption now (or the Eviction API refused with 429).
     BlockedByPDB,
@@ -51,16 +59,18 @@ pub enum Reason {
     KamikazeSent,
     /// A node came back with the target executor: its upgrade state was removed.
     Upgraded,
-    /// A node's mark was removed by someone else mid-upgrade: k8sm removed its own state and uncordoned it.
+    /// A node's mark was removed by someone else mid-upgrade: k8sm removed its own state and
+    /// uncordoned it.
     Released,
     /// A node did not come back with a new executor within `restartTimeout`.
     RestartOverdue,
     /// The policy is paused: no eviction, deletion, cordon or kamikaze.
     Paused,
-    /// The policy's maintenance window is closed: no node is admitted and no executor told to restart until it
-    /// opens (nodes already draining finish, or wait with `inFlight: Hold`).
+    /// The policy's maintenance window is closed: no node is admitted and no executor told to
+    /// restart until it opens (nodes already draining finish, or wait with `inFlight: Hold`).
     OutsideWindow,
-    /// An operator forced a pod deletion with the plugin (emitted by the plugin, never by the planner).
+    /// An operator forced a pod deletion with the plugin (emitted by the plugin, never by the
+    /// planner).
     Forced,
     /// Another policy selects the same node; neither acts on it.
     PolicyConflict,
@@ -75,33 +85,37 @@ pub enum Reason {
     MalformedAnnotation,
     /// The kamikaze URL needs the node's InternalIP address and the node has none.
     NodeAddressMissing,
-    /// The kamikaze URL needs the node's InternalIP address and the node's is not an IP address a node can have
-    /// (a host name, say): k8sm never POSTs to it.
+    /// The kamikaze URL needs the node's InternalIP address and the node's is not an IP address a
+    /// node can have (a host name, say): k8sm never POSTs to it.
     NodeAddressInvalid,
     /// A draining node made no progress for `nodeProgressDeadline`: it gave up its drain slot.
     Stalled,
-    /// A node came back from kamikaze with an executor ID that is neither the target nor a new one (its old ID, or
-    /// a third one): it is not told to terminate again until an operator acts.
+    /// A node came back from kamikaze with an executor ID that is neither the target nor a new one
+    /// (its old ID, or a third one): it is not told to terminate again until an operator acts.
     UnexpectedExecutor,
     /// A policy's finalizer was added, or removed once every node it held was handed back.
     Finalizer,
     /// A draining node's progress record was written (bookkeeping: no Event).
     DrainProgress,
-    /// An action the controller carried out was refused or failed (an admission denial, a timeout, an error): it is
-    /// retried with exponential backoff, and after a few failures in a row its pod or node is reported blocked.
-    /// Reported by the controller, never planned.
+    /// An action the controller carried out was refused or failed (an admission denial, a timeout,
+    /// an error): it is retried with exponential backoff, and after a few failures in a row its
+    /// pod or node is reported blocked. Reported by the controller, never planned.
     ActionFailed,
-    /// A node is NotReady or unreachable, or reports no executor ID: it is not admitted and holds no drain slot until
-    /// it is back (a node told to restart that does not come back is `RestartOverdue` instead, and keeps its slot).
+    /// A node is NotReady or unreachable, or reports no executor ID: it is not admitted and holds
+    /// no drain slot until it is back (a node told to restart that does not come back is
+    /// `RestartOverdue` instead, and keeps its slot).
     NodeNotReady,
-    /// A pod has been terminating for longer than its grace period plus a minute: a finalizer holds it, or its
-    /// kubelet is gone. Only its own node waits for it; an operator clears it (`kubectl k8sm force --terminating`).
+    /// A pod has been terminating for longer than its grace period plus a minute: a finalizer holds
+    /// it, or its kubelet is gone. Only its own node waits for it; an operator clears it
+    /// (`kubectl k8sm force --terminating`).
     StuckTerminating,
-    /// A pod whose replacement can only run on its node (a hostname node selector, a required node affinity or a
-    /// local volume naming that node alone) keeps its node for an operator under `spec.workloads.pinnedPods: Block`.
+    /// A pod whose replacement can only run on its node (a hostname node selector, a required node
+    /// affinity or a local volume naming that node alone) keeps its node for an operator under
+    /// `spec.workloads.pinnedPods: Block`.
     BlockedPinnedPod,
-    /// A watch the planner depends on has been failing for longer than the controller's bound: it takes no action
-    /// until the watch recovers (the policies' Degraded condition). Reported by the controller, never planned.
+    /// A watch the planner depends on has been failing for longer than the controller's bound: it
+    /// takes no action until the watch recovers (the policies' Degraded condition). Reported by
+    /// the controller, never planned.
     WatchFailing,
 }
 
@@ -196,10 +210,11 @@ impl Reason {
         }
     }
 
-    /// Whether a node or pod that waits for this reason is *blocked*: it keeps its node from finishing and the wait
-    /// does not end by itself within moments (unlike a pod terminating, a node waiting for a slot, or the pause).
-    /// The one meaning of "blocked": status (`blockedPods`, the Blocked count), Events, metrics and
-    /// `kubectl k8sm blocked` all ask this.
+    /// Whether a node or pod that waits for this reason is *blocked*: it keeps its node from
+    /// finishing and the wait does not end by itself within moments (unlike a pod terminating,
+    /// a node waiting for a slot, or the pause). The one meaning of "blocked": status
+    /// (`blockedPods`, the Blocked count), Events, metrics and `kubectl k8sm blocked` all ask
+    /// this.
     pub fn blocks(self) -> bool {
         matches!(
             self,

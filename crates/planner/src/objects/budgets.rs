@@ -1,6 +1,7 @@
-//! The budgets, sorted and with their selectors parsed, and how to find those covering a pod: worked out again only
-//! when a budget came, went, or changed its namespace, name or selector (a large fleet has a budget per workload, and
-//! their statuses change every pass, but hardly ever their selectors).
+//! The budgets, sorted and with their selectors parsed, and how to find those covering a pod:
+//! worked out again only when a budget came, went, or changed its namespace, name or selector (a
+//! large fleet has a budget per workload, and their statuses change every pass, but hardly ever
+//! their selectors).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -17,8 +18,8 @@ use crate::{
 /// Keyed by hashes already seeded per process, or by addresses: a fast fixed-seed hasher.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
-/// The budgets covering the pods of each namespace and label set, by their addresses, with the namespace and label
-/// set held (so that their addresses are not reused while the answer is kept).
+/// The budgets covering the pods of each namespace and label set, by their addresses, with the
+/// namespace and label set held (so that their addresses are not reused while the answer is kept).
 type Answers = FastMap<(usize, usize), Answer>;
 
 struct Answer {
@@ -26,7 +27,8 @@ struct Answer {
     covering: Arc<[u32]>,
 }
 
-/// Answers kept beyond this many (or twice as many as at the last clean-up) are dropped: label sets come and go.
+/// Answers kept beyond this many (or twice as many as at the last clean-up) are dropped: label sets
+/// come and go.
 const MIN_ANSWERS_CLEANED: usize = 1024;
 
 /// A budget with its parsed selector.
@@ -52,24 +54,27 @@ pub(crate) struct KeptBudgets {
     order: Vec<u32>,
     /// Per sorted position, the parsed selector.
     selectors: Vec<Option<Result<Selector, SelectorError>>>,
-    /// The sorted positions of the budgets with a required label, by the hash of their namespace, label key and
-    /// value, and of the others that can cover a pod (a selector with no such label, such as the empty one), by the
-    /// hash of their namespace: a pod's budgets are looked for among a few, not among every budget of the cluster.
-    /// A hash shared by two keys only adds candidates, which [`Pdb::covers`] rules out.
+    /// The sorted positions of the budgets with a required label, by the hash of their namespace,
+    /// label key and value, and of the others that can cover a pod (a selector with no such
+    /// label, such as the empty one), by the hash of their namespace: a pod's budgets are
+    /// looked for among a few, not among every budget of the cluster. A hash shared by two
+    /// keys only adds candidates, which [`Pdb::covers`] rules out.
     by_label: FastMap<u64, Vec<u32>>,
     by_namespace: FastMap<u64, Vec<u32>>,
-    /// Seeded per process: tenants name labels, and could otherwise pile their budgets under one hash.
+    /// Seeded per process: tenants name labels, and could otherwise pile their budgets under one
+    /// hash.
     hasher: foldhash::fast::RandomState,
-    /// Which budgets cover the pods of each namespace and label set, kept while the budgets do not change (the pods
-    /// of one controller share both, so selectors are matched once per controller, not once per pod and pass).
+    /// Which budgets cover the pods of each namespace and label set, kept while the budgets do not
+    /// change (the pods of one controller share both, so selectors are matched once per
+    /// controller, not once per pod and pass).
     answers: RefCell<Answers>,
     /// How many answers were kept after the last clean-up.
     answers_cleaned: usize,
 }
 
 impl KeptBudgets {
-    /// The budgets of `view`, sorted by namespace and name, how to find those covering a pod, and whether the
-    /// budgets changed (other than in their status) since the last call.
+    /// The budgets of `view`, sorted by namespace and name, how to find those covering a pod, and
+    /// whether the budgets changed (other than in their status) since the last call.
     pub(crate) fn index<'a>(
         &'a mut self,
         view: &'a ClusterView,

@@ -1,4 +1,5 @@
-//! Per-pod classification of docs/design.md §5.3, as small filters tried in order (like kubectl's `pkg/drain/filters.go`).
+//! Per-pod classification of docs/design.md §5.3, as small filters tried in order (like kubectl's
+//! `pkg/drain/filters.go`).
 
 use k8sm_api::keys;
 
@@ -13,15 +14,16 @@ use crate::{
 /// The annotation that marks a mirror pod (the API's view of a static pod).
 pub(crate) const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
-/// The opt-out keys and the value that opts out. Each is honoured as a label and as an annotation: operators and
-/// tools put them in either place, and reading both costs nothing.
+/// The opt-out keys and the value that opts out. Each is honoured as a label and as an annotation:
+/// operators and tools put them in either place, and reading both costs nothing.
 const OPT_OUT_KEYS: [(&str, &str); 3] = [
     (keys::UPGRADE_OPT_OUT_LABEL, keys::UPGRADE_OPT_OUT_VALUE),
     keys::NEIGHBOUR_OPT_OUT_KEYS[0],
     keys::NEIGHBOUR_OPT_OUT_KEYS[1],
 ];
 
-/// Every pod annotation the planner reads: a cache may drop the others (real pods can carry large ones).
+/// Every pod annotation the planner reads: a cache may drop the others (real pods can carry large
+/// ones).
 pub const POD_ANNOTATIONS_READ: [&str; 4] = [
     MIRROR_ANNOTATION,
     OPT_OUT_KEYS[0].0,
@@ -46,12 +48,14 @@ pub(crate) enum Ignored {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unmanaged<'a> {
     NoController,
-    /// Its controller reference names an owner of a kind k8sm watches that is not in the view: deleted (the garbage
-    /// collector deletes or orphans the pod soon), or created so recently that k8sm has not seen it yet. Either way
-    /// the pod waits: deleting it could take a live owner below its threshold.
+    /// Its controller reference names an owner of a kind k8sm watches that is not in the view:
+    /// deleted (the garbage collector deletes or orphans the pod soon), or created so recently
+    /// that k8sm has not seen it yet. Either way the pod waits: deleting it could take a live
+    /// owner below its threshold.
     OwnerGone(&'a ControllerRef),
-    /// Its controller (or the Deployment of its ReplicaSet) is being deleted: it replaces nothing any more, and the
-    /// garbage collector (or an orphaning deletion) decides what becomes of the pod.
+    /// Its controller (or the Deployment of its ReplicaSet) is being deleted: it replaces nothing
+    /// any more, and the garbage collector (or an orphaning deletion) decides what becomes of
+    /// the pod.
     OwnerDeleting(&'a ControllerRef),
 }
 
@@ -62,11 +66,12 @@ pub(crate) enum Class<'a> {
     Finished,
     /// With the key that opts it out.
     OptedOut(&'static str),
-    /// A pod of a workload whose desired count k8sm knows: a Deployment (through its ReplicaSet), a bare
-    /// ReplicaSet, a ReplicationController or a StatefulSet.
+    /// A pod of a workload whose desired count k8sm knows: a Deployment (through its ReplicaSet), a
+    /// bare ReplicaSet, a ReplicationController or a StatefulSet.
     Owned(Workload<'a>),
-    /// A pod of a controller of another kind (an operator's custom resource, or the controller of its ReplicaSet):
-    /// always evicted through the Eviction API, one at a time unless the threshold allows more.
+    /// A pod of a controller of another kind (an operator's custom resource, or the controller of
+    /// its ReplicaSet): always evicted through the Eviction API, one at a time unless the
+    /// threshold allows more.
     Other(Workload<'a>),
     Job(&'a OwnerView),
     Unmanaged(Unmanaged<'a>),
@@ -108,9 +113,10 @@ impl<'a> Class<'a> {
     }
 }
 
-/// What a pod is by its own fields alone: everything the classification decides before the pod's evictions in flight
-/// and its controller's object are looked at. A version of a pod never changes, so the index works this out once per
-/// version and keeps it across passes; the rest is per pass, and per controller rather than per pod.
+/// What a pod is by its own fields alone: everything the classification decides before the pod's
+/// evictions in flight and its controller's object are looked at. A version of a pod never changes,
+/// so the index works this out once per version and keeps it across passes; the rest is per pass,
+/// and per controller rather than per pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Seed {
     /// Mirror, DaemonSet and terminating pods, whatever else is true of them.
@@ -118,7 +124,8 @@ pub(crate) enum Seed {
     /// Finished, and opted out.
     FinishedOptedOut,
     Finished,
-    /// With the position in `OPT_OUT_KEYS` of the key that opts it out (a byte: a seed is kept for every pod).
+    /// With the position in `OPT_OUT_KEYS` of the key that opts it out (a byte: a seed is kept for
+    /// every pod).
     OptedOut(u8),
     NoController,
     /// With a controller: its class is its controller's ([`controller_class`]).
@@ -130,7 +137,8 @@ pub(crate) fn seed(pod: &PodView) -> Seed {
     if pod.mirror || pod.annotations.contains_key(MIRROR_ANNOTATION) {
         return Seed::Ignored(Ignored::Mirror);
     }
-    // By the reference's kind, whether or not the DaemonSet is in the view: its pods come back with the node.
+    // By the reference's kind, whether or not the DaemonSet is in the view: its pods come back with
+    // the node.
     if pod
         .controller
         .as_ref()
@@ -159,8 +167,9 @@ pub(crate) fn seed(pod: &PodView) -> Seed {
 }
 
 impl Seed {
-    /// The class of a pod with this seed, given whether an eviction of it is in flight and, for a pod whose class is
-    /// its controller's, that class: the first filter that claims the pod wins.
+    /// The class of a pod with this seed, given whether an eviction of it is in flight and, for a
+    /// pod whose class is its controller's, that class: the first filter that claims the pod
+    /// wins.
     pub(crate) fn class<'a>(
         self,
         in_flight: bool,
@@ -178,27 +187,30 @@ impl Seed {
     }
 }
 
-/// The class of a pod of `controller` that nothing about the pod itself classifies (seed [`Seed::Controlled`]),
-/// given whether k8sm watches the controller's kind and the view's owner of its UID (looked up once per controller
-/// by the caller): the same for all the controller's pods.
+/// The class of a pod of `controller` that nothing about the pod itself classifies (seed
+/// [`Seed::Controlled`]), given whether k8sm watches the controller's kind and the view's owner of
+/// its UID (looked up once per controller by the caller): the same for all the controller's pods.
 pub(crate) fn controller_class<'a>(
     controller: &'a ControllerRef,
     watched: bool,
     entry: Option<&OwnerEntry<'a>>,
     index: &Lookups<'a>,
 ) -> Class<'a> {
-    // k8sm does not watch other kinds: not finding one in the view says nothing about whether it exists.
+    // k8sm does not watch other kinds: not finding one in the view says nothing about whether it
+    // exists.
     if !watched {
         return Class::Other(Workload::of_other(controller));
     }
     owner_entry_class(controller, entry, index)
 }
 
-/// The key by which the pod opts out, if any (the first of `OPT_OUT_KEYS` that the pod's labels or annotations set).
+/// The key by which the pod opts out, if any (the first of `OPT_OUT_KEYS` that the pod's labels or
+/// annotations set).
 pub(crate) fn opted_out(pod: &PodView) -> Option<&'static str> {
     let opts_out = |value: &String, expected: &str| value.trim().eq_ignore_ascii_case(expected);
-    // One walk over the pod's few labels and (as cached) few annotations: most keys differ from every opt-out key
-    // in length, so this costs far less than six map lookups with string comparisons, on every pod of every pass.
+    // One walk over the pod's few labels and (as cached) few annotations: most keys differ from
+    // every opt-out key in length, so this costs far less than six map lookups with string
+    // comparisons, on every pod of every pass.
     let mut hits = [false; OPT_OUT_KEYS.len()];
     for (key, value) in pod.labels.iter().chain(&pod.annotations) {
         if let Some(i) = OPT_OUT_KEYS.iter().position(|(k, _)| k == key) {
@@ -211,15 +223,17 @@ pub(crate) fn opted_out(pod: &PodView) -> Option<&'static str> {
         .find_map(|(&(key, _), hit)| hit.then_some(key))
 }
 
-/// What a pod of an owner that exists is, by that owner alone: worked out when the index first meets a reference to
-/// the owner in a pass (once per controller, not per pod), and only for owners that pods refer to.
+/// What a pod of an owner that exists is, by that owner alone: worked out when the index first
+/// meets a reference to the owner in a pass (once per controller, not per pod), and only for owners
+/// that pods refer to.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Resolved<'a> {
     Job(&'a OwnerView),
     Owned(Workload<'a>),
     /// A ReplicaSet controlled by a controller of another kind.
     Other(Workload<'a>),
-    /// An owner of a watched kind that is neither replicated nor a Job: the pod's controller is the workload.
+    /// An owner of a watched kind that is neither replicated nor a Job: the pod's controller is the
+    /// workload.
     OtherSelf,
     /// A ReplicaSet whose own controller is not in the view.
     Missing(Unmanaged<'a>),
@@ -229,8 +243,9 @@ pub(crate) enum Resolved<'a> {
 pub(crate) fn resolve<'a>(owner: &'a OwnerView, index: &Lookups<'a>) -> Resolved<'a> {
     match (&owner.kind, &owner.controller) {
         (OwnerKind::Job, _) => Resolved::Job(owner),
-        // A ReplicaSet with a controller of its own counts for it: a Deployment (over all its ReplicaSets), or a
-        // controller of another kind that rolls ReplicaSets out (such as an Argo Rollout).
+        // A ReplicaSet with a controller of its own counts for it: a Deployment (over all its
+        // ReplicaSets), or a controller of another kind that rolls ReplicaSets out (such as
+        // an Argo Rollout).
         (OwnerKind::ReplicaSet, Some(top)) => {
             if !is_watched(&top.kind) {
                 return Resolved::Other(Workload::of_other(top));
@@ -252,8 +267,8 @@ pub(crate) fn resolve<'a>(owner: &'a OwnerView, index: &Lookups<'a>) -> Resolved
     }
 }
 
-/// Whether k8sm watches controllers of this kind: [`OwnerKind::is_watched`], without building an `OwnerKind` (which
-/// copies a kind it does not know) for every pod.
+/// Whether k8sm watches controllers of this kind: [`OwnerKind::is_watched`], without building an
+/// `OwnerKind` (which copies a kind it does not know) for every pod.
 pub(crate) fn is_watched(kind: &str) -> bool {
     matches!(
         kind,
@@ -261,8 +276,8 @@ pub(crate) fn is_watched(kind: &str) -> bool {
     )
 }
 
-/// Owned, other controller, Job or unmanaged: the class of a pod with the controller reference `controller` of a watched kind, given the view's owner of
-/// that UID.
+/// Owned, other controller, Job or unmanaged: the class of a pod with the controller reference
+/// `controller` of a watched kind, given the view's owner of that UID.
 fn owner_entry_class<'a>(
     controller: &'a ControllerRef,
     entry: Option<&OwnerEntry<'a>>,
@@ -321,8 +336,8 @@ mod tests {
     use super::*;
     use crate::testing::unmanaged_pod;
 
-    /// The index keeps a class for every pod of the fleet (150,000 at 5,000 nodes) and every pass reads them again:
-    /// a class is a tag and a reference, not copies of names.
+    /// The index keeps a class for every pod of the fleet (150,000 at 5,000 nodes) and every pass
+    /// reads them again: a class is a tag and a reference, not copies of names.
     #[test]
     fn a_class_is_small() {
         assert!(

@@ -1,16 +1,20 @@
-//! What the index works out once per controller reference (the class its pods get when nothing about the pod decides
-//! it), kept across passes for as long as the owners it was worked out from are the same objects at the same places.
+//! What the index works out once per controller reference (the class its pods get when nothing
+//! about the pod decides it), kept across passes for as long as the owners it was worked out from
+//! are the same objects at the same places.
 //!
-//! A large fleet's pass resolves thousands of controllers (about 9,000 at 5,000 nodes), each by its UID among the
-//! owners and, for a ReplicaSet, by its Deployment's: string lookups on objects scattered over the heap, the largest
-//! part of indexing once the pods' own facts are kept (see `pod_facts`). The answer depends only on the reference and on
-//! the owners it names, directly or through a ReplicaSet; kept as positions among the view's owners, it is rebuilt
-//! into references when the view has those very owners (`Arc::ptr_eq`) at those positions, and worked out again
-//! otherwise, so that an owner's new version costs only its own controllers' answers. Every view held here (the
-//! reference and the owners) is held so that its address stays unique while its answer is kept.
+//! A large fleet's pass resolves thousands of controllers (about 9,000 at 5,000 nodes), each by its
+//! UID among the owners and, for a ReplicaSet, by its Deployment's: string lookups on objects
+//! scattered over the heap, the largest part of indexing once the pods' own facts are kept (see
+//! `pod_facts`). The answer depends only on the reference and on the owners it names, directly or
+//! through a ReplicaSet; kept as positions among the view's owners, it is rebuilt into references
+//! when the view has those very owners (`Arc::ptr_eq`) at those positions, and worked out again
+//! otherwise, so that an owner's new version costs only its own controllers' answers. Every view
+//! held here (the reference and the owners) is held so that its address stays unique while its
+//! answer is kept.
 //!
-//! Only the common answers are kept (a workload's pod, a Job's pod, a pod of a controller of another kind): the others
-//! (an owner missing or being deleted, a kind k8sm does not watch) are worked out every pass, as before.
+//! Only the common answers are kept (a workload's pod, a Job's pod, a pod of a controller of
+//! another kind): the others (an owner missing or being deleted, a kind k8sm does not watch) are
+//! worked out every pass, as before.
 
 use std::sync::Arc;
 
@@ -24,8 +28,8 @@ use crate::{
 #[derive(Default)]
 pub(crate) struct ControllerClasses {
     by_controller: Vec<Option<Kept>>,
-    /// The last pass's owners (held, so that the next pass can tell them by address), and whether no two of them
-    /// share a UID.
+    /// The last pass's owners (held, so that the next pass can tell them by address), and whether
+    /// no two of them share a UID.
     owners: Vec<Arc<OwnerView>>,
     one_owner_per_uid: bool,
     /// What the pods of each of those owners count for.
@@ -38,7 +42,8 @@ struct Kept {
     controller: Arc<ControllerRef>,
     /// The owner with the reference's UID, and where it was.
     owner: (u32, Arc<OwnerView>),
-    /// For a ReplicaSet's pod, the controller of the ReplicaSet found among the owners, and where it was.
+    /// For a ReplicaSet's pod, the controller of the ReplicaSet found among the owners, and where
+    /// it was.
     top: Option<(u32, Arc<OwnerView>)>,
     class: KeptClass,
 }
@@ -57,8 +62,8 @@ enum KeptClass {
 }
 
 impl ControllerClasses {
-    /// Whether no two of `owners` share a UID, if they are the last pass's owners in the same order (told without
-    /// reading them); `None` otherwise.
+    /// Whether no two of `owners` share a UID, if they are the last pass's owners in the same order
+    /// (told without reading them); `None` otherwise.
     pub(crate) fn owners_unchanged(&self, owners: &[Arc<OwnerView>]) -> Option<bool> {
         let same = owners.len() == self.owners.len()
             && owners
@@ -68,7 +73,8 @@ impl ControllerClasses {
         same.then_some(self.one_owner_per_uid)
     }
 
-    /// Remembers this pass's owners, whether no two of them share a UID, and what the pods of each count for.
+    /// Remembers this pass's owners, whether no two of them share a UID, and what the pods of each
+    /// count for.
     pub(crate) fn remember_owners(
         &mut self,
         owners: &[Arc<OwnerView>],
@@ -92,8 +98,8 @@ impl ControllerClasses {
         self.by_controller.resize_with(controllers, || None);
     }
 
-    /// The class kept for `controller` in `slot`, and the position of the owner with its UID, if the view's `owners`
-    /// are still the ones it was worked out from, at the same positions.
+    /// The class kept for `controller` in `slot`, and the position of the owner with its UID, if
+    /// the view's `owners` are still the ones it was worked out from, at the same positions.
     pub(crate) fn get<'a>(
         &self,
         slot: u32,
@@ -125,8 +131,9 @@ impl ControllerClasses {
         Some((class, kept.owner.0))
     }
 
-    /// Keeps `class`, worked out for `controller` from the owner at position `owner` (the one with its UID) and, for
-    /// a ReplicaSet's pod, the ReplicaSet's controller at position `top`, if it is of a kind kept.
+    /// Keeps `class`, worked out for `controller` from the owner at position `owner` (the one with
+    /// its UID) and, for a ReplicaSet's pod, the ReplicaSet's controller at position `top`, if
+    /// it is of a kind kept.
     pub(crate) fn keep(
         &mut self,
         slot: u32,

@@ -4,17 +4,19 @@ use crate::{ClusterView, ControllerRef, OwnerView, model::collections::FastMap};
 
 /// What classifying a pod looks up: the owners and the evictions in flight.
 pub(crate) struct Lookups<'a> {
-    /// Owners by UID, those that exist and those being deleted (looked up; iterated only where order does not
-    /// matter). Found for a reference only through [`Self::owner`], which checks the rest of its identity.
+    /// Owners by UID, those that exist and those being deleted (looked up; iterated only where
+    /// order does not matter). Found for a reference only through [`Self::owner`], which
+    /// checks the rest of its identity.
     owners: FastMap<&'a str, OwnerEntry<'a>>,
-    /// UIDs of pods with an eviction in flight (the index finds them by the addresses of their UIDs; this is for tests
-    /// that classify one pod).
+    /// UIDs of pods with an eviction in flight (the index finds them by the addresses of their
+    /// UIDs; this is for tests that classify one pod).
     #[cfg(test)]
     pub(crate) in_flight_pods: crate::model::collections::FastSet<&'a str>,
 }
 
 impl<'a> Lookups<'a> {
-    /// The lookups of `view`, whose owners' pods count for the workload slots `owner_counts`, position by position.
+    /// The lookups of `view`, whose owners' pods count for the workload slots `owner_counts`,
+    /// position by position.
     pub(crate) fn new(view: &'a ClusterView, owner_counts: &[u32]) -> Self {
         let mut owners: FastMap<&str, OwnerEntry> =
             FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
@@ -33,7 +35,8 @@ impl<'a> Lookups<'a> {
         }
     }
 
-    /// The owner that `reference` names (its UID, kind, API group and namespace), existing or being deleted.
+    /// The owner that `reference` names (its UID, kind, API group and namespace), existing or being
+    /// deleted.
     pub(crate) fn owner(&self, reference: &ControllerRef) -> Option<OwnerEntry<'a>> {
         self.owners
             .get(reference.uid.as_str())

@@ -1,17 +1,19 @@
-//! Where a selected node stands, read from its contract keys alone: marking, completion, and the stage that
-//! admission and the drain work from.
+//! Where a selected node stands, read from its contract keys alone: marking, completion, and the
+//! stage that admission and the drain work from.
 //!
-//! Re-derivable after any restart: *marked* is the incompatible-executor annotation or label; *admitted* is the
-//! draining annotation or `cordoned-by: k8sm`; *stalled* is the stalled annotation (a marked node that gave up its
-//! slot and queues again); *kamikaze sent* is the kamikaze annotation or the recorded kamikaze-executor-id;
-//! *upgraded* is "reports the target executor ID", or, without a target, "reports an executor ID other than the one
-//! recorded at kamikaze".
+//! Re-derivable after any restart: *marked* is the incompatible-executor annotation or label;
+//! *admitted* is the draining annotation or `cordoned-by: k8sm`; *stalled* is the stalled
+//! annotation (a marked node that gave up its slot and queues again); *kamikaze sent* is the
+//! kamikaze annotation or the recorded kamikaze-executor-id; *upgraded* is "reports the target
+//! executor ID", or, without a target, "reports an executor ID other than the one recorded at
+//! kamikaze".
 //!
-//! An executor obeys a given kamikaze once (docs/design.md §5.2). One that comes back with its old ID acknowledges the
-//! kamikaze by removing its annotation; one that comes back with a third ID (neither its old one nor the target)
-//! reports that ID. Either way the node *came back wrong*: it is reported with an `UnexpectedExecutor` blocker and
-//! never told to terminate again until an operator acts. It keeps its drain slot, like a restart that is overdue:
-//! a broken executor build stops at `maxConcurrentNodes` nodes instead of spreading through the fleet.
+//! An executor obeys a given kamikaze once (docs/design.md §5.2). One that comes back with its old
+//! ID acknowledges the kamikaze by removing its annotation; one that comes back with a third ID
+//! (neither its old one nor the target) reports that ID. Either way the node *came back wrong*: it
+//! is reported with an `UnexpectedExecutor` blocker and never told to terminate again until an
+//! operator acts. It keeps its drain slot, like a restart that is overdue: a broken executor build
+//! stops at `maxConcurrentNodes` nodes instead of spreading through the fleet.
 
 use chrono::{DateTime, Utc};
 use k8sm_api::text::{MAX_QUOTED_VALUE, bounded, quoted};
@@ -26,7 +28,8 @@ use crate::{
 /// What the rest of the pass does with a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stage {
-    /// Nothing to drain: reported with this phase (Compatible, or Incompatible until a re-mark next pass).
+    /// Nothing to drain: reported with this phase (Compatible, or Incompatible until a re-mark next
+    /// pass).
     Settled(NodePhase),
     /// Opted out: reported with this phase, never touched.
     OptedOut(NodePhase),
@@ -36,8 +39,8 @@ pub(crate) enum Stage {
     Admitted,
     /// Told to terminate; waits for its executor to come back.
     KamikazeSent,
-    /// Came back from kamikaze with an executor that is neither the target nor new: keeps its slot, reported
-    /// Blocked, never told to terminate again until an operator acts.
+    /// Came back from kamikaze with an executor that is neither the target nor new: keeps its slot,
+    /// reported Blocked, never told to terminate again until an operator acts.
     CameBackWrong,
 }
 
@@ -56,7 +59,8 @@ pub(crate) struct Assessment {
     pub(crate) kamikaze_at: Option<DateTime<Utc>>,
     /// The time at which the restart becomes overdue, while it is not yet.
     pub(crate) overdue_at: Option<DateTime<Utc>>,
-    /// The node gave up its slot after making no progress (the stalled annotation), and when, if readable.
+    /// The node gave up its slot after making no progress (the stalled annotation), and when, if
+    /// readable.
     pub(crate) stalled: Option<Option<DateTime<Utc>>>,
     pub(crate) actions: Vec<NodeAction>,
     /// Node-level problems and waits.
@@ -106,20 +110,22 @@ fn is_marked(node: &NodeView) -> bool {
     node.incompatible_since.is_some() || node.incompatible_label
 }
 
-/// Told to terminate: the kamikaze annotation (readable or not) or the recorded kamikaze executor ID.
+/// Told to terminate: the kamikaze annotation (readable or not) or the recorded kamikaze executor
+/// ID.
 fn is_kamikaze_sent(node: &NodeView) -> bool {
     node.kamikaze.is_some() || node.kamikaze_executor_id.is_some()
 }
 
-/// Whether `node`'s pods must still be moved, by its contract keys alone (no policy, no clock): marked, not told to
-/// terminate yet, not opted out. What `PodCounts::to_move` counts pods on.
+/// Whether `node`'s pods must still be moved, by its contract keys alone (no policy, no clock):
+/// marked, not told to terminate yet, not opted out. What `PodCounts::to_move` counts pods on.
 pub(crate) fn still_to_drain(node: &NodeView) -> bool {
     is_marked(node) && !is_kamikaze_sent(node) && !node_opted_out(node)
 }
 
-/// Why a marked node cannot be drained now, if it cannot: NotReady or unreachable (no kubelet to confirm a pod gone),
-/// or no executor ID (no executor to obey a kamikaze, nor to say it came back). Such a node is not admitted and holds
-/// no slot until it is back; a node told to restart that is not back keeps its slot instead (`RestartOverdue`).
+/// Why a marked node cannot be drained now, if it cannot: NotReady or unreachable (no kubelet to
+/// confirm a pod gone), or no executor ID (no executor to obey a kamikaze, nor to say it came
+/// back). Such a node is not admitted and holds no slot until it is back; a node told to restart
+/// that is not back keeps its slot instead (`RestartOverdue`).
 pub(crate) fn unavailable(node: &NodeView) -> Option<String> {
     if !node.ready {
         return Some(
@@ -419,7 +425,8 @@ fn set_stage(
     }
 }
 
-/// Any k8sm annotation besides the mark: k8sm admitted, cordoned, stalled, marked or told the node something.
+/// Any k8sm annotation besides the mark: k8sm admitted, cordoned, stalled, marked or told the node
+/// something.
 pub(crate) fn has_k8sm_state(node: &NodeView) -> bool {
     node.draining_since.is_some()
         || node.stalled_since.is_some()
@@ -432,7 +439,8 @@ pub(crate) fn has_k8sm_state(node: &NodeView) -> bool {
         || node.kamikaze_obeyed
 }
 
-/// What an operator reads about a node that came back from kamikaze with the wrong executor, and what to do.
+/// What an operator reads about a node that came back from kamikaze with the wrong executor, and
+/// what to do.
 fn came_back_wrong_message(
     node: &NodeView,
     current: Option<&str>,
@@ -495,13 +503,15 @@ fn kamikaze_progress(
             Reason::MalformedAnnotation,
             malformed(keys::KAMIKAZE_ANNOTATION, node.kamikaze.as_deref()),
         ),
-        // Only the recorded ID is left, and the executor did not change: the node came back wrong (see `assess`).
+        // Only the recorded ID is left, and the executor did not change: the node came back wrong
+        // (see `assess`).
         Stamp::Absent => unreachable!("a kamikaze acknowledged without a restart came back wrong"),
     }
 }
 
-/// What the node's executor-id annotation says, quoted as found (escaped, and cut if long): a garbage value is shown
-/// as it is, and a missing or empty one is named as such rather than passed off as an executor called "none".
+/// What the node's executor-id annotation says, quoted as found (escaped, and cut if long): a
+/// garbage value is shown as it is, and a missing or empty one is named as such rather than passed
+/// off as an executor called "none".
 fn reported_executor(raw: Option<&str>) -> String {
     let key = keys::EXECUTOR_ID_ANNOTATION;
     match raw {
@@ -536,7 +546,8 @@ fn complete(node: &NodeView) -> ActionKind {
     }
 }
 
-/// Hands back a node that no policy selects any more, if k8sm put anything on it (see [`ActionKind::Release`]).
+/// Hands back a node that no policy selects any more, if k8sm put anything on it (see
+/// [`ActionKind::Release`]).
 pub(crate) fn release(node: &NodeView) -> Option<ActionKind> {
     has_k8sm_state(node).then(|| ActionKind::Release {
         node: node.name.clone(),

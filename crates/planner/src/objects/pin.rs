@@ -1,6 +1,7 @@
-//! Pods whose replacement can only run on their own node (docs/design.md §5.7): a hostname node selector, a required node
-//! affinity or a volume's node affinity that names that node alone. Evicted, such a pod's replacement waits Pending
-//! until the node is back and uncordoned: downtime only an operator can accept (`spec.workloads.pinnedPods`).
+//! Pods whose replacement can only run on their own node (docs/design.md §5.7): a hostname node
+//! selector, a required node affinity or a volume's node affinity that names that node alone.
+//! Evicted, such a pod's replacement waits Pending until the node is back and uncordoned: downtime
+//! only an operator can accept (`spec.workloads.pinnedPods`).
 
 use k8sm_api::PinnedPods;
 
@@ -32,12 +33,13 @@ pub(crate) enum Pin<'a> {
     Hostname(&'a str),
     /// Its required node affinity.
     Affinity,
-    /// A volume whose node affinity only this node satisfies, and the claim by which the pod uses it.
+    /// A volume whose node affinity only this node satisfies, and the claim by which the pod uses
+    /// it.
     Volume { volume: &'a str, claim: &'a str },
 }
 
-/// What pins `pod` to `node`, if anything: the first of its hostname selector, its required node affinity and its
-/// claims' volumes (in the order the pod lists them) that only `node` satisfies.
+/// What pins `pod` to `node`, if anything: the first of its hostname selector, its required node
+/// affinity and its claims' volumes (in the order the pod lists them) that only `node` satisfies.
 pub(crate) fn pin<'a>(pod: &'a PodView, node: &NodeView, volumes: &Volumes<'a>) -> Option<Pin<'a>> {
     let pins = pod.pins.as_deref()?;
     if let Some(hostname) = pins.hostname.as_deref()
@@ -57,8 +59,9 @@ pub(crate) fn pin<'a>(pod: &'a PodView, node: &NodeView, volumes: &Volumes<'a>) 
     })
 }
 
-/// The operator-only obstacle of a pinned pod that k8sm would evict (a workload, other-controller or Job pod), under
-/// `pinnedPods: Block`. An unmanaged pod has no replacement: the unmanaged-pod policy alone decides it.
+/// The operator-only obstacle of a pinned pod that k8sm would evict (a workload, other-controller
+/// or Job pod), under `pinnedPods: Block`. An unmanaged pod has no replacement: the unmanaged-pod
+/// policy alone decides it.
 pub(crate) fn needs_operator(
     pod: &PodView,
     class: Class,

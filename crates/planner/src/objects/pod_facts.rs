@@ -1,16 +1,19 @@
 //! What the index derives from each pod alone, kept across passes for the pods that did not change.
 //!
-//! A large fleet's pass reads every pod (150,000 at 5,000 nodes) to classify it, place it on its node and count it
-//! for its workload, and almost none of them changed since the last pass. Reading a pod's view is a cache miss (the
-//! views are scattered over the heap, each hundreds of bytes), and those misses were most of a pass. A version of a
-//! pod never changes (the controller converts each watch event into a new view), so what follows from the pod alone
-//! (its [`Seed`], its node, its counted state, the identities of its shared parts) is worked out once per version and
-//! kept here, in the view's order, in one flat array that a pass reads front to back; everything that depends on
-//! other objects (owners, budgets, evictions in flight, nodes' state) is still derived every pass.
+//! A large fleet's pass reads every pod (150,000 at 5,000 nodes) to classify it, place it on its
+//! node and count it for its workload, and almost none of them changed since the last pass. Reading
+//! a pod's view is a cache miss (the views are scattered over the heap, each hundreds of bytes),
+//! and those misses were most of a pass. A version of a pod never changes (the controller converts
+//! each watch event into a new view), so what follows from the pod alone (its [`Seed`], its node,
+//! its counted state, the identities of its shared parts) is worked out once per version and
+//! kept here, in the view's order, in one flat array that a pass reads front to back; everything
+//! that depends on other objects (owners, budgets, evictions in flight, nodes' state) is still
+//! derived every pass.
 //!
-//! Whether a pod is the one seen before is decided by the identity of its view (`Arc::ptr_eq`): the cache holds a
-//! reference to every view it describes, so no address can be reused while its facts are kept. The view's order
-//! need not be stable: pods the cache does not find near where they were are derived again, which only costs time.
+//! Whether a pod is the one seen before is decided by the identity of its view (`Arc::ptr_eq`): the
+//! cache holds a reference to every view it describes, so no address can be reused while its facts
+//! are kept. The view's order need not be stable: pods the cache does not find near where they were
+//! are derived again, which only costs time.
 
 use std::sync::Arc;
 
@@ -21,15 +24,17 @@ use crate::{
     objects::classify::{self, Seed},
 };
 
-/// How far around its expected place a pod is looked for among the last pass's facts: behind, for pods that new
-/// ones were inserted before; ahead, for pods that removed ones were before (a controller's store keeps the others
-/// in place). A pod found nowhere near is derived again, which only costs time.
+/// How far around its expected place a pod is looked for among the last pass's facts: behind, for
+/// pods that new ones were inserted before; ahead, for pods that removed ones were before (a
+/// controller's store keeps the others in place). A pod found nowhere near is derived again, which
+/// only costs time.
 const LOOK_BEHIND: usize = 32;
 const LOOK_AHEAD: usize = 32;
 /// A view with at most one pod in this many not at its place is aligned in place.
 const IN_PLACE_SHARE: usize = 8;
 
-/// One pod, by its own fields: small and plain, so that a pass reads them front to back and copies them.
+/// One pod, by its own fields: small and plain, so that a pass reads them front to back and copies
+/// them.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PodFacts {
     pub(crate) seed: Seed,
@@ -37,29 +42,34 @@ pub(crate) struct PodFacts {
     pub(crate) finished: bool,
     pub(crate) terminating: bool,
     pub(crate) ready: bool,
-    /// Its spec may pin it to its node ([`PodView::pins`]): whether it does depends on the node and volumes.
+    /// Its spec may pin it to its node ([`PodView::pins`]): whether it does depends on the node
+    /// and volumes.
     pub(crate) pinnable: bool,
-    /// Its controller is of a kind k8sm watches (whatever its seed: the pods of one controller share this, and the
-    /// first one met stands for the others).
+    /// Its controller is of a kind k8sm watches (whatever its seed: the pods of one controller
+    /// share this, and the first one met stands for the others).
     pub(crate) watched: bool,
-    /// The slot of its node among the nodes of [`PodCache::node_names`] (`u32::MAX`: unbound, or not in the view).
+    /// The slot of its node among the nodes of [`PodCache::node_names`] (`u32::MAX`: unbound, or
+    /// not in the view).
     pub(crate) node: u32,
-    /// The slot of its controller reference among [`PodCache::controllers`] (`u32::MAX`: none): the pods of one
-    /// controller share one copy of its reference, so a pass works out what follows from it once per slot, in a
-    /// vector, without reading the pod nor hashing anything.
+    /// The slot of its controller reference among [`PodCache::controllers`] (`u32::MAX`: none):
+    /// the pods of one controller share one copy of its reference, so a pass works out what
+    /// follows from it once per slot, in a vector, without reading the pod nor hashing
+    /// anything.
     pub(crate) controller: u32,
-    /// The address of the pod's UID and of its node's name (0: none): the pods of one node share one copy, so a pass
-    /// looks them up by address without reading the pod. Unique while the cache holds the pod.
+    /// The address of the pod's UID and of its node's name (0: none): the pods of one node share
+    /// one copy, so a pass looks them up by address without reading the pod. Unique while the
+    /// cache holds the pod.
     pub(crate) uid: usize,
     pub(crate) node_name: usize,
-    /// The address of its labels: the pods of one controller share one copy, so the budgets covering a pod are found
-    /// by it and its namespace's without reading the pod (see [`OrderKey::namespace`]).
+    /// The address of its labels: the pods of one controller share one copy, so the budgets
+    /// covering a pod are found by it and its namespace's without reading the pod (see
+    /// [`OrderKey::namespace`]).
     pub(crate) labels: usize,
     pub(crate) order: OrderKey,
     /// What the scheduler reserves for it.
     pub(crate) requests: Requested,
-    /// How many of the view's budgets cover it, worked out once for the budgets it was worked out with (see
-    /// [`PodCache::know_cover`]).
+    /// How many of the view's budgets cover it, worked out once for the budgets it was worked out
+    /// with (see [`PodCache::know_cover`]).
     pub(crate) covered: Covered,
 }
 
@@ -74,8 +84,8 @@ pub(crate) enum Covered {
     Several,
 }
 
-/// A pod's requests, compact: a pass sums every pod's (millicores and KiB, rounded up; 4,000 cores and 4 TiB at
-/// most per pod).
+/// A pod's requests, compact: a pass sums every pod's (millicores and KiB, rounded up; 4,000 cores
+/// and 4 TiB at most per pod).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Requested {
     cpu_millis: u32,
@@ -100,13 +110,15 @@ impl Requested {
     }
 }
 
-/// Enough of a pod's namespace and name to order most pods of a node without reading them (see [`OrderKey::cmp`]).
+/// Enough of a pod's namespace and name to order most pods of a node without reading them (see
+/// [`OrderKey::cmp`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct OrderKey {
     /// The address of the pod's namespace: the pods of a namespace share one copy.
     namespace: usize,
-    /// The first eight bytes of its name, big-endian (so that the integers order as the bytes do); 0 for a shorter
-    /// name (or one of eight NUL bytes, which no Kubernetes name is): then the names must be read.
+    /// The first eight bytes of its name, big-endian (so that the integers order as the bytes do);
+    /// 0 for a shorter name (or one of eight NUL bytes, which no Kubernetes name is): then the
+    /// names must be read.
     name_head: u64,
 }
 
@@ -127,8 +139,9 @@ impl OrderKey {
         }
     }
 
-    /// How the namespaces and names of the two pods compare, when the keys tell: both in one copy of a namespace,
-    /// and names that differ in their first eight bytes. `None`: the pods must be read.
+    /// How the namespaces and names of the two pods compare, when the keys tell: both in one copy
+    /// of a namespace, and names that differ in their first eight bytes. `None`: the pods must
+    /// be read.
     pub(crate) fn cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         let (a, b) = (self.name_head, other.name_head);
         (a != 0 && b != 0 && a != b && self.namespace == other.namespace).then(|| a.cmp(&b))
@@ -159,10 +172,11 @@ impl PodFacts {
     }
 }
 
-/// What classifying a pod reads of its facts (but for its UID, read only while evictions are in flight), and whether
-/// it is Ready, kept in the order of the pods grouped by node: a pass reads the pods of a node together, whose facts
-/// are scattered over the view's order (a cache miss each), and whose views more (readiness is what deciding and
-/// judging a node's pods read most of them).
+/// What classifying a pod reads of its facts (but for its UID, read only while evictions are in
+/// flight), and whether it is Ready, kept in the order of the pods grouped by node: a pass reads
+/// the pods of a node together, whose facts are scattered over the view's order (a cache miss
+/// each), and whose views more (readiness is what deciding and judging a node's pods read most of
+/// them).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ClassKey {
     pub(crate) seed: Seed,
@@ -184,11 +198,12 @@ impl ClassKey {
 /// The facts of the last view's pods, in its order, and what they were worked out against.
 #[derive(Default)]
 pub(crate) struct PodCache {
-    /// The views the facts are of, position by position (held: a view's address identifies it only while it cannot
-    /// be freed and its memory reused). `None` only while being aligned.
+    /// The views the facts are of, position by position (held: a view's address identifies it only
+    /// while it cannot be freed and its memory reused). `None` only while being aligned.
     held: Vec<Option<Arc<PodView>>>,
     pub(crate) facts: Vec<PodFacts>,
-    /// The last pass's vectors, emptied, kept for the next alignment so that a pass allocates nothing.
+    /// The last pass's vectors, emptied, kept for the next alignment so that a pass allocates
+    /// nothing.
     spare_held: Vec<Option<Arc<PodView>>>,
     spare_facts: Vec<PodFacts>,
     /// Positions of the facts derived in the last alignment, still to be placed on their nodes.
@@ -196,33 +211,39 @@ pub(crate) struct PodCache {
     /// The names of the nodes, sorted, whose positions the facts' node slots are.
     node_names: Vec<String>,
     /// The positions of the facts grouped by node: those of the node in slot `s` are
-    /// `by_node[node_start[s]..node_start[s + 1]]`, in the view's order. Kept from pass to pass (a large fleet's are
-    /// megabytes, and most passes move no pod), grouped again only when a pod came, went, or changed its node.
+    /// `by_node[node_start[s]..node_start[s + 1]]`, in the view's order. Kept from pass to pass (a
+    /// large fleet's are megabytes, and most passes move no pod), grouped again only when a
+    /// pod came, went, or changed its node.
     node_start: Vec<u32>,
     by_node: Vec<u32>,
-    /// The class key of the pod at each position of `by_node`, and where in `by_node` each pod is (`u32::MAX`:
-    /// unbound), to bring its key up to date when a new version of it stays on its node.
+    /// The class key of the pod at each position of `by_node`, and where in `by_node` each pod is
+    /// (`u32::MAX`: unbound), to bring its key up to date when a new version of it stays on
+    /// its node.
     node_keys: Vec<ClassKey>,
     grouped_at: Vec<u32>,
-    /// The order key of the pod at each position of `by_node` (read only for the nodes whose pods are sorted).
+    /// The order key of the pod at each position of `by_node` (read only for the nodes whose pods
+    /// are sorted).
     node_orders: Vec<OrderKey>,
     /// Whether `node_start`, `by_node`, `node_keys` and `node_orders` are those of the facts.
     grouped: bool,
-    /// The controller references of the pods, by slot (held, so that an address stays unique): a pass reads the
-    /// reference of each controller once, without reading any of its pods. The slots of controllers gone are given
-    /// up (and the others numbered again) when they have doubled since the last clean-up.
+    /// The controller references of the pods, by slot (held, so that an address stays unique): a
+    /// pass reads the reference of each controller once, without reading any of its pods. The
+    /// slots of controllers gone are given up (and the others numbered again) when they have
+    /// doubled since the last clean-up.
     controllers: Vec<Arc<ControllerRef>>,
     /// The slot of each reference in `controllers`, by its address.
     controller_slots: FastMap<usize, u32>,
     controllers_kept: usize,
-    /// Per pod UID, the UID of the newest version of that pod the cache has seen (held, so its address stays unique):
-    /// the few pods with an eviction in flight are found by it. Built at the first pass that needs it, then kept up
-    /// to date; dropped when the entries of pods gone outnumber the live ones.
+    /// Per pod UID, the UID of the newest version of that pod the cache has seen (held, so its
+    /// address stays unique): the few pods with an eviction in flight are found by it. Built
+    /// at the first pass that needs it, then kept up to date; dropped when the entries of pods
+    /// gone outnumber the live ones.
     uids: Option<FastMap<Arc<str>, Arc<str>>>,
 }
 
 impl PodCache {
-    /// Brings the facts in line with `view`, position by position, reusing those of every pod seen before.
+    /// Brings the facts in line with `view`, position by position, reusing those of every pod seen
+    /// before.
     pub(crate) fn align(&mut self, view: &ClusterView) {
         self.unplaced.clear();
         if self.mostly_in_place(view) {
@@ -274,10 +295,11 @@ impl PodCache {
             })
     }
 
-    /// Whether the view has the pods of the last pass at the same places, but for a few (new versions, pods gone
-    /// from the end or put in the place of one gone, new pods at the end: what a view kept across passes shows):
-    /// then the facts are updated where they stand, instead of copied into new vectors (a large fleet's facts are
-    /// megabytes). A pass with pods added or removed before others is aligned by [`Self::realign`].
+    /// Whether the view has the pods of the last pass at the same places, but for a few (new
+    /// versions, pods gone from the end or put in the place of one gone, new pods at the end:
+    /// what a view kept across passes shows): then the facts are updated where they stand,
+    /// instead of copied into new vectors (a large fleet's facts are megabytes). A pass with
+    /// pods added or removed before others is aligned by [`Self::realign`].
     fn mostly_in_place(&self, view: &ClusterView) -> bool {
         let moved = view
             .pods
@@ -322,8 +344,8 @@ impl PodCache {
         }
     }
 
-    /// Aligns the facts with a view whose pods moved: each looked for around where it is expected among the last
-    /// pass's, the others derived.
+    /// Aligns the facts with a view whose pods moved: each looked for around where it is expected
+    /// among the last pass's, the others derived.
     fn realign(&mut self, view: &ClusterView) {
         let mut held = std::mem::take(&mut self.spare_held);
         let mut facts = std::mem::take(&mut self.spare_facts);
@@ -333,9 +355,10 @@ impl PodCache {
         facts.reserve(view.pods.len());
         let mut old_held = std::mem::take(&mut self.held);
         let mut old_facts = std::mem::take(&mut self.facts);
-        // Where the next pod is expected among the old ones: one further after each pod, whether found (just after
-        // where it was found) or not (a new version replaces the old one in its place; a pod inserted before the
-        // others is caught up with by looking behind).
+        // Where the next pod is expected among the old ones: one further after each pod, whether
+        // found (just after where it was found) or not (a new version replaces the old one
+        // in its place; a pod inserted before the others is caught up with by looking
+        // behind).
         let mut next = 0usize;
         for pod in &view.pods {
             let same = |k: &usize| old_held[*k].as_ref().is_some_and(|h| Arc::ptr_eq(h, pod));
@@ -381,10 +404,11 @@ impl PodCache {
         }
     }
 
-    /// Works out how many budgets cover each pod whose answer is not known: those that changed since the last pass,
-    /// or every pod when the budgets changed (`budgets_changed`: one came, went, or changed its selector).
-    /// `several(pod)`: whether more than one covers `pod`, asked once for consecutive pods with one copy of a
-    /// namespace and of labels (the pods of one controller share them).
+    /// Works out how many budgets cover each pod whose answer is not known: those that changed
+    /// since the last pass, or every pod when the budgets changed (`budgets_changed`: one came,
+    /// went, or changed its selector). `several(pod)`: whether more than one covers `pod`,
+    /// asked once for consecutive pods with one copy of a namespace and of labels (the pods of
+    /// one controller share them).
     pub(crate) fn know_cover(
         &mut self,
         budgets_changed: bool,
@@ -424,8 +448,9 @@ impl PodCache {
         &self.controllers
     }
 
-    /// Places the pods on their nodes' slots among `names` (sorted): those derived in this alignment, or every pod
-    /// when the nodes are not the ones the facts were placed among (a node added, removed or renamed).
+    /// Places the pods on their nodes' slots among `names` (sorted): those derived in this
+    /// alignment, or every pod when the nodes are not the ones the facts were placed among (a
+    /// node added, removed or renamed).
     pub(crate) fn place<'n>(&mut self, names: impl ExactSizeIterator<Item = &'n str> + Clone) {
         let same = names.len() == self.node_names.len()
             && names.clone().zip(&self.node_names).all(|(a, b)| a == b);
@@ -435,7 +460,8 @@ impl PodCache {
         }
         let names = &self.node_names;
         let mut slot_of_name: Option<FastMap<&str, u32>> = None;
-        // By the address of the node's name: its pods share one copy, so one lookup of the text per node.
+        // By the address of the node's name: its pods share one copy, so one lookup of the text per
+        // node.
         let mut by_address: FastMap<usize, u32> = FastMap::default();
         let mut place = |f: &mut PodFacts, pod: &PodView| {
             f.node = match &pod.node_name {
@@ -477,7 +503,8 @@ impl PodCache {
                 if f.node_name != 0 {
                     place(f, pod);
                 } else {
-                    // Unbound (a new version may still hold the old one's node, see `align_in_place`).
+                    // Unbound (a new version may still hold the old one's node, see
+                    // `align_in_place`).
                     f.node = u32::MAX;
                 }
             }
@@ -485,7 +512,8 @@ impl PodCache {
         self.unplaced.clear();
     }
 
-    /// Groups the facts' positions by node (see [`Self::by_node`]), unless they are grouped already.
+    /// Groups the facts' positions by node (see [`Self::by_node`]), unless they are grouped
+    /// already.
     pub(crate) fn group_by_node(&mut self) {
         if self.grouped && self.node_start.len() == self.node_names.len() + 1 {
             return;
@@ -533,9 +561,9 @@ impl PodCache {
         self.grouped = true;
     }
 
-    /// The facts' positions grouped by node, as [`Self::group_by_node`] left them: per node slot, where its pods
-    /// start among the positions (and end, where the next slot's start), the positions, and the class and order
-    /// keys of each.
+    /// The facts' positions grouped by node, as [`Self::group_by_node`] left them: per node slot,
+    /// where its pods start among the positions (and end, where the next slot's start), the
+    /// positions, and the class and order keys of each.
     pub(crate) fn by_node(&self) -> (&[u32], &[u32], &[ClassKey], &[OrderKey]) {
         (
             &self.node_start,
@@ -545,7 +573,8 @@ impl PodCache {
         )
     }
 
-    /// The addresses of the UIDs (as the facts hold them) of the pods with these UIDs, if the view has them.
+    /// The addresses of the UIDs (as the facts hold them) of the pods with these UIDs, if the view
+    /// has them.
     pub(crate) fn uid_addresses<'u>(
         &mut self,
         uids: impl Iterator<Item = &'u str>,
@@ -590,8 +619,8 @@ mod tests {
         assert_eq!(cache.unplaced, [5]);
         let ready: Vec<bool> = cache.facts.iter().map(|f| f.ready).collect();
         assert_eq!(ready, (0..16).map(|i| i != 5).collect::<Vec<_>>());
-        // A pod gone, the last one put in its place, and a new one at the end, as a kept view shows them: only those
-        // two derived, where they stand.
+        // A pod gone, the last one put in its place, and a new one at the end, as a kept view shows
+        // them: only those two derived, where they stand.
         view.pods.swap_remove(3);
         view.pods.push(pod("p16", false));
         cache.align(&view);

@@ -1,4 +1,5 @@
-//! Label selector matching (`matchLabels` + `matchExpressions`), with the apiserver's validation rules.
+//! Label selector matching (`matchLabels` + `matchExpressions`), with the apiserver's validation
+//! rules.
 
 use std::collections::BTreeMap;
 
@@ -127,8 +128,9 @@ impl Selector {
     }
 }
 
-/// A label that every object `selector` matches carries (a `matchLabels` entry, or an `In` expression of one
-/// value), if it has one: a key to index selectors by. Meaningful for a selector that [`Selector::new`] accepts.
+/// A label that every object `selector` matches carries (a `matchLabels` entry, or an `In`
+/// expression of one value), if it has one: a key to index selectors by. Meaningful for a selector
+/// that [`Selector::new`] accepts.
 pub(crate) fn required_label(selector: &LabelSelector) -> Option<(&str, &str)> {
     if let Some((key, value)) = selector.match_labels.iter().flatten().next() {
         return Some((key, value));
@@ -141,7 +143,8 @@ pub(crate) fn required_label(selector: &LabelSelector) -> Option<(&str, &str)> {
     })
 }
 
-/// A label selector in kubectl's notation (`pool=web, zone in (a, b), !spot`), for messages; `<all>` when empty.
+/// A label selector in kubectl's notation (`pool=web, zone in (a, b), !spot`), for messages;
+/// `<all>` when empty.
 pub(crate) fn describe(selector: &LabelSelector) -> String {
     let mut parts: Vec<String> = selector
         .match_labels

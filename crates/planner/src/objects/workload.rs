@@ -1,9 +1,10 @@
-//! Workloads (docs/design.md §2): the top-level owner whose health is judged for a pod — a Deployment over all its
-//! ReplicaSets, a ReplicationController, a StatefulSet, a ReplicaSet without a Deployment, or, for a pod of a
-//! controller of any other kind, that controller.
+//! Workloads (docs/design.md §2): the top-level owner whose health is judged for a pod — a
+//! Deployment over all its ReplicaSets, a ReplicationController, a StatefulSet, a ReplicaSet
+//! without a Deployment, or, for a pod of a controller of any other kind, that controller.
 //!
-//! A Deployment mid-rollout has pods in two or more ReplicaSets; judging each ReplicaSet alone finds each "fully
-//! ready" and lets both lose a pod at once. Judged as one workload, it loses at most what its own bound allows.
+//! A Deployment mid-rollout has pods in two or more ReplicaSets; judging each ReplicaSet alone
+//! finds each "fully ready" and lets both lose a pod at once. Judged as one workload, it loses at
+//! most what its own bound allows.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -17,8 +18,8 @@ use crate::{
     model::view::{ControllerRef, RolloutView},
 };
 
-/// The workload a pod counts for: a reference to the object it is read from, so that the class of each of a large
-/// fleet's pods (which holds one) stays small.
+/// The workload a pod counts for: a reference to the object it is read from, so that the class of
+/// each of a large fleet's pods (which holds one) stays small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Workload<'a> {
     /// A workload whose object the view holds.
@@ -38,8 +39,8 @@ impl<'a> Workload<'a> {
         Self::Other(controller)
     }
 
-    /// The key of its counts and health: an owner's UID, or for a controller k8sm does not see, its whole reference
-    /// (see [`ControllerRef::key`]).
+    /// The key of its counts and health: an owner's UID, or for a controller k8sm does not see, its
+    /// whole reference (see [`ControllerRef::key`]).
     pub(crate) fn key(self) -> &'a str {
         match self {
             Self::Owner(o) => &o.uid,
@@ -63,8 +64,8 @@ impl<'a> Workload<'a> {
         }
     }
 
-    /// `spec.replicas` of a kind k8sm knows (the apiserver defaults it to 1); `None` for a controller of another
-    /// kind, whose size k8sm infers from the pods it sees (see `health`).
+    /// `spec.replicas` of a kind k8sm knows (the apiserver defaults it to 1); `None` for a
+    /// controller of another kind, whose size k8sm infers from the pods it sees (see `health`).
     pub(crate) fn desired(self) -> Option<u32> {
         match self {
             Self::Owner(o) => Some(o.desired.unwrap_or(1)),
@@ -80,7 +81,8 @@ impl<'a> Workload<'a> {
         }
     }
 
-    /// `spec.minReadySeconds` (see [`OwnerView::min_ready_seconds`]); 0 for a controller of another kind.
+    /// `spec.minReadySeconds` (see [`OwnerView::min_ready_seconds`]); 0 for a controller of another
+    /// kind.
     pub(crate) fn min_ready_seconds(self) -> u32 {
         match self {
             Self::Owner(o) => o.min_ready_seconds,
@@ -88,9 +90,9 @@ impl<'a> Workload<'a> {
         }
     }
 
-    /// When a Ready pod of this workload is available (Ready for `minReadySeconds`, as the Deployment controller
-    /// counts it): at once without `minReadySeconds`; `None` when its Ready time is unknown (never, as for its
-    /// controller).
+    /// When a Ready pod of this workload is available (Ready for `minReadySeconds`, as the
+    /// Deployment controller counts it): at once without `minReadySeconds`; `None` when its
+    /// Ready time is unknown (never, as for its controller).
     pub(crate) fn available_at(self, pod: &crate::PodView) -> Option<Option<DateTime<Utc>>> {
         match self.min_ready_seconds() {
             0 => Some(None),
@@ -118,7 +120,8 @@ impl<'a> Workload<'a> {
         }
     }
 
-    /// Whether k8sm knows its desired count (a Deployment, ReplicaSet, ReplicationController or StatefulSet).
+    /// Whether k8sm knows its desired count (a Deployment, ReplicaSet, ReplicationController or
+    /// StatefulSet).
     pub(crate) fn is_known(&self) -> bool {
         matches!(self, Self::Owner(_))
     }
@@ -130,15 +133,16 @@ impl std::fmt::Display for Workload<'_> {
     }
 }
 
-/// Which workload the pods of an owner count for, by position among the view's owners. It needs the owner that a
-/// ReplicaSet's controller reference names, so the index keeps it while the view's owners stay the same objects
-/// (see `controller_classes::ControllerClasses`) rather than looking every ReplicaSet's controller up on every pass.
+/// Which workload the pods of an owner count for, by position among the view's owners. It needs the
+/// owner that a ReplicaSet's controller reference names, so the index keeps it while the view's
+/// owners stay the same objects (see `controller_classes::ControllerClasses`) rather than looking
+/// every ReplicaSet's controller up on every pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CountsFor {
     /// Itself, by its UID: every owner but a ReplicaSet with a controller of its own.
     Itself,
-    /// The owner at this position, which the ReplicaSet's controller reference names (a Deployment, or an
-    /// operator's kind such as an Argo Rollout).
+    /// The owner at this position, which the ReplicaSet's controller reference names (a Deployment,
+    /// or an operator's kind such as an Argo Rollout).
     Owner(u32),
     /// The ReplicaSet's controller, which names no owner in the view: by its whole reference.
     Unseen,
@@ -171,8 +175,8 @@ pub(crate) fn counts_for(owners: &[Arc<OwnerView>]) -> Vec<CountsFor> {
     owners.iter().map(|o| CountsFor::of(o, &named)).collect()
 }
 
-/// The view's owners by UID, found for a reference only when the rest of its identity matches; built when first
-/// asked.
+/// The view's owners by UID, found for a reference only when the rest of its identity matches;
+/// built when first asked.
 struct OwnersByUid<'a> {
     owners: &'a [Arc<OwnerView>],
     by_uid: std::cell::OnceCell<FastMap<&'a str, u32>>,
@@ -208,8 +212,8 @@ impl<'a> OwnersByUid<'a> {
     }
 }
 
-/// The key of the workload that a pod with controller `reference` counts for: see [`CountsFor`]; a reference that
-/// names no owner in the view counts for itself, by its whole reference.
+/// The key of the workload that a pod with controller `reference` counts for: see [`CountsFor`]; a
+/// reference that names no owner in the view counts for itself, by its whole reference.
 fn pod_workload_key<'a>(reference: &'a ControllerRef, owners: &OwnersByUid<'a>) -> &'a str {
     match owners.named(reference) {
         Some(position) => {
@@ -226,12 +230,14 @@ pub fn live_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
     pods_by_workload(view, |pod, _| !pod.terminating)
 }
 
-/// Ready pods, not terminating, per workload key: what the upgrade report observes of the workloads it disrupted.
+/// Ready pods, not terminating, per workload key: what the upgrade report observes of the workloads
+/// it disrupted.
 pub fn ready_pods_by_workload(view: &ClusterView) -> HashMap<String, u32> {
     pods_by_workload(view, |pod, _| pod.ready && !pod.terminating)
 }
 
-/// Of those, the pods available at `now` (Ready for their workload's `minReadySeconds`), as the planner counts them.
+/// Of those, the pods available at `now` (Ready for their workload's `minReadySeconds`), as the
+/// planner counts them.
 pub fn available_pods_by_workload(view: &ClusterView, now: DateTime<Utc>) -> HashMap<String, u32> {
     pods_by_workload(view, |pod, workload| {
         pod.ready
@@ -240,24 +246,26 @@ pub fn available_pods_by_workload(view: &ClusterView, now: DateTime<Utc>) -> Has
     })
 }
 
-/// The sizes the planner infers, on `view`, of the workloads among `uids` whose desired count k8sm cannot read
-/// (controllers of unknown kinds, docs/design.md §5.3): their live pods (neither finished nor terminating, bound or not),
-/// plus their evictions in flight whose pod is gone, or their remembered size, whichever is larger. What the upgrade
-/// report holds such a workload to while it recovers. Unlike the planner's `d`, which counts terminating pods too
-/// (more careful before an eviction), a pod terminating once its replacement exists is not counted twice here: the
-/// workload is whole again when as many pods are Ready as it keeps alive.
+/// The sizes the planner infers, on `view`, of the workloads among `uids` whose desired count k8sm
+/// cannot read (controllers of unknown kinds, docs/design.md §5.3): their live pods (neither
+/// finished nor terminating, bound or not), plus their evictions in flight whose pod is gone, or
+/// their remembered size, whichever is larger. What the upgrade report holds such a workload to
+/// while it recovers. Unlike the planner's `d`, which counts terminating pods too (more careful
+/// before an eviction), a pod terminating once its replacement exists is not counted twice here:
+/// the workload is whole again when as many pods are Ready as it keeps alive.
 pub fn inferred_sizes<'u>(
     view: &ClusterView,
     uids: impl IntoIterator<Item = &'u str>,
 ) -> HashMap<String, u32> {
     let uids: Vec<&str> = uids.into_iter().collect();
-    // Most passes ask for none (the workloads recovering are of kinds k8sm knows): no walk over every pod then.
+    // Most passes ask for none (the workloads recovering are of kinds k8sm knows): no walk over
+    // every pod then.
     if uids.is_empty() {
         return HashMap::new();
     }
     let live = live_pods_by_workload(view);
-    // Their evictions in flight (a few), and of those the pods still in the view, found in one walk over the pods
-    // only when there are any.
+    // Their evictions in flight (a few), and of those the pods still in the view, found in one walk
+    // over the pods only when there are any.
     let evicted: Vec<(&str, &str)> = view
         .in_flight
         .iter()
@@ -287,10 +295,11 @@ pub fn inferred_sizes<'u>(
         .collect()
 }
 
-/// Pods not finished, and `counted` (given the workload's object where k8sm knows its kind), per workload key. The
-/// controller's upgrade report asks on every pass while a workload it disrupted recovers: the pods of one controller
-/// share one reference, so the workload of each reference is looked up once (by its address) and a pod costs one
-/// lookup of an address, not the hash of a UID; a UID is hashed and copied once per workload.
+/// Pods not finished, and `counted` (given the workload's object where k8sm knows its kind), per
+/// workload key. The controller's upgrade report asks on every pass while a workload it disrupted
+/// recovers: the pods of one controller share one reference, so the workload of each reference is
+/// looked up once (by its address) and a pod costs one lookup of an address, not the hash of a UID;
+/// a UID is hashed and copied once per workload.
 fn pods_by_workload(
     view: &ClusterView,
     counted: impl Fn(&crate::PodView, Option<&OwnerView>) -> bool,
@@ -317,7 +326,8 @@ fn pods_by_workload(
             counts[slot].2 += 1;
         }
     }
-    // Several references (ReplicaSets of one Deployment, copies of one UID) may count for one workload.
+    // Several references (ReplicaSets of one Deployment, copies of one UID) may count for one
+    // workload.
     let mut by_uid: HashMap<String, u32> = HashMap::with_capacity(counts.len());
     for (uid, _, n) in counts {
         match by_uid.get_mut(uid) {
@@ -330,10 +340,11 @@ fn pods_by_workload(
     by_uid
 }
 
-/// Grows the remembered sizes of controllers of unknown kinds (see [`crate::ClusterView::observed_sizes`]) with
-/// what `view` shows: each becomes the most live pods seen of it at once. A controller is remembered from the first
-/// eviction k8sm makes of its pods (`start`, planned on this view); the caller forgets one some time after the
-/// last, so that a controller scaled down for good is not held to its old size for ever.
+/// Grows the remembered sizes of controllers of unknown kinds (see
+/// [`crate::ClusterView::observed_sizes`]) with what `view` shows: each becomes the most live pods
+/// seen of it at once. A controller is remembered from the first eviction k8sm makes of its pods
+/// (`start`, planned on this view); the caller forgets one some time after the last, so that a
+/// controller scaled down for good is not held to its old size for ever.
 pub fn grow_observed_sizes(
     view: &ClusterView,
     sizes: &mut BTreeMap<String, u32>,
@@ -418,7 +429,8 @@ mod tests {
             db.pod("db-0", "n1"),
             db.pod("db-1", "n2"),
         ];
-        // w1 and w2 share one reference (as the controller's conversion makes them); w3 has a copy of its own.
+        // w1 and w2 share one reference (as the controller's conversion makes them); w3 has a copy
+        // of its own.
         pods[4].controller = pods[3].controller.clone();
         pods.push(new.pod("w3", "n3"));
         let view = ClusterView {

@@ -1,4 +1,5 @@
-//! The conditions a policy reports: conflicts, an empty selection, an unusable spec, node problems, the pause.
+//! The conditions a policy reports: conflicts, an empty selection, an unusable spec, node problems,
+//! the pause.
 
 use std::collections::BTreeMap;
 
@@ -20,7 +21,8 @@ pub(crate) fn condition(reason: Reason, message: String, nodes: Vec<String>) -> 
     }
 }
 
-/// Problems of the spec that the apiserver should have rejected; the planner stays robust to them and says so.
+/// Problems of the spec that the apiserver should have rejected; the planner stays robust to them
+/// and says so.
 pub(crate) fn spec_conditions(spec: &ExecutorUpgradePolicySpec) -> Vec<PolicyCondition> {
     let mut out = Vec::new();
     if !(1..=100).contains(&spec.owner_health_threshold) {

@@ -1,5 +1,6 @@
-//! One policy's part of a pass: its selected nodes assessed, the drain slots allocated (holders that act, candidates
-//! admitted, the rest queued), and the policy's report. What happens to each node is in `steps`.
+//! One policy's part of a pass: its selected nodes assessed, the drain slots allocated (holders
+//! that act, candidates admitted, the rest queued), and the policy's report. What happens to each
+//! node is in `steps`.
 
 pub(crate) mod claims;
 pub(crate) mod conditions;
@@ -58,7 +59,8 @@ struct Entry<'v> {
     node: &'v NodeView,
     assessment: Assessment,
     survey: Option<Survey<'v>>,
-    /// For a candidate, the longest remaining chain among the owners of its pods ([`admission::chain`]); 0 otherwise.
+    /// For a candidate, the longest remaining chain among the owners of its pods
+    /// ([`admission::chain`]); 0 otherwise.
     chain: u32,
 }
 
@@ -71,7 +73,8 @@ type Holders<'v> = Vec<(Holding, Entry<'v>)>;
 /// The selected nodes not settled, by what the pass does with them next.
 #[derive(Default)]
 struct Assessed<'v> {
-    /// Nodes that hold a slot and act, or wait for one: kamikaze sent, or admitted and not blocked.
+    /// Nodes that hold a slot and act, or wait for one: kamikaze sent, or admitted and not
+    /// blocked.
     holders: Holders<'v>,
     /// Admitted nodes whose drain is blocked.
     blocked: Vec<Entry<'v>>,
@@ -437,13 +440,15 @@ impl<'v> PolicyPass<'v, '_> {
         }
     }
 
-    /// Sets the chain of every candidate: the longest [`admission::chain`] among the owners of its pods, each owner's
-    /// worked out once (a walk over the candidates' pods that reads no UID but those of other kinds' controllers).
+    /// Sets the chain of every candidate: the longest [`admission::chain`] among the owners of its
+    /// pods, each owner's worked out once (a walk over the candidates' pods that reads no UID
+    /// but those of other kinds' controllers).
     ///
-    /// A candidate that does not carry the mark yet is marked by this pass: the first pass of an upgrade marks every
-    /// old node and fills the free slots at once. Its pods are still to move, though the index, which reads the
-    /// nodes' keys alone, does not count them (`PodCounts::to_move`): they are added here, or every chain would read
-    /// as none in that pass and its slots would go by the key alone.
+    /// A candidate that does not carry the mark yet is marked by this pass: the first pass of an
+    /// upgrade marks every old node and fills the free slots at once. Its pods are still to
+    /// move, though the index, which reads the nodes' keys alone, does not count them
+    /// (`PodCounts::to_move`): they are added here, or every chain would read as none in that
+    /// pass and its slots would go by the key alone.
     fn chains(&self, candidates: &mut [Entry<'v>]) {
         let threshold = self.spec().owner_health_threshold.clamp(1, 100);
         let workloads = self.index.workload_count();
@@ -477,11 +482,12 @@ impl<'v> PolicyPass<'v, '_> {
         }
     }
 
-    /// Admits candidates, in [`admission_order`], into `free` slots, and drains each at once: within each group of
-    /// [`admission::group`], first the nodes whose pods can move now, longest chain first then in key order, then
-    /// the others in key order; a group is exhausted before the next is looked at. A node that stalled less than
-    /// `nodeProgressDeadline` ago rests (is not admitted) unless one of its pods can go now. Returns how many were
-    /// admitted, and the candidates left (in no particular order).
+    /// Admits candidates, in [`admission_order`], into `free` slots, and drains each at once:
+    /// within each group of [`admission::group`], first the nodes whose pods can move now,
+    /// longest chain first then in key order, then the others in key order; a group is
+    /// exhausted before the next is looked at. A node that stalled less than
+    /// `nodeProgressDeadline` ago rests (is not admitted) unless one of its pods can go now.
+    /// Returns how many were admitted, and the candidates left (in no particular order).
     fn admit_all(
         &self,
         mut candidates: Vec<Entry<'v>>,
@@ -491,7 +497,8 @@ impl<'v> PolicyPass<'v, '_> {
         ledger: &mut Ledger,
         out: &mut Output,
     ) -> (usize, Vec<Entry<'v>>) {
-        // With no slot free (through most of a large fleet's upgrade) nothing is admitted, and the queue sorts them.
+        // With no slot free (through most of a large fleet's upgrade) nothing is admitted, and the
+        // queue sorts them.
         if free == 0 {
             return (0, candidates);
         }
@@ -504,8 +511,8 @@ impl<'v> PolicyPass<'v, '_> {
                 break;
             };
             let group = group_of(&first);
-            // Admitted in turn, each drained before the next is judged: what one admission evicts may leave the
-            // next node's owners nothing to lose.
+            // Admitted in turn, each drained before the next is judged: what one admission evicts
+            // may leave the next node's owners nothing to lose.
             let mut cannot_move = Vec::new();
             let mut next = Some(first);
             while let Some(entry) = next {
@@ -543,8 +550,8 @@ impl<'v> PolicyPass<'v, '_> {
         (admitted, left)
     }
 
-    /// The room of this pass, and how many nodes in progress it never holds back ([`room`]): `holders` and
-    /// `waiting` hold a slot, `blocked` and `candidates` are still to drain.
+    /// The room of this pass, and how many nodes in progress it never holds back ([`room`]):
+    /// `holders` and `waiting` hold a slot, `blocked` and `candidates` are still to drain.
     fn pacing(
         &self,
         holders: &[(Holding, Entry)],
@@ -567,8 +574,8 @@ impl<'v> PolicyPass<'v, '_> {
             } else {
                 usize::MAX
             },
-            // A node whose restart is overdue, or that came back wrong, waits for an operator: it must not hold
-            // admission back as well as its slot.
+            // A node whose restart is overdue, or that came back wrong, waits for an operator: it
+            // must not hold admission back as well as its slot.
             draining: holders
                 .iter()
                 .filter(|(_, e)| !e.assessment.blockers.iter().any(|b| b.reason.blocks()))
@@ -577,9 +584,9 @@ impl<'v> PolicyPass<'v, '_> {
         }
     }
 
-    /// Whether `entry` may be admitted as far as room goes ([`room`]), after `admitted` admissions in this pass;
-    /// counts its pods as held if so. Once one candidate is held back, so are the ones after it: the queue's order
-    /// stays the order of admission.
+    /// Whether `entry` may be admitted as far as room goes ([`room`]), after `admitted` admissions
+    /// in this pass; counts its pods as held if so. Once one candidate is held back, so are the
+    /// ones after it: the queue's order stays the order of admission.
     fn room_for(&self, entry: &Entry, admitted: usize, pacing: &mut Pacing) -> bool {
         if pacing.short {
             return false;
@@ -594,10 +601,12 @@ impl<'v> PolicyPass<'v, '_> {
     }
 
     /// The admission queue: candidates sorted by [`candidate_key`], reordered within each group of
-    /// [`admission::group`] so that nodes whose pods can move after this pass's actions come first, longest chain
-    /// first (the order in which [`Self::admit_all`] would admit them if slots were free now).
+    /// [`admission::group`] so that nodes whose pods can move after this pass's actions come first,
+    /// longest chain first (the order in which [`Self::admit_all`] would admit them if slots
+    /// were free now).
     fn queue(&self, mut queued: Vec<Entry<'v>>, ledger: &mut Ledger) -> Vec<Entry<'v>> {
-        // Keyed once per node, in order (a large fleet queues thousands, and a sort compares each many times).
+        // Keyed once per node, in order (a large fleet queues thousands, and a sort compares each
+        // many times).
         queued.sort_by_cached_key(|e| {
             let later = self.readiness(e, ledger) != Readiness::Moves;
             // Only among those that can move, longest chain first: the others stay in key order.
@@ -612,9 +621,10 @@ impl<'v> PolicyPass<'v, '_> {
         queued
     }
 
-    /// How ready a candidate is to be admitted now: see [`drain::movement`]. A node that stalled rests for
-    /// `nodeProgressDeadline` after its stall, so that a node stuck for good is not cordoned and uncordoned again every
-    /// deadline while no other node waits; a pod able to go now ends the rest at once (what it waited on cleared).
+    /// How ready a candidate is to be admitted now: see [`drain::movement`]. A node that stalled
+    /// rests for `nodeProgressDeadline` after its stall, so that a node stuck for good is not
+    /// cordoned and uncordoned again every deadline while no other node waits; a pod able to go
+    /// now ends the rest at once (what it waited on cleared).
     fn readiness(&self, entry: &Entry<'v>, ledger: &mut Ledger) -> Readiness {
         let movement = drain::movement(&self.context(entry, None), self.index, ledger);
         if let Some(until) = self.rests_until(entry)
@@ -629,7 +639,8 @@ impl<'v> PolicyPass<'v, '_> {
         }
     }
 
-    /// When the rest of a node that stalled ends, if it has not yet (a stall of unknown time rests no more).
+    /// When the rest of a node that stalled ends, if it has not yet (a stall of unknown time rests
+    /// no more).
     fn rests_until(&self, entry: &Entry<'v>) -> Option<DateTime<Utc>> {
         let stalled_at = entry.assessment.stalled.flatten()?;
         let rest = self.spec().progress_deadline();
@@ -690,10 +701,10 @@ impl<'v> PolicyPass<'v, '_> {
     }
 }
 
-/// The order in which admission looks at candidates: by group, then longest chain, then [`candidate_key`]. Only the
-/// nodes whose pods can move now are admitted in this order; the others in key order (see
-/// [`PolicyPass::admit_all`]). A key worked out once per candidate (a large fleet queues thousands, and a sort
-/// compares each many times).
+/// The order in which admission looks at candidates: by group, then longest chain, then
+/// [`candidate_key`]. Only the nodes whose pods can move now are admitted in this order; the others
+/// in key order (see [`PolicyPass::admit_all`]). A key worked out once per candidate (a large fleet
+/// queues thousands, and a sort compares each many times).
 fn admission_order<'v>(
     e: &Entry<'v>,
 ) -> (
@@ -789,8 +800,8 @@ fn pods_left(nodes: &[NodePlan]) -> u32 {
         .sum()
 }
 
-/// Whether a node is Blocked, or waits on something only an operator resolves (a restart overdue): while any does,
-/// no ETA is honest.
+/// Whether a node is Blocked, or waits on something only an operator resolves (a restart overdue):
+/// while any does, no ETA is honest.
 fn waits_for_operator(node: &NodePlan) -> bool {
     node.phase == NodePhase::Blocked
         || node

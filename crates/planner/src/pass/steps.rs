@@ -1,6 +1,6 @@
-//! What happens to one node in a policy's pass: a slot holder acts (waits for its executor, gets kamikaze, or
-//! drains), a candidate is admitted, a draining node records its progress or gives up its slot, and the nodes that
-//! wait are reported.
+//! What happens to one node in a policy's pass: a slot holder acts (waits for its executor, gets
+//! kamikaze, or drains), a candidate is admitted, a draining node records its progress or gives up
+//! its slot, and the nodes that wait are reported.
 
 use chrono::{DateTime, Utc};
 use k8sm_api::{KamikazeMechanism, KamikazeUrlError, NodePhase};
@@ -18,7 +18,8 @@ use crate::{
 };
 
 impl PolicyPass<'_, '_> {
-    /// A slot holder that acts: KamikazeSent waits for the executor; Drained gets kamikaze; Draining drains.
+    /// A slot holder that acts: KamikazeSent waits for the executor; Drained gets kamikaze;
+    /// Draining drains.
     pub(super) fn act(
         &self,
         holding: Holding,
@@ -60,7 +61,8 @@ impl PolicyPass<'_, '_> {
         }
     }
 
-    /// Admits a candidate into a free slot, then drains it in the same pass (the admission executes first).
+    /// Admits a candidate into a free slot, then drains it in the same pass (the admission executes
+    /// first).
     pub(super) fn admit(&self, entry: Entry, slots: usize, ledger: &mut Ledger, out: &mut Output) {
         let spec = self.spec();
         let cordon = spec.cordon && !entry.node.unschedulable;
@@ -92,8 +94,9 @@ impl PolicyPass<'_, '_> {
         self.drain_recorded(entry, NodePhase::Draining, ledger, out);
     }
 
-    /// Decides the pods of an admitted node and reports it; a Drained node that acts gets kamikaze, and a Draining
-    /// one records its progress or, without any for `nodeProgressDeadline`, gives up its slot.
+    /// Decides the pods of an admitted node and reports it; a Drained node that acts gets kamikaze,
+    /// and a Draining one records its progress or, without any for `nodeProgressDeadline`,
+    /// gives up its slot.
     pub(super) fn drain(
         &self,
         entry: Entry,
@@ -134,11 +137,11 @@ impl PolicyPass<'_, '_> {
             unreachable!("admitted nodes are surveyed")
         };
         let decided = drain::decide(survey, &ctx, self.index, ledger);
-        // An eviction asked for against a budget at zero is likely refused: not progress by itself, or a node whose
-        // pod the API keeps refusing would never give its slot up.
+        // An eviction asked for against a budget at zero is likely refused: not progress by itself,
+        // or a node whose pod the API keeps refusing would never give its slot up.
         let moving = decided.actions.len() > decided.asked;
-        // A surge rollout under way is progress on its way, bounded by its own deadline (the pod is evicted then):
-        // the node keeps its slot meanwhile, as while held.
+        // A surge rollout under way is progress on its way, bounded by its own deadline (the pod is
+        // evicted then): the node keeps its slot meanwhile, as while held.
         let held = hold.is_some() || decided.moving;
         for (kind, reason, message) in decided.actions {
             out.action(&self.policy.name, kind, reason, message);
@@ -163,8 +166,9 @@ impl PolicyPass<'_, '_> {
         }
         let pod_blockers: Vec<Blocker> = decided.pods.iter().filter_map(pod_blocker).collect();
         if phase == NodePhase::Draining && !check_progress {
-            // Admitted in this pass, its progress recorded now: plan again when that record would make it stall,
-            // even if nothing else changes by then (the last node of a fleet has no other event to wake on).
+            // Admitted in this pass, its progress recorded now: plan again when that record would
+            // make it stall, even if nothing else changes by then (the last node of a
+            // fleet has no other event to wake on).
             let just_recorded = progress::Record {
                 at: self.now,
                 pods_left: survey.left,
@@ -247,9 +251,10 @@ impl PolicyPass<'_, '_> {
         );
     }
 
-    /// Reports a candidate that waits for a slot, or for room (`waits_for_room`: what it is told). One that stalled
-    /// before is Blocked, with what its pods wait on, decided on `hypothetical`, a copy of `ledger` made for the first
-    /// such node and shared by the next ones: what they would do if admitted in queue order, acting on nothing.
+    /// Reports a candidate that waits for a slot, or for room (`waits_for_room`: what it is told).
+    /// One that stalled before is Blocked, with what its pods wait on, decided on
+    /// `hypothetical`, a copy of `ledger` made for the first such node and shared by the next
+    /// ones: what they would do if admitted in queue order, acting on nothing.
     pub(super) fn report_queued(
         &self,
         entry: Entry,
@@ -312,9 +317,10 @@ impl PolicyPass<'_, '_> {
         out.report(node_plan);
     }
 
-    /// Gives up the slot of an admitted node whose every pod left needs an operator, and uncordons it if k8sm cordoned
-    /// it: it waits for the operator at no cost to anyone, and is admitted again like any node once they are cleared.
-    /// Not while the policy is paused (nothing changes then).
+    /// Gives up the slot of an admitted node whose every pod left needs an operator, and uncordons
+    /// it if k8sm cordoned it: it waits for the operator at no cost to anyone, and is admitted
+    /// again like any node once they are cleared. Not while the policy is paused (nothing
+    /// changes then).
     pub(super) fn hand_back(&self, node: &NodeView, out: &mut Output) {
         if self.spec().paused {
             return;
@@ -333,9 +339,9 @@ impl PolicyPass<'_, '_> {
         out.action(&self.policy.name, kind, Reason::Stalled, message);
     }
 
-    /// Reports a candidate that is never started while a pod on it needs an operator (not admitted, not cordoned,
-    /// nothing on it evicted): Blocked, naming those pods and what clears each, decided on `hypothetical` as in
-    /// [`Self::report_queued`].
+    /// Reports a candidate that is never started while a pod on it needs an operator (not admitted,
+    /// not cordoned, nothing on it evicted): Blocked, naming those pods and what clears each,
+    /// decided on `hypothetical` as in [`Self::report_queued`].
     pub(super) fn report_operator_only(
         &self,
         entry: Entry,
@@ -365,7 +371,8 @@ impl PolicyPass<'_, '_> {
             ),
         ));
         node_plan.blockers.extend(operator_pods);
-        // The other pods wait for nothing but the node's start: reported so, not as waits of their own.
+        // The other pods wait for nothing but the node's start: reported so, not as waits of their
+        // own.
         node_plan.pods = decided
             .pods
             .into_iter()
@@ -403,7 +410,8 @@ impl PolicyPass<'_, '_> {
         });
     }
 
-    /// Sends kamikaze to a drained node if nothing stands in the way; returns the node's phase afterwards.
+    /// Sends kamikaze to a drained node if nothing stands in the way; returns the node's phase
+    /// afterwards.
     fn kamikaze(
         &self,
         node: &NodeView,
@@ -447,8 +455,8 @@ impl PolicyPass<'_, '_> {
         }
         let max_deleted = k8sm_api::MAX_DELETED_NODES;
         if mechanism == KamikazeMechanism::DeleteNode && out.records.len() >= max_deleted {
-            // Each deleted node is remembered in the policy's status until it comes back: their number is bounded
-            // so that the status is.
+            // Each deleted node is remembered in the policy's status until it comes back: their
+            // number is bounded so that the status is.
             let message = format!(
                 "waits to be deleted: {} nodes k8sm deleted have not come back yet, and at most {max_deleted} are \
                  deleted at once",
@@ -489,9 +497,9 @@ impl PolicyPass<'_, '_> {
 }
 
 impl<'v> PolicyPass<'v, '_> {
-    /// What the pods of a node that is not admitted would do if it were, acting on nothing: decided on
-    /// `hypothetical`, a copy of `ledger` made for the first such node and shared by the next ones (a copy each would
-    /// cost a large fleet's whole ledger per node).
+    /// What the pods of a node that is not admitted would do if it were, acting on nothing: decided
+    /// on `hypothetical`, a copy of `ledger` made for the first such node and shared by the
+    /// next ones (a copy each would cost a large fleet's whole ledger per node).
     fn decide_unadmitted(
         &self,
         entry: &Entry<'v>,

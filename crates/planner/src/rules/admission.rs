@@ -1,36 +1,42 @@
 //! Drain slots: who holds one, who acts, and who is admitted next (docs/design.md §5.2).
 //!
-//! A slot is held by every admitted node that is Draining, Drained or KamikazeSent, and by a node that came back
-//! from kamikaze with the wrong executor. A KamikazeSent node keeps its slot until its executor comes back, even past
-//! `restartTimeout` (it is then reported `RestartOverdue`), and so does one that came back wrong: an executor
-//! version that never comes back, or comes back broken, stops at most `maxConcurrentNodes` nodes instead of taking
-//! down the fleet. A node whose pods all wait for an operator gives its slot up and is revisited every pass; a
-//! draining node that made no progress for `nodeProgressDeadline` gives its slot up too (it *stalled*) and queues
-//! again, behind the nodes that never stalled. It rests for `nodeProgressDeadline` after its stall unless one of its
-//! pods can go now: a node stuck for good is not cordoned and uncordoned every deadline while nothing else waits.
+//! A slot is held by every admitted node that is Draining, Drained or KamikazeSent, and by a node
+//! that came back from kamikaze with the wrong executor. A KamikazeSent node keeps its slot until
+//! its executor comes back, even past `restartTimeout` (it is then reported `RestartOverdue`), and
+//! so does one that came back wrong: an executor version that never comes back, or comes back
+//! broken, stops at most `maxConcurrentNodes` nodes instead of taking down the fleet. A node whose
+//! pods all wait for an operator gives its slot up and is revisited every pass; a draining node
+//! that made no progress for `nodeProgressDeadline` gives its slot up too (it *stalled*) and queues
+//! again, behind the nodes that never stalled. It rests for `nodeProgressDeadline` after its stall
+//! unless one of its pods can go now: a node stuck for good is not cordoned and uncordoned every
+//! deadline while nothing else waits.
 //!
-//! Free slots go to candidates in [`candidate_key`] order, looking at owners: within each [`Group`] (never stalled
-//! before stalled, no operator-only pods before some), nodes whose pods can move now come first — a node with a pod
-//! that the health rule and its budgets let go now, given what the pass already evicted, or with nothing an owner
-//! decides on it — and the others after them, each in key order. Each admitted node is drained before the next is
-//! judged, so two nodes whose pods all belong to an owner that may lose one pod take one slot, not two, while another
-//! owner's node waits: owners whose pods are bunched on a few nodes drain side by side instead of in a convoy. The
-//! queue (`admission_position`) is in the same order, judged after the pass's actions.
+//! Free slots go to candidates in [`candidate_key`] order, looking at owners: within each [`Group`]
+//! (never stalled before stalled, no operator-only pods before some), nodes whose pods can move now
+//! come first — a node with a pod that the health rule and its budgets let go now, given what the
+//! pass already evicted, or with nothing an owner decides on it — and the others after them, each
+//! in key order. Each admitted node is drained before the next is judged, so two nodes whose pods
+//! all belong to an owner that may lose one pod take one slot, not two, while another owner's node
+//! waits: owners whose pods are bunched on a few nodes drain side by side instead of in a convoy.
+//! The queue (`admission_position`) is in the same order, judged after the pass's actions.
 //!
-//! Critical path first: among the nodes whose pods can move now, those holding a pod of the owner with the longest
-//! remaining [`chain`] come first (then [`candidate_key`] order). A workload that may lose `a` pods at once (`a = d -
-//! floor`, the floor of the health rule) and still has `m` pods to move needs at least `ceil(m / a)` waves, one after
-//! the other, each as long as a replacement takes to become Ready: the upgrade can end no sooner than its longest
-//! chain does, however many slots there are. A slot given to a node that holds the next pod of the longest chain
-//! shortens that critical path; a slot given to a node of short chains does not (those finish in time anyway), and
-//! left the long chain's next pod waiting on a queued node while every slot held other owners' nodes. Nodes whose
-//! pods cannot move now stay behind, in key order, and groups stay as they are: the chain only reorders nodes that
-//! would be admitted anyway. Ties keep the key's order, so the order stays deterministic.
+//! Critical path first: among the nodes whose pods can move now, those holding a pod of the owner
+//! with the longest remaining [`chain`] come first (then [`candidate_key`] order). A workload that
+//! may lose `a` pods at once (`a = d - floor`, the floor of the health rule) and still has `m` pods
+//! to move needs at least `ceil(m / a)` waves, one after the other, each as long as a replacement
+//! takes to become Ready: the upgrade can end no sooner than its longest chain does, however many
+//! slots there are. A slot given to a node that holds the next pod of the longest chain
+//! shortens that critical path; a slot given to a node of short chains does not (those finish in
+//! time anyway), and left the long chain's next pod waiting on a queued node while every slot held
+//! other owners' nodes. Nodes whose pods cannot move now stay behind, in key order, and groups stay
+//! as they are: the chain only reorders nodes that would be admitted anyway. Ties keep the key's
+//! order, so the order stays deterministic.
 //!
-//! Slots are enforced strictly: when more nodes hold one than there are slots (after `maxConcurrentNodes` was lowered,
-//! or when a Blocked node's operator problem went away while its slot was reused), the first ones in holder order act
-//! and the rest wait (`WaitingForSlot`) without evicting anything, still admitted. The holders that act decide their
-//! pods closest to drained first ([`acting_key`]): owners' budgets go where they finish a node.
+//! Slots are enforced strictly: when more nodes hold one than there are slots (after
+//! `maxConcurrentNodes` was lowered, or when a Blocked node's operator problem went away while its
+//! slot was reused), the first ones in holder order act and the rest wait (`WaitingForSlot`)
+//! without evicting anything, still admitted. The holders that act decide their pods closest to
+//! drained first ([`acting_key`]): owners' budgets go where they finish a node.
 
 use chrono::{DateTime, Utc};
 
@@ -54,12 +60,12 @@ pub(crate) fn holder_key(
     (holding, since.is_none(), since, name)
 }
 
-/// Order in which the holders that act decide their pods, and so take the owners' budgets: by kind, then fewest pods
-/// left, then as [`holder_key`]. A node close to drained finishes, gives its slot up and comes back without its
-/// cordon, where the replacements of pods evicted elsewhere can go: an owner's eviction given to the node admitted
-/// first instead could leave its replacement with every node cordoned while that node waits on another pod (one an
-/// admission policy refuses, say) until it stalls. The slots themselves go by [`holder_key`], which pods moving do not
-/// change.
+/// Order in which the holders that act decide their pods, and so take the owners' budgets: by kind,
+/// then fewest pods left, then as [`holder_key`]. A node close to drained finishes, gives its slot
+/// up and comes back without its cordon, where the replacements of pods evicted elsewhere can go:
+/// an owner's eviction given to the node admitted first instead could leave its replacement with
+/// every node cordoned while that node waits on another pod (one an admission policy refuses, say)
+/// until it stalls. The slots themselves go by [`holder_key`], which pods moving do not change.
 pub(crate) fn acting_key(
     holding: Holding,
     pods_left: u32,
@@ -81,9 +87,10 @@ pub(crate) type CandidateKey<'a> = (
     &'a str,
 );
 
-/// Admission order: nodes that never stalled first (a stalled node waits on something that does not resolve soon;
-/// stalled nodes among themselves by when they stalled, unknown last), then easiest first: nodes without
-/// operator-only pods, then fewest pods to move, then marked earliest (unknown last), then name.
+/// Admission order: nodes that never stalled first (a stalled node waits on something that does not
+/// resolve soon; stalled nodes among themselves by when they stalled, unknown last), then easiest
+/// first: nodes without operator-only pods, then fewest pods to move, then marked earliest (unknown
+/// last), then name.
 pub(crate) fn candidate_key(
     stalled: Option<Option<DateTime<Utc>>>,
     need_operator: u32,
@@ -104,8 +111,9 @@ pub(crate) fn candidate_key(
     )
 }
 
-/// A group of candidates that admission never reorders against another: the first fields of [`candidate_key`] (never
-/// stalled before stalled, stalled ones by when they stalled, then no operator-only pods before some).
+/// A group of candidates that admission never reorders against another: the first fields of
+/// [`candidate_key`] (never stalled before stalled, stalled ones by when they stalled, then no
+/// operator-only pods before some).
 pub(crate) type Group = (bool, bool, Option<DateTime<Utc>>, bool);
 
 pub(crate) fn group(stalled: Option<Option<DateTime<Utc>>>, need_operator: u32) -> Group {
@@ -113,11 +121,11 @@ pub(crate) fn group(stalled: Option<Option<DateTime<Utc>>>, need_operator: u32) 
     (stalled, unknown, at, operator)
 }
 
-/// A workload's remaining chain, in waves: `ceil(to_move / a)` with `a = d - sla_floor(t, d)` the pods the health
-/// rule lets it lose at once (docs/design.md §5.3), `to_move` its pods still on nodes to drain (`PodCounts::to_move`).
-/// Chains of one wave or less count as 0: a workload that moves all it has in one wave gains nothing from an earlier
-/// slot over another such, and the key's order (easiest first) decides among them. A workload scaled to zero has no
-/// chain.
+/// A workload's remaining chain, in waves: `ceil(to_move / a)` with `a = d - sla_floor(t, d)` the
+/// pods the health rule lets it lose at once (docs/design.md §5.3), `to_move` its pods still on
+/// nodes to drain (`PodCounts::to_move`). Chains of one wave or less count as 0: a workload that
+/// moves all it has in one wave gains nothing from an earlier slot over another such, and the key's
+/// order (easiest first) decides among them. A workload scaled to zero has no chain.
 pub(crate) fn chain(to_move: u32, desired: u32, threshold: u8) -> u32 {
     let allowance = desired.saturating_sub(crate::rules::health::sla_floor(threshold, desired));
     if allowance == 0 {

@@ -1,8 +1,9 @@
-//! Nodes deleted as their kamikaze (mechanism `DeleteNode`, docs/design.md §5.2, §5.4). The Node object is gone, so its
-//! annotations cannot remember the kamikaze: the policy's `status.deletedNodes` does, until a node of that name
-//! reports the target executor. Meanwhile the node is counted (the policy is never Upgraded while one is missing),
-//! holds its drain slot, is reported `RestartOverdue` after `restartTimeout`, and, if it comes back with its old
-//! executor or a third one, is never drained and deleted again until an operator acts.
+//! Nodes deleted as their kamikaze (mechanism `DeleteNode`, docs/design.md §5.2, §5.4). The Node
+//! object is gone, so its annotations cannot remember the kamikaze: the policy's
+//! `status.deletedNodes` does, until a node of that name reports the target executor. Meanwhile the
+//! node is counted (the policy is never Upgraded while one is missing), holds its drain slot, is
+//! reported `RestartOverdue` after `restartTimeout`, and, if it comes back with its old executor or
+//! a third one, is never drained and deleted again until an operator acts.
 
 use chrono::{DateTime, Utc};
 use k8sm_api::text::{bounded, recorded_id};
@@ -23,7 +24,8 @@ pub(crate) fn assess(
 ) -> (Assessment, bool) {
     let mut a = Assessment::waiting_since(Stage::KamikazeSent, record.deleted_at);
     if node.uid == record.uid {
-        // The deletion did not happen (or the cache does not show it yet): delete it again; a gone node is a 404.
+        // The deletion did not happen (or the cache does not show it yet): delete it again; a gone
+        // node is a 404.
         a.actions.push((
             ActionKind::Kamikaze {
                 node: node.name.clone(),
@@ -41,7 +43,8 @@ pub(crate) fn assess(
     }
     let target = spec.target_executor_id.as_deref();
     let current = node.executor_id.as_deref().filter(|id| !id.is_empty());
-    // The record keeps a bounded stand-in of an oversized ID (see `recorded_id`): compare stand-ins.
+    // The record keeps a bounded stand-in of an oversized ID (see `recorded_id`): compare
+    // stand-ins.
     let old_id = record.executor_id.as_deref().map(recorded_id);
     let unchanged = |id: &str| Some(recorded_id(id)) == old_id;
     let upgraded = match (target, current) {
@@ -49,7 +52,8 @@ pub(crate) fn assess(
         (None, Some(id)) => !unchanged(id),
         (_, None) => false,
     };
-    // Back on the target it was told to restart into, which the policy moved since: it restarted as told.
+    // Back on the target it was told to restart into, which the policy moved since: it restarted as
+    // told.
     let on_earlier_target = current.is_some() && current == record.target.as_deref();
     match current {
         Some(id) if !upgraded && on_earlier_target => {
@@ -112,8 +116,8 @@ pub(crate) fn assess(
     }
 }
 
-/// The blockers of a deleted node that has not registered again, and when its restart becomes overdue (if it is
-/// not yet).
+/// The blockers of a deleted node that has not registered again, and when its restart becomes
+/// overdue (if it is not yet).
 pub(crate) fn missing(
     record: &DeletedNodeRecord,
     spec: &ExecutorUpgradePolicySpec,

@@ -1,4 +1,5 @@
-//! The per-pod decisions of docs/design.md §5.3 on one node: what moves now, what waits, and what needs an operator.
+//! The per-pod decisions of docs/design.md §5.3 on one node: what moves now, what waits, and what
+//! needs an operator.
 
 use std::{cmp::Ordering, sync::Arc};
 
@@ -21,16 +22,18 @@ use crate::{
     rules::surge::{self, Move},
 };
 
-/// A node's pods, classified, without deciding anything yet: enough to order admission and to tell a Blocked node.
+/// A node's pods, classified, without deciding anything yet: enough to order admission and to tell
+/// a Blocked node.
 pub(crate) struct Survey<'a> {
-    /// Sorted by namespace, name and UID, so that decisions consume owner health in a fixed order. Empty in a
-    /// [`tally`], which only counts.
+    /// Sorted by namespace, name and UID, so that decisions consume owner health in a fixed order.
+    /// Empty in a [`tally`], which only counts.
     pub(crate) pods: Vec<OnNode<'a>>,
     /// Pods that keep the node from being drained.
     pub(crate) left: u32,
     /// Of those, pods that wait for an operator whatever the rest of the cluster does.
     pub(crate) need_operator: u32,
-    /// Pods whose eviction was launched and not answered yet: not surely gone, so they hold back what follows them.
+    /// Pods whose eviction was launched and not answered yet: not surely gone, so they hold back
+    /// what follows them.
     pub(crate) unanswered: u32,
 }
 
@@ -46,10 +49,11 @@ impl Survey<'_> {
     }
 }
 
-/// Classifies every pod of the node, in pod order: the survey of a node whose pods are decided in this pass.
+/// Classifies every pod of the node, in pod order: the survey of a node whose pods are decided in
+/// this pass.
 pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
-    // Sorted by the pods' order keys where they tell, which reads no pod (the pods of a node are scattered over the
-    // heap, a cache miss each, and their names more).
+    // Sorted by the pods' order keys where they tell, which reads no pod (the pods of a node are
+    // scattered over the heap, a cache miss each, and their names more).
     let mut keyed: Vec<_> = index.pods_on_keyed(&ctx.node.name).collect();
     keyed
         .sort_unstable_by(|(a, ka), (b, kb)| ka.cmp(kb).unwrap_or_else(|| pod_order(a.pod, b.pod)));
@@ -59,17 +63,18 @@ pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
     survey
 }
 
-/// The order of [`Survey::pods`]: by namespace, name and UID, exactly as comparing the three strings would, with
-/// fewer reads of their text (this runs for every pair the sort compares, on every draining node's ~30 pods).
+/// The order of [`Survey::pods`]: by namespace, name and UID, exactly as comparing the three
+/// strings would, with fewer reads of their text (this runs for every pair the sort compares, on
+/// every draining node's ~30 pods).
 fn pod_order(a: &PodView, b: &PodView) -> Ordering {
     text_order(&a.namespace, &b.namespace)
         .then_with(|| text_order(&a.name, &b.name))
         .then_with(|| text_order(&a.uid, &b.uid))
 }
 
-/// `a.cmp(b)`, answered without reading the text when both are one shared copy (the pods of a namespace share
-/// one), and from the first eight bytes when they differ there (most names of a node's pods do): big-endian, so
-/// the integers order as the bytes do.
+/// `a.cmp(b)`, answered without reading the text when both are one shared copy (the pods of a
+/// namespace share one), and from the first eight bytes when they differ there (most names of a
+/// node's pods do): big-endian, so the integers order as the bytes do.
 fn text_order(a: &Arc<str>, b: &Arc<str>) -> Ordering {
     if Arc::ptr_eq(a, b) {
         return Ordering::Equal;
@@ -84,11 +89,12 @@ fn text_order(a: &Arc<str>, b: &Arc<str>) -> Ordering {
     a.cmp(b)
 }
 
-/// Only the counts of a survey: all that admission needs of the many nodes that only queue for a slot, without
-/// keeping or sorting their pods (most of a large fleet's pods are on such nodes). Read from the classes the index
-/// counted on the node when none of its pods can need an operator, nor has an eviction unanswered: [`needs_operator`]
-/// answers `None` for every pod but opted-out, Job and unmanaged ones, and workload or other-controller pods that more
-/// than one budget covers or whose spec may pin them to the node (counted by the index too). Otherwise the pods are
+/// Only the counts of a survey: all that admission needs of the many nodes that only queue for a
+/// slot, without keeping or sorting their pods (most of a large fleet's pods are on such nodes).
+/// Read from the classes the index counted on the node when none of its pods can need an operator,
+/// nor has an eviction unanswered: [`needs_operator`] answers `None` for every pod but opted-out,
+/// Job and unmanaged ones, and workload or other-controller pods that more than one budget covers
+/// or whose spec may pin them to the node (counted by the index too). Otherwise the pods are
 /// counted one by one.
 pub(crate) fn tally<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
     let classes = index.classes_on(&ctx.node.name);
@@ -146,9 +152,10 @@ fn count<'a>(
     }
 }
 
-/// The operator-only obstacle of a pod, if it has one: decided by the pod, its node and policy, never by other
-/// nodes' decisions, so that Blocked is known before any slot is handed out.
-/// `multi_covered`: a workload or other-controller pod that more than one budget covers ([`OnNode::multi_covered`]).
+/// The operator-only obstacle of a pod, if it has one: decided by the pod, its node and policy,
+/// never by other nodes' decisions, so that Blocked is known before any slot is handed out.
+/// `multi_covered`: a workload or other-controller pod that more than one budget covers
+/// ([`OnNode::multi_covered`]).
 fn needs_operator(
     pod: &PodView,
     class: Class,
@@ -211,18 +218,19 @@ fn needs_operator(
     })
 }
 
-/// How long past the end of its grace period a terminating pod may take before it counts as stuck: a kubelet
-/// confirms a pod gone within seconds of its containers stopping.
+/// How long past the end of its grace period a terminating pod may take before it counts as stuck:
+/// a kubelet confirms a pod gone within seconds of its containers stopping.
 const TERMINATION_OVERDUE: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
-/// When a terminating pod counts as stuck: [`TERMINATION_OVERDUE`] after its `deletionTimestamp` (the end of its grace
-/// period). `None`: not known to be terminating, or its time is not known.
+/// When a terminating pod counts as stuck: [`TERMINATION_OVERDUE`] after its `deletionTimestamp`
+/// (the end of its grace period). `None`: not known to be terminating, or its time is not known.
 fn stuck_at(pod: &PodView) -> Option<DateTime<Utc>> {
     pod.deletion?.checked_add_signed(TERMINATION_OVERDUE)
 }
 
-/// The obstacle of a pod stuck terminating: a finalizer holds it, or its kubelet never confirms it stopped. It holds
-/// its own node only (its workload counts it as gone), and only an operator clears it.
+/// The obstacle of a pod stuck terminating: a finalizer holds it, or its kubelet never confirms it
+/// stopped. It holds its own node only (its workload counts it as gone), and only an operator
+/// clears it.
 fn stuck_terminating(pod: &PodView, ctx: &NodeContext) -> Option<(Reason, String)> {
     let at = stuck_at(pod).filter(|&at| ctx.now >= at)?;
     let held_by = match pod.finalizers.as_slice() {
@@ -255,25 +263,27 @@ fn stuck_terminating(pod: &PodView, ctx: &NodeContext) -> Option<(Reason, String
     ))
 }
 
-/// Whether the pod goes through the Eviction API: always for a pod of a controller of another kind (its budget is
-/// often all that guards a quorum), else as the policy says.
+/// Whether the pod goes through the Eviction API: always for a pod of a controller of another kind
+/// (its budget is often all that guards a quorum), else as the policy says.
 fn uses_eviction_api(class: Class, ctx: &NodeContext) -> bool {
     matches!(class, Class::Other(_)) || ctx.spec.respect_pod_disruption_budgets
 }
 
-/// Whether evicting the pod uses up one of `pdb`'s disruptions, as the Eviction API decides: a Pending pod's eviction
-/// is a plain deletion, and a Running pod that is not Ready goes freely where the budget's
-/// `unhealthyPodEvictionPolicy` lets it (pkg/registry/core/pod/storage/eviction.go).
+/// Whether evicting the pod uses up one of `pdb`'s disruptions, as the Eviction API decides: a
+/// Pending pod's eviction is a plain deletion, and a Running pod that is not Ready goes freely
+/// where the budget's `unhealthyPodEvictionPolicy` lets it
+/// (pkg/registry/core/pod/storage/eviction.go).
 fn uses_budget(pod: &PodView, ready: bool, pdb: &Pdb) -> bool {
     ready || !(pod.phase == PodPhase::Pending || pdb.view.admits_not_ready_freely())
 }
 
-/// How the pod stands for the health rule, and, for a pod not Ready that is not broken yet, when it will be: a pod
-/// not Ready (since its Ready condition last changed, or since its creation) for `nodeProgressDeadline` is broken.
-/// The same bound after which a node that made no progress gives up its slot: a wait that long does not end by
-/// itself, and a replacement still starting within it is not churned. A workload with no pod Ready, one of which is
-/// broken, is broken as a whole: its other pods, replacements of broken ones, run the same template and are broken
-/// too (a rollout that may fix it is guarded apart, see `health::judge`). So is one with no pod Ready whose
+/// How the pod stands for the health rule, and, for a pod not Ready that is not broken yet, when it
+/// will be: a pod not Ready (since its Ready condition last changed, or since its creation) for
+/// `nodeProgressDeadline` is broken. The same bound after which a node that made no progress gives
+/// up its slot: a wait that long does not end by itself, and a replacement still starting within it
+/// is not churned. A workload with no pod Ready, one of which is broken, is broken as a whole: its
+/// other pods, replacements of broken ones, run the same template and are broken too (a rollout
+/// that may fix it is guarded apart, see `health::judge`). So is one with no pod Ready whose
 /// Deployment has been unavailable that long: a replacement of its last broken pod, say.
 fn pod_state(
     pod: &PodView,
@@ -299,7 +309,8 @@ fn pod_state(
     }
 }
 
-/// The pods of the workload in slot `counts_for` of the index (or of its UID where the slot is not known).
+/// The pods of the workload in slot `counts_for` of the index (or of its UID where the slot is not
+/// known).
 fn workload_counts(workload: Workload, counts_for: u32, index: &Index) -> PodCounts {
     if (counts_for as usize) < index.workload_count() {
         index.workload_at(counts_for)
@@ -333,7 +344,8 @@ fn unmanaged_needs_operator(what: &str, ctx: &NodeContext) -> Option<(Reason, St
     }
 }
 
-/// A Job pod is handled like an unmanaged pod once the unmanaged-pod timeout has passed since the node was marked.
+/// A Job pod is handled like an unmanaged pod once the unmanaged-pod timeout has passed since the
+/// node was marked.
 fn job_expired(ctx: &NodeContext) -> bool {
     ctx.timeout_deadline()
         .is_some_and(|deadline| ctx.now >= deadline)
@@ -342,11 +354,12 @@ fn job_expired(ctx: &NodeContext) -> bool {
 /// What would move if a node were admitted now (see [`movement`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Movement {
-    /// A pod would go now: a workload or other-controller pod passes the health rule and its budgets, or, with no
-    /// such pod on the node, a pod would be deleted; or nothing on the node holds it any more (it is drained).
+    /// A pod would go now: a workload or other-controller pod passes the health rule and its
+    /// budgets, or, with no such pod on the node, a pod would be deleted; or nothing on the
+    /// node holds it any more (it is drained).
     Now,
-    /// No pod on it belongs to an owner, and what is left waits on a timeout, a Job or a termination: nothing an
-    /// owner decides.
+    /// No pod on it belongs to an owner, and what is left waits on a timeout, a Job or a
+    /// termination: nothing an owner decides.
     NothingOwned,
     /// Every owned pod waits on its owner, a budget or the operator.
     Nothing,
@@ -359,11 +372,12 @@ impl Movement {
     }
 }
 
-/// Whether some pod of the node would move now if the node were admitted: it has no workload or other-controller pod
-/// (what is left waits on nothing an owner decides), or one of them passes the health rule and its budgets on
-/// `ledger` as [`decide`] would judge it (a Ready pod of another controller only once no workload pod is on the
-/// node). Admission prefers such nodes, so that owners whose pods are bunched on a few nodes do not queue behind each
-/// other. Judges without recording anything.
+/// Whether some pod of the node would move now if the node were admitted: it has no workload or
+/// other-controller pod (what is left waits on nothing an owner decides), or one of them passes the
+/// health rule and its budgets on `ledger` as [`decide`] would judge it (a Ready pod of another
+/// controller only once no workload pod is on the node). Admission prefers such nodes, so that
+/// owners whose pods are bunched on a few nodes do not queue behind each other. Judges without
+/// recording anything.
 pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) -> Movement {
     let mut managed = false;
     for other in [false, true] {
@@ -380,7 +394,8 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
                 (Class::Owned(w), false) | (Class::Other(w), true) => w,
                 _ => continue,
             };
-            // Ready but not yet available counts as not Ready (its workload's minReadySeconds); budgets count it Ready.
+            // Ready but not yet available counts as not Ready (its workload's minReadySeconds);
+            // budgets count it Ready.
             let (pod_ready, ready) = (ready, ready && workload.available(pod, ctx.now));
             // Held back behind the node's workload pods (see `decide_workload`).
             let held_back = workload_pods_left && ready;
@@ -416,16 +431,16 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
             .pods_on(&ctx.node.name)
             .any(|on| deletable_now(on.pod, on.class, ctx, index))
     {
-        // Nothing left that holds the node (what it waited on is gone): admitted, it is drained at once and its
-        // executor told to restart, so it never waits for anything.
+        // Nothing left that holds the node (what it waited on is gone): admitted, it is drained at
+        // once and its executor told to restart, so it never waits for anything.
         Movement::Now
     } else {
         Movement::NothingOwned
     }
 }
 
-/// Whether [`decide_other`] would delete a pod now on a node without workload or other-controller pods (judged by the
-/// same rules, without building the decision).
+/// Whether [`decide_other`] would delete a pod now on a node without workload or other-controller
+/// pods (judged by the same rules, without building the decision).
 fn deletable_now(pod: &PodView, class: Class, ctx: &NodeContext, index: &Index) -> bool {
     if needs_operator(pod, class, false, ctx, index).is_some() {
         return false;
@@ -450,27 +465,31 @@ pub(crate) struct Drain {
     pub(crate) wake: Option<DateTime<Utc>>,
     /// A surge rollout moves a pod of the node: progress under way, bounded by its own deadline.
     pub(crate) moving: bool,
-    /// Of `actions`, evictions asked for against a budget that allows no disruption now (the Eviction API decides):
-    /// likely refused, so not progress by themselves.
+    /// Of `actions`, evictions asked for against a budget that allows no disruption now (the
+    /// Eviction API decides): likely refused, so not progress by themselves.
     pub(crate) asked: usize,
-    /// What the replacements of the broken pods evicted in this pass will reserve ([`broken_waits_for_room`]).
+    /// What the replacements of the broken pods evicted in this pass will reserve
+    /// ([`broken_waits_for_room`]).
     pub(crate) broken_taken: Resources,
 }
 
-/// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of docs/design.md §5.3: workload
-/// pods first (in pod order), then pods of other controllers once no workload pod is left on the node (those that are
-/// not Ready at once), then unmanaged pods (and Job pods past their timeout) once no pod of either kind is left. A
-/// pod "has left" once it is terminating or its eviction is in flight and accepted: an eviction planned in this pass,
-/// or launched and not answered yet, may still be refused (a budget, a webhook), so what comes after it waits.
+/// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of
+/// docs/design.md §5.3: workload pods first (in pod order), then pods of other controllers once no
+/// workload pod is left on the node (those that are not Ready at once), then unmanaged pods (and
+/// Job pods past their timeout) once no pod of either kind is left. A pod "has left" once it is
+/// terminating or its eviction is in flight and accepted: an eviction planned in this pass,
+/// or launched and not answered yet, may still be refused (a budget, a webhook), so what comes
+/// after it waits.
 pub(crate) fn decide(
     survey: &Survey,
     ctx: &NodeContext,
     index: &Index,
     ledger: &mut Ledger,
 ) -> Drain {
-    // Each decision refers to its pod's view, a cache miss each (the views are scattered over the heap), and a
-    // decision takes long enough that the processor never reaches the next pod's view while waiting for one. Touched
-    // here first, in a loop of independent reads, the misses of the node's pods overlap instead of adding up.
+    // Each decision refers to its pod's view, a cache miss each (the views are scattered over the
+    // heap), and a decision takes long enough that the processor never reaches the next pod's
+    // view while waiting for one. Touched here first, in a loop of independent reads, the
+    // misses of the node's pods overlap instead of adding up.
     std::hint::black_box(
         survey
             .pods
@@ -492,17 +511,19 @@ pub(crate) fn decide(
             (Class::Owned(_), false) | (Class::Other(_), true)
         )
     };
-    // An eviction still unanswered may yet be refused: its pod holds back the classes after it, as if it were here.
+    // An eviction still unanswered may yet be refused: its pod holds back the classes after it, as
+    // if it were here.
     let workload_pods_left =
         survey.pods.iter().any(|on| is_of(&on.class, false)) || survey.unanswered > 0;
     let held_back = workload_pods_left.then_some("the node's workload pods have left");
     let managed_pods_left =
         workload_pods_left || survey.pods.iter().any(|on| is_of(&on.class, true));
-    // The decisions are reported in pod order (the survey's order, as the plan's pods are sorted). Workload pods are
-    // decided before other-controller pods (the evictions of the former count in the ledger and budgets the latter
-    // are judged on); the other pods' decisions read neither. So when no workload pod comes after an
-    // other-controller pod (most nodes have no other-controller pod), deciding in pod order is deciding in the
-    // rule's order, and each decision goes straight to its place, with no copy.
+    // The decisions are reported in pod order (the survey's order, as the plan's pods are sorted).
+    // Workload pods are decided before other-controller pods (the evictions of the former count
+    // in the ledger and budgets the latter are judged on); the other pods' decisions read
+    // neither. So when no workload pod comes after an other-controller pod (most nodes have no
+    // other-controller pod), deciding in pod order is deciding in the rule's order, and each
+    // decision goes straight to its place, with no copy.
     let in_pod_order = survey
         .pods
         .iter()
@@ -531,7 +552,8 @@ pub(crate) fn decide(
         drain.moving |= rest.moving;
         return drain;
     }
-    // Decided in the order of the rule, reported in pod order: each decision goes to its pod's place in the survey.
+    // Decided in the order of the rule, reported in pod order: each decision goes to its pod's
+    // place in the survey.
     let mut decided: Vec<Option<PodPlan>> = vec![None; survey.pods.len()];
     let of_class = |other: bool| {
         survey
@@ -588,8 +610,8 @@ fn pod_plan(
     }
 }
 
-/// Turns an action decision (the action, its reason and what it does) into a wait while the node's actions are held
-/// (the pause, or a report of a node that waits for a slot).
+/// Turns an action decision (the action, its reason and what it does) into a wait while the node's
+/// actions are held (the pause, or a report of a node that waits for a slot).
 fn act(
     index: &Index,
     pod: &Arc<PodView>,
@@ -626,7 +648,8 @@ fn act(
     pod_plan(index, pod, class, decision, Some(reason), message)
 }
 
-/// A workload pod, or (`held_back` tells what it waits for first) a pod of a controller of another kind.
+/// A workload pod, or (`held_back` tells what it waits for first) a pod of a controller of another
+/// kind.
 fn decide_workload(
     OnNode {
         pod,
@@ -644,14 +667,15 @@ fn decide_workload(
     let Some(workload) = class.workload() else {
         unreachable!("decide_workload is called for workload and other-controller pods only")
     };
-    // Ready but not yet available (its workload's minReadySeconds) counts as not Ready: its controller does not count
-    // it either, and moving it takes no available pod away. Budgets count it Ready, as the Eviction API does.
+    // Ready but not yet available (its workload's minReadySeconds) counts as not Ready: its
+    // controller does not count it either, and moving it takes no available pod away. Budgets
+    // count it Ready, as the Eviction API does.
     let (pod_ready, ready) = (ready, ready && workload.available(pod, ctx.now));
     if let Some((reason, message)) = needs_operator(pod, class, multi_covered, ctx, index) {
         return pod_plan(index, pod, class, Decision::Block, Some(reason), message);
     }
-    // Waits are written once per pass for all the pods that wait for the same thing (this runs for every pod of
-    // every draining node).
+    // Waits are written once per pass for all the pods that wait for the same thing (this runs for
+    // every pod of every draining node).
     let wait = |key: MessageKey, write: &dyn Fn() -> String| {
         pod_plan(
             index,
@@ -662,8 +686,9 @@ fn decide_workload(
             index.shared.message(key, write),
         )
     };
-    // A pod that is not Ready costs no readiness to move: holding it back behind the node's workload pods would only
-    // keep its controller below its floor, and the controller's pods on other nodes waiting.
+    // A pod that is not Ready costs no readiness to move: holding it back behind the node's
+    // workload pods would only keep its controller below its floor, and the controller's pods
+    // on other nodes waiting.
     if let Some(first) = held_back.filter(|_| ready) {
         return wait(MessageKey::HeldBack(Text::of(first)), &|| {
             format!("wait: goes once {first}")
@@ -749,8 +774,8 @@ fn decide_workload(
             });
         }
         Move::Overdue { since } => {
-            // Its rollout waits for the new pod and takes nothing away meanwhile: the ordinary rule, as if it did
-            // not run.
+            // Its rollout waits for the new pod and takes nothing away meanwhile: the ordinary
+            // rule, as if it did not run.
             health.replacing = false;
             note = format!(
                 " (the rollout started at {} to move it made no new pod available within nodeProgressDeadline {})",
@@ -760,7 +785,8 @@ fn decide_workload(
         }
     }
     if ledger.planned(workload, counts_for, index).1 {
-        // Another pod of the workload is asked for against a budget at zero: the budget is what this one waits on.
+        // Another pod of the workload is asked for against a budget at zero: the budget is what
+        // this one waits on.
         if let Some((i, pdb)) = exhausted_budget(pod, class, pod_ready, ctx, index, ledger) {
             return budget_wait(index, pod, class, i, pdb);
         }
@@ -844,11 +870,12 @@ fn decide_workload(
     } else {
         Vec::new()
     };
-    // A pod that is not Ready uses up no disruption where the budget's `unhealthyPodEvictionPolicy` lets it go freely.
-    // A pod of another controller is asked for whatever the count: its eviction webhook may be what moves it (a VM's
-    // live migration), and the API's answer decides (a refusal backs off and is reported).
-    // One such ask of a workload per pass, alone: the other evictions' counts of Ready pods left would rest on it.
-    // Not for a node that is only reported (queued, paused): nothing is asked for there.
+    // A pod that is not Ready uses up no disruption where the budget's `unhealthyPodEvictionPolicy`
+    // lets it go freely. A pod of another controller is asked for whatever the count: its
+    // eviction webhook may be what moves it (a VM's live migration), and the API's answer
+    // decides (a refusal backs off and is reported). One such ask of a workload per pass,
+    // alone: the other evictions' counts of Ready pods left would rest on it. Not for a node
+    // that is only reported (queued, paused): nothing is asked for there.
     let exhausted = pdbs
         .iter()
         .find(|(i, p)| ledger.pdb_allowance(*i) <= 0 && uses_budget(pod, pod_ready, p));
@@ -907,13 +934,14 @@ fn decide_workload(
     )
 }
 
-/// Why a broken pod of the workload in slot `counts_for` waits, if it does: its replacement is as broken as it is,
-/// and must not take the room the replacements of the node's Ready pods of other workloads need (a crash-looping
-/// StatefulSet's pods landing first would leave a healthy workload's pods nowhere to go, and the node would never
-/// finish). It goes once the schedulable nodes have room for those pods, for the replacements still to come of the
-/// node's pods already going, for `taken` (the broken pods evicted before it in this pass) and for its own; or once
-/// those Ready pods have left. Never waits where room is unknown, nor for its own workload's Ready pods: they wait for
-/// the workload's health, which its move may restore.
+/// Why a broken pod of the workload in slot `counts_for` waits, if it does: its replacement is as
+/// broken as it is, and must not take the room the replacements of the node's Ready pods of other
+/// workloads need (a crash-looping StatefulSet's pods landing first would leave a healthy
+/// workload's pods nowhere to go, and the node would never finish). It goes once the schedulable
+/// nodes have room for those pods, for the replacements still to come of the node's pods already
+/// going, for `taken` (the broken pods evicted before it in this pass) and for its own; or once
+/// those Ready pods have left. Never waits where room is unknown, nor for its own workload's Ready
+/// pods: they wait for the workload's health, which its move may restore.
 fn broken_waits_for_room(
     pod: &PodView,
     counts_for: u32,
@@ -953,9 +981,10 @@ fn place_for(pod: &PodView) -> Resources {
     }
 }
 
-/// Whether a terminating pod's controller creates its replacement only once it is gone (a StatefulSet, and any kind
-/// k8sm does not know), so that the replacement is not yet among the pods waiting to be scheduled. A ReplicaSet's is
-/// created at once; DaemonSet and Job pods are not replaced elsewhere.
+/// Whether a terminating pod's controller creates its replacement only once it is gone (a
+/// StatefulSet, and any kind k8sm does not know), so that the replacement is not yet among the pods
+/// waiting to be scheduled. A ReplicaSet's is created at once; DaemonSet and Job pods are not
+/// replaced elsewhere.
 fn replaced_once_gone(pod: &PodView) -> bool {
     pod.controller.as_ref().is_some_and(|c| {
         !matches!(
@@ -965,8 +994,8 @@ fn replaced_once_gone(pod: &PodView) -> bool {
     })
 }
 
-/// The first budget covering the pod that allows no disruption its eviction would use, if the pod goes through the
-/// Eviction API.
+/// The first budget covering the pod that allows no disruption its eviction would use, if the pod
+/// goes through the Eviction API.
 fn exhausted_budget<'i>(
     pod: &'i PodView,
     class: Class,
@@ -1026,8 +1055,8 @@ impl std::fmt::Display for Going {
     }
 }
 
-/// Every pod that is not a workload or other-controller pod. Unmanaged pods (and Job pods past their timeout) go
-/// only once `managed_pods_left` is false.
+/// Every pod that is not a workload or other-controller pod. Unmanaged pods (and Job pods past
+/// their timeout) go only once `managed_pods_left` is false.
 fn decide_other(
     pod: &Arc<PodView>,
     class: Class,
@@ -1149,8 +1178,9 @@ fn decide_other(
             message,
         );
     }
-    // Through the Eviction API where the policy respects budgets: the API marks the pod `DisruptionTarget`, so a
-    // Job's `podFailurePolicy` can tell the kill from a failure, and a budget or webhook has its say.
+    // Through the Eviction API where the policy respects budgets: the API marks the pod
+    // `DisruptionTarget`, so a Job's `podFailurePolicy` can tell the kill from a failure, and a
+    // budget or webhook has its say.
     let eviction_api = ctx.spec.respect_pod_disruption_budgets;
     let how = if eviction_api {
         "by eviction"
@@ -1193,8 +1223,9 @@ pub(crate) fn earliest(
 mod tests {
     use super::*;
 
-    /// A survey lists the node's pods as comparing their texts orders them, where `text_order` reads past the first
-    /// eight bytes (names and namespaces alike there, pods of one name in one namespace) as elsewhere.
+    /// A survey lists the node's pods as comparing their texts orders them, where `text_order`
+    /// reads past the first eight bytes (names and namespaces alike there, pods of one name in
+    /// one namespace) as elsewhere.
     #[test]
     fn a_survey_lists_pods_in_text_order() {
         use crate::testing::{node, policy, unmanaged_pod};
@@ -1250,7 +1281,8 @@ mod tests {
         assert_eq!(listed, sorted);
     }
 
-    /// `text_order` is the order of the texts, shared copies or not, whatever their lengths and where they differ.
+    /// `text_order` is the order of the texts, shared copies or not, whatever their lengths and
+    /// where they differ.
     #[test]
     fn text_order_is_the_order_of_the_texts() {
         let texts = [

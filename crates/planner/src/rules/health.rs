@@ -1,23 +1,26 @@
-//! The health rule of docs/design.md §5.3, and the ledger that applies it before each eviction of a pass.
+//! The health rule of docs/design.md §5.3, and the ledger that applies it before each eviction of a
+//! pass.
 //!
-//! A pod is judged against its workload (see `workload`). With `d` desired replicas, `r` pods ready and not
-//! terminating (nor being evicted), and threshold `t` percent, a Ready pod may be evicted iff `r - 1 >= ceil(t * d /
-//! 100)`, or the workload is fully ready (`r >= d` and none of its pods terminating or being evicted). A pod that is
-//! not Ready may be evicted whenever `r >= min(ceil(t * d / 100), d - 1)`: moving it costs no readiness, and a pod
-//! that never becomes Ready must not hold its node for ever. The ledger starts from the observed cluster and counts
-//! each eviction planned in the same pass, so the rule holds however many pods of one workload a single plan
-//! touches. Consequence (the SLA invariant): k8sm never takes a workload below `min(ceil(t * d / 100), d - 1)`
-//! ready pods.
+//! A pod is judged against its workload (see `workload`). With `d` desired replicas, `r` pods ready
+//! and not terminating (nor being evicted), and threshold `t` percent, a Ready pod may be evicted
+//! iff `r - 1 >= ceil(t * d / 100)`, or the workload is fully ready (`r >= d` and none of its pods
+//! terminating or being evicted). A pod that is not Ready may be evicted whenever
+//! `r >= min(ceil(t * d / 100), d - 1)`: moving it costs no readiness, and a pod that never becomes
+//! Ready must not hold its node for ever. The ledger starts from the observed cluster and counts
+//! each eviction planned in the same pass, so the rule holds however many pods of one workload a
+//! single plan touches. Consequence (the SLA invariant): k8sm never takes a workload below
+//! `min(ceil(t * d / 100), d - 1)` ready pods.
 //!
-//! `d` is the workload's `spec.replicas` for the kinds k8sm knows. For a controller of any other kind (an
-//! operator's custom resource) k8sm cannot read a desired count, so it takes the pods it sees of that controller
-//! (not finished, bound or not) plus its evictions in flight whose pod is gone, or the size the controller
-//! remembers of it since it began evicting from it, whichever is larger: one such pod goes at a time unless the
-//! threshold allows more, and a pod gone but not replaced yet is still counted.
+//! `d` is the workload's `spec.replicas` for the kinds k8sm knows. For a controller of any other
+//! kind (an operator's custom resource) k8sm cannot read a desired count, so it takes the pods it
+//! sees of that controller (not finished, bound or not) plus its evictions in flight whose pod is
+//! gone, or the size the controller remembers of it since it began evicting from it, whichever is
+//! larger: one such pod goes at a time unless the threshold allows more, and a pod gone but not
+//! replaced yet is still counted.
 //!
-//! Workloads scaled to zero (`d = 0`): their pods are being removed by their controller anyway, so they wait
-//! (evicting them would only race the controller). Owners that are not in the view are not judged here: their pods
-//! wait (see `classify::Unmanaged::OwnerGone`).
+//! Workloads scaled to zero (`d = 0`): their pods are being removed by their controller anyway, so
+//! they wait (evicting them would only race the controller). Owners that are not in the view are
+//! not judged here: their pods wait (see `classify::Unmanaged::OwnerGone`).
 
 use crate::{
     index::{Index, PodCounts},
@@ -32,8 +35,8 @@ pub fn needed(threshold: u8, desired: u32) -> u32 {
     u32::try_from(needed).unwrap_or(u32::MAX)
 }
 
-/// The SLA invariant's floor: `min(ceil(threshold * desired / 100), desired - 1)`. k8sm never takes a workload's
-/// ready pods below it (failures that k8sm did not cause can).
+/// The SLA invariant's floor: `min(ceil(threshold * desired / 100), desired - 1)`. k8sm never takes
+/// a workload's ready pods below it (failures that k8sm did not cause can).
 pub fn sla_floor(threshold: u8, desired: u32) -> u32 {
     needed(threshold, desired).min(desired.saturating_sub(1))
 }
@@ -43,15 +46,16 @@ pub fn sla_floor(threshold: u8, desired: u32) -> u32 {
 pub struct OwnerHealth {
     /// Desired replicas.
     pub desired: u32,
-    /// Pods available (Ready, for `minReadySeconds` where the workload sets them) and neither terminating nor
-    /// being evicted: what the bound is kept on.
+    /// Pods available (Ready, for `minReadySeconds` where the workload sets them) and neither
+    /// terminating nor being evicted: what the bound is kept on.
     pub ready: u32,
     /// Pods Ready and not available yet, neither terminating nor being evicted.
     pub warming: u32,
-    /// Pods terminating or being evicted (observed, in flight, or planned in this pass), and evicted pods that are
-    /// gone but not replaced yet.
+    /// Pods terminating or being evicted (observed, in flight, or planned in this pass), and
+    /// evicted pods that are gone but not replaced yet.
     pub going: u32,
-    /// Its own controller is replacing pods (a Deployment's rollout under way: [`crate::OwnerView::replacing`]).
+    /// Its own controller is replacing pods (a Deployment's rollout under way:
+    /// [`crate::OwnerView::replacing`]).
     pub replacing: bool,
 }
 
@@ -59,9 +63,11 @@ pub struct OwnerHealth {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PodState {
     Ready,
-    /// Not Ready for less than the bound after which it counts as broken: a replacement still starting, say.
+    /// Not Ready for less than the bound after which it counts as broken: a replacement still
+    /// starting, say.
     NotReady,
-    /// Not Ready for longer than the bound (`nodeProgressDeadline`): crash-looping, or stuck on its image.
+    /// Not Ready for longer than the bound (`nodeProgressDeadline`): crash-looping, or stuck on its
+    /// image.
     Broken,
 }
 
@@ -78,16 +84,18 @@ pub enum Verdict {
     Evict {
         /// Ready pods once the pod is gone.
         ready_after: u32,
-        /// Allowed because the workload was fully ready, not because it has room above the threshold.
+        /// Allowed because the workload was fully ready, not because it has room above the
+        /// threshold.
         fully_ready: bool,
     },
-    /// The pod is not Ready and the workload is at or above its floor: moving the pod costs no readiness.
+    /// The pod is not Ready and the workload is at or above its floor: moving the pod costs no
+    /// readiness.
     EvictNotReady {
         /// Ready pods, before and after.
         ready: u32,
     },
-    /// The pod is broken and the workload below its floor: moving it costs no readiness either, and holding it
-    /// would hold its node for as long as the workload stays broken.
+    /// The pod is broken and the workload below its floor: moving it costs no readiness either, and
+    /// holding it would hold its node for as long as the workload stays broken.
     EvictBroken {
         /// Ready pods, before and after.
         ready: u32,
@@ -96,25 +104,27 @@ pub enum Verdict {
     ScaledToZero,
     /// Too few ready pods to lose one.
     Unhealthy,
-    /// A Ready pod of a workload whose own controller is replacing pods (a rollout under way): two controllers
-    /// removing Ready pods at once, neither seeing the other's deletion in time, is how a workload falls below its
-    /// floor, so k8sm adds none while the rollout lasts.
+    /// A Ready pod of a workload whose own controller is replacing pods (a rollout under way): two
+    /// controllers removing Ready pods at once, neither seeing the other's deletion in time, is
+    /// how a workload falls below its floor, so k8sm adds none while the rollout lasts.
     RollingOut,
 }
 
-/// The rule, exactly: for a Ready pod `r - 1 >= needed`, or `r >= d` with nothing going, and never while the
-/// workload's own controller is replacing pods; for a pod that is not Ready, `r >= min(needed, d - 1)` or the pod is
-/// broken, and while the workload's controller is replacing pods `r - going - 1 >= min(needed, d - 1)`.
+/// The rule, exactly: for a Ready pod `r - 1 >= needed`, or `r >= d` with nothing going, and never
+/// while the workload's own controller is replacing pods; for a pod that is not Ready, `r >=
+/// min(needed, d - 1)` or the pod is broken, and while the workload's controller is replacing pods
+/// `r - going - 1 >= min(needed, d - 1)`.
 pub fn judge(health: OwnerHealth, threshold: u8, pod: PodState) -> Verdict {
     if health.desired == 0 {
         return Verdict::ScaledToZero;
     }
     if !pod.is_ready() {
         let floor = sla_floor(threshold, health.desired);
-        // During a rollout a pod that is not Ready may become Ready before its eviction lands, and the rollout's
-        // controller, counting it available, removes a Ready pod of the old version in exchange: each pod going may
-        // then cost one Ready pod. Seen in the bench: four new pods evicted at once, not Ready when planned, took a
-        // Deployment rolling out with `maxUnavailable: 0` from 14 Ready to 10 (floor 13).
+        // During a rollout a pod that is not Ready may become Ready before its eviction lands, and
+        // the rollout's controller, counting it available, removes a Ready pod of the old
+        // version in exchange: each pod going may then cost one Ready pod. Seen in the
+        // bench: four new pods evicted at once, not Ready when planned, took a Deployment
+        // rolling out with `maxUnavailable: 0` from 14 Ready to 10 (floor 13).
         if health.replacing && health.ready < floor + health.going + 1 {
             return Verdict::RollingOut;
         }
@@ -147,20 +157,23 @@ pub fn judge(health: OwnerHealth, threshold: u8, pod: PodState) -> Verdict {
     }
 }
 
-/// Workload health and budget allowances, updated with every eviction planned in the pass. A workload's health is
-/// computed from the view the first time the pass asks for it: only workloads with pods on draining nodes are.
+/// Workload health and budget allowances, updated with every eviction planned in the pass. A
+/// workload's health is computed from the view the first time the pass asks for it: only workloads
+/// with pods on draining nodes are.
 ///
-/// Looked up for every decided pod: by where the workload's UID is (the pods of a workload read one copy of it), so
-/// that a lookup neither hashes nor compares its text; by the text itself only for a copy not seen yet, so that two
-/// copies of one UID (a controller reference of an unknown kind that pods do not share) share one health. Like the
-/// index, a ledger is for one pass over one view: the addresses stand for their texts only while the view lives.
+/// Looked up for every decided pod: by where the workload's UID is (the pods of a workload read one
+/// copy of it), so that a lookup neither hashes nor compares its text; by the text itself only for
+/// a copy not seen yet, so that two copies of one UID (a controller reference of an unknown kind
+/// that pods do not share) share one health. Like the index, a ledger is for one pass over one
+/// view: the addresses stand for their texts only while the view lives.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Ledger {
     /// Per workload, its health, at the slot its UID's copies point to.
     health: Vec<OwnerHealth>,
-    /// Per workload (as `health`), evictions planned in this pass, and whether one of them was asked for against a
-    /// budget that allows no disruption now: the API may refuse it, so no other pod of the workload goes in this pass
-    /// (each eviction's count of Ready pods left would otherwise rest on one that may not happen).
+    /// Per workload (as `health`), evictions planned in this pass, and whether one of them was
+    /// asked for against a budget that allows no disruption now: the API may refuse it, so no
+    /// other pod of the workload goes in this pass (each eviction's count of Ready pods left
+    /// would otherwise rest on one that may not happen).
     planned: Vec<(u32, bool)>,
     /// Per copy of a UID seen so far, its slot in `health`.
     by_copy: FastMap<Text, u32>,
@@ -168,8 +181,9 @@ pub(crate) struct Ledger {
     by_uid: FastMap<String, u32>,
     /// Disruptions still allowed per budget, by its position in the index's budgets.
     pdbs: Vec<i64>,
-    /// Per workload slot of the index, its slot in `health` (`u32::MAX`: not asked for yet): a pod's workload found
-    /// without hashing anything (the index numbers each workload UID once).
+    /// Per workload slot of the index, its slot in `health` (`u32::MAX`: not asked for yet): a
+    /// pod's workload found without hashing anything (the index numbers each workload UID
+    /// once).
     by_workload: Vec<u32>,
 }
 
@@ -187,8 +201,8 @@ impl Ledger {
         }
     }
 
-    /// The workload's health now, counting the evictions planned so far. `counts_for` is the slot of the workload
-    /// in the index (`OnNode::counts_for`), or `u32::MAX` where not known.
+    /// The workload's health now, counting the evictions planned so far. `counts_for` is the slot
+    /// of the workload in the index (`OnNode::counts_for`), or `u32::MAX` where not known.
     pub(crate) fn health(
         &mut self,
         workload: Workload,
@@ -199,7 +213,8 @@ impl Ledger {
         self.health[slot]
     }
 
-    /// The slot of the workload's health: by the workload's slot in the index when known, else by its UID.
+    /// The slot of the workload's health: by the workload's slot in the index when known, else by
+    /// its UID.
     fn slot(&mut self, workload: Workload, counts_for: u32, index: &Index) -> usize {
         let known = self.by_workload.get(counts_for as usize).copied();
         if let Some(slot) = known.filter(|&s| s != u32::MAX) {
@@ -215,7 +230,8 @@ impl Ledger {
         slot
     }
 
-    /// The slot of the workload's health by its UID, observed from the view the first time it is asked for.
+    /// The slot of the workload's health by its UID, observed from the view the first time it is
+    /// asked for.
     fn slot_by_uid(&mut self, workload: Workload, counts_for: u32, index: &Index) -> usize {
         let uid = workload.key();
         if let Some(&slot) = self.by_copy.get(&Text::of(uid)) {
@@ -235,8 +251,8 @@ impl Ledger {
         slot as usize
     }
 
-    /// Evictions of the workload planned so far in this pass, and whether one was asked for against an exhausted
-    /// budget (see [`Self::record_ask`]).
+    /// Evictions of the workload planned so far in this pass, and whether one was asked for against
+    /// an exhausted budget (see [`Self::record_ask`]).
     pub(crate) fn planned(
         &mut self,
         workload: Workload,
@@ -247,7 +263,8 @@ impl Ledger {
         self.planned[slot]
     }
 
-    /// The eviction just recorded for the workload was asked for against a budget that allows no disruption now.
+    /// The eviction just recorded for the workload was asked for against a budget that allows no
+    /// disruption now.
     pub(crate) fn record_ask(&mut self, workload: Workload, counts_for: u32, index: &Index) {
         let slot = self.slot(workload, counts_for, index);
         self.planned[slot].1 = true;
@@ -258,7 +275,8 @@ impl Ledger {
         self.pdbs.get(pdb).copied().unwrap_or(0)
     }
 
-    /// Records a planned eviction of a pod of `workload` covered by `pdbs`, Ready or not, available or not.
+    /// Records a planned eviction of a pod of `workload` covered by `pdbs`, Ready or not, available
+    /// or not.
     pub(crate) fn record_eviction(
         &mut self,
         workload: Workload,
@@ -286,7 +304,8 @@ impl Ledger {
 
 /// A workload's health as the view shows it (`counts_for`: as in [`Ledger::health`]).
 fn observe(workload: Workload, counts_for: u32, index: &Index) -> OwnerHealth {
-    // Neither looked up by UID when it can be helped: a large fleet's pass observes thousands of workloads.
+    // Neither looked up by UID when it can be helped: a large fleet's pass observes thousands of
+    // workloads.
     let gone = if index.in_flight_gone.is_empty() {
         0
     } else {
@@ -315,9 +334,10 @@ fn observe(workload: Workload, counts_for: u32, index: &Index) -> OwnerHealth {
     }
 }
 
-/// A workload's `d` as the view shows it (what [`Ledger::health`] starts from), given its pods from the index:
-/// `spec.replicas` for a kind k8sm knows, without any lookup; for a controller of another kind, its pods seen plus its
-/// evictions in flight whose pod is gone, or its remembered size, whichever is larger.
+/// A workload's `d` as the view shows it (what [`Ledger::health`] starts from), given its pods from
+/// the index: `spec.replicas` for a kind k8sm knows, without any lookup; for a controller of
+/// another kind, its pods seen plus its evictions in flight whose pod is gone, or its remembered
+/// size, whichever is larger.
 pub(crate) fn desired(workload: Workload, pods: PodCounts, index: &Index) -> u32 {
     match workload.desired() {
         Some(d) => d,
@@ -365,8 +385,9 @@ mod tests {
         }
     }
 
-    /// Two copies of one UID (controller references of an unknown kind that pods do not share) are one workload:
-    /// an eviction recorded through one copy counts for a lookup through the other.
+    /// Two copies of one UID (controller references of an unknown kind that pods do not share) are
+    /// one workload: an eviction recorded through one copy counts for a lookup through the
+    /// other.
     #[test]
     fn ledger_shares_health_between_copies_of_a_uid() {
         use crate::{ClusterView, ControllerRef};
@@ -575,7 +596,8 @@ mod tests {
             judge(rolling, 90, PodState::NotReady),
             Verdict::EvictNotReady { ready: 5 }
         );
-        // Floor 3 of 4: with two pods going, a third that turned Ready meanwhile could leave 5 - 3 = 2.
+        // Floor 3 of 4: with two pods going, a third that turned Ready meanwhile could leave 5 - 3
+        // = 2.
         let two_going = OwnerHealth {
             going: 2,
             ..rolling
@@ -595,8 +617,9 @@ mod tests {
         );
     }
 
-    /// While a rollout lasts, every pod that is going (and the one judged) may turn Ready and cost the workload a
-    /// Ready pod in exchange: an allowed eviction of a pod that is not Ready keeps the floor even then.
+    /// While a rollout lasts, every pod that is going (and the one judged) may turn Ready and cost
+    /// the workload a Ready pod in exchange: an allowed eviction of a pod that is not Ready
+    /// keeps the floor even then.
     #[test]
     fn during_a_rollout_not_ready_pods_go_only_as_far_as_the_floor_allows_if_they_turn_ready() {
         for t in 1..=100u8 {
@@ -646,7 +669,8 @@ mod tests {
                                     assert!(!pod.is_ready());
                                     assert_eq!(ready, left);
                                 }
-                                // Below the floor already, and left there: moving it takes no Ready pod away.
+                                // Below the floor already, and left there: moving it takes no Ready
+                                // pod away.
                                 Verdict::EvictBroken { ready } => {
                                     assert_eq!(pod, PodState::Broken, "{why}");
                                     assert_eq!((ready, left), (r, r), "{why}");
@@ -665,8 +689,8 @@ mod tests {
         }
     }
 
-    /// A broken pod goes whatever its workload's Ready count; a pod merely not Ready yet (a replacement starting)
-    /// does not while the workload is below its floor.
+    /// A broken pod goes whatever its workload's Ready count; a pod merely not Ready yet (a
+    /// replacement starting) does not while the workload is below its floor.
     #[test]
     fn a_broken_pod_goes_below_the_floor_and_a_starting_one_does_not() {
         // A Deployment of 3 crash-looping: nothing Ready.

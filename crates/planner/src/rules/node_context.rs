@@ -13,15 +13,15 @@ pub(crate) struct NodeContext<'a> {
     pub(crate) threshold: u8,
     /// When the node was marked, if known: the start of the unmanaged-pod and Job timeouts.
     pub(crate) incompatible_since: Option<DateTime<Utc>>,
-    /// Decide, but act on nothing: each action becomes a wait for this reason (the policy is paused, or the node
-    /// waits for a drain slot and is only reported).
+    /// Decide, but act on nothing: each action becomes a wait for this reason (the policy is
+    /// paused, or the node waits for a drain slot and is only reported).
     pub(crate) hold: Option<Reason>,
     pub(crate) now: DateTime<Utc>,
 }
 
 impl NodeContext<'_> {
-    /// When the unmanaged-pod timeout of this node expires (plus [`k8sm_api::CLOCK_SKEW_ALLOWANCE`]): `None` without
-    /// a timeout or a known mark time.
+    /// When the unmanaged-pod timeout of this node expires (plus
+    /// [`k8sm_api::CLOCK_SKEW_ALLOWANCE`]): `None` without a timeout or a known mark time.
     pub(crate) fn timeout_deadline(&self) -> Option<DateTime<Utc>> {
         let timeout =
             chrono::Duration::from_std(self.spec.unmanaged_pods.timeout.as_ref()?.as_duration())

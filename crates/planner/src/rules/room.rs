@@ -1,29 +1,33 @@
-//! Admission paced by room: a node is admitted while the nodes k8sm will not drain can take what the nodes in
-//! progress still hold plus the node's own pods, so that their replacements land once, on a node that stays.
+//! Admission paced by room: a node is admitted while the nodes k8sm will not drain can take what
+//! the nodes in progress still hold plus the node's own pods, so that their replacements land once,
+//! on a node that stays.
 //!
-//! Without it, every slot fills at the start, before any node is upgraded, and the replacements land on nodes still
-//! to drain, to be moved again (docs/decisions/0002-land-once.md). Room is counted as the scheduler counts it: the
-//! allocatable CPU, memory and pods of schedulable Ready nodes, less what their pods reserve, less what the pods
-//! waiting to be scheduled will. At least [`least_in_progress`] nodes are in progress whatever the room (those waiting
-//! for an operator aside), so that the upgrade starts, and the nodes' waves keep their pace where room is scarce.
+//! Without it, every slot fills at the start, before any node is upgraded, and the replacements
+//! land on nodes still to drain, to be moved again (docs/decisions/0002-land-once.md). Room is
+//! counted as the scheduler counts it: the allocatable CPU, memory and pods of schedulable Ready
+//! nodes, less what their pods reserve, less what the pods waiting to be scheduled will. At least
+//! [`least_in_progress`] nodes are in progress whatever the room (those waiting for an operator
+//! aside), so that the upgrade starts, and the nodes' waves keep their pace where room is scarce.
 
 use std::collections::BTreeSet;
 
 use crate::{NodeView, Resources, index::Index};
 
-/// The room of one pass: what the nodes not to drain have free, and what the nodes in progress hold.
+/// The room of one pass: what the nodes not to drain have free, and what the nodes in progress
+/// hold.
 pub(crate) struct Room {
     /// Free on schedulable Ready nodes not to drain, less what pending pods will reserve.
     free: Resources,
-    /// What the pods of the nodes in progress, and of those admitted in this pass, will need elsewhere.
+    /// What the pods of the nodes in progress, and of those admitted in this pass, will need
+    /// elsewhere.
     held: Resources,
     /// No node reports its allocatable resources: room is not known, and does not pace admission.
     unknown: bool,
 }
 
 impl Room {
-    /// The room of `index`'s cluster, with `to_drain` the nodes this policy will drain (candidates and nodes in
-    /// progress) and `in_progress` the nodes that hold a slot.
+    /// The room of `index`'s cluster, with `to_drain` the nodes this policy will drain (candidates
+    /// and nodes in progress) and `in_progress` the nodes that hold a slot.
     pub(crate) fn new<'v>(
         index: &Index,
         to_drain: &BTreeSet<&str>,
@@ -52,8 +56,8 @@ impl Room {
         }
     }
 
-    /// Whether the nodes not to drain can take what the nodes in progress hold and `moving`, the pods of a node to
-    /// admit.
+    /// Whether the nodes not to drain can take what the nodes in progress hold and `moving`, the
+    /// pods of a node to admit.
     pub(crate) fn admits(&self, moving: Resources) -> bool {
         self.unknown || self.free.covers(self.held + moving)
     }
@@ -74,13 +78,14 @@ impl Room {
     }
 }
 
-/// The nodes in progress that room never holds back. Half the slots, rounded up: with fewer, the nodes' waves are
-/// paced by the room upgraded nodes bring back (about one node in progress per three upgraded at 75 % fill), and the
-/// model's makespan grew by 8 % at 100 nodes, 13 % at 200 and 21 % at 1,000 with one. One only where the owners'
-/// chains set the pace by a margin: the longest chain, in waves, is at least twice the nodes' waves left plus the
-/// waves of growing from one node in progress to every slot (about log2 of the slots). There fewer nodes in progress
-/// cost nothing, and each node admitted early sends replacements onto nodes still to drain (owners pace: 1.083 → 1.049
-/// disruptions per pod). Figures: docs/decisions/0002-land-once.md.
+/// The nodes in progress that room never holds back. Half the slots, rounded up: with fewer, the
+/// nodes' waves are paced by the room upgraded nodes bring back (about one node in progress per
+/// three upgraded at 75 % fill), and the model's makespan grew by 8 % at 100 nodes, 13 % at 200 and
+/// 21 % at 1,000 with one. One only where the owners' chains set the pace by a margin: the longest
+/// chain, in waves, is at least twice the nodes' waves left plus the waves of growing from one node
+/// in progress to every slot (about log2 of the slots). There fewer nodes in progress cost nothing,
+/// and each node admitted early sends replacements onto nodes still to drain (owners pace: 1.083 →
+/// 1.049 disruptions per pod). Figures: docs/decisions/0002-land-once.md.
 pub(crate) fn least_in_progress(slots: usize, longest_chain: u32, nodes_left: usize) -> usize {
     let slots = slots.max(1);
     let node_waves = nodes_left.div_ceil(slots);
@@ -102,7 +107,8 @@ mod tests {
             .map(|slots| least_in_progress(slots, 0, 1000))
             .to_vec();
         assert_eq!(half, [1, 1, 2, 2, 10, 100]);
-        // 20 nodes left in 4 slots: 5 waves of nodes and 2 of growth; a chain of 14 waves sets the pace, 13 do not.
+        // 20 nodes left in 4 slots: 5 waves of nodes and 2 of growth; a chain of 14 waves sets the
+        // pace, 13 do not.
         assert_eq!(least_in_progress(4, 14, 20), 1);
         assert_eq!(least_in_progress(4, 13, 20), 2);
         // 1,000 nodes in 200 slots: 5 waves of nodes, but 7 of growth.

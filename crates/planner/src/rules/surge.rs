@@ -1,16 +1,18 @@
-//! Surge moves (`spec.workloads.surge`, docs/design.md §5.3): the only pod of a Deployment leaves its draining node by a
-//! rollout of the Deployment that starts the new pod first, instead of an eviction that leaves the workload with no
-//! Ready pod until its replacement is Ready.
+//! Surge moves (`spec.workloads.surge`, docs/design.md §5.3): the only pod of a Deployment leaves
+//! its draining node by a rollout of the Deployment that starts the new pod first, instead of an
+//! eviction that leaves the workload with no Ready pod until its replacement is Ready.
 //!
-//! The Deployment's own controller does the move: k8sm changes a pod template annotation (as `kubectl rollout
-//! restart` does), the new ReplicaSet's pod starts on another node (the draining node is cordoned), and the old pod
-//! goes once the new one is available — only if the strategy surges one pod and keeps the old one meanwhile. A
-//! PodDisruptionBudget with `minAvailable: 1` does not stand in the way: the controller scales the old ReplicaSet
-//! down, which no budget guards, and only once the new pod is Ready.
+//! The Deployment's own controller does the move: k8sm changes a pod template annotation (as
+//! `kubectl rollout restart` does), the new ReplicaSet's pod starts on another node (the draining
+//! node is cordoned), and the old pod goes once the new one is available — only if the strategy
+//! surges one pod and keeps the old one meanwhile. A PodDisruptionBudget with `minAvailable: 1`
+//! does not stand in the way: the controller scales the old ReplicaSet down, which no budget
+//! guards, and only once the new pod is Ready.
 //!
-//! The move is recorded on the Deployment ([`k8sm_api::keys::SURGE_MOVE_ANNOTATION`]: when, and which pod), so that
-//! any pass, of any replica, after any restart, knows it is under way. A move that brought no Ready pod within
-//! `nodeProgressDeadline` falls back to the ordinary rule: the pod is evicted as it would have been without surge.
+//! The move is recorded on the Deployment ([`k8sm_api::keys::SURGE_MOVE_ANNOTATION`]: when, and
+//! which pod), so that any pass, of any replica, after any restart, knows it is under way. A move
+//! that brought no Ready pod within `nodeProgressDeadline` falls back to the ordinary rule: the pod
+//! is evicted as it would have been without surge.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -24,7 +26,8 @@ use crate::{
 /// What the surge rule says about a pod of a workload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Move {
-    /// The ordinary rule applies. `why_not`: why a move that was asked for cannot happen, for the eviction's message.
+    /// The ordinary rule applies. `why_not`: why a move that was asked for cannot happen, for the
+    /// eviction's message.
     Ordinary { why_not: Option<String> },
     /// Start a move now.
     Start,
@@ -35,10 +38,12 @@ pub(crate) enum Move {
     },
     /// The pod moves by a rollout, but not yet: its node is not cordoned yet.
     NotYet,
-    /// The pod moves by a rollout once the Deployment's last rollout is complete (`kubectl rollout status`'s test).
+    /// The pod moves by a rollout once the Deployment's last rollout is complete (`kubectl rollout
+    /// status`'s test).
     AfterRollout,
-    /// The move started at `since` brought no Ready pod in time: evict by the ordinary rule, although the
-    /// Deployment is rolling out (its rollout waits for the new pod, so it takes nothing away meanwhile).
+    /// The move started at `since` brought no Ready pod in time: evict by the ordinary rule,
+    /// although the Deployment is rolling out (its rollout waits for the new pod, so it takes
+    /// nothing away meanwhile).
     Overdue { since: DateTime<Utc> },
 }
 
@@ -80,8 +85,8 @@ pub(crate) fn judge(pod: &PodView, workload: Workload, ctx: &NodeContext) -> Mov
     }
 }
 
-/// Whether a move is asked for: the Deployment's annotation, else the policy. With a note when the annotation is
-/// neither value (the policy's setting applies).
+/// Whether a move is asked for: the Deployment's annotation, else the policy. With a note when the
+/// annotation is neither value (the policy's setting applies).
 fn asked(policy: Surge, rollout: &RolloutView) -> (bool, Option<String>) {
     match rollout
         .surge
@@ -101,8 +106,9 @@ fn asked(policy: Surge, rollout: &RolloutView) -> (bool, Option<String>) {
     }
 }
 
-/// When the move of the pod `uid` started, by the Deployment's record; `None` when the record names another pod or
-/// cannot be read (a new move then starts, which is harmless: a rollout of a complete Deployment).
+/// When the move of the pod `uid` started, by the Deployment's record; `None` when the record names
+/// another pod or cannot be read (a new move then starts, which is harmless: a rollout of a
+/// complete Deployment).
 fn move_of(rollout: &RolloutView, uid: &str) -> Option<DateTime<Utc>> {
     let (at, pod) = rollout.surge_move.as_deref()?.trim().split_once(' ')?;
     (pod.trim() == uid).then_some(())?;
@@ -117,9 +123,9 @@ pub fn move_record(at: DateTime<Utc>, uid: &str) -> String {
     )
 }
 
-/// Why the Deployment's rollout cannot move its one pod without downtime, if it cannot. The Deployment controller
-/// resolves maxSurge rounding up and maxUnavailable rounding down (with one replica, 25%/25% is 1/0), and when both
-/// come to 0 it takes maxUnavailable as 1.
+/// Why the Deployment's rollout cannot move its one pod without downtime, if it cannot. The
+/// Deployment controller resolves maxSurge rounding up and maxUnavailable rounding down (with one
+/// replica, 25%/25% is 1/0), and when both come to 0 it takes maxUnavailable as 1.
 fn cannot_surge(rollout: &RolloutView) -> Option<String> {
     if !rollout.rolling_update {
         return Some("its strategy is Recreate, which stops the old pod first".into());
@@ -149,8 +155,9 @@ fn cannot_surge(rollout: &RolloutView) -> Option<String> {
     None
 }
 
-/// A rolling update bound for one replica: a count as is, a percentage of one replica rounded up or down; `None` is
-/// the default, 25%. A value that cannot be read counts as 0 (the apiserver rejects such values anyway).
+/// A rolling update bound for one replica: a count as is, a percentage of one replica rounded up or
+/// down; `None` is the default, 25%. A value that cannot be read counts as 0 (the apiserver rejects
+/// such values anyway).
 fn scaled(value: Option<&IntOrString>, round_up: bool) -> i64 {
     let percent = match value {
         Some(IntOrString::Int(n)) => return i64::from(*n),
@@ -190,9 +197,10 @@ mod tests {
         Some(IntOrString::String(text.into()))
     }
 
-    /// The Deployment controller's fenceposts for one replica (`ResolveFenceposts` in kubernetes/pkg/controller/
-    /// deployment/util): maxSurge rounds up, maxUnavailable down, and 0/0 counts as maxUnavailable 1. Only surge ≥ 1
-    /// with unavailable 0 starts the new pod before the old one goes.
+    /// The Deployment controller's fenceposts for one replica (`ResolveFenceposts` in
+    /// kubernetes/pkg/controller/ deployment/util): maxSurge rounds up, maxUnavailable down,
+    /// and 0/0 counts as maxUnavailable 1. Only surge ≥ 1 with unavailable 0 starts the new pod
+    /// before the old one goes.
     #[test]
     fn only_strategies_that_start_the_new_pod_first_can_move_one_replica() {
         let can = [

@@ -1,5 +1,6 @@
-//! The policy's maintenance window in one pass (`spec.window`, docs/design.md §5.1): whether nodes may be admitted and
-//! executors told to restart now, whether draining nodes hold, and when that changes next.
+//! The policy's maintenance window in one pass (`spec.window`, docs/design.md §5.1): whether nodes
+//! may be admitted and executors told to restart now, whether draining nodes hold, and when that
+//! changes next.
 
 use chrono::{DateTime, Utc};
 use k8sm_api::{ExecutorUpgradePolicySpec, InFlight, WindowState};
@@ -13,7 +14,8 @@ pub(crate) struct Gate {
     pub(crate) open: bool,
     /// Nothing moves on draining nodes (closed, with `inFlight: Hold`).
     pub(crate) hold_in_flight: bool,
-    /// Where the window stands, for the status; `None` without a window or with one that cannot be read.
+    /// Where the window stands, for the status; `None` without a window or with one that cannot be
+    /// read.
     pub(crate) state: Option<WindowState>,
     /// The condition a closed or unreadable window puts on the policy.
     pub(crate) condition: Option<(Reason, String)>,
@@ -22,7 +24,8 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
-    /// When the window opens or closes next: the pass plans again then, even if nothing else changes.
+    /// When the window opens or closes next: the pass plans again then, even if nothing else
+    /// changes.
     pub(crate) fn next_change(&self) -> Option<DateTime<Utc>> {
         match self.state? {
             WindowState::Open { closes } => Some(closes),
@@ -31,8 +34,8 @@ impl Gate {
     }
 }
 
-/// The gate of `spec`'s window at `now`. A window that cannot be read (an unknown time zone) is closed: k8sm does
-/// not disrupt at hours the operator may not have meant, and says what to fix.
+/// The gate of `spec`'s window at `now`. A window that cannot be read (an unknown time zone) is
+/// closed: k8sm does not disrupt at hours the operator may not have meant, and says what to fix.
 pub(crate) fn gate(spec: &ExecutorUpgradePolicySpec, now: DateTime<Utc>) -> Gate {
     let Some(window) = &spec.window else {
         return Gate {

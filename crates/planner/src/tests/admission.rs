@@ -1,4 +1,5 @@
-//! Drain slots: how many nodes drain at once, in which order, and how admission is re-derived from the nodes.
+//! Drain slots: how many nodes drain at once, in which order, and how admission is re-derived from
+//! the nodes.
 
 use k8sm_api::{MaxConcurrentNodes, NodePhase, UnmanagedPodPolicy};
 
@@ -68,7 +69,8 @@ fn admission_order_is_easiest_first_then_marked_time_then_name() {
     view.nodes
         .push(node("upgraded").executor(crate::testing::NEW));
     let plan = plan_now(&view);
-    // The node with a pod only an operator can clear is never started (docs/design.md §5.7), though a slot is free.
+    // The node with a pod only an operator can clear is never started (docs/design.md §5.7), though
+    // a slot is free.
     assert_eq!(
         admitted(&plan),
         [
@@ -163,7 +165,8 @@ fn a_blocked_node_gives_up_its_slot_and_is_revisited() {
     let pods = vec![unmanaged_pod("ops", "debug", "stuck")];
     let mut view = cluster(vec![stuck, next], vec![], pods, vec![policy("p")]);
     let plan = plan_now(&view);
-    // Handed back: its slot given up and its cordon lifted, so it costs nothing while it waits for the operator.
+    // Handed back: its slot given up and its cordon lifted, so it costs nothing while it waits for
+    // the operator.
     assert_eq!(
         summary(&plan),
         ["Admit next +cordon", "Stall stuck +uncordon"]
@@ -207,7 +210,8 @@ fn a_node_with_kamikaze_sent_keeps_its_slot_until_it_is_back() {
     ));
     assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
     assert_eq!(phase(&plan, "gone"), NodePhase::KamikazeSent);
-    // 58 minutes after kamikaze, past the default restartTimeout of 10m: overdue, reported, and still holding.
+    // 58 minutes after kamikaze, past the default restartTimeout of 10m: overdue, reported, and
+    // still holding.
     assert_eq!(blocker_reasons(&plan, "gone"), [Reason::RestartOverdue]);
     let conditions = &plan.policy("p").unwrap().conditions;
     assert!(
@@ -243,11 +247,12 @@ fn lowering_max_concurrent_nodes_stops_the_excess_drains() {
     }
 }
 
-/// Admitted nodes that share an owner which may lose one pod: its eviction goes to the node it leaves closest to
-/// drained, not to the one admitted first. Found on a real cluster: three nodes admitted a millisecond apart, the
-/// first one also holding a pod whose eviction an admission policy refuses for ever; the shared owner's one eviction
-/// went to that node, its replacement found every node cordoned, and nothing moved until a node stalled. The node
-/// with nothing else on it drains, comes back upgraded and takes the replacement.
+/// Admitted nodes that share an owner which may lose one pod: its eviction goes to the node it
+/// leaves closest to drained, not to the one admitted first. Found on a real cluster: three nodes
+/// admitted a millisecond apart, the first one also holding a pod whose eviction an admission
+/// policy refuses for ever; the shared owner's one eviction went to that node, its replacement
+/// found every node cordoned, and nothing moved until a node stalled. The node with nothing else on
+/// it drains, comes back upgraded and takes the replacement.
 #[test]
 fn a_shared_owners_eviction_goes_to_the_node_closest_to_drained() {
     // 3 replicas at the default threshold: one may go at a time.

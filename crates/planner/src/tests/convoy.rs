@@ -1,6 +1,6 @@
-//! Admission that looks at owners: free slots go first to nodes whose pods can move now, so that owners whose pods
-//! are bunched on a few nodes drain side by side instead of one behind the other (a convoy behind full nodes whose
-//! pods all wait for their owner).
+//! Admission that looks at owners: free slots go first to nodes whose pods can move now, so that
+//! owners whose pods are bunched on a few nodes drain side by side instead of one behind the other
+//! (a convoy behind full nodes whose pods all wait for their owner).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,9 +14,9 @@ fn max(n: u32) -> impl FnOnce(&mut k8sm_api::ExecutorUpgradePolicySpec) {
     move |s| s.max_concurrent_nodes = MaxConcurrentNodes::count(n).unwrap()
 }
 
-/// `owners` ReplicaSets, each with `nodes_each` nodes holding `per_node` of its pods and nothing else: an owner's
-/// nodes are consecutive in name order (`o{owner}-n{node}`), as they are in admission order when every node has the
-/// same number of pods and was marked at the same time.
+/// `owners` ReplicaSets, each with `nodes_each` nodes holding `per_node` of its pods and nothing
+/// else: an owner's nodes are consecutive in name order (`o{owner}-n{node}`), as they are in
+/// admission order when every node has the same number of pods and was marked at the same time.
 struct Bunched {
     owners: usize,
     nodes_each: usize,
@@ -53,9 +53,12 @@ impl Bunched {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Every owner is fully ready and has at most 10 replicas, so at threshold 90% each may lose exactly one pod now
-    /// (docs/design.md §5.3: `ceil(0.9·d) = d` for `d <= 10`, so only "fully ready" allows one). With `slots` free slots, a
-    /// pass that admits nodes of `min(slots, owners)` different owners moves that many pods; admitting several nodes
+    /// Every owner is fully ready and has at most 10 replicas, so at threshold 90% each may lose
+    /// exactly one pod now
+    /// (docs/design.md §5.3: `ceil(0.9·d) = d` for `d <= 10`, so only "fully ready" allows one).
+    /// With `slots` free slots, a
+    /// pass that admits nodes of `min(slots, owners)` different owners moves that many pods;
+    /// admitting several nodes
     /// of one owner moves only one of its pods and leaves the others' waiting (the convoy).
     #[test]
     fn free_slots_go_to_nodes_of_owners_that_can_lose_a_pod(
@@ -80,8 +83,10 @@ proptest! {
         prop_assert_eq!(owners_admitted.len(), movers, "{:?}", admitted);
     }
 
-    /// The queue tells the truth about what is admitted next: once this pass's evictions are recorded, a queued node
-    /// whose owner has no pod to lose any more comes after every queued node whose owner still has one.
+    /// The queue tells the truth about what is admitted next: once this pass's evictions are
+    /// recorded, a queued node
+    /// whose owner has no pod to lose any more comes after every queued node whose owner still has
+    /// one.
     #[test]
     fn queued_nodes_of_owners_that_can_move_come_first(
         owners in 2usize..6,
@@ -91,7 +96,8 @@ proptest! {
         let scenario = Bunched { owners, nodes_each, per_node: 1, slots };
         let plan = plan_now(&scenario.view());
         let movers = usize::try_from(slots).unwrap().min(owners);
-        // The owners that lose a pod in this pass: the first `movers` in name order (o0, o1, ...), from the scenario.
+        // The owners that lose a pod in this pass: the first `movers` in name order (o0, o1, ...),
+        // from the scenario.
         let moved: BTreeSet<String> = (0..movers).map(|o| format!("o{o}")).collect();
         let queue = queue(&plan);
         prop_assert_eq!(queue.len(), owners * nodes_each - usize::try_from(slots).unwrap());
@@ -107,8 +113,9 @@ proptest! {
 
 #[test]
 fn a_node_whose_owner_is_at_its_bound_waits_behind_one_whose_owner_is_not() {
-    // Three owners of 3, each with two pods on its own node and the third on an upgraded node. `a`'s third pod is not
-    // Ready: `a` has 2 of 3 Ready and may lose none of its Ready pods (threshold 90% needs 3).
+    // Three owners of 3, each with two pods on its own node and the third on an upgraded node.
+    // `a`'s third pod is not Ready: `a` has 2 of 3 Ready and may lose none of its Ready pods
+    // (threshold 90% needs 3).
     let owners: Vec<_> = ["a", "b", "c"]
         .iter()
         .map(|o| replica_set("shop", o, 3))
@@ -147,7 +154,8 @@ fn a_node_whose_owner_is_at_its_bound_waits_behind_one_whose_owner_is_not() {
 
 #[test]
 fn a_node_behind_a_budget_at_its_bound_waits_behind_one_that_can_move() {
-    // Two owners of 20 (room for two evictions each), one covered by a budget that allows no disruption.
+    // Two owners of 20 (room for two evictions each), one covered by a budget that allows no
+    // disruption.
     let guarded = replica_set("shop", "guarded", 20);
     let free = replica_set("shop", "free", 20);
     let mut pods: Vec<_> = (0..20)
@@ -186,9 +194,9 @@ fn a_node_behind_a_budget_at_its_bound_waits_behind_one_that_can_move() {
 
 #[test]
 fn owners_do_not_override_stalls_or_operator_pods() {
-    // `blocked` holds a pod of an owner at its bound (it cannot move now) but never stalled and needs no operator; it
-    // still comes before `stalled` (which stalled before) and `operator` (an unmanaged pod under policy Never), whose
-    // other pods could move now.
+    // `blocked` holds a pod of an owner at its bound (it cannot move now) but never stalled and
+    // needs no operator; it still comes before `stalled` (which stalled before) and `operator`
+    // (an unmanaged pod under policy Never), whose other pods could move now.
     let stuck = replica_set("shop", "stuck", 3);
     let healthy = replica_set("shop", "healthy", 20);
     let mut pods = vec![
@@ -218,7 +226,8 @@ fn owners_do_not_override_stalls_or_operator_pods() {
     let plan = plan_now(&view);
     assert_eq!(admitted(&plan), BTreeSet::from(["blocked".to_owned()]));
     let order: BTreeMap<u32, String> = queue(&plan).into_iter().collect();
-    // The node with a pod only an operator can clear is not even queued: it is never started (docs/design.md §5.7).
+    // The node with a pod only an operator can clear is not even queued: it is never started
+    // (docs/design.md §5.7).
     assert_eq!(order.into_values().collect::<Vec<_>>(), ["stalled"]);
     assert_eq!(phase(&plan, "operator"), k8sm_api::NodePhase::Blocked);
 }

@@ -1,5 +1,5 @@
-//! Handing nodes back (docs/design.md §5.2): the policy finalizer, a deleted policy, a node leaving the selector, and the
-//! nodes deleted as their kamikaze (`status.deletedNodes`).
+//! Handing nodes back (docs/design.md §5.2): the policy finalizer, a deleted policy, a node leaving
+//! the selector, and the nodes deleted as their kamikaze (`status.deletedNodes`).
 
 use k8sm_api::{KamikazeMechanism, NodePhase};
 
@@ -181,8 +181,9 @@ fn a_deleted_node_that_comes_back_with_its_old_executor_is_never_deleted_again()
     }
 }
 
-/// Deleted as its kamikaze toward a target that moved since (a hotfix release), the node comes back on the target it
-/// was told about: it goes round again for the new target, where a third ID still means it came back wrong.
+/// Deleted as its kamikaze toward a target that moved since (a hotfix release), the node comes back
+/// on the target it was told about: it goes round again for the new target, where a third ID still
+/// means it came back wrong.
 #[test]
 fn a_deleted_node_back_on_the_target_it_was_told_goes_round_again() {
     let told = "sha256:first-target";

@@ -1,7 +1,8 @@
-//! Annotations that are huge or carry control characters (anyone who may write a Node's annotations can put up to
-//! 256 KiB there): every message quotes them escaped and cut, the plan's report carries no more of them than the
-//! status may hold, and decisions stay what they would be with ordinary values. And the number of nodes deleted at
-//! once (each remembered in the status) is bounded.
+//! Annotations that are huge or carry control characters (anyone who may write a Node's annotations
+//! can put up to 256 KiB there): every message quotes them escaped and cut, the plan's report
+//! carries no more of them than the status may hold, and decisions stay what they would be with
+//! ordinary values. And the number of nodes deleted at once (each remembered in the status) is
+//! bounded.
 
 use k8sm_api::text::{MAX_QUOTED_VALUE, is_unsafe, recorded_id};
 use k8sm_api::{
@@ -18,8 +19,8 @@ fn hostile() -> String {
     value
 }
 
-/// Every message of the plan and every blocker: at most about a kilobyte (Events cap notes at 1 kB), no control
-/// character.
+/// Every message of the plan and every blocker: at most about a kilobyte (Events cap notes at 1
+/// kB), no control character.
 fn assert_messages_are_safe(plan: &Plan) {
     let messages = plan
         .actions
@@ -101,7 +102,8 @@ fn a_huge_executor_id_is_quoted_in_the_mark_and_cut_in_the_report() {
 
 #[test]
 fn a_node_that_comes_back_with_a_huge_executor_id_is_reported_safely() {
-    // Kamikaze sent while it ran an ordinary old executor; it comes back reporting 200 KiB of garbage.
+    // Kamikaze sent while it ran an ordinary old executor; it comes back reporting 200 KiB of
+    // garbage.
     let mut came_back = node("n1").marked(at(0)).admitted(at(1)).kamikazed(at(5));
     came_back.kamikaze = None;
     came_back.executor_id = Some(hostile());

@@ -1,6 +1,7 @@
-//! Owners by identity: a pod counts for an owner only when its controller reference names that owner's UID, kind and
-//! API group in the pod's own namespace. A tenant who may create pods in its own namespace can write any reference
-//! on them; pods whose reference copies another namespace's UID count for nobody but themselves.
+//! Owners by identity: a pod counts for an owner only when its controller reference names that
+//! owner's UID, kind and API group in the pod's own namespace. A tenant who may create pods in its
+//! own namespace can write any reference on them; pods whose reference copies another namespace's
+//! UID count for nobody but themselves.
 
 use std::sync::Arc;
 
@@ -19,8 +20,8 @@ fn victim() -> (OwnerView, OwnerView, Vec<PodView>) {
     (web, rs, pods)
 }
 
-/// `count` Ready pods of the tenant's namespace `tenant`, on the upgraded node, whose controller reference is
-/// `reference`.
+/// `count` Ready pods of the tenant's namespace `tenant`, on the upgraded node, whose controller
+/// reference is `reference`.
 fn forged(count: usize, reference: ControllerRef) -> Vec<PodView> {
     let reference = Arc::new(reference);
     (0..count)
@@ -114,8 +115,8 @@ fn a_reference_with_the_wrong_kind_or_group_in_the_same_namespace_names_nothing(
 #[test]
 fn a_tenant_replica_set_that_claims_the_deployment_counts_for_nobody_else() {
     let (web, rs, pods) = victim();
-    // The tenant's own ReplicaSet, whose controller reference copies the victim Deployment's: its pods name it
-    // correctly, but it names nothing in its own namespace.
+    // The tenant's own ReplicaSet, whose controller reference copies the victim Deployment's: its
+    // pods name it correctly, but it names nothing in its own namespace.
     let mut tenant_rs = replica_set("tenant", "web-6d4f", 10);
     tenant_rs.controller = Some(ControllerRef::new(
         "tenant",
@@ -136,8 +137,9 @@ fn a_tenant_replica_set_that_claims_the_deployment_counts_for_nobody_else() {
 
 #[test]
 fn unknown_controllers_with_one_uid_in_two_namespaces_are_two_workloads() {
-    // Three brokers in `kafka`, and thirty pods of the tenant that copy the node pool's reference in their own
-    // namespace: counted for it, they would let all three go at once (33 pods, 30 needed at 90%).
+    // Three brokers in `kafka`, and thirty pods of the tenant that copy the node pool's reference
+    // in their own namespace: counted for it, they would let all three go at once (33 pods, 30
+    // needed at 90%).
     let kafka = owner(
         OwnerKind::Other("KafkaNodePool".into()),
         "kafka",

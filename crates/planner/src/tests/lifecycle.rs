@@ -1,4 +1,5 @@
-//! A node's whole way through the upgrade: kamikaze, restart, pause, execution order, idempotence, JSON.
+//! A node's whole way through the upgrade: kamikaze, restart, pause, execution order, idempotence,
+//! JSON.
 
 use k8sm_api::{KamikazeMechanism, NodePhase, UnmanagedPodPolicy};
 
@@ -319,7 +320,8 @@ fn paused_means_no_eviction_deletion_cordon_or_kamikaze() {
 
 #[test]
 fn a_paused_policy_takes_nothing_from_the_others() {
-    // One owner, a pod under each policy: only the active policy's eviction counts against the owner.
+    // One owner, a pod under each policy: only the active policy's eviction counts against the
+    // owner.
     let rs = replica_set("shop", "web", 3);
     let nodes = vec![
         node("a1").label("pool", "a").marked(at(0)).admitted(at(1)),

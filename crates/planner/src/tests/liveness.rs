@@ -1,5 +1,6 @@
-//! Liveness (docs/design.md §5.7): broken workloads never hold a node, the Eviction API decides where it may say yes,
-//! and a pod stuck terminating freezes none of its workload's other pods. Each case fails on the rule it is about.
+//! Liveness (docs/design.md §5.7): broken workloads never hold a node, the Eviction API decides
+//! where it may say yes, and a pod stuck terminating freezes none of its workload's other pods.
+//! Each case fails on the rule it is about.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -13,8 +14,8 @@ use crate::{
     testing::{node, owner, pdb, policy, replica_set, unmanaged_pod},
 };
 
-/// A Deployment of 3 crash-looping for an hour (no pod Ready): its pod on a draining node goes, as `kubectl drain`
-/// would evict it; the node is not held for as long as the workload stays broken.
+/// A Deployment of 3 crash-looping for an hour (no pod Ready): its pod on a draining node goes, as
+/// `kubectl drain` would evict it; the node is not held for as long as the workload stays broken.
 #[test]
 fn a_broken_workload_does_not_hold_its_node() {
     let rs = replica_set("shop", "web", 3);
@@ -34,8 +35,8 @@ fn a_broken_workload_does_not_hold_its_node() {
     );
 }
 
-/// A replacement still starting is not broken: below the floor it waits, and the plan wakes when it would count as
-/// broken (nothing else may change before then).
+/// A replacement still starting is not broken: below the floor it waits, and the plan wakes when it
+/// would count as broken (nothing else may change before then).
 #[test]
 fn a_pod_not_ready_for_less_than_the_deadline_waits_and_the_plan_wakes_when_it_would_be_broken() {
     let rs = replica_set("shop", "web", 3);
@@ -56,8 +57,8 @@ fn a_pod_not_ready_for_less_than_the_deadline_waits_and_the_plan_wakes_when_it_w
     );
 }
 
-/// A budget with `disruptionsAllowed: 0` and `unhealthyPodEvictionPolicy: AlwaysAllow`: the Eviction API evicts a pod
-/// that is not Ready at once, so k8sm sends it.
+/// A budget with `disruptionsAllowed: 0` and `unhealthyPodEvictionPolicy: AlwaysAllow`: the
+/// Eviction API evicts a pod that is not Ready at once, so k8sm sends it.
 #[test]
 fn a_not_ready_pod_under_an_always_allow_budget_at_zero_is_evicted() {
     let rs = replica_set("shop", "web", 3);
@@ -75,7 +76,8 @@ fn a_not_ready_pod_under_an_always_allow_budget_at_zero_is_evicted() {
     let mut view = draining(vec![rs], pods, policy("p"));
     view.pdbs.push(always.clone());
     assert_eq!(summary(&plan_now(&view)), ["Evict shop/web-c"]);
-    // The default policy, IfHealthyBudget, with the application disrupted: the API refuses, so k8sm waits.
+    // The default policy, IfHealthyBudget, with the application disrupted: the API refuses, so k8sm
+    // waits.
     view.pdbs[0] = PdbView {
         unhealthy_pod_eviction_policy: UnhealthyPodEvictionPolicy::IfHealthyBudget,
         ..always.clone()
@@ -84,7 +86,8 @@ fn a_not_ready_pod_under_an_always_allow_budget_at_zero_is_evicted() {
     assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
     let (_, reason, _) = pod_decision(&plan, "n1", "web-c");
     assert_eq!(reason, Some(Reason::BlockedByPDB));
-    // IfHealthyBudget with the application not disrupted: the API evicts a pod that is not Ready freely.
+    // IfHealthyBudget with the application not disrupted: the API evicts a pod that is not Ready
+    // freely.
     view.pdbs[0] = PdbView {
         unhealthy_pod_eviction_policy: UnhealthyPodEvictionPolicy::IfHealthyBudget,
         current_healthy: 3,
@@ -93,8 +96,9 @@ fn a_not_ready_pod_under_an_always_allow_budget_at_zero_is_evicted() {
     assert_eq!(summary(&plan_now(&view)), ["Evict shop/web-c"]);
 }
 
-/// A pod of another controller (a KubeVirt VM's launcher, say) is asked for whatever its budget's count says: the
-/// eviction webhook that migrates the VM answers the request itself. One such ask per workload and pass, alone.
+/// A pod of another controller (a KubeVirt VM's launcher, say) is asked for whatever its budget's
+/// count says: the eviction webhook that migrates the VM answers the request itself. One such ask
+/// per workload and pass, alone.
 #[test]
 fn a_pod_of_another_controller_is_asked_for_against_a_budget_at_zero_once_per_pass() {
     let vm = owner(
@@ -124,8 +128,8 @@ fn a_pod_of_another_controller_is_asked_for_against_a_budget_at_zero_once_per_pa
     let (_, reason, message) = pod_decision(&plan, "n1", "launcher-1");
     assert_eq!(reason, Some(Reason::BlockedByPDB));
     assert!(message.contains("PodDisruptionBudget vms/db"), "{message}");
-    // A node that only waits for a slot (here one that stalled before) asks for nothing: its pods are reported as
-    // waiting for the budget.
+    // A node that only waits for a slot (here one that stalled before) asks for nothing: its pods
+    // are reported as waiting for the budget.
     view.nodes[0] = node("n1").marked(at(0)).stalled(at(2));
     view.nodes.push(node("busy").marked(at(0)).admitted(at(1)));
     let mut pods: Vec<PodView> = view.pods.iter().map(|p| (**p).clone()).collect();
@@ -146,8 +150,9 @@ fn a_pod_of_another_controller_is_asked_for_against_a_budget_at_zero_once_per_pa
     assert_eq!(reason, Some(Reason::BlockedByPDB));
 }
 
-/// An eviction asked for against a budget at zero is likely refused: it is not progress, so a node whose pod the
-/// API keeps refusing gives its slot up at `nodeProgressDeadline` like any node that made none.
+/// An eviction asked for against a budget at zero is likely refused: it is not progress, so a node
+/// whose pod the API keeps refusing gives its slot up at `nodeProgressDeadline` like any node that
+/// made none.
 #[test]
 fn an_eviction_asked_against_a_budget_at_zero_is_not_progress() {
     let vm = owner(
@@ -169,8 +174,9 @@ fn an_eviction_asked_against_a_budget_at_zero_is_not_progress() {
     );
 }
 
-/// A node that is NotReady, or reports no executor ID, is never admitted and holds no slot: with one slot, the
-/// fleet goes on without it. A node told to restart that is not back keeps its slot (the brake on a bad executor).
+/// A node that is NotReady, or reports no executor ID, is never admitted and holds no slot: with
+/// one slot, the fleet goes on without it. A node told to restart that is not back keeps its slot
+/// (the brake on a bad executor).
 #[test]
 fn a_dead_node_holds_no_slot_but_a_restart_that_never_came_back_does() {
     let mut dead = node("dead").marked(at(0));
@@ -212,8 +218,9 @@ fn a_dead_node_holds_no_slot_but_a_restart_that_never_came_back_does() {
     assert_eq!(phase(&plan, "restarting"), NodePhase::KamikazeSent);
 }
 
-/// A node with a pod only an operator can clear (a bare pod under `Never`) is never started: not cordoned, and the
-/// workload pod beside it keeps running. Once the operator deletes the bare pod, it is admitted like any other.
+/// A node with a pod only an operator can clear (a bare pod under `Never`) is never started: not
+/// cordoned, and the workload pod beside it keeps running. Once the operator deletes the bare pod,
+/// it is admitted like any other.
 #[test]
 fn a_node_only_an_operator_can_clear_is_never_started() {
     let rs = replica_set("shop", "web", 10);
@@ -242,9 +249,9 @@ fn a_node_only_an_operator_can_clear_is_never_started() {
     assert_eq!(summary(&plan), ["Admit n1 +cordon", "Evict shop/web-here"]);
 }
 
-/// A pod terminating past its grace period by more than a minute is stuck (a finalizer, a dead kubelet): a node
-/// holding one is not started, and says what holds it; one still within its grace period is waited for, and the plan
-/// wakes when it would count as stuck.
+/// A pod terminating past its grace period by more than a minute is stuck (a finalizer, a dead
+/// kubelet): a node holding one is not started, and says what holds it; one still within its grace
+/// period is waited for, and the plan wakes when it would count as stuck.
 #[test]
 fn a_pod_stuck_terminating_keeps_its_node_from_being_started_and_says_what_holds_it() {
     let rs = replica_set("shop", "web", 3);
@@ -298,9 +305,9 @@ fn a_pod_stuck_terminating_keeps_its_node_from_being_started_and_says_what_holds
     assert_eq!(plan.next_wake, Some(now() + chrono::Duration::seconds(80)));
 }
 
-/// The target moved while a node restarted (a hotfix release): back on the target it was told to restart into, the
-/// node restarted as told and goes round again for the new one; back on any other ID, it came back wrong (the brake
-/// on a broken executor release stays).
+/// The target moved while a node restarted (a hotfix release): back on the target it was told to
+/// restart into, the node restarted as told and goes round again for the new one; back on any other
+/// ID, it came back wrong (the brake on a broken executor release stays).
 #[test]
 fn a_node_back_on_the_target_it_was_told_goes_round_again_after_the_target_moved() {
     let first = "sha256:first-target";
@@ -322,7 +329,8 @@ fn a_node_back_on_the_target_it_was_told_goes_round_again_after_the_target_moved
         plan.actions[0].message
     );
     assert!(blocker_reasons(&plan, "n1").is_empty());
-    // Round again: marked for the new target, admitted, drained (nothing on it) and told to restart into it.
+    // Round again: marked for the new target, admitted, drained (nothing on it) and told to restart
+    // into it.
     crate::testing::apply(&mut view, &plan);
     let plan = plan_now(&view);
     assert_eq!(summary(&plan), ["Mark n1 @", "Admit n1 +cordon"]);
@@ -334,10 +342,11 @@ fn a_node_back_on_the_target_it_was_told_goes_round_again_after_the_target_moved
     assert_eq!(blocker_reasons(&plan, "n1"), [Reason::UnexpectedExecutor]);
 }
 
-/// With `minReadySeconds`, "Ready" in the rule means available (Ready for that long), as the Deployment controller
-/// counts it: a replacement Ready for 10 s of 60 does not count yet, so the workload's Ready pods on the draining
-/// node wait, and the plan wakes when it becomes available; a pod not yet available itself moves as a pod that is not
-/// Ready does (its controller does not count it either).
+/// With `minReadySeconds`, "Ready" in the rule means available (Ready for that long), as the
+/// Deployment controller counts it: a replacement Ready for 10 s of 60 does not count yet, so the
+/// workload's Ready pods on the draining node wait, and the plan wakes when it becomes available; a
+/// pod not yet available itself moves as a pod that is not Ready does (its controller does not
+/// count it either).
 #[test]
 fn with_min_ready_seconds_ready_means_available() {
     let mut rs = replica_set("shop", "web", 3);
@@ -376,8 +385,8 @@ fn with_min_ready_seconds_ready_means_available() {
         now(),
     );
     assert_eq!(summary(&later), ["Evict shop/web-c"]);
-    // A pod on the node that is Ready but not yet available moves like one that is not Ready: 2 available of 3 is
-    // the floor.
+    // A pod on the node that is Ready but not yet available moves like one that is not Ready: 2
+    // available of 3 is the floor.
     let pods = vec![
         available(rs.pod("web-a", "up")),
         available(rs.pod("web-b", "up")),
@@ -391,7 +400,8 @@ fn with_min_ready_seconds_ready_means_available() {
     assert_eq!(summary(&plan), ["Evict shop/web-c"]);
     let (_, eviction) = plan.evictions().next().unwrap();
     assert_eq!((eviction.ready_before, eviction.ready_after), (2, 2));
-    // A budget counts it Ready, as the Eviction API does: at zero it refuses, whatever unhealthyPodEvictionPolicy says.
+    // A budget counts it Ready, as the Eviction API does: at zero it refuses, whatever
+    // unhealthyPodEvictionPolicy says.
     view.pdbs.push(PdbView {
         current_healthy: 3,
         desired_healthy: 2,
@@ -405,10 +415,10 @@ fn with_min_ready_seconds_ready_means_available() {
     );
 }
 
-/// A workload with no pod Ready and one broken is broken as a whole: a replacement of a crash-looping pod, created a
-/// minute ago from the same template, goes at once instead of holding its node for `nodeProgressDeadline` (found by
-/// the bench's model: such nodes kept every slot for ten minutes). With a pod Ready, a replacement still starting is
-/// not churned.
+/// A workload with no pod Ready and one broken is broken as a whole: a replacement of a
+/// crash-looping pod, created a minute ago from the same template, goes at once instead of holding
+/// its node for `nodeProgressDeadline` (found by the bench's model: such nodes kept every slot for
+/// ten minutes). With a pod Ready, a replacement still starting is not churned.
 #[test]
 fn the_replacement_of_a_crash_looping_pod_is_broken_at_once() {
     let rs = replica_set("shop", "web", 3);
@@ -430,11 +440,12 @@ fn the_replacement_of_a_crash_looping_pod_is_broken_at_once() {
     assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
 }
 
-/// A crash loop whose broken pods were all evicted already: its pods are replacements a minute old, none Ready,
-/// and nothing on the pods says the workload was broken. Its Deployment does: unavailable for an hour, it is broken
-/// as a whole, and a replacement goes at once, as `kubectl drain` would evict it, instead of holding its node for
-/// `nodeProgressDeadline`. A Deployment unavailable only since a minute (its pods evicted while healthy, say) is
-/// not: the replacement waits, and the plan wakes when it would count as broken.
+/// A crash loop whose broken pods were all evicted already: its pods are replacements a minute old,
+/// none Ready, and nothing on the pods says the workload was broken. Its Deployment does:
+/// unavailable for an hour, it is broken as a whole, and a replacement goes at once, as `kubectl
+/// drain` would evict it, instead of holding its node for `nodeProgressDeadline`. A Deployment
+/// unavailable only since a minute (its pods evicted while healthy, say) is not: the replacement
+/// waits, and the plan wakes when it would count as broken.
 #[test]
 fn replacements_of_a_crash_loop_go_once_their_deployment_is_unavailable_that_long() {
     let minute_ago = now() - chrono::Duration::minutes(1);
@@ -466,11 +477,11 @@ fn replacements_of_a_crash_loop_go_once_their_deployment_is_unavailable_that_lon
     );
 }
 
-/// The room a draining node's Ready pods need elsewhere goes to them, not to replacements of broken pods: a
-/// crash-looping StatefulSet's replacement is as broken as its pod, and once it has taken the last room, the healthy
-/// workload's pods cannot move and the node never finishes (the messy model's case
-/// 8271499481746269433,6,25,1,75,true: evicted 271 times over 12 hours). `up` has 1000m free; web's two Ready pods on
-/// n1 need 1000m of it, db's broken pod 500m more.
+/// The room a draining node's Ready pods need elsewhere goes to them, not to replacements of broken
+/// pods: a crash-looping StatefulSet's replacement is as broken as its pod, and once it has taken
+/// the last room, the healthy workload's pods cannot move and the node never finishes (the messy
+/// model's case 8271499481746269433,6,25,1,75,true: evicted 271 times over 12 hours). `up` has
+/// 1000m free; web's two Ready pods on n1 need 1000m of it, db's broken pod 500m more.
 fn short_of_room(free_millis: u64) -> ClusterView {
     let web = replica_set("shop", "web", 4);
     let db = owner(OwnerKind::StatefulSet, "shop", "db", Some(2));
@@ -510,8 +521,8 @@ fn a_broken_pod_leaves_the_room_to_the_ready_pods_of_its_node() {
     );
 }
 
-/// Once the Ready pods of other workloads have left (terminating), the broken pod goes, whatever the room: nothing
-/// else on the node needs it.
+/// Once the Ready pods of other workloads have left (terminating), the broken pod goes, whatever
+/// the room: nothing else on the node needs it.
 #[test]
 fn a_broken_pod_goes_once_the_ready_pods_of_other_workloads_have_left() {
     let mut view = short_of_room(0);
@@ -524,8 +535,8 @@ fn a_broken_pod_goes_once_the_ready_pods_of_other_workloads_have_left() {
     assert_eq!(summary(&plan), ["Evict shop/db-1"]);
 }
 
-/// Nor does it wait for a Ready pod of its own workload: that pod waits for the workload's health, which the broken
-/// pod's move may restore (db needs 3 of 4 Ready and has 1: db-0, on n1).
+/// Nor does it wait for a Ready pod of its own workload: that pod waits for the workload's health,
+/// which the broken pod's move may restore (db needs 3 of 4 Ready and has 1: db-0, on n1).
 #[test]
 fn a_broken_pod_does_not_wait_for_the_ready_pods_of_its_own_workload() {
     let db = owner(OwnerKind::StatefulSet, "shop", "db", Some(4));
@@ -543,9 +554,10 @@ fn a_broken_pod_does_not_wait_for_the_ready_pods_of_its_own_workload() {
     assert_eq!(summary(&plan), ["Evict shop/db-1"]);
 }
 
-/// A StatefulSet creates a pod's replacement only once the pod is gone: the replacements of its broken pods evicted
-/// in an earlier pass (terminating now) are not waiting to be scheduled yet, but will take room all the same. With
-/// 1500m free, web's two Ready pods (1000m) and db-1's terminating pod (500m) leave nothing for db-2.
+/// A StatefulSet creates a pod's replacement only once the pod is gone: the replacements of its
+/// broken pods evicted in an earlier pass (terminating now) are not waiting to be scheduled yet,
+/// but will take room all the same. With 1500m free, web's two Ready pods (1000m) and db-1's
+/// terminating pod (500m) leave nothing for db-2.
 #[test]
 fn the_replacements_still_to_come_of_terminating_pods_count_against_the_room() {
     let mut view = short_of_room(1500);

@@ -1,4 +1,5 @@
-//! Marking, completion and node selection: which nodes a policy touches, and how their marks come and go.
+//! Marking, completion and node selection: which nodes a policy touches, and how their marks come
+//! and go.
 
 use k8sm_api::{NodePhase, keys};
 
@@ -230,7 +231,8 @@ fn without_a_target_a_restart_is_a_new_executor_id_after_kamikaze() {
 fn an_executor_that_came_back_with_its_old_id_is_reported_and_never_told_again() {
     for target in [None, Some(NEW)] {
         let p = policy("p").with(|s| s.target_executor_id = target.map(str::to_owned));
-        // It obeyed, came back still running OLD, and acknowledged the kamikaze by removing its annotation.
+        // It obeyed, came back still running OLD, and acknowledged the kamikaze by removing its
+        // annotation.
         let mut n1 = node("n1").marked(at(0)).admitted(at(1)).kamikazed(at(2));
         n1.kamikaze = None;
         n1.kamikaze_obeyed = true;
@@ -398,8 +400,8 @@ fn a_node_selected_by_two_policies_is_left_alone_and_reported_on_both() {
     }
 }
 
-/// A node that a second policy starts to select mid-drain is handed back: neither policy acts on it, so neither may
-/// leave it cordoned and marked.
+/// A node that a second policy starts to select mid-drain is handed back: neither policy acts on
+/// it, so neither may leave it cordoned and marked.
 #[test]
 fn a_node_that_becomes_shared_mid_drain_is_handed_back() {
     let mut draining = node("shared")

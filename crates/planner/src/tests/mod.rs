@@ -74,8 +74,8 @@ fn queue(plan: &Plan) -> Vec<(u32, String)> {
     queued
 }
 
-/// The actions of a plan that the operator sees (every one but the bookkeeping of progress records), one short line
-/// each, in order. `with_bookkeeping` lists them all.
+/// The actions of a plan that the operator sees (every one but the bookkeeping of progress
+/// records), one short line each, in order. `with_bookkeeping` lists them all.
 fn summary(plan: &Plan) -> Vec<String> {
     with_bookkeeping(plan)
         .into_iter()

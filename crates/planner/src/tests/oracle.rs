@@ -1,17 +1,20 @@
-//! The SLA rule of docs/design.md §5.3, restated for the property tests and judged against a workload's *generated*
-//! truth: its desired count, Ready pods and pods going, as the test's own world knows them.
+//! The SLA rule of docs/design.md §5.3, restated for the property tests and judged against a
+//! workload's *generated* truth: its desired count, Ready pods and pods going, as the test's own
+//! world knows them.
 //!
-//! Nothing here reads what the plan reports about an eviction (`Eviction::desired`, `threshold`, `ready_before`):
-//! a planner that judges the wrong workload reports the wrong numbers consistently, and an oracle built on them
-//! agrees with it. The arithmetic is written out again rather than taken from `health`, so that a broken `needed` or
-//! `sla_floor` cannot vouch for itself.
+//! Nothing here reads what the plan reports about an eviction (`Eviction::desired`, `threshold`,
+//! `ready_before`): a planner that judges the wrong workload reports the wrong numbers
+//! consistently, and an oracle built on them agrees with it. The arithmetic is written out again
+//! rather than taken from `health`, so that a broken `needed` or `sla_floor` cannot vouch for
+//! itself.
 
 /// `ceil(t * d / 100)`: the Ready pods a workload keeps after evicting a Ready pod on room alone.
 pub(super) fn needed(threshold: u8, desired: u32) -> u32 {
     (u32::from(threshold) * desired).div_ceil(100)
 }
 
-/// The SLA bound `min(ceil(t * d / 100), d - 1)`: k8sm never takes a workload's Ready pods below it.
+/// The SLA bound `min(ceil(t * d / 100), d - 1)`: k8sm never takes a workload's Ready pods below
+/// it.
 pub(super) fn bound(threshold: u8, desired: u32) -> u32 {
     needed(threshold, desired).min(desired.saturating_sub(1))
 }
@@ -19,35 +22,38 @@ pub(super) fn bound(threshold: u8, desired: u32) -> u32 {
 /// A workload as the test's world knows it before a plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Truth {
-    /// `d`: `spec.replicas` of the top-level workload (a Deployment for the pods of its ReplicaSets); for a
-    /// controller of a kind k8sm does not know, the pods of it that are not finished plus its evictions in flight
-    /// whose pod is gone (docs/design.md §5.3).
+    /// `d`: `spec.replicas` of the top-level workload (a Deployment for the pods of its
+    /// ReplicaSets); for a controller of a kind k8sm does not know, the pods of it that are
+    /// not finished plus its evictions in flight whose pod is gone (docs/design.md §5.3).
     pub(super) desired: u32,
     /// Pods Ready, not finished, neither terminating nor with an eviction in flight.
     pub(super) ready: u32,
-    /// Pods with an eviction in flight, plus evictions in flight whose pod is gone (not replaced yet). A pod
-    /// terminating on its own is gone, as the disruption controller counts it.
+    /// Pods with an eviction in flight, plus evictions in flight whose pod is gone (not replaced
+    /// yet). A pod terminating on its own is gone, as the disruption controller counts it.
     pub(super) going: u32,
 }
 
-/// One eviction a plan makes of a workload's pod: whether the pod was Ready, and the threshold of the policy of the
-/// node it is on.
+/// One eviction a plan makes of a workload's pod: whether the pod was Ready, and the threshold of
+/// the policy of the node it is on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Evicted {
     pub(super) ready: bool,
-    /// Not Ready for longer than its policy's `nodeProgressDeadline`: it may go whatever the workload's Ready count.
+    /// Not Ready for longer than its policy's `nodeProgressDeadline`: it may go whatever the
+    /// workload's Ready count.
     pub(super) broken: bool,
     pub(super) threshold: u8,
 }
 
-/// Whether a plan's evictions of one workload can be made one after the other so that each one is allowed by the
-/// rule at its moment: a Ready pod when `r - 1 >= ceil(t * d)`, or as the very first when the workload is fully
-/// ready (`r >= d`, nothing going); a pod that is not Ready when `r >= min(ceil(t * d), d - 1)`, or at any time
-/// when it is broken (moving it costs no Ready pod). The planner makes
-/// them in one such order; which one does not matter here, so any order is tried (in effect: the best one).
+/// Whether a plan's evictions of one workload can be made one after the other so that each one is
+/// allowed by the rule at its moment: a Ready pod when `r - 1 >= ceil(t * d)`, or as the very first
+/// when the workload is fully ready (`r >= d`, nothing going); a pod that is not Ready when `r >=
+/// min(ceil(t * d), d - 1)`, or at any time when it is broken (moving it costs no Ready pod). The
+/// planner makes them in one such order; which one does not matter here, so any order is tried (in
+/// effect: the best one).
 ///
-/// The best order: not-Ready pods as early as they may go (first, or right after a fully-ready first eviction, as
-/// evicting one makes the workload no longer fully ready), Ready pods with the strictest threshold first.
+/// The best order: not-Ready pods as early as they may go (first, or right after a fully-ready
+/// first eviction, as evicting one makes the workload no longer fully ready), Ready pods with the
+/// strictest threshold first.
 pub(super) fn check(w: Truth, evicted: &[Evicted]) -> Result<(), String> {
     if evicted.is_empty() {
         return Ok(());
@@ -71,7 +77,8 @@ pub(super) fn check(w: Truth, evicted: &[Evicted]) -> Result<(), String> {
         .filter(|e| !e.ready && !e.broken)
         .map(|e| i64::from(bound(e.threshold, d)))
         .max();
-    // The k-th Ready eviction (from 1) leaves r - k Ready pods; on room alone that must be at least its `needed`.
+    // The k-th Ready eviction (from 1) leaves r - k Ready pods; on room alone that must be at least
+    // its `needed`.
     let on_room = |needs: &[i64], already: i64| {
         needs
             .iter()
@@ -103,9 +110,10 @@ pub(super) fn check(w: Truth, evicted: &[Evicted]) -> Result<(), String> {
     ))
 }
 
-/// The most pods a controller may lose in one plan at threshold `t` (for a controller of a kind k8sm does not know:
-/// one at a time unless the threshold allows more): Ready pods on room (`r - needed`), or one when it is fully ready;
-/// and its pods that are not Ready only while `r >= bound`.
+/// The most pods a controller may lose in one plan at threshold `t` (for a controller of a kind
+/// k8sm does not know: one at a time unless the threshold allows more): Ready pods on room (`r -
+/// needed`), or one when it is fully ready; and its pods that are not Ready only while `r >=
+/// bound`.
 pub(super) fn most_evictions(w: Truth, threshold: u8) -> (u32, bool) {
     if w.desired == 0 {
         return (0, false);

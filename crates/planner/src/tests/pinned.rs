@@ -1,6 +1,7 @@
-//! Pinned pods (docs/design.md §5.7): a pod whose replacement can only run on its own node keeps that node for the
-//! operator under `workloads.pinnedPods: Block` (the default): never started, nothing on it evicted, reported
-//! `BlockedPinnedPod` naming what pins it. `Evict` evicts it like any other pod, as `kubectl drain` does.
+//! Pinned pods (docs/design.md §5.7): a pod whose replacement can only run on its own node keeps
+//! that node for the operator under `workloads.pinnedPods: Block` (the default): never started,
+//! nothing on it evicted, reported `BlockedPinnedPod` naming what pins it. `Evict` evicts it like
+//! any other pod, as `kubectl drain` does.
 
 use k8sm_api::{NodePhase, PinnedPods, UnmanagedPodPolicy};
 
@@ -10,7 +11,8 @@ use crate::{
     testing::{NEW, hostname_terms, job, node, policy, replica_set, stateful_set, unmanaged_pod},
 };
 
-/// A workload of 10, 9 of its pods on an upgraded node and `here` on the marked node n1 (hostname label `host-1`).
+/// A workload of 10, 9 of its pods on an upgraded node and `here` on the marked node n1 (hostname
+/// label `host-1`).
 fn fleet(here: impl FnOnce(PodView) -> PodView) -> ClusterView {
     let rs = replica_set("shop", "web", 10);
     let mut pods: Vec<PodView> = (0..9).map(|i| rs.pod(&format!("w{i}"), "up")).collect();
@@ -22,8 +24,8 @@ fn fleet(here: impl FnOnce(PodView) -> PodView) -> ClusterView {
     cluster(nodes, vec![rs], pods, vec![policy("p")])
 }
 
-/// n1 is not started (no action at all), is Blocked for its pinned pod, and the pod's message says `by` and what
-/// clears it.
+/// n1 is not started (no action at all), is Blocked for its pinned pod, and the pod's message says
+/// `by` and what clears it.
 fn assert_kept_for_the_operator(view: &ClusterView, pod: &str, by: &str) {
     let plan = plan_now(view);
     assert!(summary(&plan).is_empty(), "{:?}", summary(&plan));
@@ -81,9 +83,10 @@ fn a_required_node_affinity_to_this_node_only_keeps_it() {
     assert_kept_for_the_operator(&view, "web-here", "required node affinity");
 }
 
-/// Selectors that some other node may satisfy do not pin: a required affinity with a term for another node, a
-/// hostname selector of another node (the label changed under a running pod), a claim with no volume that names a
-/// node. A preferred affinity never reaches the planner (the view keeps required ones only: see k8sm-view).
+/// Selectors that some other node may satisfy do not pin: a required affinity with a term for
+/// another node, a hostname selector of another node (the label changed under a running pod), a
+/// claim with no volume that names a node. A preferred affinity never reaches the planner (the view
+/// keeps required ones only: see k8sm-view).
 #[test]
 fn what_another_node_may_satisfy_does_not_pin() {
     for (name, pins) in [
@@ -118,7 +121,8 @@ fn what_another_node_may_satisfy_does_not_pin() {
     }
 }
 
-/// The volume of a StatefulSet pod's claim is a local volume of this node: its replacement could only start here.
+/// The volume of a StatefulSet pod's claim is a local volume of this node: its replacement could
+/// only start here.
 #[test]
 fn a_local_volume_of_this_node_keeps_it() {
     let sts = stateful_set("shop", "db", 3);
@@ -157,8 +161,8 @@ fn a_local_volume_of_this_node_keeps_it() {
     );
 }
 
-/// `pinnedPods: Evict`: the operator accepts that the replacement waits Pending until the node is back: n1 is
-/// started and its pinned pod evicted like any other, as `kubectl drain` does.
+/// `pinnedPods: Evict`: the operator accepts that the replacement waits Pending until the node is
+/// back: n1 is started and its pinned pod evicted like any other, as `kubectl drain` does.
 #[test]
 fn evict_admits_the_node_and_evicts_its_pinned_pod() {
     let mut view = fleet(|p| p.pinned(|p| p.hostname = Some("host-1".into())));
@@ -168,8 +172,8 @@ fn evict_admits_the_node_and_evicts_its_pinned_pod() {
     assert!(!blocker_reasons(&plan, "n1").contains(&Reason::BlockedPinnedPod));
 }
 
-/// An admitted node (a pinned pod came after its start, or the policy went back to `Block`): its other pods go, and
-/// once only the pinned pod is left it gives its slot up and is uncordoned.
+/// An admitted node (a pinned pod came after its start, or the policy went back to `Block`): its
+/// other pods go, and once only the pinned pod is left it gives its slot up and is uncordoned.
 #[test]
 fn an_admitted_node_with_only_a_pinned_pod_left_is_handed_back() {
     let rs = replica_set("shop", "web", 10);
@@ -200,8 +204,9 @@ fn an_admitted_node_with_only_a_pinned_pod_left_is_handed_back() {
     assert_eq!(phase(&plan, "n1"), NodePhase::Blocked);
 }
 
-/// A Job's pod pinned to the node holds it for the operator too (its Job would recreate it there); a pod without a
-/// controller has no replacement, so the unmanaged-pod policy alone decides it (here `Delete`).
+/// A Job's pod pinned to the node holds it for the operator too (its Job would recreate it there);
+/// a pod without a controller has no replacement, so the unmanaged-pod policy alone decides it
+/// (here `Delete`).
 #[test]
 fn a_pinned_job_pod_keeps_its_node_and_a_pinned_bare_pod_is_the_unmanaged_policys() {
     let batch = job("shop", "report");
@@ -231,8 +236,9 @@ fn a_pinned_job_pod_keeps_its_node_and_a_pinned_bare_pod_is_the_unmanaged_policy
     );
 }
 
-/// Among many candidates queued for one slot (counted from the index's classes where none of their pods can need
-/// an operator), the one with a pinned pod is not started, and the others queue as before.
+/// Among many candidates queued for one slot (counted from the index's classes where none of their
+/// pods can need an operator), the one with a pinned pod is not started, and the others queue as
+/// before.
 #[test]
 fn a_pinned_pod_among_queued_nodes_is_counted() {
     let rs = replica_set("shop", "web", 20);

@@ -1,4 +1,5 @@
-//! Per-pod decisions on a draining node (docs/design.md §5.3): the health rule, budgets, Jobs, unmanaged pods.
+//! Per-pod decisions on a draining node (docs/design.md §5.3): the health rule, budgets, Jobs,
+//! unmanaged pods.
 
 use k8sm_api::{NodePhase, UnmanagedPodPolicy, keys};
 
@@ -8,7 +9,8 @@ use crate::{
     testing::{daemon_set, node, owner, pdb, policy, replica_set, stateful_set, unmanaged_pod},
 };
 
-/// One draining node `n1` (marked at 0, admitted at 1) plus an upgraded node `up` where other pods run.
+/// One draining node `n1` (marked at 0, admitted at 1) plus an upgraded node `up` where other pods
+/// run.
 pub(super) fn draining(owners: Vec<OwnerView>, pods: Vec<PodView>, p: PolicyView) -> ClusterView {
     let nodes = vec![
         node("n1").marked(at(0)).admitted(at(1)),
@@ -101,7 +103,8 @@ fn a_small_owner_moves_one_pod_at_a_time() {
 
 #[test]
 fn evictions_planned_in_the_same_pass_count_across_nodes() {
-    // 20 replicas, threshold 90%: 18 must stay ready, so one pass evicts exactly two, wherever they run.
+    // 20 replicas, threshold 90%: 18 must stay ready, so one pass evicts exactly two, wherever they
+    // run.
     let rs = replica_set("shop", "web", 20);
     let nodes = (1..=4)
         .map(|i| node(&format!("n{i}")).marked(at(0)).admitted(at(i)))
@@ -119,8 +122,9 @@ fn evictions_planned_in_the_same_pass_count_across_nodes() {
     assert_eq!(evictions, [(20, 19), (19, 18)]);
 }
 
-/// A pod stuck terminating (a finalizer, a dead kubelet) counts for nothing, as the disruption controller counts
-/// it: its ReplicaSet replaced it, and it freezes none of the workload's pods on other nodes.
+/// A pod stuck terminating (a finalizer, a dead kubelet) counts for nothing, as the disruption
+/// controller counts it: its ReplicaSet replaced it, and it freezes none of the workload's pods on
+/// other nodes.
 #[test]
 fn terminating_pods_of_the_owner_count_as_gone() {
     let rs = replica_set("shop", "web", 3);
@@ -204,9 +208,10 @@ fn a_pod_of_an_owner_scaled_to_zero_waits_for_its_controller() {
 
 #[test]
 fn a_pod_whose_owner_is_not_in_the_view_waits_for_the_garbage_collector() {
-    // Its ReplicaSet is absent from the view: deleted (the garbage collector deletes or orphans the pod soon), or so
-    // new that k8sm's cache has not seen it. Whatever the unmanaged-pod policy, it is neither deleted (that could take
-    // a live owner below its threshold) nor handed to the operator: it waits.
+    // Its ReplicaSet is absent from the view: deleted (the garbage collector deletes or orphans the
+    // pod soon), or so new that k8sm's cache has not seen it. Whatever the unmanaged-pod
+    // policy, it is neither deleted (that could take a live owner below its threshold) nor
+    // handed to the operator: it waits.
     let rs = replica_set("shop", "web", 3);
     let job = crate::testing::job("shop", "batch");
     let pods = vec![rs.pod("orphan", "n1"), job.pod("batch-1", "n1")];
@@ -243,7 +248,8 @@ fn a_pod_whose_owner_is_not_in_the_view_waits_for_the_garbage_collector() {
 
 #[test]
 fn a_pod_of_another_controller_kind_is_evicted_never_deleted_whatever_the_policy_says() {
-    // k8sm does not watch VirtualMachineInstances: not finding one in the view does not mean it is gone.
+    // k8sm does not watch VirtualMachineInstances: not finding one in the view does not mean it is
+    // gone.
     let custom = owner(
         OwnerKind::Other("VirtualMachineInstance".into()),
         "vm",
@@ -274,8 +280,8 @@ fn a_pod_of_another_controller_kind_is_evicted_never_deleted_whatever_the_policy
 
 #[test]
 fn a_pod_whose_owner_is_being_deleted_is_unmanaged_and_says_so() {
-    // Still in the view with a deletion timestamp (a finalizer holds it): it replaces nothing any more, so its
-    // health is not judged, whatever its replicas say.
+    // Still in the view with a deletion timestamp (a finalizer holds it): it replaces nothing any
+    // more, so its health is not judged, whatever its replicas say.
     let mut rs = replica_set("shop", "web", 3);
     let pods = vec![rs.pod("web-1", "n1"), rs.pod("web-2", "n1")];
     rs.exists = false;
@@ -336,8 +342,8 @@ fn pods_of_another_controller_kind_go_one_at_a_time_until_replaced() {
         message,
         "wait: controller KafkaNodePool brokers (3 pods seen) 2/3 ready, 1 terminating or not replaced, needs 3 (threshold 90%)"
     );
-    // The evicted broker is gone and not replaced yet: its eviction in flight still counts, so the controller is
-    // not taken for a healthy set of two.
+    // The evicted broker is gone and not replaced yet: its eviction in flight still counts, so the
+    // controller is not taken for a healthy set of two.
     let mut gone = view.clone();
     gone.pods.retain(|p| &*p.name != "broker-0");
     gone.in_flight.push(InFlightEviction {
@@ -351,7 +357,8 @@ fn pods_of_another_controller_kind_go_one_at_a_time_until_replaced() {
         "{:?}",
         summary(&plan_now(&gone))
     );
-    // Replaced (the controller dropped the entry once it saw three brokers again) and Ready: the next one goes.
+    // Replaced (the controller dropped the entry once it saw three brokers again) and Ready: the
+    // next one goes.
     let mut replaced = view.clone();
     replaced.pods.retain(|p| &*p.name != "broker-0");
     replaced.pods.push(kafka.pod("broker-0b", "up").into());
@@ -400,8 +407,9 @@ fn evictions_planned_in_a_pass_are_counted_against_the_budget() {
     );
 }
 
-/// The controller's conversion shares one copy of equal label sets across namespaces: a budget of one namespace
-/// must still cover only that namespace's pods, whichever pod's budgets are looked up first in the pass.
+/// The controller's conversion shares one copy of equal label sets across namespaces: a budget of
+/// one namespace must still cover only that namespace's pods, whichever pod's budgets are looked up
+/// first in the pass.
 #[test]
 fn pods_sharing_labels_across_namespaces_are_covered_by_their_own_namespaces_budgets() {
     let shop = replica_set("shop", "web", 10);
@@ -432,8 +440,8 @@ fn pods_sharing_labels_across_namespaces_are_covered_by_their_own_namespaces_bud
     );
 }
 
-/// Pods that wait for the same thing share one message, written once per pass; a workload in the same state says
-/// its own name.
+/// Pods that wait for the same thing share one message, written once per pass; a workload in the
+/// same state says its own name.
 #[test]
 fn pods_waiting_on_one_workload_share_its_message() {
     let web = replica_set("shop", "web", 10);

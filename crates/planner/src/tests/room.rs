@@ -1,5 +1,5 @@
-//! Admission paced by room: nodes are admitted past half the slots only while the nodes k8sm will not drain can take
-//! the pods of every node in progress.
+//! Admission paced by room: nodes are admitted past half the slots only while the nodes k8sm will
+//! not drain can take the pods of every node in progress.
 
 use std::sync::Arc;
 
@@ -8,9 +8,9 @@ use k8sm_api::MaxConcurrentNodes;
 use super::*;
 use crate::testing::{NEW, node, policy, replica_set};
 
-/// Four marked nodes, each with two pods of 500m (1000m to place elsewhere per node) and room enough of their own;
-/// one upgraded node with `free_millis` free; `max` slots. Its one owner may lose half its pods at once: its chain is
-/// one wave, and the nodes' waves set the pace.
+/// Four marked nodes, each with two pods of 500m (1000m to place elsewhere per node) and room
+/// enough of their own; one upgraded node with `free_millis` free; `max` slots. Its one owner may
+/// lose half its pods at once: its chain is one wave, and the nodes' waves set the pace.
 fn fleet(max: u32, free_millis: u64) -> ClusterView {
     let web = replica_set("shop", "web", 20);
     let mut nodes: Vec<NodeView> = (1..=4)
@@ -50,7 +50,8 @@ fn names(list: &[&str]) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn past_half_the_slots_a_node_waits_until_nodes_that_stay_can_take_its_pods() {
-    // Half of 4 slots go whatever the room (n1, n2: 2000m to place). n3 fits in 3500m free (3000m), n4 does not.
+    // Half of 4 slots go whatever the room (n1, n2: 2000m to place). n3 fits in 3500m free (3000m),
+    // n4 does not.
     let plan = plan_now(&fleet(4, 3500));
     assert_eq!(admitted(&plan), names(&["n1", "n2", "n3"]));
     assert_eq!(blocker_reasons(&plan, "n4"), [Reason::WaitingForRoom]);
@@ -82,8 +83,8 @@ fn half_the_slots_go_whatever_the_room() {
 
 #[test]
 fn where_the_owners_chains_set_the_pace_one_node_goes_whatever_the_room() {
-    // At 95 % the owner may lose 1 of its 20 pods at once: 8 to move take 8 waves, against 1 wave of nodes and 2 of
-    // growth to 4 slots.
+    // At 95 % the owner may lose 1 of its 20 pods at once: 8 to move take 8 waves, against 1 wave
+    // of nodes and 2 of growth to 4 slots.
     let mut view = fleet(4, 0);
     view.policies[0].spec.owner_health_threshold = 95;
     assert_eq!(admitted(&plan_now(&view)), names(&["n1"]));
@@ -109,7 +110,8 @@ fn without_allocatable_resources_room_is_unknown_and_every_slot_fills() {
 
 #[test]
 fn pods_waiting_to_be_scheduled_take_room_first() {
-    // 3500m free, less two pending pods of 500m: 2500m, which n3's 1000m does not fit beside n1's and n2's 2000m.
+    // 3500m free, less two pending pods of 500m: 2500m, which n3's 1000m does not fit beside n1's
+    // and n2's 2000m.
     let mut view = fleet(4, 3500);
     let web = replica_set("shop", "web", 20);
     let pending = (1..=2).map(|i| {
@@ -123,8 +125,8 @@ fn pods_waiting_to_be_scheduled_take_room_first() {
 
 #[test]
 fn nodes_in_progress_hold_room_for_their_pods() {
-    // n1 is in progress with its two pods (1000m to place): n2 goes as the floor's second, n3 fits (3000m of 3500m)
-    // and n4 does not.
+    // n1 is in progress with its two pods (1000m to place): n2 goes as the floor's second, n3 fits
+    // (3000m of 3500m) and n4 does not.
     let mut view = fleet(4, 3500);
     view.nodes[0] = view.nodes[0].clone().admitted(at(1));
     let plan = plan_now(&view);
@@ -151,8 +153,9 @@ fn cordoned_and_not_ready_nodes_have_no_room() {
 
 #[test]
 fn a_node_whose_restart_is_overdue_does_not_count_among_those_room_never_holds_back() {
-    // n1 was told to restart two hours ago and never came back (restartTimeout 10m): it keeps its slot, but n2 and
-    // n3 still go as the floor of 4 slots (where room, 1500m, would take n2 alone), and n4 does not fit.
+    // n1 was told to restart two hours ago and never came back (restartTimeout 10m): it keeps its
+    // slot, but n2 and n3 still go as the floor of 4 slots (where room, 1500m, would take n2
+    // alone), and n4 does not fit.
     let mut view = fleet(4, 1500);
     let hung = view.nodes[0].clone().admitted(at(-120)).kamikazed(at(-120));
     view.nodes[0] = hung;

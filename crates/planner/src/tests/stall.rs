@@ -1,13 +1,15 @@
-//! Nothing holds the fleet (docs/design.md §5.2): a draining node without progress for `nodeProgressDeadline` gives up
-//! its slot, is reported Blocked with what it waits on, and queues again behind the nodes that never stalled; it
-//! rests for the deadline unless one of its pods can move.
+//! Nothing holds the fleet (docs/design.md §5.2): a draining node without progress for
+//! `nodeProgressDeadline` gives up its slot, is reported Blocked with what it waits on, and queues
+//! again behind the nodes that never stalled; it rests for the deadline unless one of its pods can
+//! move.
 
 use k8sm_api::{MaxConcurrentNodes, NodePhase};
 
 use super::*;
 use crate::testing::{NEW, apply, node, pdb, policy, replica_set};
 
-/// One slot; `stuck` drains a pod of a Deployment that a budget of zero protects; `next` is a fresh candidate.
+/// One slot; `stuck` drains a pod of a Deployment that a budget of zero protects; `next` is a fresh
+/// candidate.
 fn one_slot_one_stuck_budget() -> ClusterView {
     let stuck = node("stuck")
         .marked(at(0))
@@ -16,8 +18,8 @@ fn one_slot_one_stuck_budget() -> ClusterView {
     one_slot_budget_zero(vec![stuck, node("next").marked(at(0))])
 }
 
-/// `nodes`, plus an upgraded node `up`; one drain slot; web-1 on `stuck` (web-2 and web-3 on `up`) under a budget of
-/// zero.
+/// `nodes`, plus an upgraded node `up`; one drain slot; web-1 on `stuck` (web-2 and web-3 on `up`)
+/// under a budget of zero.
 fn one_slot_budget_zero(mut nodes: Vec<NodeView>) -> ClusterView {
     let rs = replica_set("shop", "web", 3);
     nodes.push(node("up").executor(NEW));
@@ -77,7 +79,8 @@ fn at_the_deadline_it_gives_up_its_slot_and_the_next_node_goes() {
             .any(|c| c.reason == Reason::Stalled && c.nodes == ["stuck"])
     );
     apply(&mut view, &plan);
-    // Next pass: the slot is free, the fresh node is admitted; the stalled one is reported Blocked, queued.
+    // Next pass: the slot is free, the fresh node is admitted; the stalled one is reported Blocked,
+    // queued.
     let next = plan_at(&view, 11);
     assert_eq!(summary(&next), ["Admit next +cordon"]);
     assert_eq!(phase(&next, "stuck"), NodePhase::Blocked);
@@ -140,8 +143,9 @@ fn a_stalled_node_is_admitted_again_as_soon_as_one_of_its_pods_can_move() {
     assert_eq!(summary(&plan), ["Admit stuck +cordon", "Evict shop/web-1"]);
 }
 
-/// A stalled node with only unmanaged pods waits on their timeout (30 minutes from its mark at minute 0), not on an
-/// owner: it rests like one whose pods wait, and goes at once when the timeout lets its pod be deleted.
+/// A stalled node with only unmanaged pods waits on their timeout (30 minutes from its mark at
+/// minute 0), not on an owner: it rests like one whose pods wait, and goes at once when the timeout
+/// lets its pod be deleted.
 #[test]
 fn a_stalled_node_without_owned_pods_rests_until_its_pod_can_go() {
     let mut view = stalled_alone();
@@ -155,8 +159,8 @@ fn a_stalled_node_without_owned_pods_rests_until_its_pod_can_go() {
     assert_eq!(plan.next_wake, Some(at(21)));
     // Rested, it is admitted again and waits on the timeout.
     assert_eq!(summary(&plan_at(&view, 21)), ["Admit stuck +cordon"]);
-    // Stalled again at 25: at 30 (and the clock skew allowance) the timeout lets the pod go, which ends the rest at
-    // once.
+    // Stalled again at 25: at 30 (and the clock skew allowance) the timeout lets the pod go, which
+    // ends the rest at once.
     view.nodes[0] = view.nodes[0].clone().stalled(at(25));
     assert!(summary(&plan_at(&view, 30)).is_empty());
     assert_eq!(
@@ -165,9 +169,10 @@ fn a_stalled_node_without_owned_pods_rests_until_its_pod_can_go() {
     );
 }
 
-/// Seen at 1,000 nodes: evicted pods that took longer than the deadline to terminate stalled their node; once they
-/// were gone, the node held nothing but its DaemonSet pod, yet it rested out the rest of the deadline (ten idle
-/// minutes for a node that only needed its kamikaze). A stalled node with nothing left to move goes at once.
+/// Seen at 1,000 nodes: evicted pods that took longer than the deadline to terminate stalled their
+/// node; once they were gone, the node held nothing but its DaemonSet pod, yet it rested out the
+/// rest of the deadline (ten idle minutes for a node that only needed its kamikaze). A stalled node
+/// with nothing left to move goes at once.
 #[test]
 fn a_stalled_node_left_with_nothing_to_move_is_admitted_at_once() {
     let mut view = stalled_alone();
@@ -220,14 +225,16 @@ fn plan_at(view: &ClusterView, minute: i64) -> Plan {
     crate::plan(view, at(minute))
 }
 
-/// The last node of a fleet, admitted while its pods cannot move: no other change may come to wake the controller,
-/// so the pass that admits it must itself ask to plan again at its deadline, or it never stalls.
+/// The last node of a fleet, admitted while its pods cannot move: no other change may come to wake
+/// the controller, so the pass that admits it must itself ask to plan again at its deadline, or it
+/// never stalls.
 #[test]
 fn a_node_admitted_with_nothing_to_move_asks_to_be_planned_again_at_its_deadline() {
     let view = one_slot_budget_zero(vec![node("stuck").marked(at(0))]);
     let plan = crate::plan(&view, at(10));
     assert_eq!(summary(&plan), ["Admit stuck +cordon"]);
-    // The policy's default nodeProgressDeadline is 10 minutes (as in the tests above: progressed at 1, stalls at 11).
+    // The policy's default nodeProgressDeadline is 10 minutes (as in the tests above: progressed at
+    // 1, stalls at 11).
     assert_eq!(
         plan.next_wake,
         Some(at(20)),

@@ -1,6 +1,6 @@
-//! What the two property suites (`props`: one plan over a random cluster; `sim`: plans over time in a model cluster)
-//! share besides the oracle: the kinds of workload they generate, a random source that replays from its seed, and a
-//! tally of the situations a sample of generated cases meets.
+//! What the two property suites (`props`: one plan over a random cluster; `sim`: plans over time in
+//! a model cluster) share besides the oracle: the kinds of workload they generate, a random source
+//! that replays from its seed, and a tally of the situations a sample of generated cases meets.
 
 use std::{collections::BTreeMap, fmt::Debug};
 
@@ -8,7 +8,8 @@ use proptest::prelude::*;
 
 use crate::OwnerKind;
 
-/// The kind of a generated workload; `R` is the state of a Deployment's rollout, which each suite models its own way.
+/// The kind of a generated workload; `R` is the state of a Deployment's rollout, which each suite
+/// models its own way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kind<R> {
     Deployment(R),
@@ -46,8 +47,8 @@ impl<R> Kind<R> {
     }
 }
 
-/// A kind of workload, Deployments (in a rollout state drawn from `rollout`) weighing most: they are where judging a
-/// ReplicaSet alone goes wrong.
+/// A kind of workload, Deployments (in a rollout state drawn from `rollout`) weighing most: they
+/// are where judging a ReplicaSet alone goes wrong.
 pub(super) fn arb_kind<R: Clone + Debug>(
     rollout: impl Strategy<Value = R>,
 ) -> impl Strategy<Value = Kind<R>> {
@@ -91,13 +92,14 @@ impl Rng {
     }
 }
 
-/// How often a sample of generated cases met each situation a suite's properties are about: the properties are only
-/// as good as the cases they see.
+/// How often a sample of generated cases met each situation a suite's properties are about: the
+/// properties are only as good as the cases they see.
 #[derive(Debug, Default)]
 pub(super) struct Tally(BTreeMap<&'static str, u32>);
 
 impl Tally {
-    /// Counts `what` when `hit`; names it either way, so that a situation never met is still listed.
+    /// Counts `what` when `hit`; names it either way, so that a situation never met is still
+    /// listed.
     pub(super) fn saw(&mut self, what: &'static str, hit: bool) {
         *self.0.entry(what).or_default() += u32::from(hit);
     }

@@ -1,7 +1,7 @@
-//! Surge moves (`spec.workloads.surge: SingleReplica`): the only pod of a Deployment leaves its draining node by a
-//! rollout that starts the new pod first; every case where that cannot be done without downtime is evicted as
-//! before, and says why; a move that brings no new pod in time falls back to eviction; a move under way never stalls
-//! its node silently.
+//! Surge moves (`spec.workloads.surge: SingleReplica`): the only pod of a Deployment leaves its
+//! draining node by a rollout that starts the new pod first; every case where that cannot be done
+//! without downtime is evicted as before, and says why; a move that brings no new pod in time falls
+//! back to eviction; a move under way never stalls its node silently.
 
 use std::sync::Arc;
 
@@ -13,8 +13,9 @@ use crate::{Decision, RolloutView};
 
 // `now()` is at(60); the node progress deadline is the default, 10 minutes.
 
-/// Deployment `solo` (1 replica, through ReplicaSet `solo-1a`) with its pod `solo-x` on w1 (marked, admitted and
-/// cordoned at 50 minutes; its progress recorded at 55 minutes, 1 pod left), edited by `edit`, under a policy whose surge setting is `surge`.
+/// Deployment `solo` (1 replica, through ReplicaSet `solo-1a`) with its pod `solo-x` on w1 (marked,
+/// admitted and cordoned at 50 minutes; its progress recorded at 55 minutes, 1 pod left), edited by
+/// `edit`, under a policy whose surge setting is `surge`.
 fn solo(surge: Surge, edit: impl FnOnce(&mut RolloutView)) -> ClusterView {
     let d = deployment("shop", "solo", 1).rollout(edit);
     let rs = d.replica_set("solo-1a");
@@ -179,7 +180,8 @@ fn only_the_ready_pod_of_a_single_replica_deployment_moves() {
 
 #[test]
 fn a_move_under_way_waits_and_its_node_keeps_its_slot() {
-    // Started 5 minutes ago; the node's last progress record is 10 minutes old: without the move it would stall.
+    // Started 5 minutes ago; the node's last progress record is 10 minutes old: without the move it
+    // would stall.
     let view = solo(Surge::SingleReplica, |r| {
         r.complete = false;
         r.surge_move = Some(crate::surge_move_record(at(55), "shop/solo-x"));
@@ -235,9 +237,10 @@ fn paused_a_move_waits_like_an_eviction() {
     assert!(message.starts_with("paused; would move"), "{message}");
 }
 
-/// The whole move, pass after pass, as the controllers would do it: the rollout starts, the new pod becomes Ready
-/// on an upgraded node while the old one stays, the old one goes, and the node is drained. Ready pods of the
-/// Deployment never drop to 0 (the oracle counts the generated pods, not the plan).
+/// The whole move, pass after pass, as the controllers would do it: the rollout starts, the new pod
+/// becomes Ready on an upgraded node while the old one stays, the old one goes, and the node is
+/// drained. Ready pods of the Deployment never drop to 0 (the oracle counts the generated pods, not
+/// the plan).
 #[test]
 fn pass_after_pass_the_workload_keeps_a_ready_pod_and_the_node_drains() {
     let mut view = solo(Surge::SingleReplica, |_| {});

@@ -96,8 +96,8 @@ fn unmanaged_pods_are_deleted_at_once_under_delete() {
         plan.actions[0].message,
         "ops/tool on n1: delete unmanaged pod (no controller) (by eviction)"
     );
-    // Through the Eviction API, which marks it DisruptionTarget; by a plain DELETE only where the policy says not to
-    // go through the API.
+    // Through the Eviction API, which marks it DisruptionTarget; by a plain DELETE only where the
+    // policy says not to go through the API.
     let through_api = |plan: &crate::Plan| match &plan.actions[0].kind {
         ActionKind::DeletePod { eviction_api, .. } => *eviction_api,
         other => panic!("{other:?}"),
@@ -154,7 +154,8 @@ fn unmanaged_pods_go_once_the_last_workload_pod_has_left() {
     pods.push(rs.pod("web-1", "n1"));
     pods.push(unmanaged_pod("ops", "tool", "n1"));
     let mut view = draining(vec![rs], pods, unmanaged(UnmanagedPodPolicy::Delete, None));
-    // The eviction may still be refused (a budget, a webhook): the unmanaged pod waits for a later pass.
+    // The eviction may still be refused (a budget, a webhook): the unmanaged pod waits for a later
+    // pass.
     let plan = plan_now(&view);
     assert_eq!(summary(&plan), ["Evict shop/web-1"]);
     crate::testing::apply(&mut view, &plan);
@@ -194,8 +195,9 @@ fn other_controller_pods_go_after_workload_pods_and_before_unmanaged_pods() {
     );
 }
 
-/// Evictions are pipelined: the controller plans again before an eviction is answered. Until the answer, the pod
-/// may stay (a budget, a webhook refuses it), so the unmanaged pods of its node wait; once accepted, they go.
+/// Evictions are pipelined: the controller plans again before an eviction is answered. Until the
+/// answer, the pod may stay (a budget, a webhook refuses it), so the unmanaged pods of its node
+/// wait; once accepted, they go.
 #[test]
 fn unmanaged_pods_wait_for_the_answer_of_the_last_workload_pods_eviction() {
     let rs = replica_set("shop", "web", 10);
@@ -255,8 +257,8 @@ fn unmanaged_pods_wait_for_the_timeout_under_delete_after_timeout() {
         NodePhase::Draining,
         "time resolves it: not Blocked"
     );
-    // At exactly marked + timeout + the clock skew allowance it may go (another replica may have marked it, by its
-    // own clock).
+    // At exactly marked + timeout + the clock skew allowance it may go (another replica may have
+    // marked it, by its own clock).
     let view = draining(
         vec![],
         pods,
@@ -332,8 +334,9 @@ fn unmanaged_pods_block_the_node_under_never() {
 
 #[test]
 fn an_other_controller_pod_that_is_not_ready_is_not_held_behind_workload_pods() {
-    // The workload pod waits for its owner; the broker here is not Ready, so moving it costs nothing, and holding it
-    // would keep its controller below its floor (and its pods on other nodes waiting).
+    // The workload pod waits for its owner; the broker here is not Ready, so moving it costs
+    // nothing, and holding it would keep its controller below its floor (and its pods on other
+    // nodes waiting).
     let rs = replica_set("shop", "web", 10);
     let kafka = crate::testing::owner(
         crate::OwnerKind::Other("KafkaNodePool".into()),

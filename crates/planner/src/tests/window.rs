@@ -1,5 +1,5 @@
-//! The maintenance window (`spec.window`): outside it no node is admitted and no executor told to restart; draining
-//! nodes finish (or hold); the pass plans again when the window opens or closes.
+//! The maintenance window (`spec.window`): outside it no node is admitted and no executor told to
+//! restart; draining nodes finish (or hold); the pass plans again when the window opens or closes.
 
 use k8sm_api::{InFlight, MaintenanceWindow, Weekday};
 
@@ -18,8 +18,9 @@ fn window(start: &str, end: &str, in_flight: InFlight) -> MaintenanceWindow {
     }
 }
 
-/// A marked node n1, a drained node d1 (admitted, nothing left on it) and a draining node w1, each of the last two
-/// with a pod of a workload that can lose one (w1's goes first), under a policy with `window`.
+/// A marked node n1, a drained node d1 (admitted, nothing left on it) and a draining node w1, each
+/// of the last two with a pod of a workload that can lose one (w1's goes first), under a policy
+/// with `window`.
 fn fleet(window: Option<MaintenanceWindow>) -> ClusterView {
     let rs = replica_set("shop", "web", 10);
     let mut pods: Vec<PodView> = (0..8).map(|i| rs.pod(&format!("up-{i}"), "up")).collect();
@@ -114,8 +115,9 @@ fn with_in_flight_hold_nothing_moves_and_no_node_stalls_while_the_window_is_clos
         "{message}"
     );
     assert!(blocker_reasons(&plan, "w1").contains(&Reason::OutsideWindow));
-    // Held for longer than nodeProgressDeadline (10 minutes) since its last progress: held, not stalled; its
-    // progress record is kept fresh, so that it gets its whole deadline when the window opens.
+    // Held for longer than nodeProgressDeadline (10 minutes) since its last progress: held, not
+    // stalled; its progress record is kept fresh, so that it gets its whole deadline when the
+    // window opens.
     let mut view = fleet(Some(window("02:00", "03:00", InFlight::Hold)));
     for node in &mut view.nodes {
         if node.name == "w1" {

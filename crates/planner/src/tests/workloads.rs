@@ -1,5 +1,5 @@
-//! Workloads judged at the top level (docs/design.md §2, §5.3): Deployments over all their ReplicaSets, rollouts stuck or
-//! paused, ReplicationControllers, and pods that are not Ready.
+//! Workloads judged at the top level (docs/design.md §2, §5.3): Deployments over all their
+//! ReplicaSets, rollouts stuck or paused, ReplicationControllers, and pods that are not Ready.
 
 use super::*;
 use crate::{
@@ -18,9 +18,9 @@ fn draining(owners: Vec<OwnerView>, pods: Vec<PodView>) -> ClusterView {
 
 #[test]
 fn a_deployment_stuck_mid_rollout_loses_no_pod() {
-    // Deployment of 4: the old ReplicaSet has 3 Ready, the new one 2 pods that cannot start (unscheduled). Its
-    // bound at threshold 90 is min(ceil(3.6), 3) = 3, and it has 3 Ready: nothing may go. Judged alone, the old
-    // ReplicaSet (3 of 3) looked fully ready.
+    // Deployment of 4: the old ReplicaSet has 3 Ready, the new one 2 pods that cannot start
+    // (unscheduled). Its bound at threshold 90 is min(ceil(3.6), 3) = 3, and it has 3 Ready:
+    // nothing may go. Judged alone, the old ReplicaSet (3 of 3) looked fully ready.
     let web = deployment("shop", "web", 4);
     let (old, new) = (web.replica_set("web-old"), web.replica_set("web-new"));
     let mut pending = new.pod("web-new-1", "n1").not_ready();
@@ -49,11 +49,12 @@ fn a_deployment_stuck_mid_rollout_loses_no_pod() {
     assert_eq!(owner.to_string(), "Deployment/web");
 }
 
-/// A Deployment whose controller is replacing pods (a rollout under way) loses no Ready pod to k8sm, however much room
-/// its count leaves: its controller deletes old pods as new ones become available, reacting to the same readiness
-/// changes, and an eviction on top could take it below its floor before either saw the other's deletion (found by
-/// the owners-pace bench: 12 Ready for 0.8 s against a bound of 13). A pod that is not Ready still goes: moving it
-/// costs no readiness. The same Deployment once the rollout is complete moves what its bound allows.
+/// A Deployment whose controller is replacing pods (a rollout under way) loses no Ready pod to
+/// k8sm, however much room its count leaves: its controller deletes old pods as new ones become
+/// available, reacting to the same readiness changes, and an eviction on top could take it below
+/// its floor before either saw the other's deletion (found by the owners-pace bench: 12 Ready for
+/// 0.8 s against a bound of 13). A pod that is not Ready still goes: moving it costs no readiness.
+/// The same Deployment once the rollout is complete moves what its bound allows.
 #[test]
 fn a_deployment_rolling_out_keeps_its_ready_pods_until_the_rollout_is_complete() {
     let mut web = deployment("shop", "web", 4);
@@ -100,11 +101,12 @@ fn a_deployment_rolling_out_keeps_its_ready_pods_until_the_rollout_is_complete()
     );
 }
 
-/// A rollout is in progress while its newest ReplicaSet starts pods or sees them become Ready. One stuck on a bad
-/// image made neither for longer than its `progressDeadlineSeconds`: it replaces nothing any more, and its pods move
-/// within the headroom of its Ready count, although its Progressing condition may say it progresses (the Deployment
-/// controller counts a replacement of an old pod becoming Ready as progress, for `progressDeadlineSeconds` more).
-/// Control: a new pod started within the deadline is a rollout in progress, and the plan wakes when its deadline
+/// A rollout is in progress while its newest ReplicaSet starts pods or sees them become Ready. One
+/// stuck on a bad image made neither for longer than its `progressDeadlineSeconds`: it replaces
+/// nothing any more, and its pods move within the headroom of its Ready count, although its
+/// Progressing condition may say it progresses (the Deployment controller counts a replacement of
+/// an old pod becoming Ready as progress, for `progressDeadlineSeconds` more). Control: a new pod
+/// started within the deadline is a rollout in progress, and the plan wakes when its deadline
 /// passes.
 #[test]
 fn a_rollout_whose_newest_replica_set_made_no_progress_within_its_deadline_is_stuck() {
@@ -144,9 +146,10 @@ fn a_rollout_whose_newest_replica_set_made_no_progress_within_its_deadline_is_st
     );
 }
 
-/// Admission judges a free slot by the same rule: a node whose only pods are Ready pods of a Deployment rolling out
-/// cannot move anything now, so the slot goes to a node that can, although by pod count the rolling one comes first
-/// (and a rolling Deployment's node that stalled keeps resting instead of being admitted again at once).
+/// Admission judges a free slot by the same rule: a node whose only pods are Ready pods of a
+/// Deployment rolling out cannot move anything now, so the slot goes to a node that can, although
+/// by pod count the rolling one comes first (and a rolling Deployment's node that stalled keeps
+/// resting instead of being admitted again at once).
 #[test]
 fn admission_counts_the_ready_pods_of_a_rolling_deployment_as_unable_to_move() {
     let mut web = deployment("shop", "web", 4);
@@ -212,7 +215,8 @@ fn a_paused_two_plus_two_rollout_loses_one_pod_at_a_time() {
 
 #[test]
 fn a_deployment_with_surge_room_moves_what_its_bound_allows() {
-    // 10 desired, 11 Ready across two ReplicaSets (maxSurge): two may go at threshold 90 (11 - 2 = 9).
+    // 10 desired, 11 Ready across two ReplicaSets (maxSurge): two may go at threshold 90 (11 - 2 =
+    // 9).
     let web = deployment("shop", "web", 10);
     let (old, new) = (web.replica_set("web-old"), web.replica_set("web-new"));
     let mut pods: Vec<PodView> = (0..6).map(|i| old.pod(&format!("o{i}"), "up")).collect();
@@ -255,8 +259,9 @@ fn replication_controllers_are_workloads() {
 
 #[test]
 fn a_pod_that_is_not_ready_moves_when_it_is_the_only_one_missing() {
-    // 10 desired, 9 Ready elsewhere, the 10th crash-looping here: at threshold 90 a Ready pod could never go (9 - 1
-    // < 9, not fully ready), but moving this one costs nothing and keeps the node from stalling.
+    // 10 desired, 9 Ready elsewhere, the 10th crash-looping here: at threshold 90 a Ready pod could
+    // never go (9 - 1 < 9, not fully ready), but moving this one costs nothing and keeps the
+    // node from stalling.
     let rs = replica_set("shop", "web", 10);
     let mut pods: Vec<PodView> = (0..9).map(|i| rs.pod(&format!("w{i}"), "up")).collect();
     pods.push(rs.pod("crashing", "n1").not_ready());
@@ -270,7 +275,8 @@ fn a_pod_that_is_not_ready_moves_when_it_is_the_only_one_missing() {
         plan.actions[0].message
     );
 
-    // With another replica missing too, the workload is below its floor: the pod may be about to recover.
+    // With another replica missing too, the workload is below its floor: the pod may be about to
+    // recover.
     pods[0] = pods[0].clone().not_ready();
     let plan = plan_now(&draining(vec![rs], pods));
     assert!(summary(&plan).is_empty());
@@ -290,7 +296,8 @@ fn a_single_replica_whose_pod_is_not_ready_moves() {
 
 #[test]
 fn workloads_of_two_nodes_share_one_ledger() {
-    // Two draining nodes each hold a pod of the same Deployment (old and new ReplicaSet): only one goes.
+    // Two draining nodes each hold a pod of the same Deployment (old and new ReplicaSet): only one
+    // goes.
     let web = deployment("shop", "web", 3);
     let (old, new) = (web.replica_set("web-old"), web.replica_set("web-new"));
     let nodes = vec![

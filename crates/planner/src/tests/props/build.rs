@@ -1,5 +1,5 @@
-//! Turns what the generator drew into the cluster view the planner sees and the record of truth the oracles read:
-//! every object is decided here, and written down as it is decided.
+//! Turns what the generator drew into the cluster view the planner sees and the record of truth the
+//! oracles read: every object is decided here, and written down as it is decided.
 
 use std::sync::Arc;
 
@@ -67,8 +67,8 @@ struct Built {
     pods: Vec<(usize, PodGen)>,
 }
 
-/// Builds workload `k`, adding the owner objects the view holds of it (a controller of a kind k8sm does not watch
-/// is not among them).
+/// Builds workload `k`, adding the owner objects the view holds of it (a controller of a kind k8sm
+/// does not watch is not among them).
 fn build_workload(
     k: usize,
     w: &WorkloadGen,
@@ -178,7 +178,8 @@ fn build_workload(
     }
 }
 
-/// A Deployment's ReplicaSets (how many) and pods (each with its ReplicaSet) in rollout state `shape`.
+/// A Deployment's ReplicaSets (how many) and pods (each with its ReplicaSet) in rollout state
+/// `shape`.
 fn rollout_pods(shape: Shape, d: u32, w: &WorkloadGen) -> (usize, Vec<(usize, PodGen)>) {
     let count = |extra: i64| usize::try_from((i64::from(d) + extra).max(0)).unwrap();
     let pods = &w.pods;
@@ -222,8 +223,9 @@ fn rollout_pods(shape: Shape, d: u32, w: &WorkloadGen) -> (usize, Vec<(usize, Po
             (2, assigned)
         }
         Shape::Stuck => {
-            // maxSurge 25% rounded up, maxUnavailable 25% rounded down (the defaults): the old ReplicaSet was scaled
-            // down to d - maxUnavailable, the new one up to maxSurge + maxUnavailable pods that never schedule.
+            // maxSurge 25% rounded up, maxUnavailable 25% rounded down (the defaults): the old
+            // ReplicaSet was scaled down to d - maxUnavailable, the new one up to
+            // maxSurge + maxUnavailable pods that never schedule.
             let (surge, unavailable) = (d.div_ceil(4), d / 4);
             let old = usize::try_from(d - unavailable).unwrap();
             let new = usize::try_from(surge + unavailable).unwrap();

@@ -1,6 +1,6 @@
-//! The checks of one plan, each judged against the generated truth and never against the plan's own account of an
-//! eviction: (a) the SLA rule, (b) controllers of kinds k8sm does not know, (c) the Eviction API, (d) unmanaged pods,
-//! (e) budgets.
+//! The checks of one plan, each judged against the generated truth and never against the plan's own
+//! account of an eviction: (a) the SLA rule, (b) controllers of kinds k8sm does not know, (c) the
+//! Eviction API, (d) unmanaged pods, (e) budgets.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,7 +14,8 @@ use crate::{
     tests::oracle::{self, Evicted},
 };
 
-/// Every pod a plan evicts must be one it may touch at all; returns the plan's evictions per workload key.
+/// Every pod a plan evicts must be one it may touch at all; returns the plan's evictions per
+/// workload key.
 pub(super) fn evictions_by_workload(
     world: &World,
     plan: &Plan,
@@ -70,7 +71,8 @@ pub(super) fn evictions_by_workload(
     Ok(by_workload)
 }
 
-/// (a) No workload loses more than the rule allows, counting every eviction of the plan and those in flight.
+/// (a) No workload loses more than the rule allows, counting every eviction of the plan and those
+/// in flight.
 pub(super) fn check_sla(world: &World, plan: &Plan) -> Result<(), TestCaseError> {
     for (key, evicted) in evictions_by_workload(world, plan)? {
         let w = world.truth.workload(&key);
@@ -84,7 +86,8 @@ pub(super) fn check_sla(world: &World, plan: &Plan) -> Result<(), TestCaseError>
     Ok(())
 }
 
-/// (b) A controller of a kind k8sm does not know loses one pod per plan unless its threshold allows more.
+/// (b) A controller of a kind k8sm does not know loses one pod per plan unless its threshold allows
+/// more.
 pub(super) fn check_other_controllers_one_at_a_time(
     world: &World,
     plan: &Plan,
@@ -115,8 +118,9 @@ pub(super) fn check_other_controllers_one_at_a_time(
     Ok(())
 }
 
-/// (c) Pods of controllers k8sm does not know are never deleted directly: always through the Eviction API. Pods of
-/// known workloads are evicted too, through the API exactly when their node's policy respects budgets.
+/// (c) Pods of controllers k8sm does not know are never deleted directly: always through the
+/// Eviction API. Pods of known workloads are evicted too, through the API exactly when their node's
+/// policy respects budgets.
 pub(super) fn check_eviction_api(world: &World, plan: &Plan) -> Result<(), TestCaseError> {
     let truth = &world.truth;
     for pod in plan.deletions() {
@@ -156,10 +160,10 @@ pub(super) fn check_eviction_api(world: &World, plan: &Plan) -> Result<(), TestC
     Ok(())
 }
 
-/// (d) Unmanaged pods (and Job pods past the timeout) are deleted only once no workload or other-controller pod is
-/// left on their node (terminating pods and evictions in flight have left; an eviction in this plan has not), and
-/// only as the unmanaged-pod policy allows. DaemonSet and mirror pods are never touched; finished pods are deleted
-/// unless opted out.
+/// (d) Unmanaged pods (and Job pods past the timeout) are deleted only once no workload or
+/// other-controller pod is left on their node (terminating pods and evictions in flight have left;
+/// an eviction in this plan has not), and only as the unmanaged-pod policy allows. DaemonSet and
+/// mirror pods are never touched; finished pods are deleted unless opted out.
 pub(super) fn check_unmanaged(
     world: &World,
     plan: &Plan,
@@ -232,10 +236,11 @@ pub(super) fn check_unmanaged(
     Ok(())
 }
 
-/// (e) The evictions of Ready pods of known workloads through the Eviction API that a budget covers never exceed its
-/// disruptionsAllowed (k8sm predicts those); a pod that is not Ready, or of a controller of another kind, may be asked
-/// for whatever the count (the API decides: `unhealthyPodEvictionPolicy`, an eviction webhook). A pod that two
-/// budgets cover is never evicted through the API (the apiserver refuses it).
+/// (e) The evictions of Ready pods of known workloads through the Eviction API that a budget covers
+/// never exceed its disruptionsAllowed (k8sm predicts those); a pod that is not Ready, or of a
+/// controller of another kind, may be asked for whatever the count (the API decides:
+/// `unhealthyPodEvictionPolicy`, an eviction webhook). A pod that two budgets cover is never
+/// evicted through the API (the apiserver refuses it).
 pub(super) fn check_budgets(world: &World, plan: &Plan) -> Result<(), TestCaseError> {
     let truth = &world.truth;
     let through_api: Vec<&str> = plan

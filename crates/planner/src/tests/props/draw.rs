@@ -1,5 +1,5 @@
-//! What the generator draws for one random cluster: nodes, policies, workloads of every kind in every rollout state,
-//! loose pods, evictions in flight and budgets.
+//! What the generator draws for one random cluster: nodes, policies, workloads of every kind in
+//! every rollout state, loose pods, evictions in flight and budgets.
 
 use crate::tests::support;
 
@@ -22,7 +22,8 @@ pub(super) struct PolicyGen {
     pub(super) respect_pdbs: bool,
     /// 0 Delete, 1 Never, 2 DeleteAfterTimeout.
     pub(super) unmanaged: u8,
-    /// Timeout 2h (not expired at planning time) instead of 30m (expired for every node marked before).
+    /// Timeout 2h (not expired at planning time) instead of 30m (expired for every node marked
+    /// before).
     pub(super) long_timeout: bool,
     pub(super) paused: bool,
     pub(super) cordon: bool,
@@ -38,7 +39,8 @@ pub(super) enum Shape {
     Rolling,
     /// Paused half-way: half the pods in the old ReplicaSet, half in the new one, all Ready.
     Paused,
-    /// The new ReplicaSet's pods are Pending and unscheduled; the old one was scaled down by maxUnavailable.
+    /// The new ReplicaSet's pods are Pending and unscheduled; the old one was scaled down by
+    /// maxUnavailable.
     Stuck,
     /// One or two pods above `d`, over two ReplicaSets, all Ready.
     Surge,

@@ -1,5 +1,5 @@
-//! The strategies that draw one random cluster (see `draw`); [`super::build`] turns a draw into a view and its
-//! record of truth.
+//! The strategies that draw one random cluster (see `draw`); [`super::build`] turns a draw into a
+//! view and its record of truth.
 
 use proptest::prelude::*;
 
@@ -47,7 +47,8 @@ prop_compose! {
 }
 
 fn arb_shape() -> impl Strategy<Value = Shape> {
-    // Rollouts weigh more than steady Deployments: they are where judging a ReplicaSet alone goes wrong.
+    // Rollouts weigh more than steady Deployments: they are where judging a ReplicaSet alone goes
+    // wrong.
     prop_oneof![
         1 => Just(Shape::Steady),
         2 => Just(Shape::Rolling),
@@ -115,7 +116,8 @@ fn arb_loose() -> impl Strategy<Value = (usize, Loose, bool)> {
 }
 
 prop_compose! {
-    /// A random cluster of up to 8 nodes under three policies, up to 7 workloads of every kind with budgets, loose
+    /// A random cluster of up to 8 nodes under three policies, up to 7 workloads of every kind with
+    /// budgets, loose
     /// pods, and evictions in flight.
     pub(super) fn arb_world()(
         nodes in prop::collection::vec(arb_node(), 1..=8),

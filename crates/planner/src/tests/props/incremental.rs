@@ -1,7 +1,8 @@
-//! A [`Planner`] that keeps what it derived from each pod across passes plans exactly what a fresh [`plan`] plans,
-//! whatever it planned before: over a sequence of views that change the way a controller's stores change them (pods
-//! replaced by new versions, removed, added, moved around in the vector, nodes added and removed, evictions in
-//! flight coming and going), every pass is compared with a fresh plan of the same view.
+//! A [`Planner`] that keeps what it derived from each pod across passes plans exactly what a fresh
+//! [`plan`] plans, whatever it planned before: over a sequence of views that change the way a
+//! controller's stores change them (pods replaced by new versions, removed, added, moved around in
+//! the vector, nodes added and removed, evictions in flight coming and going), every pass is
+//! compared with a fresh plan of the same view.
 
 use std::sync::Arc;
 
@@ -17,7 +18,8 @@ use crate::{
 fn change(view: &mut ClusterView, rng: &mut Rng) -> &'static str {
     let pods = view.pods.len();
     match rng.below(12) {
-        // A new version of a pod: a new view, with one of its fields changed (as a watch event replaces it).
+        // A new version of a pod: a new view, with one of its fields changed (as a watch event
+        // replaces it).
         0..=2 if pods > 0 => {
             let i = rng.below(pods);
             let mut pod = PodView::clone(&view.pods[i]);
@@ -87,7 +89,8 @@ fn change(view: &mut ClusterView, rng: &mut Rng) -> &'static str {
             });
             "in flight"
         }
-        // A budget added (a copy under a new name: its pods now have two), removed, or its selector changed.
+        // A budget added (a copy under a new name: its pods now have two), removed, or its selector
+        // changed.
         8..=10 if !view.pdbs.is_empty() => {
             let i = rng.below(view.pdbs.len());
             match rng.below(3) {

@@ -1,5 +1,5 @@
-//! The properties of one plan over random clusters, run as proptests, and the check that the generator reaches the
-//! situations they are about.
+//! The properties of one plan over random clusters, run as proptests, and the check that the
+//! generator reaches the situations they are about.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,9 +27,12 @@ proptest! {
     // The property the others exist for: more cases.
     #![proptest_config(ProptestConfig::with_cases(1024))]
 
-    /// (a) One plan never takes any workload below its bound `min(ceil(t*d), d-1)`: each eviction is allowed by the
-    /// rule before it (room above the threshold or a fully ready workload for a Ready pod; a Ready count at the
-    /// bound for one that is not Ready), counting every eviction of the plan and those in flight, with `d` and
+    /// (a) One plan never takes any workload below its bound `min(ceil(t*d), d-1)`: each eviction
+    /// is allowed by the
+    /// rule before it (room above the threshold or a fully ready workload for a Ready pod; a Ready
+    /// count at the
+    /// bound for one that is not Ready), counting every eviction of the plan and those in flight,
+    /// with `d` and
     /// Ready counts of the generated workload (a Deployment over all its ReplicaSets).
     #[test]
     fn a_plan_never_takes_a_workload_below_its_bound(world in arb_world()) {
@@ -40,14 +43,17 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(384))]
 
-    /// (b) A controller of a kind k8sm does not know loses at most one pod per plan unless its threshold allows
-    /// more (its `d`: its pods that are not finished plus its evictions in flight whose pod is gone).
+    /// (b) A controller of a kind k8sm does not know loses at most one pod per plan unless its
+    /// threshold allows
+    /// more (its `d`: its pods that are not finished plus its evictions in flight whose pod is
+    /// gone).
     #[test]
     fn an_unknown_controller_loses_one_pod_at_a_time(world in arb_world()) {
         check_other_controllers_one_at_a_time(&world, &plan_now(&world.view))?;
     }
 
-    /// (c) Pods of controllers of kinds k8sm does not know never get a DeletePod; their evictions always use the
+    /// (c) Pods of controllers of kinds k8sm does not know never get a DeletePod; their evictions
+    /// always use the
     /// Eviction API.
     #[test]
     fn unknown_controllers_pods_always_go_through_the_eviction_api(world in arb_world()) {
@@ -83,9 +89,12 @@ proptest! {
         prop_assert_eq!(plan_now(&shuffled), plan);
     }
 
-    /// (f) How the view's pods share their texts, labels and controller references does not matter: the index and
-    /// the pass look shared copies up by address, and must give the plan of copies that share nothing. Shared the
-    /// way the controller's conversion shares them: one copy per distinct value, whatever the namespace.
+    /// (f) How the view's pods share their texts, labels and controller references does not matter:
+    /// the index and
+    /// the pass look shared copies up by address, and must give the plan of copies that share
+    /// nothing. Shared the
+    /// way the controller's conversion shares them: one copy per distinct value, whatever the
+    /// namespace.
     #[test]
     fn sharing_copies_gives_the_same_plan(world in arb_world()) {
         let view = world.view;
@@ -95,8 +104,10 @@ proptest! {
         prop_assert_eq!(plan_now(&unshared), plan);
     }
 
-    /// (f) A node's pods are reported in the order of their namespaces, names and UIDs, as comparing the texts
-    /// orders them (the pass compares shared copies by address, and other texts by their first eight bytes first).
+    /// (f) A node's pods are reported in the order of their namespaces, names and UIDs, as
+    /// comparing the texts
+    /// orders them (the pass compares shared copies by address, and other texts by their first
+    /// eight bytes first).
     #[test]
     fn a_nodes_pods_are_reported_in_text_order(world in arb_world()) {
         for node in plan_now(&world.view).nodes {
@@ -120,7 +131,8 @@ proptest! {
         }
         let plan = plan_now(&view);
         for action in &plan.actions {
-            // Marks and completions are bookkeeping of nodes' executors; handing back a node that no policy selects
+            // Marks and completions are bookkeeping of nodes' executors; handing back a node that
+            // no policy selects
             // any more only removes k8sm's own keys; a policy without its finalizer gets it.
             prop_assert!(
                 matches!(
@@ -157,8 +169,9 @@ proptest! {
     }
 }
 
-/// The properties above are only as good as the cases they see: over a fixed sample of generated worlds, the
-/// planner must meet each situation the properties are about, both acting and holding back.
+/// The properties above are only as good as the cases they see: over a fixed sample of generated
+/// worlds, the planner must meet each situation the properties are about, both acting and holding
+/// back.
 #[test]
 fn the_generator_reaches_the_cases_that_matter() {
     let mut runner = TestRunner::deterministic();
@@ -231,8 +244,8 @@ fn the_generator_reaches_the_cases_that_matter() {
     seen.assert_all_met(7, "300 worlds");
 }
 
-/// `view` with one copy of each distinct namespace, node name, label set and controller reference, shared by all the
-/// pods that have it (as `k8sm-view` interns them).
+/// `view` with one copy of each distinct namespace, node name, label set and controller reference,
+/// shared by all the pods that have it (as `k8sm-view` interns them).
 fn share_copies(view: &ClusterView) -> ClusterView {
     let mut texts: BTreeMap<String, Arc<str>> = BTreeMap::new();
     let mut labels: BTreeMap<BTreeMap<String, String>, Arc<BTreeMap<String, String>>> =

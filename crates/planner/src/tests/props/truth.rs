@@ -1,5 +1,6 @@
-//! The generated world and the record of truth the generator keeps of it (which workload each pod counts for, each
-//! workload's `d`, each node's policy, what each budget covers), from which every oracle of the properties is computed.
+//! The generated world and the record of truth the generator keeps of it (which workload each pod
+//! counts for, each workload's `d`, each node's policy, what each budget covers), from which every
+//! oracle of the properties is computed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -127,8 +128,8 @@ impl Truth {
         }
     }
 
-    /// No pod of the workload Ready, and one of its live pods broken: its other pods, of the same template, are
-    /// broken too.
+    /// No pod of the workload Ready, and one of its live pods broken: its other pods, of the same
+    /// template, are broken too.
     pub(super) fn broken_as_a_whole(&self, key: &str) -> bool {
         let mine = |p: &&PodTruth| p.of == PodOf::Workload(key.to_owned());
         self.workload(key).ready == 0
@@ -149,15 +150,16 @@ impl Truth {
         self.nodes[node].policy.map(|i| &self.policies[i])
     }
 
-    /// The node's policy, if the node was admitted before this pass (and not told to terminate) and the policy acts.
+    /// The node's policy, if the node was admitted before this pass (and not told to terminate) and
+    /// the policy acts.
     pub(super) fn draining(&self, node: &str) -> Option<&PolicyTruth> {
         let n = &self.nodes[node];
         let admitted = n.stage == 2 && !n.upgraded && !n.opted_out;
         self.policy_of(node).filter(|p| admitted && p.acts)
     }
 
-    /// Whether an eviction of `pod` goes through the Eviction API: always for a controller of another kind, else as
-    /// the policy of its node says.
+    /// Whether an eviction of `pod` goes through the Eviction API: always for a controller of
+    /// another kind, else as the policy of its node says.
     pub(super) fn through_api(&self, pod: &PodTruth) -> bool {
         let unknown = matches!(&pod.of, PodOf::Workload(key) if self.is_unknown_kind(key));
         unknown

@@ -1,6 +1,7 @@
-//! The checks of each step against the model's truth, never against the plan's account of itself: before execution,
-//! each eviction (the rule, budgets, unknown kinds through the Eviction API, no workload pod deleted); after it, each
-//! workload's Ready pods against its bound; and a tally of what the plans did that the checks are about.
+//! The checks of each step against the model's truth, never against the plan's account of itself:
+//! before execution, each eviction (the rule, budgets, unknown kinds through the Eviction API, no
+//! workload pod deleted); after it, each workload's Ready pods against its bound; and a tally of
+//! what the plans did that the checks are about.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,8 +17,9 @@ use crate::{
     },
 };
 
-/// Before execution: each workload's evictions keep the rule (oracle), budgets hold, unknown kinds go through the
-/// Eviction API, no workload pod is deleted directly. Returns the workloads that lost a pod that was not broken.
+/// Before execution: each workload's evictions keep the rule (oracle), budgets hold, unknown kinds
+/// go through the Eviction API, no workload pod is deleted directly. Returns the workloads that
+/// lost a pod that was not broken.
 pub(super) fn check_plan(
     world: &World,
     plan: &Plan,
@@ -57,7 +59,8 @@ pub(super) fn check_plan(
                 world.workloads[w].kind, world.workloads[w].key
             )
         })?;
-        // k8sm predicts a budget only for Ready pods of kinds it knows; for the others the Eviction API decides.
+        // k8sm predicts a budget only for Ready pods of kinds it knows; for the others the Eviction
+        // API decides.
         let predicted = if world.workloads[w].known() {
             list.iter().filter(|e| e.ready).count()
         } else {
@@ -93,10 +96,10 @@ pub(super) fn check_plan(
         .collect())
 }
 
-/// Surge moves against the model: a move starts only for the Ready pod of a single-replica Deployment whose last
-/// rollout is complete (the model's ReplicaSets say so), on a cordoned node, under a policy that asks for it; and with
-/// surge on, such a pod is never evicted while its Deployment can move it — unless the move it started brought no
-/// new pod within the deadline.
+/// Surge moves against the model: a move starts only for the Ready pod of a single-replica
+/// Deployment whose last rollout is complete (the model's ReplicaSets say so), on a cordoned node,
+/// under a policy that asks for it; and with surge on, such a pod is never evicted while its
+/// Deployment can move it — unless the move it started brought no new pod within the deadline.
 fn check_surge(world: &World, plan: &Plan, step: usize) -> Result<(), String> {
     let spec = &world.view.policies[0].spec;
     let surge = spec.workloads.surge == k8sm_api::Surge::SingleReplica;
@@ -160,8 +163,8 @@ fn check_surge(world: &World, plan: &Plan, step: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// After execution: a workload of which k8sm evicted a pod in this step is at or above its bound; without failures,
-/// one that neither rolls out nor crash-loops always is.
+/// After execution: a workload of which k8sm evicted a pod in this step is at or above its bound;
+/// without failures, one that neither rolls out nor crash-loops always is.
 pub(super) fn check_executed(
     world: &World,
     s: &Scenario,

@@ -1,7 +1,8 @@
-//! How the model cluster moves on between plans: pods that were terminating go; the Deployment, ReplicaSet and
-//! disruption controllers scale, replace and recompute budgets; an operator recreates a deleted pod after a delay;
-//! the scheduler places new pods; executors told to terminate come back with the target; failures k8sm does not
-//! cause; and the controller's memory of unknown kinds' sizes.
+//! How the model cluster moves on between plans: pods that were terminating go; the Deployment,
+//! ReplicaSet and disruption controllers scale, replace and recompute budgets; an operator
+//! recreates a deleted pod after a delay; the scheduler places new pods; executors told to
+//! terminate come back with the target; failures k8sm does not cause; and the controller's memory
+//! of unknown kinds' sizes.
 
 use std::sync::Arc;
 
@@ -41,9 +42,10 @@ impl World {
         }
     }
 
-    /// The Eviction API: of the plan's evictions through it, those its budgets let go, in the plan's order (a budget
-    /// refuses once its disruptions are used up; a pod that is not Ready goes freely under a healthy budget), and the
-    /// plan with the refused ones taken out (the controller backs off and plans again).
+    /// The Eviction API: of the plan's evictions through it, those its budgets let go, in the
+    /// plan's order (a budget refuses once its disruptions are used up; a pod that is not Ready
+    /// goes freely under a healthy budget), and the plan with the refused ones taken out (the
+    /// controller backs off and plans again).
     pub(super) fn eviction_api(&mut self, plan: &crate::Plan) -> crate::Plan {
         let mut allowed: Vec<i32> = self
             .view
@@ -79,9 +81,9 @@ impl World {
         admitted
     }
 
-    /// The controller's memory of unknown kinds' sizes (`crate::grow_observed_sizes`): grown with what the cache
-    /// shows, started by this plan's evictions (`evicting`), forgotten 30 minutes after the last one with
-    /// `Scenario::age_out`; then handed to the planner.
+    /// The controller's memory of unknown kinds' sizes (`crate::grow_observed_sizes`): grown with
+    /// what the cache shows, started by this plan's evictions (`evicting`), forgotten 30
+    /// minutes after the last one with `Scenario::age_out`; then handed to the planner.
     pub(super) fn remember_sizes(&mut self, evicting: Vec<String>) {
         for uid in &evicting {
             self.last_eviction.insert(uid.clone(), self.now);
@@ -153,7 +155,8 @@ impl World {
         }
     }
 
-    /// Executors told to terminate come back with the target after a while; their node must be empty then.
+    /// Executors told to terminate come back with the target after a while; their node must be
+    /// empty then.
     fn restart_executors(&mut self, step: usize) -> Result<(), String> {
         for n in &self.view.nodes {
             if n.kamikaze.is_some() && !self.restart_at.contains_key(&*n.name) {
@@ -187,8 +190,9 @@ impl World {
         Ok(())
     }
 
-    /// Rolling updates: a new ReplicaSet scaled up within maxSurge, old ones scaled down while the Ready pods stay at
-    /// `d - maxUnavailable` at least (kube-controller-manager's `rolloutRolling`, simplified).
+    /// Rolling updates: a new ReplicaSet scaled up within maxSurge, old ones scaled down while the
+    /// Ready pods stay at `d - maxUnavailable` at least (kube-controller-manager's
+    /// `rolloutRolling`, simplified).
     fn deployment_controllers(&mut self, step: usize) {
         for w in 0..self.workloads.len() {
             let Kind::Deployment(rollout) = self.workloads[w].kind else {
@@ -197,8 +201,8 @@ impl World {
             if rollout == Rollout::Paused {
                 continue;
             }
-            // A surge move k8sm started changed the pod template: a new rollout, as `kubectl rollout restart`
-            // starts one.
+            // A surge move k8sm started changed the pod template: a new rollout, as `kubectl
+            // rollout restart` starts one.
             let key = self.workloads[w].key.clone();
             let record = self
                 .view
@@ -260,15 +264,17 @@ impl World {
                     Arc::make_mut(rs).desired = Some(self.sets[s].replicas);
                 }
             }
-            // `kubectl rollout status`: the new ReplicaSet has every replica, available, and the old ones none.
+            // `kubectl rollout status`: the new ReplicaSet has every replica, available, and the
+            // old ones none.
             let complete = olds.iter().all(|&s| self.sets[s].replicas == 0)
                 && self.sets[*new].replicas == d
                 && ready_in(*new) == i64::from(d);
             let surged = self.workloads[w].surge_seen.is_some();
             if let Some(o) = self.view.owners.iter_mut().find(|o| o.uid == key) {
                 let o = Arc::make_mut(o);
-                // A move's rollout replaces pods until it is complete (`testing::apply` starts it replacing); the
-                // model's other rollouts keep the planner's view of them as the scenarios set it.
+                // A move's rollout replaces pods until it is complete (`testing::apply` starts it
+                // replacing); the model's other rollouts keep the planner's view of
+                // them as the scenarios set it.
                 if surged {
                     o.replacing = !complete;
                 }
@@ -279,8 +285,8 @@ impl World {
         }
     }
 
-    /// ReplicaSet, ReplicationController and StatefulSet controllers: create missing pods, delete extra ones (those
-    /// not scheduled or not Ready first).
+    /// ReplicaSet, ReplicationController and StatefulSet controllers: create missing pods, delete
+    /// extra ones (those not scheduled or not Ready first).
     fn replica_set_controllers(&mut self, step: usize) {
         for set in 0..self.sets.len() {
             if self.sets[set].operator {
@@ -332,9 +338,10 @@ impl World {
         pool[self.rng.below(pool.len())].name.clone()
     }
 
-    /// Failures k8sm does not cause: a Ready pod stops being Ready for a while, or a pod is deleted (and recreated
-    /// by its controller at once: an operator that took a while would shrink what k8sm can see of it, which
-    /// docs/design.md §5.3 accepts for deletions k8sm did not make).
+    /// Failures k8sm does not cause: a Ready pod stops being Ready for a while, or a pod is deleted
+    /// (and recreated by its controller at once: an operator that took a while would shrink
+    /// what k8sm can see of it, which docs/design.md §5.3 accepts for deletions k8sm did not
+    /// make).
     fn fail(&mut self, step: usize) {
         if self.view.pods.is_empty() || !self.rng.chance(30) {
             return;

@@ -1,7 +1,8 @@
-//! The upgrade report against the model: every pass and every action of a run folded as the controller folds them
-//! (`crate::report`, all actions taken as carried out), and beside it what the model knows — the evictions and
-//! deletions it applied, and for each workload the fewest Ready pods it had at the passes from its first disruption
-//! until whole again. The record must say exactly that.
+//! The upgrade report against the model: every pass and every action of a run folded as the
+//! controller folds them (`crate::report`, all actions taken as carried out), and beside it what
+//! the model knows — the evictions and deletions it applied, and for each workload the fewest Ready
+//! pods it had at the passes from its first disruption until whole again. The record must say
+//! exactly that.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,7 +10,8 @@ use super::world::World;
 use crate::{ActionKind, Plan, report};
 
 impl World {
-    /// A pass, before its actions: the record observes it, and the model looks at the workloads it watches.
+    /// A pass, before its actions: the record observes it, and the model looks at the workloads it
+    /// watches.
     pub(super) fn report_pass(&mut self, plan: &Plan) {
         report::observe(&mut self.truth.runs, &self.view, plan, self.now, |_, _| {
             true
@@ -67,7 +69,8 @@ impl World {
             && self.truth.deleted_unmanaged == 0
             && self.truth.min_ready.is_empty();
         let Some(run) = self.truth.runs.get("p") else {
-            // A run that ends before its first pass (every node but the stuck ones upgraded already) has no record.
+            // A run that ends before its first pass (every node but the stuck ones upgraded
+            // already) has no record.
             return if nothing_done {
                 Ok(())
             } else {
@@ -96,7 +99,8 @@ impl World {
                 .values()
                 .find(|r| r.uid == *key)
                 .ok_or_else(|| format!("no record of disrupted workload {key}"))?;
-            // The model's workloads set no minReadySeconds: their available pods are their Ready pods.
+            // The model's workloads set no minReadySeconds: their available pods are their Ready
+            // pods.
             if record.min_ready != min
                 || record.min_available != Some(min)
                 || record.disruptions != self.truth.disruptions[&w]

@@ -1,6 +1,6 @@
-//! Runs a scenario step by step (plan, check, execute, check, the cluster moves on, the clock advances) and judges
-//! liveness: within a bound on the steps, every node that holds no stuck workload's pod is upgraded, and each stuck
-//! node is reported with what it waits on.
+//! Runs a scenario step by step (plan, check, execute, check, the cluster moves on, the clock
+//! advances) and judges liveness: within a bound on the steps, every node that holds no stuck
+//! workload's pod is upgraded, and each stuck node is reported with what it waits on.
 
 use chrono::Duration;
 use k8sm_api::NodePhase;
@@ -16,8 +16,8 @@ use crate::{
     tests::{node_plan, oracle},
 };
 
-/// Runs a scenario for at most `steps` steps, and `then` more once every node that holds no stuck workload's pod is
-/// upgraded and clean; returns the step at which they were, and the world.
+/// Runs a scenario for at most `steps` steps, and `then` more once every node that holds no stuck
+/// workload's pod is upgraded and clean; returns the step at which they were, and the world.
 pub(super) fn run(
     s: &Scenario,
     steps: usize,
@@ -99,10 +99,11 @@ pub(super) fn run(
     Ok((done, world))
 }
 
-/// A bound on the steps an upgrade takes, as if nothing overlapped: each pod moves once (twice for a Deployment that
-/// rolls out: the rollout replaces it too), and a move takes at most 5 steps (evict; gone; replaced, after up to 3
-/// steps for an operator; Ready after up to 3); each node then takes at most 6 more (kamikaze, up to 3 steps of
-/// restart, completion) and may hold its slot for a deadline before it gives it up, once.
+/// A bound on the steps an upgrade takes, as if nothing overlapped: each pod moves once (twice for
+/// a Deployment that rolls out: the rollout replaces it too), and a move takes at most 5 steps
+/// (evict; gone; replaced, after up to 3 steps for an operator; Ready after up to 3); each node
+/// then takes at most 6 more (kamikaze, up to 3 steps of restart, completion) and may hold its slot
+/// for a deadline before it gives it up, once.
 pub(super) fn bound(s: &Scenario) -> usize {
     let pods: usize = s
         .workloads
@@ -117,8 +118,9 @@ pub(super) fn bound(s: &Scenario) -> usize {
     20 + 5 * pods + (6 + deadline) * (s.old_nodes + 1)
 }
 
-/// Runs a scenario to its bound and checks liveness: every node without a stuck workload's pod is upgraded, and
-/// each stuck node is then reported with what it waits on, or with its place in the queue for a slot.
+/// Runs a scenario to its bound and checks liveness: every node without a stuck workload's pod is
+/// upgraded, and each stuck node is then reported with what it waits on, or with its place in the
+/// queue for a slot.
 pub(super) fn converges(s: &Scenario) -> Result<(), String> {
     let limit = bound(s);
     let (done, world) = run(s, limit, 3)?;

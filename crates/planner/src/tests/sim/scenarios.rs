@@ -1,6 +1,7 @@
-//! The scenarios the simulation runs: workloads of every kind (Deployments in every rollout state), budgets, pods
-//! that never become Ready, the policy's threshold and concurrency, and whether the run is healthy, holds a stuck
-//! workload, or meets failures k8sm does not cause; and which workloads are stuck, from the scenario alone.
+//! The scenarios the simulation runs: workloads of every kind (Deployments in every rollout state),
+//! budgets, pods that never become Ready, the policy's threshold and concurrency, and whether the
+//! run is healthy, holds a stuck workload, or meets failures k8sm does not cause; and which
+//! workloads are stuck, from the scenario alone.
 
 use proptest::prelude::*;
 
@@ -18,7 +19,8 @@ pub(super) enum Rollout {
     Under,
     /// Paused half-way: half the pods in each ReplicaSet; the Deployment controller does nothing.
     Paused,
-    /// The new ReplicaSet's pods are never schedulable; the old one is scaled down by maxUnavailable.
+    /// The new ReplicaSet's pods are never schedulable; the old one is scaled down by
+    /// maxUnavailable.
     Stuck,
     /// Starts at this step, in the middle of the upgrade.
     StartsAt(usize),
@@ -55,10 +57,11 @@ pub(super) struct Scenario {
     pub(super) threshold: u8,
     pub(super) max_concurrent: u32,
     pub(super) cordon: bool,
-    /// The policy moves single-replica Deployments by surge rollouts (`spec.workloads.surge: SingleReplica`).
+    /// The policy moves single-replica Deployments by surge rollouts (`spec.workloads.surge:
+    /// SingleReplica`).
     pub(super) surge: bool,
-    /// The controller forgets the size it remembers of an unknown kind 30 minutes after its last eviction (as
-    /// `controller/src/memory/in_flight.rs` does).
+    /// The controller forgets the size it remembers of an unknown kind 30 minutes after its last
+    /// eviction (as `controller/src/memory/in_flight.rs` does).
     pub(super) age_out: bool,
     pub(super) seed: u64,
 }
@@ -85,9 +88,11 @@ prop_compose! {
         WorkloadSpec {
             kind,
             desired,
-            // At most d - 1 here: a budget that allows nothing is made on purpose, in `Mode::Stuck`.
+            // At most d - 1 here: a budget that allows nothing is made on purpose, in
+            // `Mode::Stuck`.
             min_available: min_available.map(|m| m.min(desired - 1)),
-            // Crash loops in workloads that do not roll out, so that what is stuck stays simple to tell.
+            // Crash loops in workloads that do not roll out, so that what is stuck stays simple to
+            // tell.
             never_ready: if rolls { 0 } else { never_ready.min(desired) },
         }
     }
@@ -170,7 +175,8 @@ fn stuck_workload(how: usize, t: u8, surge: bool) -> WorkloadSpec {
         },
     };
     if !stuck(&w, t, surge) {
-        // At a threshold this low a stuck rollout still moves one pod at a time: hold it with its budget.
+        // At a threshold this low a stuck rollout still moves one pod at a time: hold it with its
+        // budget.
         w.min_available = Some(w.desired);
     }
     w
@@ -181,13 +187,14 @@ pub(super) fn surge_and_unavailable(d: u32) -> (u32, u32) {
     (d.div_ceil(4), d / 4)
 }
 
-/// Whether a workload can never move one of its pods at threshold `t`, whatever the upgrade does: a budget that
-/// allows nothing; pods that never become Ready that the Eviction API will not let go (a disrupted budget), or whose
-/// workload, whole again, its budget cannot spare a pod of; or a stuck rollout whose Ready pods are at its bound (or
-/// held by its budget). Pods that never become Ready are broken once not Ready for `nodeProgressDeadline`: they go
-/// whatever the workload's Ready count, and their replacements become Ready. With `surge` (asked for, on nodes that
-/// are cordoned), a single-replica Deployment whose rollout is stuck too: its pod moves by a new rollout only once
-/// the last one is complete.
+/// Whether a workload can never move one of its pods at threshold `t`, whatever the upgrade does: a
+/// budget that allows nothing; pods that never become Ready that the Eviction API will not let go
+/// (a disrupted budget), or whose workload, whole again, its budget cannot spare a pod of; or a
+/// stuck rollout whose Ready pods are at its bound (or held by its budget). Pods that never become
+/// Ready are broken once not Ready for `nodeProgressDeadline`: they go whatever the workload's
+/// Ready count, and their replacements become Ready. With `surge` (asked for, on nodes that
+/// are cordoned), a single-replica Deployment whose rollout is stuck too: its pod moves by a new
+/// rollout only once the last one is complete.
 pub(super) fn stuck(w: &WorkloadSpec, t: u8, surge: bool) -> bool {
     let d = w.desired;
     if surge && d == 1 && w.kind == Kind::Deployment(Rollout::Stuck) {
@@ -195,8 +202,8 @@ pub(super) fn stuck(w: &WorkloadSpec, t: u8, surge: bool) -> bool {
     }
     let budget_spares = |ready: u32| w.min_available.is_none_or(|m| ready > m);
     if w.never_ready > 0 {
-        // The Eviction API lets a pod that is not Ready go freely while its budget is not disrupted (and asks for a
-        // healthy pod), else while it allows a disruption.
+        // The Eviction API lets a pod that is not Ready go freely while its budget is not disrupted
+        // (and asks for a healthy pod), else while it allows a disruption.
         let ready = d - w.never_ready;
         let api_lets_them_go = w
             .min_available

@@ -1,6 +1,6 @@
-//! The model cluster the simulation runs: its objects (the view the planner sees) and the truth it keeps beside them
-//! (each pod's controller, each workload's `d`, what is due when), built from a scenario; how it moves on is in
-//! [`super::controllers`].
+//! The model cluster the simulation runs: its objects (the view the planner sees) and the truth it
+//! keeps beside them (each pod's controller, each workload's `d`, what is due when), built from a
+//! scenario; how it moves on is in [`super::controllers`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,8 +20,8 @@ use crate::{
 /// `nodeProgressDeadline` of the model's policy, in minutes (one step is at least a minute).
 pub(super) const DEADLINE_MINUTES: i64 = 5;
 
-/// A controller of pods: a ReplicaSet (of a Deployment or a Rollout, or bare), a ReplicationController, a
-/// StatefulSet, or an operator owning its pods directly.
+/// A controller of pods: a ReplicaSet (of a Deployment or a Rollout, or bare), a
+/// ReplicationController, a StatefulSet, or an operator owning its pods directly.
 pub(super) struct Set {
     pub(super) reference: ControllerRef,
     pub(super) workload: usize,
@@ -60,7 +60,8 @@ impl Workload {
     }
 }
 
-/// The model cluster: the view the planner sees, what the model knows beside it, and what is due when.
+/// The model cluster: the view the planner sees, what the model knows beside it, and what is due
+/// when.
 pub(super) struct World {
     pub(super) view: ClusterView,
     pub(super) rng: Rng,
@@ -70,7 +71,8 @@ pub(super) struct World {
     pub(super) sets: Vec<Set>,
     /// The set of each workload pod, by UID.
     pub(super) pod_set: BTreeMap<String, usize>,
-    /// Step at which a pod that is not Ready becomes Ready, by UID (absent: never, or Ready already).
+    /// Step at which a pod that is not Ready becomes Ready, by UID (absent: never, or Ready
+    /// already).
     pub(super) ready_at: BTreeMap<String, usize>,
     /// Step at which a kamikazed node comes back, by name.
     pub(super) restart_at: BTreeMap<String, usize>,
@@ -81,15 +83,17 @@ pub(super) struct World {
     pub(super) last_eviction: BTreeMap<String, DateTime<Utc>>,
     next_pod: usize,
     pub(super) now: DateTime<Utc>,
-    /// How often the situations the checks are about occurred, for `the_model_reaches_the_cases_that_matter`.
+    /// How often the situations the checks are about occurred, for
+    /// `the_model_reaches_the_cases_that_matter`.
     pub(super) seen: Tally,
     /// The upgrade report of the run, and what the model knows to check it against.
     pub(super) truth: Truth,
 }
 
 impl World {
-    /// The cluster at the start of scenario `s`: its old nodes, one upgraded spare, the policy, every workload's
-    /// pods (Ready, Ready after a while, or never) with their budgets, and unmanaged pods.
+    /// The cluster at the start of scenario `s`: its old nodes, one upgraded spare, the policy,
+    /// every workload's pods (Ready, Ready after a while, or never) with their budgets, and
+    /// unmanaged pods.
     pub(super) fn new(s: &Scenario) -> Self {
         let mut nodes: Vec<NodeView> = (0..s.old_nodes)
             .map(|i| node(&format!("old-{i}")))
@@ -142,10 +146,11 @@ impl World {
         world
     }
 
-    /// An old node for an initial pod. With stuck workloads, their pods get nodes of their own (the last third of the
-    /// old nodes) and the others the rest: a pod that waits behind a stuck pod on its node (an unknown kind's pods
-    /// go only once the node's workload pods have left) would make its own workload stuck too, and what is stuck
-    /// would no longer be simple to tell.
+    /// An old node for an initial pod. With stuck workloads, their pods get nodes of their own (the
+    /// last third of the old nodes) and the others the rest: a pod that waits behind a stuck
+    /// pod on its node (an unknown kind's pods go only once the node's workload pods have left)
+    /// would make its own workload stuck too, and what is stuck would no longer be simple to
+    /// tell.
     fn old_node(&mut self, s: &Scenario, stuck: bool) -> String {
         let reserved = if s.mode == Mode::Stuck {
             (s.old_nodes / 3).max(1)
@@ -166,7 +171,8 @@ impl World {
         let d = spec.desired;
         let w = self.workloads.len();
         let (surge, unavailable) = surge_and_unavailable(d);
-        // (replicas, unschedulable, how many of its first pods start not Ready for a while) per set.
+        // (replicas, unschedulable, how many of its first pods start not Ready for a while) per
+        // set.
         let mut sets: Vec<(u32, bool, u32)> = Vec::new();
         let mut workload = Workload {
             key: String::new(),
@@ -262,8 +268,8 @@ impl World {
         }
     }
 
-    /// Adds the `i`-th set of workload `w`; `owner_object` is the object of a bare ReplicaSet, ReplicationController or
-    /// StatefulSet.
+    /// Adds the `i`-th set of workload `w`; `owner_object` is the object of a bare ReplicaSet,
+    /// ReplicationController or StatefulSet.
     pub(super) fn add_set(
         &mut self,
         w: usize,
@@ -301,7 +307,8 @@ impl World {
         set
     }
 
-    /// Creates a pod of `set`: Ready at once on `on` (the initial pods), or scheduled and Ready after a while.
+    /// Creates a pod of `set`: Ready at once on `on` (the initial pods), or scheduled and Ready
+    /// after a while.
     pub(super) fn create_pod(&mut self, set: usize, step: usize, on: Option<String>) -> String {
         let s = &self.sets[set];
         let workload = &self.workloads[s.workload];
@@ -357,8 +364,9 @@ impl World {
         self.counts(w).0
     }
 
-    /// Whether `pod`, not Ready, is broken by the model's clock and the pods' times: not Ready for the model's
-    /// nodeProgressDeadline itself, or of a workload with no pod Ready and one live pod broken.
+    /// Whether `pod`, not Ready, is broken by the model's clock and the pods' times: not Ready for
+    /// the model's nodeProgressDeadline itself, or of a workload with no pod Ready and one live
+    /// pod broken.
     pub(super) fn broken(&self, pod: &PodView) -> bool {
         let deadline = chrono::Duration::minutes(DEADLINE_MINUTES);
         let own = |p: &PodView| {
@@ -381,8 +389,8 @@ impl World {
             })
     }
 
-    /// The model's truth about workload `w` before a plan: `d`, Ready, and going (for an operator, deleted and not
-    /// recreated yet; a terminating pod is gone).
+    /// The model's truth about workload `w` before a plan: `d`, Ready, and going (for an operator,
+    /// deleted and not recreated yet; a terminating pod is gone).
     pub(super) fn truth(&self, w: usize) -> oracle::Truth {
         let (ready, _terminating, all) = self.counts(w);
         let d = self.workloads[w].desired;
@@ -429,7 +437,8 @@ impl World {
             })
     }
 
-    /// Whether the model has nothing pending: no pod starting, terminating or due, no executor restarting.
+    /// Whether the model has nothing pending: no pod starting, terminating or due, no executor
+    /// restarting.
     pub(super) fn idle(&self) -> bool {
         self.ready_at.is_empty()
             && self.restart_at.is_empty()
