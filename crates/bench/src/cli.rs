@@ -8,11 +8,11 @@ use std::time::Duration;
 use anyhow::Context;
 use k8sm_api::MaxConcurrentNodes;
 
-use crate::calibrate::{CONTROLLER_CALL_CONCURRENCY, eviction_throughput};
+use crate::calibrate::{CONTROLLER_CALL_CONCURRENCY, Throughput, eviction_throughput};
 use crate::env::BenchCluster;
 use crate::results::{BoundFigure, Machine, Run, Scenario, Summary, Tool};
 use crate::runs::{self, RunConfig};
-use crate::stats::concurrency_bound;
+use crate::stats::{LowerBound, concurrency_bound};
 use crate::workload::{Kind, Realism, Shape, Workload};
 use crate::{charts, index, machine, report};
 
@@ -308,68 +308,140 @@ fn parse_tool(name: &str) -> anyhow::Result<Tool> {
     })
 }
 
+/// The invocation: its settings checked, then `--index-only`, `--render-only` or `--model` alone,
+/// or the lower bound, every round of runs and the report.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let pods = args.pods.unwrap_or(args.nodes * 30);
-    anyhow::ensure!(
-        args.nodes > 0 && pods > 0,
-        "--nodes and --pods must be positive"
-    );
-    anyhow::ensure!(args.runs > 0, "--runs must be at least 1");
-    let tools = args
-        .tools
-        .iter()
-        .map(|t| parse_tool(t))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let pod_ready_delay: Duration = args.pod_ready_delay.into();
-    let restart_delay: Duration = args.restart_delay.into();
-    let name = args.name.clone().unwrap_or_else(|| {
-        let mut name = format!("n{}-p{pods}", args.nodes);
-        if pod_ready_delay != Duration::from_secs(2) {
-            name += &format!("-d{}", args.pod_ready_delay);
-        }
-        if args.tools.join(",") != DEFAULT_TOOLS {
-            let slugs: Vec<&str> = tools.iter().map(|t| t.slug()).collect();
-            name += &format!("-{}", slugs.join("-"));
-        }
-        name
-    });
+    let plan = Plan::of(&args)?;
     let root = workspace_root();
+    let out = reports_dir(&args, &root)?;
+    if args.index_only {
+        return index::write(&out);
+    }
+    let dirs = Dirs::of(&args, &plan.name)?;
+    charts::register_font(&args.font)?;
+    if args.render_only {
+        return render_only(&args, &out, &plan.name);
+    }
+    std::fs::create_dir_all(&dirs.work)?;
+
+    let workload = generate_fleet(&args, plan.pods);
+    let concurrency = args.max_concurrent_nodes.resolve(args.nodes);
+    if args.shape == Shape::Realistic {
+        check_room(args.nodes, concurrency, args.node_fill)?;
+    }
+    if args.model {
+        return model(&args, plan.pods, concurrency);
+    }
+    let binaries_commit = binaries_commit(&root, &dirs.bin)?;
+    let throughput = calibrate(&args, &plan, &workload, &dirs).await?;
+    let (waves, bound) = lower_bound(&args, &plan, &workload, concurrency, throughput.as_ref());
+    let scenario = describe_scenario(&args, &plan, &workload, concurrency, waves, &bound);
+    announce(&args, &plan, &workload, concurrency, &bound, &dirs.work);
+
+    let config = run_config(&args, &workload, &scenario);
+    let mut summary = new_summary(&args, &root, &dirs.target, scenario, binaries_commit);
+    run_rounds(&args, &plan, &dirs, &out, &config, &mut summary).await?;
+    write_report_and_index(&out, &plan.name, &workload, &summary)
+}
+
+/// The arguments checked, and what follows from them alone.
+struct Plan {
+    pods: usize,
+    tools: Vec<Tool>,
+    pod_ready_delay: Duration,
+    restart_delay: Duration,
+    /// The scenario's name: the reports' file names.
+    name: String,
+}
+
+impl Plan {
+    fn of(args: &Args) -> anyhow::Result<Self> {
+        let pods = args.pods.unwrap_or(args.nodes * 30);
+        anyhow::ensure!(
+            args.nodes > 0 && pods > 0,
+            "--nodes and --pods must be positive"
+        );
+        anyhow::ensure!(args.runs > 0, "--runs must be at least 1");
+        let tools = args
+            .tools
+            .iter()
+            .map(|t| parse_tool(t))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let pod_ready_delay: Duration = args.pod_ready_delay.into();
+        let restart_delay: Duration = args.restart_delay.into();
+        let name = args.name.clone().unwrap_or_else(|| {
+            let mut name = format!("n{}-p{pods}", args.nodes);
+            if pod_ready_delay != Duration::from_secs(2) {
+                name += &format!("-d{}", args.pod_ready_delay);
+            }
+            if args.tools.join(",") != DEFAULT_TOOLS {
+                let slugs: Vec<&str> = tools.iter().map(|t| t.slug()).collect();
+                name += &format!("-{}", slugs.join("-"));
+            }
+            name
+        });
+        Ok(Self {
+            pods,
+            tools,
+            pod_ready_delay,
+            restart_delay,
+            name,
+        })
+    }
+}
+
+/// Where reports go (`--out`, default bench/results), created.
+fn reports_dir(args: &Args, root: &Path) -> anyhow::Result<PathBuf> {
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| root.join("bench/results"));
     std::fs::create_dir_all(&out)?;
-    if args.index_only {
-        return index::write(&out);
-    }
-    let exe = std::env::current_exe()?;
-    let bin_dir = args
-        .bin_dir
-        .clone()
-        .unwrap_or_else(|| exe.parent().map(Path::to_owned).unwrap_or_default());
-    // target/<profile>/k8sm-bench → target/
-    let target_dir = bin_dir.parent().map(Path::to_owned).unwrap_or_default();
-    let work_dir = args
-        .work_dir
-        .clone()
-        .unwrap_or_else(|| target_dir.join("bench").join(&name));
-    charts::register_font(&args.font)?;
+    Ok(out)
+}
 
-    if args.render_only {
-        let text = std::fs::read_to_string(out.join(format!("{name}.json")))?;
-        let summary: Summary = serde_json::from_str(&text)?;
-        let workload = Workload::generate(
-            summary.scenario.nodes,
-            summary.scenario.pods,
-            args.shape,
-            &args.realism(),
-        );
-        let owners = charted_owners(&workload, &summary);
-        write_report(&out, &name, &summary, &owners)?;
-        return index::write(&out);
-    }
-    std::fs::create_dir_all(&work_dir)?;
+/// Where the runs find their binaries and criterion's figures, and leave their files.
+struct Dirs {
+    /// The k8sm-controller and k8sm-agent binaries.
+    bin: PathBuf,
+    /// Cargo's target directory, where criterion's figures are.
+    target: PathBuf,
+    /// The clusters' files and the runs' logs.
+    work: PathBuf,
+}
 
+impl Dirs {
+    fn of(args: &Args, name: &str) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe()?;
+        let bin = args
+            .bin_dir
+            .clone()
+            .unwrap_or_else(|| exe.parent().map(Path::to_owned).unwrap_or_default());
+        // target/<profile>/k8sm-bench → target/
+        let target = bin.parent().map(Path::to_owned).unwrap_or_default();
+        let work = args
+            .work_dir
+            .clone()
+            .unwrap_or_else(|| target.join("bench").join(name));
+        Ok(Self { bin, target, work })
+    }
+}
+
+/// `--render-only`: the report, charts and index of an earlier invocation from its JSON summary.
+fn render_only(args: &Args, out: &Path, name: &str) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(out.join(format!("{name}.json")))?;
+    let summary: Summary = serde_json::from_str(&text)?;
+    let workload = Workload::generate(
+        summary.scenario.nodes,
+        summary.scenario.pods,
+        args.shape,
+        &args.realism(),
+    );
+    write_report_and_index(out, name, &workload, &summary)
+}
+
+/// The fleet every run upgrades, and how full its requests make the nodes.
+fn generate_fleet(args: &Args, pods: usize) -> Workload {
     let workload = Workload::generate(args.nodes, pods, args.shape, &args.realism());
     if let Some((cpu, memory)) = workload.fill(args.nodes) {
         eprintln!(
@@ -378,117 +450,155 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             memory * 100.0
         );
     }
-    let concurrency = args.max_concurrent_nodes.resolve(args.nodes);
-    if args.shape == Shape::Realistic {
-        check_room(args.nodes, concurrency, args.node_fill)?;
-    }
-    if args.model {
-        model(&args, pods, concurrency)?;
-        return Ok(());
-    }
-    // Figures of binaries of another commit must not be reported as this checkout's.
-    let commit = machine::git_commit(&root);
-    let binaries_commit = if commit.is_empty() {
+    workload
+}
+
+/// The commit the binaries were built from, checked against this checkout's: figures of binaries
+/// of another commit must not be reported as this checkout's.
+fn binaries_commit(root: &Path, bin_dir: &Path) -> anyhow::Result<Option<String>> {
+    let commit = machine::git_commit(root);
+    Ok(if commit.is_empty() {
         eprintln!("==> not a git checkout: the binaries' commit is not checked");
         None
     } else {
-        Some(machine::check_binaries(&bin_dir, &commit)?)
+        Some(machine::check_binaries(bin_dir, &commit)?)
+    })
+}
+
+/// The apiserver's eviction throughput, measured alone on a cluster of its own (its pods are
+/// evicted), unless `--skip-calibration`. A messy fleet is measured by its tidy twin (the same
+/// seed's owners): crash loops never become Ready to be evicted.
+async fn calibrate(
+    args: &Args,
+    plan: &Plan,
+    workload: &Workload,
+    dirs: &Dirs,
+) -> anyhow::Result<Option<Throughput>> {
+    if args.skip_calibration {
+        return Ok(None);
+    }
+    let tidy = Realism {
+        messy: None,
+        ..args.realism()
     };
-    // The apiserver's eviction throughput, measured alone on a cluster of its own (its pods are
-    // evicted). A messy fleet is measured by its tidy twin (the same seed's owners): crash
-    // loops never become Ready to be evicted.
-    let throughput = if args.skip_calibration {
-        None
-    } else {
-        let tidy = Realism {
-            messy: None,
-            ..args.realism()
-        };
-        let tidy = args
-            .messy
-            .then(|| Workload::generate(args.nodes, pods, args.shape, &tidy));
-        let measured = tidy.as_ref().unwrap_or(&workload);
-        let dir = work_dir.join("calibration");
-        std::fs::create_dir_all(&dir)?;
-        let mut bench = BenchCluster::start(
-            args.nodes,
-            pod_ready_delay,
-            restart_delay,
-            measured,
-            &bin_dir,
-            &dir,
-        )
-        .await?;
-        let throughput =
-            eviction_throughput(&mut bench, measured, CONTROLLER_CALL_CONCURRENCY).await?;
-        drop(bench);
-        let _ = std::fs::remove_dir_all(dir.join("cluster/etcd-data"));
-        eprintln!("==> eviction throughput: {}", throughput.describe());
-        Some(throughput)
-    };
+    let tidy = args
+        .messy
+        .then(|| Workload::generate(args.nodes, plan.pods, args.shape, &tidy));
+    let measured = tidy.as_ref().unwrap_or(workload);
+    let dir = dirs.work.join("calibration");
+    std::fs::create_dir_all(&dir)?;
+    let mut bench = BenchCluster::start(
+        args.nodes,
+        plan.pod_ready_delay,
+        plan.restart_delay,
+        measured,
+        &dirs.bin,
+        &dir,
+    )
+    .await?;
+    let throughput = eviction_throughput(&mut bench, measured, CONTROLLER_CALL_CONCURRENCY).await?;
+    drop(bench);
+    let _ = std::fs::remove_dir_all(dir.join("cluster/etcd-data"));
+    eprintln!("==> eviction throughput: {}", throughput.describe());
+    Ok(Some(throughput))
+}
+
+/// The concurrency-aware lower bound, the measured throughput in its derivation, and the figure
+/// the runs are judged against.
+fn lower_bound(
+    args: &Args,
+    plan: &Plan,
+    workload: &Workload,
+    concurrency: usize,
+    throughput: Option<&Throughput>,
+) -> (LowerBound, BoundFigure) {
     let mut waves = concurrency_bound(&workload.bound_input(
         args.nodes,
         concurrency,
         args.threshold,
-        pod_ready_delay,
-        restart_delay,
-        throughput.as_ref().map(|t| t.per_second),
+        plan.pod_ready_delay,
+        plan.restart_delay,
+        throughput.map(|t| t.per_second),
     ));
-    if let Some(throughput) = &throughput {
+    if let Some(throughput) = throughput {
         waves.derivation += &format!(" Measured alone: {}.", throughput.describe());
     }
     let bound = BoundFigure {
         seconds: waves.seconds,
         derivation: waves.derivation.clone(),
     };
+    (waves, bound)
+}
+
+/// What the scenario is, as the summary records it.
+fn describe_scenario(
+    args: &Args,
+    plan: &Plan,
+    workload: &Workload,
+    concurrency: usize,
+    waves: LowerBound,
+    bound: &BoundFigure,
+) -> Scenario {
     let mut owner_sizes = BTreeMap::new();
     for owner in &workload.owners {
         *owner_sizes.entry(owner.replicas).or_default() += 1;
     }
     let count = |kind| workload.owners.iter().filter(|o| o.kind == kind).count();
-    let scenario = Scenario {
-        name: name.clone(),
+    Scenario {
+        name: plan.name.clone(),
         nodes: args.nodes,
-        pods,
+        pods: plan.pods,
         deployments: count(Kind::Deployment),
         stateful_sets: count(Kind::StatefulSet),
         unmanaged: workload.unmanaged.len(),
         owner_sizes,
-        pod_ready_delay_s: pod_ready_delay.as_secs_f64(),
-        restart_delay_s: restart_delay.as_secs_f64(),
+        pod_ready_delay_s: plan.pod_ready_delay.as_secs_f64(),
+        restart_delay_s: plan.restart_delay.as_secs_f64(),
         threshold_percent: args.threshold,
         max_concurrent_nodes: args.max_concurrent_nodes.to_string(),
         drain_timeout_s: Duration::from(args.drain_timeout).as_secs_f64(),
-        lower_bound: waves.clone(),
+        lower_bound: waves,
         k8sm_budgets: true,
         concurrency,
         bound: Some(bound.clone()),
-        fleet: (args.shape == Shape::Realistic).then(|| {
-            let realism = args.realism();
-            let mut fleet = format!(
-                "realistic, seed {}: each owner's pods Ready {}–{} after scheduling (drawn per owner), \
-                 termination grace period {} s honoured, requests filling nodes to {}% on average, about a quarter \
-                 of the owners bunched on 3 nodes, one Deployment mid-rollout, one OrderedReady StatefulSet of 10",
-                realism.seed,
-                args.pod_ready_delay,
-                args.ready_delay_max,
-                realism.grace_period_s,
-                realism.fill_percent,
-            );
-            if let Some(mess) = workload.mess_summary(args.nodes) {
-                fleet += &format!("; messy: {mess}");
-            }
-            fleet
-        }),
-    };
-    let command = format!(
-        "cargo xtask bench {}",
-        std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+        fleet: (args.shape == Shape::Realistic).then(|| describe_fleet(args, workload)),
+    }
+}
+
+/// How the realistic fleet was drawn.
+fn describe_fleet(args: &Args, workload: &Workload) -> String {
+    let realism = args.realism();
+    let mut fleet = format!(
+        "realistic, seed {}: each owner's pods Ready {}–{} after scheduling (drawn per owner), \
+         termination grace period {} s honoured, requests filling nodes to {}% on average, about a quarter \
+         of the owners bunched on 3 nodes, one Deployment mid-rollout, one OrderedReady StatefulSet of 10",
+        realism.seed,
+        args.pod_ready_delay,
+        args.ready_delay_max,
+        realism.grace_period_s,
+        realism.fill_percent,
     );
+    if let Some(mess) = workload.mess_summary(args.nodes) {
+        fleet += &format!("; messy: {mess}");
+    }
+    fleet
+}
+
+/// The scenario, its lower bound and its derivation, before the runs.
+fn announce(
+    args: &Args,
+    plan: &Plan,
+    workload: &Workload,
+    concurrency: usize,
+    bound: &BoundFigure,
+    work_dir: &Path,
+) {
     eprintln!(
-        "==> scenario {name}: {} nodes, {pods} pods in {} owners, C = {concurrency}, lower bound {:.1}s, {} \
+        "==> scenario {}: {} nodes, {} pods in {} owners, C = {concurrency}, lower bound {:.1}s, {} \
          round(s) of {}; work dir {}",
+        plan.name,
         args.nodes,
+        plan.pods,
         workload.owners.len(),
         bound.seconds,
         args.runs,
@@ -499,14 +609,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(mess) = workload.mess_summary(args.nodes) {
         eprintln!("==> messy fleet: {mess}");
     }
+}
 
-    let charted: Vec<&crate::workload::Owner> = workload.charted(waves.critical_replicas);
-    let config = RunConfig {
-        workload: &workload,
+/// What every run is given: the fleet, the policy, the timeouts and the owners to chart.
+fn run_config<'a>(args: &Args, workload: &'a Workload, scenario: &Scenario) -> RunConfig<'a> {
+    let charted: Vec<&crate::workload::Owner> =
+        workload.charted(scenario.lower_bound.critical_replicas);
+    RunConfig {
+        workload,
         nodes: args.nodes,
         threshold: args.threshold,
         max_concurrent_nodes: args.max_concurrent_nodes,
-        concurrency,
+        concurrency: scenario.concurrency,
         drain_timeout: args.drain_timeout.into(),
         upgrade_timeout: args.upgrade_timeout.map_or_else(
             || Duration::from_secs(600.max(args.nodes as u64 * 6)),
@@ -514,73 +628,113 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ),
         charted: charted.iter().map(|o| o.name.clone()).collect(),
         controller_args: args.k8sm_args.clone(),
-    };
+    }
+}
+
+/// The summary before its runs: the scenario, the machine and the planner's figures.
+fn new_summary(
+    args: &Args,
+    root: &Path,
+    target_dir: &Path,
+    scenario: Scenario,
+    binaries_commit: Option<String>,
+) -> Summary {
+    let command = format!(
+        "cargo xtask bench {}",
+        std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+    );
     // criterion ran first in this invocation (`cargo xtask bench`), unless told otherwise: its
     // estimates are read now.
-    let mut summary = Summary {
+    Summary {
         scenario,
         machine: Machine {
             binaries_commit,
-            ..machine::machine(&root, "", command)
+            ..machine::machine(root, "", command)
         },
         runs: Vec::new(),
-        planner: machine::planner_benches(&target_dir),
+        planner: machine::planner_benches(target_dir),
         planner_measured_earlier: args.planner_measured_earlier,
-    };
-    let json = out.join(format!("{name}.json"));
+    }
+}
+
+/// Every round: each tool in turn on a fresh cluster, the JSON summary written after each run.
+async fn run_rounds(
+    args: &Args,
+    plan: &Plan,
+    dirs: &Dirs,
+    out: &Path,
+    config: &RunConfig<'_>,
+    summary: &mut Summary,
+) -> anyhow::Result<()> {
+    let json = out.join(format!("{}.json", plan.name));
     for round in 0..args.runs {
-        for &tool in &tools {
+        for &tool in &plan.tools {
             eprintln!("==> round {}/{}: {}", round + 1, args.runs, tool.label());
-            let dir = work_dir.join(format!("r{}-{}", round + 1, tool.slug()));
-            let mut run = match one_run(
-                &mut summary,
-                &config,
+            let dir = dirs.work.join(format!("r{}-{}", round + 1, tool.slug()));
+            let result = one_run(
+                summary,
+                config,
                 tool,
-                pod_ready_delay,
-                restart_delay,
-                &bin_dir,
+                plan.pod_ready_delay,
+                plan.restart_delay,
+                &dirs.bin,
                 &dir,
             )
-            .await
-            {
-                Ok(run) => {
-                    eprintln!(
-                        "==> {}: makespan {}, {} owners below their bound, {:.1} unavailable replica-seconds, \
-                         {:.2} disruptions per pod, {} requests",
-                        tool.label(),
-                        run.makespan_s.map_or("–".into(), |m| format!("{m:.1}s")),
-                        run.owners_violated(),
-                        run.unavailable_replica_s(),
-                        run.disruptions_per_pod().unwrap_or_default(),
-                        run.tool_requests
-                            .as_ref()
-                            .map_or("–".into(), |r| r.total.to_string()),
-                    );
-                    run
-                }
-                Err(error) => {
-                    eprintln!("==> {} failed: {error:#}", tool.label());
-                    let mut run = Run::from_timeline(
-                        tool,
-                        &crate::timeline::Timeline::new(args.threshold, [], []),
-                        None,
-                    );
-                    run.notes.push(format!("the run failed: {error:#}"));
-                    run
-                }
-            };
+            .await;
+            let mut run = outcome(tool, args.threshold, result);
             run.round = round;
             summary.runs.push(run);
             // After every run, so that an interrupted invocation keeps what it measured
             // (`--render-only`).
-            std::fs::write(&json, serde_json::to_string_pretty(&summary)?)?;
+            std::fs::write(&json, serde_json::to_string_pretty(summary)?)?;
             // Logs stay; the cluster's database goes (hundreds of MB at scale).
             let _ = std::fs::remove_dir_all(dir.join("cluster/etcd-data"));
         }
     }
-    let owners = charted_owners(&workload, &summary);
-    write_report(&out, &name, &summary, &owners)?;
-    index::write(&out)
+    Ok(())
+}
+
+/// The run with its figures printed, or, if it failed, a run without figures that says why.
+fn outcome(tool: Tool, threshold: u8, result: anyhow::Result<Run>) -> Run {
+    match result {
+        Ok(run) => {
+            eprintln!(
+                "==> {}: makespan {}, {} owners below their bound, {:.1} unavailable replica-seconds, \
+                 {:.2} disruptions per pod, {} requests",
+                tool.label(),
+                run.makespan_s.map_or("–".into(), |m| format!("{m:.1}s")),
+                run.owners_violated(),
+                run.unavailable_replica_s(),
+                run.disruptions_per_pod().unwrap_or_default(),
+                run.tool_requests
+                    .as_ref()
+                    .map_or("–".into(), |r| r.total.to_string()),
+            );
+            run
+        }
+        Err(error) => {
+            eprintln!("==> {} failed: {error:#}", tool.label());
+            let mut run = Run::from_timeline(
+                tool,
+                &crate::timeline::Timeline::new(threshold, [], []),
+                None,
+            );
+            run.notes.push(format!("the run failed: {error:#}"));
+            run
+        }
+    }
+}
+
+/// The report with its charts, then the index of every report in `out`.
+fn write_report_and_index(
+    out: &Path,
+    name: &str,
+    workload: &Workload,
+    summary: &Summary,
+) -> anyhow::Result<()> {
+    let owners = charted_owners(workload, summary);
+    write_report(out, name, summary, &owners)?;
+    index::write(out)
 }
 
 /// One run of `tool` on a fresh cluster in `dir`; the first one also records the cluster's version.

@@ -14,6 +14,19 @@ use crate::units::{bucket, megabytes, millis, ratio, secs};
 
 /// Renders the report; `charts` are (title, file name relative to the report).
 pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
+    [
+        scenario_section(summary),
+        bound_section(summary),
+        results_section(summary),
+        charts_section(charts),
+        notes_section(summary),
+        machine_section(summary),
+    ]
+    .concat()
+}
+
+/// The title and the scenario: the fleet, the tools, the rounds and the command.
+fn scenario_section(summary: &Summary) -> String {
     let mut out = String::new();
     let s = &summary.scenario;
     let tools = summary.tools();
@@ -27,16 +40,35 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
         "# Benchmark `{}`: k8sm against kubectl drain\n",
         s.name
     );
-    // A messy fleet's drain runs as SREs run it, described with its figures below.
-    let drain = if summary.runs.iter().any(|r| r.leftovers.is_some()) {
-        "`kubectl drain` without `--force`, as SREs run it (see *Messy fleet* below)".to_owned()
-    } else {
-        format!(
-            "`kubectl drain --ignore-daemonsets --delete-emptydir-data --force --timeout={:.0}s` (falling back to \
-             `--disable-eviction` only if that timeout is hit)",
-            s.drain_timeout_s
-        )
-    };
+    out.push_str(&setup_paragraph(summary));
+    if let Some(fleet) = &s.fleet {
+        let _ = writeln!(out, "Fleet: {fleet}.\n");
+    }
+    let sizes: Vec<String> = s
+        .owner_sizes
+        .iter()
+        .map(|(d, n)| format!("{n}×{d}"))
+        .collect();
+    let _ = writeln!(out, "Owners by replicas: {}.\n", sizes.join(", "));
+    let _ = writeln!(
+        out,
+        "Each tool ran {rounds} time(s), in alternating order ({}, then again), each run on a fresh cluster. Figures \
+         are the **median [min–max]** over a tool's runs.\n",
+        tools
+            .iter()
+            .map(|t| t.slug())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(out, "Command: `{}`\n", summary.machine.command);
+    out
+}
+
+/// The cluster, the policy, the baselines and the budgets every tool met.
+fn setup_paragraph(summary: &Summary) -> String {
+    let mut out = String::new();
+    let s = &summary.scenario;
+    let drain = baseline_drain(summary);
     let _ = writeln!(
         out,
         "{} KWOK nodes, {} pods ({} Deployments, {} StatefulSets, unmanaged pods: {}; plus a DaemonSet), pods Ready \
@@ -60,29 +92,26 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
             "for the baselines with PDB only: **k8sm's fleet had none** (reports before the budgets were shared)"
         },
     );
-    if let Some(fleet) = &s.fleet {
-        let _ = writeln!(out, "Fleet: {fleet}.\n");
+    out
+}
+
+/// The baselines' `kubectl drain`. A messy fleet's drain runs as SREs run it, described with its
+/// figures below.
+fn baseline_drain(summary: &Summary) -> String {
+    if summary.runs.iter().any(|r| r.leftovers.is_some()) {
+        "`kubectl drain` without `--force`, as SREs run it (see *Messy fleet* below)".to_owned()
+    } else {
+        format!(
+            "`kubectl drain --ignore-daemonsets --delete-emptydir-data --force --timeout={:.0}s` (falling back to \
+             `--disable-eviction` only if that timeout is hit)",
+            summary.scenario.drain_timeout_s
+        )
     }
-    let sizes: Vec<String> = s
-        .owner_sizes
-        .iter()
-        .map(|(d, n)| format!("{n}×{d}"))
-        .collect();
-    let _ = writeln!(out, "Owners by replicas: {}.\n", sizes.join(", "));
-    let _ = writeln!(
-        out,
-        "Each tool ran {rounds} time(s), in alternating order ({}, then again), each run on a fresh cluster. Figures \
-         are the **median [min–max]** over a tool's runs.\n",
-        tools
-            .iter()
-            .map(|t| t.slug())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let _ = writeln!(out, "Command: `{}`\n", summary.machine.command);
+}
 
-    out.push_str(&bound_section(summary));
-
+/// The figures and the targets, then the detail: phases, planner, leftovers, runs and sizes.
+fn results_section(summary: &Summary) -> String {
+    let mut out = String::new();
     let _ = writeln!(out, "## Results\n");
     out.push_str(&figures_table(summary));
     out.push('\n');
@@ -94,7 +123,12 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
     out.push_str(&runs_table(summary));
     out.push('\n');
     out.push_str(&sizes_table(summary));
+    out
+}
 
+/// The charts, if any were drawn.
+fn charts_section(charts: &[(String, String)]) -> String {
+    let mut out = String::new();
     if !charts.is_empty() {
         let _ = writeln!(out, "\n## Charts\n");
         let _ = writeln!(out, "Each tool's run with the median makespan.\n");
@@ -102,7 +136,12 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
             let _ = writeln!(out, "![{title}]({file})\n");
         }
     }
+    out
+}
 
+/// How the figures were measured, then the runs' own notes.
+fn notes_section(summary: &Summary) -> String {
+    let mut out = String::new();
     let _ = writeln!(out, "\n## Method and notes\n");
     for line in METHOD {
         let _ = writeln!(out, "- {line}");
@@ -117,7 +156,12 @@ pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
             );
         }
     }
+    out
+}
 
+/// The machine, the versions and the commit the figures were measured on.
+fn machine_section(summary: &Summary) -> String {
+    let mut out = String::new();
     let m = &summary.machine;
     let _ = writeln!(out, "\n## Machine and versions\n");
     let _ = writeln!(out, "| | |\n|---|---|");
@@ -244,36 +288,69 @@ fn bound_section(summary: &Summary) -> String {
     out
 }
 
+/// Every figure per tool, the median of its runs with the range.
 fn figures_table(summary: &Summary) -> String {
-    let tools = summary.tools();
-    let runs: Vec<Vec<&Run>> = tools.iter().map(|t| summary.runs_of(*t)).collect();
+    let mut table = FiguresTable::new(summary);
+    makespan_rows(&mut table, summary);
+    availability_rows(&mut table);
+    disruption_rows(&mut table);
+    request_rows(&mut table);
+    controller_rows(&mut table);
+    table.out
+}
+
+/// A table of figures as it is written: a column per tool, a row per figure.
+struct FiguresTable<'a> {
+    out: String,
+    /// Each tool's runs, in the columns' order.
+    runs: Vec<Vec<&'a Run>>,
+}
+
+impl<'a> FiguresTable<'a> {
+    /// The table's header.
+    fn new(summary: &'a Summary) -> Self {
+        let tools = summary.tools();
+        let runs: Vec<Vec<&Run>> = tools.iter().map(|t| summary.runs_of(*t)).collect();
+        let mut out = String::new();
+        let header: Vec<&str> = tools.iter().map(|t| t.label()).collect();
+        let _ = writeln!(out, "| figure | {} |", header.join(" | "));
+        let _ = writeln!(out, "|---|{}", "---:|".repeat(tools.len()));
+        Self { out, runs }
+    }
+
+    /// The row `name`: `cell` of each tool's runs.
+    fn row(&mut self, name: &str, cell: &dyn Fn(&[&Run]) -> String) {
+        let cells: Vec<String> = self.runs.iter().map(|r| cell(r)).collect();
+        let _ = writeln!(self.out, "| {name} | {} |", cells.join(" | "));
+    }
+}
+
+/// The spread of `figure` over `runs`, each value shown by `show`; "–" without the figure.
+fn spread(
+    runs: &[&Run],
+    figure: &dyn Fn(&Run) -> Option<f64>,
+    show: &dyn Fn(f64) -> String,
+) -> String {
+    Spread::over(runs, figure).map_or("–".into(), |s| s.show(show))
+}
+
+/// Runs completed, concurrency and makespan, against the lower bound and k8sm's, and the settling.
+fn makespan_rows(table: &mut FiguresTable<'_>, summary: &Summary) {
     let bound = summary.scenario.bound_seconds();
     let k8sm_makespan = Spread::over(&summary.runs_of(Tool::K8sm), |r| r.makespan_s);
-    let mut out = String::new();
-    let header: Vec<&str> = tools.iter().map(|t| t.label()).collect();
-    let _ = writeln!(out, "| figure | {} |", header.join(" | "));
-    let _ = writeln!(out, "|---|{}", "---:|".repeat(tools.len()));
-    let mut row = |name: &str, cell: &dyn Fn(&[&Run]) -> String| {
-        let cells: Vec<String> = runs.iter().map(|r| cell(r)).collect();
-        let _ = writeln!(out, "| {name} | {} |", cells.join(" | "));
-    };
-    let spread =
-        |runs: &[&Run], figure: &dyn Fn(&Run) -> Option<f64>, show: &dyn Fn(f64) -> String| {
-            Spread::over(runs, figure).map_or("–".into(), |s| s.show(show))
-        };
-    row("runs completed", &|r| {
+    table.row("runs completed", &|r| {
         format!(
             "{} of {}",
             r.iter().filter(|r| r.completed).count(),
             r.len()
         )
     });
-    row("nodes at once", &|r| {
+    table.row("nodes at once", &|r| {
         r.first()
             .and_then(|r| r.concurrency)
             .map_or("–".into(), |c| c.to_string())
     });
-    row("makespan", &|r| spread(r, &|r| r.makespan_s, &secs));
+    table.row("makespan", &|r| spread(r, &|r| r.makespan_s, &secs));
     let bound_name = match summary.scenario.bound_unknown() {
         None => format!("makespan / lower bound ({})", secs(bound)),
         Some(_) => format!(
@@ -281,62 +358,74 @@ fn figures_table(summary: &Summary) -> String {
             secs(bound)
         ),
     };
-    row(&bound_name, &|r| {
+    table.row(&bound_name, &|r| {
         spread(r, &|r| r.makespan_s.map(|m| m / bound), &ratio)
     });
-    row("median makespan / k8sm's", &|r| match (
+    table.row("median makespan / k8sm's", &|r| match (
         Spread::over(r, |r| r.makespan_s),
         k8sm_makespan.as_ref(),
     ) {
         (Some(m), Some(k)) => ratio(m.median / k.median),
         _ => "–".into(),
     });
-    row("settle (last upgrade → all owners fully Ready)", &|r| {
+    table.row("settle (last upgrade → all owners fully Ready)", &|r| {
         spread(r, &|r| r.settle_s, &secs)
     });
-    row("owners below their bound", &|r| {
+}
+
+/// Owners below their bound, and the replicas unavailable.
+fn availability_rows(table: &mut FiguresTable<'_>) {
+    table.row("owners below their bound", &|r| {
         let owners = r.first().map_or(0, |r| r.owners.len());
         format!(
             "{} of {owners}",
             spread(r, &|r| Some(r.owners_violated() as f64), &count)
         )
     });
-    row("min over owners of (min Ready − bound)", &|r| {
+    table.row("min over owners of (min Ready − bound)", &|r| {
         spread(r, &|r| r.min_margin().map(|m| m as f64), &count)
     });
-    row("SLA descents below the bound", &|r| {
+    table.row("SLA descents below the bound", &|r| {
         spread(r, &|r| Some(f64::from(r.violations())), &count)
     });
-    row("… of which began without the Eviction API", &|r| {
+    table.row("… of which began without the Eviction API", &|r| {
         spread(r, &|r| Some(f64::from(r.outside_violations())), &count)
     });
-    row("owner-seconds below the bound", &|r| {
+    table.row("owner-seconds below the bound", &|r| {
         spread(r, &|r| Some(r.seconds_below()), &one_decimal)
     });
-    row("unavailable replica-seconds, sum over owners", &|r| {
+    table.row("unavailable replica-seconds, sum over owners", &|r| {
         spread(r, &|r| Some(r.unavailable_replica_s()), &one_decimal)
     });
-    row("unavailable replica-seconds, worst owner", &|r| {
+    table.row("unavailable replica-seconds, worst owner", &|r| {
         spread(r, &|r| r.worst_unavailable().map(|w| w.1), &one_decimal)
     });
-    row("disruptions / pod", &|r| {
+}
+
+/// Disruptions, the recorder's relists, the reaction and the drains forced.
+fn disruption_rows(table: &mut FiguresTable<'_>) {
+    table.row("disruptions / pod", &|r| {
         spread(r, &|r| r.disruptions_per_pod(), &two_decimals)
     });
-    row("… disruptions without the Eviction API", &|r| {
+    table.row("… disruptions without the Eviction API", &|r| {
         spread(r, &|r| Some(r.outside_disruptions as f64), &count)
     });
-    row("recorder watch relists", &|r| {
+    table.row("recorder watch relists", &|r| {
         spread(r, &|r| Some(r.recorder_relists as f64), &count)
     });
-    row("reaction p50 / p99", &|r| reaction(r));
-    row(
+    table.row("reaction p50 / p99", &|r| reaction(r));
+    table.row(
         "drains that hit --timeout (then --disable-eviction)",
         &|r| spread(r, &|r| r.forced_nodes.map(|n| n as f64), &count),
     );
-    row("**tool's apiserver requests per upgraded node**", &|r| {
+}
+
+/// The tool's apiserver requests, and its evictions.
+fn request_rows(table: &mut FiguresTable<'_>) {
+    table.row("**tool's apiserver requests per upgraded node**", &|r| {
         spread(r, &|r| r.requests_per_node(), &one_decimal)
     });
-    row("… by verb, per upgraded node (median run)", &|r| {
+    table.row("… by verb, per upgraded node (median run)", &|r| {
         crate::spread::median_run(r, |r| r.requests_per_node())
             .and_then(|run| {
                 Some(per_node(
@@ -346,7 +435,7 @@ fn figures_table(summary: &Summary) -> String {
             })
             .unwrap_or_else(|| "–".into())
     });
-    row("Eviction API calls (refused with 429)", &|r| {
+    table.row("Eviction API calls (refused with 429)", &|r| {
         let calls = spread(
             r,
             &|r| r.tool_requests.as_ref().map(|q| q.evictions as f64),
@@ -359,7 +448,7 @@ fn figures_table(summary: &Summary) -> String {
         );
         format!("{calls} ({refused})")
     });
-    row("eviction call at the apiserver p50 / p99", &|r| {
+    table.row("eviction call at the apiserver p50 / p99", &|r| {
         let p50 = spread(
             r,
             &|r| r.tool_requests.as_ref()?.eviction_server_p50_s,
@@ -372,34 +461,37 @@ fn figures_table(summary: &Summary) -> String {
         );
         format!("{p50} / {p99}")
     });
-    row("controller CPU during the upgrade", &|r| {
+}
+
+/// The controller's cost: CPU, memory and its passes.
+fn controller_rows(table: &mut FiguresTable<'_>) {
+    table.row("controller CPU during the upgrade", &|r| {
         spread(
             r,
             &|r| Some(r.controller.as_ref()?.cpu_seconds_upgrade),
             &secs,
         )
     });
-    row("controller peak RSS", &|r| {
+    table.row("controller peak RSS", &|r| {
         spread(
             r,
             &|r| Some(r.controller.as_ref()?.peak_rss_bytes as f64),
             &megabytes,
         )
     });
-    row("planner pass in the controller (mean)", &|r| {
+    table.row("planner pass in the controller (mean)", &|r| {
         spread(r, &|r| r.controller.as_ref()?.plan_mean_ms, &|v| {
             format!("{v:.2} ms")
         })
     });
-    row("controller pass: observe, plan, act, report (mean)", &|r| {
+    table.row("controller pass: observe, plan, act, report (mean)", &|r| {
         spread(r, &|r| r.controller.as_ref()?.reconcile_mean_ms, &|v| {
             format!("{v:.1} ms")
         })
     });
-    row("of which, per stage (mean of the median run)", &|r| {
+    table.row("of which, per stage (mean of the median run)", &|r| {
         stages(r)
     });
-    out
 }
 
 /// Where each tool's nodes spent their time, from the runs that measured it (none before it was).

@@ -1,7 +1,7 @@
 //! The bench's targets (bench/results/README.md, "Targets"), judged from one invocation's runs:
 //! met, missed (with the reason) or not judged (the scenario does not measure it).
 
-use crate::results::{Summary, Tool};
+use crate::results::{Run, Scenario, Summary, Tool};
 use crate::spread::Spread;
 use crate::units::{bucket, megabytes, millis, ratio, secs};
 
@@ -49,16 +49,54 @@ fn met_or(met: bool, reason: impl FnOnce() -> String) -> Verdict {
 
 /// Every target, in the order the reports list them.
 pub fn judge(summary: &Summary) -> Vec<Target> {
-    let s = &summary.scenario;
-    let bound = s.bound_seconds();
     let k8sm = summary.runs_of(Tool::K8sm);
     let parallel = summary.runs_of(Tool::DrainPdbParallel);
-    let makespan = |runs: &[&crate::results::Run]| Spread::over(runs, |r| r.makespan_s);
-    let unavailable =
-        |runs: &[&crate::results::Run]| Spread::over(runs, |r| Some(r.unavailable_replica_s()));
-    let mut out = Vec::new();
+    let speedup = speedup(makespan(&k8sm), makespan(&parallel));
+    vec![
+        judge_bound(summary),
+        judge_makespan(&summary.scenario, &k8sm),
+        judge_vs_parallel(speedup),
+        judge_speedup(&summary.scenario, speedup),
+        judge_unavailable(&k8sm, &parallel),
+        judge_reaction(&summary.scenario, &k8sm),
+        judge_planner(summary, &k8sm),
+        judge_rss(&summary.scenario, &k8sm),
+        judge_at_scale(&summary.scenario, &k8sm),
+    ]
+}
 
-    // 1. No owner below its bound, for every tool in every run.
+/// The makespan over `runs`.
+fn makespan(runs: &[&Run]) -> Option<Spread> {
+    Spread::over(runs, |r| r.makespan_s)
+}
+
+/// The unavailable replica-seconds over `runs`, summed over owners.
+fn unavailable(runs: &[&Run]) -> Option<Spread> {
+    Spread::over(runs, |r| Some(r.unavailable_replica_s()))
+}
+
+/// k8sm's makespan, parallel drain + PDB's and how many times faster k8sm's median is.
+type Speedup = (Spread, Spread, f64);
+
+fn speedup(k8sm: Option<Spread>, parallel: Option<Spread>) -> Option<Speedup> {
+    match (k8sm, parallel) {
+        (Some(k), Some(p)) => Some((k, p, p.median / k.median)),
+        _ => None,
+    }
+}
+
+/// k8sm's runs that did not complete.
+fn incomplete(k8sm: &[&Run]) -> usize {
+    k8sm.iter().filter(|r| !r.completed).count()
+}
+
+/// The scenario is as large as the RSS and at-scale targets ask.
+fn at_scale(s: &Scenario) -> bool {
+    s.nodes >= RSS_AT.0 && s.pods >= RSS_AT.1
+}
+
+/// No owner below its bound, for every tool in every run.
+fn judge_bound(summary: &Summary) -> Target {
     let tools = summary.tools();
     let below: Vec<(Tool, usize, usize)> = tools
         .iter()
@@ -84,7 +122,7 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
             )
         })
         .collect();
-    out.push(Target {
+    Target {
         key: "bound",
         target: "0 owners below their bound, every tool, every run".into(),
         figure: if tools.is_empty() {
@@ -99,12 +137,15 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
                 format!("below their bound: {}", offenders.join(", "))
             })
         },
-    });
+    }
+}
 
-    // 2. k8sm near the bound.
-    let k8sm_makespan = makespan(&k8sm);
-    let incomplete = k8sm.iter().filter(|r| !r.completed).count();
-    out.push(Target {
+/// k8sm near the bound.
+fn judge_makespan(s: &Scenario, k8sm: &[&Run]) -> Target {
+    let bound = s.bound_seconds();
+    let k8sm_makespan = makespan(k8sm);
+    let incomplete = incomplete(k8sm);
+    Target {
         key: "makespan",
         // The bound is the scenario's, so it goes with the figure, not in the target: the index
         // shows one target row for every scenario.
@@ -139,15 +180,12 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
                 )
             }),
         },
-    });
+    }
+}
 
-    // 3. Never slower than parallel drain + PDB at equal concurrency.
-    let parallel_makespan = makespan(&parallel);
-    let speedup = match (k8sm_makespan, parallel_makespan) {
-        (Some(k), Some(p)) => Some((k, p, p.median / k.median)),
-        _ => None,
-    };
-    out.push(Target {
+/// Never slower than parallel drain + PDB at equal concurrency.
+fn judge_vs_parallel(speedup: Option<Speedup>) -> Target {
+    Target {
         key: "vs-parallel",
         target: "k8sm never slower than parallel drain + PDB at equal concurrency (medians)".into(),
         figure: speedup.map_or("–".into(), |(k, p, x)| {
@@ -166,11 +204,13 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
                 format!("k8sm's median {} > {}", secs(k.median), secs(p.median))
             }),
         },
-    });
+    }
+}
 
-    // 4. ≥ 1.5× faster where the owners set the pace.
+/// ≥ 1.5× faster where the owners set the pace.
+fn judge_speedup(s: &Scenario, speedup: Option<Speedup>) -> Target {
     let set_by = s.bound_set_by();
-    out.push(Target {
+    Target {
         key: "speedup",
         target: format!("≥ {SPEEDUP}× faster than parallel drain + PDB where owners set the pace"),
         figure: speedup.map_or("–".into(), |(_, _, x)| ratio(x)),
@@ -189,14 +229,16 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
                 "the {term} set the pace in this scenario, not the owners"
             )),
         },
-    });
+    }
+}
 
-    // 5. No more unavailable replica-seconds than parallel drain + PDB.
-    let availability = match (unavailable(&k8sm), unavailable(&parallel)) {
+/// No more unavailable replica-seconds than parallel drain + PDB.
+fn judge_unavailable(k8sm: &[&Run], parallel: &[&Run]) -> Target {
+    let availability = match (unavailable(k8sm), unavailable(parallel)) {
         (Some(k), Some(p)) => Some((k.median, p.median)),
         _ => None,
     };
-    out.push(Target {
+    Target {
         key: "unavailable",
         target:
             "no more unavailable replica-seconds than parallel drain + PDB (medians of the sums)"
@@ -206,10 +248,12 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
             None => Verdict::NotJudged("needs k8sm and drain-pdb-parallel runs".into()),
             Some((k, p)) => met_or(k <= p, || format!("k8sm {k:.1} > {p:.1}")),
         },
-    });
+    }
+}
 
-    // 6. Reaction p99, by the benchmark's watches (the controller's histogram is shown beside it,
-    //    never instead).
+/// Reaction p99, by the benchmark's watches (the controller's histogram is shown beside it, never
+/// instead).
+fn judge_reaction(s: &Scenario, k8sm: &[&Run]) -> Target {
     let worst = k8sm
         .iter()
         .filter_map(|r| r.reaction_p99())
@@ -221,7 +265,7 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
     let beside = histogram.map_or(String::new(), |h| {
         format!("; controller histogram {}", bucket(h.p99))
     });
-    out.push(Target {
+    Target {
         key: "reaction",
         target: format!(
             "reaction p99 < {} at {REACTION_AT_NODES} nodes, by the benchmark's watches",
@@ -237,12 +281,14 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
             }
             Some(p) => met_or(p < REACTION_P99_S, || format!("p99 {}", millis(p))),
         },
-    });
+    }
+}
 
-    // 7. Planner pass at 5,000 nodes: the slowest of the controller's way of planning (a kept
-    //    planner,
-    // `plan-kept/…`, with and without budgets) when criterion measured it, else the slowest pass
-    // measured; and, at scale, the mean pass inside the controller during the runs.
+/// Planner pass at 5,000 nodes: the slowest of the controller's way of planning (a kept planner,
+/// `plan-kept/…`, with and without budgets) when criterion measured it, else the slowest pass
+/// measured; and, at scale, the mean pass inside the controller during the runs.
+fn judge_planner(summary: &Summary, k8sm: &[&Run]) -> Target {
+    let s = &summary.scenario;
     let at_size = || summary.planner.iter().filter(|p| p.nodes == PLAN_AT_NODES);
     let kept = at_size().any(|p| p.id.starts_with(KEPT_PLANNER));
     let plan = at_size()
@@ -263,7 +309,7 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
     if let Some(ms) = in_controller {
         figure += &format!("; in the controller {ms:.2} ms at {} nodes", s.nodes);
     }
-    out.push(Target {
+    Target {
         key: "planner",
         target: format!(
             "planner pass < {PLAN_MS} ms at {PLAN_AT_NODES} nodes (criterion mean of the slowest variant), and in \
@@ -287,15 +333,16 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
                 met_or(slow.is_empty(), || slow.join(", "))
             }
         },
-    });
+    }
+}
 
-    // 8. Peak RSS at 1,000 nodes / 30,000 pods.
+/// Peak RSS at 1,000 nodes / 30,000 pods.
+fn judge_rss(s: &Scenario, k8sm: &[&Run]) -> Target {
     let rss = k8sm
         .iter()
         .filter_map(|r| Some(r.controller.as_ref()?.peak_rss_bytes as f64))
         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-    let at_scale = s.nodes >= RSS_AT.0 && s.pods >= RSS_AT.1;
-    out.push(Target {
+    Target {
         key: "rss",
         target: format!(
             "controller peak RSS < {} at {} nodes / {} pods",
@@ -313,16 +360,19 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
         }),
         verdict: match rss {
             None => Verdict::NotJudged("no k8sm run".into()),
-            Some(_) if !at_scale => Verdict::NotJudged(format!(
+            Some(_) if !at_scale(s) => Verdict::NotJudged(format!(
                 "{} nodes / {} pods; judged at {} / {}",
                 s.nodes, s.pods, RSS_AT.0, RSS_AT.1
             )),
             Some(r) => met_or(r < RSS_BYTES, || megabytes(r)),
         },
-    });
+    }
+}
 
-    // 9. The 1,000-node upgrade completes.
-    out.push(Target {
+/// The 1,000-node upgrade completes.
+fn judge_at_scale(s: &Scenario, k8sm: &[&Run]) -> Target {
+    let incomplete = incomplete(k8sm);
+    Target {
         key: "at-scale",
         target: format!(
             "a {}-node / {}-pod upgrade by k8sm runs to completion",
@@ -333,15 +383,14 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
             k8sm.len() - incomplete,
             k8sm.len()
         ),
-        verdict: if !at_scale || k8sm.is_empty() {
+        verdict: if !at_scale(s) || k8sm.is_empty() {
             Verdict::NotJudged(format!("{} nodes / {} pods", s.nodes, s.pods))
         } else {
             met_or(incomplete == 0, || {
                 format!("{incomplete} run(s) incomplete")
             })
         },
-    });
-    out
+    }
 }
 
 #[cfg(test)]
