@@ -1,8 +1,8 @@
 //! The credential the controller presents with the `Http` kamikaze (docs/design.md §5.4, §9): a
 //! token of its own ServiceAccount from the TokenRequest API, for the kamikaze audience only (an
 //! agent that receives it cannot act as the controller) and bound to the Node it is sent to (a node
-//! that captures its own kamikaze's token cannot replay it to another agent). A token is cached per
-//! Node object until shortly before it expires, so a POST retried after a failure reuses it.
+//! that captures its own kamikaze's token cannot replay it to another agent). Each POST gets a new
+//! token: there is one kamikaze per node, and a short-lived token is never reused.
 
 use std::str::FromStr;
 use std::time::Duration;
