@@ -1,8 +1,8 @@
 //! One planner pass over a synthetic fleet in the middle of an upgrade: every node marked, 20% of
 //! them draining, 30 pods per node in owners of 1 to 50 replicas, some pods already terminating.
-//! Issue 6's target: < 20 ms at 5,000 nodes. The same fleet again with a PodDisruptionBudget per
-//! workload (as the cluster benchmark gives every owner), each allowing one disruption: every pod's
-//! budgets are looked up on every surveyed node.
+//! Target: under 20 ms at 5,000 nodes (bench/results/README.md). The same fleet again with a
+//! PodDisruptionBudget per workload (as the cluster benchmark gives every owner), each allowing
+//! one disruption: every pod's budgets are looked up on every surveyed node.
 
 use std::hint::black_box;
 use std::sync::Arc;

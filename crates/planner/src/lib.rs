@@ -1,15 +1,9 @@
 //! k8sm-planner: the pure decision engine — (cluster view, now) → plan. No kube client, no I/O, no
-//! clock.
-//!
-//! The controller builds a [`ClusterView`] from its reflectors, calls [`plan`], executes
-//! [`Plan::actions`] in order, emits an Event per action (reason [`Action::reason`], message
-//! [`Action::message`]) and writes the policies' status from [`Plan::policies`] and
-//! [`Plan::nodes`]. The kubectl plugin's `plan` and `blocked` commands render the same
-//! plan, so what the plugin predicts is what the controller does.
-//!
-//! All state lives in the cluster (docs/design.md §3): planning again after the actions were
-//! applied never repeats one, and a restarted controller re-derives everything from the nodes'
-//! annotations.
+//! clock (docs/design.md §4). The controller builds a [`ClusterView`], calls [`plan()`] (or a kept
+//! [`Planner`]), executes [`Plan::actions`] in order, reports each as an Event and writes the
+//! policies' status from [`Plan::policies`] and [`Plan::nodes`]; the kubectl plugin renders the
+//! same plan, so what it predicts is what the controller does. All state lives in the cluster
+//! (§3): planning again after the actions were applied never repeats one.
 #![forbid(unsafe_code)]
 
 mod index;

@@ -543,7 +543,8 @@ mod tests {
     /// the terminating pod in its size then (4 for 3 pods), more careful. Once the terminating
     /// pods are gone and the evicted one is replaced, the record holds the workload to the size
     /// inferred now, so it is whole again with its 3 pods Ready, not "recovering" for good and
-    /// recording dips that are not k8sm's (a defect once, found by the model in `tests::sim`).
+    /// recording dips that are not k8sm's
+    /// (docs/decisions/0008-defects-found-by-models-and-benchmarks.md).
     #[test]
     fn an_unknown_kind_is_whole_again_at_the_size_inferred_now() {
         let brokers = crate::testing::owner(

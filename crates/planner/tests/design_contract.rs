@@ -1,19 +1,8 @@
-//! `docs/design.md` is the design of record: it must mention every Event reason, condition reason
-//! and contract key that the code defines, so that a new one cannot ship undocumented.
-//!
-//! The oracle is the code's own definitions, never a list copied by hand:
-//! - every `k8sm_planner::Reason`: `Reason::ALL`, and the variants of `pub enum Reason` read from
-//!   the planner's sources (found by content, wherever the file is), so a variant left out of `ALL`
-//!   is checked too;
-//! - every contract string of `k8sm-api`: the value of each `pub const` string, or string in a `pub
-//!   const` array, in its sources, except schema text (anchored patterns, and rules or messages
-//!   with whitespace);
-//! - the condition reasons the controller writes itself: the string literals in the arguments of
-//!   its `condition(…)` builder;
-//! - any Event (or other) reason the controller or the plugin builds from a string literal
-//!   (`reason: "…"`, `.reason("…")`) rather than from a `Reason`.
-//!
-//! An item counts as mentioned when the design has it as a whole code span: `` `Evicted` ``.
+//! `docs/design.md` is the design of record (its §11): it must mention every Event reason,
+//! condition reason and contract key that the code defines, so that a new one cannot ship
+//! undocumented. The oracle is the code's own definitions, read from its sources, never a list
+//! copied by hand; an item counts as mentioned when the design has it as a whole code span
+//! (`` `Evicted` ``).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -87,8 +76,9 @@ fn add(items: &mut Items, text: &str, origin: String) {
     }
 }
 
-/// Every `Reason`: `Reason::ALL`, and the variants of the enum as its source declares them. Returns
-/// how many.
+/// Every `Reason`: `Reason::ALL`, and the variants of `pub enum Reason` read from the planner's
+/// sources (found by content, wherever the file is), so that a variant left out of `ALL` is checked
+/// too. Returns how many.
 fn reasons(items: &mut Items) -> usize {
     let mut names: Vec<String> = Reason::ALL.iter().map(|r| r.as_str().to_owned()).collect();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -124,7 +114,9 @@ fn reasons(items: &mut Items) -> usize {
     names.len()
 }
 
-/// The contract strings of `k8sm-api` (see the module comment). Returns how many distinct ones.
+/// The contract strings of `k8sm-api`: the value of each `pub const` string, or string in a
+/// `pub const` array, in its sources, except schema text (anchored patterns, and rules or messages
+/// with whitespace). Returns how many distinct ones.
 fn api_strings(src: &Path, items: &mut Items) -> usize {
     let mut found = BTreeSet::new();
     for path in rust_files(src) {
@@ -174,8 +166,9 @@ fn condition_reasons(src: &Path, items: &mut Items) -> usize {
     found.len()
 }
 
-/// Reasons built from literals: CamelCase string literals in the value of a `reason:` field or the
-/// argument of a `reason(…)` call. Returns how many distinct ones.
+/// Reasons built from literals rather than from a `Reason` (the controller's and the plugin's Event
+/// or other reasons): CamelCase string literals in the value of a `reason:` field or the argument
+/// of a `reason(…)` call. Returns how many distinct ones.
 fn literal_reasons_in(src: &Path, items: &mut Items) -> usize {
     let mut found = BTreeSet::new();
     for path in rust_files(src) {

@@ -1,12 +1,8 @@
 //! Whether every pod k8sm removed went from a node the cluster already showed admitted and
-//! cordoned: the order docs/design.md requires (a node is admitted into a drain slot, and cordoned,
-//! before its pods move), which the controller's pipelined writes must keep.
-//!
-//! Ordered by the etcd revision each change was written at (an object's resourceVersion in a watch
-//! event): watch streams of two kinds arrive in no common order, but the revisions of one etcd are
-//! totally ordered. A node counts as admitted from the first revision at which it carries the
-//! draining annotation and (when `cordon`) is unschedulable; a pod is removed at the first revision
-//! at which it carries a deletionTimestamp (or, deleted at once, at its deletion).
+//! cordoned: the order docs/design.md §5.2 requires (a node is admitted into a drain slot, and
+//! cordoned, before its pods move), which the controller's pipelined writes must keep. Changes are
+//! ordered by etcd revision: watch streams of two kinds arrive in no common order, but the
+//! revisions of one etcd are totally ordered.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,9 +21,11 @@ use crate::watch_events::change;
 
 #[derive(Debug, Default)]
 struct Seen {
-    /// Node → the first revision at which it was admitted.
+    /// Node → the first revision at which it was admitted: it carries the draining annotation and
+    /// (when `cordon`) is unschedulable.
     admitted: BTreeMap<String, u64>,
-    /// Pod (namespace/name, UID) → its node and the revision at which it was removed.
+    /// Pod (namespace/name, UID) → its node and the revision at which it was removed: the first at
+    /// which it carries a deletionTimestamp (or, deleted at once, its deletion).
     removed: BTreeMap<(String, String), (String, u64)>,
 }
 

@@ -455,8 +455,8 @@ impl NodeAgents {
 
     /// Starts an agent of executor `id`, serving HTTP on a port the system picks when the agent
     /// binds: a port found free beforehand could be taken, before the agent bound it, by the
-    /// connections of the clusters of the tests running beside it (it was, once, and the agent
-    /// rightly refused to start).
+    /// connections of the clusters of the tests running beside it, and the agent would rightly
+    /// refuse to start (docs/decisions/0009-end-to-end-fault-tests.md).
     async fn start(&mut self, id: &str) -> (ChildGuard, SocketAddr) {
         self.started += 1;
         let extra = [

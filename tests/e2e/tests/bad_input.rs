@@ -1,20 +1,7 @@
-//! Bad input on a real cluster: what the controller and the plugin do with it, as an operator sees
-//! it (the exact Event, status condition or one-sentence error), while the controller keeps running
-//! and upgrades everything else.
-//!
-//! - nodes: an incompatible-executor annotation that is not a time ("yesterday"), a garbage
-//!   executor-id annotation, no executor-id annotation at all (never started, nor cordoned, until
-//!   its executor shows up);
-//! - pods whose owner is gone: a ReplicaSet deleted with `propagationPolicy: Orphan` (the garbage
-//!   collector strips the pods' owner references, so they are unmanaged pods) and a ReplicaSet held
-//!   in deletion by a finalizer (its pods keep a controller reference to an owner that replaces
-//!   nothing any more); a Deployment scaled to 0 whose pods stay terminating; a Deployment of 0
-//!   replicas. (An owner absent from the cluster while its pods still name it is a passing state
-//!   that the garbage collector ends within moments: the planner's unit tests cover it.)
-//! - policies: one that selects no node, two that overlap;
-//! - the plugin asked about a node or a policy that does not exist.
-//!
-//! Two clusters, one per test, run side by side.
+//! Bad input on a real cluster (nodes, pods whose owner is gone, policies, plugin requests): what
+//! the controller and the plugin do with it, as an operator sees it (the exact Event, status
+//! condition or one-sentence error), while the controller keeps running and upgrades everything
+//! else. Two clusters, one per test, run side by side.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -54,6 +41,15 @@ const THRESHOLD: u8 = 50;
 // Nodes and pods
 // ---------------------------------------------------------------------------------------------------------------
 
+/// Nodes: an incompatible-executor annotation that is not a time ("yesterday"), a garbage
+/// executor-id annotation, no executor-id annotation at all (never started, nor cordoned, until
+/// its executor shows up). Pods whose owner is gone: a ReplicaSet deleted with
+/// `propagationPolicy: Orphan` (the garbage collector strips the pods' owner references, so they
+/// are unmanaged pods) and a ReplicaSet held in deletion by a finalizer (its pods keep a controller
+/// reference to an owner that replaces nothing any more); a Deployment scaled to 0 whose pods stay
+/// terminating; a Deployment of 0 replicas. (An owner absent from the cluster while its pods still
+/// name it is a passing state that the garbage collector ends within moments: the planner's unit
+/// tests cover it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
     const NS: &str = "bad-nodes";
@@ -392,6 +388,8 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
 // Policies and the plugin
 // ---------------------------------------------------------------------------------------------------------------
 
+/// Policies: one that selects no node, two that overlap; and the plugin asked about a node or a
+/// policy that does not exist.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_policies_and_plugin_requests_are_reported_and_the_rest_is_upgraded() {
     const NS: &str = "bad-policies";

@@ -1,18 +1,9 @@
-//! Chaos on a 50-node upgrade (issue 7): the controller SIGKILLed 10 times, the kube-apiserver
-//! restarted twice, the leader of two replicas killed, and — on one cluster — an executor that
-//! never comes back, two workloads whose PodDisruptionBudgets never allow an eviction (one of them
-//! answers every eviction with 429), and another actor editing node labels, annotations, taints and
-//! the policy status throughout. Each test runs its own real cluster (50 KWOK nodes, ~160 pods, two
-//! policies: `fleet` deletes unmanaged pods, `strict` never does) and asserts what an
-//! operator relies on: the upgrade completes, or reports exactly what blocks it while everything
-//! else completes; no owner ever falls below its SLA bound (watched at every pod change); no
-//! opted-out pod and no pod under a `Never` policy is deleted; no pod is evicted twice. Every fault
-//! is random within bounds, from a seeded RNG whose seed is printed (`CHAOS_SEED=<seed>` replays
-//! the same choices); the outcome does not depend on it.
-//!
-//! The figures (durations, kills, takeover time, evictions) are printed with `eprintln!`: run with
-//! `--nocapture`. `K8SM_CHAOS_DIR=<dir>` keeps each test's cluster directory (component, controller
-//! and agent logs) there.
+//! Chaos on a 50-node upgrade, each test on its own real cluster: the controller SIGKILLed, the
+//! kube-apiserver restarted, the leader of two replicas killed, and a hung executor, blocking
+//! budgets and a concurrent editor. Each asserts what an operator relies on: the upgrade completes,
+//! or reports exactly what blocks it while everything else completes; no owner falls below its
+//! bound; no protected pod is deleted and no pod evicted twice. Faults come from a seeded RNG
+//! (`CHAOS_SEED=<seed>` replays them); the figures are printed: run with `--nocapture`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -90,9 +81,10 @@ const UPGRADE: Duration = Duration::from_secs(420);
 // ---------------------------------------------------------------------------------------------------------------
 
 /// Ten SIGKILLs spread over the first half of the upgrade (the k-th once 2.4·k of its 48 nodes are
-/// upgraded, after a random 0–0.5 s: the whole upgrade takes about 14 s, and a kill 2 s late once
-/// fell after its end), each followed at once by a fresh controller: the upgrade completes, every
-/// restarted controller acts within a second or so, nothing is evicted twice, the SLA holds.
+/// upgraded, after a random 0–0.5 s: spaced by progress rather than time, so that every kill falls
+/// mid-upgrade; docs/decisions/0009-end-to-end-fault-tests.md), each followed at once by a fresh
+/// controller: the upgrade completes, every restarted controller acts within a second or so,
+/// nothing is evicted twice, the SLA holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_sigkilled_ten_times_finishes_the_upgrade() {
     const TEST: &str = "sigkill";
@@ -702,8 +694,10 @@ struct Fleet {
 }
 
 impl Fleet {
-    /// A 50-node cluster with every workload running and ready, the SLA watcher armed, no
-    /// controller yet.
+    /// A 50-node cluster with every workload running and ready (~160 pods), the SLA watcher armed
+    /// (it checks every owner at every pod change), no controller yet.
+    /// `K8SM_CHAOS_DIR=<dir>` keeps each test's cluster directory (component, controller and agent
+    /// logs) there.
     async fn start(test: &'static str, agent_args: &[String], blocking_budgets: bool) -> Self {
         let begun = Instant::now();
         let options = ClusterOptions {
@@ -1415,7 +1409,8 @@ async fn noise(client: Client, mut rng: Rng, stop: Arc<AtomicBool>) -> Noise {
     done
 }
 
-/// A small seeded RNG (SplitMix64): the faults are random, and a seed replays them.
+/// A small seeded RNG (SplitMix64): the faults are random within bounds, and a seed replays them.
+/// The outcome must not depend on the seed.
 struct Rng(SplitMix64);
 
 impl Rng {

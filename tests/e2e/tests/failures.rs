@@ -1,24 +1,8 @@
-//! Failures on the real cluster, as an SRE meets them:
-//!
-//! - actions the apiserver refuses: ValidatingAdmissionPolicies deny the eviction of one pod (403
-//!   Forbidden) and the deletion of an unmanaged pod (422 Invalid; k8sm deletes unmanaged pods by
-//!   eviction, so it is the eviction that the policy denies). Each refused object backs off (the
-//!   intervals between attempts, read from the series of its `ActionFailed` Event, at least double
-//!   each time), every attempt's answer is reported, the status lists both pods as blocked with the
-//!   apiserver's message, and the node without a refused pod finishes. Once the policies go,
-//!   everything finishes.
-//! - the pod watch failing while writes still work: the controller runs with the deployed
-//!   ClusterRole, `list` and `watch` on pods are taken away, and the apiserver is restarted so that
-//!   the open watch breaks (RBAC is checked when a watch starts; an open watch outlives a change of
-//!   the rules). After `--max-watch-staleness` the policy reads Degraded (WatchFailing) and nothing
-//!   is done even when nodes become selected; once the rule is back it recovers by itself and the
-//!   upgrade finishes.
-//!
-//! - the apiserver throttling the controller's evictions (priority and fairness, 429 without a
-//!   budget's cause): the call limit comes down, the evictions are tried again soon, and the node
-//!   finishes within its owner's bound.
-//!
-//! Three clusters, one per test, run side by side.
+//! Failures on the real cluster, as an SRE meets them: actions the apiserver refuses, a pod watch
+//! that fails while writes still work, and the apiserver throttling the controller's calls. What
+//! fails is reported and retried (with backoff, or at a lower call limit) and holds up no more than
+//! it must, a stale view every action; once the fault goes, the upgrade finishes. Each test runs
+//! its own cluster, side by side.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,7 +33,7 @@ use k8sm_e2e::workloads::{create, deployment, unmanaged_pod};
 use k8sm_testcluster::node_name;
 use kube::Api;
 
-/// Generous deadlines: the two clusters of this file run side by side on small machines.
+/// Generous deadlines: the clusters of this file run side by side on small machines.
 const SETUP: Duration = Duration::from_secs(90);
 const PROGRESS: Duration = Duration::from_secs(150);
 
@@ -174,6 +158,12 @@ impl Attempts {
     }
 }
 
+/// ValidatingAdmissionPolicies deny the eviction of one pod (403 Forbidden) and the deletion of an
+/// unmanaged pod (422 Invalid; k8sm deletes unmanaged pods by eviction, so it is the eviction that
+/// the policy denies). Each refused object backs off (the intervals between attempts, read from
+/// the series of its `ActionFailed` Event, at least double each time), every attempt's answer is
+/// reported, the status lists both pods as blocked with the apiserver's message, and the node
+/// without a refused pod finishes. Once the policies go, everything finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_actions_back_off_are_reported_and_block_only_their_nodes() {
     let mut scenario = Scenario::start(3, "refused", "1s").await;
@@ -206,7 +196,8 @@ async fn refused_actions_back_off_are_reported_and_block_only_their_nodes() {
         .expect("a name");
     // The apiserver enforces an admission policy once its informers have seen the policy and its
     // binding: a moment after `kubectl apply`, longer on a loaded machine. Until both refuse,
-    // an eviction the test expects refused could go through (it once did).
+    // an eviction the test expects refused could go through
+    // (docs/decisions/0009-end-to-end-fault-tests.md).
     wait_until_refused(&scenario, &guarded, "pinned-0").await;
 
     scenario.start_controller(&[]);
@@ -418,6 +409,12 @@ fn degraded(policy: &ExecutorUpgradePolicy) -> Option<(String, String)> {
     Some((c.reason.clone(), c.message.clone()))
 }
 
+/// The pod watch fails while writes still work: the controller runs with the deployed
+/// ClusterRole, `list` and `watch` on pods are taken away, and the apiserver is restarted so that
+/// the open watch breaks (RBAC is checked when a watch starts; an open watch outlives a change of
+/// the rules). After `--max-watch-staleness` the policy reads Degraded (`WatchFailing`) and nothing
+/// is done even when nodes become selected; once the rule is back it recovers by itself and the
+/// upgrade finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_pod_watch_stops_every_action_until_it_recovers() {
     let mut scenario = Scenario::start(3, "stale", "1s").await;

@@ -1,20 +1,7 @@
 //! The Helm chart (deploy/helm/k8sm), rendered by the real Helm (built from the module
-//! `tests/go/helm` pins) and checked against the real kubectl and apiserver:
-//!
-//! - `helm lint` passes, with the default values and with every option on;
-//! - with the default values, the chart renders exactly the objects of `kubectl kustomize deploy/`,
-//!   object for object and field for field (no normalisation: the chart adds no label or annotation
-//!   the base lacks); with the agent on it adds exactly `kubectl kustomize deploy/agent`, with
-//!   `rbac.surge` and `rbac.deleteNode` exactly what the components deploy/components/surge and
-//!   delete-node add, and its `policies` render exactly the example policies;
-//! - the comparison fails on a change (a negative control: one extra controller argument is
-//!   reported);
-//! - values that would install something broken are refused, with the fix in the message;
-//! - `helm install` installs the CRD from the chart's crds/ before the policies that need it, and
-//!   `helm uninstall` removes what it installed but the CRD (Helm never deletes a CRD: that would
-//!   delete every policy);
-//! - the apiserver accepts every object of the render with every option on (server-side dry-run),
-//!   the ServiceMonitor against the Prometheus Operator's real CRD.
+//! `tests/go/helm` pins) and checked against the real kubectl and apiserver: the chart must render
+//! exactly what the kustomize manifests hold, refuse values that would install something broken,
+//! and render only objects the apiserver accepts.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -139,6 +126,22 @@ fn kustomize(cluster: &TestCluster, dir: &str) -> Objects {
     )
 }
 
+/// The chart, rendered by the real Helm and checked against the real kubectl and apiserver:
+///
+/// - `helm lint` passes, with the default values and with every option on;
+/// - with the default values, the chart renders exactly the objects of `kubectl kustomize deploy/`,
+///   object for object and field for field (no normalisation: the chart adds no label or annotation
+///   the base lacks); with the agent on it adds exactly `kubectl kustomize deploy/agent`, with
+///   `rbac.surge` and `rbac.deleteNode` exactly what the components deploy/components/surge and
+///   delete-node add, and its `policies` render exactly the example policies;
+/// - the comparison fails on a change (a negative control: one extra controller argument is
+///   reported);
+/// - values that would install something broken are refused, with the fix in the message;
+/// - `helm install` installs the CRD from the chart's crds/ before the policies that need it, and
+///   `helm uninstall` removes what it installed but the CRD (Helm never deletes a CRD: that would
+///   delete every policy);
+/// - the apiserver accepts every object of the render with every option on (server-side dry-run),
+///   the ServiceMonitor against the Prometheus Operator's real CRD.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_chart_renders_the_kustomize_base_and_the_apiserver_accepts_it() {
     let helm_binary = Binaries::helm().expect("helm builds from tests/go/helm");

@@ -1,17 +1,7 @@
 //! Node annotations as large and as hostile as the apiserver accepts, on the keys k8sm reads, on a
-//! real cluster:
-//!
-//! - node-0000: an incompatible-executor time of 200 KiB full of control characters (screen clear,
-//!   bell, bidirectional override, carriage return, newline);
-//! - node-0001: an executor ID of 2 KiB of the same;
-//! - node-0002: opted out, reporting an executor ID of 200 KiB of the same (it stays listed in the
-//!   status);
-//! - node-0003: a drain-progress record of 200 KiB of the same.
-//!
-//! Nothing crashes; the malformed time is reported as Events whose notes quote it escaped and cut;
-//! the status stays small and keeps being written (with the values cut and escaped); the plugin's
-//! `-o wide` outputs print no raw control character; and every node but the opted-out one is
-//! upgraded. (Bad input of other kinds is in bad_input.rs.)
+//! real cluster: nothing crashes, what k8sm shows of them (Events, status, the plugin's output) is
+//! escaped and cut, and every node but an opted-out one is upgraded. (Bad input of other kinds is
+//! in bad_input.rs.)
 
 use std::time::Duration;
 
@@ -43,6 +33,19 @@ fn hostile(size: usize) -> String {
     value
 }
 
+/// On the keys k8sm reads:
+///
+/// - node-0000: an incompatible-executor time of 200 KiB full of control characters (screen
+///   clear, bell, bidirectional override, carriage return, newline);
+/// - node-0001: an executor ID of 2 KiB of the same;
+/// - node-0002: opted out, reporting an executor ID of 200 KiB of the same (it stays listed in the
+///   status);
+/// - node-0003: a drain-progress record of 200 KiB of the same.
+///
+/// Nothing crashes; the malformed time is reported as Events whose notes quote it escaped and cut;
+/// the status stays small and keeps being written (with the values cut and escaped); the plugin's
+/// `-o wide` outputs print no raw control character; and every node but the opted-out one is
+/// upgraded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_annotations_are_reported_cut_and_escaped_and_every_other_node_is_upgraded() {
     let mut scenario = Scenario::start(NODES, "hostile", "1s").await;

@@ -1,22 +1,9 @@
 //! The container images of `cargo xtask image`, run for real without a container runtime: the OCI
-//! archive is unpacked (digests checked, layers applied in order) into an empty root file system,
-//! and the controller is started from it as a Pod of deploy/controller.yaml would be — the image's
-//! entrypoint, user and environment, the Deployment's args and env, the in-cluster variables and a
-//! ServiceAccount token and CA of deploy/rbac.yaml mounted at
-//! /var/run/secrets/kubernetes.io/serviceaccount — against the real local cluster, where it
-//! upgrades the nodes.
-//!
-//! The root has no /dev or /proc, and of /etc only what the image brings: the controller needs no
-//! more (a container runtime would provide the first two, but what the binary does not need cannot
-//! go missing).
-//!
-//! The root is entered with a user namespace (`unshare --user --root`), which works as root and as
-//! a plain user, maps the image's user (65532) onto the test's own, and keeps the test's
-//! `--pdeathsig` guard (a real switch of user would clear it, and a killed test could leave the
-//! controller behind).
-//!
-//! The archives are read from `$K8SM_IMAGE_DIR`, else `target/image`: `cargo xtask test` builds
-//! them first (`cargo xtask image` does too); running this file alone needs them built.
+//! archive is unpacked into an empty root and the controller started from it as a Pod of
+//! deploy/controller.yaml would be, against the real local cluster, where it upgrades the nodes.
+//! The root holds only what the image brings, so the test fails if the binary needs more.
+//! The archives are read from `$K8SM_IMAGE_DIR`, else `target/image` (`cargo xtask test` builds
+//! them first).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -42,6 +29,18 @@ const SERVICE_ACCOUNT_DIR: &str = "var/run/secrets/kubernetes.io/serviceaccount"
 /// The Pod this stands for.
 const POD_NAME: &str = "k8sm-controller-7d9f8b6c5d-image";
 
+/// The controller image, unpacked (digests checked, layers applied in order) into an empty root
+/// file system, runs as a Pod of deploy/controller.yaml would: the image's entrypoint, user and
+/// environment, the Deployment's args and env, the in-cluster variables and a ServiceAccount token
+/// and CA of deploy/rbac.yaml mounted at /var/run/secrets/kubernetes.io/serviceaccount; against
+/// the real local cluster it upgrades the nodes.
+///
+/// The root has no /dev or /proc, and of /etc only what the image brings: the controller needs no
+/// more (a container runtime would provide the first two, but what the binary does not need cannot
+/// go missing). The root is entered with a user namespace (`unshare --user --root`), which works
+/// as root and as a plain user, maps the image's user (65532) onto the test's own, and keeps the
+/// test's `--pdeathsig` guard (a real switch of user would clear it, and a killed test could leave
+/// the controller behind).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_from_its_image_upgrades_nodes_as_a_pod() {
     let started = Instant::now();
@@ -306,6 +305,8 @@ struct Image {
     files: Vec<String>,
 }
 
+/// The OCI archive of image `name`, from `$K8SM_IMAGE_DIR`, else `target/image`: `cargo xtask test`
+/// builds them first (`cargo xtask image` does too); running this file alone needs them built.
 fn archive(name: &str) -> PathBuf {
     let dir = std::env::var_os("K8SM_IMAGE_DIR")
         .map(PathBuf::from)

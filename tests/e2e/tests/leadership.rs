@@ -1,22 +1,8 @@
-//! Leader election under faults (issue 14): two replicas with `--leader-elect` and a 6 s Lease
-//! (renew deadline 4 s, the default two thirds) on a real cluster, mid-upgrade.
-//!
-//! - The leader frozen with SIGSTOP for twice the lease duration, then resumed with SIGCONT: the
-//!   standby takes over while it is frozen; the frozen leader writes nothing after its deadline —
-//!   none of its Events (they carry the reporting replica and the time) is later than the freeze
-//!   plus the renew deadline, and no write of its reaches the apiserver after the freeze (a
-//!   ValidatingAdmissionPolicy armed during the freeze refuses every write of the leader's
-//!   ServiceAccount but its Lease calls, and such a refusal would be in the leader's log); its log
-//!   says it found its deadline passed; the two replicas' spans of Events do not overlap; no pod is
-//!   evicted twice; the upgrade completes.
-//! - The leader SIGTERMed as work appears: it releases the Lease on its way out and the standby
-//!   takes it before it could have expired.
-//! - The leader's requests delayed beyond the lease mid-upgrade (a TCP proxy holds what it sends;
-//!   answers come back at once, so it goes on acting on a live view): the standby takes over, and
-//!   none of the old leader's writes reaches the apiserver after the standby's first write, by the
-//!   apiserver's audit log.
-//!
-//! The measured takeover times are printed: run with `--nocapture`.
+//! Leader election under faults (docs/design.md §9): two replicas with `--leader-elect` and a 6 s
+//! Lease (renew deadline 4 s, the default two thirds) on a real cluster, mid-upgrade. Whether the
+//! leader is frozen, stopped or delayed, the standby takes over, no write of the old leader lands
+//! after its term, and the upgrade completes. The measured takeover times are printed: run with
+//! `--nocapture`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -64,6 +50,14 @@ const UPGRADE: Duration = Duration::from_secs(240);
 // The leader frozen for twice the lease duration
 // ---------------------------------------------------------------------------------------------------------------
 
+/// The leader frozen with SIGSTOP for twice the lease duration, then resumed with SIGCONT: the
+/// standby takes over while it is frozen; the frozen leader writes nothing after its deadline —
+/// none of its Events (they carry the reporting replica and the time) is later than the freeze
+/// plus the renew deadline, and no write of its reaches the apiserver after the freeze (a
+/// ValidatingAdmissionPolicy armed during the freeze refuses every write of the leader's
+/// ServiceAccount but its Lease calls, and such a refusal would be in the leader's log); its log
+/// says it found its deadline passed; the two replicas' spans of Events do not overlap; no pod is
+/// evicted twice; the upgrade completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_frozen_past_its_deadline_takes_no_action_and_the_standby_takes_over() {
     const NODES: usize = 10;
@@ -173,6 +167,8 @@ async fn leader_frozen_past_its_deadline_takes_no_action_and_the_standby_takes_o
 // The leader stopped with SIGTERM
 // ---------------------------------------------------------------------------------------------------------------
 
+/// The leader SIGTERMed as work appears: it releases the Lease on its way out and the standby
+/// takes it before it could have expired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_sigtermed_releases_the_lease_and_the_standby_takes_it_before_it_expires() {
     const NODES: usize = 4;
@@ -241,14 +237,19 @@ async fn leader_sigtermed_releases_the_lease_and_the_standby_takes_it_before_it_
 const LEADER_CERT_USER: &str = "k8sm-leader";
 const STANDBY_CERT_USER: &str = "k8sm-standby";
 /// How long the path from the leader to the apiserver holds each request: well beyond the lease
-/// (the standby has taken over when a request sent at the delay's start arrives), and below the 15
-/// s that a call could once take, so that a write not abandoned in time lands.
+/// (the standby has taken over when a request sent at the delay's start arrives), and below the
+/// 15 s a request's I/O may take (docs/design.md §9), so that a write not abandoned at its write
+/// timeout would land.
 const PATH_DELAY: Duration = Duration::from_secs(10);
 /// What a replica creates or writes that changes nothing of the cluster's workloads: its permission
 /// checks, and the Lease (whose writes carry the resourceVersion they read, so an old holder's late
 /// write is refused anyway).
 const CHECKS_AND_LEASES: [&str; 2] = ["selfsubjectaccessreviews", "leases"];
 
+/// The leader's requests delayed beyond the lease mid-upgrade (a TCP proxy holds what it sends;
+/// answers come back at once, so it goes on acting on a live view): the standby takes over, and
+/// none of the old leader's writes reaches the apiserver after the standby's first write, by the
+/// apiserver's audit log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_delayed_beyond_the_lease_lands_no_write_after_the_standby_takes_over() {
     const NODES: usize = 10;

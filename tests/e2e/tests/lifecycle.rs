@@ -1,15 +1,8 @@
 //! The ends of a node's upgrade on a real cluster, as an operator sees them (Node objects, Events
 //! by reason and type, the policy's status and conditions, `kubectl k8sm upgrade status`),
-//! docs/design.md §5.2 and §5.4:
-//! - kamikaze once: an executor that comes back with its old ID, or with a third one, is reported
-//!   and never told again until the operator acts — with `maxConcurrentNodes: 1` it keeps the only
-//!   slot, so a broken build stops;
-//! - `DeleteNode`: a deleted node that never registers again is remembered in
-//!   `status.deletedNodes`, counted, reported `RestartOverdue`, and the policy is not Upgraded
-//!   until it is back.
-//!
-//! The end of the policy itself (its finalizer) is in `policy_deletion.rs`. Each test runs its own
-//! small cluster; CI runs two at a time.
+//! docs/design.md §5.2 and §5.4: kamikaze once, so that a broken executor build stops, and the
+//! record `DeleteNode` keeps of a node that never comes back. The end of the policy itself (its
+//! finalizer) is in `policy_deletion.rs`. Each test runs its own small cluster.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

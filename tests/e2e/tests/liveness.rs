@@ -1,33 +1,9 @@
 //! Liveness on the real cluster (docs/design.md §5.7): every node that `kubectl drain` with
 //! PodDisruptionBudgets could finish, k8sm finishes; a node that only an operator can finish costs
-//! nothing. One shape per test, each on its own small cluster with one drain slot and a 30 s
-//! `nodeProgressDeadline`, each with a control that must behave as before:
-//!
-//! - pods that are never Ready (crash-looping, or Pending for ever), without a budget, move and
-//!   every node finishes;
-//! - crash-looping pods under a budget that allows no disruption but has
-//!   `unhealthyPodEvictionPolicy: AlwaysAllow` are evicted, as the Eviction API allows; a Ready pod
-//!   under a budget of 0 stays until the budget is relaxed;
-//! - a Deployment whose rollout exceeded its progress deadline moves within the headroom of its
-//!   Ready pods;
-//! - a pod stuck Terminating holds only its own node, not its workload's pods elsewhere, and is
-//!   reported;
-//! - a dead node (NotReady) holds no drain slot and is never cordoned; once alive, it is upgraded;
-//! - a node with an unmanaged pod under `Never`, or with a pod a neighbouring tool opted out, is
-//!   never started (not cordoned, no pod lost) and is reported; once the operator clears the pod,
-//!   it is upgraded;
-//! - a node with a pod whose replacement could only run there (a hostname node selector, a local
-//!   volume) is never started and is reported; once the operator sets `workloads.pinnedPods:
-//!   Evict`, it is upgraded.
-//!
-//! Every oracle comes from what the test set up and from the cluster's own objects, never from what
-//! k8sm reports: a node is upgraded when its executor reports the new ID and it carries no upgrade
-//! state; a node was started when a watch of Nodes saw it cordoned or carrying an admission key;
-//! the SLA watcher, armed before the controller starts, checks at every pod change that no
-//! workload's Ready pods fall below `min(ceil(t·d), d−1)`; a server-side dry-run eviction shows
-//! what `kubectl drain` would be let do. What k8sm reports is checked only where reporting is the
-//! contract. A test that times out prints the nodes, the policy's status, `kubectl k8sm blocked`
-//! and the pods.
+//! nothing. One shape per test, each on its own small cluster with a control that must behave as
+//! before. Every oracle comes from what the test set up and from the cluster's own objects (the SLA
+//! watcher, watches of Nodes, dry-run evictions), never from what k8sm reports, except where
+//! reporting is the contract.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

@@ -1,15 +1,8 @@
 //! Pods of other controllers — a custom resource's operator, as k8sm knows nothing of its kind
 //! (docs/design.md §5.3) — on a real cluster, each test on its own small cluster with the SLA
-//! watcher armed before the controller starts. Such pods are never deleted directly: under a budget
-//! that allows no disruption they stay, reported `BlockedByPDB`, while the other nodes finish;
-//! otherwise they go through the Eviction API one at a time, even when their operator is slow to
-//! replace them.
-//!
-//! A killed controller's successor keeps the size it must hold such a workload to, while an evicted
-//! pod is not replaced yet.
-//!
-//! Each test prints, per workload, the fewest Ready pods seen against the bound `min(ceil(t·d),
-//! d−1)` computed from the workload the test created.
+//! watcher armed before the controller starts. Such pods are never deleted directly: they go
+//! through the Eviction API one at a time, even when their operator is slow to replace them, and a
+//! killed controller's successor keeps the size it must hold their workload to.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

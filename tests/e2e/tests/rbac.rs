@@ -1,16 +1,7 @@
-//! Least privilege:
-//!
-//! - the controller completes an upgrade with a ServiceAccount token bound to exactly
-//!   deploy/rbac.yaml, and with one verb taken away it refuses to start, naming the missing
-//!   permission;
-//! - with the shipped install, the controller's ServiceAccount cannot change a kube-system
-//!   Deployment's pod template (before: a PATCH of its image was accepted, HTTP 200);
-//! - without deploy/components/surge a policy asking for surge moves is Degraded, naming the
-//!   component and the Helm value; with it the controller moves a single-replica Deployment by a
-//!   surge rollout, and the component's admission policy refuses any other change to a Deployment
-//!   by that account;
-//! - `kubectl auth can-i --list` for the account equals the lists in docs/permissions.md, without
-//!   and with the opt-in components.
+//! Least privilege (docs/design.md §9, docs/permissions.md): the controller needs exactly the
+//! shipped role, the shipped install cannot change other Deployments, the opt-in surge component
+//! allows the surge move and nothing more, and the ServiceAccount can do exactly the documented
+//! list.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -37,6 +28,9 @@ use k8sm_testcluster::{ClusterOptions, TestCluster, node_name};
 
 const NS: &str = "rbac";
 
+/// The controller completes an upgrade with a ServiceAccount token bound to exactly
+/// deploy/rbac.yaml, and with one verb taken away it refuses to start, naming the missing
+/// permission.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_needs_exactly_the_deployed_role() {
     let mut scenario = Scenario::start(3, NS, "1s").await;
@@ -191,6 +185,9 @@ fn apply_with_components(cluster: &TestCluster, components: &[&str]) {
     );
 }
 
+/// With the shipped install, the controller's ServiceAccount cannot change a kube-system
+/// Deployment's pod template: a PATCH of its image is refused with 403 (the finding this guards:
+/// docs/threat-model.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_install_cannot_change_a_kube_system_pod_template() {
     let cluster = TestCluster::start(ClusterOptions::apiserver_only())
@@ -219,6 +216,10 @@ async fn the_shipped_install_cannot_change_a_kube_system_pod_template() {
     assert_eq!(code, 403, "a restart without the surge component");
 }
 
+/// Without deploy/components/surge a policy asking for surge moves is Degraded, naming the
+/// component and the Helm value; with it the controller moves a single-replica Deployment by a
+/// surge rollout, and the component's admission policy refuses any other change to a Deployment
+/// by that account.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_surge_component_it_moves_a_deployment_and_nothing_more() {
     const NS: &str = "surge-rbac";
@@ -333,6 +334,8 @@ async fn with_the_surge_component_it_moves_a_deployment_and_nothing_more() {
     assert!(message.contains("example.com/x"), "{message}");
 }
 
+/// `kubectl auth can-i --list` for the account equals the lists in docs/permissions.md, without
+/// and with the opt-in components.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_account_can_do_exactly_the_documented_list() {
     let cluster = TestCluster::start(ClusterOptions::apiserver_only())

@@ -1,17 +1,8 @@
-//! Built-in workloads as production clusters run them (docs/design.md §2, §5.2, §5.3), each test on
-//! its own small cluster with the SLA watcher armed before the controller starts:
-//!
-//! - a Deployment whose rollout is stuck is judged over all its ReplicaSets, so its node waits,
-//!   stalls after `nodeProgressDeadline` and gives up its only drain slot; the rest of the fleet
-//!   goes on, and after `kubectl rollout undo` the upgrade completes;
-//! - a pod that is not Ready moves, costing no readiness, and its node finishes;
-//! - single-replica Deployments move by surge rollouts, one of them guarded by a `minAvailable: 1`
-//!   budget, and never lose their Ready pod; one whose strategy cannot surge is evicted and says
-//!   why.
-//!
-//! Pods of other controllers are in `other_controllers.rs`. Each test prints, per workload, the
-//! fewest Ready pods seen against the bound `min(ceil(t·d), d−1)` computed from the workload the
-//! test created.
+//! Built-in workloads as production clusters run them (docs/design.md §2, §5.2, §5.3): a stuck
+//! rollout, a pod that is not Ready, single-replica Deployments moved by surge rollouts. Each test
+//! runs its own small cluster with the SLA watcher armed before the controller starts, and checks
+//! each workload it created against the bound computed from it. Pods of other controllers are in
+//! `other_controllers.rs`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -1,20 +1,8 @@
 //! What the index works out once per controller reference (the class its pods get when nothing
-//! about the pod decides it), kept across passes for as long as the owners it was worked out from
-//! are the same objects at the same places.
-//!
-//! A large fleet's pass resolves thousands of controllers (about 9,000 at 5,000 nodes), each by its
-//! UID among the owners and, for a ReplicaSet, by its Deployment's: string lookups on objects
-//! scattered over the heap, the largest part of indexing once the pods' own facts are kept (see
-//! `pod_facts`). The answer depends only on the reference and on the owners it names, directly or
-//! through a ReplicaSet; kept as positions among the view's owners, it is rebuilt into references
-//! when the view has those very owners (`Arc::ptr_eq`) at those positions, and worked out again
-//! otherwise, so that an owner's new version costs only its own controllers' answers. Every view
-//! held here (the reference and the owners) is held so that its address stays unique while its
-//! answer is kept.
-//!
-//! Only the common answers are kept (a workload's pod, a Job's pod, a pod of a controller of
-//! another kind): the others (an owner missing or being deleted, a kind k8sm does not watch) are
-//! worked out every pass, as before.
+//! about the pod decides it), kept across passes while the owners it was worked out from are the
+//! same objects (`Arc::ptr_eq`) at the same places, so that an owner's new version costs only its
+//! own controllers' answers. Every view held here is held so that its address stays unique while
+//! its answer is kept. Why: docs/decisions/0007-planner-keeps-what-it-derived.md.
 
 use std::sync::Arc;
 
@@ -24,7 +12,10 @@ use crate::{
     objects::workload::{CountsFor, Workload},
 };
 
-/// The kept answers, by the slot of the controller reference (a fact's `controller`).
+/// The kept answers, by the slot of the controller reference (a fact's `controller`). The answer
+/// depends only on the reference and on the owners it names, directly or through a ReplicaSet;
+/// kept as positions among the view's owners, it is rebuilt into references when the view has
+/// those very owners at those positions, and worked out again otherwise.
 #[derive(Default)]
 pub(crate) struct ControllerClasses {
     by_controller: Vec<Option<Kept>>,
@@ -133,7 +124,9 @@ impl ControllerClasses {
 
     /// Keeps `class`, worked out for `controller` from the owner at position `owner` (the one with
     /// its UID) and, for a ReplicaSet's pod, the ReplicaSet's controller at position `top`, if
-    /// it is of a kind kept.
+    /// it is of a kind kept. Only the common answers are kept (a workload's pod, a Job's pod, a pod
+    /// of a controller of another kind); the others (an owner missing or being deleted, a kind
+    /// k8sm does not watch) are worked out every pass.
     pub(crate) fn keep(
         &mut self,
         slot: u32,

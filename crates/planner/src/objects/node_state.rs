@@ -1,19 +1,7 @@
-//! Where a selected node stands, read from its contract keys alone: marking, completion, and the
-//! stage that admission and the drain work from.
-//!
-//! Re-derivable after any restart: *marked* is the incompatible-executor annotation or label;
-//! *admitted* is the draining annotation or `cordoned-by: k8sm`; *stalled* is the stalled
-//! annotation (a marked node that gave up its slot and queues again); *kamikaze sent* is the
-//! kamikaze annotation or the recorded kamikaze-executor-id; *upgraded* is "reports the target
-//! executor ID", or, without a target, "reports an executor ID other than the one recorded at
-//! kamikaze".
-//!
-//! An executor obeys a given kamikaze once (docs/design.md §5.2). One that comes back with its old
-//! ID acknowledges the kamikaze by removing its annotation; one that comes back with a third ID
-//! (neither its old one nor the target) reports that ID. Either way the node *came back wrong*: it
-//! is reported with an `UnexpectedExecutor` blocker and never told to terminate again until an
-//! operator acts. It keeps its drain slot, like a restart that is overdue: a broken executor build
-//! stops at `maxConcurrentNodes` nodes instead of spreading through the fleet.
+//! Where a selected node stands, read from its contract keys alone (docs/design.md §3.1): marking,
+//! completion, and the stage that admission and the drain work from. Nothing here is remembered
+//! between passes, so a restarted controller re-derives the same stage. A node that came back wrong
+//! from kamikaze keeps its slot and is never told again until an operator acts (§5.2).
 
 use chrono::{DateTime, Utc};
 use k8sm_api::text::{MAX_QUOTED_VALUE, bounded, quoted};
@@ -40,7 +28,9 @@ pub(crate) enum Stage {
     /// Told to terminate; waits for its executor to come back.
     KamikazeSent,
     /// Came back from kamikaze with an executor that is neither the target nor new: keeps its slot,
-    /// reported Blocked, never told to terminate again until an operator acts.
+    /// reported Blocked (`UnexpectedExecutor`), never told to terminate again until an operator
+    /// acts. An executor obeys a given kamikaze once, so a broken executor build stops at
+    /// `maxConcurrentNodes` nodes instead of spreading through the fleet.
     CameBackWrong,
 }
 
@@ -186,14 +176,22 @@ struct Read<'a> {
     recorded: Option<&'a str>,
     /// The executor ID the node reports, if not empty.
     current: Option<&'a str>,
+    /// The incompatible-executor annotation (readable or not) or label.
     marked: bool,
+    /// The draining annotation or `cordoned-by: k8sm`.
     admitted: bool,
+    /// The kamikaze annotation (readable or not) or the recorded kamikaze-executor-id.
     kamikaze_sent: bool,
     at_target: bool,
+    /// Reports the target executor ID, or, without a target, an executor ID other than the one
+    /// recorded at kamikaze.
     upgraded: bool,
     /// Back on the target it was told to restart into, which is not the target any more (it moved
     /// mid-upgrade): it restarted as told, and is simply incompatible with the new target.
     on_earlier_target: bool,
+    /// Told to terminate, and back with its old ID (it acknowledged the kamikaze by removing its
+    /// annotation) or with a third one (neither its old one, the target, nor the target it was
+    /// told to restart into).
     came_back_wrong: bool,
     has_state: bool,
 }

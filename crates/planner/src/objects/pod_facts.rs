@@ -1,19 +1,9 @@
-//! What the index derives from each pod alone, kept across passes for the pods that did not change.
-//!
-//! A large fleet's pass reads every pod (150,000 at 5,000 nodes) to classify it, place it on its
-//! node and count it for its workload, and almost none of them changed since the last pass. Reading
-//! a pod's view is a cache miss (the views are scattered over the heap, each hundreds of bytes),
-//! and those misses were most of a pass. A version of a pod never changes (the controller converts
-//! each watch event into a new view), so what follows from the pod alone (its [`Seed`], its node,
-//! its counted state, the identities of its shared parts) is worked out once per version and
-//! kept here, in the view's order, in one flat array that a pass reads front to back; everything
-//! that depends on other objects (owners, budgets, evictions in flight, nodes' state) is still
-//! derived every pass.
-//!
-//! Whether a pod is the one seen before is decided by the identity of its view (`Arc::ptr_eq`): the
-//! cache holds a reference to every view it describes, so no address can be reused while its facts
-//! are kept. The view's order need not be stable: pods the cache does not find near where they were
-//! are derived again, which only costs time.
+//! What the index derives from each pod alone ([`PodFacts`]), kept across passes for the pods that
+//! did not change. A version of a pod never changes (the controller converts each watch event into
+//! a new view), so its facts are worked out once per version and kept in the view's order, in one
+//! flat array that a pass reads front to back instead of the views scattered over the heap. What
+//! depends on other objects is still derived every pass. Why:
+//! docs/decisions/0007-planner-keeps-what-it-derived.md.
 
 use std::sync::Arc;
 
@@ -196,6 +186,14 @@ impl ClassKey {
 }
 
 /// The facts of the last view's pods, in its order, and what they were worked out against.
+///
+/// Whether a pod is the one seen before is decided by the identity of its view (`Arc::ptr_eq`): the
+/// cache holds a reference to every view it describes, so no address can be reused while its facts
+/// are kept. The view's order need not be stable: pods the cache does not find near where they were
+/// are derived again, which only costs time. What follows from the pod alone (its [`Seed`], its
+/// node, its counted state, the identities of its shared parts) is kept here; everything that
+/// depends on other objects (owners, budgets, evictions in flight, nodes' state) is derived every
+/// pass.
 #[derive(Default)]
 pub(crate) struct PodCache {
     /// The views the facts are of, position by position (held: a view's address identifies it only

@@ -1,46 +1,18 @@
-//! Drain slots: who holds one, who acts, and who is admitted next (docs/design.md §5.2).
-//!
-//! A slot is held by every admitted node that is Draining, Drained or KamikazeSent, and by a node
-//! that came back from kamikaze with the wrong executor. A KamikazeSent node keeps its slot until
-//! its executor comes back, even past `restartTimeout` (it is then reported `RestartOverdue`), and
-//! so does one that came back wrong: an executor version that never comes back, or comes back
-//! broken, stops at most `maxConcurrentNodes` nodes instead of taking down the fleet. A node whose
-//! pods all wait for an operator gives its slot up and is revisited every pass; a draining node
-//! that made no progress for `nodeProgressDeadline` gives its slot up too (it *stalled*) and queues
-//! again, behind the nodes that never stalled. It rests for `nodeProgressDeadline` after its stall
-//! unless one of its pods can go now: a node stuck for good is not cordoned and uncordoned every
-//! deadline while nothing else waits.
-//!
-//! Free slots go to candidates in [`candidate_key`] order, looking at owners: within each [`Group`]
-//! (never stalled before stalled, no operator-only pods before some), nodes whose pods can move now
-//! come first — a node with a pod that the health rule and its budgets let go now, given what the
-//! pass already evicted, or with nothing an owner decides on it — and the others after them, each
-//! in key order. Each admitted node is drained before the next is judged, so two nodes whose pods
-//! all belong to an owner that may lose one pod take one slot, not two, while another owner's node
-//! waits: owners whose pods are bunched on a few nodes drain side by side instead of in a convoy.
-//! The queue (`admission_position`) is in the same order, judged after the pass's actions.
-//!
-//! Critical path first: among the nodes whose pods can move now, those holding a pod of the owner
-//! with the longest remaining [`chain`] come first (then [`candidate_key`] order). A workload that
-//! may lose `a` pods at once (`a = d - floor`, the floor of the health rule) and still has `m` pods
-//! to move needs at least `ceil(m / a)` waves, one after the other, each as long as a replacement
-//! takes to become Ready: the upgrade can end no sooner than its longest chain does, however many
-//! slots there are. A slot given to a node that holds the next pod of the longest chain
-//! shortens that critical path; a slot given to a node of short chains does not (those finish in
-//! time anyway), and left the long chain's next pod waiting on a queued node while every slot held
-//! other owners' nodes. Nodes whose pods cannot move now stay behind, in key order, and groups stay
-//! as they are: the chain only reorders nodes that would be admitted anyway. Ties keep the key's
-//! order, so the order stays deterministic.
-//!
-//! Slots are enforced strictly: when more nodes hold one than there are slots (after
-//! `maxConcurrentNodes` was lowered, or when a Blocked node's operator problem went away while its
-//! slot was reused), the first ones in holder order act and the rest wait (`WaitingForSlot`)
-//! without evicting anything, still admitted. The holders that act decide their pods closest to
-//! drained first ([`acting_key`]): owners' budgets go where they finish a node.
+//! Drain slots: the orders that decide who holds one, who acts, and who is admitted next, and an
+//! owner's chain of waves (docs/design.md §5.2; the pass applies them). A holder that cannot stop
+//! keeps its slot, so a bad executor release stops at `maxConcurrentNodes` nodes; free slots go
+//! first to nodes whose pods can move now, longest chain first, so that the upgrade's critical path
+//! never waits on a queued node.
 
 use chrono::{DateTime, Utc};
 
 /// What kind of slot holder a node is. Holders that cannot stop come first.
+///
+/// Every admitted node that is Draining, Drained or KamikazeSent holds a slot, and so does a node
+/// that came back from kamikaze with the wrong executor. A KamikazeSent node keeps its slot until
+/// its executor comes back, even past `restartTimeout` (it is then reported `RestartOverdue`), and
+/// so does one that came back wrong: an executor version that never comes back, or comes back
+/// broken, stops at most `maxConcurrentNodes` nodes instead of taking down the fleet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Holding {
     /// Told to terminate: nothing can be undone.
@@ -91,6 +63,14 @@ pub(crate) type CandidateKey<'a> = (
 /// resolve soon; stalled nodes among themselves by when they stalled, unknown last), then easiest
 /// first: nodes without operator-only pods, then fewest pods to move, then marked earliest (unknown
 /// last), then name.
+///
+/// Within each [`Group`] the pass admits first the nodes whose pods can move now (a pod that the
+/// health rule and its budgets let go, given what the pass already evicted, or nothing an owner
+/// decides on the node), longest [`chain`] first, and the others after them, each in this order.
+/// Each admitted node is drained before the next is judged, so two nodes whose pods all belong to
+/// an owner that may lose one pod take one slot, not two, while another owner's node waits: owners
+/// whose pods are bunched on a few nodes drain side by side instead of in a convoy. The queue
+/// (`admission_position`) is in the same order, judged after the pass's actions.
 pub(crate) fn candidate_key(
     stalled: Option<Option<DateTime<Utc>>>,
     need_operator: u32,
@@ -126,6 +106,15 @@ pub(crate) fn group(stalled: Option<Option<DateTime<Utc>>>, need_operator: u32) 
 /// nodes to drain (`PodCounts::to_move`). Chains of one wave or less count as 0: a workload that
 /// moves all it has in one wave gains nothing from an earlier slot over another such, and the key's
 /// order (easiest first) decides among them. A workload scaled to zero has no chain.
+///
+/// The chain is the critical path: `m` pods to move, `a` at a time, take at least `ceil(m / a)`
+/// waves one after the other, each as long as a replacement takes to become Ready, so the upgrade
+/// ends no sooner than its longest chain, however many slots there are. A slot given to a node that
+/// holds the next pod of the longest chain shortens that path; one given to a node of short chains
+/// does not (those finish in time anyway), and would leave the long chain's next pod waiting on a
+/// queued node while every slot held other owners' nodes. The chain only reorders the nodes whose
+/// pods can move now within a group, which would be admitted anyway; ties keep [`candidate_key`]'s
+/// order, so the order stays deterministic.
 pub(crate) fn chain(to_move: u32, desired: u32, threshold: u8) -> u32 {
     let allowance = desired.saturating_sub(crate::rules::health::sla_floor(threshold, desired));
     if allowance == 0 {
@@ -138,6 +127,9 @@ pub(crate) fn chain(to_move: u32, desired: u32, threshold: u8) -> u32 {
 }
 
 /// Splits sorted holders into those that act (the first `slots`) and those that wait for a slot.
+/// Slots are strict: when more nodes hold one than there are slots (after `maxConcurrentNodes` was
+/// lowered, or when a Blocked node's operator problem went away while its slot was reused), the
+/// rest wait (`WaitingForSlot`) without evicting anything, still admitted.
 pub(crate) fn split<T>(mut holders: Vec<T>, slots: usize) -> (Vec<T>, Vec<T>) {
     let waiting = holders.split_off(slots.min(holders.len()));
     (holders, waiting)

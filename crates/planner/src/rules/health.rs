@@ -1,26 +1,7 @@
-//! The health rule of docs/design.md §5.3, and the ledger that applies it before each eviction of a
-//! pass.
-//!
-//! A pod is judged against its workload (see `workload`). With `d` desired replicas, `r` pods ready
-//! and not terminating (nor being evicted), and threshold `t` percent, a Ready pod may be evicted
-//! iff `r - 1 >= ceil(t * d / 100)`, or the workload is fully ready (`r >= d` and none of its pods
-//! terminating or being evicted). A pod that is not Ready may be evicted whenever
-//! `r >= min(ceil(t * d / 100), d - 1)`: moving it costs no readiness, and a pod that never becomes
-//! Ready must not hold its node for ever. The ledger starts from the observed cluster and counts
-//! each eviction planned in the same pass, so the rule holds however many pods of one workload a
-//! single plan touches. Consequence (the SLA invariant): k8sm never takes a workload below
-//! `min(ceil(t * d / 100), d - 1)` ready pods.
-//!
-//! `d` is the workload's `spec.replicas` for the kinds k8sm knows. For a controller of any other
-//! kind (an operator's custom resource) k8sm cannot read a desired count, so it takes the pods it
-//! sees of that controller (not finished, bound or not) plus its evictions in flight whose pod is
-//! gone, or the size the controller remembers of it since it began evicting from it, whichever is
-//! larger: one such pod goes at a time unless the threshold allows more, and a pod gone but not
-//! replaced yet is still counted.
-//!
-//! Workloads scaled to zero (`d = 0`): their pods are being removed by their controller anyway, so
-//! they wait (evicting them would only race the controller). Owners that are not in the view are
-//! not judged here: their pods wait (see `classify::Unmanaged::OwnerGone`).
+//! The health rule of docs/design.md §5.3 ([`needed`], [`sla_floor`], [`judge`]) and the ledger
+//! that applies it before each eviction of a pass. The ledger starts from the observed cluster and
+//! counts every eviction planned in the same pass, so the SLA invariant holds however many pods of
+//! one workload a single plan touches.
 
 use crate::{
     index::{Index, PodCounts},
@@ -113,7 +94,9 @@ pub enum Verdict {
 /// The rule, exactly: for a Ready pod `r - 1 >= needed`, or `r >= d` with nothing going, and never
 /// while the workload's own controller is replacing pods; for a pod that is not Ready, `r >=
 /// min(needed, d - 1)` or the pod is broken, and while the workload's controller is replacing pods
-/// `r - going - 1 >= min(needed, d - 1)`.
+/// `r - going - 1 >= min(needed, d - 1)`. A workload scaled to zero waits: its controller removes
+/// its pods anyway, and an eviction would only race it. Owners that are not in the view are not
+/// judged here: their pods wait (see `classify::Unmanaged::OwnerGone`).
 pub fn judge(health: OwnerHealth, threshold: u8, pod: PodState) -> Verdict {
     if health.desired == 0 {
         return Verdict::ScaledToZero;
@@ -122,9 +105,8 @@ pub fn judge(health: OwnerHealth, threshold: u8, pod: PodState) -> Verdict {
         let floor = sla_floor(threshold, health.desired);
         // During a rollout a pod that is not Ready may become Ready before its eviction lands, and
         // the rollout's controller, counting it available, removes a Ready pod of the old
-        // version in exchange: each pod going may then cost one Ready pod. Seen in the
-        // bench: four new pods evicted at once, not Ready when planned, took a Deployment
-        // rolling out with `maxUnavailable: 0` from 14 Ready to 10 (floor 13).
+        // version in exchange: each pod going may then cost one Ready pod
+        // (docs/decisions/0008-defects-found-by-models-and-benchmarks.md).
         if health.replacing && health.ready < floor + health.going + 1 {
             return Verdict::RollingOut;
         }

@@ -1,13 +1,8 @@
 //! Drain progress and stalls (docs/design.md §5.2): a draining node that no pod left for
 //! `nodeProgressDeadline` gives up its drain slot, so that no single workload, budget or Job holds
-//! the fleet.
-//!
-//! Progress is recorded on the node itself ([`k8sm_api::keys::DRAIN_PROGRESS_ANNOTATION`]: when the
-//! count of pods left last went down, and that count), so that it survives a controller restart.
-//! Recording every departure would double the node writes of a drain; a record is rewritten only
-//! when the count went down and the record is older than a tenth of the deadline. A node is stalled
-//! only when its count never went below the record's for the whole deadline, so the throttle can
-//! delay a stall but never bring one early.
+//! the fleet. Progress is recorded on the node itself
+//! ([`k8sm_api::keys::DRAIN_PROGRESS_ANNOTATION`]: when the count of pods left last went down, and
+//! that count), so that it survives a controller restart.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -50,14 +45,16 @@ pub(crate) enum Verdict {
 }
 
 /// How old a record must be before a lower count rewrites it: a tenth of the deadline, between 1 s
-/// and 1 min.
+/// and 1 min. Recording every departure would double the node writes of a drain.
 fn record_every(deadline: Duration) -> Duration {
     (deadline / 10).clamp(Duration::seconds(1), Duration::seconds(60))
 }
 
 /// Judges a draining node with `pods_left` pods left and progress record `record` at `now`. While
 /// `held` (the policy is paused), nothing moves by design: the record is kept fresh instead, so
-/// that a resumed drain gets its whole deadline.
+/// that a resumed drain gets its whole deadline. A node is stalled only when its count never went
+/// below the record's for the whole deadline, so the throttle of `record_every` can delay a
+/// stall but never bring one early.
 pub(crate) fn judge(
     record: Option<Record>,
     pods_left: u32,

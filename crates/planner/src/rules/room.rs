@@ -1,20 +1,16 @@
-//! Admission paced by room: a node is admitted while the nodes k8sm will not drain can take what
-//! the nodes in progress still hold plus the node's own pods, so that their replacements land once,
-//! on a node that stays.
-//!
-//! Without it, every slot fills at the start, before any node is upgraded, and the replacements
-//! land on nodes still to drain, to be moved again (docs/decisions/0002-land-once.md). Room is
-//! counted as the scheduler counts it: the allocatable CPU, memory and pods of schedulable Ready
-//! nodes, less what their pods reserve, less what the pods waiting to be scheduled will. At least
-//! [`least_in_progress`] nodes are in progress whatever the room (those waiting for an operator
-//! aside), so that the upgrade starts, and the nodes' waves keep their pace where room is scarce.
+//! Admission paced by room (`--pace-by-room`, docs/design.md §5.2): a node is admitted while the
+//! nodes k8sm will not drain can take what the nodes in progress still hold plus the node's own
+//! pods, so that their replacements land once, on a node that stays, instead of on nodes still to
+//! drain. Room is counted as the scheduler counts it; at least [`least_in_progress`] nodes are in
+//! progress whatever the room. Why, and what it cost: docs/decisions/0002-land-once.md.
 
 use std::collections::BTreeSet;
 
 use crate::{NodeView, Resources, index::Index};
 
 /// The room of one pass: what the nodes not to drain have free, and what the nodes in progress
-/// hold.
+/// hold. Counted as the scheduler counts it: the allocatable CPU, memory and pods of schedulable
+/// Ready nodes, less what their pods reserve, less what the pods waiting to be scheduled will.
 pub(crate) struct Room {
     /// Free on schedulable Ready nodes not to drain, less what pending pods will reserve.
     free: Resources,
@@ -78,14 +74,14 @@ impl Room {
     }
 }
 
-/// The nodes in progress that room never holds back. Half the slots, rounded up: with fewer, the
-/// nodes' waves are paced by the room upgraded nodes bring back (about one node in progress per
-/// three upgraded at 75 % fill), and the model's makespan grew by 8 % at 100 nodes, 13 % at 200 and
-/// 21 % at 1,000 with one. One only where the owners' chains set the pace by a margin: the longest
+/// The nodes in progress that room never holds back (those waiting for an operator aside), so
+/// that the upgrade starts, and the nodes' waves keep their pace where room is scarce. Half the
+/// slots, rounded up: with fewer, the nodes' waves are paced by the room upgraded nodes bring back,
+/// and the makespan grows. One only where the owners' chains set the pace by a margin: the longest
 /// chain, in waves, is at least twice the nodes' waves left plus the waves of growing from one node
 /// in progress to every slot (about log2 of the slots). There fewer nodes in progress cost nothing,
-/// and each node admitted early sends replacements onto nodes still to drain (owners pace: 1.083 →
-/// 1.049 disruptions per pod). Figures: docs/decisions/0002-land-once.md.
+/// and each node admitted early sends replacements onto nodes still to drain. Figures:
+/// docs/decisions/0002-land-once.md.
 pub(crate) fn least_in_progress(slots: usize, longest_chain: u32, nodes_left: usize) -> usize {
     let slots = slots.max(1);
     let node_waves = nodes_left.div_ceil(slots);

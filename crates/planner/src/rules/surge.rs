@@ -1,18 +1,9 @@
 //! Surge moves (`spec.workloads.surge`, docs/design.md §5.3): the only pod of a Deployment leaves
 //! its draining node by a rollout of the Deployment that starts the new pod first, instead of an
-//! eviction that leaves the workload with no Ready pod until its replacement is Ready.
-//!
-//! The Deployment's own controller does the move: k8sm changes a pod template annotation (as
-//! `kubectl rollout restart` does), the new ReplicaSet's pod starts on another node (the draining
-//! node is cordoned), and the old pod goes once the new one is available — only if the strategy
-//! surges one pod and keeps the old one meanwhile. A PodDisruptionBudget with `minAvailable: 1`
-//! does not stand in the way: the controller scales the old ReplicaSet down, which no budget
-//! guards, and only once the new pod is Ready.
-//!
-//! The move is recorded on the Deployment ([`k8sm_api::keys::SURGE_MOVE_ANNOTATION`]: when, and
-//! which pod), so that any pass, of any replica, after any restart, knows it is under way. A move
-//! that brought no Ready pod within `nodeProgressDeadline` falls back to the ordinary rule: the pod
-//! is evicted as it would have been without surge.
+//! eviction that leaves the workload with no Ready pod until its replacement is Ready. The
+//! Deployment's own controller does the move; the record on the Deployment
+//! ([`k8sm_api::keys::SURGE_MOVE_ANNOTATION`]) lets any pass, of any replica, after any restart,
+//! know it is under way.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

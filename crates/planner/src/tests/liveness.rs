@@ -417,8 +417,9 @@ fn with_min_ready_seconds_ready_means_available() {
 
 /// A workload with no pod Ready and one broken is broken as a whole: a replacement of a
 /// crash-looping pod, created a minute ago from the same template, goes at once instead of holding
-/// its node for `nodeProgressDeadline` (found by the bench's model: such nodes kept every slot for
-/// ten minutes). With a pod Ready, a replacement still starting is not churned.
+/// its node for `nodeProgressDeadline`
+/// (docs/decisions/0008-defects-found-by-models-and-benchmarks.md). With a pod Ready, a
+/// replacement still starting is not churned.
 #[test]
 fn the_replacement_of_a_crash_looping_pod_is_broken_at_once() {
     let rs = replica_set("shop", "web", 3);

@@ -1,12 +1,9 @@
 //! The SLA rule of docs/design.md §5.3, restated for the property tests and judged against a
-//! workload's *generated* truth: its desired count, Ready pods and pods going, as the test's own
-//! world knows them.
-//!
-//! Nothing here reads what the plan reports about an eviction (`Eviction::desired`, `threshold`,
-//! `ready_before`): a planner that judges the wrong workload reports the wrong numbers
-//! consistently, and an oracle built on them agrees with it. The arithmetic is written out again
-//! rather than taken from `health`, so that a broken `needed` or `sla_floor` cannot vouch for
-//! itself.
+//! workload's *generated* truth (its desired count, Ready pods and pods going). Nothing here reads
+//! what the plan reports about an eviction: a planner that judges the wrong workload reports
+//! consistently wrong numbers, and an oracle built on them would agree with it. The arithmetic is
+//! written out again rather than taken from `health`, so that a broken `needed` or `sla_floor`
+//! cannot vouch for itself.
 
 /// `ceil(t * d / 100)`: the Ready pods a workload keeps after evicting a Ready pod on room alone.
 pub(super) fn needed(threshold: u8, desired: u32) -> u32 {

@@ -169,10 +169,10 @@ fn a_stalled_node_without_owned_pods_rests_until_its_pod_can_go() {
     );
 }
 
-/// Seen at 1,000 nodes: evicted pods that took longer than the deadline to terminate stalled their
-/// node; once they were gone, the node held nothing but its DaemonSet pod, yet it rested out the
-/// rest of the deadline (ten idle minutes for a node that only needed its kamikaze). A stalled node
-/// with nothing left to move goes at once.
+/// Evicted pods that took longer than the deadline to terminate stalled their node; once they are
+/// gone, the node holds nothing but its DaemonSet pod and only needs its kamikaze. A stalled node
+/// with nothing left to move goes at once instead of resting out the deadline
+/// (docs/decisions/0008-defects-found-by-models-and-benchmarks.md).
 #[test]
 fn a_stalled_node_left_with_nothing_to_move_is_admitted_at_once() {
     let mut view = stalled_alone();

@@ -52,9 +52,10 @@ fn a_deployment_stuck_mid_rollout_loses_no_pod() {
 /// A Deployment whose controller is replacing pods (a rollout under way) loses no Ready pod to
 /// k8sm, however much room its count leaves: its controller deletes old pods as new ones become
 /// available, reacting to the same readiness changes, and an eviction on top could take it below
-/// its floor before either saw the other's deletion (found by the owners-pace bench: 12 Ready for
-/// 0.8 s against a bound of 13). A pod that is not Ready still goes: moving it costs no readiness.
-/// The same Deployment once the rollout is complete moves what its bound allows.
+/// its floor before either saw the other's deletion
+/// (docs/decisions/0008-defects-found-by-models-and-benchmarks.md). A pod that is not
+/// Ready still goes: moving it costs no readiness. The same Deployment once the rollout is complete
+/// moves what its bound allows.
 #[test]
 fn a_deployment_rolling_out_keeps_its_ready_pods_until_the_rollout_is_complete() {
     let mut web = deployment("shop", "web", 4);

@@ -117,8 +117,15 @@ fn arb_loose() -> impl Strategy<Value = (usize, Loose, bool)> {
 
 prop_compose! {
     /// A random cluster of up to 8 nodes under three policies, up to 7 workloads of every kind with
-    /// budgets, loose
-    /// pods, and evictions in flight.
+    /// budgets, loose pods, and evictions in flight, shaped like real clusters: Deployments of one
+    /// to three ReplicaSets (steady, mid-rollout, a paused 2+2, a rollout stuck with its new pods
+    /// Pending and unscheduled, surge above `d`), bare ReplicaSets, ReplicationControllers,
+    /// StatefulSets, controllers of kinds k8sm does not watch (absent from the view's owners),
+    /// ReplicaSets of such a controller (an Argo `Rollout`), pods not Ready, terminating, opted
+    /// out, finished or unscheduled, evictions in flight with and without their pod, budgets
+    /// allowing -1 to 3 (one of them over several workloads), unmanaged, Job, DaemonSet and mirror
+    /// pods, three policies (one of which overlaps the others), paused policies and a policy
+    /// without its finalizer.
     pub(super) fn arb_world()(
         nodes in prop::collection::vec(arb_node(), 1..=8),
         policies in [arb_policy(), arb_policy(), arb_policy()],

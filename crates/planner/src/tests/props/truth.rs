@@ -17,7 +17,10 @@ pub(super) struct World {
     pub(super) truth: Truth,
 }
 
-/// What the generator decided, from which every oracle is computed.
+/// What the generator decided, from which every oracle is computed: which workload each pod counts
+/// for, each workload's `d`, which policy (and so which threshold) each node has, what each budget
+/// covers. Never the plan's own account of an eviction (`Eviction::desired`, `threshold`,
+/// `ready_before`).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Truth {
     /// Workloads by key (the UID the generator gave the top-level controller).

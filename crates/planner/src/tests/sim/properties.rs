@@ -1,6 +1,6 @@
 //! The properties of the simulation, run as proptests over generated scenarios (healthy, with a
 //! stuck workload, with failures), the check that the model reaches the situations they are about,
-//! and a fixed scenario that once failed.
+//! and a fixed scenario kept as a regression test.
 
 use proptest::{prelude::*, strategy::ValueTree, test_runner::TestRunner};
 
@@ -19,25 +19,22 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     /// Without stuck workloads or failures: the invariants hold at every step, and every node is
-    /// upgraded within
-    /// the bound.
+    /// upgraded within the bound.
     #[test]
     fn the_upgrade_converges_and_keeps_the_sla(s in arb_scenario(Mode::Healthy)) {
         judged(&s, converges(&s))?;
     }
 
     /// With a stuck workload (a stuck rollout, a budget at zero, pods that never become Ready): it
-    /// never loses a
-    /// pod below its bound, its nodes are reported, and every other node is upgraded: nothing holds
-    /// the fleet.
+    /// never loses a pod below its bound, its nodes are reported, and every other node is upgraded:
+    /// nothing holds the fleet.
     #[test]
     fn a_stuck_workload_holds_only_its_own_nodes(s in arb_scenario(Mode::Stuck)) {
         judged(&s, converges(&s))?;
     }
 
     /// With random failures that k8sm does not cause: k8sm never evicts a workload's pod when that
-    /// leaves it below
-    /// its bound, nor breaks any other rule.
+    /// leaves it below its bound, nor breaks any other rule.
     #[test]
     fn failures_never_make_k8sm_break_the_sla(s in arb_scenario(Mode::Failures)) {
         judged(&s, run(&s, 120, 0).map(|_| ()))?;
@@ -77,13 +74,12 @@ fn the_model_reaches_the_cases_that_matter() {
     );
 }
 
-/// The controller's in-flight records with overlapping evictions of an unknown kind's pods (a
-/// defect once: records were dropped by counting pods, so the record standing for a missing pod
-/// could be the oldest one, and age out while that pod was still not replaced). Here, an operator
-/// of 5 pods at threshold 50 (bound 3), all on one node, recreating a deleted pod 1 to 3 minutes
-/// later: k8sm evicts pods at 00:00 (two), 00:04 and 00:06 as room allows, so the operator never
-/// has 5 live pods again. Attributing each new pod to one eviction keeps one record per missing
-/// pod, and the age-out (30 minutes) never meets a replacement that is merely slow.
+/// The controller's in-flight records with overlapping evictions of an unknown kind's pods
+/// (docs/decisions/0008-defects-found-by-models-and-benchmarks.md). Here, an operator of 5 pods at
+/// threshold 50 (bound 3), all on one node, recreating a deleted pod 1 to 3 minutes later: k8sm
+/// evicts pods at 00:00 (two), 00:04 and 00:06 as room allows, so the operator never has 5 live
+/// pods again. Attributing each new pod to one eviction keeps one record per missing pod, and the
+/// age-out (30 minutes) never meets a replacement that is merely slow.
 #[test]
 fn overlapping_evictions_of_an_unknown_kind_keep_one_record_per_missing_pod() {
     let s = Scenario {

@@ -18,6 +18,23 @@ use crate::{
 
 /// Runs a scenario for at most `steps` steps, and `then` more once every node that holds no stuck
 /// workload's pod is upgraded and clean; returns the step at which they were, and the world.
+///
+/// Each step:
+/// 1. the planner sees the cluster and plans at the model's clock; every eviction is checked
+///    against the model's truth (the rule before each eviction, budgets, unknown kinds through the
+///    Eviction API, no workload pod deleted);
+/// 2. the actions are executed (evicted and deleted pods become terminating, nodes get the contract
+///    keys); **invariant**: a workload of which k8sm evicted a pod in this step has at least
+///    `min(ceil(t*d), d-1)` Ready pods after it (whatever failures did before: those are not
+///    k8sm's);
+/// 3. the cluster moves on: pods terminating since the previous step are gone; the controllers
+///    replace and scale; executors told to terminate come back with the target ID (their node must
+///    be empty); pods become Ready.
+///
+/// The clock advances a minute per step, and, when the cluster is idle (nothing pending in the
+/// model, nothing but bookkeeping in the plan), jumps to the plan's next wake-up, as the controller
+/// requeues: a node that waits on a stuck workload reaches its `nodeProgressDeadline` and gives up
+/// its slot.
 pub(super) fn run(
     s: &Scenario,
     steps: usize,

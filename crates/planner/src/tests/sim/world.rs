@@ -61,7 +61,14 @@ impl Workload {
 }
 
 /// The model cluster: the view the planner sees, what the model knows beside it, and what is due
-/// when.
+/// when. It holds Deployments doing real rollouts (the model's Deployment controller scales a new
+/// ReplicaSet up and the old ones down within maxSurge/maxUnavailable; a rollout may be under way,
+/// paused half-way, start mid-upgrade, or be stuck with new pods that are never schedulable), bare
+/// ReplicaSets, ReplicationControllers, StatefulSets, an operator of a kind k8sm does not know that
+/// recreates a deleted pod only after a delay (its `d` is not visible to the planner), an
+/// Argo-Rollout-like controller of ReplicaSets, pods that never become Ready, budgets recomputed
+/// each step from Ready pods, a scheduler, executors that restart on kamikaze, the controller's
+/// bookkeeping of evictions in flight, and (optionally) failures k8sm did not cause.
 pub(super) struct World {
     pub(super) view: ClusterView,
     pub(super) rng: Rng,
