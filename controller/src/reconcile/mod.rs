@@ -142,45 +142,46 @@ pub(crate) struct Started {
 
 impl Controller {
     pub(crate) fn new(args: &Args, started: Started) -> Self {
-        let Started {
-            writes,
-            calls,
-            identity,
-            kamikaze_account,
-            report_namespace,
-            reaction,
-            metrics,
-            stores,
-            leadership,
-            stopping,
-        } = started;
+        let writes = started.writes;
         Self {
             executor: Executor::new(
                 writes.clone(),
-                leadership.clone(),
+                started.leadership.clone(),
                 KamikazeClient::new(args.kamikaze_ca_file.clone()),
-                KamikazeTokens::new(calls, kamikaze_account, args.kamikaze_audience.clone()),
+                KamikazeTokens::new(
+                    started.calls,
+                    started.kamikaze_account,
+                    args.kamikaze_audience.clone(),
+                ),
             ),
-            events: Arc::new(EventSink::new(writes.clone(), identity, leadership.clone())),
-            status: StatusWriter::new(writes.clone(), leadership.clone()),
-            reports: Reports::new(writes.clone(), report_namespace.clone(), leadership.clone()),
+            events: Arc::new(EventSink::new(
+                writes.clone(),
+                started.identity,
+                started.leadership.clone(),
+            )),
+            status: StatusWriter::new(writes.clone(), started.leadership.clone()),
+            reports: Reports::new(
+                writes.clone(),
+                started.report_namespace.clone(),
+                started.leadership.clone(),
+            ),
             in_flight: InFlight::default(),
             writes: Writes::default(),
             planning: Planning::new(args.pace_by_room),
             calls: JoinSet::new(),
             call_limit: CallLimit::default(),
-            reaction,
-            sizes_store: SizesStore::new(writes, &report_namespace),
+            reaction: started.reaction,
+            sizes_store: SizesStore::new(writes, &started.report_namespace),
             sizes_read: None,
             backoff: Backoff::default(),
             status_failures: 0,
             stale_reported: BTreeSet::new(),
             max_staleness: args.max_watch_staleness,
             pacer: BusyShare::new(args.max_busy_share, args.resync),
-            metrics,
-            stores,
-            leadership,
-            stopping,
+            metrics: started.metrics,
+            stores: started.stores,
+            leadership: started.leadership,
+            stopping: started.stopping,
         }
     }
 

@@ -142,46 +142,37 @@ fn is_schema_text(value: &str) -> bool {
 /// The condition reasons the controller writes from literals: CamelCase string literals in the
 /// arguments of calls of a function named `condition`. Returns how many distinct ones.
 fn condition_reasons(src: &Path, items: &mut Items) -> usize {
-    let mut found = BTreeSet::new();
-    for path in rust_files(src) {
-        let code = code_of(&path);
-        let file = path
-            .strip_prefix(src)
-            .unwrap_or(&path)
-            .display()
-            .to_string();
-        for args in call_arguments(&code, "condition") {
-            for literal in string_literals(&args) {
-                if is_camel_case(&literal) {
-                    add(
-                        items,
-                        &literal,
-                        format!("controller condition reason in {file}"),
-                    );
-                    found.insert(literal);
-                }
-            }
-        }
-    }
-    found.len()
+    camel_case_literals(
+        src,
+        items,
+        |code| call_arguments(code, "condition"),
+        "controller condition reason",
+    )
 }
 
 /// Reasons built from literals rather than from a `Reason` (the controller's and the plugin's Event
 /// or other reasons): CamelCase string literals in the value of a `reason:` field or the argument
 /// of a `reason(…)` call. Returns how many distinct ones.
 fn literal_reasons_in(src: &Path, items: &mut Items) -> usize {
+    camel_case_literals(src, items, reason_expressions, "literal reason")
+}
+
+/// The CamelCase string literals inside the `expressions` of each source file under `src`, added to
+/// `items` as `what` in their file. Returns how many distinct ones.
+fn camel_case_literals(
+    src: &Path,
+    items: &mut Items,
+    expressions: impl Fn(&str) -> Vec<String>,
+    what: &str,
+) -> usize {
     let mut found = BTreeSet::new();
     for path in rust_files(src) {
         let code = code_of(&path);
-        let file = path
-            .strip_prefix(src)
-            .unwrap_or(&path)
-            .display()
-            .to_string();
-        for expression in reason_expressions(&code) {
+        let file = path.strip_prefix(src).unwrap_or(&path).display();
+        for expression in expressions(&code) {
             for literal in string_literals(&expression) {
                 if is_camel_case(&literal) {
-                    add(items, &literal, format!("literal reason in {file}"));
+                    add(items, &literal, format!("{what} in {file}"));
                     found.insert(literal);
                 }
             }
