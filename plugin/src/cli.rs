@@ -123,12 +123,14 @@ pub enum Command {
     #[command(after_help = examples::FORCE)]
     Force(ForceArgs),
     /// Stop all evictions, deletions and kamikaze of a policy (nodes are still marked, status still
-    /// updated).
+    /// updated), with the k8s.mesosphere.io/paused annotation, which Helm and GitOps tools leave
+    /// alone.
     #[command(after_help = examples::PAUSE)]
     Pause(PolicyArg),
-    /// Resume a paused policy where it stopped.
+    /// Resume a paused policy where it stopped: remove the pause annotation and, if the spec pauses
+    /// it too, set spec.paused to false (only where kubectl wrote it, unless --override-spec).
     #[command(after_help = examples::RESUME)]
-    Resume(PolicyArg),
+    Resume(ResumeArgs),
     /// Print the executor ID of an executor build and configuration.
     #[command(disable_version_flag = true, after_help = examples::EXECUTOR_ID)]
     ExecutorId(ExecutorIdArgs),
@@ -277,6 +279,17 @@ pub struct PolicyArg {
     /// The ExecutorUpgradePolicy to use; may be left out when only one exists.
     #[arg(long, value_name = "NAME")]
     pub policy: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    pub policy: PolicyArg,
+
+    /// Set spec.paused to false even where Helm or a GitOps tool wrote it (which sets it back on
+    /// its next sync).
+    #[arg(long)]
+    pub override_spec: bool,
 }
 
 #[derive(Args, Debug)]

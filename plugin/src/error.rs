@@ -59,6 +59,13 @@ pub enum Error {
     #[error("aborted: nothing was {0}")]
     Aborted(&'static str),
 
+    #[error(
+        "ExecutorUpgradePolicy {policy} has spec.paused: true, written by {managers}, which would set it back on its \
+         next sync: set paused: false where it comes from (the chart's values or the Git repository), or pass \
+         --override-spec to change it here anyway"
+    )]
+    SpecPausedByManager { policy: String, managers: String },
+
     #[error("invalid executor ID {id:?}: {why}")]
     InvalidExecutorId { id: String, why: &'static str },
 

@@ -50,8 +50,8 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::Blocked(args) => blocked::run(client, args, terminal).await,
         Command::Plan(args) => plan::run(client, args, terminal).await,
         Command::Force(args) => force::run(&connection, args, terminal).await,
-        Command::Pause(args) => policy::set_paused(client, args, true, terminal).await,
-        Command::Resume(args) => policy::set_paused(client, args, false, terminal).await,
+        Command::Pause(args) => policy::pause(client, args, terminal).await,
+        Command::Resume(args) => policy::resume(client, args).await,
         Command::ExecutorId(_) | Command::Completion(_) => unreachable!("handled above"),
     }
 }

@@ -61,12 +61,16 @@ fn conditions(
     previous: Option<&ExecutorUpgradePolicyStatus>,
     now: DateTime<Utc>,
 ) -> Vec<Condition> {
+    let stall = stall(policy);
     let mut conditions = vec![
         progressing(policy),
         upgraded(policy),
         paused(policy),
         conflict(policy),
         degraded(policy),
+        ready(policy, stall.as_ref()),
+        reconciling(policy, stall.as_ref()),
+        stalled(stall.as_ref()),
     ];
     for condition in &mut conditions {
         transition(condition, previous, policy.generation, now);
@@ -122,16 +126,95 @@ fn upgraded(policy: &PolicyPlan) -> Condition {
 }
 
 fn paused(policy: &PolicyPlan) -> Condition {
+    // The planner's condition says who paused it: spec.paused, the annotation, or both.
+    let message = policy
+        .conditions
+        .iter()
+        .find(|c| c.reason == Reason::Paused)
+        .map_or("", |c| c.message.as_str());
     condition(
         condition_types::PAUSED,
         policy.paused,
         if policy.paused { "Paused" } else { "Running" },
-        if policy.paused {
-            "spec.paused is true: no eviction, deletion or kamikaze"
-        } else {
-            ""
-        },
+        if policy.paused { message } else { "" },
     )
+}
+
+/// Why the upgrade cannot go on without an operator (kstatus' Stalled): a problem of the policy
+/// itself, or every node left waiting for an operator. A pause is not one: it is asked for.
+fn stall(policy: &PolicyPlan) -> Option<(&'static str, String)> {
+    let policy_problem = policy.conditions.iter().find(|c| match c.reason {
+        Reason::InvalidPolicy | Reason::PolicyConflict | Reason::NoNodesSelected => true,
+        // The pause annotation's (a node's has the node).
+        Reason::MalformedAnnotation => c.nodes.is_empty(),
+        _ => false,
+    });
+    if let Some(problem) = policy_problem {
+        return Some((problem.reason.as_str(), problem.message.clone()));
+    }
+    let remaining = policy.eta.nodes_remaining;
+    (remaining > 0 && policy.eta.nodes_blocked >= remaining && !policy.paused).then(|| {
+        let message = format!(
+            "each of the {remaining} nodes left waits for an operator: kubectl k8sm blocked \
+             lists what holds them"
+        );
+        ("WaitingForOperator", message)
+    })
+}
+
+/// kstatus' Ready: True once every selected node runs the target and nothing stalls.
+fn ready(policy: &PolicyPlan, stall: Option<&(&'static str, String)>) -> Condition {
+    let remaining = policy.eta.nodes_remaining;
+    let (reason, message) = match stall {
+        Some((reason, message)) => (*reason, message.clone()),
+        None if remaining == 0 => (
+            "AllNodesCompatible",
+            format!("{} upgraded", policy.counts.upgraded()),
+        ),
+        None if policy.paused => ("Paused", format!("paused with {remaining} nodes left")),
+        None => ("Upgrading", format!("{remaining} nodes left")),
+    };
+    condition(
+        condition_types::READY,
+        stall.is_none() && remaining == 0,
+        reason,
+        &message,
+    )
+}
+
+/// kstatus' Reconciling: True while the controller works toward the target on its own, including
+/// while it waits for the maintenance window.
+fn reconciling(policy: &PolicyPlan, stall: Option<&(&'static str, String)>) -> Condition {
+    let remaining = policy.eta.nodes_remaining;
+    let working = stall.is_none() && remaining > 0 && !policy.paused;
+    let reason = if working && window_closed(policy) {
+        "OutsideWindow"
+    } else if working {
+        "Upgrading"
+    } else if policy.paused && remaining > 0 {
+        "Paused"
+    } else if stall.is_some() {
+        "Stalled"
+    } else {
+        "Idle"
+    };
+    let message = if working {
+        format!(
+            "{remaining} of {} selected nodes still to upgrade",
+            policy.counts.total
+        )
+    } else {
+        String::new()
+    };
+    condition(condition_types::RECONCILING, working, reason, &message)
+}
+
+/// kstatus' Stalled, from [`stall`].
+fn stalled(stall: Option<&(&'static str, String)>) -> Condition {
+    match stall {
+        Some((reason, message)) => condition(condition_types::STALLED, true, reason, message),
+        None => condition(condition_types::STALLED, false, "Progressing", ""),
+    }
 }
 
 fn conflict(policy: &PolicyPlan) -> Condition {
@@ -641,6 +724,166 @@ mod tests {
         assert_eq!(upgraded(&done), ("True", "AllNodesCompatible"));
         let busy = build(&Plan::default(), &policy_plan(2, 1), None, Utc::now());
         assert_eq!(upgraded(&busy), ("False", "NodesRemaining"));
+    }
+
+    /// kstatus reads Reconciling, then Stalled, then Ready: each state of an upgrade, and the
+    /// (status, reason) of each of the three.
+    #[test]
+    fn kstatus_conditions_follow_the_upgrade() {
+        let problem = |reason, nodes: &[&str]| PolicyCondition {
+            reason,
+            message: format!("{reason:?}"),
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        };
+        let with = |total, compatible, change: &dyn Fn(&mut PolicyPlan)| {
+            let mut policy = policy_plan(total, compatible);
+            change(&mut policy);
+            policy
+        };
+        let closes = Utc::now() + chrono::Duration::hours(1);
+        // (status, reason) of Ready, Reconciling and Stalled.
+        type Expected = [(&'static str, &'static str); 3];
+        let cases: Vec<(&str, PolicyPlan, Expected)> = vec![
+            (
+                "upgrading",
+                with(4, 1, &|_| {}),
+                [
+                    ("False", "Upgrading"),
+                    ("True", "Upgrading"),
+                    ("False", "Progressing"),
+                ],
+            ),
+            (
+                "outside the window",
+                with(4, 1, &|p| {
+                    p.window = Some(WindowState::Closed { opens: closes })
+                }),
+                [
+                    ("False", "Upgrading"),
+                    ("True", "OutsideWindow"),
+                    ("False", "Progressing"),
+                ],
+            ),
+            (
+                "paused",
+                with(4, 1, &|p| p.paused = true),
+                [
+                    ("False", "Paused"),
+                    ("False", "Paused"),
+                    ("False", "Progressing"),
+                ],
+            ),
+            (
+                "done",
+                with(4, 4, &|_| {}),
+                [
+                    ("True", "AllNodesCompatible"),
+                    ("False", "Idle"),
+                    ("False", "Progressing"),
+                ],
+            ),
+            (
+                "some nodes wait for an operator",
+                with(4, 1, &|p| p.eta.nodes_blocked = 2),
+                [
+                    ("False", "Upgrading"),
+                    ("True", "Upgrading"),
+                    ("False", "Progressing"),
+                ],
+            ),
+            (
+                "every node left waits for an operator",
+                with(4, 1, &|p| p.eta.nodes_blocked = 3),
+                [
+                    ("False", "WaitingForOperator"),
+                    ("False", "Stalled"),
+                    ("True", "WaitingForOperator"),
+                ],
+            ),
+            (
+                "paused, with every node left blocked",
+                with(4, 1, &|p| {
+                    p.eta.nodes_blocked = 3;
+                    p.paused = true;
+                }),
+                [
+                    ("False", "Paused"),
+                    ("False", "Paused"),
+                    ("False", "Progressing"),
+                ],
+            ),
+            (
+                "an invalid policy",
+                with(4, 1, &|p| {
+                    p.conditions.push(problem(Reason::InvalidPolicy, &[]))
+                }),
+                [
+                    ("False", "InvalidPolicy"),
+                    ("False", "Stalled"),
+                    ("True", "InvalidPolicy"),
+                ],
+            ),
+            (
+                "a conflict",
+                with(4, 1, &|p| {
+                    p.conditions.push(problem(Reason::PolicyConflict, &["n"]))
+                }),
+                [
+                    ("False", "PolicyConflict"),
+                    ("False", "Stalled"),
+                    ("True", "PolicyConflict"),
+                ],
+            ),
+            (
+                "no nodes selected",
+                with(0, 0, &|p| {
+                    p.conditions.push(problem(Reason::NoNodesSelected, &[]))
+                }),
+                [
+                    ("False", "NoNodesSelected"),
+                    ("False", "Stalled"),
+                    ("True", "NoNodesSelected"),
+                ],
+            ),
+            (
+                "a malformed pause annotation",
+                with(4, 1, &|p| {
+                    p.paused = true;
+                    p.conditions.push(problem(Reason::MalformedAnnotation, &[]));
+                }),
+                [
+                    ("False", "MalformedAnnotation"),
+                    ("False", "Paused"),
+                    ("True", "MalformedAnnotation"),
+                ],
+            ),
+            (
+                "a node's malformed annotation",
+                with(4, 1, &|p| {
+                    p.conditions
+                        .push(problem(Reason::MalformedAnnotation, &["n"]))
+                }),
+                [
+                    ("False", "Upgrading"),
+                    ("True", "Upgrading"),
+                    ("False", "Progressing"),
+                ],
+            ),
+        ];
+        for (case, policy, expected) in cases {
+            let status = build(&Plan::default(), &policy, None, Utc::now());
+            let got = [
+                condition_types::READY,
+                condition_types::RECONCILING,
+                condition_types::STALLED,
+            ]
+            .map(|type_| {
+                let c = status.conditions.iter().find(|c| c.type_ == type_).unwrap();
+                assert_eq!(c.observed_generation, Some(1), "{case}: {type_}");
+                (c.status.as_str(), c.reason.as_str())
+            });
+            assert_eq!(got, expected, "{case}: Ready, Reconciling, Stalled");
+        }
     }
 
     /// A policy with node n1 draining, whose pods a and b the plan evicts.

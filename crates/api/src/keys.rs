@@ -81,6 +81,11 @@ pub const MARKED_BY_ANNOTATION: &str = "k8s.mesosphere.io/marked-by";
 /// k8sm".
 pub const MARKED_BY_VALUE: &str = "k8sm";
 
+/// Policy annotation that pauses the policy when `"true"`, beside `spec.paused`, set and removed by
+/// `kubectl k8sm pause` and `resume`: an annotation that Helm or a GitOps tool does not own, so
+/// they do not undo a pause on their next sync (`k8sm_api::PauseAnnotation`).
+pub const PAUSE_ANNOTATION: &str = "k8s.mesosphere.io/paused";
+
 /// Finalizer the controller puts on every `ExecutorUpgradePolicy`: deleting a policy first hands
 /// its nodes back (removes the mark, taint, cordon and unobeyed kamikaze that k8sm put there), then
 /// the controller removes it.

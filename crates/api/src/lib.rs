@@ -10,6 +10,7 @@ pub mod keys;
 pub mod kubelet;
 mod max_concurrent;
 pub mod pace;
+mod pause;
 mod policy;
 pub mod report;
 mod status;
@@ -30,6 +31,7 @@ pub use max_concurrent::{
     InvalidMaxConcurrentNodes, MAX_CONCURRENT_NODES_MESSAGE, MAX_CONCURRENT_NODES_RULE,
     MaxConcurrentNodes,
 };
+pub use pause::PauseAnnotation;
 pub use policy::{
     CLOCK_SKEW_ALLOWANCE, DEFAULT_NODE_PROGRESS_DEADLINE, DEFAULT_OWNER_HEALTH_THRESHOLD,
     DEFAULT_RESTART_TIMEOUT, ExecutorUpgradePolicy, ExecutorUpgradePolicySpec, Kamikaze,

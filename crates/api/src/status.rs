@@ -64,20 +64,29 @@ pub mod condition_types {
     pub const UPGRADED: &str = "Upgraded";
     /// True when another policy selects some of the same nodes; neither policy acts on those nodes.
     pub const CONFLICT: &str = "Conflict";
-    /// True while `spec.paused` stops evictions, deletions and kamikaze.
+    /// True while `spec.paused` or the pause annotation stops evictions, deletions and kamikaze.
     pub const PAUSED: &str = "Paused";
     /// True when something needs attention: a malformed annotation, a node without the address its
     /// kamikaze URL needs, an overdue restart, a policy that selects no node; actions that keep
     /// failing (`ActionFailed`); a watch failing for longer than the controller's bound
     /// (`WatchFailing`), during which it takes no action at all.
     pub const DEGRADED: &str = "Degraded";
+    /// kstatus' Ready: True when every selected node runs the target and nothing stalls.
+    pub const READY: &str = "Ready";
+    /// kstatus' Reconciling: True while the controller works toward the target on its own (not
+    /// while paused or stalled).
+    pub const RECONCILING: &str = "Reconciling";
+    /// kstatus' Stalled: True when the upgrade cannot go on without an operator (a policy that is
+    /// invalid, conflicts or selects nothing, or every node left waiting for an operator).
+    pub const STALLED: &str = "Stalled";
 }
 
 /// Observed state of an ExecutorUpgradePolicy.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecutorUpgradePolicyStatus {
-    /// Latest observations of the upgrade, one per type: Progressing, Upgraded, Conflict, Paused.
+    /// Latest observations of the upgrade, one per type: Progressing, Upgraded, Paused, Conflict,
+    /// Degraded, and kstatus' Ready, Reconciling and Stalled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

@@ -143,6 +143,7 @@ fn fleet(nodes: usize) -> ClusterView {
             has_finalizer: true,
             deleting: false,
             deleted_nodes: Vec::new(),
+            pause_annotation: Default::default(),
         }],
         ..ClusterView::default()
     }

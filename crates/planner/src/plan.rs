@@ -100,7 +100,7 @@ fn plan_with(
     let mut ledger = Ledger::new(&index);
     // Policies that act first, in name order; then the ones that only report, on copies of the
     // ledger.
-    let acts = |p: &PolicyView| !p.spec.paused && p.has_finalizer;
+    let acts = |p: &PolicyView| !p.paused() && p.has_finalizer;
     let mut order: Vec<usize> = (0..policies.len())
         .filter(|&i| !policies[i].deleting)
         .collect();
@@ -228,7 +228,7 @@ fn hand_back(
             counts: NodeCounts::default(),
             slots: 0,
             slots_in_use: 0,
-            paused: policy.spec.paused,
+            paused: policy.paused(),
             conditions: vec![condition(Reason::Released, message, pending)],
             eta: EtaInputs::default(),
             deleting: true,

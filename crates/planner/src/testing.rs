@@ -344,6 +344,7 @@ pub fn policy(name: &str) -> PolicyView {
         deleting: false,
         has_finalizer: true,
         deleted_nodes: Vec::new(),
+        pause_annotation: Default::default(),
     }
 }
 

@@ -2,7 +2,7 @@
 //! module under `tests/go/` (so their dependency graphs do not meet the Kubernetes pins) and built
 //! only when first asked for: go-containerregistry's `crane` assembles the container images of
 //! `cargo xtask image`; krew and its `validate-krew-manifest` check the plugin release of `cargo
-//! xtask dist`.
+//! xtask dist`; a kstatus command (`tests/go/kstatus`) judges a policy's health as GitOps tools do.
 
 use std::path::PathBuf;
 
@@ -48,12 +48,21 @@ pub fn krew() -> Result<Krew, Error> {
     })
 }
 
+/// A command printing kstatus' verdict on the object it reads (`tests/go/kstatus/main.go`, with
+/// sigs.k8s.io/cli-utils as pinned there).
+pub fn kstatus() -> Result<PathBuf, Error> {
+    let dir = go_tools("kstatus", &[("kstatus", ".")])?;
+    Ok(dir.join("kstatus"))
+}
+
 /// Builds `commands` (output name, Go package) of the module `tests/go/<module>` once into the
 /// cache, keyed by that module's `go.mod` and `go.sum`, and returns their directory.
 fn go_tools(module: &str, commands: &[(&str, &str)]) -> Result<PathBuf, Error> {
     let modules = go_modules_dir();
     let root = cache_root()?.join("cluster-bin");
-    let key = cache_key(&modules, &[module], &[TOOLS_RECIPE])?;
+    // A module with a command of its own (main.go): its source is part of the key too.
+    let main = std::fs::read_to_string(modules.join(module).join("main.go")).unwrap_or_default();
+    let key = cache_key(&modules, &[module], &[TOOLS_RECIPE, &main])?;
     let dir = root.join(format!("{module}-{key}"));
     if is_complete(&dir) {
         return Ok(dir);

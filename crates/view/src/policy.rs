@@ -4,7 +4,7 @@
 
 use kube::ResourceExt;
 
-use k8sm_api::{DeletedNode, ExecutorUpgradePolicy, keys};
+use k8sm_api::{DeletedNode, ExecutorUpgradePolicy, PauseAnnotation, keys};
 use k8sm_planner::{DeletedNodeRecord, PolicyView};
 
 use crate::time::{from_time, to_time};
@@ -25,6 +25,7 @@ pub fn policy_view(policy: &ExecutorUpgradePolicy) -> PolicyView {
             .iter()
             .map(deleted_node_record)
             .collect(),
+        pause_annotation: PauseAnnotation::of(policy.annotations()),
     }
 }
 

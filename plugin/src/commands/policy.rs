@@ -1,13 +1,14 @@
-//! Changing a policy: `upgrade start --to ID` sets its target, `pause` and `resume` flip
-//! `spec.paused`.
+//! Changing a policy: `upgrade start --to ID` sets its target; `pause` and `resume` set and remove
+//! the pause annotation (and `resume` clears a `spec.paused` that kubectl wrote).
 
 use kube::api::Patch;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use k8sm_api::{ExecutorId, ExecutorUpgradePolicy, TARGET_EXECUTOR_ID_MAX_LENGTH};
+use k8sm_api::keys::PAUSE_ANNOTATION;
+use k8sm_api::{ExecutorId, ExecutorUpgradePolicy, PauseAnnotation, TARGET_EXECUTOR_ID_MAX_LENGTH};
 
-use crate::cli::{PolicyArg, StartArgs};
+use crate::cli::{PolicyArg, ResumeArgs, StartArgs};
 use crate::error::{Error, KubeContext};
 use crate::fetch;
 use crate::output::{Terminal, print};
@@ -62,7 +63,7 @@ pub async fn start(client: &Client, args: &StartArgs, terminal: Terminal) -> Res
         palette.bold(&name),
         args.to
     );
-    if policy.spec.paused {
+    if policy.spec.paused || PauseAnnotation::of(policy.annotations()).pauses() {
         text.push_str(&palette.yellow(&format!(
             "The policy is paused: nodes are marked, but nothing moves until kubectl k8sm resume --policy {name}\n"
         )));
@@ -71,29 +72,88 @@ pub async fn start(client: &Client, args: &StartArgs, terminal: Terminal) -> Res
     print(&text)
 }
 
-pub async fn set_paused(
-    client: &Client,
-    args: &PolicyArg,
-    paused: bool,
-    terminal: Terminal,
-) -> Result<(), Error> {
+/// `pause`: the pause annotation, never the spec, so that Helm or a GitOps tool that owns the spec
+/// does not undo it on its next sync.
+pub async fn pause(client: &Client, args: &PolicyArg, terminal: Terminal) -> Result<(), Error> {
     let policy = fetch::policy(client, args.policy.as_deref()).await?;
     let name = policy.name_any();
-    let text = match (policy.spec.paused, paused) {
-        (true, true) => format!("ExecutorUpgradePolicy {name} is already paused.\n"),
-        (false, false) => format!("ExecutorUpgradePolicy {name} is not paused.\n"),
-        (_, true) => {
-            patch_spec(client, &name, json!({ "paused": true }), "pausing").await?;
-            terminal.palette.yellow(&format!(
-                "ExecutorUpgradePolicy {name} paused: no eviction, deletion or kamikaze until kubectl k8sm resume --policy {name}\n"
-            ))
-        }
-        (_, false) => {
-            patch_spec(client, &name, json!({ "paused": false }), "resuming").await?;
-            format!("ExecutorUpgradePolicy {name} resumed: the upgrade goes on where it stopped.\n")
-        }
-    };
-    print(&text)
+    if PauseAnnotation::of(policy.annotations()) == PauseAnnotation::Paused {
+        return print(&format!(
+            "ExecutorUpgradePolicy {name} is already paused.\n"
+        ));
+    }
+    patch_annotation(client, &name, json!("true"), "pausing").await?;
+    print(&terminal.palette.yellow(&format!(
+        "ExecutorUpgradePolicy {name} paused (annotation {PAUSE_ANNOTATION}): no eviction, deletion or kamikaze \
+         until kubectl k8sm resume --policy {name}\n"
+    )))
+}
+
+/// `resume`: removes the pause annotation; sets `spec.paused` to false only where kubectl wrote it
+/// (or with `--override-spec`), since another manager would set it back.
+pub async fn resume(client: &Client, args: &ResumeArgs) -> Result<(), Error> {
+    let policy = fetch::policy(client, args.policy.policy.as_deref()).await?;
+    let name = policy.name_any();
+    let annotation = PauseAnnotation::of(policy.annotations());
+    let spec_managers = paused_by(&policy);
+    if policy.spec.paused && !args.override_spec && !spec_managers.is_empty() {
+        return Err(Error::SpecPausedByManager {
+            policy: name,
+            managers: spec_managers.join(", "),
+        });
+    }
+    if !policy.spec.paused && !annotation.pauses() {
+        return print(&format!("ExecutorUpgradePolicy {name} is not paused.\n"));
+    }
+    if annotation != PauseAnnotation::Absent {
+        patch_annotation(client, &name, serde_json::Value::Null, "resuming").await?;
+    }
+    if policy.spec.paused {
+        patch_spec(client, &name, json!({ "paused": false }), "resuming").await?;
+    }
+    print(&format!(
+        "ExecutorUpgradePolicy {name} resumed: the upgrade goes on where it stopped.\n"
+    ))
+}
+
+/// The field managers other than kubectl's that own `spec.paused` (Helm, Argo CD, Flux, …): a
+/// change made here would be undone on their next sync.
+fn paused_by(policy: &ExecutorUpgradePolicy) -> Vec<String> {
+    let mut managers: Vec<String> = policy
+        .managed_fields()
+        .iter()
+        .filter(|entry| {
+            entry
+                .fields_v1
+                .as_ref()
+                .is_some_and(|fields| fields.0.pointer("/f:spec/f:paused").is_some())
+        })
+        .filter_map(|entry| entry.manager.clone())
+        .filter(|manager| !is_kubectl(manager))
+        .collect();
+    managers.sort();
+    managers.dedup();
+    managers
+}
+
+/// kubectl's own managers (`kubectl`, `kubectl-client-side-apply`, `kubectl-edit`,
+/// `kubectl-patch`, …) and this plugin's: an operator at a terminal.
+fn is_kubectl(manager: &str) -> bool {
+    manager == "kubectl" || manager.starts_with("kubectl-")
+}
+
+async fn patch_annotation(
+    client: &Client,
+    name: &str,
+    value: serde_json::Value,
+    what: &str,
+) -> Result<(), Error> {
+    let api: Api<ExecutorUpgradePolicy> = Api::all(client.clone());
+    let patch = json!({ "metadata": { "annotations": { PAUSE_ANNOTATION: value } } });
+    api.patch(name, &crate::connect::patch_params(), &Patch::Merge(patch))
+        .await
+        .kube_context(format!("{what} ExecutorUpgradePolicy {name}"))?;
+    Ok(())
 }
 
 async fn patch_spec(
@@ -116,6 +176,37 @@ async fn patch_spec(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Who wrote `spec.paused` decides whether `resume` may clear it: only kubectl's managers.
+    #[test]
+    fn resume_leaves_a_spec_pause_that_helm_or_gitops_owns() {
+        let policy = |entries: serde_json::Value| -> ExecutorUpgradePolicy {
+            serde_json::from_value(json!({
+                "apiVersion": "k8s.mesosphere.io/v1alpha1",
+                "kind": "ExecutorUpgradePolicy",
+                "metadata": { "name": "p", "managedFields": entries },
+                "spec": { "paused": true },
+            }))
+            .unwrap()
+        };
+        let entry = |manager: &str, fields: serde_json::Value| json!({ "manager": manager, "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": fields });
+        let paused = json!({ "f:spec": { "f:paused": {} } });
+        let other = json!({ "f:spec": { "f:maxConcurrentNodes": {} } });
+        let owned = policy(json!([
+            entry("kubectl-client-side-apply", paused.clone()),
+            entry("helm", paused.clone()),
+            entry("argocd-controller", paused.clone()),
+            entry("kustomize-controller", other.clone()),
+        ]));
+        assert_eq!(paused_by(&owned), ["argocd-controller", "helm"]);
+        let by_hand = policy(json!([
+            entry("kubectl-client-side-apply", paused.clone()),
+            entry("kubectl-k8sm", paused),
+            entry("helm", other),
+        ]));
+        assert!(paused_by(&by_hand).is_empty());
+        assert!(paused_by(&policy(json!([]))).is_empty());
+    }
 
     #[test]
     fn targets_are_checked_with_a_reason() {

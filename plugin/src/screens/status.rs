@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use serde::Serialize;
 
-use k8sm_api::{ExecutorUpgradePolicy, NodeCounts, NodePhase, condition_types};
+use k8sm_api::{ExecutorUpgradePolicy, NodeCounts, NodePhase, PauseAnnotation, condition_types};
 use k8sm_planner::Reason;
 use k8sm_view::time::from_time;
 
@@ -161,7 +161,7 @@ impl StatusScreen {
         Self {
             policy: policy.name_any(),
             target_executor_id: policy.spec.target_executor_id.clone(),
-            paused: policy.spec.paused,
+            paused: policy.spec.paused || PauseAnnotation::of(policy.annotations()).pauses(),
             window: policy.spec.window.as_ref().map(|w| {
                 let reported = status.window.as_ref();
                 WindowSummary {

@@ -11,7 +11,7 @@ use std::{collections::BTreeMap, fmt, sync::Arc};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8sm_api::ExecutorUpgradePolicySpec;
+use k8sm_api::{ExecutorUpgradePolicySpec, PauseAnnotation};
 use serde::{Deserialize, Serialize};
 
 /// Everything the planner looks at. The order of the vectors does not matter: the plan is the same
@@ -726,6 +726,17 @@ pub struct PolicyView {
     /// `status.deletedNodes`: nodes this policy deleted as their kamikaze that have not come back
     /// upgraded yet.
     pub deleted_nodes: Vec<DeletedNodeRecord>,
+    /// The [`k8sm_api::keys::PAUSE_ANNOTATION`] on the policy.
+    #[serde(default)]
+    pub pause_annotation: PauseAnnotation,
+}
+
+impl PolicyView {
+    /// Paused by `spec.paused` or by its annotation: either one stops every eviction, deletion,
+    /// cordon and kamikaze.
+    pub fn paused(&self) -> bool {
+        self.spec.paused || self.pause_annotation.pauses()
+    }
 }
 
 /// A node that a policy deleted as its kamikaze (`status.deletedNodes`), remembered until it comes

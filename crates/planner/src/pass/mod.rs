@@ -9,8 +9,11 @@ mod steps;
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
+use k8sm_api::keys::PAUSE_ANNOTATION;
 use k8sm_api::text::bounded;
-use k8sm_api::{ExecutorUpgradePolicySpec, MAX_EXECUTOR_ID, NodeCounts, NodePhase};
+use k8sm_api::{
+    ExecutorUpgradePolicySpec, MAX_EXECUTOR_ID, NodeCounts, NodePhase, PauseAnnotation,
+};
 
 use crate::{
     DeletedNodeRecord, NodeView, PolicyCondition, PolicyView, Reason,
@@ -88,6 +91,11 @@ struct Assessed<'v> {
 impl<'v> PolicyPass<'v, '_> {
     fn spec(&self) -> &'v ExecutorUpgradePolicySpec {
         &self.policy.spec
+    }
+
+    /// By `spec.paused` or the pause annotation ([`PolicyView::paused`]).
+    fn paused(&self) -> bool {
+        self.policy.paused()
     }
 
     /// The policy's part of the pass, over the nodes its selector picked (`selection`): its nodes
@@ -310,7 +318,7 @@ impl<'v> PolicyPass<'v, '_> {
     /// The slots left for candidates once `acting` holders use theirs: none while the policy is
     /// paused or its maintenance window closed.
     fn free_slots(&self, for_holders: usize, acting: usize) -> usize {
-        if self.spec().paused || !self.gate.open {
+        if self.paused() || !self.gate.open {
             0
         } else {
             for_holders - acting
@@ -407,7 +415,7 @@ impl<'v> PolicyPass<'v, '_> {
             counts,
             slots,
             slots_in_use: u32::try_from(in_use).unwrap_or(u32::MAX),
-            paused: self.spec().paused,
+            paused: self.paused(),
             conditions,
             eta: EtaInputs {
                 nodes_remaining: counts.total - counts.compatible,
@@ -428,12 +436,15 @@ impl<'v> PolicyPass<'v, '_> {
     /// maintenance window.
     fn pass_conditions(&self, conditions: &mut Vec<PolicyCondition>, nodes: &[NodePlan]) {
         conditions.extend(conditions::node_conditions(nodes));
-        if self.spec().paused {
-            conditions.push(condition(
-                Reason::Paused,
-                "paused: no eviction, deletion, cordon or kamikaze".into(),
-                vec![],
-            ));
+        if let Some(message) = pause_message(&self.policy.spec, &self.policy.pause_annotation) {
+            conditions.push(condition(Reason::Paused, message, vec![]));
+        }
+        if let PauseAnnotation::Malformed(value) = &self.policy.pause_annotation {
+            let message = format!(
+                "annotation {PAUSE_ANNOTATION} is {value:?}, neither \"true\" nor \"false\": the \
+                 policy stays paused until it is fixed or removed"
+            );
+            conditions.push(condition(Reason::MalformedAnnotation, message, vec![]));
         }
         if let Some((reason, message)) = &self.gate.condition {
             conditions.push(condition(*reason, message.clone(), vec![]));
@@ -802,6 +813,20 @@ fn pods_left(nodes: &[NodePlan]) -> u32 {
 
 /// Whether a node is Blocked, or waits on something only an operator resolves (a restart overdue):
 /// while any does, no ETA is honest.
+/// What the Paused condition says: who paused the policy, and how to resume it; `None` when it
+/// is not paused.
+fn pause_message(spec: &ExecutorUpgradePolicySpec, annotation: &PauseAnnotation) -> Option<String> {
+    let by = match (spec.paused, annotation.pauses()) {
+        (false, false) => return None,
+        (true, false) => "spec.paused".to_owned(),
+        (false, true) => format!("annotation {PAUSE_ANNOTATION}"),
+        (true, true) => format!("spec.paused and annotation {PAUSE_ANNOTATION}"),
+    };
+    Some(format!(
+        "paused by {by}: no eviction, deletion, cordon or kamikaze; kubectl k8sm resume resumes it"
+    ))
+}
+
 fn waits_for_operator(node: &NodePlan) -> bool {
     node.phase == NodePhase::Blocked
         || node

@@ -38,7 +38,7 @@ impl PolicyPass<'_, '_> {
             Holding::Drained | Holding::Draining => {
                 let spec = self.spec();
                 if spec.cordon
-                    && !spec.paused
+                    && !self.paused()
                     && !entry.node.unschedulable
                     && !entry.node.cordoned_by_k8sm
                 {
@@ -127,7 +127,7 @@ impl PolicyPass<'_, '_> {
         check_progress: bool,
     ) {
         let spec = self.spec();
-        let hold = if spec.paused {
+        let hold = if self.paused() {
             Some(Reason::Paused)
         } else {
             self.gate.hold_in_flight.then_some(Reason::OutsideWindow)
@@ -148,7 +148,7 @@ impl PolicyPass<'_, '_> {
         }
         out.wake = earliest(out.wake, decided.wake);
         let mut node_plan = self.node_plan(&entry, phase);
-        if spec.paused {
+        if self.paused() {
             node_plan
                 .blockers
                 .push(blocker(Reason::Paused, "paused: nothing moves".into()));
@@ -272,7 +272,7 @@ impl PolicyPass<'_, '_> {
                 node_plan
                     .blockers
                     .push(blocker(Reason::WaitingForRoom, message.to_owned()));
-            } else if spec.paused {
+            } else if self.paused() {
                 node_plan.blockers.push(blocker(
                     Reason::Paused,
                     "paused: no node is admitted".into(),
@@ -322,7 +322,7 @@ impl PolicyPass<'_, '_> {
     /// again like any node once they are cleared. Not while the policy is paused (nothing
     /// changes then).
     pub(super) fn hand_back(&self, node: &NodeView, out: &mut Output) {
-        if self.spec().paused {
+        if self.paused() {
             return;
         }
         let uncordon = node.cordoned_by_k8sm && node.unschedulable;
@@ -443,7 +443,7 @@ impl PolicyPass<'_, '_> {
             }
             KamikazeMechanism::Annotation | KamikazeMechanism::DeleteNode => None,
         };
-        if spec.paused {
+        if self.paused() {
             return NodePhase::Drained;
         }
         if !self.gate.open {

@@ -1,7 +1,7 @@
 //! A node's whole way through the upgrade: kamikaze, restart, pause, execution order, idempotence,
 //! JSON.
 
-use k8sm_api::{KamikazeMechanism, NodePhase, UnmanagedPodPolicy};
+use k8sm_api::{KamikazeMechanism, NodePhase, PauseAnnotation, UnmanagedPodPolicy};
 
 use super::*;
 use crate::{
@@ -275,12 +275,76 @@ fn next_wake_is_the_earliest_time_based_change() {
 
 #[test]
 fn paused_means_no_eviction_deletion_cordon_or_kamikaze() {
-    let rs = replica_set("shop", "web", 1);
-    let p = policy("p").with(|s| {
-        s.paused = true;
+    let by_spec = paused_policy(true, PauseAnnotation::Absent);
+    let message = assert_paused(by_spec);
+    assert!(message.starts_with("paused by spec.paused:"), "{message}");
+    // The annotation cannot resume what the spec pauses.
+    let both = paused_policy(true, PauseAnnotation::NotPaused);
+    assert!(assert_paused(both).starts_with("paused by spec.paused:"));
+}
+
+#[test]
+fn the_pause_annotation_pauses_like_the_spec() {
+    let by_annotation = paused_policy(false, PauseAnnotation::Paused);
+    let message = assert_paused(by_annotation);
+    assert!(
+        message.starts_with("paused by annotation k8s.mesosphere.io/paused:"),
+        "{message}"
+    );
+    let both = paused_policy(true, PauseAnnotation::Paused);
+    let message = assert_paused(both);
+    assert!(
+        message.starts_with("paused by spec.paused and annotation"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_malformed_pause_annotation_pauses_and_says_so() {
+    let plan_of = |annotation| {
+        let rs = replica_set("shop", "web", 1);
+        let p = paused_policy(false, annotation);
+        let pods = vec![rs.pod("w", "n1")];
+        plan_now(&cluster(vec![drained_node()], vec![rs], pods, vec![p]))
+    };
+    let odd = PauseAnnotation::parse(Some("yes"));
+    assert_paused(paused_policy(false, odd.clone()));
+    let plan = plan_of(odd);
+    let malformed = plan
+        .policy("p")
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.reason == Reason::MalformedAnnotation);
+    let message = &malformed.expect("a MalformedAnnotation condition").message;
+    assert!(
+        message.contains("k8s.mesosphere.io/paused is \"yes\""),
+        "{message}"
+    );
+    assert!(
+        malformed.unwrap().nodes.is_empty(),
+        "the policy's, not a node's"
+    );
+
+    // "false" reads as no annotation: the pod is evicted.
+    let plan = plan_of(PauseAnnotation::NotPaused);
+    assert!(!plan.policy("p").unwrap().paused);
+    assert_eq!(summary(&plan), ["Evict shop/w"]);
+}
+
+fn paused_policy(spec_paused: bool, annotation: PauseAnnotation) -> PolicyView {
+    let mut p = policy("p").with(|s| {
+        s.paused = spec_paused;
         s.unmanaged_pods.policy = UnmanagedPodPolicy::Delete;
         s.max_concurrent_nodes = k8sm_api::MaxConcurrentNodes::count(3).unwrap();
     });
+    p.pause_annotation = annotation;
+    p
+}
+
+/// Nothing but marking and clean-up under the paused policy `p`; returns its Paused message.
+fn assert_paused(p: PolicyView) -> String {
+    let rs = replica_set("shop", "web", 1);
     let mut uncordoned = node("draining").marked(at(0));
     uncordoned.draining_since = Some(at(1).to_rfc3339());
     let nodes = vec![
@@ -310,12 +374,11 @@ fn paused_means_no_eviction_deletion_cordon_or_kamikaze() {
     );
     let policy_plan = plan.policy("p").unwrap();
     assert!(policy_plan.paused);
-    assert!(
-        policy_plan
-            .conditions
-            .iter()
-            .any(|c| c.reason == Reason::Paused)
-    );
+    let paused = policy_plan
+        .conditions
+        .iter()
+        .find(|c| c.reason == Reason::Paused);
+    paused.expect("a Paused condition").message.clone()
 }
 
 #[test]
@@ -334,8 +397,13 @@ fn a_paused_policy_takes_nothing_from_the_others() {
     ];
     let a = policy("a").selecting("pool", "a").with(|s| s.paused = true);
     let b = policy("b").selecting("pool", "b");
-    let plan = plan_now(&cluster(nodes, vec![rs], pods, vec![a, b]));
-    assert_eq!(summary(&plan), ["Evict shop/in-b"]);
+    let cluster = cluster(nodes, vec![rs], pods, vec![a, b]);
+    assert_eq!(summary(&plan_now(&cluster)), ["Evict shop/in-b"]);
+    // Paused by its annotation instead, the same.
+    let mut by_annotation = cluster.clone();
+    by_annotation.policies[0].spec.paused = false;
+    by_annotation.policies[0].pause_annotation = PauseAnnotation::Paused;
+    assert_eq!(summary(&plan_now(&by_annotation)), ["Evict shop/in-b"]);
 }
 
 #[test]
