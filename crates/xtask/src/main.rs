@@ -8,6 +8,7 @@ mod crdgen;
 mod demo;
 mod deny;
 mod dist;
+mod docs;
 mod fuzz;
 mod image;
 mod layout;
@@ -32,6 +33,9 @@ enum Command {
     /// Check the source layout: no import cycle between the files of a crate, and the docs name
     /// only files that exist. Also a step of `test`.
     Layout,
+    /// Check every shell command the docs show: k8sm's own by their clap definitions, kubectl's
+    /// and Helm's on a demo cluster (changes as dry runs). Also steps of `test`.
+    Docs(docs::DocsArgs),
     /// Write the CRD (crds/, and its copy in the Helm chart) from the Rust types (--check: fail
     /// when either differs).
     Crdgen(crdgen::CrdgenArgs),
@@ -42,7 +46,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Bring up the local cluster, install the CRD and the example policies, and show them.
+    /// Build k8sm, start a 30-node local cluster with real workloads, the controller and simulated
+    /// executors, roll a new executor through it live (`kubectl k8sm upgrade status --watch`),
+    /// then print a summary. The cluster keeps running (`cargo xtask cluster down` stops it).
     Demo(demo::DemoArgs),
     /// Benchmarks on the real local cluster, k8sm against `kubectl drain`: writes
     /// bench/results/<scenario>.md (`cargo xtask bench --nodes 100`). Not part of `test`.
@@ -68,8 +74,9 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
-        Command::Test(args) => test::run(args),
+        Command::Test(args) => test::run(args, parse),
         Command::Layout => layout::run(),
+        Command::Docs(args) => docs::run(args, parse),
         Command::Crdgen(args) => crdgen::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Kubectl { args } => cluster::kubectl(&args),
@@ -78,5 +85,26 @@ fn main() -> anyhow::Result<()> {
         Command::Fuzz(args) => fuzz::run(args),
         Command::Image(args) => image::run(args),
         Command::Dist(args) => dist::run(args),
+    }
+}
+
+/// Parses a documented `cargo xtask …` command line (the docs check's view of [`Cli`]).
+fn parse(argv: &[String]) -> Result<(), clap::Error> {
+    Cli::try_parse_from(argv).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The gate's first docs pass, so that `cargo test` catches a broken documented command too.
+    #[test]
+    fn the_documented_commands_of_k8sm_s_programs_and_cargo_parse() {
+        docs::check_parse(parse, false).unwrap();
+    }
+
+    #[test]
+    fn the_cli_is_consistent() {
+        <Cli as clap::CommandFactory>::command().debug_assert();
     }
 }

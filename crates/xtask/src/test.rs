@@ -1,6 +1,6 @@
 //! `cargo xtask test`: the whole gate CI runs — formatting, the source layout (import cycles, paths
-//! in the docs), lints, CRD drift, dependency licenses, bans and sources (cargo-deny), the release
-//! packaging (images, krew release), unit and end-to-end tests.
+//! in the docs), the docs' commands, lints, CRD drift, dependency licenses, bans and sources
+//! (cargo-deny), the release packaging (images, krew release), unit and end-to-end tests.
 
 use std::process::Command;
 
@@ -8,7 +8,7 @@ use anyhow::Context;
 use k8sm_testcluster::Binaries;
 
 use crate::release::Profile;
-use crate::{crdgen, deny, dist, image, layout, workspace};
+use crate::{crdgen, deny, dist, docs, image, layout, workspace};
 
 #[derive(clap::Args)]
 pub struct TestArgs {
@@ -17,7 +17,7 @@ pub struct TestArgs {
     cargo_test_args: Vec<String>,
 }
 
-pub fn run(args: TestArgs) -> anyhow::Result<()> {
+pub fn run(args: TestArgs, xtask: docs::Parse) -> anyhow::Result<()> {
     workspace::run(
         "cargo fmt --check",
         workspace::cargo().args(["fmt", "--all", "--", "--check"]),
@@ -25,6 +25,8 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     // Before clippy: it parses the sources without compiling them, so a cycle fails the gate in a
     // second.
     layout::run()?;
+    // As quick: the documented commands of k8sm's programs parse with their clap definitions.
+    docs::check_parse(xtask, false)?;
     workspace::run(
         "cargo clippy -D warnings",
         workspace::cargo().args([
