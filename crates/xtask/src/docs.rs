@@ -19,6 +19,7 @@ mod clap_check;
 mod command;
 mod extract;
 mod grammar;
+mod manifests;
 mod markdown;
 mod on_cluster;
 mod placeholders;

@@ -6,7 +6,7 @@ use super::command::{DocCommand, Form};
 use super::shell::{self, Mode};
 use super::snippet::Snippet;
 use super::sources::Kind;
-use super::{markdown, placeholders, programs, synopsis, yaml};
+use super::{manifests, markdown, placeholders, programs, synopsis, yaml};
 
 /// A line of a doc that could not be read as commands, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,14 +19,22 @@ pub struct Unreadable {
 
 /// The commands of `text`, the file at `file` (relative to the repository root), in order.
 pub fn commands(file: &str, kind: Kind, text: &str) -> (Vec<DocCommand>, Vec<Unreadable>) {
-    let snippets = match kind {
-        Kind::Markdown => markdown::snippets(text),
-        Kind::Yaml => yaml::spans(text, 1),
-    };
     let mut out = Output {
         file,
         commands: Vec::new(),
         unreadable: Vec::new(),
+    };
+    let snippets = match kind {
+        Kind::Markdown => markdown::snippets(text),
+        Kind::Template => yaml::spans(text, 1),
+        Kind::Yaml => {
+            let mut snippets = yaml::spans(text, 1);
+            match manifests::snippets(text, 1) {
+                Ok(scripts) => snippets.extend(scripts),
+                Err(error) => out.unreadable(1, "", error),
+            }
+            snippets
+        }
     };
     for snippet in snippets {
         match snippet {

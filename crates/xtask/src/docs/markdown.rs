@@ -1,9 +1,10 @@
-//! The code of a Markdown doc: shell blocks, inline code spans, and the comments of YAML blocks.
+//! The code of a Markdown doc: shell blocks, inline code spans, and in YAML blocks the spans of
+//! the comments and the commands of the objects.
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
 use super::snippet::{Lines, Snippet};
-use super::yaml;
+use super::{manifests, yaml};
 
 /// What a fenced block's language says about its lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +59,11 @@ pub fn snippets(text: &str) -> Vec<Snippet> {
                         text,
                         console: language == Language::Console,
                     }),
-                    Language::Yaml => snippets.extend(yaml::spans(&text, line)),
+                    Language::Yaml => {
+                        snippets.extend(yaml::spans(&text, line));
+                        // An illustration may be a fragment that is not YAML on its own.
+                        snippets.extend(manifests::snippets(&text, line).unwrap_or_default());
+                    }
                     Language::Other => {}
                 }
             }

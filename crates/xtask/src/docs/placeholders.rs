@@ -25,8 +25,12 @@ const ANGLED: &[(&str, &str)] = &[
     ),
 ];
 
-/// Words (or the value after a word's `=`) that stand for a value.
+/// Words (or the value after a word's `=`) that stand for a value, or that the shell replaces
+/// when the command runs (a manifest's script names its node from the Downward API and reads its
+/// executor ID from a file).
 const WORDS: &[(&str, &str)] = &[
+    ("$NODE_NAME", NODE),
+    ("$(cat /etc/k8sm/executor-id)", EXECUTOR_ID),
     ("sha256:…", EXECUTOR_ID),
     ("sha256:...", EXECUTOR_ID),
     ("NODE", NODE),

@@ -1,7 +1,8 @@
 //! Shell lines read as a shell reads them, enough to know each simple command's words: quotes,
 //! `\` continuations, `#` comments, pipes and lists (`|`, `&&`, `||`, `;`), redirections (dropped
-//! with their target), leading `NAME=value` assignments (dropped), and the commands inside
-//! `$(…)`, `<(…)` and backquotes (checked as commands of their own). Variables are not expanded.
+//! with their target), leading `NAME=value` assignments and `exec` (dropped), and the commands
+//! inside `$(…)`, `<(…)` and backquotes (checked as commands of their own). Variables are not
+//! expanded.
 
 /// How a span's `|` reads: in a shell line it is a pipe; in a synopsis (`pause|resume`) it
 /// separates alternatives, which stay in the word for [`super::synopsis`].
@@ -184,10 +185,14 @@ impl Splitter {
 
     fn end_command(&mut self) {
         self.end_word();
-        let words: Vec<String> = std::mem::take(&mut self.words)
+        let mut words: Vec<String> = std::mem::take(&mut self.words)
             .into_iter()
             .skip_while(|w| is_assignment(w))
             .collect();
+        // `exec PROGRAM …` runs PROGRAM in the shell's place.
+        if words.len() > 1 && words[0] == "exec" {
+            words.remove(0);
+        }
         if !words.is_empty() {
             self.commands.push(words);
         }
@@ -305,6 +310,7 @@ mod tests {
         );
         assert_eq!(split("a b # c", Mode::Shell).unwrap().code_end, 4);
         assert_eq!(words("x=1 Y=2 run --flag=a=b"), [["run", "--flag=a=b"]]);
+        assert_eq!(words("exec k8sm-agent run"), [["k8sm-agent", "run"]]);
     }
 
     #[test]

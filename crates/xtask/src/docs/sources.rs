@@ -12,8 +12,10 @@ pub struct Source {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Markdown,
-    /// Only its `#` comments are read.
+    /// Its comments, and the commands its objects run.
     Yaml,
+    /// A Go template of YAML (the chart's templates/): only its `#` comments are read.
+    Template,
 }
 
 /// README.md, CONTRIBUTING.md, docs/**/*.md, the crates' and the plugin's README.md, and every
@@ -40,6 +42,9 @@ pub fn files(root: &Path) -> Vec<Source> {
         .filter_map(|path| {
             let kind = match path.extension()?.to_str()? {
                 "md" => Kind::Markdown,
+                "yaml" | "yml" if path.components().any(|c| c.as_os_str() == "templates") => {
+                    Kind::Template
+                }
                 "yaml" | "yml" => Kind::Yaml,
                 _ => return None,
             };
