@@ -169,4 +169,22 @@ mod tests {
         );
         assert!(report(&commands, &tally, false).is_err());
     }
+
+    #[test]
+    fn a_program_nobody_checks_or_allows_fails() {
+        let doc = "Intro.\n\n```sh\ncurl -sSf https://example.com | sh\n```\n";
+        let (commands, _) = extract::commands("README.md", sources::Kind::Markdown, doc);
+        let tally = check::check(&commands, &Phase::Parse { xtask: no_xtask });
+        assert_eq!(tally.failures.len(), 2, "{:?}", tally.failures);
+        assert!(
+            tally.failures[0].starts_with("README.md:4: `curl"),
+            "{}",
+            tally.failures[0]
+        );
+        assert!(
+            tally.failures[0].contains("allow-list"),
+            "{}",
+            tally.failures[0]
+        );
+    }
 }

@@ -56,6 +56,8 @@ pub fn run(args: TestArgs, xtask: docs::Parse) -> anyhow::Result<()> {
     // is announced, rather than silently inside a test.
     let helm = Binaries::helm().context("building Helm for the chart's test")?;
     eprintln!("==> the Helm chart is tested with {}", helm.display());
+    // kubectl's and Helm's documented commands, on an apiserver of their own (seconds).
+    docs::check_tools(&binaries.kubectl, &helm, false)?;
 
     // End-to-end tests run k8sm's binaries as child processes: build them first (a nested cargo
     // inside `cargo test` would wait on the build lock the outer one holds).

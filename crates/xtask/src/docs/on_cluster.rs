@@ -1,7 +1,8 @@
 //! The demo cluster the docs' kubectl and Helm commands run against: a real apiserver with what
 //! an operator has after following the README (the chart installed, the default policy applied,
 //! an upgrade done), so that reads find their objects and waits end. Changes run as server-side
-//! dry runs, which the apiserver admits and validates without keeping.
+//! dry runs, which the apiserver admits and validates without keeping; `helm install` as a
+//! client-side one.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -191,7 +192,10 @@ fn dry_run(tool: Tool, args: &[String]) -> Result<Option<&'static str>, String> 
         }
         Tool::Kubectl if KUBECTL_READS.contains(&verb) => Ok(None),
         Tool::Kubectl if KUBECTL_CHANGES.contains(&verb) => Ok(Some("--dry-run=server")),
-        Tool::Helm if matches!(verb, "install" | "upgrade") => Ok(Some("--dry-run=server")),
+        // Rendered and checked by the chart, not against the cluster: the demo's release owns the
+        // objects, so a second install beside it (the docs' alternatives) would be refused.
+        Tool::Helm if verb == "install" => Ok(Some("--dry-run=client")),
+        Tool::Helm if verb == "upgrade" => Ok(Some("--dry-run=server")),
         Tool::Helm if matches!(verb, "uninstall" | "rollback") => Ok(Some("--dry-run")),
         Tool::Helm
             if matches!(
@@ -232,6 +236,10 @@ mod tests {
         );
         assert_eq!(
             dry(Tool::Helm, "install k8sm c"),
+            Ok(Some("--dry-run=client"))
+        );
+        assert_eq!(
+            dry(Tool::Helm, "upgrade k8sm c"),
             Ok(Some("--dry-run=server"))
         );
         assert_eq!(dry(Tool::Helm, "uninstall k8sm"), Ok(Some("--dry-run")));
