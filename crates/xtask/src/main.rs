@@ -27,8 +27,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Everything CI checks: fmt, layout, clippy, CRD drift, cargo-deny (licenses, bans, sources),
-    /// unit and end-to-end tests on the real local cluster.
+    /// Everything CI checks: fmt, layout, the docs' commands, clippy, CRD drift, cargo-deny
+    /// (licenses, bans, sources), unit and end-to-end tests on the real local cluster.
     Test(test::TestArgs),
     /// Check the source layout: no import cycle between the files of a crate, and the docs name
     /// only files that exist. Also a step of `test`.
