@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::connect::ConnectOptions;
+pub use crate::format::Output;
 
 /// Steer SLA-safe rolling upgrades of node executors: see how far an upgrade got, what blocks it,
 /// what happens next, and unblock, pause or resume it.
@@ -16,7 +17,7 @@ use crate::connect::ConnectOptions;
     bin_name = "kubectl k8sm",
     version,
     propagate_version = true,
-    after_help = "Examples:\n  kubectl k8sm upgrade start --to sha256:…\n  kubectl k8sm upgrade status --watch\n  kubectl k8sm blocked -A\n  kubectl k8sm plan\n  kubectl k8sm force node-17"
+    after_help = examples::TOP
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -143,6 +144,17 @@ pub enum Command {
 /// The "Examples:" section of every command's help, as kubectl's: commands to copy, the common case
 /// first.
 mod examples {
+    pub const TOP: &str = concat!(
+        "Examples:
+  kubectl k8sm upgrade start --to sha256:…
+  kubectl k8sm upgrade status --watch
+  kubectl k8sm blocked -A
+  kubectl k8sm plan
+  kubectl k8sm force node-17
+
+",
+        crate::exit::help!()
+    );
     pub const UPGRADE: &str = "Examples:
   # Upgrade every node of the only policy to a new executor, then follow it
   kubectl k8sm upgrade start --to sha256:<64 hex digits>
@@ -168,7 +180,13 @@ mod examples {
   kubectl k8sm upgrade status -l topology.kubernetes.io/zone=eu-west-1a --watch
 
   # For scripts
-  kubectl k8sm upgrade status -o json";
+  kubectl k8sm upgrade status -o json
+
+  # Node names only, or fail a CI step while a node is Blocked
+  kubectl k8sm upgrade status --all -o name
+  kubectl k8sm upgrade status --exit-code -o jsonpath='{.percent}'
+
+Exit status: 3 with --exit-code when a node is Blocked, 0 otherwise, 1 on an error.";
     pub const REPORT: &str = "Examples:
   # The policy's last run
   kubectl k8sm upgrade report
@@ -181,7 +199,13 @@ mod examples {
 
   # Only one namespace's pods, or only one app's
   kubectl k8sm blocked -n shop
-  kubectl k8sm blocked -l app=kafka -o wide";
+  kubectl k8sm blocked -l app=kafka -o wide
+
+  # For scripts: the pods' names, or their nodes and reasons
+  kubectl k8sm blocked -o name
+  kubectl k8sm blocked -o custom-columns=NODE:.node,POD:.name,REASON:.reason --no-headers
+
+Exit status: 3 when it lists a pod (a node is held), 0 when none, 1 on an error.";
     pub const PLAN: &str = "Examples:
   # What the controller does next, and why
   kubectl k8sm plan
@@ -190,7 +214,11 @@ mod examples {
   kubectl k8sm plan --to sha256:<64 hex digits>
 
   # Only the nodes of one pool, with the pods that restart with them
-  kubectl k8sm plan -l pool=gpu -o wide";
+  kubectl k8sm plan -l pool=gpu -o wide
+
+  # The queue's order, one node a line; only the pods of one namespace
+  kubectl k8sm plan -o jsonpath='{range .nodes[*]}{.order}{\"\\t\"}{.name}{\"\\n\"}{end}'
+  kubectl k8sm plan -n shop -o wide";
     pub const FORCE: &str = "Examples:
   # Delete the pods that only an operator can move off node-17, after confirmation
   kubectl k8sm force node-17
@@ -259,19 +287,46 @@ pub struct ReportArgs {
     #[arg(long, value_name = "ID")]
     pub to: Option<String>,
 
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t = ReportFormat::Table)]
+    /// Output format: table, markdown, json, yaml, name (node/NAME of each node of the run),
+    /// jsonpath=TEMPLATE (over the -o json document) or custom-columns=SPEC (one row per node,
+    /// its name in .name), as kubectl's.
+    #[arg(short = 'o', long, value_name = "FORMAT", default_value = "table",
+          value_parser = report_format)]
     pub output: ReportFormat,
+
+    /// Leave out the header line of custom-columns.
+    #[arg(long)]
+    pub no_headers: bool,
 }
 
 /// `upgrade report -o`: Markdown as well, for a change ticket or a post-mortem.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ReportFormat {
-    #[default]
-    Table,
     Markdown,
-    Json,
-    Yaml,
+    Other(Output),
+}
+
+fn report_format(text: &str) -> Result<ReportFormat, String> {
+    match text {
+        "markdown" => Ok(ReportFormat::Markdown),
+        text => Output::parse(text).map(ReportFormat::Other),
+    }
+}
+
+/// `-o` and `--no-headers` of the commands that list.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Printing {
+    /// Output format: table, wide, json, yaml, name (kind/NAME of each listed object: node/NAME,
+    /// or pod/NAME for blocked), jsonpath=TEMPLATE (kubectl's, over the -o json document, e.g.
+    /// '{range .nodes[*]}{.name}{"\n"}{end}') or custom-columns=HEADER:EXPR,… (one row per
+    /// listed object, e.g. NODE:.name,PHASE:.phase).
+    #[arg(short = 'o', long, value_name = "FORMAT", default_value = "table",
+          value_parser = Output::parse)]
+    pub output: Output,
+
+    /// Leave out the header line of custom-columns and of blocked's table.
+    #[arg(long)]
+    pub no_headers: bool,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -308,13 +363,16 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub policy: PolicyArg,
 
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
+    #[command(flatten)]
+    pub printing: Printing,
 
     /// Re-render on every change, until every node is upgraded or Ctrl-C.
     #[arg(short = 'w', long)]
     pub watch: bool,
+
+    /// Exit with status 3 when a node is Blocked (for scripts and CI; the output is unchanged).
+    #[arg(long, conflicts_with = "watch")]
+    pub exit_code: bool,
 
     /// List every node of the policy, one per row (default: only nodes in flight or blocked; the
     /// queued and the upgraded are summed up in a line each).
@@ -350,9 +408,8 @@ pub struct BlockedArgs {
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
 
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
+    #[command(flatten)]
+    pub printing: Printing,
 }
 
 #[derive(Args, Debug)]
@@ -364,9 +421,23 @@ pub struct PlanArgs {
     #[arg(long, value_name = "ID")]
     pub to: Option<String>,
 
-    /// Output format (wide also lists pods that restart with their node).
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
+    /// Wide output also lists pods that restart with their node.
+    #[command(flatten)]
+    pub printing: Printing,
+
+    /// Only pods of this namespace in the lists of pods (default: every namespace). The plan
+    /// still weighs every pod: a node waits for all of its pods.
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "NAMESPACE",
+        conflicts_with = "all_namespaces"
+    )]
+    pub namespace: Option<String>,
+
+    /// Pods of every namespace (the default).
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
 
     /// Only nodes with these labels, and their pods and actions (a label query, as kubectl's:
     /// key=value, key!=value, key in (a,b), key, !key; comma-separated, all must match). The
@@ -460,13 +531,13 @@ pub struct ExecutorIdArgs {
     pub static_pods: Option<PathBuf>,
 
     /// Output format: table and wide print the ID alone.
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
+    #[arg(short = 'o', long, value_enum, default_value_t = IdOutput::Table)]
+    pub output: IdOutput,
 }
 
-/// `-o`: human tables, or data for scripts.
+/// `executor-id -o`: the ID alone, or it and its inputs for scripts.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Output {
+pub enum IdOutput {
     #[default]
     Table,
     Wide,
@@ -556,13 +627,32 @@ mod tests {
             let line = example.replace("sha256:<64 hex digits>", &id);
             // Up to a shell redirection.
             let line = line.split(" > ").next().unwrap_or_default();
-            let words = std::iter::once("kubectl-k8sm")
-                .chain(line.split_whitespace().skip(2))
+            let words = std::iter::once("kubectl-k8sm".to_owned())
+                .chain(shell_words(line).into_iter().skip(2))
                 .collect::<Vec<_>>();
             if let Err(error) = Cli::try_parse_from(&words) {
                 panic!("{example}: {error}");
             }
         }
+    }
+
+    /// A shell's words of `line`: split at blanks outside single quotes, the quotes removed.
+    fn shell_words(line: &str) -> Vec<String> {
+        let mut words = vec![String::new()];
+        let mut quoted = false;
+        for c in line.chars() {
+            match c {
+                '\'' => quoted = !quoted,
+                c if c.is_whitespace() && !quoted => {
+                    if !words.last().is_some_and(String::is_empty) {
+                        words.push(String::new());
+                    }
+                }
+                c => words.last_mut().expect("a word").push(c),
+            }
+        }
+        words.retain(|w| !w.is_empty());
+        words
     }
 
     #[test]
@@ -640,7 +730,7 @@ mod tests {
             panic!("blocked")
         };
         assert_eq!(args.namespace.as_deref(), Some("shop"));
-        assert_eq!(args.output, Output::Wide);
+        assert_eq!(args.printing.output, Output::Wide);
         assert!(
             Cli::try_parse_from(["kubectl-k8sm", "blocked", "-n", "a", "-A"]).is_err(),
             "-n and -A exclude each other"

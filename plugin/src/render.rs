@@ -31,8 +31,19 @@ pub fn clean(text: &str, wide: bool) -> String {
 
 /// Renders a kubectl-style table: a header row, then one row per record; no trailing whitespace.
 pub fn table<S: AsRef<str>>(headers: &[&str], rows: &[Vec<S>]) -> String {
+    grid(Some(headers), rows)
+}
+
+/// A kubectl-style table whose header row may be left out (`--no-headers`): the columns are then
+/// as wide as the rows alone need, as kubectl's.
+pub fn grid<S: AsRef<str>>(headers: Option<&[&str]>, rows: &[Vec<S>]) -> String {
+    if headers.is_none() && rows.is_empty() {
+        return String::new();
+    }
     let mut builder = Builder::new();
-    builder.push_record(headers.iter().copied());
+    if let Some(headers) = headers {
+        builder.push_record(headers.iter().copied());
+    }
     for row in rows {
         builder.push_record(row.iter().map(AsRef::as_ref));
     }

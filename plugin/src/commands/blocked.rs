@@ -5,11 +5,16 @@ use kube::Client;
 
 use crate::cli::BlockedArgs;
 use crate::error::Error;
+use crate::exit::Outcome;
 use crate::fetch;
-use crate::output::{Terminal, print, render};
+use crate::output::{PODS, Terminal, print, render};
 use crate::screens::blocked::{BlockedScreen, Namespaces};
 
-pub async fn run(client: &Client, args: &BlockedArgs, terminal: Terminal) -> Result<(), Error> {
+pub async fn run(
+    client: &Client,
+    args: &BlockedArgs,
+    terminal: Terminal,
+) -> Result<Outcome, Error> {
     // The plan weighs every pod (a pod waits on its workload's others); `-l` only picks the rows,
     // by the apiserver's own reading of the query.
     let (view, selected) = futures::try_join!(fetch::cluster_view(client), async {
@@ -28,7 +33,17 @@ pub async fn run(client: &Client, args: &BlockedArgs, terminal: Terminal) -> Res
     if let Some(selected) = &selected {
         blocked.pods.retain(|pod| selected.contains(&pod.uid));
     }
-    print(&render(&blocked, args.output, |wide| {
-        blocked.render(wide, now, terminal.palette)
-    })?)
+    let printing = &args.printing;
+    print(&render(
+        &blocked,
+        &printing.output,
+        printing.no_headers,
+        PODS,
+        |wide| blocked.render_table(wide, !printing.no_headers, now, terminal.palette),
+    )?)?;
+    Ok(if blocked.pods.is_empty() {
+        Outcome::Ok
+    } else {
+        Outcome::Blocked
+    })
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use k8sm_api::kubelet::{self, KubeletInputs};
 use k8sm_api::{ExecutorIdentity, binary_sha256_of};
 
-use crate::cli::{ExecutorIdArgs, Output};
+use crate::cli::{ExecutorIdArgs, IdOutput, Output};
 use crate::error::Error;
 use crate::output::{encode, print};
 
@@ -30,8 +30,9 @@ pub fn run(args: &ExecutorIdArgs) -> Result<(), Error> {
         identity,
     };
     let text = match args.output {
-        Output::Table | Output::Wide => format!("{id}\n"),
-        format => encode(&report, format)?.unwrap_or_default(),
+        IdOutput::Table | IdOutput::Wide => format!("{id}\n"),
+        IdOutput::Json => encode(&report, &Output::Json)?,
+        IdOutput::Yaml => encode(&report, &Output::Yaml)?,
     };
     print(&text)
 }

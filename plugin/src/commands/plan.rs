@@ -9,7 +9,7 @@ use kube::{Client, ResourceExt};
 use crate::cli::PlanArgs;
 use crate::error::Error;
 use crate::fetch;
-use crate::output::{Terminal, print, render};
+use crate::output::{NODES, Terminal, print, render};
 use crate::screens::plan::PlanScreen;
 
 pub async fn run(client: &Client, args: &PlanArgs, terminal: Terminal) -> Result<(), Error> {
@@ -51,7 +51,18 @@ pub async fn run(client: &Client, args: &PlanArgs, terminal: Terminal) -> Result
     if let Some(selected) = &selected {
         planned.nodes.retain(|node| selected.contains(&node.name));
     }
-    print(&render(&planned, args.output, |wide| {
-        planned.render(wide, terminal.palette)
-    })?)
+    // `-n`: only the lists of pods; nodes keep their place and their blockers.
+    if let Some(namespace) = &args.namespace {
+        for node in &mut planned.nodes {
+            node.pods.retain(|pod| &pod.namespace == namespace);
+        }
+    }
+    let printing = &args.printing;
+    print(&render(
+        &planned,
+        &printing.output,
+        printing.no_headers,
+        NODES,
+        |wide| planned.render(wide, terminal.palette),
+    )?)
 }

@@ -11,7 +11,7 @@ use k8sm_api::report::{REPORT_DATA_KEY, REPORT_POLICY_LABEL, UpgradeReport};
 use crate::cli::{ReportArgs, ReportFormat};
 use crate::error::Error;
 use crate::fetch;
-use crate::output::{Terminal, print};
+use crate::output::{NODES, Terminal, print, render as print_as};
 use crate::screens::report::{Style, render};
 
 pub async fn run(client: &Client, args: &ReportArgs, terminal: Terminal) -> Result<(), Error> {
@@ -50,18 +50,11 @@ pub async fn run(client: &Client, args: &ReportArgs, terminal: Terminal) -> Resu
         })
         .max_by_key(|r| r.started)
         .ok_or_else(none)?;
-    let text = match args.output {
-        ReportFormat::Table => render(&report, Utc::now(), Style::Terminal(terminal.palette)),
+    let text = match &args.output {
         ReportFormat::Markdown => render(&report, Utc::now(), Style::Markdown),
-        ReportFormat::Json => {
-            let mut text =
-                serde_json::to_string_pretty(&report).map_err(|e| Error::Encode(e.to_string()))?;
-            text.push('\n');
-            text
-        }
-        ReportFormat::Yaml => {
-            serde_yaml::to_string(&report).map_err(|e| Error::Encode(e.to_string()))?
-        }
+        ReportFormat::Other(format) => print_as(&report, format, args.no_headers, NODES, |_| {
+            render(&report, Utc::now(), Style::Terminal(terminal.palette))
+        })?,
     };
     print(&text)
 }

@@ -19,7 +19,7 @@ use k8sm_api::ExecutorUpgradePolicy;
 
 use crate::cli::StatusArgs;
 use crate::error::Error;
-use crate::output::{Terminal, print, render};
+use crate::output::{NODES, Terminal, print, render};
 use crate::screens::status::StatusScreen;
 
 /// Bursts of changes (a node drained, its pods evicted) are rendered once.
@@ -94,9 +94,14 @@ pub async fn run(
             args,
         );
         if terminal.stdout_is_terminal || last.as_ref() != Some(&view) {
-            let text = render(&view, args.output, |wide| {
-                view.render(wide, Utc::now(), terminal.palette)
-            })?;
+            let printing = &args.printing;
+            let text = render(
+                &view,
+                &printing.output,
+                printing.no_headers,
+                NODES,
+                |wide| view.render(wide, Utc::now(), terminal.palette),
+            )?;
             let frame = match (terminal.stdout_is_terminal, &last) {
                 (true, _) => format!(
                     "{CLEAR}{text}\n{}\n",

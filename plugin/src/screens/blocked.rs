@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use k8sm_planner::{ClusterView, Plan, PodClass, Reason};
 
-use crate::render::{Palette, age, clean, table};
+use crate::render::{Palette, age, clean, grid};
 use crate::screens::owner::owner_column;
 
 /// Which namespaces to show.
@@ -118,22 +118,39 @@ impl BlockedScreen {
         }
     }
 
+    /// With headers, as the tests read it.
+    #[cfg(test)]
     pub fn render(&self, wide: bool, now: DateTime<Utc>, palette: Palette) -> String {
+        self.render_table(wide, true, now, palette)
+    }
+
+    /// The table, without its header line unless `headers_shown` (`--no-headers`: then an
+    /// empty list prints nothing, for scripts).
+    pub fn render_table(
+        &self,
+        wide: bool,
+        headers_shown: bool,
+        now: DateTime<Utc>,
+        palette: Palette,
+    ) -> String {
+        if self.pods.is_empty() && !headers_shown {
+            return String::new();
+        }
         if self.pods.is_empty() {
             return match &self.namespace {
                 Some(ns) => format!("No blocked pods in namespace {ns}.\n"),
                 None => "No blocked pods.\n".to_owned(),
             };
         }
-        let mut headers = vec!["NODE"];
+        let mut columns = vec!["NODE"];
         if self.namespace.is_none() {
-            headers.push("NAMESPACE");
+            columns.push("NAMESPACE");
         }
-        headers.extend(["POD", "OWNER", "REASON", "SINCE"]);
+        columns.extend(["POD", "OWNER", "REASON", "SINCE"]);
         if wide {
-            headers.extend(["POLICY", "UID"]);
+            columns.extend(["POLICY", "UID"]);
         }
-        headers.push("WHY");
+        columns.push("WHY");
         let rows: Vec<Vec<String>> = self
             .pods
             .iter()
@@ -158,7 +175,7 @@ impl BlockedScreen {
                 row
             })
             .collect();
-        table(&headers, &rows)
+        grid(headers_shown.then_some(&columns[..]), &rows)
     }
 }
 
@@ -292,6 +309,21 @@ mod tests {
             ],
             ..Plan::default()
         }
+    }
+
+    #[test]
+    fn no_headers_leaves_out_the_header_line_and_the_empty_sentence() {
+        let view = BlockedScreen::from_plan(&sample(), &ClusterView::default(), &Namespaces::All);
+        let text = view.render_table(false, false, at(10), Palette::PLAIN);
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.starts_with("node-1   ops    debug   none "), "{text}");
+        let empty =
+            BlockedScreen::from_plan(&Plan::default(), &ClusterView::default(), &Namespaces::All);
+        assert_eq!(empty.render_table(false, false, at(10), Palette::PLAIN), "");
+        assert_eq!(
+            empty.render(false, at(10), Palette::PLAIN),
+            "No blocked pods.\n"
+        );
     }
 
     #[test]
