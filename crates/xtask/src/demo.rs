@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
@@ -151,7 +151,7 @@ impl Demo {
         // the rest is done.
         let forced = self.wait_for_operator(&client, nodes, &mut watch).await?;
         if let Some(node) = &forced {
-            self.plugin("what blocks the upgrade", &["blocked", "-n", NAMESPACE])?;
+            self.blocked()?;
             self.plugin(
                 &format!("the operator decides: force {node}"),
                 &["force", node, "--include-opted-out", "--yes"],
@@ -342,6 +342,21 @@ impl Demo {
             .arg("k8sm")
             .args(args);
         cmd
+    }
+
+    /// `kubectl k8sm blocked`, which exits with status 3 when it lists pods: here it should.
+    fn blocked(&self) -> anyhow::Result<()> {
+        let what = "what blocks the upgrade: kubectl k8sm blocked -n";
+        eprintln!("==> {what} {NAMESPACE}");
+        let status = self
+            .plugin_command(&["blocked", "-n", NAMESPACE])
+            .status()
+            .with_context(|| format!("starting: {what}"))?;
+        ensure!(
+            status.code() == Some(3),
+            "{what} {NAMESPACE} listed no blocked pod ({status}; 3: some)"
+        );
+        Ok(())
     }
 
     fn plugin(&self, what: &str, args: &[&str]) -> anyhow::Result<()> {

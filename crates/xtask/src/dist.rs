@@ -1,9 +1,10 @@
 //! `cargo xtask dist`: the kubectl plugin's release for krew, from what this machine can build
 //! (linux/amd64 only: the one Rust target installed). Per platform, an archive of the static
-//! `kubectl-k8sm` and the LICENSE, its SHA-256 as `sha256sum` writes it, and `k8sm.yaml`, the krew
-//! manifest rendered from `plugin/krew.yaml` (krew-release-bot syntax, so the bot can still publish
-//! from it) for the platforms built. Then krew's own checks run on the result ([`validate`]): what
-//! krew-index runs, and an install exactly as the README tells users to.
+//! `kubectl-k8sm`, its completion shim `kubectl_complete-k8sm` and the LICENSE, its SHA-256 as
+//! `sha256sum` writes it, and `k8sm.yaml`, the krew manifest rendered from `plugin/krew.yaml`
+//! (krew-release-bot syntax, so the bot can still publish from it) for the platforms built. Then
+//! krew's own checks run on the result ([`validate`]): what krew-index runs, and an install exactly
+//! as the README tells users to.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -18,6 +19,8 @@ use crate::workspace;
 
 /// The plugin's binary (and package) name.
 pub const PLUGIN: &str = "kubectl-k8sm";
+/// What kubectl runs to complete `kubectl k8sm <TAB>`: a shim that asks the plugin.
+pub const COMPLETION_SHIM: &str = "kubectl_complete-k8sm";
 /// The plugin's name in krew: `kubectl krew install k8sm`, manifest `k8sm.yaml`.
 pub const KREW_NAME: &str = "k8sm";
 /// The repository the release URLs point at (`REPOSITORY` in the template).
@@ -86,13 +89,17 @@ pub fn build(out: &Path, profile: Profile) -> anyhow::Result<Dist> {
     let root = workspace::root();
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
 
-    // The archive's contents: the binary and the license, at its root, as the manifest's `files`
-    // say.
+    // The archive's contents: the binary, the completion shim and the license, at its root, as
+    // the manifest's `files` say.
     let staging = out.join(".staging");
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging)?;
     std::fs::copy(&binary, staging.join(PLUGIN)).context("copying the plugin")?;
     std::fs::copy(root.join("LICENSE"), staging.join("LICENSE")).context("copying LICENSE")?;
+    let shim = staging.join(COMPLETION_SHIM);
+    std::fs::copy(root.join("plugin").join(COMPLETION_SHIM), &shim).context("copying the shim")?;
+    // kubectl runs it by name: executable whatever the checkout's umask.
+    std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
     let tar_path = out.join(".plugin.tar");
     release::run_quiet(
         "tar of the plugin",
@@ -102,7 +109,7 @@ pub fn build(out: &Path, profile: Profile) -> anyhow::Result<Dist> {
             .arg("--mode=go-w")
             .arg("-C")
             .arg(&staging)
-            .args(["LICENSE", PLUGIN]),
+            .args(["LICENSE", PLUGIN, COMPLETION_SHIM]),
     )?;
     let path = out.join(Archive::file_name(OS, ARCH));
     gzip(&tar_path, &path)?;
@@ -275,6 +282,15 @@ fn install(krew: &Path, krew_root: &Path, dist: &Dist, archive: &Archive) -> any
         .filter_map(Result::ok)
         .any(|entry| entry.file_name().to_string_lossy().to_lowercase() == "license");
     ensure!(licensed, "no license file in {}", installed.display());
+    let shim = installed.join(COMPLETION_SHIM);
+    let mode = std::fs::metadata(&shim)
+        .with_context(|| format!("no {COMPLETION_SHIM} in {}", installed.display()))?
+        .permissions();
+    ensure!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o111 != 0,
+        "{} is not executable",
+        shim.display()
+    );
     // krew links the plugin into its bin directory, where kubectl finds it.
     if archive.os == std::env::consts::OS && archive.arch == ARCH {
         let version = release::run_quiet(
@@ -284,6 +300,18 @@ fn install(krew: &Path, krew_root: &Path, dist: &Dist, archive: &Archive) -> any
         if !version.contains(VERSION) {
             bail!("the installed plugin says {version:?}, not {VERSION}");
         }
+        // The shim, linked beside the plugin as the caveats say, completes through it.
+        let path = std::env::join_paths(std::iter::once(krew_root.join("bin")).chain(
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+        ))?;
+        let completions = release::run_quiet(
+            "the installed kubectl_complete-k8sm",
+            Command::new(&shim).env("PATH", path).args(["upgrade", ""]),
+        )?;
+        ensure!(
+            completions.lines().any(|l| l.starts_with("status")),
+            "{COMPLETION_SHIM} upgrade '' completes no `status`: {completions:?}"
+        );
     }
     Ok(())
 }
@@ -332,6 +360,19 @@ mod tests {
         );
         assert_eq!(platforms[0]["sha256"].as_str(), Some(&*"a".repeat(64)));
         assert_eq!(platforms[0]["bin"].as_str(), Some(PLUGIN));
+        let files: Vec<&str> = platforms[0]["files"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["from"].as_str())
+            .collect();
+        assert_eq!(files, [PLUGIN, COMPLETION_SHIM, "LICENSE"]);
+        assert!(
+            manifest["spec"]["caveats"]
+                .as_str()
+                .is_some_and(|c| c.contains("store/k8sm/v1.2.3/kubectl_complete-k8sm")),
+            "the caveats say where the shim is"
+        );
         assert!(!text.contains("REPOSITORY") && !text.contains("{{"));
         assert!(
             manifest["spec"]["homepage"]
