@@ -47,6 +47,8 @@ pub fn workspace_root() -> PathBuf {
 #[derive(Debug)]
 pub struct KubectlResult {
     pub success: bool,
+    /// The exit status (`None`: killed by a signal).
+    pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
 }
@@ -55,6 +57,7 @@ impl From<Output> for KubectlResult {
     fn from(output: Output) -> Self {
         Self {
             success: output.status.success(),
+            code: output.status.code(),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         }

@@ -50,6 +50,54 @@ pub fn k8sm_ok(cluster: &TestCluster, args: &[&str]) -> String {
     result.stdout
 }
 
+/// Like [`k8sm_ok`] for a command that must exit with `code` (3: `blocked` listed pods, or
+/// `upgrade status --exit-code` found a Blocked node); returns its standard output.
+pub fn k8sm_exits(cluster: &TestCluster, args: &[&str], code: i32) -> String {
+    let result = k8sm(cluster, args);
+    assert_eq!(
+        result.code,
+        Some(code),
+        "kubectl k8sm {}:\n{}{}",
+        args.join(" "),
+        result.stdout,
+        result.stderr
+    );
+    result.stdout
+}
+
+/// `kubectl_complete-k8sm WORDS…` as kubectl runs it for `kubectl k8sm <TAB>`: the shim shipped
+/// in the krew archive, with this workspace's plugin on `PATH` and the cluster's kubeconfig. The
+/// candidates, without their help and without Cobra's last `:DIRECTIVE` line.
+pub fn complete(cluster: &TestCluster, words: &[&str]) -> Vec<String> {
+    let shim = crate::workspace_root().join("plugin/kubectl_complete-k8sm");
+    let kubectl = kubectl_with_plugin(cluster);
+    let mut command = Command::new(shim);
+    command.args(words).stdin(Stdio::null());
+    // The cluster's kubeconfig and the plugin on PATH, as `kubectl` would pass them on.
+    for (key, value) in kubectl.get_envs() {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    let output = command.output().expect("kubectl_complete-k8sm runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines.last().is_some_and(|l| l.starts_with(':')),
+        "Cobra's directive last: {text}"
+    );
+    lines[..lines.len() - 1]
+        .iter()
+        .map(|l| l.split('\t').next().unwrap_or_default().to_owned())
+        .collect()
+}
+
 /// Like [`k8sm`], but expects a failure with exactly this one-sentence error, and no panic. Returns
 /// the result for further checks.
 pub fn k8sm_fails(cluster: &TestCluster, args: &[&str], error: &str) -> KubectlResult {
@@ -66,6 +114,7 @@ pub fn k8sm_fails(cluster: &TestCluster, args: &[&str], error: &str) -> KubectlR
         "kubectl k8sm {}",
         args.join(" ")
     );
+    assert_eq!(result.code, Some(1), "an error exits with 1");
     result
 }
 

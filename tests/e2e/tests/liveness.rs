@@ -31,7 +31,7 @@ use k8sm_e2e::objects::{
     client_without_retries, dry_run_eviction, get_node, get_pod_opt, merge_patch, node_of,
     patch_node, register_node,
 };
-use k8sm_e2e::plugin::{blocked_rows, k8sm, k8sm_ok};
+use k8sm_e2e::plugin::{blocked_rows, k8sm, k8sm_exits, k8sm_ok};
 use k8sm_e2e::polling::{POLL, poll};
 use k8sm_e2e::scenario::{Scenario, is_ready, is_upgraded};
 use k8sm_e2e::sla::{SlaWatcher, assert_no_violations, assert_within_bounds};
@@ -1177,7 +1177,11 @@ async fn nodes_with_pinned_pods_are_never_started_until_the_operator_lets_them_g
         ],
     )
     .await;
-    let rows = blocked_rows(&k8sm_ok(&scenario.cluster, &["blocked", "-o", "json"]));
+    let rows = blocked_rows(&k8sm_exits(
+        &scenario.cluster,
+        &["blocked", "-o", "json"],
+        3,
+    ));
     for (node, pod) in [(&by_selector, &pinned_pod), (&by_volume, &db_pod)] {
         assert!(
             rows.iter()
@@ -1185,7 +1189,7 @@ async fn nodes_with_pinned_pods_are_never_started_until_the_operator_lets_them_g
             "`kubectl k8sm blocked` names {pod} on {node}: {rows:?}"
         );
     }
-    let table = k8sm_ok(&scenario.cluster, &["blocked", "-o", "wide"]);
+    let table = k8sm_exits(&scenario.cluster, &["blocked", "-o", "wide"], 3);
     for what in [
         "kubernetes.io/hostname=",
         "PersistentVolume local-data",

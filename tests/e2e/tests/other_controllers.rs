@@ -14,7 +14,7 @@ use nix::sys::signal::Signal;
 use k8sm_api::UnmanagedPodPolicy;
 use k8sm_e2e::deletions::DeletionLog;
 use k8sm_e2e::events::{events_about, regards, regards_one_of};
-use k8sm_e2e::plugin::{BlockedRow, blocked_rows, k8sm_ok};
+use k8sm_e2e::plugin::{BlockedRow, blocked_rows, k8sm_exits};
 use k8sm_e2e::podset;
 use k8sm_e2e::scenario::Scenario;
 use k8sm_e2e::sla::{SlaWatcher, assert_within_bounds};
@@ -139,7 +139,11 @@ async fn custom_resource_pods_under_a_budget_allowing_no_disruption_are_never_de
             "{entry:?}"
         );
     }
-    let rows = blocked_rows(&k8sm_ok(&scenario.cluster, &["blocked", "-o", "json"]));
+    let rows = blocked_rows(&k8sm_exits(
+        &scenario.cluster,
+        &["blocked", "-o", "json"],
+        3,
+    ));
     for member in &members {
         let row = BlockedRow {
             node: held.clone(),
@@ -154,7 +158,7 @@ async fn custom_resource_pods_under_a_budget_allowing_no_disruption_are_never_de
             "`kubectl k8sm blocked` lists {member} blocked by the budget, as another controller's pod: {rows:?}"
         );
     }
-    let table = k8sm_ok(&scenario.cluster, &["blocked", "-n", NS]);
+    let table = k8sm_exits(&scenario.cluster, &["blocked", "-n", NS], 3);
     println!("kubectl k8sm blocked -n {NS}:\n{table}");
     for reason in ["Evicted", "DeletedUnmanagedPod"] {
         let about: Vec<String> = scenario

@@ -22,7 +22,9 @@ use k8sm_api::{
     UnmanagedPods, binary_sha256_of, keys,
 };
 use k8sm_e2e::connect_proxy::ConnectProxy;
-use k8sm_e2e::plugin::{blocked_rows, k8sm, k8sm_fails, k8sm_ok, kubectl_with_plugin};
+use k8sm_e2e::plugin::{
+    blocked_rows, complete, k8sm, k8sm_exits, k8sm_fails, k8sm_ok, kubectl_with_plugin,
+};
 use k8sm_e2e::scenario::{Scenario, executor_id};
 use k8sm_e2e::workloads::{create, deployment, unmanaged_pod};
 use k8sm_e2e::{install_crd, kubectl_ok};
@@ -374,6 +376,119 @@ async fn plan_names_the_first_wave_and_status_follows_the_upgrade_to_the_end() {
 
 /// Runs `kubectl k8sm upgrade status --watch` until it exits by itself; panics with its output
 /// after `timeout`.
+/// kubectl's habits, for scripts and shells, while node-0001 (unmanaged pod `debug`, policy Never)
+/// and node-0002 (opted-out pod `pinned`) are Blocked: exit statuses, `-o name`, `-o jsonpath`,
+/// custom columns, `-n`/`-A`, and `kubectl k8sm <TAB>` completing names from the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_and_shells_get_kubectls_habits() {
+    const NS: &str = "ops";
+    let mut scenario = Scenario::start(3, NS, "2s").await;
+    let client = scenario.client.clone();
+    create(&client, &unmanaged_pod(NS, "debug", &node_name(1), &[])).await;
+    create(
+        &client,
+        &unmanaged_pod(
+            NS,
+            "pinned",
+            &node_name(2),
+            &[(keys::UPGRADE_OPT_OUT_LABEL, "true")],
+        ),
+    )
+    .await;
+    scenario.wait_ready(2).await;
+    scenario.start_controller(&[]);
+    scenario
+        .create_policy(
+            "fleet",
+            ExecutorUpgradePolicySpec {
+                target_executor_id: Some(scenario.new_id.clone()),
+                ..ExecutorUpgradePolicySpec::default()
+            },
+        )
+        .await;
+    scenario
+        .wait_until(
+            "two nodes are Blocked",
+            Duration::from_secs(120),
+            || async { (scenario.policy("fleet").await.status?.counts.blocked == 2).then_some(()) },
+        )
+        .await;
+    kubectl_habits_on_two_blocked_nodes(&scenario.cluster, NS);
+}
+
+fn kubectl_habits_on_two_blocked_nodes(cluster: &TestCluster, ns: &str) {
+    let lines = |text: String| text.lines().map(str::to_owned).collect::<BTreeSet<_>>();
+    let set = |items: &[&str]| items.iter().map(|&i| i.to_owned()).collect::<BTreeSet<_>>();
+    // 3 with --exit-code only: a plain status is a success.
+    k8sm_exits(cluster, &["upgrade", "status", "--exit-code"], 3);
+    k8sm_exits(cluster, &["upgrade", "status"], 0);
+    assert_eq!(
+        lines(k8sm_exits(cluster, &["blocked", "-o", "name"], 3)),
+        set(&["pod/debug", "pod/pinned"])
+    );
+    let names = lines(k8sm_ok(cluster, &["upgrade", "status", "-o", "name"]));
+    assert!(
+        names.is_superset(&set(&["node/node-0001", "node/node-0002"])),
+        "{names:?}"
+    );
+    let template = r#"jsonpath={range .pods[*]}{.namespace}/{.name} on {.node}{"
+"}{end}"#;
+    assert_eq!(
+        lines(k8sm_exits(cluster, &["blocked", "-A", "-o", template], 3)),
+        set(&[
+            &format!("{ns}/debug on node-0001"),
+            &format!("{ns}/pinned on node-0002")
+        ])
+    );
+    assert_eq!(
+        k8sm_exits(
+            cluster,
+            &[
+                "blocked",
+                "-o",
+                r#"jsonpath={.pods[?(@.reason=="BlockedOptOut")].node}"#
+            ],
+            3
+        ),
+        "node-0002"
+    );
+    let columns = "custom-columns=NODE:.node,POD:.name,REASON:.reason";
+    let table = k8sm_exits(cluster, &["blocked", "-o", columns, "--no-headers"], 3);
+    let rows: BTreeSet<String> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        rows,
+        set(&[
+            "node-0001 debug BlockedUnmanagedPod",
+            "node-0002 pinned BlockedOptOut"
+        ]),
+        "no header line:\n{table}"
+    );
+    // plan -n/-A: the lists of pods, one namespace or all.
+    let planned = |namespaces: &[&str]| {
+        let mut args = vec!["plan", "-o", "jsonpath={.nodes[*].pods[*].name}"];
+        args.extend(namespaces);
+        k8sm_ok(cluster, &args)
+    };
+    let all = planned(&["-A"]);
+    assert!(all.contains("debug") && all.contains("pinned"), "{all}");
+    assert!(planned(&["-n", ns]).contains("pinned"));
+    let other = planned(&["-n", "default"]);
+    assert!(
+        !other.contains("debug") && !other.contains("pinned"),
+        "{other}"
+    );
+    // kubectl k8sm <TAB>: commands, then names from the cluster.
+    assert!(complete(cluster, &[""]).contains(&"blocked".to_owned()));
+    assert_eq!(
+        complete(cluster, &["force", "node-000"]),
+        ["node-0000", "node-0001", "node-0002"]
+    );
+    assert_eq!(complete(cluster, &["pause", "--policy", ""]), ["fleet"]);
+}
+
 fn watch_until_done(cluster: &TestCluster, timeout: Duration) -> String {
     let mut child = kubectl_with_plugin(cluster)
         .args(["k8sm", "upgrade", "status", "--watch"])
@@ -544,7 +659,8 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
             || async { (scenario.policy("fleet").await.status?.counts.blocked == 2).then_some(()) },
         )
         .await;
-    let blocked = k8sm_ok(cluster, &["blocked", "-o", "json"]);
+    // Exit status 3: pods hold their nodes.
+    let blocked = k8sm_exits(cluster, &["blocked", "-o", "json"], 3);
     let rows: BTreeSet<(String, String, String, Option<String>)> = blocked_rows(&blocked)
         .into_iter()
         .map(|r| {
@@ -574,7 +690,7 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
         ]),
         "exactly the pods that block: {blocked}"
     );
-    let table = k8sm_ok(cluster, &["blocked"]);
+    let table = k8sm_exits(cluster, &["blocked"], 3);
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 3, "a header and two pods:\n{table}");
     assert!(
@@ -585,13 +701,18 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
         table.contains("policy Never") && table.contains("opted out"),
         "{table}"
     );
-    assert_eq!(k8sm_ok(cluster, &["blocked", "-n", NS]).lines().count(), 3);
+    assert_eq!(
+        k8sm_exits(cluster, &["blocked", "-n", NS], 3)
+            .lines()
+            .count(),
+        3
+    );
     assert_eq!(
         k8sm_ok(cluster, &["blocked", "-n", "default"]),
         "No blocked pods in namespace default.\n"
     );
     // -l: only the pods the apiserver says the query selects.
-    let debug_only = k8sm_ok(cluster, &["blocked", "-l", "app=debug"]);
+    let debug_only = k8sm_exits(cluster, &["blocked", "-l", "app=debug"], 3);
     let lines: Vec<&str> = debug_only.lines().collect();
     assert_eq!(lines.len(), 2, "a header and the debug pod:\n{debug_only}");
     assert!(lines[1].contains("debug"), "{debug_only}");
@@ -718,6 +839,7 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
         )
         .await;
     assert_eq!(k8sm_ok(cluster, &["blocked"]), "No blocked pods.\n");
+    assert_eq!(k8sm_ok(cluster, &["blocked", "--no-headers"]), "");
     scenario
         .wait_until("status reports 4/4", Duration::from_secs(30), || async {
             k8sm_ok(&scenario.cluster, &["upgrade", "status"])
@@ -725,6 +847,7 @@ async fn blocked_force_pause_and_resume_steer_a_live_upgrade() {
                 .then_some(())
         })
         .await;
+    k8sm_exits(cluster, &["upgrade", "status", "--exit-code"], 0);
     // The run's report keeps who forced what where, after the Events are gone.
     let report: k8sm_api::report::UpgradeReport =
         serde_json::from_str(&k8sm_ok(cluster, &["upgrade", "report", "-o", "json"]))
@@ -761,6 +884,14 @@ async fn mistakes_get_a_sentence_that_says_how_to_fix_them() {
     ] {
         k8sm_fails(&cluster, args, no_crd);
     }
+    // A command line that does not parse: clap's usage status, 2 (errors above: 1).
+    let usage = k8sm(&cluster, &["blocked", "-o", "jsonpath={.pods[0}"]);
+    assert_eq!(usage.code, Some(2), "{}", usage.stderr);
+    assert!(
+        usage.stderr.contains("unterminated array"),
+        "{}",
+        usage.stderr
+    );
     install_crd(&cluster);
     let no_policy = "no ExecutorUpgradePolicy exists: create one, for example kubectl apply -f deploy/examples/default.yaml";
     k8sm_fails(&cluster, &["upgrade", "status"], no_policy);

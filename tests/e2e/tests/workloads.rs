@@ -21,7 +21,7 @@ use k8sm_e2e::events::{events_about, first_seen, occurrences, regards, regards_o
 use k8sm_e2e::kubectl_ok;
 use k8sm_e2e::nodes::is_cordoned;
 use k8sm_e2e::objects::{get_node, is_live, merge_patch, node_of};
-use k8sm_e2e::plugin::{BlockedRow, blocked_rows, k8sm_ok};
+use k8sm_e2e::plugin::{BlockedRow, blocked_rows, k8sm_exits, k8sm_ok};
 use k8sm_e2e::scenario::{Scenario, is_ready};
 use k8sm_e2e::sla::{SlaWatcher, assert_within_bounds};
 use k8sm_e2e::status::status_entry;
@@ -143,7 +143,11 @@ async fn a_stuck_rollout_keeps_its_deployment_at_its_bound_and_holds_no_other_no
         others.iter().cloned().collect::<BTreeSet<_>>(),
         "the nodes whose pods can move took the only slot before {stuck}"
     );
-    let rows = blocked_rows(&k8sm_ok(&scenario.cluster, &["blocked", "-o", "json"]));
+    let rows = blocked_rows(&k8sm_exits(
+        &scenario.cluster,
+        &["blocked", "-o", "json"],
+        3,
+    ));
     for pod in &stuck_pods {
         let row = BlockedRow {
             node: stuck.clone(),
