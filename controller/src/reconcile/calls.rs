@@ -247,7 +247,7 @@ impl Controller {
                 if let ActionKind::Evict { eviction, .. } = &action.kind {
                     self.reaction.refused(&eviction.owner.uid);
                 }
-                self.metrics.failed(Reason::BlockedByPDB);
+                self.metrics.failed(&action.policy, Reason::BlockedByPDB);
                 let text = format!("eviction refused by a PodDisruptionBudget: {message}");
                 let at = self
                     .failed(action, Reason::BlockedByPDB, text, Some(429))
@@ -256,7 +256,7 @@ impl Controller {
                 Some(Hold::Later(Some(at)))
             }
             Err(error) => {
-                self.metrics.failed(action.reason);
+                self.metrics.failed(&action.policy, action.reason);
                 let code = error.status_code();
                 let answer = backoff::answer(&error);
                 let at = self

@@ -45,7 +45,7 @@ pub(crate) async fn carry_out(
             "{}",
             action.message
         );
-        metrics.executed(&action.kind, action.reason);
+        metrics.executed(action);
         events.action(action, stores).await;
     }
     outcome

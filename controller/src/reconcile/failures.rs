@@ -55,7 +55,7 @@ impl Controller {
             None => {}
         }
         let hold = if !stale.is_empty() {
-            self.metrics.withheld(Withheld::StaleView);
+            self.metrics.withheld(&action.policy, Withheld::StaleView);
             Hold::Later(None)
         } else {
             let subject = Subject::of(&action.kind);
@@ -69,7 +69,7 @@ impl Controller {
             else {
                 return true;
             };
-            self.metrics.withheld(Withheld::Backoff);
+            self.metrics.withheld(&action.policy, Withheld::Backoff);
             result.retry_at(at);
             Hold::Later(Some(at))
         };
@@ -192,7 +192,7 @@ impl Controller {
             version,
             Instant::now(),
         );
-        self.metrics.action_failed(&action.kind, code);
+        self.metrics.action_failed(action, code);
         let retry_in = recorded.retry_at.saturating_duration_since(Instant::now());
         tracing::warn!(
             action = %what,

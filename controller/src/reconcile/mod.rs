@@ -159,7 +159,11 @@ impl Controller {
                 started.identity,
                 started.leadership.clone(),
             )),
-            status: StatusWriter::new(writes.clone(), started.leadership.clone()),
+            status: StatusWriter::new(
+                writes.clone(),
+                started.leadership.clone(),
+                started.metrics.clone(),
+            ),
             reports: Reports::new(
                 writes.clone(),
                 started.report_namespace.clone(),

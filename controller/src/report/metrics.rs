@@ -1,5 +1,5 @@
-//! Prometheus metrics. Every label comes from a bounded enum (phases, reasons) or the kinds
-//! watched, never from an object's name.
+//! Prometheus metrics. Every label comes from a bounded enum (phases, reasons), the kinds watched
+//! or a policy's name (policies are few, written by operators), never from another object's name.
 
 use std::collections::BTreeMap;
 
@@ -10,31 +10,46 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use k8sm_api::NodePhase;
-use k8sm_planner::{ActionKind, Plan, Reason};
+use chrono::{DateTime, Utc};
+use k8sm_api::{ExecutorUpgradePolicy, ExecutorUpgradePolicyStatus};
+use k8sm_planner::{Action, ActionKind, Plan, Reason};
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PhaseLabel {
-    phase: &'static str,
-}
+use crate::report::policy_gauges::PolicyGauges;
 
+/// An action's policy and reason.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
+    policy: String,
     reason: &'static str,
 }
 
-/// A failed action: its kind and the apiserver's status code ("none" when no answer came: a
-/// timeout, a connection error). Both bounded.
+/// The policy a surge move was made for.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabel {
+    policy: String,
+}
+
+/// A failed action: its policy, kind and the apiserver's status code ("none" when no answer came:
+/// a timeout, a connection error). All bounded.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FailureLabel {
+    policy: String,
     action: &'static str,
     code: String,
 }
 
-/// Why a planned action was not attempted.
+/// Why a planned action of a policy was not attempted.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabel {
+    policy: String,
     cause: &'static str,
+}
+
+/// What `k8sm_build_info` says of the binary.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabel {
+    version: &'static str,
+    commit: &'static str,
 }
 
 /// The kind a watch watches, such as `Pod`.
@@ -95,10 +110,10 @@ pub enum Withheld {
 
 pub struct Metrics {
     registry: Registry,
-    nodes: Family<PhaseLabel, Gauge>,
+    policies: PolicyGauges,
     evictions: Family<ReasonLabel, Counter>,
     deletions: Family<ReasonLabel, Counter>,
-    surge_moves: Counter,
+    surge_moves: Family<PolicyLabel, Counter>,
     actions_failed: Family<ReasonLabel, Counter>,
     action_failures: Family<FailureLabel, Counter>,
     actions_withheld: Family<CauseLabel, Counter>,
@@ -125,34 +140,56 @@ const REACTION_BUCKETS: [f64; 14] = [
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("k8sm");
-        let nodes = Family::<PhaseLabel, Gauge>::default();
-        registry.register("nodes", "Selected nodes by upgrade phase", nodes.clone());
+        // A gauge, not an info metric: the OpenMetrics info type is unknown to the classic text
+        // parsers.
+        let build = Family::<BuildLabel, Gauge>::default();
+        registry.register(
+            "build_info",
+            "1, labelled with the controller's version and git commit",
+            build.clone(),
+        );
+        build
+            .get_or_create(&BuildLabel {
+                version: env!("CARGO_PKG_VERSION"),
+                commit: env!("K8SM_COMMIT"),
+            })
+            .set(1);
+        let policies = PolicyGauges::register(&mut registry);
         let evictions = Family::<ReasonLabel, Counter>::default();
-        registry.register("evictions", "Pods evicted, by reason", evictions.clone());
+        registry.register(
+            "evictions",
+            "Pods evicted, by policy and reason",
+            evictions.clone(),
+        );
         let deletions = Family::<ReasonLabel, Counter>::default();
-        registry.register("deletions", "Pods deleted, by reason", deletions.clone());
-        let surge_moves = Counter::default();
+        registry.register(
+            "deletions",
+            "Pods deleted, by policy and reason",
+            deletions.clone(),
+        );
+        let surge_moves = Family::<PolicyLabel, Counter>::default();
         registry.register(
             "surge_moves",
-            "Surge rollouts started to move the pod of a single-replica Deployment",
+            "Surge rollouts started to move the pod of a single-replica Deployment, by policy",
             surge_moves.clone(),
         );
         let actions_failed = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "actions_failed",
-            "Actions that failed or were refused (e.g. by a PodDisruptionBudget), by reason",
+            "Actions that failed or were refused (e.g. by a PodDisruptionBudget), by policy and reason",
             actions_failed.clone(),
         );
         let action_failures = Family::<FailureLabel, Counter>::default();
         registry.register(
             "action_failures",
-            "Actions that failed or were refused, by action and the apiserver's status code",
+            "Actions that failed or were refused, by policy, action and the apiserver's status code",
             action_failures.clone(),
         );
         let actions_withheld = Family::<CauseLabel, Counter>::default();
         registry.register(
             "actions_withheld",
-            "Planned actions not attempted: their object backs off, or a watch has failed for too long",
+            "Planned actions not attempted, by policy: their object backs off, or a watch has failed for too \
+             long",
             actions_withheld.clone(),
         );
         let backing_off = Gauge::default();
@@ -239,7 +276,7 @@ impl Metrics {
         );
         Self {
             registry,
-            nodes,
+            policies,
             evictions,
             deletions,
             surge_moves,
@@ -262,14 +299,7 @@ impl Metrics {
     }
 
     pub fn observe_plan(&self, plan: &Plan) {
-        for phase in NodePhase::ALL {
-            let count: u32 = plan.policies.iter().map(|p| p.counts.get(phase)).sum();
-            self.nodes
-                .get_or_create(&PhaseLabel {
-                    phase: phase.as_str(),
-                })
-                .set(i64::from(count));
-        }
+        self.policies.observe_plan(plan);
         // The planner's one meaning of blocked: a pod terminating, or waiting for a slot or the
         // pause, is not.
         let blocked = plan
@@ -281,11 +311,22 @@ impl Metrics {
         self.blocked_pods.set(blocked as i64);
     }
 
-    pub fn executed(&self, kind: &ActionKind, reason: Reason) {
+    /// What the status written for `policy` says (see `PolicyGauges::observe_status`).
+    pub fn observe_status(
+        &self,
+        policy: &ExecutorUpgradePolicy,
+        status: &ExecutorUpgradePolicyStatus,
+        now: DateTime<Utc>,
+    ) {
+        self.policies.observe_status(policy, status, now);
+    }
+
+    pub fn executed(&self, action: &Action) {
         let label = ReasonLabel {
-            reason: reason.as_str(),
+            policy: action.policy.clone(),
+            reason: action.reason.as_str(),
         };
-        match kind {
+        match &action.kind {
             ActionKind::Evict { .. } => {
                 self.evictions.get_or_create(&label).inc();
             }
@@ -293,38 +334,49 @@ impl Metrics {
                 self.deletions.get_or_create(&label).inc();
             }
             ActionKind::Surge { .. } => {
-                self.surge_moves.inc();
+                self.surge_moves
+                    .get_or_create(&PolicyLabel {
+                        policy: action.policy.clone(),
+                    })
+                    .inc();
             }
             _ => {}
         }
     }
 
-    pub fn failed(&self, reason: Reason) {
+    /// An action of `policy` failed, for `reason`.
+    pub fn failed(&self, policy: &str, reason: Reason) {
         self.actions_failed
             .get_or_create(&ReasonLabel {
+                policy: policy.to_owned(),
                 reason: reason.as_str(),
             })
             .inc();
     }
 
     /// A failed `action`, answered with HTTP `code` (none: no answer came).
-    pub fn action_failed(&self, action: &ActionKind, code: Option<u16>) {
+    pub fn action_failed(&self, action: &Action, code: Option<u16>) {
         let code = code.map_or_else(|| "none".to_owned(), |c| c.to_string());
         self.action_failures
             .get_or_create(&FailureLabel {
-                action: crate::memory::backoff::name(action),
+                policy: action.policy.clone(),
+                action: crate::memory::backoff::name(&action.kind),
                 code,
             })
             .inc();
     }
 
-    pub fn withheld(&self, cause: Withheld) {
+    /// An action of `policy` was not attempted.
+    pub fn withheld(&self, policy: &str, cause: Withheld) {
         let cause = match cause {
             Withheld::Backoff => "backoff",
             Withheld::StaleView => "stale_view",
         };
         self.actions_withheld
-            .get_or_create(&CauseLabel { cause })
+            .get_or_create(&CauseLabel {
+                policy: policy.to_owned(),
+                cause,
+            })
             .inc();
     }
 
@@ -354,8 +406,12 @@ impl Metrics {
         self.calls_throttled.inc();
     }
 
+    /// Whether this replica leads; a standby exports no policy gauges.
     pub fn set_leader(&self, leader: bool) {
         self.is_leader.set(i64::from(leader));
+        if !leader {
+            self.policies.forget_all();
+        }
     }
 
     pub fn reconcile_took(&self, seconds: f64) {
@@ -397,34 +453,31 @@ impl Default for Metrics {
 mod tests {
     use super::*;
 
-    #[test]
-    fn encodes_every_phase_and_bounded_labels() {
-        let metrics = Metrics::new();
-        metrics.observe_plan(&Plan::default());
-        metrics.failed(Reason::BlockedByPDB);
-        metrics.action_failed(
-            &ActionKind::Cordon {
+    fn cordon(policy: &str) -> Action {
+        Action {
+            policy: policy.into(),
+            reason: Reason::Cordoned,
+            message: String::new(),
+            kind: ActionKind::Cordon {
                 node: "any-node-name".into(),
             },
-            Some(403),
-        );
-        metrics.withheld(Withheld::StaleView);
+        }
+    }
+
+    #[test]
+    fn encodes_bounded_labels_and_the_build() {
+        let metrics = Metrics::new();
+        metrics.observe_plan(&Plan::default());
+        metrics.failed("fleet", Reason::BlockedByPDB);
+        metrics.action_failed(&cordon("fleet"), Some(403));
+        metrics.withheld("fleet", Withheld::StaleView);
         metrics.observe_failures(2, 1, true);
         metrics.reaction_took(0.3);
         let text = metrics.encode();
-        for phase in NodePhase::ALL {
-            assert!(
-                text.contains(&format!("k8sm_nodes{{phase=\"{}\"}} 0", phase.as_str())),
-                "{text}"
-            );
-        }
-        assert!(
-            text.contains("k8sm_actions_failed_total{reason=\"BlockedByPDB\"} 1"),
-            "{text}"
-        );
         for line in [
-            "k8sm_action_failures_total{action=\"Cordon\",code=\"403\"} 1",
-            "k8sm_actions_withheld_total{cause=\"stale_view\"} 1",
+            "k8sm_actions_failed_total{policy=\"fleet\",reason=\"BlockedByPDB\"} 1",
+            "k8sm_action_failures_total{policy=\"fleet\",action=\"Cordon\",code=\"403\"} 1",
+            "k8sm_actions_withheld_total{policy=\"fleet\",cause=\"stale_view\"} 1",
             "k8sm_objects_backing_off 2",
             "k8sm_watches_failing 1",
             "k8sm_view_stale 1",
@@ -432,6 +485,11 @@ mod tests {
             "k8sm_eviction_reaction_seconds_bucket{le=\"0.25\"} 0",
             "k8sm_eviction_reaction_seconds_bucket{le=\"0.5\"} 1",
             "k8sm_eviction_reaction_seconds_count 1",
+            &format!(
+                "k8sm_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION"),
+                env!("K8SM_COMMIT")
+            ),
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }

@@ -3,6 +3,7 @@
 pub(crate) mod event_series;
 pub(crate) mod events;
 pub(crate) mod metrics;
+pub(crate) mod policy_gauges;
 pub(crate) mod run_records;
 pub(crate) mod status;
 pub(crate) mod status_interval;

@@ -19,6 +19,7 @@ use k8sm_planner::Plan;
 
 use crate::Error;
 use crate::leadership::leader::Leadership;
+use crate::report::metrics::Metrics;
 use crate::report::status::{
     Troubles, build, executed_records, report_troubles, with_explicit_nulls,
 };
@@ -33,6 +34,8 @@ pub struct StatusWriter {
     background: HashMap<String, Background>,
     /// Checked right before every write.
     leadership: Leadership,
+    /// The per-policy gauges read from the status built, written or not.
+    metrics: Arc<Metrics>,
 }
 
 /// A write launched in the background.
@@ -64,12 +67,13 @@ impl Written {
 }
 
 impl StatusWriter {
-    pub fn new(client: Client, leadership: Leadership) -> Self {
+    pub fn new(client: Client, leadership: Leadership, metrics: Arc<Metrics>) -> Self {
         Self {
             api: Api::all(client),
             writes: StatusInterval::default(),
             background: HashMap::new(),
             leadership,
+            metrics,
         }
     }
 
@@ -112,6 +116,7 @@ impl StatusWriter {
                 previous.map_or(&[][..], |p| &p.deleted_nodes),
                 unfinished,
             );
+            self.metrics.observe_status(cached, &status, now);
             if previous == Some(&status) {
                 continue;
             }

@@ -72,14 +72,15 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
             Duration::from_secs(120),
             || async {
                 let (code, body) = get(&metrics_addr, "/metrics").ok()?;
-                let evicted = body.contains("k8sm_evictions_total{reason=\"Evicted\"}");
+                let evicted =
+                    body.contains("k8sm_evictions_total{policy=\"fleet\",reason=\"Evicted\"}");
                 (code == 200 && evicted && body.contains("k8sm_nodes{")).then_some(body)
             },
         )
         .await;
     for series in [
-        "k8sm_nodes{phase=\"Incompatible\"}",
-        "k8sm_nodes{phase=\"Compatible\"}",
+        "k8sm_nodes{policy=\"fleet\",phase=\"Incompatible\"}",
+        "k8sm_nodes{policy=\"fleet\",phase=\"Compatible\"}",
         "k8sm_blocked_pods",
         "k8sm_is_leader 1",
         "k8sm_reconcile_duration_seconds_count",
