@@ -20,6 +20,23 @@ use crate::validate;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+
+    /// Log lines as text, or as one JSON object per line (for log collectors), as the controller's
+    /// `--log-format`. Either goes to stderr.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "K8SM_LOG_FORMAT",
+        default_value_t = LogFormat::Text
+    )]
+    pub log_format: LogFormat,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

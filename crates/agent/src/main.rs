@@ -6,21 +6,24 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use k8sm_agent::cli::{Cli, Command};
+use k8sm_agent::cli::{Cli, Command, LogFormat};
 use k8sm_agent::{Shutdown, run, simulate};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
         // Colour codes would garble journald and log files.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_ansi(std::io::stderr().is_terminal());
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
     let shutdown = Shutdown::on_signals()?;
     match cli.command {
         Command::Simulate(args) => simulate::run(args, shutdown).await?,
