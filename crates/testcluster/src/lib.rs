@@ -26,4 +26,4 @@ pub use kwok::{
     node_name,
 };
 pub use process::ManagedProcess;
-pub use tools::{Krew, crane, krew, kstatus};
+pub use tools::{Krew, crane, krew, kstatus, promtool};

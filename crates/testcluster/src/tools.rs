@@ -2,7 +2,8 @@
 //! module under `tests/go/` (so their dependency graphs do not meet the Kubernetes pins) and built
 //! only when first asked for: go-containerregistry's `crane` assembles the container images of
 //! `cargo xtask image`; krew and its `validate-krew-manifest` check the plugin release of `cargo
-//! xtask dist`; a kstatus command (`tests/go/kstatus`) judges a policy's health as GitOps tools do.
+//! xtask dist`; a kstatus command (`tests/go/kstatus`) judges a policy's health as GitOps tools do;
+//! Prometheus' `promtool` checks and unit-tests the alerting rules of deploy/.
 
 use std::path::PathBuf;
 
@@ -18,6 +19,7 @@ pub fn crane() -> Result<PathBuf, Error> {
     let dir = go_tools(
         "crane",
         &[("crane", "github.com/google/go-containerregistry/cmd/crane")],
+        &[],
     )?;
     Ok(dir.join("crane"))
 }
@@ -41,6 +43,7 @@ pub fn krew() -> Result<Krew, Error> {
                 "sigs.k8s.io/krew/cmd/validate-krew-manifest",
             ),
         ],
+        &[],
     )?;
     Ok(Krew {
         krew: dir.join("kubectl-krew"),
@@ -51,18 +54,32 @@ pub fn krew() -> Result<Krew, Error> {
 /// A command printing kstatus' verdict on the object it reads (`tests/go/kstatus/main.go`, with
 /// sigs.k8s.io/cli-utils as pinned there).
 pub fn kstatus() -> Result<PathBuf, Error> {
-    let dir = go_tools("kstatus", &[("kstatus", ".")])?;
+    let dir = go_tools("kstatus", &[("kstatus", ".")], &[])?;
     Ok(dir.join("kstatus"))
 }
 
+/// `promtool` of Prometheus, as pinned in `tests/go/prometheus`: `check rules` and `test rules`.
+pub fn promtool() -> Result<PathBuf, Error> {
+    // Without the service discoveries (Prometheus' own build tag): rules need none, and the
+    // cloud SDKs would triple the build.
+    let dir = go_tools(
+        "prometheus",
+        &[("promtool", "github.com/prometheus/prometheus/cmd/promtool")],
+        &["-tags=remove_all_sd"],
+    )?;
+    Ok(dir.join("promtool"))
+}
+
 /// Builds `commands` (output name, Go package) of the module `tests/go/<module>` once into the
-/// cache, keyed by that module's `go.mod` and `go.sum`, and returns their directory.
-fn go_tools(module: &str, commands: &[(&str, &str)]) -> Result<PathBuf, Error> {
+/// cache with the extra `go build` flags, keyed by that module's `go.mod` and `go.sum`, and
+/// returns their directory.
+fn go_tools(module: &str, commands: &[(&str, &str)], flags: &[&str]) -> Result<PathBuf, Error> {
     let modules = go_modules_dir();
     let root = cache_root()?.join("cluster-bin");
     // A module with a command of its own (main.go): its source is part of the key too.
     let main = std::fs::read_to_string(modules.join(module).join("main.go")).unwrap_or_default();
-    let key = cache_key(&modules, &[module], &[TOOLS_RECIPE, &main])?;
+    let recipe = [&[TOOLS_RECIPE, main.as_str()][..], flags].concat();
+    let key = cache_key(&modules, &[module], &recipe)?;
     let dir = root.join(format!("{module}-{key}"));
     if is_complete(&dir) {
         return Ok(dir);
@@ -81,10 +98,16 @@ fn go_tools(module: &str, commands: &[(&str, &str)]) -> Result<PathBuf, Error> {
         );
         build_into(&dir, |out| {
             for (name, package) in commands {
+                let args: Vec<String> = ["-ldflags=-s -w"]
+                    .iter()
+                    .chain(flags)
+                    .chain([package])
+                    .map(|a| (*a).to_owned())
+                    .collect();
                 go_build(
                     &modules.join(module),
                     &out.join(name).display().to_string(),
-                    &["-ldflags=-s -w".to_owned(), (*package).to_owned()],
+                    &args,
                 )?;
             }
             Ok(())

@@ -1,6 +1,7 @@
 //! `cargo xtask test`: the whole gate CI runs — formatting, the source layout (import cycles, paths
 //! in the docs), the docs' commands, lints, CRD drift, dependency licenses, bans and sources
-//! (cargo-deny), the release packaging (images, krew release), unit and end-to-end tests.
+//! (cargo-deny), the release packaging (images, krew release), unit and end-to-end tests (with
+//! Helm's and promtool's checks of the chart and the alerts).
 
 use std::process::Command;
 
@@ -58,6 +59,14 @@ pub fn run(args: TestArgs, xtask: docs::Parse) -> anyhow::Result<()> {
     eprintln!("==> the Helm chart is tested with {}", helm.display());
     // kubectl's and Helm's documented commands, on an apiserver of their own (seconds).
     docs::check_tools(&binaries.kubectl, &helm, false)?;
+    // promtool, which tests/e2e/tests/monitoring.rs runs on the alerts and their unit tests, is
+    // built here for the same reason as Helm.
+    let promtool =
+        k8sm_testcluster::promtool().context("building promtool for the alerts' test")?;
+    eprintln!(
+        "==> the alerting rules are tested with {}",
+        promtool.display()
+    );
 
     // End-to-end tests run k8sm's binaries as child processes: build them first (a nested cargo
     // inside `cargo test` would wait on the build lock the outer one holds).
