@@ -108,6 +108,15 @@ pub enum Withheld {
     StaleView,
 }
 
+impl Withheld {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Backoff => "backoff",
+            Self::StaleView => "stale_view",
+        }
+    }
+}
+
 pub struct Metrics {
     registry: Registry,
     policies: PolicyGauges,
@@ -300,6 +309,9 @@ impl Metrics {
 
     pub fn observe_plan(&self, plan: &Plan) {
         self.policies.observe_plan(plan);
+        for policy in &plan.policies {
+            self.start_counters(&policy.policy);
+        }
         // The planner's one meaning of blocked: a pod terminating, or waiting for a slot or the
         // pause, is not.
         let blocked = plan
@@ -309,6 +321,34 @@ impl Metrics {
             .filter(|p| p.is_blocked())
             .count();
         self.blocked_pods.set(blocked as i64);
+    }
+
+    /// Each counter of `policy` whose labels are known in advance, at 0: an alert's `increase()`
+    /// then counts the first event too, and the series exist before anything happened.
+    fn start_counters(&self, policy: &str) {
+        let reason = |reason: Reason| ReasonLabel {
+            policy: policy.to_owned(),
+            reason: reason.as_str(),
+        };
+        self.evictions
+            .get_or_create(&reason(Reason::Evicted))
+            .inc_by(0);
+        for deleted in [Reason::DeletedUnmanagedPod, Reason::DeletedFinishedPod] {
+            self.deletions.get_or_create(&reason(deleted)).inc_by(0);
+        }
+        self.surge_moves
+            .get_or_create(&PolicyLabel {
+                policy: policy.to_owned(),
+            })
+            .inc_by(0);
+        for cause in [Withheld::Backoff, Withheld::StaleView] {
+            self.actions_withheld
+                .get_or_create(&CauseLabel {
+                    policy: policy.to_owned(),
+                    cause: cause.as_str(),
+                })
+                .inc_by(0);
+        }
     }
 
     /// What the status written for `policy` says (see `PolicyGauges::observe_status`).
@@ -368,14 +408,10 @@ impl Metrics {
 
     /// An action of `policy` was not attempted.
     pub fn withheld(&self, policy: &str, cause: Withheld) {
-        let cause = match cause {
-            Withheld::Backoff => "backoff",
-            Withheld::StaleView => "stale_view",
-        };
         self.actions_withheld
             .get_or_create(&CauseLabel {
                 policy: policy.to_owned(),
-                cause,
+                cause: cause.as_str(),
             })
             .inc();
     }
@@ -519,5 +555,14 @@ mod tests {
         metrics.observe_plan(&k8sm_planner::plan(&view, at(2)));
         let text = metrics.encode();
         assert!(text.contains("k8sm_blocked_pods 2"), "{text}");
+        // The counters of the policy start at 0, before anything happened.
+        for line in [
+            "k8sm_evictions_total{policy=\"fleet\",reason=\"Evicted\"} 0",
+            "k8sm_deletions_total{policy=\"fleet\",reason=\"DeletedUnmanagedPod\"} 0",
+            "k8sm_surge_moves_total{policy=\"fleet\"} 0",
+            "k8sm_actions_withheld_total{policy=\"fleet\",cause=\"backoff\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
     }
 }
