@@ -22,6 +22,7 @@ pub mod objects;
 pub mod plugin;
 pub mod podset;
 pub mod polling;
+pub mod promql;
 pub mod rng;
 pub mod run_agents;
 pub mod scenario;

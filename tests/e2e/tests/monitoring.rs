@@ -1,16 +1,23 @@
-//! The alerts of deploy/components/monitoring: promtool (built from the module `tests/go/prometheus`
-//! pins) checks the PrometheusRule's rule groups and runs their unit tests, which fail on a broken
-//! rule (a negative control).
+//! The alerts and the dashboard of deploy/components/monitoring:
+//!
+//! - promtool (built from the module `tests/go/prometheus` pins) checks the PrometheusRule's rule
+//!   groups and runs their unit tests, which fail on a broken rule (a negative control);
+//! - every metric the dashboard's queries and the alerts' expressions name is exported by a
+//!   running controller, checked against its scrape; the policy gauges carry the policy's name.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
-use k8sm_e2e::{KubectlResult, workspace_root};
+use k8sm_e2e::http::{free_port, get};
+use k8sm_e2e::scenario::Scenario;
+use k8sm_e2e::{KubectlResult, promql, workspace_root};
 use serde_json::Value;
 
 const RULE: &str = "deploy/components/monitoring/prometheusrule.yaml";
 const RULE_TESTS: &str = "deploy/components/monitoring/tests";
+const DASHBOARD: &str = "deploy/components/monitoring/k8sm-dashboard.json";
 
 /// The alerts issue #45 asks for, each with its runbook.
 const ALERTS: [&str; 5] = [
@@ -24,6 +31,11 @@ const ALERTS: [&str; 5] = [
 fn yaml_file(path: &str) -> Value {
     let text = std::fs::read_to_string(workspace_root().join(path)).unwrap();
     serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn json_file(path: &str) -> Value {
+    let text = std::fs::read_to_string(workspace_root().join(path)).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// The PrometheusRule's spec: a plain rule file, as promtool reads it.
@@ -135,4 +147,148 @@ fn promtool_checks_the_alerts_and_runs_their_unit_tests() {
     );
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(broken_dir);
+}
+
+/// Every PromQL expression of the dashboard: its panels' targets and its variables' queries.
+fn dashboard_expressions(dashboard: &Value) -> Vec<String> {
+    let mut exprs = Vec::new();
+    let mut panels: Vec<&Value> = dashboard["panels"].as_array().unwrap().iter().collect();
+    while let Some(panel) = panels.pop() {
+        panels.extend(panel["panels"].as_array().into_iter().flatten());
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            exprs.push(target["expr"].as_str().expect("a target's expr").to_owned());
+        }
+    }
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        if variable["type"] == "query" {
+            let query = &variable["query"];
+            let query = query["query"].as_str().or(query.as_str()).unwrap();
+            exprs.push(query.to_owned());
+        }
+    }
+    exprs
+}
+
+/// The names a scrape exports: its samples', and those its metadata promise (a counter's
+/// `_total`, a histogram's `_bucket`, `_sum`, `_count`), which have no sample until counted.
+fn exported_names(scrape: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in scrape.lines() {
+        if let Some(typed) = line.strip_prefix("# TYPE ") {
+            let mut words = typed.split_whitespace();
+            let (Some(name), Some(kind)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                "info" => &["_info"],
+                _ => &[""],
+            };
+            names.extend(suffixes.iter().map(|s| format!("{name}{s}")));
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let end = line.find(['{', ' ']).unwrap_or(line.len());
+            names.insert(line[..end].to_owned());
+        }
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_and_the_alerts_name_only_metrics_the_controller_exports() {
+    // What the dashboard and the alerts read.
+    let mut used: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut expressions: Vec<(String, String)> = dashboard_expressions(&json_file(DASHBOARD))
+        .into_iter()
+        .map(|e| (DASHBOARD.to_owned(), e))
+        .collect();
+    for rule in rules(&rule_groups()) {
+        let name = rule["alert"].as_str().unwrap();
+        expressions.push((
+            format!("{RULE} {name}"),
+            rule["expr"].as_str().unwrap().to_owned(),
+        ));
+    }
+    for (origin, expr) in &expressions {
+        let names = promql::metric_names(expr).unwrap_or_else(|e| panic!("{origin}: {e}: {expr}"));
+        assert!(!names.is_empty(), "{origin} reads no metric: {expr}");
+        used.extend(names.into_iter().map(|n| (n, origin.clone())));
+    }
+
+    // What a running controller exports: a paused policy, then its upgrade under way (an ETA
+    // exists once a node upgraded and others remain; each restart takes 5 s).
+    let mut scenario = Scenario::start(3, "monitoring", "5s").await;
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    scenario.start_controller(&[&format!("--metrics-addr={metrics_addr}")]);
+    let mut spec = scenario.policy_spec(1);
+    spec.paused = true;
+    scenario.create_policy("fleet", spec).await;
+    let scrape_when = |what: &'static str, series: &'static str| {
+        let metrics_addr = metrics_addr.clone();
+        let scenario = &scenario;
+        async move {
+            scenario
+                .wait_until(what, Duration::from_secs(120), || async {
+                    let (code, body) = get(&metrics_addr, "/metrics").ok()?;
+                    (code == 200 && body.contains(series)).then_some(body)
+                })
+                .await
+        }
+    };
+    let paused = scrape_when(
+        "the controller reports on paused policy fleet",
+        "k8sm_policy_degraded{policy=\"fleet\"}",
+    )
+    .await;
+    for line in [
+        "k8sm_nodes{policy=\"fleet\",phase=\"Incompatible\"} 3",
+        "k8sm_policy_paused{policy=\"fleet\"} 1",
+        "k8sm_policy_window_open{policy=\"fleet\"} 1",
+        "k8sm_policy_degraded{policy=\"fleet\"} 0",
+        "k8sm_policy_condition_nodes{policy=\"fleet\",reason=\"Stalled\"} 0",
+        "k8sm_evictions_total{policy=\"fleet\",reason=\"Evicted\"} 0",
+        "k8sm_is_leader 1",
+    ] {
+        assert!(
+            paused.lines().any(|l| l == line),
+            "/metrics has {line}:\n{paused}"
+        );
+    }
+    assert!(
+        paused
+            .lines()
+            .any(|l| l.starts_with("k8sm_build_info{version=\"")
+                && l.contains(",commit=\"")
+                && l.ends_with("} 1")),
+        "/metrics has k8sm_build_info:\n{paused}"
+    );
+    assert!(
+        !paused.contains("k8sm_policy_eta_seconds{"),
+        "no ETA while paused:\n{paused}"
+    );
+    scenario
+        .patch_policy("fleet", serde_json::json!({ "paused": false }))
+        .await;
+    let upgrading = scrape_when(
+        "the controller reports an ETA for policy fleet",
+        "k8sm_policy_eta_seconds{policy=\"fleet\"}",
+    )
+    .await;
+    let scrape = format!("{paused}\n{upgrading}");
+
+    let exported = exported_names(&scrape);
+    let missing: Vec<String> = used
+        .iter()
+        .filter(|(name, _)| !exported.contains(name))
+        .map(|(name, origin)| format!("{name} (in {origin})"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "metrics the controller does not export: {missing:#?}\nexported: {exported:#?}"
+    );
+    println!(
+        "{} metric names of {} expressions, all exported",
+        used.iter().map(|(n, _)| n).collect::<BTreeSet<_>>().len(),
+        expressions.len()
+    );
 }
