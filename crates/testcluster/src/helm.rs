@@ -69,4 +69,17 @@ impl Binaries {
         Ok(source
             .join("example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"))
     }
+
+    /// The Prometheus Operator's PrometheusRule CRD, from the same pinned module as
+    /// [`Binaries::service_monitor_crd`]: the chart's and deploy/'s alerts are checked against it.
+    pub fn prometheus_rule_crd() -> Result<PathBuf, Error> {
+        let module = go_modules_dir().join("prometheus-operator");
+        check_go()?;
+        let source = module_source(
+            &module,
+            "github.com/prometheus-operator/prometheus-operator",
+        )?;
+        Ok(source
+            .join("example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"))
+    }
 }

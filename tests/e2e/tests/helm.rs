@@ -133,7 +133,8 @@ fn kustomize(cluster: &TestCluster, dir: &str) -> Objects {
 ///   object for object and field for field (no normalisation: the chart adds no label or annotation
 ///   the base lacks); with the agent on it adds exactly `kubectl kustomize deploy/agent`, with
 ///   `rbac.surge` and `rbac.deleteNode` exactly what the components deploy/components/surge and
-///   delete-node add, and its `policies` render exactly the example policies;
+///   delete-node add, with `metrics.prometheusRule` and `metrics.dashboard` what
+///   deploy/components/monitoring adds, and its `policies` render exactly the example policies;
 /// - the comparison fails on a change (a negative control: one extra controller argument is
 ///   reported);
 /// - values that would install something broken are refused, with the fix in the message;
@@ -141,7 +142,7 @@ fn kustomize(cluster: &TestCluster, dir: &str) -> Objects {
 ///   `helm uninstall` removes what it installed but the CRD (Helm never deletes a CRD: that would
 ///   delete every policy);
 /// - the apiserver accepts every object of the render with every option on (server-side dry-run),
-///   the ServiceMonitor against the Prometheus Operator's real CRD.
+///   the ServiceMonitor and the PrometheusRule against the Prometheus Operator's real CRDs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_chart_renders_the_kustomize_base_and_the_apiserver_accepts_it() {
     let helm_binary = Binaries::helm().expect("helm builds from tests/go/helm");
@@ -208,6 +209,10 @@ async fn helm_chart_renders_the_kustomize_base_and_the_apiserver_accepts_it() {
         (
             "rbac.surge=true,rbac.deleteNode=true",
             &["surge", "delete-node"][..],
+        ),
+        (
+            "metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true",
+            &["monitoring"][..],
         ),
     ] {
         let overlay = manifests::overlay_with_components(&cluster.dir().join(values), components);
@@ -344,11 +349,16 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
             "nodeSelector": { "kubernetes.io/os": "linux" },
             "tolerations": [{ "key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule" }],
         },
-        "metrics": { "serviceMonitor": { "enabled": true, "labels": { "release": "prometheus" }, "scrapeTimeout": "10s" } },
+        "metrics": {
+            "serviceMonitor": { "enabled": true, "labels": { "release": "prometheus" }, "scrapeTimeout": "10s" },
+            "prometheusRule": { "enabled": true, "labels": { "release": "prometheus" } },
+            "dashboard": { "enabled": true, "labels": { "team": "platform" } },
+        },
         "rbac": { "surge": true, "deleteNode": true },
         "agent": {
             "enabled": true,
             "hostNetwork": true,
+            "logFormat": "json",
             "extraEnv": [{ "name": "HOST_IP", "valueFrom": { "fieldRef": { "fieldPath": "status.hostIP" } } }],
             "nodeSelector": { "kubernetes.io/os": "linux" },
         },
@@ -384,6 +394,11 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
         deployment["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"],
         "agents-ca"
     );
+    let agent = &objects[&key("apps/v1", "DaemonSet", "k8sm-system", "k8sm-agent")];
+    assert_eq!(
+        agent["spec"]["template"]["spec"]["containers"][0]["env"][1],
+        json!({ "name": "K8SM_LOG_FORMAT", "value": "json" })
+    );
     for (api_version, kind, namespace, name) in [
         (
             "monitoring.coreos.com/v1",
@@ -397,6 +412,13 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
             "k8sm-system",
             "k8sm-controller",
         ),
+        (
+            "monitoring.coreos.com/v1",
+            "PrometheusRule",
+            "k8sm-system",
+            "k8sm",
+        ),
+        ("v1", "ConfigMap", "k8sm-system", "k8sm-dashboard"),
         ("apps/v1", "DaemonSet", "k8sm-system", "k8sm-agent"),
         (
             "admissionregistration.k8s.io/v1",
@@ -444,6 +466,13 @@ fn everything_on_is_accepted(helm: &Helm, cluster: &TestCluster, policies: &Valu
         cluster,
         &service_monitor_crd,
         "crd/servicemonitors.monitoring.coreos.com",
+    );
+    let prometheus_rule_crd =
+        Binaries::prometheus_rule_crd().expect("the PrometheusRule CRD from its module");
+    apply_crd(
+        cluster,
+        &prometheus_rule_crd,
+        "crd/prometheusrules.monitoring.coreos.com",
     );
     kubectl_ok(cluster, &["create", "namespace", "k8sm-system"]);
 

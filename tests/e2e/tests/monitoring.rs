@@ -1,4 +1,4 @@
-//! The alerts and the dashboard of deploy/components/monitoring:
+//! The alerts and the dashboard of deploy/components/monitoring (and the chart's copies):
 //!
 //! - promtool (built from the module `tests/go/prometheus` pins) checks the PrometheusRule's rule
 //!   groups and runs their unit tests, which fail on a broken rule (a negative control);
@@ -18,6 +18,8 @@ use serde_json::Value;
 const RULE: &str = "deploy/components/monitoring/prometheusrule.yaml";
 const RULE_TESTS: &str = "deploy/components/monitoring/tests";
 const DASHBOARD: &str = "deploy/components/monitoring/k8sm-dashboard.json";
+const CHART_RULES: &str = "deploy/helm/k8sm/monitoring/k8sm-rules.yaml";
+const CHART_DASHBOARD: &str = "deploy/helm/k8sm/monitoring/k8sm-dashboard.json";
 
 /// The alerts issue #45 asks for, each with its runbook.
 const ALERTS: [&str; 5] = [
@@ -92,6 +94,16 @@ fn test_files(dir: &Path) -> Vec<String> {
 #[test]
 fn promtool_checks_the_alerts_and_runs_their_unit_tests() {
     let groups = rule_groups();
+    assert_eq!(
+        groups,
+        yaml_file(CHART_RULES),
+        "{CHART_RULES} holds the spec of {RULE}"
+    );
+    assert_eq!(
+        json_file(DASHBOARD),
+        json_file(CHART_DASHBOARD),
+        "the chart's dashboard is {DASHBOARD}"
+    );
     let alerts: BTreeSet<&str> = rules(&groups)
         .iter()
         .filter_map(|r| r["alert"].as_str())
