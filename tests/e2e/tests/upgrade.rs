@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use k8sm_api::{ExecutorUpgradePolicySpec, MaxConcurrentNodes, UnmanagedPodPolicy, UnmanagedPods};
 use k8sm_e2e::drain_order::DrainOrder;
-use k8sm_e2e::http::{free_port, get};
+use k8sm_e2e::http::{free_port, get, metric};
 use k8sm_e2e::scenario::Scenario;
 use k8sm_e2e::sla::{SlaWatcher, assert_no_violations, bound};
 use k8sm_e2e::workloads::{
@@ -72,8 +72,12 @@ async fn target_upgrades_every_node_without_breaking_any_sla() {
             Duration::from_secs(120),
             || async {
                 let (code, body) = get(&metrics_addr, "/metrics").ok()?;
-                let evicted =
-                    body.contains("k8sm_evictions_total{policy=\"fleet\",reason=\"Evicted\"}");
+                // The series starts at 0 with the policy.
+                let evicted = metric(
+                    &body,
+                    "k8sm_evictions_total{policy=\"fleet\",reason=\"Evicted\"}",
+                )
+                .is_some_and(|n| n > 0.0);
                 (code == 200 && evicted && body.contains("k8sm_nodes{")).then_some(body)
             },
         )
