@@ -945,8 +945,12 @@ async fn mistakes_get_a_sentence_that_says_how_to_fix_them() {
         "ExecutorUpgradePolicy \"c\" does not exist: existing policies: a, b",
     );
     k8sm_ok(&cluster, &["pause", "--policy", "a"]);
-    assert!(policies.get("a").await.unwrap().spec.paused);
-    assert!(!policies.get("b").await.unwrap().spec.paused);
+    let paused = |policy: ExecutorUpgradePolicy| {
+        let annotations = policy.metadata.annotations.unwrap_or_default();
+        annotations.get(keys::PAUSE_ANNOTATION).map(String::as_str) == Some("true")
+    };
+    assert!(paused(policies.get("a").await.unwrap()));
+    assert!(!paused(policies.get("b").await.unwrap()));
     k8sm_fails(
         &cluster,
         &["upgrade", "start", "--policy", "a", "--to", "sha256:abc"],
