@@ -14,8 +14,7 @@ use clap::{Arg, ArgMatches, Command, CommandFactory, FromArgMatches};
 use clap_complete::engine::{ArgValueCandidates, CompletionCandidate};
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::ListParams;
-use kube::core::PartialObjectMeta;
-use kube::{Api, ResourceExt};
+use kube::Api;
 
 use k8sm_api::ExecutorUpgradePolicy;
 
@@ -162,36 +161,22 @@ fn from_cluster(options: &ConnectOptions, kind: Names) -> Vec<String> {
     let names = runtime.block_on(async {
         let connection = Connection::open(options).await.ok()?;
         let client = connection.client.clone();
-        let params = ListParams::default();
-        let names: Vec<String> = match kind {
-            Names::Nodes => Api::<PartialObjectMeta<Node>>::all(client)
-                .list_metadata(&params)
-                .await
-                .ok()?
-                .items
-                .iter()
-                .map(ResourceExt::name_any)
-                .collect(),
-            Names::Policies => Api::<ExecutorUpgradePolicy>::all(client)
-                .list_metadata(&params)
-                .await
-                .ok()?
-                .items
-                .iter()
-                .map(ResourceExt::name_any)
-                .collect(),
-            Names::Namespaces => Api::<Namespace>::all(client)
-                .list_metadata(&params)
-                .await
-                .ok()?
-                .items
-                .iter()
-                .map(ResourceExt::name_any)
-                .collect(),
-        };
-        Some(names)
+        match kind {
+            Names::Nodes => names_of(Api::<Node>::all(client)).await,
+            Names::Policies => names_of(Api::<ExecutorUpgradePolicy>::all(client)).await,
+            Names::Namespaces => names_of(Api::<Namespace>::all(client)).await,
+        }
     });
     names.unwrap_or_default()
+}
+
+/// The names of every object `api` lists, read from their metadata only.
+async fn names_of<K>(api: Api<K>) -> Option<Vec<String>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let list = api.list_metadata(&ListParams::default()).await.ok()?;
+    Some(list.items.into_iter().filter_map(|item| item.metadata.name).collect())
 }
 
 #[cfg(test)]
