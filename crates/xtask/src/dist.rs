@@ -1,7 +1,8 @@
-//! `cargo xtask dist`: the kubectl plugin's release for krew, from what this machine can build
-//! (linux/amd64 only: the one Rust target installed). Per platform, an archive of the static
-//! `kubectl-k8sm`, its completion shim `kubectl_complete-k8sm` and the LICENSE, its SHA-256 as
-//! `sha256sum` writes it, and `k8sm.yaml`, the krew manifest rendered from `plugin/krew.yaml`
+//! `cargo xtask dist`: the kubectl plugin's release for krew, for the platforms of
+//! [`release::PLATFORMS`] (linux/amd64 and linux/arm64; not macOS, which nothing here links). Per
+//! platform, an archive of the static `kubectl-k8sm`, its completion shim `kubectl_complete-k8sm`
+//! and the LICENSE, its SHA-256 as `sha256sum` writes it, and `k8sm.yaml`, the krew manifest
+//! rendered from `plugin/krew.yaml`
 //! (krew-release-bot syntax, so the bot can still publish from it) for the platforms built. Then
 //! krew's own checks run on the result ([`validate`]): what krew-index runs, and an install exactly
 //! as the README tells users to.
@@ -14,7 +15,7 @@ use std::process::Command;
 use anyhow::{Context, bail, ensure};
 use sha2::{Digest, Sha256};
 
-use crate::release::{self, ARCH, OS, Profile, VERSION};
+use crate::release::{self, PLATFORMS, Platform, Profile, VERSION};
 use crate::workspace;
 
 /// The plugin's binary (and package) name.
@@ -83,12 +84,32 @@ pub struct Dist {
     pub manifest: PathBuf,
 }
 
-/// Builds the plugin, its archive and checksum, and renders the manifest, into `out`.
+/// Builds the plugin, its archive and checksum for each platform, and renders the manifest, into
+/// `out`.
 pub fn build(out: &Path, profile: Profile) -> anyhow::Result<Dist> {
-    let binary = release::build_static(&[PLUGIN], profile)?.remove(0);
     let root = workspace::root();
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let archives = PLATFORMS
+        .into_iter()
+        .map(|platform| package(out, platform, profile))
+        .collect::<anyhow::Result<Vec<_>>>()?;
 
+    let template_path = root.join("plugin/krew.yaml");
+    let template = std::fs::read_to_string(&template_path)
+        .with_context(|| format!("reading {}", template_path.display()))?;
+    let manifest = out.join(format!("{KREW_NAME}.yaml"));
+    std::fs::write(
+        &manifest,
+        render(&template, &format!("v{VERSION}"), &archives)?,
+    )?;
+    Ok(Dist { archives, manifest })
+}
+
+/// One platform's archive of the plugin, and its checksum, in `out`.
+fn package(out: &Path, platform: Platform, profile: Profile) -> anyhow::Result<Archive> {
+    let (os, arch) = (platform.os, platform.arch);
+    let binary = release::build_static(platform, &[PLUGIN], profile)?.remove(0);
+    let root = workspace::root();
     // The archive's contents: the binary, the completion shim and the license, at its root, as
     // the manifest's `files` say.
     let staging = out.join(".staging");
@@ -111,35 +132,25 @@ pub fn build(out: &Path, profile: Profile) -> anyhow::Result<Dist> {
             .arg(&staging)
             .args(["LICENSE", PLUGIN, COMPLETION_SHIM]),
     )?;
-    let path = out.join(Archive::file_name(OS, ARCH));
+    let path = out.join(Archive::file_name(os, arch));
     gzip(&tar_path, &path)?;
     std::fs::remove_file(&tar_path)?;
     std::fs::remove_dir_all(&staging)?;
 
     let bytes = std::fs::read(&path)?;
     let sha256 = hex(&Sha256::digest(&bytes));
-    let file_name = Archive::file_name(OS, ARCH);
+    let file_name = Archive::file_name(os, arch);
     std::fs::write(
         out.join(format!("{file_name}.sha256")),
         format!("{sha256}  {file_name}\n"),
     )?;
-    let archives = vec![Archive {
-        os: OS.to_owned(),
-        arch: ARCH.to_owned(),
+    Ok(Archive {
+        os: os.to_owned(),
+        arch: arch.to_owned(),
         path,
         bytes: bytes.len() as u64,
         sha256,
-    }];
-
-    let template_path = root.join("plugin/krew.yaml");
-    let template = std::fs::read_to_string(&template_path)
-        .with_context(|| format!("reading {}", template_path.display()))?;
-    let manifest = out.join(format!("{KREW_NAME}.yaml"));
-    std::fs::write(
-        &manifest,
-        render(&template, &format!("v{VERSION}"), &archives)?,
-    )?;
-    Ok(Dist { archives, manifest })
+    })
 }
 
 /// gzip without a name or time in the header (flate2 writes neither unless told), so equal input
@@ -291,15 +302,22 @@ fn install(krew: &Path, krew_root: &Path, dist: &Dist, archive: &Archive) -> any
         "{} is not executable",
         shim.display()
     );
-    // krew links the plugin into its bin directory, where kubectl finds it.
-    if archive.os == std::env::consts::OS && archive.arch == ARCH {
-        let version = release::run_quiet(
-            "the installed kubectl-k8sm --version",
-            Command::new(krew_root.join("bin").join(PLUGIN)).arg("--version"),
-        )?;
-        if !version.contains(VERSION) {
-            bail!("the installed plugin says {version:?}, not {VERSION}");
-        }
+    // krew links the plugin into its bin directory, where kubectl finds it. Another machine's
+    // runs through its emulator: it proves the cross-built binary starts, not just links.
+    let platform = PLATFORMS
+        .into_iter()
+        .find(|p| p.os == archive.os && p.arch == archive.arch)
+        .context("an archive of no platform built")?;
+    let version = release::run_quiet(
+        &format!("the installed {} kubectl-k8sm --version", platform.name()),
+        platform
+            .run(&krew_root.join("bin").join(PLUGIN))
+            .arg("--version"),
+    )?;
+    if !version.contains(VERSION) {
+        bail!("the installed plugin says {version:?}, not {VERSION}");
+    }
+    if platform.is_host() {
         // The shim, linked beside the plugin as the caveats say, completes through it.
         let path = std::env::join_paths(std::iter::once(krew_root.join("bin")).chain(
             std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
@@ -385,7 +403,7 @@ mod tests {
             "v1.2.3",
             &[
                 archive("linux", "amd64", 'a'),
-                archive("darwin", "arm64", 'b'),
+                archive("linux", "arm64", 'b'),
             ],
         )
         .unwrap();
@@ -394,6 +412,20 @@ mod tests {
             manifest["spec"]["platforms"].as_sequence().unwrap().len(),
             2
         );
+    }
+
+    /// The template offers krew-release-bot exactly the archives a release builds.
+    #[test]
+    fn the_template_lists_the_platforms_built() {
+        let archives: Vec<Archive> = PLATFORMS
+            .iter()
+            .map(|p| archive(p.os, p.arch, 'a'))
+            .collect();
+        let text = render(&template(), "v1", &archives).unwrap();
+        let manifest: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        let rendered = manifest["spec"]["platforms"].as_sequence().unwrap().len();
+        let offered = template().matches("{{ addURIAndSha").count();
+        assert_eq!((rendered, offered), (PLATFORMS.len(), PLATFORMS.len()));
     }
 
     #[test]

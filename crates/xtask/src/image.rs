@@ -1,9 +1,10 @@
 //! `cargo xtask image`: OCI image archives of `k8sm-controller` and `k8sm-agent`, without a Docker
-//! daemon. Each image is one layer on no base: the static release binary (and, for the agent, a
-//! static BusyBox for the shell its DaemonSet and `--on-kamikaze` commands run), assembled by the
-//! pinned `crane` (`tests/go/crane`) into a tarred OCI layout that `docker load`, `podman load`,
-//! `skopeo copy oci-archive:…`, `kind load image-archive` and `crane push` take. `Containerfile`
-//! builds the same layout with Docker or Podman; a test below keeps the two from drifting apart.
+//! daemon. Each image is an index of one image per platform (linux/amd64, linux/arm64), each one
+//! layer on no base: the static release binary (and, for the agent, a static BusyBox for the shell
+//! its DaemonSet and `--on-kamikaze` commands run), assembled by the pinned `crane`
+//! (`tests/go/crane`) into a tarred OCI layout that `docker load`, `podman load`, `skopeo copy
+//! --all oci-archive:…`, `kind load image-archive` and `crane push` take. `Containerfile` builds
+//! the same layout with Docker or Podman; a test below keeps the two from drifting apart.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -13,7 +14,9 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 
-use crate::release::{self, ARCH, LICENSE, OS, Profile, SOURCE, VERSION};
+use crate::release::{
+    self, LICENSE, LINUX_AMD64, LINUX_ARM64, PLATFORMS, Platform, Profile, SOURCE, VERSION,
+};
 use crate::workspace;
 
 /// Where the binaries are, in both images: on the PATH of every image, out of the way of what a
@@ -52,7 +55,7 @@ impl ImageSpec {
     }
 
     pub fn archive_name(&self) -> String {
-        format!("{}-{VERSION}-{OS}-{ARCH}.oci.tar", self.name)
+        format!("{}-{VERSION}.oci.tar", self.name)
     }
 
     pub fn labels(&self, revision: &str) -> BTreeMap<&'static str, String> {
@@ -120,6 +123,9 @@ pub const CA_CERTIFICATES: &str = "/etc/ssl/certs/ca-certificates.crt";
 pub const DEFAULT_OUT: &str = "target/image";
 /// Debian's busybox-static puts it there.
 pub const DEFAULT_BUSYBOX: &str = "/bin/busybox";
+/// Where .ci/run unpacks Debian's busybox-static for arm64 (it cannot be installed beside the
+/// amd64 one).
+pub const DEFAULT_BUSYBOX_ARM64: &str = "/usr/local/lib/k8sm/linux-arm64/busybox";
 
 #[derive(clap::Args)]
 pub struct ImageArgs {
@@ -130,10 +136,14 @@ pub struct ImageArgs {
     /// not what ships.
     #[arg(long, value_enum, default_value = "release")]
     pub profile: Profile,
-    /// The statically linked BusyBox of the agent image (Debian: `apt-get install
+    /// The statically linked BusyBox of the agent's linux/amd64 image (Debian: `apt-get install
     /// busybox-static`).
     #[arg(long, default_value = DEFAULT_BUSYBOX)]
     pub busybox: PathBuf,
+    /// The statically linked BusyBox of the agent's linux/arm64 image (Debian's busybox-static
+    /// for arm64, unpacked: .ci/run does it).
+    #[arg(long, default_value = DEFAULT_BUSYBOX_ARM64)]
+    pub busybox_arm64: PathBuf,
     /// The CA bundle of the controller image (Debian: `apt-get install ca-certificates`).
     #[arg(long, default_value = CA_CERTIFICATES)]
     pub ca_certificates: PathBuf,
@@ -146,18 +156,26 @@ pub fn run(args: ImageArgs) -> anyhow::Result<()> {
         &out,
         args.profile,
         &Inputs {
-            busybox: args.busybox,
+            busybox: BTreeMap::from([
+                (LINUX_AMD64.arch, args.busybox),
+                (LINUX_ARM64.arch, args.busybox_arm64),
+            ]),
             ca_certificates: args.ca_certificates,
         },
     )?;
     eprintln!("==> images ({} in all)", humantime_secs(started));
     for image in &built {
+        let layers: Vec<String> = image
+            .layer_bytes
+            .iter()
+            .map(|(platform, bytes)| format!("{platform} {}", release::mib(*bytes)))
+            .collect();
         eprintln!(
-            "{}  {}  {} (layer {} uncompressed)  {}",
+            "{}  {}  {} (layers uncompressed: {})  {}",
             image.reference,
             image.archive.display(),
             release::mib(image.archive_bytes),
-            release::mib(image.layer_bytes),
+            layers.join(", "),
             image.digest
         );
     }
@@ -174,33 +192,62 @@ pub struct Built {
     pub reference: String,
     pub archive: PathBuf,
     pub archive_bytes: u64,
-    pub layer_bytes: u64,
-    /// The image manifest's digest.
+    /// Per platform (`linux/arm64`), the size of its one layer, uncompressed.
+    pub layer_bytes: Vec<(String, u64)>,
+    /// The image index's digest.
     pub digest: String,
 }
 
 /// What the images take from the build machine besides k8sm's binaries.
 #[derive(Debug)]
 pub struct Inputs {
-    pub busybox: PathBuf,
+    /// A static BusyBox per architecture (`arm64`) of [`PLATFORMS`].
+    pub busybox: BTreeMap<&'static str, PathBuf>,
     pub ca_certificates: PathBuf,
 }
 
 impl Default for Inputs {
     fn default() -> Self {
         Self {
-            busybox: DEFAULT_BUSYBOX.into(),
+            busybox: BTreeMap::from([
+                (LINUX_AMD64.arch, DEFAULT_BUSYBOX.into()),
+                (LINUX_ARM64.arch, DEFAULT_BUSYBOX_ARM64.into()),
+            ]),
             ca_certificates: CA_CERTIFICATES.into(),
         }
     }
 }
 
-/// Builds both images' binaries and archives into `out`.
+impl Inputs {
+    fn busybox(&self, platform: Platform) -> anyhow::Result<&Path> {
+        self.busybox
+            .get(platform.arch)
+            .map(PathBuf::as_path)
+            .with_context(|| format!("no BusyBox given for {}", platform.name()))
+    }
+}
+
+/// One platform's binaries of both images, in the order of [`IMAGES`].
+struct PlatformBinaries {
+    platform: Platform,
+    binaries: Vec<PathBuf>,
+}
+
+/// Builds both images' binaries for every platform and their archives into `out`.
 pub fn build(out: &Path, profile: Profile, inputs: &Inputs) -> anyhow::Result<Vec<Built>> {
-    let binaries = release::build_static(&IMAGES.map(|image| image.name), profile)?;
-    release::check_static(&inputs.busybox).with_context(
-        || "the agent image needs a static BusyBox (apt-get install busybox-static)",
-    )?;
+    let mut platforms = Vec::new();
+    for platform in PLATFORMS {
+        platforms.push(PlatformBinaries {
+            platform,
+            binaries: release::build_static(platform, &IMAGES.map(|image| image.name), profile)?,
+        });
+        release::check_static(inputs.busybox(platform)?, platform).with_context(|| {
+            format!(
+                "the agent's {} image needs a static BusyBox for it (.ci/run installs it)",
+                platform.name()
+            )
+        })?;
+    }
     let bundle = std::fs::read_to_string(&inputs.ca_certificates).unwrap_or_default();
     anyhow::ensure!(
         bundle.contains("-----BEGIN CERTIFICATE-----"),
@@ -215,40 +262,65 @@ pub fn build(out: &Path, profile: Profile, inputs: &Inputs) -> anyhow::Result<Ve
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let registry = Registry::start(&crane)?;
     let mut built = Vec::new();
-    for (image, binary) in IMAGES.iter().zip(&binaries) {
+    for (index, image) in IMAGES.iter().enumerate() {
         eprintln!("==> image {}", image.reference());
-        built.push(assemble(
-            image,
-            binary,
-            inputs,
-            &revision,
-            &crane,
-            &registry,
-            &work.join(image.name),
-            out,
-        )?);
+        let remote = format!("{}/{}", registry.host, image.reference());
+        let mut layer_bytes = Vec::new();
+        let mut append = Command::new(&crane);
+        append.args(["index", "append", "--tag", &remote]);
+        for binaries in &platforms {
+            let platform = binaries.platform;
+            let platform_remote = format!("{remote}-{}", platform.arch);
+            let layer = assemble(
+                &Assembly {
+                    image,
+                    platform,
+                    binary: &binaries.binaries[index],
+                    busybox: inputs.busybox(platform)?,
+                    ca_certificates: &inputs.ca_certificates,
+                    revision: &revision,
+                },
+                &crane,
+                &platform_remote,
+                &work.join(image.name).join(platform.arch),
+            )?;
+            layer_bytes.push((platform.name(), layer));
+            append.args(["--manifest", &platform_remote]);
+        }
+        // The index lists each image with the platform of its configuration.
+        release::run_quiet("crane index append", &mut append)?;
+        let (archive, digest) = archive(image, &crane, &remote, &work.join(image.name), out)?;
+        built.push(Built {
+            reference: image.reference(),
+            archive_bytes: size(&archive)?,
+            layer_bytes,
+            archive,
+            digest,
+        });
     }
     drop(registry);
     std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
     Ok(built)
 }
 
-#[allow(clippy::too_many_arguments)] // One image's inputs; a struct for one call would only rename them.
-fn assemble(
-    image: &ImageSpec,
-    binary: &Path,
-    inputs: &Inputs,
-    revision: &str,
-    crane: &Path,
-    registry: &Registry,
-    work: &Path,
-    out: &Path,
-) -> anyhow::Result<Built> {
+/// What goes into one platform's image.
+struct Assembly<'a> {
+    image: &'a ImageSpec,
+    platform: Platform,
+    binary: &'a Path,
+    busybox: &'a Path,
+    ca_certificates: &'a Path,
+    revision: &'a str,
+}
+
+/// Builds one platform's image in crane's registry as `remote`, returning its layer's size.
+fn assemble(what: &Assembly, crane: &Path, remote: &str, work: &Path) -> anyhow::Result<u64> {
+    let image = what.image;
     // The layer: the files at their paths in the image, modes set here since tar keeps them.
     let rootfs = work.join("rootfs");
-    install(binary, &rootfs.join(&image.entrypoint()[1..]), 0o755)?;
+    install(what.binary, &rootfs.join(&image.entrypoint()[1..]), 0o755)?;
     if !image.busybox_applets.is_empty() {
-        install(&inputs.busybox, &rootfs.join(&BUSYBOX[1..]), 0o755)?;
+        install(what.busybox, &rootfs.join(&BUSYBOX[1..]), 0o755)?;
         for applet in image.busybox_applets {
             let link = rootfs.join(&applet[1..]);
             create_dir(link.parent().unwrap_or(&rootfs))?;
@@ -258,7 +330,7 @@ fn assemble(
     }
     if image.ca_certificates {
         install(
-            &inputs.ca_certificates,
+            what.ca_certificates,
             &rootfs.join(&CA_CERTIFICATES[1..]),
             0o644,
         )?;
@@ -269,57 +341,67 @@ fn assemble(
     tar.args(top_level_entries(&rootfs)?);
     release::run_quiet("tar of the image layer", &mut tar)?;
 
-    // Assemble in crane's registry, then take it out as an OCI layout: the only way crane sets a
-    // configuration.
-    let remote = format!("{}/{}", registry.host, image.reference());
+    // Assemble in crane's registry: the only way crane sets a configuration.
     release::run_quiet(
         "crane append",
         Command::new(crane)
             .args(["append", "--oci-empty-base", "--new_layer"])
             .arg(&layer)
-            .args(["--new_tag", &remote]),
+            .args(["--new_tag", remote]),
     )?;
     let mut mutate = Command::new(crane);
     mutate
-        .args(["mutate", &remote, "--tag", &remote])
-        .args(["--set-platform", &format!("{OS}/{ARCH}")])
+        .args(["mutate", remote, "--tag", remote])
+        .args(["--set-platform", &what.platform.name()])
         .args(["--entrypoint", &image.entrypoint()])
         .args(["--user", image.user, "--workdir", "/"])
         .args(["--env", &format!("PATH={}", image.path)]);
     for port in image.exposed_ports {
         mutate.args(["--exposed-ports", port]);
     }
-    for (key, value) in image.labels(revision) {
+    for (key, value) in image.labels(what.revision) {
         // crane reads each --label as CSV (commas separate pairs): quote it so a value may hold
         // commas.
         mutate.args(["--label", &csv_field(&format!("{key}={value}"))]);
     }
     release::run_quiet("crane mutate", &mut mutate)?;
+    size(&layer)
+}
+
+/// Takes the index `remote` out of crane's registry as an OCI layout, names it and tars it into
+/// `out`: returns the archive and the index's digest.
+fn archive(
+    image: &ImageSpec,
+    crane: &Path,
+    remote: &str,
+    work: &Path,
+    out: &Path,
+) -> anyhow::Result<(PathBuf, String)> {
     let layout = work.join("layout");
     release::run_quiet(
         "crane pull --format oci",
         Command::new(crane)
-            .args(["pull", "--format", "oci", &remote])
+            .args(["pull", "--format", "oci", remote])
             .arg(&layout),
     )?;
     let digest = name_layout(&layout, image)?;
-
+    let platforms = index_platforms(&layout)?;
+    let expected: Vec<String> = PLATFORMS.iter().map(Platform::name).collect();
+    anyhow::ensure!(
+        platforms == expected,
+        "the index of {} lists {platforms:?}, not {expected:?}",
+        image.name
+    );
     create_dir(out)?;
     let archive = out.join(image.archive_name());
     let mut tar = release::reproducible_tar();
     tar.arg("--file").arg(&archive).arg("-C").arg(&layout);
     tar.args(top_level_entries(&layout)?);
     release::run_quiet("tar of the OCI layout", &mut tar)?;
-    Ok(Built {
-        reference: image.reference(),
-        archive_bytes: size(&archive)?,
-        layer_bytes: size(&layer)?,
-        archive,
-        digest,
-    })
+    Ok((archive, digest))
 }
 
-/// Names the layout's one image as `docker.io/k8sm/<name>:<version>` (containerd, and so `docker
+/// Names the layout's one index as `docker.io/k8sm/<name>:<version>` (containerd, and so `docker
 /// load` and `kind load`, read `io.containerd.image.name`; the OCI annotation holds the tag) and
 /// returns its digest.
 fn name_layout(layout: &Path, image: &ImageSpec) -> anyhow::Result<String> {
@@ -332,7 +414,7 @@ fn name_layout(layout: &Path, image: &ImageSpec) -> anyhow::Result<String> {
     let manifests = index["manifests"]
         .as_array_mut()
         .filter(|m| m.len() == 1)
-        .context("the layout should hold exactly one image")?;
+        .context("the layout should hold exactly one index")?;
     let manifest = &mut manifests[0];
     manifest["annotations"] = serde_json::json!({
         "io.containerd.image.name": format!("docker.io/{}", image.reference()),
@@ -345,6 +427,37 @@ fn name_layout(layout: &Path, image: &ImageSpec) -> anyhow::Result<String> {
     std::fs::write(&index_path, serde_json::to_vec(&index)?)
         .with_context(|| format!("writing {}", index_path.display()))?;
     Ok(digest)
+}
+
+/// The platforms (`linux/arm64`) of the images the layout's one index lists, in its order.
+fn index_platforms(layout: &Path) -> anyhow::Result<Vec<String>> {
+    let read = |path: PathBuf| -> anyhow::Result<serde_json::Value> {
+        let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
+    };
+    let top = read(layout.join("index.json"))?;
+    let digest = top["manifests"][0]["digest"]
+        .as_str()
+        .context("the layout names no index")?;
+    let blob = |digest: &str| layout.join("blobs").join(digest.replacen(':', "/", 1));
+    let index = read(blob(digest))?;
+    anyhow::ensure!(
+        index["mediaType"] == "application/vnd.oci.image.index.v1+json",
+        "the layout's image is not an OCI index: {}",
+        index["mediaType"]
+    );
+    index["manifests"]
+        .as_array()
+        .context("the index lists no manifests")?
+        .iter()
+        .map(|manifest| {
+            let platform = &manifest["platform"];
+            match (platform["os"].as_str(), platform["architecture"].as_str()) {
+                (Some(os), Some(arch)) => Ok(format!("{os}/{arch}")),
+                _ => bail!("an image of the index has no platform: {manifest}"),
+            }
+        })
+        .collect()
 }
 
 fn csv_field(value: &str) -> String {

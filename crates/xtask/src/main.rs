@@ -9,6 +9,7 @@ mod demo;
 mod deny;
 mod dist;
 mod docs;
+mod executable;
 mod fuzz;
 mod image;
 mod layout;
@@ -57,11 +58,11 @@ enum Command {
     /// cargo-fuzz), failing if any crashes. Not part of `test`.
     Fuzz(fuzz::FuzzArgs),
     /// OCI image archives of k8sm-controller and k8sm-agent from statically linked release
-    /// binaries, without a Docker daemon (crane, pinned in tests/go/crane):
-    /// target/image/<name>-<version>-linux-amd64.oci.tar.
+    /// binaries, without a Docker daemon (crane, pinned in tests/go/crane), each an index of
+    /// linux/amd64 and linux/arm64: target/image/<name>-<version>.oci.tar.
     Image(image::ImageArgs),
     /// The kubectl plugin's release for krew: archive, SHA-256 and the manifest rendered from
-    /// plugin/krew.yaml for the platforms built (linux/amd64 here), checked by krew's
+    /// plugin/krew.yaml for the platforms built (linux/amd64, linux/arm64), checked by krew's
     /// validate-krew-manifest and install: target/dist/.
     Dist(dist::DistArgs),
 }

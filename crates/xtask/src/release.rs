@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail, ensure};
 
-use crate::workspace;
+use crate::{executable, workspace};
 
 /// The workspace's version (xtask shares it): the images' tag and the plugin release's `v` tag.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -17,11 +18,75 @@ pub const SOURCE: &str = "https://github.com/k8sm/k8sm";
 /// The workspace's license (every crate inherits it).
 pub const LICENSE: &str = "Apache-2.0";
 
-/// The one Rust target this machine builds (no other target is installed, and none can be
-/// downloaded): Linux on x86-64, which krew and the OCI platform call linux/amd64.
-pub const TARGET: &str = "x86_64-unknown-linux-gnu";
-pub const OS: &str = "linux";
-pub const ARCH: &str = "amd64";
+/// A platform a release is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Platform {
+    /// The Rust target: glibc, linked statically (see [`STATIC_RUSTFLAGS`]).
+    pub triple: &'static str,
+    /// The name krew and the OCI platform give its OS and architecture.
+    pub os: &'static str,
+    pub arch: &'static str,
+    /// The ELF `e_machine` of its binaries.
+    pub machine: u16,
+    /// The C cross compiler that links its binaries and compiles ring's C code, and the Debian
+    /// packages that bring it with the target's static glibc; `None` for this machine's own.
+    pub cross_gcc: Option<(&'static str, &'static str)>,
+    /// The user-mode emulator (Debian's qemu-user) that runs its binaries on another machine.
+    pub emulator: &'static str,
+}
+
+impl Platform {
+    /// `linux/arm64`.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.os, self.arch)
+    }
+
+    /// Whether this machine runs its binaries.
+    pub fn is_host(&self) -> bool {
+        self.os == std::env::consts::OS && self.triple.starts_with(std::env::consts::ARCH)
+    }
+
+    /// A command that runs `binary`, one of its binaries, here: itself on its own machine, else
+    /// through [`Platform::emulator`].
+    pub fn run(&self, binary: &Path) -> Command {
+        if self.is_host() {
+            Command::new(binary)
+        } else {
+            let mut emulated = Command::new(self.emulator);
+            emulated.arg(binary);
+            emulated
+        }
+    }
+}
+
+pub const LINUX_AMD64: Platform = Platform {
+    triple: "x86_64-unknown-linux-gnu",
+    os: "linux",
+    arch: "amd64",
+    machine: executable::EM_X86_64,
+    cross_gcc: None,
+    emulator: "qemu-x86_64",
+};
+
+/// Cross-built here with Debian's aarch64 GCC; its standard library comes from rustup (.ci/run
+/// installs both).
+pub const LINUX_ARM64: Platform = Platform {
+    triple: "aarch64-unknown-linux-gnu",
+    os: "linux",
+    arch: "arm64",
+    machine: executable::EM_AARCH64,
+    cross_gcc: Some((
+        "aarch64-linux-gnu-gcc",
+        "gcc-aarch64-linux-gnu libc6-dev-arm64-cross",
+    )),
+    emulator: "qemu-aarch64",
+};
+
+/// Every platform a release is built for: both images (one multi-arch index each) and the plugin's
+/// archives. Not macOS: the plugin's TLS roots (security-framework, through kube's rustls) link
+/// Apple's Security and CoreFoundation frameworks, which no toolchain from the registries has (zig
+/// links libSystem without the SDK, but not frameworks).
+pub const PLATFORMS: [Platform; 2] = [LINUX_AMD64, LINUX_ARM64];
 
 /// The build profile of what is packaged.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,42 +158,77 @@ pub const STATIC_RUSTFLAGS: &str =
 /// Every binary a release packages (each the binary of the package of the same name).
 pub const RELEASE_BINARIES: [&str; 3] = ["k8sm-controller", "k8sm-agent", "kubectl-k8sm"];
 
-/// Builds the [`RELEASE_BINARIES`] for [`TARGET`], statically linked, and returns the path of each
-/// of `binaries`, after checking that none needs a dynamic loader. All are built together whichever
-/// are asked for: their shared dependencies are then built once, with one set of features, for the
-/// images and the plugin alike.
+/// Builds the [`RELEASE_BINARIES`] for `platform`, statically linked, and returns the path of each
+/// of `binaries`, after checking that each is for the platform's machine and needs no dynamic
+/// loader. All are built together whichever are asked for: their shared dependencies are then built
+/// once, with one set of features, for the images and the plugin alike, and a second call is a
+/// no-op.
 ///
 /// With [`STATIC_RUSTFLAGS`], in its own target directory, `target/static`, so that its flags never
 /// invalidate the ordinary builds and its lock never waits on theirs.
-pub fn build_static(binaries: &[&str], profile: Profile) -> anyhow::Result<Vec<PathBuf>> {
+pub fn build_static(
+    platform: Platform,
+    binaries: &[&str],
+    profile: Profile,
+) -> anyhow::Result<Vec<PathBuf>> {
     let target_dir = workspace::root().join("target/static");
+    let env_triple = platform.triple.to_uppercase().replace('-', "_");
     let mut cargo = workspace::cargo();
     cargo
-        .args(["build", "--locked", "--target", TARGET, "--profile"])
+        .args([
+            "build",
+            "--locked",
+            "--target",
+            platform.triple,
+            "--profile",
+        ])
         .arg(profile.cargo_name())
         .arg("--target-dir")
         .arg(&target_dir)
         // Only this target's crates: build scripts and proc macros run on the host and need no
         // static linking.
         .env(
-            format!(
-                "CARGO_TARGET_{}_RUSTFLAGS",
-                TARGET.to_uppercase().replace('-', "_")
-            ),
+            format!("CARGO_TARGET_{env_triple}_RUSTFLAGS"),
             STATIC_RUSTFLAGS,
         );
+    if let Some((gcc, packages)) = platform.cross_gcc {
+        if Command::new(gcc).arg("--version").output().is_err() {
+            bail!(
+                "{} needs the cross compiler {gcc} (apt-get install {packages}; .ci/run does)",
+                platform.name()
+            );
+        }
+        // ring's C code (through the cc crate) and the link, both for the target.
+        cargo
+            .env(format!("CARGO_TARGET_{env_triple}_LINKER"), gcc)
+            .env(format!("CC_{}", platform.triple.replace('-', "_")), gcc);
+    }
     for binary in RELEASE_BINARIES {
         cargo.args(["-p", binary]);
     }
+    let started = Instant::now();
     workspace::run(
         &format!(
-            "cargo build --profile {} --target {TARGET}, statically linked: {}",
+            "cargo build --profile {} --target {}, statically linked: {}",
             profile.cargo_name(),
+            platform.triple,
             RELEASE_BINARIES.join(", ")
         ),
         &mut cargo,
-    )?;
-    let dir = target_dir.join(TARGET).join(profile.dir());
+    )
+    .with_context(|| {
+        format!(
+            "building for {} (its Rust standard library: rustup target add {})",
+            platform.name(),
+            platform.triple
+        )
+    })?;
+    eprintln!(
+        "==> {} release binaries up to date in {:.0}s",
+        platform.name(),
+        started.elapsed().as_secs_f64()
+    );
+    let dir = target_dir.join(platform.triple).join(profile.dir());
     binaries
         .iter()
         .map(|binary| {
@@ -137,17 +237,27 @@ pub fn build_static(binaries: &[&str], profile: Profile) -> anyhow::Result<Vec<P
                 "{binary} is not a release binary"
             );
             let path = dir.join(binary);
-            check_static(&path)?;
+            check_static(&path, platform)?;
             Ok(path)
         })
         .collect()
 }
 
-/// Fails unless `path` is an ELF executable without a program interpreter (`PT_INTERP`): one that
-/// the kernel starts by itself, with no dynamic loader or shared libraries in the image.
-pub fn check_static(path: &Path) -> anyhow::Result<()> {
+/// Fails unless `path` is an ELF executable for `platform`'s machine without a program interpreter
+/// (`PT_INTERP`): one that the kernel starts by itself, with no dynamic loader or shared libraries
+/// in the image.
+pub fn check_static(path: &Path, platform: Platform) -> anyhow::Result<()> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    match elf_interpreter(&bytes) {
+    let machine =
+        executable::elf_machine(&bytes).map_err(|why| anyhow!("{}: {why}", path.display()))?;
+    ensure!(
+        machine == platform.machine,
+        "{} is for ELF machine {machine}, not {} ({})",
+        path.display(),
+        platform.machine,
+        platform.name()
+    );
+    match executable::elf_interpreter(&bytes) {
         Ok(None) => Ok(()),
         Ok(Some(interpreter)) => bail!(
             "{} is dynamically linked (it needs {interpreter}): it would not run in an image without a base",
@@ -155,52 +265,6 @@ pub fn check_static(path: &Path) -> anyhow::Result<()> {
         ),
         Err(why) => bail!("{}: {why}", path.display()),
     }
-}
-
-/// The program interpreter a 64-bit little-endian ELF file asks for, if any.
-fn elf_interpreter(bytes: &[u8]) -> Result<Option<String>, String> {
-    const PT_INTERP: u32 = 3;
-    if bytes.get(..4) != Some(b"\x7fELF".as_slice()) {
-        return Err("not an ELF file".into());
-    }
-    if bytes.get(4) != Some(&2) || bytes.get(5) != Some(&1) {
-        return Err("not a 64-bit little-endian ELF file".into());
-    }
-    let u16_at = |at: usize| -> Result<usize, String> {
-        bytes
-            .get(at..at + 2)
-            .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
-            .ok_or_else(|| "truncated ELF header".to_owned())
-    };
-    let u64_at = |at: usize| -> Result<usize, String> {
-        bytes
-            .get(at..at + 8)
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_le_bytes)
-            .and_then(|v| usize::try_from(v).ok())
-            .ok_or_else(|| "truncated ELF header".to_owned())
-    };
-    let (phoff, phentsize, phnum) = (u64_at(0x20)?, u16_at(0x36)?, u16_at(0x38)?);
-    for index in 0..phnum {
-        let header = phoff + index * phentsize;
-        let kind = bytes
-            .get(header..header + 4)
-            .and_then(|b| b.try_into().ok())
-            .map(u32::from_le_bytes)
-            .ok_or("truncated program header")?;
-        if kind == PT_INTERP {
-            let (offset, size) = (u64_at(header + 8)?, u64_at(header + 32)?);
-            let name = bytes
-                .get(offset..offset + size)
-                .ok_or("truncated interpreter name")?;
-            return Ok(Some(
-                String::from_utf8_lossy(name)
-                    .trim_end_matches('\0')
-                    .to_owned(),
-            ));
-        }
-    }
-    Ok(None)
 }
 
 /// `tar` with the options that make an archive depend on the files' contents and modes only: sorted
@@ -244,18 +308,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn finds_the_interpreter_of_a_dynamic_executable_and_none_in_a_static_one() {
-        // This test's own executable is an ordinary (dynamic) build; the static busybox of the
-        // image, when present, is the counter-example.
-        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        let interpreter = elf_interpreter(&me).unwrap();
-        assert!(
-            interpreter
-                .as_deref()
-                .is_some_and(|i| i.contains("ld-linux")),
-            "{interpreter:?}"
-        );
-        assert!(check_static(&std::env::current_exe().unwrap()).is_err());
-        assert!(elf_interpreter(b"#!/bin/sh\n").is_err());
+    fn a_dynamic_executable_or_one_for_another_machine_is_refused() {
+        // This test's own executable is an ordinary (dynamic) build.
+        let me = std::env::current_exe().unwrap();
+        let host = PLATFORMS.into_iter().find(Platform::is_host).unwrap();
+        let error = check_static(&me, host).unwrap_err().to_string();
+        assert!(error.contains("dynamically linked"), "{error}");
+        let other = PLATFORMS.into_iter().find(|p| !p.is_host()).unwrap();
+        let error = check_static(&me, other).unwrap_err().to_string();
+        assert!(error.contains(&format!("not {}", other.machine)), "{error}");
+    }
+
+    #[test]
+    fn platforms_are_named_as_krew_and_oci_name_them() {
+        let names: Vec<String> = PLATFORMS.iter().map(Platform::name).collect();
+        assert_eq!(names, ["linux/amd64", "linux/arm64"]);
+        assert!(LINUX_AMD64.is_host() != LINUX_ARM64.is_host());
     }
 }

@@ -1,7 +1,9 @@
 //! The container images of `cargo xtask image`, run for real without a container runtime: the OCI
 //! archive is unpacked into an empty root and the controller started from it as a Pod of
 //! deploy/controller.yaml would be, against the real local cluster, where it upgrades the nodes.
-//! The root holds only what the image brings, so the test fails if the binary needs more.
+//! The root holds only what the image brings, so the test fails if the binary needs more. Each
+//! archive is an index of linux/amd64 and linux/arm64: the other platform's image is checked to
+//! hold the same files, built for its machine.
 //! The archives are read from `$K8SM_IMAGE_DIR`, else `target/image` (`cargo xtask test` builds
 //! them first).
 
@@ -28,6 +30,10 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 const SERVICE_ACCOUNT_DIR: &str = "var/run/secrets/kubernetes.io/serviceaccount";
 /// The Pod this stands for.
 const POD_NAME: &str = "k8sm-controller-7d9f8b6c5d-image";
+/// The platforms of each image's index, in its order, with the ELF `e_machine` of their binaries
+/// and the emulator (Debian's qemu-user) that runs them on another machine.
+const PLATFORMS: [(&str, u16, &str); 2] =
+    [("amd64", 62, "qemu-x86_64"), ("arm64", 183, "qemu-aarch64")];
 
 /// The controller image, unpacked (digests checked, layers applied in order) into an empty root
 /// file system, runs as a Pod of deploy/controller.yaml would: the image's entrypoint, user and
@@ -46,7 +52,7 @@ async fn controller_from_its_image_upgrades_nodes_as_a_pod() {
     let started = Instant::now();
     let mut scenario = Scenario::start(3, NS, "1s").await;
     let root = scenario.cluster.dir().join("controller-rootfs");
-    let image = unpack(&archive("k8sm-controller"), &root);
+    let image = unpack(&archive("k8sm-controller"), host_arch(), &root);
     assert_eq!(
         image.files,
         [
@@ -245,7 +251,7 @@ async fn controller_from_its_image_upgrades_nodes_as_a_pod() {
 #[test]
 fn agent_image_has_what_its_daemonset_runs() {
     let dir = tempdir("agent-rootfs");
-    let image = unpack(&archive("k8sm-agent"), &dir);
+    let image = unpack(&archive("k8sm-agent"), host_arch(), &dir);
     assert_eq!(image.entrypoint, ["/usr/local/bin/k8sm-agent"]);
     assert_eq!(image.user, "0:0");
     let daemonset =
@@ -294,6 +300,71 @@ fn agent_image_has_what_its_daemonset_runs() {
     );
 }
 
+/// Both images hold the same files and configuration for every platform, their binaries (and the
+/// agent's BusyBox) built for that platform's machine: the ELF header's `e_machine`. Each binary
+/// starts (through the emulator on another machine) and names this version.
+#[test]
+fn every_platform_of_the_index_holds_its_own_binaries() {
+    for name in ["k8sm-controller", "k8sm-agent"] {
+        let mut first: Option<Image> = None;
+        for (arch, machine, emulator) in PLATFORMS {
+            let dir = tempdir(&format!("{name}-{arch}"));
+            let image = unpack(&archive(name), arch, &dir);
+            let mut executables = vec![format!("usr/local/bin/{name}")];
+            if name == "k8sm-agent" {
+                executables.push("bin/busybox".to_owned());
+            }
+            for executable in &executables {
+                let bytes = std::fs::read(dir.join(executable)).expect("the executable");
+                assert_eq!(
+                    elf_machine(&bytes),
+                    Some(machine),
+                    "{name} linux/{arch}: {executable}"
+                );
+            }
+            let binary = dir.join("usr/local/bin").join(name);
+            let mut version = if arch == host_arch() {
+                Command::new(&binary)
+            } else {
+                let mut emulated = Command::new(emulator);
+                emulated.arg(&binary);
+                emulated
+            };
+            let version = run(version.arg("--version"));
+            assert!(
+                version.starts_with(&format!("{name} {VERSION} ")),
+                "{name} linux/{arch}: {version}"
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            match &first {
+                None => first = Some(image),
+                Some(first) => {
+                    assert_eq!(image.files, first.files, "{name} linux/{arch}");
+                    assert_eq!(image.entrypoint, first.entrypoint, "{name} linux/{arch}");
+                    assert_eq!(image.user, first.user, "{name} linux/{arch}");
+                    assert_eq!(image.env, first.env, "{name} linux/{arch}");
+                }
+            }
+        }
+    }
+}
+
+/// The `e_machine` of a 64-bit little-endian ELF file.
+fn elf_machine(bytes: &[u8]) -> Option<u16> {
+    (bytes.get(..6)? == b"\x7fELF\x02\x01").then_some(())?;
+    let machine = bytes.get(0x12..0x14)?;
+    Some(u16::from_le_bytes([machine[0], machine[1]]))
+}
+
+/// This machine's architecture, as the OCI platform names it.
+fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => panic!("no image for {other}"),
+    }
+}
+
 /// An unpacked image: its configuration and the files of its layers.
 struct Image {
     entrypoint: Vec<String>,
@@ -311,7 +382,7 @@ fn archive(name: &str) -> PathBuf {
     let dir = std::env::var_os("K8SM_IMAGE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target/image"));
-    let path = dir.join(format!("{name}-{VERSION}-linux-amd64.oci.tar"));
+    let path = dir.join(format!("{name}-{VERSION}.oci.tar"));
     assert!(
         path.exists(),
         "{} is missing: run `cargo xtask image` (cargo xtask test does)",
@@ -320,9 +391,10 @@ fn archive(name: &str) -> PathBuf {
     path
 }
 
-/// Unpacks the OCI archive into `root` (which must not exist): reads the layout's one image, checks
-/// every blob against its digest and applies the layers in order.
-fn unpack(archive: &Path, root: &Path) -> Image {
+/// Unpacks the linux/`arch` image of the OCI archive into `root` (which must not exist): reads the
+/// layout's one index, which must list [`PLATFORMS`], checks every blob against its digest and
+/// applies the layers in order.
+fn unpack(archive: &Path, arch: &str, root: &Path) -> Image {
     let layout = root.with_extension("layout");
     let _ = std::fs::remove_dir_all(&layout);
     std::fs::create_dir_all(&layout).unwrap();
@@ -349,7 +421,7 @@ fn unpack(archive: &Path, root: &Path) -> Image {
     let index: Value =
         serde_json::from_slice(&std::fs::read(layout.join("index.json")).unwrap()).unwrap();
     let manifests = index["manifests"].as_array().expect("manifests");
-    assert_eq!(manifests.len(), 1, "one image per archive");
+    assert_eq!(manifests.len(), 1, "one index per archive");
     let name = archive.file_name().unwrap().to_string_lossy();
     let reference = manifests[0]["annotations"]["io.containerd.image.name"]
         .as_str()
@@ -366,14 +438,40 @@ fn unpack(archive: &Path, root: &Path) -> Image {
         ),
         "{name} holds {reference}"
     );
-    let manifest: Value = serde_json::from_slice(&blob(&manifests[0])).unwrap();
+    let index: Value = serde_json::from_slice(&blob(&manifests[0])).unwrap();
+    assert_eq!(
+        index["mediaType"],
+        "application/vnd.oci.image.index.v1+json"
+    );
+    let images = index["manifests"].as_array().expect("the index's images");
+    let platforms: Vec<String> = images
+        .iter()
+        .map(|m| {
+            let p = &m["platform"];
+            format!(
+                "{}/{}",
+                p["os"].as_str().unwrap(),
+                p["architecture"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let expected: Vec<String> = PLATFORMS
+        .iter()
+        .map(|(a, ..)| format!("linux/{a}"))
+        .collect();
+    assert_eq!(platforms, expected, "{name}");
+    let descriptor = images
+        .iter()
+        .find(|m| m["platform"]["architecture"] == arch)
+        .expect("the platform's image");
+    let manifest: Value = serde_json::from_slice(&blob(descriptor)).unwrap();
     assert_eq!(
         manifest["mediaType"],
         "application/vnd.oci.image.manifest.v1+json"
     );
     let config: Value = serde_json::from_slice(&blob(&manifest["config"])).unwrap();
     assert_eq!(config["os"], "linux");
-    assert_eq!(config["architecture"], "amd64");
+    assert_eq!(config["architecture"], arch);
     assert_eq!(
         config["config"]["Labels"]["org.opencontainers.image.version"],
         VERSION
