@@ -690,6 +690,69 @@ mod tests {
         assert!(AGENT.path.split(':').any(|dir| dir == BINARY_DIR));
     }
 
+    /// The node affinity's `In` values for `key`, in each term of `affinity`.
+    fn required(affinity: &serde_yaml::Value, key: &str) -> Vec<Vec<String>> {
+        let terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"]
+            .as_sequence()
+            .expect("required node selector terms");
+        terms
+            .iter()
+            .map(|term| {
+                let expressions = term["matchExpressions"].as_sequence().expect("expressions");
+                let expression = expressions
+                    .iter()
+                    .find(|e| e["key"].as_str() == Some(key))
+                    .unwrap_or_else(|| panic!("a term without {key}"));
+                assert_eq!(expression["operator"].as_str(), Some("In"));
+                let values = expression["values"].as_sequence().expect("values");
+                values
+                    .iter()
+                    .map(|v| v.as_str().expect("a string").to_owned())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The controller and the agent run only on nodes of the platforms their images hold, in
+    /// deploy/ and in the chart's defaults (which the chart's test renders against deploy/).
+    #[test]
+    fn deploy_schedules_on_the_images_platforms() {
+        let root = workspace::root();
+        let mut affinities = Vec::new();
+        for file in ["deploy/controller.yaml", "deploy/agent/daemonset.yaml"] {
+            let text = std::fs::read_to_string(root.join(file)).unwrap();
+            for document in text.split("\n---\n") {
+                let object: serde_yaml::Value = serde_yaml::from_str(document).unwrap();
+                if matches!(object["kind"].as_str(), Some("Deployment" | "DaemonSet")) {
+                    let spec = &object["spec"]["template"]["spec"];
+                    affinities.push((file.to_owned(), spec["affinity"].clone()));
+                }
+            }
+        }
+        let values = std::fs::read_to_string(root.join("deploy/helm/k8sm/values.yaml")).unwrap();
+        let values: serde_yaml::Value = serde_yaml::from_str(&values).unwrap();
+        for component in ["controller", "agent"] {
+            let affinity = values[component]["affinity"].clone();
+            affinities.push((format!("the chart's {component}.affinity"), affinity));
+        }
+        assert_eq!(affinities.len(), 4);
+        let arches: Vec<String> = PLATFORMS.iter().map(|p| p.arch.to_owned()).collect();
+        for (what, affinity) in &affinities {
+            assert_eq!(
+                required(affinity, "kubernetes.io/arch"),
+                std::slice::from_ref(&arches),
+                "{what}"
+            );
+            assert_eq!(
+                required(affinity, "kubernetes.io/os"),
+                [["linux"]],
+                "{what}"
+            );
+        }
+        assert!(PLATFORMS.iter().all(|p| p.os == "linux"));
+    }
+
     #[test]
     fn labels_are_quoted_for_crane() {
         assert_eq!(csv_field("a=b, \"c\""), "\"a=b, \"\"c\"\"\"");
