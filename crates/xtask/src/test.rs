@@ -74,7 +74,8 @@ pub fn run(args: TestArgs, xtask: docs::Parse) -> anyhow::Result<()> {
         "cargo build --workspace --bins (but xtask, which runs)",
         workspace::cargo().args(["build", "--workspace", "--exclude", "xtask", "--bins"]),
     )?;
-    // The release packaging, for real: the container images (tests/e2e/tests/image.rs unpacks the
+    // The release packaging, for real, for every platform of release::PLATFORMS (the binaries of
+    // each are built once, for both): the container images (tests/e2e/tests/image.rs unpacks the
     // controller's into an empty root and runs it against the cluster as a Pod would) and the
     // krew release (krew's own checks).
     let images = workspace::root().join(image::DEFAULT_OUT);
