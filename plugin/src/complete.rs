@@ -13,8 +13,8 @@ use std::time::Duration;
 use clap::{Arg, ArgMatches, Command, CommandFactory, FromArgMatches};
 use clap_complete::engine::{ArgValueCandidates, CompletionCandidate};
 use k8s_openapi::api::core::v1::{Namespace, Node};
-use kube::api::ListParams;
 use kube::Api;
+use kube::api::ListParams;
 
 use k8sm_api::ExecutorUpgradePolicy;
 
@@ -176,7 +176,12 @@ where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let list = api.list_metadata(&ListParams::default()).await.ok()?;
-    Some(list.items.into_iter().filter_map(|item| item.metadata.name).collect())
+    Some(
+        list.items
+            .into_iter()
+            .filter_map(|item| item.metadata.name)
+            .collect(),
+    )
 }
 
 #[cfg(test)]
