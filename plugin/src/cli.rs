@@ -388,8 +388,24 @@ pub struct StatusArgs {
 
 #[derive(Args, Debug)]
 pub struct BlockedArgs {
-    /// Only pods of this namespace (default: every namespace, since a blocked pod holds a node
-    /// whatever its namespace).
+    #[command(flatten)]
+    pub namespaces: Namespaces,
+
+    /// Only pods with these labels (a label query, as kubectl's: key=value, key!=value, key in
+    /// (a,b), key, !key; comma-separated, all must match). The plan still weighs every pod: a
+    /// pod waits on its workload's other pods.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+
+    #[command(flatten)]
+    pub printing: Printing,
+}
+
+/// kubectl's `-n`/`-A` for the commands that list pods. Every namespace is the default: a pod
+/// holds its node whatever its namespace, and the plan still weighs every pod.
+#[derive(Args, Debug)]
+pub struct Namespaces {
+    /// Only pods of this namespace in the lists of pods (default: every namespace).
     #[arg(
         short = 'n',
         long,
@@ -401,15 +417,6 @@ pub struct BlockedArgs {
     /// Pods of every namespace (the default).
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
-
-    /// Only pods with these labels (a label query, as kubectl's: key=value, key!=value, key in
-    /// (a,b), key, !key; comma-separated, all must match). The plan still weighs every pod: a
-    /// pod waits on its workload's other pods.
-    #[arg(short = 'l', long, value_name = "SELECTOR")]
-    pub selector: Option<String>,
-
-    #[command(flatten)]
-    pub printing: Printing,
 }
 
 #[derive(Args, Debug)]
@@ -425,19 +432,8 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub printing: Printing,
 
-    /// Only pods of this namespace in the lists of pods (default: every namespace). The plan
-    /// still weighs every pod: a node waits for all of its pods.
-    #[arg(
-        short = 'n',
-        long,
-        value_name = "NAMESPACE",
-        conflicts_with = "all_namespaces"
-    )]
-    pub namespace: Option<String>,
-
-    /// Pods of every namespace (the default).
-    #[arg(short = 'A', long)]
-    pub all_namespaces: bool,
+    #[command(flatten)]
+    pub namespaces: Namespaces,
 
     /// Only nodes with these labels, and their pods and actions (a label query, as kubectl's:
     /// key=value, key!=value, key in (a,b), key, !key; comma-separated, all must match). The
@@ -729,7 +725,7 @@ mod tests {
         let Command::Blocked(args) = cli.command else {
             panic!("blocked")
         };
-        assert_eq!(args.namespace.as_deref(), Some("shop"));
+        assert_eq!(args.namespaces.namespace.as_deref(), Some("shop"));
         assert_eq!(args.printing.output, Output::Wide);
         assert!(
             Cli::try_parse_from(["kubectl-k8sm", "blocked", "-n", "a", "-A"]).is_err(),

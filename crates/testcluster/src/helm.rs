@@ -60,26 +60,24 @@ impl Binaries {
     /// module ships it: a file in the read-only Go module cache, downloaded once and checked
     /// against `tests/go/prometheus-operator/go.sum`.
     pub fn service_monitor_crd() -> Result<PathBuf, Error> {
-        let module = go_modules_dir().join("prometheus-operator");
-        check_go()?;
-        let source = module_source(
-            &module,
-            "github.com/prometheus-operator/prometheus-operator",
-        )?;
-        Ok(source
-            .join("example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"))
+        prometheus_operator_crd("monitoring.coreos.com_servicemonitors.yaml")
     }
 
     /// The Prometheus Operator's PrometheusRule CRD, from the same pinned module as
     /// [`Binaries::service_monitor_crd`]: the chart's and deploy/'s alerts are checked against it.
     pub fn prometheus_rule_crd() -> Result<PathBuf, Error> {
-        let module = go_modules_dir().join("prometheus-operator");
-        check_go()?;
-        let source = module_source(
-            &module,
-            "github.com/prometheus-operator/prometheus-operator",
-        )?;
-        Ok(source
-            .join("example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"))
+        prometheus_operator_crd("monitoring.coreos.com_prometheusrules.yaml")
     }
+}
+
+/// A CRD file of the pinned Prometheus Operator module (`tests/go/prometheus-operator`), in the
+/// read-only Go module cache.
+fn prometheus_operator_crd(file: &str) -> Result<PathBuf, Error> {
+    let module = go_modules_dir().join("prometheus-operator");
+    check_go()?;
+    let source = module_source(
+        &module,
+        "github.com/prometheus-operator/prometheus-operator",
+    )?;
+    Ok(source.join("example/prometheus-operator-crd").join(file))
 }

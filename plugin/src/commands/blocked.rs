@@ -25,7 +25,7 @@ pub async fn run(
     })?;
     let now = Utc::now();
     let plan = k8sm_planner::plan(&view, now);
-    let namespaces = match &args.namespace {
+    let namespaces = match &args.namespaces.namespace {
         Some(ns) => Namespaces::One(ns.clone()),
         None => Namespaces::All,
     };

@@ -52,7 +52,7 @@ pub async fn run(client: &Client, args: &PlanArgs, terminal: Terminal) -> Result
         planned.nodes.retain(|node| selected.contains(&node.name));
     }
     // `-n`: only the lists of pods; nodes keep their place and their blockers.
-    if let Some(namespace) = &args.namespace {
+    if let Some(namespace) = &args.namespaces.namespace {
         for node in &mut planned.nodes {
             node.pods.retain(|pod| &pod.namespace == namespace);
         }
