@@ -301,9 +301,7 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<
     Ok((status, body))
 }
 
-/// A free loopback port (bound, then released).
+/// A free loopback port that no other process of the harness holds.
 pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(k8sm_testcluster::free_port()?)
 }

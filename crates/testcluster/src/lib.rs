@@ -25,5 +25,6 @@ pub use kwok::{
     COMPLETE_DELAY_ANNOTATION, KWOK_NODE_ANNOTATION, NodeResources, READY_DELAY_ANNOTATION,
     node_name,
 };
+pub use ports::free_port;
 pub use process::ManagedProcess;
 pub use tools::{Krew, crane, krew, kstatus, promtool};

@@ -8,11 +8,14 @@ use std::process::Command;
 use anyhow::Context;
 use k8sm_testcluster::Binaries;
 
-use crate::release::Profile;
-use crate::{crdgen, deny, dist, docs, image, layout, workspace};
+use crate::packaging::Packaging;
+use crate::{crdgen, deny, docs, e2e, layout, workspace};
 
 #[derive(clap::Args)]
 pub struct TestArgs {
+    /// End-to-end tests run at once, each on its own cluster.
+    #[arg(long, default_value_t = e2e::DEFAULT_JOBS)]
+    jobs: usize,
     /// Extra arguments for `cargo test` (e.g. a test name filter).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     cargo_test_args: Vec<String>,
@@ -74,20 +77,28 @@ pub fn run(args: TestArgs, xtask: docs::Parse) -> anyhow::Result<()> {
         "cargo build --workspace --bins (but xtask, which runs)",
         workspace::cargo().args(["build", "--workspace", "--exclude", "xtask", "--bins"]),
     )?;
-    // The release packaging, for real, for every platform of release::PLATFORMS (the binaries of
-    // each are built once, for both): the container images (tests/e2e/tests/image.rs unpacks the
-    // controller's into an empty root and runs it against the cluster as a Pod would) and the
-    // krew release (krew's own checks).
-    let images = workspace::root().join(image::DEFAULT_OUT);
-    image::build(&images, Profile::Release, &image::Inputs::default())?;
-    let dist = dist::build(&workspace::root().join(dist::DEFAULT_OUT), Profile::Release)?;
-    dist::validate(&dist)?;
-
+    // The release packaging, for real, for every platform of release::PLATFORMS: the container
+    // images (tests/e2e/tests/image.rs unpacks the controller's into an empty root and runs it
+    // against the cluster as a Pod would) and the krew release (krew's own checks). Beside the
+    // tests: see packaging.rs.
+    let packaging = Packaging::start()?;
     workspace::run(
-        "cargo test --workspace",
+        "cargo test --workspace (but the end-to-end tests)",
         workspace::cargo()
-            .env("K8SM_IMAGE_DIR", &images)
-            .args(["test", "--workspace", "--"])
+            .args(["test", "--workspace", "--exclude", e2e::PACKAGE, "--"])
             .args(&args.cargo_test_args),
-    )
+    )?;
+    let images = packaging.images();
+    e2e::run(
+        args.jobs,
+        &args.cargo_test_args,
+        &[("K8SM_IMAGE_DIR", images.into_os_string())],
+        e2e::Held {
+            files: &["image"],
+            until: &|| packaging.wait(),
+        },
+    )?;
+    // The packaging's own checks (binaries' architectures, krew's validator) fail the gate even
+    // when no test waited for it.
+    packaging.wait()
 }

@@ -26,12 +26,9 @@ pub fn get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
     Ok((code, body.to_owned()))
 }
 
-/// A port on 127.0.0.1 that is free now.
+/// A port on 127.0.0.1 that is free now and that no parallel test process holds.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    k8sm_testcluster::free_port().expect("a free port")
 }
 
 /// The value of the metric `name` (with its labels, if any: `name{label="value"}`) in a Prometheus
