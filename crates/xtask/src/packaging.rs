@@ -1,7 +1,7 @@
-//! The release packaging of `cargo xtask test` (images and krew release for every platform), built
-//! beside the tests at the lowest CPU priority: the release builds are the gate's longest CPU work,
-//! and the end-to-end tests mostly wait on their clusters, so the builds take the idle cores without
-//! stretching the tests' timings.
+//! The release packaging of `cargo xtask test` (images and krew release for every platform),
+//! built beside the tests at the lowest CPU priority: the release builds are the gate's longest
+//! CPU work, and the end-to-end tests mostly wait on their clusters, so the builds take the idle
+//! cores without stretching the tests' timings.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
