@@ -259,6 +259,22 @@ async fn helm_chart_renders_the_kustomize_base_and_the_apiserver_accepts_it() {
         refused.stderr
     );
 
+    // The alerts tell the operator where to look: in the namespace the chart installs into.
+    let elsewhere = helm.render(&[
+        "--set",
+        "namespace.name=ops,metrics.prometheusRule.enabled=true",
+    ]);
+    let rule = serde_json::to_string(
+        &elsewhere[&key("monitoring.coreos.com/v1", "PrometheusRule", "ops", "k8sm")],
+    )
+    .unwrap();
+    assert!(
+        rule.contains("kubectl -n ops logs deploy/k8sm-controller")
+            && rule.contains("kubectl -n ops logs ds/k8sm-agent")
+            && !rule.contains("k8sm-system"),
+        "the alerts name the release's namespace:\n{rule}"
+    );
+
     install_and_uninstall(&helm, &cluster, &policies_file);
     everything_on_is_accepted(&helm, &cluster, &policies);
 }
