@@ -84,6 +84,9 @@ pub mod condition_types {
 /// Observed state of an ExecutorUpgradePolicy.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
+// The apiserver serves a policy no controller has written yet as observed at generation 0, so that
+// kstatus (Flux, kpt, Argo CD's wait) reads it InProgress rather than Current.
+#[schemars(extend("default" = {"observedGeneration": 0}))]
 pub struct ExecutorUpgradePolicyStatus {
     /// Latest observations of the upgrade, one per type: Progressing, Upgraded, Paused, Conflict,
     /// Degraded, and kstatus' Ready, Reconciling and Stalled.

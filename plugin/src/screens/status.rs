@@ -107,7 +107,9 @@ impl StatusScreen {
     pub fn from_policy(policy: &ExecutorUpgradePolicy) -> Self {
         let generation = policy.metadata.generation;
         let status = policy.status.clone().unwrap_or_default();
-        let reported = policy.status.is_some();
+        // The apiserver serves an unwritten status as observed at generation 0 (the CRD's
+        // default); every status the controller writes names a generation from 1.
+        let reported = status.observed_generation.is_some_and(|g| g > 0);
         let stale = match (status.observed_generation, generation) {
             (Some(seen), Some(current)) if seen >= current => None,
             (_, None) => None,
@@ -713,16 +715,20 @@ Queued:   1 node waits for a drain slot: kubectl k8sm plan shows the order, --al
 
     #[test]
     fn no_status_points_at_the_controller() {
-        let view = StatusScreen::from_policy(&policy(json!({}), None));
-        assert!(!view.done);
-        let text = view.render(false, now(), Palette::PLAIN);
-        assert_eq!(
-            text,
-            "Policy:   fleet
+        // Absent, or as the CRD's default serves it before the controller's first write.
+        for status in [None, Some(json!({"observedGeneration": 0}))] {
+            let view = StatusScreen::from_policy(&policy(json!({}), status.clone()));
+            assert!(!view.done);
+            let text = view.render(false, now(), Palette::PLAIN);
+            assert_eq!(
+                text,
+                "Policy:   fleet
 Target:   none (only nodes marked by another component are upgraded)
 Status:   not reported yet: is k8sm-controller running?
-"
-        );
+",
+                "{status:?}"
+            );
+        }
     }
 
     #[test]

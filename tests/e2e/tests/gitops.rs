@@ -96,9 +96,18 @@ async fn gitops_reads_the_policy_and_pause_survives_its_sync() {
     scenario.wait_ready(4).await;
 
     gitops_apply(&scenario, false).await;
+    // No controller has read it yet: the tool must not take it for done.
+    let unread = scenario.policy(POLICY).await;
+    let (verdict, message) = kstatus(&unread);
+    assert_eq!(verdict, "InProgress", "before any status write: {message}");
     scenario.start_controller(&[]);
-    let running = wait_kstatus(&scenario, "InProgress").await;
-    assert!(is_true(&running, condition_types::RECONCILING));
+    let running = scenario
+        .wait_until("the controller reconciles", PROGRESS, || async {
+            let policy = scenario.policy(POLICY).await;
+            is_true(&policy, condition_types::RECONCILING).then_some(policy)
+        })
+        .await;
+    assert_eq!(kstatus(&running).0, "InProgress", "upgrading");
 
     // The operator pauses by hand: an annotation, which the tool's next sync leaves alone.
     k8sm_ok(&scenario.cluster, &["pause", "--policy", POLICY]);
