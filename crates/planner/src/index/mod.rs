@@ -17,6 +17,7 @@ use crate::{
     objects::classify::{self, Class, Ignored},
     objects::controller_classes::ControllerClasses,
     objects::lookups::{Lookups, slot_of},
+    objects::node_groups::{Member, NodeGroups},
     objects::pod_facts::{ClassKey, Covered, OrderKey, PodCache, PodFacts},
     objects::workload::{self, CountsFor},
 };
@@ -139,17 +140,13 @@ pub(crate) struct NodeClasses {
 pub(crate) struct Index<'a> {
     /// Nodes by name.
     pub(crate) nodes: BTreeMap<&'a str, &'a NodeView>,
-    /// Position of each node name in `node_start`, by name and by the copy of the name its node
-    /// holds (which is the one a pass asks with: found without reading the text).
+    /// Slot of each node name in `groups`, by name and by the copy of the name its node holds
+    /// (which is the one a pass asks with: found without reading the text).
     node_slots: FastMap<&'a str, u32>,
     node_slots_by_copy: FastMap<Text, u32>,
-    /// Pods of the node in slot `s`: `by_node[node_start[s]..node_start[s + 1]]`, positions in
-    /// `pods`, in the view's order.
-    node_start: &'a [u32],
-    by_node: &'a [u32],
-    /// The class and order keys of the pod at each position of `by_node`.
-    node_keys: &'a [ClassKey],
-    node_orders: &'a [OrderKey],
+    /// Pods of each node slot, as positions in `pods` with their class and order keys, in the
+    /// view's order.
+    groups: &'a NodeGroups,
     /// Per node slot, the classes of its pods.
     node_classes: Vec<NodeClasses>,
     /// Per node slot, what its pods that have not finished reserve, and what its pods that need a
@@ -242,7 +239,6 @@ impl<'a> Index<'a> {
             walk.pod(position, f, pod);
         }
         walk.stall_rollouts();
-        let (node_start, by_node, node_keys, node_orders) = pods.by_node();
         let Walk {
             by_controller,
             node_classes,
@@ -257,10 +253,7 @@ impl<'a> Index<'a> {
             nodes,
             node_slots,
             node_slots_by_copy,
-            node_start,
-            by_node,
-            node_keys,
-            node_orders,
+            groups: pods.groups(),
             node_classes,
             node_used,
             node_moving,
@@ -296,19 +289,18 @@ impl<'a> Index<'a> {
 
     /// Pods bound to `node`, each with its class, in the view's order.
     pub(crate) fn pods_on(&self, node: &str) -> impl ExactSizeIterator<Item = OnNode<'a>> + '_ {
-        let range = self.range_of(node);
-        self.by_node[range.clone()]
-            .iter()
-            .zip(&self.node_keys[range])
-            .map(|(&i, key)| OnNode {
-                pod: &self.pods[i as usize],
-                class: self.class_at(i as usize, key),
+        self.group_of(node).iter().map(|m| {
+            let (i, key) = (m.position as usize, &m.key);
+            OnNode {
+                pod: &self.pods[i],
+                class: self.class_at(i, key),
                 ready: key.ready,
-                multi_covered: self.multi_covered.get(i as usize).copied().unwrap_or(false),
+                multi_covered: self.multi_covered.get(i).copied().unwrap_or(false),
                 counts_for: self
                     .controlled(key.controller)
                     .map_or(u32::MAX, |(_, slot)| slot),
-            })
+            }
+        })
     }
 
     /// [`Self::pods_on`], each with its order key.
@@ -316,9 +308,8 @@ impl<'a> Index<'a> {
         &self,
         node: &str,
     ) -> impl ExactSizeIterator<Item = (OnNode<'a>, OrderKey)> + '_ {
-        let range = self.range_of(node);
         self.pods_on(node)
-            .zip(self.node_orders[range].iter().copied())
+            .zip(self.group_of(node).iter().map(|m| m.order))
     }
 
     /// What the pods bound to `node` reserve ([`Self::node_used`]).
@@ -371,11 +362,11 @@ impl<'a> Index<'a> {
             .unwrap_or_default()
     }
 
-    /// Where the pods of `node` are in `by_node` and `node_keys`.
-    fn range_of(&self, node: &str) -> std::ops::Range<usize> {
+    /// The pods of `node`, with their keys.
+    fn group_of(&self, node: &str) -> &'a [Member] {
         match self.node_slot(node) {
-            Some(slot) => self.node_start[slot] as usize..self.node_start[slot + 1] as usize,
-            None => 0..0,
+            Some(slot) => self.groups.on(slot),
+            None => &[],
         }
     }
 
@@ -410,15 +401,11 @@ impl<'a> Index<'a> {
         &self,
         node: &str,
     ) -> impl Iterator<Item = (crate::objects::workload::Workload<'a>, u32)> + '_ {
-        let range = self.range_of(node);
-        self.by_node[range.clone()]
-            .iter()
-            .zip(&self.node_keys[range])
-            .filter_map(|(&i, key)| {
-                let workload = self.class_at(i as usize, key).workload()?;
-                let (_, slot) = self.controlled(key.controller)?;
-                Some((workload, slot))
-            })
+        self.group_of(node).iter().filter_map(|m| {
+            let workload = self.class_at(m.position as usize, &m.key).workload()?;
+            let (_, slot) = self.controlled(m.key.controller)?;
+            Some((workload, slot))
+        })
     }
 
     /// How many workload slots there are: workload slots are `0..workload_count()`.
@@ -481,7 +468,7 @@ pub(crate) struct OnNode<'a> {
     pub(crate) counts_for: u32,
 }
 
-/// Each node name's position in the index's `node_start` (the nodes sorted by name), by name and by
+/// Each node name's slot in the index's `groups` (the nodes sorted by name), by name and by
 /// the copy of the name its node holds.
 fn node_slots<'a>(
     nodes: &BTreeMap<&'a str, &'a NodeView>,

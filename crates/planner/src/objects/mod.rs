@@ -4,6 +4,7 @@ pub(crate) mod budgets;
 pub(crate) mod classify;
 pub(crate) mod controller_classes;
 pub(crate) mod lookups;
+pub(crate) mod node_groups;
 pub(crate) mod node_state;
 pub(crate) mod pin;
 pub(crate) mod pod_facts;

@@ -12,6 +12,7 @@ use crate::{
     model::collections::{FastMap, FastSet},
     model::pass_cache,
     objects::classify::{self, Seed},
+    objects::node_groups::NodeGroups,
 };
 
 /// How far around its expected place a pod is looked for among the last pass's facts: behind, for
@@ -102,7 +103,7 @@ impl Requested {
 
 /// Enough of a pod's namespace and name to order most pods of a node without reading them (see
 /// [`OrderKey::cmp`]).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct OrderKey {
     /// The address of the pod's namespace: the pods of a namespace share one copy.
     namespace: usize,
@@ -167,7 +168,7 @@ impl PodFacts {
 /// the pods of a node together, whose facts are scattered over the view's order (a cache miss
 /// each), and whose views more (readiness is what deciding and judging a node's pods read most of
 /// them).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ClassKey {
     pub(crate) seed: Seed,
     /// See [`PodFacts::controller`].
@@ -176,7 +177,7 @@ pub(crate) struct ClassKey {
 }
 
 impl ClassKey {
-    fn of(f: &PodFacts) -> Self {
+    pub(crate) fn of(f: &PodFacts) -> Self {
         Self {
             seed: f.seed,
             controller: f.controller,
@@ -208,21 +209,11 @@ pub(crate) struct PodCache {
     unplaced: Vec<u32>,
     /// The names of the nodes, sorted, whose positions the facts' node slots are.
     node_names: Vec<String>,
-    /// The positions of the facts grouped by node: those of the node in slot `s` are
-    /// `by_node[node_start[s]..node_start[s + 1]]`, in the view's order. Kept from pass to pass (a
-    /// large fleet's are megabytes, and most passes move no pod), grouped again only when a
-    /// pod came, went, or changed its node.
-    node_start: Vec<u32>,
-    by_node: Vec<u32>,
-    /// The class key of the pod at each position of `by_node`, and where in `by_node` each pod is
-    /// (`u32::MAX`: unbound), to bring its key up to date when a new version of it stays on
-    /// its node.
-    node_keys: Vec<ClassKey>,
-    grouped_at: Vec<u32>,
-    /// The order key of the pod at each position of `by_node` (read only for the nodes whose pods
-    /// are sorted).
-    node_orders: Vec<OrderKey>,
-    /// Whether `node_start`, `by_node`, `node_keys` and `node_orders` are those of the facts.
+    /// The positions of the facts grouped by node, kept from pass to pass and updated for the pods
+    /// placed again; grouped again from scratch only when the facts were realigned or the nodes
+    /// changed.
+    groups: NodeGroups,
+    /// Whether `groups` are those of the facts.
     grouped: bool,
     /// The controller references of the pods, by slot (held, so that an address stays unique): a
     /// pass reads the reference of each controller once, without reading any of its pods. The
@@ -243,6 +234,8 @@ impl PodCache {
     /// Brings the facts in line with `view`, position by position, reusing those of every pod seen
     /// before.
     pub(crate) fn align(&mut self, view: &ClusterView) {
+        // Facts derived and never placed hold a node the groups do not show.
+        self.grouped &= self.unplaced.is_empty();
         self.unplaced.clear();
         if self.mostly_in_place(view) {
             self.align_in_place(view);
@@ -312,9 +305,14 @@ impl PodCache {
     fn align_in_place(&mut self, view: &ClusterView) {
         if view.pods.len() < self.held.len() {
             // The pods past the view's end are gone (let go here), and their positions with them.
+            if self.grouped {
+                for (i, f) in self.facts.iter().enumerate().skip(view.pods.len()) {
+                    self.groups
+                        .remove(u32::try_from(i).unwrap_or(u32::MAX), f.node);
+                }
+            }
             self.held.truncate(view.pods.len());
             self.facts.truncate(view.pods.len());
-            self.grouped = false;
         }
         for (i, pod) in view.pods.iter().enumerate() {
             if self
@@ -487,13 +485,12 @@ impl PodCache {
                     &mut self.facts[i],
                     self.held[i].as_deref().expect("aligned"),
                 );
-                self.grouped &= self.facts[i].node == before;
-                if self.grouped
-                    && let Some(&at) = self.grouped_at.get(i)
-                    && let Some(key) = self.node_keys.get_mut(at as usize)
-                {
-                    *key = ClassKey::of(&self.facts[i]);
-                    self.node_orders[at as usize] = self.facts[i].order;
+                if self.grouped {
+                    self.groups.update(
+                        u32::try_from(i).unwrap_or(u32::MAX),
+                        before,
+                        &self.facts[i],
+                    );
                 }
             }
         } else {
@@ -510,65 +507,18 @@ impl PodCache {
         self.unplaced.clear();
     }
 
-    /// Groups the facts' positions by node (see [`Self::by_node`]), unless they are grouped
+    /// Groups the facts' positions by node (see [`Self::groups`]), unless they are grouped
     /// already.
     pub(crate) fn group_by_node(&mut self) {
-        if self.grouped && self.node_start.len() == self.node_names.len() + 1 {
-            return;
+        if !self.grouped {
+            self.groups.rebuild(&self.facts, self.node_names.len());
+            self.grouped = true;
         }
-        // Counts to start positions, then each pod into its node's range.
-        self.node_start.clear();
-        self.node_start.resize(self.node_names.len() + 1, 0);
-        for f in &self.facts {
-            if f.node != u32::MAX {
-                self.node_start[f.node as usize] += 1;
-            }
-        }
-        let mut start = 0u32;
-        for count in &mut self.node_start {
-            let n = *count;
-            *count = start;
-            start += n;
-        }
-        let mut next = self.node_start.clone();
-        self.by_node.clear();
-        self.by_node.resize(start as usize, 0);
-        self.node_keys.clear();
-        self.node_keys.resize(
-            start as usize,
-            ClassKey {
-                seed: Seed::NoController,
-                controller: u32::MAX,
-                ready: false,
-            },
-        );
-        self.node_orders.clear();
-        self.node_orders.resize(start as usize, OrderKey::default());
-        self.grouped_at.clear();
-        self.grouped_at.resize(self.facts.len(), u32::MAX);
-        for (i, f) in self.facts.iter().enumerate() {
-            if f.node != u32::MAX {
-                let at = &mut next[f.node as usize];
-                self.by_node[*at as usize] = u32::try_from(i).unwrap_or(u32::MAX);
-                self.node_keys[*at as usize] = ClassKey::of(f);
-                self.node_orders[*at as usize] = f.order;
-                self.grouped_at[i] = *at;
-                *at += 1;
-            }
-        }
-        self.grouped = true;
     }
 
-    /// The facts' positions grouped by node, as [`Self::group_by_node`] left them: per node slot,
-    /// where its pods start among the positions (and end, where the next slot's start), the
-    /// positions, and the class and order keys of each.
-    pub(crate) fn by_node(&self) -> (&[u32], &[u32], &[ClassKey], &[OrderKey]) {
-        (
-            &self.node_start,
-            &self.by_node,
-            &self.node_keys,
-            &self.node_orders,
-        )
+    /// The facts' positions grouped by node, as [`Self::group_by_node`] left them.
+    pub(crate) fn groups(&self) -> &NodeGroups {
+        &self.groups
     }
 
     /// The addresses of the UIDs (as the facts hold them) of the pods with these UIDs, if the view
