@@ -577,10 +577,10 @@ impl<'a> Owners<'a> {
     /// The owners of `view`; `controllers` remembers them when they are not the last pass's.
     fn new(view: &'a ClusterView, controllers: &mut ControllerClasses) -> Self {
         let unchanged = controllers.owners_unchanged(&view.owners);
-        // What each owner's pods count for, worked out again only when the owners changed.
-        let counted_for = unchanged
-            .is_none()
-            .then(|| workload::counts_for(&view.owners));
+        // What each owner's pods count for, worked out again only for the owners that changed.
+        let counted_for = unchanged.is_none().then(|| {
+            workload::counts_for_since(&view.owners, controllers.owners(), controllers.counts_for())
+        });
         let each = counted_for
             .as_deref()
             .unwrap_or_else(|| controllers.counts_for());

@@ -78,6 +78,11 @@ impl ControllerClasses {
         self.counts_for = counts_for;
     }
 
+    /// The remembered owners: the last pass's.
+    pub(crate) fn owners(&self) -> &[Arc<OwnerView>] {
+        &self.owners
+    }
+
     /// What the pods of each of the remembered owners count for: the view's, when
     /// [`Self::owners_unchanged`] says they are the same.
     pub(crate) fn counts_for(&self) -> &[CountsFor] {

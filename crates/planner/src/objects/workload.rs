@@ -175,6 +175,40 @@ pub(crate) fn counts_for(owners: &[Arc<OwnerView>]) -> Vec<CountsFor> {
     owners.iter().map(|o| CountsFor::of(o, &named)).collect()
 }
 
+/// [`counts_for`], from what the pods of `last` (the last pass's owners) counted for (`counted`):
+/// while every position holds an owner that a reference names as it named the last one (same
+/// UID, namespace and kind: see [`ControllerRef::names`]), an owner's answer changes only with
+/// its own kind and controller reference, so only the owners whose reference changed are looked
+/// up again: owners' statuses renew a few of them every pass, and looking every reference up
+/// again hashed every owner's UID.
+pub(crate) fn counts_for_since(
+    owners: &[Arc<OwnerView>],
+    last: &[Arc<OwnerView>],
+    counted: &[CountsFor],
+) -> Vec<CountsFor> {
+    let same_names = owners.len() == last.len()
+        && counted.len() == last.len()
+        && owners.iter().zip(last).all(|(a, b)| {
+            Arc::ptr_eq(a, b) || (a.uid == b.uid && a.namespace == b.namespace && a.kind == b.kind)
+        });
+    if !same_names {
+        return counts_for(owners);
+    }
+    let named = OwnersByUid::new(owners);
+    owners
+        .iter()
+        .zip(last)
+        .zip(counted)
+        .map(|((a, b), &c)| {
+            if Arc::ptr_eq(a, b) || a.controller == b.controller {
+                c
+            } else {
+                CountsFor::of(a, &named)
+            }
+        })
+        .collect()
+}
+
 /// The view's owners by UID, found for a reference only when the rest of its identity matches;
 /// built when first asked.
 struct OwnersByUid<'a> {
@@ -367,6 +401,103 @@ pub fn grow_observed_sizes(
 mod tests {
     use super::*;
     use crate::testing::{deployment, owner};
+
+    mod since {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// An owner with one of a few UIDs (two owners may share one), and maybe a controller
+        /// reference naming one of them.
+        fn arb_owner() -> impl Strategy<Value = OwnerView> {
+            let kind = prop_oneof![
+                Just(OwnerKind::ReplicaSet),
+                Just(OwnerKind::Deployment),
+                Just(OwnerKind::StatefulSet),
+            ];
+            let top = proptest::option::of((0u8..4, prop::bool::ANY, prop::bool::ANY));
+            (kind, 0u8..4, prop::bool::ANY, top).prop_map(|(kind, uid, ns, top)| {
+                let namespace = if ns { "a" } else { "b" };
+                let mut o = owner(kind, namespace, &format!("o{uid}"), Some(1));
+                o.uid = format!("u{uid}");
+                o.controller = top.map(|(uid, other_ns, rs)| {
+                    let mut top = ControllerRef::default();
+                    top.namespace = (if other_ns { "b" } else { namespace }).to_owned();
+                    top.api_version = "apps/v1".to_owned();
+                    top.kind = (if rs { "ReplicaSet" } else { "Deployment" }).to_owned();
+                    top.name = format!("o{uid}");
+                    top.uid = format!("u{uid}");
+                    top
+                });
+                o
+            })
+        }
+
+        #[derive(Clone, Debug)]
+        enum Change {
+            /// Another owner in this place.
+            Replace(usize, OwnerView),
+            /// A new version of the owner in this place, with another controller reference.
+            Reference(usize, Option<ControllerRef>),
+            /// A new version with the same fields (a status changed).
+            Renew(usize),
+            Push(OwnerView),
+            Remove(usize),
+            Swap(usize, usize),
+        }
+
+        fn arb_change() -> impl Strategy<Value = Change> {
+            prop_oneof![
+                2 => (any::<usize>(), arb_owner()).prop_map(|(i, o)| Change::Replace(i, o)),
+                3 => (any::<usize>(), arb_owner())
+                    .prop_map(|(i, o)| Change::Reference(i, o.controller)),
+                3 => any::<usize>().prop_map(Change::Renew),
+                1 => arb_owner().prop_map(Change::Push),
+                1 => any::<usize>().prop_map(Change::Remove),
+                1 => (any::<usize>(), any::<usize>()).prop_map(|(i, j)| Change::Swap(i, j)),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Worked out from the last pass's answers, after any sequence of changes to the
+            /// owners, what each owner's pods count for is what working it out afresh gives.
+            #[test]
+            fn counts_kept_across_changes_are_those_worked_out_again(
+                start in proptest::collection::vec(arb_owner(), 0..8),
+                changes in proptest::collection::vec(arb_change(), 1..30),
+            ) {
+                let mut owners: Vec<Arc<OwnerView>> = start.into_iter().map(Arc::new).collect();
+                let mut last = owners.clone();
+                let mut counted = counts_for(&owners);
+                for (step, change) in changes.into_iter().enumerate() {
+                    let len = owners.len();
+                    match change {
+                        Change::Replace(i, o) if len > 0 => owners[i % len] = Arc::new(o),
+                        Change::Reference(i, top) if len > 0 => {
+                            let mut o = (*owners[i % len]).clone();
+                            o.controller = top;
+                            owners[i % len] = Arc::new(o);
+                        }
+                        Change::Renew(i) if len > 0 => {
+                            owners[i % len] = Arc::new((*owners[i % len]).clone());
+                        }
+                        Change::Push(o) => owners.push(Arc::new(o)),
+                        Change::Remove(i) if len > 0 => {
+                            owners.remove(i % len);
+                        }
+                        Change::Swap(i, j) if len > 0 => owners.swap(i % len, j % len),
+                        _ => {}
+                    }
+                    let kept = counts_for_since(&owners, &last, &counted);
+                    prop_assert_eq!(&kept, &counts_for(&owners), "step {}", step);
+                    last = owners.clone();
+                    counted = kept;
+                }
+            }
+        }
+    }
 
     #[test]
     fn sizes_remember_the_most_live_pods_seen_at_once() {
