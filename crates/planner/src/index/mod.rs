@@ -295,6 +295,7 @@ impl<'a> Index<'a> {
                 pod: &self.pods[i],
                 class: self.class_at(i, key),
                 ready: key.ready,
+                pinnable: key.pinnable,
                 multi_covered: self.multi_covered.get(i).copied().unwrap_or(false),
                 counts_for: self
                     .controlled(key.controller)
@@ -460,6 +461,9 @@ pub(crate) struct OnNode<'a> {
     /// large fleet's nodes are judged by their readiness and class alone, and reading a pod's
     /// view is a cache miss.
     pub(crate) ready: bool,
+    /// Whether its spec may pin it to the node ([`PodView::pins`]), read from the index rather
+    /// than from the pod.
+    pub(crate) pinnable: bool,
     /// A workload or other-controller pod that more than one budget covers, read from the index
     /// rather than from the pod's budgets (see [`NodeClasses::multi_covered`]).
     pub(crate) multi_covered: bool,

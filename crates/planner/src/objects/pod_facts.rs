@@ -174,6 +174,9 @@ pub(crate) struct ClassKey {
     /// See [`PodFacts::controller`].
     pub(crate) controller: u32,
     pub(crate) ready: bool,
+    /// See [`PodFacts::pinnable`]: asked of every pod of a draining node, and on a line of its
+    /// view that nothing else deciding it reads.
+    pub(crate) pinnable: bool,
 }
 
 impl ClassKey {
@@ -182,6 +185,7 @@ impl ClassKey {
             seed: f.seed,
             controller: f.controller,
             ready: f.ready,
+            pinnable: f.pinnable,
         }
     }
 }

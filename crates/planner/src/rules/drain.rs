@@ -137,11 +137,13 @@ fn count<'a>(
         pod,
         class,
         multi_covered,
+        pinnable,
         ..
     } in pods
     {
         left += u32::from(class.holds_node());
-        need_operator += u32::from(needs_operator(pod, class, multi_covered, ctx, index).is_some());
+        need_operator +=
+            u32::from(needs_operator(pod, class, (multi_covered, pinnable), ctx, index).is_some());
         unanswered += u32::from(any_unanswered && index.unanswered_pods.contains(&*pod.uid));
     }
     Survey {
@@ -155,23 +157,26 @@ fn count<'a>(
 /// The operator-only obstacle of a pod, if it has one: decided by the pod, its node and policy,
 /// never by other nodes' decisions, so that Blocked is known before any slot is handed out.
 /// `multi_covered`: a workload or other-controller pod that more than one budget covers
-/// ([`OnNode::multi_covered`]).
+/// ([`OnNode::multi_covered`]); `pinnable`: its spec may pin it ([`OnNode::pinnable`]).
 fn needs_operator(
     pod: &PodView,
     class: Class,
-    multi_covered: bool,
+    (multi_covered, pinnable): (bool, bool),
     ctx: &NodeContext,
     index: &Index,
 ) -> Option<(Reason, String)> {
-    // Every test's pass checks the index's answer against the pod's budgets.
+    // Every test's pass checks the index's answers against the pod's budgets and spec.
     #[cfg(test)]
-    if matches!(class, Class::Owned(_) | Class::Other(_)) {
-        assert_eq!(
-            multi_covered,
-            index.pdbs_covering(pod).nth(1).is_some(),
-            "budgets covering {}",
-            pod.name
-        );
+    {
+        if matches!(class, Class::Owned(_) | Class::Other(_)) {
+            assert_eq!(
+                multi_covered,
+                index.pdbs_covering(pod).nth(1).is_some(),
+                "budgets covering {}",
+                pod.name
+            );
+        }
+        assert_eq!(pinnable, pod.pins.is_some(), "pins of {}", pod.name);
     }
     let found = match class {
         Class::Ignored(Ignored::Terminating) => stuck_terminating(pod, ctx),
@@ -208,13 +213,17 @@ fn needs_operator(
         _ => None,
     };
     found.or_else(|| {
-        pin::needs_operator(
-            pod,
-            class,
-            ctx.node,
-            ctx.spec.workloads.pinned_pods,
-            &index.volumes,
-        )
+        pinnable
+            .then(|| {
+                pin::needs_operator(
+                    pod,
+                    class,
+                    ctx.node,
+                    ctx.spec.workloads.pinned_pods,
+                    &index.volumes,
+                )
+            })
+            .flatten()
     })
 }
 
@@ -386,6 +395,7 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
             pod,
             class,
             ready,
+            pinnable,
             multi_covered,
             counts_for,
         } in index.pods_on(&ctx.node.name)
@@ -400,7 +410,9 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
             // Held back behind the node's workload pods (see `decide_workload`).
             let held_back = workload_pods_left && ready;
             managed = true;
-            if held_back || needs_operator(pod, class, multi_covered, ctx, index).is_some() {
+            if held_back
+                || needs_operator(pod, class, (multi_covered, pinnable), ctx, index).is_some()
+            {
                 continue;
             }
             let health = ledger.health(workload, counts_for, index);
@@ -442,7 +454,7 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
 /// Whether [`decide_other`] would delete a pod now on a node without workload or other-controller
 /// pods (judged by the same rules, without building the decision).
 fn deletable_now(pod: &PodView, class: Class, ctx: &NodeContext, index: &Index) -> bool {
-    if needs_operator(pod, class, false, ctx, index).is_some() {
+    if needs_operator(pod, class, (false, pod.pins.is_some()), ctx, index).is_some() {
         return false;
     }
     match class {
@@ -655,6 +667,7 @@ fn decide_workload(
         pod,
         class,
         ready,
+        pinnable,
         multi_covered,
         counts_for,
     }: OnNode,
@@ -671,7 +684,9 @@ fn decide_workload(
     // controller does not count it either, and moving it takes no available pod away. Budgets
     // count it Ready, as the Eviction API does.
     let (pod_ready, ready) = (ready, ready && workload.available(pod, ctx.now));
-    if let Some((reason, message)) = needs_operator(pod, class, multi_covered, ctx, index) {
+    if let Some((reason, message)) =
+        needs_operator(pod, class, (multi_covered, pinnable), ctx, index)
+    {
         return pod_plan(index, pod, class, Decision::Block, Some(reason), message);
     }
     // Waits are written once per pass for all the pods that wait for the same thing (this runs for
@@ -1066,7 +1081,9 @@ fn decide_other(
     drain: &mut Drain,
 ) -> PodPlan {
     // Not a workload pod: whether budgets cover it does not matter.
-    if let Some((reason, message)) = needs_operator(pod, class, false, ctx, index) {
+    if let Some((reason, message)) =
+        needs_operator(pod, class, (false, pod.pins.is_some()), ctx, index)
+    {
         return pod_plan(index, pod, class, Decision::Block, Some(reason), message);
     }
     let unmanaged = match class {
