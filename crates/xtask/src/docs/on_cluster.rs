@@ -86,7 +86,9 @@ impl Demo {
             Tool::Kubectl,
             &["apply", "-f", "deploy/examples/default.yaml"],
         )?;
-        let upgraded = serde_json::json!({"status": {"conditions": [{
+        // As the controller writes it: observed at the policy's generation, without which
+        // `kubectl wait --for=condition=…` waits on (the CRD serves generation 0 until then).
+        let upgraded = serde_json::json!({"status": {"observedGeneration": 1, "conditions": [{
             "type": "Upgraded",
             "status": "True",
             "reason": "AllNodesUpgraded",
