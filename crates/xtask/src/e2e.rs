@@ -75,7 +75,9 @@ pub fn run(
     let queue = order(jobs_found, &read_durations(&history), &held);
     let total = queue.len();
     if total == 0 {
-        bail!("no end-to-end test matches {filter:?}");
+        // A filter for unit tests only.
+        eprintln!("==> no end-to-end test matches {filter:?}");
+        return Ok(());
     }
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
     let started = Instant::now();
