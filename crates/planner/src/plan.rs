@@ -17,7 +17,7 @@ use crate::{
     objects::budgets::KeptBudgets,
     objects::controller_classes::ControllerClasses,
     objects::node_state,
-    objects::pod_facts::PodCache,
+    objects::pod_cache::PodCache,
     objects::selector::Selector,
     pass::PolicyPass,
     pass::claims::Claims,
@@ -35,7 +35,7 @@ pub fn plan(view: &ClusterView, now: DateTime<Utc>) -> Plan {
 }
 
 /// A planner for pass after pass over a changing view: it keeps what it worked out from each pod
-/// alone (see `pod_facts`) and from each controller with its owners (see `controller_classes`), so
+/// alone (see `pod_cache`) and from each controller with its owners (see `controller_classes`), so
 /// that a pass reads only the pods and controllers that changed since the last one. Its plans are
 /// exactly [`plan`]'s for the same view and `now`, whatever views it planned before.
 #[derive(Default)]

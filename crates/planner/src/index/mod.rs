@@ -18,7 +18,8 @@ use crate::{
     objects::controller_classes::ControllerClasses,
     objects::lookups::{Lookups, slot_of},
     objects::node_groups::{Member, NodeGroups},
-    objects::pod_facts::{ClassKey, Covered, OrderKey, PodCache, PodFacts},
+    objects::pod_cache::PodCache,
+    objects::pod_facts::{ClassKey, Covered, OrderKey, PodFacts},
     objects::workload::{self, CountsFor},
 };
 

@@ -7,6 +7,7 @@ pub(crate) mod lookups;
 pub(crate) mod node_groups;
 pub(crate) mod node_state;
 pub(crate) mod pin;
+pub(crate) mod pod_cache;
 pub(crate) mod pod_facts;
 pub(crate) mod selector;
 pub(crate) mod workload;

@@ -1269,7 +1269,7 @@ mod tests {
             pods: crate::testing::shared_pods(pods),
             ..crate::ClusterView::default()
         };
-        let mut cache = crate::objects::pod_facts::PodCache::default();
+        let mut cache = crate::objects::pod_cache::PodCache::default();
         let mut budgets = crate::objects::budgets::KeptBudgets::default();
         let index = Index::new(
             &view,

@@ -378,7 +378,7 @@ mod tests {
         };
         let (a, b, other) = (reference("uid-1"), reference("uid-1"), reference("uid-2"));
         let view = ClusterView::default();
-        let mut pods = crate::objects::pod_facts::PodCache::default();
+        let mut pods = crate::objects::pod_cache::PodCache::default();
         let mut budgets = crate::objects::budgets::KeptBudgets::default();
         let index = Index::new(
             &view,

@@ -44,7 +44,7 @@ fn class_of(pods: Vec<PodView>, owners: Vec<OwnerView>, in_flight: Vec<&str>) ->
             .collect(),
         ..Default::default()
     };
-    let mut facts = crate::objects::pod_facts::PodCache::default();
+    let mut facts = crate::objects::pod_cache::PodCache::default();
     let mut budgets = crate::objects::budgets::KeptBudgets::default();
     let index = Index::new(
         &view,
