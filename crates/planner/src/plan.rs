@@ -144,12 +144,91 @@ fn plan_with(
     hand_back(&policies, &selections, &claims, &index, &mut plan);
     plan.next_wake = earliest(plan.next_wake, index.next_available);
 
-    plan.actions
-        .sort_by(|a, b| action_order(a).cmp(&action_order(b)));
-    plan.nodes
-        .sort_by(|a, b| (&a.policy, &a.node).cmp(&(&b.policy, &b.node)));
+    sort_output(&mut plan, &policies, &index);
     plan.policies.sort_by(|a, b| a.policy.cmp(&b.policy));
     plan
+}
+
+/// Sorts the pass's actions into [`action_order`] and its nodes' reports by policy and node, as
+/// comparing the names would: by the names' positions among the policies and the index's nodes
+/// (both in name order), which compare as integers, reading the pods' references only between
+/// actions on one node (a large fleet's pass plans tens of thousands of evictions). A name not
+/// among them (a deleted node's record) leaves the comparisons to the names.
+fn sort_output(plan: &mut Plan, policies: &[&PolicyView], index: &Index) {
+    let policy_at = |name: Option<&str>| match name {
+        None => Some(0),
+        Some(name) => policies
+            .binary_search_by(|p| p.name.as_str().cmp(name))
+            .ok()
+            .map(|i| u32::try_from(i + 1).unwrap_or(u32::MAX)),
+    };
+    let node_at = |name: Option<&str>| match name {
+        None => Some(0),
+        Some(name) => index.node_position(name).map(|i| i.saturating_add(1)),
+    };
+    let action_keys: Option<Vec<(u8, u32, u32)>> = plan
+        .actions
+        .iter()
+        .map(|a| {
+            Some((
+                a.kind.rank(),
+                policy_at(a.kind.policy())?,
+                node_at(a.kind.node())?,
+            ))
+        })
+        .collect();
+    match action_keys {
+        Some(keys) => permute(&mut plan.actions, |actions, i, j| {
+            keys[i]
+                .cmp(&keys[j])
+                .then_with(|| actions[i].kind.pod().cmp(&actions[j].kind.pod()))
+        }),
+        None => plan
+            .actions
+            .sort_by(|a, b| action_order(a).cmp(&action_order(b))),
+    }
+    let node_keys: Option<Vec<(u32, u32)>> = plan
+        .nodes
+        .iter()
+        .map(|n| Some((policy_at(Some(&n.policy))?, node_at(Some(&n.node))?)))
+        .collect();
+    match node_keys {
+        Some(keys) => permute(&mut plan.nodes, |_, i, j| keys[i].cmp(&keys[j])),
+        None => plan
+            .nodes
+            .sort_by(|a, b| (&a.policy, &a.node).cmp(&(&b.policy, &b.node))),
+    }
+    #[cfg(test)]
+    {
+        assert!(
+            plan.actions
+                .is_sorted_by(|a, b| action_order(a) <= action_order(b))
+        );
+        assert!(
+            plan.nodes
+                .is_sorted_by(|a, b| (&a.policy, &a.node) <= (&b.policy, &b.node))
+        );
+    }
+}
+
+/// Puts `items` in the order `compare` gives their positions, equal ones as they were: in place,
+/// cycle by cycle (the item for each place is where the last swap of its cycle left it).
+fn permute<T>(items: &mut [T], compare: impl Fn(&[T], usize, usize) -> std::cmp::Ordering) {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by(|&i, &j| compare(items, i, j));
+    let mut done = vec![false; items.len()];
+    for start in 0..items.len() {
+        let mut at = start;
+        while !done[at] {
+            done[at] = true;
+            let from = order[at];
+            if from == start {
+                break;
+            }
+            items.swap(at, from);
+            at = from;
+        }
+    }
 }
 
 /// Hands back every node that carries k8sm's state and that no live policy selects, or two do
@@ -241,4 +320,21 @@ fn hand_back(
 /// The order in which a pass's actions execute: by rank, then policy, node and pod.
 fn action_order(a: &Action) -> (u8, Option<&str>, Option<&str>, Option<&PodRef>) {
     (a.kind.rank(), a.kind.policy(), a.kind.node(), a.kind.pod())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Permuted in place, items are in the order a stable sort by their keys gives.
+        #[test]
+        fn permuted_in_place_is_sorted_stably(keys in proptest::collection::vec(0u8..6, 0..64)) {
+            let mut items: Vec<(u8, usize)> = keys.iter().copied().zip(0..).collect();
+            let mut sorted = items.clone();
+            sorted.sort_by_key(|&(key, _)| key);
+            super::permute(&mut items, |items, i, j| items[i].0.cmp(&items[j].0));
+            prop_assert_eq!(items, sorted);
+        }
+    }
 }

@@ -19,7 +19,7 @@ use crate::{
     objects::lookups::{Lookups, slot_of},
     objects::node_groups::{Member, NodeGroups},
     objects::pod_cache::PodCache,
-    objects::pod_facts::{ClassKey, Covered, OrderKey, PodFacts},
+    objects::pod_facts::{ClassKey, Covered, PodFacts},
     objects::workload::{self, CountsFor},
 };
 
@@ -145,8 +145,8 @@ pub(crate) struct Index<'a> {
     /// (which is the one a pass asks with: found without reading the text).
     node_slots: FastMap<&'a str, u32>,
     node_slots_by_copy: FastMap<Text, u32>,
-    /// Pods of each node slot, as positions in `pods` with their class and order keys, in the
-    /// view's order.
+    /// Pods of each node slot, as positions in `pods` with their class and order keys, in pod
+    /// order.
     groups: &'a NodeGroups,
     /// Per node slot, the classes of its pods.
     node_classes: Vec<NodeClasses>,
@@ -288,7 +288,7 @@ impl<'a> Index<'a> {
         }
     }
 
-    /// Pods bound to `node`, each with its class, in the view's order.
+    /// Pods bound to `node`, each with its class, in pod order (by namespace, name and UID).
     pub(crate) fn pods_on(&self, node: &str) -> impl ExactSizeIterator<Item = OnNode<'a>> + '_ {
         self.group_of(node).iter().map(|m| {
             let (i, key) = (m.position as usize, &m.key);
@@ -303,15 +303,6 @@ impl<'a> Index<'a> {
                     .map_or(u32::MAX, |(_, slot)| slot),
             }
         })
-    }
-
-    /// [`Self::pods_on`], each with its order key.
-    pub(crate) fn pods_on_keyed(
-        &self,
-        node: &str,
-    ) -> impl ExactSizeIterator<Item = (OnNode<'a>, OrderKey)> + '_ {
-        self.pods_on(node)
-            .zip(self.group_of(node).iter().map(|m| m.order))
     }
 
     /// What the pods bound to `node` reserve ([`Self::node_used`]).
@@ -380,6 +371,12 @@ impl<'a> Index<'a> {
             .map(|&slot| slot as usize)
     }
 
+    /// The position of `node` among the view's nodes in name order.
+    pub(crate) fn node_position(&self, node: &str) -> Option<u32> {
+        self.node_slot(node)
+            .map(|slot| u32::try_from(slot).unwrap_or(u32::MAX))
+    }
+
     /// The class of the pod at position `i`, with the class key `key`.
     fn class_at(&self, i: usize, key: &ClassKey) -> Class<'a> {
         let going =
@@ -398,7 +395,7 @@ impl<'a> Index<'a> {
     }
 
     /// The workload or other-controller pods bound to `node`, each with the slot of the workload it
-    /// counts for (see [`Self::workload_at`]), in the view's order. Reads no UID.
+    /// counts for (see [`Self::workload_at`]), in pod order. Reads no UID.
     pub(crate) fn workloads_on(
         &self,
         node: &str,

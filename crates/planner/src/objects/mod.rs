@@ -9,5 +9,6 @@ pub(crate) mod node_state;
 pub(crate) mod pin;
 pub(crate) mod pod_cache;
 pub(crate) mod pod_facts;
+pub(crate) mod pod_order;
 pub(crate) mod selector;
 pub(crate) mod workload;

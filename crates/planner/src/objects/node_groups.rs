@@ -1,8 +1,13 @@
-//! The pods' positions grouped by node, each group in the view's order, kept across passes and
-//! updated pod by pod: a step of a large fleet moves a few hundred of its hundreds of thousands of
-//! pods, and grouping them all again took a walk over every pod's facts in every pass.
+//! The pods' positions grouped by node, each group in pod order (by namespace, name and UID), kept
+//! across passes and updated pod by pod: a step of a large fleet moves a few hundred of its
+//! hundreds of thousands of pods, and grouping them all again took a walk over every pod's facts
+//! in every pass, and ordering each draining node's pods a sort in every pass.
 
+use std::sync::Arc;
+
+use crate::PodView;
 use crate::objects::pod_facts::{ClassKey, OrderKey, PodFacts};
+use crate::objects::pod_order::pod_order;
 
 /// A pod on its node: its position among the facts, and the keys read from the group instead of
 /// from the facts (a node's pods are scattered over the view's order; see [`ClassKey`]).
@@ -27,6 +32,8 @@ impl Member {
 #[derive(Default)]
 pub(crate) struct NodeGroups {
     groups: Vec<Vec<Member>>,
+    /// The slots whose group changed since it was last put in pod order (see [`Self::order`]).
+    unordered: Vec<u32>,
 }
 
 impl NodeGroups {
@@ -42,6 +49,9 @@ impl NodeGroups {
                 group.push(Member::of(u32::try_from(i).unwrap_or(u32::MAX), f));
             }
         }
+        self.unordered = (0..nodes)
+            .map(|slot| u32::try_from(slot).unwrap_or(u32::MAX))
+            .collect();
     }
 
     /// The pod at `position`, grouped under `before` (`u32::MAX`: none), now has the facts `f`:
@@ -50,17 +60,19 @@ impl NodeGroups {
         if before == f.node {
             if let Some(at) = self.find(before, position) {
                 self.groups[before as usize][at] = Member::of(position, f);
+                // Another pod may have taken the position.
+                self.unordered.push(before);
             }
             return;
         }
         self.remove(position, before);
         if let Some(group) = self.groups.get_mut(f.node as usize) {
-            let at = group.partition_point(|m| m.position < position);
-            group.insert(at, Member::of(position, f));
+            group.push(Member::of(position, f));
+            self.unordered.push(f.node);
         }
     }
 
-    /// The pod at `position`, grouped under `node`, is gone.
+    /// The pod at `position`, grouped under `node`, is gone (the others keep their order).
     pub(crate) fn remove(&mut self, position: u32, node: u32) {
         if let Some(at) = self.find(node, position) {
             self.groups[node as usize].remove(at);
@@ -69,19 +81,47 @@ impl NodeGroups {
 
     fn find(&self, node: u32, position: u32) -> Option<usize> {
         let group = self.groups.get(node as usize)?;
-        group.binary_search_by_key(&position, |m| m.position).ok()
+        group.iter().position(|m| m.position == position)
     }
 
-    /// The pods of the node in `slot`, in the view's order.
+    /// Puts the groups that changed in pod order, `pods` being the pods at the members' positions:
+    /// by the order keys where they tell, which reads no pod (the pods of a node are scattered
+    /// over the heap, a cache miss each, and their names more), and by position between two
+    /// versions of one pod.
+    pub(crate) fn order(&mut self, pods: &[Option<Arc<PodView>>]) {
+        self.unordered.sort_unstable();
+        self.unordered.dedup();
+        let pod = |m: &Member| pods[m.position as usize].as_deref().expect("aligned");
+        for &slot in &self.unordered {
+            if let Some(group) = self.groups.get_mut(slot as usize) {
+                group.sort_unstable_by(|a, b| {
+                    a.order
+                        .cmp(&b.order)
+                        .unwrap_or_else(|| pod_order(pod(a), pod(b)))
+                        .then(a.position.cmp(&b.position))
+                });
+            }
+        }
+        self.unordered.clear();
+    }
+
+    /// The pods of the node in `slot`, in pod order.
     pub(crate) fn on(&self, slot: usize) -> &[Member] {
         self.groups.get(slot).map_or(&[], Vec::as_slice)
     }
 
-    /// Whether these are the groups of `facts` over `nodes` slots, as [`Self::rebuild`] makes them.
+    /// Whether these are the groups of `facts` over `nodes` slots, as [`Self::rebuild`] and
+    /// [`Self::order`] make them.
     #[cfg(test)]
-    pub(crate) fn same_as_rebuilt(&self, facts: &[PodFacts], nodes: usize) -> bool {
+    pub(crate) fn same_as_rebuilt(
+        &self,
+        facts: &[PodFacts],
+        nodes: usize,
+        pods: &[Option<Arc<PodView>>],
+    ) -> bool {
         let mut fresh = Self::default();
         fresh.rebuild(facts, nodes);
+        fresh.order(pods);
         self.groups == fresh.groups
     }
 }

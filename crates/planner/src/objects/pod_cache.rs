@@ -346,12 +346,13 @@ impl PodCache {
     }
 
     /// Groups the facts' positions by node (see [`Self::groups`]), unless they are grouped
-    /// already.
+    /// already, and puts the groups that changed in pod order.
     pub(crate) fn group_by_node(&mut self) {
         if !self.grouped {
             self.groups.rebuild(&self.facts, self.node_names.len());
             self.grouped = true;
         }
+        self.groups.order(&self.held);
     }
 
     /// The facts' positions grouped by node, as [`Self::group_by_node`] left them.
@@ -482,9 +483,16 @@ mod kept_groups {
         ]
     }
 
+    /// Names alike in their first eight bytes and namespaces of another copy for some pods, so
+    /// that ordering them reads their texts.
     fn pod(id: usize, node: Option<u8>, ready: bool) -> Arc<PodView> {
         Arc::new(PodView {
-            name: format!("pod-{id:04}").into(),
+            namespace: ["shop", "db"][id % 2].into(),
+            name: match id % 3 {
+                0 => format!("pod-{id:04}"),
+                _ => format!("web-frontend-{}", id % 7),
+            }
+            .into(),
             uid: format!("uid-{id}").into(),
             node_name: node.map(|n| format!("node-{n}").into()),
             ready,
@@ -556,10 +564,24 @@ mod kept_groups {
                     prop_assert_eq!(f.node, slot, "step {}", step);
                 }
                 prop_assert!(
-                    cache.groups().same_as_rebuilt(&cache.facts, names.len()),
+                    cache.groups().same_as_rebuilt(&cache.facts, names.len(), &cache.held),
                     "step {}",
                     step
                 );
+                for slot in 0..names.len() {
+                    let texts: Vec<_> = cache
+                        .groups()
+                        .on(slot)
+                        .iter()
+                        .map(|m| {
+                            let p = &view.pods[m.position as usize];
+                            (p.namespace.to_string(), p.name.to_string(), p.uid.to_string())
+                        })
+                        .collect();
+                    let mut sorted = texts.clone();
+                    sorted.sort();
+                    prop_assert_eq!(texts, sorted, "step {}", step);
+                }
             }
         }
     }

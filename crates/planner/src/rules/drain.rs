@@ -1,7 +1,7 @@
 //! The per-pod decisions of docs/design.md §5.3 on one node: what moves now, what waits, and what
 //! needs an operator.
 
-use std::{cmp::Ordering, sync::Arc};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use k8sm_api::UnmanagedPodPolicy;
@@ -52,41 +52,10 @@ impl Survey<'_> {
 /// Classifies every pod of the node, in pod order: the survey of a node whose pods are decided in
 /// this pass.
 pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
-    // Sorted by the pods' order keys where they tell, which reads no pod (the pods of a node are
-    // scattered over the heap, a cache miss each, and their names more).
-    let mut keyed: Vec<_> = index.pods_on_keyed(&ctx.node.name).collect();
-    keyed
-        .sort_unstable_by(|(a, ka), (b, kb)| ka.cmp(kb).unwrap_or_else(|| pod_order(a.pod, b.pod)));
-    let pods: Vec<_> = keyed.into_iter().map(|(on, _)| on).collect();
+    let pods: Vec<_> = index.pods_on(&ctx.node.name).collect();
     let mut survey = count(pods.iter().copied(), ctx, index);
     survey.pods = pods;
     survey
-}
-
-/// The order of [`Survey::pods`]: by namespace, name and UID, exactly as comparing the three
-/// strings would, with fewer reads of their text (this runs for every pair the sort compares, on
-/// every draining node's ~30 pods).
-fn pod_order(a: &PodView, b: &PodView) -> Ordering {
-    text_order(&a.namespace, &b.namespace)
-        .then_with(|| text_order(&a.name, &b.name))
-        .then_with(|| text_order(&a.uid, &b.uid))
-}
-
-/// `a.cmp(b)`, answered without reading the text when both are one shared copy (the pods of a
-/// namespace share one), and from the first eight bytes when they differ there (most names of a
-/// node's pods do): big-endian, so the integers order as the bytes do.
-fn text_order(a: &Arc<str>, b: &Arc<str>) -> Ordering {
-    if Arc::ptr_eq(a, b) {
-        return Ordering::Equal;
-    }
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
-        let (x, y) = (u64::from_be_bytes(*x), u64::from_be_bytes(*y));
-        if x != y {
-            return x.cmp(&y);
-        }
-    }
-    a.cmp(b)
 }
 
 /// Only the counts of a survey: all that admission needs of the many nodes that only queue for a
@@ -1296,39 +1265,5 @@ mod tests {
         sorted.sort();
         assert_eq!(listed.len(), 25);
         assert_eq!(listed, sorted);
-    }
-
-    /// `text_order` is the order of the texts, shared copies or not, whatever their lengths and
-    /// where they differ.
-    #[test]
-    fn text_order_is_the_order_of_the_texts() {
-        let texts = [
-            "",
-            "a",
-            "ab",
-            "ab\0",
-            "abcdefg",
-            "abcdefgh",
-            "abcdefgh\0",
-            "abcdefghi",
-            "abcdefgi",
-            "abcdefgz",
-            "abcdefghij",
-            "abcdefhh",
-            "b",
-            "web-10-6d4f-1",
-            "web-1-6d4f-10",
-            "web-2-6d4f-1",
-            "zzzzzzzz",
-            "é",
-            "éa",
-        ];
-        for a in texts {
-            for b in texts {
-                let (x, y): (Arc<str>, Arc<str>) = (a.into(), b.into());
-                assert_eq!(text_order(&x, &y), a.cmp(b), "{a:?} {b:?}");
-                assert_eq!(text_order(&x, &x.clone()), Ordering::Equal);
-            }
-        }
     }
 }
