@@ -149,6 +149,9 @@ fn plan_with(
     plan
 }
 
+/// An action's rank, and the positions of its policy and node in name order (0: none).
+type ActionKey = (u8, u32, u32);
+
 /// Sorts the pass's actions into [`action_order`] and its nodes' reports by policy and node, as
 /// comparing the names would: by the names' positions among the policies and the index's nodes
 /// (both in name order), which compare as integers, reading the pods' references only between
@@ -166,34 +169,35 @@ fn sort_output(plan: &mut Plan, policies: &[&PolicyView], index: &Index) {
         None => Some(0),
         Some(name) => index.node_position(name).map(|i| i.saturating_add(1)),
     };
-    let action_keys: Option<Vec<(u8, u32, u32)>> = plan
+    let action_keys: Option<Vec<(ActionKey, usize)>> = plan
         .actions
         .iter()
-        .map(|a| {
-            Some((
+        .enumerate()
+        .map(|(i, a)| {
+            let key = (
                 a.kind.rank(),
                 policy_at(a.kind.policy())?,
                 node_at(a.kind.node())?,
-            ))
+            );
+            Some((key, i))
         })
         .collect();
     match action_keys {
-        Some(keys) => permute(&mut plan.actions, |actions, i, j| {
-            keys[i]
-                .cmp(&keys[j])
-                .then_with(|| actions[i].kind.pod().cmp(&actions[j].kind.pod()))
+        Some(keys) => permute(&mut plan.actions, keys, |actions, i, j| {
+            actions[i].kind.pod().cmp(&actions[j].kind.pod())
         }),
         None => plan
             .actions
             .sort_by(|a, b| action_order(a).cmp(&action_order(b))),
     }
-    let node_keys: Option<Vec<(u32, u32)>> = plan
+    let node_keys: Option<Vec<((u32, u32), usize)>> = plan
         .nodes
         .iter()
-        .map(|n| Some((policy_at(Some(&n.policy))?, node_at(Some(&n.node))?)))
+        .enumerate()
+        .map(|(i, n)| Some(((policy_at(Some(&n.policy))?, node_at(Some(&n.node))?), i)))
         .collect();
     match node_keys {
-        Some(keys) => permute(&mut plan.nodes, |_, i, j| keys[i].cmp(&keys[j])),
+        Some(keys) => permute(&mut plan.nodes, keys, |_, _, _| std::cmp::Ordering::Equal),
         None => plan
             .nodes
             .sort_by(|a, b| (&a.policy, &a.node).cmp(&(&b.policy, &b.node))),
@@ -211,11 +215,19 @@ fn sort_output(plan: &mut Plan, policies: &[&PolicyView], index: &Index) {
     }
 }
 
-/// Puts `items` in the order `compare` gives their positions, equal ones as they were: in place,
-/// cycle by cycle (the item for each place is where the last swap of its cycle left it).
-fn permute<T>(items: &mut [T], compare: impl Fn(&[T], usize, usize) -> std::cmp::Ordering) {
-    let mut order: Vec<usize> = (0..items.len()).collect();
-    order.sort_by(|&i, &j| compare(items, i, j));
+/// Puts `items` in the order of their `keys` (each with the item's position), then of `tie` between
+/// items of equal keys, then of their positions: in place, cycle by cycle (the item for each place
+/// is where the last swap of its cycle left it).
+fn permute<T, K: Ord>(
+    items: &mut [T],
+    mut keys: Vec<(K, usize)>,
+    tie: impl Fn(&[T], usize, usize) -> std::cmp::Ordering,
+) {
+    // Unstable, as the positions tell every two keys apart; the keys side by side in memory.
+    keys.sort_unstable_by(|(a, i), (b, j)| {
+        a.cmp(b).then_with(|| tie(items, *i, *j)).then(i.cmp(j))
+    });
+    let order: Vec<usize> = keys.into_iter().map(|(_, i)| i).collect();
     let mut done = vec![false; items.len()];
     for start in 0..items.len() {
         let mut at = start;
@@ -327,13 +339,15 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Permuted in place, items are in the order a stable sort by their keys gives.
+        /// Permuted by half their keys, ties told by the whole keys, items are in the order a
+        /// stable sort by their keys gives.
         #[test]
-        fn permuted_in_place_is_sorted_stably(keys in proptest::collection::vec(0u8..6, 0..64)) {
+        fn permuted_in_place_is_sorted_by_key_tie_and_position(keys in proptest::collection::vec(0u8..6, 0..64)) {
             let mut items: Vec<(u8, usize)> = keys.iter().copied().zip(0..).collect();
             let mut sorted = items.clone();
             sorted.sort_by_key(|&(key, _)| key);
-            super::permute(&mut items, |items, i, j| items[i].0.cmp(&items[j].0));
+            let by_half = items.iter().map(|&(key, i)| (key / 2, i)).collect();
+            super::permute(&mut items, by_half, |items, i, j| items[i].0.cmp(&items[j].0));
             prop_assert_eq!(items, sorted);
         }
     }

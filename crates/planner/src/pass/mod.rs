@@ -530,7 +530,7 @@ impl<'v> PolicyPass<'v, '_> {
                 if admitted == free {
                     left.push(entry);
                 } else {
-                    match self.readiness(&entry, ledger) {
+                    match self.readiness(&entry, ledger, None) {
                         Readiness::Moves if self.room_for(&entry, admitted, pacing) => {
                             self.admit(entry, slots, ledger, out);
                             admitted += 1;
@@ -618,8 +618,9 @@ impl<'v> PolicyPass<'v, '_> {
     fn queue(&self, mut queued: Vec<Entry<'v>>, ledger: &mut Ledger) -> Vec<Entry<'v>> {
         // Keyed once per node, in order (a large fleet queues thousands, and a sort compares each
         // many times).
+        let mut known = drain::ReadyVerdicts::new(self.index);
         queued.sort_by_cached_key(|e| {
-            let later = self.readiness(e, ledger) != Readiness::Moves;
+            let later = self.readiness(e, ledger, Some(&mut known)) != Readiness::Moves;
             // Only among those that can move, longest chain first: the others stay in key order.
             let chain = if later { 0 } else { e.chain };
             (
@@ -635,9 +636,18 @@ impl<'v> PolicyPass<'v, '_> {
     /// How ready a candidate is to be admitted now: see [`drain::movement`]. A node that stalled
     /// rests for `nodeProgressDeadline` after its stall, so that a node stuck for good is not
     /// cordoned and uncordoned again every deadline while no other node waits; a pod able to go
-    /// now ends the rest at once (what it waited on cleared).
-    fn readiness(&self, entry: &Entry<'v>, ledger: &mut Ledger) -> Readiness {
-        let movement = drain::movement(&self.context(entry, None), self.index, ledger);
+    /// now ends the rest at once (what it waited on cleared). `known`: see [`drain::movement`].
+    fn readiness(
+        &self,
+        entry: &Entry<'v>,
+        ledger: &mut Ledger,
+        known: Option<&mut drain::ReadyVerdicts>,
+    ) -> Readiness {
+        let ctx = self.context(entry, None);
+        let movement = drain::movement(&ctx, self.index, ledger, known);
+        // Every test's pass checks what was reused against the judgement of every pod.
+        #[cfg(test)]
+        assert_eq!(movement, drain::movement(&ctx, self.index, ledger, None));
         if let Some(until) = self.rests_until(entry)
             && movement != drain::Movement::Now
         {

@@ -356,7 +356,15 @@ impl Movement {
 /// controller only once no workload pod is on the node). Admission prefers such nodes, so that
 /// owners whose pods are bunched on a few nodes do not queue behind each other. Judges without
 /// recording anything.
-pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) -> Movement {
+///
+/// With `known`, what it worked out of each workload for a Ready pod is reused: only while the
+/// ledger does not change.
+pub(crate) fn movement(
+    ctx: &NodeContext,
+    index: &Index,
+    ledger: &mut Ledger,
+    mut known: Option<&mut ReadyVerdicts>,
+) -> Movement {
     let mut managed = false;
     for other in [false, true] {
         let workload_pods_left = other && managed;
@@ -373,6 +381,13 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
                 (Class::Owned(w), false) | (Class::Other(w), true) => w,
                 _ => continue,
             };
+            if ready
+                && let Some(known) = known.as_deref_mut()
+                && known.stay(workload, counts_for, ctx, index, ledger)
+            {
+                managed = true;
+                continue;
+            }
             // Ready but not yet available counts as not Ready (its workload's minReadySeconds);
             // budgets count it Ready.
             let (pod_ready, ready) = (ready, ready && workload.available(pod, ctx.now));
@@ -417,6 +432,40 @@ pub(crate) fn movement(ctx: &NodeContext, index: &Index, ledger: &mut Ledger) ->
         Movement::Now
     } else {
         Movement::NothingOwned
+    }
+}
+
+/// Per workload slot, whether its Ready pods stay whatever else [`movement`] reads of them: the
+/// workload has no `minReadySeconds` (a Ready pod is available) and its health lets no Ready pod
+/// go. Worked out once per workload against a ledger that does not change: the queue judges
+/// thousands of nodes' pods, most of them Ready, and each judgement read the pod's workload and
+/// health.
+pub(crate) struct ReadyVerdicts(Vec<Option<bool>>);
+
+impl ReadyVerdicts {
+    pub(crate) fn new(index: &Index) -> Self {
+        Self(vec![None; index.workload_count()])
+    }
+
+    fn stay(
+        &mut self,
+        workload: Workload,
+        counts_for: u32,
+        ctx: &NodeContext,
+        index: &Index,
+        ledger: &mut Ledger,
+    ) -> bool {
+        let Some(known) = self.0.get_mut(counts_for as usize) else {
+            return false;
+        };
+        *known.get_or_insert_with(|| {
+            let health = ledger.health(workload, counts_for, index);
+            workload.min_ready_seconds() == 0
+                && !matches!(
+                    health::judge(health, ctx.threshold, PodState::Ready),
+                    Verdict::Evict { .. }
+                )
+        })
     }
 }
 

@@ -577,3 +577,44 @@ fn the_replacements_still_to_come_of_terminating_pods_count_against_the_room() {
         Some(Reason::WaitingForRoom)
     );
 }
+
+/// The queue, which judges every queued node's pods against one ledger, reads a Ready pod that is
+/// not yet available (its workload's `minReadySeconds`) as one that is not Ready, as admission
+/// does: `b-moves`, whose only pod is such a pod of a workload at its floor, can move now and is
+/// queued before `a-waits`, whose pod waits on its owner.
+#[test]
+fn the_queue_reads_a_pod_not_yet_available_as_not_ready() {
+    let mut web = replica_set("shop", "web", 3);
+    web.min_ready_seconds = 60;
+    let db = replica_set("shop", "db", 3);
+    let long_ago = now() - chrono::Duration::minutes(30);
+    let available = |p: PodView| PodView {
+        ready_changed: Some(long_ago),
+        ..p
+    };
+    let pods = vec![
+        available(web.pod("web-a", "up")),
+        available(web.pod("web-b", "up")),
+        PodView {
+            ready_changed: Some(now() - chrono::Duration::seconds(10)),
+            ..web.pod("web-c", "b-moves")
+        },
+        db.pod("db-1", "busy"),
+        db.pod("db-2", "a-waits"),
+        db.pod("db-3", "up"),
+    ];
+    let nodes = vec![
+        node("busy").marked(at(0)).admitted(at(1)),
+        node("a-waits").marked(at(0)),
+        node("b-moves").marked(at(0)),
+        node("up").executor(crate::testing::NEW),
+    ];
+    let one_slot =
+        policy("p").with(|s| s.max_concurrent_nodes = MaxConcurrentNodes::count(1).unwrap());
+    let plan = plan_now(&cluster(nodes, vec![web, db], pods, vec![one_slot]));
+    assert_eq!(summary(&plan), ["Evict shop/db-1"]);
+    assert_eq!(
+        queue(&plan),
+        [(1, "b-moves".to_owned()), (2, "a-waits".to_owned())]
+    );
+}
