@@ -342,6 +342,14 @@ fn a_node_back_on_the_target_it_was_told_goes_round_again_after_the_target_moved
     assert_eq!(blocker_reasons(&plan, "n1"), [Reason::UnexpectedExecutor]);
 }
 
+/// `p`, Ready for 30 minutes: available whatever its workload's `minReadySeconds`.
+fn available(p: PodView) -> PodView {
+    PodView {
+        ready_changed: Some(now() - chrono::Duration::minutes(30)),
+        ..p
+    }
+}
+
 /// With `minReadySeconds`, "Ready" in the rule means available (Ready for that long), as the
 /// Deployment controller counts it: a replacement Ready for 10 s of 60 does not count yet, so the
 /// workload's Ready pods on the draining node wait, and the plan wakes when it becomes available; a
@@ -351,12 +359,7 @@ fn a_node_back_on_the_target_it_was_told_goes_round_again_after_the_target_moved
 fn with_min_ready_seconds_ready_means_available() {
     let mut rs = replica_set("shop", "web", 3);
     rs.min_ready_seconds = 60;
-    let long_ago = now() - chrono::Duration::minutes(30);
     let just = now() - chrono::Duration::seconds(10);
-    let available = |p: PodView| PodView {
-        ready_changed: Some(long_ago),
-        ..p
-    };
     let pods = vec![
         available(rs.pod("web-a", "up")),
         PodView {
@@ -587,11 +590,6 @@ fn the_queue_reads_a_pod_not_yet_available_as_not_ready() {
     let mut web = replica_set("shop", "web", 3);
     web.min_ready_seconds = 60;
     let db = replica_set("shop", "db", 3);
-    let long_ago = now() - chrono::Duration::minutes(30);
-    let available = |p: PodView| PodView {
-        ready_changed: Some(long_ago),
-        ..p
-    };
     let pods = vec![
         available(web.pod("web-a", "up")),
         available(web.pod("web-b", "up")),
