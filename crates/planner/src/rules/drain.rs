@@ -728,7 +728,11 @@ fn decide_workload(
         });
     }
     let surge = surge::judge(pod, workload, ctx);
-    let mut health = ledger.health(workload, counts_for, index);
+    let mut health = if pod_ready {
+        ledger.health(workload, counts_for, index)
+    } else {
+        ledger.health_beside_ask(workload, counts_for, index)
+    };
     let t = ctx.threshold;
     let needed = health::needed(t, health.desired);
     let floor = health::sla_floor(t, health.desired);
@@ -817,7 +821,11 @@ fn decide_workload(
             );
         }
     }
-    if ledger.planned(workload, counts_for, index).1 {
+    // A pod not Ready is judged on: the answer to the ask changes no count its eviction rests on
+    // (it takes no readiness, and where the API would charge it to a budget, it waits for that
+    // budget below). Held back, it would wait for as long as the API refuses the ask: for ever
+    // where its own replacement is what the budget waits for.
+    if pod_ready && ledger.planned(workload, counts_for, index).1 {
         // Another pod of the workload is asked for against a budget at zero: the budget is what
         // this one waits on.
         if let Some((i, pdb)) = exhausted_budget(pod, class, pod_ready, ctx, index, ledger) {
@@ -940,7 +948,7 @@ fn decide_workload(
         drain.broken_taken += place_for(pod);
     }
     if asked {
-        ledger.record_ask(workload, counts_for, index);
+        ledger.record_ask(workload, counts_for, index, health);
     }
     let eviction = Eviction {
         owner: index.shared.owner(workload),

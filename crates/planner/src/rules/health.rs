@@ -157,6 +157,9 @@ pub(crate) struct Ledger {
     /// other pod of the workload goes in this pass (each eviction's count of Ready pods left
     /// would otherwise rest on one that may not happen).
     planned: Vec<(u32, bool)>,
+    /// Per workload (as `health`), the Ready and warming pods the eviction asked for took from its
+    /// health (see [`Self::health_beside_ask`]).
+    ask_took: Vec<(u32, u32)>,
     /// Per copy of a UID seen so far, its slot in `health`.
     by_copy: FastMap<Text, u32>,
     /// Per UID, its slot in `health`.
@@ -225,6 +228,7 @@ impl Ledger {
                 let slot = u32::try_from(self.health.len()).expect("fewer than 2^32 workloads");
                 self.health.push(observe(workload, counts_for, index));
                 self.planned.push((0, false));
+                self.ask_took.push((0, 0));
                 self.by_uid.insert(uid.to_owned(), slot);
                 slot
             }
@@ -246,10 +250,43 @@ impl Ledger {
     }
 
     /// The eviction just recorded for the workload was asked for against a budget that allows no
-    /// disruption now.
-    pub(crate) fn record_ask(&mut self, workload: Workload, counts_for: u32, index: &Index) {
+    /// disruption now; `before` is the workload's health before it was recorded.
+    pub(crate) fn record_ask(
+        &mut self,
+        workload: Workload,
+        counts_for: u32,
+        index: &Index,
+        before: OwnerHealth,
+    ) {
         let slot = self.slot(workload, counts_for, index);
         self.planned[slot].1 = true;
+        let now = self.health[slot];
+        self.ask_took[slot] = (before.ready - now.ready, before.warming - now.warming);
+    }
+
+    /// The workload's health as a pod that is not Ready is judged on: counting the evictions
+    /// planned so far but the one asked for against a budget that allows no disruption
+    /// ([`Self::record_ask`]). The API may refuse that one, and such a pod's eviction does not
+    /// wait for its answer: judged as if it were refused, the pod's eviction claims no more than
+    /// it would alone (it takes no readiness either way).
+    pub(crate) fn health_beside_ask(
+        &mut self,
+        workload: Workload,
+        counts_for: u32,
+        index: &Index,
+    ) -> OwnerHealth {
+        let slot = self.slot(workload, counts_for, index);
+        let health = self.health[slot];
+        if !self.planned[slot].1 {
+            return health;
+        }
+        let (ready, warming) = self.ask_took[slot];
+        OwnerHealth {
+            ready: health.ready + ready,
+            warming: health.warming + warming,
+            going: health.going.saturating_sub(1),
+            ..health
+        }
     }
 
     /// Disruptions the budget still allows in this pass.

@@ -150,6 +150,58 @@ fn a_pod_of_another_controller_is_asked_for_against_a_budget_at_zero_once_per_pa
     assert_eq!(reason, Some(Reason::BlockedByPDB));
 }
 
+/// A workload of another controller whose budget is at zero because one of its pods is not Ready:
+/// the Eviction API lets that pod go (the budget is not disrupted, `IfHealthyBudget`), and its
+/// replacement gives the budget room for the others, as `kubectl drain` gets through. The ask for
+/// a Ready pod of the workload, decided before it, must not hold it back: the answer to the ask
+/// changes no count its eviction rests on.
+#[test]
+fn an_ask_against_a_budget_at_zero_holds_back_no_pod_that_is_not_ready() {
+    let kafka = owner(
+        OwnerKind::Other("KafkaNodePool".into()),
+        "ns",
+        "kafka",
+        None,
+    );
+    let pods = vec![
+        kafka.pod("kafka-a", "n1"),
+        kafka.pod("kafka-b", "n1").broken(),
+        kafka.pod("kafka-c", "up"),
+        kafka.pod("kafka-d", "up"),
+    ];
+    let mut view = draining(
+        vec![],
+        pods,
+        policy("p").with(|s| s.owner_health_threshold = 50),
+    );
+    view.pdbs.push(PdbView {
+        desired_healthy: 3,
+        current_healthy: 3,
+        ..pdb("ns", "kafka", &[], 0)
+    });
+    let plan = plan_now(&view);
+    assert_eq!(summary(&plan), ["Evict ns/kafka-a", "Evict ns/kafka-b"]);
+    assert!(
+        plan.actions[0].message.contains("the Eviction API decides"),
+        "{}",
+        plan.actions[0].message
+    );
+    // Its numbers do not rest on the ask, which the API may refuse: the record of the upgrade
+    // then holds what happened.
+    let numbers: Vec<(u32, u32)> = plan
+        .evictions()
+        .map(|(_, e)| (e.ready_before, e.ready_after))
+        .collect();
+    assert_eq!(numbers, [(3, 2), (3, 3)]);
+    // A budget disrupted (fewer healthy than it needs): the API refuses the pod that is not Ready
+    // too, so it waits for the budget.
+    view.pdbs[0].current_healthy = 2;
+    let plan = plan_now(&view);
+    assert_eq!(summary(&plan), ["Evict ns/kafka-a"]);
+    let (_, reason, _) = pod_decision(&plan, "n1", "kafka-b");
+    assert_eq!(reason, Some(Reason::BlockedByPDB));
+}
+
 /// An eviction asked for against a budget at zero is likely refused: it is not progress, so a node
 /// whose pod the API keeps refusing gives its slot up at `nodeProgressDeadline` like any node that
 /// made none.
