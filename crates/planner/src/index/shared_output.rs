@@ -15,17 +15,18 @@ use crate::{
 /// What a shared wait message says, in full: two waits with equal keys have equal messages.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub(crate) enum MessageKey {
-    /// A pod waiting on its workload: the workload (its UID, kind and name), why, and the numbers
-    /// the message quotes.
+    /// A pod waiting on its workload: the workload (its UID, kind and name), the policy whose
+    /// threshold and deadline the message quotes (by the address of its spec), why, and the
+    /// numbers the message quotes.
     Workload {
         uid: Text,
         kind: Text,
         name: Text,
+        spec: usize,
         why: WaitsOn,
         ready: u32,
         desired: u32,
         going: u32,
-        threshold: u8,
     },
     /// A pod held back behind others on its node, saying what it waits for first.
     HeldBack(Text),
@@ -57,6 +58,16 @@ pub(crate) struct SharedOutput {
 impl SharedOutput {
     /// The message for `key`: written before, or by `write` now and kept.
     pub(crate) fn message(&self, key: MessageKey, write: impl FnOnce() -> String) -> Arc<str> {
+        // Every test's pass checks that the key says all the message does: a message kept is the
+        // one its waiter would write.
+        #[cfg(test)]
+        {
+            let written = write();
+            let kept = self.messages.get_or(key, || written.as_str().into());
+            assert_eq!(*kept, *written, "the message kept for {key:?}");
+            kept
+        }
+        #[cfg(not(test))]
         self.messages.get_or(key, || write().into())
     }
 

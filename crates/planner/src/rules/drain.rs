@@ -742,11 +742,11 @@ fn decide_workload(
         uid: Text::of(workload.key()),
         kind: Text::of(workload.kind()),
         name: Text::of(workload.name()),
+        spec: std::ptr::from_ref(ctx.spec).addr(),
         why,
         ready: health.ready,
         desired: health.desired,
         going: health.going,
-        threshold: t,
     };
     let mut note = String::new();
     match surge {

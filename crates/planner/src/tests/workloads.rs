@@ -312,3 +312,38 @@ fn workloads_of_two_nodes_share_one_ledger() {
     let plan = plan_now(&cluster(nodes, vec![web, old, new], pods, vec![p]));
     assert_eq!(summary(&plan), ["Evict shop/a"]);
 }
+
+#[test]
+fn a_shared_wait_message_quotes_its_own_policys_deadline() {
+    // One workload below its floor, with a pod not Ready on a draining node of each of two
+    // policies that share the threshold but not `nodeProgressDeadline`: each pod's wait quotes
+    // the deadline that decides when it goes, its own policy's.
+    let rs = replica_set("shop", "web", 10);
+    let mut pods: Vec<PodView> = (0..7).map(|i| rs.pod(&format!("w{i}"), "up")).collect();
+    pods.push(rs.pod("a", "a1").not_ready());
+    pods.push(rs.pod("b", "b1").not_ready());
+    let nodes = vec![
+        node("a1").label("pool", "a").marked(at(0)).admitted(at(1)),
+        node("b1").label("pool", "b").marked(at(0)).admitted(at(1)),
+        node("up").executor(NEW),
+    ];
+    let deadline = |text: &str| text.parse().expect("a valid duration");
+    let policies = vec![
+        policy("pa")
+            .selecting("pool", "a")
+            .with(|s| s.node_progress_deadline = deadline("10m")),
+        policy("pb")
+            .selecting("pool", "b")
+            .with(|s| s.node_progress_deadline = deadline("25m")),
+    ];
+    let plan = plan_now(&cluster(nodes, vec![rs], pods, policies));
+    for (node, pod, quoted) in [("a1", "a", "10m"), ("b1", "b", "25m")] {
+        let (decision, _, message) = pod_decision(&plan, node, pod);
+        assert_eq!(decision, Decision::Wait, "{message}");
+        assert!(message.contains("below its floor"), "{message}");
+        assert!(
+            message.ends_with(&format!("nodeProgressDeadline {quoted}")),
+            "{node}: {message}"
+        );
+    }
+}
