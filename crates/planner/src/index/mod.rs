@@ -187,9 +187,9 @@ pub(crate) struct Index<'a> {
     pub(crate) pdbs: Vec<Pdb<'a>>,
     /// Which budgets cover which pods.
     cover: Cover<'a>,
-    /// Per workload or other-controller pod (by its position in the view), whether more than one
-    /// budget covers it; empty without budgets.
-    multi_covered: Vec<bool>,
+    /// Per workload or other-controller pod (by its position in the view), which budgets cover it;
+    /// empty without budgets.
+    covered: Vec<Covered>,
     /// What the pass writes once and shares among the pods it reports.
     pub(crate) shared: SharedOutput,
     /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not
@@ -247,7 +247,7 @@ impl<'a> Index<'a> {
             node_moving,
             pending,
             next_available,
-            multi_covered,
+            covered,
             ..
         } = walk;
         Self {
@@ -274,7 +274,7 @@ impl<'a> Index<'a> {
                 .unwrap_or_else(|| Lookups::new(view, &resolver.owners.owner_counts)),
             pdbs,
             cover,
-            multi_covered,
+            covered,
             shared: SharedOutput::default(),
             unanswered_pods: view
                 .in_flight
@@ -297,7 +297,7 @@ impl<'a> Index<'a> {
                 class: self.class_at(i, key),
                 ready: key.ready,
                 pinnable: key.pinnable,
-                multi_covered: self.multi_covered.get(i).copied().unwrap_or(false),
+                covered: self.covered.get(i).copied().unwrap_or(Covered::UNKNOWN),
                 counts_for: self
                     .controlled(key.controller)
                     .map_or(u32::MAX, |(_, slot)| slot),
@@ -433,6 +433,30 @@ impl<'a> Index<'a> {
         self.pdbs_covering(pod).collect()
     }
 
+    /// Budgets that cover the pod `on`, with their positions in `pdbs`, in that order: found by the
+    /// answer its facts refer to, without reading the pod (asked for every pod decided).
+    pub(crate) fn budgets_of<'s>(&'s self, on: &OnNode<'s>) -> Vec<(usize, &'s Pdb<'a>)> {
+        if self.pdbs.is_empty() {
+            return Vec::new();
+        }
+        let answer = self.cover.answer(on.covered);
+        // Every test's pass checks the answer against the pod's labels: every pod's is known.
+        #[cfg(test)]
+        assert_eq!(
+            answer.as_deref(),
+            Some(&*self.cover.covering(&self.pdbs, on.pod)),
+            "budgets covering {}",
+            on.pod.name
+        );
+        let Some(answer) = answer else {
+            return self.pdbs_for(on.pod);
+        };
+        answer
+            .iter()
+            .map(|&i| (i as usize, &self.pdbs[i as usize]))
+            .collect()
+    }
+
     /// Budgets that cover `pod`, in the order of their positions in `pdbs`, found once per pass for
     /// the pods that share its namespace and labels. Without budgets, the pod is not even read
     /// (this runs for every pod of every queued node).
@@ -462,9 +486,10 @@ pub(crate) struct OnNode<'a> {
     /// Whether its spec may pin it to the node ([`PodView::pins`]), read from the index rather
     /// than from the pod.
     pub(crate) pinnable: bool,
-    /// A workload or other-controller pod that more than one budget covers, read from the index
-    /// rather than from the pod's budgets (see [`NodeClasses::multi_covered`]).
-    pub(crate) multi_covered: bool,
+    /// For a workload or other-controller pod, which budgets cover it ([`Index::budgets_of`]), and
+    /// whether more than one does (see [`NodeClasses::multi_covered`]), read from the index
+    /// rather than from the pod's labels.
+    pub(crate) covered: Covered,
     /// The slot of the workload it counts for ([`Index::workload_at`]; `u32::MAX` without a
     /// controller): what the ledger finds the workload's health by, without hashing its UID.
     pub(crate) counts_for: u32,
@@ -501,9 +526,9 @@ fn index_budgets<'a>(
     budgets: &'a mut KeptBudgets,
     pods: &mut PodCache,
 ) -> (Vec<Pdb<'a>>, Cover<'a>) {
-    let (pdbs, cover, budgets_changed) = budgets.index(view);
+    let (pdbs, cover, answers_dropped) = budgets.index(view);
     if !pdbs.is_empty() {
-        pods.know_cover(budgets_changed, |pod| cover.covering(&pdbs, pod).len() > 1);
+        pods.know_cover(answers_dropped, |pod| cover.covered(&pdbs, pod));
     }
     (pdbs, cover)
 }
@@ -760,10 +785,10 @@ struct Walk<'a, 'w, 'c> {
     pending: Resources,
     /// The index's `next_available`.
     next_available: Option<DateTime<Utc>>,
-    /// Per pod (by its position in the view), whether more than one budget covers it: what
-    /// deciding a draining node's pods asks of every one of them, answered here without
-    /// reading the pod. Empty without budgets.
-    multi_covered: Vec<bool>,
+    /// Per pod (by its position in the view), which budgets cover it: what deciding a draining
+    /// node's pods asks of every one of them, answered here without reading the pod. Empty
+    /// without budgets.
+    covered: Vec<Covered>,
 }
 
 impl<'a, 'w, 'c> Walk<'a, 'w, 'c> {
@@ -791,8 +816,8 @@ impl<'a, 'w, 'c> Walk<'a, 'w, 'c> {
             node_moving: vec![Resources::default(); nodes.len()],
             pending: Resources::default(),
             next_available: None,
-            multi_covered: if budgets {
-                vec![false; view.pods.len()]
+            covered: if budgets {
+                vec![Covered::UNKNOWN; view.pods.len()]
             } else {
                 Vec::new()
             },
@@ -843,17 +868,16 @@ impl<'a, 'w, 'c> Walk<'a, 'w, 'c> {
         } else if f.node_name == 0 && !f.finished && !f.terminating {
             self.pending += f.requests.resources();
         }
+        if self.budgets {
+            self.covered[position] = f.covered;
+        }
         if let Some(on_node) = self.node_classes.get_mut(slot as usize) {
             on_node.holding += u32::from(class.holds_node());
             match class {
                 Class::Owned(_) | Class::Other(_) => {
                     on_node.workload += 1;
                     on_node.pinnable += u32::from(f.pinnable);
-                    if self.budgets {
-                        let multi = f.covered == Covered::Several;
-                        on_node.multi_covered += u32::from(multi);
-                        self.multi_covered[position] = multi;
-                    }
+                    on_node.multi_covered += u32::from(self.budgets && f.covered.several());
                 }
                 Class::OptedOut(_) | Class::Job(_) | Class::Unmanaged(_) => {
                     on_node.judged_by_policy += 1

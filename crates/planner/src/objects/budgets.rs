@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::{
     ClusterView, PdbView, PodView,
+    objects::pod_facts::Covered,
     objects::selector::{self, Selector, SelectorError},
 };
 
@@ -24,12 +25,13 @@ type Answers = FastMap<(usize, usize), Answer>;
 
 struct Answer {
     held: (Arc<str>, Arc<BTreeMap<String, String>>),
-    covering: Arc<[u32]>,
+    /// Its place in `KeptBudgets::by_id`.
+    id: u32,
 }
 
 /// Answers kept beyond this many (or twice as many as at the last clean-up) are dropped: label sets
-/// come and go.
-const MIN_ANSWERS_CLEANED: usize = 1024;
+/// come and go. A few in tests, so that their passes clean up.
+const MIN_ANSWERS_CLEANED: usize = if cfg!(test) { 4 } else { 1024 };
 
 /// A budget with its parsed selector.
 pub(crate) struct Pdb<'a> {
@@ -68,13 +70,16 @@ pub(crate) struct KeptBudgets {
     /// change (the pods of one controller share both, so selectors are matched once per
     /// controller, not once per pod and pass).
     answers: RefCell<Answers>,
+    /// The budgets of each answer, by its id: what a pod's facts refer to (see [`Covered`]).
+    by_id: RefCell<Vec<Arc<[u32]>>>,
     /// How many answers were kept after the last clean-up.
     answers_cleaned: usize,
 }
 
 impl KeptBudgets {
     /// The budgets of `view`, sorted by namespace and name, how to find those covering a pod, and
-    /// whether the budgets changed (other than in their status) since the last call.
+    /// whether the answers kept before were dropped: the budgets changed (other than in their
+    /// status) since the last call, or the answers were cleaned up and given new ids.
     pub(crate) fn index<'a>(
         &'a mut self,
         view: &'a ClusterView,
@@ -87,15 +92,26 @@ impl KeptBudgets {
                 .all(|(pdb, (namespace, name, selector))| {
                     pdb.name == *name && pdb.namespace == *namespace && pdb.selector == *selector
                 });
+        let mut dropped = false;
         if !same {
             self.rebuild(view);
             self.answers.get_mut().clear();
+            self.by_id.get_mut().clear();
+            dropped = true;
         }
         let answers = self.answers.get_mut();
         if answers.len() > (2 * self.answers_cleaned).max(MIN_ANSWERS_CLEANED) {
-            // Those of label sets no pod has any more go.
+            // Those of label sets no pod has any more go, and the others are numbered again.
             answers.retain(|_, a| Arc::strong_count(&a.held.1) > 1);
+            let by_id = self.by_id.get_mut();
+            let mut kept = Vec::with_capacity(answers.len());
+            for answer in answers.values_mut() {
+                kept.push(Arc::clone(&by_id[answer.id as usize]));
+                answer.id = slot_of(kept.len() - 1);
+            }
+            *by_id = kept;
             self.answers_cleaned = answers.len();
+            dropped = true;
         }
         let this: &'a Self = self;
         let pdbs = this
@@ -108,7 +124,7 @@ impl KeptBudgets {
             })
             .collect();
         let cover = Cover { kept: this };
-        (pdbs, cover, !same)
+        (pdbs, cover, dropped)
     }
 
     fn rebuild(&mut self, view: &ClusterView) {
@@ -161,12 +177,20 @@ pub(crate) struct Cover<'a> {
 impl Cover<'_> {
     /// Positions of the budgets among `pdbs` that cover `pod`, in ascending order.
     pub(crate) fn covering(&self, pdbs: &[Pdb], pod: &PodView) -> Arc<[u32]> {
+        let covered = self.covered(pdbs, pod);
+        self.answer(covered)
+            .expect("an answer just worked out is kept")
+    }
+
+    /// The answer for `pod`: kept for its namespace and labels, or worked out now and kept.
+    pub(crate) fn covered(&self, pdbs: &[Pdb], pod: &PodView) -> Covered {
         let key = (
             Arc::as_ptr(&pod.namespace).cast::<u8>().addr(),
             Arc::as_ptr(&pod.labels).addr(),
         );
         if let Some(known) = self.kept.answers.borrow().get(&key) {
-            return Arc::clone(&known.covering);
+            let several = self.kept.by_id.borrow()[known.id as usize].len() > 1;
+            return Covered::new(known.id, several);
         }
         let found = {
             let kept = self.kept;
@@ -196,12 +220,22 @@ impl Cover<'_> {
             found.dedup();
             Arc::<[u32]>::from(found)
         };
+        let several = found.len() > 1;
+        let mut by_id = self.kept.by_id.borrow_mut();
+        let id = slot_of(by_id.len());
+        by_id.push(found);
         let answer = Answer {
             held: (Arc::clone(&pod.namespace), Arc::clone(&pod.labels)),
-            covering: Arc::clone(&found),
+            id,
         };
         self.kept.answers.borrow_mut().insert(key, answer);
-        found
+        Covered::new(id, several)
+    }
+
+    /// The positions of the budgets that `covered` lists; `None` where it was not worked out.
+    pub(crate) fn answer(&self, covered: Covered) -> Option<Arc<[u32]>> {
+        let id = covered.answer()?;
+        self.kept.by_id.borrow().get(id as usize).cloned()
     }
 }
 

@@ -238,24 +238,24 @@ impl PodCache {
         }
     }
 
-    /// Works out how many budgets cover each pod whose answer is not known: those that changed
-    /// since the last pass, or every pod when the budgets changed (`budgets_changed`: one came,
-    /// went, or changed its selector). `several(pod)`: whether more than one covers `pod`,
-    /// asked once for consecutive pods with one copy of a namespace and of labels (the pods of
-    /// one controller share them).
+    /// Works out which budgets cover each pod whose answer is not known: those that changed since
+    /// the last pass, or every pod when the answers were dropped (`forget`: a budget came, went,
+    /// or changed its selector, or the answers kept were cleaned up). `covered(pod)`: the answer
+    /// for `pod`, asked once for consecutive pods with one copy of a namespace and of labels (the
+    /// pods of one controller share them).
     pub(crate) fn know_cover(
         &mut self,
-        budgets_changed: bool,
-        mut several: impl FnMut(&PodView) -> bool,
+        forget: bool,
+        mut covered: impl FnMut(&PodView) -> Covered,
     ) {
-        if budgets_changed {
+        if forget {
             for f in &mut self.facts {
-                f.covered = Covered::Unknown;
+                f.covered = Covered::UNKNOWN;
             }
         }
         let mut last: Option<((usize, usize), Covered)> = None;
         for (f, pod) in self.facts.iter_mut().zip(&self.held) {
-            if f.covered != Covered::Unknown {
+            if f.covered != Covered::UNKNOWN {
                 continue;
             }
             let Some(pod) = pod.as_deref() else {
@@ -263,15 +263,11 @@ impl PodCache {
             };
             let key = (f.order.namespace(), f.labels);
             f.covered = match last {
-                Some((seen, covered)) if seen == key => covered,
+                Some((seen, answer)) if seen == key => answer,
                 _ => {
-                    let covered = if several(pod) {
-                        Covered::Several
-                    } else {
-                        Covered::AtMostOne
-                    };
-                    last = Some((key, covered));
-                    covered
+                    let answer = covered(pod);
+                    last = Some((key, answer));
+                    answer
                 }
             };
         }

@@ -42,20 +42,38 @@ pub(crate) struct PodFacts {
     pub(crate) order: OrderKey,
     /// What the scheduler reserves for it.
     pub(crate) requests: Requested,
-    /// How many of the view's budgets cover it, worked out once for the budgets it was worked out
-    /// with (see [`PodCache::know_cover`]).
+    /// Which budgets cover it, worked out once for the budgets it was worked out with (see
+    /// [`PodCache::know_cover`]).
     pub(crate) covered: Covered,
 }
 
-/// How many budgets cover a pod.
+/// Which of the kept answers lists the budgets covering a pod (its id among
+/// `budgets::Cover::answer`'s), and whether that list holds more than one: deciding a pod reads
+/// its budgets by the id, without reading the pod nor hashing its labels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Covered {
+pub(crate) struct Covered(u32);
+
+impl Covered {
     /// Not worked out since the pod or the budgets changed.
-    Unknown,
-    /// None or one.
-    AtMostOne,
-    /// More than one: the Eviction API refuses to evict it.
-    Several,
+    pub(crate) const UNKNOWN: Self = Self(u32::MAX);
+    /// The bit that says more than one budget covers the pod: the Eviction API refuses to evict it.
+    const SEVERAL: u32 = 1 << 31;
+
+    /// The answer `id` (below 2^31 - 1), listing `several` budgets or not.
+    pub(crate) fn new(id: u32, several: bool) -> Self {
+        assert!(id < Self::SEVERAL - 1, "fewer than 2^31 - 1 answers kept");
+        Self(id | if several { Self::SEVERAL } else { 0 })
+    }
+
+    /// The answer's id; `None` where not worked out.
+    pub(crate) fn answer(self) -> Option<u32> {
+        (self != Self::UNKNOWN).then_some(self.0 & !Self::SEVERAL)
+    }
+
+    /// More than one budget covers the pod (false where not worked out).
+    pub(crate) fn several(self) -> bool {
+        self != Self::UNKNOWN && self.0 & Self::SEVERAL != 0
+    }
 }
 
 /// A pod's requests, compact: a pass sums every pod's (millicores and KiB, rounded up; 4,000 cores
@@ -141,7 +159,7 @@ impl PodFacts {
             labels: pass_cache::address(&pod.labels),
             order: OrderKey::of(pod),
             requests: Requested::of(pod.requests),
-            covered: Covered::Unknown,
+            covered: Covered::UNKNOWN,
         }
     }
 }

@@ -9,7 +9,7 @@ use k8sm_api::text::{MAX_QUOTED_VALUE, quoted};
 
 use crate::{
     PodPhase, PodView, Reason, Resources,
-    index::shared_output::{MessageKey, WaitsOn},
+    index::shared_output::{MessageKey, Subject, WaitsOn},
     index::{Index, OnNode, PodCounts},
     model::output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
     model::pass_cache::Text,
@@ -105,12 +105,13 @@ fn count<'a>(
     for OnNode {
         pod,
         class,
-        multi_covered,
+        covered,
         pinnable,
         ..
     } in pods
     {
         left += u32::from(class.holds_node());
+        let multi_covered = covered.several();
         need_operator +=
             u32::from(needs_operator(pod, class, (multi_covered, pinnable), ctx, index).is_some());
         unanswered += u32::from(any_unanswered && index.unanswered_pods.contains(&*pod.uid));
@@ -368,15 +369,15 @@ pub(crate) fn movement(
     let mut managed = false;
     for other in [false, true] {
         let workload_pods_left = other && managed;
-        for OnNode {
-            pod,
-            class,
-            ready,
-            pinnable,
-            multi_covered,
-            counts_for,
-        } in index.pods_on(&ctx.node.name)
-        {
+        for on in index.pods_on(&ctx.node.name) {
+            let OnNode {
+                pod,
+                class,
+                ready,
+                pinnable,
+                covered,
+                counts_for,
+            } = on;
             let workload = match (class, other) {
                 (Class::Owned(w), false) | (Class::Other(w), true) => w,
                 _ => continue,
@@ -395,7 +396,7 @@ pub(crate) fn movement(
             let held_back = workload_pods_left && ready;
             managed = true;
             if held_back
-                || needs_operator(pod, class, (multi_covered, pinnable), ctx, index).is_some()
+                || needs_operator(pod, class, (covered.several(), pinnable), ctx, index).is_some()
             {
                 continue;
             }
@@ -411,7 +412,8 @@ pub(crate) fn movement(
             }
             let budgets_allow = !uses_eviction_api(class, ctx)
                 || index
-                    .pdbs_covering(pod)
+                    .budgets_of(&on)
+                    .into_iter()
                     .all(|(i, p)| ledger.pdb_allowance(i) > 0 || !uses_budget(pod, pod_ready, p));
             if budgets_allow {
                 return Movement::Now;
@@ -573,7 +575,7 @@ pub(crate) fn decide(
             let decided = match on.class {
                 Class::Owned(_) => decide_workload(on, ctx, index, ledger, None, &mut drain),
                 Class::Other(_) => decide_workload(on, ctx, index, ledger, held_back, &mut drain),
-                _ => decide_other(on.pod, on.class, ctx, index, managed_pods_left, &mut rest),
+                _ => decide_other(on, ctx, index, managed_pods_left, &mut rest),
             };
             drain.pods.push(decided);
         }
@@ -600,16 +602,9 @@ pub(crate) fn decide(
             on, ctx, index, ledger, held_back, &mut drain,
         ));
     }
-    for (i, &OnNode { pod, class, .. }) in survey.pods.iter().enumerate() {
-        if class.workload().is_none() {
-            decided[i] = Some(decide_other(
-                pod,
-                class,
-                ctx,
-                index,
-                managed_pods_left,
-                &mut drain,
-            ));
+    for (i, &on) in survey.pods.iter().enumerate() {
+        if on.class.workload().is_none() {
+            decided[i] = Some(decide_other(on, ctx, index, managed_pods_left, &mut drain));
         }
     }
     drain.pods.extend(decided.into_iter().flatten());
@@ -618,21 +613,20 @@ pub(crate) fn decide(
 
 fn pod_plan(
     index: &Index,
-    pod: &Arc<PodView>,
-    class: Class,
+    on: &OnNode,
     decision: Decision,
     reason: Option<Reason>,
     message: impl Into<Arc<str>>,
 ) -> PodPlan {
-    let owner = match class {
-        Class::Owned(w) | Class::Other(w) => Some(index.shared.owner(w)),
+    let owner = match on.class {
+        Class::Owned(w) | Class::Other(w) => Some(index.shared.owner_in(on.counts_for, w)),
         Class::Job(o) => Some(index.shared.owner(Workload::of_owner(o))),
         _ => None,
     };
     PodPlan {
-        pod: PodRef::of(pod),
+        pod: PodRef::of(on.pod),
         owner,
-        class: class.public(),
+        class: on.class.public(),
         decision,
         reason,
         message: message.into(),
@@ -644,12 +638,12 @@ fn pod_plan(
 /// actions are held (the pause, or a report of a node that waits for a slot).
 fn act(
     index: &Index,
-    pod: &Arc<PodView>,
-    class: Class,
+    on: &OnNode,
     ctx: &NodeContext,
     drain: &mut Drain,
     (action, reason, message): (ActionKind, Reason, String),
 ) -> PodPlan {
+    let pod = on.pod;
     let decision = match action {
         ActionKind::Evict { .. } => Decision::Evict,
         ActionKind::Surge { .. } => Decision::Move,
@@ -663,38 +657,51 @@ fn act(
         };
         return pod_plan(
             index,
-            pod,
-            class,
+            on,
             Decision::Wait,
             Some(hold),
             format!("{why}; would {message}"),
         );
     }
-    drain.actions.push((
-        action,
-        reason,
-        format!("{} on {}: {message}", PodRef::of(pod), ctx.node.name),
-    ));
-    pod_plan(index, pod, class, decision, Some(reason), message)
+    // `{namespace}/{name} on {node}: {message}`, put together without the formatting machinery
+    // (written for every eviction a pass plans).
+    let node = &ctx.node.name;
+    let mut text = String::with_capacity(
+        pod.namespace.len() + pod.name.len() + node.len() + message.len() + 7,
+    );
+    for part in [
+        &*pod.namespace,
+        "/",
+        &*pod.name,
+        " on ",
+        node,
+        ": ",
+        &message,
+    ] {
+        text.push_str(part);
+    }
+    drain.actions.push((action, reason, text));
+    pod_plan(index, on, decision, Some(reason), message)
 }
 
 /// A workload pod, or (`held_back` tells what it waits for first) a pod of a controller of another
 /// kind.
 fn decide_workload(
-    OnNode {
-        pod,
-        class,
-        ready,
-        pinnable,
-        multi_covered,
-        counts_for,
-    }: OnNode,
+    on: OnNode,
     ctx: &NodeContext,
     index: &Index,
     ledger: &mut Ledger,
     held_back: Option<&'static str>,
     drain: &mut Drain,
 ) -> PodPlan {
+    let OnNode {
+        pod,
+        class,
+        ready,
+        pinnable,
+        covered,
+        counts_for,
+    } = on;
     let Some(workload) = class.workload() else {
         unreachable!("decide_workload is called for workload and other-controller pods only")
     };
@@ -703,17 +710,16 @@ fn decide_workload(
     // count it Ready, as the Eviction API does.
     let (pod_ready, ready) = (ready, ready && workload.available(pod, ctx.now));
     if let Some((reason, message)) =
-        needs_operator(pod, class, (multi_covered, pinnable), ctx, index)
+        needs_operator(pod, class, (covered.several(), pinnable), ctx, index)
     {
-        return pod_plan(index, pod, class, Decision::Block, Some(reason), message);
+        return pod_plan(index, &on, Decision::Block, Some(reason), message);
     }
     // Waits are written once per pass for all the pods that wait for the same thing (this runs for
     // every pod of every draining node).
     let wait = |key: MessageKey, write: &dyn Fn() -> String| {
         pod_plan(
             index,
-            pod,
-            class,
+            &on,
             Decision::Wait,
             Some(Reason::WaitingForOwner),
             index.shared.message(key, write),
@@ -739,9 +745,7 @@ fn decide_workload(
     let who = Who(workload, health.desired);
     let going = Going(health.going);
     let key = |why| MessageKey::Workload {
-        uid: Text::of(workload.key()),
-        kind: Text::of(workload.kind()),
-        name: Text::of(workload.name()),
+        workload: Subject::of(counts_for, workload),
         spec: std::ptr::from_ref(ctx.spec).addr(),
         why,
         ready: health.ready,
@@ -763,22 +767,14 @@ fn decide_workload(
                  goes once the new one is available (surge), so it keeps {}/1 ready",
                 health.ready
             );
-            return act(
-                index,
-                pod,
-                class,
-                ctx,
-                drain,
-                (action, Reason::Moved, message),
-            );
+            return act(index, &on, ctx, drain, (action, Reason::Moved, message));
         }
         Move::UnderWay { since, until } => {
             drain.wake = earliest(drain.wake, Some(until));
             drain.moving = true;
             let mut plan = pod_plan(
                 index,
-                pod,
-                class,
+                &on,
                 Decision::Wait,
                 Some(Reason::Moving),
                 format!(
@@ -795,8 +791,7 @@ fn decide_workload(
         Move::NotYet => {
             return pod_plan(
                 index,
-                pod,
-                class,
+                &on,
                 Decision::Wait,
                 Some(Reason::Moving),
                 format!("wait: moves by a rollout of {who} once the node is cordoned (surge)"),
@@ -828,13 +823,12 @@ fn decide_workload(
     if pod_ready && ledger.planned(workload, counts_for, index).1 {
         // Another pod of the workload is asked for against a budget at zero: the budget is what
         // this one waits on.
-        if let Some((i, pdb)) = exhausted_budget(pod, class, pod_ready, ctx, index, ledger) {
-            return budget_wait(index, pod, class, i, pdb);
+        if let Some((i, pdb)) = exhausted_budget(&on, pod_ready, ctx, index, ledger) {
+            return budget_wait(index, &on, i, pdb);
         }
         return pod_plan(
             index,
-            pod,
-            class,
+            &on,
             Decision::Wait,
             Some(Reason::WaitingForOwner),
             format!(
@@ -892,8 +886,7 @@ fn decide_workload(
         {
             return pod_plan(
                 index,
-                pod,
-                class,
+                &on,
                 Decision::Wait,
                 Some(Reason::WaitingForRoom),
                 message,
@@ -907,7 +900,7 @@ fn decide_workload(
     };
     let use_eviction_api = uses_eviction_api(class, ctx);
     let pdbs: Vec<(usize, &Pdb)> = if use_eviction_api {
-        index.pdbs_for(pod)
+        index.budgets_of(&on)
     } else {
         Vec::new()
     };
@@ -925,7 +918,7 @@ fn decide_workload(
         && exhausted.is_some()
         && ledger.planned(workload, counts_for, index) == (0, false);
     if let Some(&(i, pdb)) = exhausted.filter(|_| !asks) {
-        return budget_wait(index, pod, class, i, pdb);
+        return budget_wait(index, &on, i, pdb);
     }
     let mut message = message;
     if let Some((_, pdb)) = exhausted {
@@ -965,14 +958,7 @@ fn decide_workload(
         pod: PodRef::of(pod),
         eviction,
     };
-    act(
-        index,
-        pod,
-        class,
-        ctx,
-        drain,
-        (action, Reason::Evicted, message),
-    )
+    act(index, &on, ctx, drain, (action, Reason::Evicted, message))
 }
 
 /// Why a broken pod of the workload in slot `counts_for` waits, if it does: its replacement is as
@@ -1038,32 +1024,30 @@ fn replaced_once_gone(pod: &PodView) -> bool {
 /// The first budget covering the pod that allows no disruption its eviction would use, if the pod
 /// goes through the Eviction API.
 fn exhausted_budget<'i>(
-    pod: &'i PodView,
-    class: Class,
+    on: &OnNode<'i>,
     ready: bool,
     ctx: &NodeContext,
     index: &'i Index,
     ledger: &Ledger,
 ) -> Option<(usize, &'i Pdb<'i>)> {
-    if !uses_eviction_api(class, ctx) {
+    if !uses_eviction_api(on.class, ctx) {
         return None;
     }
     index
-        .pdbs_for(pod)
+        .budgets_of(on)
         .into_iter()
-        .find(|(i, p)| ledger.pdb_allowance(*i) <= 0 && uses_budget(pod, ready, p))
+        .find(|(i, p)| ledger.pdb_allowance(*i) <= 0 && uses_budget(on.pod, ready, p))
 }
 
 /// A pod that waits for a budget that allows no disruption now.
-fn budget_wait(index: &Index, pod: &Arc<PodView>, class: Class, i: usize, pdb: &Pdb) -> PodPlan {
+fn budget_wait(index: &Index, on: &OnNode, i: usize, pdb: &Pdb) -> PodPlan {
     let message = index.shared.message(MessageKey::Budget(i), || {
         let (ns, name) = (&pdb.view.namespace, &pdb.view.name);
         format!("wait: PodDisruptionBudget {ns}/{name} allows no disruption now")
     });
     pod_plan(
         index,
-        pod,
-        class,
+        on,
         Decision::Wait,
         Some(Reason::BlockedByPDB),
         message,
@@ -1099,18 +1083,18 @@ impl std::fmt::Display for Going {
 /// Every pod that is not a workload or other-controller pod. Unmanaged pods (and Job pods past
 /// their timeout) go only once `managed_pods_left` is false.
 fn decide_other(
-    pod: &Arc<PodView>,
-    class: Class,
+    on: OnNode,
     ctx: &NodeContext,
     index: &Index,
     managed_pods_left: bool,
     drain: &mut Drain,
 ) -> PodPlan {
+    let OnNode { pod, class, .. } = on;
     // Not a workload pod: whether budgets cover it does not matter.
     if let Some((reason, message)) =
         needs_operator(pod, class, (false, pod.pins.is_some()), ctx, index)
     {
-        return pod_plan(index, pod, class, Decision::Block, Some(reason), message);
+        return pod_plan(index, &on, Decision::Block, Some(reason), message);
     }
     let unmanaged = match class {
         Class::Ignored(why) => {
@@ -1125,8 +1109,7 @@ fn decide_other(
             }
             return pod_plan(
                 index,
-                pod,
-                class,
+                &on,
                 decision,
                 reason,
                 ignored_message(why).to_owned(),
@@ -1136,8 +1119,7 @@ fn decide_other(
             let message = format!("delete finished pod ({:?})", pod.phase);
             return act(
                 index,
-                pod,
-                class,
+                &on,
                 ctx,
                 drain,
                 (delete(pod, false), Reason::DeletedFinishedPod, message),
@@ -1155,8 +1137,7 @@ fn decide_other(
             };
             let mut plan = pod_plan(
                 index,
-                pod,
-                class,
+                &on,
                 Decision::Wait,
                 Some(Reason::WaitingForJob),
                 message,
@@ -1173,8 +1154,7 @@ fn decide_other(
             );
             return pod_plan(
                 index,
-                pod,
-                class,
+                &on,
                 Decision::Wait,
                 Some(Reason::WaitingForOwner),
                 message,
@@ -1198,8 +1178,7 @@ fn decide_other(
         );
         let mut plan = pod_plan(
             index,
-            pod,
-            class,
+            &on,
             Decision::Wait,
             Some(Reason::WaitingForTimeout),
             message,
@@ -1214,8 +1193,7 @@ fn decide_other(
         );
         return pod_plan(
             index,
-            pod,
-            class,
+            &on,
             Decision::Wait,
             Some(Reason::WaitingForOwner),
             message,
@@ -1233,8 +1211,7 @@ fn decide_other(
     let message = format!("delete {unmanaged} ({how})");
     act(
         index,
-        pod,
-        class,
+        &on,
         ctx,
         drain,
         (

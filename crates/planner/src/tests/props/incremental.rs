@@ -4,6 +4,7 @@
 //! the vector, nodes added and removed, evictions in flight coming and going), every pass is
 //! compared with a fresh plan of the same view.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -23,7 +24,7 @@ fn change(view: &mut ClusterView, rng: &mut Rng) -> &'static str {
         0..=2 if pods > 0 => {
             let i = rng.below(pods);
             let mut pod = PodView::clone(&view.pods[i]);
-            match rng.below(6) {
+            match rng.below(7) {
                 0 => pod.ready = !pod.ready,
                 1 => pod.terminating = !pod.terminating,
                 2 => {
@@ -41,6 +42,9 @@ fn change(view: &mut ClusterView, rng: &mut Rng) -> &'static str {
                 4 => pod.node_name = None,
                 // Relabelled like another pod (the budgets covering it may change).
                 5 => pod.labels = Arc::clone(&view.pods[rng.below(pods)].labels),
+                // The same labels in a new copy: a label set the budgets' answers have not met, and
+                // one that may be held no more (the answers kept are then cleaned up).
+                6 => pod.labels = Arc::new(BTreeMap::clone(&pod.labels)),
                 _ => {}
             }
             view.pods[i] = Arc::new(pod);
