@@ -240,8 +240,14 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
                 });
                 assert!(untouched, "{no_id} is never started");
                 let status = scenario.policy("fleet").await.status?;
+                // Handed back once its pods count as stuck: not cordoned.
+                let handed_back = nodes
+                    .iter()
+                    .any(|n| n.name_any() == sunset_node && !is_cordoned(n));
                 let waiting = status.nodes.iter().any(|n| {
-                    n.name == sunset_node && n.phase == NodePhase::Draining && n.pods_left == 2
+                    n.name == sunset_node
+                        && sunset_waits(n)
+                        && (n.phase == NodePhase::Draining || handed_back)
                 });
                 let reported = status.nodes.iter().any(|n| {
                     n.name == no_id
@@ -345,11 +351,14 @@ async fn bad_nodes_and_pods_are_reported_and_every_node_is_upgraded() {
         .find(|n| n.name == sunset_node)
         .expect("sunset's node is reported");
     // Both pods wait for the same thing: the status says it once.
-    assert_eq!(
-        waiting.blockers,
-        ["terminating: the node is drained once it is gone"],
-        "{waiting:?}"
-    );
+    if waiting.phase == NodePhase::Draining {
+        assert_eq!(
+            waiting.blockers,
+            ["terminating: the node is drained once it is gone"],
+            "{waiting:?}"
+        );
+    }
+    assert!(sunset_waits(waiting), "{waiting:?}");
 
     // The node without an executor ID: an agent starts on it and publishes its ID; the node is then
     // drained and told to restart like any other.
@@ -597,6 +606,21 @@ fn pin(template: Option<&mut PodTemplateSpec>, node: &str, finalizers: &[&str]) 
         "kubernetes.io/hostname".to_owned(),
         node.to_owned(),
     )]));
+}
+
+/// Whether the node of `sunset`'s two terminating pods waits for them, as it should: draining while
+/// they are within a minute of their grace period's end (0 s), and past it, with both stuck
+/// terminating, reported for an operator and handed back (a slow machine gets there before the
+/// controller reaches the node).
+fn sunset_waits(node: &k8sm_api::NodeStatus) -> bool {
+    match node.phase {
+        NodePhase::Draining => node.pods_left == 2,
+        NodePhase::Blocked => node
+            .blockers
+            .iter()
+            .any(|b| b.contains("stuck terminating")),
+        _ => false,
+    }
 }
 
 /// A bare ReplicaSet (no Deployment) whose pods run on `node`, with `finalizers` on the ReplicaSet
