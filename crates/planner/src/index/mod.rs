@@ -187,8 +187,7 @@ pub(crate) struct Index<'a> {
     pub(crate) pdbs: Vec<Pdb<'a>>,
     /// Which budgets cover which pods.
     cover: Cover<'a>,
-    /// Per workload or other-controller pod (by its position in the view), which budgets cover it;
-    /// empty without budgets.
+    /// Per pod (by its position in the view), which budgets cover it; empty without budgets.
     covered: Vec<Covered>,
     /// What the pass writes once and shares among the pods it reports.
     pub(crate) shared: SharedOutput,
