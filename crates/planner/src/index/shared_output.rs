@@ -3,7 +3,6 @@
 //! of thousands of pods on its draining nodes, a few thousand workloads and distinct reasons to
 //! wait; each is written once per pass.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::{
@@ -16,10 +15,13 @@ use crate::{
 /// What a shared wait message says, in full: two waits with equal keys have equal messages.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub(crate) enum MessageKey {
-    /// A pod waiting on its workload: the workload, the policy whose threshold and deadline the
-    /// message quotes (by the address of its spec), why, and the numbers the message quotes.
+    /// A pod waiting on its workload: the workload (its UID, kind and name), the policy whose
+    /// threshold and deadline the message quotes (by the address of its spec), why, and the
+    /// numbers the message quotes.
     Workload {
-        workload: Subject,
+        uid: Text,
+        kind: Text,
+        name: Text,
         spec: usize,
         why: WaitsOn,
         ready: u32,
@@ -30,29 +32,6 @@ pub(crate) enum MessageKey {
     HeldBack(Text),
     /// A pod waiting on the budget at this position in the index's budgets.
     Budget(usize),
-}
-
-/// Which workload: its slot in the index (`Index::workload_at`), found without hashing text; or
-/// where it has none, its UID, kind and name.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub(crate) enum Subject {
-    Slot(u32),
-    Named(Text, Text, Text),
-}
-
-impl Subject {
-    /// `workload`, in `slot` (`u32::MAX`: none).
-    pub(crate) fn of(slot: u32, workload: Workload) -> Self {
-        if slot == u32::MAX {
-            Self::Named(
-                Text::of(workload.key()),
-                Text::of(workload.kind()),
-                Text::of(workload.name()),
-            )
-        } else {
-            Self::Slot(slot)
-        }
-    }
 }
 
 /// Why a pod waits on its workload.
@@ -74,8 +53,6 @@ pub(crate) struct SharedOutput {
     messages: Memo<MessageKey, Arc<str>>,
     /// By the workload's UID, kind and name.
     owners: Memo<(Text, Text, Text), OwnerRef>,
-    /// By the workload's slot in the index (`Index::workload_at`): found without hashing.
-    owners_by_slot: RefCell<Vec<Option<OwnerRef>>>,
 }
 
 impl SharedOutput {
@@ -92,27 +69,6 @@ impl SharedOutput {
         }
         #[cfg(not(test))]
         self.messages.get_or(key, || write().into())
-    }
-
-    /// The reference to `workload`, the workload of `slot` in the index (`u32::MAX`: not known).
-    pub(crate) fn owner_in(&self, slot: u32, workload: Workload) -> OwnerRef {
-        if slot == u32::MAX {
-            return self.owner(workload);
-        }
-        let slot = slot as usize;
-        let mut by_slot = self.owners_by_slot.borrow_mut();
-        if by_slot.len() <= slot {
-            by_slot.resize(slot + 1, None);
-        }
-        let owner = by_slot[slot].get_or_insert_with(|| self.owner(workload));
-        // Every test's pass checks that the slot is the workload's.
-        #[cfg(test)]
-        assert_eq!(
-            (&*owner.uid, &*owner.name),
-            (workload.key(), workload.name()),
-            "the workload of slot {slot}"
-        );
-        owner.clone()
     }
 
     /// The reference to `workload`, sharing its name and UID with every other.

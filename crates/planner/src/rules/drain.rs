@@ -9,7 +9,7 @@ use k8sm_api::text::{MAX_QUOTED_VALUE, quoted};
 
 use crate::{
     PodPhase, PodView, Reason, Resources,
-    index::shared_output::{MessageKey, Subject, WaitsOn},
+    index::shared_output::{MessageKey, WaitsOn},
     index::{Index, OnNode, PodCounts},
     model::output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
     model::pass_cache::Text,
@@ -619,7 +619,7 @@ fn pod_plan(
     message: impl Into<Arc<str>>,
 ) -> PodPlan {
     let owner = match on.class {
-        Class::Owned(w) | Class::Other(w) => Some(index.shared.owner_in(on.counts_for, w)),
+        Class::Owned(w) | Class::Other(w) => Some(index.shared.owner(w)),
         Class::Job(o) => Some(index.shared.owner(Workload::of_owner(o))),
         _ => None,
     };
@@ -745,7 +745,9 @@ fn decide_workload(
     let who = Who(workload, health.desired);
     let going = Going(health.going);
     let key = |why| MessageKey::Workload {
-        workload: Subject::of(counts_for, workload),
+        uid: Text::of(workload.key()),
+        kind: Text::of(workload.kind()),
+        name: Text::of(workload.name()),
         spec: std::ptr::from_ref(ctx.spec).addr(),
         why,
         ready: health.ready,
