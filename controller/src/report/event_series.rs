@@ -127,15 +127,19 @@ impl EventWriter {
         }
     }
 
-    /// Writes `event` about `regarding`: a new Event, or, when the same Event was written in the
-    /// last six minutes, one more occurrence in that Event's series. Cluster-scoped objects'
-    /// Events go to the `default` namespace.
+    /// Writes `event` about `regarding`, which happened at `now`: a new Event, or, when the same
+    /// Event was written in the last six minutes, one more occurrence in that Event's series.
+    /// Cluster-scoped objects' Events go to the `default` namespace. Every try of one write passes
+    /// the same `now`: a try whose answer was lost may have written the Event, and the next try
+    /// then finds it by its name instead of writing a second one (so client-go's recorder keeps
+    /// the name across its tries); a series' count is written whole, so a repeat is tried again
+    /// as it is.
     pub async fn publish(
         &self,
         event: &Event,
         regarding: &ObjectReference,
+        now: Timestamp,
     ) -> Result<(), kube::Error> {
-        let now = Timestamp::now();
         let key = Key::of(event, regarding);
         let repeat = self.remembered().repeat_of(&key, now);
         if let Some(earlier) = repeat {
@@ -173,12 +177,14 @@ impl EventWriter {
         let new = self.new_event(event, regarding, now);
         let namespace = new.metadata.namespace.clone().unwrap_or_default();
         let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
-        let created = api.create(&PostParams::default(), &new).await?;
-        let name = created
-            .metadata
-            .name
-            .or(new.metadata.name)
-            .unwrap_or_default();
+        let name = match api.create(&PostParams::default(), &new).await {
+            Ok(created) => created.metadata.name,
+            // An earlier try of this write created it, and its answer was lost.
+            Err(kube::Error::Api(status)) if status.code == 409 => None,
+            Err(error) => return Err(error),
+        }
+        .or(new.metadata.name)
+        .unwrap_or_default();
         self.remembered().remember(
             key,
             Written {

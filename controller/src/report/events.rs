@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Reporter};
 use tokio::sync::{Mutex, Notify, mpsc};
@@ -253,9 +254,10 @@ async fn write(
     reference: &ObjectReference,
 ) -> Result<(), Error> {
     let mut delays = RETRY_DELAYS.iter();
+    let at = Timestamp::now();
     loop {
         leadership.ensure()?;
-        match recorder.publish(event, reference).await {
+        match recorder.publish(event, reference, at).await {
             Ok(()) => return Ok(()),
             Err(error) => match delays.next() {
                 Some(delay) if apiserver_busy(&error) => {
@@ -315,5 +317,89 @@ mod tests {
         }
         let unreachable = kube::Error::Service("connection refused".into());
         assert!(apiserver_busy(&unreachable));
+    }
+
+    /// The Events an apiserver holds, by name, with the series count last written to each; the
+    /// first write of each count is carried out and its answer lost (as when the fence abandons
+    /// a slow write the apiserver then completes).
+    #[derive(Default)]
+    struct LosingFirstAnswers {
+        events: std::sync::Mutex<std::collections::BTreeMap<String, i32>>,
+        lost: std::sync::Mutex<HashSet<i32>>,
+    }
+
+    impl LosingFirstAnswers {
+        fn client(self: &Arc<Self>) -> Client {
+            use http_body_util::{BodyExt, Full};
+            let apiserver = self.clone();
+            let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+                let apiserver = apiserver.clone();
+                async move {
+                    let method = request.method().clone();
+                    let path = request.uri().path().to_owned();
+                    let body = request.into_body().collect().await?.to_bytes();
+                    let body: serde_json::Value = serde_json::from_slice(&body)?;
+                    let name = match method {
+                        http::Method::POST => body["metadata"]["name"].as_str(),
+                        _ => path.rsplit('/').next(),
+                    }
+                    .unwrap_or_default()
+                    .to_owned();
+                    let count = body["series"]["count"].as_i64().map_or(1, |c| c as i32);
+                    let (code, answer) = {
+                        let mut events = apiserver.events.lock().unwrap();
+                        if method == http::Method::POST && events.contains_key(&name) {
+                            (
+                                409,
+                                serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                                "status": "Failure", "reason": "AlreadyExists", "code": 409,
+                                "message": format!("events \"{name}\" already exists")}),
+                            )
+                        } else {
+                            events.insert(name.clone(), count);
+                            (200, body)
+                        }
+                    };
+                    if code == 200 && apiserver.lost.lock().unwrap().insert(count) {
+                        return Err::<http::Response<Full<bytes::Bytes>>, tower::BoxError>(
+                            "connection reset before the answer".into(),
+                        );
+                    }
+                    Ok(http::Response::builder()
+                        .status(code)
+                        .body(Full::new(bytes::Bytes::from(answer.to_string())))?)
+                }
+            });
+            Client::new(service, "default")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_whose_answer_was_lost_is_written_once_and_its_repeat_counted_once() {
+        let apiserver = Arc::new(LosingFirstAnswers::default());
+        let recorder = EventWriter::new(
+            apiserver.client(),
+            Reporter {
+                controller: CONTROLLER_NAME.into(),
+                instance: None,
+            },
+        );
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "KamikazeSent".into(),
+            note: Some("told to terminate".into()),
+            action: "KamikazeSent".into(),
+            secondary: None,
+        };
+        let node = node_ref("node-1", Some("uid-1".into()));
+        let leadership = Leadership::always();
+        write(&recorder, &leadership, &event, &node).await.unwrap();
+        let events = apiserver.events.lock().unwrap().clone();
+        assert_eq!(events.len(), 1, "one Event, however many tries: {events:?}");
+        assert_eq!(events.values().next(), Some(&1));
+        write(&recorder, &leadership, &event, &node).await.unwrap();
+        let events = apiserver.events.lock().unwrap().clone();
+        assert_eq!(events.len(), 1, "the repeat is the same Event: {events:?}");
+        assert_eq!(events.values().next(), Some(&2), "counted once: {events:?}");
     }
 }
