@@ -21,5 +21,6 @@ pub use observe::pod_store::pod_store;
 pub use observe::stores::Stores;
 pub use reconcile::planning::Planning;
 pub use report::status::build as build_status;
+pub use startup::allocator;
 pub use startup::args::{Args, LogFormat};
 pub use startup::process::run;

@@ -47,6 +47,11 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    // The controller's allocator settings too: its replays (each a process of this one) inherit
+    // them.
+    if let Err(error) = k8sm_controller::allocator::start_with_settings() {
+        eprintln!("could not restart with the allocator's settings: {error}");
+    }
     let args = Args::parse();
     let config = |nodes| Config {
         nodes,
