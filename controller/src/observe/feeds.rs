@@ -89,15 +89,27 @@ impl Feeds {
     }
 
     pub fn deployment(&mut self, event: Event<Deployment>) {
-        apply(&mut self.deployments, event, trim_deployment);
+        self.mirrors.owners.deployments.observe(&apply(
+            &mut self.deployments,
+            event,
+            trim_deployment,
+        ));
     }
 
     pub fn replica_set(&mut self, event: Event<ReplicaSet>) {
-        apply(&mut self.replica_sets, event, trim_replica_set);
+        self.mirrors.owners.replica_sets.observe(&apply(
+            &mut self.replica_sets,
+            event,
+            trim_replica_set,
+        ));
     }
 
     pub fn stateful_set(&mut self, event: Event<StatefulSet>) {
-        apply(&mut self.stateful_sets, event, trim_stateful_set);
+        self.mirrors.owners.stateful_sets.observe(&apply(
+            &mut self.stateful_sets,
+            event,
+            trim_stateful_set,
+        ));
     }
 
     pub fn pdb(&mut self, event: Event<PodDisruptionBudget>) {
@@ -118,8 +130,11 @@ impl Feeds {
         self.pods.apply(&Event::InitDone);
         self.mirrors.pods.observe(&Event::InitDone);
         self.deployments.apply_watcher_event(&Event::InitDone);
+        self.mirrors.owners.deployments.observe(&Event::InitDone);
         self.replica_sets.apply_watcher_event(&Event::InitDone);
+        self.mirrors.owners.replica_sets.observe(&Event::InitDone);
         self.stateful_sets.apply_watcher_event(&Event::InitDone);
+        self.mirrors.owners.stateful_sets.observe(&Event::InitDone);
         self.pdbs.apply_watcher_event(&Event::InitDone);
         self.mirrors.pdbs.observe(&Event::InitDone);
         self.policies.apply_watcher_event(&Event::InitDone);

@@ -2,8 +2,9 @@
 //! next: the watch's events, converted as they arrive, are applied to the view by the next pass, so
 //! that a pass costs the objects that changed, not every object cached.
 //!
-//! The cache stays the truth. After a relist, or for a new reader, the view is rebuilt from the
-//! cache; in between, it is brought up to date with the latest version of each object that changed.
+//! The cache stays the truth. After a relist, or for a new reader, the kind's part of the view is
+//! rebuilt from the cache (the owners' kinds share one vector); in between, it is brought up to
+//! date with the latest version of each object that changed.
 //! The hook sees an event only once the cache holds it, so an event that one update misses is read
 //! by the next one.
 
@@ -12,13 +13,15 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Resource;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher::Event;
 
-use k8sm_planner::{NodeView, PdbView, PodView};
+use k8sm_planner::{NodeView, OwnerKind, OwnerView, PdbView, PodView};
 
 use crate::observe::cached_pod::CachedPod;
 
@@ -52,11 +55,22 @@ impl Mirrored for PdbView {
     }
 }
 
+/// Owners of every kind share one vector in the view: the kind is in the key.
+impl Mirrored for Arc<OwnerView> {
+    type Key = (OwnerKind, String, String);
+    fn key(&self) -> Self::Key {
+        (self.kind.clone(), self.namespace.clone(), self.name.clone())
+    }
+}
+
 /// The watch's side: records the latest version of each object changed since the reader last took
 /// them.
 pub struct Mirror<K, V: Mirrored> {
     pending: Arc<Mutex<Pending<V>>>,
     convert: fn(&K) -> V,
+    /// Whether a view in the reader's vector is of this mirror's objects: those a relist replaces
+    /// (a vector may hold the views of several kinds, each of its own mirror).
+    holds: fn(&V) -> bool,
 }
 
 impl<K, V: Mirrored> Clone for Mirror<K, V> {
@@ -64,6 +78,7 @@ impl<K, V: Mirrored> Clone for Mirror<K, V> {
         Self {
             pending: Arc::clone(&self.pending),
             convert: self.convert,
+            holds: self.holds,
         }
     }
 }
@@ -81,6 +96,7 @@ struct Pending<V: Mirrored> {
 pub type PodMirror = Mirror<CachedPod, Arc<PodView>>;
 pub type NodeMirror = Mirror<Node, NodeView>;
 pub type PdbMirror = Mirror<PodDisruptionBudget, PdbView>;
+pub type OwnerMirror<K> = Mirror<K, Arc<OwnerView>>;
 
 pub fn pods() -> PodMirror {
     Mirror::new(|pod: &CachedPod| k8sm_view::PodSource::pod_view(pod))
@@ -94,8 +110,51 @@ pub fn pdbs() -> PdbMirror {
     Mirror::new(k8sm_view::pdb_view)
 }
 
+/// The mirrors of the owners' kinds, whose views share the view's `owners`.
+#[derive(Clone)]
+pub struct OwnerMirrors {
+    pub deployments: OwnerMirror<Deployment>,
+    pub replica_sets: OwnerMirror<ReplicaSet>,
+    pub replication_controllers: OwnerMirror<ReplicationController>,
+    pub stateful_sets: OwnerMirror<StatefulSet>,
+    pub jobs: OwnerMirror<Job>,
+}
+
+impl Default for OwnerMirrors {
+    fn default() -> Self {
+        Self {
+            deployments: Mirror::of_kind(
+                |o| Arc::new(k8sm_view::deployment_view(o)),
+                |v| v.kind == OwnerKind::Deployment,
+            ),
+            replica_sets: Mirror::of_kind(
+                |o| Arc::new(k8sm_view::replica_set_view(o)),
+                |v| v.kind == OwnerKind::ReplicaSet,
+            ),
+            replication_controllers: Mirror::of_kind(
+                |o| Arc::new(k8sm_view::replication_controller_view(o)),
+                |v| v.kind == OwnerKind::ReplicationController,
+            ),
+            stateful_sets: Mirror::of_kind(
+                |o| Arc::new(k8sm_view::stateful_set_view(o)),
+                |v| v.kind == OwnerKind::StatefulSet,
+            ),
+            jobs: Mirror::of_kind(
+                |o| Arc::new(k8sm_view::job_view(o)),
+                |v| v.kind == OwnerKind::Job,
+            ),
+        }
+    }
+}
+
 impl<K, V: Mirrored> Mirror<K, V> {
+    /// The mirror of a kind whose views have a vector of their own.
     fn new(convert: fn(&K) -> V) -> Self {
+        Self::of_kind(convert, |_| true)
+    }
+
+    /// The mirror of a kind whose views share a vector with others: `holds` tells its own.
+    fn of_kind(convert: fn(&K) -> V, holds: fn(&V) -> bool) -> Self {
         Self {
             pending: Arc::new(Mutex::new(Pending {
                 reader: 0,
@@ -103,6 +162,7 @@ impl<K, V: Mirrored> Mirror<K, V> {
                 changes: Map::default(),
             })),
             convert,
+            holds,
         }
     }
 
@@ -194,8 +254,12 @@ impl<V: Mirrored> Kept<V> {
     ) {
         let (resync, changes) = mirror.take(self.reader);
         if resync {
-            items.clear();
+            // The mirror's views are replaced; those of other kinds stay, moved up.
+            items.retain(|view| !(mirror.holds)(view));
             self.slots.clear();
+            for (slot, view) in items.iter().enumerate() {
+                self.slots.insert(view.key(), slot);
+            }
             for view in everything() {
                 self.put(items, view);
             }
@@ -240,6 +304,7 @@ pub struct Mirrors {
     pub pods: PodMirror,
     pub nodes: NodeMirror,
     pub pdbs: PdbMirror,
+    pub owners: OwnerMirrors,
 }
 
 impl Default for Mirrors {
@@ -248,6 +313,7 @@ impl Default for Mirrors {
             pods: pods(),
             nodes: nodes(),
             pdbs: pdbs(),
+            owners: OwnerMirrors::default(),
         }
     }
 }
@@ -345,6 +411,120 @@ mod tests {
                     Step::NewReader => {
                         kept = Kept::default();
                         // What the last reader left is not the new one's: it starts from the store.
+                        items.truncate(items.len() / 2);
+                    }
+                }
+            }
+        }
+    }
+
+    /// An owner of either kind that shares the view's `owners`: `replicas` is its version.
+    fn owner(deployment: bool, name: u8, replicas: u8) -> (Option<Deployment>, Option<ReplicaSet>) {
+        let metadata = ObjectMeta {
+            name: Some(format!("owner-{name}")),
+            namespace: Some("shop".to_owned()),
+            uid: Some(format!("{deployment}-{name}")),
+            ..ObjectMeta::default()
+        };
+        if deployment {
+            let spec = k8s_openapi::api::apps::v1::DeploymentSpec {
+                replicas: Some(i32::from(replicas)),
+                ..Default::default()
+            };
+            (
+                Some(Deployment {
+                    metadata,
+                    spec: Some(spec),
+                    ..Default::default()
+                }),
+                None,
+            )
+        } else {
+            let spec = k8s_openapi::api::apps::v1::ReplicaSetSpec {
+                replicas: Some(i32::from(replicas)),
+                ..Default::default()
+            };
+            (
+                None,
+                Some(ReplicaSet {
+                    metadata,
+                    spec: Some(spec),
+                    ..Default::default()
+                }),
+            )
+        }
+    }
+
+    fn convert<A, B>(event: Event<A>, f: impl Fn(A) -> B) -> Event<B> {
+        match event {
+            Event::Apply(o) => Event::Apply(f(o)),
+            Event::Delete(o) => Event::Delete(f(o)),
+            Event::Init => Event::Init,
+            Event::InitApply(o) => Event::InitApply(f(o)),
+            Event::InitDone => Event::InitDone,
+        }
+    }
+
+    /// The owners by kind and name, with their version.
+    fn owners_by_key(views: &[Arc<OwnerView>]) -> BTreeMap<(OwnerKind, String), Option<u32>> {
+        views
+            .iter()
+            .map(|v| ((v.kind.clone(), v.name.clone()), v.desired))
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn owners_of_two_kinds_in_one_vector_are_what_both_stores_hold_after_every_update(
+            steps in prop::collection::vec((any::<bool>(), step()), 1..80)
+        ) {
+            let (deployments, mut deployment_writer) = reflector::store::<Deployment>();
+            let (replica_sets, mut replica_set_writer) = reflector::store::<ReplicaSet>();
+            let mirrors = OwnerMirrors::default();
+            let mut kept = Kept::<Arc<OwnerView>>::default();
+            let mut items = Vec::new();
+            let mut feed = |deployment: bool, event: Event<(u8, u8)>| {
+                let of = |(n, v): (u8, u8)| owner(deployment, n, v);
+                match deployment {
+                    true => {
+                        let event = convert(event, |o| of(o).0.unwrap());
+                        deployment_writer.apply_watcher_event(&event);
+                        mirrors.deployments.observe(&event);
+                    }
+                    false => {
+                        let event = convert(event, |o| of(o).1.unwrap());
+                        replica_set_writer.apply_watcher_event(&event);
+                        mirrors.replica_sets.observe(&event);
+                    }
+                }
+            };
+            for (deployment, step) in steps.into_iter().chain([(true, Step::Update)]) {
+                match step {
+                    Step::Apply(n, v) => feed(deployment, Event::Apply((n, v))),
+                    Step::Delete(n) => feed(deployment, Event::Delete((n, 0))),
+                    Step::Relist(objects, done) => {
+                        feed(deployment, Event::Init);
+                        for object in objects {
+                            feed(deployment, Event::InitApply(object));
+                        }
+                        if done {
+                            feed(deployment, Event::InitDone);
+                        }
+                    }
+                    Step::Update => {
+                        kept.update_from_store(&mirrors.deployments, &deployments, &mut items);
+                        kept.update_from_store(&mirrors.replica_sets, &replica_sets, &mut items);
+                        let truth: Vec<Arc<OwnerView>> = deployments
+                            .state()
+                            .iter()
+                            .map(|d| Arc::new(k8sm_view::deployment_view(d)))
+                            .chain(replica_sets.state().iter().map(|r| Arc::new(k8sm_view::replica_set_view(r))))
+                            .collect();
+                        prop_assert_eq!(owners_by_key(&items), owners_by_key(&truth));
+                        prop_assert_eq!(items.len(), truth.len());
+                    }
+                    Step::NewReader => {
+                        kept = Kept::default();
                         items.truncate(items.len() / 2);
                     }
                 }

@@ -97,7 +97,7 @@ pub struct Stores {
     pub deliveries: Deliveries,
     /// The path of the pods' collection, under which [`Self::deliveries`] records the pod watch.
     pub pods_path: String,
-    /// The changes of the most numerous kinds, converted for the view that a pass keeps.
+    /// The changes of the kinds whose views a pass keeps, converted as they arrive.
     pub mirrors: Mirrors,
 }
 
@@ -122,7 +122,8 @@ impl Stores {
             .resource_url()
             .to_owned();
         let mirrors = Mirrors::default();
-        let replica_sets = watches.reflect(trim_replica_set);
+        let replica_sets =
+            watches.reflect_mirrored(trim_replica_set, mirrors.owners.replica_sets.clone());
         let owners = replica_sets.clone();
         let pods = watches.reflect_pods(
             move |pods, event| {
@@ -137,11 +138,16 @@ impl Stores {
         let stores = Self {
             nodes: watches.reflect_mirrored(trim_node, mirrors.nodes.clone()),
             pods,
-            deployments: watches.reflect(trim_deployment),
+            deployments: watches
+                .reflect_mirrored(trim_deployment, mirrors.owners.deployments.clone()),
             replica_sets,
-            replication_controllers: watches.reflect(trim_replication_controller),
-            stateful_sets: watches.reflect(trim_stateful_set),
-            jobs: watches.reflect(trim_job),
+            replication_controllers: watches.reflect_mirrored(
+                trim_replication_controller,
+                mirrors.owners.replication_controllers.clone(),
+            ),
+            stateful_sets: watches
+                .reflect_mirrored(trim_stateful_set, mirrors.owners.stateful_sets.clone()),
+            jobs: watches.reflect_mirrored(trim_job, mirrors.owners.jobs.clone()),
             pdbs: watches.reflect_mirrored(trim_meta, mirrors.pdbs.clone()),
             policies: watches.reflect(trim_meta),
             persistent_volumes: watches.reflect(trim_persistent_volume),
