@@ -13,23 +13,8 @@ use k8sm_controller::LogFormat;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() -> std::process::ExitCode {
-    // Before any thread starts: the process may be replaced by one with the allocator's settings.
-    let restart = k8sm_controller::allocator::start_with_settings();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("could not start the async runtime: {error}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(run(restart))
-}
-
-async fn run(restart: Result<(), std::io::Error>) -> std::process::ExitCode {
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
     let args = k8sm_controller::Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info,kube=warn".into());
@@ -41,12 +26,6 @@ async fn run(restart: Result<(), std::io::Error>) -> std::process::ExitCode {
     match args.log_format {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().flatten_event(true).init(),
-    }
-    if let Err(error) = restart {
-        tracing::warn!(
-            %error,
-            "could not restart with the allocator's settings; going on with its defaults"
-        );
     }
     match k8sm_controller::run(args).await {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,9 +1,7 @@
-//! The allocator's settings, which mimalloc reads from the environment once, as the process starts:
-//! the process starts itself again with them when they are not there.
-
-use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
+//! The allocator's settings that the controller runs with, which mimalloc reads from the
+//! environment once, as the process starts (setting them later takes `unsafe` FFI): the image
+//! sets them (`Containerfile`, `cargo xtask image`), and so do the harnesses that start the
+//! controller or replay its pass.
 
 /// How long (ms) mimalloc keeps the memory that a pass freed before it gives it back to the
 /// system (its default: 10 ms, and 100 ms for its arenas). A large fleet's pass takes longer than
@@ -12,54 +10,11 @@ use std::process::Command;
 /// a pass reuses it; an idle controller still gives it back (docs/decisions/0003-fleet-scale.md).
 pub const PURGE_DELAY: (&str, &str) = ("MIMALLOC_PURGE_DELAY", "1000");
 
-/// The settings missing from `environment`: an operator's own value of one is kept.
-fn missing(
-    environment: impl IntoIterator<Item = (OsString, OsString)>,
-) -> Vec<(&'static str, &'static str)> {
-    let set: Vec<OsString> = environment.into_iter().map(|(key, _)| key).collect();
+/// The settings a process started now should be given: those its parent's environment lacks (an
+/// operator's own value is kept).
+pub fn missing() -> Vec<(&'static str, &'static str)> {
     [PURGE_DELAY]
         .into_iter()
-        .filter(|(key, _)| !set.iter().any(|k| k == key))
+        .filter(|(key, _)| std::env::var_os(key).is_none())
         .collect()
-}
-
-/// Replaces this process (same ID, same arguments) by one whose environment carries the
-/// allocator's settings, unless it does already. To be called first thing in `main`, before any
-/// thread starts. Returns only when nothing was missing, or when the replacement failed (the
-/// process then goes on with mimalloc's defaults: slower, not wrong), with why.
-pub fn start_with_settings() -> Result<(), std::io::Error> {
-    let missing = missing(std::env::vars_os());
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let mut arguments = std::env::args_os();
-    let name = arguments.next().unwrap_or_default();
-    // The running binary, from /proc; where /proc is not mounted, the name it was started by.
-    let program = std::env::current_exe().map_or_else(|_| name.clone(), OsString::from);
-    let error = Command::new(program)
-        .arg0(name)
-        .args(arguments)
-        .envs(missing)
-        .exec();
-    Err(error)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn environment(keys: &[&str]) -> Vec<(OsString, OsString)> {
-        keys.iter()
-            .map(|k| (OsString::from(k), OsString::from("5")))
-            .collect()
-    }
-
-    #[test]
-    fn a_setting_is_added_unless_the_environment_has_it() {
-        assert_eq!(missing(environment(&["HOME", "PATH"])), vec![PURGE_DELAY]);
-        assert_eq!(
-            missing(environment(&["HOME", "MIMALLOC_PURGE_DELAY"])),
-            vec![]
-        );
-    }
 }

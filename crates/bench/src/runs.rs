@@ -242,7 +242,11 @@ async fn k8sm(bench: &mut BenchCluster, cfg: &RunConfig<'_>) -> anyhow::Result<R
         .into_iter()
         .chain(cfg.controller_args.iter().cloned())
         .collect::<Vec<String>>(),
-        &[("RUST_LOG", "info,kube=warn"), ("NO_COLOR", "1")],
+        // The controller's allocator settings, as its image sets them.
+        &[("RUST_LOG", "info,kube=warn"), ("NO_COLOR", "1")]
+            .into_iter()
+            .chain(k8sm_controller::allocator::missing())
+            .collect::<Vec<_>>(),
         &log,
     )?;
     let deadline = Instant::now() + Duration::from_secs(180);

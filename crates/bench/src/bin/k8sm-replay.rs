@@ -47,11 +47,6 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    // The controller's allocator settings too: its replays (each a process of this one) inherit
-    // them.
-    if let Err(error) = k8sm_controller::allocator::start_with_settings() {
-        eprintln!("could not restart with the allocator's settings: {error}");
-    }
     let args = Args::parse();
     let config = |nodes| Config {
         nodes,
@@ -75,6 +70,8 @@ fn main() -> anyhow::Result<()> {
         .flat_map(|n| std::iter::repeat_n(n, args.runs))
     {
         let output = std::process::Command::new(std::env::current_exe()?)
+            // The controller's allocator settings, as its image sets them.
+            .envs(k8sm_controller::allocator::missing())
             .args(["--one", "--nodes", &nodes.to_string()])
             .args(["--pods-per-node", &args.pods_per_node.to_string()])
             .args([
