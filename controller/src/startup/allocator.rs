@@ -4,10 +4,9 @@
 //! controller or replay its pass.
 
 /// How long (ms) mimalloc keeps the memory that a pass freed before it gives it back to the
-/// system (its default: 10 ms, and 100 ms for its arenas). A large fleet's pass takes longer than
-/// that and frees most of what it allocated: given back at the default, the next pass took it
-/// again page by page (1,700 page faults a pass at 10,000 nodes, a twelfth of its time). At 1 s
-/// a pass reuses it; an idle controller still gives it back (docs/decisions/0003-fleet-scale.md).
+/// system: a large fleet's pass outlasts its default and frees most of what it allocated, which
+/// the next pass then faulted in again page by page; an idle controller still gives it back
+/// (figures: docs/decisions/0003-fleet-scale.md).
 pub const PURGE_DELAY: (&str, &str) = ("MIMALLOC_PURGE_DELAY", "1000");
 
 /// The settings a process started now should be given: those its parent's environment lacks (an
