@@ -12,7 +12,7 @@ use k8sm_api::NodeCounts;
 
 use crate::{
     ClusterView, NodeView, PolicyView, Reason,
-    index::Index,
+    index::{Index, tally::KeptTally},
     model::output::{Action, ActionKind, EtaInputs, Plan, PodRef, PolicyPlan},
     objects::budgets::KeptBudgets,
     objects::controller_classes::ControllerClasses,
@@ -43,6 +43,7 @@ pub struct Planner {
     pods: PodCache,
     controllers: ControllerClasses,
     budgets: KeptBudgets,
+    tally: KeptTally,
 }
 
 impl Planner {
@@ -53,6 +54,7 @@ impl Planner {
             &mut self.pods,
             &mut self.controllers,
             &mut self.budgets,
+            &mut self.tally,
             now,
         )
     }
@@ -63,9 +65,10 @@ fn plan_with(
     pods: &mut PodCache,
     controllers: &mut ControllerClasses,
     budgets: &mut KeptBudgets,
+    tally: &mut KeptTally,
     now: DateTime<Utc>,
 ) -> Plan {
-    let index = Index::new(view, pods, controllers, budgets, now);
+    let index = Index::new(view, pods, controllers, budgets, tally, now);
     let mut policies: Vec<&PolicyView> = view.policies.iter().collect();
     policies.sort_by(|a, b| a.name.cmp(&b.name));
 

@@ -1,6 +1,7 @@
 //! The view, indexed once per pass: the pods classified, counted per workload and grouped per node.
 
 pub(crate) mod shared_output;
+pub(crate) mod tally;
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -11,10 +12,11 @@ use chrono::{DateTime, Utc};
 use crate::{
     ClusterView, ControllerRef, NodeView, OwnerView, PodView, Resources,
     index::shared_output::SharedOutput,
+    index::tally::{Context, Controlled, Counted, KeptTally, Sums},
     model::collections::{FastMap, FastSet},
     model::pass_cache::Text,
     objects::budgets::{Cover, KeptBudgets, Pdb},
-    objects::classify::{self, Class, Ignored},
+    objects::classify::{self, Class},
     objects::controller_classes::ControllerClasses,
     objects::lookups::{Lookups, slot_of},
     objects::node_groups::{Member, NodeGroups},
@@ -22,6 +24,8 @@ use crate::{
     objects::pod_facts::{ClassKey, Covered, PodFacts},
     objects::workload::{self, CountsFor},
 };
+
+pub(crate) use tally::{NodeClasses, PodCounts};
 
 /// The Deployments whose controller is replacing pods, with their progress deadline, and the newest
 /// ReplicaSet of each (the highest revision): a few, during rollouts.
@@ -71,64 +75,12 @@ impl<'a> Rollouts<'a> {
         }
         Self { deadlines, newest }
     }
-}
 
-/// A workload's pods as the view shows them (not finished), counted once per pass for every
-/// workload.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct PodCounts {
-    /// Pods not finished, bound to a node or not.
-    pub(crate) seen: u32,
-    /// Of those, pods with an eviction in flight (a pod terminating on its own is gone, not
-    /// going).
-    pub(crate) going: u32,
-    /// Of the others, available pods: Ready, for the workload's `minReadySeconds` where it sets
-    /// them.
-    pub(crate) ready: u32,
-    /// Of the others, Ready pods not available yet: what the upgrade report counts as Ready beside
-    /// `ready`.
-    pub(crate) warming: u32,
-    /// Pods this upgrade still has to move: workload or other-controller pods (so neither finished
-    /// nor terminating nor with an eviction in flight) bound to a node that must still be
-    /// drained, by its contract keys alone — one that carries the mark (annotation or label),
-    /// was not told to terminate (no kamikaze annotation nor recorded kamikaze executor ID)
-    /// and is not opted out — whether it drains now or queues for a slot. Counted in the same
-    /// walk as the rest, from one flag per node: which policy selects the node is not known here,
-    /// and a node marked in this very pass counts from the next one. See `admission::chain`.
-    pub(crate) to_move: u32,
-    /// Since when its pod that has been not Ready longest is not Ready (its Ready condition's last
-    /// change, or its creation): with no pod Ready, the workload is broken as a whole once
-    /// that is `nodeProgressDeadline` ago.
-    pub(crate) not_ready_since: Option<DateTime<Utc>>,
-    /// A Deployment whose controller is replacing pods: the last time its newest ReplicaSet
-    /// started a pod or saw one become Ready, the rollout's own progress.
-    rollout_progress: Option<DateTime<Utc>>,
-    /// That was longer ago than its `progressDeadlineSeconds`: the rollout is stuck, and its pods
-    /// move within the headroom of its Ready count. Its Progressing condition says so only
-    /// until a replacement of an old pod becomes Ready, which the Deployment controller counts
-    /// as progress (for `progressDeadlineSeconds` more).
-    pub(crate) rollout_stalled: bool,
-}
-
-/// How many pods of a node are of the classes that its tally reads (see `drain::tally`), counted in
-/// the walk that classifies every pod: most of a large fleet's nodes only queue for a slot, and
-/// their tally is then read from here rather than from a walk over their pods.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct NodeClasses {
-    /// Pods that keep the node from being drained ([`Class::holds_node`]).
-    pub(crate) holding: u32,
-    /// Workload and other-controller pods.
-    pub(crate) workload: u32,
-    /// Of those, pods that more than one budget covers (whose eviction the Eviction API refuses:
-    /// see `drain::needs_operator`).
-    pub(crate) multi_covered: u32,
-    /// Opted-out, Job and unmanaged pods: those whose obstacle depends on the policy.
-    pub(crate) judged_by_policy: u32,
-    /// Pods terminating: whether one is stuck depends on the time.
-    pub(crate) terminating: u32,
-    /// Workload and other-controller pods whose spec may pin them to the node: whether one does
-    /// depends on the node, the volumes and the policy.
-    pub(crate) pinnable: u32,
+    /// Whether `controller` is the newest ReplicaSet of a Deployment whose controller is replacing
+    /// pods.
+    fn is_newest(&self, controller: &ControllerRef) -> bool {
+        !self.newest.is_empty() && self.newest.contains(controller.uid.as_str())
+    }
 }
 
 /// The view, indexed. Every collection iterates in a fixed order, whatever the order of the view's
@@ -148,13 +100,8 @@ pub(crate) struct Index<'a> {
     /// Pods of each node slot, as positions in `pods` with their class and order keys, in pod
     /// order.
     groups: &'a NodeGroups,
-    /// Per node slot, the classes of its pods.
-    node_classes: Vec<NodeClasses>,
-    /// Per node slot, what its pods that have not finished reserve, and what its pods that need a
-    /// place elsewhere once evicted (workload, other-controller and Job pods, not terminating)
-    /// reserve.
-    node_used: Vec<Resources>,
-    node_moving: Vec<Resources>,
+    /// Per node and per workload slot, what its pods count (kept across passes).
+    sums: &'a Sums,
     /// What the pods waiting to be scheduled (bound to no node, not finished nor terminating) will
     /// reserve.
     pub(crate) pending: Resources,
@@ -174,11 +121,9 @@ pub(crate) struct Index<'a> {
     /// pod).
     in_flight_uids: FastSet<usize>,
     /// Per UID of the workload the pods count for (docs/design.md §2: a Deployment for the pods of
-    /// its ReplicaSets), its slot in `workload_pods` (looked up, never iterated where order
-    /// matters).
+    /// its ReplicaSets), its slot in the sums' `workload_pods` (looked up, never iterated where
+    /// order matters).
     workload_slots: FastMap<&'a str, u32>,
-    /// Per workload slot, its pods, bound to a node or not.
-    workload_pods: Vec<PodCounts>,
     /// What the pods were classified with (classifying again is for tests: the index holds every
     /// pod's class).
     #[cfg(test)]
@@ -187,8 +132,6 @@ pub(crate) struct Index<'a> {
     pub(crate) pdbs: Vec<Pdb<'a>>,
     /// Which budgets cover which pods.
     cover: Cover<'a>,
-    /// Per pod (by its position in the view), which budgets cover it; empty without budgets.
-    covered: Vec<Covered>,
     /// What the pass writes once and shares among the pods it reports.
     pub(crate) shared: SharedOutput,
     /// Per workload UID, evictions in flight whose pod is no longer in the view: gone, and not
@@ -209,63 +152,81 @@ pub(crate) struct Index<'a> {
 impl<'a> Index<'a> {
     /// Indexes `view`, with the facts of its pods in `pods` (brought in line with the view here:
     /// those of the pods seen in the last pass are reused), the classes of its controllers kept
-    /// in `controllers` (those whose owners did not change are reused) and its budgets'
-    /// selectors kept in `budgets` (reused unless one changed).
+    /// in `controllers` (those whose owners did not change are reused), its budgets' selectors
+    /// kept in `budgets` (reused unless one changed) and the counts of its pods kept in `tally`
+    /// (counted again only for the pods whose count changed).
     pub(crate) fn new(
         view: &'a ClusterView,
         pods: &'a mut PodCache,
         controllers: &mut ControllerClasses,
         budgets: &'a mut KeptBudgets,
+        tally: &'a mut KeptTally,
         now: DateTime<Utc>,
     ) -> Self {
         let nodes: BTreeMap<&str, &NodeView> =
             view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         let (node_slots, node_slots_by_copy) = node_slots(&nodes);
         align_facts(pods, view, &nodes);
-        let (pdbs, cover) = index_budgets(view, budgets, pods);
-        let mut in_flight = InFlight::new(view, pods);
+        let (pdbs, cover, answers_dropped) = index_budgets(view, budgets, pods);
+        let in_flight = InFlight::new(view, pods);
         let pods: &'a PodCache = pods;
         let owners = Owners::new(view, controllers);
         let mut resolver = Resolver::new(view, pods, controllers, owners);
-        let mut walk = Walk::new(
-            view,
-            &nodes,
-            &mut in_flight,
-            &mut resolver,
-            !pdbs.is_empty(),
+        let by_controller = resolver.resolve_all(tally.pods_per_controller(pods));
+        let rollouts = Rollouts::new(view);
+        let context = Context {
+            now,
+            budgets: !pdbs.is_empty(),
+            to_drain: nodes
+                .values()
+                .map(|n| crate::objects::node_state::still_to_drain(n))
+                .collect(),
+            controllers: by_controller
+                .iter()
+                .zip(resolver.references)
+                .map(|(known, reference)| {
+                    known.map(|(class, workload)| Controlled {
+                        counted: Counted::of(class),
+                        workload,
+                        newest: rollouts.is_newest(reference),
+                    })
+                })
+                .collect(),
+            in_flight: in_flight.uids.clone(),
+            in_flight_at: in_flight.positions,
+        };
+        let workload_slots = resolver.owners.workload_slots;
+        let sums = tally.update(
+            pods,
+            &view.pods,
+            context,
+            workload_slots.len(),
+            answers_dropped,
+        );
+        let next_available = sums.stall_rollouts(
+            rollouts
+                .deadlines
+                .iter()
+                .filter_map(|(deployment, deadline)| {
+                    Some((*workload_slots.get(deployment.uid.as_str())?, *deadline))
+                }),
             now,
         );
-        for (position, (f, pod)) in pods.facts.iter().zip(&view.pods).enumerate() {
-            walk.pod(position, f, pod);
-        }
-        walk.stall_rollouts();
-        let Walk {
-            by_controller,
-            node_classes,
-            node_used,
-            node_moving,
-            pending,
-            next_available,
-            covered,
-            ..
-        } = walk;
+        let sums: &'a Sums = sums;
         Self {
             nodes,
             node_slots,
             node_slots_by_copy,
             groups: pods.groups(),
-            node_classes,
-            node_used,
-            node_moving,
-            pending,
+            sums,
+            pending: sums.pending,
             schedulable_free: OnceCell::new(),
             pods: &view.pods,
             facts: &pods.facts,
             by_controller,
-            in_flight_gone: in_flight.gone(view),
+            in_flight_gone: in_flight.gone,
             in_flight_uids: in_flight.uids,
-            workload_slots: resolver.owners.workload_slots,
-            workload_pods: resolver.workload_pods,
+            workload_slots,
             #[cfg(test)]
             lookups: resolver
                 .owners
@@ -273,7 +234,6 @@ impl<'a> Index<'a> {
                 .unwrap_or_else(|| Lookups::new(view, &resolver.owners.owner_counts)),
             pdbs,
             cover,
-            covered,
             shared: SharedOutput::default(),
             unanswered_pods: view
                 .in_flight
@@ -296,7 +256,11 @@ impl<'a> Index<'a> {
                 class: self.class_at(i, key),
                 ready: key.ready,
                 pinnable: key.pinnable,
-                covered: self.covered.get(i).copied().unwrap_or(Covered::UNKNOWN),
+                covered: if self.pdbs.is_empty() {
+                    Covered::UNKNOWN
+                } else {
+                    self.facts[i].covered
+                },
                 counts_for: self
                     .controlled(key.controller)
                     .map_or(u32::MAX, |(_, slot)| slot),
@@ -307,7 +271,7 @@ impl<'a> Index<'a> {
     /// What the pods bound to `node` reserve ([`Self::node_used`]).
     pub(crate) fn used_on(&self, node: &str) -> Resources {
         self.node_slot(node)
-            .map(|slot| self.node_used[slot])
+            .map(|slot| self.sums.node_used[slot])
             .unwrap_or_default()
     }
 
@@ -343,14 +307,14 @@ impl<'a> Index<'a> {
     /// ([`Self::node_moving`]).
     pub(crate) fn moving_on(&self, node: &str) -> Resources {
         self.node_slot(node)
-            .map(|slot| self.node_moving[slot])
+            .map(|slot| self.sums.node_moving[slot])
             .unwrap_or_default()
     }
 
     /// The classes of the pods bound to `node`.
     pub(crate) fn classes_on(&self, node: &str) -> NodeClasses {
         self.node_slot(node)
-            .map(|slot| self.node_classes[slot])
+            .map(|slot| self.sums.node_classes[slot])
             .unwrap_or_default()
     }
 
@@ -408,12 +372,13 @@ impl<'a> Index<'a> {
 
     /// How many workload slots there are: workload slots are `0..workload_count()`.
     pub(crate) fn workload_count(&self) -> usize {
-        self.workload_pods.len()
+        self.sums.workload_pods.len()
     }
 
     /// The pods of the workload in `slot` (from [`Self::workloads_on`]), as the view shows them.
     pub(crate) fn workload_at(&self, slot: u32) -> PodCounts {
-        self.workload_pods
+        self.sums
+            .workload_pods
             .get(slot as usize)
             .copied()
             .unwrap_or_default()
@@ -423,7 +388,7 @@ impl<'a> Index<'a> {
     pub(crate) fn workload_pods(&self, uid: &str) -> PodCounts {
         self.workload_slots
             .get(uid)
-            .map(|&slot| self.workload_pods[slot as usize])
+            .map(|&slot| self.sums.workload_pods[slot as usize])
             .unwrap_or_default()
     }
 
@@ -519,63 +484,56 @@ fn align_facts(pods: &mut PodCache, view: &ClusterView, nodes: &BTreeMap<&str, &
 }
 
 /// The budgets, sorted by namespace and name, and which cover which pods; the facts of the pods
-/// whose answer is not known are told whether more than one covers them.
+/// whose answer is not known are told whether more than one covers them. Also whether the
+/// answers kept were dropped (every pod's is worked out again).
 fn index_budgets<'a>(
     view: &'a ClusterView,
     budgets: &'a mut KeptBudgets,
     pods: &mut PodCache,
-) -> (Vec<Pdb<'a>>, Cover<'a>) {
+) -> (Vec<Pdb<'a>>, Cover<'a>, bool) {
     let (pdbs, cover, answers_dropped) = budgets.index(view);
     if !pdbs.is_empty() {
         pods.know_cover(answers_dropped, |pod| cover.covered(&pdbs, pod));
     }
-    (pdbs, cover)
+    (pdbs, cover, answers_dropped)
 }
 
-/// The pods with an eviction in flight (a few; not a set of every pod), and which of them the walk
-/// meets.
+/// The pods with an eviction in flight (a few; not a set of every pod).
 struct InFlight<'a> {
     /// The addresses of their UIDs: the index's `in_flight_uids`.
     uids: FastSet<usize>,
-    /// Those still in the view.
-    seen: FastSet<&'a str>,
+    /// Their positions.
+    positions: Vec<u32>,
+    /// Per workload UID, the evictions in flight whose pod is not in the view: gone, and not
+    /// replaced yet.
+    gone: FastMap<&'a str, u32>,
 }
 
 impl<'a> InFlight<'a> {
-    fn new(view: &ClusterView, pods: &mut PodCache) -> Self {
-        let uids = if view.in_flight.is_empty() {
-            FastSet::default()
-        } else {
-            pods.uid_addresses(view.in_flight.iter().map(|e| e.pod_uid.as_str()))
+    fn new(view: &'a ClusterView, pods: &mut PodCache) -> Self {
+        let mut in_flight = Self {
+            uids: FastSet::default(),
+            positions: Vec::new(),
+            gone: FastMap::default(),
         };
-        Self {
-            uids,
-            seen: FastSet::default(),
+        if view.in_flight.is_empty() {
+            return in_flight;
         }
-    }
-
-    /// Whether an eviction of `pod` (with the facts `f`) is in flight; if so, it is seen.
-    #[inline]
-    fn going(&mut self, f: &PodFacts, pod: &'a PodView) -> bool {
-        let going = !self.uids.is_empty() && self.uids.contains(&f.uid);
-        if going {
-            self.seen.insert(&pod.uid);
-        }
-        going
-    }
-
-    /// Per workload UID, the evictions in flight whose pod the walk did not meet: gone, and not
-    /// replaced yet.
-    fn gone(&self, view: &'a ClusterView) -> FastMap<&'a str, u32> {
-        let mut gone: FastMap<&str, u32> = FastMap::default();
-        for eviction in &view.in_flight {
-            if let Some(owner) = &eviction.owner_uid
-                && !self.seen.contains(eviction.pod_uid.as_str())
-            {
-                *gone.entry(owner).or_default() += 1;
+        let found = pods.find_uids(view.in_flight.iter().map(|e| e.pod_uid.as_str()));
+        for (eviction, found) in view.in_flight.iter().zip(found) {
+            match found {
+                Some((uid, position)) => {
+                    in_flight.uids.insert(uid);
+                    in_flight.positions.push(position);
+                }
+                None => {
+                    if let Some(owner) = &eviction.owner_uid {
+                        *in_flight.gone.entry(owner).or_default() += 1;
+                    }
+                }
             }
         }
-        gone
+        in_flight
     }
 }
 
@@ -662,8 +620,8 @@ fn owner_lookups<'a>(
     }
 }
 
-/// What the class of a controller's pods is worked out from, the first time a pod refers to it: the
-/// classes kept from the last pass, and the view's owners.
+/// What the class of a controller's pods is worked out from: the classes kept from the last pass,
+/// and the view's owners.
 struct Resolver<'a, 'c> {
     view: &'a ClusterView,
     /// The controller references, by slot.
@@ -671,9 +629,6 @@ struct Resolver<'a, 'c> {
     /// The classes kept from the last pass.
     controllers: &'c mut ControllerClasses,
     owners: Owners<'a>,
-    /// Per workload slot, its pods: sized up front, for the owners' workloads, and grown by one
-    /// for each controller not in the view.
-    workload_pods: Vec<PodCounts>,
 }
 
 impl<'a, 'c> Resolver<'a, 'c> {
@@ -689,34 +644,47 @@ impl<'a, 'c> Resolver<'a, 'c> {
             view,
             references,
             controllers,
-            workload_pods: vec![PodCounts::default(); owners.workload_slots.len()],
             owners,
         }
     }
 
-    /// The class of the pods of the controller of `f` when nothing about the pod decides it, and
-    /// the slot of the workload they count for: the class kept from the last pass where its owners
-    /// are the same, otherwise worked out from the owners by UID (and kept for the next pass where
-    /// it can be).
-    fn resolve(&mut self, f: &PodFacts) -> (Class<'a>, u32) {
+    /// Per controller slot, the class of its pods when nothing about the pod decides it and the
+    /// slot of the workload they count for, for the controllers with pods (`pods`, by slot):
+    /// worked out once per controller, not once per pod, in slot order (which numbers the
+    /// workloads of controllers not in the view).
+    fn resolve_all(&mut self, pods: &[u32]) -> Vec<Option<(Class<'a>, u32)>> {
+        (0..self.references.len())
+            .map(|slot| {
+                let has_pods = pods.get(slot).is_some_and(|&n| n > 0);
+                has_pods.then(|| self.resolve(slot_of(slot)))
+            })
+            .collect()
+    }
+
+    /// The class of the pods of the controller in `slot` when nothing about the pod decides it,
+    /// and the slot of the workload they count for: the class kept from the last pass where its
+    /// owners are the same, otherwise worked out from the owners by UID (and kept for the next
+    /// pass where it can be).
+    fn resolve(&mut self, slot: u32) -> (Class<'a>, u32) {
         let view = self.view;
         let owners = &mut self.owners;
-        // Read from the cache's copy of the reference its pods share, not from the pod.
-        let reference = &self.references[f.controller as usize];
+        // Read from the cache's copy of the reference its pods share, not from a pod.
+        let reference = &self.references[slot as usize];
         let kept = owners
             .one_owner_per_uid
-            .then(|| self.controllers.get(f.controller, reference, &view.owners))
+            .then(|| self.controllers.get(slot, reference, &view.owners))
             .flatten();
         if let Some((class, owner)) = kept {
             return (class, owners.owner_counts[owner as usize]);
         }
         let controller = &**reference;
+        let watched = classify::is_watched(&controller.kind);
         let lookups = owners
             .lookups
             .get_or_insert_with(|| Lookups::new(view, &owners.owner_counts));
         let entry = lookups.owner(controller);
-        let class = classify::controller_class(controller, f.watched, entry.as_ref(), lookups);
-        if let Some(e) = entry.filter(|e| f.watched && e.owner.exists && owners.one_owner_per_uid) {
+        let class = classify::controller_class(controller, watched, entry.as_ref(), lookups);
+        if let Some(e) = entry.filter(|e| watched && e.owner.exists && owners.one_owner_per_uid) {
             // The ReplicaSet's controller, which its pods' class may depend on.
             let top = e
                 .owner
@@ -724,14 +692,8 @@ impl<'a, 'c> Resolver<'a, 'c> {
                 .as_ref()
                 .and_then(|top| lookups.owner(top))
                 .map(|top| top.position);
-            self.controllers.keep(
-                f.controller,
-                reference,
-                class,
-                e.position,
-                top,
-                &view.owners,
-            );
+            self.controllers
+                .keep(slot, reference, class, e.position, top, &view.owners);
         }
         // A controller that is not in the view counts for itself, by its whole reference.
         let counts = match entry {
@@ -742,222 +704,10 @@ impl<'a, 'c> Resolver<'a, 'c> {
     }
 
     /// The workload slot of a controller that is not in the view, which counts for itself, by its
-    /// whole reference: a new slot (with no pods counted yet) when it is the first of its key.
+    /// whole reference: a new slot when it is the first of its key.
     fn slot_of_missing(&mut self, controller: &'a ControllerRef) -> u32 {
         let workload_slots = &mut self.owners.workload_slots;
         let next = slot_of(workload_slots.len());
-        let slot = *workload_slots.entry(controller.key()).or_insert(next);
-        if slot as usize == self.workload_pods.len() {
-            self.workload_pods.push(PodCounts::default());
-        }
-        slot
-    }
-}
-
-/// The one walk over the pods' facts, front to back, without reading a pod that did not change:
-/// each classified, counted for its workload, and placed on its node. What it produces is sized up
-/// front: growing a large fleet's vectors costs copies.
-struct Walk<'a, 'w, 'c> {
-    /// Held by reference, as `resolver` is: a pointer into the walk handed to a call it does not
-    /// inline (recording a pod seen, working out a class) would keep the walk's own vectors out of
-    /// registers, a cost on every pod.
-    in_flight: &'w mut InFlight<'a>,
-    /// Whether the view has budgets.
-    budgets: bool,
-    now: DateTime<Utc>,
-    /// Per node slot, whether its pods must still move (`node_state::still_to_drain`): decided
-    /// once per node.
-    to_drain: Vec<bool>,
-    rollouts: Rollouts<'a>,
-    /// Works out a controller's class when a pod first refers to it; holds the workloads' pods.
-    resolver: &'w mut Resolver<'a, 'c>,
-    /// Per controller reference (by the slot of the copy its pods share, as the controller's
-    /// conversion makes them share), the class its pods get when nothing about the pod decides it,
-    /// and the slot of the workload they count for: worked out once per controller, not once per
-    /// pod. Unshared copies (as tests build them) are worked out once each, with the same result.
-    by_controller: Vec<Option<(Class<'a>, u32)>>,
-    /// Per node slot, the classes of its pods, what they reserve and what those that need a place
-    /// elsewhere once evicted reserve; and what the pods waiting to be scheduled will reserve.
-    node_classes: Vec<NodeClasses>,
-    node_used: Vec<Resources>,
-    node_moving: Vec<Resources>,
-    pending: Resources,
-    /// The index's `next_available`.
-    next_available: Option<DateTime<Utc>>,
-    /// Per pod (by its position in the view), which budgets cover it: what deciding a draining
-    /// node's pods asks of every one of them, answered here without reading the pod. Empty
-    /// without budgets.
-    covered: Vec<Covered>,
-}
-
-impl<'a, 'w, 'c> Walk<'a, 'w, 'c> {
-    fn new(
-        view: &'a ClusterView,
-        nodes: &BTreeMap<&'a str, &'a NodeView>,
-        in_flight: &'w mut InFlight<'a>,
-        resolver: &'w mut Resolver<'a, 'c>,
-        budgets: bool,
-        now: DateTime<Utc>,
-    ) -> Self {
-        Self {
-            in_flight,
-            budgets,
-            now,
-            to_drain: nodes
-                .values()
-                .map(|n| crate::objects::node_state::still_to_drain(n))
-                .collect(),
-            rollouts: Rollouts::new(view),
-            by_controller: vec![None; resolver.references.len()],
-            resolver,
-            node_classes: vec![NodeClasses::default(); nodes.len()],
-            node_used: vec![Resources::default(); nodes.len()],
-            node_moving: vec![Resources::default(); nodes.len()],
-            pending: Resources::default(),
-            next_available: None,
-            covered: if budgets {
-                vec![Covered::UNKNOWN; view.pods.len()]
-            } else {
-                Vec::new()
-            },
-        }
-    }
-
-    /// The pod at `position`, with its facts `f`: classified (through its controller's class,
-    /// worked out once), placed on its node and counted for its workload.
-    #[inline]
-    fn pod(&mut self, position: usize, f: &PodFacts, pod: &'a PodView) {
-        let going = self.in_flight.going(f, pod);
-        let controlled = self.controlled(f);
-        let class = f.seed.class(going, || {
-            controlled
-                .expect("a pod whose seed needs its controller has one")
-                .0
-        });
-        self.place(position, f, class);
-        if let Some((_, counts)) = controlled {
-            self.count(counts, f, pod, class, going);
-        }
-    }
-
-    /// The class of the pods of the controller of `f` when nothing about the pod decides it, and
-    /// the slot of the workload they count for (`None`: a pod without a controller), worked out
-    /// when a pod first refers to it.
-    #[inline]
-    fn controlled(&mut self, f: &PodFacts) -> Option<(Class<'a>, u32)> {
-        (f.controller != u32::MAX).then(|| {
-            let known = &mut self.by_controller[f.controller as usize];
-            *known.get_or_insert_with(|| self.resolver.resolve(f))
-        })
-    }
-
-    /// Adds the pod at `position` to what its node's pods reserve and to its node's classes (a pod
-    /// bound to no node to what the pods waiting to be scheduled will reserve), and notes whether
-    /// more than one budget covers it.
-    #[inline]
-    fn place(&mut self, position: usize, f: &PodFacts, class: Class<'a>) {
-        let slot = f.node;
-        if let Some(used) = self.node_used.get_mut(slot as usize) {
-            if !f.finished {
-                *used += f.requests.resources();
-            }
-            if matches!(class, Class::Owned(_) | Class::Other(_) | Class::Job(_)) {
-                self.node_moving[slot as usize] += f.requests.resources();
-            }
-        } else if f.node_name == 0 && !f.finished && !f.terminating {
-            self.pending += f.requests.resources();
-        }
-        if self.budgets {
-            self.covered[position] = f.covered;
-        }
-        if let Some(on_node) = self.node_classes.get_mut(slot as usize) {
-            on_node.holding += u32::from(class.holds_node());
-            match class {
-                Class::Owned(_) | Class::Other(_) => {
-                    on_node.workload += 1;
-                    on_node.pinnable += u32::from(f.pinnable);
-                    on_node.multi_covered += u32::from(self.budgets && f.covered.several());
-                }
-                Class::OptedOut(_) | Class::Job(_) | Class::Unmanaged(_) => {
-                    on_node.judged_by_policy += 1
-                }
-                Class::Ignored(Ignored::Terminating) => on_node.terminating += 1,
-                Class::Ignored(_) | Class::Finished => {}
-            }
-        }
-    }
-
-    /// Counts the pod for the workload in slot `counts`: the progress of its rollout, whether it is
-    /// still to move, and, if not finished, whether it is going, not Ready, available or warming
-    /// up.
-    #[inline]
-    fn count(&mut self, counts: u32, f: &PodFacts, pod: &PodView, class: Class<'a>, going: bool) {
-        let counts = &mut self.resolver.workload_pods[counts as usize];
-        let newest = &self.rollouts.newest;
-        if !newest.is_empty()
-            && newest.contains(self.resolver.references[f.controller as usize].uid.as_str())
-        {
-            let readied = pod.ready_changed.filter(|_| f.ready);
-            let progress = pod.created.max(readied);
-            counts.rollout_progress = counts.rollout_progress.max(progress);
-        }
-        let slot = f.node;
-        if slot != u32::MAX
-            && self.to_drain[slot as usize]
-            && matches!(class, Class::Owned(_) | Class::Other(_))
-        {
-            counts.to_move += 1;
-        }
-        if !f.finished {
-            counts.seen += 1;
-            // A pod terminating is gone for its workload, as the disruption controller counts it
-            // (its controller replaces it at once); only k8sm's own evictions not yet shown are
-            // still going.
-            if going {
-                counts.going += 1;
-            } else if !f.ready && !f.terminating {
-                if let Some(since) = pod.ready_changed.or(pod.created) {
-                    let known = counts.not_ready_since.get_or_insert(since);
-                    *known = (*known).min(since);
-                }
-            } else if f.ready && !f.terminating {
-                // Where its workload sets minReadySeconds, a Ready pod counts once available.
-                let available_at = match class {
-                    Class::Owned(w) | Class::Other(w) => w.available_at(pod),
-                    _ => Some(None),
-                };
-                match available_at {
-                    Some(Some(at)) if at > self.now => {
-                        counts.warming += 1;
-                        self.next_available = Some(self.next_available.map_or(at, |n| n.min(at)));
-                    }
-                    Some(_) => counts.ready += 1,
-                    None => counts.warming += 1,
-                }
-            }
-        }
-    }
-
-    /// Marks stalled the rollouts whose newest ReplicaSet made no progress for longer than their
-    /// deadline, and has the index's `next_available` wake the pass when the others would stall.
-    fn stall_rollouts(&mut self) {
-        for (deployment, deadline) in &self.rollouts.deadlines {
-            let Some(&slot) = self
-                .resolver
-                .owners
-                .workload_slots
-                .get(deployment.uid.as_str())
-            else {
-                continue;
-            };
-            let counts = &mut self.resolver.workload_pods[slot as usize];
-            if let Some(stall) = counts.rollout_progress.map(|p| p + *deadline) {
-                if stall <= self.now {
-                    counts.rollout_stalled = true;
-                } else {
-                    self.next_available = Some(self.next_available.map_or(stall, |n| n.min(stall)));
-                }
-            }
-        }
+        *workload_slots.entry(controller.key()).or_insert(next)
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::{
     ClusterView, ControllerRef, PodView,
-    model::collections::{FastMap, FastSet},
+    model::collections::FastMap,
     model::pass_cache,
     objects::node_groups::NodeGroups,
     objects::pod_facts::{Covered, PodFacts},
@@ -61,11 +61,25 @@ pub(crate) struct PodCache {
     /// The slot of each reference in `controllers`, by its address.
     controller_slots: FastMap<usize, u32>,
     controllers_kept: usize,
-    /// Per pod UID, the UID of the newest version of that pod the cache has seen (held, so its
-    /// address stays unique): the few pods with an eviction in flight are found by it. Built
-    /// at the first pass that needs it, then kept up to date; dropped when the entries of pods
-    /// gone outnumber the live ones.
-    uids: Option<FastMap<Arc<str>, Arc<str>>>,
+    /// Per pod UID, the position of the newest version of that pod the cache has derived (an
+    /// entry whose position now holds another pod is of a pod gone): the few pods with an
+    /// eviction in flight are found by it. Built at the first pass that needs it, then kept up
+    /// to date; dropped when the positions move, or when the entries of pods gone outnumber the
+    /// live ones.
+    uids: Option<FastMap<Arc<str>, u32>>,
+    /// The positions derived in the last alignment, with what each held before it (`None`: a
+    /// position new to the view); positions past the view's end hold nothing now.
+    replaced: Vec<Replaced>,
+    /// Whether every position but those in `replaced` holds the pod it held before the last
+    /// alignment, with the same facts: not after a realignment, nor once the nodes or the
+    /// controllers' slots were numbered again.
+    positions_kept: bool,
+}
+
+/// A position derived in an alignment, and the pod and facts it held before (`None`: none).
+pub(crate) struct Replaced {
+    pub(crate) position: u32,
+    pub(crate) before: Option<(PodFacts, Arc<PodView>)>,
 }
 
 impl PodCache {
@@ -75,6 +89,8 @@ impl PodCache {
         // Facts derived and never placed hold a node the groups do not show.
         self.grouped &= self.unplaced.is_empty();
         self.unplaced.clear();
+        self.replaced.clear();
+        self.positions_kept = true;
         if self.mostly_in_place(view) {
             self.align_in_place(view);
         } else {
@@ -104,6 +120,7 @@ impl PodCache {
             self.controllers_kept = self.controllers.len();
             // The class keys hold the slots numbered again.
             self.grouped = false;
+            self.positions_kept = false;
         }
     }
 
@@ -143,11 +160,13 @@ impl PodCache {
     fn align_in_place(&mut self, view: &ClusterView) {
         if view.pods.len() < self.held.len() {
             // The pods past the view's end are gone (let go here), and their positions with them.
-            if self.grouped {
-                for (i, f) in self.facts.iter().enumerate().skip(view.pods.len()) {
-                    self.groups
-                        .remove(u32::try_from(i).unwrap_or(u32::MAX), f.node);
+            for (i, f) in self.facts.iter().enumerate().skip(view.pods.len()) {
+                let position = u32::try_from(i).unwrap_or(u32::MAX);
+                if self.grouped {
+                    self.groups.remove(position, f.node);
                 }
+                let before = self.held[i].take().map(|pod| (*f, pod));
+                self.replaced.push(Replaced { position, before });
             }
             self.held.truncate(view.pods.len());
             self.facts.truncate(view.pods.len());
@@ -161,20 +180,29 @@ impl PodCache {
             {
                 continue;
             }
-            self.unplaced.push(u32::try_from(i).unwrap_or(u32::MAX));
-            let derived = self.derive(pod);
+            let position = u32::try_from(i).unwrap_or(u32::MAX);
+            self.unplaced.push(position);
+            let derived = self.derive(pod, position);
             if i == self.held.len() {
                 self.facts.push(derived);
                 self.held.push(Some(Arc::clone(pod)));
+                self.replaced.push(Replaced {
+                    position,
+                    before: None,
+                });
                 continue;
             }
+            let before = self.facts[i];
             // Its node kept until it is placed again, to tell whether it moved.
             self.facts[i] = PodFacts {
-                node: self.facts[i].node,
+                node: before.node,
                 ..derived
             };
-            // The old version is let go here.
-            self.held[i] = Some(Arc::clone(pod));
+            // The old version is let go with the next alignment.
+            let before = self.held[i]
+                .replace(Arc::clone(pod))
+                .map(|pod| (before, pod));
+            self.replaced.push(Replaced { position, before });
         }
     }
 
@@ -205,9 +233,9 @@ impl PodCache {
                     next = k + 1;
                 }
                 None => {
-                    self.unplaced
-                        .push(u32::try_from(facts.len()).unwrap_or(u32::MAX));
-                    facts.push(self.derive(pod));
+                    let position = u32::try_from(facts.len()).unwrap_or(u32::MAX);
+                    self.unplaced.push(position);
+                    facts.push(self.derive(pod, position));
                     held.push(Some(Arc::clone(pod)));
                     next += 1;
                 }
@@ -219,14 +247,18 @@ impl PodCache {
         self.held = held;
         self.facts = facts;
         self.grouped = false;
+        self.positions_kept = false;
+        // Found again from the pods' new positions when next needed.
+        self.uids = None;
         self.spare_held = old_held;
         self.spare_facts = old_facts;
     }
 
-    /// The facts of a pod not seen before, and its UID and controller reference remembered.
-    fn derive(&mut self, pod: &Arc<PodView>) -> PodFacts {
+    /// The facts of a pod not seen before, at `position`, and its UID and controller reference
+    /// remembered.
+    fn derive(&mut self, pod: &Arc<PodView>, position: u32) -> PodFacts {
         if let Some(uids) = &mut self.uids {
-            uids.insert(Arc::clone(&pod.uid), Arc::clone(&pod.uid));
+            uids.insert(Arc::clone(&pod.uid), position);
         }
         PodFacts {
             controller: Self::controller_slot(
@@ -287,6 +319,7 @@ impl PodCache {
         if !same {
             self.node_names = names.clone().map(str::to_owned).collect();
             self.grouped = false;
+            self.positions_kept = false;
         }
         let names = &self.node_names;
         let mut slot_of_name: Option<FastMap<&str, u32>> = None;
@@ -356,21 +389,39 @@ impl PodCache {
         &self.groups
     }
 
-    /// The addresses of the UIDs (as the facts hold them) of the pods with these UIDs, if the view
-    /// has them.
-    pub(crate) fn uid_addresses<'u>(
+    /// For each of these UIDs, the pod with it if the view has one: the address of its UID (as
+    /// its facts hold it) and its position.
+    pub(crate) fn find_uids<'u>(
         &mut self,
         uids: impl Iterator<Item = &'u str>,
-    ) -> FastSet<usize> {
+    ) -> Vec<Option<(usize, u32)>> {
         let held = &self.held;
         let known = self.uids.get_or_insert_with(|| {
             held.iter()
-                .flatten()
-                .map(|pod| (Arc::clone(&pod.uid), Arc::clone(&pod.uid)))
+                .enumerate()
+                .filter_map(|(i, pod)| {
+                    let pod = pod.as_ref()?;
+                    Some((Arc::clone(&pod.uid), u32::try_from(i).unwrap_or(u32::MAX)))
+                })
                 .collect()
         });
-        uids.filter_map(|uid| known.get(uid).map(pass_cache::address))
-            .collect()
+        uids.map(|uid| {
+            let position = *known.get(uid)?;
+            let pod = held.get(position as usize)?.as_deref()?;
+            (*pod.uid == *uid).then(|| (pass_cache::address(&pod.uid), position))
+        })
+        .collect()
+    }
+
+    /// The positions derived in the last alignment, with what each held before.
+    pub(crate) fn replaced(&self) -> &[Replaced] {
+        &self.replaced
+    }
+
+    /// Whether every position not [`Self::replaced`] holds the pod and facts it held before the
+    /// last alignment.
+    pub(crate) fn positions_kept(&self) -> bool {
+        self.positions_kept
     }
 }
 

@@ -19,9 +19,6 @@ pub(crate) struct PodFacts {
     /// Its spec may pin it to its node ([`PodView::pins`]): whether it does depends on the node
     /// and volumes.
     pub(crate) pinnable: bool,
-    /// Its controller is of a kind k8sm watches (whatever its seed: the pods of one controller
-    /// share this, and the first one met stands for the others).
-    pub(crate) watched: bool,
     /// The slot of its node among the nodes of [`PodCache::node_names`] (`u32::MAX`: unbound, or
     /// not in the view).
     pub(crate) node: u32,
@@ -148,10 +145,6 @@ impl PodFacts {
             terminating: pod.terminating,
             ready: pod.ready,
             pinnable: pod.pins.is_some(),
-            watched: pod
-                .controller
-                .as_ref()
-                .is_some_and(|c| classify::is_watched(&c.kind)),
             node: u32::MAX,
             controller: u32::MAX,
             uid: pass_cache::address(&pod.uid),

@@ -94,13 +94,7 @@ impl<'a> Workload<'a> {
     /// Deployment controller counts it): at once without `minReadySeconds`; `None` when its
     /// Ready time is unknown (never, as for its controller).
     pub(crate) fn available_at(self, pod: &crate::PodView) -> Option<Option<DateTime<Utc>>> {
-        match self.min_ready_seconds() {
-            0 => Some(None),
-            seconds => {
-                let since = pod.ready_changed?;
-                Some(since.checked_add_signed(chrono::Duration::seconds(i64::from(seconds))))
-            }
-        }
+        available_at(self.min_ready_seconds(), pod)
     }
 
     /// Whether a Ready pod of this workload is available at `now`.
@@ -394,6 +388,21 @@ pub fn grow_observed_sizes(
     let live = live_pods_by_workload(view);
     for (uid, size) in sizes.iter_mut() {
         *size = (*size).max(live.get(uid).copied().unwrap_or(0));
+    }
+}
+
+/// When a Ready `pod` of a workload with `min_ready_seconds` is available (see
+/// [`Workload::available_at`]).
+pub(crate) fn available_at(
+    min_ready_seconds: u32,
+    pod: &crate::PodView,
+) -> Option<Option<DateTime<Utc>>> {
+    match min_ready_seconds {
+        0 => Some(None),
+        seconds => {
+            let since = pod.ready_changed?;
+            Some(since.checked_add_signed(chrono::Duration::seconds(i64::from(seconds))))
+        }
     }
 }
 

@@ -367,7 +367,13 @@ pub(crate) fn movement(
     mut known: Option<&mut ReadyVerdicts>,
 ) -> Movement {
     let mut managed = false;
+    // Other-controller pods are judged in a second round over the node's pods, which most nodes
+    // (those without any) skip.
+    let mut any_other = false;
     for other in [false, true] {
+        if other && !any_other {
+            break;
+        }
         let workload_pods_left = other && managed;
         for on in index.pods_on(&ctx.node.name) {
             let OnNode {
@@ -380,6 +386,10 @@ pub(crate) fn movement(
             } = on;
             let workload = match (class, other) {
                 (Class::Owned(w), false) | (Class::Other(w), true) => w,
+                (Class::Other(_), false) => {
+                    any_other = true;
+                    continue;
+                }
                 _ => continue,
             };
             if ready
@@ -1276,11 +1286,13 @@ mod tests {
         };
         let mut cache = crate::objects::pod_cache::PodCache::default();
         let mut budgets = crate::objects::budgets::KeptBudgets::default();
+        let mut tally = crate::index::tally::KeptTally::default();
         let index = Index::new(
             &view,
             &mut cache,
             &mut Default::default(),
             &mut budgets,
+            &mut tally,
             crate::testing::t0(),
         );
         let policy = policy("p");

@@ -417,11 +417,13 @@ mod tests {
         let view = ClusterView::default();
         let mut pods = crate::objects::pod_cache::PodCache::default();
         let mut budgets = crate::objects::budgets::KeptBudgets::default();
+        let mut tally = crate::index::tally::KeptTally::default();
         let index = Index::new(
             &view,
             &mut pods,
             &mut Default::default(),
             &mut budgets,
+            &mut tally,
             crate::testing::t0(),
         );
         let mut ledger = Ledger::new(&index);

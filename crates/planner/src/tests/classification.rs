@@ -46,11 +46,13 @@ fn class_of(pods: Vec<PodView>, owners: Vec<OwnerView>, in_flight: Vec<&str>) ->
     };
     let mut facts = crate::objects::pod_cache::PodCache::default();
     let mut budgets = crate::objects::budgets::KeptBudgets::default();
+    let mut tally = crate::index::tally::KeptTally::default();
     let index = Index::new(
         &view,
         &mut facts,
         &mut Default::default(),
         &mut budgets,
+        &mut tally,
         crate::testing::t0(),
     );
     view.pods

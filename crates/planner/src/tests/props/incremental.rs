@@ -1,24 +1,27 @@
 //! A [`Planner`] that keeps what it derived from each pod across passes plans exactly what a fresh
 //! [`plan`] plans, whatever it planned before: over a sequence of views that change the way a
 //! controller's stores change them (pods replaced by new versions, removed, added, moved around in
-//! the vector, nodes added and removed, evictions in flight coming and going), every pass is
-//! compared with a fresh plan of the same view.
+//! the vector, nodes added, removed, marked and unmarked, evictions in flight coming and going,
+//! owners' `minReadySeconds` changed, the clock going on), every pass is compared with a fresh plan
+//! of the same view at the same time.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
 
 use proptest::prelude::*;
 
 use super::generate::arb_world;
 use crate::{
-    ClusterView, InFlightEviction, NodeView, Planner, PodPhase, PodView, plan,
+    ClusterView, InFlightEviction, NodeView, OwnerView, Planner, PodPhase, PodView, plan,
     tests::{now, support::Rng},
 };
 
-/// One random change of the kind a watch brings between two passes.
-fn change(view: &mut ClusterView, rng: &mut Rng) -> &'static str {
+/// One random change of the kind a watch brings between two passes, or the clock going on.
+fn change(view: &mut ClusterView, clock: &mut DateTime<Utc>, rng: &mut Rng) -> &'static str {
     let pods = view.pods.len();
-    match rng.below(12) {
+    match rng.below(16) {
         // A new version of a pod: a new view, with one of its fields changed (as a watch event
         // replaces it).
         0..=2 if pods > 0 => {
@@ -115,6 +118,36 @@ fn change(view: &mut ClusterView, rng: &mut Rng) -> &'static str {
                 }
             }
         }
+        // A pod Ready since a moment ago: warming up where its workload sets minReadySeconds.
+        12 if pods > 0 => {
+            let i = rng.below(pods);
+            let mut pod = PodView::clone(&view.pods[i]);
+            pod.ready = true;
+            pod.ready_changed = Some(*clock - seconds(rng.below(90)));
+            view.pods[i] = Arc::new(pod);
+            "ready a moment ago"
+        }
+        13 if !view.owners.is_empty() => {
+            let i = rng.below(view.owners.len());
+            let mut owner = OwnerView::clone(&view.owners[i]);
+            owner.min_ready_seconds = [0, 30, 60][rng.below(3)];
+            view.owners[i] = Arc::new(owner);
+            "minReadySeconds changed"
+        }
+        // A node marked or unmarked: its pods must move, or no longer.
+        14 if !view.nodes.is_empty() => {
+            let i = rng.below(view.nodes.len());
+            let node = &mut view.nodes[i];
+            node.incompatible_since = match node.incompatible_since {
+                Some(_) => None,
+                None => Some(clock.to_rfc3339()),
+            };
+            "node marked or unmarked"
+        }
+        15 => {
+            *clock += seconds(rng.below(90));
+            "time passed"
+        }
         _ if !view.in_flight.is_empty() => {
             view.in_flight.remove(rng.below(view.in_flight.len()));
             "answered"
@@ -134,13 +167,25 @@ proptest! {
     ) {
         let mut view = world.view;
         let mut rng = Rng(seed);
+        // Half the owners set minReadySeconds: their pods Ready a moment ago warm up as the clock
+        // goes on.
+        for owner in &mut view.owners {
+            if rng.chance(50) {
+                Arc::make_mut(owner).min_ready_seconds = 60;
+            }
+        }
         let mut planner = Planner::default();
+        let mut clock = now();
         for pass in 0..passes {
-            let kept = planner.plan(&view, now());
-            prop_assert_eq!(&kept, &plan(&view, now()), "pass {}", pass);
+            let kept = planner.plan(&view, clock);
+            prop_assert_eq!(&kept, &plan(&view, clock), "pass {}", pass);
             for _ in 0..=rng.below(4) {
-                change(&mut view, &mut rng);
+                change(&mut view, &mut clock, &mut rng);
             }
         }
     }
+}
+
+fn seconds(n: usize) -> Duration {
+    Duration::seconds(i64::try_from(n).unwrap_or(0))
 }
