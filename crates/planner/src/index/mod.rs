@@ -21,7 +21,7 @@ use crate::{
     objects::lookups::{Lookups, slot_of},
     objects::node_groups::{Member, NodeGroups},
     objects::pod_cache::PodCache,
-    objects::pod_facts::{ClassKey, Covered, PodFacts},
+    objects::pod_facts::{ClassKey, Covered},
     objects::workload::{self, CountsFor},
 };
 
@@ -108,18 +108,19 @@ pub(crate) struct Index<'a> {
     /// What every schedulable Ready node has free (`None`: no node reports its allocatable),
     /// worked out once per pass, when a broken pod first asks ([`Self::free_beside`]).
     schedulable_free: OnceCell<Option<Resources>>,
-    /// The view's pods, and the facts of each (its class is worked out from them when asked for: a
-    /// large fleet's pass reads few of them, and a vector of every pod's class would cost more
-    /// to write than those reads).
+    /// The view's pods (a pod's class is worked out from its key in the node groups when asked
+    /// for: a large fleet's pass reads few of them, and a vector of every pod's class would
+    /// cost more to write than those reads).
     pods: &'a [Arc<PodView>],
-    facts: &'a [PodFacts],
+    /// Per position, which budgets cover its pod (see `PodCache::covered`).
+    covered: &'a [Covered],
     /// Per controller slot (a fact's `controller`), the class its pods get when nothing about the
     /// pod decides it, and the slot of the workload they count for (`None`: no pod of the view
     /// refers to it).
     by_controller: Vec<Option<(Class<'a>, u32)>>,
-    /// The pods with an eviction in flight, by the address of their UID (a few; not a set of every
-    /// pod).
-    in_flight_uids: FastSet<usize>,
+    /// The positions of the pods with an eviction in flight, sorted (a few; not a set of every
+    /// pod): found without reading a pod's facts.
+    in_flight_at: Vec<u32>,
     /// Per UID of the workload the pods count for (docs/design.md §2: a Deployment for the pods of
     /// its ReplicaSets), its slot in the sums' `workload_pods` (looked up, never iterated where
     /// order matters).
@@ -192,8 +193,8 @@ impl<'a> Index<'a> {
                     })
                 })
                 .collect(),
-            in_flight: in_flight.uids.clone(),
-            in_flight_at: in_flight.positions,
+            in_flight: in_flight.uids,
+            in_flight_at: in_flight.positions.clone(),
         };
         let workload_slots = resolver.owners.workload_slots;
         let sums = tally.update(
@@ -222,10 +223,10 @@ impl<'a> Index<'a> {
             pending: sums.pending,
             schedulable_free: OnceCell::new(),
             pods: &view.pods,
-            facts: &pods.facts,
+            covered: &pods.covered,
             by_controller,
             in_flight_gone: in_flight.gone,
-            in_flight_uids: in_flight.uids,
+            in_flight_at: in_flight.positions,
             workload_slots,
             #[cfg(test)]
             lookups: resolver
@@ -259,7 +260,7 @@ impl<'a> Index<'a> {
                 covered: if self.pdbs.is_empty() {
                     Covered::UNKNOWN
                 } else {
-                    self.facts[i].covered
+                    self.covered[i]
                 },
                 counts_for: self
                     .controlled(key.controller)
@@ -342,8 +343,11 @@ impl<'a> Index<'a> {
 
     /// The class of the pod at position `i`, with the class key `key`.
     fn class_at(&self, i: usize, key: &ClassKey) -> Class<'a> {
-        let going =
-            !self.in_flight_uids.is_empty() && self.in_flight_uids.contains(&self.facts[i].uid);
+        let going = !self.in_flight_at.is_empty()
+            && self
+                .in_flight_at
+                .binary_search(&u32::try_from(i).unwrap_or(u32::MAX))
+                .is_ok();
         key.seed.class(going, || {
             self.controlled(key.controller)
                 .expect("a pod whose seed needs its controller has one")
@@ -502,7 +506,7 @@ fn index_budgets<'a>(
 struct InFlight<'a> {
     /// The addresses of their UIDs: the index's `in_flight_uids`.
     uids: FastSet<usize>,
-    /// Their positions.
+    /// Their positions, sorted.
     positions: Vec<u32>,
     /// Per workload UID, the evictions in flight whose pod is not in the view: gone, and not
     /// replaced yet.
@@ -533,6 +537,8 @@ impl<'a> InFlight<'a> {
                 }
             }
         }
+        in_flight.positions.sort_unstable();
+        in_flight.positions.dedup();
         in_flight
     }
 }

@@ -14,7 +14,7 @@ use crate::{
     model::collections::{FastMap, FastSet},
     objects::classify::{Class, Ignored, Seed},
     objects::pod_cache::PodCache,
-    objects::pod_facts::PodFacts,
+    objects::pod_facts::{Covered, PodFacts},
     objects::workload,
 };
 
@@ -207,8 +207,9 @@ struct Added {
 }
 
 impl Added {
-    /// What the pod `pod`, with the facts `f`, adds against `ctx`.
-    fn of(f: &PodFacts, pod: &PodView, ctx: &Context) -> Self {
+    /// What the pod `pod`, with the facts `f` and the budgets' answer `covered`, adds against
+    /// `ctx`.
+    fn of(f: &PodFacts, covered: Covered, pod: &PodView, ctx: &Context) -> Self {
         let going = !ctx.in_flight.is_empty() && ctx.in_flight.contains(&f.uid);
         let controller = (f.controller != u32::MAX).then(|| {
             ctx.controllers[f.controller as usize].expect("every controller with pods counted")
@@ -227,7 +228,7 @@ impl Added {
             added.holding = counted.holds_node;
             added.workload_pod = is_workload;
             added.pinnable = is_workload && f.pinnable;
-            added.multi_covered = is_workload && ctx.budgets && f.covered.several();
+            added.multi_covered = is_workload && ctx.budgets && covered.several();
             added.by_policy = matches!(counted.kind, Kind::Job | Kind::ByPolicy);
             added.terminating = counted.kind == Kind::Terminating;
             added.to_move = to_drain && is_workload;
@@ -315,9 +316,10 @@ impl Sums {
 
     /// Counts every pod of `pods` against `ctx`.
     fn walk(&mut self, pods: &PodCache, views: &[Arc<PodView>], ctx: &Context) {
-        for (position, (f, pod)) in pods.facts.iter().zip(views).enumerate() {
+        let pods = pods.facts.iter().zip(&pods.covered).zip(views);
+        for (position, ((f, &covered), pod)) in pods.enumerate() {
             let position = u32::try_from(position).unwrap_or(u32::MAX);
-            self.add(position, &Added::of(f, pod, ctx));
+            self.add(position, &Added::of(f, covered, pod, ctx));
         }
     }
 
@@ -457,8 +459,8 @@ impl KeptTally {
         if self.context.is_some() && pods.positions_kept() && counts.len() <= slots {
             counts.resize(slots, 0);
             for replaced in pods.replaced() {
-                if let Some((before, _)) = &replaced.before
-                    && let Some(count) = counts.get_mut(before.controller as usize)
+                if let Some(before) = &replaced.before
+                    && let Some(count) = counts.get_mut(before.facts.controller as usize)
                 {
                     *count -= 1;
                 }
@@ -577,14 +579,17 @@ impl Sums {
         let replaced = pods.replaced();
         let changed: FastSet<u32> = replaced.iter().map(|r| r.position).collect();
         for r in replaced {
-            if let Some((f, pod)) = &r.before {
-                self.take(r.position, &Added::of(f, pod, before))?;
+            if let Some(b) = &r.before {
+                self.take(r.position, &Added::of(&b.facts, b.covered, &b.pod, before))?;
             }
         }
+        let at = |position: u32| {
+            let i = position as usize;
+            Some((pods.facts.get(i)?, *pods.covered.get(i)?, views.get(i)?))
+        };
         for r in replaced {
-            let position = r.position as usize;
-            if let (Some(f), Some(pod)) = (pods.facts.get(position), views.get(position)) {
-                self.add(r.position, &Added::of(f, pod, now));
+            if let Some((f, covered, pod)) = at(r.position) {
+                self.add(r.position, &Added::of(f, covered, pod, now));
             }
         }
         let mut again: Vec<u32> = Vec::new();
@@ -613,10 +618,9 @@ impl Sums {
             if changed.contains(&position) {
                 continue;
             }
-            let i = position as usize;
-            let (f, pod) = (pods.facts.get(i)?, views.get(i)?);
-            self.take(position, &Added::of(f, pod, before))?;
-            self.add(position, &Added::of(f, pod, now));
+            let (f, covered, pod) = at(position)?;
+            self.take(position, &Added::of(f, covered, pod, before))?;
+            self.add(position, &Added::of(f, covered, pod, now));
         }
         Some(())
     }

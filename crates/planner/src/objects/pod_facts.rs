@@ -39,9 +39,6 @@ pub(crate) struct PodFacts {
     pub(crate) order: OrderKey,
     /// What the scheduler reserves for it.
     pub(crate) requests: Requested,
-    /// Which budgets cover it, worked out once for the budgets it was worked out with (see
-    /// [`PodCache::know_cover`]).
-    pub(crate) covered: Covered,
 }
 
 /// Which of the kept answers lists the budgets covering a pod (its id among
@@ -152,7 +149,6 @@ impl PodFacts {
             labels: pass_cache::address(&pod.labels),
             order: OrderKey::of(pod),
             requests: Requested::of(pod.requests),
-            covered: Covered::UNKNOWN,
         }
     }
 }
