@@ -86,10 +86,10 @@ impl<'a> Rollouts<'a> {
 /// The view, indexed. Every collection iterates in a fixed order, whatever the order of the view's
 /// vectors.
 ///
-/// Each pod is classified once per pass, and grouped by node as positions in the view's pod list
-/// (one flat array, no list per node): a large fleet's pods are mostly on nodes that only queue for
-/// a slot, whose pods are only counted, so a pass must not spend more than a few lookups on each
-/// pod.
+/// The pods are grouped by node as positions in the view's pod list, their counts kept across
+/// passes ([`tally`]), and each one's class worked out when asked for: a large fleet's pods are
+/// mostly on nodes that only queue for a slot, whose pods are only counted, so a pass must not
+/// spend more than a few lookups on each pod.
 pub(crate) struct Index<'a> {
     /// Nodes by name.
     pub(crate) nodes: BTreeMap<&'a str, &'a NodeView>,
@@ -173,7 +173,7 @@ impl<'a> Index<'a> {
         let pods: &'a PodCache = pods;
         let owners = Owners::new(view, controllers);
         let mut resolver = Resolver::new(view, pods, controllers, owners);
-        let by_controller = resolver.resolve_all(tally.pods_per_controller(pods));
+        let by_controller = resolver.resolve_all(tally.pods_per_controller(pods, now));
         let rollouts = Rollouts::new(view);
         let context = Context {
             now,
@@ -504,7 +504,7 @@ fn index_budgets<'a>(
 
 /// The pods with an eviction in flight (a few; not a set of every pod).
 struct InFlight<'a> {
-    /// The addresses of their UIDs: the index's `in_flight_uids`.
+    /// The addresses of their UIDs, as the pods' facts hold them.
     uids: FastSet<usize>,
     /// Their positions, sorted.
     positions: Vec<u32>,

@@ -452,25 +452,17 @@ pub(crate) struct KeptTally {
 
 impl KeptTally {
     /// Per controller slot (of `pods.controllers()`), how many of the pods have it: counted again
-    /// from the facts unless they kept their positions.
-    pub(crate) fn pods_per_controller(&mut self, pods: &PodCache) -> &[u32] {
+    /// from the facts unless they kept their positions, or when the counts are due to be counted
+    /// from scratch at `now`.
+    pub(crate) fn pods_per_controller(&mut self, pods: &PodCache, now: DateTime<Utc>) -> &[u32] {
         let slots = pods.controllers().len();
+        let kept = self.context.is_some()
+            && pods.positions_kept()
+            && !self.due(now)
+            && self.controller_pods.len() <= slots
+            && Self::bring_controllers(&mut self.controller_pods, pods, slots).is_some();
         let counts = &mut self.controller_pods;
-        if self.context.is_some() && pods.positions_kept() && counts.len() <= slots {
-            counts.resize(slots, 0);
-            for replaced in pods.replaced() {
-                if let Some(before) = &replaced.before
-                    && let Some(count) = counts.get_mut(before.facts.controller as usize)
-                {
-                    *count -= 1;
-                }
-                if let Some(f) = pods.facts.get(replaced.position as usize)
-                    && let Some(count) = counts.get_mut(f.controller as usize)
-                {
-                    *count += 1;
-                }
-            }
-        } else {
+        if !kept {
             counts.clear();
             counts.resize(slots, 0);
             for f in &pods.facts {
@@ -492,6 +484,32 @@ impl KeptTally {
         counts
     }
 
+    /// Brings the pods per controller to the alignment's: `None` where one would go below zero
+    /// (never, unless they are not the last pass's).
+    fn bring_controllers(counts: &mut Vec<u32>, pods: &PodCache, slots: usize) -> Option<()> {
+        counts.resize(slots, 0);
+        for replaced in pods.replaced() {
+            if let Some(before) = &replaced.before
+                && let Some(count) = counts.get_mut(before.facts.controller as usize)
+            {
+                *count = count.checked_sub(1)?;
+            }
+            if let Some(f) = pods.facts.get(replaced.position as usize)
+                && let Some(count) = counts.get_mut(f.controller as usize)
+            {
+                *count += 1;
+            }
+        }
+        Some(())
+    }
+
+    /// Whether the counts are due to be counted from scratch at `now`: never counted, counted
+    /// [`RECOUNT_EVERY`] ago or more, or the clock went back.
+    fn due(&self, now: DateTime<Utc>) -> bool {
+        self.counted_at
+            .is_none_or(|at| now >= at + RECOUNT_EVERY || now < at)
+    }
+
     /// Brings the sums to `ctx`, for the pods of `pods` (whose views are `views`) with `workloads`
     /// workload slots: pod by pod from the last pass's where they can be, counted again from
     /// scratch otherwise, where `recount` (the pods' facts changed beyond their positions
@@ -505,10 +523,7 @@ impl KeptTally {
         recount: bool,
     ) -> &mut Sums {
         let before = self.context.take();
-        let recount = recount
-            || self
-                .counted_at
-                .is_none_or(|at| ctx.now >= at + RECOUNT_EVERY || ctx.now < at);
+        let recount = recount || self.due(ctx.now);
         let kept = !recount
             && pods.positions_kept()
             && before.as_ref().is_some_and(|b| b.leads_to(&ctx))
