@@ -185,8 +185,21 @@ impl ChildGuard {
     }
 }
 
+/// How many of its last lines a failed test prints of each of its processes' logs.
+const LOG_TAIL_LINES: usize = 300;
+
 impl Drop for ChildGuard {
     fn drop(&mut self) {
         self.kill_with(Signal::SIGTERM);
+        // The log sits in the cluster's temporary directory, which goes with the test: a failed
+        // test prints its tail, so that what the process did lands in the test's own output.
+        if std::thread::panicking() {
+            println!(
+                "--- {} (the last {LOG_TAIL_LINES} lines of {})",
+                self.name,
+                self.log.display()
+            );
+            println!("{}", self.log_tail(LOG_TAIL_LINES));
+        }
     }
 }
