@@ -372,9 +372,7 @@ impl Sums {
             Some(())
         }
         fn less_resources(total: &mut Resources, one: Resources) -> Option<()> {
-            total.cpu_millis = total.cpu_millis.checked_sub(one.cpu_millis)?;
-            total.memory_bytes = total.memory_bytes.checked_sub(one.memory_bytes)?;
-            total.pods = total.pods.checked_sub(one.pods)?;
+            *total = total.checked_less(one)?;
             Some(())
         }
         fn less_time(
@@ -461,25 +459,26 @@ impl KeptTally {
             && !self.due(now)
             && self.controller_pods.len() <= slots
             && Self::bring_controllers(&mut self.controller_pods, pods, slots).is_some();
-        let counts = &mut self.controller_pods;
         if !kept {
-            counts.clear();
-            counts.resize(slots, 0);
-            for f in &pods.facts {
-                if let Some(count) = counts.get_mut(f.controller as usize) {
-                    *count += 1;
-                }
-            }
+            self.controller_pods = Self::count_controllers(pods, slots);
         }
+        // Every test's pass counts from scratch and compares.
         #[cfg(test)]
-        {
-            let mut fresh = vec![0u32; slots];
-            for f in &pods.facts {
-                if let Some(count) = fresh.get_mut(f.controller as usize) {
-                    *count += 1;
-                }
+        assert_eq!(
+            self.controller_pods,
+            Self::count_controllers(pods, slots),
+            "pods per controller kept across passes"
+        );
+        &self.controller_pods
+    }
+
+    /// Per controller slot, how many of the pods have it, counted from their facts.
+    fn count_controllers(pods: &PodCache, slots: usize) -> Vec<u32> {
+        let mut counts = vec![0u32; slots];
+        for f in &pods.facts {
+            if let Some(count) = counts.get_mut(f.controller as usize) {
+                *count += 1;
             }
-            assert_eq!(*counts, fresh, "pods per controller kept across passes");
         }
         counts
     }

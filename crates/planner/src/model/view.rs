@@ -152,6 +152,15 @@ impl Resources {
             pods: self.pods.saturating_sub(other.pods),
         }
     }
+
+    /// `self` less `other` in every resource; `None` where `other` has more of one.
+    pub fn checked_less(self, other: Self) -> Option<Self> {
+        Some(Self {
+            cpu_millis: self.cpu_millis.checked_sub(other.cpu_millis)?,
+            memory_bytes: self.memory_bytes.checked_sub(other.memory_bytes)?,
+            pods: self.pods.checked_sub(other.pods)?,
+        })
+    }
 }
 
 impl std::ops::Add for Resources {
