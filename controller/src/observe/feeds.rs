@@ -13,7 +13,7 @@ use k8sm_api::ExecutorUpgradePolicy;
 
 use crate::observe::cached_pod::CachedPod;
 use crate::observe::deliveries::Deliveries;
-use crate::observe::mirror::Mirrors;
+use crate::observe::mirror::{Mirror, Mirrored, Mirrors};
 use crate::observe::pod_store::{PodWriter, pod_store};
 use crate::observe::stores::Stores;
 use crate::observe::trim::{
@@ -77,77 +77,92 @@ impl Stores {
 
 impl Feeds {
     pub fn node(&mut self, event: Event<Node>) {
-        self.mirrors
-            .nodes
-            .observe(&apply(&mut self.nodes, event, trim_node));
+        apply(&self.mirrors.nodes, &mut self.nodes, event, trim_node);
     }
 
     /// A pod as the watch delivers it: the JSON of a Pod, parsed into the cache's own type.
     pub fn pod(&mut self, event: Event<CachedPod>) {
-        self.pods.apply(&event);
-        self.mirrors.pods.observe(&event);
+        let pods = &mut self.pods;
+        self.mirrors.pods.apply(&event, |event| pods.apply(event));
     }
 
     pub fn deployment(&mut self, event: Event<Deployment>) {
-        self.mirrors.owners.deployments.observe(&apply(
+        apply(
+            &self.mirrors.owners.deployments,
             &mut self.deployments,
             event,
             trim_deployment,
-        ));
+        );
     }
 
     pub fn replica_set(&mut self, event: Event<ReplicaSet>) {
-        self.mirrors.owners.replica_sets.observe(&apply(
+        apply(
+            &self.mirrors.owners.replica_sets,
             &mut self.replica_sets,
             event,
             trim_replica_set,
-        ));
+        );
     }
 
     pub fn stateful_set(&mut self, event: Event<StatefulSet>) {
-        self.mirrors.owners.stateful_sets.observe(&apply(
+        apply(
+            &self.mirrors.owners.stateful_sets,
             &mut self.stateful_sets,
             event,
             trim_stateful_set,
-        ));
+        );
     }
 
     pub fn pdb(&mut self, event: Event<PodDisruptionBudget>) {
-        self.mirrors
-            .pdbs
-            .observe(&apply(&mut self.pdbs, event, trim_meta));
+        apply(&self.mirrors.pdbs, &mut self.pdbs, event, trim_meta);
     }
 
     pub fn policy(&mut self, event: Event<ExecutorUpgradePolicy>) {
-        apply(&mut self.policies, event, trim_meta);
+        self.policies
+            .apply_watcher_event(&trimmed(event, trim_meta));
     }
 
     /// Ends each cache's first list: what was given as `InitApply` becomes its content, as at the
     /// end of a watch's first list.
     pub fn listed(&mut self) {
-        self.nodes.apply_watcher_event(&Event::InitDone);
-        self.mirrors.nodes.observe(&Event::InitDone);
-        self.pods.apply(&Event::InitDone);
-        self.mirrors.pods.observe(&Event::InitDone);
-        self.deployments.apply_watcher_event(&Event::InitDone);
-        self.mirrors.owners.deployments.observe(&Event::InitDone);
-        self.replica_sets.apply_watcher_event(&Event::InitDone);
-        self.mirrors.owners.replica_sets.observe(&Event::InitDone);
-        self.stateful_sets.apply_watcher_event(&Event::InitDone);
-        self.mirrors.owners.stateful_sets.observe(&Event::InitDone);
-        self.pdbs.apply_watcher_event(&Event::InitDone);
-        self.mirrors.pdbs.observe(&Event::InitDone);
+        let mirrors = &self.mirrors;
+        mirrors
+            .nodes
+            .apply(&Event::InitDone, |e| self.nodes.apply_watcher_event(e));
+        mirrors.pods.apply(&Event::InitDone, |e| self.pods.apply(e));
+        let owners = &mirrors.owners;
+        owners.deployments.apply(&Event::InitDone, |e| {
+            self.deployments.apply_watcher_event(e)
+        });
+        owners.replica_sets.apply(&Event::InitDone, |e| {
+            self.replica_sets.apply_watcher_event(e)
+        });
+        owners.stateful_sets.apply(&Event::InitDone, |e| {
+            self.stateful_sets.apply_watcher_event(e)
+        });
+        mirrors
+            .pdbs
+            .apply(&Event::InitDone, |e| self.pdbs.apply_watcher_event(e));
         self.policies.apply_watcher_event(&Event::InitDone);
     }
 }
 
-/// Applies `event`, trimmed, as the reflector does, and returns it.
-fn apply<K>(writer: &mut Writer<K>, event: Event<K>, trim: fn(&mut K)) -> Event<K>
-where
+/// Applies `event`, trimmed, to the cache and its mirror, as the watch does.
+fn apply<K, V: Mirrored>(
+    mirror: &Mirror<K, V>,
+    writer: &mut Writer<K>,
+    event: Event<K>,
+    trim: fn(&mut K),
+) where
     K: Resource + Clone,
     K::DynamicType: Clone + Eq + std::hash::Hash + Default,
 {
-    let event = match event {
+    mirror.apply(&trimmed(event, trim), |e| writer.apply_watcher_event(e));
+}
+
+/// `event` with its object trimmed, as the watch trims it.
+fn trimmed<K>(event: Event<K>, trim: fn(&mut K)) -> Event<K> {
+    match event {
         Event::Apply(mut object) => {
             trim(&mut object);
             Event::Apply(object)
@@ -157,7 +172,5 @@ where
             Event::InitApply(object)
         }
         other => other,
-    };
-    writer.apply_watcher_event(&event);
-    event
+    }
 }

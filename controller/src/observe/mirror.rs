@@ -5,8 +5,9 @@
 //! The cache stays the truth. After a relist, or for a new reader, the kind's part of the view is
 //! rebuilt from the cache (the owners' kinds share one vector); in between, it is brought up to
 //! date with the latest version of each object that changed.
-//! The hook sees an event only once the cache holds it, so an event that one update misses is read
-//! by the next one.
+//! An event goes into the cache and into the mirror under the mirror's lock, so that a pass that
+//! finds a change in the cache finds it in the view it builds next: the loop waits for its own
+//! writes in the cache and then plans on the view.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -166,27 +167,30 @@ impl<K, V: Mirrored> Mirror<K, V> {
         }
     }
 
-    /// Records `event`, which the store already holds.
-    pub fn observe(&self, event: &Event<K>) {
-        let (key, version) = match event {
+    /// Applies `event` to the cache with `apply` and records it, both under the mirror's lock: a
+    /// reader that takes the changes after the cache shows this event takes it too. Converted
+    /// before the lock is taken.
+    pub fn apply(&self, event: &Event<K>, apply: impl FnOnce(&Event<K>)) {
+        let change = match event {
             Event::Apply(object) => {
                 let view = (self.convert)(object);
-                (view.key(), Some(view))
+                Some((view.key(), Some(view)))
             }
-            Event::Delete(object) => ((self.convert)(object).key(), None),
+            Event::Delete(object) => Some(((self.convert)(object).key(), None)),
             // The store keeps what it had until the list is complete.
-            Event::Init | Event::InitApply(_) => return,
-            Event::InitDone => {
-                let mut pending = self.lock();
-                pending.resync = true;
-                pending.changes.clear();
-                return;
-            }
+            Event::Init | Event::InitApply(_) | Event::InitDone => None,
         };
         let mut pending = self.lock();
-        // Without a reader, or with the whole store to read again, the change is read from the
-        // store.
-        if pending.reader != 0 && !pending.resync {
+        apply(event);
+        if let Event::InitDone = event {
+            pending.resync = true;
+            pending.changes.clear();
+        } else if let Some((key, version)) = change
+            // Without a reader, or with the whole store to read again, the change is read from
+            // the store.
+            && pending.reader != 0
+            && !pending.resync
+        {
             pending.changes.insert(key, version);
         }
     }
@@ -366,6 +370,38 @@ mod tests {
         ]
     }
 
+    /// The loop waits until the store shows its own write, then builds the view from the mirror:
+    /// a change the store shows must be in the reader's next update, also while the watch's task
+    /// is between taking it into the store and recording it.
+    #[test]
+    fn a_change_the_store_shows_is_in_the_next_update() {
+        let (store, mut writer) = reflector::store::<Node>();
+        let mirror = nodes();
+        feed(&mut writer, &mirror, Event::Init);
+        feed(&mut writer, &mirror, Event::InitApply(node(1, 1)));
+        feed(&mut writer, &mirror, Event::InitDone);
+        let mut kept = Kept::<NodeView>::default();
+        let mut items = Vec::new();
+        kept.update_from_store(&mirror, &store, &mut items);
+        let (shown, in_store) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            let watch = &mirror;
+            scope.spawn(move || {
+                watch.apply(&Event::Apply(node(1, 2)), |event| {
+                    writer.apply_watcher_event(event);
+                    shown.send(()).unwrap();
+                    // The watch's task held up right after the store took the event in.
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                });
+            });
+            in_store.recv().unwrap();
+            let cached = store.state()[0].metadata.labels.clone().unwrap_or_default();
+            assert_eq!(cached["v"], "2", "the store shows it");
+            kept.update_from_store(&mirror, &store, &mut items);
+            assert_eq!(items[0].labels["v"], "2", "the view shows it too");
+        });
+    }
+
     /// The objects as the view and as the store hold them, by name.
     fn by_name(views: &[NodeView]) -> BTreeMap<String, BTreeMap<String, String>> {
         views
@@ -375,8 +411,7 @@ mod tests {
     }
 
     fn feed(writer: &mut Writer<Node>, mirror: &NodeMirror, event: Event<Node>) {
-        writer.apply_watcher_event(&event);
-        mirror.observe(&event);
+        mirror.apply(&event, |event| writer.apply_watcher_event(event));
     }
 
     proptest! {
@@ -488,13 +523,15 @@ mod tests {
                 match deployment {
                     true => {
                         let event = convert(event, |o| of(o).0.unwrap());
-                        deployment_writer.apply_watcher_event(&event);
-                        mirrors.deployments.observe(&event);
+                        mirrors
+                            .deployments
+                            .apply(&event, |event| deployment_writer.apply_watcher_event(event));
                     }
                     false => {
                         let event = convert(event, |o| of(o).1.unwrap());
-                        replica_set_writer.apply_watcher_event(&event);
-                        mirrors.replica_sets.observe(&event);
+                        mirrors
+                            .replica_sets
+                            .apply(&event, |event| replica_set_writer.apply_watcher_event(event));
                     }
                 }
             };

@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -218,10 +218,10 @@ impl Watches<'_> {
         K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
     {
-        self.reflect_held(trim, |_| {})
+        self.reflect_with(trim, |writer, event| writer.apply_watcher_event(event))
     }
 
-    /// Like [`Watches::reflect`], and `mirror` records each event once the store holds it.
+    /// Like [`Watches::reflect`], and `mirror` records each event as the store takes it in.
     fn reflect_mirrored<K, V>(&mut self, trim: fn(&mut K), mirror: Mirror<K, V>) -> Store<K>
     where
         K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
@@ -229,13 +229,14 @@ impl Watches<'_> {
         V: Mirrored + Send + 'static,
         V::Key: Send,
     {
-        self.reflect_held(trim, move |event| mirror.observe(event))
+        self.reflect_with(trim, move |writer, event| {
+            mirror.apply(event, |event| writer.apply_watcher_event(event));
+        })
     }
 
     /// The pods, into the controller's own cache ([`PodStore`]; they are cut down while they are
     /// parsed, so nothing is left to trim): `observe` sees each event with the cache as it was
-    /// right before the event is applied to it, and `mirror` records it once the cache holds
-    /// it.
+    /// right before the event is applied to it, and `mirror` records it as the cache takes it in.
     fn reflect_pods(
         &mut self,
         observe: impl Fn(&PodStore, &watcher::Event<CachedPod>) + Send + 'static,
@@ -248,12 +249,11 @@ impl Watches<'_> {
             |_| {},
             self.health(<CachedPod as k8s_openapi::Resource>::KIND),
         );
-        // As kube's reflector: every item signals a change, a failure too (see `reflect_held`).
+        // As kube's reflector: every item signals a change, a failure too (see `reflect_with`).
         let stream = events.map(move |event| {
             if let Ok(event) = event {
                 observe(&before, &event);
-                writer.apply(&event);
-                mirror.observe(&event);
+                mirror.apply(&event, |event| writer.apply(event));
             }
         });
         self.changes.push(Box::pin(stream));
@@ -269,29 +269,28 @@ impl Watches<'_> {
         }
     }
 
-    /// Like [`Watches::reflect`], and `held` sees each (trimmed) event once the store holds it.
-    fn reflect_held<K>(
+    /// A store fed by a watch of `K`, each (trimmed) event applied to it by `apply`, as kube's
+    /// reflector applies it.
+    fn reflect_with<K>(
         &mut self,
         trim: fn(&mut K),
-        held: impl Fn(&watcher::Event<K>) + Send + 'static,
+        mut apply: impl FnMut(&mut Writer<K>, &watcher::Event<K>) + Send + 'static,
     ) -> Store<K>
     where
         K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
     {
-        let (reader, writer) = reflector::store();
+        let (reader, mut writer) = reflector::store();
         let kind = K::kind(&Default::default()).into_owned();
         let events = restarting_watch(Api::all(self.client.clone()), trim, self.health(&kind));
         // A failure signals a change too: the loop must learn when a watch starts failing (to stop
         // acting once it has failed for too long) as it learns of its recovery (a complete
         // list, which changes the store).
-        let stream = reflector::reflector(writer, events)
-            .inspect(move |event| {
-                if let Ok(event) = event {
-                    held(event);
-                }
-            })
-            .map(|_| ());
+        let stream = events.map(move |event| {
+            if let Ok(event) = event {
+                apply(&mut writer, &event);
+            }
+        });
         self.changes.push(Box::pin(stream));
         reader
     }

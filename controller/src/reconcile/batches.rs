@@ -15,19 +15,31 @@ pub(crate) const CONTINUATION_CALLS: usize = 4;
 /// for node writes. Kinds keep their order: a node is admitted before its pods move, unmanaged pods
 /// are deleted after the evictions of the same pass (docs/design.md §5.3: they go once no owned pod
 /// waits), kamikaze comes last.
-pub(crate) fn batch_len(actions: &[Action]) -> usize {
+pub(crate) fn batch_len<A: AsAction>(actions: &[A]) -> usize {
     let Some(first) = actions.first() else {
         return 0;
     };
-    let kind = std::mem::discriminant(&first.kind);
+    let kind = std::mem::discriminant(&first.action().kind);
     let mut nodes = HashSet::new();
     actions
         .iter()
+        .map(AsAction::action)
         .take_while(|a| {
             std::mem::discriminant(&a.kind) == kind
                 && (a.kind.pod().is_some() || a.kind.node().is_none_or(|node| nodes.insert(node)))
         })
         .count()
+}
+
+/// What a batch is made of: an action, or an action with what it needs besides.
+pub(crate) trait AsAction {
+    fn action(&self) -> &Action;
+}
+
+impl AsAction for Action {
+    fn action(&self) -> &Action {
+        self
+    }
 }
 
 /// The order in which a batch's actions are tried: evictions of the `continuing` workloads first (a
@@ -165,7 +177,7 @@ mod tests {
             delete("p5"),
         ];
         assert_eq!(batches(&actions), [1, 2, 2, 1, 1]);
-        assert_eq!(batch_len(&[]), 0);
+        assert_eq!(batch_len::<Action>(&[]), 0);
     }
 
     #[test]

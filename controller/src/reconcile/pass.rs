@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use kube::{Resource, ResourceExt};
 
 use k8sm_api::ExecutorUpgradePolicy;
-use k8sm_planner::{Action, ActionKind, Decision, Plan, Reason};
+use k8sm_planner::{ActionKind, Decision, Plan, Reason};
 
 use crate::memory::backoff;
 use crate::memory::in_flight::PodWatch;
@@ -21,7 +21,7 @@ use crate::report::metrics::Stage;
 use super::Controller;
 use super::batches::{batch_len, continuations_first, continues};
 use super::pass_result::{Hold, PassResult};
-use super::writes::{self, WriteCrew};
+use super::writes::{self, NodeWrite, PlannedVersions, WriteCrew, planned_versions};
 
 /// The watches as the pass found them.
 struct Observed {
@@ -34,10 +34,12 @@ struct Observed {
     pods: PodWatch,
 }
 
-/// The plan, and whether the remembered sizes its evictions count on are stored.
+/// The plan, whether the remembered sizes its evictions count on are stored, and the version of
+/// each node it writes as the plan saw it.
 struct Thought {
     plan: Plan,
     sizes_stored: bool,
+    planned_versions: PlannedVersions,
 }
 
 /// What acting leaves for the report: the nodes written in this pass, and the nodes whose actions
@@ -50,7 +52,11 @@ struct Acted<'p> {
 impl Controller {
     pub(super) async fn pass(&mut self) -> PassResult {
         let seen = self.observe();
-        let Thought { plan, sizes_stored } = self.think(&seen).await;
+        let Thought {
+            plan,
+            sizes_stored,
+            planned_versions,
+        } = self.think(&seen).await;
         let acting = Instant::now();
         let mut result = PassResult {
             wake_at: plan.next_wake,
@@ -59,7 +65,7 @@ impl Controller {
         };
         self.report_stale(&plan, &seen.stale).await;
         self.forget_gone();
-        let acted = self.act(&plan, &seen, sizes_stored, &mut result);
+        let acted = self.act(&plan, &seen, sizes_stored, planned_versions, &mut result);
         let eventing = Instant::now();
         self.metrics
             .stage_took(Stage::Act, (eventing - acting).as_secs_f64());
@@ -147,7 +153,12 @@ impl Controller {
             in_flight = self.in_flight.len(),
             "planned"
         );
-        Thought { plan, sizes_stored }
+        let planned_versions = planned_versions(&view, &plan);
+        Thought {
+            plan,
+            sizes_stored,
+            planned_versions,
+        }
     }
 
     /// Carries out the plan, batch by batch.
@@ -170,12 +181,13 @@ impl Controller {
         plan: &'p Plan,
         seen: &Observed,
         sizes_stored: bool,
+        mut planned_versions: PlannedVersions,
         result: &mut PassResult,
     ) -> Acted<'p> {
         let mut written: HashSet<&str> = HashSet::new();
         let mut held: HashMap<String, Hold> = self.writes.holding();
         let writing = self.writes.busy();
-        let mut job: Vec<Action> = Vec::new();
+        let mut job: Vec<NodeWrite> = Vec::new();
         // Workloads with an eviction planned and not launched: they wait (see
         // `crate::memory::reaction`).
         let mut unsent: HashSet<String> = HashSet::new();
@@ -209,7 +221,10 @@ impl Controller {
                                 held.insert(node.to_owned(), Hold::Writing);
                             }
                         }
-                        job.push(action.clone());
+                        job.push(NodeWrite {
+                            action: action.clone(),
+                            planned_version: node.and_then(|n| planned_versions.remove(n)),
+                        });
                     }
                     continue;
                 }

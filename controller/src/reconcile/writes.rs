@@ -5,18 +5,19 @@
 //! fills), so its writes, and the pods of a node the job writes ([`holds_pods`]), wait until the
 //! job has answered and the cache shows them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use k8sm_planner::{Action, ActionKind};
+use k8sm_planner::{Action, ActionKind, ClusterView, Plan};
+use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
 
-use super::batches::batch_len;
+use super::batches::{AsAction, batch_len};
 use super::carry_out::{carry_out, node_of};
 use super::pass_result::Hold;
 use crate::Error;
@@ -36,6 +37,40 @@ pub(super) struct WriteCrew {
     /// more.
     pub leadership: Leadership,
     pub stopping: watch::Receiver<bool>,
+}
+
+/// A node's resourceVersion as the plan saw it, by node name.
+pub(super) type PlannedVersions = HashMap<String, String>;
+
+/// The version of each node `plan` writes, as `view` (the plan's) holds it.
+pub(super) fn planned_versions(view: &ClusterView, plan: &Plan) -> PlannedVersions {
+    let written: HashSet<&str> = plan
+        .actions
+        .iter()
+        .filter(|a| a.kind.pod().is_none())
+        .filter_map(|a| a.kind.node())
+        .collect();
+    if written.is_empty() {
+        return PlannedVersions::new();
+    }
+    view.nodes
+        .iter()
+        .filter(|n| written.contains(n.name.as_str()))
+        .filter_map(|n| Some((n.name.clone(), n.resource_version.clone()?)))
+        .collect()
+}
+
+/// One write of the job, with the version of its node that the plan saw.
+#[derive(Clone)]
+pub(super) struct NodeWrite {
+    pub action: Action,
+    pub planned_version: Option<String>,
+}
+
+impl AsAction for NodeWrite {
+    fn action(&self) -> &Action {
+        &self.action
+    }
 }
 
 /// One write's answer.
@@ -85,11 +120,14 @@ impl Writes {
     /// Starts the job of `actions`, in their order (the plan's order of kinds, see `batch_len`; one
     /// action per node), each batch's writes at once, at most `width` at a time (the call limit
     /// when the job starts).
-    pub fn launch(&mut self, actions: Vec<Action>, width: usize, crew: WriteCrew) {
+    pub fn launch(&mut self, actions: Vec<NodeWrite>, width: usize, crew: WriteCrew) {
         debug_assert!(!self.busy(), "one job at a time");
         self.nodes = actions
             .iter()
-            .filter_map(|a| a.kind.node().map(|n| (n.to_owned(), holds_pods(&a.kind))))
+            .filter_map(|w| {
+                let kind = &w.action.kind;
+                kind.node().map(|n| (n.to_owned(), holds_pods(kind)))
+            })
             .collect();
         let crew = Arc::new(crew);
         self.job.spawn(async move {
@@ -113,9 +151,9 @@ impl Writes {
                 // Unordered: one slow call must not keep the next ones from starting; the answers
                 // are put back in the plan's order.
                 let mut batch_answers: Vec<(usize, WriteAnswer)> =
-                    futures::stream::iter(batch.iter().cloned().enumerate().map(|(i, action)| {
+                    futures::stream::iter(batch.iter().cloned().enumerate().map(|(i, planned)| {
                         let crew = crew.clone();
-                        async move { (i, write(&crew, action).await) }
+                        async move { (i, write(&crew, planned).await) }
                     }))
                     .buffer_unordered(width.max(1))
                     .collect()
@@ -143,8 +181,14 @@ impl Writes {
     }
 }
 
-/// Carries out one write.
-async fn write(crew: &WriteCrew, action: Action) -> WriteAnswer {
+/// Carries out one write, on the node as the plan saw it: the patch carries the cached
+/// resourceVersion, and a cache that moved on since the plan (the job runs after it, and may
+/// follow another write) would make a decision taken on an older node pass that precondition.
+async fn write(crew: &WriteCrew, planned: NodeWrite) -> WriteAnswer {
+    let NodeWrite {
+        action,
+        planned_version,
+    } = planned;
     let node = action
         .kind
         .node()
@@ -155,12 +199,61 @@ async fn write(crew: &WriteCrew, action: Action) -> WriteAnswer {
         .and_then(|pod| node_of(&crew.stores, pod));
     let borrowed = (&crew.executor, &*crew.events, &*crew.metrics, &crew.stores);
     let started = Instant::now();
-    let outcome = carry_out(borrowed, &action, node.as_deref()).await;
+    let outcome = match overtaken(node.as_deref(), planned_version.as_deref()) {
+        Some(why) => Ok(Outcome::Stale(why)),
+        None => carry_out(borrowed, &action, node.as_deref()).await,
+    };
     WriteAnswer {
         action,
         node,
         pod_node,
         outcome,
         took: started.elapsed(),
+    }
+}
+
+/// Why a write planned on `planned` (the node's resourceVersion in the plan's view) must not go on
+/// the `cached` node, if it must not: the cache moved on since the plan.
+fn overtaken(cached: Option<&Node>, planned: Option<&str>) -> Option<String> {
+    let (cached, planned) = (cached?, planned?);
+    let version = cached.resource_version().unwrap_or_default();
+    (version != planned).then(|| {
+        format!(
+            "node {} changed since the plan (resourceVersion {planned} planned, {version} cached)",
+            cached.name_any()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn node(version: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some("n1".into()),
+                resource_version: Some(version.into()),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        }
+    }
+
+    /// A kamikaze planned on a view that missed the last one must not be written on the cached node
+    /// that shows it: its resourceVersion would pass the patch's precondition.
+    #[test]
+    fn a_write_goes_only_on_the_node_version_it_was_planned_on() {
+        assert_eq!(overtaken(Some(&node("7")), Some("7")), None);
+        let why = overtaken(Some(&node("8")), Some("7")).expect("overtaken");
+        assert!(
+            why.contains("n1") && why.contains('7') && why.contains('8'),
+            "{why}"
+        );
+        // Nothing to compare: the write decides (a node gone is its own answer).
+        assert_eq!(overtaken(Some(&node("8")), None), None);
+        assert_eq!(overtaken(None, Some("7")), None);
     }
 }

@@ -16,6 +16,7 @@ pub fn node_view(node: &Node) -> NodeView {
     NodeView {
         name: node.name_any(),
         uid: node.uid().unwrap_or_default(),
+        resource_version: node.resource_version(),
         incompatible_label: labels.contains_key(keys::INCOMPATIBLE_EXECUTOR_LABEL),
         labels,
         executor_id: annotation(meta, keys::EXECUTOR_ID_ANNOTATION),

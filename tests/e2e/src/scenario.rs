@@ -38,13 +38,15 @@ pub fn executor_id(version: &str) -> String {
 }
 
 pub struct Scenario {
+    // Field order matters: the processes stop, and a failed test prints their logs, before the
+    // cluster removes its directory with the logs in it.
+    pub controllers: Vec<ChildGuard>,
+    pub agent: ChildGuard,
     pub cluster: TestCluster,
     pub client: Client,
     pub namespace: String,
     pub old_id: String,
     pub new_id: String,
-    pub agent: ChildGuard,
-    pub controllers: Vec<ChildGuard>,
 }
 
 impl Scenario {

@@ -64,6 +64,10 @@ pub struct NodeView {
     /// `metadata.uid`: tells a node that came back under the same name (kamikaze DeleteNode) from
     /// the deleted one.
     pub uid: String,
+    /// `metadata.resourceVersion` of the object this was read from: a write decided on this view
+    /// is made only to that version. Not used in decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
     /// `metadata.labels` (node selection and the opt-out label).
     pub labels: BTreeMap<String, String>,
     /// The `k8s.mesosphere.io/executor-id` annotation: the executor that runs on the node now.
