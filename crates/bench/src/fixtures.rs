@@ -72,6 +72,7 @@ pub fn run(tool: Tool, round: usize, makespan: f64, unavailable: f64) -> Run {
         ],
         leftovers: None,
         node_phases: None,
+        landed: None,
         notes: vec![],
         series: BTreeMap::new(),
     }

@@ -14,6 +14,7 @@ pub mod env;
 mod fixtures;
 pub mod fleet_on_cluster;
 pub mod index;
+pub mod landing;
 pub mod machine;
 pub mod mess;
 pub mod model;

@@ -188,6 +188,7 @@ fn pod_obs(pod: &Pod) -> Option<PodObs> {
                         && c.reason.as_deref() == Some("EvictionByEvictionAPI")
                 })
             }),
+        requests: k8sm_view::requests_of(pod),
     })
 }
 
@@ -211,5 +212,25 @@ fn node_obs(node: &Node, new_id: &str) -> NodeObs {
             .annotations()
             .get(keys::EXECUTOR_ID_ANNOTATION)
             .is_some_and(|id| id == new_id),
+        allocatable: node
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.as_ref())
+            .map(k8sm_view::allocatable),
+        schedulable: schedulable(node),
     }
+}
+
+/// Whether kube-scheduler may bind the fleet's pods to `node`: not cordoned, and no taint that
+/// keeps them off (they tolerate none; PreferNoSchedule only scores).
+fn schedulable(node: &Node) -> bool {
+    let Some(spec) = node.spec.as_ref() else {
+        return true;
+    };
+    !spec.unschedulable.unwrap_or(false)
+        && spec
+            .taints
+            .iter()
+            .flatten()
+            .all(|taint| taint.effect == "PreferNoSchedule")
 }

@@ -213,7 +213,10 @@ const METHOD: &[&str] = &[
      was fully Ready again (at most 2 minutes after the last upgrade), d = the owner's desired replicas; summed \
      over owners, and the worst owner.",
     "Disruptions per pod: pods evicted or deleted during the run (replacements disrupted again count again), over \
-     the pods present at the start.",
+     the pods present at the start. Its floor: 1 plus, per pod, the replacements that the watches saw bound to a \
+     node still to drain while no schedulable node that is not to drain had room for their requests (the \
+     allocatable less the requests of the pods bound there, the DaemonSet's included): those had to move again \
+     whatever the tool did, given where the scheduler put the others.",
     "The tool's apiserver requests are counted exactly from the kube-apiserver's audit log (level Metadata, one \
      event per request when its response completes): k8sm's controller authenticates as user `k8sm-controller`, \
      the baselines' operator (its `kubectl drain` and `uncordon`, the kamikaze patch and one watch of the node \
@@ -406,6 +409,15 @@ fn availability_rows(table: &mut FiguresTable<'_>) {
 fn disruption_rows(table: &mut FiguresTable<'_>) {
     table.row("disruptions / pod", &|r| {
         spread(r, &|r| r.disruptions_per_pod(), &two_decimals)
+    });
+    table.row("… floor the free capacity allowed", &|r| {
+        spread(r, &|r| r.disruptions_floor(), &two_decimals)
+    });
+    table.row("… replacements landed on nodes still to drain", &|r| {
+        spread(r, &|r| r.landed.map(|l| l.to_drain as f64), &count)
+    });
+    table.row("… … of which no other node had room", &|r| {
+        spread(r, &|r| r.landed.map(|l| l.forced as f64), &count)
     });
     table.row("… disruptions without the Eviction API", &|r| {
         spread(r, &|r| Some(r.outside_disruptions as f64), &count)

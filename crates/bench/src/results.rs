@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::ToolRequests;
+use crate::landing::Landed;
 use crate::requests::HistogramQuantiles;
 use crate::stats::{LowerBound, percentile};
 use crate::timeline::{Leftovers, NodePhases, OwnerOutcome, Timeline};
@@ -215,6 +216,9 @@ pub struct Run {
     /// measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_phases: Option<NodePhases>,
+    /// Where the replacements landed, by the watches (absent in reports before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed: Option<Landed>,
     pub notes: Vec<String>,
     /// Ready pods over time of the charted owners: (seconds since the run's start, ready).
     #[serde(default)]
@@ -248,6 +252,7 @@ impl Run {
             leftovers: timeline.leftovers(),
             // Needs the nodes the tool drained at once, set by the caller (runs.rs).
             node_phases: None,
+            landed: Some(timeline.landed()),
             notes: Vec::new(),
             series: BTreeMap::new(),
         }
@@ -320,6 +325,14 @@ impl Run {
 
     pub fn disruptions_per_pod(&self) -> Option<f64> {
         (self.pods > 0).then(|| self.disruptions as f64 / self.pods as f64)
+    }
+
+    /// The least disruptions per pod the fleet's free capacity allowed, as this run's replacements
+    /// were placed: every pod once, and once more each replacement that had nowhere to go but a
+    /// node still to drain ([`Landed::forced`]).
+    pub fn disruptions_floor(&self) -> Option<f64> {
+        let landed = self.landed.as_ref()?;
+        (self.pods > 0).then(|| 1.0 + landed.forced as f64 / self.pods as f64)
     }
 }
 

@@ -19,6 +19,10 @@ pub const PLAN_AT_NODES: usize = 5000;
 pub const PLAN_IN_CONTROLLER_AT_NODES: usize = 1000;
 /// The criterion group of passes by a planner kept from pass to pass, as the controller plans.
 pub const KEPT_PLANNER: &str = "plan-kept/";
+/// k8sm's disruptions per pod at most this many…
+pub const DISRUPTIONS_PER_POD: f64 = 1.05;
+/// …and at most this far above the floor the fleet's free capacity allowed.
+pub const ABOVE_FLOOR: f64 = 0.03;
 /// Peak RSS, judged at 1,000 nodes / 30,000 pods or more.
 pub const RSS_BYTES: f64 = 150e6;
 pub const RSS_AT: (usize, usize) = (1000, 30_000);
@@ -58,6 +62,7 @@ pub fn judge(summary: &Summary) -> Vec<Target> {
         judge_vs_parallel(speedup),
         judge_speedup(&summary.scenario, speedup),
         judge_unavailable(&k8sm, &parallel),
+        judge_landing(&k8sm),
         judge_reaction(&summary.scenario, &k8sm),
         judge_planner(summary, &k8sm),
         judge_rss(&summary.scenario, &k8sm),
@@ -253,6 +258,43 @@ fn judge_unavailable(k8sm: &[&Run], parallel: &[&Run]) -> Target {
 
 /// Reaction p99, by the benchmark's watches (the controller's histogram is shown beside it, never
 /// instead).
+/// Land once: k8sm's median disruptions per pod, against the absolute target and against the median
+/// floor its runs' placements allowed (docs/decisions/0002-land-once.md).
+fn judge_landing(k8sm: &[&Run]) -> Target {
+    let complete: Vec<&Run> = k8sm.iter().copied().filter(|r| r.completed).collect();
+    let per_pod = Spread::over(&complete, Run::disruptions_per_pod);
+    let floor = Spread::over(&complete, Run::disruptions_floor);
+    let two = |v: f64| format!("{v:.2}");
+    Target {
+        key: "land-once",
+        target: format!(
+            "k8sm's disruptions per pod ≤ {DISRUPTIONS_PER_POD:.2} and within {ABOVE_FLOOR:.2} of the floor the \
+             fleet's free capacity allowed (medians of its complete runs)"
+        ),
+        figure: match (per_pod, floor) {
+            (Some(p), Some(f)) => format!("{} (floor {})", p.show(two), f.show(two)),
+            (Some(p), None) => format!("{} (floor not measured)", p.show(two)),
+            _ => "–".into(),
+        },
+        verdict: match (per_pod, floor) {
+            (Some(p), Some(f)) => {
+                let above = p.median - f.median;
+                met_or(
+                    p.median <= DISRUPTIONS_PER_POD && above <= ABOVE_FLOOR,
+                    || {
+                        format!(
+                            "{:.2} per pod, {above:.2} above the floor {:.2}",
+                            p.median, f.median
+                        )
+                    },
+                )
+            }
+            (Some(_), None) => Verdict::NotJudged("the floor was not measured".into()),
+            _ => Verdict::NotJudged("no complete k8sm run".into()),
+        },
+    }
+}
+
 fn judge_reaction(s: &Scenario, k8sm: &[&Run]) -> Target {
     let worst = k8sm
         .iter()
@@ -397,6 +439,7 @@ fn judge_at_scale(s: &Scenario, k8sm: &[&Run]) -> Target {
 mod tests {
     use super::*;
     use crate::fixtures::summary;
+    use crate::landing::Landed;
     use crate::results::PlannerBench;
 
     fn verdict<'a>(targets: &'a [Target], key: &str) -> &'a Verdict {
@@ -429,6 +472,46 @@ mod tests {
         ));
         assert!(matches!(verdict(&targets, "rss"), Verdict::NotJudged(_)));
         assert!(matches!(verdict(&targets, "planner"), Verdict::Missed(r) if r == "25.00 ms"));
+    }
+
+    /// Land once is judged on k8sm's complete runs, against 1.05 per pod and against the floor
+    /// their placements allowed; reports from before the floor was measured are not judged.
+    #[test]
+    fn land_once_is_judged_against_the_floor_and_the_absolute_target() {
+        let with = |disruptions: u64, forced: u64| {
+            let mut s = summary();
+            for run in s.runs.iter_mut().filter(|r| r.tool == Tool::K8sm) {
+                run.disruptions = disruptions;
+                run.landed = Some(Landed {
+                    to_drain: forced + 3,
+                    forced,
+                });
+            }
+            judge(&s)
+        };
+        assert!(matches!(
+            verdict(&judge(&summary()), "land-once"),
+            Verdict::NotJudged(r) if r.contains("floor")
+        ));
+        // 100 pods: 1.04 per pod against a floor of 1.02.
+        assert_eq!(verdict(&with(104, 2), "land-once"), &Verdict::Met);
+        // Within 0.02 of the floor, above 1.05.
+        assert!(
+            matches!(verdict(&with(108, 6), "land-once"), Verdict::Missed(r) if r.contains("1.08"))
+        );
+        // Under 1.05, 0.04 above the floor.
+        assert!(matches!(
+            verdict(&with(105, 1), "land-once"),
+            Verdict::Missed(r) if r.contains("0.04 above the floor 1.01")
+        ));
+        let mut s = summary();
+        for run in s.runs.iter_mut().filter(|r| r.tool == Tool::K8sm) {
+            run.completed = false;
+        }
+        assert!(matches!(
+            verdict(&judge(&s), "land-once"),
+            Verdict::NotJudged(_)
+        ));
     }
 
     /// The controller plans with a kept planner: when criterion measured one, the target is judged

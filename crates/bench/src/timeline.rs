@@ -10,6 +10,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use k8sm_planner::Resources;
+
+use crate::landing::{Landed, Landings, NodeRoom};
 use crate::stats::percentile;
 
 /// One observation of a pod of the benchmark's namespace.
@@ -27,6 +30,8 @@ pub struct PodObs {
     /// pod: this pod is going because someone evicted it, not because it was deleted directly
     /// or failed.
     pub evicted: bool,
+    /// What kube-scheduler reserves for it on its node.
+    pub requests: Resources,
 }
 
 /// One observation of a node.
@@ -44,6 +49,10 @@ pub struct NodeObs {
     pub kamikaze: bool,
     /// Reports the new executor's ID, upgrade state or not.
     pub executor_new: bool,
+    /// `status.allocatable`, where reported.
+    pub allocatable: Option<Resources>,
+    /// Not cordoned, and no taint keeps the fleet's pods off.
+    pub schedulable: bool,
 }
 
 /// What a run left on a messy fleet when it ended.
@@ -237,6 +246,9 @@ pub struct Timeline {
     /// Pods in `pods` bound to each node (terminating ones included), kept apart from `nodes`
     /// because a pod may be seen before its node.
     pods_on: HashMap<String, usize>,
+    /// Where the replacements landed, and what each node had room for (every pod counted, the
+    /// DaemonSet's too).
+    landings: Landings,
 }
 
 impl Timeline {
@@ -292,6 +304,7 @@ impl Timeline {
             unfinishable: BTreeSet::new(),
             disruptions_by_node: BTreeMap::new(),
             pods_on: HashMap::new(),
+            landings: Landings::default(),
         }
     }
 
@@ -369,6 +382,8 @@ impl Timeline {
     }
 
     pub fn pod_applied(&mut self, t: f64, obs: PodObs) {
+        self.landings
+            .pod_seen(&obs.uid, obs.node.as_deref(), obs.requests);
         if !self.owners.contains_key(&obs.app) && !self.unmanaged.contains(&obs.app) {
             return;
         }
@@ -390,6 +405,17 @@ impl Timeline {
         let lost_outside = was_available && !available && !evicted;
         // A re-applied pod on the same node is already counted there.
         let was_on = before.as_ref().and_then(|p| p.node.clone());
+        let replacement = !before.as_ref().map_or(initial, |p| p.initial);
+        if let (None, Some(node)) = (&was_on, &obs.node)
+            && replacement
+            && self.armed()
+            && self.owners.contains_key(&obs.app)
+        {
+            let (nodes, unfinishable) = (&self.nodes, &self.unfinishable);
+            self.landings.replacement_bound(node, obs.requests, |name| {
+                to_drain(nodes, unfinishable, name)
+            });
+        }
         if was_on != obs.node {
             if let Some(node) = &obs.node {
                 *self.pods_on.entry(node.clone()).or_default() += 1;
@@ -413,6 +439,7 @@ impl Timeline {
     }
 
     pub fn pod_deleted(&mut self, t: f64, uid: &str) {
+        self.landings.pod_gone(uid);
         let Some(pod) = self.pods.remove(uid) else {
             return;
         };
@@ -433,6 +460,13 @@ impl Timeline {
         if armed && obs.draining {
             self.started(t, &obs.name);
         }
+        self.landings.node_seen(
+            &obs.name,
+            NodeRoom {
+                allocatable: obs.allocatable,
+                schedulable: obs.schedulable,
+            },
+        );
         let node = self.nodes.entry(obs.name).or_default();
         if armed && obs.upgraded && !node.upgraded {
             node.upgraded_at = Some(t);
@@ -482,6 +516,7 @@ impl Timeline {
 
     pub fn node_deleted(&mut self, name: &str) {
         self.nodes.remove(name);
+        self.landings.node_gone(name);
     }
 
     /// A relist of the pods ended at `t`: `listed` holds the UID of every pod it returned. A pod
@@ -501,6 +536,7 @@ impl Timeline {
         for uid in gone {
             self.pod_deleted(t, &uid);
         }
+        self.landings.keep_only(|uid| listed.contains(uid));
     }
 
     /// Like [`Timeline::pods_relisted`], for the nodes (by name).
@@ -509,6 +545,7 @@ impl Timeline {
             self.relists += 1;
         }
         self.nodes.retain(|name, _| listed.contains(name));
+        self.landings.keep_nodes(|name| listed.contains(name));
     }
 
     /// Watch relists after the initial lists (a gap in a watch: its events in between are unknown).
@@ -755,6 +792,11 @@ impl Timeline {
         self.disruptions
     }
 
+    /// Where the replacements landed (see [`crate::landing`]).
+    pub fn landed(&self) -> Landed {
+        self.landings.counts
+    }
+
     /// Disruptions of pods that went without the Eviction API.
     pub fn outside_disruptions(&self) -> u64 {
         self.outside_disruptions
@@ -799,6 +841,12 @@ impl Timeline {
     }
 }
 
+/// Whether some tool is still to drain node `name`: it is not upgraded, and not one only an
+/// operator can clear (an unknown node counts as to drain).
+fn to_drain(nodes: &BTreeMap<String, Node>, unfinishable: &BTreeSet<String>, name: &str) -> bool {
+    !unfinishable.contains(name) && nodes.get(name).is_none_or(|n| !n.upgraded)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -811,6 +859,7 @@ mod tests {
             ready,
             terminating,
             evicted: terminating,
+            requests: Resources::default(),
         }
     }
 
@@ -822,6 +871,8 @@ mod tests {
             upgraded,
             kamikaze: false,
             executor_new: upgraded,
+            allocatable: None,
+            schedulable: !draining,
         }
     }
 
@@ -834,6 +885,8 @@ mod tests {
             upgraded: false,
             kamikaze: false,
             executor_new: false,
+            allocatable: None,
+            schedulable: true,
         }
     }
 
@@ -1172,6 +1225,87 @@ mod tests {
         }
         // One node started: no wait for a slot.
         assert!(close(phases.idle_slot_s, 0.0), "{phases:?}");
+    }
+
+    /// The floor's oracle, worked out by hand: a replacement counts as landed on a node still to
+    /// drain when bound to one that is not upgraded (and not left to an operator), and as forced
+    /// when no schedulable node not to drain had room for it, every pod bound there counted,
+    /// whatever its app.
+    #[test]
+    fn replacements_on_nodes_still_to_drain_are_counted_and_forced_ones_apart() {
+        let cpu = |millis| Resources {
+            cpu_millis: millis,
+            ..Resources::default()
+        };
+        let sized = |name: &str, upgraded: bool, millis| NodeObs {
+            upgraded,
+            allocatable: Some(Resources {
+                pods: 110,
+                ..cpu(millis)
+            }),
+            ..obs(name)
+        };
+        let with = |obs: PodObs, millis| PodObs {
+            requests: cpu(millis),
+            ..obs
+        };
+        let mut t = Timeline::new(90, [("web", "Deployment", 4)], ["debug"]);
+        // A node left to an operator is not to drain: a place like an upgraded one, this one small.
+        for (name, upgraded, millis) in [
+            ("old", false, 1000),
+            ("lost", false, 100),
+            ("new", true, 1000),
+        ] {
+            t.node_applied(-1.0, sized(name, upgraded, millis));
+        }
+        t.set_unfinishable(["lost".to_owned()]);
+        // The DaemonSet's pod, not tracked, takes 500m of the upgraded node.
+        t.pod_applied(-1.0, with(pod("ds", "node-logs", "new", true, false), 500));
+        t.pod_applied(-1.0, with(pod("a", "web", "old", true, false), 300));
+        t.arm(0.0);
+        // Not a replacement: seen before arming.
+        t.pod_applied(0.5, with(pod("a", "web", "old", true, true), 300));
+        // 500m left on the upgraded node: a 300m replacement had room there.
+        t.pod_applied(1.0, with(pod("r1", "web", "old", false, false), 300));
+        assert_eq!(
+            t.landed(),
+            Landed {
+                to_drain: 1,
+                forced: 0
+            }
+        );
+        // 200m left: a 300m one had none.
+        t.pod_applied(2.0, with(pod("r2", "web", "new", false, false), 300));
+        t.pod_applied(3.0, with(pod("r3", "web", "old", false, false), 300));
+        assert_eq!(
+            t.landed(),
+            Landed {
+                to_drain: 2,
+                forced: 1
+            }
+        );
+        // Seen again on the same node: counted once.
+        t.pod_applied(3.5, with(pod("r3", "web", "old", true, false), 300));
+        // The node left to an operator is not to drain; an unmanaged pod is no replacement.
+        t.pod_applied(4.0, with(pod("r4", "web", "lost", false, false), 50));
+        t.pod_applied(4.5, with(pod("d2", "debug", "old", false, false), 300));
+        assert_eq!(
+            t.landed(),
+            Landed {
+                to_drain: 2,
+                forced: 1
+            }
+        );
+        // The DaemonSet's pod goes: room again.
+        t.pod_deleted(5.0, "ds");
+        t.pod_applied(6.0, with(pod("r5", "web", "old", false, false), 300));
+        assert_eq!(
+            t.landed(),
+            Landed {
+                to_drain: 3,
+                forced: 1
+            }
+        );
     }
 
     #[test]
