@@ -37,7 +37,6 @@ pub struct Landed {
 /// The counts, and what the scheduler reserves on each node.
 #[derive(Clone, Debug, Default)]
 pub struct Landings {
-    nodes: HashMap<String, NodeRoom>,
     /// Every pod bound to a node, with what it reserves there (the DaemonSet's too).
     bound: HashMap<String, (String, Resources)>,
     used: HashMap<String, Resources>,
@@ -45,14 +44,6 @@ pub struct Landings {
 }
 
 impl Landings {
-    pub fn node_seen(&mut self, name: &str, room: NodeRoom) {
-        self.nodes.insert(name.to_owned(), room);
-    }
-
-    pub fn node_gone(&mut self, name: &str) {
-        self.nodes.remove(name);
-    }
-
     /// Pod `uid` is bound to `node` (`None`: not bound) and reserves `requests` there.
     pub fn pod_seen(&mut self, uid: &str, node: Option<&str>, requests: Resources) {
         let now = node.map(|n| (n.to_owned(), requests + ONE_POD));
@@ -75,11 +66,13 @@ impl Landings {
     }
 
     /// A replacement was just bound to `node`, asking for `requests` (already counted there by
-    /// [`Self::pod_seen`]). `to_drain` tells a node some tool is still to drain.
-    pub fn replacement_bound(
+    /// [`Self::pod_seen`]), among the cluster's `nodes`. `to_drain` tells a node some tool is still
+    /// to drain.
+    pub fn replacement_bound<'a>(
         &mut self,
         node: &str,
         requests: Resources,
+        nodes: impl IntoIterator<Item = (&'a str, NodeRoom)>,
         to_drain: impl Fn(&str) -> bool,
     ) {
         if !to_drain(node) {
@@ -87,7 +80,7 @@ impl Landings {
         }
         self.counts.to_drain += 1;
         let ask = requests + ONE_POD;
-        let elsewhere = self.nodes.iter().any(|(name, room)| {
+        let elsewhere = nodes.into_iter().any(|(name, room)| {
             room.schedulable
                 && !to_drain(name)
                 && room.allocatable.is_none_or(|allocatable| {
@@ -99,13 +92,8 @@ impl Landings {
         self.counts.forced += u64::from(!elsewhere);
     }
 
-    /// Forgets every node but those in `listed` (a relist).
-    pub fn keep_nodes(&mut self, listed: impl Fn(&str) -> bool) {
-        self.nodes.retain(|name, _| listed(name));
-    }
-
     /// Forgets every pod bound but those in `listed` (a relist: the others went unseen).
-    pub fn keep_only(&mut self, listed: impl Fn(&str) -> bool) {
+    pub fn keep_pods(&mut self, listed: impl Fn(&str) -> bool) {
         let gone: Vec<String> = self
             .bound
             .keys()
@@ -140,64 +128,88 @@ mod tests {
     }
 
     /// Two old nodes and one upgraded node of 1000m; the upgraded one holds `on_new` millicores.
-    fn fleet(on_new: u64) -> Landings {
+    struct Fleet {
+        landings: Landings,
+        nodes: HashMap<&'static str, NodeRoom>,
+    }
+
+    fn fleet(on_new: u64) -> Fleet {
         let mut landings = Landings::default();
-        landings.node_seen("old-a", node(1000, true));
-        landings.node_seen("old-b", node(1000, true));
-        landings.node_seen("new", node(1000, true));
         landings.pod_seen("p-new", Some("new"), cpu(on_new));
-        landings
+        let nodes = ["old-a", "old-b", "new"]
+            .into_iter()
+            .map(|name| (name, node(1000, true)))
+            .collect();
+        Fleet { landings, nodes }
     }
 
     /// A replacement `uid` bound to `node`; the nodes whose names start with "old" are to drain.
-    fn bind(landings: &mut Landings, uid: &str, node: &str, requests: Resources) {
-        landings.pod_seen(uid, Some(node), requests);
-        landings.replacement_bound(node, requests, |name| name.starts_with("old"));
+    fn bind(fleet: &mut Fleet, uid: &str, node: &str, requests: Resources) {
+        let nodes = fleet.nodes.iter().map(|(name, room)| (*name, *room));
+        fleet.landings.pod_seen(uid, Some(node), requests);
+        fleet
+            .landings
+            .replacement_bound(node, requests, nodes, |name| name.starts_with("old"));
     }
 
     #[test]
     fn a_replacement_on_an_old_node_is_forced_only_when_no_upgraded_node_has_room() {
-        let mut landings = fleet(600);
+        let mut fleet = fleet(600);
         // 400m free on the upgraded node: a 300m replacement could have gone there.
-        bind(&mut landings, "r1", "old-a", cpu(300));
-        assert_eq!((landings.counts.to_drain, landings.counts.forced), (1, 0));
+        bind(&mut fleet, "r1", "old-a", cpu(300));
+        assert_eq!(
+            (fleet.landings.counts.to_drain, fleet.landings.counts.forced),
+            (1, 0)
+        );
         // A 500m one could not.
-        bind(&mut landings, "r2", "old-b", cpu(500));
-        assert_eq!((landings.counts.to_drain, landings.counts.forced), (2, 1));
+        bind(&mut fleet, "r2", "old-b", cpu(500));
+        assert_eq!(
+            (fleet.landings.counts.to_drain, fleet.landings.counts.forced),
+            (2, 1)
+        );
         // On the upgraded node: nothing to count, and its room shrinks.
-        bind(&mut landings, "r3", "new", cpu(300));
-        assert_eq!((landings.counts.to_drain, landings.counts.forced), (2, 1));
-        bind(&mut landings, "r4", "old-a", cpu(200));
-        assert_eq!((landings.counts.to_drain, landings.counts.forced), (3, 2));
+        bind(&mut fleet, "r3", "new", cpu(300));
+        assert_eq!(
+            (fleet.landings.counts.to_drain, fleet.landings.counts.forced),
+            (2, 1)
+        );
+        bind(&mut fleet, "r4", "old-a", cpu(200));
+        assert_eq!(
+            (fleet.landings.counts.to_drain, fleet.landings.counts.forced),
+            (3, 2)
+        );
     }
 
     #[test]
     fn room_comes_back_when_a_pod_goes_or_moves_and_a_cordoned_node_has_none() {
-        let mut landings = fleet(900);
-        bind(&mut landings, "r1", "old-a", cpu(300));
-        assert_eq!(landings.counts.forced, 1);
-        landings.pod_gone("p-new");
-        bind(&mut landings, "r2", "old-a", cpu(300));
+        let mut fleet = fleet(900);
+        bind(&mut fleet, "r1", "old-a", cpu(300));
+        assert_eq!(fleet.landings.counts.forced, 1);
+        fleet.landings.pod_gone("p-new");
+        bind(&mut fleet, "r2", "old-a", cpu(300));
         assert_eq!(
-            landings.counts.forced, 1,
+            fleet.landings.counts.forced, 1,
             "the upgraded node is empty again"
         );
-        landings.pod_seen("p-new", Some("new"), cpu(900));
-        landings.pod_seen("p-new", Some("old-b"), cpu(900));
-        bind(&mut landings, "r3", "old-a", cpu(300));
+        fleet.landings.pod_seen("p-new", Some("new"), cpu(900));
+        fleet.landings.pod_seen("p-new", Some("old-b"), cpu(900));
+        bind(&mut fleet, "r3", "old-a", cpu(300));
         assert_eq!(
-            landings.counts.forced, 1,
+            fleet.landings.counts.forced, 1,
             "the pod moved off the upgraded node"
         );
-        landings.node_seen("new", node(1000, false));
-        bind(&mut landings, "r4", "old-a", cpu(300));
-        assert_eq!(landings.counts.forced, 2, "a cordoned node takes nothing");
+        fleet.nodes.insert("new", node(1000, false));
+        bind(&mut fleet, "r4", "old-a", cpu(300));
+        assert_eq!(
+            fleet.landings.counts.forced, 2,
+            "a cordoned node takes nothing"
+        );
     }
 
     #[test]
     fn a_full_pod_count_leaves_no_room_and_an_unknown_allocatable_leaves_enough() {
-        let mut landings = fleet(0);
-        landings.node_seen(
+        let mut fleet = fleet(0);
+        fleet.nodes.insert(
             "new",
             NodeRoom {
                 allocatable: Some(Resources {
@@ -207,27 +219,27 @@ mod tests {
                 ..node(1000, true)
             },
         );
-        bind(&mut landings, "r1", "old-a", Resources::default());
+        bind(&mut fleet, "r1", "old-a", Resources::default());
         assert_eq!(
-            landings.counts.forced, 1,
+            fleet.landings.counts.forced, 1,
             "the one pod the node allows is taken"
         );
-        landings.node_seen(
+        fleet.nodes.insert(
             "new",
             NodeRoom {
                 allocatable: None,
                 ..node(0, true)
             },
         );
-        bind(&mut landings, "r2", "old-a", Resources::default());
-        assert_eq!(landings.counts.forced, 1);
+        bind(&mut fleet, "r2", "old-a", Resources::default());
+        assert_eq!(fleet.landings.counts.forced, 1);
     }
 
     #[test]
     fn a_relist_forgets_the_pods_it_did_not_return() {
-        let mut landings = fleet(900);
-        landings.keep_only(|uid| uid != "p-new");
-        bind(&mut landings, "r1", "old-a", cpu(300));
-        assert_eq!(landings.counts.forced, 0);
+        let mut fleet = fleet(900);
+        fleet.landings.keep_pods(|uid| uid != "p-new");
+        bind(&mut fleet, "r1", "old-a", cpu(300));
+        assert_eq!(fleet.landings.counts.forced, 0);
     }
 }

@@ -10,7 +10,7 @@ use crate::results::{Run, Summary, Tool};
 use crate::spread::Spread;
 use crate::targets::{self, Verdict};
 use crate::timeline::{Leftovers, NodePhases};
-use crate::units::{bucket, megabytes, millis, ratio, secs};
+use crate::units::{bucket, megabytes, millis, ratio, secs, two_decimals};
 
 /// Renders the report; `charts` are (title, file name relative to the report).
 pub fn render(summary: &Summary, charts: &[(String, String)]) -> String {
@@ -842,10 +842,6 @@ fn count(v: f64) -> String {
 
 fn one_decimal(v: f64) -> String {
     format!("{v:.1}")
-}
-
-fn two_decimals(v: f64) -> String {
-    format!("{v:.2}")
 }
 
 #[cfg(test)]

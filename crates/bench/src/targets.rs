@@ -3,7 +3,7 @@
 
 use crate::results::{Run, Scenario, Summary, Tool};
 use crate::spread::Spread;
-use crate::units::{bucket, megabytes, millis, ratio, secs};
+use crate::units::{bucket, megabytes, millis, ratio, secs, two_decimals};
 
 /// k8sm's median makespan within this factor of the lower bound.
 pub const MAKESPAN_RATIO: f64 = 1.2;
@@ -256,15 +256,12 @@ fn judge_unavailable(k8sm: &[&Run], parallel: &[&Run]) -> Target {
     }
 }
 
-/// Reaction p99, by the benchmark's watches (the controller's histogram is shown beside it, never
-/// instead).
 /// Land once: k8sm's median disruptions per pod, against the absolute target and against the median
 /// floor its runs' placements allowed (docs/decisions/0002-land-once.md).
 fn judge_landing(k8sm: &[&Run]) -> Target {
     let complete: Vec<&Run> = k8sm.iter().copied().filter(|r| r.completed).collect();
     let per_pod = Spread::over(&complete, Run::disruptions_per_pod);
     let floor = Spread::over(&complete, Run::disruptions_floor);
-    let two = |v: f64| format!("{v:.2}");
     Target {
         key: "land-once",
         target: format!(
@@ -272,8 +269,10 @@ fn judge_landing(k8sm: &[&Run]) -> Target {
              fleet's free capacity allowed (medians of its complete runs)"
         ),
         figure: match (per_pod, floor) {
-            (Some(p), Some(f)) => format!("{} (floor {})", p.show(two), f.show(two)),
-            (Some(p), None) => format!("{} (floor not measured)", p.show(two)),
+            (Some(p), Some(f)) => {
+                format!("{} (floor {})", p.show(two_decimals), f.show(two_decimals))
+            }
+            (Some(p), None) => format!("{} (floor not measured)", p.show(two_decimals)),
             _ => "–".into(),
         },
         verdict: match (per_pod, floor) {
@@ -295,6 +294,8 @@ fn judge_landing(k8sm: &[&Run]) -> Target {
     }
 }
 
+/// Reaction p99, by the benchmark's watches (the controller's histogram is shown beside it, never
+/// instead).
 fn judge_reaction(s: &Scenario, k8sm: &[&Run]) -> Target {
     let worst = k8sm
         .iter()

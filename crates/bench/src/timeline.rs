@@ -213,6 +213,8 @@ struct Pod {
 struct Node {
     draining: bool,
     upgraded: bool,
+    /// What it has room for, as the scheduler weighs it.
+    room: NodeRoom,
     upgraded_at: Option<f64>,
     /// The phase times of [`NodePhases`], each the first while armed.
     started_at: Option<f64>,
@@ -412,9 +414,11 @@ impl Timeline {
             && self.owners.contains_key(&obs.app)
         {
             let (nodes, unfinishable) = (&self.nodes, &self.unfinishable);
-            self.landings.replacement_bound(node, obs.requests, |name| {
-                to_drain(nodes, unfinishable, name)
-            });
+            let rooms = nodes.iter().map(|(name, n)| (name.as_str(), n.room));
+            self.landings
+                .replacement_bound(node, obs.requests, rooms, |name| {
+                    to_drain(nodes, unfinishable, name)
+                });
         }
         if was_on != obs.node {
             if let Some(node) = &obs.node {
@@ -460,14 +464,11 @@ impl Timeline {
         if armed && obs.draining {
             self.started(t, &obs.name);
         }
-        self.landings.node_seen(
-            &obs.name,
-            NodeRoom {
-                allocatable: obs.allocatable,
-                schedulable: obs.schedulable,
-            },
-        );
         let node = self.nodes.entry(obs.name).or_default();
+        node.room = NodeRoom {
+            allocatable: obs.allocatable,
+            schedulable: obs.schedulable,
+        };
         if armed && obs.upgraded && !node.upgraded {
             node.upgraded_at = Some(t);
         }
@@ -516,7 +517,6 @@ impl Timeline {
 
     pub fn node_deleted(&mut self, name: &str) {
         self.nodes.remove(name);
-        self.landings.node_gone(name);
     }
 
     /// A relist of the pods ended at `t`: `listed` holds the UID of every pod it returned. A pod
@@ -536,7 +536,7 @@ impl Timeline {
         for uid in gone {
             self.pod_deleted(t, &uid);
         }
-        self.landings.keep_only(|uid| listed.contains(uid));
+        self.landings.keep_pods(|uid| listed.contains(uid));
     }
 
     /// Like [`Timeline::pods_relisted`], for the nodes (by name).
@@ -545,7 +545,6 @@ impl Timeline {
             self.relists += 1;
         }
         self.nodes.retain(|name, _| listed.contains(name));
-        self.landings.keep_nodes(|name| listed.contains(name));
     }
 
     /// Watch relists after the initial lists (a gap in a watch: its events in between are unknown).

@@ -1,5 +1,5 @@
 //! How the report, the targets and the index write a figure with its unit: seconds, milliseconds,
-//! ratios, megabytes and a histogram quantile's bucket bound.
+//! ratios, plain figures to two decimals, megabytes and a histogram quantile's bucket bound.
 
 use crate::requests::BucketBound;
 
@@ -17,6 +17,10 @@ pub fn millis(s: f64) -> String {
 
 pub fn ratio(r: f64) -> String {
     format!("{r:.2}×")
+}
+
+pub fn two_decimals(v: f64) -> String {
+    format!("{v:.2}")
 }
 
 /// Decimal megabytes, as the RSS target is stated.
