@@ -298,6 +298,7 @@ fn compare_with(path: &Path, fleet: &Workload, run: &crate::model::ModelRun) -> 
         cluster.len(),
         crate::validate::render(&compared, run.makespan, &cluster)
     );
+    println!("{}", crate::validate::render_node_phases(run, &summary));
     Ok(())
 }
 

@@ -224,7 +224,10 @@ fn rolling_strategy() -> DeploymentStrategy {
     DeploymentStrategy {
         type_: Some("RollingUpdate".into()),
         rolling_update: Some(RollingUpdateDeployment {
-            max_surge: Some(IntOrString::String("25%".into())),
+            max_surge: Some(IntOrString::String(format!(
+                "{}%",
+                crate::workload::ROLLING_MAX_SURGE_PERCENT
+            ))),
             max_unavailable: Some(IntOrString::Int(0)),
         }),
     }

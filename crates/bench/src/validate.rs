@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use crate::model::ModelRun;
 use crate::results::{Summary, Tool};
 use crate::spread::Spread;
+use crate::stats::percentile;
 use crate::workload::Workload;
 
 /// One owner's figures in the model and over the cluster's runs.
@@ -48,7 +49,10 @@ pub fn compare(
     for cluster_run in &runs {
         for owner in &cluster_run.owners {
             let entry = by_owner.entry(owner.name.as_str()).or_default();
-            entry.0.push(f64::from(owner.disruptions));
+            // The tool's evictions: a rollout's own replacements are not the model's to make.
+            entry.0.push(f64::from(
+                owner.disruptions.saturating_sub(owner.outside_disruptions),
+            ));
             entry.1.extend(owner.restored_s);
         }
     }
@@ -145,6 +149,84 @@ pub fn render(
     out
 }
 
+/// The nodes' phases in the model against the cluster's runs (`NodePhases`, their medians over the
+/// runs): drain (admitted to emptied, which the model's kamikaze follows at once) and whole
+/// (admitted to back on the new executor), median and p90 over the nodes.
+pub fn render_node_phases(run: &ModelRun, summary: &Summary) -> String {
+    let mut out = String::new();
+    let runs = summary.runs_of(Tool::K8sm);
+    let phases: Vec<_> = runs.iter().filter_map(|r| r.node_phases.as_ref()).collect();
+    let model = |phase: fn(&crate::model::NodeTimeline) -> Option<f64>| {
+        let samples: Vec<f64> = run.nodes.iter().filter_map(phase).collect();
+        (percentile(&samples, 50.0), percentile(&samples, 90.0))
+    };
+    let drain = model(|n| Some(n.kamikaze? - n.admitted?));
+    let whole = model(|n| Some(n.back? - n.admitted?));
+    let cluster = |f: fn(&crate::timeline::NodePhases) -> f64| {
+        median(&phases.iter().map(|p| f(p)).collect::<Vec<_>>())
+    };
+    let rows = [
+        (
+            "drain",
+            drain,
+            cluster(|p| p.drain.p50_s),
+            cluster(|p| p.drain.p90_s),
+        ),
+        (
+            "whole",
+            whole,
+            cluster(|p| p.whole.p50_s),
+            cluster(|p| p.whole.p90_s),
+        ),
+    ];
+    let s = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.1} s"));
+    let _ = writeln!(
+        out,
+        "| node phase | model p50 | cluster p50 | error | model p90 | cluster p90 | error |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+    let percent = |m: Option<f64>, c: Option<f64>| {
+        m.zip(c)
+            .and_then(|(m, c)| relative_error(m, c))
+            .map_or("–".to_owned(), |e| format!("{:+.0} %", e * 100.0))
+    };
+    for (name, (m50, m90), c50, c90) in rows {
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} | {} | {} | {} |",
+            s(m50),
+            s(c50),
+            percent(m50, c50),
+            s(m90),
+            s(c90),
+            percent(m90, c90)
+        );
+    }
+    let mut nodes: Vec<_> = run.nodes.iter().filter(|n| n.admitted.is_some()).collect();
+    nodes.sort_by(|a, b| {
+        a.admitted
+            .unwrap_or(0.0)
+            .total_cmp(&b.admitted.unwrap_or(0.0))
+    });
+    let _ = write!(
+        out,
+        "\nThe model's nodes, by admission (admitted → emptied → back, pods moved):"
+    );
+    for n in nodes {
+        let t = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.1}"));
+        let _ = write!(
+            out,
+            "\n- {}: {} → {} → {} s, {} pods",
+            n.name,
+            t(n.admitted),
+            t(n.kamikaze),
+            t(n.back),
+            n.evicted
+        );
+    }
+    out
+}
+
 fn relative_error(model: f64, cluster: f64) -> Option<f64> {
     (cluster > 0.0).then(|| (model - cluster) / cluster)
 }
@@ -179,6 +261,75 @@ mod tests {
         assert!((c.makespan_error().unwrap() - 0.1).abs() < 1e-9);
         // An owner the model never disrupted has no makespan to compare.
         assert_eq!(owner((0.0, None), (&[0.0], &[])).makespan_error(), None);
+    }
+
+    /// A rollout's own deletions are disruptions on the cluster, not evictions of the tool's: the
+    /// model's evictions are compared with the tool's alone.
+    #[test]
+    fn a_rollout_s_own_deletions_are_not_the_tool_s_evictions() {
+        let mut summary = crate::fixtures::summary();
+        for run in &mut summary.runs {
+            run.owners[0].disruptions = 14;
+            run.owners[0].outside_disruptions = 4;
+        }
+        let mut fleet = Workload::plan(10, 41);
+        fleet.owners.truncate(3);
+        for (owner, name) in fleet.owners.iter_mut().zip(["a", "b", "c"]) {
+            owner.name = name.into();
+        }
+        let run = ModelRun {
+            evictions_by_owner: BTreeMap::from([("a".to_owned(), 10)]),
+            ..ModelRun::default()
+        };
+        let compared = compare(&fleet, &run, &summary).unwrap();
+        assert_eq!(compared[0].cluster_evictions, [10.0; 3]);
+        assert_eq!(compared[0].evictions_error(), Some(0.0));
+    }
+
+    /// The model's nodes, median and p90 by nearest rank, against the median over the runs of each
+    /// run's figure.
+    #[test]
+    fn node_phases_are_the_model_s_quantiles_against_the_runs_median() {
+        use crate::timeline::{NodePhases, PhaseQuantiles};
+        let mut summary = crate::fixtures::summary();
+        let k8sm = summary.runs.iter_mut().filter(|r| r.tool == Tool::K8sm);
+        for (run, drain) in k8sm.zip([40.0, 50.0, 60.0]) {
+            let q = |p50_s: f64| PhaseQuantiles {
+                p50_s,
+                p90_s: 2.0 * p50_s,
+            };
+            run.node_phases = Some(NodePhases {
+                nodes: 3,
+                drain: q(drain),
+                to_kamikaze: q(0.0),
+                restart: q(2.0),
+                to_done: q(0.0),
+                whole: q(drain + 2.0),
+                slots: 1,
+                idle_slot_s: 0.0,
+            });
+        }
+        let node = |name: &str, kamikaze: f64| crate::model::NodeTimeline {
+            name: name.into(),
+            admitted: Some(10.0),
+            kamikaze: Some(10.0 + kamikaze),
+            back: Some(12.0 + kamikaze),
+            ..Default::default()
+        };
+        let run = ModelRun {
+            nodes: vec![node("n1", 30.0), node("n2", 45.0), node("n3", 60.0)],
+            ..ModelRun::default()
+        };
+        let text = render_node_phases(&run, &summary);
+        // Drain: 45 s against the median 50 s; p90 60 s against 100 s.
+        assert!(
+            text.contains("| drain | 45.0 s | 50.0 s | -10 % | 60.0 s | 100.0 s | -40 % |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- n1: 10.0 → 40.0 → 42.0 s, 0 pods"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -37,6 +37,8 @@ const ORDERED_REPLICAS: u32 = 10;
 /// size (not a multiple of 4, so that its 25% surge rounds).
 pub const ROLLING_DEPLOYMENT: &str = "dep-rollout-x14";
 const ROLLING_REPLICAS: u32 = 14;
+/// The rolling Deployment's `maxSurge`, percent of its replicas (its `maxUnavailable` is 0).
+pub const ROLLING_MAX_SURGE_PERCENT: u32 = 25;
 
 /// Requests drawn per owner (millicores, MiB): a spread, so that some pods fit where others do not.
 const CPU_MILLIS: [u32; 7] = [100, 150, 200, 250, 300, 400, 500];
