@@ -152,6 +152,11 @@ pub struct Args {
     /// and seed).
     #[arg(long, requires = "model", value_name = "JSON")]
     pub compare_with: Option<PathBuf>,
+    /// With `--compare-with`: upgrade the fleet this many times, each with another pick among the
+    /// scheduler's equal scores (as kube-scheduler picks at random from run to run), and compare
+    /// the model's medians with the cluster's.
+    #[arg(long, requires = "compare_with", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub model_tie_seeds: u64,
     /// Make the fleet messy, as real clusters are (crash-looping owners, dead nodes, pods stuck
     /// terminating, a stuck rollout, bare pods under `unmanagedPods.policy: Never`, pinned
     /// pods; see `workload::Messy`), and say what each tool finished, what it left to an
@@ -204,6 +209,7 @@ fn model(args: &Args, pods: usize, concurrency: usize) -> anyhow::Result<()> {
         pace_by_room: args.pace_by_room,
         gone_after: args.model_gone_after.into(),
         ready_after: args.model_ready_after.into(),
+        tie_seed: 0,
     };
     let mut ratios = Vec::new();
     // A messy fleet's totals: nodes left to an operator, those left cordoned, evictions on them,
@@ -229,7 +235,15 @@ fn model(args: &Args, pods: usize, concurrency: usize) -> anyhow::Result<()> {
             ratios.push(makespan / bound.seconds);
         }
         if let Some(path) = args.compare_with.as_ref().filter(|_| seed == args.seed) {
-            compare_with(path, &fleet, &run)?;
+            let mut runs = vec![run.clone()];
+            for tie_seed in 1..args.model_tie_seeds {
+                let cfg = crate::model::ModelConfig {
+                    tie_seed,
+                    ..cfg.clone()
+                };
+                runs.push(crate::model::simulate(&fleet, &cfg));
+            }
+            compare_with(path, &fleet, &runs)?;
         }
         disruptions.push(run.disruptions_per_pod());
         above_floor.push(run.disruptions_per_pod() - run.disruptions_floor());
@@ -279,26 +293,31 @@ fn model(args: &Args, pods: usize, concurrency: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--compare-with`: the model's run of `fleet` against k8sm's runs in the report at `path`, owner
-/// by owner.
-fn compare_with(path: &Path, fleet: &Workload, run: &crate::model::ModelRun) -> anyhow::Result<()> {
+/// `--compare-with`: the model's runs of `fleet` (one per tie-break seed) against k8sm's runs in the
+/// report at `path`, owner by owner.
+fn compare_with(
+    path: &Path,
+    fleet: &Workload,
+    runs: &[crate::model::ModelRun],
+) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the report {}", path.display()))?;
     let summary: Summary = serde_json::from_str(&text)
         .with_context(|| format!("parsing the report {}", path.display()))?;
-    let compared = crate::validate::compare(fleet, run, &summary)?;
+    let compared = crate::validate::compare(fleet, runs, &summary)?;
     let cluster: Vec<f64> = summary
         .runs_of(Tool::K8sm)
         .iter()
         .filter_map(|r| r.makespan_s)
         .collect();
     println!(
-        "model against {} ({} k8sm runs), owner by owner:\n\n{}",
+        "model ({} tie-break seeds, medians) against {} ({} k8sm runs), owner by owner:\n\n{}",
+        runs.len(),
         path.display(),
         cluster.len(),
-        crate::validate::render(&compared, run.makespan, &cluster)
+        crate::validate::render(&compared, &crate::validate::makespans(runs), &cluster)
     );
-    println!("{}", crate::validate::render_node_phases(run, &summary));
+    println!("{}", crate::validate::render_node_phases(runs, &summary));
     Ok(())
 }
 

@@ -77,6 +77,9 @@ pub struct ModelConfig {
     pub gone_after: Duration,
     /// How long past its owner's delay a scheduled pod becomes Ready ([`READY_AFTER`]).
     pub ready_after: Duration,
+    /// Mixed into the scheduler's pick among equal scores ([`tie`]): 0 picks as the model always
+    /// did; others pick otherwise, as kube-scheduler's random pick does from run to run.
+    pub tie_seed: u64,
 }
 
 /// When a node went through each step, seconds from the start, and what happened to it.
@@ -915,7 +918,7 @@ impl<'w> Model<'w> {
             least + balanced + affinity + taint + spread
         };
         fits.iter()
-            .map(|f| (score(f), tie(uid, f.0), f.0))
+            .map(|f| (score(f), tie(self.cfg.tie_seed, uid, f.0), f.0))
             .max_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
             .map(|(_, _, name)| (name.to_owned(), elsewhere))
     }
@@ -1192,8 +1195,9 @@ impl<'w> Model<'w> {
 /// A deterministic stand-in for the scheduler's random pick among equal scores: FNV-1a of the pod's
 /// and the node's names, spelled out so that the figures the model gave stay what it gives: another
 /// hash picks otherwise among equals, and moves fleets' makespans (bench/results/README.md).
-fn tie(pod: &str, node: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+/// `seed` 0 is that hash; another seed starts it elsewhere.
+fn tie(seed: u64, pod: &str, node: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
     for b in pod.bytes().chain(node.bytes()) {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
@@ -1329,6 +1333,7 @@ mod tests {
             pace_by_room: !no_room,
             gone_after: GONE_AFTER,
             ready_after: READY_AFTER,
+            tie_seed: 0,
         };
         (bound, simulate(&fleet, &cfg))
     }

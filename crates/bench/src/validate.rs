@@ -1,8 +1,8 @@
 //! The model against the cluster, owner by owner (`k8sm-bench --model --compare-with
 //! <report>.json`): for the same fleet, each owner's evictions and its own makespan (seconds from
-//! the upgrade's start until it last had all its replicas Ready again) in the model, against k8sm's
-//! runs of a report. The error is the model's figure less the median of the runs', over that
-//! median.
+//! the upgrade's start until it last had all its replicas Ready again) in the model's runs (one per
+//! tie-break seed), against k8sm's runs of a report. The error is the median of the model's runs
+//! less the median of the cluster's, over the latter.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -18,29 +18,35 @@ use crate::workload::Workload;
 pub struct OwnerComparison {
     pub name: String,
     pub replicas: u32,
-    pub model_evictions: f64,
+    pub model_evictions: Vec<f64>,
     pub cluster_evictions: Vec<f64>,
-    pub model_restored: Option<f64>,
+    pub model_restored: Vec<f64>,
     pub cluster_restored: Vec<f64>,
 }
 
 impl OwnerComparison {
-    /// (model − median of the runs) / median of the runs, for the makespan; `None` where either
-    /// side lacks it.
+    /// (median of the model's runs − median of the cluster's) / the latter, for the makespan;
+    /// `None` where either side lacks it.
     pub fn makespan_error(&self) -> Option<f64> {
-        relative_error(self.model_restored?, median(&self.cluster_restored)?)
+        relative_error(
+            median(&self.model_restored)?,
+            median(&self.cluster_restored)?,
+        )
     }
 
     pub fn evictions_error(&self) -> Option<f64> {
-        relative_error(self.model_evictions, median(&self.cluster_evictions)?)
+        relative_error(
+            median(&self.model_evictions)?,
+            median(&self.cluster_evictions)?,
+        )
     }
 }
 
-/// The comparison of `run` (the model's upgrade of `fleet`) with k8sm's runs in `summary`, which
+/// The comparison of `model` (the model's upgrades of `fleet`) with k8sm's runs in `summary`, which
 /// must be of the same fleet: the same owners with the same replicas.
 pub fn compare(
     fleet: &Workload,
-    run: &ModelRun,
+    model: &[ModelRun],
     summary: &Summary,
 ) -> anyhow::Result<Vec<OwnerComparison>> {
     let runs = summary.runs_of(Tool::K8sm);
@@ -67,13 +73,20 @@ pub fn compare(
         compared.push(OwnerComparison {
             name: owner.name.clone(),
             replicas: owner.replicas,
-            model_evictions: run
-                .evictions_by_owner
-                .get(&owner.name)
-                .copied()
-                .unwrap_or(0) as f64,
+            model_evictions: model
+                .iter()
+                .map(|run| {
+                    run.evictions_by_owner
+                        .get(&owner.name)
+                        .copied()
+                        .unwrap_or(0) as f64
+                })
+                .collect(),
             cluster_evictions: evictions,
-            model_restored: run.owner_restored.get(&owner.name).copied(),
+            model_restored: model
+                .iter()
+                .filter_map(|run| run.owner_restored.get(&owner.name).copied())
+                .collect(),
             cluster_restored: restored,
         });
     }
@@ -85,17 +98,19 @@ pub fn compare(
     Ok(compared)
 }
 
-/// A Markdown table of the comparison, and the median absolute errors.
-pub fn render(
-    compared: &[OwnerComparison],
-    model_makespan: Option<f64>,
-    cluster: &[f64],
-) -> String {
+/// The makespans of the model's runs that finished.
+pub fn makespans(model: &[ModelRun]) -> Vec<f64> {
+    model.iter().filter_map(|run| run.makespan).collect()
+}
+
+/// A Markdown table of the comparison, and the median absolute errors; `model` and `cluster` the
+/// whole upgrade's makespans.
+pub fn render(compared: &[OwnerComparison], model: &[f64], cluster: &[f64]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| owner | replicas | evictions: model | cluster (median [min–max]) | error | makespan: model | cluster \
-         (median [min–max]) | error |"
+        "| owner | replicas | evictions: model (median [min–max]) | cluster | error | makespan: model | cluster \
+         | error |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
     let spread = |values: &[f64], unit: &str| {
@@ -107,14 +122,13 @@ pub fn render(
     for c in compared {
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             c.name,
             c.replicas,
-            c.model_evictions,
+            spread(&c.model_evictions, ""),
             spread(&c.cluster_evictions, ""),
             percent(c.evictions_error()),
-            c.model_restored
-                .map_or("–".to_owned(), |s| format!("{s:.1} s")),
+            spread(&c.model_restored, " s"),
             spread(&c.cluster_restored, " s"),
             percent(c.makespan_error()),
         );
@@ -138,10 +152,10 @@ pub fn render(
         percent(signed),
         abs(evictions.clone()).map_or("–".to_owned(), |e| format!("{:.1} %", e * 100.0)),
         evictions.len(),
-        model_makespan.map_or("–".to_owned(), |s| format!("{s:.1} s")),
+        spread(model, " s"),
         spread(cluster, " s"),
         percent(
-            model_makespan
+            median(model)
                 .zip(median(cluster))
                 .and_then(|(m, c)| relative_error(m, c))
         ),
@@ -151,17 +165,21 @@ pub fn render(
 
 /// The nodes' phases in the model against the cluster's runs (`NodePhases`, their medians over the
 /// runs): drain (admitted to emptied, which the model's kamikaze follows at once) and whole
-/// (admitted to back on the new executor), median and p90 over the nodes.
-pub fn render_node_phases(run: &ModelRun, summary: &Summary) -> String {
+/// (admitted to back on the new executor), median and p90 over the nodes of every model run.
+pub fn render_node_phases(model: &[ModelRun], summary: &Summary) -> String {
     let mut out = String::new();
     let runs = summary.runs_of(Tool::K8sm);
     let phases: Vec<_> = runs.iter().filter_map(|r| r.node_phases.as_ref()).collect();
-    let model = |phase: fn(&crate::model::NodeTimeline) -> Option<f64>| {
-        let samples: Vec<f64> = run.nodes.iter().filter_map(phase).collect();
+    let quantiles = |phase: fn(&crate::model::NodeTimeline) -> Option<f64>| {
+        let samples: Vec<f64> = model
+            .iter()
+            .flat_map(|run| &run.nodes)
+            .filter_map(phase)
+            .collect();
         (percentile(&samples, 50.0), percentile(&samples, 90.0))
     };
-    let drain = model(|n| Some(n.kamikaze? - n.admitted?));
-    let whole = model(|n| Some(n.back? - n.admitted?));
+    let drain = quantiles(|n| Some(n.kamikaze? - n.admitted?));
+    let whole = quantiles(|n| Some(n.back? - n.admitted?));
     let cluster = |f: fn(&crate::timeline::NodePhases) -> f64| {
         median(&phases.iter().map(|p| f(p)).collect::<Vec<_>>())
     };
@@ -202,7 +220,14 @@ pub fn render_node_phases(run: &ModelRun, summary: &Summary) -> String {
             percent(m90, c90)
         );
     }
-    let mut nodes: Vec<_> = run.nodes.iter().filter(|n| n.admitted.is_some()).collect();
+    let Some(first) = model.first() else {
+        return out;
+    };
+    let mut nodes: Vec<_> = first
+        .nodes
+        .iter()
+        .filter(|n| n.admitted.is_some())
+        .collect();
     nodes.sort_by(|a, b| {
         a.admitted
             .unwrap_or(0.0)
@@ -210,7 +235,7 @@ pub fn render_node_phases(run: &ModelRun, summary: &Summary) -> String {
     });
     let _ = write!(
         out,
-        "\nThe model's nodes, by admission (admitted → emptied → back, pods moved):"
+        "\nThe first run's nodes, by admission (admitted → emptied → back, pods moved):"
     );
     for n in nodes {
         let t = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.1}"));
@@ -240,27 +265,28 @@ fn median(values: &[f64]) -> Option<f64> {
 mod tests {
     use super::*;
 
-    fn owner(model: (f64, Option<f64>), cluster: (&[f64], &[f64])) -> OwnerComparison {
+    /// An owner's evictions and makespans, in the model's runs and the cluster's.
+    fn owner(model: (&[f64], &[f64]), cluster: (&[f64], &[f64])) -> OwnerComparison {
         OwnerComparison {
             name: "web".into(),
             replicas: 10,
-            model_evictions: model.0,
+            model_evictions: model.0.to_vec(),
             cluster_evictions: cluster.0.to_vec(),
-            model_restored: model.1,
+            model_restored: model.1.to_vec(),
             cluster_restored: cluster.1.to_vec(),
         }
     }
 
     #[test]
-    fn errors_are_against_the_median_of_the_runs() {
+    fn errors_are_between_the_medians_of_the_runs() {
         let c = owner(
-            (12.0, Some(110.0)),
+            (&[11.0, 12.0, 16.0], &[110.0, 105.0, 150.0]),
             (&[10.0, 10.0, 14.0], &[90.0, 100.0, 130.0]),
         );
         assert!((c.evictions_error().unwrap() - 0.2).abs() < 1e-9);
         assert!((c.makespan_error().unwrap() - 0.1).abs() < 1e-9);
         // An owner the model never disrupted has no makespan to compare.
-        assert_eq!(owner((0.0, None), (&[0.0], &[])).makespan_error(), None);
+        assert_eq!(owner((&[0.0], &[]), (&[0.0], &[])).makespan_error(), None);
     }
 
     /// A rollout's own deletions are disruptions on the cluster, not evictions of the tool's: the
@@ -281,7 +307,7 @@ mod tests {
             evictions_by_owner: BTreeMap::from([("a".to_owned(), 10)]),
             ..ModelRun::default()
         };
-        let compared = compare(&fleet, &run, &summary).unwrap();
+        let compared = compare(&fleet, &[run], &summary).unwrap();
         assert_eq!(compared[0].cluster_evictions, [10.0; 3]);
         assert_eq!(compared[0].evictions_error(), Some(0.0));
     }
@@ -320,7 +346,7 @@ mod tests {
             nodes: vec![node("n1", 30.0), node("n2", 45.0), node("n3", 60.0)],
             ..ModelRun::default()
         };
-        let text = render_node_phases(&run, &summary);
+        let text = render_node_phases(&[run], &summary);
         // Drain: 45 s against the median 50 s; p90 60 s against 100 s.
         assert!(
             text.contains("| drain | 45.0 s | 50.0 s | -10 % | 60.0 s | 100.0 s | -40 % |"),
@@ -335,18 +361,18 @@ mod tests {
     #[test]
     fn the_table_gives_the_median_absolute_error_over_owners() {
         let compared = [
-            owner((10.0, Some(110.0)), (&[10.0], &[100.0])),
-            owner((10.0, Some(80.0)), (&[10.0], &[100.0])),
-            owner((10.0, Some(103.0)), (&[10.0], &[100.0])),
+            owner((&[10.0], &[110.0]), (&[10.0], &[100.0])),
+            owner((&[10.0], &[80.0]), (&[10.0], &[100.0])),
+            owner((&[10.0], &[103.0]), (&[10.0], &[100.0])),
         ];
-        let text = render(&compared, Some(200.0), &[190.0, 210.0]);
+        let text = render(&compared, &[195.0, 200.0, 230.0], &[190.0, 210.0]);
         // |+10 %|, |−20 %|, |+3 %|: median 10 %.
         assert!(
             text.contains("makespan 10.0 % (3 owners; median signed error +3 %)"),
             "{text}"
         );
         assert!(
-            text.contains("model 200.0 s, cluster 200.0 s [190.0–210.0 s] (+0 %)"),
+            text.contains("model 200.0 s [195.0–230.0 s], cluster 200.0 s [190.0–210.0 s] (+0 %)"),
             "{text}"
         );
     }

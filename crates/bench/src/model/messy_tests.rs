@@ -106,6 +106,7 @@ impl Case {
             pace_by_room: false,
             gone_after: GONE_AFTER,
             ready_after: READY_AFTER,
+            tie_seed: 0,
         }
     }
 
