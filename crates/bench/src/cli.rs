@@ -293,8 +293,8 @@ fn model(args: &Args, pods: usize, concurrency: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--compare-with`: the model's runs of `fleet` (one per tie-break seed) against k8sm's runs in the
-/// report at `path`, owner by owner.
+/// `--compare-with`: the model's runs of `fleet` (one per tie-break seed) against k8sm's runs
+/// in the report at `path`, owner by owner.
 fn compare_with(
     path: &Path,
     fleet: &Workload,
