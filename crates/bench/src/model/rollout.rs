@@ -119,7 +119,7 @@ mod tests {
         // Nothing new available yet: every old pod stays.
         r.sync(14, 14, 0);
         assert_eq!((r.old, r.new), (14, 4));
-        // Four available: four old ones go, and the new one grows to 18 in all.
+        // Four available: four old ones go; the next sync grows the new one to 18 in all again.
         r.sync(14, 14, 4);
         assert_eq!((r.old, r.new), (10, 4));
         r.sync(14, 10, 4);
@@ -151,6 +151,21 @@ mod tests {
         assert_eq!((r.old, r.new), (2, 14));
         assert!(r.settle(14, 2, 14));
         assert_eq!((r.old, r.new), (0, 14));
+    }
+
+    /// Past its progress deadline with old pods left, the Deployment is no longer guarded; any
+    /// progress restarts the clock, and with no old pod left it replaces nothing.
+    #[test]
+    fn a_rollout_stuck_past_its_deadline_no_longer_replaces_pods() {
+        let mut r = Rollout::start(14);
+        let resized = r.settle(14, 14, 0);
+        assert!(r.progress(0.0, resized, 0));
+        assert!(r.progress(PROGRESS_DEADLINE, false, 0));
+        assert!(!r.progress(PROGRESS_DEADLINE + 1.0, false, 0));
+        // A new pod available is progress.
+        assert!(r.progress(PROGRESS_DEADLINE + 2.0, false, 1));
+        r.old = 0;
+        assert!(!r.progress(PROGRESS_DEADLINE + 3.0, true, 14));
     }
 
     /// An old pod evicted (not available while its replacement starts) is scaled away first, and
