@@ -17,10 +17,10 @@ use k8sm_planner::{
 };
 
 use crate::stats::LowerBound;
+use crate::workload::{self, Kind, Workload};
 use rollout::Rollout;
 
 mod rollout;
-use crate::workload::{self, Kind, Workload};
 
 /// How long past its grace period an evicted pod is gone, unless told otherwise (KWOK's deletion,
 /// measured alone by the calibration).
@@ -140,7 +140,8 @@ pub struct ModelRun {
 }
 
 impl ModelRun {
-    /// Evictions per pod of owners at the start.
+    /// Evictions, and the rolling Deployment's own deletions, per pod of owners at the start (as
+    /// the cluster's watches count disruptions).
     pub fn disruptions_per_pod(&self) -> f64 {
         (self.evictions + self.rollout_deletions) as f64 / self.initial_owned_pods.max(1) as f64
     }
