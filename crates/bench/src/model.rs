@@ -1039,6 +1039,12 @@ impl<'w> Model<'w> {
             let desired = self.owners[owner].spec.replicas;
             let resized = rollout.settle(desired, available(&active[0]), available(&active[1]));
             let replacing = rollout.progress(now, resized, available(&active[1]));
+            if replacing != rollout.replacing {
+                rollout.replacing = replacing;
+                let name = self.owners[owner].spec.name.clone();
+                self.set_replacing(&name, replacing, rollout.old == 0);
+                changed = true;
+            }
             self.owners[owner].rollout = Some(rollout);
             for (replica_set, size) in [(0, rollout.old), (1, rollout.new)] {
                 let pods = &mut active[replica_set];
@@ -1062,13 +1068,6 @@ impl<'w> Model<'w> {
                         changed = true;
                     }
                 }
-            }
-            if replacing != rollout.replacing {
-                rollout.replacing = replacing;
-                self.owners[owner].rollout = Some(rollout);
-                let name = self.owners[owner].spec.name.clone();
-                self.set_replacing(&name, replacing, rollout.old == 0);
-                changed = true;
             }
         }
         changed
