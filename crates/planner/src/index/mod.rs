@@ -276,6 +276,15 @@ impl<'a> Index<'a> {
             .unwrap_or_default()
     }
 
+    /// What the pods bound to the node at `position` (see [`Self::node_position`]) reserve.
+    pub(crate) fn used_at(&self, position: usize) -> Resources {
+        self.sums
+            .node_used
+            .get(position)
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// What the schedulable Ready nodes but `node` have free, less what the pods waiting to be
     /// scheduled will reserve: where the replacements of `node`'s pods can land. `None` where
     /// no node reports its allocatable.
@@ -361,17 +370,45 @@ impl<'a> Index<'a> {
         self.by_controller.get(slot as usize).copied().flatten()
     }
 
-    /// The workload or other-controller pods bound to `node`, each with the slot of the workload it
-    /// counts for (see [`Self::workload_at`]), in pod order. Reads no UID.
-    pub(crate) fn workloads_on(
-        &self,
-        node: &str,
-    ) -> impl Iterator<Item = (crate::objects::workload::Workload<'a>, u32)> + '_ {
-        self.group_of(node).iter().filter_map(|m| {
-            let workload = self.class_at(m.position as usize, &m.key).workload()?;
-            let (_, slot) = self.controlled(m.key.controller)?;
-            Some((workload, slot))
-        })
+    /// The workloads that the workload and other-controller pods bound to `node` count for: each
+    /// workload slot (see [`Self::workload_at`]) with how many of them, in slot order. Kept
+    /// across passes: reads no pod.
+    pub(crate) fn workloads_on(&self, node: &str) -> &'a [(u32, u32)] {
+        let kept = self
+            .node_slot(node)
+            .map_or(&[][..], |slot| self.sums.node_workloads[slot].as_slice());
+        // Every test's pass checks the kept workloads against a walk over the node's pods.
+        #[cfg(test)]
+        {
+            let mut walked: BTreeMap<u32, u32> = BTreeMap::new();
+            for m in self.group_of(node) {
+                if self
+                    .class_at(m.position as usize, &m.key)
+                    .workload()
+                    .is_some()
+                    && let Some((_, slot)) = self.controlled(m.key.controller)
+                {
+                    *walked.entry(slot).or_default() += 1;
+                }
+            }
+            let walked: Vec<(u32, u32)> = walked.into_iter().collect();
+            assert_eq!(kept, walked.as_slice(), "the workloads kept on {node}");
+        }
+        kept
+    }
+
+    /// Per workload slot, the workload its pods count for (`None`: a slot no controller with
+    /// pods counts for, or one whose pods are not workload pods).
+    pub(crate) fn workloads(&self) -> Vec<Option<crate::objects::workload::Workload<'a>>> {
+        let mut workloads = vec![None; self.workload_count()];
+        for &(class, slot) in self.by_controller.iter().flatten() {
+            if let Some(known) = workloads.get_mut(slot as usize)
+                && known.is_none()
+            {
+                *known = class.workload();
+            }
+        }
+        workloads
     }
 
     /// How many workload slots there are: workload slots are `0..workload_count()`.

@@ -286,6 +286,10 @@ pub(crate) struct Sums {
     /// reserve.
     pub(crate) node_used: Vec<Resources>,
     pub(crate) node_moving: Vec<Resources>,
+    /// Per node slot, the workloads its workload and other-controller pods count for: each
+    /// workload slot with how many of them, in slot order (what admission reads of the many nodes
+    /// that only queue, without a walk over their pods).
+    pub(crate) node_workloads: Vec<Vec<(u32, u32)>>,
     /// What the pods waiting to be scheduled (bound to no node, not finished nor terminating) will
     /// reserve.
     pub(crate) pending: Resources,
@@ -309,6 +313,7 @@ impl Sums {
             node_classes: vec![NodeClasses::default(); nodes],
             node_used: vec![Resources::default(); nodes],
             node_moving: vec![Resources::default(); nodes],
+            node_workloads: vec![Vec::new(); nodes],
             workload_pods: vec![PodCounts::default(); workloads],
             ..Self::default()
         }
@@ -338,6 +343,13 @@ impl Sums {
             classes.multi_covered += u32::from(added.multi_covered);
             classes.judged_by_policy += u32::from(added.by_policy);
             classes.terminating += u32::from(added.terminating);
+            if added.workload_pod && added.workload != u32::MAX {
+                let workloads = &mut self.node_workloads[node];
+                match workloads.binary_search_by_key(&added.workload, |&(slot, _)| slot) {
+                    Ok(i) => workloads[i].1 += 1,
+                    Err(i) => workloads.insert(i, (added.workload, 1)),
+                }
+            }
         } else if added.pending {
             self.pending += added.requests;
         }
@@ -406,6 +418,16 @@ impl Sums {
             less(&mut classes.multi_covered, added.multi_covered)?;
             less(&mut classes.judged_by_policy, added.by_policy)?;
             less(&mut classes.terminating, added.terminating)?;
+            if added.workload_pod && added.workload != u32::MAX {
+                let workloads = &mut self.node_workloads[node];
+                let i = workloads
+                    .binary_search_by_key(&added.workload, |&(slot, _)| slot)
+                    .ok()?;
+                workloads[i].1 -= 1;
+                if workloads[i].1 == 0 {
+                    workloads.remove(i);
+                }
+            }
         } else if added.pending {
             less_resources(&mut self.pending, added.requests)?;
         }

@@ -6,7 +6,7 @@ pub(crate) mod claims;
 pub(crate) mod conditions;
 mod steps;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use k8sm_api::keys::PAUSE_ANNOTATION;
@@ -452,8 +452,8 @@ impl<'v> PolicyPass<'v, '_> {
     }
 
     /// Sets the chain of every candidate: the longest [`admission::chain`] among the owners of its
-    /// pods, each owner's worked out once (a walk over the candidates' pods that reads no UID
-    /// but those of other kinds' controllers).
+    /// pods, each owner's worked out once, read from the workloads the index keeps per node (no
+    /// walk over the candidates' pods).
     ///
     /// A candidate that does not carry the mark yet is marked by this pass: the first pass of an
     /// upgrade marks every old node and fills the free slots at once. Its pods are still to
@@ -462,28 +462,30 @@ impl<'v> PolicyPass<'v, '_> {
     /// pass and its slots would go by the key alone.
     fn chains(&self, candidates: &mut [Entry<'v>]) {
         let threshold = self.spec().owner_health_threshold.clamp(1, 100);
-        let workloads = self.index.workload_count();
-        let mut being_marked = vec![0u32; workloads];
+        let workloads = self.index.workloads();
+        let mut being_marked = vec![0u32; workloads.len()];
         for entry in candidates.iter() {
             if node_state::still_to_drain(entry.node) {
                 continue;
             }
-            for (_, slot) in self.index.workloads_on(&entry.node.name) {
+            for &(slot, pods) in self.index.workloads_on(&entry.node.name) {
                 if let Some(count) = being_marked.get_mut(slot as usize) {
-                    *count += 1;
+                    *count += pods;
                 }
             }
         }
-        let mut chains = vec![u32::MAX; workloads];
+        let mut chains = vec![u32::MAX; workloads.len()];
         for entry in candidates {
             let mut longest = 0;
-            for (workload, slot) in self.index.workloads_on(&entry.node.name) {
-                let Some(known) = chains.get_mut(slot as usize) else {
+            for &(slot, _) in self.index.workloads_on(&entry.node.name) {
+                let (Some(known), Some(Some(workload))) =
+                    (chains.get_mut(slot as usize), workloads.get(slot as usize))
+                else {
                     continue;
                 };
                 if *known == u32::MAX {
                     let pods = self.index.workload_at(slot);
-                    let desired = health::desired(workload, pods, self.index);
+                    let desired = health::desired(*workload, pods, self.index);
                     let to_move = pods.to_move + being_marked[slot as usize];
                     *known = admission::chain(to_move, desired, threshold);
                 }
@@ -572,16 +574,24 @@ impl<'v> PolicyPass<'v, '_> {
         slots: usize,
     ) -> Pacing {
         let in_progress = || holders.iter().chain(waiting).map(|(_, e)| e.node);
-        let to_drain: BTreeSet<&str> = in_progress()
-            .chain(blocked.iter().chain(candidates).map(|e| e.node))
-            .map(|n| n.name.as_str())
-            .collect();
+        // By position among the index's nodes: a large fleet's nodes are nearly all to drain.
+        let mut to_drain = vec![false; self.index.nodes.len()];
+        let mut count = 0;
+        for node in in_progress().chain(blocked.iter().chain(candidates).map(|e| e.node)) {
+            let position = self.index.node_position(&node.name);
+            if let Some(known) = position.and_then(|p| to_drain.get_mut(p as usize))
+                && !*known
+            {
+                *known = true;
+                count += 1;
+            }
+        }
         let longest_chain = candidates.iter().map(|e| e.chain).max().unwrap_or(0);
         Pacing {
             room: Room::new(self.index, &to_drain, in_progress()),
             // Without pacing, room never holds a node back.
             least: if self.pace_by_room {
-                room::least_in_progress(slots, longest_chain, to_drain.len())
+                room::least_in_progress(slots, longest_chain, count)
             } else {
                 usize::MAX
             },

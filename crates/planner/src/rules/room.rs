@@ -4,8 +4,6 @@
 //! drain. Room is counted as the scheduler counts it; at least [`least_in_progress`] nodes are in
 //! progress whatever the room. Why, and what it cost: docs/decisions/0002-land-once.md.
 
-use std::collections::BTreeSet;
-
 use crate::{NodeView, Resources, index::Index};
 
 /// The room of one pass: what the nodes not to drain have free, and what the nodes in progress
@@ -23,21 +21,22 @@ pub(crate) struct Room {
 
 impl Room {
     /// The room of `index`'s cluster, with `to_drain` the nodes this policy will drain (candidates
-    /// and nodes in progress) and `in_progress` the nodes that hold a slot.
+    /// and nodes in progress), by their positions among the index's nodes, and `in_progress` the
+    /// nodes that hold a slot.
     pub(crate) fn new<'v>(
         index: &Index,
-        to_drain: &BTreeSet<&str>,
+        to_drain: &[bool],
         in_progress: impl IntoIterator<Item = &'v NodeView>,
     ) -> Self {
         let mut free = Resources::default();
         let mut unknown = true;
-        for (name, node) in &index.nodes {
+        for (position, node) in index.nodes.values().enumerate() {
             let Some(allocatable) = node.allocatable else {
                 continue;
             };
             unknown = false;
-            if node.ready && !node.unschedulable && !to_drain.contains(name) {
-                free += allocatable.less(index.used_on(name));
+            if node.ready && !node.unschedulable && !to_drain.get(position).is_some_and(|&d| d) {
+                free += allocatable.less(index.used_at(position));
             }
         }
         let held = in_progress

@@ -231,3 +231,50 @@ fn owners_do_not_override_stalls_or_operator_pods() {
     assert_eq!(order.into_values().collect::<Vec<_>>(), ["stalled"]);
     assert_eq!(phase(&plan, "operator"), k8sm_api::NodePhase::Blocked);
 }
+
+/// The queue judges each node's available pods by their own workload, even where their budgets and
+/// class are alike: `b`'s owner may lose a pod and `a`'s may not (one of its pods is Ready but not
+/// yet available), so `b` queues before `a` though `a` comes first by name. Both owners set
+/// `minReadySeconds`, so neither is settled by its Ready pods alone.
+#[test]
+fn the_queue_judges_alike_pods_of_different_owners_apart() {
+    let available = |p: PodView| PodView {
+        ready_changed: Some(now() - chrono::Duration::minutes(30)),
+        ..p
+    };
+    let mut slow = replica_set("shop", "slow", 10);
+    slow.min_ready_seconds = 60;
+    let mut fast = replica_set("shop", "fast", 10);
+    fast.min_ready_seconds = 60;
+    let busy = replica_set("shop", "busy", 1);
+    let mut pods = vec![
+        PodView {
+            ready_changed: Some(now() - chrono::Duration::seconds(10)),
+            ..slow.pod("slow-new", "upgraded")
+        },
+        available(slow.pod("slow-a", "a")),
+        available(fast.pod("fast-b", "b")),
+        available(busy.pod("busy-0", "busy")),
+    ];
+    pods.extend((0..8).map(|i| available(slow.pod(&format!("slow-{i}"), "upgraded"))));
+    pods.extend((0..9).map(|i| available(fast.pod(&format!("fast-{i}"), "upgraded"))));
+    let nodes = vec![
+        node("a").marked(at(0)),
+        node("b").marked(at(0)),
+        node("busy").marked(at(0)).admitted(at(1)),
+        node("upgraded").executor(NEW),
+    ];
+    let view = cluster(
+        nodes,
+        vec![slow, fast, busy],
+        pods,
+        vec![policy("p").with(max(1))],
+    );
+    let plan = plan_now(&view);
+    assert!(admitted(&plan).is_empty(), "{:?}", admitted(&plan));
+    assert_eq!(
+        queue(&plan),
+        [(1, "b".to_owned()), (2, "a".to_owned())],
+        "the node whose pod can move first"
+    );
+}
