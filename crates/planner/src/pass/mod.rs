@@ -515,7 +515,7 @@ impl<'v> PolicyPass<'v, '_> {
         if free == 0 {
             return (0, candidates);
         }
-        candidates.sort_by_cached_key(admission_order);
+        candidates.sort_by_cached_key(|e| admission_order(e, self.index));
         let mut admitted = 0;
         let mut left = Vec::new();
         let mut candidates = candidates.into_iter().peekable();
@@ -548,7 +548,7 @@ impl<'v> PolicyPass<'v, '_> {
                 next = candidates.next_if(|e| group_of(e) == group);
             }
             // Those whose pods cannot move now still go before the next group, in key order.
-            cannot_move.sort_by_cached_key(|e| candidate_key(e));
+            cannot_move.sort_by_cached_key(|e| candidate_key(e, self.index));
             for entry in cannot_move {
                 if admitted == free || !self.room_for(&entry, admitted, pacing) {
                     left.push(entry);
@@ -637,7 +637,7 @@ impl<'v> PolicyPass<'v, '_> {
                 group_of(e),
                 later,
                 std::cmp::Reverse(chain),
-                candidate_key(e),
+                candidate_key(e, self.index),
             )
         });
         queued
@@ -738,25 +738,36 @@ impl<'v> PolicyPass<'v, '_> {
 /// queues thousands, and a sort compares each many times).
 fn admission_order<'v>(
     e: &Entry<'v>,
+    index: &Index,
 ) -> (
     admission::Group,
     std::cmp::Reverse<u32>,
-    admission::CandidateKey<'v>,
+    admission::CandidateKey<NameOrder<'v>>,
 ) {
-    (group_of(e), std::cmp::Reverse(e.chain), candidate_key(e))
+    (
+        group_of(e),
+        std::cmp::Reverse(e.chain),
+        candidate_key(e, index),
+    )
 }
 
-fn candidate_key<'v>(e: &Entry<'v>) -> admission::CandidateKey<'v> {
+/// A node's name as a sort key: its position among the index's nodes, which are in name order,
+/// compared as an integer (a large fleet's queue sorts thousands of nodes that differ only by
+/// name); the name itself decides only between nodes not among them.
+type NameOrder<'v> = (u32, &'v str);
+
+fn candidate_key<'v>(e: &Entry<'v>, index: &Index) -> admission::CandidateKey<NameOrder<'v>> {
     let (need_operator, left) = e
         .survey
         .as_ref()
         .map_or((0, 0), |s| (s.need_operator, s.left));
+    let name = e.node.name.as_str();
     admission::candidate_key(
         e.assessment.stalled,
         need_operator,
         left,
         e.assessment.incompatible_since,
-        &e.node.name,
+        (index.node_position(name).unwrap_or(u32::MAX), name),
     )
 }
 

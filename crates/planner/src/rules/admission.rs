@@ -47,8 +47,9 @@ pub(crate) fn acting_key(
     (holding, pods_left, since.is_none(), since, name)
 }
 
-/// The sort key of [`candidate_key`].
-pub(crate) type CandidateKey<'a> = (
+/// The sort key of [`candidate_key`], with the node's name, or a key that orders nodes as their
+/// names do.
+pub(crate) type CandidateKey<N> = (
     bool,
     bool,
     Option<DateTime<Utc>>,
@@ -56,7 +57,7 @@ pub(crate) type CandidateKey<'a> = (
     u32,
     bool,
     Option<DateTime<Utc>>,
-    &'a str,
+    N,
 );
 
 /// Admission order: nodes that never stalled first (a stalled node waits on something that does not
@@ -71,13 +72,13 @@ pub(crate) type CandidateKey<'a> = (
 /// an owner that may lose one pod take one slot, not two, while another owner's node waits: owners
 /// whose pods are bunched on a few nodes drain side by side instead of in a convoy. The queue
 /// (`admission_position`) is in the same order, judged after the pass's actions.
-pub(crate) fn candidate_key(
+pub(crate) fn candidate_key<N: Ord>(
     stalled: Option<Option<DateTime<Utc>>>,
     need_operator: u32,
     pods_left: u32,
     incompatible_since: Option<DateTime<Utc>>,
-    name: &str,
-) -> CandidateKey<'_> {
+    name: N,
+) -> CandidateKey<N> {
     let stalled_at = stalled.flatten();
     (
         stalled.is_some(),
