@@ -44,7 +44,7 @@ pub(crate) struct PodFacts {
 /// Which of the kept answers lists the budgets covering a pod (its id among
 /// `budgets::Cover::answer`'s), and whether that list holds more than one: deciding a pod reads
 /// its budgets by the id, without reading the pod nor hashing its labels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Covered(u32);
 
 impl Covered {

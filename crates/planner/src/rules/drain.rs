@@ -11,13 +11,11 @@ use crate::{
     PodPhase, PodView, Reason, Resources,
     index::shared_output::{MessageKey, WaitsOn},
     index::{Index, OnNode, PodCounts},
-    model::collections::FastMap,
     model::output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
     model::pass_cache::Text,
     objects::budgets::Pdb,
     objects::classify::{Class, Ignored, Unmanaged, ignored_message, unmanaged_message},
     objects::pin,
-    objects::pod_facts::Covered,
     objects::workload::Workload,
     rules::health::{self, Ledger, PodState, Verdict},
     rules::node_context::NodeContext,
@@ -412,30 +410,22 @@ pub(crate) fn movement(
             {
                 continue;
             }
-            let alike = ready.then(|| ReadyVerdicts::alike(&on, index)).flatten();
-            let known_moves = alike.and_then(|key| known.as_deref().and_then(|k| k.moves(key)));
-            let moves = known_moves.unwrap_or_else(|| {
-                let health = ledger.health(workload, counts_for, index);
-                let counts = workload_counts(workload, counts_for, index);
-                let (state, _) = pod_state(pod, ready, (workload, counts), ctx);
-                let verdict_lets_go = match health::judge(health, ctx.threshold, state) {
-                    Verdict::Evict { .. } | Verdict::EvictNotReady { .. } => true,
-                    Verdict::EvictBroken { .. } => {
-                        broken_waits_for_room(pod, counts_for, ctx, index, Resources::default())
-                            .is_none()
-                    }
-                    _ => false,
-                };
-                verdict_lets_go
-                    && (!uses_eviction_api(class, ctx)
-                        || index.budgets_of(&on).into_iter().all(|(i, p)| {
-                            ledger.pdb_allowance(i) > 0 || !uses_budget(pod, pod_ready, p)
-                        }))
-            });
-            if let (Some(key), Some(known)) = (alike, known.as_deref_mut()) {
-                known.remember_moves(key, moves);
+            let health = ledger.health(workload, counts_for, index);
+            let counts = workload_counts(workload, counts_for, index);
+            let (state, _) = pod_state(pod, ready, (workload, counts), ctx);
+            match health::judge(health, ctx.threshold, state) {
+                Verdict::Evict { .. } | Verdict::EvictNotReady { .. } => {}
+                Verdict::EvictBroken { .. }
+                    if broken_waits_for_room(pod, counts_for, ctx, index, Resources::default())
+                        .is_none() => {}
+                _ => continue,
             }
-            if moves {
+            let budgets_allow = !uses_eviction_api(class, ctx)
+                || index
+                    .budgets_of(&on)
+                    .into_iter()
+                    .all(|(i, p)| ledger.pdb_allowance(i) > 0 || !uses_budget(pod, pod_ready, p));
+            if budgets_allow {
                 return Movement::Now;
             }
         }
@@ -462,57 +452,11 @@ pub(crate) fn movement(
 /// go. Worked out once per workload against a ledger that does not change: the queue judges
 /// thousands of nodes' pods, most of them Ready, and each judgement read the pod's workload and
 /// health.
-///
-/// Also whether an available pod that nothing but its workload, budgets and class decides about
-/// ([`Self::alike`]) would move: the same for every such pod of one workload with the same budgets.
-pub(crate) struct ReadyVerdicts {
-    stay: Vec<Option<bool>>,
-    moves: FastMap<Alike, bool>,
-}
-
-/// What decides whether an available pod moves when nothing about the pod itself does: its
-/// workload slot, the answer listing its budgets, and whether it is another controller's (judged
-/// through the Eviction API whatever the policy).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Alike(u32, Covered, bool);
+pub(crate) struct ReadyVerdicts(Vec<Option<bool>>);
 
 impl ReadyVerdicts {
     pub(crate) fn new(index: &Index) -> Self {
-        Self {
-            stay: vec![None; index.workload_count()],
-            moves: FastMap::default(),
-        }
-    }
-
-    /// The key of an available pod whose move [`movement`] decides by its workload, budgets and
-    /// class alone: none where its spec may pin it, more than one budget covers it, its budgets
-    /// are read from its labels (no kept answer), or its workload has no slot.
-    fn alike(on: &OnNode, index: &Index) -> Option<Alike> {
-        let budgets_by_answer = index.pdbs.is_empty() || on.covered.answer().is_some();
-        let plain = !on.pinnable && !on.covered.several() && budgets_by_answer;
-        let other = matches!(on.class, Class::Other(_));
-        (plain && (on.counts_for as usize) < index.workload_count()).then_some(Alike(
-            on.counts_for,
-            on.covered,
-            other,
-        ))
-    }
-
-    fn moves(&self, key: Alike) -> Option<bool> {
-        // Every test's pass judges each pod again, and `remember_moves` checks the judgement
-        // against the one known.
-        if cfg!(test) {
-            return None;
-        }
-        self.moves.get(&key).copied()
-    }
-
-    fn remember_moves(&mut self, key: Alike, moves: bool) {
-        #[cfg(test)]
-        if let Some(&known) = self.moves.get(&key) {
-            assert_eq!(known, moves, "an available pod judged as one alike");
-        }
-        self.moves.insert(key, moves);
+        Self(vec![None; index.workload_count()])
     }
 
     fn stay(
@@ -523,7 +467,7 @@ impl ReadyVerdicts {
         index: &Index,
         ledger: &mut Ledger,
     ) -> bool {
-        let Some(known) = self.stay.get_mut(counts_for as usize) else {
+        let Some(known) = self.0.get_mut(counts_for as usize) else {
             return false;
         };
         *known.get_or_insert_with(|| {

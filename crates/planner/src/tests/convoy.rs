@@ -232,12 +232,12 @@ fn owners_do_not_override_stalls_or_operator_pods() {
     assert_eq!(phase(&plan, "operator"), k8sm_api::NodePhase::Blocked);
 }
 
-/// The queue judges each node's available pods by their own workload, even where their budgets and
-/// class are alike: `b`'s owner may lose a pod and `a`'s may not (one of its pods is Ready but not
-/// yet available), so `b` queues before `a` though `a` comes first by name. Both owners set
-/// `minReadySeconds`, so neither is settled by its Ready pods alone.
+/// The queue judges each node's available pods by their own workload: `b`'s owner may lose a pod
+/// and `a`'s may not (one of its pods is Ready but not yet available), so `b` queues before `a`
+/// though `a` comes first by name. Both owners set `minReadySeconds`, so neither is settled by its
+/// Ready pods alone.
 #[test]
-fn the_queue_judges_alike_pods_of_different_owners_apart() {
+fn the_queue_judges_available_pods_by_their_own_owner() {
     let available = |p: PodView| PodView {
         ready_changed: Some(now() - chrono::Duration::minutes(30)),
         ..p
