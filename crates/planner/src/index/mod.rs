@@ -370,28 +370,27 @@ impl<'a> Index<'a> {
         self.by_controller.get(slot as usize).copied().flatten()
     }
 
-    /// The workloads that the workload and other-controller pods bound to `node` count for: each
-    /// workload slot (see [`Self::workload_at`]) with how many of them, in slot order. Kept
-    /// across passes: reads no pod.
-    pub(crate) fn workloads_on(&self, node: &str) -> &'a [(u32, u32)] {
+    /// The slot of the workload (see [`Self::workload_at`]) that each workload and
+    /// other-controller pod bound to `node` counts for, in slot order. Kept across passes: reads no
+    /// pod.
+    pub(crate) fn workloads_on(&self, node: &str) -> &'a [u32] {
         let kept = self
             .node_slot(node)
             .map_or(&[][..], |slot| self.sums.node_workloads[slot].as_slice());
         // Every test's pass checks the kept workloads against a walk over the node's pods.
         #[cfg(test)]
         {
-            let mut walked: BTreeMap<u32, u32> = BTreeMap::new();
-            for m in self.group_of(node) {
-                if self
-                    .class_at(m.position as usize, &m.key)
-                    .workload()
-                    .is_some()
-                    && let Some((_, slot)) = self.controlled(m.key.controller)
-                {
-                    *walked.entry(slot).or_default() += 1;
-                }
-            }
-            let walked: Vec<(u32, u32)> = walked.into_iter().collect();
+            let mut walked: Vec<u32> = self
+                .group_of(node)
+                .iter()
+                .filter(|m| {
+                    self.class_at(m.position as usize, &m.key)
+                        .workload()
+                        .is_some()
+                })
+                .filter_map(|m| Some(self.controlled(m.key.controller)?.1))
+                .collect();
+            walked.sort_unstable();
             assert_eq!(kept, walked.as_slice(), "the workloads kept on {node}");
         }
         kept

@@ -468,16 +468,16 @@ impl<'v> PolicyPass<'v, '_> {
             if node_state::still_to_drain(entry.node) {
                 continue;
             }
-            for &(slot, pods) in self.index.workloads_on(&entry.node.name) {
+            for &slot in self.index.workloads_on(&entry.node.name) {
                 if let Some(count) = being_marked.get_mut(slot as usize) {
-                    *count += pods;
+                    *count += 1;
                 }
             }
         }
         let mut chains = vec![u32::MAX; workloads.len()];
         for entry in candidates {
             let mut longest = 0;
-            for &(slot, _) in self.index.workloads_on(&entry.node.name) {
+            for &slot in self.index.workloads_on(&entry.node.name) {
                 let (Some(known), Some(Some(workload))) =
                     (chains.get_mut(slot as usize), workloads.get(slot as usize))
                 else {
