@@ -272,7 +272,7 @@ impl<'a> Index<'a> {
     /// What the pods bound to `node` reserve ([`Self::node_used`]).
     pub(crate) fn used_on(&self, node: &str) -> Resources {
         self.node_slot(node)
-            .map(|slot| self.sums.node_used[slot])
+            .map(|slot| self.used_at(slot))
             .unwrap_or_default()
     }
 
