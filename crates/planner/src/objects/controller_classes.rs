@@ -1,8 +1,10 @@
 //! What the index works out once per controller reference (the class its pods get when nothing
-//! about the pod decides it), kept across passes while the owners it was worked out from are the
-//! same objects (`Arc::ptr_eq`) at the same places, so that an owner's new version costs only its
-//! own controllers' answers. Every view held here is held so that its address stays unique while
-//! its answer is kept. Why: docs/decisions/0007-planner-keeps-what-it-derived.md.
+//! about the pod decides it), kept across passes while the owners it was worked out from are at
+//! the same places and classify alike (the same objects, or new versions that differ only in what
+//! classifying does not read, such as a status), so that an owner's new version costs only its own
+//! controllers' answers, and none when only its status changed. Every view held here is held so
+//! that its address stays unique while its answer is kept. Why:
+//! docs/decisions/0007-planner-keeps-what-it-derived.md.
 
 use std::sync::Arc;
 
@@ -53,15 +55,23 @@ enum KeptClass {
 }
 
 impl ControllerClasses {
-    /// Whether no two of `owners` share a UID, if they are the last pass's owners in the same order
-    /// (told without reading them); `None` otherwise.
-    pub(crate) fn owners_unchanged(&self, owners: &[Arc<OwnerView>]) -> Option<bool> {
+    /// Whether no two of `owners` share a UID, if they classify alike with the last pass's owners,
+    /// position by position (remembered then in their place); `None` otherwise.
+    pub(crate) fn owners_unchanged(&mut self, owners: &[Arc<OwnerView>]) -> Option<bool> {
         let same = owners.len() == self.owners.len()
             && owners
                 .iter()
                 .zip(&self.owners)
-                .all(|(a, b)| Arc::ptr_eq(a, b));
-        same.then_some(self.one_owner_per_uid)
+                .all(|(a, b)| classify_alike(a, b));
+        if !same {
+            return None;
+        }
+        for (held, owner) in self.owners.iter_mut().zip(owners) {
+            if !Arc::ptr_eq(held, owner) {
+                *held = Arc::clone(owner);
+            }
+        }
+        Some(self.one_owner_per_uid)
     }
 
     /// Remembers this pass's owners, whether no two of them share a UID, and what the pods of each
@@ -95,25 +105,32 @@ impl ControllerClasses {
     }
 
     /// The class kept for `controller` in `slot`, and the position of the owner with its UID, if
-    /// the view's `owners` are still the ones it was worked out from, at the same positions.
+    /// the view's `owners` at the positions it was worked out from classify alike with the owners
+    /// it was worked out from (then held in their place). Read from the view's owners, so that
+    /// what classifying does not read (a status) is the view's.
     pub(crate) fn get<'a>(
-        &self,
+        &mut self,
         slot: u32,
         controller: &'a Arc<ControllerRef>,
         owners: &'a [Arc<OwnerView>],
     ) -> Option<(Class<'a>, u32)> {
-        let kept = self.by_controller.get(slot as usize)?.as_ref()?;
+        let kept = self.by_controller.get_mut(slot as usize)?.as_mut()?;
         if !Arc::ptr_eq(&kept.controller, controller) {
             return None;
         }
-        let at = |(i, held): &(u32, Arc<OwnerView>)| {
-            owners
-                .get(*i as usize)
-                .filter(|owner| Arc::ptr_eq(owner, held))
+        let alike = |(i, held): &mut (u32, Arc<OwnerView>)| {
+            let owner = owners.get(*i as usize)?;
+            if !Arc::ptr_eq(owner, held) {
+                if !classify_alike(owner, held) {
+                    return None;
+                }
+                *held = Arc::clone(owner);
+            }
+            Some(())
         };
-        at(&kept.owner)?;
-        if let Some(top) = &kept.top {
-            at(top)?;
+        alike(&mut kept.owner)?;
+        if let Some(top) = &mut kept.top {
+            alike(top)?;
         }
         let owner = |i: u32| &*owners[i as usize];
         let class = match kept.class {
@@ -175,6 +192,72 @@ impl ControllerClasses {
                 top,
                 class,
             });
+        }
+    }
+}
+
+/// Whether two versions of an owner classify its pods alike: the same object, or the same in all
+/// that classifying them and what they count for reads (what names it, its kind, its own
+/// controller, whether it is being deleted).
+fn classify_alike(a: &Arc<OwnerView>, b: &Arc<OwnerView>) -> bool {
+    Arc::ptr_eq(a, b)
+        || (a.uid == b.uid
+            && a.kind == b.kind
+            && a.namespace == b.namespace
+            && a.name == b.name
+            && a.exists == b.exists
+            && a.controller == b.controller)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::ControllerClasses;
+    use crate::{OwnerView, testing::deployment};
+
+    fn remembered(owners: &[Arc<OwnerView>]) -> ControllerClasses {
+        let mut classes = ControllerClasses::default();
+        classes.remember_owners(owners, true, Vec::new());
+        classes
+    }
+
+    #[test]
+    fn owners_whose_status_alone_changed_are_the_same_owners() {
+        let web = deployment("shop", "web", 3);
+        let owners = vec![Arc::new(web.clone()), Arc::new(deployment("shop", "db", 1))];
+        let mut classes = remembered(&owners);
+        let mut scaled = web.clone();
+        scaled.desired = Some(5);
+        scaled.replacing = true;
+        let next = vec![Arc::new(scaled), Arc::clone(&owners[1])];
+        assert_eq!(classes.owners_unchanged(&next), Some(true));
+        assert!(
+            Arc::ptr_eq(&classes.owners()[0], &next[0]),
+            "the new version is held"
+        );
+    }
+
+    #[test]
+    fn owners_that_classify_otherwise_are_new_owners() {
+        let web = deployment("shop", "web", 3);
+        let other = deployment("shop", "api", 2);
+        type Change = fn(&mut OwnerView, &OwnerView);
+        let changes: [(&str, Change); 4] = [
+            ("being deleted", |o, _| o.exists = false),
+            ("recreated", |o, _| o.uid = format!("{}-again", o.uid)),
+            ("adopted", |o, other| o.controller = Some(other.reference())),
+            ("another owner", |o, other| *o = other.clone()),
+        ];
+        for (what, change) in changes {
+            let mut classes = remembered(&[Arc::new(web.clone())]);
+            let mut changed = web.clone();
+            change(&mut changed, &other);
+            assert_eq!(
+                classes.owners_unchanged(&[Arc::new(changed)]),
+                None,
+                "{what}"
+            );
         }
     }
 }

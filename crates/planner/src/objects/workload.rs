@@ -129,7 +129,7 @@ impl std::fmt::Display for Workload<'_> {
 
 /// Which workload the pods of an owner count for, by position among the view's owners. It needs the
 /// owner that a ReplicaSet's controller reference names, so the index keeps it while the view's
-/// owners stay the same objects (see `controller_classes::ControllerClasses`) rather than looking
+/// owners classify alike (see `controller_classes::ControllerClasses`) rather than looking
 /// every ReplicaSet's controller up on every pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CountsFor {

@@ -2,8 +2,8 @@
 //! [`plan`] plans, whatever it planned before: over a sequence of views that change the way a
 //! controller's stores change them (pods replaced by new versions, removed, added, moved around in
 //! the vector, nodes added, removed, marked and unmarked, evictions in flight coming and going,
-//! owners' `minReadySeconds` changed, the clock going on), every pass is compared with a fresh plan
-//! of the same view at the same time.
+//! owners changed in their status, spec or identity, removed and added, the clock going on), every
+//! pass is compared with a fresh plan of the same view at the same time.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -126,6 +126,39 @@ fn change(view: &mut ClusterView, clock: &mut DateTime<Utc>, rng: &mut Rng) -> &
             pod.ready_changed = Some(*clock - seconds(rng.below(90)));
             view.pods[i] = Arc::new(pod);
             "ready a moment ago"
+        }
+        // A new version of an owner: its status or spec (which its pods' class does not read), or
+        // what names it and its pods' class reads; or an owner gone, or a copy added.
+        11 if !view.owners.is_empty() => {
+            let i = rng.below(view.owners.len());
+            let mut owner = OwnerView::clone(&view.owners[i]);
+            match rng.below(7) {
+                0 => owner.desired = owner.desired.map(|n| n + 1).or(Some(2)),
+                1 => owner.replacing = !owner.replacing,
+                2 => owner.exists = !owner.exists,
+                // Orphaned, or adopted by another owner's controller.
+                3 => {
+                    owner.controller = match owner.controller {
+                        Some(_) => None,
+                        None => view.owners[rng.below(view.owners.len())].controller.clone(),
+                    }
+                }
+                // Deleted and made again under the same name.
+                4 => owner.uid = format!("{}-again", owner.uid),
+                5 => {
+                    view.owners.remove(i);
+                    return "owner removed";
+                }
+                _ => {
+                    owner.name = format!("{}-copy-{}", owner.name, rng.below(1_000));
+                    owner.uid = format!("{}-copy", owner.uid);
+                    view.owners
+                        .insert(rng.below(view.owners.len() + 1), Arc::new(owner));
+                    return "owner added";
+                }
+            }
+            view.owners[i] = Arc::new(owner);
+            "owner changed"
         }
         13 if !view.owners.is_empty() => {
             let i = rng.below(view.owners.len());
