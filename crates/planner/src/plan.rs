@@ -89,13 +89,13 @@ fn plan_with(
         .collect();
     // Selection first: a node claimed by two live policies is acted on by neither. A policy being
     // deleted claims nothing: it hands its nodes back.
-    let mut claims: Claims = Claims::default();
+    let mut claims = Claims::new(&index);
     for (policy, selection) in policies.iter().zip(&selections) {
         if policy.deleting {
             continue;
         }
         for node in selection.iter().flatten() {
-            claims.entry(&node.name).or_default().push(&policy.name);
+            claims.claim(&node.name, &policy.name);
         }
     }
 
@@ -252,7 +252,7 @@ fn permute<T, K: Ord>(
 fn hand_back(
     policies: &[&PolicyView],
     selections: &[Result<Vec<&NodeView>, String>],
-    claims: &Claims,
+    claims: &Claims<'_, '_>,
     index: &Index,
     plan: &mut Plan,
 ) {
@@ -263,8 +263,8 @@ fn hand_back(
         .map(|(p, s)| (*p, s.as_deref().unwrap_or_default()))
         .collect();
     for node in index.nodes.values() {
-        let claimed_by = claims.get(node.name.as_str());
-        if claimed_by.is_some_and(|c| c.len() == 1) {
+        let claimed_by = claims.of(&node.name);
+        if claimed_by.len() == 1 {
             continue;
         }
         let Some(kind) = node_state::release(node) else {
@@ -275,12 +275,12 @@ fn hand_back(
             .find(|(_, selected)| selected.iter().any(|n| n.name == node.name))
             .map(|(p, _)| p.name.as_str());
         let why = match (claimed_by, by) {
-            (Some(both), _) => format!(
+            ([_, _, ..], _) => format!(
                 "policies {} select the node: neither acts on it",
-                both.join(" and ")
+                claimed_by.join(" and ")
             ),
-            (None, Some(policy)) => format!("policy {policy} is being deleted"),
-            (None, None) => "no policy selects the node any more".to_owned(),
+            (_, Some(policy)) => format!("policy {policy} is being deleted"),
+            (_, None) => "no policy selects the node any more".to_owned(),
         };
         plan.actions.push(Action {
             policy: by.unwrap_or_default().to_owned(),
@@ -295,10 +295,7 @@ fn hand_back(
     for (policy, selected) in deleting {
         let pending: Vec<String> = selected
             .iter()
-            .filter(|n| {
-                claims.get(n.name.as_str()).is_none_or(|c| c.len() > 1)
-                    && node_state::release(n).is_some()
-            })
+            .filter(|n| claims.of(&n.name).len() != 1 && node_state::release(n).is_some())
             .map(|n| n.name.clone())
             .collect();
         if pending.is_empty() && policy.has_finalizer {

@@ -67,14 +67,13 @@ pub(crate) fn spec_conditions(spec: &ExecutorUpgradePolicySpec) -> Vec<PolicyCon
 pub(crate) fn conflicts(
     policy: &str,
     shared: &[&NodeView],
-    claims: &Claims,
+    claims: &Claims<'_, '_>,
 ) -> Vec<PolicyCondition> {
     let mut by_others: BTreeMap<Vec<&str>, Vec<String>> = BTreeMap::new();
     for node in shared {
         let others = claims
-            .get(node.name.as_str())
-            .into_iter()
-            .flatten()
+            .of(&node.name)
+            .iter()
             .copied()
             .filter(|p| *p != policy);
         by_others

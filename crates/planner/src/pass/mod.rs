@@ -38,7 +38,7 @@ use crate::{
 pub(crate) struct PolicyPass<'v, 'i> {
     pub(crate) policy: &'v PolicyView,
     pub(crate) index: &'i Index<'v>,
-    pub(crate) claims: &'i Claims<'v>,
+    pub(crate) claims: &'i Claims<'i, 'v>,
     pub(crate) now: DateTime<Utc>,
     /// What the policy's maintenance window allows in this pass.
     pub(crate) gate: Gate,
@@ -169,11 +169,9 @@ impl<'v> PolicyPass<'v, '_> {
             };
             conditions.push(condition(Reason::NoNodesSelected, message, vec![]));
         }
-        let (own, shared): (Vec<&NodeView>, Vec<&NodeView>) = selected.iter().partition(|n| {
-            self.claims
-                .get(n.name.as_str())
-                .is_some_and(|c| c.len() == 1)
-        });
+        let (own, shared): (Vec<&NodeView>, Vec<&NodeView>) = selected
+            .iter()
+            .partition(|n| self.claims.of(&n.name).len() == 1);
         conditions.extend(conditions::conflicts(
             &self.policy.name,
             &shared,
