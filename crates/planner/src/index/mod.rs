@@ -20,6 +20,7 @@ use crate::{
     objects::controller_classes::ControllerClasses,
     objects::lookups::{Lookups, slot_of},
     objects::node_groups::{Member, NodeGroups},
+    objects::node_state,
     objects::pod_cache::PodCache,
     objects::pod_facts::{ClassKey, Covered},
     objects::workload::{self, CountsFor},
@@ -97,6 +98,9 @@ pub(crate) struct Index<'a> {
     /// (which is the one a pass asks with: found without reading the text).
     node_slots: FastMap<&'a str, u32>,
     node_slots_by_copy: FastMap<Text, u32>,
+    /// Per node slot, whether the node opted out ([`node_state::node_opted_out`]): read once per
+    /// pass, as a label lookup costs more than the rest of what a pass reads of a node's keys.
+    opted_out: Vec<bool>,
     /// Pods of each node slot, as positions in `pods` with their class and order keys, in pod
     /// order.
     groups: &'a NodeGroups,
@@ -167,6 +171,10 @@ impl<'a> Index<'a> {
         let nodes: BTreeMap<&str, &NodeView> =
             view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         let (node_slots, node_slots_by_copy) = node_slots(&nodes);
+        let opted_out: Vec<bool> = nodes
+            .values()
+            .map(|n| node_state::node_opted_out(n))
+            .collect();
         align_facts(pods, view, &nodes);
         let (pdbs, cover, answers_dropped) = index_budgets(view, budgets, pods);
         let in_flight = InFlight::new(view, pods);
@@ -180,7 +188,8 @@ impl<'a> Index<'a> {
             budgets: !pdbs.is_empty(),
             to_drain: nodes
                 .values()
-                .map(|n| crate::objects::node_state::still_to_drain(n))
+                .zip(&opted_out)
+                .map(|(n, &out)| node_state::still_to_drain(n, out))
                 .collect(),
             controllers: by_controller
                 .iter()
@@ -218,6 +227,7 @@ impl<'a> Index<'a> {
             nodes,
             node_slots,
             node_slots_by_copy,
+            opted_out,
             groups: pods.groups(),
             sums,
             pending: sums.pending,
@@ -342,6 +352,14 @@ impl<'a> Index<'a> {
             .get(&Text::of(node))
             .or_else(|| self.node_slots.get(node))
             .map(|&slot| slot as usize)
+    }
+
+    /// Whether `node` opted out ([`node_state::node_opted_out`]).
+    pub(crate) fn opted_out(&self, node: &NodeView) -> bool {
+        match self.node_slot(&node.name) {
+            Some(slot) => self.opted_out[slot],
+            None => node_state::node_opted_out(node),
+        }
     }
 
     /// The position of `node` among the view's nodes in name order.

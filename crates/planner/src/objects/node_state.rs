@@ -52,6 +52,9 @@ pub(crate) struct Assessment {
     /// The node gave up its slot after making no progress (the stalled annotation), and when, if
     /// readable.
     pub(crate) stalled: Option<Option<DateTime<Utc>>>,
+    /// This pass marks it: its pods are still to move, though the index, which reads the node's
+    /// keys alone, does not count them yet.
+    pub(crate) being_marked: bool,
     pub(crate) actions: Vec<NodeAction>,
     /// Node-level problems and waits.
     pub(crate) blockers: Vec<Blocker>,
@@ -66,6 +69,7 @@ impl Assessment {
             kamikaze_at: None,
             overdue_at: None,
             stalled: None,
+            being_marked: false,
             actions: Vec::new(),
             blockers: Vec::new(),
         }
@@ -107,9 +111,10 @@ fn is_kamikaze_sent(node: &NodeView) -> bool {
 }
 
 /// Whether `node`'s pods must still be moved, by its contract keys alone (no policy, no clock):
-/// marked, not told to terminate yet, not opted out. What `PodCounts::to_move` counts pods on.
-pub(crate) fn still_to_drain(node: &NodeView) -> bool {
-    is_marked(node) && !is_kamikaze_sent(node) && !node_opted_out(node)
+/// marked, not told to terminate yet, not opted out (`opted_out`: [`node_opted_out`], read once
+/// per pass by the index). What `PodCounts::to_move` counts pods on.
+pub(crate) fn still_to_drain(node: &NodeView, opted_out: bool) -> bool {
+    is_marked(node) && !is_kamikaze_sent(node) && !opted_out
 }
 
 /// Why a marked node cannot be drained now, if it cannot: NotReady or unreachable (no kubelet to
@@ -136,14 +141,15 @@ pub(crate) fn unavailable(node: &NodeView) -> Option<String> {
     None
 }
 
-/// Assesses `node` under `spec` at `now`.
+/// Assesses `node` under `spec` at `now`; `opted_out`: [`node_opted_out`].
 pub(crate) fn assess(
     node: &NodeView,
+    opted_out: bool,
     spec: &ExecutorUpgradePolicySpec,
     now: DateTime<Utc>,
 ) -> Assessment {
     let read = Read::of(node, spec);
-    if node_opted_out(node) {
+    if opted_out {
         return assess_opted_out(&read);
     }
     if read.upgraded {
@@ -159,6 +165,7 @@ pub(crate) fn assess(
             return assess_unmarked_without_target(node, &read);
         };
         a.actions.push(marking(node, target, now));
+        a.being_marked = true;
     }
     record_marking(&mut a, node, read.incompatible, planned_mark, now);
     record_draining(&mut a, node, read.draining);

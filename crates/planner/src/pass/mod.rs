@@ -230,7 +230,7 @@ impl<'v> PolicyPass<'v, '_> {
                 }
                 assessment
             }
-            None => node_state::assess(node, spec, self.now),
+            None => node_state::assess(node, self.index.opted_out(node), spec, self.now),
         };
         for (kind, reason, message) in &assessment.actions {
             out.action(&self.policy.name, kind.clone(), *reason, message.clone());
@@ -462,10 +462,7 @@ impl<'v> PolicyPass<'v, '_> {
         let threshold = self.spec().owner_health_threshold.clamp(1, 100);
         let workloads = self.index.workloads();
         let mut being_marked = vec![0u32; workloads.len()];
-        for entry in candidates.iter() {
-            if node_state::still_to_drain(entry.node) {
-                continue;
-            }
+        for entry in candidates.iter().filter(|e| e.assessment.being_marked) {
             for &slot in self.index.workloads_on(&entry.node.name) {
                 if let Some(count) = being_marked.get_mut(slot as usize) {
                     *count += 1;
