@@ -2,6 +2,7 @@
 
 pub(crate) mod shared_output;
 pub(crate) mod tally;
+pub(crate) mod workload_slots;
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use crate::{
     ClusterView, ControllerRef, NodeView, OwnerView, PodView, Resources,
     index::shared_output::SharedOutput,
     index::tally::{Context, Controlled, Counted, KeptTally, Sums},
+    index::workload_slots::WorkloadSlots,
     model::collections::{FastMap, FastSet},
     model::pass_cache::Text,
     objects::budgets::{Cover, KeptBudgets, Pdb},
@@ -128,7 +130,7 @@ pub(crate) struct Index<'a> {
     /// Per UID of the workload the pods count for (docs/design.md §2: a Deployment for the pods of
     /// its ReplicaSets), its slot in the sums' `workload_pods` (looked up, never iterated where
     /// order matters).
-    workload_slots: FastMap<&'a str, u32>,
+    workload_slots: WorkloadSlots<'a>,
     /// What the pods were classified with (classifying again is for tests: the index holds every
     /// pod's class).
     #[cfg(test)]
@@ -205,7 +207,15 @@ impl<'a> Index<'a> {
             in_flight: in_flight.uids,
             in_flight_at: in_flight.positions.clone(),
         };
-        let workload_slots = resolver.owners.workload_slots;
+        let mut workload_slots = resolver.owners.slots;
+        if !rollouts.deadlines.is_empty() {
+            workload_slots.index_keys();
+        }
+        #[cfg(test)]
+        let lookups = resolver
+            .owners
+            .lookups
+            .unwrap_or_else(|| Lookups::new(view, workload_slots.owner_counts()));
         let sums = tally.update(
             pods,
             &view.pods,
@@ -218,7 +228,7 @@ impl<'a> Index<'a> {
                 .deadlines
                 .iter()
                 .filter_map(|(deployment, deadline)| {
-                    Some((*workload_slots.get(deployment.uid.as_str())?, *deadline))
+                    Some((workload_slots.get(deployment.uid.as_str())?, *deadline))
                 }),
             now,
         );
@@ -239,10 +249,7 @@ impl<'a> Index<'a> {
             in_flight_at: in_flight.positions,
             workload_slots,
             #[cfg(test)]
-            lookups: resolver
-                .owners
-                .lookups
-                .unwrap_or_else(|| Lookups::new(view, &resolver.owners.owner_counts)),
+            lookups,
             pdbs,
             cover,
             shared: SharedOutput::default(),
@@ -446,7 +453,7 @@ impl<'a> Index<'a> {
     pub(crate) fn workload_pods(&self, uid: &str) -> PodCounts {
         self.workload_slots
             .get(uid)
-            .map(|&slot| self.sums.workload_pods[slot as usize])
+            .map(|slot| self.sums.workload_pods[slot as usize])
             .unwrap_or_default()
     }
 
@@ -601,12 +608,9 @@ impl<'a> InFlight<'a> {
 /// one's pods count for (what its pods are is worked out in the walk, when a pod first refers to
 /// it), and the owners by UID where built.
 struct Owners<'a> {
-    /// Per UID of the workload the pods count for, its slot: the index's `workload_slots`, which
-    /// the walk extends with the controllers that are not in the view.
-    workload_slots: FastMap<&'a str, u32>,
-    /// Per position in the view's owners, the workload slot its pods count for: what a kept class
-    /// needs.
-    owner_counts: Vec<u32>,
+    /// The slot of the workload each owner's pods count for, which the walk extends with the
+    /// controllers that are not in the view: the index's `workload_slots`.
+    slots: WorkloadSlots<'a>,
     /// The owners by UID, looked up only for controllers whose class is not kept: built when the
     /// first one is met (a pass over the owners of the last pass, whose controllers are all kept,
     /// builds none), or at once for owners not seen in the last pass, to tell whether two of them
@@ -626,37 +630,31 @@ impl<'a> Owners<'a> {
             workload::counts_for_since(&view.owners, controllers.owners(), controllers.counts_for())
         });
         let each = counted_for
-            .as_deref()
-            .unwrap_or_else(|| controllers.counts_for());
-        let (workload_slots, owner_counts) = workload_slots(view, each);
-        let (lookups, one_owner_per_uid) =
-            owner_lookups(view, &owner_counts, controllers, unchanged, counted_for);
+            .clone()
+            .unwrap_or_else(|| controllers.counts_for().to_vec());
+        let slots = match (unchanged, controllers.slots()) {
+            (Some(_), Some((owner_counts, owner_slots))) => {
+                WorkloadSlots::kept(view, each, owner_counts.to_vec(), owner_slots)
+            }
+            _ => WorkloadSlots::number(view, each),
+        };
+        let (lookups, one_owner_per_uid) = owner_lookups(
+            view,
+            slots.owner_counts(),
+            controllers,
+            unchanged,
+            counted_for,
+        );
+        if controllers.slots().is_none() {
+            let (owner_counts, owner_slots) = slots.owners();
+            controllers.remember_slots(owner_counts, owner_slots);
+        }
         Self {
-            workload_slots,
-            owner_counts,
+            slots,
             lookups,
             one_owner_per_uid,
         }
     }
-}
-
-/// Every owner with the slot of the workload its pods count for (`each`, owner by owner), and per
-/// position in the view's owners, that slot.
-fn workload_slots<'a>(
-    view: &'a ClusterView,
-    each: &[CountsFor],
-) -> (FastMap<&'a str, u32>, Vec<u32>) {
-    let mut workload_slots: FastMap<&str, u32> =
-        FastMap::with_capacity_and_hasher(view.owners.len(), Default::default());
-    let mut owner_counts: Vec<u32> = Vec::with_capacity(view.owners.len());
-    for (owner, counts_for) in view.owners.iter().zip(each) {
-        let next = slot_of(workload_slots.len());
-        let counts = *workload_slots
-            .entry(counts_for.key(owner, &view.owners))
-            .or_insert(next);
-        owner_counts.push(counts);
-    }
-    (workload_slots, owner_counts)
 }
 
 /// The owners by UID if built now, and whether no two owners share a UID: as the last pass found if
@@ -735,13 +733,13 @@ impl<'a, 'c> Resolver<'a, 'c> {
             .then(|| self.controllers.get(slot, reference, &view.owners))
             .flatten();
         if let Some((class, owner)) = kept {
-            return (class, owners.owner_counts[owner as usize]);
+            return (class, owners.slots.owner_counts()[owner as usize]);
         }
         let controller = &**reference;
         let watched = classify::is_watched(&controller.kind);
         let lookups = owners
             .lookups
-            .get_or_insert_with(|| Lookups::new(view, &owners.owner_counts));
+            .get_or_insert_with(|| Lookups::new(view, owners.slots.owner_counts()));
         let entry = lookups.owner(controller);
         let class = classify::controller_class(controller, watched, entry.as_ref(), lookups);
         if let Some(e) = entry.filter(|e| watched && e.owner.exists && owners.one_owner_per_uid) {
@@ -766,8 +764,6 @@ impl<'a, 'c> Resolver<'a, 'c> {
     /// The workload slot of a controller that is not in the view, which counts for itself, by its
     /// whole reference: a new slot when it is the first of its key.
     fn slot_of_missing(&mut self, controller: &'a ControllerRef) -> u32 {
-        let workload_slots = &mut self.owners.workload_slots;
-        let next = slot_of(workload_slots.len());
-        *workload_slots.entry(controller.key()).or_insert(next)
+        self.owners.slots.of_missing(controller.key())
     }
 }

@@ -27,6 +27,8 @@ pub(crate) struct ControllerClasses {
     one_owner_per_uid: bool,
     /// What the pods of each of those owners count for.
     counts_for: Vec<CountsFor>,
+    /// The workload slots those owners numbered (per owner, and how many), once numbered.
+    slots: Option<(Vec<u32>, u32)>,
 }
 
 /// One controller's class, as positions among the view's owners, with what it was worked out from.
@@ -86,6 +88,19 @@ impl ControllerClasses {
         self.owners.extend(owners.iter().cloned());
         self.one_owner_per_uid = one_owner_per_uid;
         self.counts_for = counts_for;
+        self.slots = None;
+    }
+
+    /// Remembers the workload slots the remembered owners numbered: per owner, and how many.
+    pub(crate) fn remember_slots(&mut self, owner_counts: &[u32], owner_slots: u32) {
+        self.slots = Some((owner_counts.to_vec(), owner_slots));
+    }
+
+    /// The workload slots the remembered owners numbered, if remembered.
+    pub(crate) fn slots(&self) -> Option<(&[u32], u32)> {
+        self.slots
+            .as_ref()
+            .map(|(counts, n)| (counts.as_slice(), *n))
     }
 
     /// The remembered owners: the last pass's.
