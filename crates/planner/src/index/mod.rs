@@ -449,6 +449,12 @@ impl<'a> Index<'a> {
             .unwrap_or_default()
     }
 
+    /// The slot of the workload whose key (see [`crate::objects::workload::Workload::key`]) is
+    /// `key`, if any.
+    pub(crate) fn workload_slot(&self, key: &str) -> Option<u32> {
+        self.workload_slots.get(key)
+    }
+
     /// The pods of the workload `uid`, as the view shows them.
     pub(crate) fn workload_pods(&self, uid: &str) -> PodCounts {
         self.workload_slots

@@ -6,7 +6,6 @@
 use crate::{
     index::{Index, PodCounts},
     model::collections::FastMap,
-    model::pass_cache::Text,
     objects::workload::Workload,
 };
 
@@ -143,11 +142,10 @@ pub fn judge(health: OwnerHealth, threshold: u8, pod: PodState) -> Verdict {
 /// workload's health is computed from the view the first time the pass asks for it: only workloads
 /// with pods on draining nodes are.
 ///
-/// Looked up for every decided pod: by where the workload's UID is (the pods of a workload read one
-/// copy of it), so that a lookup neither hashes nor compares its text; by the text itself only for
-/// a copy not seen yet, so that two copies of one UID (a controller reference of an unknown kind
-/// that pods do not share) share one health. Like the index, a ledger is for one pass over one
-/// view: the addresses stand for their texts only while the view lives.
+/// Looked up for every decided pod: by the workload's slot in the index, which numbers each
+/// workload's key once, so that a lookup neither hashes nor compares its text; a workload asked for
+/// without its slot is found by its key among the index's, and by the text itself only when the
+/// index has no slot for it. Like the index, a ledger is for one pass over one view.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Ledger {
     /// Per workload, its health, at the slot its UID's copies point to.
@@ -160,9 +158,7 @@ pub(crate) struct Ledger {
     /// Per workload (as `health`), the Ready and warming pods the eviction asked for took from its
     /// health (see [`Self::health_beside_ask`]).
     ask_took: Vec<(u32, u32)>,
-    /// Per copy of a UID seen so far, its slot in `health`.
-    by_copy: FastMap<Text, u32>,
-    /// Per UID, its slot in `health`.
+    /// Per UID of a workload the index has no slot for, its slot in `health`.
     by_uid: FastMap<String, u32>,
     /// Disruptions still allowed per budget, by its position in the index's budgets.
     pdbs: Vec<i64>,
@@ -198,43 +194,50 @@ impl Ledger {
         self.health[slot]
     }
 
-    /// The slot of the workload's health: by the workload's slot in the index when known, else by
-    /// its UID.
+    /// The slot of the workload's health: by the workload's slot in the index (`counts_for`, or
+    /// found by the workload's key where not known), else by its UID.
     fn slot(&mut self, workload: Workload, counts_for: u32, index: &Index) -> usize {
-        let known = self.by_workload.get(counts_for as usize).copied();
-        if let Some(slot) = known.filter(|&s| s != u32::MAX) {
-            // Every test's pass checks that the index's slot stands for the workload's UID.
+        let counts_for = if (counts_for as usize) < self.by_workload.len() {
+            // Every test's pass checks that the index's slot stands for the workload's key.
             #[cfg(test)]
-            assert_eq!(slot as usize, self.slot_by_uid(workload, counts_for, index));
-            return slot as usize;
+            assert_eq!(index.workload_slot(workload.key()), Some(counts_for));
+            counts_for
+        } else {
+            index.workload_slot(workload.key()).unwrap_or(u32::MAX)
+        };
+        let Some(&known) = self.by_workload.get(counts_for as usize) else {
+            return self.slot_by_uid(workload, counts_for, index);
+        };
+        if known != u32::MAX {
+            return known as usize;
         }
-        let slot = self.slot_by_uid(workload, counts_for, index);
-        if let Some(known) = self.by_workload.get_mut(counts_for as usize) {
-            *known = u32::try_from(slot).expect("fewer than 2^32 workloads");
-        }
-        slot
+        let slot = self.observe(workload, counts_for, index);
+        self.by_workload[counts_for as usize] = slot;
+        slot as usize
     }
 
-    /// The slot of the workload's health by its UID, observed from the view the first time it is
-    /// asked for.
+    /// The slot of the health of a workload the index has no slot for, by its UID, observed from
+    /// the view the first time it is asked for.
     fn slot_by_uid(&mut self, workload: Workload, counts_for: u32, index: &Index) -> usize {
         let uid = workload.key();
-        if let Some(&slot) = self.by_copy.get(&Text::of(uid)) {
-            return slot as usize;
-        }
         let slot = match self.by_uid.get(uid) {
             Some(&slot) => slot,
             None => {
-                let slot = u32::try_from(self.health.len()).expect("fewer than 2^32 workloads");
-                self.health.push(observe(workload, counts_for, index));
-                self.planned.push((0, false));
-                self.ask_took.push((0, 0));
+                let slot = self.observe(workload, counts_for, index);
                 self.by_uid.insert(uid.to_owned(), slot);
                 slot
             }
         };
-        self.by_copy.insert(Text::of(uid), slot);
         slot as usize
+    }
+
+    /// A new slot, with the workload's health observed from the view.
+    fn observe(&mut self, workload: Workload, counts_for: u32, index: &Index) -> u32 {
+        let slot = u32::try_from(self.health.len()).expect("fewer than 2^32 workloads");
+        self.health.push(observe(workload, counts_for, index));
+        self.planned.push((0, false));
+        self.ask_took.push((0, 0));
+        slot
     }
 
     /// Evictions of the workload planned so far in this pass, and whether one was asked for against
