@@ -644,17 +644,8 @@ impl<'a> Owners<'a> {
             }
             _ => WorkloadSlots::number(view, each),
         };
-        let (lookups, one_owner_per_uid) = owner_lookups(
-            view,
-            slots.owner_counts(),
-            controllers,
-            unchanged,
-            counted_for,
-        );
-        if controllers.slots().is_none() {
-            let (owner_counts, owner_slots) = slots.owners();
-            controllers.remember_slots(owner_counts, owner_slots);
-        }
+        let (lookups, one_owner_per_uid) =
+            owner_lookups(view, &slots, controllers, unchanged, counted_for);
         Self {
             slots,
             lookups,
@@ -665,10 +656,11 @@ impl<'a> Owners<'a> {
 
 /// The owners by UID if built now, and whether no two owners share a UID: as the last pass found if
 /// the owners are its own (`unchanged`), otherwise found from lookups built at once and remembered
-/// in `controllers` with what each owner's pods count for (`counted_for`).
+/// in `controllers` with what each owner's pods count for (`counted_for`) and the workload `slots`
+/// they numbered.
 fn owner_lookups<'a>(
     view: &'a ClusterView,
-    owner_counts: &[u32],
+    slots: &WorkloadSlots<'a>,
     controllers: &mut ControllerClasses,
     unchanged: Option<bool>,
     counted_for: Option<Vec<CountsFor>>,
@@ -676,9 +668,14 @@ fn owner_lookups<'a>(
     match unchanged {
         Some(unique) => (None, unique),
         None => {
-            let built = Lookups::new(view, owner_counts);
+            let built = Lookups::new(view, slots.owner_counts());
             let unique = built.distinct_uids() == view.owners.len();
-            controllers.remember_owners(&view.owners, unique, counted_for.unwrap_or_default());
+            controllers.remember_owners(
+                &view.owners,
+                unique,
+                counted_for.unwrap_or_default(),
+                slots.owners(),
+            );
             (Some(built), unique)
         }
     }

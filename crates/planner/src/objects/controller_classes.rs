@@ -27,7 +27,7 @@ pub(crate) struct ControllerClasses {
     one_owner_per_uid: bool,
     /// What the pods of each of those owners count for.
     counts_for: Vec<CountsFor>,
-    /// The workload slots those owners numbered (per owner, and how many), once numbered.
+    /// The workload slots those owners numbered (per owner, and how many), once remembered.
     slots: Option<(Vec<u32>, u32)>,
 }
 
@@ -76,23 +76,19 @@ impl ControllerClasses {
         Some(self.one_owner_per_uid)
     }
 
-    /// Remembers this pass's owners, whether no two of them share a UID, and what the pods of each
-    /// count for.
+    /// Remembers this pass's owners, whether no two of them share a UID, what the pods of each
+    /// count for, and the workload slots they numbered (per owner, and how many).
     pub(crate) fn remember_owners(
         &mut self,
         owners: &[Arc<OwnerView>],
         one_owner_per_uid: bool,
         counts_for: Vec<CountsFor>,
+        (owner_counts, owner_slots): (&[u32], u32),
     ) {
         self.owners.clear();
         self.owners.extend(owners.iter().cloned());
         self.one_owner_per_uid = one_owner_per_uid;
         self.counts_for = counts_for;
-        self.slots = None;
-    }
-
-    /// Remembers the workload slots the remembered owners numbered: per owner, and how many.
-    pub(crate) fn remember_slots(&mut self, owner_counts: &[u32], owner_slots: u32) {
         self.slots = Some((owner_counts.to_vec(), owner_slots));
     }
 
@@ -233,7 +229,7 @@ mod tests {
 
     fn remembered(owners: &[Arc<OwnerView>]) -> ControllerClasses {
         let mut classes = ControllerClasses::default();
-        classes.remember_owners(owners, true, Vec::new());
+        classes.remember_owners(owners, true, Vec::new(), (&[], 0));
         classes
     }
 
