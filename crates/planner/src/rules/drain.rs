@@ -392,16 +392,18 @@ pub(crate) fn movement(
                 }
                 _ => continue,
             };
-            if ready
-                && let Some(known) = known.as_deref_mut()
-                && known.stay(workload, counts_for, ctx, index, ledger)
-            {
+            let known_verdict = match known.as_deref_mut() {
+                Some(known) if ready => known.of(workload, counts_for, ctx, index, ledger),
+                _ => ReadyVerdict::Judged,
+            };
+            if known_verdict == ReadyVerdict::Stays {
                 managed = true;
                 continue;
             }
+            let goes = known_verdict == ReadyVerdict::Goes;
             // Ready but not yet available counts as not Ready (its workload's minReadySeconds);
             // budgets count it Ready.
-            let (pod_ready, ready) = (ready, ready && workload.available(pod, ctx.now));
+            let (pod_ready, ready) = (ready, ready && (goes || workload.available(pod, ctx.now)));
             // Held back behind the node's workload pods (see `decide_workload`).
             let held_back = workload_pods_left && ready;
             managed = true;
@@ -410,15 +412,23 @@ pub(crate) fn movement(
             {
                 continue;
             }
-            let health = ledger.health(workload, counts_for, index);
-            let counts = workload_counts(workload, counts_for, index);
-            let (state, _) = pod_state(pod, ready, (workload, counts), ctx);
-            match health::judge(health, ctx.threshold, state) {
-                Verdict::Evict { .. } | Verdict::EvictNotReady { .. } => {}
-                Verdict::EvictBroken { .. }
-                    if broken_waits_for_room(pod, counts_for, ctx, index, Resources::default())
+            if !goes {
+                let health = ledger.health(workload, counts_for, index);
+                let counts = workload_counts(workload, counts_for, index);
+                let (state, _) = pod_state(pod, ready, (workload, counts), ctx);
+                match health::judge(health, ctx.threshold, state) {
+                    Verdict::Evict { .. } | Verdict::EvictNotReady { .. } => {}
+                    Verdict::EvictBroken { .. }
+                        if broken_waits_for_room(
+                            pod,
+                            counts_for,
+                            ctx,
+                            index,
+                            Resources::default(),
+                        )
                         .is_none() => {}
-                _ => continue,
+                    _ => continue,
+                }
             }
             let budgets_allow = !uses_eviction_api(class, ctx)
                 || index
@@ -447,36 +457,49 @@ pub(crate) fn movement(
     }
 }
 
-/// Per workload slot, whether its Ready pods stay whatever else [`movement`] reads of them: the
-/// workload has no `minReadySeconds` (a Ready pod is available) and its health lets no Ready pod
-/// go. Worked out once per workload against a ledger that does not change: the queue judges
-/// thousands of nodes' pods, most of them Ready, and each judgement read the pod's workload and
-/// health.
-pub(crate) struct ReadyVerdicts(Vec<Option<bool>>);
+/// What [`movement`] makes of a Ready pod as far as its workload decides, worked out once per
+/// workload slot against a ledger that does not change: the queue judges thousands of nodes' pods,
+/// most of them Ready, and each judgement read the pod's workload and health.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReadyVerdict {
+    /// Its workload has no `minReadySeconds` (a Ready pod is available) and its health lets no
+    /// Ready pod go: it stays whatever else is read of it.
+    Stays,
+    /// Its workload has no `minReadySeconds` and its health lets a Ready pod go: whether it goes
+    /// is up to the pod itself (an operator's obstacle, a budget).
+    Goes,
+    /// Its workload has `minReadySeconds`, or it was not worked out: judged pod by pod.
+    Judged,
+}
+
+/// [`ReadyVerdict`] per workload slot of the index.
+pub(crate) struct ReadyVerdicts(Vec<Option<ReadyVerdict>>);
 
 impl ReadyVerdicts {
     pub(crate) fn new(index: &Index) -> Self {
         Self(vec![None; index.workload_count()])
     }
 
-    fn stay(
+    fn of(
         &mut self,
         workload: Workload,
         counts_for: u32,
         ctx: &NodeContext,
         index: &Index,
         ledger: &mut Ledger,
-    ) -> bool {
+    ) -> ReadyVerdict {
         let Some(known) = self.0.get_mut(counts_for as usize) else {
-            return false;
+            return ReadyVerdict::Judged;
         };
         *known.get_or_insert_with(|| {
+            if workload.min_ready_seconds() != 0 {
+                return ReadyVerdict::Judged;
+            }
             let health = ledger.health(workload, counts_for, index);
-            workload.min_ready_seconds() == 0
-                && !matches!(
-                    health::judge(health, ctx.threshold, PodState::Ready),
-                    Verdict::Evict { .. }
-                )
+            match health::judge(health, ctx.threshold, PodState::Ready) {
+                Verdict::Evict { .. } => ReadyVerdict::Goes,
+                _ => ReadyVerdict::Stays,
+            }
         })
     }
 }
