@@ -95,7 +95,7 @@ fn plan_with(
             continue;
         }
         for node in selection.iter().flatten() {
-            claims.claim(&node.name, &policy.name);
+            claims.claim(node, &policy.name);
         }
     }
 
@@ -170,7 +170,9 @@ fn sort_output(plan: &mut Plan, policies: &[&PolicyView], index: &Index) {
     };
     let node_at = |name: Option<&str>| match name {
         None => Some(0),
-        Some(name) => index.node_position(name).map(|i| i.saturating_add(1)),
+        Some(name) => index
+            .node_position_by_name(name)
+            .map(|i| i.saturating_add(1)),
     };
     let action_keys: Option<Vec<(ActionKey, usize)>> = plan
         .actions
@@ -263,7 +265,7 @@ fn hand_back(
         .map(|(p, s)| (*p, s.as_deref().unwrap_or_default()))
         .collect();
     for node in index.nodes.values() {
-        let claimed_by = claims.of(&node.name);
+        let claimed_by = claims.of(node);
         if claimed_by.len() == 1 {
             continue;
         }
@@ -295,7 +297,7 @@ fn hand_back(
     for (policy, selected) in deleting {
         let pending: Vec<String> = selected
             .iter()
-            .filter(|n| claims.of(&n.name).len() != 1 && node_state::release(n).is_some())
+            .filter(|n| claims.of(n).len() != 1 && node_state::release(n).is_some())
             .map(|n| n.name.clone())
             .collect();
         if pending.is_empty() && policy.has_finalizer {

@@ -16,7 +16,6 @@ use crate::{
     index::tally::{Context, Controlled, Counted, KeptTally, Sums},
     index::workload_slots::WorkloadSlots,
     model::collections::{FastMap, FastSet},
-    model::pass_cache::Text,
     objects::budgets::{Cover, KeptBudgets, Pdb},
     objects::classify::{self, Class},
     objects::controller_classes::ControllerClasses,
@@ -96,10 +95,13 @@ impl<'a> Rollouts<'a> {
 pub(crate) struct Index<'a> {
     /// Nodes by name.
     pub(crate) nodes: BTreeMap<&'a str, &'a NodeView>,
-    /// Slot of each node name in `groups`, by name and by the copy of the name its node holds
-    /// (which is the one a pass asks with: found without reading the text).
+    /// Slot of each node name in `groups`.
     node_slots: FastMap<&'a str, u32>,
-    node_slots_by_copy: FastMap<Text, u32>,
+    /// The view's nodes, and the slot of each (in the view's order; `u32::MAX` for a node whose
+    /// name another holds): a node of the view is found by its place in it, with no hashing (a
+    /// pass asks for each node's slot about ten times).
+    view_nodes: &'a [NodeView],
+    view_slots: Vec<u32>,
     /// Per node slot, whether the node opted out ([`node_state::node_opted_out`]): read once per
     /// pass, as a label lookup costs more than the rest of what a pass reads of a node's keys.
     opted_out: Vec<bool>,
@@ -172,7 +174,13 @@ impl<'a> Index<'a> {
     ) -> Self {
         let nodes: BTreeMap<&str, &NodeView> =
             view.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-        let (node_slots, node_slots_by_copy) = node_slots(&nodes);
+        let node_slots = node_slots(&nodes);
+        let mut view_slots = vec![u32::MAX; view.nodes.len()];
+        for (slot, node) in nodes.values().enumerate() {
+            if let Some(place) = place_in(&view.nodes, node) {
+                view_slots[place] = slot_of(slot);
+            }
+        }
         let opted_out: Vec<bool> = nodes
             .values()
             .map(|n| node_state::node_opted_out(n))
@@ -236,7 +244,8 @@ impl<'a> Index<'a> {
         Self {
             nodes,
             node_slots,
-            node_slots_by_copy,
+            view_nodes: &view.nodes,
+            view_slots,
             opted_out,
             groups: pods.groups(),
             sums,
@@ -266,7 +275,10 @@ impl<'a> Index<'a> {
     }
 
     /// Pods bound to `node`, each with its class, in pod order (by namespace, name and UID).
-    pub(crate) fn pods_on(&self, node: &str) -> impl ExactSizeIterator<Item = OnNode<'a>> + '_ {
+    pub(crate) fn pods_on(
+        &self,
+        node: &NodeView,
+    ) -> impl ExactSizeIterator<Item = OnNode<'a>> + '_ {
         self.group_of(node).iter().map(|m| {
             let (i, key) = (m.position as usize, &m.key);
             OnNode {
@@ -287,7 +299,7 @@ impl<'a> Index<'a> {
     }
 
     /// What the pods bound to `node` reserve ([`Self::node_used`]).
-    pub(crate) fn used_on(&self, node: &str) -> Resources {
+    pub(crate) fn used_on(&self, node: &NodeView) -> Resources {
         self.node_slot(node)
             .map(|slot| self.used_at(slot))
             .unwrap_or_default()
@@ -305,26 +317,29 @@ impl<'a> Index<'a> {
     /// What the schedulable Ready nodes but `node` have free, less what the pods waiting to be
     /// scheduled will reserve: where the replacements of `node`'s pods can land. `None` where
     /// no node reports its allocatable.
-    pub(crate) fn free_beside(&self, node: &str) -> Option<Resources> {
+    pub(crate) fn free_beside(&self, node: &NodeView) -> Option<Resources> {
         let total = (*self.schedulable_free.get_or_init(|| {
             let mut known = false;
             let mut free = Resources::default();
-            for (&name, view) in &self.nodes {
+            for view in self.nodes.values() {
                 known |= view.allocatable.is_some();
-                free += self.free_on(name, view);
+                free += self.free_on(view);
             }
             known.then_some(free)
         }))?;
-        let own = self.nodes.get(node).map(|view| self.free_on(node, view));
+        let own = self
+            .nodes
+            .get(node.name.as_str())
+            .map(|view| self.free_on(view));
         Some(total.less(own.unwrap_or_default()).less(self.pending))
     }
 
     /// What a schedulable Ready node has free (nothing for the others, and where it reports no
     /// allocatable).
-    fn free_on(&self, name: &str, view: &NodeView) -> Resources {
+    fn free_on(&self, view: &NodeView) -> Resources {
         match view.allocatable {
             Some(allocatable) if view.ready && !view.unschedulable => {
-                allocatable.less(self.used_on(name))
+                allocatable.less(self.used_on(view))
             }
             _ => Resources::default(),
         }
@@ -332,46 +347,65 @@ impl<'a> Index<'a> {
 
     /// What the pods of `node` that need a place elsewhere once evicted reserve
     /// ([`Self::node_moving`]).
-    pub(crate) fn moving_on(&self, node: &str) -> Resources {
+    pub(crate) fn moving_on(&self, node: &NodeView) -> Resources {
         self.node_slot(node)
             .map(|slot| self.sums.node_moving[slot])
             .unwrap_or_default()
     }
 
     /// The classes of the pods bound to `node`.
-    pub(crate) fn classes_on(&self, node: &str) -> NodeClasses {
+    pub(crate) fn classes_on(&self, node: &NodeView) -> NodeClasses {
         self.node_slot(node)
             .map(|slot| self.sums.node_classes[slot])
             .unwrap_or_default()
     }
 
     /// The pods of `node`, with their keys.
-    fn group_of(&self, node: &str) -> &'a [Member] {
+    fn group_of(&self, node: &NodeView) -> &'a [Member] {
         match self.node_slot(node) {
             Some(slot) => self.groups.on(slot),
             None => &[],
         }
     }
 
-    /// The slot of `node`, found by the copy of its name that its view holds where it can be.
-    fn node_slot(&self, node: &str) -> Option<usize> {
-        self.node_slots_by_copy
-            .get(&Text::of(node))
-            .or_else(|| self.node_slots.get(node))
-            .map(|&slot| slot as usize)
+    /// The slot of `node`: by its place in the view where it is one of the view's nodes, else by
+    /// its name.
+    fn node_slot(&self, node: &NodeView) -> Option<usize> {
+        let by_place = place_in(self.view_nodes, node)
+            .and_then(|place| self.view_slots.get(place))
+            .filter(|&&slot| slot != u32::MAX);
+        let found = match by_place {
+            Some(&slot) => Some(slot as usize),
+            None => self.node_slot_by_name(&node.name),
+        };
+        // Every test's pass checks the slot found by place against the slot of the name.
+        #[cfg(test)]
+        assert_eq!(found, self.node_slot_by_name(&node.name), "{}", node.name);
+        found
+    }
+
+    /// The slot of the node named `node`.
+    fn node_slot_by_name(&self, node: &str) -> Option<usize> {
+        self.node_slots.get(node).map(|&slot| slot as usize)
     }
 
     /// Whether `node` opted out ([`node_state::node_opted_out`]).
     pub(crate) fn opted_out(&self, node: &NodeView) -> bool {
-        match self.node_slot(&node.name) {
+        match self.node_slot(node) {
             Some(slot) => self.opted_out[slot],
             None => node_state::node_opted_out(node),
         }
     }
 
     /// The position of `node` among the view's nodes in name order.
-    pub(crate) fn node_position(&self, node: &str) -> Option<u32> {
+    pub(crate) fn node_position(&self, node: &NodeView) -> Option<u32> {
         self.node_slot(node)
+            .map(|slot| u32::try_from(slot).unwrap_or(u32::MAX))
+    }
+
+    /// The position of the node named `node` (see [`Self::node_position`]).
+    pub(crate) fn node_position_by_name(&self, node: &str) -> Option<u32> {
+        self.node_slot_by_name(node)
             .map(|slot| u32::try_from(slot).unwrap_or(u32::MAX))
     }
 
@@ -398,7 +432,7 @@ impl<'a> Index<'a> {
     /// The slot of the workload (see [`Self::workload_at`]) that each workload and
     /// other-controller pod bound to `node` counts for, in slot order. Kept across passes: reads no
     /// pod.
-    pub(crate) fn workloads_on(&self, node: &str) -> &'a [u32] {
+    pub(crate) fn workloads_on(&self, node: &NodeView) -> &'a [u32] {
         let kept = self
             .node_slot(node)
             .map_or(&[][..], |slot| self.sums.node_workloads[slot].as_slice());
@@ -416,7 +450,12 @@ impl<'a> Index<'a> {
                 .filter_map(|m| Some(self.controlled(m.key.controller)?.1))
                 .collect();
             walked.sort_unstable();
-            assert_eq!(kept, walked.as_slice(), "the workloads kept on {node}");
+            assert_eq!(
+                kept,
+                walked.as_slice(),
+                "the workloads kept on {}",
+                node.name
+            );
         }
         kept
     }
@@ -530,20 +569,26 @@ pub(crate) struct OnNode<'a> {
     pub(crate) counts_for: u32,
 }
 
-/// Each node name's slot in the index's `groups` (the nodes sorted by name), by name and by
-/// the copy of the name its node holds.
-fn node_slots<'a>(
-    nodes: &BTreeMap<&'a str, &'a NodeView>,
-) -> (FastMap<&'a str, u32>, FastMap<Text, u32>) {
+/// The place of `node` in `nodes`, if it is one of them (found by its address).
+fn place_in(nodes: &[NodeView], node: &NodeView) -> Option<usize> {
+    let place = std::ptr::from_ref(node)
+        .addr()
+        .wrapping_sub(nodes.as_ptr().addr())
+        / size_of::<NodeView>();
+    nodes
+        .get(place)
+        .filter(|&at| std::ptr::eq(at, node))
+        .map(|_| place)
+}
+
+/// Each node name's slot in the index's `groups` (the nodes sorted by name).
+fn node_slots<'a>(nodes: &BTreeMap<&'a str, &'a NodeView>) -> FastMap<&'a str, u32> {
     let mut node_slots: FastMap<&str, u32> =
-        FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
-    let mut node_slots_by_copy: FastMap<Text, u32> =
         FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
     for (slot, name) in nodes.keys().enumerate() {
         node_slots.insert(name, slot_of(slot));
-        node_slots_by_copy.insert(Text::of(name), slot_of(slot));
     }
-    (node_slots, node_slots_by_copy)
+    node_slots
 }
 
 /// Brings the pods' facts in line with `view`, places them on the slots of `nodes` and groups them

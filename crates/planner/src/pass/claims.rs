@@ -1,6 +1,6 @@
 //! Which live policies select each node.
 
-use crate::index::Index;
+use crate::{NodeView, index::Index};
 
 /// The live policies that select each node, by the node's position in the index, in name order:
 /// looked up for every node, never iterated. By position, not by name: a large fleet's pass looks
@@ -30,7 +30,7 @@ impl<'i, 'v> Claims<'i, 'v> {
     }
 
     /// Records that `policy` selects `node` (policies claim in name order).
-    pub(crate) fn claim(&mut self, node: &str, policy: &'v str) {
+    pub(crate) fn claim(&mut self, node: &NodeView, policy: &'v str) {
         let Some(claimed) = self.slot(node).and_then(|i| self.by_node.get_mut(i)) else {
             return;
         };
@@ -45,7 +45,7 @@ impl<'i, 'v> Claims<'i, 'v> {
     }
 
     /// The live policies that select `node`, in name order.
-    pub(crate) fn of(&self, node: &str) -> &[&'v str] {
+    pub(crate) fn of(&self, node: &NodeView) -> &[&'v str] {
         match self.slot(node).and_then(|i| self.by_node.get(i)) {
             Some(Claimed::One(one)) => one,
             Some(Claimed::Several(all)) => all,
@@ -53,7 +53,7 @@ impl<'i, 'v> Claims<'i, 'v> {
         }
     }
 
-    fn slot(&self, node: &str) -> Option<usize> {
+    fn slot(&self, node: &NodeView) -> Option<usize> {
         self.index.node_position(node).map(|p| p as usize)
     }
 }

@@ -71,11 +71,7 @@ pub(crate) fn conflicts(
 ) -> Vec<PolicyCondition> {
     let mut by_others: BTreeMap<Vec<&str>, Vec<String>> = BTreeMap::new();
     for node in shared {
-        let others = claims
-            .of(&node.name)
-            .iter()
-            .copied()
-            .filter(|p| *p != policy);
+        let others = claims.of(node).iter().copied().filter(|p| *p != policy);
         by_others
             .entry(others.collect())
             .or_default()

@@ -169,9 +169,8 @@ impl<'v> PolicyPass<'v, '_> {
             };
             conditions.push(condition(Reason::NoNodesSelected, message, vec![]));
         }
-        let (own, shared): (Vec<&NodeView>, Vec<&NodeView>) = selected
-            .iter()
-            .partition(|n| self.claims.of(&n.name).len() == 1);
+        let (own, shared): (Vec<&NodeView>, Vec<&NodeView>) =
+            selected.iter().partition(|n| self.claims.of(n).len() == 1);
         conditions.extend(conditions::conflicts(
             &self.policy.name,
             &shared,
@@ -463,7 +462,7 @@ impl<'v> PolicyPass<'v, '_> {
         let workloads = self.index.workloads();
         let mut being_marked = vec![0u32; workloads.len()];
         for entry in candidates.iter().filter(|e| e.assessment.being_marked) {
-            for &slot in self.index.workloads_on(&entry.node.name) {
+            for &slot in self.index.workloads_on(entry.node) {
                 if let Some(count) = being_marked.get_mut(slot as usize) {
                     *count += 1;
                 }
@@ -472,7 +471,7 @@ impl<'v> PolicyPass<'v, '_> {
         let mut chains = vec![u32::MAX; workloads.len()];
         for entry in candidates {
             let mut longest = 0;
-            for &slot in self.index.workloads_on(&entry.node.name) {
+            for &slot in self.index.workloads_on(entry.node) {
                 let (Some(known), Some(Some(workload))) =
                     (chains.get_mut(slot as usize), workloads.get(slot as usize))
                 else {
@@ -573,7 +572,7 @@ impl<'v> PolicyPass<'v, '_> {
         let mut to_drain = vec![false; self.index.nodes.len()];
         let mut count = 0;
         for node in in_progress().chain(blocked.iter().chain(candidates).map(|e| e.node)) {
-            let position = self.index.node_position(&node.name);
+            let position = self.index.node_position(node);
             if let Some(known) = position.and_then(|p| to_drain.get_mut(p as usize))
                 && !*known
             {
@@ -607,7 +606,7 @@ impl<'v> PolicyPass<'v, '_> {
         if pacing.short {
             return false;
         }
-        let moving = self.index.moving_on(&entry.node.name);
+        let moving = self.index.moving_on(entry.node);
         if pacing.draining + admitted >= pacing.least && !pacing.room.admits(moving) {
             pacing.short = true;
             return false;
@@ -762,7 +761,7 @@ fn candidate_key<'v>(e: &Entry<'v>, index: &Index) -> admission::CandidateKey<Na
         need_operator,
         left,
         e.assessment.incompatible_since,
-        (index.node_position(name).unwrap_or(u32::MAX), name),
+        (index.node_position(e.node).unwrap_or(u32::MAX), name),
     )
 }
 

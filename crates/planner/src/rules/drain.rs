@@ -52,7 +52,7 @@ impl Survey<'_> {
 /// Classifies every pod of the node, in pod order: the survey of a node whose pods are decided in
 /// this pass.
 pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
-    let pods: Vec<_> = index.pods_on(&ctx.node.name).collect();
+    let pods: Vec<_> = index.pods_on(ctx.node).collect();
     let mut survey = count(pods.iter().copied(), ctx, index);
     survey.pods = pods;
     survey
@@ -66,14 +66,14 @@ pub(crate) fn survey<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
 /// or whose spec may pin them to the node (counted by the index too). Otherwise the pods are
 /// counted one by one.
 pub(crate) fn tally<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
-    let classes = index.classes_on(&ctx.node.name);
+    let classes = index.classes_on(ctx.node);
     let from_classes = classes.judged_by_policy == 0
         && classes.multi_covered == 0
         && classes.terminating == 0
         && classes.pinnable == 0
         && index.unanswered_pods.is_empty();
     if !from_classes {
-        return count(index.pods_on(&ctx.node.name), ctx, index);
+        return count(index.pods_on(ctx.node), ctx, index);
     }
     let survey = Survey {
         pods: Vec::new(),
@@ -84,7 +84,7 @@ pub(crate) fn tally<'a>(ctx: &NodeContext, index: &Index<'a>) -> Survey<'a> {
     // Every test's pass checks the shortcut against the count.
     #[cfg(test)]
     {
-        let counted = count(index.pods_on(&ctx.node.name), ctx, index);
+        let counted = count(index.pods_on(ctx.node), ctx, index);
         assert_eq!(
             (survey.left, survey.need_operator, survey.unanswered),
             (counted.left, counted.need_operator, counted.unanswered),
@@ -375,7 +375,7 @@ pub(crate) fn movement(
             break;
         }
         let workload_pods_left = other && managed;
-        for on in index.pods_on(&ctx.node.name) {
+        for on in index.pods_on(ctx.node) {
             let OnNode {
                 pod,
                 class,
@@ -442,11 +442,9 @@ pub(crate) fn movement(
     }
     if managed {
         Movement::Nothing
-    } else if index
-        .pods_on(&ctx.node.name)
-        .all(|on| !on.class.holds_node())
+    } else if index.pods_on(ctx.node).all(|on| !on.class.holds_node())
         || index
-            .pods_on(&ctx.node.name)
+            .pods_on(ctx.node)
             .any(|on| deletable_now(on.pod, on.class, ctx, index))
     {
         // Nothing left that holds the node (what it waited on is gone): admitted, it is drained at
@@ -1011,9 +1009,9 @@ fn broken_waits_for_room(
     index: &Index,
     taken: Resources,
 ) -> Option<String> {
-    let free = index.free_beside(&ctx.node.name)?;
+    let free = index.free_beside(ctx.node)?;
     let (mut needed, mut coming) = (Resources::default(), Resources::default());
-    for on in index.pods_on(&ctx.node.name) {
+    for on in index.pods_on(ctx.node) {
         match on.class {
             Class::Owned(_) | Class::Other(_) if on.ready && on.counts_for != counts_for => {
                 needed += place_for(on.pod);

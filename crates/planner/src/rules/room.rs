@@ -41,9 +41,7 @@ impl Room {
         }
         let held = in_progress
             .into_iter()
-            .fold(Resources::default(), |held, n| {
-                held + index.moving_on(&n.name)
-            });
+            .fold(Resources::default(), |held, n| held + index.moving_on(n));
         Self {
             free: free.less(index.pending),
             held,
