@@ -6,7 +6,7 @@ pub(crate) mod claims;
 pub(crate) mod conditions;
 mod steps;
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
 use k8sm_api::keys::PAUSE_ANNOTATION;
@@ -362,14 +362,16 @@ impl<'v> PolicyPass<'v, '_> {
         // on one copy of the ledger for all of them (a copy each would cost a large fleet's whole
         // ledger per such node).
         let mut hypothetical: Option<Ledger> = None;
-        let waits_for_room = pacing.short.then(|| pacing.room.describe(pacing.least));
+        // One message shared by every queued node (a large fleet queues thousands).
+        let waits_for_room: Option<Arc<str>> = pacing
+            .short
+            .then(|| pacing.room.describe(pacing.least).into());
         for (position, entry) in self.queue(queued, ledger).into_iter().enumerate() {
             let position = u32::try_from(position + 1).unwrap_or(u32::MAX);
-            let waits_for_room = waits_for_room.as_deref();
             self.report_queued(
                 entry,
                 position,
-                waits_for_room,
+                waits_for_room.as_ref(),
                 ledger,
                 &mut hypothetical,
                 out,

@@ -2,6 +2,8 @@
 //! kamikaze, or drains), a candidate is admitted, a draining node records its progress or gives up
 //! its slot, and the nodes that wait are reported.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use k8sm_api::{KamikazeMechanism, KamikazeUrlError, NodePhase};
 
@@ -259,7 +261,7 @@ impl PolicyPass<'_, '_> {
         &self,
         entry: Entry,
         position: u32,
-        waits_for_room: Option<&str>,
+        waits_for_room: Option<&Arc<str>>,
         ledger: &Ledger,
         hypothetical: &mut Option<Ledger>,
         out: &mut Output,
@@ -269,9 +271,11 @@ impl PolicyPass<'_, '_> {
             let mut node_plan = self.node_plan(&entry, NodePhase::Incompatible);
             node_plan.admission_position = Some(position);
             if let Some(message) = waits_for_room {
-                node_plan
-                    .blockers
-                    .push(blocker(Reason::WaitingForRoom, message.to_owned()));
+                node_plan.blockers.push(Blocker {
+                    reason: Reason::WaitingForRoom,
+                    message: Arc::clone(message),
+                    pod: None,
+                });
             } else if self.paused() {
                 node_plan.blockers.push(blocker(
                     Reason::Paused,
