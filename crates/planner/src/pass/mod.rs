@@ -816,7 +816,7 @@ impl Output {
     }
 }
 
-fn blocker(reason: Reason, message: String) -> Blocker {
+fn blocker(reason: Reason, message: impl Into<Arc<str>>) -> Blocker {
     Blocker {
         reason,
         message: message.into(),

@@ -153,7 +153,7 @@ impl PolicyPass<'_, '_> {
         if self.paused() {
             node_plan
                 .blockers
-                .push(blocker(Reason::Paused, "paused: nothing moves".into()));
+                .push(blocker(Reason::Paused, "paused: nothing moves"));
         } else if self.gate.hold_in_flight {
             let message = format!("nothing moves: it {}", self.gate.waits);
             node_plan
@@ -271,16 +271,13 @@ impl PolicyPass<'_, '_> {
             let mut node_plan = self.node_plan(&entry, NodePhase::Incompatible);
             node_plan.admission_position = Some(position);
             if let Some(message) = waits_for_room {
-                node_plan.blockers.push(Blocker {
-                    reason: Reason::WaitingForRoom,
-                    message: Arc::clone(message),
-                    pod: None,
-                });
+                node_plan
+                    .blockers
+                    .push(blocker(Reason::WaitingForRoom, Arc::clone(message)));
             } else if self.paused() {
-                node_plan.blockers.push(blocker(
-                    Reason::Paused,
-                    "paused: no node is admitted".into(),
-                ));
+                node_plan
+                    .blockers
+                    .push(blocker(Reason::Paused, "paused: no node is admitted"));
             } else if !self.gate.open {
                 let message = format!("not admitted: it {}", self.gate.waits);
                 node_plan
