@@ -1,7 +1,7 @@
 //! Launching the pass's evictions and pod deletions as calls of their own, and taking in their
 //! answers and those of the pass's write job.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,14 +12,14 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use tokio::task::JoinError;
 
-use k8sm_planner::{Action, ActionKind, PodRef, Reason};
+use k8sm_planner::{Action, ActionKind, Calls, PodRef, Reason};
 
 use crate::Error;
 use crate::act::call_limit::{self};
 use crate::act::execute::Outcome;
 use crate::memory::backoff::{self, Subject};
 
-use super::batches::call_free;
+use super::batches::{CONTINUATION_CALLS, call_free};
 use super::carry_out::{carry_out, node_of};
 use super::pass_result::{Hold, PassResult};
 use super::writes::WriteAnswer;
@@ -29,6 +29,39 @@ impl Controller {
     /// The node a cached pod is bound to.
     pub(super) fn node_of(&self, pod: &PodRef) -> Option<String> {
         node_of(&self.stores, pod)
+    }
+
+    /// The calls as this pass finds them ([`Calls`]): the limit, those running, the workloads whose
+    /// evictions continue, and what no call launches in this pass (pods backing off, nodes whose
+    /// write is on its way).
+    pub(super) fn calls_now(&mut self) -> Calls {
+        let now = Instant::now();
+        let pods: Vec<Subject> = self
+            .backoff
+            .subjects()
+            .filter(|s| matches!(s, Subject::Pod(_)))
+            .cloned()
+            .collect();
+        let mut backing_off = BTreeSet::new();
+        for subject in pods {
+            let version = self.version_of(&subject);
+            if self
+                .backoff
+                .retry_at(&subject, version.as_deref(), now)
+                .is_some()
+                && let Subject::Pod(pod) = subject
+            {
+                backing_off.insert(pod.uid().to_owned());
+            }
+        }
+        Calls {
+            limit: self.call_limit.current(),
+            running: self.in_flight.calls(),
+            for_continuations: CONTINUATION_CALLS,
+            continuing: self.reaction.continuing().into_iter().collect(),
+            backing_off,
+            held_nodes: self.writes.holding().into_keys().collect(),
+        }
     }
 
     /// Launches the eviction or deletion `action` as a call of its own, in flight from now on (see

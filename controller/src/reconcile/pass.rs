@@ -116,14 +116,19 @@ impl Controller {
     /// unknown kinds evicted from are stored before their evictions go.
     async fn think(&mut self, seen: &Observed) -> Thought {
         self.read_sizes().await;
+        let calls = self.calls_now();
         let Planned {
             view,
             plan,
             planned_in,
             ..
-        } = self
-            .planning
-            .plan_with(&self.stores, &mut self.in_flight, seen.pods, seen.now);
+        } = self.planning.plan_with(
+            &self.stores,
+            &mut self.in_flight,
+            seen.pods,
+            Some(calls),
+            seen.now,
+        );
         let planning = Instant::now() - planned_in;
         self.metrics
             .stage_took(Stage::Observe, (planning - seen.started).as_secs_f64());
@@ -263,8 +268,10 @@ impl Controller {
             calls = self.in_flight.calls(),
             "acted"
         );
-        self.reaction
-            .waiting(waiting_workloads(plan), unsent, seen.started);
+        let (waiting, for_calls) = waiting_workloads(plan);
+        // A call that frees up lets a pod waiting for one go: its answer plans again.
+        result.deferred |= for_calls;
+        self.reaction.waiting(waiting, unsent, seen.started);
         Acted { written, held }
     }
 
@@ -399,19 +406,23 @@ fn records_wait_for(
     })
 }
 
-/// The workloads with a pod that waits on the health rule or a budget after a pass (see
-/// `crate::memory::reaction`).
-fn waiting_workloads(plan: &k8sm_planner::Plan) -> HashSet<String> {
-    plan.nodes
+/// The workloads with a pod that waits on the health rule, a budget or a call after a pass (see
+/// `crate::memory::reaction`), and whether any pod waits for a call.
+fn waiting_workloads(plan: &k8sm_planner::Plan) -> (HashSet<String>, bool) {
+    let mut for_calls = false;
+    let waiting = plan
+        .nodes
         .iter()
         .flat_map(|n| &n.pods)
         .filter(|p| {
+            for_calls |= p.reason == Some(Reason::WaitingForCall);
             p.decision == Decision::Wait
                 && matches!(
                     p.reason,
-                    Some(Reason::WaitingForOwner | Reason::BlockedByPDB)
+                    Some(Reason::WaitingForOwner | Reason::BlockedByPDB | Reason::WaitingForCall)
                 )
         })
         .filter_map(|p| p.owner.as_ref().map(|o| o.uid.to_string()))
-        .collect()
+        .collect();
+    (waiting, for_calls)
 }

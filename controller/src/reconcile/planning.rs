@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use k8sm_planner::{ClusterView, Plan, Planner};
+use k8sm_planner::{Calls, ClusterView, Plan, Planner};
 
 use crate::memory::in_flight::{InFlight, PodWatch};
 use crate::memory::sizes::Sizes;
@@ -48,22 +48,23 @@ impl Planning {
         }
     }
 
-    /// A pass with nothing in flight, as the replay harness runs it.
-    pub fn plan(&mut self, stores: &Stores, now: DateTime<Utc>) -> Planned {
+    /// A pass with nothing in flight, as the replay harness runs it, with `calls` free.
+    pub fn plan(&mut self, stores: &Stores, calls: Option<Calls>, now: DateTime<Utc>) -> Planned {
         let pods = PodWatch {
             failing: false,
             delivered: None,
         };
-        self.plan_with(stores, &mut InFlight::default(), pods, now)
+        self.plan_with(stores, &mut InFlight::default(), pods, calls, now)
     }
 
-    /// Builds the view from `stores` and the calls in flight (pruned of those `pods` shows
-    /// answered), and plans.
+    /// Builds the view from `stores`, the calls in flight (pruned of those `pods` shows answered)
+    /// and the controller's `calls`, and plans.
     pub(crate) fn plan_with(
         &mut self,
         stores: &Stores,
         in_flight: &mut InFlight,
         pods: PodWatch,
+        calls: Option<Calls>,
         now: DateTime<Utc>,
     ) -> Planned {
         let started = Instant::now();
@@ -71,6 +72,7 @@ impl Planning {
         let view = Arc::make_mut(&mut self.view);
         cluster_view::build(stores, &mut self.kept, view);
         view.pace_by_room = self.pace_by_room;
+        view.calls = calls;
         // Until the pod watch delivers something newer, the cache cannot show an evicted pod going:
         // its eviction stays counted.
         view.in_flight.clear();

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use k8sm_api::MaxConcurrentNodes;
 use k8sm_controller::Planning;
 use k8sm_controller::Stores;
+use k8sm_planner::Calls;
 
 use crate::process::status_kb;
 use crate::spread::Spread;
@@ -28,7 +29,8 @@ pub struct Config {
     pub max_concurrent_nodes: MaxConcurrentNodes,
     /// Timed passes, after the first (which converts every pod and owner).
     pub passes: usize,
-    /// Evictions carried out per step, at most: the calls the controller may have at once.
+    /// The calls the controller may have at once: a pass plans no more evictions, and each step
+    /// carries out at most so many.
     pub calls: usize,
 }
 
@@ -93,6 +95,15 @@ fn rss_mb(key: &str) -> f64 {
     status_kb(&status, key).unwrap_or(0) as f64 / 1024.0
 }
 
+/// `calls` free for a pass's evictions: the harness carries out at most so many a step, each
+/// answered within it.
+fn free_calls(calls: usize) -> Option<Calls> {
+    Some(Calls {
+        limit: calls,
+        ..Calls::default()
+    })
+}
+
 /// Replays an upgrade of `config`'s fleet and times the controller's pass.
 pub fn run(config: &Config) -> Figures {
     let rss_start_mb = rss_mb("VmRSS");
@@ -112,7 +123,7 @@ pub fn run(config: &Config) -> Figures {
     let mut planning = Planning::default();
     let mut now = start;
     let first = Instant::now();
-    let mut last = planning.plan(&stores, now).plan;
+    let mut last = planning.plan(&stores, free_calls(config.calls), now).plan;
     let first_pass_ms = first.elapsed().as_secs_f64() * 1e3;
 
     let (mut pass, mut observe, mut plan) = (Vec::new(), Vec::new(), Vec::new());
@@ -130,7 +141,7 @@ pub fn run(config: &Config) -> Figures {
         upgraded = delivered.upgraded;
         below_bound = below_bound.max(delivered.below_bound);
         let passing = Instant::now();
-        let planned = planning.plan(&stores, now);
+        let planned = planning.plan(&stores, free_calls(config.calls), now);
         pass.push(passing.elapsed().as_secs_f64() * 1e3);
         observe.push(planned.observed_in.as_secs_f64() * 1e3);
         plan.push(planned.planned_in.as_secs_f64() * 1e3);
@@ -246,7 +257,7 @@ mod tests {
         fleet.list(&mut feeds, start);
         let mut planning = Planning::default();
         let mut now = start;
-        let mut plan = planning.plan(&stores, now).plan;
+        let mut plan = planning.plan(&stores, free_calls(16), now).plan;
         let mut evictions = 0;
         for _ in 0..2_000 {
             now += Duration::seconds(1);
@@ -260,7 +271,7 @@ mod tests {
                 );
                 return;
             }
-            plan = planning.plan(&stores, now).plan;
+            plan = planning.plan(&stores, free_calls(16), now).plan;
         }
         panic!("the fleet was not upgraded in 2,000 steps");
     }

@@ -25,7 +25,7 @@ pub use model::output::{
 };
 pub use model::reason::Reason;
 pub use model::view::{
-    ClusterView, ControllerRef, DEFAULT_PROGRESS_DEADLINE_SECONDS, DeletedNodeRecord,
+    Calls, ClusterView, ControllerRef, DEFAULT_PROGRESS_DEADLINE_SECONDS, DeletedNodeRecord,
     HOSTNAME_LABEL, InFlightEviction, NodeName, NodePin, NodeView, OwnerKind, OwnerView, PdbView,
     PodPhase, PodPins, PodView, PolicyView, Resources, RolloutView, UnhealthyPodEvictionPolicy,
     VolumeView, node_hostname,

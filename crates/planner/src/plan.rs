@@ -100,7 +100,7 @@ fn plan_with(
     }
 
     let mut plan = Plan::default();
-    let mut ledger = Ledger::new(&index);
+    let mut ledger = Ledger::new(&index).with_calls(view.calls.as_ref());
     // Policies that act first, in name order; then the ones that only report, on copies of the
     // ledger.
     let acts = |p: &PolicyView| !p.paused() && p.has_finalizer;

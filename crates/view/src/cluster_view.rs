@@ -34,6 +34,8 @@ pub fn from_objects<P: PodSource>(
             .collect(),
         // A flag of the controller's, not an object.
         pace_by_room: false,
+        // The controller's calls, which it sets itself; without them every eviction is planned.
+        calls: None,
     }
 }
 

@@ -30,8 +30,8 @@ struct Args {
     /// Timed passes, one per step of the upgrade.
     #[arg(long, default_value_t = 200)]
     passes: usize,
-    /// Evictions carried out per step, at most: the calls the controller may have at once (its
-    /// starting limit).
+    /// The calls the controller may have at once (its starting limit): a pass plans no more
+    /// evictions, and the harness carries out at most so many a step.
     #[arg(long, default_value_t = k8sm_controller::INITIAL_CALL_CONCURRENCY)]
     calls: usize,
     /// Processes per fleet size: the summary gives each figure's median [min–max] over them.

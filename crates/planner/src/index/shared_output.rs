@@ -32,6 +32,8 @@ pub(crate) enum MessageKey {
     HeldBack(Text),
     /// A pod waiting on the budget at this position in the index's budgets.
     Budget(usize),
+    /// A pod waiting for one of the controller's calls.
+    Call,
 }
 
 /// Why a pod waits on its workload.

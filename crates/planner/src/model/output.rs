@@ -276,6 +276,12 @@ impl ActionKind {
         }
     }
 
+    /// Whether the action writes a node before its pods' calls go (see [`Self::rank`]): the
+    /// controller holds those calls until its cache shows the write.
+    pub(crate) fn writes_node_first(&self) -> bool {
+        self.node().is_some() && self.rank() < 5
+    }
+
     /// Execution order: a policy gets its finalizer before anything is done on its behalf; nodes
     /// are cleaned up and marked before they are admitted, admitted (cordoned) before their
     /// pods move, and told to terminate last; a policy's finalizer goes once its nodes are

@@ -45,6 +45,9 @@ pub enum Reason {
     /// land once). On a pod: a broken pod leaves the room its node's Ready pods need to them
     /// first.
     WaitingForRoom,
+    /// A pod could go now, and every call the controller may run at once is taken: it goes as
+    /// one frees up (the controller's limit holds it, not its node).
+    WaitingForCall,
     /// A PodDisruptionBudget allows no disruption now (or the Eviction API refused with 429).
     BlockedByPDB,
     /// An unmanaged pod blocks its node until an operator deletes it.
@@ -121,7 +124,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Self; 40] = [
+    pub const ALL: [Self; 41] = [
         Self::Marked,
         Self::Cordoned,
         Self::Admitted,
@@ -134,6 +137,7 @@ impl Reason {
         Self::WaitingForTermination,
         Self::WaitingForSlot,
         Self::WaitingForRoom,
+        Self::WaitingForCall,
         Self::BlockedByPDB,
         Self::BlockedUnmanagedPod,
         Self::BlockedOptOut,
@@ -179,6 +183,7 @@ impl Reason {
             Self::WaitingForTermination => "WaitingForTermination",
             Self::WaitingForSlot => "WaitingForSlot",
             Self::WaitingForRoom => "WaitingForRoom",
+            Self::WaitingForCall => "WaitingForCall",
             Self::BlockedByPDB => "BlockedByPDB",
             Self::BlockedUnmanagedPod => "BlockedUnmanagedPod",
             Self::BlockedOptOut => "BlockedOptOut",

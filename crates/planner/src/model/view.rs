@@ -6,7 +6,11 @@
 //! derived by the caller except what the field documentation says. Names are unique per kind (and
 //! per namespace for namespaced objects).
 
-use std::{collections::BTreeMap, fmt, sync::Arc};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+    sync::Arc,
+};
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -53,6 +57,11 @@ pub struct ClusterView {
     /// (docs/decisions/0002-land-once.md).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pace_by_room: bool,
+    /// The calls the pass's evictions may take: the controller runs at most so many at once, and
+    /// the pass plans no eviction it could not launch. `None`: every eviction is planned (the
+    /// plugin's prediction, the model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<Calls>,
 }
 
 /// One Node, reduced to what the upgrade needs.
@@ -791,4 +800,27 @@ pub struct InFlightEviction {
     /// (docs/design.md §5.3) wait for the answer.
     #[serde(default)]
     pub unanswered: bool,
+}
+
+/// The controller's calls as a pass finds them (docs/design.md §8): an eviction it plans is
+/// launched at once if a call is free, and one that is not launched waits for a later pass while
+/// the plan counts it. A pass plans an eviction only while a call is free for it; the other pods
+/// that could go wait for a call (`WaitingForCall`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Calls {
+    /// How many calls may run at once.
+    pub limit: usize,
+    /// How many run now.
+    pub running: usize,
+    /// How many more an eviction that continues one of the `continuing` workloads may take.
+    pub for_continuations: usize,
+    /// UIDs of the workloads whose evictions continue them: a pod of each became Ready while it
+    /// waited.
+    pub continuing: BTreeSet<String>,
+    /// UIDs of the pods whose last call failed and that back off now: their evictions are not
+    /// launched in this pass, and take no call.
+    pub backing_off: BTreeSet<String>,
+    /// Nodes whose pods wait for a write on its way: their evictions take no call either.
+    pub held_nodes: BTreeSet<String>,
 }

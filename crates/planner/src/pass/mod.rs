@@ -65,6 +65,9 @@ struct Entry<'v> {
     /// For a candidate, the longest remaining chain among the owners of its pods
     /// ([`admission::chain`]); 0 otherwise.
     chain: u32,
+    /// A write of this pass to the node goes before its pods' calls
+    /// ([`ActionKind::writes_node_first`]).
+    written: bool,
 }
 
 /// The records of the nodes a policy deleted as their kamikaze, by name.
@@ -231,7 +234,9 @@ impl<'v> PolicyPass<'v, '_> {
             }
             None => node_state::assess(node, self.index.opted_out(node), spec, self.now),
         };
+        let mut written = false;
         for (kind, reason, message) in &assessment.actions {
+            written |= kind.writes_node_first();
             out.action(&self.policy.name, kind.clone(), *reason, message.clone());
         }
         out.wake = earliest(out.wake, assessment.overdue_at);
@@ -240,6 +245,7 @@ impl<'v> PolicyPass<'v, '_> {
             assessment,
             survey: None,
             chain: 0,
+            written,
         }
     }
 
@@ -683,6 +689,7 @@ impl<'v> PolicyPass<'v, '_> {
             threshold: spec.owner_health_threshold.clamp(1, 100),
             incompatible_since: entry.assessment.incompatible_since,
             hold,
+            written: entry.written,
             now: self.now,
         }
     }

@@ -25,7 +25,7 @@ impl PolicyPass<'_, '_> {
     pub(super) fn act(
         &self,
         holding: Holding,
-        entry: Entry,
+        mut entry: Entry,
         ledger: &mut Ledger,
         out: &mut Output,
     ) {
@@ -52,6 +52,7 @@ impl PolicyPass<'_, '_> {
                         Reason::Cordoned,
                         message,
                     );
+                    entry.written = true;
                 }
                 let phase = if holding == Holding::Drained {
                     NodePhase::Drained
@@ -88,6 +89,7 @@ impl PolicyPass<'_, '_> {
             format!("admitted{again} into one of {slots} drain slots, {left} pods to move; {how}");
         out.action(&self.policy.name, kind, reason, message);
         let mut entry = entry;
+        entry.written = true;
         entry.assessment.draining_since = Some(self.now);
         entry.assessment.stalled = None;
         // Candidates were only tallied; the node's pods are decided now.
@@ -140,8 +142,9 @@ impl PolicyPass<'_, '_> {
         };
         let decided = drain::decide(survey, &ctx, self.index, ledger);
         // An eviction asked for against a budget at zero is likely refused: not progress by itself,
-        // or a node whose pod the API keeps refusing would never give its slot up.
-        let moving = decided.actions.len() > decided.asked;
+        // or a node whose pod the API keeps refusing would never give its slot up. A pod that
+        // waits for a call is held by the controller's limit, not by its node.
+        let moving = decided.actions.len() > decided.asked || decided.waiting_for_call > 0;
         // A surge rollout under way is progress on its way, bounded by its own deadline (the pod is
         // evicted then): the node keeps its slot meanwhile, as while held.
         let held = hold.is_some() || decided.moving;

@@ -534,6 +534,9 @@ pub(crate) struct Drain {
     /// What the replacements of the broken pods evicted in this pass will reserve
     /// ([`broken_waits_for_room`]).
     pub(crate) broken_taken: Resources,
+    /// Pods that could go now and wait for one of the controller's calls: progress that the
+    /// controller's limit holds, not the node.
+    pub(crate) waiting_for_call: usize,
 }
 
 /// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of
@@ -567,6 +570,7 @@ pub(crate) fn decide(
         moving: false,
         asked: 0,
         broken_taken: Resources::default(),
+        waiting_for_call: 0,
     };
     let is_of = |class: &Class, other: bool| {
         matches!(
@@ -601,6 +605,7 @@ pub(crate) fn decide(
             moving: false,
             asked: 0,
             broken_taken: Resources::default(),
+            waiting_for_call: 0,
         };
         for &on in &survey.pods {
             let decided = match on.class {
@@ -872,7 +877,8 @@ fn decide_workload(
     }
     let counts = workload_counts(workload, counts_for, index);
     let (state, broken_at) = pod_state(pod, ready, (workload, counts), ctx);
-    let message = match health::judge(health, t, state) {
+    let verdict = health::judge(health, t, state);
+    match verdict {
         Verdict::RollingOut => {
             return wait(key(WaitsOn::RollingOut), &|| {
                 format!(
@@ -905,14 +911,6 @@ fn decide_workload(
                 )
             });
         }
-        Verdict::Evict { ready_after, .. } => format!(
-            "evict: {who} ready {}/{} → {ready_after} (threshold {t}% needs {needed}){note}",
-            health.ready, health.desired
-        ),
-        Verdict::EvictNotReady { ready } => format!(
-            "evict: pod not Ready, so moving it costs no readiness; {who} keeps {ready}/{} ready (floor {floor} at threshold {t}%){note}",
-            health.desired
-        ),
         Verdict::EvictBroken { .. }
             if let Some(message) =
                 broken_waits_for_room(pod, counts_for, ctx, index, drain.broken_taken) =>
@@ -925,12 +923,8 @@ fn decide_workload(
                 message,
             );
         }
-        Verdict::EvictBroken { ready } => format!(
-            "evict: pod broken (not Ready for nodeProgressDeadline {}), so moving it costs no readiness; {who} \
-             stays at {ready}/{} ready, below its floor {floor} (threshold {t}%){note}",
-            ctx.spec.node_progress_deadline, health.desired
-        ),
-    };
+        Verdict::Evict { .. } | Verdict::EvictNotReady { .. } | Verdict::EvictBroken { .. } => {}
+    }
     let use_eviction_api = uses_eviction_api(class, ctx);
     let pdbs: Vec<(usize, &Pdb)> = if use_eviction_api {
         index.budgets_of(&on)
@@ -953,7 +947,43 @@ fn decide_workload(
     if let Some(&(i, pdb)) = exhausted.filter(|_| !asks) {
         return budget_wait(index, &on, i, pdb);
     }
-    let mut message = message;
+    // Only a node whose actions are carried out takes calls (a held one's evictions are reported).
+    if ctx.hold.is_none()
+        && !ledger
+            .calls
+            .take(workload.key(), &pod.uid, &ctx.node.name, ctx.written)
+    {
+        drain.waiting_for_call += 1;
+        return pod_plan(
+            index,
+            &on,
+            Decision::Wait,
+            Some(Reason::WaitingForCall),
+            index.shared.message(MessageKey::Call, || {
+                "wait: could go now, and every call the controller may run at once is taken: goes as one \
+                 frees up"
+                    .to_owned()
+            }),
+        );
+    }
+    let mut message = match verdict {
+        Verdict::Evict { ready_after, .. } => format!(
+            "evict: {who} ready {}/{} → {ready_after} (threshold {t}% needs {needed}){note}",
+            health.ready, health.desired
+        ),
+        Verdict::EvictNotReady { ready } => format!(
+            "evict: pod not Ready, so moving it costs no readiness; {who} keeps {ready}/{} ready (floor {floor} at threshold {t}%){note}",
+            health.desired
+        ),
+        Verdict::EvictBroken { ready } => format!(
+            "evict: pod broken (not Ready for nodeProgressDeadline {}), so moving it costs no readiness; {who} \
+             stays at {ready}/{} ready, below its floor {floor} (threshold {t}%){note}",
+            ctx.spec.node_progress_deadline, health.desired
+        ),
+        Verdict::RollingOut | Verdict::ScaledToZero | Verdict::Unhealthy => {
+            unreachable!("the verdicts that keep the pod returned above")
+        }
+    };
     if let Some((_, pdb)) = exhausted {
         let (ns, name) = (&pdb.view.namespace, &pdb.view.name);
         message.push_str(&format!(
@@ -1323,6 +1353,7 @@ mod tests {
             threshold: 90,
             incompatible_since: None,
             hold: None,
+            written: false,
             now: crate::testing::t0(),
         };
         let listed: Vec<(&str, &str, &str)> = survey(&ctx, &index)

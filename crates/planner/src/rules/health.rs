@@ -4,9 +4,11 @@
 //! one workload a single plan touches.
 
 use crate::{
+    Calls,
     index::{Index, PodCounts},
     model::collections::FastMap,
     objects::workload::Workload,
+    rules::calls::CallCount,
 };
 
 /// `ceil(threshold * desired / 100)`: ready pods the workload must keep after an eviction.
@@ -166,6 +168,8 @@ pub(crate) struct Ledger {
     /// pod's workload found without hashing anything (the index numbers each workload UID
     /// once).
     by_workload: Vec<u32>,
+    /// The controller's calls the pass's evictions took.
+    pub(crate) calls: CallCount,
 }
 
 impl Ledger {
@@ -179,6 +183,14 @@ impl Ledger {
             pdbs,
             by_workload: vec![u32::MAX; index.workload_count()],
             ..Self::default()
+        }
+    }
+
+    /// The ledger with the controller's `calls` to take.
+    pub(crate) fn with_calls(self, calls: Option<&Calls>) -> Self {
+        Self {
+            calls: CallCount::new(calls),
+            ..self
         }
     }
 

@@ -1,6 +1,7 @@
 //! The rules that decide, node by node and pod by pod, on the index.
 
 pub(crate) mod admission;
+pub(crate) mod calls;
 pub(crate) mod deleted;
 pub(crate) mod drain;
 pub(crate) mod health;

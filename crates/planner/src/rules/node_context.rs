@@ -16,6 +16,9 @@ pub(crate) struct NodeContext<'a> {
     /// Decide, but act on nothing: each action becomes a wait for this reason (the policy is
     /// paused, or the node waits for a drain slot and is only reported).
     pub(crate) hold: Option<Reason>,
+    /// A write of this pass to the node goes before its pods' calls, which wait for it: its
+    /// evictions take none of the controller's calls in this pass ([`crate::Calls`]).
+    pub(crate) written: bool,
     pub(crate) now: DateTime<Utc>,
 }
 

@@ -1,6 +1,7 @@
 //! Tests of the whole planner: one named test per rule (grouped by concern), and property tests.
 
 mod admission;
+mod calls;
 mod classification;
 mod convoy;
 mod critical_path;

@@ -125,7 +125,7 @@ prop_compose! {
     /// out, finished or unscheduled, evictions in flight with and without their pod, budgets
     /// allowing -1 to 3 (one of them over several workloads), unmanaged, Job, DaemonSet and mirror
     /// pods, three policies (one of which overlaps the others), paused policies and a policy
-    /// without its finalizer.
+    /// without its finalizer; and with or without a limit on the controller's calls.
     pub(super) fn arb_world()(
         nodes in prop::collection::vec(arb_node(), 1..=8),
         policies in [arb_policy(), arb_policy(), arb_policy()],
@@ -134,7 +134,14 @@ prop_compose! {
         in_flight in prop::collection::vec(0usize..500, 0..=4),
         gone in prop::collection::vec((0usize..8, 1u32..=2), 0..=2),
         gold_budget in prop::option::weighted(0.3, -1i32..3),
+        calls in prop::option::weighted(0.4, (0usize..6, 0usize..4)),
     ) -> World {
-        build(nodes, policies, workloads, loose, in_flight, gone, gold_budget)
+        let mut world = build(nodes, policies, workloads, loose, in_flight, gone, gold_budget);
+        world.view.calls = calls.map(|(limit, running)| crate::Calls {
+            limit,
+            running,
+            ..crate::Calls::default()
+        });
+        world
     }
 }

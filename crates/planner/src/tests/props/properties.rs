@@ -16,7 +16,7 @@ use super::{
     truth::PodOf,
 };
 use crate::{
-    ActionKind, ClusterView, ControllerRef,
+    ActionKind, ClusterView, ControllerRef, Reason,
     tests::{
         now, oracle, plan_now,
         support::{Rng, Tally},
@@ -148,6 +148,43 @@ proptest! {
         }
     }
 
+    /// (f) A pass plans no more evictions than the controller's free calls launch, and a pod waits
+    /// for a call only once every free call is taken. Evictions of a node that a write of the
+    /// plan goes to first take no call (the controller holds them until its cache shows the
+    /// write).
+    #[test]
+    fn a_pod_waits_for_a_call_only_when_every_call_is_taken(world in arb_world()) {
+        let Some(calls) = world.view.calls.clone() else {
+            return Ok(());
+        };
+        let plan = plan_now(&world.view);
+        let written: BTreeSet<&str> = plan
+            .actions
+            .iter()
+            .filter_map(|a| match &a.kind {
+                ActionKind::Mark { node, .. }
+                | ActionKind::Admit { node, .. }
+                | ActionKind::Cordon { node }
+                | ActionKind::Complete { node, .. }
+                | ActionKind::Release { node, .. } => Some(node.as_str()),
+                _ => None,
+            })
+            .collect();
+        let (mut taking, mut waiting) = (0, 0);
+        for (pod, _) in plan.evictions() {
+            let node = world.truth.pods[pod.uid()].node.as_deref();
+            if !node.is_some_and(|n| written.contains(n)) {
+                taking += 1;
+            }
+        }
+        for node in &plan.nodes {
+            waiting += node.pods.iter().filter(|p| p.reason == Some(Reason::WaitingForCall)).count();
+        }
+        let free = calls.limit.saturating_sub(calls.running);
+        prop_assert!(taking <= free, "{taking} evictions take a call, {free} free");
+        prop_assert!(waiting == 0 || taking == free, "{waiting} wait for a call, {taking} of {free} taken");
+    }
+
     /// (f) Planning never panics and reports every singly-selected node once.
     #[test]
     fn every_selected_node_is_reported_once(world in arb_world()) {
@@ -202,6 +239,13 @@ fn the_generator_reaches_the_cases_that_matter() {
             );
         }
         seen.saw(
+            "pods waiting for a call",
+            plan.nodes
+                .iter()
+                .flat_map(|n| &n.pods)
+                .any(|p| p.reason == Some(crate::Reason::WaitingForCall)),
+        );
+        seen.saw(
             "unmanaged pods deleted",
             plan.deletions().any(|p| {
                 truth
@@ -241,7 +285,7 @@ fn the_generator_reaches_the_cases_that_matter() {
             }),
         );
     }
-    seen.assert_all_met(7, "300 worlds");
+    seen.assert_all_met(8, "300 worlds");
 }
 
 /// `view` with one copy of each distinct namespace, node name, label set and controller reference,
