@@ -151,13 +151,21 @@ proptest! {
     /// (f) A pass plans no more evictions than the controller's free calls launch, and a pod waits
     /// for a call only once every free call is taken. Evictions of a node that a write of the
     /// plan goes to first take no call (the controller holds them until its cache shows the
-    /// write).
+    /// write). A policy that does not act (paused, or without its finalizer) reports what it
+    /// would do on a copy of the calls left: its waits are not the controller's.
     #[test]
     fn a_pod_waits_for_a_call_only_when_every_call_is_taken(world in arb_world()) {
         let Some(calls) = world.view.calls.clone() else {
             return Ok(());
         };
         let plan = plan_now(&world.view);
+        let acting: BTreeSet<&str> = world
+            .view
+            .policies
+            .iter()
+            .filter(|p| p.has_finalizer && !p.deleting && !p.paused())
+            .map(|p| p.name.as_str())
+            .collect();
         let written: BTreeSet<&str> = plan
             .actions
             .iter()
@@ -177,12 +185,32 @@ proptest! {
                 taking += 1;
             }
         }
-        for node in &plan.nodes {
+        for node in plan.nodes.iter().filter(|n| acting.contains(n.policy.as_str())) {
             waiting += node.pods.iter().filter(|p| p.reason == Some(Reason::WaitingForCall)).count();
         }
         let free = calls.limit.saturating_sub(calls.running);
         prop_assert!(taking <= free, "{taking} evictions take a call, {free} free");
         prop_assert!(waiting == 0 || taking == free, "{waiting} wait for a call, {taking} of {free} taken");
+    }
+
+    /// (f) A reported pod of a workload that names an owner names that workload (the generated
+    /// controller's UID; for a kind k8sm does not know, the reference ending in it).
+    #[test]
+    fn every_reported_pod_names_its_workload(world in arb_world()) {
+        for node in plan_now(&world.view).nodes {
+            for pod in &node.pods {
+                let (Some(truth), Some(owner)) = (world.truth.pods.get(pod.pod.uid()), &pod.owner) else {
+                    continue;
+                };
+                if let PodOf::Workload(key) = &truth.of {
+                    let named = owner.uid.to_string();
+                    prop_assert!(
+                        named == *key || named.ends_with(&format!("/{key}")),
+                        "{} names {named:?}, not {key}", pod.pod
+                    );
+                }
+            }
+        }
     }
 
     /// (f) Planning never panics and reports every singly-selected node once.
