@@ -224,6 +224,9 @@ pub enum ActionKind {
     },
 }
 
+/// [`ActionKind::rank`] of the evictions (and surge moves).
+const EVICTION_RANK: u8 = 5;
+
 impl ActionKind {
     /// The node the action applies to (for pods: the node they run on is in the message, not here).
     pub fn node(&self) -> Option<&str> {
@@ -279,7 +282,7 @@ impl ActionKind {
     /// Whether the action writes a node before its pods' calls go (see [`Self::rank`]): the
     /// controller holds those calls until its cache shows the write.
     pub(crate) fn writes_node_first(&self) -> bool {
-        self.node().is_some() && self.rank() < 5
+        self.node().is_some() && self.rank() < EVICTION_RANK
     }
 
     /// Execution order: a policy gets its finalizer before anything is done on its behalf; nodes
@@ -293,7 +296,7 @@ impl ActionKind {
             Self::Mark { .. } => 2,
             Self::Admit { .. } => 3,
             Self::Cordon { .. } => 4,
-            Self::Evict { .. } | Self::Surge { .. } => 5,
+            Self::Evict { .. } | Self::Surge { .. } => EVICTION_RANK,
             Self::DeletePod { .. } => 6,
             Self::Progress { .. } | Self::Stall { .. } => 7,
             Self::Kamikaze { .. } => 8,
