@@ -1,7 +1,7 @@
 //! Launching the pass's evictions and pod deletions as calls of their own, and taking in their
 //! answers and those of the pass's write job.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,9 +32,9 @@ impl Controller {
     }
 
     /// The calls as this pass finds them ([`Calls`]): the limit, those running, the workloads whose
-    /// evictions continue, and what no call launches in this pass (pods backing off, nodes whose
-    /// write is on its way).
-    pub(super) fn calls_now(&mut self) -> Calls {
+    /// evictions continue (`continuing`, as the loop launches them first), and what no call
+    /// launches in this pass (pods backing off, nodes whose write is on its way).
+    pub(super) fn calls_now(&mut self, continuing: &HashSet<String>) -> Calls {
         let now = Instant::now();
         let pods: Vec<Subject> = self
             .backoff
@@ -58,7 +58,7 @@ impl Controller {
             limit: self.call_limit.current(),
             running: self.in_flight.calls(),
             for_continuations: CONTINUATION_CALLS,
-            continuing: self.reaction.continuing().into_iter().collect(),
+            continuing: continuing.iter().cloned().collect(),
             backing_off,
             held_nodes: self.writes.holding().into_keys().collect(),
         }

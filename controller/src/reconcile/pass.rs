@@ -40,6 +40,9 @@ struct Thought {
     plan: Plan,
     sizes_stored: bool,
     planned_versions: PlannedVersions,
+    /// The workloads whose evictions continue them, as the plan counted their calls: the loop
+    /// launches theirs first.
+    continuing: HashSet<String>,
 }
 
 /// What acting leaves for the report: the nodes written in this pass, and the nodes whose actions
@@ -56,6 +59,7 @@ impl Controller {
             plan,
             sizes_stored,
             planned_versions,
+            continuing,
         } = self.think(&seen).await;
         let acting = Instant::now();
         let mut result = PassResult {
@@ -65,7 +69,14 @@ impl Controller {
         };
         self.report_stale(&plan, &seen.stale).await;
         self.forget_gone();
-        let acted = self.act(&plan, &seen, sizes_stored, planned_versions, &mut result);
+        let acted = self.act(
+            &plan,
+            &seen,
+            sizes_stored,
+            &continuing,
+            planned_versions,
+            &mut result,
+        );
         let eventing = Instant::now();
         self.metrics
             .stage_took(Stage::Act, (eventing - acting).as_secs_f64());
@@ -116,7 +127,8 @@ impl Controller {
     /// unknown kinds evicted from are stored before their evictions go.
     async fn think(&mut self, seen: &Observed) -> Thought {
         self.read_sizes().await;
-        let calls = self.calls_now();
+        let continuing = self.reaction.continuing();
+        let calls = self.calls_now(&continuing);
         let Planned {
             view,
             plan,
@@ -163,6 +175,7 @@ impl Controller {
             plan,
             sizes_stored,
             planned_versions,
+            continuing,
         }
     }
 
@@ -186,6 +199,7 @@ impl Controller {
         plan: &'p Plan,
         seen: &Observed,
         sizes_stored: bool,
+        continuing: &HashSet<String>,
         mut planned_versions: PlannedVersions,
         result: &mut PassResult,
     ) -> Acted<'p> {
@@ -208,11 +222,7 @@ impl Controller {
             }
             let (batch, after) = rest.split_at(batch_len(rest));
             rest = after;
-            let continuing = match batch.first().map(|a| &a.kind) {
-                Some(ActionKind::Evict { .. }) => self.reaction.continuing(),
-                _ => HashSet::new(),
-            };
-            for action in continuations_first(batch, &continuing) {
+            for action in continuations_first(batch, continuing) {
                 if action.kind.pod().is_none() {
                     let node = action.kind.node();
                     if writing {
@@ -241,7 +251,7 @@ impl Controller {
                     unsent.insert(eviction.owner.uid.to_string());
                     continue;
                 }
-                let continuation = continues(action, &continuing);
+                let continuation = continues(action, continuing);
                 let launched = self.may_attempt(action, &seen.stale, &written, &mut held, result)
                     && self.launch(action, continuation, result);
                 if let (false, ActionKind::Evict { eviction, .. }) = (launched, &action.kind) {

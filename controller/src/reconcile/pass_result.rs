@@ -25,7 +25,8 @@ pub(crate) struct PassResult {
     /// Plan again then: the earliest end of a backoff that withheld an action of this pass, or the
     /// moment a failing watch becomes stale.
     pub(crate) retry_at: Option<Instant>,
-    /// Pod actions were not launched for want of a free call: plan again when a call answers.
+    /// Pod actions were not launched, or pods wait, for want of a free call: plan again when a call
+    /// answers.
     pub(crate) deferred: bool,
 }
 
