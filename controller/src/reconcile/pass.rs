@@ -423,7 +423,7 @@ fn waiting_workloads(plan: &k8sm_planner::Plan) -> (HashSet<String>, bool) {
     let waiting = plan
         .nodes
         .iter()
-        .flat_map(|n| &n.pods)
+        .flat_map(|n| n.pods.iter())
         .filter(|p| {
             for_calls |= p.reason == Some(Reason::WaitingForCall);
             p.decision == Decision::Wait

@@ -317,7 +317,7 @@ impl Metrics {
         let blocked = plan
             .nodes
             .iter()
-            .flat_map(|n| &n.pods)
+            .flat_map(|n| n.pods.iter())
             .filter(|p| p.is_blocked())
             .count();
         self.blocked_pods.set(blocked as i64);

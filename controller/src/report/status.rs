@@ -394,7 +394,7 @@ pub fn report_troubles(
             failing.push(message);
             status_lists::add_blocker(status, node, message);
         }
-        for pod_plan in &node.pods {
+        for pod_plan in node.pods.iter() {
             let Some((reason, message)) = troubles.pods.get(pod_plan.pod.uid()) else {
                 continue;
             };
@@ -918,7 +918,7 @@ mod tests {
                 blockers: Vec::new(),
                 admission_position: None,
                 operator_pods: 0,
-                pods: vec![pod("a"), pod("b")],
+                pods: vec![pod("a"), pod("b")].into(),
             }],
             ..Plan::default()
         };
@@ -1016,7 +1016,9 @@ mod tests {
     #[test]
     fn a_move_that_keeps_failing_degrades_the_policy() {
         let (mut plan, policy) = draining();
-        plan.nodes[0].pods[0].decision = Decision::Move;
+        let mut pods = plan.nodes[0].pods.to_vec();
+        pods[0].decision = Decision::Move;
+        plan.nodes[0].pods = pods.into();
         let now = Utc::now();
         let mut status = build(&plan, &policy, None, now);
         let refused = "start a surge rollout failed 3 times in a row: 403 Forbidden: apply deploy/components/surge";

@@ -277,7 +277,7 @@ mod tests {
             blockers: Vec::new(),
             admission_position: None,
             operator_pods: 0,
-            pods: Vec::new(),
+            pods: Default::default(),
         }
     }
 
@@ -303,7 +303,8 @@ mod tests {
             message: message.into(),
             pod: Some(pod.clone()),
         });
-        node.pods.push(PodPlan {
+        let mut pods = node.pods.to_vec();
+        pods.push(PodPlan {
             pod,
             owner: Some(OwnerRef {
                 kind: OwnerKind::ReplicaSet,
@@ -316,6 +317,7 @@ mod tests {
             message: message.into(),
             until: None,
         });
+        node.pods = pods.into();
         node.pods_left += 1;
     }
 

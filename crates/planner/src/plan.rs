@@ -22,6 +22,7 @@ use crate::{
     pass::PolicyPass,
     pass::claims::Claims,
     pass::conditions::{self, condition},
+    pass::kept_decisions::KeptDecisions,
     rules::drain::earliest,
     rules::health::Ledger,
     rules::window,
@@ -31,44 +32,64 @@ use crate::{
 /// `now` always give the same plan, whatever the order of the view's vectors. A caller that plans
 /// again and again (the controller) keeps a [`Planner`] instead, which gives the same plans faster.
 pub fn plan(view: &ClusterView, now: DateTime<Utc>) -> Plan {
-    Planner::default().plan(view, now)
+    let mut fresh = Planner::default();
+    plan_with(view, &mut fresh.kept(false), now)
 }
 
 /// A planner for pass after pass over a changing view: it keeps what it worked out from each pod
 /// alone (see `pod_cache`) and from each controller with its owners (see `controller_classes`), so
-/// that a pass reads only the pods and controllers that changed since the last one. Its plans are
-/// exactly [`plan`]'s for the same view and `now`, whatever views it planned before.
+/// that a pass reads only the pods and controllers that changed since the last one, and the
+/// decisions of the draining nodes (see `kept_decisions`), so that it decides again only the nodes
+/// whose decisions read something that changed. Its plans are exactly [`plan`]'s for the same view
+/// and `now`, whatever views it planned before.
 #[derive(Default)]
 pub struct Planner {
     pods: PodCache,
     controllers: ControllerClasses,
     budgets: KeptBudgets,
     tally: KeptTally,
+    decisions: KeptDecisions,
+}
+
+/// What a pass reads and keeps of the planner's memory.
+struct Kept<'p> {
+    pods: &'p mut PodCache,
+    controllers: &'p mut ControllerClasses,
+    budgets: &'p mut KeptBudgets,
+    tally: &'p mut KeptTally,
+    /// `None`: decide every node (a planner that plans once keeps nothing for a next pass).
+    decisions: Option<&'p mut KeptDecisions>,
 }
 
 impl Planner {
     /// Plans one pass, as [`plan`] does.
     pub fn plan(&mut self, view: &ClusterView, now: DateTime<Utc>) -> Plan {
-        plan_with(
-            view,
-            &mut self.pods,
-            &mut self.controllers,
-            &mut self.budgets,
-            &mut self.tally,
-            now,
-        )
+        plan_with(view, &mut self.kept(true), now)
+    }
+
+    fn kept(&mut self, decisions: bool) -> Kept<'_> {
+        Kept {
+            pods: &mut self.pods,
+            controllers: &mut self.controllers,
+            budgets: &mut self.budgets,
+            tally: &mut self.tally,
+            decisions: decisions.then_some(&mut self.decisions),
+        }
     }
 }
 
-fn plan_with(
-    view: &ClusterView,
-    pods: &mut PodCache,
-    controllers: &mut ControllerClasses,
-    budgets: &mut KeptBudgets,
-    tally: &mut KeptTally,
-    now: DateTime<Utc>,
-) -> Plan {
-    let index = Index::new(view, pods, controllers, budgets, tally, now);
+fn plan_with(view: &ClusterView, kept: &mut Kept, now: DateTime<Utc>) -> Plan {
+    let index = Index::new(
+        view,
+        kept.pods,
+        kept.controllers,
+        kept.budgets,
+        kept.tally,
+        now,
+    );
+    if let Some(decisions) = kept.decisions.as_deref_mut() {
+        decisions.begin(&index);
+    }
     let mut policies: Vec<&PolicyView> = view.policies.iter().collect();
     policies.sort_by(|a, b| a.name.cmp(&b.name));
 
@@ -117,6 +138,12 @@ fn plan_with(
             scratch = ledger.clone();
             &mut scratch
         };
+        // Only a policy that acts keeps decisions: the others decide on a copy of the ledger.
+        let decisions = kept
+            .decisions
+            .as_deref_mut()
+            .filter(|_| acts(policy))
+            .map(|d| d.policy(&policy.name, &policy.spec));
         let pass = PolicyPass {
             policy,
             index: &index,
@@ -124,6 +151,7 @@ fn plan_with(
             now,
             gate: window::gate(&policy.spec, now),
             pace_by_room: view.pace_by_room,
+            kept: decisions,
         };
         let (mut out, policy_plan) = pass.run(&selections[i], ledger);
         if !policy.has_finalizer {
@@ -143,6 +171,9 @@ fn plan_with(
         plan.nodes.extend(out.nodes);
         plan.next_wake = earliest(plan.next_wake, out.wake);
         plan.policies.push(policy_plan);
+    }
+    if let Some(decisions) = kept.decisions.as_deref_mut() {
+        decisions.finish(&view.owners);
     }
     hand_back(&policies, &selections, &claims, &index, &mut plan);
     plan.next_wake = earliest(plan.next_wake, index.next_available);

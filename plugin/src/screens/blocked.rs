@@ -239,7 +239,7 @@ mod tests {
             blockers: vec![],
             admission_position: None,
             operator_pods: 0,
-            pods,
+            pods: pods.into(),
         }
     }
 

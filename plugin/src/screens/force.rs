@@ -269,7 +269,12 @@ mod tests {
     #[test]
     fn opted_out_pods_alone_need_the_flag() {
         let mut plan = node_plan();
-        plan.pods.retain(|p| p.pod.name() == "pinned");
+        plan.pods = plan
+            .pods
+            .iter()
+            .filter(|p| p.pod.name() == "pinned")
+            .cloned()
+            .collect();
         let text = ForceSelection::new(&plan, false, false).render(Palette::PLAIN);
         assert_eq!(
             text,
@@ -315,7 +320,7 @@ mod tests {
     fn a_node_that_is_not_draining_has_nothing_to_force() {
         let mut plan = node_plan();
         plan.phase = NodePhase::Incompatible;
-        plan.pods.clear();
+        plan.pods = Default::default();
         let text = ForceSelection::new(&plan, true, false).render(Palette::PLAIN);
         assert_eq!(
             text,

@@ -168,7 +168,7 @@ impl PlanScreen {
     pub fn evictions(&self) -> Vec<String> {
         self.nodes
             .iter()
-            .flat_map(|n| &n.pods)
+            .flat_map(|n| n.pods.iter())
             .filter(|p| p.decision == Decision::Evict)
             .map(|p| format!("{}/{}", p.namespace, p.name))
             .collect()

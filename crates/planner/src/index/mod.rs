@@ -488,6 +488,20 @@ impl<'a> Index<'a> {
             .unwrap_or_default()
     }
 
+    /// The pods of `workload`, found by its slot `counts_for` (or by its UID where the slot is not
+    /// known).
+    pub(crate) fn workload_counts(
+        &self,
+        workload: workload::Workload,
+        counts_for: u32,
+    ) -> PodCounts {
+        if (counts_for as usize) < self.workload_count() {
+            self.workload_at(counts_for)
+        } else {
+            self.workload_pods(workload.key())
+        }
+    }
+
     /// The slot of the workload whose key (see [`crate::objects::workload::Workload::key`]) is
     /// `key`, if any.
     pub(crate) fn workload_slot(&self, key: &str) -> Option<u32> {

@@ -514,8 +514,9 @@ pub struct NodePlan {
     /// (opted out, unmanaged under policy Never, covered by several budgets): such a node is
     /// admitted after the others.
     pub operator_pods: u32,
-    /// The decision for each pod of a draining node (empty for other phases).
-    pub pods: Vec<PodPlan>,
+    /// The decision for each pod of a draining node (empty for other phases). Shared: a planner
+    /// that keeps a node's decisions from pass to pass reports the same list.
+    pub pods: Arc<[PodPlan]>,
 }
 
 impl NodePlan {

@@ -4,9 +4,10 @@
 
 pub(crate) mod claims;
 pub(crate) mod conditions;
+pub(crate) mod kept_decisions;
 mod steps;
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{cell::RefCell, collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
 use k8sm_api::keys::PAUSE_ANNOTATION;
@@ -44,6 +45,9 @@ pub(crate) struct PolicyPass<'v, 'i> {
     pub(crate) gate: Gate,
     /// [`crate::ClusterView::pace_by_room`].
     pub(crate) pace_by_room: bool,
+    /// The decisions of its draining nodes kept from the last pass, for a planner that plans pass
+    /// after pass.
+    pub(crate) kept: Option<&'i RefCell<kept_decisions::KeptPolicy>>,
 }
 
 /// Admission paced by room ([`room`]) in one pass.
@@ -691,6 +695,7 @@ impl<'v> PolicyPass<'v, '_> {
             hold,
             written: entry.written,
             now: self.now,
+            turns: Default::default(),
         }
     }
 
@@ -730,7 +735,7 @@ impl<'v> PolicyPass<'v, '_> {
             blockers: a.blockers.clone(),
             admission_position: None,
             operator_pods: entry.survey.as_ref().map_or(0, |s| s.need_operator),
-            pods: Vec::new(),
+            pods: Arc::default(),
         }
     }
 }

@@ -14,8 +14,9 @@ use crate::{
     objects::node_state::Stage,
     rules::admission::Holding,
     rules::deleted,
-    rules::drain::{self, earliest},
+    rules::drain::{self, Survey, earliest},
     rules::health::Ledger,
+    rules::node_context::NodeContext,
     rules::progress,
 };
 
@@ -140,7 +141,7 @@ impl PolicyPass<'_, '_> {
         let Some(survey) = &entry.survey else {
             unreachable!("admitted nodes are surveyed")
         };
-        let decided = drain::decide(survey, &ctx, self.index, ledger);
+        let decided = self.decide(survey, &ctx, ledger);
         // An eviction asked for against a budget at zero is likely refused: not progress by itself,
         // or a node whose pod the API keeps refusing would never give its slot up. A pod that
         // waits for a call is held by the controller's limit, not by its node.
@@ -211,6 +212,47 @@ impl PolicyPass<'_, '_> {
         node_plan.blockers.extend(pod_blockers);
         node_plan.pods = decided.pods;
         out.report(node_plan);
+    }
+
+    /// Decides the pods of a slot holder, or replays its decisions kept from the last pass while
+    /// everything they read holds ([`super::kept_decisions`]).
+    fn decide(&self, survey: &Survey, ctx: &NodeContext, ledger: &mut Ledger) -> drain::Drain {
+        let Some(kept) = self.kept.as_ref().filter(|_| ctx.hold.is_none()) else {
+            return drain::decide(survey, ctx, self.index, ledger);
+        };
+        let mut kept = kept.borrow_mut();
+        if let Some(replayed) = kept.replay(survey, ctx, self.index, ledger) {
+            // Every test's pass checks what was replayed against deciding again.
+            #[cfg(test)]
+            {
+                let again = drain::decide(survey, ctx, self.index, &mut ledger.clone());
+                assert!(
+                    again.actions.is_empty(),
+                    "{}: replayed, and acts",
+                    ctx.node.name
+                );
+                assert_eq!(
+                    (
+                        &replayed.pods,
+                        replayed.wake,
+                        replayed.moving,
+                        replayed.waiting_for_call
+                    ),
+                    (
+                        &again.pods,
+                        again.wake,
+                        again.moving,
+                        again.waiting_for_call
+                    ),
+                    "the decisions replayed on {}",
+                    ctx.node.name
+                );
+            }
+            return replayed;
+        }
+        let decided = drain::decide(survey, ctx, self.index, ledger);
+        kept.keep(survey, ctx, &decided);
+        decided
     }
 
     /// Gives up the slot of a draining node that made no progress since `since`.
@@ -379,7 +421,8 @@ impl PolicyPass<'_, '_> {
         // own.
         node_plan.pods = decided
             .pods
-            .into_iter()
+            .iter()
+            .cloned()
             .map(|mut pod| {
                 if pod.decision == Decision::Wait && pod.reason != Some(Reason::WaitingForSlot) {
                     pod.reason = Some(Reason::WaitingForSlot);
@@ -410,7 +453,7 @@ impl PolicyPass<'_, '_> {
             blockers,
             admission_position: None,
             operator_pods: 0,
-            pods: Vec::new(),
+            pods: Arc::default(),
         });
     }
 

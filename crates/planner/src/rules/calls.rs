@@ -31,26 +31,75 @@ impl CallCount {
     /// pods' calls, which wait for it (as for a write on its way, and for a pod backing off, the
     /// eviction is planned and takes no call: it is not launched in this pass).
     pub(crate) fn take(&mut self, workload: &str, pod: &str, node: &str, written: bool) -> bool {
+        match self.call_for(workload, pod, node, written) {
+            Call::NotNeeded => true,
+            Call::Free { continuation } => {
+                *self.taken(continuation) += 1;
+                true
+            }
+            Call::NoneFree => false,
+        }
+    }
+
+    /// Whether [`Self::take`] would let the eviction be planned now, taking nothing.
+    pub(crate) fn would_take(&self, workload: &str, pod: &str, node: &str, written: bool) -> bool {
+        self.call_for(workload, pod, node, written) != Call::NoneFree
+    }
+
+    /// Whether no eviction of a pod on `node` may be planned now, whatever its workload: no call
+    /// is free, and none of them is let through without one (no pod backs off, the node waits
+    /// for no write). Read without any pod's UID.
+    pub(crate) fn refuses_all(&self, node: &str, written: bool) -> bool {
         let Some(calls) = &self.calls else {
-            return true;
+            return false;
+        };
+        !written
+            && calls.backing_off.is_empty()
+            && calls.running + self.ordinary >= calls.limit
+            && (calls.continuing.is_empty()
+                || calls.running + self.continuations >= calls.limit + calls.for_continuations)
+            && !calls.held_nodes.contains(node)
+    }
+
+    fn call_for(&self, workload: &str, pod: &str, node: &str, written: bool) -> Call {
+        let Some(calls) = &self.calls else {
+            return Call::NotNeeded;
         };
         if written || calls.held_nodes.contains(node) || calls.backing_off.contains(pod) {
-            return true;
+            return Call::NotNeeded;
         }
-        let (taken, cap) = if calls.continuing.contains(workload) {
-            (
-                &mut self.continuations,
-                calls.limit + calls.for_continuations,
-            )
+        let continuation = calls.continuing.contains(workload);
+        let (taken, cap) = if continuation {
+            (self.continuations, calls.limit + calls.for_continuations)
         } else {
-            (&mut self.ordinary, calls.limit)
+            (self.ordinary, calls.limit)
         };
-        if calls.running + *taken >= cap {
-            return false;
+        if calls.running + taken >= cap {
+            Call::NoneFree
+        } else {
+            Call::Free { continuation }
         }
-        *taken += 1;
-        true
     }
+
+    fn taken(&mut self, continuation: bool) -> &mut usize {
+        if continuation {
+            &mut self.continuations
+        } else {
+            &mut self.ordinary
+        }
+    }
+}
+
+/// What an eviction needs of the calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    /// It is not launched in this pass: it takes none.
+    NotNeeded,
+    /// One is free for it (of those for continuations, or the ordinary ones).
+    Free {
+        continuation: bool,
+    },
+    NoneFree,
 }
 
 #[cfg(test)]

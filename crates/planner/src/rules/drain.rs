@@ -19,6 +19,7 @@ use crate::{
     objects::workload::Workload,
     rules::health::{self, Ledger, PodState, Verdict},
     rules::node_context::NodeContext,
+    rules::reads::Reads,
     rules::surge::{self, Move},
 };
 
@@ -211,7 +212,7 @@ fn stuck_at(pod: &PodView) -> Option<DateTime<Utc>> {
 /// stopped. It holds its own node only (its workload counts it as gone), and only an operator
 /// clears it.
 fn stuck_terminating(pod: &PodView, ctx: &NodeContext) -> Option<(Reason, String)> {
-    let at = stuck_at(pod).filter(|&at| ctx.now >= at)?;
+    let at = stuck_at(pod).filter(|&at| ctx.reached(at))?;
     let held_by = match pod.finalizers.as_slice() {
         [] => "no finalizer: its kubelet has not confirmed that it stopped (is the node down?)"
             .to_owned(),
@@ -246,6 +247,16 @@ fn stuck_terminating(pod: &PodView, ctx: &NodeContext) -> Option<(Reason, String
 /// (its budget is often all that guards a quorum), else as the policy says.
 fn uses_eviction_api(class: Class, ctx: &NodeContext) -> bool {
     matches!(class, Class::Other(_)) || ctx.spec.respect_pod_disruption_budgets
+}
+
+/// Whether a Ready `pod` of `workload` is available (Ready for its `minReadySeconds`), read
+/// through the context's clock.
+fn available(workload: Workload, pod: &PodView, ctx: &NodeContext) -> bool {
+    match workload.available_at(pod) {
+        Some(None) => true,
+        Some(Some(at)) => ctx.reached(at),
+        None => false,
+    }
 }
 
 /// Whether evicting the pod uses up one of `pdb`'s disruptions, as the Eviction API decides: a
@@ -283,18 +294,8 @@ fn pod_state(
         .min()
         .filter(|_| counts.ready == 0 && counts.warming == 0);
     match [own, whole].into_iter().flatten().min() {
-        Some(at) if ctx.now >= at => (PodState::Broken, None),
+        Some(at) if ctx.reached(at) => (PodState::Broken, None),
         at => (PodState::NotReady, at),
-    }
-}
-
-/// The pods of the workload in slot `counts_for` of the index (or of its UID where the slot is not
-/// known).
-fn workload_counts(workload: Workload, counts_for: u32, index: &Index) -> PodCounts {
-    if (counts_for as usize) < index.workload_count() {
-        index.workload_at(counts_for)
-    } else {
-        index.workload_pods(workload.key())
     }
 }
 
@@ -327,7 +328,7 @@ fn unmanaged_needs_operator(what: &str, ctx: &NodeContext) -> Option<(Reason, St
 /// node was marked.
 fn job_expired(ctx: &NodeContext) -> bool {
     ctx.timeout_deadline()
-        .is_some_and(|deadline| ctx.now >= deadline)
+        .is_some_and(|deadline| ctx.reached(deadline))
 }
 
 /// What would move if a node were admitted now (see [`movement`]).
@@ -403,7 +404,7 @@ pub(crate) fn movement(
             let goes = known_verdict == ReadyVerdict::Goes;
             // Ready but not yet available counts as not Ready (its workload's minReadySeconds);
             // budgets count it Ready.
-            let (pod_ready, ready) = (ready, ready && (goes || workload.available(pod, ctx.now)));
+            let (pod_ready, ready) = (ready, ready && (goes || available(workload, pod, ctx)));
             // Held back behind the node's workload pods (see `decide_workload`).
             let held_back = workload_pods_left && ready;
             managed = true;
@@ -414,7 +415,7 @@ pub(crate) fn movement(
             }
             if !goes {
                 let health = ledger.health(workload, counts_for, index);
-                let counts = workload_counts(workload, counts_for, index);
+                let counts = index.workload_counts(workload, counts_for);
                 let (state, _) = pod_state(pod, ready, (workload, counts), ctx);
                 match health::judge(health, ctx.threshold, state) {
                     Verdict::Evict { .. } | Verdict::EvictNotReady { .. } => {}
@@ -514,7 +515,7 @@ fn deletable_now(pod: &PodView, class: Class, ctx: &NodeContext, index: &Index) 
         Class::Unmanaged(Unmanaged::OwnerGone(_)) => false,
         Class::Unmanaged(_) => !matches!(
             (ctx.spec.unmanaged_pods.policy, ctx.timeout_deadline()),
-            (UnmanagedPodPolicy::DeleteAfterTimeout, Some(deadline)) if ctx.now < deadline
+            (UnmanagedPodPolicy::DeleteAfterTimeout, Some(deadline)) if !ctx.reached(deadline)
         ),
         Class::Ignored(_) | Class::OptedOut(_) | Class::Owned(_) | Class::Other(_) => false,
     }
@@ -522,7 +523,8 @@ fn deletable_now(pod: &PodView, class: Class, ctx: &NodeContext, index: &Index) 
 
 /// The decisions for one node's pods, and the actions they imply.
 pub(crate) struct Drain {
-    pub(crate) pods: Vec<PodPlan>,
+    /// In pod order.
+    pub(crate) pods: Arc<[PodPlan]>,
     pub(crate) actions: Vec<(ActionKind, Reason, String)>,
     /// Earliest time at which a wait of this node ends by itself.
     pub(crate) wake: Option<DateTime<Utc>>,
@@ -537,6 +539,8 @@ pub(crate) struct Drain {
     /// Pods that could go now and wait for one of the controller's calls: progress that the
     /// controller's limit holds, not the node.
     pub(crate) waiting_for_call: usize,
+    /// What the decisions read of the ledger and the index.
+    pub(crate) reads: Reads,
 }
 
 /// Decides every pod of a surveyed node, recording evictions in `ledger`, in the order of
@@ -563,14 +567,16 @@ pub(crate) fn decide(
             .map(|on| Arc::strong_count(on.pod))
             .sum::<usize>(),
     );
+    let mut pods = Vec::with_capacity(survey.pods.len());
     let mut drain = Drain {
-        pods: Vec::with_capacity(survey.pods.len()),
+        pods: Arc::default(),
         actions: Vec::new(),
         wake: None,
         moving: false,
         asked: 0,
         broken_taken: Resources::default(),
         waiting_for_call: 0,
+        reads: Reads::default(),
     };
     let is_of = |class: &Class, other: bool| {
         matches!(
@@ -599,25 +605,32 @@ pub(crate) fn decide(
     if in_pod_order {
         // The other pods' actions follow the workload pods' ones, as in the rule's order.
         let mut rest = Drain {
-            pods: Vec::new(),
+            pods: Arc::default(),
             actions: Vec::new(),
             wake: None,
             moving: false,
             asked: 0,
             broken_taken: Resources::default(),
             waiting_for_call: 0,
+            reads: Reads::default(),
         };
-        for &on in &survey.pods {
+        for (i, &on) in survey.pods.iter().enumerate() {
+            drain.reads.pod(i);
             let decided = match on.class {
                 Class::Owned(_) => decide_workload(on, ctx, index, ledger, None, &mut drain),
                 Class::Other(_) => decide_workload(on, ctx, index, ledger, held_back, &mut drain),
                 _ => decide_other(on, ctx, index, managed_pods_left, &mut rest),
             };
-            drain.pods.push(decided);
+            pods.push(decided);
         }
+        drain.pods = pods.into();
         drain.actions.append(&mut rest.actions);
         drain.wake = earliest(drain.wake, rest.wake);
         drain.moving |= rest.moving;
+        // The other pods' decisions read nothing of the ledger, but may read what is not recorded.
+        if !rest.reads.tracked() {
+            drain.reads.untracked();
+        }
         return drain;
     }
     // Decided in the order of the rule, reported in pod order: each decision goes to its pod's
@@ -631,19 +644,23 @@ pub(crate) fn decide(
             .filter(move |(_, on)| is_of(&on.class, other))
     };
     for (i, &on) in of_class(false) {
+        drain.reads.pod(i);
         decided[i] = Some(decide_workload(on, ctx, index, ledger, None, &mut drain));
     }
     for (i, &on) in of_class(true) {
+        drain.reads.pod(i);
         decided[i] = Some(decide_workload(
             on, ctx, index, ledger, held_back, &mut drain,
         ));
     }
     for (i, &on) in survey.pods.iter().enumerate() {
         if on.class.workload().is_none() {
+            drain.reads.pod(i);
             decided[i] = Some(decide_other(on, ctx, index, managed_pods_left, &mut drain));
         }
     }
-    drain.pods.extend(decided.into_iter().flatten());
+    pods.extend(decided.into_iter().flatten());
+    drain.pods = pods.into();
     drain
 }
 
@@ -744,7 +761,11 @@ fn decide_workload(
     // Ready but not yet available (its workload's minReadySeconds) counts as not Ready: its
     // controller does not count it either, and moving it takes no available pod away. Budgets
     // count it Ready, as the Eviction API does.
-    let (pod_ready, ready) = (ready, ready && workload.available(pod, ctx.now));
+    let (pod_ready, ready) = (ready, ready && available(workload, pod, ctx));
+    if pinnable || covered.several() {
+        // Its volumes, or several budgets' names, are read: not recorded.
+        drain.reads.untracked();
+    }
     if let Some((reason, message)) =
         needs_operator(pod, class, (covered.several(), pinnable), ctx, index)
     {
@@ -775,6 +796,7 @@ fn decide_workload(
     } else {
         ledger.health_beside_ask(workload, counts_for, index)
     };
+    drain.reads.health(!pod_ready, health);
     let t = ctx.threshold;
     let needed = health::needed(t, health.desired);
     let floor = health::sla_floor(t, health.desired);
@@ -858,10 +880,15 @@ fn decide_workload(
     // (it takes no readiness, and where the API would charge it to a budget, it waits for that
     // budget below). Held back, it would wait for as long as the API refuses the ask: for ever
     // where its own replacement is what the budget waits for.
-    if pod_ready && ledger.planned(workload, counts_for, index).1 {
+    if pod_ready
+        && drain
+            .reads
+            .planned(ledger.planned(workload, counts_for, index))
+            .1
+    {
         // Another pod of the workload is asked for against a budget at zero: the budget is what
         // this one waits on.
-        if let Some((i, pdb)) = exhausted_budget(&on, pod_ready, ctx, index, ledger) {
+        if let Some((i, pdb)) = exhausted_budget(&on, pod_ready, ctx, index, ledger, drain) {
             return budget_wait(index, &on, i, pdb);
         }
         return pod_plan(
@@ -875,7 +902,9 @@ fn decide_workload(
             ),
         );
     }
-    let counts = workload_counts(workload, counts_for, index);
+    let counts = drain
+        .reads
+        .counts(index.workload_counts(workload, counts_for));
     let (state, broken_at) = pod_state(pod, ready, (workload, counts), ctx);
     let verdict = health::judge(health, t, state);
     match verdict {
@@ -912,8 +941,11 @@ fn decide_workload(
             });
         }
         Verdict::EvictBroken { .. }
-            if let Some(message) =
-                broken_waits_for_room(pod, counts_for, ctx, index, drain.broken_taken) =>
+            if let Some(message) = {
+                // The room of the schedulable nodes is read: not recorded.
+                drain.reads.untracked();
+                broken_waits_for_room(pod, counts_for, ctx, index, drain.broken_taken)
+            } =>
         {
             return pod_plan(
                 index,
@@ -927,7 +959,9 @@ fn decide_workload(
     }
     let use_eviction_api = uses_eviction_api(class, ctx);
     let pdbs: Vec<(usize, &Pdb)> = if use_eviction_api {
-        index.budgets_of(&on)
+        let pdbs = index.budgets_of(&on);
+        drain.reads.budgets(&pdbs, pod_ready, ledger);
+        pdbs
     } else {
         Vec::new()
     };
@@ -943,7 +977,10 @@ fn decide_workload(
     let asks = matches!(class, Class::Other(_))
         && ctx.hold.is_none()
         && exhausted.is_some()
-        && ledger.planned(workload, counts_for, index) == (0, false);
+        && drain
+            .reads
+            .planned(ledger.planned(workload, counts_for, index))
+            == (0, false);
     if let Some(&(i, pdb)) = exhausted.filter(|_| !asks) {
         return budget_wait(index, &on, i, pdb);
     }
@@ -953,6 +990,7 @@ fn decide_workload(
             .calls
             .take(workload.key(), &pod.uid, &ctx.node.name, ctx.written)
     {
+        drain.reads.call_refused();
         drain.waiting_for_call += 1;
         return pod_plan(
             index,
@@ -1092,12 +1130,14 @@ fn exhausted_budget<'i>(
     ctx: &NodeContext,
     index: &'i Index,
     ledger: &Ledger,
+    drain: &mut Drain,
 ) -> Option<(usize, &'i Pdb<'i>)> {
     if !uses_eviction_api(on.class, ctx) {
         return None;
     }
-    index
-        .budgets_of(on)
+    let budgets = index.budgets_of(on);
+    drain.reads.budgets(&budgets, ready, ledger);
+    budgets
         .into_iter()
         .find(|(i, p)| ledger.pdb_allowance(*i) <= 0 && uses_budget(on.pod, ready, p))
 }
@@ -1153,6 +1193,10 @@ fn decide_other(
     drain: &mut Drain,
 ) -> PodPlan {
     let OnNode { pod, class, .. } = on;
+    if pod.pins.is_some() {
+        // Its volumes are read: not recorded.
+        drain.reads.untracked();
+    }
     // Not a workload pod: whether budgets cover it does not matter.
     if let Some((reason, message)) =
         needs_operator(pod, class, (false, pod.pins.is_some()), ctx, index)
@@ -1233,7 +1277,7 @@ fn decide_other(
     // Policy Never (and unusable DeleteAfterTimeout settings) answered above, in needs_operator.
     if let (UnmanagedPodPolicy::DeleteAfterTimeout, Some(deadline)) =
         (ctx.spec.unmanaged_pods.policy, ctx.timeout_deadline())
-        && ctx.now < deadline
+        && !ctx.reached(deadline)
     {
         let message = format!(
             "wait: {unmanaged}; deletable from {}",
@@ -1355,6 +1399,7 @@ mod tests {
             hold: None,
             written: false,
             now: crate::testing::t0(),
+            turns: Default::default(),
         };
         let listed: Vec<(&str, &str, &str)> = survey(&ctx, &index)
             .pods

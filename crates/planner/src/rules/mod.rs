@@ -7,6 +7,7 @@ pub(crate) mod drain;
 pub(crate) mod health;
 pub(crate) mod node_context;
 pub(crate) mod progress;
+pub(crate) mod reads;
 pub(crate) mod room;
 pub(crate) mod surge;
 pub(crate) mod window;

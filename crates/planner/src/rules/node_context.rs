@@ -1,5 +1,7 @@
 //! What deciding the pods of one node reads besides the index: the node, its policy and the time.
 
+use std::cell::Cell;
+
 use chrono::{DateTime, Utc};
 use k8sm_api::ExecutorUpgradePolicySpec;
 
@@ -20,9 +22,23 @@ pub(crate) struct NodeContext<'a> {
     /// evictions take none of the controller's calls in this pass ([`crate::Calls`]).
     pub(crate) written: bool,
     pub(crate) now: DateTime<Utc>,
+    /// The earliest time after `now` at which a comparison made through [`Self::reached`] turns:
+    /// until then, decisions made with this context read the clock the same way.
+    pub(crate) turns: Cell<Option<DateTime<Utc>>>,
 }
 
 impl NodeContext<'_> {
+    /// Whether `at` has come; if not, notes it among the times at which the decisions turn.
+    pub(crate) fn reached(&self, at: DateTime<Utc>) -> bool {
+        if self.now >= at {
+            return true;
+        }
+        if self.turns.get().is_none_or(|turns| at < turns) {
+            self.turns.set(Some(at));
+        }
+        false
+    }
+
     /// When the unmanaged-pod timeout of this node expires (plus
     /// [`k8sm_api::CLOCK_SKEW_ALLOWANCE`]): `None` without a timeout or a known mark time.
     pub(crate) fn timeout_deadline(&self) -> Option<DateTime<Utc>> {

@@ -52,7 +52,7 @@ pub(crate) fn judge(pod: &PodView, workload: Workload, ctx: &NodeContext) -> Mov
     if let Some(since) = move_of(rollout, &pod.uid) {
         let deadline = ctx.spec.progress_deadline();
         return match since.checked_add_signed(deadline) {
-            Some(until) if until > ctx.now => Move::UnderWay { since, until },
+            Some(until) if !ctx.reached(until) => Move::UnderWay { since, until },
             _ => Move::Overdue { since },
         };
     }

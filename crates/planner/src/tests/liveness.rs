@@ -538,7 +538,7 @@ fn replacements_of_a_crash_loop_go_once_their_deployment_is_unavailable_that_lon
 /// the last room, the healthy workload's pods cannot move and the node never finishes (the messy
 /// model's case 8271499481746269433,6,25,1,75,true: evicted 271 times over 12 hours). `up` has
 /// 1000m free; web's two Ready pods on n1 need 1000m of it, db's broken pod 500m more.
-fn short_of_room(free_millis: u64) -> ClusterView {
+pub(super) fn short_of_room(free_millis: u64) -> ClusterView {
     let web = replica_set("shop", "web", 4);
     let db = owner(OwnerKind::StatefulSet, "shop", "db", Some(2));
     let filler = replica_set("shop", "filler", 1);

@@ -8,6 +8,7 @@ mod critical_path;
 mod handback;
 mod hostile;
 mod identity;
+mod kept_decisions;
 mod lifecycle;
 mod liveness;
 mod marking;

@@ -2,8 +2,9 @@
 //! [`plan`] plans, whatever it planned before: over a sequence of views that change the way a
 //! controller's stores change them (pods replaced by new versions, removed, added, moved around in
 //! the vector, nodes added, removed, marked and unmarked, evictions in flight coming and going,
-//! owners changed in their status, spec or identity, removed and added, the clock going on), every
-//! pass is compared with a fresh plan of the same view at the same time.
+//! owners changed in their status, spec or identity, removed and added, budgets' statuses, the
+//! controller's calls, policies edited, the clock going on), every pass is compared with a fresh
+//! plan of the same view at the same time.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use crate::{
 /// One random change of the kind a watch brings between two passes, or the clock going on.
 fn change(view: &mut ClusterView, clock: &mut DateTime<Utc>, rng: &mut Rng) -> &'static str {
     let pods = view.pods.len();
-    match rng.below(16) {
+    match rng.below(21) {
         // A new version of a pod: a new view, with one of its fields changed (as a watch event
         // replaces it).
         0..=2 if pods > 0 => {
@@ -180,6 +181,52 @@ fn change(view: &mut ClusterView, clock: &mut DateTime<Utc>, rng: &mut Rng) -> &
         15 => {
             *clock += seconds(rng.below(90));
             "time passed"
+        }
+        // The controller's calls: one answered, one launched, or the limit moved.
+        16 if view.calls.is_some() => {
+            let calls = view.calls.as_mut().expect("checked");
+            match rng.below(3) {
+                0 => calls.running = calls.running.saturating_sub(1),
+                1 => calls.running += 1,
+                _ => calls.limit = rng.below(6),
+            }
+            "calls changed"
+        }
+        // A policy's spec edited: what its decisions read of it.
+        17 if !view.policies.is_empty() => {
+            let i = rng.below(view.policies.len());
+            let spec = &mut view.policies[i].spec;
+            match rng.below(3) {
+                0 => spec.owner_health_threshold = [50, 75, 90, 100][rng.below(4)],
+                1 => spec.respect_pod_disruption_budgets = !spec.respect_pod_disruption_budgets,
+                _ => spec.cordon = !spec.cordon,
+            }
+            "policy changed"
+        }
+        // A budget's status: a disruption allowed more or less, its healthy pods.
+        18 if !view.pdbs.is_empty() => {
+            let i = rng.below(view.pdbs.len());
+            let pdb = &mut view.pdbs[i];
+            match rng.below(2) {
+                0 => pdb.disruptions_allowed = (pdb.disruptions_allowed + 1) % 3,
+                _ => pdb.current_healthy = pdb.current_healthy.saturating_add(1) % 4,
+            }
+            "budget status changed"
+        }
+        // A node cordoned or uncordoned by someone.
+        19 if !view.nodes.is_empty() => {
+            let i = rng.below(view.nodes.len());
+            view.nodes[i].unschedulable = !view.nodes[i].unschedulable;
+            "node cordoned or uncordoned"
+        }
+        // A pod deleted a while ago, still terminating: stuck once the clock goes on.
+        20 if pods > 0 => {
+            let i = rng.below(pods);
+            let mut pod = PodView::clone(&view.pods[i]);
+            pod.terminating = true;
+            pod.deletion = Some(*clock - seconds(rng.below(90)));
+            view.pods[i] = Arc::new(pod);
+            "terminating since a while ago"
         }
         _ if !view.in_flight.is_empty() => {
             view.in_flight.remove(rng.below(view.in_flight.len()));

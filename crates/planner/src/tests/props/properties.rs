@@ -198,7 +198,7 @@ proptest! {
     #[test]
     fn every_reported_pod_names_its_workload(world in arb_world()) {
         for node in plan_now(&world.view).nodes {
-            for pod in &node.pods {
+            for pod in node.pods.iter() {
                 let (Some(truth), Some(owner)) = (world.truth.pods.get(pod.pod.uid()), &pod.owner) else {
                     continue;
                 };
@@ -270,7 +270,7 @@ fn the_generator_reaches_the_cases_that_matter() {
             "pods waiting for a call",
             plan.nodes
                 .iter()
-                .flat_map(|n| &n.pods)
+                .flat_map(|n| n.pods.iter())
                 .any(|p| p.reason == Some(crate::Reason::WaitingForCall)),
         );
         seen.saw(
