@@ -58,8 +58,8 @@ pub(crate) struct KeptPolicy {
 
 struct KeptNode {
     inputs: NodeInputs,
-    pods: Vec<KeptPod>,
-    reads: Vec<Read>,
+    pods: Box<[KeptPod]>,
+    reads: Box<[Read]>,
     /// When a comparison with the clock made deciding turns.
     turns: Option<DateTime<Utc>>,
     decided: Arc<[PodPlan]>,
@@ -110,21 +110,22 @@ enum ClassKey {
     Other(WorkloadKey),
     Job(usize),
     NoController,
-    OwnerGone(ControllerRef),
-    OwnerDeleting(ControllerRef),
+    OwnerGone(Box<ControllerRef>),
+    OwnerDeleting(Box<ControllerRef>),
 }
 
+/// Controller references boxed: few pods have one here, and every kept pod has a key.
 #[derive(PartialEq)]
 enum WorkloadKey {
     Owner(usize),
-    Other(ControllerRef),
+    Other(Box<ControllerRef>),
 }
 
 impl ClassKey {
     fn of(class: Class) -> Self {
         let workload = |w: Workload| match w {
             Workload::Owner(o) => WorkloadKey::Owner(std::ptr::from_ref(o).addr()),
-            Workload::Other(c) => WorkloadKey::Other(c.clone()),
+            Workload::Other(c) => WorkloadKey::Other(Box::new(c.clone())),
         };
         match class {
             Class::Ignored(why) => Self::Ignored(why),
@@ -134,8 +135,10 @@ impl ClassKey {
             Class::Other(w) => Self::Other(workload(w)),
             Class::Job(o) => Self::Job(std::ptr::from_ref(o).addr()),
             Class::Unmanaged(Unmanaged::NoController) => Self::NoController,
-            Class::Unmanaged(Unmanaged::OwnerGone(c)) => Self::OwnerGone(c.clone()),
-            Class::Unmanaged(Unmanaged::OwnerDeleting(c)) => Self::OwnerDeleting(c.clone()),
+            Class::Unmanaged(Unmanaged::OwnerGone(c)) => Self::OwnerGone(Box::new(c.clone())),
+            Class::Unmanaged(Unmanaged::OwnerDeleting(c)) => {
+                Self::OwnerDeleting(Box::new(c.clone()))
+            }
         }
     }
 
@@ -143,7 +146,7 @@ impl ClassKey {
     fn is(&self, class: Class) -> bool {
         let workload = |key: &WorkloadKey, w: Workload| match (key, w) {
             (WorkloadKey::Owner(at), Workload::Owner(o)) => *at == std::ptr::from_ref(o).addr(),
-            (WorkloadKey::Other(kept), Workload::Other(c)) => kept == c,
+            (WorkloadKey::Other(kept), Workload::Other(c)) => **kept == *c,
             _ => false,
         };
         match (self, class) {
@@ -156,7 +159,7 @@ impl ClassKey {
             (Self::Job(at), Class::Job(o)) => *at == std::ptr::from_ref(o).addr(),
             (Self::NoController, Class::Unmanaged(Unmanaged::NoController)) => true,
             (Self::OwnerGone(a), Class::Unmanaged(Unmanaged::OwnerGone(b)))
-            | (Self::OwnerDeleting(a), Class::Unmanaged(Unmanaged::OwnerDeleting(b))) => a == b,
+            | (Self::OwnerDeleting(a), Class::Unmanaged(Unmanaged::OwnerDeleting(b))) => **a == *b,
             _ => false,
         }
     }
@@ -231,8 +234,17 @@ impl KeptDecisions {
             kept.nodes.retain(|_, node| node.pass == pass);
             kept.pass == pass && !kept.nodes.is_empty()
         });
-        self.owners.clear();
-        if !self.policies.is_empty() {
+        if self.policies.is_empty() {
+            self.owners.clear();
+        } else if self.owners.len() == owners.len() {
+            // Most owners are the last pass's: only those that changed are let go and held.
+            for (held, owner) in self.owners.iter_mut().zip(owners) {
+                if !Arc::ptr_eq(held, owner) {
+                    *held = Arc::clone(owner);
+                }
+            }
+        } else {
+            self.owners.clear();
             self.owners.extend(owners.iter().cloned());
         }
     }
@@ -280,7 +292,7 @@ impl KeptPolicy {
         let node = KeptNode {
             inputs: NodeInputs::of(survey, ctx),
             pods: survey.pods.iter().map(KeptPod::of).collect(),
-            reads: decided.reads.list.clone(),
+            reads: decided.reads.list.as_slice().into(),
             turns: ctx.turns.get(),
             decided: Arc::clone(&decided.pods),
             wake: decided.wake,

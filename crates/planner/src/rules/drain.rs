@@ -10,7 +10,7 @@ use k8sm_api::text::{MAX_QUOTED_VALUE, quoted};
 use crate::{
     PodPhase, PodView, Reason, Resources,
     index::shared_output::{MessageKey, WaitsOn},
-    index::{Index, OnNode, PodCounts},
+    index::{Index, OnNode},
     model::output::{ActionKind, Decision, Eviction, PodPlan, PodRef},
     model::pass_cache::Text,
     objects::budgets::Pdb,
@@ -19,7 +19,7 @@ use crate::{
     objects::workload::Workload,
     rules::health::{self, Ledger, PodState, Verdict},
     rules::node_context::NodeContext,
-    rules::reads::Reads,
+    rules::reads::{Reads, WorkloadReadiness},
     rules::surge::{self, Move},
 };
 
@@ -278,7 +278,7 @@ fn uses_budget(pod: &PodView, ready: bool, pdb: &Pdb) -> bool {
 fn pod_state(
     pod: &PodView,
     ready: bool,
-    (workload, counts): (Workload, PodCounts),
+    (workload, counts): (Workload, WorkloadReadiness),
     ctx: &NodeContext,
 ) -> (PodState, Option<DateTime<Utc>>) {
     if ready {
@@ -415,7 +415,7 @@ pub(crate) fn movement(
             }
             if !goes {
                 let health = ledger.health(workload, counts_for, index);
-                let counts = index.workload_counts(workload, counts_for);
+                let counts = WorkloadReadiness::of(index.workload_counts(workload, counts_for));
                 let (state, _) = pod_state(pod, ready, (workload, counts), ctx);
                 match health::judge(health, ctx.threshold, state) {
                     Verdict::Evict { .. } | Verdict::EvictNotReady { .. } => {}
@@ -902,9 +902,9 @@ fn decide_workload(
             ),
         );
     }
-    let counts = drain
-        .reads
-        .counts(index.workload_counts(workload, counts_for));
+    let counts = drain.reads.readiness(WorkloadReadiness::of(
+        index.workload_counts(workload, counts_for),
+    ));
     let (state, broken_at) = pod_state(pod, ready, (workload, counts), ctx);
     let verdict = health::judge(health, t, state);
     match verdict {

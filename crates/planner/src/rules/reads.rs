@@ -4,6 +4,8 @@
 //! so that a later pass can tell whether each read still gives what it gave
 //! (`crates/planner/src/pass/kept_decisions.rs`).
 
+use chrono::{DateTime, Utc};
+
 use crate::{
     index::{Index, OnNode, PodCounts},
     objects::budgets::Pdb,
@@ -23,8 +25,8 @@ pub(crate) enum Read {
     /// [`Ledger::planned`] of the pod's workload: recorded apart from its health, as the health a
     /// pod not Ready is judged on leaves out an eviction asked for against a budget.
     Planned { at: u32, value: (u32, bool) },
-    /// The pod's workload's counts in the index.
-    Counts { at: u32, value: PodCounts },
+    /// What the pod's workload's counts in the index tell of its readiness.
+    Readiness { at: u32, value: WorkloadReadiness },
     /// The budgets of the pod ([`Index::budgets_of`]): `count` [`Read::Budget`]s follow.
     Budgets { at: u32, count: u32 },
     /// A budget, by its position among the index's budgets: its allowance in the ledger, and, for
@@ -37,6 +39,26 @@ pub(crate) enum Read {
     },
     /// No call was free for the pod's eviction.
     CallRefused { at: u32 },
+}
+
+/// What deciding a pod reads of its workload's counts: whether the workload as a whole is broken
+/// (none of its pods Ready, one not Ready for long enough). Kept small: a kept node records one
+/// per pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WorkloadReadiness {
+    pub(crate) ready: u32,
+    pub(crate) warming: u32,
+    pub(crate) not_ready_since: Option<DateTime<Utc>>,
+}
+
+impl WorkloadReadiness {
+    pub(crate) fn of(counts: PodCounts) -> Self {
+        Self {
+            ready: counts.ready,
+            warming: counts.warming,
+            not_ready_since: counts.not_ready_since,
+        }
+    }
 }
 
 /// The reads of one node's decisions, in the order they were made.
@@ -80,9 +102,9 @@ impl Reads {
         value
     }
 
-    pub(crate) fn counts(&mut self, value: PodCounts) -> PodCounts {
+    pub(crate) fn readiness(&mut self, value: WorkloadReadiness) -> WorkloadReadiness {
         let at = self.at;
-        self.list.push(Read::Counts { at, value });
+        self.list.push(Read::Readiness { at, value });
         value
     }
 
@@ -144,8 +166,9 @@ pub(crate) fn hold(
             }),
             Read::Planned { at, value } => workload_of(pods, at)
                 .is_some_and(|(w, slot)| ledger.planned(w, slot, index) == value),
-            Read::Counts { at, value } => workload_of(pods, at)
-                .is_some_and(|(w, slot)| index.workload_counts(w, slot) == value),
+            Read::Readiness { at, value } => workload_of(pods, at).is_some_and(|(w, slot)| {
+                WorkloadReadiness::of(index.workload_counts(w, slot)) == value
+            }),
             Read::Budgets { at, count } => {
                 let Some(on) = pods.get(at as usize) else {
                     return false;
