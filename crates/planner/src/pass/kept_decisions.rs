@@ -1,8 +1,7 @@
-//! The decisions of draining nodes, kept from pass to pass (docs/design.md §8, "Deciding again
-//! only what changed"): a node whose pods were decided with no action is decided again only when
-//! something its decisions read changed. Through most of a large fleet's upgrade, nearly every
-//! pod of the draining nodes waits, for the same reason and with the same message as in the last
-//! pass.
+//! The decisions of draining nodes, kept from pass to pass (docs/design.md §8, the planner): a node
+//! whose pods were decided with no action is decided again only when something its decisions read
+//! changed. Through most of a large fleet's upgrade, nearly every pod of the draining nodes waits,
+//! for the same reason and with the same message as in the last pass.
 //!
 //! What the decisions read, and how each is known unchanged:
 //! - the policy's spec, compared once per pass;

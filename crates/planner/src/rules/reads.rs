@@ -30,8 +30,8 @@ pub(crate) enum Read {
     /// The budgets of the pod ([`Index::budgets_of`]): `count` [`Read::Budget`]s follow.
     Budgets { at: u32, count: u32 },
     /// A budget, by its position among the index's budgets: its allowance in the ledger, and, for
-    /// a pod not Ready, whether such a pod leaves it freely (read of a Ready pod's budget only
-    /// where the budget's status is read anyway).
+    /// a pod not Ready, whether such a pod leaves it freely (deciding never reads that for a Ready
+    /// pod, and each budget's view read is a cache miss).
     Budget {
         position: u32,
         allowance: i64,
