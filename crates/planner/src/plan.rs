@@ -64,7 +64,21 @@ struct Kept<'p> {
 impl Planner {
     /// Plans one pass, as [`plan`] does.
     pub fn plan(&mut self, view: &ClusterView, now: DateTime<Utc>) -> Plan {
-        plan_with(view, &mut self.kept(true), now)
+        let plan = plan_with(view, &mut self.kept(true), now);
+        // The kept decisions name owners by address: every test's pass checks that the owners of
+        // this pass stay held until the next pass's index is built.
+        #[cfg(test)]
+        assert!(
+            self.controllers.owners().len() == view.owners.len()
+                && self
+                    .controllers
+                    .owners()
+                    .iter()
+                    .zip(&view.owners)
+                    .all(|(held, owner)| std::sync::Arc::ptr_eq(held, owner)),
+            "the pass's owners are held"
+        );
+        plan
     }
 
     fn kept(&mut self, decisions: bool) -> Kept<'_> {
@@ -173,7 +187,7 @@ fn plan_with(view: &ClusterView, kept: &mut Kept, now: DateTime<Utc>) -> Plan {
         plan.policies.push(policy_plan);
     }
     if let Some(decisions) = kept.decisions.as_deref_mut() {
-        decisions.finish(&view.owners);
+        decisions.finish();
     }
     hand_back(&policies, &selections, &claims, &index, &mut plan);
     plan.next_wake = earliest(plan.next_wake, index.next_available);

@@ -496,7 +496,11 @@ impl<'a> Index<'a> {
         counts_for: u32,
     ) -> PodCounts {
         if (counts_for as usize) < self.workload_count() {
-            self.workload_at(counts_for)
+            let pods = self.workload_at(counts_for);
+            // Every test's pass checks that the slot stands for the workload's UID.
+            #[cfg(test)]
+            assert_eq!(pods, self.workload_pods(workload.key()));
+            pods
         } else {
             self.workload_pods(workload.key())
         }

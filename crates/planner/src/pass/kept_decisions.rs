@@ -7,8 +7,9 @@
 //! - the policy's spec, compared once per pass;
 //! - the node's mark time, cordon, and whether a write of this pass to it comes first;
 //! - its pods, each the same version (the `Arc` held), with the same class (its owner the same
-//!   version: the owners of the last pass are held, so that no new owner takes an old one's
-//!   address), readiness, budgets' answer and workload slot, and as many unanswered evictions;
+//!   version: the planner's `ControllerClasses` holds the last pass's owners until the next
+//!   pass's index is built, so that no new owner takes an old one's address), readiness,
+//!   budgets' answer and workload slot, and as many unanswered evictions;
 //! - the ledger's entries, the workloads' counts and the budgets, each read again and compared
 //!   (`rules/reads.rs`), the budgets' names in the same order as in the last pass;
 //! - the clock: every comparison with it notes when it turns (`NodeContext::reached`), and the
@@ -21,7 +22,7 @@ use chrono::{DateTime, Utc};
 use k8sm_api::ExecutorUpgradePolicySpec;
 
 use crate::{
-    ControllerRef, OwnerView, PodView,
+    ControllerRef, PodView,
     index::{Index, OnNode},
     model::collections::FastMap,
     model::output::PodPlan,
@@ -41,8 +42,6 @@ pub(crate) struct KeptDecisions {
     /// The namespace and name of each of the index's budgets, in order: reads name budgets by
     /// position.
     budgets: Vec<(String, String)>,
-    /// The owners of the last pass, held: a kept pod's class names its owner by address.
-    owners: Vec<Arc<OwnerView>>,
     /// Numbers the passes.
     pass: u64,
 }
@@ -224,28 +223,14 @@ impl KeptDecisions {
         entry
     }
 
-    /// Ends the pass: what was not decided or kept in it goes (its owners may be let go), and the
-    /// pass's owners are held.
-    pub(crate) fn finish(&mut self, owners: &[Arc<OwnerView>]) {
+    /// Ends the pass: what was not decided or kept in it goes (its owners may be let go).
+    pub(crate) fn finish(&mut self) {
         let pass = self.pass;
         self.policies.retain(|_, kept| {
             let kept = kept.get_mut();
             kept.nodes.retain(|_, node| node.pass == pass);
             kept.pass == pass && !kept.nodes.is_empty()
         });
-        if self.policies.is_empty() {
-            self.owners.clear();
-        } else if self.owners.len() == owners.len() {
-            // Most owners are the last pass's: only those that changed are let go and held.
-            for (held, owner) in self.owners.iter_mut().zip(owners) {
-                if !Arc::ptr_eq(held, owner) {
-                    *held = Arc::clone(owner);
-                }
-            }
-        } else {
-            self.owners.clear();
-            self.owners.extend(owners.iter().cloned());
-        }
     }
 }
 

@@ -55,9 +55,8 @@ impl CallCount {
         };
         !written
             && calls.backing_off.is_empty()
-            && calls.running + self.ordinary >= calls.limit
-            && (calls.continuing.is_empty()
-                || calls.running + self.continuations >= calls.limit + calls.for_continuations)
+            && self.all_taken(calls, false)
+            && (calls.continuing.is_empty() || self.all_taken(calls, true))
             && !calls.held_nodes.contains(node)
     }
 
@@ -69,16 +68,21 @@ impl CallCount {
             return Call::NotNeeded;
         }
         let continuation = calls.continuing.contains(workload);
+        if self.all_taken(calls, continuation) {
+            Call::NoneFree
+        } else {
+            Call::Free { continuation }
+        }
+    }
+
+    /// Whether every call an ordinary eviction (or a `continuation`) may take is taken.
+    fn all_taken(&self, calls: &Calls, continuation: bool) -> bool {
         let (taken, cap) = if continuation {
             (self.continuations, calls.limit + calls.for_continuations)
         } else {
             (self.ordinary, calls.limit)
         };
-        if calls.running + taken >= cap {
-            Call::NoneFree
-        } else {
-            Call::Free { continuation }
-        }
+        calls.running + taken >= cap
     }
 
     fn taken(&mut self, continuation: bool) -> &mut usize {

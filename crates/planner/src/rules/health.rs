@@ -349,15 +349,7 @@ fn observe(workload: Workload, counts_for: u32, index: &Index) -> OwnerHealth {
             .copied()
             .unwrap_or(0)
     };
-    let pods = if (counts_for as usize) < index.workload_count() {
-        let pods = index.workload_at(counts_for);
-        // Every test's pass checks that the index's slot stands for the workload's UID.
-        #[cfg(test)]
-        assert_eq!(pods, index.workload_pods(workload.key()));
-        pods
-    } else {
-        index.workload_pods(workload.key())
-    };
+    let pods = index.workload_counts(workload, counts_for);
     OwnerHealth {
         desired: desired_of(workload, pods, gone, index),
         ready: pods.ready,
